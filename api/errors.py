@@ -1,0 +1,54 @@
+"""One error shape for the whole API: {"code": …, "detail": …, "fields": {…}}."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.db import DatabaseError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def _flatten(detail) -> list[str] | dict:
+    if isinstance(detail, dict):
+        return {key: _flatten(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            return [str(item) for item in detail]
+        return [_flatten(item) for item in detail]
+    return [str(detail)]
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, DatabaseError):
+        # the database is down or restarting: a clean 503, not a stack trace
+        response = Response({"code": "database_unavailable",
+                             "detail": "The portal's database is unavailable. Retry shortly.",
+                             "fields": {}}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        response["Retry-After"] = "5"
+        return response
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        detail = exc.detail
+        fields = _flatten(detail) if isinstance(detail, dict) else {}
+        non_field = fields.pop("non_field_errors", None) if isinstance(fields, dict) else None
+        message = "; ".join(non_field) if non_field else "Invalid input."
+        if not isinstance(detail, dict):
+            message = "; ".join(_flatten(detail))
+        response.data = {"code": "invalid", "detail": message, "fields": fields}
+        return response
+    code = getattr(exc, "default_code", "error")
+    if hasattr(exc, "get_codes"):
+        codes = exc.get_codes()
+        if isinstance(codes, str):
+            code = codes
+    detail = getattr(exc, "detail", str(exc))
+    response.data = {"code": code, "detail": str(detail), "fields": {}}
+    return response

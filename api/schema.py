@@ -1,0 +1,24 @@
+"""OpenAPI descriptions of the portal's authentication schemes (drf-spectacular extensions)."""
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+
+
+class KeystoneTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "api.authentication.KeystoneTokenAuthentication"
+    name = "keystoneToken"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "X-Auth-Token",
+            "description": "A Keystone token scoped to a project; the project is the tenant.",
+        }
+
+
+class PortalSessionScheme(OpenApiAuthenticationExtension):
+    target_class = "api.authentication.PortalSessionAuthentication"
+    name = "portalSession"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "cookie", "name": "gpuportal_sessionid"}

@@ -1,0 +1,11 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+
+from . import views
+
+app_name = "api"
+
+urlpatterns = [
+    path("v1/me/", views.MeView.as_view(), name="me"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+]

@@ -1,0 +1,19 @@
+"""The Celery application: launch/stop, provisioning, usage scraping, culling, lifecycle sync."""
+
+import os
+
+from celery import Celery
+from celery.schedules import crontab
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+app = Celery("portal")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+app.conf.beat_schedule = {
+    "sessions-clear-expired": {
+        "task": "portal.tasks.sessions_clear_expired",
+        "schedule": crontab(minute=17),
+    },
+}

@@ -1,0 +1,45 @@
+"""Liveness and readiness: /healthz says the process serves; /readyz that its dependencies answer."""
+
+from __future__ import annotations
+
+from django.core.cache import cache
+from django.db import connection
+from django.http import JsonResponse
+from django.views.decorators.cache import never_cache
+
+from portal.keystone.client import KeystoneClient, KeystoneError
+
+
+@never_cache
+def healthz(request):
+    return JsonResponse({"status": "ok"})
+
+
+def _check_database() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def _check_redis() -> None:
+    cache.get("readyz-probe")  # raises when Redis is down
+
+
+def _check_keystone() -> None:
+    KeystoneClient(timeout=2.0).check_reachable()
+
+
+CHECKS = {"database": _check_database, "redis": _check_redis, "keystone": _check_keystone}
+
+
+@never_cache
+def readyz(request):
+    results: dict[str, str] = {}
+    for name, check in CHECKS.items():
+        try:
+            check()
+            results[name] = "ok"
+        except (KeystoneError, Exception) as exc:  # each dependency reports, none stops the rest
+            results[name] = f"failed: {type(exc).__name__}"
+    ready = all(value == "ok" for value in results.values())
+    return JsonResponse({"status": "ok" if ready else "unavailable", "checks": results},
+                        status=200 if ready else 503)

@@ -1,0 +1,1 @@
+"""OpenStack Keystone: login, project-scoped tokens, token validation and its cache."""

@@ -1,0 +1,130 @@
+"""Writes of the identity domain: sign in, switch project, sign out, mirror the user."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from tenants.services import tenant_ensure
+
+from . import identity as identity_store
+from .client import KeystoneClient, KeystoneError, KeystoneUnavailable, Project, Token
+from .identity import Identity
+from .roles import is_portal_admin
+
+log = logging.getLogger(__name__)
+
+def user_sync(*, token: Token, is_admin: bool | None = None):
+    """Create or update the local mirror of the Keystone user behind `token`."""
+    User = get_user_model()
+    username = token.user_name
+    if token.user_domain_id != "default":
+        username = f"{token.user_name}@{token.user_domain_name}"
+    with transaction.atomic():
+        user = User.objects.select_for_update().filter(keystone_user_id=token.user_id).first()
+        if user is None:
+            # a user renamed in Keystone keeps their row; a new name that collides with a
+            # stale local row (a deleted Keystone user) takes it over
+            User.objects.filter(username=username).exclude(keystone_user_id=token.user_id).update(
+                username=f"{username}~stale-{dt.datetime.now(dt.UTC):%Y%m%d%H%M%S%f}",
+                is_active=False,
+            )
+            user = User(keystone_user_id=token.user_id)
+            user.set_unusable_password()
+        user.username = username
+        user.domain_id = token.user_domain_id
+        user.domain_name = token.user_domain_name
+        user.is_active = True
+        if is_admin is not None:
+            user.is_staff = is_admin
+            user.is_superuser = is_admin
+        user.save()
+    return user
+
+
+def _admin_check(client: KeystoneClient, unscoped: Token, projects: list[Project]) -> Token | None:
+    """The admin project's token when the user holds the admin role there, else None."""
+    admin_project = next((p for p in projects if p.name == settings.KEYSTONE_ADMIN_PROJECT), None)
+    if admin_project is None:
+        return None
+    scoped = client.scope_to_project(unscoped.id, admin_project.id)
+    if is_portal_admin(project_name=scoped.project_name, role_names=scoped.roles, system_scoped=False):
+        return scoped
+    return None
+
+
+def identity_start(*, unscoped: Token, preferred_project_id: str | None = None,
+                   client: KeystoneClient | None = None) -> Identity:
+    """Everything the portal needs to know about a user right after Keystone accepted them.
+
+    Reads their projects, records each as a tenant, decides whether they are a portal admin and
+    scopes a token to their first (or last used) project.
+    """
+    client = client or KeystoneClient()
+    projects = client.user_projects(unscoped.id)
+    for project in projects:
+        tenant_ensure(keystone_project_id=project.id, name=project.name, domain_id=project.domain_id)
+    admin_token = _admin_check(client, unscoped, projects)
+    scoped = None
+    if projects:
+        ids = [p.id for p in projects]
+        first = preferred_project_id if preferred_project_id in ids else ids[0]
+        if admin_token is not None and admin_token.project_id == first:
+            scoped = admin_token
+        else:
+            scoped = client.scope_to_project(unscoped.id, first)
+    return Identity(
+        unscoped=unscoped,
+        projects=projects,
+        scoped=scoped,
+        is_admin=admin_token is not None,
+        validated_at=dt.datetime.now(dt.UTC),
+    )
+
+
+def identity_switch_project(*, identity: Identity, project_id: str,
+                            client: KeystoneClient | None = None) -> Identity:
+    """Scope a new token to another of the user's projects, as Horizon's switcher does.
+
+    The previous project token is revoked: a user holds one project token at a time.
+    """
+    if not identity.has_project(project_id):
+        raise PermissionError("not one of your projects")
+    client = client or KeystoneClient()
+    scoped = client.scope_to_project(identity.unscoped.id, project_id)
+    previous = identity.scoped
+    identity.scoped = scoped
+    identity.validated_at = dt.datetime.now(dt.UTC)
+    if previous is not None and previous.id != scoped.id:
+        _revoke_quietly(client, previous.id)
+    return identity
+
+
+def identity_end(*, identity: Identity, client: KeystoneClient | None = None) -> None:
+    """Revoke the user's tokens in Keystone (logout). An unreachable Keystone is logged."""
+    client = client or KeystoneClient()
+    for token in (identity.scoped, identity.unscoped):
+        if token is not None:
+            _revoke_quietly(client, token.id)
+
+
+def _revoke_quietly(client: KeystoneClient, token_id: str) -> None:
+    try:
+        client.revoke(token_id)
+    except KeystoneUnavailable:
+        log.warning("could not revoke a token: Keystone unreachable")
+    except KeystoneError as exc:
+        log.info("token revocation refused: %s", exc)
+
+
+def session_store(request, identity: Identity) -> None:
+    """Keep the identity in the server-side session; remember the project for the next login."""
+    identity_store.store(request.session, identity)
+    if identity.scoped is not None and request.user.is_authenticated:
+        get_user_model().objects.filter(pk=request.user.pk).update(
+            last_project_id=identity.scoped.project_id
+        )

@@ -1,0 +1,225 @@
+"""Settings of the GPU portal, read from the environment.
+
+Every setting has a safe production default: DEBUG is off, cookies are HttpOnly, and when
+PORTAL_TLS is on (the default outside the demo) cookies are Secure and HSTS is sent. The demo
+(`make demo`) and the test suite set the variables they need; docs/settings.md lists them all.
+"""
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+DEBUG = env.bool("PORTAL_DEBUG", default=False)
+
+SECRET_KEY = env.str("PORTAL_SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("PORTAL_SECRET_KEY must be set (50+ random characters).")
+    SECRET_KEY = "insecure-debug-only-key-" + "x" * 40
+
+ALLOWED_HOSTS = env.list("PORTAL_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list("PORTAL_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "django_htmx",
+    "axes",
+    "portal.keystone",
+    "tenants",
+    "api",
+    "portal",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "portal.keystone.middleware.KeystoneSessionMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "portal.keystone.context_processors.identity",
+            ],
+        },
+    },
+]
+
+# --- database: SQLite for the demo, PostgreSQL everywhere else -----------------------------
+DATABASES = {
+    "default": env.db_url(
+        "DATABASE_URL", default=f"sqlite:///{BASE_DIR / '.demo' / 'portal.sqlite3'}"
+    )
+}
+DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("PORTAL_DB_CONN_MAX_AGE", default=60))
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_USER_MODEL = "keystone.User"
+AUTHENTICATION_BACKENDS = [
+    # axes first: it refuses a locked-out user before Keystone is asked
+    "axes.backends.AxesStandaloneBackend",
+    "portal.keystone.backend.KeystoneBackend",
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+
+# --- Redis: Celery broker, cache, token-validation cache ----------------------------------
+REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "gpu-portal",
+        "TIMEOUT": 300,
+        # a Redis outage must not turn every page into a 500: the cache is an optimisation
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+    }
+}
+
+# Sessions live on the server (database, fronted by the cache); the browser only holds the id.
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = env.int("PORTAL_SESSION_AGE", default=12 * 3600)
+SESSION_COOKIE_NAME = "gpuportal_sessionid"
+CSRF_COOKIE_HTTPONLY = True
+
+# --- TLS: on by default; the demo (plain HTTP on loopback) turns it off --------------------
+PORTAL_TLS = env.bool("PORTAL_TLS", default=not DEBUG)
+if PORTAL_TLS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env.bool("PORTAL_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env.int("PORTAL_HSTS_SECONDS", default=31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("PORTAL_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("PORTAL_HSTS_PRELOAD", default=True)
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+if env.bool("PORTAL_BEHIND_TLS_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# --- OpenStack Keystone -------------------------------------------------------------------
+KEYSTONE_URL = env.str("KEYSTONE_URL", default="http://127.0.0.1:5000/v3").rstrip("/")
+KEYSTONE_DEFAULT_DOMAIN = env.str("KEYSTONE_DEFAULT_DOMAIN", default="Default")
+KEYSTONE_TIMEOUT = env.float("KEYSTONE_TIMEOUT", default=5.0)
+# The portal's own service identity: validates X-Auth-Token headers of API callers.
+KEYSTONE_SERVICE_USER = env.str("KEYSTONE_SERVICE_USER", default="gpu-portal")
+KEYSTONE_SERVICE_PASSWORD = env.str("KEYSTONE_SERVICE_PASSWORD", default="")
+KEYSTONE_SERVICE_PROJECT = env.str("KEYSTONE_SERVICE_PROJECT", default="service")
+KEYSTONE_SERVICE_DOMAIN = env.str("KEYSTONE_SERVICE_DOMAIN", default="Default")
+# Holding this role on this project makes a user a portal admin (as does a system-scoped admin).
+KEYSTONE_ADMIN_PROJECT = env.str("KEYSTONE_ADMIN_PROJECT", default="admin")
+KEYSTONE_ADMIN_ROLE = env.str("KEYSTONE_ADMIN_ROLE", default="admin")
+# How long a validated token is trusted before Keystone is asked again (revocation delay).
+KEYSTONE_TOKEN_CACHE_TTL = env.int("KEYSTONE_TOKEN_CACHE_TTL", default=60)
+
+# --- tenants ------------------------------------------------------------------------------
+PORTAL_NAMESPACE_PREFIX = env.str("PORTAL_NAMESPACE_PREFIX", default="gpu-")
+
+# --- login throttling (django-axes): per user name and client address ---------------------
+AXES_FAILURE_LIMIT = env.int("PORTAL_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("PORTAL_LOGIN_COOLOFF_HOURS", default=0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "portal.keystone.views.login_locked_out"
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
+AXES_VERBOSE = False
+
+# --- Celery -------------------------------------------------------------------------------
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = env.str(
+    "CELERY_BEAT_SCHEDULE_FILENAME", default=str(BASE_DIR / ".demo" / "celerybeat-schedule")
+)
+
+# --- REST API -----------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.authentication.KeystoneTokenAuthentication",
+        "api.authentication.PortalSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["api.permissions.HasProject"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU portal API",
+    "DESCRIPTION": "Launch and manage GPU workloads on the shared Kubernetes cluster.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- static files -------------------------------------------------------------------------
+STATIC_URL = "static/"
+STATIC_ROOT = env.str("PORTAL_STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if not DEBUG
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+
+LANGUAGE_CODE = "en"
+TIME_ZONE = env.str("PORTAL_TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("PORTAL_LOG_LEVEL", default="INFO")},
+    "loggers": {"axes": {"level": "WARNING"}},
+}

@@ -1,0 +1,14 @@
+from django.urls import include, path
+
+from portal import health, views
+from portal.keystone import views as keystone_views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("login/", keystone_views.login_view, name="login"),
+    path("logout/", keystone_views.logout_view, name="logout"),
+    path("switch-project/", keystone_views.switch_project_view, name="switch-project"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("api/", include("api.urls")),
+]

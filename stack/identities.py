@@ -1,0 +1,75 @@
+"""The demo's Keystone identities (DESIGN.md), created through Keystone's own API. Idempotent."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
+from keystoneclient.v3 import client as ks_client
+
+from .keystone import ADMIN_PASSWORD, SERVICE_PASSWORD, SERVICE_PROJECT, SERVICE_USER
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoUser:
+    name: str
+    password: str
+    roles: tuple[tuple[str, str], ...]  # (project, role)
+    description: str = ""
+
+
+PROJECTS = {
+    "vision-lab": "Computer vision research group",
+    "nlp-lab": "Natural language processing research group",
+    SERVICE_PROJECT: "Service accounts of OpenStack-side services",
+}
+
+USERS = (
+    DemoUser("researcher", "researcher-demo-pass", (("vision-lab", "member"), ("nlp-lab", "member")),
+             "member of vision-lab and nlp-lab"),
+    DemoUser("lead", "lead-demo-pass", (("vision-lab", "manager"),), "manager of vision-lab"),
+    DemoUser("student", "student-demo-pass", (("nlp-lab", "member"),), "member of nlp-lab"),
+    DemoUser("viewer", "viewer-demo-pass", (("vision-lab", "reader"),), "reader of vision-lab"),
+    DemoUser(SERVICE_USER, SERVICE_PASSWORD, ((SERVICE_PROJECT, "service"),),
+             "the portal's own service identity (validates API tokens)"),
+)
+
+
+def admin_client(url: str, password: str = ADMIN_PASSWORD) -> ks_client.Client:
+    auth = v3.Password(auth_url=url, username="admin", password=password,
+                       user_domain_id="default", project_name="admin",
+                       project_domain_id="default")
+    sess = ks_session.Session(auth=auth, timeout=10)
+    return ks_client.Client(session=sess, endpoint_override=url, interface="public")
+
+
+def _find_or_create_project(ks, name: str, description: str):
+    found = ks.projects.list(name=name, domain="default")
+    return found[0] if found else ks.projects.create(name=name, domain="default",
+                                                     description=description)
+
+
+def _find_or_create_user(ks, name: str, password: str, description: str):
+    found = ks.users.list(name=name, domain="default")
+    if found:
+        return found[0]
+    return ks.users.create(name=name, domain="default", password=password,
+                           description=description, enabled=True)
+
+
+def seed_identities(url: str, admin_password: str = ADMIN_PASSWORD,
+                    extra_users: tuple[DemoUser, ...] = ()) -> dict[str, str]:
+    """Create the demo projects, users and role assignments; returns project name → id."""
+    ks = admin_client(url, admin_password)
+    roles = {role.name: role for role in ks.roles.list()}
+    project_ids = {}
+    for name, description in PROJECTS.items():
+        project_ids[name] = _find_or_create_project(ks, name, description).id
+    for spec in (*USERS, *extra_users):
+        user = _find_or_create_user(ks, spec.name, spec.password, spec.description)
+        for project, role in spec.roles:
+            if project not in project_ids:
+                project_ids[project] = _find_or_create_project(ks, project, "").id
+            ks.roles.grant(roles[role], user=user, project=project_ids[project])
+    return project_ids

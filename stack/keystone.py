@@ -1,0 +1,147 @@
+"""A real OpenStack Keystone (pip `keystone`) in its own virtualenv, SQLite, fernet tokens.
+
+    install = KeystoneInstall(venv=…, state_dir=…, port=5000)
+    install.ensure()          # venv, config, database, keys, bootstrap: each step once
+    proc = install.start(log) # served by stack/runners/keystone_wsgi.py
+    seed_identities(install.url, ADMIN_PASSWORD)   # the demo users and projects
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from .procs import REPO, StackError, http_ok, wait_for
+
+ADMIN_PASSWORD = "admin-demo-pass"
+SERVICE_USER = "gpu-portal"
+SERVICE_PASSWORD = "gpu-portal-service-pass"
+SERVICE_PROJECT = "service"
+KEYSTONE_PACKAGES = ["keystone", "waitress"]
+
+
+class KeystoneInstall:
+    def __init__(self, *, venv: Path, state_dir: Path, port: int, host: str = "127.0.0.1",
+                 token_expiration: int = 3600) -> None:
+        self.venv = Path(venv)
+        self.state_dir = Path(state_dir)
+        self.host = host
+        self.port = port
+        self.token_expiration = token_expiration
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v3"
+
+    @property
+    def config_file(self) -> Path:
+        return self.state_dir / "keystone.conf"
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "OS_KEYSTONE_CONFIG_FILES": str(self.config_file)}
+
+    # --- installation ----------------------------------------------------------------
+    def ensure_venv(self) -> None:
+        marker = self.venv / ".keystone-installed"
+        if marker.exists():
+            return
+        print(f"installing Keystone into {self.venv} …", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(self.venv)], check=True)
+        log_file = self.venv / "pip-install.log"
+        with open(log_file, "w") as log:
+            result = subprocess.run(
+                [str(self.python), "-m", "pip", "install", "-q", *KEYSTONE_PACKAGES],
+                stdout=log, stderr=subprocess.STDOUT,
+            )
+        if result.returncode != 0:
+            raise StackError(f"pip install keystone failed; see {log_file}")
+        marker.write_text("ok\n")
+
+    def write_config(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(textwrap.dedent(f"""\
+            [DEFAULT]
+            debug = false
+            use_stderr = true
+
+            [database]
+            connection = sqlite:///{self.state_dir / 'keystone.db'}
+
+            [token]
+            provider = fernet
+            expiration = {self.token_expiration}
+
+            [fernet_tokens]
+            key_repository = {self.state_dir / 'fernet-keys'}
+
+            [fernet_receipts]
+            key_repository = {self.state_dir / 'fernet-keys'}
+
+            [credential]
+            key_repository = {self.state_dir / 'credential-keys'}
+
+            [identity]
+            # the embedded demo/test Keystone only: cheap bcrypt keeps logins fast on 2 cores
+            password_hash_rounds = 4
+
+            [cache]
+            enabled = false
+
+            [oslo_policy]
+            enforce_new_defaults = true
+            enforce_scope = true
+            """))
+
+    def _manage(self, *args: str) -> None:
+        manage = self.venv / "bin" / "keystone-manage"
+        result = subprocess.run([str(manage), "--config-file", str(self.config_file), *args],
+                                env=self._env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if result.returncode != 0:
+            raise StackError(f"keystone-manage {args[0]} failed:\n{result.stdout[-3000:]}")
+
+    def ensure(self) -> None:
+        """Install and bootstrap once; later calls only rewrite the config (cheap)."""
+        self.ensure_venv()
+        self.write_config()
+        marker = self.state_dir / ".bootstrapped"
+        if marker.exists():
+            return
+        user = getpass.getuser()
+        group = user  # the keys belong to whoever runs Keystone here
+        for keys in ("fernet-keys", "credential-keys"):
+            (self.state_dir / keys).mkdir(mode=0o700, exist_ok=True)
+        self._manage("db_sync")
+        self._manage("fernet_setup", "--keystone-user", user, "--keystone-group", group)
+        self._manage("credential_setup", "--keystone-user", user, "--keystone-group", group)
+        self._manage("bootstrap", "--bootstrap-password", ADMIN_PASSWORD,
+                     "--bootstrap-admin-url", self.url, "--bootstrap-public-url", self.url,
+                     "--bootstrap-internal-url", self.url, "--bootstrap-region-id", "RegionOne")
+        marker.write_text("ok\n")
+
+    # --- running -----------------------------------------------------------------------
+    def command(self) -> list[str]:
+        return [str(self.python), str(REPO / "stack" / "runners" / "keystone_wsgi.py")]
+
+    def runner_env(self) -> dict[str, str]:
+        return {**self._env(), "KEYSTONE_RUNNER_HOST": self.host,
+                "KEYSTONE_RUNNER_PORT": str(self.port)}
+
+    def start(self, log_file: Path) -> subprocess.Popen:
+        with open(log_file, "ab") as log:
+            proc = subprocess.Popen(self.command(), env=self.runner_env(), stdout=log,
+                                    stderr=subprocess.STDOUT)
+        self.wait_ready(proc)
+        return proc
+
+    def wait_ready(self, proc: subprocess.Popen | None = None, timeout: float = 60) -> None:
+        wait_for(lambda: http_ok(self.url), timeout=timeout, what="keystone", proc=proc,
+                 interval=0.2)

@@ -1,0 +1,51 @@
+import os
+import subprocess
+import sys
+
+import pytest
+from django.test import Client
+
+from stack.procs import REPO
+
+
+def test_healthz_answers_without_any_dependency():
+    response = Client().get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+@pytest.mark.django_db
+def test_readyz_checks_database_redis_and_keystone(keystone):
+    response = Client().get("/readyz")
+    assert response.status_code == 200, response.json()
+    assert response.json()["checks"] == {"database": "ok", "redis": "ok", "keystone": "ok"}
+
+
+@pytest.mark.django_db
+def test_readyz_reports_an_unreachable_keystone(keystone, settings):
+    settings.KEYSTONE_URL = "http://127.0.0.1:9/v3"
+    response = Client().get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["checks"]["keystone"].startswith("failed")
+    assert body["checks"]["database"] == "ok"
+
+
+def test_production_settings_pass_the_deploy_check():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTAL_", "DJANGO_"))}
+    env.update(PORTAL_SECRET_KEY="p" * 64 + "Q7!x", PORTAL_ALLOWED_HOSTS="gpu.example.org",
+               DATABASE_URL="postgres://portal@db.example.org/portal",
+               DJANGO_SETTINGS_MODULE="portal.settings")
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level",
+                             "WARNING"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_production_refuses_to_start_without_a_secret_key():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTAL_", "DJANGO_"))}
+    env["DJANGO_SETTINGS_MODULE"] = "portal.settings"
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=REPO, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "PORTAL_SECRET_KEY must be set" in result.stderr

@@ -1,0 +1,32 @@
+"""Test settings: the production settings, with loopback ports chosen for this test run.
+
+The real PostgreSQL, Redis and Keystone are started by session fixtures
+(tests/fixtures/stack.py) on the ports chosen here, before any test touches them.
+"""
+
+import os
+
+from stack.procs import free_port
+
+for _var in ("TEST_POSTGRES_PORT", "TEST_REDIS_PORT", "TEST_KEYSTONE_PORT"):
+    os.environ.setdefault(_var, str(free_port()))
+
+os.environ.setdefault("PORTAL_SECRET_KEY", "test-secret-key-" + "k" * 50)
+os.environ.setdefault("PORTAL_TLS", "0")
+os.environ["DATABASE_URL"] = (
+    f"postgres://portal@127.0.0.1:{os.environ['TEST_POSTGRES_PORT']}/portal"
+)
+os.environ["REDIS_URL"] = f"redis://127.0.0.1:{os.environ['TEST_REDIS_PORT']}/0"
+os.environ["KEYSTONE_URL"] = f"http://127.0.0.1:{os.environ['TEST_KEYSTONE_PORT']}/v3"
+os.environ.setdefault("KEYSTONE_SERVICE_PASSWORD", "gpu-portal-service-pass")
+os.environ.setdefault("CELERY_BEAT_SCHEDULE_FILENAME", "/tmp/gpu-portal-test-celerybeat")
+
+from portal.settings import *  # noqa: E402,F403
+
+# Tests exercise the same code paths; only what makes runs slow or flaky is changed.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
+CELERY_TASK_ALWAYS_EAGER = True
+# serve static files from the source folders: no collectstatic before a test run
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
