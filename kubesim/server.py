@@ -204,9 +204,9 @@ def _check_object(rt: ResourceType, obj: Any, target: Target, *, for_update: boo
             f"couldn't get version/kind; json parse error: json: cannot unmarshal "
             f"{type(obj).__name__} into Go value of type struct"
         )
-    kind, api_version = obj.get("kind"), obj.get("apiVersion")
-    if not kind:
-        raise bad_request(f"Object 'Kind' is missing in '{json.dumps(obj)[:200]}'")
+    # Like the real decoder, a body without kind/apiVersion takes them from the URL.
+    kind = obj.setdefault("kind", rt.kind) or rt.kind
+    api_version = obj.setdefault("apiVersion", rt.api_version) or rt.api_version
     if api_version and api_version != rt.api_version:
         raise bad_request(
             f"the API version in the data ({api_version}) does not match the expected API "
@@ -578,8 +578,10 @@ class ApiHandlers:
     # -- writes ----------------------------------------------------------------------------
 
     async def _read_object(self, request: web.Request) -> Any:
-        content_type = request.content_type or _JSON
-        if content_type not in (_JSON, "application/yaml", "*/*", "text/plain"):
+        content_type = request.content_type
+        if "Content-Type" not in request.headers or content_type in ("*/*", "text/plain"):
+            content_type = _JSON  # no declared type: read JSON, as most clients mean
+        if content_type not in (_JSON, "application/yaml"):
             raise unsupported_media_type(content_type)
         return decode_object(await read_body(request), content_type)
 
