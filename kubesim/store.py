@@ -41,6 +41,9 @@ log = logging.getLogger("kubesim.store")
 
 AdmissionHook = Callable[[str, ResourceType, dict, "dict | None"], None]
 Listener = Callable[[str, ResourceType, dict], None]
+# Graceful deletion (the cluster half's kubelet): given (rt, object, requested grace), return
+# the grace period to apply, or None to delete as usual.
+DeletionHook = Callable[[ResourceType, dict, "int | None"], "int | None"]
 
 NAMESPACE = by_kind("Namespace")
 EVENT = by_kind("Event")
@@ -126,6 +129,7 @@ class Store:
         self._rand = random.Random()
         self.admission: list[AdmissionHook] = []
         self.listeners: list[Listener] = []
+        self.deletion_hooks: list[DeletionHook] = []
 
     # ----------------------------------------------------------------- reads
 
@@ -512,6 +516,12 @@ class Store:
         if propagation == "Orphan":
             self._orphan_dependents(old)
         finalizers = list(old["metadata"].get("finalizers") or [])
+        for hook in self.deletion_hooks:
+            graceful = hook(rt, old, grace)
+            if graceful is not None:
+                # A running pod: marked now, removed once its containers stopped (by the
+                # hook's owner writing its final status; see `update`).
+                return clone(self._mark_deleting(rt, old, finalizers, graceful))
         if propagation == "Foreground" and self._dependents(old):
             current = self._mark_deleting(rt, old, finalizers + ["foregroundDeletion"], grace)
             for dep_rt, dep in self._dependents(current):
