@@ -1,0 +1,1 @@
+"""The simulated control loops: workload controllers, garbage collection, MetalLB, endpoints."""

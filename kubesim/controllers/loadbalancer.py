@@ -1,0 +1,231 @@
+"""A MetalLB-like allocator: Services of type LoadBalancer get an address from a pool.
+
+Pools come from the inventory's `addressPools` and `SimConfig.lb_pools` (CIDRs, `a-b` ranges
+or single addresses). A Service picks its pool with the annotation `metallb.io/address-pool`
+(`metallb.universe.tf/address-pool` is still read), may ask for specific addresses with
+`metallb.io/loadBalancerIPs` (or `spec.loadBalancerIP`), and otherwise gets the lowest free
+address of an auto-assigning pool (`default` first). No address free: the Service stays
+pending (`status.loadBalancer: {}`) with a Warning `AllocationFailed`, and is retried when
+an address is released. Events and messages are MetalLB's.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kubesim.resources import by_kind
+from kubesim.store import clone
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+SERVICE = by_kind("Service")
+COMPONENT = "metallb-controller"
+PREFIXES = ("metallb.io/", "metallb.universe.tf/")
+
+Key = tuple[str, str]
+
+
+def _annotation(service: dict, name: str) -> str | None:
+    annotations = service["metadata"].get("annotations") or {}
+    for prefix in PREFIXES:
+        if prefix + name in annotations:
+            return annotations[prefix + name]
+    return None
+
+
+def expand(spec: str) -> Iterator[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """Addresses of `192.168.1.240/28`, `192.168.1.240-192.168.1.250` or one address."""
+    spec = spec.strip()
+    if "-" in spec:
+        first, last = (ipaddress.ip_address(p.strip()) for p in spec.split("-", 1))
+        current = first
+        while current <= last:
+            yield current
+            current += 1
+    elif "/" in spec:
+        network = ipaddress.ip_network(spec, strict=False)
+        # MetalLB hands out every address of a CIDR, network and broadcast included
+        # (avoidBuggyIPs is off by default).
+        yield from network
+    else:
+        yield ipaddress.ip_address(spec)
+
+
+@dataclass
+class AddressPool:
+    name: str
+    ranges: list[str]
+    auto_assign: bool = True
+    _members: set[str] | None = field(default=None, repr=False)
+
+    def addresses(self) -> Iterator[str]:
+        for spec in self.ranges:
+            for address in expand(spec):
+                yield str(address)
+
+    def contains(self, address: str) -> bool:
+        if self._members is None:
+            self._members = set(self.addresses()) if self.size() <= 65536 else set()
+        if self._members:
+            return address in self._members
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in ipaddress.ip_network(r, strict=False) for r in self.ranges if "/" in r)
+
+    def size(self) -> int:
+        total = 0
+        for spec in self.ranges:
+            if "-" in spec:
+                first, last = (int(ipaddress.ip_address(p.strip())) for p in spec.split("-", 1))
+                total += max(0, last - first + 1)
+            elif "/" in spec:
+                total += ipaddress.ip_network(spec, strict=False).num_addresses
+            else:
+                total += 1
+        return total
+
+
+class LoadBalancerController:
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.queue = cluster.make_queue("loadbalancer", self.reconcile)
+        self.pools: dict[str, AddressPool] = {}
+        for spec in cluster.inventory.address_pools.values():
+            self.pools[spec.name] = AddressPool(spec.name, list(spec.addresses), spec.auto_assign)
+        for name, ranges in (cluster.config.lb_pools or {}).items():
+            self.pools[name] = AddressPool(name, list(ranges))
+        self.allocated: dict[str, Key] = {}  # address -> service
+        self.by_service: dict[Key, list[str]] = {}
+        self.pending: set[Key] = set()
+
+    def on_service(self, event: str, service: dict) -> None:
+        key = (service["metadata"]["namespace"], service["metadata"]["name"])
+        if event == "DELETED":
+            self.release(key)
+            self.queue.forget(key)
+            return
+        self.queue.add(key)
+
+    def release(self, key: Key) -> None:
+        freed = self.by_service.pop(key, [])
+        for address in freed:
+            if self.allocated.get(address) == key:
+                del self.allocated[address]
+        self.pending.discard(key)
+        if freed:
+            for waiting in self.pending:
+                self.queue.add(waiting)
+
+    def _pool_for(self, service: dict) -> AddressPool | None:
+        wanted = _annotation(service, "address-pool")
+        if wanted:
+            return self.pools.get(wanted)
+        if "default" in self.pools and self.pools["default"].auto_assign:
+            return self.pools["default"]
+        return next((p for p in self.pools.values() if p.auto_assign), None)
+
+    def reconcile(self, key: Key) -> None:
+        service = self.cluster.peek(SERVICE, *key)
+        if service is None:
+            self.release(key)
+            return
+        spec = service.get("spec") or {}
+        if spec.get("type") != "LoadBalancer" or spec.get("loadBalancerClass"):
+            if key in self.by_service:
+                self.release(key)
+                self._write(service, [])
+            return
+        current = [i.get("ip") for i in ((service.get("status") or {}).get("loadBalancer") or {})
+                   .get("ingress") or () if i.get("ip")]
+        if key in self.by_service and self.by_service[key] == current:
+            return
+        if current and key not in self.by_service and all(
+                self.allocated.get(ip, key) == key for ip in current):
+            # Already assigned (a loaded state file): take ownership of what it holds.
+            for ip in current:
+                self.allocated[ip] = key
+            self.by_service[key] = current
+            return
+        requested_raw = _annotation(service, "loadBalancerIPs") or spec.get("loadBalancerIP") or ""
+        requested = [ip.strip() for ip in requested_raw.split(",") if ip.strip()]
+        pool = self._pool_for(service)
+        name = f"{key[0]}/{key[1]}"
+        if pool is None:
+            wanted = _annotation(service, "address-pool")
+            reason = (f'unknown pool "{wanted}"' if wanted else "no available IPs")
+            self._fail(service, key, f'Failed to allocate IP for "{name}": {reason}')
+            return
+        addresses: list[str] = []
+        if requested:
+            for ip in requested:
+                holder = self.allocated.get(ip)
+                owner_pool = next((p for p in self.pools.values() if p.contains(ip)), None)
+                if owner_pool is None:
+                    self._fail(service, key, f'Failed to allocate IP for "{name}": '
+                                             f'["{ip}"] is not allowed in config')
+                    return
+                if holder is not None and holder != key and not self._shareable(service, holder):
+                    self._fail(service, key, f'Failed to allocate IP for "{name}": '
+                                             f"can't change sharing key for \"{name}\", address "
+                                             f"also in use by {holder[0]}/{holder[1]}")
+                    return
+                addresses.append(ip)
+        else:
+            free = next((ip for ip in pool.addresses() if ip not in self.allocated), None)
+            if free is None:
+                self._fail(service, key, f'Failed to allocate IP for "{name}": no available IPs')
+                return
+            addresses = [free]
+        for ip in addresses:
+            self.allocated[ip] = key
+        self.by_service[key] = addresses
+        self.pending.discard(key)
+        self._write(service, addresses)
+        quoted = ",".join(f'"{ip}"' for ip in addresses)
+        self.cluster.record_event(service, "Normal", "IPAllocated", f"Assigned IP [{quoted}]",
+                                  COMPONENT)
+        node = next(iter(sorted(self.cluster.kubelet.nodes)), None)
+        if node is not None:
+            self.cluster.record_event(service, "Normal", "nodeAssigned",
+                                      f'announcing from node "{node}" with protocol "layer2"',
+                                      "metallb-speaker")
+
+    def _shareable(self, service: dict, holder: Key) -> bool:
+        other = self.cluster.peek(SERVICE, *holder)
+        mine = _annotation(service, "allow-shared-ip")
+        return bool(other is not None and mine and mine == _annotation(other, "allow-shared-ip"))
+
+    def _fail(self, service: dict, key: Key, message: str) -> None:
+        if key in self.pending:
+            return  # already reported; retried when an address frees
+        self.pending.add(key)
+        self.release_only(key)
+        self._write(service, [])
+        self.cluster.record_event(service, "Warning", "AllocationFailed", message, COMPONENT)
+
+    def release_only(self, key: Key) -> None:
+        for address in self.by_service.pop(key, []):
+            if self.allocated.get(address) == key:
+                del self.allocated[address]
+
+    def _write(self, service: dict, addresses: list[str]) -> None:
+        status = clone(service.get("status") or {})
+        status["loadBalancer"] = (
+            {"ingress": [{"ip": ip, "ipMode": "VIP"} for ip in addresses]} if addresses else {}
+        )
+        self.cluster.write_status(SERVICE, service, status)
+
+    def snapshot(self) -> dict:
+        return {
+            name: {"addresses": pool.ranges, "autoAssign": pool.auto_assign,
+                   "size": pool.size(),
+                   "allocated": {ip: f"{k[0]}/{k[1]}" for ip, k in sorted(self.allocated.items())
+                                 if pool.contains(ip)}}
+            for name, pool in self.pools.items()
+        }

@@ -1,0 +1,99 @@
+"""GPU telemetry in the Prometheus text format of NVIDIA's dcgm-exporter.
+
+One series per metric and visible GPU (or MIG instance), with the exporter's labels: gpu,
+UUID, pci_bus_id, device, modelName (GPU_I_PROFILE / GPU_I_ID for MIG), Hostname,
+DCGM_FI_DRIVER_VERSION, and container / namespace / pod for a device held by a pod.
+A lost GPU is not reported at all, as when it falls off the bus.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kubesim.gpus import Device, Sample, fmt_float
+
+if TYPE_CHECKING:
+    from kubesim.cluster import Cluster
+
+# name, type, help (dcgm-exporter's default-counters.csv wording), value getter
+_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+     "Total energy consumption since boot (in mJ)."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def device_labels(device: Device) -> str:
+    labels: list[tuple[str, str]] = [
+        ("gpu", str(device.index)),
+        ("UUID", device.uuid),
+        ("pci_bus_id", _pci(device)),
+        ("device", f"nvidia{device.index}"),
+        ("modelName", device.model.model_name),
+    ]
+    if device.mig_profile is not None:
+        labels += [("GPU_I_PROFILE", device.mig_profile), ("GPU_I_ID", str(device.mig_instance))]
+    labels += [("Hostname", device.node), ("DCGM_FI_DRIVER_VERSION", device.driver_version)]
+    if device.holder is not None:
+        labels += [("container", device.holder.container), ("namespace", device.holder.namespace),
+                   ("pod", device.holder.pod)]
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+
+
+def _pci(device: Device) -> str:
+    from kubesim.gpus import pci_bus_id
+
+    return pci_bus_id(device.index)
+
+
+def _values(device: Device, sample: Sample) -> dict[str, float]:
+    return {
+        "DCGM_FI_DEV_GPU_TEMP": sample.temp_c,
+        "DCGM_FI_DEV_POWER_USAGE": sample.power_w,
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": int(device.energy_mj),
+        "DCGM_FI_DEV_GPU_UTIL": sample.util,
+        "DCGM_FI_DEV_MEM_COPY_UTIL": sample.mem_copy_util,
+        "DCGM_FI_DEV_XID_ERRORS": device.xid,
+        "DCGM_FI_DEV_FB_FREE": max(0, device.memory_mib - sample.fb_used_mib),
+        "DCGM_FI_DEV_FB_USED": sample.fb_used_mib,
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": device.ecc_dbe,
+    }
+
+
+class GpuMetrics:
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+
+    def changed(self) -> None:
+        """A device changed hands; samples are computed on the next scrape."""
+
+    def visible_devices(self) -> list[Device]:
+        devices = []
+        for node in sorted(self.cluster.gpus.by_node):
+            devices.extend(d for d in self.cluster.gpus.by_node[node] if not d.lost)
+        return devices
+
+    def render(self) -> str:
+        now = self.cluster.now()
+        rows = []
+        for device in self.visible_devices():
+            sample = self.cluster.gpus.advance(device, now)
+            rows.append((device_labels(device), _values(device, sample)))
+        out: list[str] = []
+        for name, kind, help_text in _METRICS:
+            out.append(f"# HELP {name} {help_text}")
+            out.append(f"# TYPE {name} {kind}")
+            for labels, values in rows:
+                out.append(f"{name}{{{labels}}} {fmt_float(values[name])}")
+        return "\n".join(out) + "\n"
