@@ -1,0 +1,37 @@
+# The two commands: `make demo` runs the portal with its embedded stack; `make test` installs
+# what the tests need and runs them. Both work from a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean-demo help
+
+help:
+	@echo "make demo   - run the portal with Keystone, Redis, kubesim and Celery on 127.0.0.1"
+	@echo "make test   - install what the tests need and run the whole suite"
+	@echo "make lint   - ruff"
+	@echo "make bench  - the quick benchmarks (bench/)"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,demo]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m stack.demo
+
+test: $(STAMP)
+	$(PY) -m stack.system_deps
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP)
+	$(PY) -m stack.system_deps
+	$(PY) bench/run.py
+
+clean-demo:
+	rm -rf .demo/portal.sqlite3 .demo/kubesim-state.json .demo/celerybeat-schedule* .demo/logs

@@ -1,0 +1,30 @@
+"""Install the Debian packages the test suite runs for real (Redis, PostgreSQL) and Keystone.
+
+Run by `make test` before pytest, so a fresh machine needs nothing but this repository.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .keystone import KeystoneInstall
+from .postgres import postgres_bindir
+from .procs import REPO, StackError
+from .redis import redis_server_binary
+
+
+def main() -> int:
+    try:
+        redis_server_binary(install=True)
+        postgres_bindir(install=True)
+        # Keystone's own virtualenv, shared with the demo; bootstrapped per test run
+        KeystoneInstall(venv=REPO / ".demo" / "keystone-venv", state_dir=REPO / ".demo" / "x",
+                        port=0).ensure_venv()
+    except StackError as exc:
+        print(f"make test: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
