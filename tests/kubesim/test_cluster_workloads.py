@@ -1,0 +1,318 @@
+"""Deployments, ReplicaSets, Jobs, the kubelet's pod lifecycle and garbage collection, driven
+over HTTP with the official client against the shared kubesim (demo inventory)."""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.kubesim.cluster_helpers import (
+    DEMO_INVENTORY,
+    condition,
+    container,
+    deployment,
+    event_reasons,
+    job,
+    pod,
+    pod_spec,
+    status_body,
+    wait_for,
+)
+
+
+@pytest.fixture
+def core(api_client):
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def apps(api_client):
+    return client.AppsV1Api(api_client)
+
+
+@pytest.fixture
+def batch(api_client):
+    return client.BatchV1Api(api_client)
+
+
+def test_deployment_replicaset_pods_running_and_ready(core, apps, kube_namespace):
+    ns = kube_namespace
+    apps.create_namespaced_deployment(ns, deployment("web", pod_spec(container(cpu="100m")),
+                                                     replicas=2))
+
+    def available():
+        d = apps.read_namespaced_deployment("web", ns)
+        return d if (d.status.available_replicas or 0) == 2 else None
+
+    d = wait_for(available, what="2 available replicas")
+    assert d.status.ready_replicas == 2 and d.status.updated_replicas == 2
+    assert d.status.replicas == 2 and d.status.observed_generation == 1
+    assert not d.status.unavailable_replicas
+    assert condition(d, "Available").status == "True"
+    assert condition(d, "Available").reason == "MinimumReplicasAvailable"
+    progressing = wait_for(lambda: (c := condition(apps.read_namespaced_deployment("web", ns),
+                                                   "Progressing")) and
+                           c.reason == "NewReplicaSetAvailable" and c, what="progressed")
+    rs_list = apps.list_namespaced_replica_set(ns).items
+    assert len(rs_list) == 1
+    rs = rs_list[0]
+    template_hash = rs.metadata.labels["pod-template-hash"]
+    assert rs.metadata.name == f"web-{template_hash}"
+    assert progressing.message == f'ReplicaSet "{rs.metadata.name}" has successfully progressed.'
+    assert rs.metadata.owner_references[0].kind == "Deployment"
+    assert rs.metadata.owner_references[0].controller is True
+    assert rs.metadata.annotations["deployment.kubernetes.io/revision"] == "1"
+    assert rs.status.ready_replicas == 2 and rs.status.available_replicas == 2
+
+    pods = core.list_namespaced_pod(ns, label_selector="app=web").items
+    assert len(pods) == 2
+    for p in pods:
+        assert p.metadata.name.startswith(f"web-{template_hash}-")
+        assert p.metadata.owner_references[0].name == rs.metadata.name
+        assert p.status.phase == "Running"
+        assert p.spec.node_name in ("cpu-1", "cpu-2")  # GPU nodes are tainted
+        types = {c.type: c.status for c in p.status.conditions}
+        assert types == {"PodReadyToStartContainers": "True", "Initialized": "True",
+                         "Ready": "True", "ContainersReady": "True", "PodScheduled": "True"}
+        cs = p.status.container_statuses[0]
+        assert cs.name == "app" and cs.ready and cs.started and cs.restart_count == 0
+        assert cs.image == "docker.io/library/busybox:1.36"
+        assert cs.container_id.startswith("containerd://") and cs.image_id
+        assert cs.state.running.started_at is not None
+        node = core.read_node(p.spec.node_name)
+        assert ipaddress.ip_address(p.status.pod_ip) in ipaddress.ip_network(node.spec.pod_cidr)
+        assert p.status.host_ip == node.status.addresses[0].address
+        reasons = [r for r, _ in event_reasons(core, ns, p.metadata.name)]
+        assert reasons[:1] == ["Scheduled"] and "Started" in reasons
+    assert len({p.status.pod_ip for p in pods}) == 2
+    rs_events = event_reasons(core, ns, rs.metadata.name)
+    assert sorted(m for r, m in rs_events if r == "SuccessfulCreate") == sorted(
+        f"Created pod: {p.metadata.name}" for p in pods)
+    assert ("ScalingReplicaSet", f"Scaled up replica set {rs.metadata.name} from 0 to 2") in \
+        event_reasons(core, ns, "web")
+
+
+def test_deployment_template_change_rolls_to_a_new_replicaset(core, apps, kube_namespace):
+    ns = kube_namespace
+    apps.create_namespaced_deployment(ns, deployment("app", pod_spec(container())))
+    wait_for(lambda: apps.read_namespaced_deployment("app", ns).status.available_replicas,
+             what="first rollout")
+    first = apps.list_namespaced_replica_set(ns).items[0].metadata.name
+    apps.patch_namespaced_deployment("app", ns, {"spec": {"template": {"spec": {
+        "containers": [container(image="busybox:1.37")]}}}})
+
+    def rolled():
+        items = {rs.metadata.name: rs for rs in apps.list_namespaced_replica_set(ns).items}
+        new = [rs for name, rs in items.items() if name != first]
+        if len(items) == 2 and new and new[0].status.ready_replicas == 1 \
+                and items[first].spec.replicas == 0 and not items[first].status.replicas:
+            return new[0]
+        return None
+
+    new = wait_for(rolled, what="new ReplicaSet ready and old scaled to 0")
+    assert new.metadata.annotations["deployment.kubernetes.io/revision"] == "2"
+    pods = core.list_namespaced_pod(ns).items
+    assert [p.spec.containers[0].image for p in pods] == ["busybox:1.37"]
+    d = apps.read_namespaced_deployment("app", ns)
+    assert d.status.observed_generation == 2
+    messages = [m for r, m in event_reasons(core, ns, "app") if r == "ScalingReplicaSet"]
+    assert f"Scaled down replica set {first} from 1 to 0" in messages
+
+
+def test_scaling_a_deployment_down_deletes_pods(core, apps, kube_namespace):
+    ns = kube_namespace
+    apps.create_namespaced_deployment(ns, deployment("s", pod_spec(container()), replicas=3))
+    wait_for(lambda: len(core.list_namespaced_pod(ns).items) == 3, what="3 pods")
+    apps.patch_namespaced_deployment("s", ns, {"spec": {"replicas": 1}})
+    wait_for(lambda: len(core.list_namespaced_pod(ns).items) == 1, what="scaled to 1")
+    rs = apps.list_namespaced_replica_set(ns).items[0]
+    assert any(r == "SuccessfulDelete" for r, _ in event_reasons(core, ns, rs.metadata.name))
+
+
+def test_job_runs_to_completion(core, batch, kube_namespace):
+    ns = kube_namespace
+    batch.create_namespaced_job(ns, job("train", pod_spec(container()), completions=2,
+                                        parallelism=1,
+                                        annotations={"kubesim.io/run-seconds": "0.2"}))
+
+    def complete():
+        j = batch.read_namespaced_job("train", ns)
+        return j if condition(j, "Complete") else None
+
+    j = wait_for(complete, what="job complete")
+    assert j.status.succeeded == 2 and not j.status.failed and not j.status.active
+    assert j.status.start_time is not None and j.status.completion_time is not None
+    types = [c.type for c in j.status.conditions]
+    assert types == ["SuccessCriteriaMet", "Complete"]
+    assert condition(j, "Complete").reason == "CompletionsReached"
+    pods = core.list_namespaced_pod(ns, label_selector="job-name=train").items
+    assert len(pods) == 2 and {p.status.phase for p in pods} == {"Succeeded"}
+    term = pods[0].status.container_statuses[0].state.terminated
+    assert term.exit_code == 0 and term.reason == "Completed"
+    assert condition(pods[0], "Ready").reason == "PodCompleted"
+    events = event_reasons(core, ns, "train")
+    assert sorted(m for r, m in events if r == "SuccessfulCreate") == sorted(
+        f"Created pod: {p.metadata.name}" for p in pods)
+    assert ("Completed", "Job completed") in events
+
+
+def test_job_fails_after_backoff_limit(core, batch, kube_namespace):
+    ns = kube_namespace
+    batch.create_namespaced_job(ns, job("bad", pod_spec(container(env={
+        "KUBESIM_RUN_SECONDS": "0.1", "KUBESIM_EXIT_CODE": "3"})), backoffLimit=1))
+
+    def failed():
+        j = batch.read_namespaced_job("bad", ns)
+        return j if condition(j, "Failed") else None
+
+    j = wait_for(failed, timeout=15, what="job failed")
+    assert j.status.failed == 2 and not j.status.succeeded
+    assert [c.type for c in j.status.conditions] == ["FailureTarget", "Failed"]
+    cond = condition(j, "Failed")
+    assert cond.reason == "BackoffLimitExceeded"
+    assert cond.message == "Job has reached the specified backoff limit"
+    assert j.status.completion_time is None
+    pods = core.list_namespaced_pod(ns).items
+    assert len(pods) == 2 and {p.status.phase for p in pods} == {"Failed"}
+    term = pods[0].status.container_statuses[0].state.terminated
+    assert term.exit_code == 3 and term.reason == "Error"
+
+
+def test_job_deadline_exceeded_kills_its_pods(core, batch, kube_namespace):
+    ns = kube_namespace
+    batch.create_namespaced_job(ns, job("slow", pod_spec(container()), activeDeadlineSeconds=1,
+                                        annotations={"kubesim.io/run-seconds": "60"}))
+    wait_for(lambda: core.list_namespaced_pod(ns).items, what="the job's pod")
+
+    def failed():
+        j = batch.read_namespaced_job("slow", ns)
+        return j if condition(j, "Failed") else None
+
+    j = wait_for(failed, timeout=6, what="deadline")
+    assert condition(j, "Failed").reason == "DeadlineExceeded"
+    assert condition(j, "Failed").message == "Job was active longer than specified deadline"
+    assert condition(j, "FailureTarget").reason == "DeadlineExceeded"
+    wait_for(lambda: not core.list_namespaced_pod(ns).items, what="pods deleted")
+    assert any(r == "DeadlineExceeded" for r, _ in event_reasons(core, ns, "slow"))
+
+
+def test_job_ttl_after_finished_deletes_job_and_pods(core, batch, kube_namespace):
+    ns = kube_namespace
+    batch.create_namespaced_job(ns, job("brief", pod_spec(container()), ttlSecondsAfterFinished=0,
+                                        annotations={"kubesim.io/run-seconds": "0.1"}))
+
+    def gone():
+        try:
+            batch.read_namespaced_job("brief", ns)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for(gone, what="job deleted by its TTL")
+    wait_for(lambda: not core.list_namespaced_pod(ns).items, what="its pods collected")
+
+
+def test_onfailure_job_restarts_in_place_and_counts_restarts(core, batch, kube_namespace):
+    ns = kube_namespace
+    batch.create_namespaced_job(ns, job("crash", pod_spec(container(), restart="OnFailure"),
+                                        backoffLimit=1,
+                                        annotations={"kubesim.io/run-seconds": "0.05",
+                                                     "kubesim.io/exit-code": "1"}))
+    j = wait_for(lambda: (j := batch.read_namespaced_job("crash", ns)) and condition(j, "Failed")
+                 and j, timeout=15, what="failed through restarts")
+    assert condition(j, "Failed").reason == "BackoffLimitExceeded"
+
+
+def test_garbage_collection_background_foreground_orphan(core, apps, kube_namespace):
+    ns = kube_namespace
+    for name in ("bg", "fg", "orphan"):
+        apps.create_namespaced_deployment(ns, deployment(name, pod_spec(container())))
+    wait_for(lambda: len(core.list_namespaced_pod(ns).items) == 3, what="3 pods")
+
+    apps.delete_namespaced_deployment("bg", ns, propagation_policy="Background")
+    wait_for(lambda: not core.list_namespaced_pod(ns, label_selector="app=bg").items
+             and not apps.list_namespaced_replica_set(ns, label_selector="app=bg").items,
+             what="background GC of RS and pods")
+
+    apps.delete_namespaced_deployment("fg", ns, propagation_policy="Foreground")
+    wait_for(lambda: not apps.list_namespaced_replica_set(ns, label_selector="app=fg").items,
+             what="foreground deletion")
+
+    apps.delete_namespaced_deployment("orphan", ns, propagation_policy="Orphan")
+    time.sleep(0.3)
+    rs = apps.list_namespaced_replica_set(ns, label_selector="app=orphan").items
+    assert len(rs) == 1 and not rs[0].metadata.owner_references
+    pods = core.list_namespaced_pod(ns, label_selector="app=orphan").items
+    assert len(pods) == 1 and pods[0].metadata.owner_references[0].name == rs[0].metadata.name
+
+
+def test_pod_with_missing_owner_is_collected(core, apps, kube_namespace):
+    ns = kube_namespace
+    body = pod("stray", pod_spec(container()))
+    body["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                            "name": "gone", "uid": "0000-gone"}]
+    core.create_namespaced_pod(ns, body)
+    wait_for(lambda: not core.list_namespaced_pod(ns).items, what="dangling dependent deleted")
+
+
+def test_deleting_a_running_pod_is_graceful(core, kube_namespace):
+    ns = kube_namespace
+    core.create_namespaced_pod(ns, pod("p", pod_spec(container())))
+    wait_for(lambda: core.read_namespaced_pod("p", ns).status.phase == "Running", what="running")
+    deleted = core.delete_namespaced_pod("p", ns)
+    assert deleted.metadata.deletion_timestamp is not None
+    assert deleted.metadata.deletion_grace_period_seconds == 30
+
+    def gone():
+        try:
+            core.read_namespaced_pod("p", ns)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for(gone, timeout=5, what="pod removed after its containers stopped")
+    assert ("Killing", "Stopping container app") in event_reasons(core, ns, "p")
+
+
+def test_image_pull_errors(core, kube_namespace):
+    ns = kube_namespace
+    core.create_namespaced_pod(ns, pod("bad", pod_spec(container(image="nginx:nope"))))
+
+    def reasons():
+        found = {r: m for r, m in event_reasons(core, ns, "bad")}
+        return found if "BackOff" in found else None
+
+    found = wait_for(reasons, what="image pull back-off events")
+    assert found["BackOff"] == 'Back-off pulling image "nginx:nope"'
+    messages = [m for r, m in event_reasons(core, ns, "bad") if r == "Failed"]
+    assert "Error: ErrImagePull" in messages and "Error: ImagePullBackOff" in messages
+    assert any(m.startswith('Failed to pull image "nginx:nope": ') for m in messages)
+    p = core.read_namespaced_pod("bad", ns)
+    assert p.status.phase == "Pending"
+    waiting = p.status.container_statuses[0].state.waiting
+    assert waiting.reason in ("ErrImagePull", "ImagePullBackOff")
+    if waiting.reason == "ImagePullBackOff":
+        assert waiting.message == 'Back-off pulling image "nginx:nope"'
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_pod_log("bad", ns)
+    assert err.value.status == 400
+
+
+def test_logs_of_a_waiting_container_are_refused(kubesim_factory):
+    # A slow kubelet keeps the container in ContainerCreating long enough to ask.
+    server = kubesim_factory(inventory=DEMO_INVENTORY,
+                             extra_args=["--container-create-delay", "30"])
+    with server.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespaced_pod("default", pod("x", pod_spec(container())))
+        wait_for(lambda: core.read_namespaced_pod("x", "default").status.container_statuses,
+                 what="ContainerCreating")
+        with pytest.raises(ApiException) as err:
+            core.read_namespaced_pod_log("x", "default")
+        assert err.value.status == 400
+        assert status_body(err.value)["message"] == (
+            'container "app" in pod "x" is waiting to start: ContainerCreating')
