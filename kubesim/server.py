@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from kubesim import discovery, openapi, patch, tables, validation
+from kubesim import discovery, openapi, patch, protobuf, tables, validation
 from kubesim.config import SimConfig
 from kubesim.errors import (
     ApiError,
@@ -47,6 +47,7 @@ CONFIG: web.AppKey[SimConfig] = web.AppKey("config", SimConfig)
 CLUSTER: web.AppKey[Any] = web.AppKey("cluster", object)
 
 _JSON = "application/json"
+_PROTOBUF = "application/vnd.kubernetes.protobuf"
 _PATCH_TYPES = {
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
@@ -581,6 +582,8 @@ class ApiHandlers:
         content_type = request.content_type
         if "Content-Type" not in request.headers or content_type in ("*/*", "text/plain"):
             content_type = _JSON  # no declared type: read JSON, as most clients mean
+        if content_type == _PROTOBUF:
+            return protobuf.decode_object(await read_body(request))
         if content_type not in (_JSON, "application/yaml"):
             raise unsupported_media_type(content_type)
         return decode_object(await read_body(request), content_type)
