@@ -19,6 +19,9 @@ Line = tuple[float, str]  # (wall-clock seconds, text)
 
 # How often a long-running service container prints something after its start-up banner.
 HEARTBEAT = 30.0
+# Spacing of the start-up banner's lines: all printed within milliseconds of the start, so
+# that a Ready container's log already shows its URL.
+BANNER_STEP = 0.001
 
 
 @dataclass
@@ -171,7 +174,7 @@ def lines_until(ctx: LogContext, until: float, finished: float | None = None) ->
     out: list[Line] = []
     t = ctx.started
     for i, text in enumerate(_banner(ctx)):
-        t = ctx.started + 0.05 * (i + 1)
+        t = ctx.started + BANNER_STEP * (i + 1)
         if t > end and finished is None:
             return out
         out.append((min(t, finished) if finished is not None else t, text))
@@ -203,9 +206,9 @@ def lines_until(ctx: LogContext, until: float, finished: float | None = None) ->
 def next_line_at(ctx: LogContext, after: float) -> float | None:
     """When the next line after wall time `after` appears (None: no more until the end)."""
     banner = len(_banner(ctx))
-    last_banner = ctx.started + 0.05 * banner
+    last_banner = ctx.started + BANNER_STEP * banner
     if after < last_banner:
-        return ctx.started + 0.05 * (int((after - ctx.started) / 0.05) + 1)
+        return ctx.started + BANNER_STEP * (int((after - ctx.started) / BANNER_STEP) + 1)
     if ctx.batch:
         duration = ctx.run_seconds or 0.0
         steps = max(1, min(100, int(duration)))

@@ -204,7 +204,10 @@ class QuotaController:
         new = {} if event == "DELETED" else object_usage(rt, obj)
         old = self.contrib.get(ref, {})
         if new == old:
-            if rt is QUOTA:
+            # Like the real quota controller: a quota is recalculated when its limits differ
+            # from what its status says (not on every status write).
+            if rt is QUOTA and event != "DELETED" and (
+                    (obj.get("spec") or {}).get("hard") != (obj.get("status") or {}).get("hard")):
                 self.queue.add(ns)
             return
         totals = self.totals.setdefault(ns, {})
@@ -248,8 +251,9 @@ class QuotaController:
         hard = (new.get("spec") or {}).get("hard") or {}
         ns = new["metadata"].get("namespace", "")
         status = new.get("status") or {}
-        if op == "UPDATE" and status.get("hard") == hard and set(status.get("used") or {}) == set(hard):
-            return
+        old_hard = ((old or {}).get("spec") or {}).get("hard")
+        if op == "UPDATE" and old_hard == hard and status.get("hard") == hard:
+            return  # the limits did not change: leave the status as written
         used = self.used(ns, list(hard))
         new["status"] = {"hard": dict(hard), "used": {k: str(v) for k, v in used.items()}}
 
@@ -274,8 +278,9 @@ class QuotaController:
                 problem = missing_constraints(new, set(tracked))
                 if problem:
                     raise forbidden(rt, name, f"failed quota: {quota_name}: {problem}")
-            status_used = (quota.get("status") or {}).get("used")
-            if status_used is not None and any(k not in status_used for k in tracked):
+            status = quota.get("status") or {}
+            status_used = status.get("used") or {}
+            if status.get("hard") and any(k not in status_used for k in tracked):
                 raise forbidden(rt, name, f"status unknown for quota: {quota_name}, "
                                           f"resources: {','.join(tracked)}")
             asked = {k: q for k, q in requested.items() if k in hard}
