@@ -12,6 +12,9 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 app.conf.beat_schedule = {
+    "tenants-reconcile-all": {"task": "tenants.tasks.tenants_reconcile_all", "schedule": 300.0},
+    "tenants-delete-due": {"task": "tenants.tasks.tenants_delete_due", "schedule": 60.0},
+    "tenants-sync-keystone": {"task": "tenants.tasks.tenants_sync_keystone", "schedule": 600.0},
     "sessions-clear-expired": {
         "task": "portal.tasks.sessions_clear_expired",
         "schedule": crontab(minute=17),

@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "axes",
     "portal.keystone",
+    "portal.workloads",
     "tenants",
     "api",
     "portal",
@@ -147,8 +148,36 @@ KEYSTONE_ADMIN_ROLE = env.str("KEYSTONE_ADMIN_ROLE", default="admin")
 # How long a validated token is trusted before Keystone is asked again (revocation delay).
 KEYSTONE_TOKEN_CACHE_TTL = env.int("KEYSTONE_TOKEN_CACHE_TTL", default=60)
 
+# --- the cluster ---------------------------------------------------------------------------
+# a kubeconfig file; empty = the in-cluster service account
+KUBECONFIG = env.str("KUBECONFIG", default="")
+
 # --- tenants ------------------------------------------------------------------------------
 PORTAL_NAMESPACE_PREFIX = env.str("PORTAL_NAMESPACE_PREFIX", default="gpu-")
+# Pod Security admission levels of tenant namespaces
+PORTAL_POD_SECURITY_ENFORCE = env.str("PORTAL_POD_SECURITY_ENFORCE", default="baseline")
+PORTAL_POD_SECURITY_WARN = env.str("PORTAL_POD_SECURITY_WARN", default="restricted")
+PORTAL_POD_SECURITY_AUDIT = env.str("PORTAL_POD_SECURITY_AUDIT", default="restricted")
+# group names k8s-keystone-auth gives a user: the project id, plus role-based groups that its
+# role mapping adds, named by this format ({project_id}, {project_name}, {role})
+PORTAL_RBAC_PROJECT_GROUP_FORMAT = env.str("PORTAL_RBAC_PROJECT_GROUP_FORMAT", default="{project_id}")
+PORTAL_RBAC_ROLE_GROUP_FORMAT = env.str("PORTAL_RBAC_ROLE_GROUP_FORMAT",
+                                        default="{project_id}:{role}")
+# LimitRange defaults for containers that declare no requests/limits
+PORTAL_DEFAULT_CONTAINER_CPU = env.str("PORTAL_DEFAULT_CONTAINER_CPU", default="1")
+PORTAL_DEFAULT_CONTAINER_MEMORY = env.str("PORTAL_DEFAULT_CONTAINER_MEMORY", default="4Gi")
+PORTAL_DEFAULT_CONTAINER_CPU_REQUEST = env.str("PORTAL_DEFAULT_CONTAINER_CPU_REQUEST", default="500m")
+PORTAL_DEFAULT_CONTAINER_MEMORY_REQUEST = env.str("PORTAL_DEFAULT_CONTAINER_MEMORY_REQUEST",
+                                                  default="2Gi")
+# quota of a tenant seen for the first time
+PORTAL_DEFAULT_QUOTA_GPUS_TOTAL = env.int("PORTAL_DEFAULT_QUOTA_GPUS_TOTAL", default=2)
+PORTAL_DEFAULT_QUOTA_GPUS_PER_TYPE = env.int("PORTAL_DEFAULT_QUOTA_GPUS_PER_TYPE", default=1)
+PORTAL_DEFAULT_QUOTA_CPU = env.int("PORTAL_DEFAULT_QUOTA_CPU", default=32)
+PORTAL_DEFAULT_QUOTA_MEMORY_GB = env.int("PORTAL_DEFAULT_QUOTA_MEMORY_GB", default=256)
+PORTAL_DEFAULT_QUOTA_WORKLOADS = env.int("PORTAL_DEFAULT_QUOTA_WORKLOADS", default=10)
+PORTAL_DEFAULT_MAX_RUNTIME_MINUTES = env.int("PORTAL_DEFAULT_MAX_RUNTIME_MINUTES", default=0)
+# a tenant whose Keystone project is gone (or that an admin deletes) keeps its namespace this long
+PORTAL_TENANT_DELETE_GRACE_MINUTES = env.int("PORTAL_TENANT_DELETE_GRACE_MINUTES", default=60)
 
 # --- login throttling (django-axes): per user name and client address ---------------------
 AXES_FAILURE_LIMIT = env.int("PORTAL_LOGIN_FAILURE_LIMIT", default=5)

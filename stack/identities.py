@@ -72,4 +72,7 @@ def seed_identities(url: str, admin_password: str = ADMIN_PASSWORD,
             if project not in project_ids:
                 project_ids[project] = _find_or_create_project(ks, project, "").id
             ks.roles.grant(roles[role], user=user, project=project_ids[project])
+        if spec.name == SERVICE_USER:
+            # lists projects and their members (tenant sync, admin pages): read-only, system-wide
+            ks.roles.grant(roles["reader"], user=user, system="all")
     return project_ids

@@ -1,5 +1,7 @@
-"""A tenant is a Keystone project the portal has seen, with its Kubernetes namespace."""
+"""Tenants (Keystone projects with a namespace), their quotas, and the audit trail."""
 
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 
@@ -7,9 +9,10 @@ class Tenant(models.Model):
     class State(models.TextChoices):
         NEW = "new", "new"  # seen, namespace not provisioned yet
         PROVISIONED = "provisioned", "provisioned"
-        DRIFTED = "drifted", "drifted"
+        DRIFTED = "drifted", "drifted"  # the last reconcile found and repaired drift
         FAILED = "failed", "failed"
         DELETING = "deleting", "deleting"
+        DELETED = "deleted", "deleted"
 
     keystone_project_id = models.CharField(max_length=64, unique=True)
     name = models.CharField(max_length=255)
@@ -17,6 +20,8 @@ class Tenant(models.Model):
     namespace = models.CharField(max_length=63, unique=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.NEW)
     state_reason = models.TextField(blank=True, default="")
+    last_reconciled_at = models.DateTimeField(null=True, blank=True)
+    delete_after = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -25,3 +30,69 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_active(self) -> bool:
+        return self.state not in (self.State.DELETING, self.State.DELETED)
+
+
+class Quota(models.Model):
+    """What a tenant may use at once. Enforced by the portal at admission and by Kubernetes'
+    ResourceQuota in the tenant's namespace."""
+
+    class IdleAction(models.TextChoices):
+        WARN = "warn", "warn only"
+        STOP = "stop", "warn, then stop"
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="quota")
+    gpus_total = models.PositiveIntegerField(default=0)
+    cpu = models.PositiveIntegerField(default=0, help_text="CPU cores (requests) in all")
+    memory_gb = models.PositiveIntegerField(default=0, help_text="memory GiB (requests) in all")
+    max_workloads = models.PositiveIntegerField(default=0)
+    max_runtime_minutes = models.PositiveIntegerField(default=0, help_text="0 = no limit")
+    # idle culling (used by the usage issue)
+    idle_threshold_percent = models.PositiveIntegerField(
+        default=5, validators=[MaxValueValidator(100)])
+    idle_minutes = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
+    idle_action = models.CharField(max_length=8, choices=IdleAction.choices,
+                                   default=IdleAction.WARN)
+    idle_grace_minutes = models.PositiveIntegerField(default=30)
+    # an admin may set a quota above what the cluster has, on purpose (e.g. capacity on order)
+    allow_over_capacity = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def gpus_by_type(self) -> dict[str, int]:
+        return {g.gpu_type.slug: g.gpus for g in self.gpu_limits.select_related("gpu_type")}
+
+
+class GpuQuota(models.Model):
+    quota = models.ForeignKey(Quota, on_delete=models.CASCADE, related_name="gpu_limits")
+    gpu_type = models.ForeignKey("workloads.GpuType", on_delete=models.CASCADE,
+                                 related_name="+")
+    gpus = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["quota", "gpu_type"],
+                                               name="one_limit_per_gpu_type")]
+
+
+class AuditRecord(models.Model):
+    """Who changed what, when, in which tenant: before → after. Written by services only."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                              on_delete=models.SET_NULL, related_name="+")
+    actor_name = models.CharField(max_length=255, help_text="user name, or 'system'")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="audit_records")
+    action = models.CharField(max_length=64, db_index=True)
+    target = models.CharField(max_length=255, blank=True, default="")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["tenant", "-at"])]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.target}"

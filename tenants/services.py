@@ -1,17 +1,60 @@
-"""Writes of the tenants domain."""
+"""Writes of the tenants domain: tenants, quotas, deletion. Each audited."""
 
 from __future__ import annotations
 
+import datetime as dt
+from typing import Any
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from .models import Tenant
+from portal.workloads.models import GpuType
+
+from .audit import audit_record
+from .models import GpuQuota, Quota, Tenant
 from .naming import namespace_name
+
+QUOTA_FIELDS = ("gpus_total", "cpu", "memory_gb", "max_workloads", "max_runtime_minutes",
+                "idle_threshold_percent", "idle_minutes", "idle_action", "idle_grace_minutes",
+                "allow_over_capacity")
+
+
+def _enqueue_reconcile(tenant_id: int) -> None:
+    from .tasks import tenant_reconcile_task
+
+    transaction.on_commit(lambda: tenant_reconcile_task.delay(tenant_id))
+
+
+def quota_snapshot(quota: Quota) -> dict[str, Any]:
+    """A quota as plain data: what the audit trail and the API show."""
+    data = {field: getattr(quota, field) for field in QUOTA_FIELDS}
+    data["gpus_by_type"] = quota.gpus_by_type()
+    return data
+
+
+def quota_create_default(*, tenant: Tenant) -> Quota:
+    quota = Quota.objects.create(
+        tenant=tenant,
+        gpus_total=settings.PORTAL_DEFAULT_QUOTA_GPUS_TOTAL,
+        cpu=settings.PORTAL_DEFAULT_QUOTA_CPU,
+        memory_gb=settings.PORTAL_DEFAULT_QUOTA_MEMORY_GB,
+        max_workloads=settings.PORTAL_DEFAULT_QUOTA_WORKLOADS,
+        max_runtime_minutes=settings.PORTAL_DEFAULT_MAX_RUNTIME_MINUTES,
+    )
+    per_type = settings.PORTAL_DEFAULT_QUOTA_GPUS_PER_TYPE
+    if per_type:
+        GpuQuota.objects.bulk_create(
+            GpuQuota(quota=quota, gpu_type=gpu_type, gpus=per_type)
+            for gpu_type in GpuType.objects.filter(enabled=True)
+        )
+    return quota
 
 
 def tenant_ensure(*, keystone_project_id: str, name: str, domain_id: str = "default") -> Tenant:
-    """The tenant row of a Keystone project, created on first sight; a renamed project keeps
-    its namespace (a namespace cannot be renamed), only the display name follows Keystone."""
+    """The tenant row of a Keystone project, created on first sight (with the default quota,
+    and its namespace provisioned right after commit). A renamed project keeps its namespace
+    (a namespace cannot be renamed); only the display name follows Keystone."""
     tenant = Tenant.objects.filter(keystone_project_id=keystone_project_id).first()
     if tenant is not None:
         if tenant.name != name or tenant.domain_id != domain_id:
@@ -28,10 +71,76 @@ def tenant_ensure(*, keystone_project_id: str, name: str, domain_id: str = "defa
             continue
         try:
             with transaction.atomic():
-                return Tenant.objects.create(keystone_project_id=keystone_project_id, name=name,
-                                             domain_id=domain_id, namespace=namespace)
+                tenant = Tenant.objects.create(keystone_project_id=keystone_project_id,
+                                               name=name, domain_id=domain_id,
+                                               namespace=namespace)
+                quota_create_default(tenant=tenant)
+                audit_record(actor=None, action="tenant.create", tenant=tenant,
+                             target=namespace, after={"name": name, "namespace": namespace})
         except IntegrityError:
             existing = Tenant.objects.filter(keystone_project_id=keystone_project_id).first()
-            if existing is not None:  # a concurrent first login created it
+            if existing is not None:  # a concurrent first sight created it
                 return existing
+            continue
+        _enqueue_reconcile(tenant.pk)
+        return tenant
     raise RuntimeError(f"no free namespace name for project {keystone_project_id}")
+
+
+def quota_update(*, tenant: Tenant, acting_user, changes: dict[str, Any]) -> Quota:
+    """Apply validated quota changes at once: in portal admission right away (same row), and
+    in the namespace's ResourceQuota by the reconcile enqueued on commit. Lowering a quota
+    below what is in use is allowed: it blocks new launches, never stops running work."""
+    with transaction.atomic():
+        Tenant.objects.select_for_update().get(pk=tenant.pk)  # serialise with admission
+        quota = Quota.objects.select_for_update().get(tenant=tenant)
+        before = quota_snapshot(quota)
+        for field in QUOTA_FIELDS:
+            if field in changes:
+                setattr(quota, field, changes[field])
+        quota.save()
+        if "gpus_by_type" in changes:
+            types = {t.slug: t for t in GpuType.objects.filter(slug__in=changes["gpus_by_type"])}
+            for slug, gpus in changes["gpus_by_type"].items():
+                GpuQuota.objects.update_or_create(quota=quota, gpu_type=types[slug],
+                                                  defaults={"gpus": gpus})
+        after = quota_snapshot(quota)
+        if after != before:
+            audit_record(actor=acting_user, action="quota.update", tenant=tenant,
+                         target=tenant.namespace, before=before, after=after)
+            _enqueue_reconcile(tenant.pk)
+    return quota
+
+
+def tenant_mark_deleting(*, tenant: Tenant, acting_user, reason: str) -> Tenant:
+    """Start deleting a tenant: its workloads stop now; the namespace goes after the grace."""
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if tenant.state in (Tenant.State.DELETING, Tenant.State.DELETED):
+            return tenant
+        before = {"state": tenant.state}
+        tenant.state = Tenant.State.DELETING
+        tenant.state_reason = reason
+        tenant.delete_after = timezone.now() + dt.timedelta(
+            minutes=settings.PORTAL_TENANT_DELETE_GRACE_MINUTES)
+        tenant.save(update_fields=["state", "state_reason", "delete_after", "updated_at"])
+        audit_record(actor=acting_user, action="tenant.delete", tenant=tenant,
+                     target=tenant.namespace, before=before,
+                     after={"state": tenant.state, "reason": reason,
+                            "delete_after": tenant.delete_after.isoformat()})
+    return tenant
+
+
+def tenant_restore(*, tenant: Tenant, acting_user) -> Tenant:
+    """Undo a pending deletion (the project came back, or the admin changed their mind)."""
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if tenant.state != Tenant.State.DELETING:
+            return tenant
+        tenant.state, tenant.state_reason, tenant.delete_after = Tenant.State.NEW, "", None
+        tenant.save(update_fields=["state", "state_reason", "delete_after", "updated_at"])
+        audit_record(actor=acting_user, action="tenant.restore", tenant=tenant,
+                     target=tenant.namespace, before={"state": "deleting"},
+                     after={"state": tenant.state})
+        _enqueue_reconcile(tenant.pk)
+    return tenant

@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.fixtures.stack"]
+pytest_plugins = ["tests.fixtures.stack", "tests.fixtures.kubesim"]

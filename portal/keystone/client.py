@@ -218,6 +218,36 @@ class KeystoneClient:
         )
         return Token.from_access(self._access(auth))
 
+    def service_system_token(self) -> Token:
+        """A system-scoped token of the portal's service identity (needs `reader` on the
+        system): lists every project and its members, for the tenant sync and admin pages."""
+        auth = v3.Password(
+            auth_url=self.url,
+            username=settings.KEYSTONE_SERVICE_USER,
+            password=settings.KEYSTONE_SERVICE_PASSWORD,
+            user_domain_name=settings.KEYSTONE_SERVICE_DOMAIN,
+            system_scope="all",
+        )
+        return Token.from_access(self._access(auth))
+
+    def all_projects(self, token_id: str) -> list[Project]:
+        """Every project (`GET /v3/projects`), for a token allowed to list them."""
+        body = self._get("/projects", token_id)
+        return [Project(id=p["id"], name=p["name"], domain_id=p.get("domain_id", "default"),
+                        enabled=p.get("enabled", True)) for p in body.get("projects", [])]
+
+    def project_members(self, token_id: str, project_id: str) -> list[dict[str, str]]:
+        """Who holds which role on a project, with names (effective: group and implied roles
+        expanded), sorted by user then role."""
+        body = self._get(f"/role_assignments?scope.project.id={project_id}"
+                         "&include_names=true&effective=true", token_id)
+        members = {
+            (a["user"]["name"], a["role"]["name"]): {
+                "user_id": a["user"]["id"], "user": a["user"]["name"], "role": a["role"]["name"]}
+            for a in body.get("role_assignments", []) if "user" in a
+        }
+        return [members[key] for key in sorted(members)]
+
     def check_reachable(self) -> None:
         """Raise KeystoneUnavailable unless Keystone answers its version document."""
         try:

@@ -1,0 +1,196 @@
+"""The portal's only door to Kubernetes: the official `kubernetes` client, as plain dicts.
+
+Objects go in and come out in their JSON shape (camelCase dicts), the same shape the pure
+manifest functions build, so nothing converts between client models and dicts. Failures are
+three exceptions: `NotFound` (404), `Conflict` (409: already exists, or a stale
+resourceVersion), `KubeRefused` (other 4xx: invalid, forbidden/quota — `.status` is the
+Status body), and `KubeUnavailable` (no connection, timeouts, 5xx).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from django.conf import settings
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+log = logging.getLogger(__name__)
+
+TIMEOUT = (3.0, 15.0)  # connect, read (seconds)
+
+
+class KubeError(Exception):
+    def __init__(self, message: str, *, code: int | None = None, status: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        self.status = status or {}
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+class KubeRefused(KubeError):
+    """The API server refused the request (422 invalid, 403 forbidden/quota, 400 …)."""
+
+
+class KubeUnavailable(KubeError):
+    """The API server could not be reached or failed on its side."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    api: type
+    suffix: str  # e.g. "namespaced_resource_quota" → read_namespaced_resource_quota
+    namespaced: bool = True
+
+
+KINDS: dict[str, Kind] = {
+    "Namespace": Kind(k8s.CoreV1Api, "namespace", namespaced=False),
+    "Node": Kind(k8s.CoreV1Api, "node", namespaced=False),
+    "ResourceQuota": Kind(k8s.CoreV1Api, "namespaced_resource_quota"),
+    "LimitRange": Kind(k8s.CoreV1Api, "namespaced_limit_range"),
+    "ServiceAccount": Kind(k8s.CoreV1Api, "namespaced_service_account"),
+    "Secret": Kind(k8s.CoreV1Api, "namespaced_secret"),
+    "Service": Kind(k8s.CoreV1Api, "namespaced_service"),
+    "PersistentVolumeClaim": Kind(k8s.CoreV1Api, "namespaced_persistent_volume_claim"),
+    "Pod": Kind(k8s.CoreV1Api, "namespaced_pod"),
+    "Event": Kind(k8s.CoreV1Api, "namespaced_event"),
+    "NetworkPolicy": Kind(k8s.NetworkingV1Api, "namespaced_network_policy"),
+    "RoleBinding": Kind(k8s.RbacAuthorizationV1Api, "namespaced_role_binding"),
+    "Deployment": Kind(k8s.AppsV1Api, "namespaced_deployment"),
+    "Job": Kind(k8s.BatchV1Api, "namespaced_job"),
+}
+
+_lock = threading.Lock()
+_clients: dict[tuple[int, str | None], k8s.ApiClient] = {}
+
+
+def api_client() -> k8s.ApiClient:
+    """One ApiClient (connection pool) per process and kubeconfig."""
+    path = settings.KUBECONFIG or None
+    key = (os.getpid(), path)
+    with _lock:
+        if key not in _clients:
+            configuration = k8s.Configuration()
+            if path:
+                k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+            else:
+                k8s_config.load_incluster_config(client_configuration=configuration)
+            configuration.retries = 1
+            _clients[key] = k8s.ApiClient(configuration)
+        return _clients[key]
+
+
+def _translate(exc: Exception) -> KubeError:
+    if isinstance(exc, ApiException):
+        try:
+            status = json.loads(exc.body) if exc.body else {}
+        except ValueError:
+            status = {}
+        message = status.get("message") or exc.reason or str(exc)
+        code = exc.status
+        if code == 404:
+            return NotFound(message, code=code, status=status)
+        if code == 409:
+            return Conflict(message, code=code, status=status)
+        if code is not None and 400 <= code < 500 and code != 429:
+            return KubeRefused(message, code=code, status=status)
+        return KubeUnavailable(message, code=code, status=status)
+    return KubeUnavailable(f"Kubernetes API unreachable: {exc}")
+
+
+class Kube:
+    """CRUD over the kinds the portal manages, with a count of the writes it made."""
+
+    def __init__(self, client: k8s.ApiClient | None = None) -> None:
+        self._client = client
+        self.writes = 0
+
+    @property
+    def client(self) -> k8s.ApiClient:
+        if self._client is None:
+            self._client = api_client()
+        return self._client
+
+    def _call(self, kind: str, verb: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        spec = KINDS[kind]
+        method = getattr(spec.api(self.client), f"{verb}_{spec.suffix}")
+        try:
+            response = method(*args, _preload_content=False, _request_timeout=TIMEOUT, **kwargs)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _translate(exc) from exc
+        data = response.data
+        return json.loads(data) if data else {}
+
+    def _where(self, kind: str, namespace: str | None) -> tuple[Any, ...]:
+        return (namespace,) if KINDS[kind].namespaced else ()
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        try:
+            return self._call(kind, "read", name, *self._where(kind, namespace))
+        except NotFound:
+            return None
+
+    def list(self, kind: str, namespace: str | None = None, *, label_selector: str | None = None,
+             field_selector: str | None = None) -> dict[str, Any]:
+        verb = "list"
+        args = self._where(kind, namespace)
+        if KINDS[kind].namespaced and namespace is None:
+            # list_<x>_for_all_namespaces
+            spec = KINDS[kind]
+            method = getattr(spec.api(self.client),
+                             f"list_{spec.suffix.removeprefix('namespaced_')}_for_all_namespaces")
+            try:
+                response = method(label_selector=label_selector or "",
+                                  field_selector=field_selector or "",
+                                  _preload_content=False, _request_timeout=TIMEOUT)
+            except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+                raise _translate(exc) from exc
+            return json.loads(response.data)
+        return self._call(kind, verb, *args, label_selector=label_selector or "",
+                          field_selector=field_selector or "")
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        kind = obj["kind"]
+        result = self._call(kind, "create", *self._where(kind, obj["metadata"].get("namespace")),
+                            obj)
+        self.writes += 1
+        return result
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        kind, meta = obj["kind"], obj["metadata"]
+        result = self._call(kind, "replace", meta["name"], *self._where(kind, meta.get("namespace")),
+                            obj)
+        self.writes += 1
+        return result
+
+    def patch(self, kind: str, name: str, patch: dict[str, Any],
+              namespace: str | None = None) -> dict[str, Any]:
+        """A JSON merge patch (the client picks merge-patch for dict bodies)."""
+        result = self._call(kind, "patch", name, *self._where(kind, namespace), patch)
+        self.writes += 1
+        return result
+
+    def delete(self, kind: str, name: str, namespace: str | None = None, *,
+               propagation: str = "Background") -> bool:
+        """Delete; False when it was already gone."""
+        try:
+            self._call(kind, "delete", name, *self._where(kind, namespace),
+                       body={"propagationPolicy": propagation})
+        except NotFound:
+            return False
+        self.writes += 1
+        return True

@@ -1,0 +1,192 @@
+"""The Kubernetes objects that make a tenant's namespace, as pure functions: spec in, dicts out.
+
+No client, no database, no settings lookups inside: `NamespaceSpec` carries everything, so the
+functions are tested by comparing dicts and validated against the Kubernetes schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-portal"}
+LABEL_PROJECT_ID = "gpu-portal.io/project-id"
+LABEL_PROJECT_NAME = "gpu-portal.io/project-name"
+ANNOTATION_PROJECT_NAME = "gpu-portal.io/project-display-name"
+LABEL_EXPOSED = "gpu-portal.io/exposed"
+EXPOSED_PORT_NAME = "http"  # workloads name the container port they expose
+METADATA_ADDRESS = "169.254.169.254/32"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# Keystone role → ClusterRole, as the RoleBindings grant it
+ROLE_CLUSTER_ROLES = {"reader": "view", "member": "edit", "manager": "edit", "admin": "admin"}
+
+QUOTA_NAME = "gpu-portal-quota"
+LIMIT_RANGE_NAME = "gpu-portal-defaults"
+SERVICE_ACCOUNT_NAME = "workload"
+
+
+@dataclasses.dataclass(frozen=True)
+class NamespaceSpec:
+    namespace: str
+    project_id: str
+    project_name: str
+    # quota
+    gpus_total: int
+    gpus_by_resource: dict[str, int]  # extended resource → limit (MIG resources beside nvidia.com/gpu)
+    cpu: int
+    memory_gb: int
+    max_workloads: int
+    # policy
+    pod_security: tuple[str, str, str] = ("baseline", "restricted", "restricted")
+    project_group_format: str = "{project_id}"
+    role_group_format: str = "{project_id}:{role}"
+    default_cpu: str = "1"
+    default_memory: str = "4Gi"
+    default_cpu_request: str = "500m"
+    default_memory_request: str = "2Gi"
+
+
+def label_value(text: str) -> str:
+    """A Kubernetes label value: ≤ 63 of [A-Za-z0-9-_.], alphanumeric at both ends."""
+    value = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+
+
+def _labels(spec: NamespaceSpec) -> dict[str, str]:
+    return {**MANAGED_BY, LABEL_PROJECT_ID: label_value(spec.project_id),
+            LABEL_PROJECT_NAME: label_value(spec.project_name)}
+
+
+def _meta(spec: NamespaceSpec, name: str) -> dict[str, Any]:
+    return {"name": name, "namespace": spec.namespace, "labels": _labels(spec)}
+
+
+def make_namespace(spec: NamespaceSpec) -> dict[str, Any]:
+    enforce, warn, audit = spec.pod_security
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": spec.namespace,
+            "labels": {
+                **_labels(spec),
+                "pod-security.kubernetes.io/enforce": enforce,
+                "pod-security.kubernetes.io/enforce-version": "latest",
+                "pod-security.kubernetes.io/warn": warn,
+                "pod-security.kubernetes.io/warn-version": "latest",
+                "pod-security.kubernetes.io/audit": audit,
+                "pod-security.kubernetes.io/audit-version": "latest",
+            },
+            "annotations": {ANNOTATION_PROJECT_NAME: spec.project_name},
+        },
+    }
+
+
+def make_resource_quota(spec: NamespaceSpec) -> dict[str, Any]:
+    hard = {
+        f"requests.{GPU_RESOURCE}": str(spec.gpus_total),
+        "requests.cpu": str(spec.cpu),
+        "limits.cpu": str(spec.cpu),
+        "requests.memory": f"{spec.memory_gb}Gi",
+        "limits.memory": f"{spec.memory_gb}Gi",
+        # a workload is a pod (plus a replaced pod during a restart) and at most one LB service
+        "pods": str(spec.max_workloads * 2),
+        "services.loadbalancers": str(spec.max_workloads),
+    }
+    for resource, limit in sorted(spec.gpus_by_resource.items()):
+        if resource != GPU_RESOURCE:
+            hard[f"requests.{resource}"] = str(limit)
+    return {"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": _meta(spec, QUOTA_NAME), "spec": {"hard": hard}}
+
+
+def make_limit_range(spec: NamespaceSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": _meta(spec, LIMIT_RANGE_NAME),
+        "spec": {"limits": [{
+            "type": "Container",
+            "default": {"cpu": spec.default_cpu, "memory": spec.default_memory},
+            "defaultRequest": {"cpu": spec.default_cpu_request,
+                               "memory": spec.default_memory_request},
+        }]},
+    }
+
+
+def make_network_policies(spec: NamespaceSpec) -> list[dict[str, Any]]:
+    """Isolation: only pods of the namespace may reach its pods, except the exposed service
+    port of pods labelled as exposed; no pod may reach the cloud metadata address."""
+
+    def policy(name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": _meta(spec, name), "spec": body}
+
+    return [
+        policy("gpu-portal-same-namespace", {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}]}],
+        }),
+        policy("gpu-portal-exposed-services", {
+            "podSelector": {"matchLabels": {LABEL_EXPOSED: "true"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"ports": [{"protocol": "TCP", "port": EXPOSED_PORT_NAME}]}],
+        }),
+        policy("gpu-portal-deny-metadata", {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [METADATA_ADDRESS]}}]}],
+        }),
+    ]
+
+
+def make_service_account(spec: NamespaceSpec) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": _meta(spec, SERVICE_ACCOUNT_NAME),
+            "automountServiceAccountToken": False}
+
+
+def _group(fmt: str, spec: NamespaceSpec, role: str = "") -> dict[str, str]:
+    name = fmt.format(project_id=spec.project_id, project_name=spec.project_name, role=role)
+    return {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": name}
+
+
+def make_role_bindings(spec: NamespaceSpec) -> list[dict[str, Any]]:
+    """Keystone roles → ClusterRoles for the groups k8s-keystone-auth reports.
+
+    Every project member carries the project id as a group: that group may view. The role
+    groups (added by k8s-keystone-auth's role mapping) get what their role allows. Names avoid
+    k8s-keystone-auth's own `<userID>_<role>` pattern.
+    """
+
+    def binding(name: str, cluster_role: str, subject: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(spec, name),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": cluster_role},
+            "subjects": [subject],
+        }
+
+    bindings = [binding("gpu-portal-project-members", "view",
+                        _group(spec.project_group_format, spec))]
+    for role, cluster_role in ROLE_CLUSTER_ROLES.items():
+        bindings.append(binding(f"gpu-portal-keystone-{role}", cluster_role,
+                                _group(spec.role_group_format, spec, role)))
+    return bindings
+
+
+def tenant_objects(spec: NamespaceSpec) -> list[dict[str, Any]]:
+    """Everything a tenant's namespace holds, namespace first."""
+    return [
+        make_namespace(spec),
+        make_resource_quota(spec),
+        make_limit_range(spec),
+        *make_network_policies(spec),
+        make_service_account(spec),
+        *make_role_bindings(spec),
+    ]

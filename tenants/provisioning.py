@@ -1,0 +1,190 @@
+"""Reconcile each tenant's namespace to its desired state (tenants/manifests.py).
+
+Idempotent: an object already as desired costs one GET and no write; a missing object is
+created, a drifted one is put back (and the tenant shows "drifted" until the next clean run).
+Cluster failures mark the tenant "failed: <reason>" and propagate for the task to retry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from portal.kube.client import Kube, KubeError
+from portal.workloads.models import GpuType
+
+from .audit import audit_record
+from .manifests import NamespaceSpec, tenant_objects
+from .models import Quota, Tenant
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class ReconcileResult:
+    created: list[str] = dataclasses.field(default_factory=list)
+    repaired: list[str] = dataclasses.field(default_factory=list)
+    unchanged: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.repaired)
+
+
+def namespace_spec(tenant: Tenant, quota: Quota) -> NamespaceSpec:
+    by_resource: dict[str, int] = {}
+    for limit in quota.gpu_limits.select_related("gpu_type"):
+        resource = limit.gpu_type.resource_name
+        by_resource[resource] = by_resource.get(resource, 0) + limit.gpus
+    return NamespaceSpec(
+        namespace=tenant.namespace,
+        project_id=tenant.keystone_project_id,
+        project_name=tenant.name,
+        gpus_total=quota.gpus_total,
+        gpus_by_resource=by_resource,
+        cpu=quota.cpu,
+        memory_gb=quota.memory_gb,
+        max_workloads=quota.max_workloads,
+        pod_security=(settings.PORTAL_POD_SECURITY_ENFORCE, settings.PORTAL_POD_SECURITY_WARN,
+                      settings.PORTAL_POD_SECURITY_AUDIT),
+        project_group_format=settings.PORTAL_RBAC_PROJECT_GROUP_FORMAT,
+        role_group_format=settings.PORTAL_RBAC_ROLE_GROUP_FORMAT,
+        default_cpu=settings.PORTAL_DEFAULT_CONTAINER_CPU,
+        default_memory=settings.PORTAL_DEFAULT_CONTAINER_MEMORY,
+        default_cpu_request=settings.PORTAL_DEFAULT_CONTAINER_CPU_REQUEST,
+        default_memory_request=settings.PORTAL_DEFAULT_CONTAINER_MEMORY_REQUEST,
+    )
+
+
+# Fields that must equal the desired value exactly: an extra key added by hand is drift too.
+EXACT = {("ResourceQuota", "spec"), ("LimitRange", "spec"), ("RoleBinding", "subjects"),
+         ("RoleBinding", "roleRef"), ("NetworkPolicy", "spec")}
+
+
+def _contains(desired: Any, live: Any) -> bool:
+    """Whether `live` holds everything `desired` says (the server may add defaults)."""
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(
+            key in live and _contains(value, live[key]) for key, value in desired.items())
+    if isinstance(desired, list):
+        return (isinstance(live, list) and len(desired) == len(live)
+                and all(_contains(d, v) for d, v in zip(desired, live, strict=True)))
+    return desired == live
+
+
+def _exact(desired: Any, live: Any) -> bool:
+    """Same keys at every dict level (server defaults below desired leaves are allowed)."""
+    if isinstance(desired, dict):
+        return (isinstance(live, dict) and set(desired) == set(live)
+                and all(_exact(v, live[k]) for k, v in desired.items()))
+    return _contains(desired, live)
+
+
+def in_desired_state(desired: dict[str, Any], live: dict[str, Any]) -> bool:
+    kind = desired["kind"]
+    meta = desired["metadata"]
+    live_meta = live.get("metadata", {})
+    for part in ("labels", "annotations"):
+        if not _contains(meta.get(part, {}), live_meta.get(part) or {}):
+            return False
+    for field, value in desired.items():
+        if field in ("apiVersion", "kind", "metadata"):
+            continue
+        if field not in live:
+            return False
+        check = _exact if (kind, field) in EXACT else _contains
+        if not check(value, live[field]):
+            return False
+    return True
+
+
+def _ref(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    where = f"{meta['namespace']}/" if meta.get("namespace") and obj["kind"] != "Namespace" else ""
+    return f"{obj['kind']} {where}{meta['name']}"
+
+
+def _ensure(kube: Kube, desired: dict[str, Any], result: ReconcileResult) -> None:
+    meta = desired["metadata"]
+    namespace = meta.get("namespace") if desired["kind"] != "Namespace" else None
+    live = kube.get(desired["kind"], meta["name"], namespace)
+    if live is None:
+        kube.create(desired)
+        result.created.append(_ref(desired))
+        return
+    if in_desired_state(desired, live):
+        result.unchanged.append(_ref(desired))
+        return
+    if desired["kind"] == "Namespace":
+        # a namespace is only ours in its labels/annotations: patch those, keep the rest
+        kube.patch("Namespace", meta["name"], {"metadata": {
+            "labels": meta["labels"], "annotations": meta.get("annotations", {})}})
+    else:
+        body = {**desired, "metadata": {**meta,
+                                        "resourceVersion": live["metadata"]["resourceVersion"]}}
+        kube.replace(body)
+    result.repaired.append(_ref(desired))
+
+
+def tenant_reconcile(*, tenant_id: int, kube: Kube | None = None) -> ReconcileResult:
+    """Bring one tenant's namespace to its desired state; record what changed."""
+    tenant = Tenant.objects.get(pk=tenant_id)
+    if not tenant.is_active:
+        return ReconcileResult()
+    quota = Quota.objects.get(tenant=tenant)
+    kube = kube or Kube()
+    result = ReconcileResult()
+    first_time = tenant.state in (Tenant.State.NEW, Tenant.State.FAILED)
+    try:
+        for desired in tenant_objects(namespace_spec(tenant, quota)):
+            _ensure(kube, desired, result)
+    except KubeError as exc:
+        _set_state(tenant, Tenant.State.FAILED, f"{type(exc).__name__}: {exc}")
+        if result.changed:
+            _audit(tenant, result)
+        raise
+    state = Tenant.State.DRIFTED if (result.repaired and not first_time) else Tenant.State.PROVISIONED
+    _set_state(tenant, state, "repaired: " + ", ".join(result.repaired) if state == Tenant.State.DRIFTED else "")
+    if result.changed:
+        _audit(tenant, result)
+    return result
+
+
+def _set_state(tenant: Tenant, state: str, reason: str) -> None:
+    Tenant.objects.filter(pk=tenant.pk).update(state=state, state_reason=reason[:2000],
+                                               last_reconciled_at=timezone.now(),
+                                               updated_at=timezone.now())
+
+
+def _audit(tenant: Tenant, result: ReconcileResult) -> None:
+    with transaction.atomic():
+        audit_record(actor=None, action="namespace.reconcile", tenant=tenant,
+                     target=tenant.namespace, before=None,
+                     after={"created": result.created, "repaired": result.repaired})
+
+
+def tenant_namespace_delete(*, tenant_id: int, kube: Kube | None = None) -> bool:
+    """Delete a tenant's namespace once its grace period has passed; True when deleted now."""
+    tenant = Tenant.objects.get(pk=tenant_id)
+    if tenant.state != Tenant.State.DELETING or tenant.delete_after is None:
+        return False
+    if tenant.delete_after > timezone.now():
+        return False
+    kube = kube or Kube()
+    existed = kube.delete("Namespace", tenant.namespace, propagation="Foreground")
+    with transaction.atomic():
+        Tenant.objects.filter(pk=tenant.pk).update(state=Tenant.State.DELETED,
+                                                   updated_at=timezone.now())
+        audit_record(actor=None, action="namespace.delete", tenant=tenant,
+                     target=tenant.namespace, before={"state": "deleting"},
+                     after={"state": "deleted", "namespace_existed": existed})
+    return True
+
+
+def gpu_types_by_slug() -> dict[str, GpuType]:
+    return {t.slug: t for t in GpuType.objects.all()}

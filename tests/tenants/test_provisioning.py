@@ -1,0 +1,185 @@
+"""Provisioning a tenant's namespace in kubesim, over HTTP with the official client."""
+
+import datetime as dt
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+from kubernetes import client as k8s
+
+from portal.kube.client import Kube, KubeUnavailable
+from tenants.manifests import tenant_objects
+from tenants.models import AuditRecord, Tenant
+from tenants.provisioning import namespace_spec, tenant_namespace_delete, tenant_reconcile
+from tenants.services import quota_update, tenant_ensure, tenant_mark_deleting
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def tenant(gpu_types, cluster):
+    # a fresh Keystone-like project id per test: its own namespace in the shared kubesim
+    return tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Vision Lab")
+
+
+def core(cluster):
+    return k8s.CoreV1Api(cluster.api_client())
+
+
+def test_a_new_tenant_gets_the_full_set_of_objects(tenant, cluster):
+    result = tenant_reconcile(tenant_id=tenant.pk)
+    assert len(result.created) == 12 and not result.repaired
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.PROVISIONED
+    api = cluster.api_client()
+    ns = tenant.namespace
+    namespace = k8s.CoreV1Api(api).read_namespace(ns)
+    assert namespace.metadata.labels["gpu-portal.io/project-id"] == tenant.keystone_project_id
+    assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    quota = k8s.CoreV1Api(api).read_namespaced_resource_quota("gpu-portal-quota", ns)
+    assert quota.spec.hard == {
+        "requests.nvidia.com/gpu": "2", "requests.cpu": "32", "limits.cpu": "32",
+        "requests.memory": "256Gi", "limits.memory": "256Gi", "pods": "20",
+        "services.loadbalancers": "10",
+    }
+    limits = k8s.CoreV1Api(api).read_namespaced_limit_range("gpu-portal-defaults", ns)
+    assert limits.spec.limits[0].default == {"cpu": "1", "memory": "4Gi"}
+    policies = k8s.NetworkingV1Api(api).list_namespaced_network_policy(ns)
+    assert sorted(p.metadata.name for p in policies.items) == [
+        "gpu-portal-deny-metadata", "gpu-portal-exposed-services", "gpu-portal-same-namespace"]
+    sa = k8s.CoreV1Api(api).read_namespaced_service_account("workload", ns)
+    assert sa.automount_service_account_token is False
+    bindings = k8s.RbacAuthorizationV1Api(api).list_namespaced_role_binding(ns)
+    by_name = {b.metadata.name: (b.role_ref.name, b.subjects[0].name) for b in bindings.items}
+    assert by_name["gpu-portal-keystone-member"] == ("edit", f"{tenant.keystone_project_id}:member")
+    assert by_name["gpu-portal-project-members"] == ("view", tenant.keystone_project_id)
+    record = AuditRecord.objects.get(tenant=tenant, action="namespace.reconcile")
+    assert len(record.after["created"]) == 12 and record.actor_name == "system"
+
+
+def test_the_second_reconcile_writes_nothing(tenant, cluster):
+    tenant_reconcile(tenant_id=tenant.pk)
+    before = {o.metadata.name: o.metadata.resource_version for o in
+              k8s.CoreV1Api(cluster.api_client()).list_namespaced_resource_quota(tenant.namespace).items}
+    kube = Kube()
+    result = tenant_reconcile(tenant_id=tenant.pk, kube=kube)
+    assert kube.writes == 0
+    assert len(result.unchanged) == 12 and not result.changed
+    after = {o.metadata.name: o.metadata.resource_version for o in
+             k8s.CoreV1Api(cluster.api_client()).list_namespaced_resource_quota(tenant.namespace).items}
+    assert before == after
+    assert AuditRecord.objects.filter(tenant=tenant, action="namespace.reconcile").count() == 1
+
+
+def test_drift_made_by_hand_is_put_back(tenant, cluster):
+    tenant_reconcile(tenant_id=tenant.pk)
+    api = cluster.api_client()
+    ns = tenant.namespace
+    core_api = k8s.CoreV1Api(api)
+    core_api.patch_namespaced_resource_quota("gpu-portal-quota", ns,
+                                             {"spec": {"hard": {"requests.nvidia.com/gpu": "99",
+                                                                "count/secrets": "5"}}})
+    k8s.NetworkingV1Api(api).delete_namespaced_network_policy("gpu-portal-deny-metadata", ns)
+    core_api.patch_namespaced_service_account("workload", ns,
+                                              {"automountServiceAccountToken": True})
+    core_api.patch_namespace(ns, {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "privileged"}}})
+
+    kube = Kube()
+    result = tenant_reconcile(tenant_id=tenant.pk, kube=kube)
+    assert sorted(result.created) == [f"NetworkPolicy {ns}/gpu-portal-deny-metadata"]
+    assert sorted(result.repaired) == sorted([
+        f"Namespace {ns}", f"ResourceQuota {ns}/gpu-portal-quota", f"ServiceAccount {ns}/workload"])
+    assert kube.writes == 4
+    hard = core_api.read_namespaced_resource_quota("gpu-portal-quota", ns).spec.hard
+    assert hard["requests.nvidia.com/gpu"] == "2" and "count/secrets" not in hard
+    assert core_api.read_namespaced_service_account("workload", ns).automount_service_account_token is False
+    assert core_api.read_namespace(ns).metadata.labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.DRIFTED and "ResourceQuota" in tenant.state_reason
+    # and the run after that is clean again
+    assert not tenant_reconcile(tenant_id=tenant.pk).changed
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.PROVISIONED
+
+
+def test_a_quota_change_reaches_the_resource_quota(tenant, cluster, gpu_types, eager_celery,
+                                                  django_capture_on_commit_callbacks):
+    tenant_reconcile(tenant_id=tenant.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        quota_update(tenant=tenant, acting_user=None,
+                     changes={"gpus_total": 6, "cpu": 48, "gpus_by_type": {"a100": 4}})
+    hard = core(cluster).read_namespaced_resource_quota("gpu-portal-quota",
+                                                        tenant.namespace).spec.hard
+    assert hard["requests.nvidia.com/gpu"] == "6"
+    assert hard["requests.cpu"] == "48"
+    record = AuditRecord.objects.get(tenant=tenant, action="quota.update")
+    assert record.before["gpus_total"] == 2 and record.after["gpus_total"] == 6
+    assert record.after["gpus_by_type"]["a100"] == 4
+
+
+def test_an_unreachable_cluster_fails_the_tenant_then_the_next_run_completes(
+        tenant, cluster, settings, tmp_path):
+    dead = tmp_path / "dead-kubeconfig"
+    dead.write_text(Path(cluster.kubeconfig).read_text().replace(
+        cluster.url, "http://127.0.0.1:9"))
+    settings.KUBECONFIG = str(dead)
+    with pytest.raises(KubeUnavailable):
+        tenant_reconcile(tenant_id=tenant.pk)
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.FAILED
+    assert tenant.state_reason.startswith("KubeUnavailable")
+    settings.KUBECONFIG = str(cluster.kubeconfig)
+    tenant_reconcile(tenant_id=tenant.pk)
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.PROVISIONED and tenant.state_reason == ""
+
+
+def test_the_cluster_refusing_fails_the_tenant_with_its_reason(tenant, cluster):
+    from portal.kube.client import KubeRefused
+    from tenants.models import Quota
+
+    # a namespace name the API server must refuse (not a DNS-1123 label)
+    Tenant.objects.filter(pk=tenant.pk).update(namespace="Not_A_Label")
+    with pytest.raises(KubeRefused):
+        tenant_reconcile(tenant_id=tenant.pk)
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.FAILED and "Invalid" in tenant.state_reason or "invalid" in tenant.state_reason
+    assert Quota.objects.filter(tenant=tenant).exists()
+
+
+def test_deleting_a_tenant_removes_its_namespace_after_the_grace(tenant, cluster, settings):
+    tenant_reconcile(tenant_id=tenant.pk)
+    tenant_mark_deleting(tenant=tenant, acting_user=None, reason="project gone")
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.DELETING
+    assert not tenant_namespace_delete(tenant_id=tenant.pk)  # still within the grace
+    assert core(cluster).read_namespace(tenant.namespace)
+    assert not tenant_reconcile(tenant_id=tenant.pk).changed  # a deleting tenant is left alone
+    Tenant.objects.filter(pk=tenant.pk).update(delete_after=timezone.now() - dt.timedelta(seconds=1))
+    assert tenant_namespace_delete(tenant_id=tenant.pk)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            core(cluster).read_namespace(tenant.namespace)
+        except k8s.ApiException as exc:
+            assert exc.status == 404
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("namespace still there")
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.DELETED
+    actions = list(AuditRecord.objects.filter(tenant=tenant).values_list("action", flat=True))
+    assert {"tenant.delete", "namespace.delete"} <= set(actions)
+
+
+def test_desired_objects_follow_the_quota(tenant, gpu_types):
+    from tenants.models import Quota
+
+    quota = Quota.objects.get(tenant=tenant)
+    objects = tenant_objects(namespace_spec(tenant, quota))
+    hard = next(o for o in objects if o["kind"] == "ResourceQuota")["spec"]["hard"]
+    assert hard["requests.nvidia.com/gpu"] == str(quota.gpus_total)
