@@ -1,0 +1,349 @@
+"""The Kubernetes objects of a workload, as pure functions: spec in, dicts out.
+
+No client, no database, no settings lookups: `WorkloadSpec` carries everything, so the same spec
+always gives the same dicts, the functions are tested by comparing dicts and against the
+Kubernetes schema, and a retried launch applies exactly what the first try did.
+
+A service workload is a Deployment (one replica) and a LoadBalancer Service; a batch workload is
+a Job. Either may come with a Secret holding the values of `secret_env` (a Jupyter token), which
+the pod reads through `secretKeyRef` so that the value is never in the pod spec. Every object
+carries `labels(spec)`; the tracker finds them by `app.kubernetes.io/managed-by=gpu-portal` and
+maps them back to the workload by `gpu-portal.io/workload-id`.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import re
+from typing import Any
+
+from tenants.manifests import (
+    EXPOSED_PORT_NAME,
+    LABEL_EXPOSED,
+    LABEL_PROJECT_ID,
+    MANAGED_BY,
+    SERVICE_ACCOUNT_NAME,
+    label_value,
+)
+
+from .images import DEFAULT_TAG, parse_image_reference
+
+Manifest = dict[str, Any]
+
+SERVICE = "service"
+BATCH = "batch"
+KINDS = (SERVICE, BATCH)
+
+LABEL_WORKLOAD_ID = "gpu-portal.io/workload-id"
+LABEL_OWNER = "gpu-portal.io/owner"
+LABEL_OWNER_ID = "gpu-portal.io/owner-id"
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+ANNOTATION_ADDRESS_POOL = "metallb.io/address-pool"
+
+CONTAINER_NAME = "app"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+
+# The tenant's persistent home volume is mounted here in every workload that asks for it. A
+# path of its own rather than the image's home directory (/home/jovyan, /root, /workspace in
+# NGC images): mounting over those would hide what the image ships there. Templates that want
+# it as their working directory point the application at it (e.g. Jupyter's root_dir).
+HOME_MOUNT_PATH = "/home/portal"
+HOME_CLAIM_NAME = "gpu-portal-home"  # one claim per tenant namespace
+HOME_VOLUME = "home"
+SHM_VOLUME = "dshm"
+
+# what the API server accepts as an environment variable name (and, for secret_env, as a key of
+# the Secret): refused here with a clear message rather than by a 422 halfway through a launch
+ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkloadSpec:
+    workload_id: int
+    name: str  # base name of every object (from naming.workload_object_name)
+    namespace: str
+    project_id: str  # Keystone project id (tenant)
+    owner: str  # user name
+    owner_id: str  # Keystone user id
+    template: str  # template slug: jupyter | digits | tensorboard | custom
+    kind: str  # "service" | "batch"
+    image: str
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # plain env vars, in order
+    secret_env: tuple[tuple[str, str], ...] = ()  # values kept in the workload's Secret
+    port: int | None = None  # the service's container port (named "http")
+    gpu_resource: str = "nvidia.com/gpu"  # or a MIG resource such as nvidia.com/mig-1g.10gb
+    gpu_count: int = 1
+    node_selector: tuple[tuple[str, str], ...] = ()
+    cpu: str = "4"  # requests = limits
+    memory: str = "16Gi"
+    max_runtime_seconds: int | None = None  # Job activeDeadlineSeconds (services: the portal)
+    run_as_non_root: bool = True
+    run_as_user: int | None = None  # e.g. 1000 for jupyter images
+    home_claim: str | None = None  # PVC name of the tenant's home volume, at HOME_MOUNT_PATH
+    lb_address_pool: str | None = None  # MetalLB pool annotation value
+    pod_annotations: tuple[tuple[str, str], ...] = ()  # e.g. kubesim.io/run-seconds
+    backoff_limit: int = 0
+    ttl_seconds_after_finished: int = 3600
+
+    def __post_init__(self) -> None:
+        # Combinations no manifest can express are refused here, before anything is sent.
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {self.kind!r}")
+        if self.kind == SERVICE and self.port is None:
+            raise ValueError("a service workload needs a port")
+        if self.port is not None and not 1 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is outside 1-65535")
+        if self.gpu_count < 0:
+            raise ValueError("gpu_count cannot be negative")
+        if self.max_runtime_seconds is not None and self.max_runtime_seconds <= 0:
+            raise ValueError("max_runtime_seconds must be positive")
+        parse_image_reference(self.image)  # ValueError with the grammar's message
+        names = [key for key, _ in self.env] + [key for key, _ in self.secret_env]
+        for key in names:
+            if not ENV_NAME.fullmatch(key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        secret_names = [key for key, _ in self.secret_env]
+        if len(set(secret_names)) != len(secret_names) or \
+                set(secret_names) & {key for key, _ in self.env}:
+            # a Secret key given twice, or an env var shadowed by a secret one
+            raise ValueError("an environment variable is given twice")
+
+
+def labels(spec: WorkloadSpec) -> dict[str, str]:
+    """The labels of every object of the workload (and of its pods)."""
+    return {
+        **MANAGED_BY,
+        LABEL_NAME: label_value(spec.template),
+        LABEL_INSTANCE: spec.name,
+        LABEL_WORKLOAD_ID: str(spec.workload_id),
+        LABEL_PROJECT_ID: label_value(spec.project_id),
+        LABEL_OWNER: label_value(spec.owner),
+        LABEL_OWNER_ID: label_value(spec.owner_id),
+    }
+
+
+def selector(spec: WorkloadSpec) -> dict[str, str]:
+    """What picks the workload's pods: its id, among the portal's objects."""
+    return {**MANAGED_BY, LABEL_WORKLOAD_ID: str(spec.workload_id)}
+
+
+def _metadata(spec: WorkloadSpec, annotations: dict[str, str] | None = None) -> Manifest:
+    meta: Manifest = {"name": spec.name, "namespace": spec.namespace, "labels": labels(spec)}
+    if annotations:
+        meta["annotations"] = annotations
+    return meta
+
+
+def make_secret(spec: WorkloadSpec) -> Manifest | None:
+    """The Secret holding the values of `secret_env`, or None when there are none."""
+    if not spec.secret_env:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(spec),
+        "type": "Opaque",
+        # `data`, not `stringData`: what the server stores and returns, so a re-read compares
+        "data": {key: base64.b64encode(value.encode()).decode("ascii")
+                 for key, value in spec.secret_env},
+    }
+
+
+def _env(spec: WorkloadSpec) -> list[Manifest]:
+    env: list[Manifest] = [{"name": key, "value": value} for key, value in spec.env]
+    env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": spec.name, "key": key}}}
+            for key, _ in spec.secret_env]
+    return env
+
+
+def _resources(spec: WorkloadSpec) -> Manifest:
+    # requests = limits: the pod is Guaranteed, so it is the last to be evicted, and the
+    # ResourceQuota (which counts requests) sees exactly what the pod holds.
+    amounts = {"cpu": spec.cpu, "memory": spec.memory}
+    if spec.gpu_count:
+        amounts[spec.gpu_resource] = str(spec.gpu_count)
+    return {"limits": dict(amounts), "requests": dict(amounts)}
+
+
+def _pull_policy(image: str) -> str:
+    """Kubernetes' own default, spelled out: a moving tag is pulled each time."""
+    ref = parse_image_reference(image)
+    if ref.digest is None and (ref.tag or DEFAULT_TAG) == DEFAULT_TAG:
+        return "Always"
+    return "IfNotPresent"
+
+
+def _container(spec: WorkloadSpec) -> Manifest:
+    container: Manifest = {
+        "name": CONTAINER_NAME,
+        "image": spec.image,
+        "imagePullPolicy": _pull_policy(spec.image),
+        "resources": _resources(spec),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": _volume_mounts(spec),
+    }
+    # argv lists, handed to the runtime as they are: no shell ever parses them
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    if spec.env or spec.secret_env:
+        container["env"] = _env(spec)
+    if spec.port is not None:
+        container["ports"] = [
+            {"name": EXPOSED_PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}
+        ]
+    if spec.kind == SERVICE:
+        container["readinessProbe"] = {
+            "tcpSocket": {"port": EXPOSED_PORT_NAME},
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        }
+    return container
+
+
+def _volume_mounts(spec: WorkloadSpec) -> list[Manifest]:
+    mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    if spec.home_claim:
+        mounts.append({"name": HOME_VOLUME, "mountPath": HOME_MOUNT_PATH})
+    return mounts
+
+
+def _volumes(spec: WorkloadSpec) -> list[Manifest]:
+    # The runtime's default /dev/shm is 64 MiB; PyTorch DataLoader workers and NCCL need far
+    # more. A memory-backed emptyDir counts against the pod's memory limit and is sized by it.
+    volumes: list[Manifest] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
+    if spec.home_claim:
+        volumes.append({"name": HOME_VOLUME,
+                        "persistentVolumeClaim": {"claimName": spec.home_claim}})
+    return volumes
+
+
+def _pod_security_context(spec: WorkloadSpec) -> Manifest:
+    context: Manifest = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if spec.run_as_non_root:
+        context["runAsNonRoot"] = True
+    if spec.run_as_user is not None:
+        context["runAsUser"] = spec.run_as_user
+        # the user's own group owns the mounted volumes, so the home volume is writable
+        context["fsGroup"] = spec.run_as_user
+    return context
+
+
+def make_pod_template(spec: WorkloadSpec) -> Manifest:
+    """The pod of the workload, shared by its Deployment and its Job."""
+    pod_labels = labels(spec)
+    if spec.kind == SERVICE:
+        # the tenant's NetworkPolicy admits traffic to port "http" of pods labelled so
+        pod_labels[LABEL_EXPOSED] = "true"
+    metadata: Manifest = {"labels": pod_labels}
+    if spec.pod_annotations:
+        metadata["annotations"] = dict(spec.pod_annotations)
+
+    pod_spec: Manifest = {
+        "serviceAccountName": SERVICE_ACCOUNT_NAME,
+        "automountServiceAccountToken": False,  # workloads have no business with the API
+        "enableServiceLinks": False,  # no env vars for every Service of the namespace
+        "restartPolicy": "Always" if spec.kind == SERVICE else "Never",
+        "securityContext": _pod_security_context(spec),
+        "containers": [_container(spec)],
+        "volumes": _volumes(spec),
+    }
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.node_selector)
+    if spec.gpu_count:
+        # GPU nodes are tainted so that only pods asking for GPUs land there
+        pod_spec["tolerations"] = [
+            {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+        ]
+    return {"metadata": metadata, "spec": pod_spec}
+
+
+def make_deployment(spec: WorkloadSpec) -> Manifest:
+    """A service's Deployment: one replica, replaced by Recreate so that an old and a new pod
+    never hold GPUs at the same time (a rolling update would need twice the quota)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(spec),
+        "spec": {
+            "replicas": 1,
+            "revisionHistoryLimit": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector(spec)},
+            "template": make_pod_template(spec),
+        },
+    }
+
+
+def make_service(spec: WorkloadSpec) -> Manifest:
+    """The LoadBalancer Service in front of a service's pod; MetalLB gives it an address."""
+    annotations = {ANNOTATION_ADDRESS_POOL: spec.lb_address_pool} if spec.lb_address_pool else None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(spec, annotations),
+        "spec": {
+            "type": "LoadBalancer",
+            # MetalLB answers for the address itself: no node port opened on every node
+            "allocateLoadBalancerNodePorts": False,
+            "selector": selector(spec),
+            "ports": [{"name": EXPOSED_PORT_NAME, "protocol": "TCP", "port": spec.port,
+                       "targetPort": EXPOSED_PORT_NAME}],
+        },
+    }
+
+
+def make_job(spec: WorkloadSpec) -> Manifest:
+    """A batch workload's Job: one pod, not retried unless asked, stopped at the maximum
+    runtime, and removed an hour after it ends (the portal has recorded the outcome by then)."""
+    job_spec: Manifest = {
+        "completions": 1,
+        "parallelism": 1,
+        "backoffLimit": spec.backoff_limit,
+        "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
+        "template": make_pod_template(spec),
+    }
+    if spec.max_runtime_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = spec.max_runtime_seconds
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(spec),
+            "spec": job_spec}
+
+
+def make_home_claim(namespace: str, name: str, size: str, storage_class: str | None,
+                    labels: dict[str, str], *,
+                    access_mode: str = "ReadWriteMany") -> Manifest:
+    """The tenant's persistent home volume, shared by its workloads.
+
+    ReadWriteMany by default: a tenant's workloads run on different GPU nodes at once, and a
+    ReadWriteOnce volume would keep every pod but the first stuck on another node. A storage
+    class without RWX (local disks) can pass ReadWriteOnce and accept that limit.
+    """
+    spec: Manifest = {"accessModes": [access_mode], "resources": {"requests": {"storage": size}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": spec,
+    }
+
+
+def workload_objects(spec: WorkloadSpec) -> list[Manifest]:
+    """Every object of the workload, in creation order: the Secret first (the pod needs it),
+    then the Deployment and Service of a service, or the Job of a batch workload."""
+    secret = make_secret(spec)
+    objects = [secret] if secret else []
+    if spec.kind == SERVICE:
+        objects += [make_deployment(spec), make_service(spec)]
+    else:
+        objects.append(make_job(spec))
+    return objects
