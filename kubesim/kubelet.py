@@ -14,6 +14,7 @@ scaled by `container_create_delay` (1 s in the demo, so real values; tests use t
 from __future__ import annotations
 
 import asyncio
+import calendar
 import hashlib
 import ipaddress
 import re
@@ -128,6 +129,12 @@ class NodeNet:
                 self.used.add(offset)
                 return str(self.network.network_address + offset)
         return str(self.network.network_address + 2)  # exhausted: share rather than fail
+
+    def claim(self, ip: str) -> None:
+        try:
+            self.used.add(int(ipaddress.ip_address(ip)) - int(self.network.network_address))
+        except ValueError:
+            pass
 
     def release(self, ip: str) -> None:
         try:
@@ -318,9 +325,14 @@ class Kubelet:
                                        self.cluster.now())
             self.cluster.metrics.changed()
         net = self.nodes[node]
-        ip = (pod.get("status") or {}).get("podIP") or net.allocate()
+        old_status = pod.get("status") or {}
+        ip = old_status.get("podIP") or net.allocate()
+        if old_status.get("podIP"):
+            net.claim(ip)
         now = self.cluster.now()
         run = PodRun(meta["uid"], node, ip, time.time())
+        # After a restart from a state file: containers that were running keep running.
+        previous = {cs.get("name"): cs for cs in old_status.get("containerStatuses") or ()}
         policy = spec.get("restartPolicy", "Always")
         for container in spec.get("containers") or ():
             env = {e.get("name"): e.get("value") for e in container.get("env") or ()
@@ -338,9 +350,32 @@ class Kubelet:
                 run_seconds=run_seconds, exit_code=exit_code, restarts_on=policy,
                 due=now + self.config.container_create_delay,
             )
+            c = run.containers[container["name"]]
+            started = ((previous.get(c.name) or {}).get("state") or {}).get("running")
+            if started and not c.bad_image:
+                self._resume(c, previous[c.name], started, now)
+                continue
             self._pull_event(pod, node, container)
         self.runs[key] = run
         return run
+
+    def _resume(self, c: ContainerRun, status: dict, running: dict, now: float) -> None:
+        """Pick a container up where a previous kubesim left it (state file)."""
+        try:
+            started = calendar.timegm(time.strptime(running.get("startedAt", ""),
+                                                    "%Y-%m-%dT%H:%M:%SZ"))
+        except ValueError:
+            started = time.time()
+        c.stage = "running"
+        c.started_wall = float(started)
+        c.restart_count = int(status.get("restartCount") or 0)
+        c.ready = bool(status.get("ready"))
+        c.ready_at = now if c.ready else now + self.config.ready_delay
+        elapsed = max(0.0, time.time() - started)
+        c.ends_at = (now + max(0.0, c.run_seconds - elapsed)
+                     if c.run_seconds is not None else None)
+        c.due = min(c.ready_at if not c.ready else float("inf"),
+                    c.ends_at if c.ends_at is not None else float("inf"))
 
     def _pull_event(self, pod: dict, node: str, container: dict) -> bool:
         """Pulling (or 'already present'); True when the image is already on the node."""

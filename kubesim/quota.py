@@ -219,8 +219,11 @@ class QuotaController:
             self.contrib[ref] = new
         else:
             self.contrib.pop(ref, None)
-        if self.cluster.index.names_in(QUOTA, ns) or rt is QUOTA:
+        if rt is QUOTA:
             self.queue.add(ns)
+        elif self.cluster.index.names_in(QUOTA, ns):
+            # Admission uses the live totals; the status only needs to catch up.
+            self.queue.add_after(ns, 0.05)
         if event == "DELETED" or sum(q.value for q in new.values()) < sum(q.value for q in old.values()):
             # Something was freed: controllers whose creations were refused may retry.
             self.cluster.replicasets.retry_namespace(ns)

@@ -10,6 +10,7 @@ from kubesim.errors import ApiError
 from kubesim.resources import by_kind
 from kubesim.scheduler import is_terminal
 from kubesim.store import clone
+from kubesim.workqueue import coalesce_delay
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -79,12 +80,14 @@ class EndpointsController:
         self.queue = cluster.make_queue("endpoints", self.reconcile)
         # namespace -> service name -> selector, to map a pod event to its services quickly
         self.selectors: dict[str, dict[str, dict]] = {}
+        self.sizes: dict[Key, int] = {}  # pods per Service at its last reconcile
 
     def on_service(self, event: str, service: dict) -> None:
         ns, name = service["metadata"]["namespace"], service["metadata"]["name"]
         selector = (service.get("spec") or {}).get("selector") or {}
         if event == "DELETED":
             self.selectors.get(ns, {}).pop(name, None)
+            self.sizes.pop((ns, name), None)
         elif selector:
             self.selectors.setdefault(ns, {})[name] = dict(selector)
         else:
@@ -96,7 +99,8 @@ class EndpointsController:
         labels = pod["metadata"].get("labels")
         for name, selector in self.selectors.get(ns, {}).items():
             if _selects(selector, labels):
-                self.queue.add((ns, name))
+                key = (ns, name)
+                self.queue.add_after(key, coalesce_delay(self.sizes.get(key, 0)))
 
     def reconcile(self, key: Key) -> None:
         ns, name = key
@@ -119,6 +123,7 @@ class EndpointsController:
             if (pod is not None and _selects(selector, pod["metadata"].get("labels"))
                     and not is_terminal(pod) and not pod["metadata"].get("deletionTimestamp")):
                 pods.append(pod)
+        self.sizes[key] = len(pods)
         subsets = build_subsets(service, pods)
         labels = dict(service["metadata"].get("labels") or {})
         labels["endpoints.kubernetes.io/managed-by"] = "endpoint-controller"

@@ -22,6 +22,7 @@ from kubesim.controllers.replicasets import pod_from_template
 from kubesim.errors import ApiError
 from kubesim.resources import by_kind
 from kubesim.store import clone
+from kubesim.workqueue import coalesce_delay
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -67,6 +68,7 @@ class JobController:
         self.counted: dict[str, dict[str, str]] = {}
         self.last_failure: dict[str, float] = {}  # job uid -> loop time of the newest failure
         self.create_errors: dict[Key, int] = {}
+        self.sizes: dict[Key, int] = {}  # pods per Job at its last reconcile
         # Exact start times (status.startTime has whole seconds; deadlines want better).
         self.started: dict[str, float] = {}
 
@@ -78,13 +80,15 @@ class JobController:
             self.last_failure.pop(job["metadata"]["uid"], None)
             self.started.pop(job["metadata"]["uid"], None)
             self.create_errors.pop(key, None)
+            self.sizes.pop(key, None)
         else:
             self.queue.add(key)
 
     def on_pod(self, event: str, pod: dict) -> None:
         ref = controller_of(pod)
         if ref is not None and ref.get("kind") == "Job":
-            self.queue.add((pod["metadata"]["namespace"], ref.get("name", "")))
+            key = (pod["metadata"]["namespace"], ref.get("name", ""))
+            self.queue.add_after(key, coalesce_delay(self.sizes.get(key, 0)))
 
     def retry_namespace(self, namespace: str) -> None:
         for key in list(self.create_errors):
@@ -115,6 +119,7 @@ class JobController:
             status["startTime"] = _rfc3339(now_wall)
             self.started[uid] = now_wall
         pods = self._pods(job)
+        self.sizes[key] = len(pods)
         counted = self.counted.setdefault(uid, {})
         if not counted and (status.get("succeeded") or status.get("failed")):
             # After a restart of kubesim: what the status counts is what the pods were.

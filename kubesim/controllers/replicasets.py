@@ -15,6 +15,7 @@ from kubesim.errors import ApiError
 from kubesim.resources import by_kind
 from kubesim.selectors import selector_from_match
 from kubesim.store import clone
+from kubesim.workqueue import coalesce_delay
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -58,19 +59,22 @@ class ReplicaSetController:
         self.cluster = cluster
         self.queue = cluster.make_queue("replicasets", self.reconcile)
         self.failures: dict[Key, int] = {}
+        self.sizes: dict[Key, int] = {}  # pods per ReplicaSet at its last reconcile
 
     def on_replicaset(self, event: str, rs: dict) -> None:
         key = (rs["metadata"]["namespace"], rs["metadata"]["name"])
         if event == "DELETED":
             self.queue.forget(key)
             self.failures.pop(key, None)
+            self.sizes.pop(key, None)
         else:
             self.queue.add(key)
 
     def on_pod(self, event: str, pod: dict) -> None:
         ref = controller_of(pod)
         if ref is not None and ref.get("kind") == "ReplicaSet":
-            self.queue.add((pod["metadata"]["namespace"], ref.get("name", "")))
+            key = (pod["metadata"]["namespace"], ref.get("name", ""))
+            self.queue.add_after(key, coalesce_delay(self.sizes.get(key, 0)))
 
     def retry_namespace(self, namespace: str) -> None:
         """Quota or limits changed: creations that failed may succeed now."""
@@ -95,6 +99,7 @@ class ReplicaSetController:
         spec = rs.get("spec") or {}
         selector = selector_from_match(spec.get("selector"))
         active = [p for p in self.owned_pods(rs) if is_active(p)]
+        self.sizes[key] = len(active)
         want = int(spec.get("replicas", 1))
         error: ApiError | None = None
         if want > len(active):

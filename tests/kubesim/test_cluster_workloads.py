@@ -316,3 +316,40 @@ def test_logs_of_a_waiting_container_are_refused(kubesim_factory):
         assert err.value.status == 400
         assert status_body(err.value)["message"] == (
             'container "app" in pod "x" is waiting to start: ContainerCreating')
+
+
+def test_restart_from_state_file_keeps_pods_running(kubesim_factory):
+    server = kubesim_factory(inventory=DEMO_INVENTORY)
+    with server.api_client() as api:
+        apps = client.AppsV1Api(api)
+        core = client.CoreV1Api(api)
+        apps.create_namespaced_deployment("default", deployment(
+            "gpu", pod_spec(container(gpus=2), tolerate_gpu=True,
+                            node_selector={"gputype": "a100"})))
+        wait_for(lambda: apps.read_namespaced_deployment("gpu", "default").status
+                 .available_replicas, what="running before the restart")
+        before = core.list_namespaced_pod("default").items[0]
+    server.stop()
+    server.start()
+    with server.api_client() as api:
+        apps = client.AppsV1Api(api)
+        core = client.CoreV1Api(api)
+        time.sleep(0.5)
+        pods = core.list_namespaced_pod("default").items
+        assert [p.metadata.uid for p in pods] == [before.metadata.uid]
+        after = pods[0]
+        assert after.status.phase == "Running" and after.status.pod_ip == before.status.pod_ip
+        assert after.status.container_statuses[0].ready
+        assert after.status.container_statuses[0].state.running.started_at == \
+            before.status.container_statuses[0].state.running.started_at
+        # The GPUs it held are held again: a second pod gets different ones.
+        core.create_namespaced_pod("default", pod("more", pod_spec(
+            container(gpus=6), tolerate_gpu=True,
+            node_selector={"kubernetes.io/hostname": before.spec.node_name})))
+        wait_for(lambda: core.read_namespaced_pod("more", "default").status.phase == "Running",
+                 what="the second pod on the same node")
+        core.create_namespaced_pod("default", pod("no-room", pod_spec(
+            container(gpus=1), tolerate_gpu=True,
+            node_selector={"kubernetes.io/hostname": before.spec.node_name})))
+        wait_for(lambda: (c := core.read_namespaced_pod("no-room", "default").status.conditions)
+                 and c[0].reason == "Unschedulable", what="the node is full")
