@@ -19,10 +19,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test,demo]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# front-end assets come from npm at setup (package-lock.json pins them), never from a CDN
+ASSETS := node_modules/.installed
+$(ASSETS): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(ASSETS)
+
+demo: $(STAMP) $(ASSETS)
 	$(PY) -m stack.demo
 
-test: $(STAMP)
+test: $(STAMP) $(ASSETS)
 	$(PY) -m stack.system_deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 

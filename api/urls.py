@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from . import views
@@ -7,5 +7,6 @@ app_name = "api"
 
 urlpatterns = [
     path("v1/me/", views.MeView.as_view(), name="me"),
+    path("v1/", include("tenants.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
 ]

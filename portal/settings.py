@@ -227,7 +227,11 @@ SPECTACULAR_SETTINGS = {
 # --- static files -------------------------------------------------------------------------
 STATIC_URL = "static/"
 STATIC_ROOT = env.str("PORTAL_STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    # installed from npm by `make` (package.json / package-lock.json)
+    ("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist"),
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -93,11 +93,13 @@ def _announce(env: dict[str, str], keystone: KeystoneInstall, started: float) ->
     try:
         keystone.wait_ready(timeout=120)
         seed_identities(keystone.url)
+        subprocess.run([sys.executable, "manage.py", "seed_demo"], cwd=REPO, env=env, check=True,
+                       stdout=subprocess.DEVNULL)
         wait_for(lambda: http_ok(f"http://127.0.0.1:{PORTAL_PORT}/healthz"), timeout=120,
                  what="portal")
         if INVENTORY.exists():
             wait_for(lambda: port_open(KUBESIM_PORT), timeout=60, what="kubesim")
-    except StackError as exc:
+    except (StackError, subprocess.CalledProcessError) as exc:
         print(f"\n!! demo not ready: {exc} (see .demo/logs/)\n", flush=True)
         return
     accounts = "\n".join(

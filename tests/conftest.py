@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.fixtures.stack", "tests.fixtures.kubesim"]
+pytest_plugins = ["tests.fixtures.stack", "tests.fixtures.kubesim", "tests.fixtures.portal"]

@@ -10,21 +10,14 @@ from portal.keystone.tokens import TOKEN_CACHE
 pytestmark = pytest.mark.django_db
 
 
-def project_token(keystone, username: str, project: str) -> str:
-    auth = v3.Password(auth_url=keystone.url, username=username, password=f"{username}-demo-pass",
-                       user_domain_id="default", project_name=project,
-                       project_domain_id="default")
-    return auth.get_access(ks_session.Session(auth=auth)).auth_token
-
-
 def unscoped_token(keystone, username: str) -> str:
     auth = v3.Password(auth_url=keystone.url, username=username, password=f"{username}-demo-pass",
                        user_domain_id="default", unscoped=True)
     return auth.get_access(ks_session.Session(auth=auth)).auth_token
 
 
-def test_a_project_token_identifies_user_project_and_role(keystone):
-    token = project_token(keystone, "researcher", "nlp-lab")
+def test_a_project_token_identifies_user_project_and_role(keystone, project_token):
+    token = project_token("researcher", "nlp-lab")
     response = Client().get("/api/v1/me/", HTTP_X_AUTH_TOKEN=token)
     assert response.status_code == 200
     body = response.json()
@@ -56,10 +49,10 @@ def test_an_unscoped_token_is_refused(keystone):
     assert "scoped to a project" in response.json()["detail"]
 
 
-def test_a_revoked_token_stops_working_once_the_cache_entry_lapses(keystone, settings):
+def test_a_revoked_token_stops_working_once_the_cache_entry_lapses(keystone, settings, project_token):
     from django.core.cache import cache
 
-    token = project_token(keystone, "student", "nlp-lab")
+    token = project_token("student", "nlp-lab")
     client = Client()
     hits = TOKEN_CACHE.labels("hit")._value.get()
     assert client.get("/api/v1/me/", HTTP_X_AUTH_TOKEN=token).status_code == 200
@@ -72,21 +65,21 @@ def test_a_revoked_token_stops_working_once_the_cache_entry_lapses(keystone, set
     assert client.get("/api/v1/me/", HTTP_X_AUTH_TOKEN=token).status_code == 401
 
 
-def test_the_cache_ttl_is_bounded_by_the_setting(keystone, settings):
+def test_the_cache_ttl_is_bounded_by_the_setting(keystone, settings, project_token):
     from django.core.cache import cache
 
     from portal.keystone.tokens import _cache_key
 
     settings.KEYSTONE_TOKEN_CACHE_TTL = 7
-    token = project_token(keystone, "viewer", "vision-lab")
+    token = project_token("viewer", "vision-lab")
     assert Client().get("/api/v1/me/", HTTP_X_AUTH_TOKEN=token).status_code == 200
     ttl = cache.ttl(_cache_key(token)) if hasattr(cache, "ttl") else None
     raw = cache._cache.get_client(_cache_key(token)).ttl(cache.make_and_validate_key(_cache_key(token)))
     assert 0 < raw <= 7, (ttl, raw)
 
 
-def test_the_admin_project_token_makes_a_portal_admin(keystone):
-    token = project_token(keystone, "admin", "admin")
+def test_the_admin_project_token_makes_a_portal_admin(keystone, project_token):
+    token = project_token("admin", "admin")
     body = Client().get("/api/v1/me/", HTTP_X_AUTH_TOKEN=token).json()
     assert body["is_admin"] is True
     assert body["role"] == "admin"

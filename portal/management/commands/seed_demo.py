@@ -1,0 +1,45 @@
+"""Seed the demo: the GPU type catalogue, tenants from Keystone, and the demo quotas.
+
+Idempotent. A quota is seeded only while nobody has changed it, so restarting the demo never
+undoes an admin's edit.
+"""
+
+from django.core.management.base import BaseCommand
+
+from portal.workloads.models import GpuType
+from tenants.keystone_sync import tenants_sync_from_keystone
+from tenants.models import AuditRecord, Tenant
+from tenants.services import quota_update
+
+GPU_TYPES = [
+    # slug, name, memory GiB, node selector
+    ("a100", "NVIDIA A100 80GB", 80, {"gputype": "a100"}),
+    ("v100", "NVIDIA V100 32GB", 32, {"gputype": "v100"}),
+    ("t4", "NVIDIA T4 16GB", 16, {"gputype": "t4"}),
+]
+
+DEMO_QUOTAS = {
+    "vision-lab": {"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0}},
+    "nlp-lab": {"gpus_total": 6, "gpus_by_type": {"a100": 2, "v100": 0, "t4": 4}},
+}
+
+
+class Command(BaseCommand):
+    help = "Seed the demo's GPU types, tenants and quotas (idempotent)."
+
+    def handle(self, *args, **options):
+        for slug, name, memory, selector in GPU_TYPES:
+            GpuType.objects.update_or_create(slug=slug, defaults={
+                "name": name, "memory_gb": memory, "node_selector": selector,
+                "resource_name": "nvidia.com/gpu"})
+        counts = tenants_sync_from_keystone()
+        self.stdout.write(f"tenants from Keystone: {counts}")
+        for name, changes in DEMO_QUOTAS.items():
+            tenant = Tenant.objects.filter(name=name).first()
+            if tenant is None:
+                self.stderr.write(f"no tenant {name}: is Keystone seeded?")
+                continue
+            if AuditRecord.objects.filter(tenant=tenant, action="quota.update").exists():
+                continue  # changed before (by an admin or an earlier seed): leave it
+            quota_update(tenant=tenant, acting_user=None, changes=changes)
+            self.stdout.write(f"quota of {name}: {changes}")

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ..models import AuditRecord, Quota, Tenant
+from ..quota_validation import MAX_VALUE, unknown_gpu_types
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Tenant
+        fields = ["id", "keystone_project_id", "name", "namespace", "state", "state_reason",
+                  "last_reconciled_at", "created_at"]
+        read_only_fields = fields
+
+
+def _count(**kwargs) -> serializers.IntegerField:
+    return serializers.IntegerField(min_value=0, max_value=MAX_VALUE, **kwargs)
+
+
+class QuotaSerializer(serializers.Serializer):
+    """A tenant's quota. `memory` is in GiB; `max_runtime_minutes` 0 means no limit."""
+
+    gpus_total = _count()
+    gpus_by_type = serializers.DictField(child=_count(), allow_empty=True)
+    cpu = _count(help_text="CPU cores")
+    memory = _count(source="memory_gb", help_text="GiB")
+    max_workloads = _count()
+    max_runtime_minutes = _count()
+    idle_threshold_percent = serializers.IntegerField(min_value=0, max_value=100)
+    idle_minutes = serializers.IntegerField(min_value=1, max_value=MAX_VALUE)
+    idle_action = serializers.ChoiceField(choices=Quota.IdleAction.choices)
+    idle_grace_minutes = _count()
+    allow_over_capacity = serializers.BooleanField(
+        help_text="Allow limits above the cluster's capacity (e.g. capacity on order).")
+
+    def validate_gpus_by_type(self, value: dict[str, int]) -> dict[str, int]:
+        unknown = unknown_gpu_types(value)
+        if unknown:
+            raise serializers.ValidationError(f"unknown GPU type(s): {', '.join(unknown)}")
+        return value
+
+    def to_representation(self, quota: Quota):
+        data = super().to_representation(quota)
+        data["gpus_by_type"] = quota.gpus_by_type()
+        return data
+
+
+class AuditRecordSerializer(serializers.ModelSerializer):
+    tenant = serializers.PrimaryKeyRelatedField(read_only=True)
+    user = serializers.CharField(source="actor_name")
+
+    class Meta:
+        model = AuditRecord
+        fields = ["id", "at", "user", "tenant", "action", "target", "before", "after"]
+        read_only_fields = fields

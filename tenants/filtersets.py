@@ -1,0 +1,35 @@
+"""One filterset per model, used by the admin pages and the API alike."""
+
+import django_filters
+from django.db.models import Q
+
+from .models import AuditRecord, Tenant
+
+
+class TenantFilterSet(django_filters.FilterSet):
+    q = django_filters.CharFilter(method="search", label="Search")
+    state = django_filters.ChoiceFilter(choices=Tenant.State.choices)
+    ordering = django_filters.OrderingFilter(
+        fields=(("name", "name"), ("state", "state"), ("namespace", "namespace"),
+                ("quota__gpus_total", "gpus_total"), ("created_at", "created")),
+    )
+
+    class Meta:
+        model = Tenant
+        fields = ["state"]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(Q(name__icontains=value) | Q(namespace__icontains=value) |
+                               Q(keystone_project_id__iexact=value))
+
+
+class AuditRecordFilterSet(django_filters.FilterSet):
+    tenant = django_filters.NumberFilter(field_name="tenant_id")
+    user = django_filters.CharFilter(field_name="actor_name", lookup_expr="iexact")
+    action = django_filters.CharFilter(field_name="action", lookup_expr="istartswith")
+    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+
+    class Meta:
+        model = AuditRecord
+        fields = ["tenant", "user", "action"]
