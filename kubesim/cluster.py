@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import gpus as gpumod
 from kubesim.config import SimConfig
+from kubesim.discovery import MAJOR as API_MAJOR
+from kubesim.discovery import MINOR as API_MINOR
 from kubesim.errors import ApiError
 from kubesim.inventory import Inventory, load_inventory, node_devices, node_object
 from kubesim.resources import REGISTRY, ResourceType, by_kind
@@ -116,6 +118,8 @@ class Cluster:
         self.inventory: Inventory = (
             load_inventory(config.inventory) if config.inventory else Inventory([], {})
         )
+        if not self.inventory.kubelet_version:
+            self.inventory.kubelet_version = f"v{API_MAJOR}.{API_MINOR}.0"
         self.index = Index()
         self.gpus = gpumod.GpuRegistry(config.seed, config.metrics_interval)
         self.queues: list[WorkQueue] = []
@@ -155,7 +159,8 @@ class Cluster:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self.scheduler.new_taint_wording = _minor_version(self.inventory.kubelet_version) >= 35
+        # The scheduler runs with the control plane: its wording follows the API version.
+        self.scheduler.new_taint_wording = int(API_MINOR) >= 35
         self.store.admission.extend(self.quota.admission_hooks())
         self.store.listeners.append(self._on_change)
         self.store.deletion_hooks.append(self.kubelet.graceful_deletion)
@@ -341,10 +346,3 @@ def remove_condition(status: dict, type_: str) -> bool:
         return False
     status["conditions"] = kept
     return True
-
-
-def _minor_version(version: str) -> int:
-    try:
-        return int(version.lstrip("v").split(".")[1])
-    except (IndexError, ValueError):
-        return 0

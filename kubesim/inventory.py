@@ -13,9 +13,12 @@ from typing import Any
 import yaml
 
 from kubesim import gpus
+from kubesim.discovery import MAJOR as API_MAJOR
+from kubesim.discovery import MINOR as API_MINOR
 from kubesim.quantity import Quantity
 
-DEFAULT_KUBELET_VERSION = "v1.31.4"
+# The kubelet reports the API server's version unless the inventory says otherwise.
+DEFAULT_KUBELET_VERSION = f"v{API_MAJOR}.{API_MINOR}.0"
 DEFAULT_OS_IMAGE = "Ubuntu 22.04.4 LTS"
 DEFAULT_KERNEL = "5.15.0-105-generic"
 DEFAULT_RUNTIME = "containerd://1.7.13"
