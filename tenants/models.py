@@ -61,6 +61,9 @@ class Quota(models.Model):
     allow_over_capacity = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
+    def __str__(self) -> str:
+        return f"quota of {self.tenant}"
+
     def gpus_by_type(self) -> dict[str, int]:
         return {g.gpu_type.slug: g.gpus for g in self.gpu_limits.select_related("gpu_type")}
 
@@ -74,6 +77,9 @@ class GpuQuota(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["quota", "gpu_type"],
                                                name="one_limit_per_gpu_type")]
+
+    def __str__(self) -> str:
+        return f"{self.gpus} × {self.gpu_type_id}"
 
 
 class AuditRecord(models.Model):
