@@ -21,6 +21,8 @@ class Tenant(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.NEW)
     state_reason = models.TextField(blank=True, default="")
     last_reconciled_at = models.DateTimeField(null=True, blank=True)
+    # image registries/prefixes the tenant may launch (empty: any), e.g. ["nvcr.io/nvidia"]
+    image_prefixes = models.JSONField(default=list, blank=True)
     delete_after = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

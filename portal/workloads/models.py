@@ -1,5 +1,6 @@
 """The GPU type catalogue (and, with the workloads issue, templates and workloads)."""
 
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -28,3 +29,147 @@ class GpuType(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Template(models.Model):
+    """What researchers launch: Jupyter, DIGITS, TensorBoard, or their own image (custom)."""
+
+    class Kind(models.TextChoices):
+        SERVICE = "service", "service (Deployment + LoadBalancer Service)"
+        BATCH = "batch", "batch (Job)"
+
+    slug = models.SlugField(max_length=40, unique=True)
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True, default="")
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SERVICE)
+    # custom: the researcher picks the kind and gives image, command, args, env and port
+    custom = models.BooleanField(default=False)
+    image = models.CharField(max_length=512, blank=True, default="")
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    port = models.PositiveIntegerField(null=True, blank=True)
+    default_cpu = models.PositiveIntegerField(default=4)
+    default_memory_gb = models.PositiveIntegerField(default=16)
+    run_as_non_root = models.BooleanField(default=True)
+    run_as_user = models.PositiveIntegerField(null=True, blank=True)
+    # a generated access token (≥ 128 bits) passed in this env var, kept in a Secret
+    token_env = models.CharField(max_length=64, blank=True, default="")
+    # how to open it: "{base}" is http://<address>:<port>, "{token}" the access token
+    url_format = models.CharField(max_length=255, blank=True, default="{base}/")
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Workload(models.Model):
+    """One launch: a Job (batch) or a Deployment + Service (service) in the tenant's namespace."""
+
+    class State(models.TextChoices):
+        SUBMITTED = "submitted", "submitted"
+        CREATING = "creating", "creating"
+        PENDING = "pending", "pending"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        STOPPING = "stopping", "stopping"
+        STOPPED = "stopped", "stopped"
+
+    ACTIVE_STATES = (State.SUBMITTED, State.CREATING, State.PENDING, State.RUNNING, State.STOPPING)
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.STOPPED)
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT, related_name="workloads")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                              related_name="workloads")
+    name = models.CharField(max_length=100)
+    object_name = models.CharField(max_length=63, blank=True, default="", db_index=True)
+    template = models.ForeignKey(Template, on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=8, choices=Template.Kind.choices)
+    gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="+")
+    gpu_count = models.PositiveIntegerField()
+    image = models.CharField(max_length=512)
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    port = models.PositiveIntegerField(null=True, blank=True)
+    cpu = models.PositiveIntegerField()
+    memory_gb = models.PositiveIntegerField()
+    max_runtime_minutes = models.PositiveIntegerField(null=True, blank=True)
+    retries = models.PositiveIntegerField(default=0)
+    use_home = models.BooleanField(default=False)
+    # where it runs and how to reach it
+    state = models.CharField(max_length=12, choices=State.choices, default=State.SUBMITTED,
+                             db_index=True)
+    reason = models.TextField(blank=True, default="")
+    address = models.CharField(max_length=64, blank=True, default="")
+    node = models.CharField(max_length=253, blank=True, default="")
+    exit_code = models.IntegerField(null=True, blank=True)
+    # the access token of templates that have one (also in the workload's Secret)
+    access_token = models.CharField(max_length=128, blank=True, default="")
+    idempotency_key = models.CharField(max_length=128, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    launch_attempts = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "owner", "idempotency_key"],
+                                    name="one_workload_per_idempotency_key",
+                                    condition=models.Q(idempotency_key__isnull=False)),
+        ]
+        indexes = [models.Index(fields=["tenant", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.object_name or self.pk})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+    @property
+    def url(self) -> str:
+        if not self.address or not self.port:
+            return ""
+        base = f"http://{self.address}:{self.port}"
+        return (self.template.url_format or "{base}/").format(base=base, token=self.access_token)
+
+
+class WorkloadEvent(models.Model):
+    """What happened to a workload: Kubernetes events and the portal's own."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(db_index=True)
+    type = models.CharField(max_length=16, default="Normal")  # Normal | Warning
+    reason = models.CharField(max_length=128)
+    message = models.TextField(blank=True, default="")
+    source = models.CharField(max_length=64, default="portal")
+    count = models.PositiveIntegerField(default=1)
+    # the Kubernetes event's uid: the same event seen twice (relist, retried task) is one row
+    uid = models.CharField(max_length=64, null=True, blank=True, unique=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%H:%M:%S} {self.reason}: {self.message}"
+
+
+class TrackerCursor(models.Model):
+    """Where the lifecycle tracker's watch of one resource kind left off (resourceVersion)."""
+
+    resource = models.CharField(max_length=64, unique=True)
+    resource_version = models.CharField(max_length=64, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.resource}@{self.resource_version}"

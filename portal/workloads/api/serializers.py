@@ -1,0 +1,188 @@
+"""Workload API shapes. `LaunchSerializer` is the one validation of a launch request: the
+REST API and the launch page both use it, so they accept and refuse the same things."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from portal.kube.client import KubeError
+
+from ..images import image_allowed, validate_image_reference
+from ..manifests import ENV_NAME
+from ..models import GpuType, Template, Workload, WorkloadEvent
+from ..naming import display_name_clean
+from ..selectors import cluster_gpu_capacity
+
+MAX_ARGV_ITEMS = 256
+MAX_ARG_LENGTH = 4096
+MAX_ENV_ITEMS = 100
+MAX_ENV_VALUE = 32 * 1024
+
+
+class ArgvField(serializers.ListField):
+    """A command or its arguments: a list of strings passed as argv, never through a shell."""
+
+    def __init__(self, **kwargs):
+        super().__init__(child=serializers.CharField(max_length=MAX_ARG_LENGTH, allow_blank=True,
+                                                     trim_whitespace=False),
+                         max_length=MAX_ARGV_ITEMS, required=False, **kwargs)
+
+    def to_internal_value(self, data):
+        values = super().to_internal_value(data)
+        if any("\x00" in value for value in values):
+            raise serializers.ValidationError("NUL characters are not allowed.")
+        return values
+
+
+class LaunchSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    template = serializers.SlugRelatedField(slug_field="slug", queryset=Template.objects.all())
+    gpu_type = serializers.SlugRelatedField(slug_field="slug", queryset=GpuType.objects.all())
+    gpu_count = serializers.IntegerField(min_value=1, max_value=64)
+    kind = serializers.ChoiceField(choices=Template.Kind.choices, required=False)
+    image = serializers.CharField(max_length=512, required=False, allow_blank=True)
+    command = ArgvField()
+    args = ArgvField()
+    env = serializers.DictField(child=serializers.CharField(max_length=MAX_ENV_VALUE,
+                                                            allow_blank=True, trim_whitespace=False),
+                                required=False)
+    port = serializers.IntegerField(min_value=1, max_value=65535, required=False, allow_null=True)
+    cpu = serializers.IntegerField(min_value=1, max_value=256, required=False)
+    memory = serializers.IntegerField(min_value=1, max_value=4096, required=False,
+                                      help_text="GiB")
+    max_runtime_minutes = serializers.IntegerField(min_value=1, max_value=60 * 24 * 365,
+                                                   required=False, allow_null=True)
+    retries = serializers.IntegerField(min_value=0, max_value=10, required=False,
+                                       help_text="batch only: how often a failed run is retried")
+    use_home = serializers.BooleanField(required=False, default=False)
+
+    def __init__(self, *args, tenant=None, quota=None, check_capacity: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tenant = tenant
+        self.quota = quota
+        self.check_capacity = check_capacity
+
+    def validate_name(self, value: str) -> str:
+        try:
+            return display_name_clean(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+
+    def validate_template(self, template: Template) -> Template:
+        if not template.enabled:
+            raise serializers.ValidationError(f"The {template.name} template is disabled.")
+        return template
+
+    def validate_gpu_type(self, gpu_type: GpuType) -> GpuType:
+        if not gpu_type.enabled:
+            raise serializers.ValidationError(f"The {gpu_type.slug} GPU type is disabled.")
+        return gpu_type
+
+    def validate_env(self, env: dict[str, str]) -> dict[str, str]:
+        if len(env) > MAX_ENV_ITEMS:
+            raise serializers.ValidationError(f"At most {MAX_ENV_ITEMS} variables.")
+        bad = [key for key in env if not ENV_NAME.fullmatch(key)]
+        if bad:
+            raise serializers.ValidationError(f"Not valid variable names: {', '.join(bad[:5])}")
+        return env
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        errors: dict[str, list[str]] = {}
+        template: Template = data["template"]
+        kind = data.get("kind") or template.kind
+        if not template.custom and kind != template.kind:
+            errors["kind"] = [f"The {template.name} template runs as a {template.kind}."]
+        data["kind"] = kind
+        # the image
+        image = (data.get("image") or "").strip() or template.image
+        if template.custom and not (data.get("image") or "").strip():
+            errors["image"] = ["The custom template needs an image."]
+        elif not template.custom and data.get("command"):
+            errors["command"] = ["Only the custom template takes a command."]
+        if image and "image" not in errors:
+            try:
+                image = validate_image_reference(image)
+            except ValueError as exc:
+                errors["image"] = [str(exc)]
+            else:
+                prefixes = self.tenant.image_prefixes if self.tenant is not None else []
+                if not image_allowed(image, prefixes):
+                    errors["image"] = [f"{self.tenant.name} may only use images from: "
+                                       f"{', '.join(prefixes)}."]
+        data["image"] = image
+        # fields that belong to one kind only
+        port = data.get("port")
+        if kind == Template.Kind.BATCH:
+            if port is not None and template.custom:
+                errors["port"] = ["A batch job has no port; choose the service kind."]
+            data["port"] = None
+        else:
+            if "retries" in data and data["retries"]:
+                errors["retries"] = ["Retries apply to batch jobs only."]
+            if template.custom and port is None:
+                errors["port"] = ["A service needs the port it listens on."]
+            data["port"] = port if template.custom else template.port
+        if template.token_env and template.token_env in data.get("env", {}):
+            errors["env"] = [f"{template.token_env} is set by the portal."]
+        data.setdefault("cpu", template.default_cpu)
+        data.setdefault("memory", template.default_memory_gb)
+        self._runtime(data, errors)
+        if self.check_capacity and "gpu_type" in data:
+            self._never_fits(data, errors)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return data
+
+    def _runtime(self, data: dict[str, Any], errors: dict[str, list[str]]) -> None:
+        limit = self.quota.max_runtime_minutes if self.quota is not None else 0
+        wanted = data.get("max_runtime_minutes")
+        if limit and wanted and wanted > limit:
+            errors["max_runtime_minutes"] = [
+                f"{self.tenant.name} allows at most {limit} minutes per workload."]
+        if not wanted and limit:
+            data["max_runtime_minutes"] = limit
+
+    def _never_fits(self, data: dict[str, Any], errors: dict[str, list[str]]) -> None:
+        """A request larger than any node of the type can never run: say so now."""
+        gpu_type: GpuType = data["gpu_type"]
+        try:
+            capacity = cluster_gpu_capacity().get(gpu_type.slug)
+        except KubeError:
+            return  # cannot ask the cluster: admission proceeds, the scheduler will tell
+        if capacity is None or capacity.nodes == 0:
+            errors["gpu_type"] = [f"No node of the cluster offers {gpu_type.slug} GPUs."]
+        elif data["gpu_count"] > capacity.largest_node:
+            errors["gpu_count"] = [
+                f"No {gpu_type.slug} node has {data['gpu_count']} GPUs "
+                f"(the largest has {capacity.largest_node}); this request can never run."]
+
+
+class WorkloadSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.name")
+    tenant_id = serializers.IntegerField()
+    owner = serializers.CharField(source="owner.username")
+    template = serializers.CharField(source="template.slug")
+    gpu_type = serializers.CharField(source="gpu_type.slug")
+    memory = serializers.IntegerField(source="memory_gb")
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workload
+        fields = ["id", "name", "tenant", "tenant_id", "owner", "template", "kind", "gpu_type",
+                  "gpu_count", "image", "command", "args", "port", "cpu", "memory",
+                  "max_runtime_minutes", "state", "reason", "url", "address", "node",
+                  "exit_code", "object_name", "created_at", "started_at", "finished_at",
+                  "expires_at"]
+        read_only_fields = fields
+
+    def get_url(self, workload: Workload) -> str:
+        return workload.url
+
+
+class WorkloadEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WorkloadEvent
+        fields = ["at", "type", "reason", "message", "source", "count"]
+        read_only_fields = fields
