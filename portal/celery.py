@@ -12,6 +12,10 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 app.conf.beat_schedule = {
+    "workloads-requeue-stale": {"task": "portal.workloads.tasks.workloads_requeue_stale",
+                                "schedule": 30.0},
+    "workloads-enforce-runtime": {"task": "portal.workloads.tasks.workloads_enforce_runtime",
+                                  "schedule": 30.0},
     "tenants-reconcile-all": {"task": "tenants.tasks.tenants_reconcile_all", "schedule": 300.0},
     "tenants-delete-due": {"task": "tenants.tasks.tenants_delete_due", "schedule": 60.0},
     "tenants-sync-keystone": {"task": "tenants.tasks.tenants_sync_keystone", "schedule": 600.0},

@@ -152,6 +152,12 @@ KEYSTONE_TOKEN_CACHE_TTL = env.int("KEYSTONE_TOKEN_CACHE_TTL", default=60)
 # a kubeconfig file; empty = the in-cluster service account
 KUBECONFIG = env.str("KUBECONFIG", default="")
 
+# --- workloads ----------------------------------------------------------------------------
+# MetalLB address pool for workload services (empty: MetalLB's default)
+PORTAL_LB_ADDRESS_POOL = env.str("PORTAL_LB_ADDRESS_POOL", default="")
+# a launch not yet in the cluster after this long is handed to a worker again
+PORTAL_LAUNCH_REQUEUE_SECONDS = env.int("PORTAL_LAUNCH_REQUEUE_SECONDS", default=60)
+
 # --- tenants ------------------------------------------------------------------------------
 PORTAL_NAMESPACE_PREFIX = env.str("PORTAL_NAMESPACE_PREFIX", default="gpu-")
 # Pod Security admission levels of tenant namespaces

@@ -124,10 +124,15 @@ def tenant_mark_deleting(*, tenant: Tenant, acting_user, reason: str) -> Tenant:
         tenant.delete_after = timezone.now() + dt.timedelta(
             minutes=settings.PORTAL_TENANT_DELETE_GRACE_MINUTES)
         tenant.save(update_fields=["state", "state_reason", "delete_after", "updated_at"])
+        from portal.workloads.services import workloads_stop_for_tenant
+
+        stopped = workloads_stop_for_tenant(tenant=tenant, user=acting_user,
+                                            reason=f"The tenant is being deleted: {reason}")
         audit_record(actor=acting_user, action="tenant.delete", tenant=tenant,
                      target=tenant.namespace, before=before,
                      after={"state": tenant.state, "reason": reason,
-                            "delete_after": tenant.delete_after.isoformat()})
+                            "delete_after": tenant.delete_after.isoformat(),
+                            "workloads_stopped": stopped})
     return tenant
 
 

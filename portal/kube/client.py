@@ -184,6 +184,21 @@ class Kube:
         self.writes += 1
         return result
 
+    def pod_log(self, name: str, namespace: str, *, container: str | None = None,
+                tail_lines: int | None = None) -> str:
+        api = k8s.CoreV1Api(self.client)
+        kwargs: dict[str, Any] = {}
+        if container:
+            kwargs["container"] = container
+        if tail_lines:
+            kwargs["tail_lines"] = tail_lines
+        try:
+            response = api.read_namespaced_pod_log(name, namespace, _preload_content=False,
+                                                   _request_timeout=TIMEOUT, **kwargs)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _translate(exc) from exc
+        return response.data.decode("utf-8", "replace")
+
     def delete(self, kind: str, name: str, namespace: str | None = None, *,
                propagation: str = "Background") -> bool:
         """Delete; False when it was already gone."""

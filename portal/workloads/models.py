@@ -110,7 +110,8 @@ class Workload(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     # the access token of templates that have one (also in the workload's Secret)
     access_token = models.CharField(max_length=128, blank=True, default="")
-    idempotency_key = models.CharField(max_length=128, null=True, blank=True)
+    # NULL, not "": the unique constraint must ignore launches without a key
+    idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -155,7 +156,7 @@ class WorkloadEvent(models.Model):
     source = models.CharField(max_length=64, default="portal")
     count = models.PositiveIntegerField(default=1)
     # the Kubernetes event's uid: the same event seen twice (relist, retried task) is one row
-    uid = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    uid = models.CharField(max_length=64, null=True, blank=True, unique=True)  # noqa: DJ001
 
     class Meta:
         ordering = ["at", "id"]

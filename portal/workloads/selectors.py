@@ -87,3 +87,28 @@ def gpus_in_use_by_namespace(namespaces: set[str], kube: Kube | None = None
         if slug:
             usage[namespace][slug] += count
     return {ns: dict(by_type) for ns, by_type in usage.items()}
+
+
+def workloads_visible(identity):
+    """The workloads of the caller's current project (admins: every project). Deleted ones
+    are hidden. Every workload query of the pages and the API starts here."""
+    from .models import Workload
+
+    queryset = Workload.objects.select_related("tenant", "owner", "template", "gpu_type").filter(
+        deleted_at__isnull=True)
+    if identity is None:
+        return queryset.none()
+    if identity.is_admin:
+        return queryset
+    project = identity.project
+    if project is None:
+        return queryset.none()
+    return queryset.filter(tenant__keystone_project_id=project.id)
+
+
+def workload_may_change(identity, workload, user) -> bool:
+    """Members change their own workloads, managers (and admins) every one of the project."""
+    role = identity.role if identity is not None else None
+    if role is None or not role.can_launch:
+        return False
+    return role.can_manage_all or workload.owner_id == user.pk

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+from django.db.models import Sum
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from portal.kube.client import KubeError
+from tenants.models import Quota, Tenant
+
+from ..filtersets import WorkloadFilterSet
+from ..logs import workload_logs
+from ..models import GpuType, Template, Workload
+from ..selectors import cluster_gpu_capacity, workload_may_change, workloads_visible
+from ..services import AdmissionRefused, workload_delete, workload_launch, workload_stop
+from .serializers import LaunchSerializer, WorkloadEventSerializer, WorkloadSerializer
+
+
+class QuotaExceeded(exceptions.PermissionDenied):
+    default_code = "quota_exceeded"
+
+
+class ClusterUnavailable(exceptions.APIException):
+    status_code = 503
+    default_code = "cluster_unavailable"
+    default_detail = "The cluster is unreachable right now."
+
+
+class GpuTypeViewSet(viewsets.ViewSet):
+    """The GPU type catalogue with live capacity and free GPUs per type."""
+
+    def list(self, request):
+        types = list(GpuType.objects.filter(enabled=True))
+        try:
+            capacity = cluster_gpu_capacity()
+        except KubeError:
+            capacity = {}
+        in_use = dict(Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
+                      .values_list("gpu_type__slug").annotate(n=Sum("gpu_count")))
+        rows = []
+        for gpu_type in types:
+            cap = capacity.get(gpu_type.slug)
+            rows.append({
+                "slug": gpu_type.slug, "name": gpu_type.name,
+                "resource_name": gpu_type.resource_name,
+                "node_selector": gpu_type.node_selector, "memory_gb": gpu_type.memory_gb,
+                "capacity": cap.allocatable if cap else None,
+                "free": max(cap.allocatable - in_use.get(gpu_type.slug, 0), 0) if cap else None,
+                "largest_node": cap.largest_node if cap else None,
+                "nodes": cap.nodes if cap else None,
+            })
+        return Response(rows)
+
+
+class TemplateViewSet(viewsets.ViewSet):
+    def list(self, request):
+        return Response([{
+            "slug": t.slug, "name": t.name, "description": t.description, "kind": t.kind,
+            "custom": t.custom, "image": t.image, "port": t.port, "cpu": t.default_cpu,
+            "memory": t.default_memory_gb,
+        } for t in Template.objects.filter(enabled=True)])
+
+
+class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                      mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    serializer_class = WorkloadSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = WorkloadFilterSet
+
+    def get_queryset(self):
+        return workloads_visible(self.request.identity)
+
+    def _tenant(self) -> Tenant:
+        identity = self.request.identity
+        if identity.project is None:
+            raise exceptions.PermissionDenied("Choose a project first.")
+        return Tenant.objects.get(keystone_project_id=identity.project.id)
+
+    @extend_schema(request=LaunchSerializer, responses={201: WorkloadSerializer},
+                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)])
+    def create(self, request):
+        identity = request.identity
+        if identity.role is None or not identity.role.can_launch:
+            raise exceptions.PermissionDenied("Your role in this project cannot launch workloads.")
+        tenant = self._tenant()
+        serializer = LaunchSerializer(data=request.data, tenant=tenant,
+                                      quota=Quota.objects.get(tenant=tenant))
+        serializer.is_valid(raise_exception=True)
+        key = request.headers.get("Idempotency-Key") or None
+        if key is not None and len(key) > 128:
+            raise exceptions.ValidationError({"Idempotency-Key": ["At most 128 characters."]})
+        try:
+            workload, created = workload_launch(tenant=tenant, user=request.user,
+                                                request=serializer.validated_data,
+                                                idempotency_key=key)
+        except AdmissionRefused as exc:
+            raise QuotaExceeded(str(exc)) from exc
+        return Response(WorkloadSerializer(workload).data,
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    def _changeable(self) -> Workload:
+        workload = self.get_object()
+        if not workload_may_change(self.request.identity, workload, self.request.user):
+            raise exceptions.PermissionDenied("You may not change this workload.")
+        return workload
+
+    @extend_schema(request=None, responses={202: WorkloadSerializer})
+    @action(detail=True, methods=["post"])
+    def stop(self, request, pk=None):
+        workload = workload_stop(workload=self._changeable(), user=request.user)
+        return Response(WorkloadSerializer(workload).data, status=status.HTTP_202_ACCEPTED)
+
+    def destroy(self, request, pk=None):
+        workload_delete(workload=self._changeable(), user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(responses=WorkloadEventSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def events(self, request, pk=None):
+        workload = self.get_object()
+        return Response(WorkloadEventSerializer(workload.events.all(), many=True).data)
+
+    @extend_schema(parameters=[OpenApiParameter("tail", int)], responses={200: str})
+    @action(detail=True, methods=["get"])
+    def logs(self, request, pk=None):
+        workload = self.get_object()
+        try:
+            tail = int(request.query_params.get("tail", 100))
+        except ValueError as exc:
+            raise exceptions.ValidationError({"tail": ["A whole number."]}) from exc
+        if not 1 <= tail <= 10000:
+            raise exceptions.ValidationError({"tail": ["Between 1 and 10000."]})
+        try:
+            lines = workload_logs(workload, tail=tail)
+        except KubeError as exc:
+            raise ClusterUnavailable() from exc
+        return Response({"lines": lines})

@@ -1,0 +1,85 @@
+"""A workload's Kubernetes objects: its spec from the database row, created and deleted.
+
+Idempotent under deterministic names: creating what already exists (409) adopts it when it
+carries this workload's id, so a retried or duplicated task never creates twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+
+from portal.kube.client import Conflict, Kube, KubeRefused
+
+from .manifests import LABEL_WORKLOAD_ID, WorkloadSpec, workload_objects
+from .models import Workload
+
+log = logging.getLogger(__name__)
+
+DELETE_ORDER = ("Deployment", "Job", "Service", "Secret")
+
+
+def workload_spec(workload: Workload) -> WorkloadSpec:
+    template = workload.template
+    secret_env: tuple[tuple[str, str], ...] = ()
+    if template.token_env and workload.access_token:
+        secret_env = ((template.token_env, workload.access_token),)
+    env = {**template.env, **workload.env}
+    max_runtime = workload.max_runtime_minutes * 60 if workload.max_runtime_minutes else None
+    return WorkloadSpec(
+        workload_id=workload.pk,
+        name=workload.object_name,
+        namespace=workload.tenant.namespace,
+        project_id=workload.tenant.keystone_project_id,
+        owner=workload.owner.username,
+        owner_id=workload.owner.keystone_user_id or str(workload.owner.pk),
+        template=template.slug,
+        kind=workload.kind,
+        image=workload.image,
+        command=tuple(workload.command or template.command),
+        args=tuple(workload.args or template.args),
+        env=tuple(env.items()),
+        secret_env=secret_env,
+        port=workload.port,
+        gpu_resource=workload.gpu_type.resource_name,
+        gpu_count=workload.gpu_count,
+        node_selector=tuple(sorted(workload.gpu_type.node_selector.items())),
+        cpu=str(workload.cpu),
+        memory=f"{workload.memory_gb}Gi",
+        max_runtime_seconds=max_runtime if workload.kind == "batch" else None,
+        run_as_non_root=template.run_as_non_root,
+        run_as_user=template.run_as_user,
+        lb_address_pool=settings.PORTAL_LB_ADDRESS_POOL or None,
+        backoff_limit=workload.retries,
+    )
+
+
+def _owned_by(obj: dict[str, Any], workload: Workload) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return labels.get(LABEL_WORKLOAD_ID) == str(workload.pk)
+
+
+def workload_objects_create(workload: Workload, kube: Kube | None = None) -> list[str]:
+    """Create every object; those already there (and ours) are adopted. Returns what was made."""
+    kube = kube or Kube()
+    created = []
+    for obj in workload_objects(workload_spec(workload)):
+        meta = obj["metadata"]
+        try:
+            kube.create(obj)
+            created.append(f"{obj['kind']} {meta['name']}")
+        except Conflict as exc:
+            live = kube.get(obj["kind"], meta["name"], meta["namespace"])
+            if live is None or not _owned_by(live, workload):
+                raise KubeRefused(f"{obj['kind']} {meta['name']} exists and belongs to "
+                                  "something else", code=409) from exc
+    return created
+
+
+def workload_objects_delete(workload: Workload, kube: Kube | None = None) -> int:
+    """Delete the workload's objects (pods go with their owners). Returns how many were there."""
+    kube = kube or Kube()
+    namespace = workload.tenant.namespace
+    return sum(kube.delete(kind, workload.object_name, namespace) for kind in DELETE_ORDER)

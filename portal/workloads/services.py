@@ -1,0 +1,181 @@
+"""Writes of the workloads domain: launch (admission under quota), stop, delete.
+
+Admission runs in one database transaction that locks the tenant row, so concurrent launches of
+one tenant are serialised and can never over-admit. Cluster work happens in Celery tasks
+enqueued on commit: an accepted launch is in the database before anything else happens.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Sum
+from django.utils import timezone
+
+from tenants.audit import audit_record
+from tenants.models import Quota, Tenant
+
+from .models import Workload, WorkloadEvent
+from .naming import workload_object_name
+
+
+class AdmissionRefused(Exception):
+    """A launch the tenant's quota does not allow; the message names the limit."""
+
+    code = "quota_exceeded"
+
+
+def _enqueue(task, *args) -> None:
+    transaction.on_commit(lambda: task.delay(*args))
+
+
+def workload_event(*, workload: Workload, reason: str, message: str, type: str = "Normal",
+                   source: str = "portal") -> WorkloadEvent:
+    return WorkloadEvent.objects.create(workload=workload, at=timezone.now(), type=type,
+                                        reason=reason, message=message, source=source)
+
+
+def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]) -> None:
+    """Raise AdmissionRefused unless the tenant's quota leaves room for this request."""
+    active = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
+                                     deleted_at__isnull=True)
+    totals = active.aggregate(gpus=Sum("gpu_count"), cpu=Sum("cpu"), memory=Sum("memory_gb"),
+                              count=Count("id"))
+    gpu_type = request["gpu_type"]
+    wanted = request["gpu_count"]
+    limit = quota.gpus_by_type().get(gpu_type.slug, 0)
+    used = active.filter(gpu_type=gpu_type).aggregate(n=Sum("gpu_count"))["n"] or 0
+    if used + wanted > limit:
+        raise AdmissionRefused(f"{tenant.name} uses {used} of {limit} {gpu_type.slug} GPUs; "
+                               f"{wanted} more would exceed the quota.")
+    used_total = totals["gpus"] or 0
+    if used_total + wanted > quota.gpus_total:
+        raise AdmissionRefused(f"{tenant.name} uses {used_total} of {quota.gpus_total} GPUs in "
+                               f"all; {wanted} more would exceed the quota.")
+    if (totals["count"] or 0) + 1 > quota.max_workloads:
+        raise AdmissionRefused(f"{tenant.name} runs {totals['count']} of {quota.max_workloads} "
+                               "workloads allowed at once.")
+    used_cpu = totals["cpu"] or 0
+    if used_cpu + request["cpu"] > quota.cpu:
+        raise AdmissionRefused(f"{tenant.name} uses {used_cpu} of {quota.cpu} CPU cores; "
+                               f"{request['cpu']} more would exceed the quota.")
+    used_memory = totals["memory"] or 0
+    if used_memory + request["memory"] > quota.memory_gb:
+        raise AdmissionRefused(f"{tenant.name} uses {used_memory} of {quota.memory_gb} GiB of "
+                               f"memory; {request['memory']} GiB more would exceed the quota.")
+
+
+def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
+                    idempotency_key: str | None = None) -> tuple[Workload, bool]:
+    """Admit a validated launch request (LaunchSerializer's data) and queue its creation.
+
+    Returns (workload, created). With an idempotency key, the same key from the same user in
+    the same tenant returns the workload the first request made, and launches nothing new.
+    """
+    from .tasks import workload_create_task
+
+    if idempotency_key:
+        existing = Workload.objects.filter(tenant=tenant, owner=user,
+                                           idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return existing, False
+    try:
+        with transaction.atomic():
+            tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+            if not tenant.is_active:
+                raise AdmissionRefused(f"{tenant.name} is being deleted; nothing can be launched.")
+            quota = Quota.objects.get(tenant=tenant)
+            _admission_check(tenant, quota, request)
+            template = request["template"]
+            workload = Workload.objects.create(
+                tenant=tenant, owner=user, name=request["name"], template=template,
+                kind=request["kind"], gpu_type=request["gpu_type"],
+                gpu_count=request["gpu_count"], image=request["image"],
+                command=request.get("command") or [], args=request.get("args") or [],
+                env=request.get("env") or {}, port=request.get("port"), cpu=request["cpu"],
+                memory_gb=request["memory"],
+                max_runtime_minutes=request.get("max_runtime_minutes") or None,
+                retries=request.get("retries") or 0, use_home=request.get("use_home", False),
+                access_token=secrets.token_urlsafe(32) if template.token_env else "",
+                idempotency_key=idempotency_key or None,
+            )
+            workload.object_name = workload_object_name(workload.pk, workload.name)
+            workload.save(update_fields=["object_name"])
+            workload_event(workload=workload, reason="Submitted",
+                           message=f"{user.username} launched {workload.gpu_count}× "
+                                   f"{workload.gpu_type.slug} ({template.slug})")
+            audit_record(actor=user, action="workload.launch", tenant=tenant,
+                         target=workload.object_name,
+                         after={"id": workload.pk, "template": template.slug,
+                                "gpu_type": workload.gpu_type.slug,
+                                "gpu_count": workload.gpu_count, "image": workload.image})
+            _enqueue(workload_create_task, workload.pk)
+    except IntegrityError:
+        # the same idempotency key raced in from a concurrent request: return its workload
+        existing = Workload.objects.filter(tenant=tenant, owner=user,
+                                           idempotency_key=idempotency_key).first()
+        if existing is None:
+            raise
+        return existing, False
+    return workload, True
+
+
+def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
+    """Stop a workload: its objects go, its record and history stay."""
+    from .tasks import workload_stop_task
+
+    with transaction.atomic():
+        workload = Workload.objects.select_for_update().get(pk=workload.pk)
+        if workload.state in Workload.FINAL_STATES or workload.state == Workload.State.STOPPING:
+            return workload
+        before = workload.state
+        workload.state = Workload.State.STOPPING
+        workload.stop_requested_at = timezone.now()
+        workload.reason = reason or f"stopped by {getattr(user, 'username', 'the portal')}"
+        workload.save(update_fields=["state", "stop_requested_at", "reason", "updated_at"])
+        workload_event(workload=workload, reason="Stopping", message=workload.reason)
+        audit_record(actor=user, action="workload.stop", tenant=workload.tenant,
+                     target=workload.object_name, before={"state": before},
+                     after={"state": workload.state, "reason": workload.reason})
+        _enqueue(workload_stop_task, workload.pk)
+    return workload
+
+
+def workload_delete(*, workload: Workload, user) -> None:
+    """Remove a workload from the lists; a live one is stopped first. Its history is kept for
+    accounting (the row is marked deleted, not removed)."""
+    workload_stop(workload=workload, user=user, reason=f"deleted by {user.username}")
+    with transaction.atomic():
+        Workload.objects.filter(pk=workload.pk).update(deleted_at=timezone.now())
+        audit_record(actor=user, action="workload.delete", tenant=workload.tenant,
+                     target=workload.object_name, after={"id": workload.pk})
+
+
+def workload_mark(*, workload_id: int, state: str, reason: str = "", **fields: Any) -> None:
+    """Record a state change decided by a task (creation, stop, the tracker)."""
+    now = timezone.now()
+    updates: dict[str, Any] = {"state": state, "reason": reason, "updated_at": now, **fields}
+    if state == Workload.State.RUNNING:
+        updates.setdefault("started_at", now)
+    if state in Workload.FINAL_STATES:
+        updates.setdefault("finished_at", now)
+    Workload.objects.filter(pk=workload_id).update(**updates)
+
+
+def workloads_stop_for_tenant(*, tenant: Tenant, user, reason: str) -> int:
+    """Stop every live workload of a tenant (it is being deleted)."""
+    live = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES)
+    count = 0
+    for workload in live:
+        workload_stop(workload=workload, user=user, reason=reason)
+        count += 1
+    return count
+
+
+def expires_at_for(workload: Workload, started: dt.datetime) -> dt.datetime | None:
+    if not workload.max_runtime_minutes:
+        return None
+    return started + dt.timedelta(minutes=workload.max_runtime_minutes)

@@ -1,0 +1,109 @@
+"""Celery tasks of the workloads domain. Each takes an id, fetches, calls the cluster once over,
+and is safe to run twice (deterministic names; 409 means adopt)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from celery import shared_task
+from django.conf import settings
+from django.db.models import F, Q
+from django.utils import timezone
+
+from portal.kube.client import KubeRefused, KubeUnavailable
+
+from .models import Workload
+from .objects import workload_objects_create, workload_objects_delete
+from .services import workload_event, workload_mark, workload_stop
+
+log = logging.getLogger(__name__)
+
+MAX_RETRIES = 8
+
+
+def _backoff(retries: int) -> int:
+    return min(2 ** retries, 60)
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=MAX_RETRIES,
+             ignore_result=True)
+def workload_create_task(self, workload_id: int) -> None:
+    """Create the workload's objects in its namespace; then the tracker follows it."""
+    claimed = Workload.objects.filter(
+        pk=workload_id, state__in=[Workload.State.SUBMITTED, Workload.State.CREATING],
+    ).update(state=Workload.State.CREATING, launch_attempts=F("launch_attempts") + 1,
+             updated_at=timezone.now())
+    if not claimed:
+        return  # stopped, or already past creation: nothing to do
+    workload = Workload.objects.select_related("tenant", "owner", "template", "gpu_type").get(
+        pk=workload_id)
+    try:
+        created = workload_objects_create(workload)
+    except KubeRefused as exc:
+        workload_mark(workload_id=workload_id, state=Workload.State.FAILED,
+                      reason=f"The cluster refused it: {exc}")
+        workload_event(workload=workload, reason="CreateFailed", message=str(exc), type="Warning")
+        return
+    except KubeUnavailable as exc:
+        if self.request.retries >= self.max_retries:
+            workload_mark(workload_id=workload_id, state=Workload.State.FAILED,
+                          reason=f"The cluster could not be reached: {exc}")
+            workload_event(workload=workload, reason="CreateFailed", type="Warning",
+                           message=f"gave up after {self.request.retries + 1} tries: {exc}")
+            return
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+    Workload.objects.filter(pk=workload_id, state=Workload.State.CREATING).update(
+        state=Workload.State.PENDING, reason="Waiting for the cluster to start it.",
+        updated_at=timezone.now())
+    workload_event(workload=workload, reason="Created",
+                   message=", ".join(created) if created else "objects already present (adopted)")
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
+             ignore_result=True)
+def workload_stop_task(self, workload_id: int) -> None:
+    """Delete a stopping workload's objects, then mark it stopped. Retries until the cluster
+    answers: a stop is never dropped."""
+    workload = Workload.objects.select_related("tenant").get(pk=workload_id)
+    if workload.state != Workload.State.STOPPING:
+        return
+    try:
+        workload_objects_delete(workload)
+    except KubeUnavailable as exc:
+        raise self.retry(exc=exc, countdown=_backoff(min(self.request.retries, 6))) from exc
+    Workload.objects.filter(pk=workload_id, state=Workload.State.STOPPING).update(
+        state=Workload.State.STOPPED, finished_at=timezone.now(), updated_at=timezone.now())
+    workload_event(workload=workload, reason="Stopped", message=workload.reason)
+
+
+@shared_task(ignore_result=True)
+def workloads_requeue_stale() -> int:
+    """Periodic: hand launches and stops that made no progress back to a worker (a lost
+    message, a worker killed mid-task, a broker restart). Safe: the tasks are idempotent."""
+    cutoff = timezone.now() - dt.timedelta(seconds=settings.PORTAL_LAUNCH_REQUEUE_SECONDS)
+    stale = Workload.objects.filter(updated_at__lt=cutoff).filter(
+        Q(state__in=[Workload.State.SUBMITTED, Workload.State.CREATING])
+        | Q(state=Workload.State.STOPPING))
+    count = 0
+    for workload_id, state in stale.values_list("pk", "state"):
+        task = workload_stop_task if state == Workload.State.STOPPING else workload_create_task
+        task.delay(workload_id)
+        count += 1
+    if count:
+        log.info("requeued %d stalled workloads", count)
+    return count
+
+
+@shared_task(ignore_result=True)
+def workloads_enforce_runtime() -> int:
+    """Periodic: stop services that reached their maximum runtime (Jobs have
+    activeDeadlineSeconds for that)."""
+    now = timezone.now()
+    due = Workload.objects.filter(state=Workload.State.RUNNING, expires_at__lte=now)
+    count = 0
+    for workload in due:
+        workload_stop(workload=workload, user=None,
+                      reason=f"Reached its maximum runtime of {workload.max_runtime_minutes} minutes.")
+        count += 1
+    return count
