@@ -402,7 +402,6 @@ class Kubelet:
 
     def _step(self, pod: dict, run: PodRun, c: ContainerRun, now: float) -> bool:
         """Apply one due transition of a container; False when nothing more is due."""
-        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         image = c.image
         if c.stage == "creating":
             if c.bad_image:
@@ -464,8 +463,7 @@ class Kubelet:
                 pod, "Normal", "Pulled", f'Container image "{image}" already present on machine',
                 COMPONENT)
             return True
-        del ns, name
-        c.due = float("inf")
+        c.due = float("inf")  # exited: nothing more happens
         return False
 
     def _exit(self, pod: dict, run: PodRun, c: ContainerRun, now: float) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kubesim.gpus import Device, Sample, fmt_float
+from kubesim.gpus import Device, Sample, fmt_float, pci_bus_id
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
 
-# name, type, help (dcgm-exporter's default-counters.csv wording), value getter
+# name, type, help (dcgm-exporter's default-counters.csv wording)
 _METRICS: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
     ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
@@ -38,7 +38,7 @@ def device_labels(device: Device) -> str:
     labels: list[tuple[str, str]] = [
         ("gpu", str(device.index)),
         ("UUID", device.uuid),
-        ("pci_bus_id", _pci(device)),
+        ("pci_bus_id", pci_bus_id(device.index)),
         ("device", f"nvidia{device.index}"),
         ("modelName", device.model.model_name),
     ]
@@ -49,12 +49,6 @@ def device_labels(device: Device) -> str:
         labels += [("container", device.holder.container), ("namespace", device.holder.namespace),
                    ("pod", device.holder.pod)]
     return ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-
-
-def _pci(device: Device) -> str:
-    from kubesim.gpus import pci_bus_id
-
-    return pci_bus_id(device.index)
 
 
 def _values(device: Device, sample: Sample) -> dict[str, float]:

@@ -33,7 +33,3 @@ def condition(status: dict, type_: str) -> dict | None:
             return cond
     return None
 
-
-def creation_order(obj: dict) -> tuple[str, str]:
-    meta = obj["metadata"]
-    return meta.get("creationTimestamp", ""), meta.get("name", "")

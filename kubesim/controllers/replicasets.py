@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kubesim.cluster import controller_of, owner_ref, remove_condition, set_condition
-from kubesim.controllers.common import creation_order, is_active, is_ready, omit_zero
+from kubesim.controllers.common import is_active, is_ready, omit_zero
 from kubesim.errors import ApiError
 from kubesim.resources import by_kind
 from kubesim.selectors import selector_from_match
@@ -83,13 +83,11 @@ class ReplicaSetController:
                 self.queue.add(key)
 
     def owned_pods(self, rs: dict) -> list[dict]:
-        ns = rs["metadata"]["namespace"]
         pods = []
-        for _, pns, name in self.cluster.index.owned(rs["metadata"]["uid"], POD):
-            pod = self.cluster.peek(POD, pns, name)
+        for _, ns, name in self.cluster.index.owned(rs["metadata"]["uid"], POD):
+            pod = self.cluster.peek(POD, ns, name)
             if pod is not None:
                 pods.append(pod)
-        del ns
         return pods
 
     def reconcile(self, key: Key) -> None:
@@ -158,5 +156,3 @@ class ReplicaSetController:
         omit_zero(status, "fullyLabeledReplicas", "readyReplicas", "availableReplicas")
         self.cluster.write_status(REPLICASET, rs, status)
 
-
-__all__ = ["ReplicaSetController", "pod_from_template", "deletion_rank", "creation_order"]
