@@ -294,6 +294,7 @@ class Scheduler:
         self.accounted: dict[tuple[str, str], tuple[str, dict[str, Decimal]]] = {}
         self.unschedulable: set[tuple[str, str]] = set()
         self.last_message: dict[tuple[str, str], str] = {}
+        self.generations: dict[tuple[str, str], int] = {}  # spec generation last scheduled
         self.new_taint_wording = new_taint_wording
         self.queue = cluster.make_queue("scheduler", self.schedule)
 
@@ -329,9 +330,17 @@ class Scheduler:
         if event == "DELETED":
             self.unschedulable.discard(key)
             self.last_message.pop(key, None)
+            self.generations.pop(key, None)
             self.queue.forget(key)
-        elif wants_scheduling(pod) and key not in self.unschedulable:
-            self.queue.add_after(key, self.cluster.config.schedule_delay)
+        elif wants_scheduling(pod):
+            generation = pod["metadata"].get("generation", 0)
+            if key not in self.unschedulable or self.generations.get(key) != generation:
+                # New, or its spec changed (e.g. tolerations added): look again. Our own
+                # status writes on unschedulable pods do not bring them back.
+                self.generations[key] = generation
+                self.queue.add_after(key, self.cluster.config.schedule_delay)
+        else:
+            self.generations.pop(key, None)
 
     def retry_unschedulable(self) -> None:
         for key in self.unschedulable:

@@ -218,3 +218,12 @@ def test_mig_resources(kubesim_factory):
 def _get(server, path: str) -> dict:
     with urllib.request.urlopen(server.url + path, timeout=5) as resp:
         return json.loads(resp.read())
+
+
+def test_adding_a_toleration_reschedules_the_pod(core, ns):
+    core.create_namespaced_pod(ns, pod("late", pod_spec(container(gpus=1),
+                                                        node_selector={"gputype": "t4"})))
+    unschedulable(core, ns, "late")
+    core.patch_namespaced_pod("late", ns, {"spec": {"tolerations": [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}})
+    assert scheduled_node(core, ns, "late") == "gpu-t4-1"
