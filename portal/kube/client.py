@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,9 @@ from kubernetes.client.rest import ApiException
 log = logging.getLogger(__name__)
 
 TIMEOUT = (3.0, 15.0)  # connect, read (seconds)
+# A watch is quiet between changes, so its read timeout must outlast the server's own
+# timeoutSeconds (which ends the stream cleanly); this much longer, then it counts as a hang.
+WATCH_READ_SLACK = 10.0
 
 
 class KubeError(Exception):
@@ -48,6 +52,11 @@ class KubeRefused(KubeError):
 
 class KubeUnavailable(KubeError):
     """The API server could not be reached or failed on its side."""
+
+
+class Expired(KubeError):
+    """410 Gone/Expired: the resourceVersion asked for has left the server's history (a watch
+    fell too far behind, or etcd compacted). The caller relists and watches from the new list."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,8 @@ def _translate(exc: Exception) -> KubeError:
             return NotFound(message, code=code, status=status)
         if code == 409:
             return Conflict(message, code=code, status=status)
+        if code == 410:
+            return Expired(message, code=code, status=status)
         if code is not None and 400 <= code < 500 and code != 429:
             return KubeRefused(message, code=code, status=status)
         return KubeUnavailable(message, code=code, status=status)
@@ -209,3 +220,81 @@ class Kube:
             return False
         self.writes += 1
         return True
+
+    def watch(self, kind: str, namespace: str | None = None, *,
+              label_selector: str | None = None, field_selector: str | None = None,
+              resource_version: str | None = None, timeout_seconds: int = 60,
+              bookmarks: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
+        """One watch request: yields (type, object) — ADDED, MODIFIED, DELETED, BOOKMARK — until
+        the server ends the stream after `timeout_seconds`.
+
+        From a resourceVersion only the changes after it come; without one the server first
+        sends an ADDED for every current object. A resourceVersion too old for the server's
+        history raises `Expired` (an ERROR event with code 410, or a 410 answer), so the caller
+        relists. Other failures raise as the other calls do.
+        """
+        spec = KINDS[kind]
+        api = spec.api(self.client)
+        args: tuple[Any, ...] = ()
+        if not spec.namespaced:
+            method = getattr(api, f"list_{spec.suffix}")
+        elif namespace is None:
+            method = getattr(api, f"list_{spec.suffix.removeprefix('namespaced_')}"
+                                  "_for_all_namespaces")
+        else:
+            method = getattr(api, f"list_{spec.suffix}")
+            args = (namespace,)
+        kwargs: dict[str, Any] = {
+            "watch": True, "allow_watch_bookmarks": bookmarks,
+            "timeout_seconds": int(timeout_seconds),
+            "_preload_content": False,
+            "_request_timeout": (TIMEOUT[0], timeout_seconds + WATCH_READ_SLACK),
+        }
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        if field_selector:
+            kwargs["field_selector"] = field_selector
+        if resource_version:
+            kwargs["resource_version"] = resource_version
+        try:
+            response = method(*args, **kwargs)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _translate(exc) from exc
+        try:
+            for line in _stream_lines(response):
+                event = json.loads(line)
+                event_type, obj = event.get("type", ""), event.get("object") or {}
+                if event_type == "ERROR":
+                    raise _watch_error(obj)
+                yield event_type, obj
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            raise KubeUnavailable(f"watch of {kind} broke off: {exc}") from exc
+        finally:
+            # a stream left early (the caller stopped reading) is closed, not returned to the
+            # pool half-read
+            response.close()
+            response.release_conn()
+
+
+def _stream_lines(response: Any) -> Iterator[bytes]:
+    """The lines of a chunked watch response as they arrive (an event may span chunks)."""
+    pending = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
+def _watch_error(status: dict[str, Any]) -> KubeError:
+    """The exception for a watch's ERROR event (a Status object)."""
+    code = status.get("code")
+    message = status.get("message") or status.get("reason") or "watch error"
+    if code == 410 or status.get("reason") in ("Expired", "Gone"):
+        return Expired(message, code=410, status=status)
+    if isinstance(code, int) and 400 <= code < 500 and code != 429:
+        return KubeRefused(message, code=code, status=status)
+    return KubeUnavailable(message, code=code, status=status)
