@@ -16,6 +16,7 @@ app.conf.beat_schedule = {
                                 "schedule": 30.0},
     "workloads-enforce-runtime": {"task": "portal.workloads.tasks.workloads_enforce_runtime",
                                   "schedule": 30.0},
+    "workloads-track": {"task": "portal.workloads.tasks.workloads_track", "schedule": 15.0, "options": {"expires": 14.0}},
     "tenants-reconcile-all": {"task": "tenants.tasks.tenants_reconcile_all", "schedule": 300.0},
     "tenants-delete-due": {"task": "tenants.tasks.tenants_delete_due", "schedule": 60.0},
     "tenants-sync-keystone": {"task": "tenants.tasks.tenants_sync_keystone", "schedule": 600.0},

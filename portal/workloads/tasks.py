@@ -107,3 +107,22 @@ def workloads_enforce_runtime() -> int:
                       reason=f"Reached its maximum runtime of {workload.max_runtime_minutes} minutes.")
         count += 1
     return count
+
+
+# The tracker watches for most of its period, so that state lag stays at the watch's, not the
+# beat's; the rest of the period leaves room for the next cycle to take the lock on time.
+TRACK_PERIOD_SECONDS = 15.0
+TRACK_SLACK_SECONDS = 2.0
+
+
+@shared_task(ignore_result=True, soft_time_limit=3 * TRACK_PERIOD_SECONDS,
+             time_limit=4 * TRACK_PERIOD_SECONDS)
+def workloads_track() -> dict | None:
+    """Periodic (beat, every 15 s): one lifecycle tracking cycle — list what is stale, then
+    watch pods, jobs, deployments, services and events — under a lock, so one runs at a time.
+    Never raises for a cluster outage: the next cycle resumes or relists."""
+    from .tracking import tracking_cycle
+
+    period = float(getattr(settings, "PORTAL_TRACKER_PERIOD_SECONDS", TRACK_PERIOD_SECONDS))
+    stats = tracking_cycle(duration=max(1.0, period - TRACK_SLACK_SECONDS))
+    return stats.as_dict() if stats is not None else None

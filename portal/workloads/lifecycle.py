@@ -1,0 +1,331 @@
+"""A workload's state from what the cluster shows: pure functions, object dicts in, a decision out.
+
+The tracker (tracking.py) gathers the current objects of one workload — its pods, its Job or
+Deployment, its Service and its recent events, as the API server returns them — into an
+`Observed`, and `workload_outcome(current_state, observed)` says what the workload should become
+and why, in the words a researcher needs: the scheduler's message while GPUs do not fit, the
+image pull error, the quota refusal, the exit code. No client, no database, no clock: the same
+dicts always give the same answer, so the rules are tested as tables of realistic objects.
+
+Rules that are not obvious:
+- A final state (succeeded, failed, stopped) is never left: a late or replayed event cannot
+  resurrect a finished workload.
+- `stopping` belongs to the stop task; the only move from it here is to `stopped` once every
+  object is gone (the task may have died after deleting them).
+- No objects at all is not decided here: whether they vanished or were never created needs the
+  database's view of time (tracking.py).
+- A service whose container keeps crashing is `failed` only once the crash loop has persisted:
+  the container was restarted `CRASH_LOOP_RESTARTS` times and is again in CrashLoopBackOff. The
+  kubelet's back-off doubles from 10 s (10+20+40+80+160 s), so that is about five minutes of
+  crashing — long enough that a service which crashes once at start-up (a slow dependency) is
+  not failed for it, and restart counts need no clock to compare against.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .manifests import BATCH, CONTAINER_NAME, SERVICE
+from .models import Workload
+
+State = Workload.State
+Obj = dict[str, Any]
+
+CRASH_LOOP_RESTARTS = 5
+PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+# waiting reasons that mean the container cannot start as configured (not just "not yet")
+CONFIG_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The current objects of one workload, as dicts in their JSON shape."""
+
+    kind: str  # "service" | "batch"
+    pods: Sequence[Obj] = ()
+    job: Obj | None = None
+    deployment: Obj | None = None
+    service: Obj | None = None
+    events: Sequence[Obj] = ()  # Kubernetes events about any of its objects, any order
+
+    @property
+    def empty(self) -> bool:
+        """No object of the workload exists (events alone do not count)."""
+        return not (self.pods or self.job or self.deployment or self.service)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a workload should be: its state, the reason shown to users, and facts learnt on
+    the way (`node`, `address`, `exit_code`, `started_at`, `finished_at`). A reason of None
+    keeps the one the workload has (a stop's reason survives the move to stopped)."""
+
+    state: str
+    reason: str | None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+# -- reading objects ---------------------------------------------------------------------------
+
+
+def parse_time(value: str | None) -> dt.datetime | None:
+    """An RFC 3339 timestamp of the API server (`2025-01-02T03:04:05Z`), or None."""
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _conditions(obj: Obj | None) -> dict[str, Obj]:
+    """The object's status conditions by type (the last one of a type wins)."""
+    if not obj:
+        return {}
+    return {c.get("type", ""): c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def _true(condition: Obj | None) -> bool:
+    return bool(condition) and condition.get("status") == "True"
+
+
+def current_pod(pods: Iterable[Obj]) -> Obj | None:
+    """The pod that speaks for the workload: the newest one not being deleted (a Job's latest
+    attempt, a Deployment's replacement pod), else the newest of those being deleted."""
+    def newest(candidates: list[Obj]) -> Obj | None:
+        if not candidates:
+            return None
+        # RFC 3339 timestamps in one format compare as strings; the name breaks ties
+        return max(candidates, key=lambda p: (p["metadata"].get("creationTimestamp") or "",
+                                              p["metadata"].get("name") or ""))
+    pods = list(pods)
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return newest(live) or newest(pods)
+
+
+def app_container(pod: Obj) -> Obj:
+    """The status of the workload's container (`app`), or of the first one there is."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    for status in statuses:
+        if status.get("name") == CONTAINER_NAME:
+            return status
+    return statuses[0] if statuses else {}
+
+
+def last_termination(container: Obj) -> Obj:
+    """The container's terminated state now, else the one before its last restart."""
+    return ((container.get("state") or {}).get("terminated")
+            or (container.get("lastState") or {}).get("terminated") or {})
+
+
+def service_address(service: Obj | None) -> str:
+    """The external address once the load balancer (MetalLB) has assigned one."""
+    if not service:
+        return ""
+    for ingress in ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []:
+        if ingress.get("ip") or ingress.get("hostname"):
+            return ingress.get("ip") or ingress["hostname"]
+    return ""
+
+
+def _newest_event(events: Iterable[Obj], reason: str) -> Obj | None:
+    matching = [e for e in events if e.get("reason") == reason]
+    if not matching:
+        return None
+    return max(matching, key=lambda e: (e.get("lastTimestamp") or e.get("eventTime")
+                                        or e.get("firstTimestamp") or ""))
+
+
+def creation_refusal(observed: Observed) -> str | None:
+    """Why the workload's pod could not be created: the Deployment's ReplicaFailure condition
+    (copied from its ReplicaSet) or the newest FailedCreate event of the ReplicaSet or Job. A
+    quota refusal reads "… is forbidden: exceeded quota: NAME, requested: …"."""
+    message = ""
+    failure = _conditions(observed.deployment).get("ReplicaFailure")
+    if _true(failure):
+        message = failure.get("message") or ""
+    if not message:
+        event = _newest_event(observed.events, "FailedCreate")
+        message = (event or {}).get("message") or ""
+    if not message:
+        return None
+    message = message.removeprefix("Error creating: ")
+    if "exceeded quota" in message:
+        return f"The namespace quota refused its pod: {message}"
+    return f"The cluster could not create its pod: {message}"
+
+
+# -- deciding ----------------------------------------------------------------------------------
+
+
+def _exit_facts(pod: Obj | None) -> dict[str, Any]:
+    """node, exit code and start/finish times a pod tells."""
+    if pod is None:
+        return {}
+    facts: dict[str, Any] = {}
+    node = (pod.get("spec") or {}).get("nodeName")
+    if node:
+        facts["node"] = node
+    container = app_container(pod)
+    state = container.get("state") or {}
+    terminated = last_termination(container)
+    if "exitCode" in terminated:
+        facts["exit_code"] = int(terminated["exitCode"])
+    started = parse_time((state.get("running") or {}).get("startedAt")
+                         or terminated.get("startedAt"))
+    if started:
+        facts["started_at"] = started
+    finished = parse_time((state.get("terminated") or {}).get("finishedAt"))
+    if finished:
+        facts["finished_at"] = finished
+    return facts
+
+
+def _exit_text(pod: Obj | None) -> str:
+    if pod is None:
+        return ""
+    terminated = last_termination(app_container(pod))
+    if "exitCode" not in terminated:
+        return ""
+    why = terminated.get("reason") or ("Completed" if terminated["exitCode"] == 0 else "Error")
+    return f"The container exited with code {terminated['exitCode']} ({why})."
+
+
+def _job_verdict(job: Obj, pod: Obj | None) -> Outcome | None:
+    """Succeeded or failed, as the Job's conditions say. Since Kubernetes 1.31 the Job first
+    gets SuccessCriteriaMet / FailureTarget: the outcome is decided then, and Complete /
+    Failed follow once its pods are gone, so either of each pair is the verdict."""
+    conditions = _conditions(job)
+    facts = _exit_facts(pod)
+    for kind in ("Complete", "SuccessCriteriaMet"):
+        if _true(conditions.get(kind)):
+            finished = parse_time((job.get("status") or {}).get("completionTime"))
+            if finished:
+                facts["finished_at"] = finished
+            return Outcome(State.SUCCEEDED, "Completed.", facts)
+    for kind in ("Failed", "FailureTarget"):
+        condition = conditions.get(kind)
+        if _true(condition):
+            message = condition.get("message") or condition.get("reason") or "The Job failed."
+            if condition.get("reason") == "DeadlineExceeded":
+                text = f"It reached its maximum runtime: {message}."
+            else:
+                text = " ".join(part for part in (_exit_text(pod), f"{message}.") if part)
+            return Outcome(State.FAILED, text, facts)
+    return None
+
+
+def _batch_pod_ended(job: Obj | None, pod: Obj) -> Outcome | None:
+    """A batch pod that ended before the Job recorded its verdict (the Job's condition follows
+    within moments; the pod's phase is the earlier signal)."""
+    phase = (pod.get("status") or {}).get("phase")
+    facts = _exit_facts(pod)
+    if phase == "Succeeded":
+        # one completion, one pod at a time (manifests.make_job): its success is the Job's
+        return Outcome(State.SUCCEEDED, "Completed.", facts)
+    if phase != "Failed":
+        return None
+    spec = (job or {}).get("spec") or {}
+    limit = int(spec.get("backoffLimit", 6))  # the API server's default when unset
+    failed = int(((job or {}).get("status") or {}).get("failed") or 1)
+    if job is not None and failed <= limit:
+        return Outcome(State.PENDING, f"{_exit_text(pod)} The Job retries it "
+                                      f"(attempt {failed + 1} of {limit + 1}).", facts)
+    return Outcome(State.FAILED, _exit_text(pod) or "Its pod failed.", facts)
+
+
+def _waiting(pod: Obj, container: Obj, current: str) -> Outcome | None:
+    """A container that is not running: image pull, crash loop, configuration errors."""
+    waiting = (container.get("state") or {}).get("waiting") or {}
+    reason, message = waiting.get("reason") or "", waiting.get("message") or ""
+    facts = _exit_facts(pod)
+    if reason in PULL_ERRORS or reason in CONFIG_ERRORS:
+        return Outcome(State.PENDING, f"{reason}: {message}" if message else reason, facts)
+    if reason == "CrashLoopBackOff":
+        restarts = int(container.get("restartCount") or 0)
+        exited = _exit_text(pod) or "The container exited."
+        if restarts >= CRASH_LOOP_RESTARTS:
+            return Outcome(State.FAILED, f"It keeps crashing: {exited} It was restarted "
+                                         f"{restarts} times (CrashLoopBackOff).", facts)
+        # still within the allowance: it stays where it is, saying why it is not serving
+        state = State.RUNNING if current == State.RUNNING else State.PENDING
+        return Outcome(state, f"Restarting: {exited} Restart {restarts} of "
+                              f"{CRASH_LOOP_RESTARTS} before it counts as failed.", facts)
+    return None
+
+
+def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
+    """The state the objects show, ignoring the rules about where a workload may go from
+    `current` (see `workload_outcome`). None when there is nothing to go on."""
+    if observed.empty:
+        return None
+    pod = current_pod(observed.pods)
+    address = service_address(observed.service) if observed.kind == SERVICE else ""
+
+    def outcome(state: str, reason: str, facts: dict[str, Any] | None = None) -> Outcome:
+        facts = dict(facts or {})
+        if address:
+            facts["address"] = address
+        return Outcome(state, reason, facts)
+
+    if observed.kind == BATCH and observed.job is not None:
+        verdict = _job_verdict(observed.job, pod)
+        if verdict is not None:
+            return verdict
+    if pod is None:
+        refusal = creation_refusal(observed)
+        if refusal:
+            return outcome(State.PENDING, refusal)
+        return outcome(State.PENDING, "Waiting for its pod to be created.")
+
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    container = app_container(pod)
+    facts = _exit_facts(pod)
+    node = facts.get("node", "")
+
+    if observed.kind == BATCH and phase in ("Succeeded", "Failed"):
+        ended = _batch_pod_ended(observed.job, pod)
+        if ended is not None:
+            return ended
+    waiting = _waiting(pod, container, current)
+    if waiting is not None:
+        return outcome(waiting.state, waiting.reason or "", waiting.fields)
+
+    if phase == "Running":
+        if observed.kind == BATCH:
+            return outcome(State.RUNNING, "", facts)
+        if _true(_conditions(pod).get("Ready")):
+            reason = "" if address else "Running; waiting for the load balancer to assign " \
+                                        "an external address."
+            return outcome(State.RUNNING, reason, facts)
+        # started, not answering on its port yet (readiness probe)
+        state = State.RUNNING if current == State.RUNNING else State.PENDING
+        return outcome(state, f"Started on {node}; waiting until it is ready.", facts)
+
+    if phase == "Failed":  # a service pod evicted or failed as a whole
+        message = status.get("message") or status.get("reason") or "Its pod failed."
+        return outcome(State.PENDING, f"Its pod failed ({message}); it is being replaced.",
+                       facts)
+    # Pending: not scheduled yet, or scheduled and starting
+    scheduled = _conditions(pod).get("PodScheduled")
+    if scheduled and scheduled.get("status") == "False":
+        # the scheduler's own words: "0/7 nodes are available: 3 Insufficient nvidia.com/gpu…"
+        return outcome(State.PENDING, scheduled.get("message") or
+                       "Waiting for a node with free GPUs.", facts)
+    if not node:
+        return outcome(State.PENDING, "Waiting for the scheduler.", facts)
+    return outcome(State.PENDING, f"Starting on {node}.", facts)
+
+
+def workload_outcome(current: str, observed: Observed) -> Outcome | None:
+    """What the workload should become from `current`, or None to leave it as it is."""
+    if current in Workload.FINAL_STATES:
+        return None  # never backwards out of a final state
+    if current == State.STOPPING:
+        # the stop task owns it; once everything is gone it is stopped, whoever finished
+        return Outcome(State.STOPPED, None) if observed.empty else None
+    return derive(observed, current)
