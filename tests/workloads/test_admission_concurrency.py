@@ -1,0 +1,56 @@
+"""No over-admission under concurrency: the tenant row lock serialises admission (PostgreSQL)."""
+
+import threading
+import uuid
+
+import pytest
+from django.db import connection
+
+from portal.keystone.models import User
+from portal.workloads.models import GpuType, Template, Workload
+from portal.workloads.services import AdmissionRefused, workload_launch
+from tenants.services import quota_update, tenant_ensure
+
+LAUNCHES = 50
+QUOTA = 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fifty_parallel_launches_against_a_quota_of_four_admit_exactly_four():
+    assert connection.vendor == "postgresql"
+    a100 = GpuType.objects.create(slug="a100", name="A100", node_selector={"gputype": "a100"})
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="race-lab")
+    quota_update(tenant=tenant, acting_user=None,
+                 changes={"gpus_total": 100, "gpus_by_type": {"a100": QUOTA},
+                          "max_workloads": 100, "cpu": 1000, "memory_gb": 10000})
+    user = User.objects.create(username="racer", keystone_user_id=uuid.uuid4().hex)
+    template = Template.objects.get(slug="custom")
+    request = {"name": "race", "template": template, "kind": "batch", "gpu_type": a100,
+               "gpu_count": 1, "image": "busybox:1.36", "cpu": 1, "memory": 1}
+
+    barrier = threading.Barrier(LAUNCHES)
+    admitted, refused, errors = [], [], []
+
+    def attempt(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)  # all at once
+            workload, _ = workload_launch(tenant=tenant, user=user,
+                                          request={**request, "name": f"race {i}"})
+            admitted.append(workload.pk)
+        except AdmissionRefused as exc:
+            refused.append(str(exc))
+        except Exception as exc:  # noqa: BLE001 - any other failure fails the test below
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(LAUNCHES)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors[:3]
+    assert len(admitted) == QUOTA
+    assert len(refused) == LAUNCHES - QUOTA
+    assert all("uses 4 of 4 a100 GPUs" in message for message in refused)
+    assert Workload.objects.filter(tenant=tenant).count() == QUOTA

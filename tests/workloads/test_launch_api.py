@@ -1,0 +1,264 @@
+"""Launching through the REST API: validation, admission under quota, tasks, permissions."""
+
+import time
+
+import pytest
+from django.test import Client, TestCase
+from kubernetes import client as k8s
+
+from portal.workloads.models import Workload
+from tenants.models import AuditRecord, Tenant
+from tenants.provisioning import tenant_reconcile
+from tenants.services import quota_update
+
+pytestmark = pytest.mark.django_db
+
+JUPYTER = {"name": "My notebook", "template": "jupyter", "gpu_type": "a100", "gpu_count": 1}
+
+
+@pytest.fixture
+def vision(login, gpu_types, cluster):
+    """vision-lab with the demo quota and its namespace provisioned."""
+    login("researcher")
+    tenant = Tenant.objects.get(name="vision-lab")
+    quota_update(tenant=tenant, acting_user=None,
+                 changes={"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0}})
+    tenant_reconcile(tenant_id=tenant.pk)
+    return tenant
+
+
+@pytest.fixture
+def as_user(project_token):
+    def _headers(username: str, project: str = "vision-lab") -> dict:
+        return {"HTTP_X_AUTH_TOKEN": project_token(username, project)}
+    return _headers
+
+
+def launch(headers: dict, body: dict, **extra):
+    # run what the view enqueues on commit (the test's transaction never commits)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return Client().post("/api/v1/workloads/", body, content_type="application/json",
+                             **headers, **extra)
+
+
+def post(path: str, headers: dict):
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return Client().post(path, **headers)
+
+
+def delete(path: str, headers: dict):
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return Client().delete(path, **headers)
+
+
+def test_launch_jupyter_creates_its_objects_in_the_tenant_namespace(vision, as_user, eager_celery,
+                                                                   cluster):
+    response = launch(as_user("researcher"), JUPYTER)
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["state"] == "submitted"  # accepted; the cluster work follows in a task
+    assert body["tenant"] == "vision-lab" and body["owner"] == "researcher"
+    assert body["template"] == "jupyter" and body["kind"] == "service" and body["port"] == 8888
+    workload = Workload.objects.get(pk=body["id"])
+    assert workload.state == "pending"
+    api = cluster.api_client()
+    deployment = k8s.AppsV1Api(api).read_namespaced_deployment(workload.object_name,
+                                                                vision.namespace)
+    pod = deployment.spec.template.spec
+    assert pod.node_selector == {"gputype": "a100"}
+    assert pod.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    service = k8s.CoreV1Api(api).read_namespaced_service(workload.object_name, vision.namespace)
+    assert service.spec.type == "LoadBalancer"
+    secret = k8s.CoreV1Api(api).read_namespaced_secret(workload.object_name, vision.namespace)
+    assert "JUPYTER_TOKEN" in secret.data
+    assert len(workload.access_token) >= 22  # ≥ 128 bits, URL-safe
+    assert AuditRecord.objects.filter(action="workload.launch", tenant=vision).count() == 1
+
+
+def test_a_launch_beyond_the_quota_is_403_naming_the_limit(vision, as_user):
+    headers = as_user("researcher")
+    assert launch(headers, {**JUPYTER, "gpu_count": 4}).status_code == 201
+    refused = launch(headers, {**JUPYTER, "name": "one more"})
+    assert refused.status_code == 403
+    assert refused.json() == {"code": "quota_exceeded", "fields": {},
+                              "detail": "vision-lab uses 4 of 4 a100 GPUs; 1 more would exceed "
+                                        "the quota."}
+    assert Workload.objects.filter(tenant=vision).count() == 1
+
+
+def test_the_total_and_workload_count_limits_hold(vision, as_user):
+    quota_update(tenant=vision, acting_user=None, changes={"gpus_total": 2, "max_workloads": 5})
+    headers = as_user("researcher")
+    assert launch(headers, {**JUPYTER, "gpu_count": 2}).status_code == 201
+    refused = launch(headers, {**JUPYTER, "gpu_type": "v100"})
+    assert refused.status_code == 403
+    assert "uses 2 of 2 GPUs in all" in refused.json()["detail"]
+
+
+def test_a_request_that_can_never_fit_is_refused_at_once(vision, as_user):
+    quota_update(tenant=vision, acting_user=None, changes={"gpus_by_type": {"t4": 8}})
+    response = launch(as_user("researcher"), {**JUPYTER, "gpu_type": "t4", "gpu_count": 8})
+    assert response.status_code == 400
+    assert response.json()["fields"]["gpu_count"] == [
+        "No t4 node has 8 GPUs (the largest has 4); this request can never run."]
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"image": "ubuntu; rm -rf /"}, "image"),
+    ({"image": "$(id)"}, "image"),
+    ({"image": "library/UPPER:1"}, "image"),
+    ({"template": "jupyter", "retries": 2}, "retries"),
+    ({"template": "jupyter", "command": ["bash"]}, "command"),
+    ({"template": "jupyter", "kind": "batch"}, "kind"),
+    ({"template": "custom", "kind": "batch", "image": "busybox:1.36", "port": 80}, "port"),
+    ({"template": "custom", "kind": "service", "image": "busybox:1.36"}, "port"),
+    ({"template": "custom", "kind": "batch"}, "image"),
+    ({"gpu_count": 0}, "gpu_count"),
+    ({"gpu_count": "two"}, "gpu_count"),
+    ({"gpu_type": "h100"}, "gpu_type"),
+    ({"template": "nope"}, "template"),
+    ({"name": "   "}, "name"),
+    ({"env": {"BAD NAME": "x"}}, "env"),
+    ({"env": {"JUPYTER_TOKEN": "mine"}}, "env"),
+    ({"cpu": 100000}, "cpu"),
+    ({"args": ["a\x00b"]}, "args"),
+])
+def test_bad_input_is_400_with_field_errors_and_creates_nothing(vision, as_user, body, field):
+    response = launch(as_user("researcher"), {**JUPYTER, **body})
+    assert response.status_code == 400, response.json()
+    assert field in response.json()["fields"], response.json()
+    assert not Workload.objects.exists()
+
+
+def test_disabled_template_and_gpu_type_are_refused(vision, as_user, gpu_types):
+    from portal.workloads.models import Template
+
+    Template.objects.filter(slug="digits").update(enabled=False)
+    gpu_types["v100"].enabled = False
+    gpu_types["v100"].save()
+    r1 = launch(as_user("researcher"), {**JUPYTER, "template": "digits"})
+    r2 = launch(as_user("researcher"), {**JUPYTER, "gpu_type": "v100"})
+    assert "disabled" in r1.json()["fields"]["template"][0]
+    assert "disabled" in r2.json()["fields"]["gpu_type"][0]
+
+
+def test_unicode_names_and_commands_are_kept_as_argv(vision, as_user, eager_celery, cluster):
+    body = {"name": "Modèle 日本 \"quoted\"", "template": "custom", "kind": "batch",
+            "image": "python:3.12-slim", "gpu_type": "v100", "gpu_count": 1,
+            "command": ["python", "-c", "print('héllo \"world\"; $(id)')"],
+            "env": {"KUBESIM_RUN_SECONDS": "1"}}
+    response = launch(as_user("researcher"), body)
+    assert response.status_code == 201, response.json()
+    workload = Workload.objects.get(pk=response.json()["id"])
+    assert workload.name == "Modèle 日本 \"quoted\""
+    job = k8s.BatchV1Api(cluster.api_client()).read_namespaced_job(workload.object_name,
+                                                                    vision.namespace)
+    assert job.spec.template.spec.containers[0].command == body["command"]
+
+
+def test_the_same_idempotency_key_returns_the_same_workload(vision, as_user):
+    headers = as_user("researcher")
+    first = launch(headers, JUPYTER, HTTP_IDEMPOTENCY_KEY="run-42")
+    second = launch(headers, JUPYTER, HTTP_IDEMPOTENCY_KEY="run-42")
+    assert first.status_code == 201 and second.status_code == 200
+    assert first.json()["id"] == second.json()["id"]
+    assert Workload.objects.count() == 1
+    other = launch(headers, JUPYTER, HTTP_IDEMPOTENCY_KEY="run-43")
+    assert other.status_code == 201 and other.json()["id"] != first.json()["id"]
+
+
+def test_stop_deletes_the_objects_and_keeps_the_record(vision, as_user, eager_celery, cluster):
+    headers = as_user("researcher")
+    workload_id = launch(headers, JUPYTER).json()["id"]
+    stopped = post(f"/api/v1/workloads/{workload_id}/stop/", headers)
+    assert stopped.status_code == 202
+    workload = Workload.objects.get(pk=workload_id)
+    assert workload.state == "stopped" and workload.finished_at is not None
+    with pytest.raises(k8s.ApiException) as exc:
+        k8s.AppsV1Api(cluster.api_client()).read_namespaced_deployment(workload.object_name,
+                                                                       vision.namespace)
+    assert exc.value.status == 404
+    events = Client().get(f"/api/v1/workloads/{workload_id}/events/", **headers).json()
+    assert [e["reason"] for e in events][:1] == ["Submitted"] and events[-1]["reason"] == "Stopped"
+
+
+def test_delete_hides_it_and_frees_the_quota(vision, as_user, eager_celery):
+    headers = as_user("researcher")
+    workload_id = launch(headers, {**JUPYTER, "gpu_count": 4}).json()["id"]
+    assert delete(f"/api/v1/workloads/{workload_id}/", headers).status_code == 204
+    assert Client().get(f"/api/v1/workloads/{workload_id}/", **headers).status_code == 404
+    assert launch(headers, {**JUPYTER, "gpu_count": 4}).status_code == 201
+
+
+def test_roles_reader_member_manager(vision, as_user):
+    researcher, lead, viewer = as_user("researcher"), as_user("lead"), as_user("viewer")
+    refused = launch(viewer, JUPYTER)
+    assert refused.status_code == 403
+    workload_id = launch(researcher, JUPYTER).json()["id"]
+    # everyone in the project sees it
+    assert Client().get(f"/api/v1/workloads/{workload_id}/", **viewer).status_code == 200
+    assert Client().post(f"/api/v1/workloads/{workload_id}/stop/", **viewer).status_code == 403
+    # a manager may stop a member's workload
+    assert Client().post(f"/api/v1/workloads/{workload_id}/stop/", **lead).status_code == 202
+
+
+def test_another_tenant_is_404(vision, as_user):
+    workload_id = launch(as_user("researcher"), JUPYTER).json()["id"]
+    student = as_user("student", "nlp-lab")
+    for method, path in (("get", ""), ("post", "stop/"), ("delete", ""), ("get", "events/"),
+                         ("get", "logs/")):
+        response = getattr(Client(), method)(f"/api/v1/workloads/{workload_id}/{path}", **student)
+        assert response.status_code == 404, (method, path)
+
+
+def test_the_same_user_in_another_project_token_cannot_see_it(vision, as_user):
+    workload_id = launch(as_user("researcher"), JUPYTER).json()["id"]
+    nlp = as_user("researcher", "nlp-lab")
+    assert Client().get(f"/api/v1/workloads/{workload_id}/", **nlp).status_code == 404
+
+
+def test_list_filters(vision, as_user):
+    headers = as_user("researcher")
+    launch(headers, JUPYTER)
+    launch(headers, {**JUPYTER, "name": "tb", "template": "tensorboard", "gpu_type": "v100"})
+    body = Client().get("/api/v1/workloads/?gpu_type=v100", **headers).json()
+    assert body["count"] == 1 and body["results"][0]["template"] == "tensorboard"
+    assert Client().get("/api/v1/workloads/?state=submitted&template=jupyter",
+                        **headers).json()["count"] == 1
+    assert Client().get("/api/v1/workloads/?owner=lead", **headers).json()["count"] == 0
+
+
+def test_gpu_types_report_capacity_and_free(vision, as_user):
+    headers = as_user("researcher")
+    launch(headers, {**JUPYTER, "gpu_count": 2})
+    rows = {r["slug"]: r for r in Client().get("/api/v1/gpu-types/", **headers).json()}
+    assert rows["a100"]["capacity"] == 16 and rows["a100"]["free"] == 14
+    assert rows["t4"]["largest_node"] == 4
+    templates = [t["slug"] for t in Client().get("/api/v1/templates/", **headers).json()]
+    assert templates == ["jupyter", "digits", "tensorboard", "custom"]
+
+
+def test_deleting_the_tenant_stops_its_workloads(vision, as_user, eager_celery):
+    from tenants.services import tenant_mark_deleting
+
+    workload_id = launch(as_user("researcher"), JUPYTER).json()["id"]
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        tenant_mark_deleting(tenant=vision, acting_user=None, reason="project gone")
+    workload = Workload.objects.get(pk=workload_id)
+    assert workload.state == "stopped"
+    assert "tenant is being deleted" in workload.reason
+    refused = launch(as_user("researcher"), JUPYTER)
+    assert refused.status_code == 403 and "being deleted" in refused.json()["detail"]
+
+
+def test_logs_come_from_the_pod(vision, as_user, eager_celery, cluster):
+    headers = as_user("researcher")
+    workload_id = launch(headers, JUPYTER).json()["id"]
+    deadline = time.monotonic() + 20
+    lines = []
+    while time.monotonic() < deadline and not lines:
+        lines = Client().get(f"/api/v1/workloads/{workload_id}/logs/?tail=5", **headers).json()["lines"]
+        time.sleep(0.3)
+    assert 0 < len(lines) <= 5
+    bad = Client().get(f"/api/v1/workloads/{workload_id}/logs/?tail=abc", **headers)
+    assert bad.status_code == 400
