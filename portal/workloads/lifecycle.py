@@ -218,7 +218,7 @@ def _job_verdict(job: Obj, pod: Obj | None) -> Outcome | None:
     return None
 
 
-def _batch_pod_ended(job: Obj | None, pod: Obj) -> Outcome | None:
+def _batch_pod_ended(observed: Observed, pod: Obj, current: str) -> Outcome | None:
     """A batch pod that ended before the Job recorded its verdict (the Job's condition follows
     within moments; the pod's phase is the earlier signal)."""
     phase = (pod.get("status") or {}).get("phase")
@@ -228,13 +228,19 @@ def _batch_pod_ended(job: Obj | None, pod: Obj) -> Outcome | None:
         return Outcome(State.SUCCEEDED, "Completed.", facts)
     if phase != "Failed":
         return None
-    spec = (job or {}).get("spec") or {}
-    limit = int(spec.get("backoffLimit", 6))  # the API server's default when unset
-    failed = int(((job or {}).get("status") or {}).get("failed") or 1)
-    if job is not None and failed <= limit:
+    job = observed.job
+    if job is None:
+        return Outcome(State.FAILED, _exit_text(pod) or "Its pod failed.", facts)
+    limit = int((job.get("spec") or {}).get("backoffLimit", 6))  # the API's default if unset
+    # the Job controller may not have counted this pod yet
+    failed = max(int((job.get("status") or {}).get("failed") or 0),
+                 sum(1 for p in observed.pods if (p.get("status") or {}).get("phase") == "Failed"))
+    if failed <= limit:
         return Outcome(State.PENDING, f"{_exit_text(pod)} The Job retries it "
                                       f"(attempt {failed + 1} of {limit + 1}).", facts)
-    return Outcome(State.FAILED, _exit_text(pod) or "Its pod failed.", facts)
+    # out of retries: the Job's Failed condition, with its own message, is a moment away
+    state = State.RUNNING if current == State.RUNNING else State.PENDING
+    return Outcome(state, f"{_exit_text(pod)} Waiting for the Job's verdict.", facts)
 
 
 def _waiting(pod: Obj, container: Obj, current: str) -> Outcome | None:
@@ -288,7 +294,7 @@ def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
     node = facts.get("node", "")
 
     if observed.kind == BATCH and phase in ("Succeeded", "Failed"):
-        ended = _batch_pod_ended(observed.job, pod)
+        ended = _batch_pod_ended(observed, pod, current)
         if ended is not None:
             return ended
     waiting = _waiting(pod, container, current)

@@ -1,0 +1,304 @@
+"""Lifecycle tracking against kubesim over HTTP with the official client: list + watch, states
+and reasons, events, 410 relists, orphans, vanished workloads, and a request count per cycle
+that does not grow with the number of workloads."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from django.utils import timezone
+
+from portal.keystone.models import User
+from portal.kube.client import Kube
+from portal.workloads.manifests import WorkloadSpec, workload_objects
+from portal.workloads.models import Template, TrackerCursor, Workload, WorkloadEvent
+from portal.workloads.naming import workload_object_name
+from portal.workloads.objects import workload_objects_create
+from portal.workloads.tracking import VANISHED, Tracker
+from tenants.provisioning import tenant_reconcile
+from tenants.services import quota_update, tenant_ensure
+from tests.fixtures.kubesim import DEMO_INVENTORY
+
+pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
+
+S = Workload.State
+UNFIT_8_T4 = (
+    "0/7 nodes are available: 1 Insufficient nvidia.com/gpu, 6 node(s) didn't match Pod's node "
+    "affinity/selector. preemption: 0/7 nodes are available: 1 No preemption victims found for "
+    "incoming pod, 6 Preemption is not helpful for scheduling.")
+
+
+def make_tenant(*, gpus: int = 16, per_type: int = 8):
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Vision Lab")
+    quota_update(tenant=tenant, acting_user=None, changes={
+        "gpus_total": gpus, "max_workloads": 40,
+        "gpus_by_type": {"a100": per_type, "v100": per_type, "t4": per_type}})
+    tenant_reconcile(tenant_id=tenant.pk)
+    tenant.refresh_from_db()
+    return tenant
+
+
+@pytest.fixture
+def tenants(gpu_types, cluster):
+    """Tenants made by the test; their namespaces (and so their pods and GPUs) go afterwards."""
+    made = []
+
+    def make(**kwargs):
+        made.append(make_tenant(**kwargs))
+        return made[-1]
+
+    yield make
+    kube = Kube()
+    for tenant in made:
+        kube.delete("Namespace", tenant.namespace)
+
+
+@pytest.fixture
+def owner(db):
+    return User.objects.create(username=f"researcher-{uuid.uuid4().hex[:8]}")
+
+
+def launch(tenant, owner, gpu_types, *, name: str = "job", template: str = "custom",
+           kind: str = "batch", gpu: str = "a100", count: int = 1,
+           image: str = "busybox:1.36", env: dict | None = None, create: bool = True,
+           **extra) -> Workload:
+    tpl = Template.objects.get(slug=template)
+    workload = Workload.objects.create(
+        tenant=tenant, owner=owner, name=name, template=tpl, kind=kind,
+        gpu_type=gpu_types[gpu], gpu_count=count, image=image if template == "custom" else tpl.image,
+        env=env or {}, port=tpl.port, cpu=1, memory_gb=1, state=S.CREATING,
+        access_token="t" * 43 if tpl.token_env else "", **extra)
+    workload.object_name = workload_object_name(workload.pk, name)
+    workload.save(update_fields=["object_name"])
+    if create:
+        workload_objects_create(workload)
+        Workload.objects.filter(pk=workload.pk).update(state=S.PENDING)
+    return workload
+
+
+def track_until(tracker: Tracker, done: Callable[[], bool], *, timeout: float = 20.0,
+                step: float = 1.5) -> None:
+    """Run short tracking cycles until `done()`; bounded."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "tracking did not get there in time"
+        tracker.cycle(step)
+
+
+def state_of(workload: Workload) -> Workload:
+    workload.refresh_from_db()
+    return workload
+
+
+def counting_kube(server) -> tuple[Kube, list[tuple[str, str]]]:
+    """A Kube whose every HTTP request to the API server is recorded (method, path)."""
+    api = server.api_client()
+    calls: list[tuple[str, str]] = []
+    original = api.rest_client.request
+
+    def request(method, url, *args, **kwargs):
+        calls.append((method, url.split("?")[0].split("//", 1)[-1].split("/", 1)[-1]))
+        return original(method, url, *args, **kwargs)
+
+    api.rest_client.request = request
+    return Kube(api), calls
+
+
+def test_states_reasons_and_events_end_to_end(tenants, owner, gpu_types):
+    """One tracker follows several workloads at once: the scheduler's message, an image pull
+    error, a service with node and address, a batch job that succeeds and one that fails."""
+    tenant = tenants()
+    unfit = launch(tenant, owner, gpu_types, name="too big", gpu="t4", count=8)
+    bad_image = launch(tenant, owner, gpu_types, name="bad image", image="nonexistent/x:nope")
+    notebook = launch(tenant, owner, gpu_types, name="notebook", template="jupyter",
+                      kind="service", max_runtime_minutes=60)
+    ok = launch(tenant, owner, gpu_types, name="ok", gpu="v100",
+                env={"KUBESIM_RUN_SECONDS": "1"})
+    bad = launch(tenant, owner, gpu_types, name="bad", gpu="v100",
+                 env={"KUBESIM_RUN_SECONDS": "1", "KUBESIM_EXIT_CODE": "3"})
+    tracker = Tracker()
+
+    def settled() -> bool:
+        return (state_of(unfit).reason == UNFIT_8_T4
+                and state_of(bad_image).reason.startswith(("ErrImagePull", "ImagePullBackOff"))
+                and state_of(notebook).state == S.RUNNING and bool(notebook.address)
+                and state_of(ok).state == S.SUCCEEDED and state_of(bad).state == S.FAILED)
+
+    track_until(tracker, settled, timeout=30)
+
+    assert unfit.state == S.PENDING
+    assert bad_image.state == S.PENDING and "nonexistent/x:nope" in bad_image.reason
+    assert notebook.node.startswith("gpu-a100-") and notebook.reason == ""
+    assert notebook.url == f"http://{notebook.address}:8888/lab?token={notebook.access_token}"
+    assert notebook.started_at is not None
+    assert notebook.expires_at == notebook.started_at + dt.timedelta(minutes=60)
+    assert ok.exit_code == 0 and ok.reason == "Completed." and ok.finished_at is not None
+    assert ok.node.startswith("gpu-v100-")
+    assert bad.exit_code == 3
+    assert bad.reason == ("The container exited with code 3 (Error). "
+                          "Job has reached the specified backoff limit.")
+    # Kubernetes events became workload events, with the scheduler's and the kubelet's words
+    assert WorkloadEvent.objects.filter(workload=unfit, reason="FailedScheduling",
+                                        message=UNFIT_8_T4, source="default-scheduler").exists()
+    assert WorkloadEvent.objects.filter(workload=bad_image, reason="Failed").exists()
+    assert WorkloadEvent.objects.filter(workload=ok, reason="Completed").exists()
+    assert WorkloadEvent.objects.filter(workload=notebook, reason="Running",
+                                        source="tracker").exists()
+    # the cursors hold where the watches left off
+    assert set(TrackerCursor.objects.values_list("resource", flat=True)) == {
+        "pods", "jobs", "deployments", "services", "events"}
+
+    # events are recorded once, whatever relists happen: a fresh tracker (new process) and
+    # this one forced to relist see the same events again
+    before = WorkloadEvent.objects.filter(uid__isnull=False).count()
+    Tracker().cycle(0.5)
+    tracker.relist_seconds = 0
+    tracker.cycle(0.5)
+    assert WorkloadEvent.objects.filter(uid__isnull=False).count() == before
+    # and a final state is never left, whatever the objects say on a relist
+    assert state_of(ok).state == S.SUCCEEDED and state_of(bad).state == S.FAILED
+
+
+def test_quota_refusals_name_the_quota(tenants, owner, gpu_types):
+    # Kubernetes' ResourceQuota allows 1 GPU; these ask for 2 (the portal's own admission is
+    # bypassed here, as when an admin lowers a quota under running work)
+    tenant = tenants(gpus=1, per_type=1)
+    job = launch(tenant, owner, gpu_types, name="job", count=2)
+    service = launch(tenant, owner, gpu_types, name="nb", template="jupyter", kind="service",
+                     count=2)
+    tracker = Tracker()
+    track_until(tracker, lambda: "exceeded quota" in state_of(job).reason
+                and "exceeded quota" in state_of(service).reason)
+    for workload in (job, service):
+        assert workload.state == S.PENDING
+        assert workload.reason.startswith("The namespace quota refused its pod: pods ")
+        assert "exceeded quota: gpu-portal-quota, requested: requests.nvidia.com/gpu=2" \
+            in workload.reason
+        assert WorkloadEvent.objects.filter(workload=workload, reason="FailedCreate").exists()
+
+
+def test_orphans_are_deleted(tenants, owner, gpu_types):
+    tenant = tenants()
+    kube = Kube()
+    # objects labelled with an id the database does not know
+    spec = WorkloadSpec(workload_id=987654321, name="wl-987654321-ghost",
+                        namespace=tenant.namespace, project_id=tenant.keystone_project_id,
+                        owner="ghost", owner_id="ghost", template="custom", kind="batch",
+                        image="busybox:1.36", gpu_count=0)
+    for obj in workload_objects(spec):
+        kube.create(obj)
+    # objects of a workload that is stopped (the stop task died before deleting them)
+    stopped = launch(tenant, owner, gpu_types, name="stopped", template="jupyter",
+                     kind="service", count=0)
+    Workload.objects.filter(pk=stopped.pk).update(state=S.STOPPED)
+    # and a live workload, which must be left alone
+    live = launch(tenant, owner, gpu_types, name="live", count=0)
+
+    tracker = Tracker()
+    tracker.cycle(1.0)
+    assert tracker.stats.orphans == 3  # the Job, and the Deployment and Service
+    gone = [("Job", spec.name), ("Deployment", stopped.object_name),
+            ("Service", stopped.object_name), ("Secret", stopped.object_name)]
+    for kind, name in gone:
+        obj = kube.get(kind, name, tenant.namespace)
+        assert obj is None or obj["metadata"].get("deletionTimestamp"), (kind, name)
+    assert kube.get("Job", live.object_name, tenant.namespace) is not None
+    assert state_of(stopped).state == S.STOPPED
+
+
+def test_vanished_workloads_fail_but_new_ones_do_not(tenants, owner, gpu_types):
+    tenant = tenants()
+    long = launch(tenant, owner, gpu_types, name="long", env={"KUBESIM_RUN_SECONDS": "600"})
+    tracker = Tracker()
+    track_until(tracker, lambda: state_of(long).state == S.RUNNING)
+
+    # deleted behind the portal's back while watched: the DELETED event fails it
+    Kube().delete("Job", long.object_name, tenant.namespace)
+    track_until(tracker, lambda: state_of(long).state == S.FAILED)
+    assert long.reason == VANISHED
+
+    # found on a relist: pending since before the list, no objects
+    lost = launch(tenant, owner, gpu_types, name="lost", create=False)
+    Workload.objects.filter(pk=lost.pk).update(
+        state=S.PENDING, updated_at=timezone.now() - dt.timedelta(minutes=2))
+    # just marked pending, its objects not in the list yet (the create task's race): kept
+    fresh = launch(tenant, owner, gpu_types, name="fresh", create=False)
+    Workload.objects.filter(pk=fresh.pk).update(state=S.PENDING, updated_at=timezone.now())
+    Tracker().cycle(0.5)
+    assert state_of(lost).state == S.FAILED and lost.reason == VANISHED
+    assert state_of(fresh).state == S.PENDING
+
+
+def test_a_stopping_workload_whose_objects_are_gone_is_stopped(tenants, owner, gpu_types):
+    tenant = tenants()
+    workload = launch(tenant, owner, gpu_types, name="stop me", create=False)
+    Workload.objects.filter(pk=workload.pk).update(state=S.STOPPING, reason="stopped by lead")
+    tracker = Tracker()
+    # stopping with no objects: the tracker has no objects to derive from, so it leaves it
+    tracker.cycle(0.5)
+    assert state_of(workload).state == S.STOPPING
+    # with objects that then go, the DELETED events finish the stop
+    Workload.objects.filter(pk=workload.pk).update(state=S.CREATING)
+    workload_objects_create(workload)
+    Workload.objects.filter(pk=workload.pk).update(state=S.STOPPING)
+    tracker.cycle(0.5)
+    Kube().delete("Job", workload.object_name, tenant.namespace)
+    track_until(tracker, lambda: state_of(workload).state == S.STOPPED)
+    assert workload.reason == "stopped by lead"
+
+
+def test_relist_after_410(kubesim_factory, settings, gpu_types, owner):
+    """Watches that fell out of the server's history (410 Expired) relist and carry on."""
+    small = kubesim_factory(inventory=DEMO_INVENTORY, extra_args=["--history-size", "20"])
+    settings.KUBECONFIG = small.kubeconfig
+    try:
+        tenant = make_tenant()
+        kube, calls = counting_kube(small)
+        tracker = Tracker(kube)
+        tracker.cycle(0.2)  # a list: the view and the cursors are at the list's version
+        listed = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
+        # meanwhile far more than 20 changes happen: a batch job starts, secrets churn
+        workload = launch(tenant, owner, gpu_types, name="after",
+                          env={"KUBESIM_RUN_SECONDS": "1"})
+        for i in range(30):
+            kube.create({"apiVersion": "v1", "kind": "Secret",
+                         "metadata": {"name": f"churn-{i}", "namespace": tenant.namespace}})
+        calls.clear()
+        stats = tracker.cycle(1.5)
+        # every kind resumed from its stored version, got 410, relisted, watched again
+        assert (stats.expired, stats.lists, stats.watches) == (5, 5, 10)
+        assert stats.requests == len(calls) == 15
+        track_until(tracker, lambda: state_of(workload).state == S.SUCCEEDED)
+        now = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
+        assert int(now["pods"]) > int(listed["pods"])
+    finally:
+        small.stop()
+
+
+def test_requests_per_cycle_do_not_grow_with_workloads(tenants, owner, gpu_types, cluster):
+    tenant = tenants()
+    launch(tenant, owner, gpu_types, name="w0", gpu="t4", count=0)
+
+    def one_cycle() -> tuple[int, list]:
+        kube, calls = counting_kube(cluster)
+        tracker = Tracker(kube)  # a fresh view: a relist, then watches
+        stats = tracker.cycle(2.0)
+        assert stats.requests == len(calls)
+        relist_and_watch = len(calls)
+        calls.clear()
+        tracker.cycle(1.5)  # resume from the stored versions: watches only
+        return relist_and_watch, list(calls)
+
+    with_one, resumed_one = one_cycle()
+    for i in range(1, 30):
+        launch(tenant, owner, gpu_types, name=f"w{i}", gpu="t4", count=0)
+    with_thirty, resumed_thirty = one_cycle()
+    assert with_one == with_thirty == 10  # 5 lists + 5 watches
+    assert len(resumed_one) == len(resumed_thirty) == 5
+    assert {path for _, path in resumed_thirty} == {
+        "api/v1/pods", "apis/batch/v1/jobs", "apis/apps/v1/deployments", "api/v1/services",
+        "api/v1/events"}
