@@ -228,6 +228,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Launch and manage GPU workloads on the shared Kubernetes cluster.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # the schema is public: scripts and the CLI discover the API before they have a token
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
 }
 
 # --- static files -------------------------------------------------------------------------

@@ -186,3 +186,28 @@ class WorkloadEventSerializer(serializers.ModelSerializer):
         model = WorkloadEvent
         fields = ["at", "type", "reason", "message", "source", "count"]
         read_only_fields = fields
+
+
+class GpuTypeSerializer(serializers.Serializer):
+    """A GPU type with the cluster's live capacity (null when the cluster is unreachable)."""
+
+    slug = serializers.SlugField()
+    name = serializers.CharField()
+    resource_name = serializers.CharField()
+    node_selector = serializers.DictField(child=serializers.CharField())
+    memory_gb = serializers.IntegerField()
+    capacity = serializers.IntegerField(allow_null=True)
+    free = serializers.IntegerField(allow_null=True)
+    largest_node = serializers.IntegerField(allow_null=True)
+    nodes = serializers.IntegerField(allow_null=True)
+
+
+class TemplateSerializer(serializers.ModelSerializer):
+    cpu = serializers.IntegerField(source="default_cpu")
+    memory = serializers.IntegerField(source="default_memory_gb")
+
+    class Meta:
+        model = Template
+        fields = ["slug", "name", "description", "kind", "custom", "image", "port", "cpu",
+                  "memory"]
+        read_only_fields = fields

@@ -15,7 +15,13 @@ from ..logs import workload_logs
 from ..models import GpuType, Template, Workload
 from ..selectors import cluster_gpu_capacity, workload_may_change, workloads_visible
 from ..services import AdmissionRefused, workload_delete, workload_launch, workload_stop
-from .serializers import LaunchSerializer, WorkloadEventSerializer, WorkloadSerializer
+from .serializers import (
+    GpuTypeSerializer,
+    LaunchSerializer,
+    TemplateSerializer,
+    WorkloadEventSerializer,
+    WorkloadSerializer,
+)
 
 
 class QuotaExceeded(exceptions.PermissionDenied):
@@ -28,8 +34,12 @@ class ClusterUnavailable(exceptions.APIException):
     default_detail = "The cluster is unreachable right now."
 
 
-class GpuTypeViewSet(viewsets.ViewSet):
+class GpuTypeViewSet(viewsets.GenericViewSet):
     """The GPU type catalogue with live capacity and free GPUs per type."""
+
+    serializer_class = GpuTypeSerializer
+    pagination_class = None
+    queryset = GpuType.objects.none()
 
     def list(self, request):
         types = list(GpuType.objects.filter(enabled=True))
@@ -51,16 +61,15 @@ class GpuTypeViewSet(viewsets.ViewSet):
                 "largest_node": cap.largest_node if cap else None,
                 "nodes": cap.nodes if cap else None,
             })
-        return Response(rows)
+        return Response(GpuTypeSerializer(rows, many=True).data)
 
 
-class TemplateViewSet(viewsets.ViewSet):
-    def list(self, request):
-        return Response([{
-            "slug": t.slug, "name": t.name, "description": t.description, "kind": t.kind,
-            "custom": t.custom, "image": t.image, "port": t.port, "cpu": t.default_cpu,
-            "memory": t.default_memory_gb,
-        } for t in Template.objects.filter(enabled=True)])
+class TemplateViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """The templates researchers launch from."""
+
+    serializer_class = TemplateSerializer
+    pagination_class = None
+    queryset = Template.objects.filter(enabled=True)
 
 
 class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -69,7 +78,11 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     filter_backends = [DjangoFilterBackend]
     filterset_class = WorkloadFilterSet
 
+    queryset = Workload.objects.none()  # the real one comes from get_queryset
+
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Workload.objects.none()
         return workloads_visible(self.request.identity)
 
     def _tenant(self) -> Tenant:
