@@ -110,9 +110,11 @@ def workloads_enforce_runtime() -> int:
 
 
 # The tracker watches for most of its period, so that state lag stays at the watch's, not the
-# beat's; the rest of the period leaves room for the next cycle to take the lock on time.
+# beat's: a cycle watches period - 1 s, and the next one waits up to 2 s for its lock, so the
+# gap between two cycles' watches is about a second (changes in it arrive when the next
+# cycle's watches resume from the stored resourceVersion).
 TRACK_PERIOD_SECONDS = 15.0
-TRACK_SLACK_SECONDS = 2.0
+TRACK_SLACK_SECONDS = 1.0
 
 
 @shared_task(ignore_result=True, soft_time_limit=3 * TRACK_PERIOD_SECONDS,
@@ -124,5 +126,6 @@ def workloads_track() -> dict | None:
     from .tracking import tracking_cycle
 
     period = float(getattr(settings, "PORTAL_TRACKER_PERIOD_SECONDS", TRACK_PERIOD_SECONDS))
-    stats = tracking_cycle(duration=max(1.0, period - TRACK_SLACK_SECONDS))
+    stats = tracking_cycle(duration=max(1.0, period - TRACK_SLACK_SECONDS),
+                           wait=2 * TRACK_SLACK_SECONDS)
     return stats.as_dict() if stats is not None else None

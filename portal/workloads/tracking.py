@@ -259,15 +259,18 @@ class Tracker:
         running: dict[str, threading.Thread] = {}
         failure: KubeError | None = None
 
-        def start(kind: str) -> None:
+        def start(kind: str, least: float = 0.5) -> None:
+            # the server's timeoutSeconds is whole seconds: round, so a watch ends within half
+            # a second of the deadline
             remaining = deadline - time.monotonic()
-            if remaining < 1.0:
+            if remaining < least:
                 return
             self.stats.requests += 1
             self.stats.watches += 1
             thread = threading.Thread(target=self._watch_one, daemon=True,
                                       name=f"watch-{WATCHED[kind]}",
-                                      args=(kind, self.versions[kind], int(remaining), inbox))
+                                      args=(kind, self.versions[kind], max(1, round(remaining)),
+                                            inbox))
             running[kind] = thread
             thread.start()
 
@@ -324,9 +327,9 @@ class Tracker:
                     start(kind)
                 elif error is not None:
                     failure = failure or error  # type: ignore[assignment]
-                elif restarts[kind] < WATCH_RESTARTS and deadline - time.monotonic() >= 1.0:
+                elif restarts[kind] < WATCH_RESTARTS:
                     restarts[kind] += 1  # the server ended it early: carry on
-                    start(kind)
+                    start(kind, least=1.0)
         if failure is not None:
             raise failure
 
@@ -555,14 +558,20 @@ def tracker() -> Tracker:
     return _trackers[key]
 
 
-def tracking_cycle(*, duration: float, instance: Tracker | None = None) -> CycleStats | None:
-    """One cycle under the cluster-wide lock; None when another tracker holds it. Never raises
-    for the cluster or the cache being away: logs, and the next cycle resumes or relists."""
+def tracking_cycle(*, duration: float, wait: float = 0.0,
+                   instance: Tracker | None = None) -> CycleStats | None:
+    """One cycle under the cluster-wide lock; None when another tracker holds it for longer
+    than `wait` seconds (a periodic cycle waits a moment for the previous one to finish, so
+    that the watches stay nearly continuous). Never raises for the cluster or the cache being
+    away: logs, and the next cycle resumes or relists."""
     token = uuid.uuid4().hex
+    give_up = time.monotonic() + wait
     try:
         # a crashed holder's lock expires on its own, shortly after its cycle would have ended
-        if not cache.add(LOCK_KEY, token, timeout=int(duration) + 60):
-            return None
+        while not cache.add(LOCK_KEY, token, timeout=int(duration) + 60):
+            if time.monotonic() >= give_up:
+                return None
+            time.sleep(0.2)
     except Exception:  # noqa: BLE001 - the cache (Redis) is away: no lock, no cycle
         log.exception("tracker lock unavailable; skipping this cycle")
         return None

@@ -8,6 +8,7 @@ import datetime as dt
 import time
 import uuid
 from collections.abc import Callable
+from io import StringIO
 
 import pytest
 from django.utils import timezone
@@ -302,3 +303,38 @@ def test_requests_per_cycle_do_not_grow_with_workloads(tenants, owner, gpu_types
     assert {path for _, path in resumed_thirty} == {
         "api/v1/pods", "apis/batch/v1/jobs", "apis/apps/v1/deployments", "api/v1/services",
         "api/v1/events"}
+
+
+def test_the_command_and_the_task_run_a_cycle_under_the_lock(tenants, owner, gpu_types,
+                                                             settings):
+    from django.core.cache import cache
+    from django.core.management import call_command
+
+    from portal.workloads.tasks import workloads_track
+    from portal.workloads.tracking import LOCK_KEY, tracking_cycle
+
+    tenant = tenants()
+    workload = launch(tenant, owner, gpu_types, name="cmd", gpu="t4", count=8)
+    out = StringIO()
+    call_command("track_workloads", "--once", "--duration", "1", stdout=out)
+    assert "lists=" in out.getvalue()
+    assert state_of(workload).reason == UNFIT_8_T4
+    assert cache.get(LOCK_KEY) is None  # released
+    settings.PORTAL_TRACKER_PERIOD_SECONDS = 2.0
+    assert workloads_track.apply().get()["watches"] == 5
+    # another tracker holds the lock: this one does nothing (and waits no longer than asked)
+    cache.add(LOCK_KEY, "someone-else", timeout=30)
+    try:
+        assert tracking_cycle(duration=1, wait=0.3) is None
+    finally:
+        cache.delete(LOCK_KEY)
+
+
+def test_a_cluster_outage_is_logged_not_raised(kubesim_factory, settings, db):
+    from portal.workloads.tracking import tracking_cycle
+
+    gone = kubesim_factory()
+    settings.KUBECONFIG = gone.kubeconfig
+    gone.stop()
+    stats = tracking_cycle(duration=1, instance=Tracker())
+    assert stats is not None and stats.errors == 1 and stats.lists == 0
