@@ -10,6 +10,7 @@ urlpatterns = [
     path("switch-project/", keystone_views.switch_project_view, name="switch-project"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("", include("portal.workloads.urls")),
     path("admin/", include("tenants.urls")),
     path("api/", include("api.urls")),
 ]

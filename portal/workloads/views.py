@@ -1,0 +1,433 @@
+"""The researcher's workload pages: launch, the project's list, one workload.
+
+Server-rendered and usable without JavaScript; htmx adds the live parts (the launch page's fit
+check and template fields, the list's and the workload page's status polling). Every workload
+query starts from `workloads_visible`, so another tenant's workload is a 404.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import secrets
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import QuerySet, Sum
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from portal.kube.client import KubeError
+from tenants.models import Quota, Tenant
+
+from .api.serializers import LaunchSerializer
+from .filtersets import WorkloadFilterSet
+from .forms import FIELD_LABELS, flat_errors, launch_request
+from .logs import workload_logs
+from .models import GpuType, Template, Workload
+from .selectors import cluster_gpu_capacity, workload_may_change, workloads_visible
+from .services import AdmissionRefused, workload_delete, workload_launch, workload_stop
+
+log = logging.getLogger(__name__)
+
+CLUSTER_UNREACHABLE = "The cluster is unreachable right now"
+POLL_SECONDS = 3
+LOG_TAIL = 100
+EVENTS_SHOWN = 50
+PAGE_SIZE = 50
+
+
+def project_page(view):
+    """Signed in, with a current project (otherwise the 'no project yet' page)."""
+
+    @login_required
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        identity = getattr(request, "identity", None)
+        if identity is None or identity.project is None:
+            return render(request, "portal/no_projects.html")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _require_launch(request: HttpRequest) -> None:
+    role = request.identity.role
+    if role is None or not role.can_launch:
+        raise PermissionDenied("Your role in this project cannot launch workloads.")
+
+
+def _current_tenant(request: HttpRequest) -> Tenant:
+    return get_object_or_404(Tenant.objects.select_related("quota"),
+                             keystone_project_id=request.identity.project.id)
+
+
+def _project_workloads(request: HttpRequest) -> QuerySet[Workload]:
+    """The current project's workloads (admins too see only the current project's here)."""
+    return workloads_visible(request.identity).filter(
+        tenant__keystone_project_id=request.identity.project.id)
+
+
+# --- GPUs: free in the cluster, left in the quota -----------------------------------------
+
+@dataclasses.dataclass
+class GpuAvailability:
+    """One GPU type as the launch page and the dashboard show it."""
+
+    gpu_type: GpuType
+    quota_limit: int  # the tenant's quota for this type
+    quota_used: int  # GPUs of this type the tenant's active workloads hold
+    total_limit: int  # the tenant's quota of GPUs in all
+    total_used: int
+    allocatable: int | None = None  # None: the cluster was not asked or did not answer
+    free: int | None = None
+    largest_node: int | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.allocatable is not None
+
+    @property
+    def may_use(self) -> int:
+        """How many more GPUs of this type the quota admits (per type and in all)."""
+        return max(min(self.quota_limit - self.quota_used, self.total_limit - self.total_used), 0)
+
+
+def _gpus_by_type(workloads: QuerySet[Workload]) -> dict[str, int]:
+    return dict(workloads.order_by().values_list("gpu_type__slug").annotate(n=Sum("gpu_count")))
+
+
+def gpu_availability(tenant: Tenant, quota: Quota, *, ask_cluster: bool = True
+                     ) -> tuple[list[GpuAvailability], str | None]:
+    """Per enabled GPU type: the tenant's quota use and (asking the cluster) free GPUs.
+
+    Free = allocatable − GPUs of every tenant's active workloads, as `GET gpu-types/` counts.
+    Quota use counts what admission counts: the tenant's active, not deleted workloads.
+    Returns (rows, a banner message when the cluster did not answer)."""
+    capacity, cluster_error = None, None
+    if ask_cluster:
+        try:
+            capacity = cluster_gpu_capacity()
+        except KubeError as exc:
+            log.warning("cluster unreachable for the GPU availability: %s", exc)
+            cluster_error = f"{CLUSTER_UNREACHABLE}: free GPUs are not known. You can still " \
+                            "launch; the workload starts when the cluster answers."
+    active = Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
+    held = _gpus_by_type(active) if capacity is not None else {}
+    tenant_held = _gpus_by_type(active.filter(tenant=tenant, deleted_at__isnull=True))
+    limits = quota.gpus_by_type()
+    rows = []
+    for gpu_type in GpuType.objects.filter(enabled=True):
+        row = GpuAvailability(gpu_type=gpu_type, quota_limit=limits.get(gpu_type.slug, 0),
+                              quota_used=tenant_held.get(gpu_type.slug, 0),
+                              total_limit=quota.gpus_total,
+                              total_used=sum(tenant_held.values()))
+        cap = capacity.get(gpu_type.slug) if capacity is not None else None
+        if cap is not None:
+            row.allocatable = cap.allocatable
+            row.largest_node = cap.largest_node
+            row.free = max(cap.allocatable - held.get(gpu_type.slug, 0), 0)
+        rows.append(row)
+    return rows, cluster_error
+
+
+def fit_notes(row: GpuAvailability, count: int, tenant: Tenant) -> list[tuple[str, str]]:
+    """What to tell before submitting: (level, message), level error | warning | info."""
+    slug = row.gpu_type.slug
+    notes: list[tuple[str, str]] = []
+    never = False
+    if row.known and row.largest_node == 0:
+        never = True
+        notes.append(("error", f"No node of the cluster offers {slug} GPUs; this request can "
+                               "never run."))
+    elif row.known and count > row.largest_node:
+        never = True
+        notes.append(("error", f"No {slug} node has {count} GPUs (the largest has "
+                               f"{row.largest_node}); this request can never run."))
+    if row.quota_used + count > row.quota_limit:
+        notes.append(("warning", f"Beyond the quota: {tenant.name} uses {row.quota_used} of "
+                                 f"{row.quota_limit} {slug} GPUs; {count} more would exceed it."))
+    elif row.total_used + count > row.total_limit:
+        notes.append(("warning", f"Beyond the quota: {tenant.name} uses {row.total_used} of "
+                                 f"{row.total_limit} GPUs in all; {count} more would exceed it."))
+    elif row.known and not never and count > row.free:
+        notes.append(("info", f"Only {row.free} {slug} GPUs are free right now: it will wait "
+                              "(pending) until enough are, then start by itself."))
+    return notes
+
+
+def _check_context(rows: list[GpuAvailability], slug: str, count_text: str,
+                   tenant: Tenant) -> dict:
+    row = next((r for r in rows if r.gpu_type.slug == slug), None)
+    try:
+        count = int(count_text)
+    except (TypeError, ValueError):
+        count = None
+    if row is None:
+        return {"row": None, "count": count, "notes": [("warning", "Choose a GPU type.")]}
+    if count is None or count < 1:
+        return {"row": row, "count": count,
+                "notes": [("warning", "Give the number of GPUs as a whole number, 1 or more.")]}
+    return {"row": row, "count": count, "notes": fit_notes(row, count, tenant)}
+
+
+# --- the launch page ------------------------------------------------------------------------
+
+def _template_named(templates: list[Template], slug: str | None) -> Template | None:
+    return next((t for t in templates if t.slug == slug), None)
+
+
+def _initial_values(request: HttpRequest, templates: list[Template],
+                    rows: list[GpuAvailability]) -> dict[str, str]:
+    template = _template_named(templates, request.GET.get("template")) or \
+        (templates[0] if templates else None)
+    wanted_type = request.GET.get("gpu_type")
+    row = next((r for r in rows if r.gpu_type.slug == wanted_type), None) or \
+        next((r for r in rows if r.may_use > 0), None) or (rows[0] if rows else None)
+    values = {"name": "", "gpu_count": "1", "max_runtime_minutes": "", "retries": "",
+              "image": "", "command": "", "args": "", "env": "", "port": "",
+              "gpu_type": row.gpu_type.slug if row else "",
+              "idempotency_key": secrets.token_urlsafe(18)}
+    return _with_template_defaults(values, template)
+
+
+def _with_template_defaults(values: dict[str, str], template: Template | None) -> dict[str, str]:
+    if template is not None:
+        values.update(template=template.slug, shown_template=template.slug,
+                      cpu=str(template.default_cpu), memory=str(template.default_memory_gb),
+                      kind=template.kind)
+    return values
+
+
+def _posted_values(post: QueryDict, templates: list[Template]) -> dict[str, str]:
+    """What was typed; when the template changed, its defaults replace the old template's."""
+    values = {key: post.get(key, "") for key in post if key != "csrfmiddlewaretoken"}
+    values["use_home"] = "on" if post.get("use_home") else ""
+    template = _template_named(templates, values.get("template"))
+    if template is not None and values.get("shown_template") != template.slug:
+        _with_template_defaults(values, template)
+    return values
+
+
+def _error_summary(errors: dict[str, list[str]]) -> list[dict[str, str]]:
+    return [{"field": field, "label": FIELD_LABELS[field], "message": message}
+            for field in FIELD_LABELS for message in errors.get(field, [])]
+
+
+def _launch_render(request: HttpRequest, tenant: Tenant, templates: list[Template],
+                   values: dict[str, str], *, errors: dict[str, list[str]] | None = None,
+                   refused: str = "", status: int = 200,
+                   rows: list[GpuAvailability] | None = None,
+                   cluster_error: str | None = None) -> HttpResponse:
+    if rows is None:
+        rows, cluster_error = gpu_availability(tenant, tenant.quota)
+    errors = errors or {}
+    return render(request, "workloads/launch.html", {
+        "tenant": tenant, "quota": tenant.quota, "templates": templates,
+        "template": _template_named(templates, values.get("template")),
+        "gpu_rows": rows, "cluster_error": cluster_error, "values": values,
+        "errors": errors, "error_summary": _error_summary(errors), "refused": refused,
+        "check": _check_context(rows, values.get("gpu_type", ""), values.get("gpu_count", ""),
+                                tenant),
+    }, status=status)
+
+
+@project_page
+@require_http_methods(["GET", "POST"])
+def launch(request: HttpRequest) -> HttpResponse:
+    _require_launch(request)
+    tenant = _current_tenant(request)
+    templates = list(Template.objects.filter(enabled=True))
+    if request.method == "GET":
+        rows, cluster_error = gpu_availability(tenant, tenant.quota)
+        return _launch_render(request, tenant, templates,
+                              _initial_values(request, templates, rows),
+                              rows=rows, cluster_error=cluster_error)
+    values = _posted_values(request.POST, templates)
+    if request.POST.get("refresh"):  # without JavaScript: show the chosen template's fields
+        return _launch_render(request, tenant, templates, values)
+    return _launch_submit(request, tenant, templates, values)
+
+
+def _launch_submit(request: HttpRequest, tenant: Tenant, templates: list[Template],
+                   values: dict[str, str]) -> HttpResponse:
+    post = request.POST
+    template = _template_named(templates, post.get("template"))
+    data, errors = launch_request(post, template)
+    shown = _template_named(templates, post.get("shown_template"))
+    if template is not None and shown is not None and shown != template:
+        # CPU and memory still hold the previous template's defaults: not a choice made
+        for field, default in (("cpu", shown.default_cpu), ("memory", shown.default_memory_gb)):
+            if data.get(field) == str(default):
+                data.pop(field)
+    serializer = LaunchSerializer(data=data, tenant=tenant, quota=tenant.quota)
+    if not serializer.is_valid():
+        for field, messages_ in flat_errors(serializer.errors).items():
+            errors.setdefault(field, []).extend(messages_)
+    if errors:
+        return _launch_render(request, tenant, templates, values, errors=errors, status=400)
+    key = (post.get("idempotency_key") or "")[:128] or None
+    try:
+        workload, created = workload_launch(tenant=tenant, user=request.user,
+                                            request=serializer.validated_data,
+                                            idempotency_key=key)
+    except AdmissionRefused as exc:
+        return _launch_render(request, tenant, templates, values, refused=str(exc),
+                              errors={"form": [str(exc)]}, status=403)
+    if created:
+        messages.success(request, f"{workload.name} was submitted: {workload.gpu_count}× "
+                                  f"{workload.gpu_type.slug}, {workload.template.name}.")
+    else:
+        messages.info(request, f"{workload.name} was already submitted by this form.")
+    return redirect("workloads:detail", pk=workload.pk)
+
+
+@project_page
+@require_GET
+def launch_check(request: HttpRequest) -> HttpResponse:
+    """htmx: free GPUs and quota left for the chosen type and count, with warnings."""
+    _require_launch(request)
+    tenant = _current_tenant(request)
+    rows, cluster_error = gpu_availability(tenant, tenant.quota)
+    return render(request, "workloads/_launch_check.html", {
+        "check": _check_context(rows, request.GET.get("gpu_type", ""),
+                                request.GET.get("gpu_count", ""), tenant),
+        "cluster_error": cluster_error, "tenant": tenant,
+    })
+
+
+@project_page
+@require_POST
+def launch_fields(request: HttpRequest) -> HttpResponse:
+    """htmx: the chosen template's fields (CPU and memory defaults, the custom image part)."""
+    _require_launch(request)
+    if not request.htmx:
+        return redirect("workloads:launch")
+    tenant = _current_tenant(request)
+    templates = list(Template.objects.filter(enabled=True))
+    values = _posted_values(request.POST, templates)
+    return render(request, "workloads/_template_fields.html", {
+        "template": _template_named(templates, values.get("template")), "values": values,
+        "errors": {}, "quota": tenant.quota, "tenant": tenant,
+    })
+
+
+# --- the list -------------------------------------------------------------------------------
+
+def _list_context(request: HttpRequest) -> dict:
+    params = request.GET.copy()
+    if params.get("state") == "active":
+        params.setlist("state", list(Workload.ACTIVE_STATES))
+    filterset = WorkloadFilterSet(params, queryset=_project_workloads(request), request=request)
+    page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    for workload in page:
+        workload.may_change = workload_may_change(request.identity, workload, request.user)
+    query = request.GET.copy()
+    query.pop("page", None)
+    return {
+        "filterset": filterset, "page": page, "workloads": list(page),
+        "polling": any(w.is_active for w in page), "poll_seconds": POLL_SECONDS,
+        "query": request.GET.urlencode(), "page_query": query.urlencode(),
+        "state_filter": request.GET.get("state", ""), "mine": request.GET.get("mine") == "true",
+        "states": Workload.State.choices, "filtered": bool(request.GET.get("state")
+                                                           or request.GET.get("mine")),
+    }
+
+
+@project_page
+@require_GET
+def workload_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "workloads/workload_list.html", _list_context(request))
+
+
+@project_page
+@require_GET
+def workload_rows(request: HttpRequest) -> HttpResponse:
+    """htmx: the table body; it polls itself while a shown workload is active."""
+    return render(request, "workloads/_workload_rows.html", _list_context(request))
+
+
+# --- one workload ---------------------------------------------------------------------------
+
+def _detail_context(request: HttpRequest, workload: Workload) -> dict:
+    logs, logs_error = None, None
+    try:
+        logs = workload_logs(workload, tail=LOG_TAIL)
+    except KubeError as exc:
+        log.warning("cluster unreachable for the logs of workload %s: %s", workload.pk, exc)
+        logs_error = f"{CLUSTER_UNREACHABLE}: the logs cannot be read. The state shown is " \
+                     "the portal's last record."
+    events = list(workload.events.order_by("-at", "-id")[:EVENTS_SHOWN])[::-1]
+    return {
+        "workload": workload,
+        "may_change": workload_may_change(request.identity, workload, request.user),
+        # the address (and a Jupyter token in it) only for the workload's own project
+        "may_open": workload.tenant.keystone_project_id == request.identity.project.id,
+        "events": events, "logs": logs, "logs_error": logs_error,
+        "polling": workload.is_active, "poll_seconds": POLL_SECONDS, "log_tail": LOG_TAIL,
+    }
+
+
+@project_page
+@require_GET
+def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
+    return render(request, "workloads/workload_detail.html", _detail_context(request, workload))
+
+
+@project_page
+@require_GET
+def workload_live(request: HttpRequest, pk: int) -> HttpResponse:
+    """htmx: state, events and logs; it polls itself while the workload is active."""
+    workload = workloads_visible(request.identity).filter(pk=pk).first()
+    if workload is None:
+        if request.htmx:  # deleted meanwhile: leave the page rather than poll a 404
+            response = HttpResponse(status=204)
+            response["HX-Redirect"] = reverse("workloads:list")
+            return response
+        return redirect("workloads:detail", pk=pk)
+    return render(request, "workloads/_workload_live.html", _detail_context(request, workload))
+
+
+def _changeable(request: HttpRequest, pk: int) -> Workload:
+    workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
+    if not workload_may_change(request.identity, workload, request.user):
+        raise PermissionDenied("You may not change this workload.")
+    return workload
+
+
+def _next_url(request: HttpRequest, default: str) -> str:
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                  require_https=request.is_secure()):
+        return target
+    return default
+
+
+@project_page
+@require_POST
+def stop(request: HttpRequest, pk: int) -> HttpResponse:
+    workload = _changeable(request, pk)
+    if workload.is_active:
+        workload_stop(workload=workload, user=request.user)
+        messages.success(request, f"{workload.name} is stopping; its GPUs are released when "
+                                  "its pods are gone.")
+    else:
+        messages.info(request, f"{workload.name} had already ended ({workload.state}).")
+    return redirect(_next_url(request, reverse("workloads:detail", args=[workload.pk])))
+
+
+@project_page
+@require_POST
+def delete(request: HttpRequest, pk: int) -> HttpResponse:
+    workload = _changeable(request, pk)
+    workload_delete(workload=workload, user=request.user)
+    messages.success(request, f"{workload.name} was deleted."
+                              f"{' Its containers are being stopped.' if workload.is_active else ''}")
+    return redirect("workloads:list")
