@@ -155,7 +155,7 @@ def main() -> int:
     ]), env=env, cwd=str(REPO))
     manager.add_process("worker", shlex.join([
         python, "-m", "celery", "-A", "portal", "worker", "--loglevel", "INFO",
-        "--concurrency", "2", "--hostname", "demo-worker@%h",
+        "--concurrency", "3", "--queues", "celery,tracker", "--hostname", "demo-worker@%h",
     ]), env=env, cwd=str(REPO))
     manager.add_process("beat", shlex.join([
         python, "-m", "celery", "-A", "portal", "beat", "--loglevel", "INFO",
