@@ -45,7 +45,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
-from portal.kube.client import Expired, Kube, KubeError
+from portal.kube.client import Expired, Kube, KubeError, KubeRefused
 from tenants.manifests import MANAGED_BY
 from tenants.models import Tenant
 
@@ -189,8 +189,10 @@ class Tracker:
     (and, across processes, one at a time per cluster: `tracking_cycle` holds a lock)."""
 
     def __init__(self, kube: Kube | None = None, *, relist_seconds: float = 300.0,
-                 clock_skew_seconds: float = 5.0) -> None:
+                 clock_skew_seconds: float = 5.0,
+                 failed_service_grace_seconds: float = 600.0) -> None:
         self.kube = kube or Kube()
+        self.failed_service_grace = failed_service_grace_seconds
         self.index = Index()
         self.versions: dict[str, str] = {}  # kind → resourceVersion this view is at
         self.listed_at: dict[str, float] = {}  # kind → monotonic time of its last list
@@ -362,8 +364,8 @@ class Tracker:
         for start in range(0, len(ids), CHUNK):
             for row in Workload.objects.filter(pk__in=ids[start:start + CHUNK]).values(
                     "id", "state", "kind", "reason", "node", "address", "exit_code",
-                    "started_at", "updated_at", "deleted_at", "max_runtime_minutes",
-                    "tenant__namespace"):
+                    "started_at", "finished_at", "updated_at", "deleted_at",
+                    "max_runtime_minutes", "tenant__namespace"):
                 rows[row["id"]] = row
         return rows
 
@@ -493,8 +495,9 @@ class Tracker:
 
     def _delete_orphans(self, wids: Iterable[int] | None) -> None:
         """Delete our objects that no live workload owns: an id the database does not know, a
-        workload stopped or deleted, a failed service (its Deployment would hold GPUs the
-        portal no longer counts), or a copy in another namespace than its workload's. Only in
+        workload stopped or deleted, a service failed for longer than the grace (its Deployment
+        would hold GPUs the portal no longer counts), or a copy in another namespace than its
+        workload's. Only in
         namespaces of this portal's tenants, so a second portal (or a test) sharing the cluster
         is left alone. Jobs of finished batch workloads stay: ttlSecondsAfterFinished removes
         them, and their logs stay readable until then."""
@@ -507,23 +510,31 @@ class Tracker:
             .values_list("namespace", flat=True))
         candidates = [(k, o) for k, o in candidates if _namespace(o) in tenant_namespaces]
         rows = self._rows({wid for _, o in candidates if (wid := workload_id_of(o)) is not None})
+        failed_before = timezone.now() - dt.timedelta(seconds=self.failed_service_grace)
         for kind, obj in candidates:
             row = rows.get(workload_id_of(obj))  # type: ignore[arg-type]
-            why = _orphan_reason(row, _namespace(obj))
+            why = _orphan_reason(row, _namespace(obj), failed_before)
             if why is None:
                 continue
             meta = obj["metadata"]
             log.warning("deleting orphan %s %s/%s: %s", kind, meta["namespace"], meta["name"], why)
-            self._deleted.add(_uid(obj))
-            self.kube.delete(kind, meta["name"], meta["namespace"])
-            self.stats.requests += 1
-            if kind in PRIMARY:  # its Secret (a Jupyter token) has the same name
-                self.kube.delete("Secret", meta["name"], meta["namespace"])
+            self._deleted.add(_uid(obj))  # once: its DELETED event follows, or a relist retries
+            try:
+                self.kube.delete(kind, meta["name"], meta["namespace"])
                 self.stats.requests += 1
+                if kind in PRIMARY:  # its Secret (a Jupyter token) has the same name
+                    self.kube.delete("Secret", meta["name"], meta["namespace"])
+                    self.stats.requests += 1
+            except KubeRefused as exc:  # e.g. RBAC: say so, and carry on with the others
+                log.error("could not delete orphan %s %s/%s: %s", kind, meta["namespace"],
+                          meta["name"], exc)
+                self.stats.errors += 1
+                continue
             self.stats.orphans += 1
 
 
-def _orphan_reason(row: dict[str, Any] | None, namespace: str) -> str | None:
+def _orphan_reason(row: dict[str, Any] | None, namespace: str,
+                   failed_before: dt.datetime) -> str | None:
     if row is None:
         return "no workload with this id"
     if row["tenant__namespace"] != namespace:
@@ -532,7 +543,10 @@ def _orphan_reason(row: dict[str, Any] | None, namespace: str) -> str | None:
         return "its workload is stopped"
     if row["deleted_at"] is not None and row["state"] in Workload.FINAL_STATES:
         return "its workload was deleted"
-    if row["state"] == State.FAILED and row["kind"] != BATCH:
+    # a failed service's pod would keep holding GPUs the portal no longer counts; it stays a
+    # while first, so that the researcher can read why it crashed
+    if (row["state"] == State.FAILED and row["kind"] != BATCH
+            and (row["finished_at"] is None or row["finished_at"] < failed_before)):
         return "its workload failed"
     return None
 
@@ -553,8 +567,10 @@ def tracker() -> Tracker:
     """This process's tracker (its view survives between cycles of the same process)."""
     key = settings.KUBECONFIG or "in-cluster"
     if key not in _trackers:
-        _trackers[key] = Tracker(relist_seconds=float(
-            getattr(settings, "PORTAL_TRACKER_RELIST_SECONDS", 300)))
+        _trackers[key] = Tracker(
+            relist_seconds=float(getattr(settings, "PORTAL_TRACKER_RELIST_SECONDS", 300)),
+            failed_service_grace_seconds=float(
+                getattr(settings, "PORTAL_TRACKER_FAILED_SERVICE_GRACE_SECONDS", 600)))
     return _trackers[key]
 
 

@@ -338,3 +338,27 @@ def test_a_cluster_outage_is_logged_not_raised(kubesim_factory, settings, db):
     gone.stop()
     stats = tracking_cycle(duration=1, instance=Tracker())
     assert stats is not None and stats.errors == 1 and stats.lists == 0
+
+
+@pytest.mark.parametrize(("state", "kind", "finished_minutes_ago", "deleted", "orphan"), [
+    (S.RUNNING, "service", None, False, False),
+    (S.STOPPING, "service", None, False, False),  # the stop task is on it
+    (S.STOPPED, "service", 0, False, True),
+    (S.SUCCEEDED, "batch", 0, False, False),  # the Job's TTL removes it; logs stay readable
+    (S.SUCCEEDED, "batch", 0, True, True),  # deleted by its owner
+    (S.FAILED, "batch", 30, False, False),
+    (S.FAILED, "service", 1, False, False),  # crashed: kept a while to read why
+    (S.FAILED, "service", 30, False, True),  # then its GPUs are freed
+])
+def test_which_objects_are_orphans(state, kind, finished_minutes_ago, deleted, orphan):
+    from portal.workloads.tracking import _orphan_reason
+
+    now = timezone.now()
+    finished = None if finished_minutes_ago is None else now - dt.timedelta(
+        minutes=finished_minutes_ago)
+    row = {"state": state, "kind": kind, "finished_at": finished,
+           "deleted_at": now if deleted else None, "tenant__namespace": "gpu-a"}
+    grace = now - dt.timedelta(minutes=10)
+    assert (_orphan_reason(row, "gpu-a", grace) is not None) == orphan
+    assert _orphan_reason(row, "gpu-b", grace) is not None  # a copy in another namespace
+    assert _orphan_reason(None, "gpu-a", grace) == "no workload with this id"

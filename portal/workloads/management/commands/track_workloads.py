@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from django.core.management.base import BaseCommand
+from django.db import close_old_connections, connection
 
 from portal.workloads.tracking import tracking_cycle
 
@@ -23,6 +24,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, once: bool = False, duration: float = 13.0, **options) -> None:
         while True:
+            if not connection.in_atomic_block:
+                # long-lived, outside any request: drop a connection the database closed
+                # (Celery's Django fix-up does the same around each task)
+                close_old_connections()
             stats = tracking_cycle(duration=duration)
             if stats is None:
                 self.stdout.write("another tracker holds the lock; waiting")

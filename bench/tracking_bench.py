@@ -1,0 +1,306 @@
+"""Lifecycle tracking benchmark (not part of the test suite).
+
+Measures, against a kubesim subprocess over HTTP (official client) and a PostgreSQL server
+started here (stack.postgres.PostgresServer, fsync off, like the tests):
+
+1. Kubernetes API requests per tracking cycle with 10, 1,000 and 5,000 workloads, counted on
+   the wire (every HTTP request the ApiClient sends): a cycle of a fresh tracker (relist + watch)
+   and a resumed cycle (watch from the stored resourceVersions). Goal: the same count at every
+   size. Also the wall time of the relist (list + reconcile against the database).
+2. The delay from a pod phase change in kubesim to the workload state in the database, with
+   the 5,000 workloads present: GPU batch workloads are launched two per second; an independent
+   watch on their pods timestamps each phase change (Pending → Running, Running → Succeeded) and
+   a poller of the database (every 20 ms) timestamps the matching workload state. The tracker
+   runs as the Celery beat task does: a cycle watches 14 s, the next starts on the next 15 s
+   tick, so changes made in the gap between cycles count too. Goal: p95 ≤ 2 s.
+
+Usage: .venv/bin/python bench/tracking_bench.py [--sizes 10,1000,5000] [--launches 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+BULK_INVENTORY = """
+nodePools:
+  - {name: a100, count: 2, namePrefix: gpu-a100-, labels: {gputype: a100}, cpu: 128,
+     memory: 1Ti, gpu: {model: A100-SXM4-80GB, count: 8}, taints: ["nvidia.com/gpu:NoSchedule"]}
+  - {name: bulk, count: 50, namePrefix: bulk-, cpu: 128, memory: 1Ti, pods: 110}
+addressPools:
+  - {name: default, addresses: ["192.168.1.0/24"]}
+"""
+
+
+def start_postgres(workdir: Path):
+    from stack.postgres import PostgresServer
+    from stack.procs import free_port
+
+    os.chmod(workdir, 0o755)
+    server = PostgresServer(workdir / "pg", free_port())
+    server.start(workdir / "postgres.log")
+    return server
+
+
+def start_kubesim(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    inventory = workdir / "inventory.yaml"
+    inventory.write_text(BULK_INVENTORY)
+    kubeconfig = workdir / "kubeconfig"
+    # the demo's kubelet timings (1 s to start a container, 0.5 s to ready)
+    cmd = [sys.executable, "-m", "kubesim", "--port", "0", "--log-level", "WARNING",
+           "--inventory", str(inventory), "--kubeconfig", str(kubeconfig)]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode().strip()
+    if not line.startswith("kubesim listening on "):
+        proc.kill()
+        raise SystemExit(f"kubesim did not start: {line!r}")
+    return proc, str(kubeconfig)
+
+
+def counting_kube():
+    """A Kube whose HTTP requests are counted on the wire."""
+    from kubernetes import config
+
+    from portal.kube.client import Kube
+
+    api = config.new_client_from_config(config_file=os.environ["KUBECONFIG"])
+    calls: list[str] = []
+    original = api.rest_client.request
+
+    def request(method, url, *args, **kwargs):
+        calls.append(f"{method} {url.split('?')[0]}")
+        return original(method, url, *args, **kwargs)
+
+    api.rest_client.request = request
+    return Kube(api), calls
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+class Bench:
+    def __init__(self) -> None:
+        from portal.keystone.models import User
+        from portal.kube.client import Kube
+        from portal.workloads.models import GpuType, Template
+        from tenants.models import Tenant
+
+        self.kube = Kube()
+        self.owner = User.objects.create(username="bench")
+        self.template = Template.objects.get(slug="custom")
+        # background workloads: CPU-only pods on the bulk nodes, running for the whole run
+        self.cpu = GpuType.objects.create(slug="cpu", name="CPU only",
+                                          node_selector={"kubesim.io/node-pool": "bulk"})
+        self.a100 = GpuType.objects.create(slug="a100", name="A100",
+                                           node_selector={"gputype": "a100"})
+        self.tenants = {}
+        for ns in ("bench-bulk", "bench-lat"):
+            self.tenants[ns] = Tenant.objects.create(
+                keystone_project_id=uuid.uuid4().hex, name=ns, namespace=ns,
+                state=Tenant.State.PROVISIONED)
+            self.kube.create({"apiVersion": "v1", "kind": "Namespace",
+                              "metadata": {"name": ns}})
+        self.count = 0
+
+    def workloads(self, n: int, *, namespace: str, gpu_type, gpus: int, env: dict):
+        from portal.workloads.models import Workload
+        from portal.workloads.naming import workload_object_name
+
+        rows = Workload.objects.bulk_create([
+            Workload(tenant=self.tenants[namespace], owner=self.owner, name=f"w{i}",
+                     template=self.template, kind="batch", gpu_type=gpu_type, gpu_count=gpus,
+                     image="busybox:1.36", env=env, cpu=1, memory_gb=1,
+                     state=Workload.State.PENDING) for i in range(n)])
+        for row in rows:
+            row.object_name = workload_object_name(row.pk, row.name)
+        Workload.objects.bulk_update(rows, ["object_name"])
+        return Workload.objects.filter(pk__in=[r.pk for r in rows]).select_related(
+            "tenant", "owner", "template", "gpu_type")
+
+    def grow_to(self, total: int) -> None:
+        from portal.workloads.manifests import workload_objects
+        from portal.workloads.objects import workload_spec
+
+        if total <= self.count:
+            return
+        rows = list(self.workloads(total - self.count, namespace="bench-bulk", gpu_type=self.cpu,
+                                   gpus=0, env={"KUBESIM_RUN_SECONDS": "100000"}))
+        manifests = [obj for row in rows for obj in workload_objects(workload_spec(row))]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(self.kube.create, manifests))
+        self.count = total
+
+
+def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
+    from portal.workloads.models import Workload
+    from portal.workloads.tracking import WATCHED, Tracker
+
+    results = []
+    for size in sizes:
+        t0 = time.perf_counter()
+        bench.grow_to(size)
+        created = time.perf_counter() - t0
+        # settle: a first tracker brings the database up to date (all pods running)
+        warm = Tracker()
+        deadline = time.monotonic() + 300
+        while True:
+            warm.cycle(3.0)
+            pending = Workload.objects.filter(tenant__namespace="bench-bulk").exclude(
+                state=Workload.State.RUNNING).count()
+            if not pending or time.monotonic() > deadline:
+                break
+        kube, calls = counting_kube()
+        tracker = Tracker(kube)
+        t0 = time.perf_counter()
+        tracker.relist(list(WATCHED))  # what a fresh tracker's cycle starts with
+        relist_seconds = time.perf_counter() - t0
+        stats = tracker.cycle(2.0)  # then it watches (the view is current: no second list)
+        fresh = len(calls)
+        calls.clear()
+        tracker.cycle(2.0)  # the next cycle resumes from the stored resourceVersions
+        resumed = len(calls)
+        results.append({"workloads": size, "fresh_cycle_requests": fresh,
+                        "resumed_cycle_requests": resumed, "relist_s": relist_seconds,
+                        "create_s": created, "not_running": pending,
+                        "watches": stats.watches})
+        print(f"{size:>6} workloads: fresh cycle {fresh} requests (relist {relist_seconds:.2f} s),"
+              f" resumed cycle {resumed} requests; {pending} not running", flush=True)
+    return results
+
+
+def latency(bench: Bench, launches: int, rate: float) -> dict:
+    from django.db import connection
+
+    from portal.kube.client import Kube
+    from portal.workloads.manifests import LABEL_WORKLOAD_ID, workload_objects
+    from portal.workloads.models import Workload
+    from portal.workloads.objects import workload_spec
+    from portal.workloads.tracking import Tracker
+
+    stop = threading.Event()
+    seen_pod: dict[tuple[int, str], float] = {}  # (workload id, phase) → monotonic
+    seen_db: dict[tuple[int, str], float] = {}
+
+    def observe_pods() -> None:  # independent of the tracker: its own client and watch
+        kube = Kube(__import__("kubernetes").config.new_client_from_config(
+            config_file=os.environ["KUBECONFIG"]))
+        version = None  # carried from stream to stream, so no change is seen late
+        while not stop.is_set():
+            for event_type, pod in kube.watch("Pod", "bench-lat", resource_version=version,
+                                              timeout_seconds=5):
+                version = pod["metadata"].get("resourceVersion") or version
+                if event_type == "BOOKMARK":
+                    continue
+                wid = int(pod["metadata"]["labels"][LABEL_WORKLOAD_ID])
+                phase = (pod.get("status") or {}).get("phase")
+                if phase in ("Running", "Succeeded"):
+                    seen_pod.setdefault((wid, phase), time.monotonic())
+
+    def track() -> None:  # as beat + worker: a 14 s cycle on every 15 s tick
+        tracker = Tracker()
+        start = time.monotonic()
+        while not stop.is_set():
+            tracker.cycle(14.0)
+            next_tick = start + 15.0 * (int((time.monotonic() - start) / 15.0) + 1)
+            stop.wait(max(0.0, next_tick - time.monotonic()))
+        connection.close()
+
+    def poll_db() -> None:
+        mapping = {Workload.State.RUNNING: "Running", Workload.State.SUCCEEDED: "Succeeded"}
+        while not stop.is_set():
+            now = time.monotonic()
+            for wid, state in Workload.objects.filter(
+                    tenant__namespace="bench-lat").values_list("id", "state"):
+                if state in mapping:
+                    seen_db.setdefault((wid, "Running"), now)  # succeeded implies it ran
+                    if state == Workload.State.SUCCEEDED:
+                        seen_db.setdefault((wid, "Succeeded"), now)
+            time.sleep(0.02)
+        connection.close()
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (observe_pods, track, poll_db)]
+    for thread in threads:
+        thread.start()
+    time.sleep(3.0)  # the tracker's first relist of the large view is done
+    rows = list(bench.workloads(launches, namespace="bench-lat", gpu_type=bench.a100, gpus=1,
+                                env={"KUBESIM_RUN_SECONDS": "3"}))
+    for row in rows:
+        for obj in workload_objects(workload_spec(row)):
+            bench.kube.create(obj)
+        time.sleep(1.0 / rate)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(seen_db) < 2 * launches:
+        time.sleep(0.5)
+    stop.set()
+    for thread in threads:
+        thread.join(20)
+    delays = {"Running": [], "Succeeded": []}
+    for (wid, phase), at in seen_pod.items():
+        if (wid, phase) in seen_db:
+            delays[phase].append(max(0.0, seen_db[(wid, phase)] - at))
+    all_delays = delays["Running"] + delays["Succeeded"]
+    result = {"transitions": len(all_delays), "expected": 2 * launches}
+    for name, values in (("running", delays["Running"]), ("succeeded", delays["Succeeded"]),
+                         ("all", all_delays)):
+        if values:
+            result[name] = {"n": len(values), "p50": statistics.median(values),
+                            "p95": pct(values, 0.95), "max": max(values)}
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,1000,5000")
+    parser.add_argument("--launches", type=int, default=60, help="workloads timed for lag")
+    parser.add_argument("--rate", type=float, default=2.0, help="launches per second")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    workdir = Path(tempfile.mkdtemp(prefix="tracking-bench-"))
+    postgres = start_postgres(workdir)
+    kubesim, kubeconfig = start_kubesim(workdir)
+    os.environ.update({
+        "DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": postgres.url,
+        "PORTAL_SECRET_KEY": "bench-" + "k" * 60, "PORTAL_TLS": "0", "KUBECONFIG": kubeconfig,
+    })
+    try:
+        import django
+
+        django.setup()
+        import logging
+
+        logging.getLogger("portal.workloads.tracking").setLevel(logging.WARNING)
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        bench = Bench()
+        print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+              f"{platform.python_version()}; database PostgreSQL ({postgres.url})", flush=True)
+        counts = requests_per_cycle(bench, sizes)
+        lag = latency(bench, args.launches, args.rate)
+        print("lag (s):", {k: v for k, v in lag.items()}, flush=True)
+        print("requests:", counts, flush=True)
+    finally:
+        kubesim.terminate()
+        kubesim.wait(10)
+        postgres.destroy()
+
+
+if __name__ == "__main__":
+    main()
