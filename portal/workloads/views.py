@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 import logging
 import secrets
 
@@ -272,11 +274,10 @@ def _launch_submit(request: HttpRequest, tenant: Tenant, templates: list[Templat
             errors.setdefault(field, []).extend(messages_)
     if errors:
         return _launch_render(request, tenant, templates, values, errors=errors, status=400)
-    key = (post.get("idempotency_key") or "")[:128] or None
     try:
         workload, created = workload_launch(tenant=tenant, user=request.user,
                                             request=serializer.validated_data,
-                                            idempotency_key=key)
+                                            idempotency_key=_idempotency_key(post))
     except AdmissionRefused as exc:
         return _launch_render(request, tenant, templates, values, refused=str(exc),
                               errors={"form": [str(exc)]}, status=403)
@@ -286,6 +287,18 @@ def _launch_submit(request: HttpRequest, tenant: Tenant, templates: list[Templat
     else:
         messages.info(request, f"{workload.name} was already submitted by this form.")
     return redirect("workloads:detail", pk=workload.pk)
+
+
+def _idempotency_key(post: QueryDict) -> str | None:
+    """The form's one-time key plus a digest of what it asks for: the same form sent twice
+    (a double click, a reload) launches once; changed and sent again, it launches anew."""
+    form_key = post.get("idempotency_key", "")[:64]
+    if not form_key:
+        return None
+    asked = sorted((key, value) for key, values in post.lists() for value in values
+                   if key not in {"csrfmiddlewaretoken", "idempotency_key", "refresh"})
+    digest = hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:32]
+    return f"{form_key}:{digest}"
 
 
 @project_page
@@ -334,6 +347,9 @@ def _list_context(request: HttpRequest) -> dict:
         "filterset": filterset, "page": page, "workloads": list(page),
         "polling": any(w.is_active for w in page), "poll_seconds": POLL_SECONDS,
         "query": request.GET.urlencode(), "page_query": query.urlencode(),
+        # where Stop comes back to: the list as filtered (also when the rows were polled)
+        "list_url": reverse("workloads:list") + (f"?{request.GET.urlencode()}"
+                                                 if request.GET else ""),
         "state_filter": request.GET.get("state", ""), "mine": request.GET.get("mine") == "true",
         "states": Workload.State.choices, "filtered": bool(request.GET.get("state")
                                                            or request.GET.get("mine")),

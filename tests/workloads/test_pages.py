@@ -156,6 +156,10 @@ def test_the_same_form_submitted_twice_launches_once(researcher, vision_lab):
     assert Workload.objects.filter(name="twice").count() == 1
     assert second.redirect_chain[-1][0] == first.url
     assert "twice was already submitted by this form." in second.content.decode()
+    # the same form changed (e.g. after going back) is a new launch
+    third = researcher.post("/workloads/new/", {**form, "gpu_type": "v100"})
+    assert third.status_code == 302 and third.url != first.url
+    assert Workload.objects.filter(name="twice").count() == 2
 
 
 def test_a_launch_beyond_the_quota_shows_the_refusal_with_the_fields_kept(researcher, vision_lab):
@@ -333,6 +337,11 @@ def test_the_list_polls_only_while_something_is_active(researcher, vision_lab):
     assert rows.startswith('<tbody id="workload-rows" hx-get="/workloads/rows/?mine=true" '
                            'hx-trigger="every 3s"')
     assert "watched" in rows
+    # Stop comes back to the filtered list, not to the polled fragment
+    assert '<input type="hidden" name="next" value="/workloads/?mine=true">' in rows
+    live = researcher.get(f"/workloads/{workload.pk}/live/", HTTP_HX_REQUEST="true")
+    assert f'<input type="hidden" name="next" value="/workloads/{workload.pk}/">' in \
+        live.content.decode()
     Workload.objects.filter(pk=workload.pk).update(state=Workload.State.SUCCEEDED, reason="")
     rows = researcher.get("/workloads/rows/", HTTP_HX_REQUEST="true").content.decode()
     assert rows.startswith('<tbody id="workload-rows">') and "hx-trigger" not in rows
