@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 from celery.schedules import crontab
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -11,8 +11,25 @@ app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+
+# Celery's Django fix-up closes the database connections before and after every task unless
+# CELERY_DB_REUSE_MAX is set, so each task would open a new PostgreSQL connection (TCP,
+# authentication, a server process forked for it): most of a launch's time in the worker. With
+# it set (settings.py), connections live as they do in the web process, by CONN_MAX_AGE and
+# CONN_HEALTH_CHECKS, checked around each task as Django does around each request.
+@signals.task_prerun.connect
+@signals.task_postrun.connect
+def _close_old_connections(sender=None, task=None, **kwargs) -> None:
+    if task is not None and getattr(task.request, "is_eager", False):
+        return  # an eager task runs inside the caller's request or test transaction
+    from django.db import close_old_connections
+
+    close_old_connections()
+
 # The tracker holds its watches open for most of each period: it gets a queue of its own, so
-# launches and stops never wait behind it (run a worker with `-Q celery,tracker`, or one each).
+# launches and stops never wait behind it. Serve it with ONE single-process worker
+# (`celery -A portal worker -Q tracker --pool solo`): its list + watch view then lives from
+# cycle to cycle instead of being relisted.
 app.conf.task_routes = {"portal.workloads.tasks.workloads_track": {"queue": "tracker"}}
 
 app.conf.beat_schedule = {

@@ -155,7 +155,12 @@ def main() -> int:
     ]), env=env, cwd=str(REPO))
     manager.add_process("worker", shlex.join([
         python, "-m", "celery", "-A", "portal", "worker", "--loglevel", "INFO",
-        "--concurrency", "3", "--queues", "celery,tracker", "--hostname", "demo-worker@%h",
+        "--concurrency", "2", "--queues", "celery", "--hostname", "demo-worker@%h",
+    ]), env=env, cwd=str(REPO))
+    # the lifecycle tracker: one process, so its list + watch view lives from cycle to cycle
+    manager.add_process("tracker", shlex.join([
+        python, "-m", "celery", "-A", "portal", "worker", "--loglevel", "INFO",
+        "--pool", "solo", "--queues", "tracker", "--hostname", "demo-tracker@%h",
     ]), env=env, cwd=str(REPO))
     manager.add_process("beat", shlex.join([
         python, "-m", "celery", "-A", "portal", "beat", "--loglevel", "INFO",
