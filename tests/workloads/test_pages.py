@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from portal.kube.client import Kube, KubeError
+from portal.kube.client import Kube
 from portal.workloads.models import GpuType, Template, Workload
-from portal.workloads.objects import workload_objects_delete
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
@@ -35,22 +34,33 @@ def as_user(login, keystone):
     return _as
 
 
+def remove_workload_objects(kube: Kube, namespace: str) -> None:
+    """The portal's objects in a namespace, and wait for their pods to go. The session's
+    kubesim outlives each test's database, and vision-lab's namespace name is the same in
+    every test: what earlier tests launched there would hold its GPUs."""
+    selector = "app.kubernetes.io/managed-by=gpu-portal"
+    for kind in ("Deployment", "Job", "Service", "Secret", "Pod"):
+        for obj in kube.list(kind, namespace, label_selector=selector)["items"]:
+            kube.delete(kind, obj["metadata"]["name"], namespace)
+    deadline = time.monotonic() + 15
+    while kube.list("Pod", namespace, label_selector=selector)["items"]:
+        assert time.monotonic() < deadline, "pods of earlier tests did not go"
+        time.sleep(0.1)
+
+
 @pytest.fixture
-def vision_lab(login, gpu_types, cluster):
-    """vision-lab with the demo quota and its namespace in kubesim; launched objects are
-    removed afterwards (kubesim outlives the test's database transaction)."""
+def vision_lab(login, gpu_types, cluster, eager_celery):
+    """vision-lab with the demo quota and its namespace in kubesim, free of earlier tests'
+    workloads; launched objects are removed afterwards."""
     login("researcher")  # records vision-lab and nlp-lab (after the GPU types: quota per type)
     tenant = Tenant.objects.get(name="vision-lab")
-    tenant_reconcile(tenant_id=tenant.pk)
     quota_update(tenant=tenant, acting_user=None, changes={
         "gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0}})
-    yield tenant
+    tenant_reconcile(tenant_id=tenant.pk)  # the namespace, with the ResourceQuota of this quota
     kube = Kube(cluster.api_client())
-    for workload in Workload.objects.select_related("tenant").exclude(object_name=""):
-        try:
-            workload_objects_delete(workload, kube=kube)
-        except KubeError:
-            pass
+    remove_workload_objects(kube, tenant.namespace)
+    yield tenant
+    remove_workload_objects(kube, tenant.namespace)
 
 
 @pytest.fixture
@@ -140,7 +150,7 @@ def test_launch_jupyter_on_one_a100_from_the_form(researcher, vision_lab,
     assert re.search(r"<td>Submitted</td>\s*<td>researcher launched 1× a100 \(jupyter\)</td>",
                      page.replace('<td>Normal</td><td>', '<td>'))
     # the pod starts in kubesim and its log lines reach the page
-    for _ in range(50):
+    for _ in range(100):
         live = researcher.get(f"/workloads/{workload.pk}/live/", HTTP_HX_REQUEST="true")
         if "Jupyter Server" in live.content.decode():
             break
