@@ -12,7 +12,7 @@ import secrets
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from tenants.audit import audit_record
@@ -40,14 +40,15 @@ def workload_event(*, workload: Workload, reason: str, message: str, type: str =
 
 def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]) -> None:
     """Raise AdmissionRefused unless the tenant's quota leaves room for this request."""
-    active = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
-                                     deleted_at__isnull=True)
-    totals = active.aggregate(gpus=Sum("gpu_count"), cpu=Sum("cpu"), memory=Sum("memory_gb"),
-                              count=Count("id"))
     gpu_type = request["gpu_type"]
     wanted = request["gpu_count"]
+    # one query for every total: it runs while the tenant row is locked
+    totals = Workload.objects.filter(
+        tenant=tenant, state__in=Workload.ACTIVE_STATES, deleted_at__isnull=True,
+    ).aggregate(gpus=Sum("gpu_count"), cpu=Sum("cpu"), memory=Sum("memory_gb"),
+                count=Count("id"), of_type=Sum("gpu_count", filter=Q(gpu_type=gpu_type)))
     limit = quota.gpus_by_type().get(gpu_type.slug, 0)
-    used = active.filter(gpu_type=gpu_type).aggregate(n=Sum("gpu_count"))["n"] or 0
+    used = totals["of_type"] or 0
     if used + wanted > limit:
         raise AdmissionRefused(f"{tenant.name} uses {used} of {limit} {gpu_type.slug} GPUs; "
                                f"{wanted} more would exceed the quota.")
