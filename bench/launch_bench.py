@@ -5,7 +5,7 @@
     .venv/bin/python bench/launch_bench.py [--launches 30] [--warmup 3] [--json out.json]
 
 It starts everything it needs on loopback under a temporary folder and stops it at the end:
-PostgreSQL, Redis, Keystone (its own fresh state; the virtualenv under .demo/ is reused),
+PostgreSQL (fsync on), Redis, Keystone (its own fresh state; the virtualenv under .demo/ is reused),
 kubesim with the demo inventory, the portal (gunicorn when the venv has it, else
 `manage.py runserver --noreload` with PORTAL_DEBUG=0) and one Celery worker (no beat: the
 tracker would add its own load). Then, alternating, it runs N launches of each path:
