@@ -26,7 +26,8 @@ from portal.settings import *  # noqa: E402,F403
 # Tests exercise the same code paths; only what makes runs slow or flaky is changed.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
-CELERY_TASK_ALWAYS_EAGER = True
+# tasks go to the test Redis; tests that want them inline ask for the `eager_celery` fixture
+CELERY_TASK_ALWAYS_EAGER = False
 # serve static files from the source folders: no collectstatic before a test run
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True

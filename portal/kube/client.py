@@ -94,10 +94,15 @@ def api_client() -> k8s.ApiClient:
     with _lock:
         if key not in _clients:
             configuration = k8s.Configuration()
-            if path:
-                k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
-            else:
-                k8s_config.load_incluster_config(client_configuration=configuration)
+            try:
+                if path:
+                    k8s_config.load_kube_config(config_file=path,
+                                                client_configuration=configuration)
+                else:
+                    k8s_config.load_incluster_config(client_configuration=configuration)
+            except (k8s_config.ConfigException, OSError) as exc:
+                # no kubeconfig and not in a pod: the cluster is as good as unreachable
+                raise KubeUnavailable(f"no cluster configured: {exc}") from exc
             configuration.retries = 1
             _clients[key] = k8s.ApiClient(configuration)
         return _clients[key]

@@ -6,10 +6,12 @@ import dataclasses
 from collections import defaultdict
 from typing import Any
 
-from portal.kube.client import Kube
+from django.db.models import QuerySet, Sum
+
+from portal.kube.client import Kube, KubeError
 from portal.kube.quantity import parse_quantity
 
-from .models import GpuType
+from .models import GpuType, Workload
 
 TERMINAL_PHASES = {"Succeeded", "Failed"}
 
@@ -92,8 +94,6 @@ def gpus_in_use_by_namespace(namespaces: set[str], kube: Kube | None = None
 def workloads_visible(identity):
     """The workloads of the caller's current project (admins: every project). Deleted ones
     are hidden. Every workload query of the pages and the API starts here."""
-    from .models import Workload
-
     queryset = Workload.objects.select_related("tenant", "owner", "template", "gpu_type").filter(
         deleted_at__isnull=True)
     if identity is None:
@@ -112,3 +112,63 @@ def workload_may_change(identity, workload, user) -> bool:
     if role is None or not role.can_launch:
         return False
     return role.can_manage_all or workload.owner_id == user.pk
+
+
+@dataclasses.dataclass
+class GpuAvailability:
+    """One GPU type as the launch page and the dashboard show it."""
+
+    gpu_type: GpuType
+    quota_limit: int  # the tenant's quota for this type
+    quota_used: int  # GPUs of this type the tenant's active workloads hold
+    total_limit: int  # the tenant's quota of GPUs in all
+    total_used: int
+    allocatable: int | None = None  # None: the cluster was not asked or did not answer
+    free: int | None = None
+    largest_node: int | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.allocatable is not None
+
+    @property
+    def may_use(self) -> int:
+        """How many more GPUs of this type the quota admits (per type and in all)."""
+        return max(min(self.quota_limit - self.quota_used, self.total_limit - self.total_used), 0)
+
+
+def gpus_held_by_type(workloads: QuerySet[Workload]) -> dict[str, int]:
+    """GPUs per type slug that these workloads hold."""
+    return dict(workloads.order_by().values_list("gpu_type__slug").annotate(n=Sum("gpu_count")))
+
+
+def gpu_availability(tenant, quota, *, ask_cluster: bool = True
+                     ) -> tuple[list[GpuAvailability], str | None]:
+    """Per enabled GPU type: the tenant's quota use and (asking the cluster) free GPUs.
+
+    Free = allocatable − GPUs of every tenant's active workloads, as `GET gpu-types/` counts.
+    Quota use counts what admission counts: the tenant's active, not deleted workloads.
+    Returns (rows, the cluster's error when it did not answer, else None)."""
+    capacity, cluster_error = None, None
+    if ask_cluster:
+        try:
+            capacity = cluster_gpu_capacity()
+        except KubeError as exc:
+            cluster_error = str(exc) or type(exc).__name__
+    active = Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
+    held = gpus_held_by_type(active) if capacity is not None else {}
+    tenant_held = gpus_held_by_type(active.filter(tenant=tenant, deleted_at__isnull=True))
+    limits = quota.gpus_by_type()
+    rows = []
+    for gpu_type in GpuType.objects.filter(enabled=True):
+        row = GpuAvailability(gpu_type=gpu_type, quota_limit=limits.get(gpu_type.slug, 0),
+                              quota_used=tenant_held.get(gpu_type.slug, 0),
+                              total_limit=quota.gpus_total,
+                              total_used=sum(tenant_held.values()))
+        cap = capacity.get(gpu_type.slug) if capacity is not None else None
+        if cap is not None:
+            row.allocatable = cap.allocatable
+            row.largest_node = cap.largest_node
+            row.free = max(cap.allocatable - held.get(gpu_type.slug, 0), 0)
+        rows.append(row)
+    return rows, cluster_error

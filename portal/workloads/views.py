@@ -7,7 +7,6 @@ query starts from `workloads_visible`, so another tenant's workload is a 404.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
@@ -18,7 +17,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import QuerySet, Sum
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -28,12 +27,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from portal.kube.client import KubeError
 from tenants.models import Quota, Tenant
 
+from . import selectors
 from .api.serializers import LaunchSerializer
 from .filtersets import WorkloadFilterSet
 from .forms import FIELD_LABELS, flat_errors, launch_request
 from .logs import workload_logs
-from .models import GpuType, Template, Workload
-from .selectors import cluster_gpu_capacity, workload_may_change, workloads_visible
+from .models import Template, Workload
+from .selectors import GpuAvailability, workload_may_change, workloads_visible
 from .services import AdmissionRefused, workload_delete, workload_launch, workload_stop
 
 log = logging.getLogger(__name__)
@@ -78,65 +78,15 @@ def _project_workloads(request: HttpRequest) -> QuerySet[Workload]:
 
 # --- GPUs: free in the cluster, left in the quota -----------------------------------------
 
-@dataclasses.dataclass
-class GpuAvailability:
-    """One GPU type as the launch page and the dashboard show it."""
-
-    gpu_type: GpuType
-    quota_limit: int  # the tenant's quota for this type
-    quota_used: int  # GPUs of this type the tenant's active workloads hold
-    total_limit: int  # the tenant's quota of GPUs in all
-    total_used: int
-    allocatable: int | None = None  # None: the cluster was not asked or did not answer
-    free: int | None = None
-    largest_node: int | None = None
-
-    @property
-    def known(self) -> bool:
-        return self.allocatable is not None
-
-    @property
-    def may_use(self) -> int:
-        """How many more GPUs of this type the quota admits (per type and in all)."""
-        return max(min(self.quota_limit - self.quota_used, self.total_limit - self.total_used), 0)
-
-
-def _gpus_by_type(workloads: QuerySet[Workload]) -> dict[str, int]:
-    return dict(workloads.order_by().values_list("gpu_type__slug").annotate(n=Sum("gpu_count")))
-
-
 def gpu_availability(tenant: Tenant, quota: Quota, *, ask_cluster: bool = True
                      ) -> tuple[list[GpuAvailability], str | None]:
-    """Per enabled GPU type: the tenant's quota use and (asking the cluster) free GPUs.
-
-    Free = allocatable − GPUs of every tenant's active workloads, as `GET gpu-types/` counts.
-    Quota use counts what admission counts: the tenant's active, not deleted workloads.
-    Returns (rows, a banner message when the cluster did not answer)."""
-    capacity, cluster_error = None, None
-    if ask_cluster:
-        try:
-            capacity = cluster_gpu_capacity()
-        except KubeError as exc:
-            log.warning("cluster unreachable for the GPU availability: %s", exc)
-            cluster_error = f"{CLUSTER_UNREACHABLE}: free GPUs are not known. You can still " \
-                            "launch; the workload starts when the cluster answers."
-    active = Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
-    held = _gpus_by_type(active) if capacity is not None else {}
-    tenant_held = _gpus_by_type(active.filter(tenant=tenant, deleted_at__isnull=True))
-    limits = quota.gpus_by_type()
-    rows = []
-    for gpu_type in GpuType.objects.filter(enabled=True):
-        row = GpuAvailability(gpu_type=gpu_type, quota_limit=limits.get(gpu_type.slug, 0),
-                              quota_used=tenant_held.get(gpu_type.slug, 0),
-                              total_limit=quota.gpus_total,
-                              total_used=sum(tenant_held.values()))
-        cap = capacity.get(gpu_type.slug) if capacity is not None else None
-        if cap is not None:
-            row.allocatable = cap.allocatable
-            row.largest_node = cap.largest_node
-            row.free = max(cap.allocatable - held.get(gpu_type.slug, 0), 0)
-        rows.append(row)
-    return rows, cluster_error
+    """The selector's rows, with the banner the pages show when the cluster did not answer."""
+    rows, error = selectors.gpu_availability(tenant, quota, ask_cluster=ask_cluster)
+    if error is None:
+        return rows, None
+    log.warning("cluster unreachable for the GPU availability: %s", error)
+    return rows, (f"{CLUSTER_UNREACHABLE}: free GPUs are not known. You can still launch; "
+                  "the workload starts when the cluster answers.")
 
 
 def fit_notes(row: GpuAvailability, count: int, tenant: Tenant) -> list[tuple[str, str]]:

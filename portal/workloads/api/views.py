@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from django.db.models import Sum
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, mixins, status, viewsets
@@ -13,7 +12,12 @@ from tenants.models import Quota, Tenant
 from ..filtersets import WorkloadFilterSet
 from ..logs import workload_logs
 from ..models import GpuType, Template, Workload
-from ..selectors import cluster_gpu_capacity, workload_may_change, workloads_visible
+from ..selectors import (
+    cluster_gpu_capacity,
+    gpus_held_by_type,
+    workload_may_change,
+    workloads_visible,
+)
 from ..services import AdmissionRefused, workload_delete, workload_launch, workload_stop
 from .serializers import (
     GpuTypeSerializer,
@@ -47,8 +51,7 @@ class GpuTypeViewSet(viewsets.GenericViewSet):
             capacity = cluster_gpu_capacity()
         except KubeError:
             capacity = {}
-        in_use = dict(Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
-                      .values_list("gpu_type__slug").annotate(n=Sum("gpu_count")))
+        in_use = gpus_held_by_type(Workload.objects.filter(state__in=Workload.ACTIVE_STATES))
         rows = []
         for gpu_type in types:
             cap = capacity.get(gpu_type.slug)
