@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "axes",
     "portal.keystone",
@@ -155,6 +156,10 @@ KUBECONFIG = env.str("KUBECONFIG", default="")
 # --- workloads ----------------------------------------------------------------------------
 # MetalLB address pool for workload services (empty: MetalLB's default)
 PORTAL_LB_ADDRESS_POOL = env.str("PORTAL_LB_ADDRESS_POOL", default="")
+# the tenant's persistent home volume, mounted at /home/portal by workloads that ask for it
+PORTAL_HOME_VOLUME_SIZE = env.str("PORTAL_HOME_VOLUME_SIZE", default="100Gi")
+PORTAL_HOME_STORAGE_CLASS = env.str("PORTAL_HOME_STORAGE_CLASS", default="")
+PORTAL_HOME_ACCESS_MODE = env.str("PORTAL_HOME_ACCESS_MODE", default="ReadWriteMany")
 # a launch not yet in the cluster after this long is handed to a worker again
 PORTAL_LAUNCH_REQUEUE_SECONDS = env.int("PORTAL_LAUNCH_REQUEUE_SECONDS", default=60)
 
@@ -225,7 +230,11 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
+    # per-user rate limit (429 + Retry-After); the rate: PORTAL_API_THROTTLE_RATE below
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.PortalUserRateThrottle"],
 }
+# requests per user per second|minute|hour|day across all replicas; empty = no limit
+PORTAL_API_THROTTLE_RATE = env.str("PORTAL_API_THROTTLE_RATE", default="600/minute")
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU portal API",
     "DESCRIPTION": "Launch and manage GPU workloads on the shared Kubernetes cluster.",
@@ -234,6 +243,10 @@ SPECTACULAR_SETTINGS = {
     # the schema is public: scripts and the CLI discover the API before they have a token
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],
+    # /api/docs/ serves Swagger UI from drf-spectacular-sidecar's local copy (no CDN)
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- static files -------------------------------------------------------------------------

@@ -13,7 +13,15 @@ from django.conf import settings
 
 from portal.kube.client import Conflict, Kube, KubeRefused
 
-from .manifests import LABEL_WORKLOAD_ID, WorkloadSpec, workload_objects
+from tenants.manifests import LABEL_PROJECT_ID, MANAGED_BY, label_value
+
+from .manifests import (
+    HOME_CLAIM_NAME,
+    LABEL_WORKLOAD_ID,
+    WorkloadSpec,
+    make_home_claim,
+    workload_objects,
+)
 from .models import Workload
 
 log = logging.getLogger(__name__)
@@ -52,6 +60,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         run_as_non_root=template.run_as_non_root,
         run_as_user=template.run_as_user,
         lb_address_pool=settings.PORTAL_LB_ADDRESS_POOL or None,
+        home_claim=HOME_CLAIM_NAME if workload.use_home else None,
         backoff_limit=workload.retries,
     )
 
@@ -61,10 +70,29 @@ def _owned_by(obj: dict[str, Any], workload: Workload) -> bool:
     return labels.get(LABEL_WORKLOAD_ID) == str(workload.pk)
 
 
+def home_claim_ensure(workload: Workload, kube: Kube) -> bool:
+    """The tenant's home volume, created the first time a workload asks for it; it outlives
+    every workload (the portal never deletes it with one). True when created now."""
+    tenant = workload.tenant
+    claim = make_home_claim(
+        tenant.namespace, HOME_CLAIM_NAME, settings.PORTAL_HOME_VOLUME_SIZE,
+        settings.PORTAL_HOME_STORAGE_CLASS or None,
+        {**MANAGED_BY, LABEL_PROJECT_ID: label_value(tenant.keystone_project_id)},
+        access_mode=settings.PORTAL_HOME_ACCESS_MODE,
+    )
+    try:
+        kube.create(claim)
+    except Conflict:
+        return False
+    return True
+
+
 def workload_objects_create(workload: Workload, kube: Kube | None = None) -> list[str]:
     """Create every object; those already there (and ours) are adopted. Returns what was made."""
     kube = kube or Kube()
     created = []
+    if workload.use_home and home_claim_ensure(workload, kube):
+        created.append(f"PersistentVolumeClaim {HOME_CLAIM_NAME}")
     for obj in workload_objects(workload_spec(workload)):
         meta = obj["metadata"]
         try:

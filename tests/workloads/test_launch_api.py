@@ -262,3 +262,27 @@ def test_logs_come_from_the_pod(vision, as_user, eager_celery, cluster):
     assert 0 < len(lines) <= 5
     bad = Client().get(f"/api/v1/workloads/{workload_id}/logs/?tail=abc", **headers)
     assert bad.status_code == 400
+
+
+def test_the_home_volume_is_created_once_and_mounted(vision, as_user, eager_celery, cluster):
+    headers = as_user("researcher")
+    first = launch(headers, {**JUPYTER, "use_home": True}).json()["id"]
+    second = launch(headers, {**JUPYTER, "name": "second", "use_home": True}).json()["id"]
+    api = cluster.api_client()
+    claim = k8s.CoreV1Api(api).read_namespaced_persistent_volume_claim("gpu-portal-home",
+                                                                       vision.namespace)
+    assert claim.spec.access_modes == ["ReadWriteMany"]
+    assert claim.spec.resources.requests["storage"] == "100Gi"
+    for workload_id in (first, second):
+        workload = Workload.objects.get(pk=workload_id)
+        pod = k8s.AppsV1Api(api).read_namespaced_deployment(workload.object_name,
+                                                             vision.namespace).spec.template.spec
+        assert any(v.persistent_volume_claim and v.persistent_volume_claim.claim_name ==
+                   "gpu-portal-home" for v in pod.volumes)
+        assert any(m.mount_path == "/home/portal" for m in pod.containers[0].volume_mounts)
+    created = [e.message for e in Workload.objects.get(pk=first).events.filter(reason="Created")]
+    assert "PersistentVolumeClaim gpu-portal-home" in created[0]
+    # the volume outlives a stopped workload
+    post(f"/api/v1/workloads/{first}/stop/", headers)
+    assert k8s.CoreV1Api(api).read_namespaced_persistent_volume_claim("gpu-portal-home",
+                                                                      vision.namespace)
