@@ -12,7 +12,6 @@ from typing import Any
 from django.conf import settings
 
 from portal.kube.client import Conflict, Kube, KubeRefused
-
 from tenants.manifests import LABEL_PROJECT_ID, MANAGED_BY, label_value
 
 from .manifests import (
