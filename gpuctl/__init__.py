@@ -1,0 +1,1 @@
+"""gpuctl: the GPU portal's command-line client (Keystone auth, the portal's REST API)."""
