@@ -1,5 +1,5 @@
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from . import views
 
@@ -10,4 +10,6 @@ urlpatterns = [
     path("v1/", include("tenants.api.urls")),
     path("v1/", include("portal.workloads.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    # Swagger UI from local assets (drf-spectacular-sidecar), public like the schema
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
 ]

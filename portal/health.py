@@ -1,4 +1,5 @@
-"""Liveness and readiness: /healthz says the process serves; /readyz that its dependencies answer."""
+"""Liveness and readiness: /healthz says the process serves; /readyz that its dependencies
+answer (database, Redis, Keystone, the cluster)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,16 @@ def _check_keystone() -> None:
     KeystoneClient(timeout=2.0).check_reachable()
 
 
-CHECKS = {"database": _check_database, "redis": _check_redis, "keystone": _check_keystone}
+def _check_cluster() -> None:
+    # one authenticated GET through the portal's own client and credentials (kubeconfig or
+    # service account): a missing namespace is still an answer, an unreachable API is not
+    from portal.kube.client import Kube
+
+    Kube().get("Namespace", "default")
+
+
+CHECKS = {"database": _check_database, "redis": _check_redis, "keystone": _check_keystone,
+          "cluster": _check_cluster}
 
 
 @never_cache

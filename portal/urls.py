@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from portal import health, views
+from portal import health, metrics, views
 from portal.keystone import views as keystone_views
 
 urlpatterns = [
@@ -10,7 +10,9 @@ urlpatterns = [
     path("switch-project/", keystone_views.switch_project_view, name="switch-project"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("", include("portal.workloads.urls")),
     path("admin/", include("tenants.urls")),
+    path("admin/", include("portal.workloads.admin_urls")),
     path("api/", include("api.urls")),
 ]

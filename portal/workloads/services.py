@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from portal import metrics
 from tenants.audit import audit_record
 from tenants.models import Quota, Tenant
 
@@ -114,6 +115,9 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                                 "gpu_type": workload.gpu_type.slug,
                                 "gpu_count": workload.gpu_count, "image": workload.image})
             _enqueue(workload_create_task, workload.pk)
+    except AdmissionRefused:
+        metrics.admission_refused(gpu_type=request["gpu_type"].slug)
+        raise
     except IntegrityError:
         # the same idempotency key raced in from a concurrent request: return its workload
         existing = Workload.objects.filter(tenant=tenant, owner=user,
@@ -121,6 +125,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
         if existing is None:
             raise
         return existing, False
+    metrics.launch_admitted(template=workload.template.slug, gpu_type=workload.gpu_type.slug)
     return workload, True
 
 

@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -15,14 +16,28 @@ def test_healthz_answers_without_any_dependency():
 
 
 @pytest.mark.django_db
-def test_readyz_checks_database_redis_and_keystone(keystone):
+def test_readyz_checks_database_redis_keystone_and_the_cluster(keystone, cluster):
     response = Client().get("/readyz")
     assert response.status_code == 200, response.json()
-    assert response.json()["checks"] == {"database": "ok", "redis": "ok", "keystone": "ok"}
+    assert response.json()["checks"] == {"database": "ok", "redis": "ok", "keystone": "ok",
+                                         "cluster": "ok"}
 
 
 @pytest.mark.django_db
-def test_readyz_reports_an_unreachable_keystone(keystone, settings):
+def test_readyz_reports_an_unreachable_cluster(keystone, cluster, settings, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"  # the same cluster entry, at a port nothing serves
+    text = Path(cluster.kubeconfig).read_text()
+    assert cluster.url in text
+    kubeconfig.write_text(text.replace(cluster.url, "http://127.0.0.1:9"))
+    settings.KUBECONFIG = str(kubeconfig)
+    response = Client().get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["cluster"].startswith("failed")
+    assert response.json()["checks"]["keystone"] == "ok"
+
+
+@pytest.mark.django_db
+def test_readyz_reports_an_unreachable_keystone(keystone, cluster, settings):
     settings.KEYSTONE_URL = "http://127.0.0.1:9/v3"
     response = Client().get("/readyz")
     assert response.status_code == 503
