@@ -6,15 +6,15 @@ A kubesim of their own (the demo inventory): these tests fill its GPUs on purpos
 import time
 
 import pytest
-from django.test import Client, TestCase
+from django.test import Client
 
 from portal.kube.client import Kube
 from portal.workloads.models import Workload
 from portal.workloads.tracking import Tracker, tracking_cycle
-from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.workloads.api_calls import launch, post, vision_lab_ready
 
 pytestmark = pytest.mark.django_db
 
@@ -27,12 +27,7 @@ def own_kubesim(kubesim_factory):
 @pytest.fixture
 def vision(login, gpu_types, own_kubesim, settings, eager_celery):
     settings.KUBECONFIG = str(own_kubesim.kubeconfig)
-    login("researcher")
-    tenant = Tenant.objects.get(name="vision-lab")
-    quota_update(tenant=tenant, acting_user=None,
-                 changes={"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0}})
-    tenant_reconcile(tenant_id=tenant.pk)
-    return tenant
+    return vision_lab_ready(login)
 
 
 @pytest.fixture
@@ -40,17 +35,14 @@ def researcher(project_token):
     return {"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}
 
 
-def launch(headers, body):
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        response = Client().post("/api/v1/workloads/", body, content_type="application/json",
-                                 **headers)
+def launched(headers, body) -> int:
+    response = launch(headers, body)
     assert response.status_code == 201, response.json()
     return response.json()["id"]
 
 
 def stop(headers, workload_id):
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        assert Client().post(f"/api/v1/workloads/{workload_id}/stop/", **headers).status_code == 202
+    assert post(f"/api/v1/workloads/{workload_id}/stop/", headers).status_code == 202
 
 
 def track_until(workload_id: int, predicate, timeout: float = 30.0) -> Workload:
@@ -65,7 +57,7 @@ def track_until(workload_id: int, predicate, timeout: float = 30.0) -> Workload:
 
 
 def test_jupyter_on_an_a100_runs_and_has_its_url(vision, researcher):
-    workload_id = launch(researcher, {"name": "nb", "template": "jupyter", "gpu_type": "a100",
+    workload_id = launched(researcher, {"name": "nb", "template": "jupyter", "gpu_type": "a100",
                                       "gpu_count": 1})
     workload = track_until(workload_id, lambda w: w.state == "running" and w.address)
     assert workload.node.startswith("gpu-a100-")
@@ -77,7 +69,7 @@ def test_jupyter_on_an_a100_runs_and_has_its_url(vision, researcher):
 
 
 def test_a_custom_batch_job_on_a_v100_succeeds(vision, researcher):
-    workload_id = launch(researcher, {
+    workload_id = launched(researcher, {
         "name": "train", "template": "custom", "kind": "batch", "image": "python:3.12-slim",
         "gpu_type": "v100", "gpu_count": 1, "command": ["python", "train.py"],
         "env": {"KUBESIM_RUN_SECONDS": "1"}})
@@ -94,12 +86,12 @@ def test_within_quota_but_beyond_free_capacity_waits_then_starts_when_gpus_free(
     quota_update(tenant=vision, acting_user=None,
                  changes={"gpus_total": 40, "gpus_by_type": {"a100": 20}})
     tenant_reconcile(tenant_id=vision.pk)  # the namespace's ResourceQuota follows
-    big = [launch(researcher, {"name": f"big {i}", "template": "custom", "kind": "batch",
+    big = [launched(researcher, {"name": f"big {i}", "template": "custom", "kind": "batch",
                                "image": "busybox:1.36", "gpu_type": "a100", "gpu_count": 8,
                                "env": {"KUBESIM_RUN_SECONDS": "600"}}) for i in range(2)]
     for workload_id in big:
         track_until(workload_id, lambda w: w.state == "running")
-    waiting = launch(researcher, {"name": "small", "template": "jupyter", "gpu_type": "a100",
+    waiting = launched(researcher, {"name": "small", "template": "jupyter", "gpu_type": "a100",
                                   "gpu_count": 1})
     workload = track_until(waiting, lambda w: w.state == "pending" and "nodes are available" in w.reason)
     assert "Insufficient nvidia.com/gpu" in workload.reason

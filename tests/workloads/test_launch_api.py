@@ -7,9 +7,9 @@ from django.test import Client, TestCase
 from kubernetes import client as k8s
 
 from portal.workloads.models import Workload
-from tenants.models import AuditRecord, Tenant
-from tenants.provisioning import tenant_reconcile
+from tenants.models import AuditRecord
 from tenants.services import quota_update
+from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
 
 pytestmark = pytest.mark.django_db
 
@@ -19,12 +19,7 @@ JUPYTER = {"name": "My notebook", "template": "jupyter", "gpu_type": "a100", "gp
 @pytest.fixture
 def vision(login, gpu_types, cluster):
     """vision-lab with the demo quota and its namespace provisioned."""
-    login("researcher")
-    tenant = Tenant.objects.get(name="vision-lab")
-    quota_update(tenant=tenant, acting_user=None,
-                 changes={"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0}})
-    tenant_reconcile(tenant_id=tenant.pk)
-    return tenant
+    return vision_lab_ready(login)
 
 
 @pytest.fixture
@@ -32,23 +27,6 @@ def as_user(project_token):
     def _headers(username: str, project: str = "vision-lab") -> dict:
         return {"HTTP_X_AUTH_TOKEN": project_token(username, project)}
     return _headers
-
-
-def launch(headers: dict, body: dict, **extra):
-    # run what the view enqueues on commit (the test's transaction never commits)
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        return Client().post("/api/v1/workloads/", body, content_type="application/json",
-                             **headers, **extra)
-
-
-def post(path: str, headers: dict):
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        return Client().post(path, **headers)
-
-
-def delete(path: str, headers: dict):
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        return Client().delete(path, **headers)
 
 
 def test_launch_jupyter_creates_its_objects_in_the_tenant_namespace(vision, as_user, eager_celery,
