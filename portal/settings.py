@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "axes",
     "portal.keystone",
     "portal.workloads",
+    "portal.usage",
     "tenants",
     "api",
     "portal",

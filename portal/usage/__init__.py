@@ -1,0 +1,1 @@
+"""GPU usage: samples scraped from the exporters, per-minute and per-hour rollups, accounting."""
