@@ -1,0 +1,356 @@
+"""The admin's catalogue forms: GPU types, templates, a tenant's image registries.
+
+They read what the admin typed (node labels and environment variables as KEY=value lines, a
+command one argv item per line) and validate it; the writes are `catalogue` services. Each
+field's error and hint are tied to its input (`aria-describedby`, `aria-invalid`) so that a
+screen reader announces them with the field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+
+from .api.serializers import MAX_ARG_LENGTH, MAX_ARGV_ITEMS, MAX_ENV_ITEMS, MAX_ENV_VALUE
+from .forms import argv_lines, env_lines
+from .images import validate_image_prefix, validate_image_reference
+from .manifests import ENV_NAME
+from .models import RESOURCE_NAME, GpuType, Template
+
+# Kubernetes label syntax: key = [DNS-1123 subdomain "/"] name; value = "" or name
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+                            re.ASCII)
+# slugs name types and templates in quotas, the API and form field names: keep them plain
+SLUG = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
+MAX_IMAGE_PREFIXES = 50
+
+
+def label_key_error(key: str) -> str | None:
+    """Why `key` is not a Kubernetes label key, or None."""
+    prefix, slash, name = key.rpartition("/")
+    if slash:
+        if not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
+            return (f"“{key}”: the prefix before “/” must be a DNS subdomain such as "
+                    "example.com (lower-case).")
+    if not name or len(name) > 63 or not _LABEL_NAME.fullmatch(name):
+        return (f"“{key}” is not a label key: at most 63 letters, digits, “-”, “_” or “.”, "
+                "starting and ending with a letter or digit (optionally after prefix/).")
+    return None
+
+
+def label_value_error(key: str, value: str) -> str | None:
+    if value and (len(value) > 63 or not _LABEL_NAME.fullmatch(value)):
+        return (f"“{value}” (for {key}) is not a label value: at most 63 letters, digits, “-”, "
+                "“_” or “.”, starting and ending with a letter or digit.")
+    return None
+
+
+def node_selector_lines(text: str) -> tuple[dict[str, str], list[str]]:
+    """`key=value` lines → (selector, errors)."""
+    selector: dict[str, str] = {}
+    errors: list[str] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            errors.append(f"Line {number} is not key=value.")
+        elif key in selector:
+            errors.append(f"Line {number} gives {key} a second time.")
+        else:
+            problem = label_key_error(key) or label_value_error(key, value)
+            if problem:
+                errors.append(f"Line {number}: {problem}")
+            else:
+                selector[key] = value
+    return selector, errors
+
+
+def selector_text(selector: dict[str, str]) -> str:
+    return "\n".join(f"{key}={value}" for key, value in selector.items())
+
+
+def argv_text(argv: list[str]) -> str:
+    return "\n".join(argv)
+
+
+def env_text(env: dict[str, str]) -> str:
+    return "\n".join(f"{key}={value}" for key, value in env.items())
+
+
+class AccessibleForm(forms.Form):
+    """Hints and errors announced with their field: `hint-<name>`, `err-<name>`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name, field in self.fields.items():
+            if field.help_text:
+                field.widget.attrs["aria-describedby"] = f"hint-{name}"
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        for name in self.errors:
+            if name not in self.fields:
+                continue
+            attrs = self.fields[name].widget.attrs
+            attrs["aria-describedby"] = " ".join(
+                filter(None, [attrs.get("aria-describedby"), f"err-{name}"]))
+            attrs["aria-invalid"] = "true"
+
+    def error_summary(self) -> list[dict[str, str]]:
+        """Field errors in form order, for the summary at the top that links to each field."""
+        return [{"field": name, "label": str(self.fields[name].label), "message": message}
+                for name in self.fields for message in self.errors.get(name, [])]
+
+
+def _lines_field(label: str, help_text: str, rows: int = 3) -> forms.CharField:
+    return forms.CharField(label=label, required=False, help_text=help_text, strip=False,
+                           widget=forms.Textarea(attrs={"rows": rows, "spellcheck": "false"}))
+
+
+# --- GPU types ------------------------------------------------------------------------------
+
+class GpuTypeForm(AccessibleForm):
+    slug = forms.CharField(
+        max_length=40, help_text="Lower-case letters, digits and dashes, e.g. a100. Quotas and "
+                                 "the API name the type by it; it cannot change later.")
+    name = forms.CharField(max_length=120, label="Display name",
+                           help_text="What researchers see, e.g. NVIDIA A100 80GB.")
+    resource_name = forms.CharField(
+        max_length=120, initial="nvidia.com/gpu", label="Resource name",
+        validators=[RESOURCE_NAME],
+        help_text="The extended resource the nodes offer: nvidia.com/gpu, or a MIG profile "
+                  "such as nvidia.com/mig-1g.10gb.")
+    node_selector = _lines_field(
+        "Node labels", "One key=value per line; a node must carry all of them, e.g. "
+                       "gputype=a100.")
+    memory_gb = forms.IntegerField(min_value=0, max_value=4096, initial=0,
+                                   label="GPU memory (GB)")
+    enabled = forms.BooleanField(required=False, initial=True, label="Enabled",
+                                 help_text="Disabled types cannot be launched; running "
+                                           "workloads keep running.")
+
+    def __init__(self, *args, gpu_type: GpuType | None = None, **kwargs):
+        self.gpu_type = gpu_type
+        if gpu_type is not None:
+            kwargs.setdefault("initial", {
+                "slug": gpu_type.slug, "name": gpu_type.name,
+                "resource_name": gpu_type.resource_name,
+                "node_selector": selector_text(gpu_type.node_selector),
+                "memory_gb": gpu_type.memory_gb, "enabled": gpu_type.enabled})
+        super().__init__(*args, **kwargs)
+        self.fields["node_selector"].widget.attrs["placeholder"] = "gputype=a100"
+        if gpu_type is not None:
+            self.fields["slug"].disabled = True
+            self.fields["slug"].help_text = "Fixed: quotas and the API name the type by it."
+
+    def clean_slug(self) -> str:
+        slug = self.cleaned_data["slug"].strip()
+        if self.gpu_type is not None:
+            return self.gpu_type.slug
+        if not SLUG.fullmatch(slug):
+            raise forms.ValidationError(
+                "Use lower-case letters, digits and dashes, starting and ending with a letter "
+                "or digit.")
+        if GpuType.objects.filter(slug=slug).exists():
+            raise forms.ValidationError(f"A GPU type {slug} exists already.")
+        return slug
+
+    def clean_node_selector(self) -> dict[str, str]:
+        selector, errors = node_selector_lines(self.cleaned_data["node_selector"])
+        if errors:
+            raise forms.ValidationError(errors)
+        if not selector:
+            raise forms.ValidationError(
+                "Give at least one node label (key=value): it is how the portal finds this "
+                "type's nodes and places its workloads.")
+        return selector
+
+    def changes(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {field: data[field] for field in
+                ("name", "resource_name", "node_selector", "memory_gb", "enabled")}
+
+
+# --- templates ------------------------------------------------------------------------------
+
+class TemplateForm(AccessibleForm):
+    slug = forms.CharField(
+        max_length=40, help_text="Lower-case letters, digits and dashes; it cannot change later.")
+    custom = forms.BooleanField(
+        required=False, label="Custom image",
+        help_text="Researchers give their own image, command and port; fixed once created.")
+    name = forms.CharField(max_length=120, label="Name")
+    description = forms.CharField(required=False, label="Description",
+                                  widget=forms.Textarea(attrs={"rows": 2}),
+                                  help_text="Shown under the template on the launch page.")
+    kind = forms.ChoiceField(choices=Template.Kind.choices, label="Kind")
+    image = forms.CharField(
+        max_length=512, required=False, label="Image",
+        help_text="A registry reference such as nvcr.io/nvidia/pytorch:24.01-py3.")
+    command = _lines_field("Command", "One argv item per line (never run through a shell); "
+                                      "empty: the image's entrypoint.")
+    args = _lines_field("Arguments", "One argument per line.")
+    env = _lines_field("Environment", "KEY=value, one per line.")
+    port = forms.IntegerField(min_value=1, max_value=65535, required=False, label="Port",
+                              help_text="The port a service listens on.")
+    default_cpu = forms.IntegerField(min_value=1, max_value=256, label="Default CPU cores")
+    default_memory_gb = forms.IntegerField(min_value=1, max_value=4096,
+                                           label="Default memory (GiB)")
+    run_as_non_root = forms.BooleanField(required=False, label="Run as non-root",
+                                         help_text="Kubernetes refuses to start the container "
+                                                   "as root.")
+    run_as_user = forms.IntegerField(min_value=0, max_value=2**31 - 1, required=False,
+                                     label="Run as user id", help_text="Empty: the image's user.")
+    enabled = forms.BooleanField(required=False, initial=True, label="Enabled",
+                                 help_text="Disabled templates cannot be launched.")
+
+    def __init__(self, *args, template: Template | None = None, **kwargs):
+        self.template = template
+        if template is not None:
+            kwargs.setdefault("initial", {
+                "slug": template.slug, "custom": template.custom, "name": template.name,
+                "description": template.description, "kind": template.kind,
+                "image": template.image, "command": argv_text(template.command),
+                "args": argv_text(template.args), "env": env_text(template.env),
+                "port": template.port, "default_cpu": template.default_cpu,
+                "default_memory_gb": template.default_memory_gb,
+                "run_as_non_root": template.run_as_non_root,
+                "run_as_user": template.run_as_user, "enabled": template.enabled})
+        else:
+            kwargs.setdefault("initial", {"default_cpu": 4, "default_memory_gb": 16,
+                                          "run_as_non_root": True, "kind": "service"})
+        super().__init__(*args, **kwargs)
+        if template is not None:
+            self.fields["slug"].disabled = True
+            self.fields["slug"].help_text = "Fixed: launches and scripts name the template by it."
+            self.fields["custom"].disabled = True
+            self.fields["custom"].help_text = "Fixed once created."
+            if template.custom:
+                self.fields["kind"].help_text = "The kind the launch form proposes; " \
+                                                "researchers may choose the other."
+                self.fields["image"].help_text = "Not used: researchers give their own image."
+
+    @property
+    def is_custom(self) -> bool:
+        if self.template is not None:
+            return self.template.custom
+        return bool(self.cleaned_data.get("custom")) if hasattr(self, "cleaned_data") else False
+
+    def clean_slug(self) -> str:
+        if self.template is not None:
+            return self.template.slug
+        slug = self.cleaned_data["slug"].strip()
+        if not SLUG.fullmatch(slug):
+            raise forms.ValidationError(
+                "Use lower-case letters, digits and dashes, starting and ending with a letter "
+                "or digit.")
+        if Template.objects.filter(slug=slug).exists():
+            raise forms.ValidationError(f"A template {slug} exists already.")
+        return slug
+
+    def clean_image(self) -> str:
+        image = self.cleaned_data["image"].strip()
+        if not image:
+            return ""
+        try:
+            return validate_image_reference(image)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+    def _argv(self, field: str) -> list[str]:
+        argv = argv_lines(self.cleaned_data[field])
+        if len(argv) > MAX_ARGV_ITEMS:
+            raise forms.ValidationError(f"At most {MAX_ARGV_ITEMS} lines.")
+        for number, item in enumerate(argv, start=1):
+            if len(item) > MAX_ARG_LENGTH:
+                raise forms.ValidationError(f"Line {number} is longer than {MAX_ARG_LENGTH} "
+                                            "characters.")
+            if "\x00" in item:
+                raise forms.ValidationError(f"Line {number} holds a NUL character.")
+        return argv
+
+    def clean_command(self) -> list[str]:
+        return self._argv("command")
+
+    def clean_args(self) -> list[str]:
+        return self._argv("args")
+
+    def clean_env(self) -> dict[str, str]:
+        env, errors = env_lines(self.cleaned_data["env"])
+        if len(env) > MAX_ENV_ITEMS:
+            errors.append(f"At most {MAX_ENV_ITEMS} variables.")
+        errors += [f"{key} is not a valid variable name." for key in env
+                   if not ENV_NAME.fullmatch(key)]
+        errors += [f"The value of {key} is longer than {MAX_ENV_VALUE} characters."
+                   for key, value in env.items() if len(value) > MAX_ENV_VALUE]
+        token_env = self.template.token_env if self.template is not None else ""
+        if token_env and token_env in env:
+            errors.append(f"{token_env} is set by the portal (the access token).")
+        if errors:
+            raise forms.ValidationError(errors)
+        return env
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not self.is_custom:
+            if "image" in data and not data["image"] and "image" not in self.errors:
+                self.add_error("image", "A template needs an image (only a custom template "
+                                        "takes the researcher's).")
+            if data.get("kind") == Template.Kind.SERVICE and data.get("port") is None \
+                    and "port" not in self.errors:
+                self.add_error("port", "A service needs the port it listens on.")
+        if data.get("run_as_non_root") and data.get("run_as_user") == 0:
+            self.add_error("run_as_user", "User 0 is root: untick “Run as non-root” or give "
+                                          "another user id.")
+        return data
+
+    def changes(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        changes = {field: data[field] for field in
+                   ("name", "description", "kind", "image", "command", "args", "env", "port",
+                    "default_cpu", "default_memory_gb", "run_as_non_root", "run_as_user",
+                    "enabled")}
+        if changes["kind"] == Template.Kind.BATCH and not self.is_custom:
+            changes["port"] = None  # a Job has no Service: a port would only mislead
+        return changes
+
+
+# --- a tenant's image registries ------------------------------------------------------------
+
+class ImagePrefixesForm(AccessibleForm):
+    image_prefixes = forms.CharField(
+        required=False, strip=False, label="Allowed image registries and prefixes",
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false",
+                                     "placeholder": "nvcr.io/nvidia\nquay.io/jupyter"}),
+        help_text="One per line, e.g. nvcr.io/nvidia or registry.example.org. Empty: any image.")
+
+    def __init__(self, *args, tenant=None, **kwargs):
+        if tenant is not None:
+            kwargs.setdefault("initial", {"image_prefixes": "\n".join(tenant.image_prefixes)})
+        super().__init__(*args, **kwargs)
+
+    def clean_image_prefixes(self) -> list[str]:
+        prefixes: list[str] = []
+        errors: list[str] = []
+        for number, raw in enumerate(self.cleaned_data["image_prefixes"].splitlines(), start=1):
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                prefix = validate_image_prefix(line)
+            except ValueError as exc:
+                errors.append(f"Line {number}: {exc}")
+                continue
+            if prefix not in prefixes:
+                prefixes.append(prefix)
+        if len(prefixes) > MAX_IMAGE_PREFIXES:
+            errors.append(f"At most {MAX_IMAGE_PREFIXES} entries.")
+        if errors:
+            raise forms.ValidationError(errors)
+        return prefixes

@@ -1,0 +1,154 @@
+"""Writes of the catalogue: GPU types, templates, and the image registries a tenant may use.
+
+Each function takes validated values (the admin pages' forms validate input), changes one row
+inside a transaction, and writes an audit record with the row before and after. Functions that
+would break an invariant the rest of the portal relies on refuse with `CatalogueRefused`:
+a template's slug never changes (the seeded `jupyter`, `digits`, `tensorboard`, `custom` are
+part of the contract), nor does its `custom` flag, nor a GPU type's slug (quotas and the API
+name types by slug).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from tenants.audit import audit_record
+from tenants.models import Tenant
+
+from .models import GpuType, Template
+
+GPU_TYPE_FIELDS = ("name", "resource_name", "node_selector", "memory_gb", "enabled")
+TEMPLATE_FIELDS = ("name", "description", "kind", "image", "command", "args", "env", "port",
+                   "default_cpu", "default_memory_gb", "run_as_non_root", "run_as_user",
+                   "enabled")
+# fixed once created: other records, the API and the demo contract name rows by them
+GPU_TYPE_FIXED = ("slug",)
+TEMPLATE_FIXED = ("slug", "custom")
+
+
+class CatalogueRefused(ValueError):
+    """A change the catalogue does not allow (e.g. renaming a seeded template)."""
+
+
+def gpu_type_snapshot(gpu_type: GpuType) -> dict[str, Any]:
+    return {"slug": gpu_type.slug, **{field: getattr(gpu_type, field) for field in GPU_TYPE_FIELDS}}
+
+
+def template_snapshot(template: Template) -> dict[str, Any]:
+    return {"slug": template.slug, "custom": template.custom,
+            **{field: getattr(template, field) for field in TEMPLATE_FIELDS}}
+
+
+def _check_changes(changes: dict[str, Any], allowed: tuple[str, ...], fixed: tuple[str, ...],
+                   current: Any) -> None:
+    for field in changes:
+        if field in fixed and changes[field] != getattr(current, field):
+            raise CatalogueRefused(f"The {field} of {current.slug} cannot change.")
+        if field not in allowed and field not in fixed:
+            raise CatalogueRefused(f"Unknown field {field!r}.")
+
+
+# --- GPU types ------------------------------------------------------------------------------
+
+@transaction.atomic
+def gpu_type_create(*, acting_user, slug: str, name: str, resource_name: str,
+                    node_selector: dict[str, str], memory_gb: int,
+                    enabled: bool = True) -> GpuType:
+    """A new GPU type. Tenants may use none of it until an admin raises their quota."""
+    gpu_type = GpuType.objects.create(slug=slug, name=name, resource_name=resource_name,
+                                      node_selector=node_selector, memory_gb=memory_gb,
+                                      enabled=enabled)
+    audit_record(actor=acting_user, action="gpu_type.create", target=f"gpu_type/{slug}",
+                 after=gpu_type_snapshot(gpu_type))
+    return gpu_type
+
+
+def _gpu_type_change(gpu_type: GpuType, acting_user, changes: dict[str, Any],
+                     action: str) -> GpuType:
+    _check_changes(changes, GPU_TYPE_FIELDS, GPU_TYPE_FIXED, gpu_type)
+    with transaction.atomic():
+        gpu_type = GpuType.objects.select_for_update().get(pk=gpu_type.pk)
+        before = gpu_type_snapshot(gpu_type)
+        for field, value in changes.items():
+            setattr(gpu_type, field, value)
+        after = gpu_type_snapshot(gpu_type)
+        if after != before:
+            gpu_type.save(update_fields=[f for f in changes if f not in GPU_TYPE_FIXED])
+            audit_record(actor=acting_user, action=action, target=f"gpu_type/{gpu_type.slug}",
+                         before=before, after=after)
+    return gpu_type
+
+
+def gpu_type_update(*, gpu_type: GpuType, acting_user, changes: dict[str, Any]) -> GpuType:
+    """Change a GPU type. Running workloads keep their placement; new launches use the change."""
+    return _gpu_type_change(gpu_type, acting_user, changes, "gpu_type.update")
+
+
+def gpu_type_enable(*, gpu_type: GpuType, acting_user) -> GpuType:
+    return _gpu_type_change(gpu_type, acting_user, {"enabled": True}, "gpu_type.enable")
+
+
+def gpu_type_disable(*, gpu_type: GpuType, acting_user) -> GpuType:
+    """No new launches of this type; what runs keeps running."""
+    return _gpu_type_change(gpu_type, acting_user, {"enabled": False}, "gpu_type.disable")
+
+
+# --- templates ------------------------------------------------------------------------------
+
+@transaction.atomic
+def template_create(*, acting_user, slug: str, custom: bool = False,
+                    values: dict[str, Any]) -> Template:
+    """A new template; `values` holds fields of TEMPLATE_FIELDS (the rest keep their defaults)."""
+    _check_changes(values, TEMPLATE_FIELDS, (), Template(slug=slug))
+    template = Template.objects.create(slug=slug, custom=custom, **values)
+    audit_record(actor=acting_user, action="template.create", target=f"template/{slug}",
+                 after=template_snapshot(template))
+    return template
+
+
+def _template_change(template: Template, acting_user, changes: dict[str, Any],
+                     action: str) -> Template:
+    _check_changes(changes, TEMPLATE_FIELDS, TEMPLATE_FIXED, template)
+    with transaction.atomic():
+        template = Template.objects.select_for_update().get(pk=template.pk)
+        before = template_snapshot(template)
+        for field, value in changes.items():
+            setattr(template, field, value)
+        after = template_snapshot(template)
+        if after != before:
+            template.save(update_fields=[f for f in changes if f not in TEMPLATE_FIXED])
+            audit_record(actor=acting_user, action=action, target=f"template/{template.slug}",
+                         before=before, after=after)
+    return template
+
+
+def template_update(*, template: Template, acting_user, changes: dict[str, Any]) -> Template:
+    """Change a template. Launches from now on use it; running workloads are not touched."""
+    return _template_change(template, acting_user, changes, "template.update")
+
+
+def template_enable(*, template: Template, acting_user) -> Template:
+    return _template_change(template, acting_user, {"enabled": True}, "template.enable")
+
+
+def template_disable(*, template: Template, acting_user) -> Template:
+    """No new launches from this template; what runs keeps running."""
+    return _template_change(template, acting_user, {"enabled": False}, "template.disable")
+
+
+# --- the images a tenant may use ------------------------------------------------------------
+
+def tenant_image_prefixes_update(*, tenant: Tenant, acting_user, prefixes: list[str]) -> Tenant:
+    """Set the registries/prefixes a tenant's launches must use (validated, qualified entries
+    such as `nvcr.io/nvidia`; empty: any image). Admission checks them from the next launch."""
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        before = list(tenant.image_prefixes or [])
+        if prefixes != before:
+            tenant.image_prefixes = list(prefixes)
+            tenant.save(update_fields=["image_prefixes", "updated_at"])
+            audit_record(actor=acting_user, action="tenant.image_prefixes", tenant=tenant,
+                         target=tenant.namespace, before=before, after=list(prefixes))
+    return tenant
