@@ -264,3 +264,14 @@ def test_the_home_volume_is_created_once_and_mounted(vision, as_user, eager_cele
     post(f"/api/v1/workloads/{first}/stop/", headers)
     assert k8s.CoreV1Api(api).read_namespaced_persistent_volume_claim("gpu-portal-home",
                                                                       vision.namespace)
+
+
+def test_lowering_a_quota_below_use_blocks_launches_but_stops_nothing(vision, as_user,
+                                                                      eager_celery):
+    headers = as_user("researcher")
+    running = launch(headers, {**JUPYTER, "gpu_count": 3}).json()["id"]
+    quota_update(tenant=vision, acting_user=None, changes={"gpus_by_type": {"a100": 1}})
+    assert Workload.objects.get(pk=running).state == "pending"  # untouched, still live
+    refused = launch(headers, JUPYTER)
+    assert refused.status_code == 403
+    assert refused.json()["detail"].startswith("vision-lab uses 3 of 1 a100 GPUs")
