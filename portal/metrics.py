@@ -107,10 +107,18 @@ def task_failed(sender=None, **kwargs) -> None:
 
 
 class TaskFailureCollector(Collector):
+    @staticmethod
+    def _family() -> CounterMetricFamily:
+        return CounterMetricFamily("portal_celery_task_failures",
+                                   "Celery tasks that raised, by task (all workers)",
+                                   labels=["task"])
+
+    def describe(self) -> Iterator[CounterMetricFamily]:
+        # what registration asks for: the names only, without a round trip to Redis
+        yield self._family()
+
     def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily("portal_celery_task_failures",
-                                     "Celery tasks that raised, by task (all workers)",
-                                     labels=["task"])
+        family = self._family()
         try:
             counts = _redis().hgetall(_cache_key())
         except Exception:
