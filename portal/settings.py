@@ -166,6 +166,18 @@ PORTAL_HOME_ACCESS_MODE = env.str("PORTAL_HOME_ACCESS_MODE", default="ReadWriteM
 # a launch not yet in the cluster after this long is handed to a worker again
 PORTAL_LAUNCH_REQUEUE_SECONDS = env.int("PORTAL_LAUNCH_REQUEUE_SECONDS", default=60)
 
+# --- GPU usage (portal/usage/scrape.py documents the discovery order) ----------------------
+# a Prometheus that scrapes the GPU exporters: when set, it is asked instead of the exporters
+PORTAL_PROMETHEUS_URL = env.str("PORTAL_PROMETHEUS_URL", default="")
+# the Service (namespace/name) of the NVML agent or dcgm-exporter; empty: do not look for it
+PORTAL_GPU_EXPORTER_SERVICE = env.str("PORTAL_GPU_EXPORTER_SERVICE", default="gpu-portal/gpuagent")
+PORTAL_GPU_EXPORTER_PORT = env.int("PORTAL_GPU_EXPORTER_PORT", default=9400)
+PORTAL_USAGE_SCRAPE_INTERVAL = env.float("PORTAL_USAGE_SCRAPE_INTERVAL", default=15.0)
+PORTAL_USAGE_SCRAPE_TIMEOUT = env.float("PORTAL_USAGE_SCRAPE_TIMEOUT", default=5.0)
+PORTAL_USAGE_RAW_RETENTION_HOURS = env.int("PORTAL_USAGE_RAW_RETENTION_HOURS", default=48)
+PORTAL_USAGE_MINUTE_RETENTION_DAYS = env.int("PORTAL_USAGE_MINUTE_RETENTION_DAYS", default=35)
+PORTAL_USAGE_ROLLUP_LOOKBACK_MINUTES = env.int("PORTAL_USAGE_ROLLUP_LOOKBACK_MINUTES", default=15)
+
 # --- tenants ------------------------------------------------------------------------------
 PORTAL_NAMESPACE_PREFIX = env.str("PORTAL_NAMESPACE_PREFIX", default="gpu-")
 # Pod Security admission levels of tenant namespaces

@@ -12,6 +12,7 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("", include("portal.workloads.urls")),
+    path("", include("portal.usage.urls")),
     path("admin/", include("tenants.urls")),
     path("admin/", include("portal.workloads.admin_urls")),
     path("api/", include("api.urls")),

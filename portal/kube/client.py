@@ -74,6 +74,7 @@ KINDS: dict[str, Kind] = {
     "ServiceAccount": Kind(k8s.CoreV1Api, "namespaced_service_account"),
     "Secret": Kind(k8s.CoreV1Api, "namespaced_secret"),
     "Service": Kind(k8s.CoreV1Api, "namespaced_service"),
+    "Endpoints": Kind(k8s.CoreV1Api, "namespaced_endpoints"),
     "PersistentVolumeClaim": Kind(k8s.CoreV1Api, "namespaced_persistent_volume_claim"),
     "Pod": Kind(k8s.CoreV1Api, "namespaced_pod"),
     "Event": Kind(k8s.CoreV1Api, "namespaced_event"),
@@ -214,6 +215,22 @@ class Kube:
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise _translate(exc) from exc
         return response.data.decode("utf-8", "replace")
+
+    @property
+    def server(self) -> str:
+        """The API server's base URL, as the kubeconfig (or the in-cluster config) names it."""
+        return str(self.client.configuration.host).rstrip("/")
+
+    def server_get(self, path: str, *, timeout: float = 5.0) -> bytes:
+        """GET a non-resource path of the API server (such as /metrics), with the client's
+        credentials and TLS settings; raises as the other calls do."""
+        try:
+            response, _status, _headers = self.client.call_api(
+                path, "GET", auth_settings=["BearerToken"], _preload_content=False,
+                _request_timeout=(min(TIMEOUT[0], timeout), timeout))
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _translate(exc) from exc
+        return response.data
 
     def delete(self, kind: str, name: str, namespace: str | None = None, *,
                propagation: str = "Background") -> bool:

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import exceptions, serializers
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ..forms import GROUP_BY, UsageQueryForm
+from ..selectors import report_columns, usage_report, usage_rollups_for_query, usage_totals
+from .renderers import UsageCsvRenderer
+
+_ROW = inline_serializer("UsageRow", {
+    "gpu_hours_allocated": serializers.FloatField(),
+    "gpu_hours_used": serializers.FloatField(),
+    "utilisation_percent": serializers.FloatField(allow_null=True),
+    "util_avg": serializers.FloatField(allow_null=True),
+    "util_max": serializers.FloatField(allow_null=True),
+    "samples": serializers.IntegerField(),
+    "workloads": serializers.IntegerField(),
+})
+
+
+class UsageView(APIView):
+    """GPU-hours allocated and used (utilisation-weighted) over a time range, grouped.
+
+    Callers see their current project's usage; admins every tenant's (narrow with `tenant`).
+    `?format=csv` answers the same rows as CSV."""
+
+    renderer_classes = [JSONRenderer, UsageCsvRenderer, BrowsableAPIRenderer]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("since", str, description="ISO 8601 date or date-time; "
+                                                       "default: 30 days before until"),
+            OpenApiParameter("until", str, description="ISO 8601 date (inclusive) or date-time "
+                                                       "(exclusive); default: now"),
+            OpenApiParameter("group_by", str, enum=list(GROUP_BY), default="tenant"),
+            OpenApiParameter("tenant", str, description="tenant id or name"),
+            OpenApiParameter("workload", int),
+            OpenApiParameter("format", str, enum=["json", "csv"]),
+        ],
+        responses=inline_serializer("UsageReport", {
+            "since": serializers.DateTimeField(), "until": serializers.DateTimeField(),
+            "group_by": serializers.CharField(),
+            "columns": serializers.ListField(child=serializers.CharField()),
+            "totals": serializers.DictField(), "results": _ROW}),
+    )
+    def get(self, request):
+        form = UsageQueryForm(request.query_params)
+        if not form.is_valid():
+            raise exceptions.ValidationError(
+                {field: [str(e) for e in errors] for field, errors in form.errors.items()})
+        query = form.cleaned_data
+        rollups = usage_rollups_for_query(request.identity, tenant=query["tenant"],
+                                          workload=query["workload"])
+        rows = usage_report(rollups, since=query["since"], until=query["until"],
+                            group_by=query["group_by"])
+        body = {"since": query["since"], "until": query["until"], "group_by": query["group_by"],
+                "columns": report_columns(query["group_by"]), "totals": usage_totals(rows),
+                "results": rows}
+        response = Response(body)
+        if getattr(request, "accepted_renderer", None) is not None and \
+                request.accepted_renderer.format == "csv":
+            name = f"gpu-usage-{query['group_by']}-{query['since']:%Y%m%d}-{query['until']:%Y%m%d}"
+            response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+        return response

@@ -1,0 +1,67 @@
+"""The one validation of a usage report query, shared by `GET /api/v1/usage/` and the pages."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django import forms
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+GROUP_BY = ("tenant", "user", "gpu_type", "workload", "day")
+DEFAULT_DAYS = 30
+MAX_DAYS = 3660
+
+
+def _moment(text: str, *, end_of_day: bool) -> dt.datetime:
+    """ISO 8601 date or date-time; a date is the start of that day (for `until`: of the next
+    one, so until=2025-01-31 includes the 31st); naive times are in the portal's time zone."""
+    text = text.strip()
+    day = parse_date(text) if len(text) <= 10 else None
+    if day is not None:
+        moment = dt.datetime.combine(day + dt.timedelta(days=1 if end_of_day else 0), dt.time())
+    else:
+        try:
+            moment = parse_datetime(text.replace(" ", "T", 1))
+        except ValueError:
+            moment = None
+        if moment is None:
+            raise forms.ValidationError("Use an ISO 8601 date (2025-01-31) or date-time "
+                                        "(2025-01-31T12:00:00Z).")
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment)
+    return moment
+
+
+class UsageQueryForm(forms.Form):
+    since = forms.CharField(required=False)
+    until = forms.CharField(required=False)
+    group_by = forms.ChoiceField(choices=[(g, g) for g in GROUP_BY], required=False)
+    tenant = forms.CharField(required=False, max_length=255,
+                             help_text="tenant id or name (admins; others: their own)")
+    workload = forms.IntegerField(required=False, min_value=1)
+
+    def clean_since(self) -> dt.datetime | None:
+        value = self.cleaned_data.get("since")
+        return _moment(value, end_of_day=False) if value else None
+
+    def clean_until(self) -> dt.datetime | None:
+        value = self.cleaned_data.get("until")
+        return _moment(value, end_of_day=True) if value else None
+
+    def clean_group_by(self) -> str:
+        return self.cleaned_data.get("group_by") or "tenant"
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        now = timezone.now()
+        until = data.get("until") or now
+        since = data.get("since") or until - dt.timedelta(days=DEFAULT_DAYS)
+        if since >= until:
+            self.add_error("until", "Must be after since.")
+        elif until - since > dt.timedelta(days=MAX_DAYS):
+            self.add_error("since", f"At most {MAX_DAYS} days at once.")
+        data["since"], data["until"] = since, until
+        return data
