@@ -1,0 +1,424 @@
+"""The NVML calls the agent needs, behind one small interface.
+
+`GpuReader` is what the sampler talks to. `NvmlReader` implements it over nvidia-ml-py
+(module `pynvml`, a ctypes binding of the driver's libnvidia-ml.so.1); `FakeReader` implements
+it for tests and for `python -m gpuagent --fake`, and can be scripted: utilisation traces, an
+XID error, a GPU that falls off the bus, a node without a driver.
+
+Readers translate NVML's errors into three of their own, so nothing above this module imports
+pynvml: `NvmlUnavailable` (no library, no driver, init failed), `GpuLost`
+(NVML_ERROR_GPU_IS_LOST) and `NvmlError` for the rest. A field a GPU does not support
+(NVML_ERROR_NOT_SUPPORTED: energy on pre-Volta boards, ECC on GeForce) reads as None; any other
+failure of one field also reads as None and is named in `GpuReading.errors`.
+
+Units are NVML's: bytes, percent, °C, milliwatts, millijoules. The exporter converts to
+dcgm-exporter's (MiB, W).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class NvmlError(Exception):
+    """An NVML call failed."""
+
+
+class NvmlUnavailable(NvmlError):
+    """NVML cannot be used on this node: no library, no driver, or nvmlInit failed."""
+
+
+class GpuLost(NvmlError):
+    """The GPU fell off the bus (NVML_ERROR_GPU_IS_LOST): it answers nothing until a reset."""
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """What identifies one GPU; read once, it does not change while the driver is loaded."""
+
+    index: int
+    uuid: str  # "GPU-…"
+    name: str  # NVML's product name, dcgm-exporter's modelName: "NVIDIA A100-SXM4-80GB"
+    pci_bus_id: str  # "00000000:3B:00.0"
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One sample of one GPU, in NVML's units. None: not supported or failed (see errors)."""
+
+    gpu_util_pct: float | None = None
+    mem_util_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_free_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    temperature_c: float | None = None
+    power_mw: float | None = None
+    energy_mj: int | None = None  # total since the driver loaded
+    ecc_dbe_volatile: int | None = None  # double-bit (uncorrected) errors since the driver loaded
+    errors: dict[str, str] = field(default_factory=dict)  # field name → NVML's message
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    uuid: str
+    xid: int
+
+
+class GpuReader(Protocol):
+    """The NVML calls the agent makes. All may raise NvmlError; `open` raises NvmlUnavailable."""
+
+    def open(self) -> None:
+        """nvmlInit, and registration for XID events. Safe to call again after a failure."""
+
+    def close(self) -> None:
+        """nvmlShutdown; the reader may be opened again."""
+
+    def driver_version(self) -> str: ...
+
+    def device_count(self) -> int: ...
+
+    def device_info(self, index: int) -> GpuInfo:
+        """Raises GpuLost when the GPU at that index is lost."""
+        ...
+
+    def read(self, index: int) -> GpuReading:
+        """Raises GpuLost when the GPU at that index is lost."""
+        ...
+
+    def xid_events(self) -> list[XidEvent]:
+        """XID errors reported since the last call; never waits."""
+        ...
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+class NvmlReader:
+    """`GpuReader` over nvidia-ml-py. `nvml` is the pynvml module (a stand-in in tests)."""
+
+    def __init__(self, nvml: ModuleType | None = None) -> None:
+        self._nvml = nvml
+        self._event_set: Any = None
+        self._opened = False
+        self._lock = threading.Lock()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def open(self) -> None:
+        with self._lock:
+            if self._opened:
+                return
+            if self._nvml is None:
+                try:
+                    import pynvml
+                except ImportError as exc:  # the package itself is missing
+                    raise NvmlUnavailable(f"nvidia-ml-py is not installed: {exc}") from exc
+                self._nvml = pynvml
+            nvml = self._nvml
+            try:
+                nvml.nvmlInit()
+            except nvml.NVMLError as exc:
+                raise NvmlUnavailable(f"nvmlInit: {exc}") from exc
+            except OSError as exc:  # a broken libnvidia-ml.so.1
+                raise NvmlUnavailable(f"nvmlInit: {exc}") from exc
+            self._opened = True
+            self._event_set = self._register_xid_events()
+
+    def _register_xid_events(self) -> Any:
+        """One event set for every GPU that supports XID events; None when none does."""
+        nvml = self._m
+        try:
+            event_set = nvml.nvmlEventSetCreate()
+        except nvml.NVMLError:
+            return None
+        registered = 0
+        try:
+            count = nvml.nvmlDeviceGetCount()
+        except nvml.NVMLError:
+            count = 0  # the next call that needs it reports the error
+        for index in range(count):
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, event_set)
+                registered += 1
+            except nvml.NVMLError:
+                continue  # not supported on this board, or lost: it is read without events
+        if not registered:
+            nvml.nvmlEventSetFree(event_set)
+            return None
+        return event_set
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._opened:
+                return
+            nvml = self._m
+            try:
+                if self._event_set is not None:
+                    nvml.nvmlEventSetFree(self._event_set)
+                nvml.nvmlShutdown()
+            except nvml.NVMLError:
+                pass
+            self._event_set = None
+            self._opened = False
+
+    @property
+    def _m(self) -> Any:
+        if self._nvml is None or not self._opened:
+            raise NvmlUnavailable("NVML is not initialised")
+        return self._nvml
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        nvml = self._m
+        try:
+            return fn(*args)
+        except nvml.NVMLError_GpuIsLost as exc:
+            raise GpuLost(str(exc)) from exc
+        except nvml.NVMLError_Uninitialized as exc:
+            raise NvmlUnavailable(str(exc)) from exc
+        except nvml.NVMLError as exc:
+            raise NvmlError(f"{getattr(fn, '__name__', 'nvml')}: {exc}") from exc
+
+    def driver_version(self) -> str:
+        return _text(self._call(self._m.nvmlSystemGetDriverVersion))
+
+    def device_count(self) -> int:
+        return int(self._call(self._m.nvmlDeviceGetCount))
+
+    def _handle(self, index: int) -> Any:
+        return self._call(self._m.nvmlDeviceGetHandleByIndex, index)
+
+    def device_info(self, index: int) -> GpuInfo:
+        nvml = self._m
+        handle = self._handle(index)
+        return GpuInfo(
+            index=index,
+            uuid=_text(self._call(nvml.nvmlDeviceGetUUID, handle)),
+            name=_text(self._call(nvml.nvmlDeviceGetName, handle)),
+            pci_bus_id=_text(self._call(nvml.nvmlDeviceGetPciInfo, handle).busId),
+        )
+
+    def read(self, index: int) -> GpuReading:
+        nvml = self._m
+        handle = self._handle(index)
+        errors: dict[str, str] = {}
+
+        def optional(name: str, fn: Callable[..., T], *args: Any) -> T | None:
+            try:
+                return self._call(fn, handle, *args)
+            except GpuLost:
+                raise
+            except NvmlError as exc:
+                if not isinstance(exc.__cause__, nvml.NVMLError_NotSupported):
+                    errors[name] = str(exc)
+                return None
+
+        util = optional("utilization", nvml.nvmlDeviceGetUtilizationRates)
+        memory = optional("memory", nvml.nvmlDeviceGetMemoryInfo)
+        temperature = optional(
+            "temperature", nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU
+        )
+        power = optional("power", nvml.nvmlDeviceGetPowerUsage)
+        energy = optional("energy", nvml.nvmlDeviceGetTotalEnergyConsumption)
+        ecc = optional(
+            "ecc_dbe",
+            nvml.nvmlDeviceGetTotalEccErrors,
+            nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            nvml.NVML_VOLATILE_ECC,
+        )
+        return GpuReading(
+            gpu_util_pct=None if util is None else float(util.gpu),
+            mem_util_pct=None if util is None else float(util.memory),
+            mem_used_bytes=None if memory is None else int(memory.used),
+            mem_free_bytes=None if memory is None else int(memory.free),
+            mem_total_bytes=None if memory is None else int(memory.total),
+            temperature_c=None if temperature is None else float(temperature),
+            power_mw=None if power is None else float(power),
+            energy_mj=None if energy is None else int(energy),
+            ecc_dbe_volatile=None if ecc is None else int(ecc),
+            errors=errors,
+        )
+
+    def xid_events(self) -> list[XidEvent]:
+        nvml = self._m
+        if self._event_set is None:
+            return []
+        events: list[XidEvent] = []
+        for _ in range(1024):  # a bound, in case the driver keeps producing them
+            try:
+                data = nvml.nvmlEventSetWait(self._event_set, 0)
+            except nvml.NVMLError_Timeout:
+                break
+            except nvml.NVMLError as exc:
+                raise NvmlError(f"nvmlEventSetWait: {exc}") from exc
+            if not data.eventType & nvml.nvmlEventTypeXidCriticalError:
+                continue
+            try:
+                uuid = _text(nvml.nvmlDeviceGetUUID(data.device))
+            except nvml.NVMLError:
+                continue  # lost meanwhile; the sampler reports it as lost
+            events.append(XidEvent(uuid=uuid, xid=int(data.eventData)))
+        return events
+
+
+# -- the fake ------------------------------------------------------------------------------
+
+A100_80GB = 80 * 1024**3
+
+
+@dataclass
+class FakeGpu:
+    """One scripted GPU. Traces are cycled, one value per `read`."""
+
+    uuid: str
+    name: str = "NVIDIA A100-SXM4-80GB"
+    pci_bus_id: str = "00000000:07:00.0"
+    memory_total_bytes: int = A100_80GB
+    util_trace: Sequence[float] = (0.0,)
+    mem_util_trace: Sequence[float] = (0.0,)
+    mem_used_trace: Sequence[int] = (1024**3,)  # bytes
+    temperature_trace: Sequence[float] = (30.0,)
+    power_mw_trace: Sequence[float] = (60_000.0,)
+    energy_mj: int = 0
+    ecc_dbe: int = 0
+    lost: bool = False
+    unsupported: frozenset[str] = frozenset()  # field names that read as None
+    step: int = 0
+
+    def at(self, trace: Sequence[T]) -> T:
+        return trace[self.step % len(trace)]
+
+
+class FakeReader:
+    """`GpuReader` for tests and demos; scripted through its methods and `gpus`."""
+
+    def __init__(
+        self,
+        gpus: Iterable[FakeGpu] = (),
+        *,
+        driver_version: str = "535.154.05",
+        available: bool = True,
+        seconds_per_read: float = 5.0,
+    ) -> None:
+        self.gpus = list(gpus)
+        self.version = driver_version
+        self.available = available
+        self.seconds_per_read = seconds_per_read
+        self.opened = False
+        self.open_calls = 0
+        self._xids: list[XidEvent] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def demo(cls, count: int = 4) -> FakeReader:
+        """A node of A100s with distinct traces: busy, idle, bursty, free."""
+        traces: list[Sequence[float]] = [
+            (92.0, 95.0, 88.0, 97.0),
+            (0.0,),
+            (0.0, 0.0, 75.0, 100.0, 40.0, 0.0),
+            (0.0,),
+        ]
+        gpus = [
+            FakeGpu(
+                uuid=f"GPU-fa4e0000-0000-4000-8000-{index:012x}",
+                pci_bus_id=f"00000000:{0x07 + index * 8:02X}:00.0",
+                util_trace=traces[index % len(traces)],
+                mem_util_trace=tuple(u * 0.6 for u in traces[index % len(traces)]),
+                mem_used_trace=tuple(
+                    int(A100_80GB * (0.05 + u / 120)) for u in traces[index % len(traces)]
+                ),
+                temperature_trace=tuple(31 + u * 0.4 for u in traces[index % len(traces)]),
+                power_mw_trace=tuple(62_000 + u * 3_300 for u in traces[index % len(traces)]),
+            )
+            for index in range(count)
+        ]
+        return cls(gpus)
+
+    # -- scripting --------------------------------------------------------------------------
+
+    def inject_xid(self, index: int, xid: int) -> None:
+        with self._lock:
+            self._xids.append(XidEvent(self.gpus[index].uuid, xid))
+
+    def lose(self, index: int) -> None:
+        self.gpus[index].lost = True
+
+    def recover(self, index: int) -> None:
+        self.gpus[index].lost = False
+
+    # -- GpuReader --------------------------------------------------------------------------
+
+    def open(self) -> None:
+        self.open_calls += 1
+        if not self.available:
+            raise NvmlUnavailable("nvmlInit: NVML Shared Library Not Found")
+        self.opened = True
+
+    def close(self) -> None:
+        self.opened = False
+
+    def _check(self) -> None:
+        if not self.available:
+            self.opened = False
+            raise NvmlUnavailable("NVML is not initialised")
+        if not self.opened:
+            raise NvmlUnavailable("NVML is not initialised")
+
+    def _gpu(self, index: int) -> FakeGpu:
+        self._check()
+        if not 0 <= index < len(self.gpus):
+            raise NvmlError(f"nvmlDeviceGetHandleByIndex: Invalid Argument ({index})")
+        gpu = self.gpus[index]
+        if gpu.lost:
+            raise GpuLost("GPU is lost")
+        return gpu
+
+    def driver_version(self) -> str:
+        self._check()
+        return self.version
+
+    def device_count(self) -> int:
+        self._check()
+        return len(self.gpus)
+
+    def device_info(self, index: int) -> GpuInfo:
+        gpu = self._gpu(index)
+        return GpuInfo(index=index, uuid=gpu.uuid, name=gpu.name, pci_bus_id=gpu.pci_bus_id)
+
+    def read(self, index: int) -> GpuReading:
+        gpu = self._gpu(index)
+        used = min(gpu.at(gpu.mem_used_trace), gpu.memory_total_bytes)
+        power = gpu.at(gpu.power_mw_trace)
+        gpu.energy_mj += int(power * self.seconds_per_read)  # mW × s = mJ
+
+        def unless(name: str, value: T) -> T | None:
+            return None if name in gpu.unsupported else value
+
+        reading = GpuReading(
+            gpu_util_pct=unless("utilization", gpu.at(gpu.util_trace)),
+            mem_util_pct=unless("utilization", gpu.at(gpu.mem_util_trace)),
+            mem_used_bytes=unless("memory", used),
+            mem_free_bytes=unless("memory", gpu.memory_total_bytes - used),
+            mem_total_bytes=unless("memory", gpu.memory_total_bytes),
+            temperature_c=unless("temperature", gpu.at(gpu.temperature_trace)),
+            power_mw=unless("power", power),
+            energy_mj=unless("energy", gpu.energy_mj),
+            ecc_dbe_volatile=unless("ecc_dbe", gpu.ecc_dbe),
+        )
+        gpu.step += 1
+        return reading
+
+    def xid_events(self) -> list[XidEvent]:
+        self._check()
+        with self._lock:
+            events, self._xids = self._xids, []
+        return events

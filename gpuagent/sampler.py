@@ -1,0 +1,238 @@
+"""Sampling on an interval, in a background thread, into immutable snapshots.
+
+A scrape reads the latest `Snapshot` and never calls NVML or the kubelet, so a slow or hung
+driver delays samples, not scrapes (and `/healthz` turns 503 when samples stop coming).
+
+What failed is part of the snapshot: NVML missing (the agent keeps serving its own metrics and
+retries nvmlInit every cycle), a GPU that is lost, a field that could not be read, the kubelet
+that did not answer (GPUs are then exported without pod labels).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpuagent.nvml import GpuInfo, GpuLost, GpuReader, GpuReading, NvmlError, NvmlUnavailable
+from gpuagent.podresources import Holder, PodMapper, PodMappingError
+
+log = logging.getLogger("gpuagent")
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    info: GpuInfo
+    reading: GpuReading
+    holder: Holder | None
+    last_xid: int  # 0: none since the agent started
+
+
+@dataclass(frozen=True)
+class LostGpu:
+    index: int
+    info: GpuInfo | None  # None when it was lost before the agent could identify it
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    taken_at: float  # wall clock, seconds
+    hostname: str
+    driver_version: str = ""
+    gpus: tuple[GpuSample, ...] = ()
+    lost: tuple[LostGpu, ...] = ()
+    nvml_error: str | None = None  # None: NVML answered
+    pod_mapping_error: str | None = None
+    gpu_errors: tuple[str, ...] = ()  # GPUs left out of this cycle, and why
+    field_errors: int = 0  # GPUs and fields of this cycle that failed (not "not supported")
+
+    @property
+    def nvml_up(self) -> bool:
+        return self.nvml_error is None
+
+
+@dataclass
+class Counters:
+    """Totals since the agent started, exported as the agent's own metrics."""
+
+    cycles: int = 0
+    nvml_errors: int = 0
+    pod_mapping_errors: int = 0
+    field_errors: int = 0
+    xid_events: int = 0
+    cycle_seconds: float = 0.0
+
+
+@dataclass
+class Sampler:
+    reader: GpuReader
+    mapper: PodMapper
+    hostname: str
+    interval: float = 5.0
+    clock: Callable[[], float] = time.time
+    counters: Counters = field(default_factory=Counters)
+
+    def __post_init__(self) -> None:
+        self._snapshot = Snapshot(
+            taken_at=0.0, hostname=self.hostname, nvml_error="not sampled yet"
+        )
+        self._identities: dict[int, GpuInfo] = {}
+        self._last_xid: dict[str, int] = {}
+        self._opened = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_problems: tuple[str, ...] = ()
+        self.last_cycle_monotonic: float | None = None
+
+    # -- reading ----------------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot  # replaced whole, never mutated: no lock needed
+
+    def sample_once(self) -> Snapshot:
+        started = time.monotonic()
+        snapshot = self._sample()
+        self._snapshot = snapshot
+        self.counters.cycles += 1
+        self.counters.cycle_seconds += time.monotonic() - started
+        self.last_cycle_monotonic = time.monotonic()
+        self._log_problems(snapshot)
+        return snapshot
+
+    def _sample(self) -> Snapshot:
+        now = self.clock()
+        holders, mapping_error = self._holders()
+        try:
+            if not self._opened:
+                self.reader.open()
+                self._opened = True
+                self._identities.clear()
+            driver = self.reader.driver_version()
+            count = self.reader.device_count()
+            self._collect_xids()
+            gpus: list[GpuSample] = []
+            lost: list[LostGpu] = []
+            gpu_errors: list[str] = []
+            field_errors = 0
+            for index in range(count):
+                try:
+                    info = self._identity(index)
+                    reading = self.reader.read(index)
+                except GpuLost:
+                    lost.append(LostGpu(index, self._identities.get(index)))
+                    continue
+                except NvmlUnavailable:
+                    raise
+                except NvmlError as exc:  # this GPU only; it is left out of this cycle
+                    gpu_errors.append(f"GPU {index}: {exc}")
+                    continue
+                field_errors += len(reading.errors)
+                gpus.append(
+                    GpuSample(
+                        info, reading, holders.get(info.uuid), self._last_xid.get(info.uuid, 0)
+                    )
+                )
+        except NvmlError as exc:
+            self.counters.nvml_errors += 1
+            if isinstance(exc, NvmlUnavailable) or not self._opened:
+                self._reopen_next_cycle()
+            return Snapshot(
+                taken_at=now,
+                hostname=self.hostname,
+                nvml_error=str(exc) or type(exc).__name__,
+                pod_mapping_error=mapping_error,
+            )
+        field_errors += len(gpu_errors)
+        self.counters.field_errors += field_errors
+        return Snapshot(
+            taken_at=now,
+            hostname=self.hostname,
+            driver_version=driver,
+            gpus=tuple(gpus),
+            lost=tuple(lost),
+            pod_mapping_error=mapping_error,
+            gpu_errors=tuple(gpu_errors),
+            field_errors=field_errors,
+        )
+
+    def _identity(self, index: int) -> GpuInfo:
+        info = self._identities.get(index)
+        if info is None:
+            info = self._identities[index] = self.reader.device_info(index)
+        return info
+
+    def _collect_xids(self) -> None:
+        for event in self.reader.xid_events():
+            self._last_xid[event.uuid] = event.xid
+            self.counters.xid_events += 1
+            log.warning("XID %d on %s", event.xid, event.uuid)
+
+    def _holders(self) -> tuple[dict[str, Holder], str | None]:
+        try:
+            return self.mapper.holders(), None
+        except PodMappingError as exc:
+            self.counters.pod_mapping_errors += 1
+            return {}, str(exc)
+
+    def _reopen_next_cycle(self) -> None:
+        if self._opened:
+            self.reader.close()
+        self._opened = False
+
+    def _log_problems(self, snapshot: Snapshot) -> None:
+        """Log a problem when it appears and when it clears, not every cycle."""
+        problems = []
+        if snapshot.nvml_error:
+            problems.append(f"NVML: {snapshot.nvml_error}")
+        if snapshot.pod_mapping_error:
+            problems.append(f"pod mapping: {snapshot.pod_mapping_error}")
+        problems += [
+            f"GPU {gpu.index} ({gpu.info.uuid if gpu.info else '?'}) is lost"
+            for gpu in snapshot.lost
+        ]
+        problems += list(snapshot.gpu_errors)
+        problems += [
+            f"GPU {gpu.info.index} {name}: {message}"
+            for gpu in snapshot.gpus
+            for name, message in gpu.reading.errors.items()
+        ]
+        current = tuple(problems)
+        if current != self._last_problems:
+            for problem in sorted(set(current) - set(self._last_problems)):
+                log.warning("%s", problem)
+            for problem in sorted(set(self._last_problems) - set(current)):
+                log.info("cleared: %s", problem)
+            self._last_problems = current
+
+    # -- the background thread --------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self.sample_once()  # the first scrape already has data
+        self._thread = threading.Thread(target=self._run, name="gpuagent-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.sample_once()
+            except Exception:  # a bug must not stop sampling for good
+                log.exception("sampling failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval + 5)
+            self._thread = None
+        self._reopen_next_cycle()
+        self.mapper.close()
+
+    def healthy(self) -> bool:
+        """False when no sample completed for three intervals: the sampler is stuck."""
+        if self.last_cycle_monotonic is None:
+            return False
+        return time.monotonic() - self.last_cycle_monotonic <= max(3 * self.interval, 10.0)

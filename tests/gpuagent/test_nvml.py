@@ -1,0 +1,204 @@
+"""NvmlReader: the real nvidia-ml-py where it can run here (no driver), and its translation of
+NVML's answers and errors over a stand-in of the pynvml module (no GPU on this machine)."""
+
+from __future__ import annotations
+
+import types
+from collections import deque
+from typing import Any
+
+import pynvml
+import pytest
+
+from gpuagent.nvml import GpuInfo, GpuLost, NvmlError, NvmlReader, NvmlUnavailable, XidEvent
+
+HAS_DRIVER = True
+try:
+    pynvml.nvmlInit()
+    pynvml.nvmlShutdown()
+except pynvml.NVMLError:
+    HAS_DRIVER = False
+
+
+@pytest.mark.skipif(HAS_DRIVER, reason="an NVIDIA driver is present")
+def test_real_pynvml_without_a_driver_is_unavailable() -> None:
+    reader = NvmlReader()
+    with pytest.raises(NvmlUnavailable, match="NVML Shared Library Not Found"):
+        reader.open()
+    with pytest.raises(NvmlUnavailable):
+        reader.device_count()  # not opened: the same error, not an AttributeError
+    reader.close()  # harmless
+
+
+@pytest.mark.skipif(not HAS_DRIVER, reason="no NVIDIA driver on this machine")
+def test_real_gpu() -> None:  # pragma: no cover - runs where a GPU is
+    reader = NvmlReader()
+    reader.open()
+    try:
+        assert reader.driver_version()
+        for index in range(reader.device_count()):
+            info = reader.device_info(index)
+            assert info.uuid.startswith(("GPU-", "MIG-"))
+            reading = reader.read(index)
+            assert reading.mem_total_bytes and reading.mem_total_bytes > 0
+        reader.xid_events()
+    finally:
+        reader.close()
+
+
+class Stub:
+    """Attributes of an NVML struct."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+def stand_in(
+    *, lost: set[int] = frozenset(), unsupported: set[str] = frozenset(), events: list | None = None
+) -> types.ModuleType:
+    """A module with pynvml's names for the calls NvmlReader makes; errors are pynvml's own."""
+    m = types.ModuleType("pynvml_stand_in")
+    for name in dir(pynvml):
+        if (
+            name.startswith("NVMLError")
+            or name.startswith("NVML_")
+            or name.startswith("nvmlEventType")
+        ):
+            setattr(m, name, getattr(pynvml, name))
+    queue = deque(events or [])
+    m.calls = []
+
+    def handle(index: int) -> int:
+        if index in lost:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return index
+
+    def call(name: str, value: Any) -> Any:
+        if name in unsupported:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return value
+
+    m.nvmlInit = lambda: m.calls.append("init")
+    m.nvmlShutdown = lambda: m.calls.append("shutdown")
+    m.nvmlSystemGetDriverVersion = lambda: "550.54.15"
+    m.nvmlDeviceGetCount = lambda: 2
+    m.nvmlDeviceGetHandleByIndex = handle
+    m.nvmlDeviceGetUUID = lambda h: f"GPU-{h:08d}-0000-0000-0000-000000000000"
+    m.nvmlDeviceGetName = lambda h: "NVIDIA H100 80GB HBM3"
+    m.nvmlDeviceGetPciInfo = lambda h: Stub(busId=f"00000000:{0x18 + h:02X}:00.0".encode())
+    m.nvmlDeviceGetUtilizationRates = lambda h: call("util", Stub(gpu=87, memory=41))
+    m.nvmlDeviceGetMemoryInfo = lambda h: call(
+        "memory", Stub(total=85_520_809_984, used=42_949_672_960, free=42_571_137_024)
+    )
+    m.nvmlDeviceGetTemperature = lambda h, sensor: call("temp", 61)
+    m.nvmlDeviceGetPowerUsage = lambda h: call("power", 312_456)
+    m.nvmlDeviceGetTotalEnergyConsumption = lambda h: call("energy", 987_654_321)
+
+    def ecc(h: int, error_type: int, counter_type: int) -> int:
+        assert (error_type, counter_type) == (
+            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            pynvml.NVML_VOLATILE_ECC,
+        )
+        if "ecc_unknown" in unsupported:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+        return call("ecc", 3)
+
+    m.nvmlDeviceGetTotalEccErrors = ecc
+    m.nvmlEventSetCreate = lambda: "event-set"
+    m.nvmlDeviceRegisterEvents = lambda h, types_, s: m.calls.append(("register", h, types_))
+    m.nvmlEventSetFree = lambda s: m.calls.append("free")
+
+    def wait(event_set: str, timeout_ms: int) -> Any:
+        assert timeout_ms == 0  # never blocks the sampler
+        if not queue:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+        return queue.popleft()
+
+    m.nvmlEventSetWait = wait
+    return m
+
+
+def test_reads_identity_and_values_in_nvml_units() -> None:
+    nvml = stand_in()
+    reader = NvmlReader(nvml)
+    reader.open()
+    assert nvml.calls[:1] == ["init"]
+    assert ("register", 0, pynvml.nvmlEventTypeXidCriticalError) in nvml.calls
+    assert reader.driver_version() == "550.54.15"
+    assert reader.device_count() == 2
+    assert reader.device_info(1) == GpuInfo(
+        1, "GPU-00000001-0000-0000-0000-000000000000", "NVIDIA H100 80GB HBM3", "00000000:19:00.0"
+    )
+    reading = reader.read(0)
+    assert (reading.gpu_util_pct, reading.mem_util_pct) == (87.0, 41.0)
+    assert reading.mem_used_bytes == 42_949_672_960 and reading.mem_total_bytes == 85_520_809_984
+    assert reading.temperature_c == 61.0 and reading.power_mw == 312_456.0
+    assert reading.energy_mj == 987_654_321 and reading.ecc_dbe_volatile == 3
+    assert reading.errors == {}
+    reader.close()
+    assert nvml.calls[-2:] == ["free", "shutdown"]
+
+
+def test_lost_gpu_raises_gpu_lost() -> None:
+    reader = NvmlReader(stand_in(lost={1}))
+    reader.open()
+    reader.read(0)
+    with pytest.raises(GpuLost):
+        reader.read(1)
+    with pytest.raises(GpuLost):
+        reader.device_info(1)
+
+
+def test_unsupported_fields_read_as_none_and_other_failures_are_named() -> None:
+    reader = NvmlReader(stand_in(unsupported={"energy", "ecc_unknown"}))
+    reader.open()
+    reading = reader.read(0)
+    assert reading.energy_mj is None  # NOT_SUPPORTED: silently absent
+    assert reading.ecc_dbe_volatile is None
+    assert list(reading.errors) == ["ecc_dbe"]  # UNKNOWN: absent, and reported
+    assert "Unknown Error" in reading.errors["ecc_dbe"]
+    assert reading.gpu_util_pct == 87.0
+
+
+def test_xid_events_drain_without_waiting() -> None:
+    events = [
+        Stub(device=1, eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=79),
+        Stub(device=0, eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=48),
+    ]
+    reader = NvmlReader(stand_in(events=events))
+    reader.open()
+    assert reader.xid_events() == [
+        XidEvent("GPU-00000001-0000-0000-0000-000000000000", 79),
+        XidEvent("GPU-00000000-0000-0000-0000-000000000000", 48),
+    ]
+    assert reader.xid_events() == []
+
+
+def test_init_failure_is_unavailable_and_can_be_retried() -> None:
+    nvml = stand_in()
+    failures = [pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)]
+
+    def init() -> None:
+        if failures:
+            raise failures.pop()
+
+    nvml.nvmlInit = init
+    reader = NvmlReader(nvml)
+    with pytest.raises(NvmlUnavailable, match="Driver Not Loaded"):
+        reader.open()
+    reader.open()
+    assert reader.device_count() == 2
+
+
+def test_other_errors_are_nvml_errors() -> None:
+    nvml = stand_in()
+
+    def count() -> int:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+
+    nvml.nvmlDeviceGetCount = count
+    reader = NvmlReader(nvml)
+    reader.open()  # XID registration cannot count the GPUs: open still succeeds
+    with pytest.raises(NvmlError) as raised:
+        reader.device_count()
+    assert not isinstance(raised.value, NvmlUnavailable | GpuLost)
