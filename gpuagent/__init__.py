@@ -1,0 +1,1 @@
+"""gpuagent: the NVML exporter of a GPU node, in dcgm-exporter's format (see README.md)."""

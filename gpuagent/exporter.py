@@ -224,8 +224,9 @@ def health(sampler: Sampler) -> tuple[int, dict[str, object]]:
     since restarting the agent would not fix them."""
     snapshot = sampler.snapshot
     healthy = sampler.healthy()
+    problems = snapshot.nvml_error or snapshot.lost or snapshot.pod_mapping_error
     body: dict[str, object] = {
-        "status": "ok" if healthy and snapshot.nvml_up and not snapshot.lost else "degraded",
+        "status": "ok" if healthy and not problems else "degraded",
         "sampling": "ok" if healthy else "stuck",
         "last_sample_age_seconds": round(max(0.0, time.time() - snapshot.taken_at), 3),
         "nvml": "ok" if snapshot.nvml_up else snapshot.nvml_error,

@@ -163,6 +163,9 @@ class KubeletPodResources:
         try:
             response = self._stub()(ListPodResourcesRequest(), timeout=self.timeout)
         except grpc.RpcError as exc:
+            # A new channel next time: after a kubelet restart (a new socket) it connects at
+            # once instead of waiting out the old channel's reconnect backoff.
+            self.close()
             code = exc.code() if hasattr(exc, "code") else None
             details = exc.details() if hasattr(exc, "details") else str(exc)
             name = code.name if code is not None else "ERROR"

@@ -120,3 +120,25 @@ def test_sampler_labels_held_gpus_and_survives_the_kubelet_going_away(
         assert 'gpuagent_errors_total{Hostname="node1",source="pod_mapping"} 1' in text
     finally:
         sampler.stop()
+
+
+def test_a_restarted_kubelet_is_reached_on_its_new_socket(socket_dir) -> None:
+    path = str(socket_dir / "kubelet.sock")
+    first = FakeKubelet(path)
+    first.start()
+    first.pods = [pod_resources("a", "p", {"c": [("nvidia.com/gpu", [GPU0])]})]
+    mapper = KubeletPodResources(path, timeout=0.5)
+    try:
+        assert mapper.holders() == {GPU0: Holder("a", "p", "c")}
+        first.stop()
+        with pytest.raises(PodMappingError):
+            mapper.holders()
+        second = FakeKubelet(path)  # the kubelet restarted: a new socket at the same path
+        second.pods = [pod_resources("b", "q", {"c": [("nvidia.com/gpu", [GPU1])]})]
+        second.start()
+        try:
+            assert mapper.holders() == {GPU1: Holder("b", "q", "c")}
+        finally:
+            second.stop()
+    finally:
+        mapper.close()
