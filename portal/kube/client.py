@@ -225,12 +225,17 @@ class Kube:
         """GET a non-resource path of the API server (such as /metrics), with the client's
         credentials and TLS settings; raises as the other calls do."""
         try:
-            response, _status, _headers = self.client.call_api(
-                path, "GET", auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=(min(TIMEOUT[0], timeout), timeout))
+            method, url, headers, _body, _files = self.client.param_serialize(
+                "GET", path, header_params={"Accept": "text/plain, */*"},
+                auth_settings=["BearerToken"])
+            response = self.client.call_api(method, url, header_params=headers,
+                                            _request_timeout=(min(TIMEOUT[0], timeout), timeout))
+            data = response.read()
+            if not 200 <= response.status < 300:
+                raise ApiException(http_resp=response.response)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise _translate(exc) from exc
-        return response.data
+        return data
 
     def delete(self, kind: str, name: str, namespace: str | None = None, *,
                propagation: str = "Background") -> bool:
