@@ -271,6 +271,7 @@ STATICFILES_DIRS = [
     BASE_DIR / "static",
     # installed from npm by `make` (package.json / package-lock.json)
     ("vendor/htmx", BASE_DIR / "node_modules" / "htmx.org" / "dist"),
+    ("vendor/uplot", BASE_DIR / "node_modules" / "uplot" / "dist"),
 ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
