@@ -20,19 +20,17 @@ except pynvml.NVMLError:
     HAS_DRIVER = False
 
 
-@pytest.mark.skipif(HAS_DRIVER, reason="an NVIDIA driver is present")
-def test_real_pynvml_without_a_driver_is_unavailable() -> None:
+def test_the_real_nvidia_ml_py_reads_gpus_or_says_nvml_is_unavailable() -> None:
+    """Runs on every machine: with a driver it reads every GPU; without one (CI, this machine)
+    the real pynvml's failure comes out as NvmlUnavailable, not a crash."""
     reader = NvmlReader()
-    with pytest.raises(NvmlUnavailable, match="NVML Shared Library Not Found"):
-        reader.open()
-    with pytest.raises(NvmlUnavailable):
-        reader.device_count()  # not opened: the same error, not an AttributeError
-    reader.close()  # harmless
-
-
-@pytest.mark.skipif(not HAS_DRIVER, reason="no NVIDIA driver on this machine")
-def test_real_gpu() -> None:  # pragma: no cover - runs where a GPU is
-    reader = NvmlReader()
+    if not HAS_DRIVER:
+        with pytest.raises(NvmlUnavailable, match="NVML Shared Library Not Found"):
+            reader.open()
+        with pytest.raises(NvmlUnavailable):
+            reader.device_count()  # not opened: the same error, not an AttributeError
+        reader.close()  # harmless
+        return
     reader.open()
     try:
         assert reader.driver_version()
