@@ -1,0 +1,293 @@
+"""Tenant isolation, proved over every API operation.
+
+ENDPOINTS lists every operation of the OpenAPI schema with what it addresses; the first test
+fails when an operation is added without an entry here, so no endpoint escapes the matrix:
+- another tenant's object answers 404 (never 403), for every method;
+- a token scoped to project A cannot reach project B, even for a user who is a member of both;
+- lists show only the caller's tenant, whatever the filters;
+- a reader cannot change anything (403, nothing changed);
+- non-admins get 403 on admin operations (quota writes, the audit trail);
+- a member cannot change another member's workload; a manager can;
+- and the positive controls: the same requests succeed for those allowed to make them, so the
+  404s and 403s above are not an artefact of a missing object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from django.test import Client, TestCase
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
+
+from portal.workloads.models import Workload
+from tenants.models import Quota, Tenant
+from tenants.services import quota_update
+
+pytestmark = pytest.mark.django_db
+
+
+@dataclasses.dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str  # as in the schema: /api/v1/workloads/{id}/stop/
+    target: str | None = None  # what {id} (or the query parameter) names: "workload"/"tenant"
+    query_param: str | None = None  # the object is named by this query parameter, not {id}
+    writes: bool = False
+    admin_only: bool = False
+    lists: str | None = None  # a list of tenant-owned objects: "workload" or "tenant"
+    body: dict[str, Any] | str | None = None  # FULL_QUOTA: the tenant's whole quota, changed
+    ok: int = 200  # the status of the positive control
+
+    @property
+    def key(self) -> str:
+        return f"{self.method} {self.path}"
+
+    @property
+    def id(self) -> str:
+        return self.key + (f"?{self.query_param}=" if self.query_param else "")
+
+    def url(self, world: World, tenant: str = "vision") -> str:
+        if self.target is None:
+            return self.path
+        obj = world.workloads[tenant] if self.target == "workload" else world.tenants[tenant]
+        if self.query_param:
+            return f"{self.path}?{self.query_param}={obj.pk}"
+        return self.path.replace("{id}", str(obj.pk))
+
+
+FULL_QUOTA = "full-quota"
+LAUNCH = {"name": "probe", "template": "jupyter", "gpu_type": "a100", "gpu_count": 1}
+QUOTA_PATCH = {"max_workloads": 7}
+
+ENDPOINTS = [
+    Endpoint("GET", "/api/v1/me/"),
+    Endpoint("GET", "/api/v1/gpu-types/"),
+    Endpoint("GET", "/api/v1/templates/"),
+    Endpoint("GET", "/api/v1/tenants/", lists="tenant"),
+    Endpoint("GET", "/api/v1/tenants/{id}/", target="tenant"),
+    Endpoint("GET", "/api/v1/tenants/{id}/quota/", target="tenant"),
+    Endpoint("PUT", "/api/v1/tenants/{id}/quota/", target="tenant", writes=True,
+             admin_only=True, body=FULL_QUOTA),
+    Endpoint("PATCH", "/api/v1/tenants/{id}/quota/", target="tenant", writes=True,
+             admin_only=True, body=QUOTA_PATCH),
+    Endpoint("GET", "/api/v1/audit/", admin_only=True),
+    Endpoint("GET", "/api/v1/workloads/", lists="workload"),
+    Endpoint("POST", "/api/v1/workloads/", writes=True, body=LAUNCH, ok=201),
+    Endpoint("GET", "/api/v1/workloads/{id}/", target="workload"),
+    Endpoint("DELETE", "/api/v1/workloads/{id}/", target="workload", writes=True, ok=204),
+    Endpoint("POST", "/api/v1/workloads/{id}/stop/", target="workload", writes=True, ok=202),
+    Endpoint("GET", "/api/v1/workloads/{id}/events/", target="workload"),
+    Endpoint("GET", "/api/v1/workloads/{id}/logs/", target="workload"),
+    # usage names its objects in the query: each way is a row of its own
+    Endpoint("GET", "/api/v1/usage/", target="tenant", query_param="tenant"),
+    Endpoint("GET", "/api/v1/usage/", target="workload", query_param="workload"),
+]
+BY_KEY = {endpoint.key: endpoint for endpoint in ENDPOINTS}
+
+
+def ids(endpoints) -> list[str]:
+    return [endpoint.id for endpoint in endpoints]
+
+
+def schema_operations() -> set[str]:
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    return {f"{method.upper()} {path}" for path, operations in schema["paths"].items()
+            for method in operations if method in ("get", "post", "put", "patch", "delete")}
+
+
+def test_every_api_operation_has_an_entry_in_the_matrix():
+    missing = schema_operations() - set(BY_KEY)
+    assert not missing, (f"add these operations to ENDPOINTS in {__file__} (what they address, "
+                         f"whether they write, whether they are admin-only): {sorted(missing)}")
+    stale = set(BY_KEY) - schema_operations()
+    assert not stale, f"ENDPOINTS lists operations the API no longer has: {sorted(stale)}"
+
+
+# --- the world: two tenants, a workload in each ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tokens(keystone) -> dict[str, str]:
+    """Project-scoped tokens, fetched once for the module (Keystone state, not database)."""
+    wanted = {"researcher@vision": ("researcher", "vision-lab"),
+              "researcher@nlp": ("researcher", "nlp-lab"),
+              "student@nlp": ("student", "nlp-lab"),
+              "lead@vision": ("lead", "vision-lab"),
+              "viewer@vision": ("viewer", "vision-lab"),
+              "admin@admin": ("admin", "admin")}
+    out = {}
+    for key, (user, project) in wanted.items():
+        auth = v3.Password(auth_url=keystone.url, username=user, password=f"{user}-demo-pass",
+                           user_domain_id="default", project_name=project,
+                           project_domain_id="default")
+        out[key] = auth.get_access(ks_session.Session(auth=auth)).auth_token
+    return out
+
+
+@dataclasses.dataclass
+class World:
+    tokens: dict[str, str]
+    tenants: dict[str, Tenant]
+    workloads: dict[str, Workload]
+
+    def call(self, who: str, endpoint: Endpoint, url: str | None = None, *,
+             body: dict[str, Any] | None = None, query: dict[str, str] | None = None):
+        url = url or endpoint.url(self)
+        client = Client(HTTP_X_AUTH_TOKEN=self.tokens[who])
+        if body is None and endpoint.body is not None:
+            body = endpoint.body if isinstance(endpoint.body, dict) else self.full_quota()
+        method = getattr(client, endpoint.method.lower())
+        # side effects (tasks) are queued on commit: capture them, run none
+        with TestCase.captureOnCommitCallbacks(execute=False):
+            if endpoint.method in ("GET", "DELETE"):
+                return method(url, query or {}) if endpoint.method == "GET" else method(url)
+            return method(url, body or {}, content_type="application/json")
+
+    def full_quota(self) -> dict[str, Any]:
+        from tenants.api.serializers import QuotaSerializer
+
+        data = QuotaSerializer(Quota.objects.get(tenant=self.tenants["vision"])).data
+        return {**data, "max_workloads": 7}
+
+
+@pytest.fixture
+def world(tokens, gpu_types, cluster) -> World:
+    world = World(tokens=tokens, tenants={}, workloads={})
+    for who in tokens:  # first contact creates users and tenants, as in production
+        assert Client().get("/api/v1/me/", HTTP_X_AUTH_TOKEN=tokens[who]).status_code == 200
+    for key, name in (("vision", "vision-lab"), ("nlp", "nlp-lab")):
+        tenant = Tenant.objects.get(name=name)
+        quota_update(tenant=tenant, acting_user=None,
+                     changes={"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 4},
+                              "max_workloads": 10})
+        world.tenants[key] = tenant
+    for key, who in (("vision", "researcher@vision"), ("nlp", "student@nlp")):
+        response = world.call(who, BY_KEY["POST /api/v1/workloads/"],
+                              body={**LAUNCH, "name": f"{key} notebook"})
+        assert response.status_code == 201, response.json()
+        world.workloads[key] = Workload.objects.get(pk=response.json()["id"])
+    return world
+
+
+def snapshot(world: World) -> tuple:
+    """What a refused write must leave as it was."""
+    return (
+        sorted(Workload.objects.filter(deleted_at__isnull=True).values_list("pk", "state")),
+        sorted(Quota.objects.values_list("tenant_id", "max_workloads", "gpus_total")),
+    )
+
+
+def assert_error(response, status: int, code: str | None = None) -> None:
+    assert response.status_code == status, (response.status_code, response.content[:500])
+    body = response.json()
+    assert set(body) == {"code", "detail", "fields"}, body
+    if code is not None:
+        assert body["code"] == code, body
+
+
+TARGETED = [e for e in ENDPOINTS if e.target is not None]
+WRITES = [e for e in ENDPOINTS if e.writes]
+ADMIN = [e for e in ENDPOINTS if e.admin_only]
+LISTS = [e for e in ENDPOINTS if e.lists]
+
+
+@pytest.mark.parametrize("endpoint", TARGETED, ids=ids(TARGETED))
+def test_another_tenants_object_is_404(world, endpoint):
+    """student (member of nlp-lab only) addresses vision-lab's objects."""
+    before = snapshot(world)
+    assert_error(world.call("student@nlp", endpoint), 404, "not_found")
+    assert snapshot(world) == before
+
+
+@pytest.mark.parametrize("endpoint", TARGETED, ids=ids(TARGETED))
+def test_a_token_for_one_project_cannot_act_in_another(world, endpoint):
+    """researcher is a member of both; their nlp-lab token addresses their own vision-lab
+    workload and tenant: the token's project is the tenant, so 404."""
+    before = snapshot(world)
+    assert_error(world.call("researcher@nlp", endpoint), 404, "not_found")
+    assert snapshot(world) == before
+
+
+# filters that would find the other tenant's objects if the tenant restriction were missing
+PROBES = {
+    "workload": [{}, {"owner": "researcher"}, {"state": "submitted"}, {"template": "jupyter"},
+                 {"gpu_type": "a100"}, {"ordering": "-created"}, {"page_size": "500"}],
+    "tenant": [{}, {"q": "vision"}, {"state": "new"}, {"ordering": "name"},
+               {"page_size": "500"}],
+}
+LIST_CASES = [(e, query) for e in LISTS for query in PROBES[e.lists or ""]]
+
+
+@pytest.mark.parametrize(("endpoint", "query"), LIST_CASES,
+                         ids=[f"{e.id} {q}" for e, q in LIST_CASES])
+@pytest.mark.parametrize("who", ["student@nlp", "researcher@nlp"])
+def test_lists_show_only_the_callers_tenant(world, endpoint, query, who):
+    response = world.call(who, endpoint, query=query)
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert set(body) >= {"count", "next", "previous", "results"}
+    listed = {row["id"] for row in body["results"]}
+    hidden = world.workloads["vision"] if endpoint.lists == "workload" else world.tenants["vision"]
+    assert hidden.pk not in listed
+    if endpoint.lists == "workload":
+        assert all(row["tenant"] == "nlp-lab" for row in body["results"])
+
+
+@pytest.mark.parametrize("endpoint", WRITES, ids=ids(WRITES))
+def test_a_reader_cannot_change_anything(world, endpoint):
+    before = snapshot(world)
+    assert_error(world.call("viewer@vision", endpoint), 403)
+    assert snapshot(world) == before
+
+
+@pytest.mark.parametrize("endpoint", ADMIN, ids=ids(ADMIN))
+@pytest.mark.parametrize("who", ["researcher@vision", "lead@vision", "viewer@vision"])
+def test_non_admins_get_403_on_admin_operations(world, endpoint, who):
+    before = snapshot(world)
+    assert_error(world.call(who, endpoint), 403, "permission_denied")
+    assert snapshot(world) == before
+
+
+OTHERS_WORKLOAD = [e for e in TARGETED if e.target == "workload" and e.writes]
+
+
+@pytest.mark.parametrize("endpoint", OTHERS_WORKLOAD, ids=ids(OTHERS_WORKLOAD))
+def test_a_member_cannot_change_another_members_workload(world, endpoint):
+    """researcher and student are both members of nlp-lab; the workload is student's."""
+    before = snapshot(world)
+    assert_error(world.call("researcher@nlp", endpoint, endpoint.url(world, "nlp")), 403,
+                 "permission_denied")
+    assert snapshot(world) == before
+
+
+@pytest.mark.parametrize("endpoint", OTHERS_WORKLOAD, ids=ids(OTHERS_WORKLOAD))
+def test_a_manager_may_change_every_workload_of_the_project(world, endpoint):
+    response = world.call("lead@vision", endpoint)
+    assert response.status_code == endpoint.ok, response.content[:500]
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=ids(ENDPOINTS))
+def test_positive_control_the_allowed_caller_succeeds(world, endpoint):
+    """The same requests, by someone allowed: the refusals above are not missing objects."""
+    who = "admin@admin" if endpoint.admin_only else "researcher@vision"
+    response = world.call(who, endpoint)
+    assert response.status_code == endpoint.ok, (response.status_code, response.content[:500])
+
+
+@pytest.mark.parametrize("endpoint", TARGETED, ids=ids(TARGETED))
+def test_an_admin_reaches_every_tenants_objects(world, endpoint):
+    response = world.call("admin@admin", endpoint, endpoint.url(world, "nlp"))
+    assert response.status_code == endpoint.ok, (response.status_code, response.content[:500])
+
+
+def test_a_launch_goes_to_the_tokens_project_whatever_the_body_says(world):
+    """There is no tenant field to smuggle: the body's tenant is ignored."""
+    response = world.call("researcher@nlp", BY_KEY["POST /api/v1/workloads/"],
+                          body={**LAUNCH, "tenant": world.tenants["vision"].pk,
+                                "tenant_id": world.tenants["vision"].pk})
+    assert response.status_code == 201, response.json()
+    assert Workload.objects.get(pk=response.json()["id"]).tenant == world.tenants["nlp"]
