@@ -3,11 +3,12 @@
 GPU-hours, and why they never double-count:
 - allocated GPU-seconds come only from the workload's own times — overlap of
   [started_at, finished_at or now) with the bucket, × gpu_count — never from samples;
-- used GPU-seconds are Σ utilisation × the interval each sample stands for: the time since the
-  previous sample of the same device (capped at `interval_cap()`, 1.5 scrape intervals, so a
-  gap — exporter down, missed scrapes — counts at most that); a duplicate or near-duplicate
-  sample stands for (almost) no time; used is capped by allocated in every bucket, so samples
-  stamped outside the workload's run (clock skew) add nothing;
+- used GPU-seconds are Σ utilisation × the span each sample stands for: the time since the
+  previous sample of the same device and holder, capped at `interval_cap()` (1.5 scrape
+  intervals, so a gap — exporter down, missed scrapes — counts at most that), clipped to the
+  workload's run and shared between minutes by overlap. A duplicate or near-duplicate sample
+  stands for (almost) no time, a sample stamped outside the run (clock skew, a pod still
+  reporting after its finish) for none, and used is capped by allocated in every minute;
 - a raw sample is unique per (at, device): a re-sent batch is dropped at insert; rollup rows
   are unique per (granularity, workload, bucket) and recomputed from their sources by upsert,
   so re-running a rollup over the same range gives the same rows.
@@ -37,6 +38,7 @@ from .scrape import DeviceReading, TargetResult, discover_targets, scrape_target
 log = logging.getLogger(__name__)
 
 MINUTE = dt.timedelta(minutes=1)
+TICK = dt.timedelta(microseconds=1)
 HOUR = dt.timedelta(hours=1)
 WORKLOAD_LABEL = "gpu-portal.io/workload-id"
 # `wl-<id>-…`: the workload's object name starts every pod name (portal.workloads.naming)
@@ -290,13 +292,12 @@ class _Bucket:
     used: float = 0.0
     allocated: float = 0.0
 
-    def add(self, util: float, memory: int, used: float) -> None:
+    def add(self, util: float, memory: int) -> None:
         self.samples += 1
         self.util_sum += util
         self.util_max = util if self.util_max is None else max(self.util_max, util)
         self.memory_sum += memory
         self.memory_max = memory if self.memory_max is None else max(self.memory_max, memory)
-        self.used += used
 
 
 ROLLUP_FIELDS = ["tenant", "user", "gpu_type", "gpu_count", "samples", "util_avg", "util_max",
@@ -336,7 +337,8 @@ def _minute_rollup_chunk(start: dt.datetime, end: dt.datetime, now: dt.datetime)
     """Per-minute rollups of [start, end) (whole minutes) from raw samples and workload times."""
     cap = interval_cap()
     buckets: dict[tuple[int, dt.datetime], _Bucket] = defaultdict(_Bucket)
-    samples = (GpuSample.objects.filter(at__gte=start - cap, at__lt=end)
+    # from one cap before (the predecessors) to one cap after (samples whose span reaches back)
+    samples = (GpuSample.objects.filter(at__gte=start - cap, at__lt=end + cap)
                .order_by("uuid", "mig_instance", "at")
                .values_list("uuid", "mig_instance", "at", "workload_id", "util",
                             "memory_used_mib"))
@@ -352,13 +354,28 @@ def _minute_rollup_chunk(start: dt.datetime, end: dt.datetime, now: dt.datetime)
         previous = row
         if workload_id is None or at < start or workload_id not in workloads:
             continue
+        w = workloads[workload_id]
+        if w["started_at"] is None:
+            continue  # never started as far as the portal knows: nothing allocated, nothing used
         if prev_at is not None and prev_workload == workload_id:
-            span = min(at - prev_at, cap)
-        else:  # the first sample of this holder: back to its start, at most one cap
-            began = workloads[workload_id]["started_at"]
-            span = min(at - began, cap) if began is not None else cap
-        seconds = max(span.total_seconds(), 0.0)
-        buckets[(workload_id, floor_minute(at))].add(util, memory, util / 100.0 * seconds)
+            span_start = at - min(at - prev_at, cap)
+        else:  # the first sample of this holder stands for at most one cap
+            span_start = at - cap
+        # the span a sample stands for, within the workload's run: samples stamped outside it
+        # (clock skew, a pod still reporting after its finish) stand for nothing
+        run_end = min(w["finished_at"] or now, now)
+        span_start, span_end = max(span_start, w["started_at"]), min(at, run_end)
+        if span_end <= span_start:
+            continue
+        home = floor_minute(span_end - TICK)  # the minute the sample describes
+        if start <= home < end:
+            buckets[(workload_id, home)].add(util, memory)
+        bucket = floor_minute(span_start)
+        while bucket < span_end:  # a span crossing a minute boundary is shared by overlap
+            seconds = _overlap(span_start, span_end, bucket, bucket + MINUTE)
+            if start <= bucket < end and seconds > 0:
+                buckets[(workload_id, bucket)].used += util / 100.0 * seconds
+            bucket += MINUTE
     del series
     for workload_id, w in workloads.items():
         if w["started_at"] is None:
