@@ -27,6 +27,8 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
                  ("gpu_type__slug", "gpu_type")],
     "day": [("day", "day")],
 }
+ORDER = {"tenant": ["tenant__name"], "user": ["user__username"], "gpu_type": ["gpu_type__slug"],
+         "workload": ["workload_id"], "day": ["day"]}
 COLUMNS = ["gpu_hours_allocated", "gpu_hours_used", "utilisation_percent", "util_avg",
            "util_max", "samples", "workloads"]
 
@@ -90,7 +92,7 @@ def usage_report(queryset: QuerySet[GpuUsageRollup], *, since: dt.datetime, unti
         allocated=Sum("gpu_seconds_allocated"), used=Sum("gpu_seconds_used"),
         n_samples=Sum("samples"), util_weighted=Sum(F("util_avg") * F("samples")),
         peak=Max("util_max"), n_workloads=Count("workload_id", distinct=True),
-    ).order_by(*fields)
+    ).order_by(*ORDER[group_by])
     report = []
     for row in rows:
         entry: dict[str, Any] = {name: row[field] for field, name in GROUPS[group_by]}

@@ -1,0 +1,168 @@
+"""GET /api/v1/usage/ (JSON and CSV) and the usage pages: grouping, ranges, tenant isolation."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from portal.usage.services import samples_insert, usage_rollup
+from tenants.models import Tenant
+
+from .conftest import T0, make_workload, sample_row
+
+pytestmark = pytest.mark.django_db
+
+H = dt.timedelta(hours=1)
+
+
+@pytest.fixture
+def usage(login, gpu_types, settings):
+    """vision-lab: researcher's a100×2 10:00–12:00 at 50 %, lead's v100×1 11:00–13:00;
+    nlp-lab: student's t4×4 10:00–14:00. Rolled up."""
+    settings.PORTAL_USAGE_SCRAPE_INTERVAL = 15.0
+    for name in ("researcher", "lead", "student", "admin"):
+        login(name)
+    users = {u.username: u for u in get_user_model().objects.all()}
+    vision, nlp = Tenant.objects.get(name="vision-lab"), Tenant.objects.get(name="nlp-lab")
+    workloads = {
+        "train": make_workload(vision, users["researcher"], gpu_count=2, started_at=T0,
+                               finished_at=T0 + 2 * H, name="train"),
+        "infer": make_workload(vision, users["lead"], gpu_type="v100", started_at=T0 + H,
+                               finished_at=T0 + 3 * H, name="infer"),
+        "nlp": make_workload(nlp, users["student"], gpu_type="t4", gpu_count=4,
+                             started_at=T0, finished_at=T0 + 4 * H, name="nlp"),
+    }
+    samples_insert(rows=[sample_row(T0 + t * dt.timedelta(seconds=15), workloads["train"],
+                                    uuid=uuid, util=50.0)
+                         for uuid in ("GPU-1", "GPU-2") for t in range(1, 481)])
+    usage_rollup(since=T0, until=T0 + 5 * H, now=T0 + 24 * H)
+    return {"vision": vision, "nlp": nlp, **workloads}
+
+
+@pytest.fixture
+def api(project_token):
+    def _get(user: str, project: str, **params):
+        token = project_token(user, project)
+        return Client().get("/api/v1/usage/", params, HTTP_X_AUTH_TOKEN=token)
+    return _get
+
+
+DAY = {"since": "2025-03-03", "until": "2025-03-03"}
+
+
+def test_a_member_sees_only_their_projects_usage(usage, api):
+    response = api("researcher", "vision-lab", **DAY)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["group_by"] == "tenant"
+    assert [r["tenant"] for r in body["results"]] == ["vision-lab"]
+    row = body["results"][0]
+    assert row["gpu_hours_allocated"] == pytest.approx(2 * 2 + 1 * 2)
+    assert row["gpu_hours_used"] == pytest.approx(2 * 2 * 0.5)
+    assert row["workloads"] == 2 and row["util_avg"] == 50.0
+    assert body["totals"]["gpu_hours_allocated"] == pytest.approx(6.0)
+    # the same user in the other project sees that one only
+    nlp = api("researcher", "nlp-lab", **DAY).json()["results"]
+    assert [(r["tenant"], r["gpu_hours_allocated"]) for r in nlp] == [("nlp-lab", 16.0)]
+
+
+def test_another_tenant_or_its_workload_is_not_found(usage, api):
+    assert api("researcher", "vision-lab", tenant="nlp-lab", **DAY).status_code == 404
+    assert api("researcher", "vision-lab", tenant=str(usage["nlp"].tenant_id),
+               **DAY).status_code == 404
+    assert api("researcher", "vision-lab", workload=usage["nlp"].pk, **DAY).status_code == 404
+    mine = api("researcher", "vision-lab", tenant="vision-lab", workload=usage["train"].pk, **DAY)
+    assert mine.status_code == 200
+    assert mine.json()["results"][0]["gpu_hours_allocated"] == pytest.approx(4.0)
+    # nothing of nlp-lab shows in any grouping
+    for group_by in ("user", "gpu_type", "workload", "day"):
+        body = api("researcher", "vision-lab", group_by=group_by, **DAY).json()
+        assert body["totals"]["gpu_hours_allocated"] == pytest.approx(6.0), group_by
+
+
+def test_group_by_variants(usage, api):
+    by_user = api("lead", "vision-lab", group_by="user", **DAY).json()["results"]
+    assert [(r["user"], r["gpu_hours_allocated"]) for r in by_user] == [
+        ("lead", 2.0), ("researcher", 4.0)]
+    by_type = api("lead", "vision-lab", group_by="gpu_type", **DAY).json()["results"]
+    assert [(r["gpu_type"], r["gpu_hours_allocated"]) for r in by_type] == [
+        ("a100", 4.0), ("v100", 2.0)]
+    by_workload = api("lead", "vision-lab", group_by="workload", **DAY).json()["results"]
+    assert {r["workload"]: r["gpu_hours_used"] for r in by_workload} == {
+        "train": pytest.approx(2.0), "infer": 0.0}
+    assert all(r["tenant"] == "vision-lab" for r in by_workload)
+    by_day = api("lead", "vision-lab", group_by="day", **DAY).json()["results"]
+    assert by_day == [{**by_day[0], "day": "2025-03-03", "gpu_hours_allocated": 6.0}]
+
+
+def test_ragged_ranges_use_minutes_at_the_ends(usage, api):
+    body = api("lead", "vision-lab", since="2025-03-03T10:30:00Z", until="2025-03-03T12:15:00Z",
+               group_by="workload").json()
+    allocated = {r["workload"]: r["gpu_hours_allocated"] for r in body["results"]}
+    assert allocated == {"train": pytest.approx(2 * 1.5), "infer": pytest.approx(1.25)}
+
+
+def test_admins_see_every_tenant_and_may_narrow(usage, api):
+    rows = api("admin", "admin", **DAY).json()["results"]
+    assert {r["tenant"]: r["gpu_hours_allocated"] for r in rows} == {"vision-lab": 6.0,
+                                                                     "nlp-lab": 16.0}
+    narrowed = api("admin", "admin", tenant="nlp-lab", group_by="user", **DAY).json()["results"]
+    assert [(r["user"], r["gpu_hours_allocated"]) for r in narrowed] == [("student", 16.0)]
+    assert api("admin", "admin", tenant="no-such", **DAY).status_code == 404
+
+
+def test_csv_export(usage, api):
+    response = api("researcher", "vision-lab", group_by="workload", format="csv", **DAY)
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/csv")
+    assert 'attachment; filename="gpu-usage-workload-20250303-20250304.csv"' == \
+        response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["workload"] for r in rows] == ["train", "infer"]  # by workload id
+    train = next(r for r in rows if r["workload"] == "train")
+    assert float(train["gpu_hours_allocated"]) == 4.0 and float(train["gpu_hours_used"]) == 2.0
+    assert list(rows[0]) == ["workload_id", "workload", "tenant", "user", "gpu_type",
+                             "gpu_hours_allocated", "gpu_hours_used", "utilisation_percent",
+                             "util_avg", "util_max", "samples", "workloads"]
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"since": "yesterday"}, "since"),
+    ({"since": "2025-03-05", "until": "2025-03-01"}, "until"),
+    ({"group_by": "node"}, "group_by"),
+    ({"workload": "x"}, "workload"),
+])
+def test_bad_queries_are_400_with_the_field(usage, api, params, field):
+    response = api("researcher", "vision-lab", **params)
+    assert response.status_code == 400
+    assert field in response.json()["fields"]
+
+
+def test_without_a_token_it_is_401(db):
+    assert Client().get("/api/v1/usage/").status_code == 401
+
+
+def test_the_tenants_own_page_and_the_admin_page(usage, login, keystone):
+    member = login("researcher")
+    member.post("/switch-project/", {"project_id": keystone.project_ids["vision-lab"]})
+    page = member.get("/usage/", {**DAY, "tenant": "nlp-lab"})  # tenant is ignored here
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "vision-lab" in text and "nlp-lab" not in text.split("<main", 1)[1].split(
+        "</form>", 1)[1]
+    assert "6.00</strong> GPU-hours allocated" in text
+    assert "/api/v1/usage/?since=" in text and "format=csv" in text
+    assert member.get("/admin/usage/").status_code == 403
+
+    admin = login("admin")
+    page = admin.get("/admin/usage/", {**DAY, "group_by": "tenant"})
+    assert page.status_code == 200
+    assert "nlp-lab" in page.content.decode() and "22.00</strong>" in page.content.decode()
+    # the CSV link works with the browser session
+    csv_link = page.context["csv_url"]
+    assert admin.get(csv_link).status_code == 200
