@@ -76,6 +76,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.keystone.context_processors.identity",
+                "portal.usage.context_processors.gpu_alerts",
             ],
         },
     },
@@ -177,6 +178,22 @@ PORTAL_USAGE_SCRAPE_TIMEOUT = env.float("PORTAL_USAGE_SCRAPE_TIMEOUT", default=5
 PORTAL_USAGE_RAW_RETENTION_HOURS = env.int("PORTAL_USAGE_RAW_RETENTION_HOURS", default=48)
 PORTAL_USAGE_MINUTE_RETENTION_DAYS = env.int("PORTAL_USAGE_MINUTE_RETENTION_DAYS", default=35)
 PORTAL_USAGE_ROLLUP_LOOKBACK_MINUTES = env.int("PORTAL_USAGE_ROLLUP_LOOKBACK_MINUTES", default=15)
+# idle culling (portal/usage/culling.py): how often the check runs; the thresholds are per tenant
+PORTAL_IDLE_CHECK_SECONDS = env.float("PORTAL_IDLE_CHECK_SECONDS", default=60.0)
+# GPU health (portal/usage/health.py): a GPU not reported for this many scrape intervals is
+# lost; with CORDON on, a node with an unhealthy GPU is cordoned (and uncordoned on recovery)
+PORTAL_GPU_HEALTH_LOST_SCRAPES = env.int("PORTAL_GPU_HEALTH_LOST_SCRAPES", default=4)
+PORTAL_GPU_HEALTH_CORDON = env.bool("PORTAL_GPU_HEALTH_CORDON", default=False)
+# XIDs that mark a GPU degraded (comma-separated); empty: health.CRITICAL_XIDS
+PORTAL_GPU_HEALTH_CRITICAL_XIDS = env.list("PORTAL_GPU_HEALTH_CRITICAL_XIDS", cast=int, default=[])
+
+# --- e-mail (idle warnings); no PORTAL_EMAIL_HOST: no e-mail is sent --------------------------
+EMAIL_HOST = env.str("PORTAL_EMAIL_HOST", default=env.str("EMAIL_HOST", default=""))
+EMAIL_PORT = env.int("PORTAL_EMAIL_PORT", default=587)
+EMAIL_HOST_USER = env.str("PORTAL_EMAIL_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("PORTAL_EMAIL_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("PORTAL_EMAIL_USE_TLS", default=True)
+DEFAULT_FROM_EMAIL = env.str("PORTAL_EMAIL_FROM", default="gpu-portal@localhost")
 
 # --- tenants ------------------------------------------------------------------------------
 PORTAL_NAMESPACE_PREFIX = env.str("PORTAL_NAMESPACE_PREFIX", default="gpu-")

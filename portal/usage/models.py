@@ -175,3 +175,32 @@ class ScrapeTarget(models.Model):
 
     def __str__(self) -> str:
         return self.url
+
+
+class WorkloadIdle(models.Model):
+    """Idle culling's state of one workload (portal/usage/culling.py), made when first needed:
+    the admin's exemption, the warning in force, and the last "I still need it"."""
+
+    workload = models.OneToOneField("workloads.Workload", on_delete=models.CASCADE,
+                                    primary_key=True, related_name="idle")
+    cull_exempt = models.BooleanField(default=False,
+                                      help_text="an admin exempted it: never warned or stopped")
+    exempt_note = models.CharField(max_length=200, blank=True, default="")
+    # the warning in force (None: none); stop_at only when the tenant's action is "stop"
+    warned_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    warned_util_max = models.FloatField(null=True, blank=True,
+                                        help_text="the highest utilisation of the idle window, %")
+    stop_at = models.DateTimeField(null=True, blank=True)
+    # "I still need it": the idle window starts again from here
+    extended_at = models.DateTimeField(null=True, blank=True)
+    extended_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="+")
+    warnings = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"idle state of workload {self.workload_id}"
+
+    @property
+    def warned(self) -> bool:
+        return self.warned_at is not None

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from portal.kube.client import Kube, KubeError
 from portal.kube.quantity import parse_quantity
+from portal.usage.health import unhealthy_gpus_by_node
 from tenants.models import Tenant
 from tenants.selectors import tenants_visible
 from tenants.views import admin_required
@@ -99,7 +100,8 @@ def _node_list() -> tuple[list[dict[str, Any]] | None, str | None]:
 def gpu_type_rows(gpu_types: list[GpuType], nodes: list[dict[str, Any]] | None
                   ) -> list[GpuTypeRow]:
     held = gpus_held_by_type(Workload.objects.filter(state__in=Workload.ACTIVE_STATES))
-    capacity = gpu_capacity(gpu_types, nodes) if nodes is not None else {}
+    capacity = gpu_capacity(gpu_types, nodes, unhealthy_gpus_by_node()) \
+        if nodes is not None else {}
     rows = []
     for gpu_type in gpu_types:
         row = GpuTypeRow(gpu_type=gpu_type, held=held.get(gpu_type.slug, 0))

@@ -28,34 +28,46 @@ def node_matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
     return all(labels.get(key) == value for key, value in selector.items())
 
 
-def gpu_capacity(gpu_types: list[GpuType], nodes: list[dict[str, Any]]) -> dict[str, Capacity]:
-    """Per GPU type slug: how many GPUs the matching, schedulable nodes have."""
+def gpu_capacity(gpu_types: list[GpuType], nodes: list[dict[str, Any]],
+                 unhealthy: dict[str, int] | None = None) -> dict[str, Capacity]:
+    """Per GPU type slug: how many GPUs the matching, schedulable nodes have.
+
+    `unhealthy`: whole GPUs per node name that GPU health marked degraded or lost
+    (portal.usage.health); they are taken out of allocatable, less those the device plugin
+    already took out (capacity − allocatable). MIG resources are left as they are."""
     result = {t.slug: Capacity() for t in gpu_types}
+    unhealthy = unhealthy or {}
     for node in nodes:
         if node.get("spec", {}).get("unschedulable"):
             continue
         labels = node["metadata"].get("labels") or {}
         status = node.get("status", {})
+        bad = unhealthy.get(node["metadata"].get("name", ""), 0)
         for gpu_type in gpu_types:
             if not gpu_type.node_selector or not node_matches(labels, gpu_type.node_selector):
                 continue
             allocatable = int(parse_quantity((status.get("allocatable") or {}).get(
                 gpu_type.resource_name, "0")))
+            capacity = int(parse_quantity((status.get("capacity") or {}).get(
+                gpu_type.resource_name, "0")))
+            if bad and "/mig-" not in gpu_type.resource_name:
+                allocatable = max(allocatable - max(bad - max(capacity - allocatable, 0), 0), 0)
             if not allocatable:
                 continue
             entry = result[gpu_type.slug]
             entry.nodes += 1
-            entry.capacity += int(parse_quantity((status.get("capacity") or {}).get(
-                gpu_type.resource_name, "0")))
+            entry.capacity += capacity
             entry.allocatable += allocatable
             entry.largest_node = max(entry.largest_node, allocatable)
     return result
 
 
 def cluster_gpu_capacity(kube: Kube | None = None) -> dict[str, Capacity]:
+    from portal.usage.health import unhealthy_gpus_by_node
+
     kube = kube or Kube()
     nodes = kube.list("Node")["items"]
-    return gpu_capacity(list(GpuType.objects.all()), nodes)
+    return gpu_capacity(list(GpuType.objects.all()), nodes, unhealthy_gpus_by_node())
 
 
 def pod_gpus(pod: dict[str, Any], gpu_types: list[GpuType]) -> tuple[str | None, int]:

@@ -1,0 +1,186 @@
+"""The admin's GPU dashboard (`/admin/gpus/`): per GPU type capacity vs allocated vs used,
+nodes and their health, the tenants' allocations, allocated-but-idle workloads, and unhealthy
+GPUs. One node list from the cluster; when it does not answer, the page says so and shows what
+the portal's own records know."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from collections import defaultdict
+from typing import Any
+
+from django.db.models import Avg, Count, Q, Sum
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from portal.kube.client import Kube, KubeError
+from portal.kube.quantity import parse_quantity
+from portal.workloads.models import GpuType, Workload
+from portal.workloads.selectors import gpu_capacity, node_matches
+from tenants.views import admin_required
+
+from .culling import idle_workloads
+from .health import UNHEALTHY, node_cordoned_by_portal, unhealthy_devices, unhealthy_gpus_by_node
+from .models import GpuDevice, GpuSample
+
+log = logging.getLogger(__name__)
+
+RECENT = dt.timedelta(minutes=5)  # "actually used": the mean utilisation over this
+CLUSTER_UNREACHABLE = ("The cluster is unreachable right now: capacity and nodes are not "
+                       "shown. Allocations and utilisation come from the portal's records.")
+
+
+@dataclasses.dataclass
+class TypeRow:
+    gpu_type: GpuType
+    nodes: int | None = None
+    capacity: int | None = None  # GPUs the nodes have
+    usable: int | None = None  # allocatable, less unhealthy GPUs
+    unhealthy: int = 0
+    allocated: int = 0  # held by running workloads
+    waiting: int = 0  # asked for by workloads not running yet
+    used: float = 0.0  # GPU-equivalents: Σ mean utilisation / 100 of the allocated GPUs
+    util_avg: float | None = None
+
+    @property
+    def free(self) -> int | None:
+        return None if self.usable is None else max(self.usable - self.allocated - self.waiting, 0)
+
+    @property
+    def used_percent(self) -> float | None:
+        return round(100 * self.used / self.allocated, 1) if self.allocated else None
+
+
+@dataclasses.dataclass
+class NodeRow:
+    name: str
+    gpu_types: list[str]
+    capacity: int
+    allocatable: int
+    unhealthy: list[GpuDevice]
+    cordoned: bool
+    cordoned_by_portal: bool
+
+    @property
+    def status(self) -> str:
+        if self.unhealthy:
+            return "degraded"
+        return "cordoned" if self.cordoned else "ok"
+
+
+def _recent_use(now: dt.datetime) -> tuple[dict[str, float], dict[str, float], dict[int, float]]:
+    """From the last RECENT of samples: per GPU type slug, GPU-equivalents used and mean
+    utilisation; per tenant id, the mean utilisation."""
+    per_device = (GpuSample.objects.filter(at__gte=now - RECENT, workload__isnull=False)
+                  .values("workload__gpu_type__slug", "tenant_id", "uuid", "mig_instance")
+                  .annotate(util=Avg("util")).order_by())
+    used: dict[str, float] = defaultdict(float)
+    type_utils: dict[str, list[float]] = defaultdict(list)
+    tenant_utils: dict[int, list[float]] = defaultdict(list)
+    for row in per_device:
+        slug = row["workload__gpu_type__slug"]
+        used[slug] += row["util"] / 100.0
+        type_utils[slug].append(row["util"])
+        tenant_utils[row["tenant_id"]].append(row["util"])
+    mean = {slug: round(sum(v) / len(v), 1) for slug, v in type_utils.items()}
+    tenant_mean = {t: round(sum(v) / len(v), 1) for t, v in tenant_utils.items()}
+    return dict(used), mean, tenant_mean
+
+
+def gpu_type_rows(nodes: list[dict[str, Any]] | None, now: dt.datetime) -> list[TypeRow]:
+    gpu_types = list(GpuType.objects.all())
+    unhealthy = unhealthy_gpus_by_node()
+    capacity = gpu_capacity(gpu_types, nodes, unhealthy) if nodes is not None else {}
+    active = Workload.objects.filter(state__in=Workload.ACTIVE_STATES).order_by()
+    totals = active.values("gpu_type__slug").annotate(
+        running=Sum("gpu_count", filter=Q(state=Workload.State.RUNNING)),
+        waiting=Sum("gpu_count", filter=~Q(state=Workload.State.RUNNING)))
+    held = {r["gpu_type__slug"]: r["running"] for r in totals}
+    asked = {r["gpu_type__slug"]: r["waiting"] for r in totals}
+    used, mean, _ = _recent_use(now)
+    rows = []
+    for gpu_type in gpu_types:
+        row = TypeRow(gpu_type=gpu_type, allocated=held.get(gpu_type.slug) or 0,
+                      waiting=asked.get(gpu_type.slug) or 0,
+                      used=round(used.get(gpu_type.slug, 0.0), 2),
+                      util_avg=mean.get(gpu_type.slug))
+        if nodes is not None:
+            matching = [n for n in nodes if gpu_type.node_selector and node_matches(
+                n["metadata"].get("labels") or {}, gpu_type.node_selector)]
+            row.unhealthy = sum(unhealthy.get(n["metadata"]["name"], 0) for n in matching)
+            cap = capacity.get(gpu_type.slug)
+            row.nodes, row.usable = (cap.nodes, cap.allocatable) if cap else (0, 0)
+            row.capacity = sum(int(parse_quantity((n.get("status", {}).get("capacity") or {})
+                                                  .get(gpu_type.resource_name, "0")))
+                               for n in matching)
+        rows.append(row)
+    return rows
+
+
+def node_rows(nodes: list[dict[str, Any]]) -> list[NodeRow]:
+    """GPU nodes (those with a GPU resource or GPUs the exporters reported), degraded first."""
+    gpu_types = list(GpuType.objects.all())
+    bad: dict[str, list[GpuDevice]] = defaultdict(list)
+    for device in unhealthy_devices():
+        bad[device.node].append(device)
+    reported = set(GpuDevice.objects.values_list("node", flat=True).distinct())
+    rows = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        status = node.get("status") or {}
+        resources = {k for k in (status.get("capacity") or {}) if "gpu" in k or "/mig-" in k}
+        if not resources and name not in reported:
+            continue
+        labels = node["metadata"].get("labels") or {}
+        rows.append(NodeRow(
+            name=name,
+            gpu_types=[t.slug for t in gpu_types
+                       if t.node_selector and node_matches(labels, t.node_selector)],
+            capacity=sum(int(parse_quantity((status.get("capacity") or {}).get(r, "0")))
+                         for r in resources),
+            allocatable=sum(int(parse_quantity((status.get("allocatable") or {}).get(r, "0")))
+                            for r in resources),
+            unhealthy=bad.get(name, []),
+            cordoned=bool((node.get("spec") or {}).get("unschedulable")),
+            cordoned_by_portal=node_cordoned_by_portal(node)))
+    rows.sort(key=lambda r: (not r.unhealthy, not r.cordoned, r.name))
+    return rows
+
+
+def tenant_allocations(now: dt.datetime) -> list[dict[str, Any]]:
+    """Per tenant and GPU type: GPUs held by running workloads, GPUs waiting, workloads."""
+    _, _, tenant_mean = _recent_use(now)
+    rows = (Workload.objects.filter(state__in=Workload.ACTIVE_STATES).order_by()
+            .values("tenant_id", "tenant__name", "gpu_type__slug")
+            .annotate(running=Sum("gpu_count", filter=Q(state=Workload.State.RUNNING)),
+                      waiting=Sum("gpu_count", filter=~Q(state=Workload.State.RUNNING)),
+                      workloads=Count("id"))
+            .order_by("tenant__name", "gpu_type__slug"))
+    return [{"tenant": r["tenant__name"], "gpu_type": r["gpu_type__slug"],
+             "running": r["running"] or 0, "waiting": r["waiting"] or 0,
+             "workloads": r["workloads"], "util_avg": tenant_mean.get(r["tenant_id"])}
+            for r in rows]
+
+
+@admin_required
+@require_GET
+def gpu_dashboard(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    try:
+        nodes: list[dict[str, Any]] | None = Kube().list("Node")["items"]
+        cluster_error = None
+    except KubeError as exc:
+        log.warning("cluster unreachable for the GPU dashboard: %s", exc)
+        nodes, cluster_error = None, CLUSTER_UNREACHABLE
+    return render(request, "usage/gpu_dashboard.html", {
+        "types": gpu_type_rows(nodes, now),
+        "nodes": node_rows(nodes) if nodes is not None else None,
+        "tenants": tenant_allocations(now),
+        "idle": idle_workloads(now=now),
+        "unhealthy": list(unhealthy_devices().filter(health__in=UNHEALTHY)),
+        "cluster_error": cluster_error, "recent_minutes": int(RECENT.total_seconds() // 60),
+    })

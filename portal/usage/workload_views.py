@@ -1,0 +1,68 @@
+"""One workload's GPU usage on its page: the chart's JSON, "I still need it", and the admin's
+exemption from idle culling. Every lookup starts from `workloads_visible`: another tenant's
+workload is a 404."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from portal.workloads.selectors import workload_may_change, workloads_visible
+from portal.workloads.views import project_page
+from tenants.views import admin_required
+
+from .charts import chart_window, workload_gpu_series
+from .culling import IdleExtendRefused, workload_cull_exempt_set, workload_idle_extend
+
+
+def _back(request: HttpRequest, default: str) -> str:
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                  require_https=request.is_secure()):
+        return target
+    return default
+
+
+@project_page
+@require_GET
+def workload_gpu_usage(request: HttpRequest, pk: int) -> JsonResponse:
+    """The chart's series (`?minutes=` one of charts.WINDOWS_MINUTES)."""
+    workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
+    series = workload_gpu_series(workload, minutes=chart_window(request.GET.get("minutes")))
+    response = JsonResponse(series)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@project_page
+@require_POST
+def workload_still_needed(request: HttpRequest, pk: int) -> HttpResponse:
+    """"I still need it": withdraw the idle warning; the idle period starts again."""
+    workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
+    if not workload_may_change(request.identity, workload, request.user):
+        raise PermissionDenied("You may not change this workload.")
+    try:
+        workload_idle_extend(workload=workload, user=request.user)
+    except IdleExtendRefused as exc:
+        messages.info(request, str(exc))
+    else:
+        messages.success(request, f"{workload.name} is kept: the idle warning is withdrawn.")
+    return redirect(reverse("workloads:detail", args=[workload.pk]))
+
+
+@admin_required
+@require_POST
+def workload_cull_exempt(request: HttpRequest, pk: int) -> HttpResponse:
+    """An admin exempts a workload from idle culling (exempt=1) or ends it (exempt=0)."""
+    workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
+    exempt = request.POST.get("exempt") == "1"
+    workload_cull_exempt_set(workload=workload, exempt=exempt, acting_user=request.user,
+                             note=request.POST.get("note", "").strip())
+    messages.success(request, f"{workload.name} is {'now' if exempt else 'no longer'} exempt "
+                              "from idle culling.")
+    return redirect(_back(request, reverse("workloads:detail", args=[workload.pk])))

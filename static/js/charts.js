@@ -1,0 +1,121 @@
+/* GPU usage charts: uPlot (from npm, static/vendor/uplot) drawing the JSON of
+ * usage:workload-series. Every element with data-gpu-chart gets one chart; while the workload
+ * runs (refresh_seconds in the answer) it is fetched again after each scrape interval. */
+(function () {
+  "use strict";
+
+  function gib(mib) { return mib == null ? null : Math.round(mib / 102.4) / 10; }
+
+  function options(width, memoryTotalGiB) {
+    return {
+      width: width,
+      height: 260,
+      scales: {
+        x: { time: true },
+        pct: { range: [0, 100] },
+        mem: { range: [0, Math.max(memoryTotalGiB || 1, 1)] },
+      },
+      series: [
+        {},
+        { label: "Utilisation, mean %", scale: "pct", stroke: "#1f6feb", width: 2,
+          fill: "rgba(31,111,235,0.08)" },
+        { label: "Utilisation, peak GPU %", scale: "pct", stroke: "#8250df", width: 1,
+          dash: [4, 4] },
+        { label: "Memory used per GPU, GiB", scale: "mem", stroke: "#bf8700", width: 2 },
+      ],
+      axes: [
+        {},
+        { scale: "pct", label: "%", values: function (u, ticks) { return ticks.map(function (t) { return t + "%"; }); } },
+        { scale: "mem", label: "GiB", side: 1, grid: { show: false } },
+      ],
+    };
+  }
+
+  function summary(data) {
+    var n = data.t.length;
+    if (!n) {
+      return data.state === "running" ? "No GPU samples yet: they arrive with the next scrape."
+        : "No GPU samples in this range.";
+    }
+    var last = n - 1;
+    var text = "Latest (" + new Date(data.t[last] * 1000).toLocaleTimeString() + "): " +
+      data.util_avg[last] + "% mean utilisation over " + data.gpu_count + " GPU" +
+      (data.gpu_count === 1 ? "" : "s");
+    if (data.memory_used_mib[last] != null) {
+      text += ", " + gib(data.memory_used_mib[last]) + " GiB memory used per GPU";
+      if (data.memory_total_mib) { text += " of " + gib(data.memory_total_mib); }
+    }
+    return text + ". Source: " + data.source + ".";
+  }
+
+  function GpuChart(el) {
+    this.el = el;
+    this.url = el.getAttribute("data-url");
+    this.section = el.closest("section") || document;
+    this.summaryEl = this.section.querySelector("[data-chart-summary]");
+    this.range = this.section.querySelector("[data-chart-range]");
+    this.plot = null;
+    this.timer = null;
+    var self = this;
+    if (this.range) {
+      this.range.addEventListener("change", function () { self.load(); });
+    }
+    if (window.ResizeObserver) {
+      new ResizeObserver(function () {
+        if (self.plot) { self.plot.setSize({ width: self.width(), height: 260 }); }
+      }).observe(el);
+    }
+    this.load();
+  }
+
+  GpuChart.prototype.width = function () {
+    return Math.max(this.el.clientWidth || 600, 280);
+  };
+
+  GpuChart.prototype.load = function () {
+    var self = this;
+    clearTimeout(this.timer);
+    var minutes = this.range ? this.range.value : "60";
+    fetch(this.url + "?minutes=" + encodeURIComponent(minutes), {
+      credentials: "same-origin", headers: { Accept: "application/json" },
+    }).then(function (response) {
+      if (!response.ok) { throw new Error("HTTP " + response.status); }
+      return response.json();
+    }).then(function (data) {
+      self.draw(data);
+      if (data.refresh_seconds) {
+        self.timer = setTimeout(function () { self.load(); }, data.refresh_seconds * 1000);
+      }
+    }).catch(function (err) {
+      if (self.summaryEl) { self.summaryEl.textContent = "The GPU samples could not be loaded (" + err.message + "); retrying."; }
+      self.timer = setTimeout(function () { self.load(); }, 30000);
+    });
+  };
+
+  GpuChart.prototype.draw = function (data) {
+    var memory = data.memory_used_mib.map(gib);
+    var series = [data.t, data.util_avg, data.util_max, memory];
+    var total = gib(data.memory_total_mib);
+    if (this.plot && this.total === total) {
+      this.plot.setData(series);
+    } else {
+      if (this.plot) { this.plot.destroy(); }
+      this.total = total;
+      this.plot = new window.uPlot(options(this.width(), total), series, this.el);
+    }
+    if (this.summaryEl) { this.summaryEl.textContent = summary(data); }
+  };
+
+  function start() {
+    if (!window.uPlot) { return; }
+    document.querySelectorAll("[data-gpu-chart]").forEach(function (el) {
+      if (!el.gpuChart) { el.gpuChart = new GpuChart(el); }
+    });
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

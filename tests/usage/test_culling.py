@@ -1,0 +1,238 @@
+"""Idle culling: a workload on kubesim's idle GPU trace is warned and then stopped per its
+tenant's settings; "I still need it" and an admin's exemption prevent the stop.
+
+A kubesim of its own (the demo inventory). Samples come from scraping kubesim's real
+/metrics, stamped with back-dated scrape times (usage_scrape(now=…)), so a two-minute idle
+window passes in a second; the culling cycle is called directly with the matching `now`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core import mail
+from django.test import TestCase
+from django.utils import timezone
+
+from portal.kube.client import Kube
+from portal.usage.culling import idle_check, idle_workloads
+from portal.usage.models import GpuSample, WorkloadIdle
+from portal.usage.services import samples_insert, usage_scrape
+from portal.workloads.manifests import workload_objects
+from portal.workloads.models import GpuType, Template, Workload, WorkloadEvent
+from portal.workloads.objects import workload_spec
+from tenants.models import AuditRecord, Quota, Tenant
+from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.fixtures.portal import remove_workload_objects
+from tests.workloads.api_calls import vision_lab_ready
+
+pytestmark = pytest.mark.django_db
+
+IDLE_TRACE = (("kubesim.io/gpu-trace", "idle"),)
+
+
+@pytest.fixture(scope="module")
+def sim(kubesim_factory):
+    return kubesim_factory(inventory=DEMO_INVENTORY)
+
+
+@pytest.fixture
+def vision(login, gpu_types, sim, settings, eager_celery) -> Tenant:
+    settings.KUBECONFIG = str(sim.kubeconfig)
+    tenant = vision_lab_ready(login)
+    Quota.objects.filter(tenant=tenant).update(idle_threshold_percent=5, idle_minutes=2,
+                                               idle_action=Quota.IdleAction.STOP,
+                                               idle_grace_minutes=1)
+    return Tenant.objects.select_related("quota").get(pk=tenant.pk)
+
+
+@pytest.fixture
+def kube(sim):
+    kube = Kube(sim.api_client())
+    yield kube
+    remove_workload_objects(kube)
+
+
+@pytest.fixture
+def researcher_page(as_user):
+    return as_user("researcher")
+
+
+@pytest.fixture
+def as_user(login, keystone):
+    def _as(username: str, project: str = "vision-lab"):
+        client = login(username)
+        response = client.post("/switch-project/", {"project_id": keystone.project_ids[project]})
+        assert response.status_code == 302
+        return client
+
+    return _as
+
+
+def idle_workload(tenant: Tenant, kube: Kube, *, name: str, now: dt.datetime) -> Workload:
+    """A running workload whose pod kubesim runs on the idle GPU trace (the annotation goes on
+    the pod template through the workload's spec: the API does not offer annotations)."""
+    owner = get_user_model().objects.get(username="researcher")
+    owner.email = "researcher@example.org"
+    owner.save(update_fields=["email"])
+    workload = Workload.objects.create(
+        tenant=tenant, owner=owner, name=name, template=Template.objects.get(slug="jupyter"),
+        kind="service", gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1,
+        image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
+        memory_gb=16, state=Workload.State.RUNNING, started_at=now - dt.timedelta(minutes=10))
+    workload.object_name = f"wl-{workload.pk}-{name}"
+    workload.save(update_fields=["object_name"])
+    spec = dataclasses.replace(workload_spec(workload), pod_annotations=IDLE_TRACE)
+    for obj in workload_objects(spec):
+        kube.create(obj)
+    deadline = time.monotonic() + 20
+    while f'pod="{workload.object_name}-' not in kube.server_get("/metrics").decode():
+        assert time.monotonic() < deadline, "the idle pod never got its GPU"
+        time.sleep(0.1)
+    return workload
+
+
+def scrape_at(kube: Kube, *moments: dt.datetime) -> None:
+    for moment in moments:
+        usage_scrape(kube=kube, now=moment)
+
+
+def idle_minutes_of_samples(kube: Kube, now: dt.datetime) -> None:
+    """Scrapes every 30 s over the last 150 s: a whole two-minute idle window."""
+    scrape_at(kube, *(now - dt.timedelta(seconds=s) for s in (150, 120, 90, 60, 30, 0)))
+
+
+def check(now: dt.datetime):
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return idle_check(now=now)
+
+
+def actions(workload: Workload) -> list[str]:
+    return list(AuditRecord.objects.filter(target=workload.object_name)
+                .order_by("id").values_list("action", flat=True))
+
+
+def test_an_idle_workload_is_warned_then_stopped(vision, kube, settings, researcher_page):
+    settings.EMAIL_HOST = "smtp.example.org"
+    now = timezone.now().replace(microsecond=0)
+    workload = idle_workload(vision, kube, name="idle-nb", now=now)
+    idle_minutes_of_samples(kube, now)
+    samples = GpuSample.objects.filter(workload=workload)
+    assert samples.count() == 6 and all(s.util < 2 for s in samples)  # kubesim's idle trace
+
+    report = check(now)
+
+    assert report.warned == 1 and report.stopped == 0
+    state = WorkloadIdle.objects.get(workload=workload)
+    assert state.warned_at == now and state.stop_at == now + dt.timedelta(minutes=1)
+    assert WorkloadEvent.objects.filter(workload=workload, reason="IdleWarning",
+                                        type="Warning").exists()
+    assert actions(workload) == ["workload.idle_warn"]
+    assert len(mail.outbox) == 1 and mail.outbox[0].to == ["researcher@example.org"]
+    assert "idle-nb" in mail.outbox[0].subject
+    # the page shows the banner with the button; the dashboard lists it as idle
+    page = researcher_page.get(f"/workloads/{workload.pk}/").content.decode()
+    assert 'id="idle-banner"' in page and "I still need it" in page
+    assert [row.workload.pk for row in idle_workloads(now=now)] == [workload.pk]
+
+    # within the grace: nothing more (and a second warning is not sent)
+    scrape_at(kube, now + dt.timedelta(seconds=30))
+    report = check(now + dt.timedelta(seconds=30))
+    assert (report.warned, report.stopped) == (0, 0)
+
+    # the grace passed and it is still idle: stopped, its record and history kept
+    scrape_at(kube, now + dt.timedelta(seconds=60), now + dt.timedelta(seconds=75))
+    report = check(now + dt.timedelta(seconds=75))
+
+    assert report.stopped == 1
+    workload.refresh_from_db()
+    assert workload.state in (Workload.State.STOPPING, Workload.State.STOPPED)
+    assert workload.reason.startswith("stopped as idle")
+    assert actions(workload)[:3] == ["workload.idle_warn", "workload.idle_stop",
+                                     "workload.stop"]
+    assert GpuSample.objects.filter(workload=workload).count() == 9
+    assert WorkloadEvent.objects.filter(workload=workload, reason="IdleWarning").exists()
+    # the stop task removed its objects from the cluster
+    assert not kube.list("Deployment", vision.namespace,
+                         label_selector=f"gpu-portal.io/workload-id={workload.pk}")["items"]
+    assert len(mail.outbox) == 1
+
+
+def test_i_still_need_it_prevents_the_stop(vision, kube, researcher_page):
+    now = timezone.now().replace(microsecond=0)
+    workload = idle_workload(vision, kube, name="keep-me", now=now)
+    idle_minutes_of_samples(kube, now)
+    assert check(now).warned == 1
+
+    response = researcher_page.post(f"/workloads/{workload.pk}/still-needed/")
+
+    assert response.status_code == 302
+    state = WorkloadIdle.objects.get(workload=workload)
+    assert state.warned_at is None and state.stop_at is None and state.extended_at is not None
+    assert 'id="idle-banner"' not in researcher_page.get(f"/workloads/{workload.pk}/")\
+        .content.decode()
+    # past the grace, still idle: neither stopped nor warned again (a new idle period began)
+    scrape_at(kube, now + dt.timedelta(seconds=60), now + dt.timedelta(seconds=75))
+    report = check(now + dt.timedelta(seconds=75))
+    assert (report.warned, report.stopped) == (0, 0)
+    workload.refresh_from_db()
+    assert workload.state == Workload.State.RUNNING
+    assert actions(workload) == ["workload.idle_warn", "workload.idle_extend"]
+    # once per idle period: a second press without a new warning changes nothing
+    researcher_page.post(f"/workloads/{workload.pk}/still-needed/")
+    assert actions(workload) == ["workload.idle_warn", "workload.idle_extend"]
+
+
+def test_an_exempt_workload_is_never_warned(vision, kube, login, as_user):
+    now = timezone.now().replace(microsecond=0)
+    workload = idle_workload(vision, kube, name="exempt", now=now)
+    idle_minutes_of_samples(kube, now)
+    admin = login("admin")
+
+    response = admin.post(f"/workloads/{workload.pk}/cull-exempt/", {"exempt": "1",
+                                                                     "note": "demo"})
+
+    assert response.status_code == 302
+    assert WorkloadIdle.objects.get(workload=workload).cull_exempt
+    assert idle_workloads(now=now)[0].exempt  # idle, listed, marked exempt
+    report = check(now)
+    assert (report.warned, report.stopped) == (0, 0)
+    assert actions(workload) == ["workload.cull_exempt"]
+    # a member cannot exempt
+    member = as_user("researcher")
+    assert member.post(f"/workloads/{workload.pk}/cull-exempt/",
+                       {"exempt": "0"}).status_code == 403
+
+
+def _rows(workload: Workload, start: dt.datetime, utils: list[float]) -> list[tuple]:
+    return [(start + dt.timedelta(seconds=30 * i), "gpu-a100-1", 0, "GPU-test", "",
+             workload.pk, workload.tenant_id, workload.tenant.namespace,
+             f"{workload.object_name}-x", util, 100, 81920, 30.0, 60.0, 0, 0)
+            for i, util in enumerate(utils)]
+
+
+def test_warn_only_busy_again_and_gaps(vision, settings):
+    """No cluster needed: samples written directly. Warn-only never stops; use after the
+    warning withdraws it; a gap in the samples is no idleness."""
+    Quota.objects.filter(tenant=vision).update(idle_action=Quota.IdleAction.WARN)
+    owner = get_user_model().objects.get(username="researcher")
+    now = timezone.now().replace(microsecond=0)
+    workload = Workload.objects.create(
+        tenant=vision, owner=owner, name="b", template=Template.objects.get(slug="jupyter"),
+        kind="batch", gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1, image="x:1",
+        cpu=1, memory_gb=1, state=Workload.State.RUNNING,
+        started_at=now - dt.timedelta(minutes=30), object_name="wl-b")
+    # a gap: samples only in the last minute of a two-minute window
+    samples_insert(rows=_rows(workload, now - dt.timedelta(seconds=60), [1, 1, 1]))
+    assert check(now).warned == 0
+    samples_insert(rows=_rows(workload, now - dt.timedelta(seconds=150), [1, 1, 1]))
+    assert check(now).warned == 1
+    assert WorkloadIdle.objects.get(workload=workload).stop_at is None  # warn only
+    assert check(now + dt.timedelta(hours=1)).stopped == 0
+    samples_insert(rows=_rows(workload, now + dt.timedelta(seconds=30), [80]))
+    assert check(now + dt.timedelta(seconds=40)).withdrawn == 1
+    assert WorkloadIdle.objects.get(workload=workload).warned_at is None
