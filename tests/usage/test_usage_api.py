@@ -46,8 +46,12 @@ def usage(login, gpu_types, settings):
 
 @pytest.fixture
 def api(project_token):
+    tokens: dict[tuple[str, str], str] = {}
+
     def _get(user: str, project: str, **params):
-        token = project_token(user, project)
+        if (user, project) not in tokens:  # a Keystone token per caller, not per request
+            tokens[(user, project)] = project_token(user, project)
+        token = tokens[(user, project)]
         return Client().get("/api/v1/usage/", params, HTTP_X_AUTH_TOKEN=token)
     return _get
 
