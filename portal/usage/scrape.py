@@ -168,7 +168,12 @@ def parse_exposition(text: str) -> tuple[list[DeviceReading], int]:
     def series():
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                yield sample.name, sample.labels, sample.value
+                # the parser names a counter's samples <family>_total; DCGM's counter
+                # DCGM_FI_DEV_ECC_DBE_VOL_TOTAL keeps its own name
+                name = sample.name
+                if family.type == "counter" and name == f"{family.name}_total":
+                    name = family.name
+                yield name, sample.labels, sample.value
 
     try:
         triples = list(series())
