@@ -19,8 +19,8 @@ from portal.kube.client import Kube
 from portal.usage.health import CORDON_ANNOTATION, gpu_health_check
 from portal.usage.models import GpuDevice
 from portal.usage.services import usage_scrape
-from portal.workloads.selectors import cluster_gpu_capacity, gpu_capacity
 from portal.workloads.models import GpuType
+from portal.workloads.selectors import cluster_gpu_capacity, gpu_capacity
 from tenants.models import AuditRecord
 from tests.fixtures.kubesim import DEMO_INVENTORY
 
