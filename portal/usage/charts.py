@@ -54,12 +54,12 @@ def workload_gpu_series(workload: Workload, *, minutes: int = DEFAULT_WINDOW_MIN
     if end - start <= RAW_UP_TO and start >= raw_since:
         source = "samples"
         rows = (GpuSample.objects.filter(workload_id=workload.pk, at__gte=start, at__lte=end)
-                .values("at").annotate(util=Avg("util"), peak=Max("util"),
+                .values("at").annotate(mean=Avg("util"), peak=Max("util"),
                                        mem=Avg("memory_used_mib"), total=Max("memory_total_mib"))
                 .order_by("at"))
         for row in rows:
             t.append(_epoch(row["at"]))
-            util_avg.append(round(row["util"], 1))
+            util_avg.append(round(row["mean"], 1))
             util_max.append(round(row["peak"], 1))
             memory.append(round(row["mem"], 1))
             memory_total = max(memory_total or 0, row["total"] or 0) or None

@@ -77,15 +77,15 @@ def _recent_use(now: dt.datetime) -> tuple[dict[str, float], dict[str, float], d
     utilisation; per tenant id, the mean utilisation."""
     per_device = (GpuSample.objects.filter(at__gte=now - RECENT, workload__isnull=False)
                   .values("workload__gpu_type__slug", "tenant_id", "uuid", "mig_instance")
-                  .annotate(util=Avg("util")).order_by())
+                  .annotate(mean=Avg("util")).order_by())
     used: dict[str, float] = defaultdict(float)
     type_utils: dict[str, list[float]] = defaultdict(list)
     tenant_utils: dict[int, list[float]] = defaultdict(list)
     for row in per_device:
         slug = row["workload__gpu_type__slug"]
-        used[slug] += row["util"] / 100.0
-        type_utils[slug].append(row["util"])
-        tenant_utils[row["tenant_id"]].append(row["util"])
+        used[slug] += row["mean"] / 100.0
+        type_utils[slug].append(row["mean"])
+        tenant_utils[row["tenant_id"]].append(row["mean"])
     mean = {slug: round(sum(v) / len(v), 1) for slug, v in type_utils.items()}
     tenant_mean = {t: round(sum(v) / len(v), 1) for t, v in tenant_utils.items()}
     return dict(used), mean, tenant_mean

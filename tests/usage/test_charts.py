@@ -1,0 +1,114 @@
+"""The workload page's GPU chart: its JSON endpoint (samples, rollups, tenant visibility), the
+chart element and the npm assets on the page; the admin's GPU dashboard."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.staticfiles import finders
+from django.test import Client
+from django.utils import timezone
+
+from portal.usage.services import samples_insert, usage_rollup
+from portal.workloads.models import GpuType, Template, Workload
+from tenants.models import Tenant
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def as_user(login, keystone):
+    def _as(username: str, project: str = "vision-lab"):
+        client = login(username)
+        response = client.post("/switch-project/", {"project_id": keystone.project_ids[project]})
+        assert response.status_code == 302
+        return client
+
+    return _as
+
+
+@pytest.fixture
+def notebook(login, gpu_types) -> Workload:
+    """A running 2-GPU workload of vision-lab with five scrapes of samples (no cluster)."""
+    login("researcher")  # records vision-lab and nlp-lab
+    login("student")
+    now = timezone.now().replace(microsecond=0)
+    workload = Workload.objects.create(
+        tenant=Tenant.objects.get(name="vision-lab"),
+        owner=get_user_model().objects.get(username="researcher"), name="nb",
+        template=Template.objects.get(slug="jupyter"), kind="service",
+        gpu_type=GpuType.objects.get(slug="a100"), gpu_count=2, image="x:1", port=8888, cpu=4,
+        memory_gb=16, state=Workload.State.RUNNING, started_at=now - dt.timedelta(minutes=30))
+    workload.object_name = f"wl-{workload.pk}-nb"
+    workload.save(update_fields=["object_name"])
+    rows = []
+    for i in range(5):
+        at = now - dt.timedelta(seconds=15 * (4 - i))
+        for gpu, util in ((0, 90.0 + i), (1, 10.0 + i)):
+            rows.append((at, "gpu-a100-1", gpu, f"GPU-{gpu}", "", workload.pk,
+                         workload.tenant_id, workload.tenant.namespace,
+                         f"{workload.object_name}-abc", util, 2048 * (gpu + 1), 81920, 40.0,
+                         250.0, 0, 0))
+    samples_insert(rows=rows)
+    return workload
+
+
+def test_the_chart_endpoint_returns_the_series(notebook, as_user):
+    client = as_user("researcher")
+
+    response = client.get(f"/workloads/{notebook.pk}/gpu-usage/")
+
+    assert response.status_code == 200
+    data = response.json()
+    assert data["source"] == "samples" and data["gpu_count"] == 2
+    assert len(data["t"]) == 5 and data["t"] == sorted(data["t"])
+    assert data["util_avg"] == [50.0, 51.0, 52.0, 53.0, 54.0]  # the mean of its two GPUs
+    assert data["util_max"][-1] == 94.0
+    assert data["memory_used_mib"] == [3072.0] * 5 and data["memory_total_mib"] == 81920
+    assert data["refresh_seconds"] > 0  # running: the page asks again
+
+
+def test_long_ranges_come_from_rollups(notebook, as_user):
+    usage_rollup(since=timezone.now() - dt.timedelta(minutes=10))
+    data = as_user("researcher").get(
+        f"/workloads/{notebook.pk}/gpu-usage/?minutes=1440").json()
+    assert data["source"] == "minute rollups" and data["t"]
+    assert all(0 <= u <= 100 for u in data["util_avg"])
+
+
+def test_the_page_has_the_chart(notebook, as_user):
+    page = as_user("researcher").get(f"/workloads/{notebook.pk}/").content.decode()
+
+    assert 'data-gpu-chart' in page
+    assert f'data-url="/workloads/{notebook.pk}/gpu-usage/"' in page
+    assert "/static/vendor/uplot/uPlot.iife.min.js" in page and "/static/js/charts.js" in page
+    assert "cdn" not in page.lower()
+    # the assets are served from npm's install (node_modules), not fetched from anywhere
+    assert finders.find("vendor/uplot/uPlot.iife.min.js")
+    assert finders.find("vendor/uplot/uPlot.min.css") and finders.find("js/charts.js")
+
+
+def test_another_tenants_workload_is_404(notebook, as_user):
+    student = as_user("student", "nlp-lab")
+    assert student.get(f"/workloads/{notebook.pk}/gpu-usage/").status_code == 404
+    assert student.post(f"/workloads/{notebook.pk}/still-needed/").status_code == 404
+    # the researcher too, while nlp-lab is the current project
+    other = as_user("researcher", "nlp-lab")
+    assert other.get(f"/workloads/{notebook.pk}/gpu-usage/").status_code == 404
+    # signed out: the login page
+    assert Client().get(f"/workloads/{notebook.pk}/gpu-usage/").status_code == 302
+
+
+def test_the_admin_dashboard(notebook, login, settings):
+    settings.KUBECONFIG = "/nonexistent/kubeconfig"  # the cluster does not answer: a banner
+    admin = login("admin")
+    page = admin.get("/admin/gpus/").content.decode()
+    assert 'id="gpu-capacity"' in page and 'id="cluster-banner"' in page
+    assert '<tr data-gpu-type="a100">' in page
+    assert 'data-col="allocated">2<' in page  # the notebook's two GPUs
+    assert 'data-col="used">1.04<' in page  # (mean 92 % + mean 12 %) / 100, in GPUs
+    assert 'id="tenant-allocations"' in page and "vision-lab" in page
+    assert 'id="idle-gpus"' in page
+    assert login("researcher").get("/admin/gpus/").status_code == 403
