@@ -62,6 +62,46 @@ def gpu_capacity(gpu_types: list[GpuType], nodes: list[dict[str, Any]],
     return result
 
 
+@dataclasses.dataclass
+class Allocation:
+    allocated: int = 0  # GPUs that pods bound to matching nodes request
+    largest_free_block: int = 0  # the most GPUs free on one node: the biggest request that fits now
+
+
+def gpu_allocation(gpu_types: list[GpuType], nodes: list[dict[str, Any]],
+                   pods: list[dict[str, Any]]) -> dict[str, Allocation]:
+    """Per GPU type slug: what live pods hold on its nodes, and the largest free block."""
+    held: dict[tuple[str, str], int] = defaultdict(int)  # (node, resource) → GPUs
+    resources = {t.resource_name for t in gpu_types}
+    for pod in pods:
+        node_name = pod.get("spec", {}).get("nodeName")
+        if not node_name or pod.get("status", {}).get("phase") in TERMINAL_PHASES:
+            continue
+        for container in pod["spec"].get("containers", []):
+            limits = (container.get("resources") or {}).get("limits") or {}
+            requests = (container.get("resources") or {}).get("requests") or {}
+            for resource in resources:
+                amount = limits.get(resource) or requests.get(resource)
+                if amount:
+                    held[(node_name, resource)] += int(parse_quantity(amount))
+    result = {t.slug: Allocation() for t in gpu_types}
+    for node in nodes:
+        if node.get("spec", {}).get("unschedulable"):
+            continue
+        name = node["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        allocatable = (node.get("status", {}).get("allocatable")) or {}
+        for gpu_type in gpu_types:
+            if not gpu_type.node_selector or not node_matches(labels, gpu_type.node_selector):
+                continue
+            offered = int(parse_quantity(allocatable.get(gpu_type.resource_name, "0")))
+            used = held[(name, gpu_type.resource_name)]
+            entry = result[gpu_type.slug]
+            entry.allocated += used
+            entry.largest_free_block = max(entry.largest_free_block, max(offered - used, 0))
+    return result
+
+
 def cluster_gpu_capacity(kube: Kube | None = None) -> dict[str, Capacity]:
     from portal.usage.health import unhealthy_gpus_by_node
 

@@ -206,12 +206,23 @@ def test_list_filters(vision, as_user):
     assert Client().get("/api/v1/workloads/?owner=lead", **headers).json()["count"] == 0
 
 
-def test_gpu_types_report_capacity_and_free(vision, as_user):
+def test_gpu_types_report_capacity_and_free(vision, as_user, eager_celery, cluster):
     headers = as_user("researcher")
-    launch(headers, {**JUPYTER, "gpu_count": 2})
+    workload_id = launch(headers, {**JUPYTER, "gpu_count": 2}).json()["id"]
+    # wait until the scheduler has bound its pod: then the pods hold 2 a100s
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        body = {r["slug"]: r for r in Client().get("/api/v1/gpu-types/", **headers).json()}
+        if body["a100"]["allocated"] == 2:
+            break
+        time.sleep(0.2)
+    assert body["a100"]["allocated"] == 2, body["a100"]
+    assert body["a100"]["allocatable"] == 16
+    assert Workload.objects.get(pk=workload_id).gpu_count == 2
     rows = {r["slug"]: r for r in Client().get("/api/v1/gpu-types/", **headers).json()}
     assert rows["a100"]["capacity"] == 16 and rows["a100"]["free"] == 14
-    assert rows["t4"]["largest_node"] == 4
+    assert rows["t4"]["largest_node"] == 4 and rows["t4"]["largest_free_block"] == 4
+    assert rows["a100"]["largest_free_block"] == 8  # the other a100 node is untouched
     templates = [t["slug"] for t in Client().get("/api/v1/templates/", **headers).json()]
     assert templates == ["jupyter", "digits", "tensorboard", "custom"]
 

@@ -196,9 +196,15 @@ class GpuTypeSerializer(serializers.Serializer):
     resource_name = serializers.CharField()
     node_selector = serializers.DictField(child=serializers.CharField())
     memory_gb = serializers.IntegerField()
-    capacity = serializers.IntegerField(allow_null=True)
-    free = serializers.IntegerField(allow_null=True)
+    capacity = serializers.IntegerField(allow_null=True, help_text="GPUs the nodes have")
+    allocatable = serializers.IntegerField(allow_null=True,
+                                           help_text="GPUs the nodes offer (healthy, schedulable)")
+    allocated = serializers.IntegerField(allow_null=True, help_text="GPUs that running pods hold")
+    free = serializers.IntegerField(allow_null=True,
+                                    help_text="allocatable less the portal's active workloads")
     largest_node = serializers.IntegerField(allow_null=True)
+    largest_free_block = serializers.IntegerField(
+        allow_null=True, help_text="the most GPUs free on one node: the largest request that fits now")
     nodes = serializers.IntegerField(allow_null=True)
 
 

@@ -6,7 +6,7 @@ from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from portal.kube.client import KubeError
+from portal.kube.client import Kube, KubeError
 from tenants.models import Quota, Tenant
 
 from ..filtersets import WorkloadFilterSet
@@ -14,6 +14,7 @@ from ..logs import workload_logs
 from ..models import GpuType, Template, Workload
 from ..selectors import (
     cluster_gpu_capacity,
+    gpu_allocation,
     gpus_held_by_type,
     workload_may_change,
     workloads_visible,
@@ -47,21 +48,30 @@ class GpuTypeViewSet(viewsets.GenericViewSet):
 
     def list(self, request):
         types = list(GpuType.objects.filter(enabled=True))
+        capacity: dict = {}
+        allocation: dict = {}
         try:
-            capacity = cluster_gpu_capacity()
+            kube = Kube()
+            capacity = cluster_gpu_capacity(kube)
+            allocation = gpu_allocation(types, kube.list("Node")["items"],
+                                        kube.list("Pod")["items"])
         except KubeError:
-            capacity = {}
+            pass  # the catalogue still answers; live figures are null
         in_use = gpus_held_by_type(Workload.objects.filter(state__in=Workload.ACTIVE_STATES))
         rows = []
         for gpu_type in types:
             cap = capacity.get(gpu_type.slug)
+            alloc = allocation.get(gpu_type.slug)
             rows.append({
                 "slug": gpu_type.slug, "name": gpu_type.name,
                 "resource_name": gpu_type.resource_name,
                 "node_selector": gpu_type.node_selector, "memory_gb": gpu_type.memory_gb,
-                "capacity": cap.allocatable if cap else None,
+                "capacity": cap.capacity if cap else None,
+                "allocatable": cap.allocatable if cap else None,
+                "allocated": alloc.allocated if alloc else None,
                 "free": max(cap.allocatable - in_use.get(gpu_type.slug, 0), 0) if cap else None,
                 "largest_node": cap.largest_node if cap else None,
+                "largest_free_block": alloc.largest_free_block if alloc else None,
                 "nodes": cap.nodes if cap else None,
             })
         return Response(GpuTypeSerializer(rows, many=True).data)
