@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
-from django.db import DatabaseError
+from django.db import DatabaseError, DataError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -25,6 +25,13 @@ def exception_handler(exc, context):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, DataError):
+        # the database refused a value that got past validation (a NUL character, a number out
+        # of range): the caller's input, so 400, not "database unavailable"
+        return Response({"code": "invalid", "fields": {},
+                         "detail": "The input holds a value the portal cannot store or look up "
+                                   "(e.g. a NUL character or a number out of range)."},
+                        status=status.HTTP_400_BAD_REQUEST)
     elif isinstance(exc, DatabaseError):
         # the database is down or restarting: a clean 503, not a stack trace
         response = Response({"code": "database_unavailable",
