@@ -320,7 +320,12 @@ class Kubelet:
                 return None
         annotations = meta.get("annotations") or {}
         if wants:
-            trace = annotations.get(GPU_TRACE, "busy")
+            # the annotation, or the same as an env var (what a portal user can set at launch)
+            env_trace = next((e.get("value") for c in spec.get("containers") or ()
+                              for e in c.get("env") or ()
+                              if isinstance(e, dict) and e.get("name") == "KUBESIM_GPU_TRACE"),
+                             None)
+            trace = annotations.get(GPU_TRACE) or env_trace or "busy"
             self.cluster.gpus.allocate(node, meta["namespace"], meta["name"], wants, trace,
                                        self.cluster.now())
             self.cluster.metrics.changed()

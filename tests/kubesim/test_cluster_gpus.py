@@ -124,6 +124,17 @@ def test_idle_trace_stays_below_two_percent(small, core):
     core.delete_namespaced_pod("idle", "default", grace_period_seconds=0)
 
 
+def test_the_trace_can_be_asked_for_with_an_env_var(small, core):
+    run_pod(core, "idle-env", env={"KUBESIM_GPU_TRACE": "idle"})
+    values = []
+    for _ in range(6):
+        values += [s.value for s in samples_for(scrape(small), "DCGM_FI_DEV_GPU_UTIL",
+                                                pod="idle-env")]
+        time.sleep(0.06)
+    assert len(values) == 6 and all(0 <= v < 2 for v in values)
+    core.delete_namespaced_pod("idle-env", "default", grace_period_seconds=0)
+
+
 def test_xid_ecc_and_lost_gpu_faults(small, core):
     status, body = http(small, "POST", "/kubesim/v1/gpus/t4-1/1/xid", {"xid": 79})
     assert status == 200 and json.loads(body)["items"][0]["faults"]["xid"] == 79
