@@ -1,8 +1,501 @@
-"""gpuctl's command line (filled in by the CLI commit)."""
+"""gpuctl: launch and manage GPU workloads on the GPU portal from a shell or a script.
+
+Credentials are the usual OpenStack ones (source your openrc, or OS_CLOUD for clouds.yaml),
+plus GPU_PORTAL_URL. Output is a table by default, JSON with `-o json`.
+
+Exit codes (stable, for scripts):
+  0  success
+  1  the API refused the request (validation, permission, conflict, throttled, server error)
+  2  usage error: bad arguments or missing configuration
+  3  authentication failed (Keystone refused the credentials, or the portal the token)
+  4  quota exceeded: the launch was refused at admission
+  5  --wait: timed out, or the workload ended in a state other than the one waited for
+  6  not found (no such workload or tenant, or not visible to you)
+  7  the portal or Keystone cannot be reached (or is unavailable)
+"""
 
 from __future__ import annotations
 
+import argparse
+import datetime as dt
+import json
+import shlex
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
-def main(argv: list[str] | None = None) -> int:
-    print("gpuctl: not implemented yet")
-    return 2
+from . import config as config_mod
+from .client import ApiError, AuthError, PortalClient, Unreachable
+
+EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_AUTH, EXIT_QUOTA, EXIT_WAIT, EXIT_NOT_FOUND, \
+    EXIT_UNREACHABLE = range(8)
+
+FINAL_STATES = {"succeeded", "failed", "stopped"}
+STATES = ["submitted", "creating", "pending", "running", "succeeded", "failed", "stopping",
+          "stopped"]
+
+
+class WaitFailed(Exception):
+    """--wait did not see the state it waited for (exit code 5)."""
+
+
+# --- output ----------------------------------------------------------------------------------
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value) or "-"
+    return str(value)
+
+
+def print_table(rows: Sequence[dict], columns: Sequence[tuple[str, str]], out: TextIO) -> None:
+    """columns: (heading, key); a key may be a callable of the row."""
+    cells = [[_cell(col(row) if callable(col) else row.get(col)) for _, col in columns]
+             for row in rows]
+    headings = [heading for heading, _ in columns]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headings)]
+    out.write("  ".join(h.upper().ljust(w) for h, w in zip(headings, widths, strict=True))
+              .rstrip() + "\n")
+    for r in cells:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+def print_record(record: dict, fields: Sequence[str], out: TextIO) -> None:
+    width = max(len(f) for f in fields)
+    for field in fields:
+        out.write(f"{field.ljust(width)}  {_cell(record.get(field))}\n")
+
+
+def emit(args: argparse.Namespace, data: Any, table: Callable[[TextIO], None]) -> None:
+    if args.output == "json":
+        json.dump(data, args.out, indent=2, sort_keys=False, default=str)
+        args.out.write("\n")
+    else:
+        table(args.out)
+
+
+def _age(row: dict) -> str:
+    created = row.get("created_at")
+    if not created:
+        return "-"
+    try:
+        then = dt.datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return created
+    seconds = int((dt.datetime.now(dt.UTC) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+WORKLOAD_COLUMNS = [("id", "id"), ("name", "name"), ("state", "state"),
+                    ("template", "template"),
+                    ("gpus", lambda w: f"{w['gpu_count']}x {w['gpu_type']}"),
+                    ("owner", "owner"), ("age", _age), ("url", "url")]
+WORKLOAD_FIELDS = ["id", "name", "tenant", "owner", "template", "kind", "gpu_type", "gpu_count",
+                   "image", "command", "args", "port", "cpu", "memory", "max_runtime_minutes",
+                   "state", "reason", "url", "address", "node", "exit_code", "created_at",
+                   "started_at", "finished_at", "expires_at"]
+
+
+# --- commands ----------------------------------------------------------------------------------
+
+def cmd_whoami(api: PortalClient, args: argparse.Namespace) -> int:
+    me = api.get("me/")
+    emit(args, me, lambda out: print_record(
+        {**me, "project": (me.get("project") or {}).get("name")},
+        ["user_name", "user_id", "domain", "project", "role", "is_admin", "namespace",
+         "token_expires_at"], out))
+    return EXIT_OK
+
+
+def cmd_gpu_types(api: PortalClient, args: argparse.Namespace) -> int:
+    rows = api.get("gpu-types/")
+    emit(args, rows, lambda out: print_table(rows, [
+        ("slug", "slug"), ("name", "name"), ("resource", "resource_name"),
+        ("memory", lambda r: f"{r['memory_gb']} GB"), ("capacity", "capacity"),
+        ("free", "free"), ("largest node", "largest_node")], out))
+    return EXIT_OK
+
+
+def cmd_templates(api: PortalClient, args: argparse.Namespace) -> int:
+    rows = api.get("templates/")
+    emit(args, rows, lambda out: print_table(rows, [
+        ("slug", "slug"), ("name", "name"), ("kind", "kind"), ("image", "image"),
+        ("port", "port"), ("cpu", "cpu"), ("memory", lambda r: f"{r['memory']} GiB")], out))
+    return EXIT_OK
+
+
+def _env_pairs(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise argparse.ArgumentTypeError(f"--env {pair!r}: expected KEY=VALUE")
+        key, value = pair.split("=", 1)
+        env[key] = value
+    return env
+
+
+def launch_body(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": args.name or f"{args.template}-{args.gpu_type}",
+                            "template": args.template, "gpu_type": args.gpu_type,
+                            "gpu_count": args.gpus}
+    if args.command is not None:
+        body["command"] = shlex.split(args.command)
+    optional = {"kind": args.kind, "image": args.image, "args": args.arg or None,
+                "env": _env_pairs(args.env) if args.env else None, "port": args.port,
+                "cpu": args.cpu, "memory": args.memory,
+                "max_runtime_minutes": args.max_runtime, "retries": args.retries}
+    body.update({key: value for key, value in optional.items() if value is not None})
+    if args.use_home:
+        body["use_home"] = True
+    return body
+
+
+def wait_for(api: PortalClient, workload_id: int, *, until: set[str], timeout: float,
+             interval: float, err: TextIO, quiet: bool = False) -> dict:
+    """Poll the workload until its state is in `until` (→ it) or final otherwise (→ WaitFailed)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        workload = api.get(f"workloads/{workload_id}/")
+        state = workload["state"]
+        if state != last and not quiet:
+            reason = f": {workload['reason']}" if workload.get("reason") else ""
+            err.write(f"workload {workload_id}: {state}{reason}\n")
+            last = state
+        if state in until:
+            return workload
+        if state in FINAL_STATES:
+            raise WaitFailed(f"workload {workload_id} ended {state}"
+                             + (f": {workload['reason']}" if workload.get("reason") else ""))
+        if time.monotonic() >= deadline:
+            raise WaitFailed(f"workload {workload_id} still {state} after {timeout:g} s"
+                             + (f": {workload['reason']}" if workload.get("reason") else ""))
+        time.sleep(min(interval, max(deadline - time.monotonic(), 0.05)))
+
+
+def cmd_launch(api: PortalClient, args: argparse.Namespace) -> int:
+    headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
+    workload = api.post("workloads/", launch_body(args), headers=headers)
+    if args.wait or args.wait_done:
+        until = {"succeeded"} if args.wait_done else {"running", "succeeded"}
+        workload = wait_for(api, workload["id"], until=until, timeout=args.timeout,
+                            interval=args.interval, err=args.err)
+    emit(args, workload, lambda out: print_record(workload, WORKLOAD_FIELDS, out))
+    return EXIT_OK
+
+
+def cmd_list(api: PortalClient, args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"state": args.state, "owner": args.owner,
+                              "gpu_type": args.gpu_type, "template": args.template,
+                              "ordering": args.sort}
+    if args.mine:
+        params["mine"] = "true"
+    rows = api.get_all("workloads/", limit=args.limit, **params)
+    emit(args, rows, lambda out: print_table(rows, WORKLOAD_COLUMNS, out))
+    return EXIT_OK
+
+
+def cmd_show(api: PortalClient, args: argparse.Namespace) -> int:
+    workload = api.get(f"workloads/{args.id}/")
+    events = api.get(f"workloads/{args.id}/events/") if args.events else None
+    data = {**workload, "events": events} if events is not None else workload
+
+    def table(out: TextIO) -> None:
+        print_record(workload, WORKLOAD_FIELDS, out)
+        if events is not None:
+            out.write("\n")
+            print_table(events, [("at", "at"), ("type", "type"), ("reason", "reason"),
+                                 ("message", "message")], out)
+
+    emit(args, data, table)
+    return EXIT_OK
+
+
+def _new_lines(previous: list[str], current: list[str]) -> list[str]:
+    """The lines of `current` after its overlap with the end of `previous` (a polled tail)."""
+    if not previous:
+        return current
+    for start in range(len(current), 0, -1):
+        overlap = current[:start]
+        if len(overlap) <= len(previous) and previous[-len(overlap):] == overlap:
+            return current[start:]
+    return current
+
+
+def cmd_logs(api: PortalClient, args: argparse.Namespace) -> int:
+    lines = api.get(f"workloads/{args.id}/logs/", tail=args.tail)["lines"]
+    if args.output == "json" and not args.follow:
+        emit(args, {"lines": lines}, lambda out: None)
+        return EXIT_OK
+    for line in lines:
+        args.out.write(line + "\n")
+    args.out.flush()
+    deadline = time.monotonic() + args.timeout if args.timeout else None
+    while args.follow:
+        state = api.get(f"workloads/{args.id}/")["state"]
+        time.sleep(args.interval)
+        current = api.get(f"workloads/{args.id}/logs/", tail=args.tail)["lines"]
+        for line in _new_lines(lines, current):
+            args.out.write(line + "\n")
+        args.out.flush()
+        lines = current
+        if state in FINAL_STATES:
+            break  # one last read after the end, then stop
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    return EXIT_OK
+
+
+def cmd_stop(api: PortalClient, args: argparse.Namespace) -> int:
+    workload = api.post(f"workloads/{args.id}/stop/")
+    if args.wait:
+        workload = wait_for(api, args.id, until={"stopped", "succeeded", "failed"},
+                            timeout=args.timeout, interval=args.interval, err=args.err)
+    emit(args, workload, lambda out: print_record(workload, ["id", "name", "state"], out))
+    return EXIT_OK
+
+
+def cmd_delete(api: PortalClient, args: argparse.Namespace) -> int:
+    api.delete(f"workloads/{args.id}/")
+    emit(args, {"id": args.id, "deleted": True},
+         lambda out: out.write(f"workload {args.id} deleted\n"))
+    return EXIT_OK
+
+
+def _tenant(api: PortalClient, wanted: str | None) -> dict:
+    if wanted:
+        if wanted.isdigit():
+            return api.get(f"tenants/{wanted}/")
+        for tenant in api.get_all("tenants/", q=wanted):
+            if wanted in (tenant["name"], tenant["keystone_project_id"]):
+                return tenant
+        raise ApiError(404, "not_found", f"No tenant named {wanted!r} that you can see.")
+    project = api.get("me/").get("project")
+    if not project:
+        raise ApiError(404, "not_found", "Your token has no project; pass --tenant.")
+    for tenant in api.get_all("tenants/", q=project["id"]):
+        if tenant["keystone_project_id"] == project["id"]:
+            return tenant
+    raise ApiError(404, "not_found", f"No tenant for project {project['name']}.")
+
+
+def cmd_quota(api: PortalClient, args: argparse.Namespace) -> int:
+    tenant = _tenant(api, args.tenant)
+    quota = api.get(f"tenants/{tenant['id']}/quota/")
+    data = {"tenant": tenant["name"], "tenant_id": tenant["id"], **quota}
+
+    def table(out: TextIO) -> None:
+        out.write(f"tenant {tenant['name']} (id {tenant['id']}, namespace "
+                  f"{tenant['namespace']})\n")
+        by_type = quota.get("gpus_by_type") or {}
+        print_record({**quota, **{f"gpus {slug}": n for slug, n in by_type.items()}},
+                     ["gpus_total", *[f"gpus {slug}" for slug in by_type], "cpu", "memory",
+                      "max_workloads", "max_runtime_minutes", "idle_threshold_percent",
+                      "idle_minutes", "idle_action"], out)
+
+    emit(args, data, table)
+    return EXIT_OK
+
+
+def cmd_usage(api: PortalClient, args: argparse.Namespace) -> int:
+    params = {"since": args.since, "until": args.until, "group_by": args.group_by,
+              "tenant": args.tenant, "workload": args.workload}
+    try:
+        if args.csv:
+            response = api.request("GET", "usage/", params={**params, "format": "csv"},
+                                   accept="text/csv")
+            args.out.write(response.text)
+            return EXIT_OK
+        report = api.get("usage/", **params)
+    except ApiError as exc:
+        if exc.status == 404 and exc.code == "error":  # the route itself is missing
+            args.err.write("gpuctl: this portal has no usage API (GET /api/v1/usage/)\n")
+            return EXIT_API
+        raise
+
+    def table(out: TextIO) -> None:
+        columns = report.get("columns") or []
+        rows = report.get("results") or []
+        out.write(f"usage {report['since']} .. {report['until']} by {report['group_by']}\n")
+        print_table(rows, [(c, c) for c in columns], out)
+        totals = report.get("totals") or {}
+        if totals:
+            out.write("total: " + ", ".join(f"{k} {_cell(v)}" for k, v in totals.items()) + "\n")
+
+    emit(args, report, table)
+    return EXIT_OK
+
+
+# --- the parser -------------------------------------------------------------------------------
+
+def _common_options(suppress: bool) -> argparse.ArgumentParser:
+    """The global options, accepted before and after the command. After it, their defaults
+    are suppressed, so that a value given before the command is not reset."""
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-o", "--output", choices=["table", "json"], default=default("table"),
+                        help="table (default) or json (the API's own JSON, for scripts)")
+    common.add_argument("--portal-url", default=default(None),
+                        help="the portal, e.g. https://gpu.example.org "
+                             "(default: $GPU_PORTAL_URL)")
+    common.add_argument("--os-cloud", default=default(None),
+                        help="a clouds.yaml entry (default: $OS_CLOUD; without either, the "
+                             "OS_* variables of an openrc)")
+    common.add_argument("--http-timeout", type=float, default=default(30.0), metavar="SECONDS",
+                        help="per request (default 30)")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options(suppress=True)
+    parser = argparse.ArgumentParser(
+        prog="gpuctl", parents=[_common_options(suppress=False)],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Launch and manage GPU workloads on the GPU portal.",
+        epilog=__doc__.split("\n\n", 2)[2])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, func, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    def waiting(p: argparse.ArgumentParser, default_timeout: float = 600.0) -> None:
+        p.add_argument("--timeout", type=float, default=default_timeout, metavar="SECONDS",
+                       help=f"how long --wait waits (default {default_timeout:g})")
+        p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
+                       help="polling interval (default 2)")
+
+    command("whoami", cmd_whoami, "who the portal thinks you are: user, project, role")
+    command("gpu-types", cmd_gpu_types, "the GPU types with capacity and free GPUs")
+    command("templates", cmd_templates, "the templates to launch from")
+
+    p = command("launch", cmd_launch, "launch a workload in your project")
+    p.add_argument("--template", required=True, help="jupyter, digits, tensorboard, custom …")
+    p.add_argument("--gpu-type", required=True, help="a GPU type slug (see gpu-types)")
+    p.add_argument("--gpus", "--gpu-count", dest="gpus", type=int, default=1,
+                   help="number of GPUs (default 1)")
+    p.add_argument("--name", help="display name (default: TEMPLATE-GPU_TYPE)")
+    p.add_argument("--kind", choices=["service", "batch"], help="default: the template's")
+    p.add_argument("--image", help="container image (custom template)")
+    p.add_argument("--command", help="the command, split like a shell would (never run by one)")
+    p.add_argument("--arg", action="append", metavar="ARG", help="an argument (repeatable)")
+    p.add_argument("--env", action="append", metavar="KEY=VALUE",
+                   help="an environment variable (repeatable)")
+    p.add_argument("--port", type=int, help="the port a custom service listens on")
+    p.add_argument("--cpu", type=int, help="CPU cores (default: the template's)")
+    p.add_argument("--memory", type=int, metavar="GIB", help="memory in GiB")
+    p.add_argument("--max-runtime", type=int, metavar="MINUTES", help="stop after this long")
+    p.add_argument("--retries", type=int, help="batch: retries of a failed run")
+    p.add_argument("--use-home", action="store_true", help="mount the project's home volume")
+    p.add_argument("--idempotency-key", metavar="KEY",
+                   help="the same key again returns the same workload, launches nothing new")
+    p.add_argument("--wait", action="store_true",
+                   help="wait until running (or succeeded); exit 5 if it ends otherwise or "
+                        "the timeout passes")
+    p.add_argument("--wait-done", action="store_true",
+                   help="wait until the workload succeeded (batch jobs); exit 5 otherwise")
+    waiting(p)
+
+    p = command("list", cmd_list, "your project's workloads")
+    p.add_argument("--state", action="append", choices=STATES, help="repeatable")
+    p.add_argument("--owner", help="a user name")
+    p.add_argument("--gpu-type")
+    p.add_argument("--template")
+    p.add_argument("--mine", action="store_true", help="only your own")
+    p.add_argument("--sort", choices=["created", "-created", "name", "-name", "state", "-state",
+                                      "gpus", "-gpus"], help="order (default: newest first)")
+    p.add_argument("--limit", type=int, help="at most this many rows")
+
+    p = command("show", cmd_show, "one workload")
+    p.add_argument("id", type=int)
+    p.add_argument("--events", action="store_true", help="with its events")
+
+    p = command("logs", cmd_logs, "the last log lines of a workload")
+    p.add_argument("id", type=int)
+    p.add_argument("--tail", type=int, default=100, help="lines (default 100, at most 10000)")
+    p.add_argument("-f", "--follow", action="store_true",
+                   help="keep printing new lines until the workload ends (polls)")
+    waiting(p, default_timeout=0)
+
+    p = command("stop", cmd_stop, "stop a workload (its record stays)")
+    p.add_argument("id", type=int)
+    p.add_argument("--wait", action="store_true", help="until it is stopped")
+    waiting(p, default_timeout=120.0)
+
+    p = command("delete", cmd_delete, "delete a workload (stops it first)")
+    p.add_argument("id", type=int)
+
+    p = command("quota", cmd_quota, "your project's quota (admins: --tenant)")
+    p.add_argument("--tenant", help="tenant id, name or Keystone project id")
+
+    p = command("usage", cmd_usage, "GPU-hours allocated and used")
+    p.add_argument("--since", help="ISO date or date-time (default: 30 days ago)")
+    p.add_argument("--until", help="ISO date or date-time (default: now)")
+    p.add_argument("--group-by", choices=["tenant", "user", "gpu_type", "workload", "day"])
+    p.add_argument("--tenant", help="tenant id or name (admins)")
+    p.add_argument("--workload", type=int)
+    p.add_argument("--csv", action="store_true", help="CSV, as the portal exports it")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, env: dict[str, str] | None = None,
+         stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    args.out, args.err = out, err
+    try:
+        cfg = config_mod.load(env=env, cloud=args.os_cloud, portal_url=args.portal_url)
+    except config_mod.ConfigError as exc:
+        err.write(f"gpuctl: {exc}\n")
+        return EXIT_USAGE
+    api = PortalClient(cfg, timeout=args.http_timeout)
+    try:
+        return args.func(api, args)
+    except argparse.ArgumentTypeError as exc:
+        err.write(f"gpuctl: {exc}\n")
+        return EXIT_USAGE
+    except AuthError as exc:
+        err.write(f"gpuctl: authentication failed: {exc}\n")
+        return EXIT_AUTH
+    except Unreachable as exc:
+        err.write(f"gpuctl: {exc}\n")
+        return EXIT_UNREACHABLE
+    except WaitFailed as exc:
+        err.write(f"gpuctl: {exc}\n")
+        return EXIT_WAIT
+    except ApiError as exc:
+        err.write(f"gpuctl: {exc}\n")
+        if exc.code == "quota_exceeded":
+            return EXIT_QUOTA
+        if exc.status == 401:
+            return EXIT_AUTH
+        if exc.status == 404:
+            return EXIT_NOT_FOUND
+        if exc.status == 503:
+            return EXIT_UNREACHABLE
+        return EXIT_API
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        api.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
