@@ -15,7 +15,9 @@ LAUNCHES = 50
 QUOTA = 4
 
 
-@pytest.mark.django_db(transaction=True)
+# serialized_rollback: the templates seeded by a migration are back even after another
+# transactional test (tests/gpuctl) flushed the database
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_fifty_parallel_launches_against_a_quota_of_four_admit_exactly_four():
     assert connection.vendor == "postgresql"
     a100 = GpuType.objects.create(slug="a100", name="A100", node_selector={"gputype": "a100"})
