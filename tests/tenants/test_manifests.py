@@ -100,3 +100,11 @@ def test_service_account_has_no_token_automount():
                                              ("a" * 80, "a" * 63), ("视觉", "")])
 def test_label_values(text, value):
     assert label_value(text) == value
+
+
+def test_the_schema_check_catches_a_misspelt_field():
+    """The validation above can fail: a misspelt field is refused by the strict schema."""
+    quota = make_resource_quota(SPEC)
+    quota["spec"]["hrad"] = quota["spec"].pop("hard")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(quota, kubernetes_validate.utils.latest_version(), strict=True)
