@@ -81,6 +81,7 @@ ENDPOINTS = [
     Endpoint("POST", "/api/v1/workloads/{id}/stop/", target="workload", writes=True, ok=202),
     Endpoint("GET", "/api/v1/workloads/{id}/events/", target="workload"),
     Endpoint("GET", "/api/v1/workloads/{id}/logs/", target="workload"),
+    Endpoint("GET", "/api/v1/workloads/{id}/usage/", target="workload"),
     # usage names its objects in the query: each way is a row of its own
     Endpoint("GET", "/api/v1/usage/", target="tenant", query_param="tenant"),
     Endpoint("GET", "/api/v1/usage/", target="workload", query_param="workload"),

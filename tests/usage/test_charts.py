@@ -112,3 +112,16 @@ def test_the_admin_dashboard(notebook, login, settings):
     assert 'id="tenant-allocations"' in page and "vision-lab" in page
     assert 'id="idle-gpus"' in page
     assert login("researcher").get("/admin/gpus/").status_code == 403
+
+
+def test_the_api_gives_a_workloads_gpu_hours_and_series(notebook, project_token):
+    usage_rollup(since=timezone.now() - dt.timedelta(minutes=10))
+    headers = {"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}
+    body = Client().get(f"/api/v1/workloads/{notebook.pk}/usage/?minutes=15", **headers).json()
+    assert body["workload"] == notebook.pk and body["gpu_count"] == 2
+    assert body["source"] == "samples" and len(body["t"]) == 5
+    assert body["util_max"][-1] == 94.0 and body["util_avg"][-1] == 54.0  # (94 + 14) / 2
+    assert body["gpu_hours_allocated"] > 0
+    assert 0 < body["gpu_hours_used"] < body["gpu_hours_allocated"]
+    other = {"HTTP_X_AUTH_TOKEN": project_token("student", "nlp-lab")}
+    assert Client().get(f"/api/v1/workloads/{notebook.pk}/usage/", **other).status_code == 404

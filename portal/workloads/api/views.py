@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+from django.db.models import Sum
 from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
@@ -147,6 +149,29 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def events(self, request, pk=None):
         workload = self.get_object()
         return Response(WorkloadEventSerializer(workload.events.all(), many=True).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("minutes", int,
+                                     description="window: 15, 60, 360, 1440 or 10080 minutes")],
+        responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def usage(self, request, pk=None):
+        """The workload's GPU use: GPU-hours allocated and used, and its utilisation and
+        memory series over the window (what the workload page charts)."""
+        from portal.usage.charts import chart_window, workload_gpu_series
+        from portal.usage.models import GpuUsageRollup
+
+        workload = self.get_object()
+        totals = GpuUsageRollup.objects.filter(
+            workload=workload, granularity=GpuUsageRollup.Granularity.MINUTE,
+        ).aggregate(allocated=Sum("gpu_seconds_allocated"), used=Sum("gpu_seconds_used"))
+        series = workload_gpu_series(workload,
+                                     minutes=chart_window(request.query_params.get("minutes")))
+        return Response({
+            "gpu_hours_allocated": round((totals["allocated"] or 0) / 3600, 4),
+            "gpu_hours_used": round((totals["used"] or 0) / 3600, 4),
+            **series,
+        })
 
     @extend_schema(parameters=[OpenApiParameter("tail", int)], responses={200: str})
     @action(detail=True, methods=["get"])
