@@ -65,20 +65,30 @@ def gpu_type_create(*, acting_user, slug: str, name: str, resource_name: str,
     return gpu_type
 
 
+def _audited_change(obj, acting_user, changes: dict[str, Any], action: str, *,
+                    kind: str, allowed: tuple[str, ...], fixed: tuple[str, ...],
+                    snapshot) -> Any:
+    """Apply `changes` to a locked GPU type or template; save and audit only when it changed."""
+    _check_changes(changes, allowed, fixed, obj)
+    with transaction.atomic():
+        obj = type(obj).objects.select_for_update().get(pk=obj.pk)
+        before = snapshot(obj)
+        for field, value in changes.items():
+            setattr(obj, field, value)
+        after = snapshot(obj)
+        if after != before:
+            obj.save(update_fields=[f for f in changes if f not in fixed])
+            audit_record(actor=acting_user, action=action,
+                         target=f"{kind}/{obj.slug}",
+                         before=before, after=after)
+    return obj
+
+
 def _gpu_type_change(gpu_type: GpuType, acting_user, changes: dict[str, Any],
                      action: str) -> GpuType:
-    _check_changes(changes, GPU_TYPE_FIELDS, GPU_TYPE_FIXED, gpu_type)
-    with transaction.atomic():
-        gpu_type = GpuType.objects.select_for_update().get(pk=gpu_type.pk)
-        before = gpu_type_snapshot(gpu_type)
-        for field, value in changes.items():
-            setattr(gpu_type, field, value)
-        after = gpu_type_snapshot(gpu_type)
-        if after != before:
-            gpu_type.save(update_fields=[f for f in changes if f not in GPU_TYPE_FIXED])
-            audit_record(actor=acting_user, action=action, target=f"gpu_type/{gpu_type.slug}",
-                         before=before, after=after)
-    return gpu_type
+    return _audited_change(gpu_type, acting_user, changes, action, kind="gpu_type",
+                           allowed=GPU_TYPE_FIELDS, fixed=GPU_TYPE_FIXED,
+                           snapshot=gpu_type_snapshot)
 
 
 def gpu_type_update(*, gpu_type: GpuType, acting_user, changes: dict[str, Any]) -> GpuType:
@@ -110,18 +120,9 @@ def template_create(*, acting_user, slug: str, custom: bool = False,
 
 def _template_change(template: Template, acting_user, changes: dict[str, Any],
                      action: str) -> Template:
-    _check_changes(changes, TEMPLATE_FIELDS, TEMPLATE_FIXED, template)
-    with transaction.atomic():
-        template = Template.objects.select_for_update().get(pk=template.pk)
-        before = template_snapshot(template)
-        for field, value in changes.items():
-            setattr(template, field, value)
-        after = template_snapshot(template)
-        if after != before:
-            template.save(update_fields=[f for f in changes if f not in TEMPLATE_FIXED])
-            audit_record(actor=acting_user, action=action, target=f"template/{template.slug}",
-                         before=before, after=after)
-    return template
+    return _audited_change(template, acting_user, changes, action, kind="template",
+                           allowed=TEMPLATE_FIELDS, fixed=TEMPLATE_FIXED,
+                           snapshot=template_snapshot)
 
 
 def template_update(*, template: Template, acting_user, changes: dict[str, Any]) -> Template:
