@@ -16,6 +16,7 @@ resource drops, as the NVIDIA device plugin reports it, and the scheduler stops 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -98,7 +99,9 @@ def routes(cluster: Cluster) -> list[web.RouteDef]:
         return web.json_response({"items": [device_json(cluster, d)
                                             for d in cluster.gpus.by_node[node]]})
 
-    async def set_xid(request: web.Request) -> web.Response:
+    async def integer_fault(request: web.Request, field: str, default: int,
+                            apply: Callable[[Device, int], None]) -> web.Response:
+        """A fault carrying one integer from the body (`{"xid": 79}`, `{"dbe": 1}`)."""
         devices = devices_of(request)
         if isinstance(devices, web.Response):
             return devices
@@ -106,27 +109,21 @@ def routes(cluster: Cluster) -> list[web.RouteDef]:
         if isinstance(data, web.Response):
             return data
         try:
-            xid = int(data.get("xid", 79))
+            value = int(data.get(field, default))
         except (TypeError, ValueError):
-            return _error(400, "xid must be an integer")
+            return _error(400, f"{field} must be an integer")
         for d in devices:
-            d.xid = xid
+            apply(d, value)
         return after_fault(devices)
 
+    async def set_xid(request: web.Request) -> web.Response:
+        return await integer_fault(request, "xid", 79, lambda d, xid: setattr(d, "xid", xid))
+
     async def add_ecc(request: web.Request) -> web.Response:
-        devices = devices_of(request)
-        if isinstance(devices, web.Response):
-            return devices
-        data = await body(request)
-        if isinstance(data, web.Response):
-            return data
-        try:
-            dbe = int(data.get("dbe", 1))
-        except (TypeError, ValueError):
-            return _error(400, "dbe must be an integer")
-        for d in devices:
+        def add(d: Device, dbe: int) -> None:
             d.ecc_dbe += dbe
-        return after_fault(devices)
+
+        return await integer_fault(request, "dbe", 1, add)
 
     async def set_lost(request: web.Request) -> web.Response:
         devices = devices_of(request)
