@@ -16,7 +16,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.kube.client import Kube, KubeError
-from portal.workloads.models import GpuType
 
 from .audit import audit_record
 from .manifests import NamespaceSpec, tenant_objects
@@ -184,7 +183,3 @@ def tenant_namespace_delete(*, tenant_id: int, kube: Kube | None = None) -> bool
                      target=tenant.namespace, before={"state": "deleting"},
                      after={"state": "deleted", "namespace_existed": existed})
     return True
-
-
-def gpu_types_by_slug() -> dict[str, GpuType]:
-    return {t.slug: t for t in GpuType.objects.all()}

@@ -134,21 +134,9 @@ class KeystoneClient:
         )
         return Token.from_access(self._access(auth))
 
-    def authenticate_application_credential(self, credential_id: str, secret: str) -> Token:
-        """A token for an application credential; its scope comes with the credential."""
-        auth = v3.ApplicationCredential(
-            auth_url=self.url, application_credential_id=credential_id,
-            application_credential_secret=secret,
-        )
-        return Token.from_access(self._access(auth))
-
     def scope_to_project(self, token_id: str, project_id: str) -> Token:
         """Exchange a token (unscoped or scoped) for one scoped to `project_id`."""
         auth = v3.Token(auth_url=self.url, token=token_id, project_id=project_id)
-        return Token.from_access(self._access(auth))
-
-    def scope_to_system(self, token_id: str) -> Token:
-        auth = v3.Token(auth_url=self.url, token=token_id, system_scope="all")
         return Token.from_access(self._access(auth))
 
     def user_projects(self, token_id: str) -> list[Project]:

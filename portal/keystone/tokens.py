@@ -75,11 +75,3 @@ def validate_token(token_id: str, *, client: KeystoneClient | None = None) -> To
     except Exception:
         log.warning("token cache unavailable", exc_info=True)
     return token
-
-
-def forget_token(token_id: str) -> None:
-    """Drop a token from the cache (e.g. the portal itself revoked it)."""
-    try:
-        cache.delete(_cache_key(token_id))
-    except Exception:
-        log.warning("token cache unavailable", exc_info=True)
