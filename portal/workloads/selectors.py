@@ -77,13 +77,8 @@ def gpu_allocation(gpu_types: list[GpuType], nodes: list[dict[str, Any]],
         node_name = pod.get("spec", {}).get("nodeName")
         if not node_name or pod.get("status", {}).get("phase") in TERMINAL_PHASES:
             continue
-        for container in pod["spec"].get("containers", []):
-            limits = (container.get("resources") or {}).get("limits") or {}
-            requests = (container.get("resources") or {}).get("requests") or {}
-            for resource in resources:
-                amount = limits.get(resource) or requests.get(resource)
-                if amount:
-                    held[(node_name, resource)] += int(parse_quantity(amount))
+        for resource in resources:
+            held[(node_name, resource)] += pod_resource_count(pod, resource)
     result = {t.slug: Allocation() for t in gpu_types}
     for node in nodes:
         if node.get("spec", {}).get("unschedulable"):
@@ -110,18 +105,24 @@ def cluster_gpu_capacity(kube: Kube | None = None) -> dict[str, Capacity]:
     return gpu_capacity(list(GpuType.objects.all()), nodes, unhealthy_gpus_by_node())
 
 
+def pod_resource_count(pod: dict[str, Any], resource: str) -> int:
+    """How many of an extended resource (e.g. nvidia.com/gpu) a pod's containers ask for
+    (limits, else requests: for extended resources the two are equal)."""
+    count = 0
+    for container in pod.get("spec", {}).get("containers", []):
+        resources = container.get("resources") or {}
+        amount = (resources.get("limits") or {}).get(resource) or \
+            (resources.get("requests") or {}).get(resource)
+        if amount:
+            count += int(parse_quantity(amount))
+    return count
+
+
 def pod_gpus(pod: dict[str, Any], gpu_types: list[GpuType]) -> tuple[str | None, int]:
     """The GPU type (by the pod's node selector and resource) and count a pod holds."""
-    spec = pod.get("spec", {})
-    selector = spec.get("nodeSelector") or {}
+    selector = pod.get("spec", {}).get("nodeSelector") or {}
     for gpu_type in gpu_types:
-        count = 0
-        for container in spec.get("containers", []):
-            resources = container.get("resources") or {}
-            amount = (resources.get("limits") or {}).get(gpu_type.resource_name) or \
-                (resources.get("requests") or {}).get(gpu_type.resource_name)
-            if amount:
-                count += int(parse_quantity(amount))
+        count = pod_resource_count(pod, gpu_type.resource_name)
         if count and node_matches(selector, gpu_type.node_selector):
             return gpu_type.slug, count
     return None, 0
