@@ -9,14 +9,15 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from portal.kube.client import Kube, KubeError
+from portal.usage.health import unhealthy_gpus_by_node
 from tenants.models import Quota, Tenant
 
 from ..filtersets import WorkloadFilterSet
 from ..logs import workload_logs
 from ..models import GpuType, Template, Workload
 from ..selectors import (
-    cluster_gpu_capacity,
     gpu_allocation,
+    gpu_capacity,
     gpus_held_by_type,
     workload_may_change,
     workloads_visible,
@@ -54,9 +55,9 @@ class GpuTypeViewSet(viewsets.GenericViewSet):
         allocation: dict = {}
         try:
             kube = Kube()
-            capacity = cluster_gpu_capacity(kube)
-            allocation = gpu_allocation(types, kube.list("Node")["items"],
-                                        kube.list("Pod")["items"])
+            nodes = kube.list("Node")["items"]  # once, for capacity and allocation alike
+            capacity = gpu_capacity(types, nodes, unhealthy_gpus_by_node())
+            allocation = gpu_allocation(types, nodes, kube.list("Pod")["items"])
         except KubeError:
             pass  # the catalogue still answers; live figures are null
         in_use = gpus_held_by_type(Workload.objects.filter(state__in=Workload.ACTIVE_STATES))
