@@ -49,15 +49,21 @@ def _usage(tenants) -> tuple[dict[str, dict[str, int]], str | None]:
         return {}, "The cluster is unreachable: GPUs in use are not shown."
 
 
+def _form_values(quota: Quota, posted) -> dict:
+    """The quota form's values: after a refused save what was typed, else what is stored."""
+    values = {field: posted.get(field, getattr(quota, field)) for field in QUOTA_FIELDS}
+    if posted:
+        values["allow_over_capacity"] = "allow_over_capacity" in posted
+    return values
+
+
 def _row(tenant: Tenant, gpu_types, usage: dict[str, dict[str, int]], posted=None) -> dict:
     """One tenant's table row; after a refused inline save it carries what was typed."""
     quota = tenant.quota
     by_type = quota.gpus_by_type()
     used = usage.get(tenant.namespace, {})
     posted = posted or {}
-    values = {field: posted.get(field, getattr(quota, field)) for field in QUOTA_FIELDS}
-    if posted:
-        values["allow_over_capacity"] = "allow_over_capacity" in posted
+    values = _form_values(quota, posted)
     return {
         "tenant": tenant,
         "quota": quota,
@@ -160,9 +166,7 @@ def tenant_detail(request: HttpRequest, pk: int) -> HttpResponse:
     by_type = quota.gpus_by_type()
     # after a refused save the form shows what the admin typed, not the stored values
     posted = request.POST if errors else {}
-    values = {field: posted.get(field, getattr(quota, field)) for field in QUOTA_FIELDS}
-    if posted:
-        values["allow_over_capacity"] = "allow_over_capacity" in posted
+    values = _form_values(quota, posted)
     return render(request, "tenants/tenant_detail.html", {
         "tenant": tenant, "quota": quota, "values": values, "errors": errors,
         "gpu_limits": [{"type": t, "limit": posted.get(f"gpu_{t.slug}", by_type.get(t.slug, 0))}
