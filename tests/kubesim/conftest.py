@@ -12,6 +12,7 @@ import urllib.request
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from tests.fixtures.kubesim import (  # noqa: F401 - fixtures
     KubesimServer,
@@ -70,3 +71,20 @@ def redis_server():
     """kubesim needs no Redis: this shadows the portal stack's autouse Redis fixture
     (tests/fixtures/stack.py) for the tests in this directory."""
     return None
+
+
+# the official client's API groups over the session's kubesim (files with a kubesim of their
+# own define `core` & co. over it instead)
+@pytest.fixture
+def core(api_client):
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def apps(api_client):
+    return client.AppsV1Api(api_client)
+
+
+@pytest.fixture
+def batch(api_client):
+    return client.BatchV1Api(api_client)

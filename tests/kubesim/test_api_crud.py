@@ -35,11 +35,6 @@ def status_of(exc: ApiException) -> dict:
     return json.loads(exc.body)
 
 
-@pytest.fixture
-def core(api_client):
-    return client.CoreV1Api(api_client)
-
-
 def test_create_assigns_identity(core, raw, kube_namespace):
     a = core.create_namespaced_pod(kube_namespace, pod_body(generate="web-"))
     b = core.create_namespaced_pod(kube_namespace, pod_body(generate="web-"))

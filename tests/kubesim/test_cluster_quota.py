@@ -20,16 +20,6 @@ from tests.kubesim.cluster_helpers import (
 )
 
 
-@pytest.fixture
-def core(api_client):
-    return client.CoreV1Api(api_client)
-
-
-@pytest.fixture
-def apps(api_client):
-    return client.AppsV1Api(api_client)
-
-
 def quota(name: str, hard: dict[str, str]) -> dict:
     return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name},
             "spec": {"hard": hard}}

@@ -24,21 +24,6 @@ from tests.kubesim.cluster_helpers import (
 )
 
 
-@pytest.fixture
-def core(api_client):
-    return client.CoreV1Api(api_client)
-
-
-@pytest.fixture
-def apps(api_client):
-    return client.AppsV1Api(api_client)
-
-
-@pytest.fixture
-def batch(api_client):
-    return client.BatchV1Api(api_client)
-
-
 def test_deployment_replicaset_pods_running_and_ready(core, apps, kube_namespace):
     ns = kube_namespace
     apps.create_namespaced_deployment(ns, deployment("web", pod_spec(container(cpu="100m")),
