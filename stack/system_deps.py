@@ -1,4 +1,4 @@
-"""Install the Debian packages the test suite runs for real (Redis, PostgreSQL) and Keystone.
+"""Install the Debian packages the test suite runs for real (Redis, PostgreSQL, Chromium) and Keystone.
 
 Run by `make test` before pytest, so a fresh machine needs nothing but this repository.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+from .browser import chromium_binary
 from .keystone import KeystoneInstall
 from .postgres import postgres_bindir
 from .procs import REPO, StackError
@@ -17,6 +18,7 @@ def main() -> int:
     try:
         redis_server_binary(install=True)
         postgres_bindir(install=True)
+        chromium_binary(install=True)  # the browser journeys (tests/browser)
         # Keystone's own virtualenv, shared with the demo; bootstrapped per test run
         KeystoneInstall(venv=REPO / ".demo" / "keystone-venv", state_dir=REPO / ".demo" / "x",
                         port=0).ensure_venv()
