@@ -54,6 +54,8 @@ app.conf.beat_schedule = {
     "tenants-reconcile-all": {"task": "tenants.tasks.tenants_reconcile_all", "schedule": 300.0},
     "tenants-delete-due": {"task": "tenants.tasks.tenants_delete_due", "schedule": 60.0},
     "tenants-sync-keystone": {"task": "tenants.tasks.tenants_sync_keystone", "schedule": 600.0},
+    "cluster-probe": {"task": "portal.tasks.cluster_probe_task", "schedule": 15.0,
+                      "options": {"expires": 14.0}},
     "sessions-clear-expired": {
         "task": "portal.tasks.sessions_clear_expired",
         "schedule": crontab(minute=17),

@@ -31,10 +31,13 @@ def _check_keystone() -> None:
 
 def _check_cluster() -> None:
     # one authenticated GET through the portal's own client and credentials (kubeconfig or
-    # service account): a missing namespace is still an answer, an unreachable API is not
-    from portal.kube.client import Kube
+    # service account), recorded for the pages' banner: a missing namespace is still an
+    # answer, an unreachable API is not
+    from portal.kube.status import cluster_probe
 
-    Kube().get("Namespace", "default")
+    outage = cluster_probe()
+    if outage is not None:
+        raise ConnectionError(outage.error)
 
 
 CHECKS = {"database": _check_database, "redis": _check_redis, "keystone": _check_keystone,

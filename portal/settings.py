@@ -77,6 +77,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "portal.keystone.context_processors.identity",
                 "portal.usage.context_processors.gpu_alerts",
+                "portal.kube.context_processors.cluster_status",
             ],
         },
     },

@@ -23,6 +23,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
+from . import status as cluster_status
+
 log = logging.getLogger(__name__)
 
 TIMEOUT = (3.0, 15.0)  # connect, read (seconds)
@@ -103,7 +105,7 @@ def api_client() -> k8s.ApiClient:
                     k8s_config.load_incluster_config(client_configuration=configuration)
             except (k8s_config.ConfigException, OSError) as exc:
                 # no kubeconfig and not in a pod: the cluster is as good as unreachable
-                raise KubeUnavailable(f"no cluster configured: {exc}") from exc
+                raise _unavailable(f"no cluster configured: {exc}") from exc
             configuration.retries = 1
             _clients[key] = k8s.ApiClient(configuration)
         return _clients[key]
@@ -125,8 +127,14 @@ def _translate(exc: Exception) -> KubeError:
             return Expired(message, code=code, status=status)
         if code is not None and 400 <= code < 500 and code != 429:
             return KubeRefused(message, code=code, status=status)
-        return KubeUnavailable(message, code=code, status=status)
-    return KubeUnavailable(f"Kubernetes API unreachable: {exc}")
+        return _unavailable(message, code=code, status=status)
+    return _unavailable(f"Kubernetes API unreachable: {exc}")
+
+
+def _unavailable(message: str, **kwargs: Any) -> KubeUnavailable:
+    """Every "the cluster did not answer" passes here, so that the pages can say so."""
+    cluster_status.record_unreachable(message)
+    return KubeUnavailable(message, **kwargs)
 
 
 class Kube:
@@ -149,6 +157,7 @@ class Kube:
             response = method(*args, _preload_content=False, _request_timeout=TIMEOUT, **kwargs)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise _translate(exc) from exc
+        cluster_status.record_reachable()
         data = response.data
         return json.loads(data) if data else {}
 
@@ -295,7 +304,7 @@ class Kube:
                     raise _watch_error(obj)
                 yield event_type, obj
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-            raise KubeUnavailable(f"watch of {kind} broke off: {exc}") from exc
+            raise _unavailable(f"watch of {kind} broke off: {exc}") from exc
         finally:
             # a stream left early (the caller stopped reading) is closed, not returned to the
             # pool half-read
