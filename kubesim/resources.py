@@ -114,8 +114,23 @@ _TYPES: tuple[ResourceType, ...] = (
         "apps", "Deployment", "deployments", short=("deploy",), sub=("status",), categories=("all",)
     ),
     _rt("apps", "ReplicaSet", "replicasets", short=("rs",), sub=("status",), categories=("all",)),
+    # stored and served (so `kubectl apply` of a whole site works); no controller runs them
+    _rt("apps", "StatefulSet", "statefulsets", short=("sts",), sub=("status",), categories=("all",)),
+    _rt("apps", "DaemonSet", "daemonsets", short=("ds",), sub=("status",), categories=("all",)),
     _rt("batch", "Job", "jobs", sub=("status",), categories=("all",)),
+    _rt(
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        short=("hpa",),
+        sub=("status",),
+        version="v2",
+        categories=("all",),
+    ),
+    _rt("policy", "PodDisruptionBudget", "poddisruptionbudgets", short=("pdb",), sub=("status",)),
     _rt("networking.k8s.io", "NetworkPolicy", "networkpolicies", short=("netpol",)),
+    _rt("networking.k8s.io", "Ingress", "ingresses", short=("ing",), sub=("status",)),
+    _rt("node.k8s.io", "RuntimeClass", "runtimeclasses", namespaced=False),
     _rt("rbac.authorization.k8s.io", "Role", "roles"),
     _rt("rbac.authorization.k8s.io", "RoleBinding", "rolebindings"),
     _rt("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", namespaced=False),

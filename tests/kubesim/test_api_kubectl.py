@@ -174,3 +174,87 @@ def test_describe_logs_delete(kubesim, ns):
     )
     gone = kubectl(kubesim, "-n", ns, "get", "pod", "box", check=False)
     assert gone.returncode == 1 and "NotFound" in gone.stderr
+
+
+SITE_MANIFEST = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: postgres, image: postgres:17}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: agent, image: agent:1}]}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web}
+spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: worker}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: worker}
+  minReplicas: 2
+  maxReplicas: 8
+  metrics:
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 70}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web}
+spec:
+  rules:
+  - host: gpu.example.org
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend: {service: {name: web, port: {name: http}}}
+"""
+
+
+def test_apply_of_a_sites_other_kinds_with_default_validation(kubesim, ns, tmp_path):
+    """What a site's manifests hold beside Deployments (the portal's Kustomize overlays):
+    stored, listed, validated strictly; no controller runs StatefulSets or DaemonSets."""
+    manifest = tmp_path / "site.yaml"
+    manifest.write_text(SITE_MANIFEST)
+    out = kubectl(kubesim, "-n", ns, "apply", "-f", str(manifest))
+    assert out.stdout.splitlines() == [
+        "statefulset.apps/db created",
+        "daemonset.apps/agent created",
+        "poddisruptionbudget.policy/web created",
+        "horizontalpodautoscaler.autoscaling/worker created",
+        "ingress.networking.k8s.io/web created",
+    ]
+    assert "unchanged" in kubectl(kubesim, "-n", ns, "apply", "-f", str(manifest)).stdout
+    names = kubectl(kubesim, "-n", ns, "get", "sts,ds,pdb,hpa,ing", "-o", "name").stdout.split()
+    assert names == [
+        "statefulset.apps/db",
+        "daemonset.apps/agent",
+        "poddisruptionbudget.policy/web",
+        "horizontalpodautoscaler.autoscaling/worker",
+        "ingress.networking.k8s.io/web",
+    ]
+    runtime = kubectl(kubesim, "apply", "-f", "-", input=(
+        "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: nvidia-test}\n"
+        "handler: nvidia\n"))
+    assert runtime.stdout.strip() == "runtimeclass.node.k8s.io/nvidia-test created"
+    kubectl(kubesim, "delete", "runtimeclass", "nvidia-test")
+    bad = kubectl(kubesim, "-n", ns, "apply", "-f", "-", check=False,
+                  input=SITE_MANIFEST.split("---\n")[2].replace("minAvailable: 1",
+                                                                "minAvailable: 1, colour: x"))
+    assert bad.returncode != 0
+    assert 'strict decoding error: unknown field "spec.colour"' in bad.stderr
