@@ -1,0 +1,43 @@
+"""gunicorn's settings for the portal image (copied to /app/gunicorn.conf.py, which gunicorn
+reads from its working directory). Each can be changed from the environment:
+
+    PORTAL_WEB_BIND      address:port to listen on (default 0.0.0.0:8000)
+    WEB_CONCURRENCY      worker processes (gunicorn's own variable; default 3)
+    PORTAL_WEB_THREADS   threads per worker (default 4)
+    PORTAL_WEB_TIMEOUT   seconds a request may take before its worker is restarted (default 60)
+
+With PROMETHEUS_MULTIPROC_DIR set, /metrics sums every worker process: the folder is emptied
+when gunicorn starts and a dead worker's files are marked, as prometheus_client requires.
+"""
+
+import os
+from pathlib import Path
+
+bind = os.environ.get("PORTAL_WEB_BIND", "0.0.0.0:8000")
+workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
+threads = int(os.environ.get("PORTAL_WEB_THREADS", "4"))
+timeout = int(os.environ.get("PORTAL_WEB_TIMEOUT", "60"))
+graceful_timeout = 30
+keepalive = 5
+# the heartbeat files on memory, not on the (read-only) root filesystem
+worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() else None
+accesslog = "-"
+errorlog = "-"
+# X-Forwarded-For / -Proto from the ingress controller in front of the pods
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "*")
+
+
+def on_starting(server):
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if folder:
+        path = Path(folder)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink()
+
+
+def child_exit(server, worker):
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
