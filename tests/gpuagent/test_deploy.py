@@ -1,4 +1,4 @@
-"""deploy/gpuagent: valid Kubernetes objects, and what a GPU-node agent needs."""
+"""deploy/components/gpuagent: valid Kubernetes objects, and what a GPU-node agent needs."""
 
 from __future__ import annotations
 
@@ -9,15 +9,17 @@ import kubernetes_validate
 import pytest
 import yaml
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "gpuagent"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "components" / "gpuagent"
 SOCKET_DIR = "/var/lib/kubelet/pod-resources"
 
 
 def documents() -> list[dict[str, Any]]:
+    """The component's resources, as its kustomization.yaml lists them."""
+    component = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     return [
         doc
-        for path in sorted(DEPLOY.glob("*.yaml"))
-        for doc in yaml.safe_load_all(path.read_text())
+        for name in component["resources"]
+        for doc in yaml.safe_load_all((DEPLOY / name).read_text())
         if doc
     ]
 
@@ -28,7 +30,8 @@ def by_kind(kind: str) -> dict[str, Any]:
 
 
 def test_every_document_is_valid() -> None:
-    assert sorted(d["kind"] for d in documents()) == ["DaemonSet", "Service", "ServiceAccount"]
+    assert sorted(d["kind"] for d in documents()) == [
+        "DaemonSet", "NetworkPolicy", "Service", "ServiceAccount"]
     version = kubernetes_validate.utils.latest_version()
     for doc in documents():
         kubernetes_validate.validate(doc, version, strict=True)
@@ -86,3 +89,10 @@ def test_service_selects_the_agents() -> None:
     assert service["spec"]["ports"] == [
         {"name": "metrics", "port": 9400, "targetPort": "metrics", "protocol": "TCP"}
     ]
+
+
+def test_network_policy_admits_the_metrics_port_of_the_agents_only() -> None:
+    policy = by_kind("NetworkPolicy")["spec"]
+    labels = by_kind("DaemonSet")["spec"]["template"]["metadata"]["labels"]
+    assert all(labels[k] == v for k, v in policy["podSelector"]["matchLabels"].items())
+    assert policy["ingress"] == [{"ports": [{"protocol": "TCP", "port": "metrics"}]}]
