@@ -26,13 +26,11 @@ done
 for mapping in "$@"; do
     product=${mapping%%=*}
     gputype=${mapping#*=}
-    nodes=$($KUBECTL get nodes -l "nvidia.com/gpu.product=$product" -o name)
-    if [ -z "$nodes" ]; then
-        echo "$0: no node has nvidia.com/gpu.product=$product" >&2
+    selector="nvidia.com/gpu.product=$product"
+    if [ -z "$($KUBECTL get nodes -l "$selector" -o name)" ]; then
+        echo "$0: no node has $selector" >&2
         continue
     fi
-    # shellcheck disable=SC2086 # one argument per node
-    $KUBECTL label --overwrite $nodes "gputype=$gputype"
-    # shellcheck disable=SC2086
-    $KUBECTL taint --overwrite $nodes "nvidia.com/gpu=present:NoSchedule"
+    $KUBECTL label nodes -l "$selector" --overwrite "gputype=$gputype"
+    $KUBECTL taint nodes -l "$selector" --overwrite "nvidia.com/gpu=present:NoSchedule"
 done

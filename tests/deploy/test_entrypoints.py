@@ -1,0 +1,187 @@
+"""The commands the Dockerfile and the manifests run exist in the installed package and start:
+gunicorn serves /healthz and /metrics with the image's configuration, celery finds the app,
+manage.py passes Django's deployment checks, gpuagent answers --help."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from tests.deploy.manifests import (
+    OVERLAYS,
+    PORTAL_PROCESSES,
+    REPO,
+    VENV_BIN,
+    deployment,
+    find,
+    pod_specs,
+    render,
+)
+
+GUNICORN_CONF = REPO / "deploy" / "image" / "gunicorn.conf.py"
+
+
+def production_env(**extra: str) -> dict[str, str]:
+    """The environment of a portal pod: production settings (no debug, TLS on)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PORTAL_", "DJANGO_", "DATABASE_", "REDIS_", "KEYSTONE_"))}
+    env.update({
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "PORTAL_SECRET_KEY": "entrypoint-test-" + "k" * 50,
+        "PORTAL_ALLOWED_HOSTS": "gpu.example.org,localhost",
+        "PORTAL_BEHIND_TLS_PROXY": "true",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    })
+    env.update(extra)
+    return env
+
+
+def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), cwd=REPO, env=env or production_env(), capture_output=True,
+                          text=True, timeout=60)
+
+
+def _commands() -> set[str]:
+    commands = set()
+    for path in OVERLAYS:
+        for _, spec in pod_specs(render(path)):
+            for container in spec.get("initContainers", []) + spec["containers"]:
+                if container["image"].split(":")[0].endswith("gpu-portal/portal"):
+                    commands.add(container["command"][0])
+    return commands
+
+
+def test_every_program_the_manifests_run_is_installed():
+    commands = _commands()
+    assert commands == {"gunicorn", "celery", "python"}
+    for command in commands:
+        assert (VENV_BIN / command).exists(), command
+    assert (REPO / "manage.py").exists()
+    dockerfile = (REPO / "Dockerfile").read_text()
+    (cmd,) = re.findall(r"^CMD\s+(\[.*\])\s*$", dockerfile, flags=re.MULTILINE)
+    assert yaml.safe_load(cmd) == ["gunicorn", "portal.wsgi"]
+    assert re.search(r"^COPY manage\.py|^COPY .*\bmanage\.py\b", dockerfile, flags=re.MULTILINE)
+
+
+@pytest.fixture
+def gunicorn(tmp_path):
+    """The web pod's command, from the venv, with the image's gunicorn.conf.py, on a free
+    loopback port (port 0: gunicorn reports the one it got)."""
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+    (metrics_dir / "counter_99999.db").write_bytes(b"stale from a previous start")
+    (container,) = deployment(render("deploy/overlays/production"), "web")["spec"]["template"][
+        "spec"]["containers"]
+    env = production_env(PORTAL_WEB_BIND="127.0.0.1:0", WEB_CONCURRENCY="2",
+                         PROMETHEUS_MULTIPROC_DIR=str(metrics_dir))
+    log = tmp_path / "gunicorn.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(VENV_BIN / container["command"][0]), *container["command"][1:],
+             "--config", str(GUNICORN_CONF)],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        url = None
+        while url is None and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+            found = re.search(r"Listening at: (http://127\.0\.0\.1:\d+)", log.read_text())
+            url = found.group(1) if found else None
+        assert url, f"gunicorn did not start:\n{log.read_text()[-3000:]}"
+        yield url, metrics_dir, log
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def get(url: str, path: str, host: str = "localhost") -> tuple[int, str]:
+    request = urllib.request.Request(url + path, headers={"Host": host})
+    deadline = time.monotonic() + 20
+    while True:  # the workers boot after the master listens
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except (ConnectionError, urllib.error.URLError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_gunicorn_serves_healthz_and_metrics_with_the_image_configuration(gunicorn):
+    url, metrics_dir, log = gunicorn
+    assert not (metrics_dir / "counter_99999.db").exists()  # emptied at start
+    assert get(url, "/healthz") == (200, '{"status": "ok"}')
+    # the probes' Host header is needed: the pod IP is not an allowed host
+    assert get(url, "/healthz", host="10.0.0.7:8000")[0] == 400
+    status, body = get(url, "/metrics")
+    assert status == 200
+    assert re.search(r'^\w+_requests?_\w*total\{[^}]*\} \d', body, flags=re.MULTILINE), body[:2000]
+    assert list(metrics_dir.glob("*.db"))  # several processes: multiprocess mode
+    text = log.read_text()
+    assert text.count("Booting worker with pid") == 2
+    assert '"GET /healthz HTTP/1.1" 200' in text  # access log on stdout
+
+
+def test_celery_finds_the_app_and_its_settings():
+    result = run(str(VENV_BIN / "celery"), "-A", "portal", "report")
+    assert result.returncode == 0, result.stderr
+    assert "transport:redis" in result.stdout  # CELERY_BROKER_URL from the Django settings
+    missing = run(str(VENV_BIN / "celery"), "-A", "portal_nope", "report")
+    assert missing.returncode != 0
+
+
+def test_the_worker_deployments_serve_exactly_the_queues_the_app_routes_to():
+    from portal.celery import app
+
+    routed = {route["queue"] for route in app.conf.task_routes.values()}
+    default = app.conf.task_default_queue
+    objects = render("deploy/overlays/production")
+    queues = {}
+    for process in PORTAL_PROCESSES:
+        command = deployment(objects, process)["spec"]["template"]["spec"]["containers"][0][
+            "command"]
+        if "worker" in command:
+            queues[process] = set(command[command.index("--queues") + 1].split(","))
+    assert queues == {"worker": {default}, "tracker": {"tracker"}}
+    assert routed | {default} == queues["worker"] | queues["tracker"]
+    tracker = deployment(objects, "tracker")["spec"]["template"]["spec"]["containers"][0]
+    assert shlex.join(tracker["command"]).count("--pool solo --concurrency 1") == 1
+
+
+def test_manage_py_passes_djangos_deployment_checks():
+    result = run(sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING")
+    assert result.returncode == 0, result.stdout + result.stderr
+    job = find(render("deploy/overlays/production"), "Job", "gpu-portal-migrate")
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == [
+        "python", "manage.py", "migrate", "--noinput"]
+
+
+def test_gpuagent_runs_as_the_daemonset_starts_it():
+    (container,) = find(render("tests/deploy/overlays/production-gpuagent"), "DaemonSet",
+                        "gpuagent")["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "gpuagent"]
+    for argv in ([sys.executable, "-m", "gpuagent", "--help"], [str(VENV_BIN / "gpuagent"),
+                                                                 "--help"]):
+        result = run(*argv)
+        assert result.returncode == 0, result.stderr
+        for arg in container["args"]:
+            assert arg.split("=")[0] in result.stdout
+
+
+def test_gpuagent_image_installs_what_the_package_declares():
+    dockerfile = (REPO / "gpuagent" / "Dockerfile").read_text()
+    declared = (REPO / "pyproject.toml").read_text()
+    requirements = re.findall(r'"([A-Za-z0-9_.-]+[<>=!~][^"]*)"', dockerfile)
+    assert requirements
+    for requirement in requirements:
+        assert f'"{requirement}"' in declared, requirement
