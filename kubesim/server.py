@@ -177,10 +177,16 @@ async def read_body(request: web.Request) -> bytes:
     limit = request.app[CONFIG].max_body_bytes
     if request.content_length is not None and request.content_length > limit:
         raise too_large(limit)
-    data = await request.content.read(limit + 1)
-    if len(data) > limit:
-        raise too_large(limit)
-    return data
+    # read() returns what has arrived so far, which for a body sent in several packets
+    # (kubectl's larger objects, chunked uploads) is only its beginning: read to the end
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.read(limit + 1 - size):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise too_large(limit)
+    return b"".join(chunks)
 
 
 def decode_object(data: bytes, content_type: str) -> Any:

@@ -413,3 +413,32 @@ def test_every_group_round_trips(api_client, kube_namespace):
         },
     )
     assert core.list_namespaced_event(ns, field_selector="reason=Test").items[0].message == "hello"
+
+
+def test_a_body_that_arrives_in_pieces_is_read_whole(kubesim, core, kube_namespace):
+    """A large object sent in several chunks with pauses between them (as a busy client or
+    network delivers it) is created whole, not cut at the first packet."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    body = json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "pieces"},
+        "data": {f"key{i}": "v" * 200 for i in range(40)},
+    }).encode()
+
+    def pieces():
+        for start in range(0, len(body), 1000):
+            yield body[start:start + 1000]
+            time.sleep(0.05)
+
+    url = urlsplit(kubesim.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    conn.request("POST", f"/api/v1/namespaces/{kube_namespace}/configmaps", body=pieces(),
+                 headers={"Content-Type": "application/json", **kubesim.headers()},
+                 encode_chunked=True)
+    response = conn.getresponse()
+    assert response.status == 201, response.read()[:500]
+    conn.close()
+    stored = core.read_namespaced_config_map("pieces", kube_namespace)
+    assert stored.data == {f"key{i}": "v" * 200 for i in range(40)}
