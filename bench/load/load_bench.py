@@ -5,8 +5,9 @@
                                               [--think 2,10] [--json out.json] [--keep]
 
 1. Starts the stack the production way on loopback under a temporary folder (production.py):
-   PostgreSQL (fsync on), Redis, Keystone, kubesim (inventory.yaml), gunicorn with 4 sync
-   workers, two Celery workers, the tracker and beat. Seeds one Keystone user per simulated user
+   PostgreSQL (fsync on), Redis, Keystone, kubesim (inventory.yaml), gunicorn with 4 workers
+   (the image's gunicorn.conf.py: gthread, 4 threads), two Celery workers (concurrency 4), the
+   tracker and beat. Seeds one Keystone user per simulated user
    (ten per project, member role), gives every project the load quota (users.PROJECT_QUOTA)
    and provisions its namespace.
 2. Steady load: every user signs in (the login form and a Keystone token) at a random moment of
@@ -36,6 +37,7 @@ import json
 import os
 import platform
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -245,6 +247,15 @@ def quota_check(tenants: dict[str, dict], admitted: dict[int, str],
     return {"rows": rows, "violations": violations}
 
 
+def server_statuses(logs: Path) -> dict[str, int]:
+    """Response statuses as gunicorn's access log has them (the server's side of the count)."""
+    counts: dict[str, int] = {}
+    for match in re.finditer(r'HTTP/1\.1" (\d{3}) ', (logs / "gunicorn.log").read_text(
+            errors="replace")):
+        counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+    return counts
+
+
 def log_findings(logs: Path) -> dict[str, list[str]]:
     """Lines of the stack's logs that say something went wrong (first few per file)."""
     found = {}
@@ -364,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
             figures["burst"]["endpoints"] = rec.table("burst", figures["burst"]["wall_seconds"])
         figures["errors"] = rec.errors
         figures["log_findings"] = log_findings(stack.logs)
+        figures["server_statuses"] = server_statuses(stack.logs)
         ok = report(figures)
     finally:
         signal.alarm(0)
@@ -427,6 +439,7 @@ def report(f: dict) -> bool:
         print(f"| {m['role']} | {procs} | {m['peak_rss_sum_mib']} | {m['peak_pss_sum_mib']} | "
               f"{m['cpu_seconds']} |")
     print(f"\nmachine busy CPU seconds while sampling: {f['machine_cpu_seconds']}")
+    print(f"statuses in gunicorn's access log (whole run): {f['server_statuses']}")
     print(f"others before: {f['others_before']}\nothers after: {f['others_after']}")
     if f["errors"]:
         print("\nfirst errors:\n" + "\n".join(f["errors"]))

@@ -2,9 +2,11 @@
 
 PostgreSQL (fsync on), Redis, Keystone (fresh state; the virtualenv under .demo/ is reused) with
 the load test's identities, kubesim with bench/load/inventory.yaml, then the portal's processes
-as production runs them: gunicorn (`portal.wsgi`, several sync workers, PORTAL_DEBUG=0, static
-files hashed by collectstatic and served by WhiteNoise), two Celery workers on the `celery`
-queue, the lifecycle tracker (`-Q tracker --pool solo`) and beat. Every port is a free one on
+as deploy/base/ runs them: gunicorn (`portal.wsgi` with the image's deploy/image/gunicorn.conf.py:
+gthread workers, 4 threads each; PORTAL_DEBUG=0; static files hashed by collectstatic and served
+by WhiteNoise), two Celery workers on the `celery` queue (`--concurrency 4` each, as
+deploy/base/workers.yaml), the lifecycle tracker (`-Q tracker --pool solo`) and beat, logging at
+INFO as deployed. Every port is a free one on
 127.0.0.1; every process runs in its own session and is stopped by close(), whatever happened.
 
 It is built from the stack/ helpers (PostgresServer, start_redis, KeystoneInstall,
@@ -33,6 +35,7 @@ from stack.procs import free_port, http_ok, stop, wait_for  # noqa: E402
 from stack.redis import start_redis  # noqa: E402
 
 INVENTORY = Path(__file__).resolve().parent / "inventory.yaml"
+GUNICORN_CONF = REPO / "deploy" / "image" / "gunicorn.conf.py"
 WAIT = 120.0
 
 
@@ -41,12 +44,13 @@ class ProductionStack:
     — after the caller has shaped tenants and quotas — start_portal() (web, workers, beat)."""
 
     def __init__(self, root: Path, *, web_workers: int = 4, celery_workers: int = 2,
-                 inventory: Path = INVENTORY, log: Callable[[str], None] = print) -> None:
+                 concurrency: int = 4, inventory: Path = INVENTORY, log: Callable[[str], None] = print) -> None:
         self.root = root
         self.logs = root / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.web_workers = web_workers
         self.celery_workers = celery_workers
+        self.concurrency = concurrency
         self.inventory = inventory
         self.log = log
         self.procs: dict[str, subprocess.Popen] = {}  # role -> process, in start order
@@ -86,6 +90,7 @@ class ProductionStack:
         keystone = KeystoneInstall(venv=REPO / ".demo" / "keystone-venv",
                                    state_dir=self.root / "keystone", port=free_port())
         keystone.ensure()
+        _keystone_cache_on(keystone.config_file)
         self.procs["keystone"] = keystone.start(self.logs / "keystone.log")
         self.keystone_url = keystone.url
         self.log(f"backends up; seeding {len(identities)} Keystone users")
@@ -108,7 +113,7 @@ class ProductionStack:
             "PORTAL_SECRET_KEY": secrets.token_urlsafe(64),
             "PORTAL_ALLOWED_HOSTS": "127.0.0.1,localhost",
             "PORTAL_STATIC_ROOT": str(static_root),
-            "PORTAL_LOG_LEVEL": "WARNING",
+            "PORTAL_LOG_LEVEL": "INFO",  # as deployed (deploy/base/settings.env)
             "DATABASE_URL": self.postgres.url,
             "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
             "KEYSTONE_URL": keystone.url,
@@ -125,20 +130,22 @@ class ProductionStack:
         bindir = Path(self.python).parent
         port = free_port()
         self.portal_url = f"http://127.0.0.1:{port}"
+        # the image's own gunicorn settings (gthread workers, timeouts, access log)
         web = self._popen("gunicorn", [
-            str(bindir / "gunicorn"), "portal.wsgi:application", "--bind", f"127.0.0.1:{port}",
-            "--workers", str(self.web_workers), "--graceful-timeout", "10",
+            str(bindir / "gunicorn"), "portal.wsgi", "--config", str(GUNICORN_CONF),
             # its own control socket: the default (~/.gunicorn/) is shared by every gunicorn
-            "--control-socket", str(self.root / "gunicorn.ctl")], env=self.env)
+            "--control-socket", str(self.root / "gunicorn.ctl")],
+            env={**self.env, "PORTAL_WEB_BIND": f"127.0.0.1:{port}",
+                 "WEB_CONCURRENCY": str(self.web_workers)})
         celery = [self.python, "-m", "celery", "-A", "portal"]
         for n in range(1, self.celery_workers + 1):
             self._popen(f"celery-worker-{n}", [
-                *celery, "worker", "--queues", "celery", "--concurrency", "2",
-                "--hostname", f"load-worker-{n}@%h", "--loglevel", "WARNING"], env=self.env)
+                *celery, "worker", "--queues", "celery", "--concurrency", str(self.concurrency),
+                "--hostname", f"load-worker-{n}@%h", "--loglevel", "INFO"], env=self.env)
         self._popen("tracker", [*celery, "worker", "--queues", "tracker", "--pool", "solo",
-                                "--hostname", "load-tracker@%h", "--loglevel", "WARNING"],
+                                "--hostname", "load-tracker@%h", "--loglevel", "INFO"],
                     env=self.env)
-        self._popen("beat", [*celery, "beat", "--loglevel", "WARNING",
+        self._popen("beat", [*celery, "beat", "--loglevel", "INFO",
                              "--schedule", str(self.root / "celerybeat-schedule")], env=self.env)
         wait_for(lambda: http_ok(f"{self.portal_url}/healthz"), timeout=WAIT, what="gunicorn",
                  proc=web)
@@ -151,3 +158,16 @@ class ProductionStack:
             stop(proc, timeout=15)
         if self.postgres is not None:
             self.postgres.destroy()
+
+
+def _keystone_cache_on(config_file: Path) -> None:
+    """Keystone's own token cache (dogpile, in process memory), as every production Keystone
+    runs with (memcached there). The embedded Keystone of the demo and tests runs without it;
+    one waitress process on SQLite then cannot keep up with 200 users signing in on two cores
+    (issue 10's first load runs: its queue grew past the portal's 5 s timeout and never drained)."""
+    text = config_file.read_text()
+    cached = text.replace("[cache]\nenabled = false\n",
+                          "[cache]\nenabled = true\nbackend = dogpile.cache.memory\n")
+    if cached == text:
+        raise RuntimeError(f"no [cache] section to turn on in {config_file}")
+    config_file.write_text(cached)
