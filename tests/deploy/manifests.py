@@ -80,3 +80,22 @@ def dockerfile_user(path: Path) -> tuple[int, int]:
     users = re.findall(r"^USER\s+(\S+)\s*$", path.read_text(), flags=re.MULTILINE)
     uid, _, gid = users[-1].partition(":")
     return int(uid), int(gid or uid)
+
+
+def container_environment(objects: list[dict[str, Any]], container: dict[str, Any],
+                          downward: dict[str, str]) -> dict[str, str]:
+    """A container's environment as the kubelet builds it: envFrom ConfigMaps first, then
+    `env` in order, `$(VAR)` expanded from what is defined so far; `downward` gives the
+    downward API's values by fieldPath (e.g. {"status.podIP": "10.0.0.7"}). Secrets are left
+    out (the tests never hold their values)."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        if "configMapRef" in source:
+            env.update(find(objects, "ConfigMap", source["configMapRef"]["name"])["data"])
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = re.sub(r"\$\((\w+)\)",
+                                      lambda m: env.get(m.group(1), m.group(0)), var["value"])
+        elif "fieldRef" in var.get("valueFrom", {}):
+            env[var["name"]] = downward[var["valueFrom"]["fieldRef"]["fieldPath"]]
+    return env

@@ -20,6 +20,7 @@ from tests.deploy.manifests import (
     PORTAL_PROCESSES,
     REPO,
     VENV_BIN,
+    container_environment,
     deployment,
     find,
     pod_specs,
@@ -36,8 +37,7 @@ def production_env(**extra: str) -> dict[str, str]:
     env.update({
         "DJANGO_SETTINGS_MODULE": "portal.settings",
         "PORTAL_SECRET_KEY": "entrypoint-test-" + "k" * 50,
-        "PORTAL_ALLOWED_HOSTS": "gpu.example.org,localhost",
-        "PORTAL_BEHIND_TLS_PROXY": "true",
+                "PORTAL_BEHIND_TLS_PROXY": "true",
         "PYTHONDONTWRITEBYTECODE": "1",
     })
     env.update(extra)
@@ -78,10 +78,12 @@ def gunicorn(tmp_path):
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
     (metrics_dir / "counter_99999.db").write_bytes(b"stale from a previous start")
-    (container,) = deployment(render("deploy/overlays/production"), "web")["spec"]["template"][
-        "spec"]["containers"]
+    objects = render("deploy/overlays/production")
+    (container,) = deployment(objects, "web")["spec"]["template"]["spec"]["containers"]
+    pod_env = container_environment(objects, container, {"status.podIP": "127.0.0.1"})
     env = production_env(PORTAL_WEB_BIND="127.0.0.1:0", WEB_CONCURRENCY="2",
-                         PROMETHEUS_MULTIPROC_DIR=str(metrics_dir))
+                         PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
+                         PORTAL_ALLOWED_HOSTS=pod_env["PORTAL_ALLOWED_HOSTS"])
     log = tmp_path / "gunicorn.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -102,8 +104,9 @@ def gunicorn(tmp_path):
         proc.wait(timeout=30)
 
 
-def get(url: str, path: str, host: str = "localhost") -> tuple[int, str]:
-    request = urllib.request.Request(url + path, headers={"Host": host})
+def get(url: str, path: str, host: str | None = None) -> tuple[int, str]:
+    """GET as the kubelet and Prometheus do: Host is the pod's address unless given."""
+    request = urllib.request.Request(url + path, headers={"Host": host} if host else {})
     deadline = time.monotonic() + 20
     while True:  # the workers boot after the master listens
         try:
@@ -121,8 +124,8 @@ def test_gunicorn_serves_healthz_and_metrics_with_the_image_configuration(gunico
     url, metrics_dir, log = gunicorn
     assert not (metrics_dir / "counter_99999.db").exists()  # emptied at start
     assert get(url, "/healthz") == (200, '{"status": "ok"}')
-    # the probes' Host header is needed: the pod IP is not an allowed host
-    assert get(url, "/healthz", host="10.0.0.7:8000")[0] == 400
+    assert get(url, "/healthz", host="gpu.example.org")[0] == 200  # through the Ingress
+    assert get(url, "/healthz", host="10.0.0.7:8000")[0] == 400  # another pod's address
     status, body = get(url, "/metrics")
     assert status == 200
     assert re.search(r'^\w+_requests?_\w*total\{[^}]*\} \d', body, flags=re.MULTILINE), body[:2000]
