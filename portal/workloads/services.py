@@ -8,6 +8,7 @@ enqueued on commit: an accepted launch is in the database before anything else h
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import secrets
 from typing import Any
 
@@ -22,6 +23,8 @@ from tenants.models import Quota, Tenant
 from .models import Workload, WorkloadEvent
 from .naming import workload_object_name
 
+log = logging.getLogger(__name__)
+
 
 class AdmissionRefused(Exception):
     """A launch the tenant's quota does not allow; the message names the limit."""
@@ -30,7 +33,19 @@ class AdmissionRefused(Exception):
 
 
 def _enqueue(task, *args) -> None:
-    transaction.on_commit(lambda: task.delay(*args))
+    """Send the task once the transaction commits. The committed row is the request: when the
+    broker cannot take the message (Redis restarting), the request still succeeds and the
+    periodic sweep (`workloads_requeue_stale`) hands the work out later. Failing here would
+    answer an error for a launch that is already accepted, and a client would launch again."""
+
+    def send() -> None:
+        try:
+            task.delay(*args)
+        except Exception:  # noqa: BLE001 - kombu's OperationalError and whatever a broker raises
+            log.warning("could not enqueue %s%r (broker unavailable); the stale sweep will",
+                        task.name, args, exc_info=True)
+
+    transaction.on_commit(send)
 
 
 def workload_event(*, workload: Workload, reason: str, message: str, type: str = "Normal",

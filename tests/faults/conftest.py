@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -212,6 +213,53 @@ def launch_body(i: int, *, kind: str = "batch") -> dict[str, Any]:
     return {"name": f"fault {i}", "template": "jupyter", "gpu_type": "v100", "gpu_count": 1}
 
 
+class Burst:
+    """`launches` API launches from `callers` clients at once (threads); every answer is kept."""
+
+    def __init__(self, headers: dict[str, str], *, launches: int = 50, callers: int = 5) -> None:
+        self.headers = headers
+        self.launches = launches
+        self.answers: list[tuple[int, Any]] = []  # (status, JSON body or raw bytes)
+        self._threads = [threading.Thread(target=self._caller, args=(n, callers), daemon=True)
+                         for n in range(callers)]
+
+    def _caller(self, first: int, step: int) -> None:
+        from django.db import connection
+        from django.test import Client
+
+        client = Client(raise_request_exception=False)
+        try:
+            for i in range(first, self.launches, step):
+                response = client.post("/api/v1/workloads/", launch_body(i),
+                                       content_type="application/json", **self.headers)
+                try:
+                    body = response.json()
+                except ValueError:
+                    body = response.content[:500]
+                self.answers.append((response.status_code, body))
+        finally:
+            connection.close()
+
+    def start(self) -> Burst:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def join(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        assert not any(t.is_alive() for t in self._threads), "launch burst did not finish"
+
+    @property
+    def accepted(self) -> set[int]:
+        return {body["id"] for status, body in self.answers if status == 201}
+
+    @property
+    def not_accepted(self) -> list[tuple[int, Any]]:
+        return [(status, body) for status, body in self.answers if status != 201]
+
+
 def cluster_objects(kube: Kube) -> dict[int, collections.Counter[str]]:
     """Every object labelled with a workload id, counted by kind per id."""
     found: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
@@ -255,3 +303,92 @@ def launch_problems(accepted: set[int], kube: Kube) -> list[str]:
     problems += [f"orphan objects {dict(found[wid])} for unknown workload {wid}"
                  for wid in sorted(found.keys() - known)]
     return problems
+
+
+class SessionRedis:
+    """The session's Redis (tests/fixtures/stack.py), stopped and started again on its port.
+    Ephemeral like the deployed one is allowed to be: a restart loses what was queued."""
+
+    def __init__(self, proc: subprocess.Popen, stack_dir: Path) -> None:
+        self.proc: subprocess.Popen | None = proc
+        self.port = int(os.environ["TEST_REDIS_PORT"])
+        self.stack_dir = stack_dir
+
+    def stop(self) -> None:
+        from stack.procs import stop
+
+        stop(self.proc)
+        self.proc = None
+
+    def start(self) -> None:
+        from stack.redis import start_redis
+
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = start_redis(self.port, self.stack_dir / "redis",
+                                    self.stack_dir / "redis.log")
+
+
+@pytest.fixture(scope="session")
+def session_redis(redis_server, stack_dir):
+    handle = SessionRedis(redis_server, stack_dir)
+    yield handle
+    if handle.proc is not redis_server:  # a restarted one: the session fixture only knows the first
+        handle.stop()
+
+
+@pytest.fixture
+def redis_restartable(session_redis):
+    """The session's Redis, running again after the test whatever the test did to it."""
+    try:
+        yield session_redis
+    finally:
+        session_redis.start()
+
+
+def launches_settled(accepted: set[int]) -> Callable[[], bool]:
+    """A wait condition: no accepted launch still waits for creation. Until then each poll
+    sends the stale-launch sweep, as beat does every 30 s (the worker's threshold decides
+    which launches it hands out again)."""
+    from portal.workloads.models import Workload
+    from portal.workloads.tasks import workloads_requeue_stale
+
+    def settled() -> bool:
+        if not Workload.objects.filter(pk__in=accepted, state__in=[
+                Workload.State.SUBMITTED, Workload.State.CREATING]).exists():
+            return True
+        workloads_requeue_stale.delay()
+        return False
+
+    return settled
+
+
+@pytest.fixture
+def postgres_restartable(postgres_server, stack_dir):
+    """The session's PostgreSQL, to stop (fast shutdown) and start again on its port and data;
+    running again after the test whatever the test did to it, and the test process's own
+    connection (which died with the server) reopened."""
+    from django.db import connections
+
+    def start() -> None:
+        if postgres_server.proc is None or postgres_server.proc.poll() is not None:
+            postgres_server.start(stack_dir / "postgres.log")
+        connections.close_all()
+
+    postgres_server.start_again = start
+    try:
+        yield postgres_server
+    finally:
+        start()
+
+
+def browser_login(base_url: str, username: str) -> Any:
+    """An httpx client logged in through the portal's login form (CSRF and all)."""
+    import httpx
+
+    browser = httpx.Client(base_url=base_url, timeout=30, follow_redirects=False)
+    browser.get("/login/")
+    response = browser.post("/login/", data={
+        "username": username, "password": f"{username}-demo-pass", "domain": "Default",
+        "csrfmiddlewaretoken": browser.cookies["csrftoken"]})
+    assert response.status_code == 302, response.text[:2000]
+    return browser

@@ -1,0 +1,51 @@
+"""Redis (the Celery broker and the cache) restarted during a burst of launches: no accepted
+launch is lost — what Redis held is gone with it, and the periodic sweep re-enqueues the
+launches that wait in the database — and no launch the database holds was answered with an
+error (a client would launch it again)."""
+
+import collections
+
+import pytest
+
+from portal.kube.client import Kube
+from portal.workloads.models import Workload
+from tests.faults.conftest import Burst, launch_problems, launches_settled, wait_until
+
+STOP_AFTER = 6  # workloads in the cluster when Redis stops
+DOWN_FOR = 10  # launches answered while Redis is down
+SWEEP_ENV = {"PORTAL_LAUNCH_REQUEUE_SECONDS": "4"}
+
+State = Workload.State
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_a_redis_restart_mid_burst_loses_no_accepted_launch(lab, portal_processes,
+                                                            redis_restartable):
+    portal_processes.worker(env=SWEEP_ENV).start()
+    burst = Burst(lab.headers).start()
+    try:
+        wait_until(lambda: Workload.objects.filter(state=State.PENDING).count() >= STOP_AFTER,
+                   timeout=60, what=f"{STOP_AFTER} launches created by the worker")
+        redis_restartable.stop()
+        answered = len(burst.answers)
+        wait_until(lambda: len(burst.answers) >= min(answered + DOWN_FOR, burst.launches),
+                   timeout=60, what="launches answered while Redis is down")
+        redis_restartable.start()
+    finally:
+        burst.join()
+
+    # every launch the database holds was answered 201: none is launched twice by a retry
+    committed = set(Workload.objects.filter(tenant=lab.tenant).values_list("pk", flat=True))
+    answers = collections.Counter(status for status, _ in burst.answers)
+    assert committed == burst.accepted, (
+        f"{len(committed - burst.accepted)} launches in the database were not answered 201; "
+        f"answers: {dict(answers)}")
+    # and what was not accepted was refused cleanly, in the API's error format
+    for status, body in burst.not_accepted:
+        assert status == 503 and isinstance(body, dict) and body.get("code"), (status, body)
+    assert len(burst.accepted) >= burst.launches - DOWN_FOR
+
+    wait_until(launches_settled(burst.accepted), timeout=90,
+               what="every launch past creation", interval=2.0)
+    problems = launch_problems(burst.accepted, Kube())
+    assert not problems, problems
