@@ -9,6 +9,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from portal.errors import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS
+
 
 def _flatten(detail) -> list[str] | dict:
     if isinstance(detail, dict):
@@ -34,10 +36,8 @@ def exception_handler(exc, context):
                         status=status.HTTP_400_BAD_REQUEST)
     elif isinstance(exc, DatabaseError):
         # the database is down or restarting: a clean 503, not a stack trace
-        response = Response({"code": "database_unavailable",
-                             "detail": "The portal's database is unavailable. Retry shortly.",
-                             "fields": {}}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
-        response["Retry-After"] = "5"
+        response = Response(dict(DATABASE_UNAVAILABLE), status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
     response = drf_exception_handler(exc, context)
     if response is None:

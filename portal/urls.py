@@ -17,3 +17,6 @@ urlpatterns = [
     path("admin/", include("portal.workloads.admin_urls")),
     path("api/", include("api.urls")),
 ]
+
+# a database outage answers 503, not a 500 trace (portal/errors.py)
+handler500 = "portal.errors.server_error"

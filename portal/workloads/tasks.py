@@ -8,6 +8,7 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -22,12 +23,18 @@ log = logging.getLogger(__name__)
 MAX_RETRIES = 8
 
 
+# A database restarting under a task is retried with backoff like a cluster outage, so the
+# message is not acked as failed and the launch or stop left to the stale sweep.
+RETRY_WHILE_DATABASE_DOWN = {"autoretry_for": (OperationalError, InterfaceError),
+                             "retry_backoff": True, "retry_backoff_max": 60}
+
+
 def _backoff(retries: int) -> int:
     return min(2 ** retries, 60)
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=MAX_RETRIES,
-             ignore_result=True)
+             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
 def workload_create_task(self, workload_id: int) -> None:
     """Create the workload's objects in its namespace; then the tracker follows it."""
     claimed = Workload.objects.filter(
@@ -61,7 +68,7 @@ def workload_create_task(self, workload_id: int) -> None:
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
-             ignore_result=True)
+             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
 def workload_stop_task(self, workload_id: int) -> None:
     """Delete a stopping workload's objects, then mark it stopped. Retries until the cluster
     answers: a stop is never dropped."""
