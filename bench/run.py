@@ -1,0 +1,194 @@
+#!/usr/bin/env python
+"""`make bench`: the quick version of every benchmark, one after the other, then a summary.
+
+    .venv/bin/python bench/run.py [--only kubesim,load] [--list]
+
+Each benchmark starts what it needs on loopback and stops it at the end; the quick versions
+take smaller sizes than the recorded runs (bench/README.md has the full commands and figures),
+so their figures are a smoke check of the benchmark and a rough reading, not the record. The
+whole run takes about 10 minutes on two cores. Each benchmark's full output is kept in
+.demo/bench/<name>.log (and <name>.json where it writes JSON). The exit status is 0 when every
+benchmark ran to the end with status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / ".demo" / "bench"
+
+
+def _json_in(text: str) -> dict:
+    """The last top-level JSON object a benchmark printed."""
+    start = text.rfind("\n{")
+    return json.loads(text[start + 1 if start >= 0 else text.index("{"):])
+
+
+def _lines(*patterns: str) -> Callable[[str, dict | None], str]:
+    def pick(text: str, _figures: dict | None) -> str:
+        return " | ".join(line.strip() for line in text.splitlines()
+                          if any(re.search(p, line) for p in patterns))
+    return pick
+
+
+def kubesim_figures(text: str, _figures: dict | None) -> str:
+    f = _json_in(text)
+    return (f"watch {f['watch']['events_per_s']:,.0f} events/s; list of "
+            f"{f['pods']:,} pods p95 {f['list_all']['p95_ms']} ms; RSS {f['rss_mb']} MB"
+            if "events_per_s" in f.get("watch", {}) else json.dumps(f)[:300])
+
+
+def tracking_figures(text: str, _figures: dict | None) -> str:
+    cycles = [f"{m[0]} workloads: {m[1]} + {m[2]} requests" for m in re.findall(
+        r"(\d+) workloads: fresh cycle (\d+) requests .*?resumed cycle (\d+) requests", text)]
+    lag = re.search(r"^lag \(s\): (.*)$", text, re.M)
+    out = "fresh + resumed cycle: " + ", ".join(cycles)
+    if lag:
+        everything = ast.literal_eval(lag.group(1))["all"]
+        out += (f"; lag p50 {everything['p50'] * 1000:.0f} ms, p95 "
+                f"{everything['p95'] * 1000:.0f} ms (n={everything['n']})")
+    return out
+
+
+def usage_figures(text: str, _figures: dict | None) -> str:
+    ingest = re.search(r"^ingest \(samples/s\): (.*)$", text, re.M)
+    rates = ast.literal_eval(ingest.group(1)) if ingest else {}
+    reports = [float(v) for v in re.findall(r'group_by=\w+": ([0-9.]+)', text)]
+    rss = re.findall(r"cycle (\d+): RSS ([0-9.]+) MiB", text)
+    return (f"ingest {rates.get('copy, batches of 10000', 0):,}/s (COPY, 10k batches); "
+            f"report ≤ {max(reports, default=0):.1f} ms; scrape RSS "
+            + " → ".join(f"{mib} MiB (cycle {n})" for n, mib in rss[:1] + rss[-1:]))
+
+
+def launch_figures(_text: str, f: dict | None) -> str:
+    return (f"portal p50 {f['portal_total']['p50'] * 1000:.1f} ms, raw p50 "
+            f"{f['raw_total']['p50'] * 1000:.1f} ms, ratio {f['ratio_p50']:.1f}×")
+
+
+def api_auth_figures(_text: str, f: dict | None) -> str:
+    return (f"token p50 {f['token']['p50']:.1f} ms, session p50 {f['session']['p50']:.1f} ms, "
+            f"cache miss p50 {f['token_cache_miss']['p50']:.0f} ms, hit rate "
+            f"{f['cache_steady']['hit_rate']:.0%}")
+
+
+def load_figures(_text: str, f: dict | None) -> str:
+    total = f["endpoints"][-1]
+    out = (f"{f['steady']['signed_in']} users: {total['rps']:.1f} req/s, p50/p95/p99 "
+           f"{total['p50_ms']:.0f}/{total['p95_ms']:.0f}/{total['p99_ms']:.0f} ms, "
+           f"{total['errors']} errors of {total['count']}")
+    if "burst" in f:
+        b = f["burst"]
+        out += (f"; burst: {b['admitted']} admitted, {sum(b['refused'].values())} refused, "
+                f"{b['failed']} failed, quota violations {len(b['quota']['violations'])}, "
+                f"not settled {len(b['settle']['not_settled'])}")
+    return out
+
+
+@dataclasses.dataclass
+class Bench:
+    name: str
+    args: list[str]
+    timeout: int
+    figures: Callable[[str, dict | None], str]
+    json: bool = False  # takes --json PATH
+
+    @property
+    def script(self) -> Path:
+        return REPO / self.args[0]
+
+
+BENCHES = [
+    Bench("kubesim", ["bench/kubesim_bench.py", "--pods", "2000", "--watch-pods", "1000",
+                      "--rounds", "10"], 180, kubesim_figures),
+    Bench("tracking", ["bench/tracking_bench.py", "--sizes", "10,500", "--launches", "10"],
+          240, tracking_figures),
+    Bench("launch", ["bench/launch_bench.py", "--launches", "10", "--warmup", "2"], 300,
+          launch_figures, json=True),
+    Bench("usage", ["bench/usage_bench.py", "--samples", "400000", "--cycles", "100"], 300,
+          usage_figures),
+    Bench("api_auth", ["bench/api_auth_bench.py", "--requests", "100", "--warmup", "10",
+                       "--misses", "5"], 240, api_auth_figures, json=True),
+    Bench("load", ["bench/load/load_bench.py", "--users", "20", "--duration", "30",
+                   "--burst", "50", "--settle", "90"], 420, load_figures, json=True),
+    Bench("browser", ["bench/browser_bench.py"], 300, _lines(r"p50|p95"), json=False),
+]
+
+
+def run_one(bench: Bench) -> dict:
+    log_path = OUT / f"{bench.name}.log"
+    json_path = OUT / f"{bench.name}.json"
+    args = list(bench.args)
+    if bench.json:
+        json_path.unlink(missing_ok=True)
+        args += ["--json", str(json_path)]
+    print(f"\n=== {bench.name}: {' '.join(args)}", flush=True)
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, *args], cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        deadline = started + bench.timeout
+        timed_out = False
+        for line in proc.stdout:  # stream it: a long benchmark shows it is alive
+            log.write(line)
+            print(f"  {bench.name}| {line}", end="", flush=True)
+            if time.monotonic() > deadline and not timed_out:
+                timed_out = True
+                proc.send_signal(signal.SIGINT)  # its finally: blocks stop what it started
+        rc = proc.wait()
+    seconds = time.monotonic() - started
+    text = log_path.read_text(errors="replace")
+    figures = json.loads(json_path.read_text()) if bench.json and json_path.exists() else None
+    try:
+        summary = bench.figures(text, figures) if rc == 0 or figures else ""
+    except (KeyError, ValueError, TypeError) as exc:
+        summary = f"(figures unreadable: {exc!r})"
+    status = "timed out" if timed_out else ("ok" if rc == 0 else f"failed (exit {rc})")
+    return {"name": bench.name, "status": status, "seconds": seconds, "figures": summary}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="comma-separated names: " +
+                        ", ".join(b.name for b in BENCHES))
+    parser.add_argument("--list", action="store_true", help="print the commands and stop")
+    args = parser.parse_args(argv)
+    chosen = [b for b in BENCHES if not args.only or b.name in args.only.split(",")]
+    if args.list:
+        for bench in chosen:
+            print(f"{bench.name:9} {' '.join(bench.args)}")
+        return 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    began = time.strftime("%Y-%m-%d %H:%M")
+    load_before = os.getloadavg()
+    results = []
+    for bench in chosen:
+        if not bench.script.exists():
+            results.append({"name": bench.name, "status": "not present", "seconds": 0.0,
+                            "figures": f"{bench.args[0]} does not exist in this tree"})
+            continue
+        results.append(run_one(bench))
+    print(f"\n## make bench, {began}, {os.cpu_count()} CPUs, load average "
+          f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after "
+          f"(quick sizes; the recorded figures are in bench/README.md)\n")
+    print("| benchmark | result | time | figures |")
+    print("| --- | --- | ---: | --- |")
+    for r in results:
+        print(f"| {r['name']} | {r['status']} | {r['seconds']:.0f} s | {r['figures']} |")
+    print(f"\nfull output: {OUT.relative_to(REPO)}/<name>.log")
+    return 0 if all(r["status"] in ("ok", "not present") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
