@@ -392,3 +392,23 @@ def browser_login(base_url: str, username: str) -> Any:
         "csrfmiddlewaretoken": browser.cookies["csrftoken"]})
     assert response.status_code == 302, response.text[:2000]
     return browser
+
+
+@pytest.fixture
+def keystone_restartable(keystone):
+    """The session's Keystone, to stop and start again on its port with its database and keys;
+    running again after the test whatever the test did to it."""
+    from stack.procs import stop
+
+    def stop_keystone() -> None:
+        stop(keystone.proc)
+
+    def start_keystone() -> None:
+        if keystone.proc is None or keystone.proc.poll() is not None:
+            keystone.proc = keystone.install.start(keystone.log_file)
+
+    keystone.stop, keystone.start = stop_keystone, start_keystone
+    try:
+        yield keystone
+    finally:
+        start_keystone()
