@@ -130,6 +130,13 @@ def test_gunicorn_serves_healthz_and_metrics_with_the_image_configuration(gunico
     assert status == 200
     assert re.search(r'^\w+_requests?_\w*total\{[^}]*\} \d', body, flags=re.MULTILINE), body[:2000]
     assert list(metrics_dir.glob("*.db"))  # several processes: multiprocess mode
+    def logged() -> bool:  # WEB_CONCURRENCY=2: both workers boot; the access log is written
+        text = log.read_text()  # once the response has gone out
+        return text.count("Booting worker with pid") == 2 and "GET /healthz" in text
+
+    deadline = time.monotonic() + 20
+    while not logged() and time.monotonic() < deadline:
+        time.sleep(0.1)
     text = log.read_text()
     assert text.count("Booting worker with pid") == 2
     assert '"GET /healthz HTTP/1.1" 200' in text  # access log on stdout
