@@ -68,7 +68,13 @@ def test_every_program_the_manifests_run_is_installed():
     dockerfile = (REPO / "Dockerfile").read_text()
     (cmd,) = re.findall(r"^CMD\s+(\[.*\])\s*$", dockerfile, flags=re.MULTILINE)
     assert yaml.safe_load(cmd) == ["gunicorn", "portal.wsgi"]
-    assert re.search(r"^COPY manage\.py|^COPY .*\bmanage\.py\b", dockerfile, flags=re.MULTILINE)
+    assert re.search(r"^COPY .*\bmanage\.py\b", dockerfile, flags=re.MULTILINE)
+    # gunicorn reads ./gunicorn.conf.py from its working directory: the image's WORKDIR
+    (workdir,) = re.findall(r"^WORKDIR\s+(\S+)$", dockerfile.split("FROM python")[1],
+                            flags=re.MULTILINE)
+    assert workdir == "/app"
+    assert re.search(r"^COPY deploy/image/gunicorn\.conf\.py gunicorn\.conf\.py$", dockerfile,
+                     flags=re.MULTILINE)
 
 
 @pytest.fixture
