@@ -41,16 +41,17 @@ ROOMY_QUOTA = {"gpus_total": 400, "gpus_by_type": {"a100": 200, "v100": 200, "t4
                "max_workloads": 400, "cpu": 4000, "memory_gb": 40000}
 
 
-def wait_until(predicate: Callable[[], T], *, timeout: float, what: str,
+def wait_until(predicate: Callable[[], T], *, timeout: float, what: str | Callable[[], str],
                interval: float = 0.25) -> T:
-    """Poll until `predicate()` is truthy; its value, or a failed test naming `what`."""
+    """Poll until `predicate()` is truthy; its value, or a failed test naming `what` (a
+    callable is asked then, so that it can tell what the state is at the deadline)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() >= deadline:
-            pytest.fail(f"{what}: not after {timeout:.0f} s")
+            pytest.fail(f"{what() if callable(what) else what}: not after {timeout:.0f} s")
         time.sleep(interval)
 
 
@@ -130,16 +131,23 @@ class PortalProcesses:
         self.processes.append(process)
         return process
 
-    def worker(self, *, queues: str = "celery", concurrency: int = 2,
+    def worker(self, *, queues: str = "celery", concurrency: int = 2, pool: str = "prefork",
                env: dict[str, str] | None = None) -> PortalProcess:
-        """A Celery worker (prefork, as deployed), not yet started."""
+        """A Celery worker (prefork, as deployed; the tracker's is `-P solo`), not yet started."""
         name = f"faults-{uuid.uuid4().hex[:6]}@localhost"
         argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "-Q", queues,
-                "-c", str(concurrency), "-P", "prefork", "-n", name, "-l", "INFO",
+                "-c", str(concurrency), "-P", pool, "-n", name, "-l", "INFO",
                 "--without-gossip", "--without-mingle", "--without-heartbeat"]
         return self._add(PortalProcess(f"worker {name}", argv, {**self.env, **(env or {})},
                                        self.log_dir / f"worker-{len(self.processes)}.log",
                                        ready_text=" ready."))
+
+    def beat(self) -> PortalProcess:
+        """Celery beat with the portal's schedule, not yet started."""
+        argv = [sys.executable, "-m", "celery", "-A", "portal", "beat", "-l", "INFO",
+                "-s", str(self.log_dir / "celerybeat-schedule")]
+        return self._add(PortalProcess("beat", argv, self.env, self.log_dir / "beat.log",
+                                       ready_text="beat: Starting"))
 
     def web(self, port: int, *, env: dict[str, str] | None = None) -> PortalProcess:
         """The portal's web process as deployed (gunicorn, threads), not yet started."""
@@ -279,7 +287,7 @@ def expected_objects(workload) -> collections.Counter[str]:
 
 def launch_problems(accepted: set[int], kube: Kube) -> list[str]:
     """What is wrong with the end state of these accepted launches: each must have exactly one
-    set of Kubernetes objects, or have failed with a reason; nothing labelled as a workload may
+    set of Kubernetes objects, or have failed with a reason (or been stopped: none); nothing labelled as a workload may
     exist for an id the database does not know. Empty when all is well."""
     from portal.workloads.models import Workload
 
@@ -293,6 +301,10 @@ def launch_problems(accepted: set[int], kube: Kube) -> list[str]:
         if workload.state == Workload.State.FAILED:
             if not workload.reason:
                 problems.append(f"workload {wid} failed without a reason")
+            continue
+        if workload.state == Workload.State.STOPPED:
+            if have:
+                problems.append(f"stopped workload {wid} still has {dict(have)}")
             continue
         if workload.state in (Workload.State.SUBMITTED, Workload.State.CREATING):
             problems.append(f"workload {wid} is still {workload.state}")

@@ -52,7 +52,7 @@ def test_postgres_down_answers_503_and_everything_recovers_by_itself(lab, portal
         # the worker takes the queued launches now: its tasks must retry, not drop them
         worker.start()
         wait_until(lambda: worker.log().count("retry: Retry in") >= len(queued),
-                   timeout=30, what=f"the worker retrying:\n{worker.log()[-3000:]}")
+                   timeout=30, what=lambda: f"the worker retrying:\n{worker.log()[-3000:]}")
     finally:
         postgres_restartable.start_again()
 

@@ -1,0 +1,104 @@
+"""The cluster (kubesim) stopped for 30 s during launches and tracking, then started again
+with its saved state: the portal says the cluster is unreachable (the banner on its pages,
+/readyz), its tasks retry with backoff, and it converges — every workload's state matches
+what the cluster shows."""
+
+import re
+import time
+
+import pytest
+from django.test import Client
+
+from portal.kube.client import Kube
+from portal.workloads.models import Workload
+from tests.faults.conftest import cluster_objects, launch_body, launch_problems, wait_until
+
+OUTAGE_SECONDS = 30  # the issue's outage
+BANNER = "The cluster is unreachable"
+
+State = Workload.State
+
+
+def cluster_verdict(workload: Workload, kube: Kube) -> str:
+    """What the cluster shows for a workload, read directly (not through the tracker)."""
+    kind, name = ("Job", "Deployment")[workload.kind == "service"], workload.object_name
+    obj = kube.get(kind, name, workload.tenant.namespace)
+    if obj is None:
+        return "gone"
+    status = obj.get("status") or {}
+    if kind == "Job":
+        return "succeeded" if status.get("succeeded") else "active"
+    return "running" if status.get("readyReplicas") else "not ready"
+
+
+# the database's state ↔ what the cluster must show for it
+AGREES = {State.SUCCEEDED: "succeeded", State.RUNNING: "running", State.STOPPED: "gone"}
+
+
+def disagreements(expected: dict[int, str], kube: Kube) -> list[str]:
+    wrong = []
+    for workload in Workload.objects.select_related("tenant").filter(pk__in=expected):
+        seen = cluster_verdict(workload, kube)
+        if workload.state != expected[workload.pk] or AGREES.get(workload.state) != seen:
+            wrong.append(f"{workload.pk} ({workload.kind}): {workload.state}, cluster: {seen}")
+    return wrong
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_a_30_s_cluster_outage_is_shown_retried_and_converges(lab, portal_processes,
+                                                              fault_cluster, login):
+    worker = portal_processes.worker().start()
+    portal_processes.worker(queues="tracker", concurrency=1, pool="solo").start()
+    portal_processes.beat().start()  # the tracker every 15 s, the cluster probe, the sweep
+    browser = login("researcher")
+
+    def launch(i: int, kind: str) -> int:
+        response = Client().post("/api/v1/workloads/", launch_body(i, kind=kind),
+                                 content_type="application/json", **lab.headers)
+        assert response.status_code == 201, response.content
+        return response.json()["id"]
+
+    expected = {launch(0, "batch"): State.SUCCEEDED, launch(1, "service"): State.RUNNING}
+    to_stop = launch(2, "service")
+    expected[to_stop] = State.STOPPED
+    wait_until(lambda: Workload.objects.filter(pk__in=expected,
+                                               state__in=[State.RUNNING, State.SUCCEEDED])
+               .count() == len(expected), timeout=60, what="the first launches tracked")
+
+    fault_cluster.stop()  # SIGTERM: it saves its state
+    back_at = time.monotonic() + OUTAGE_SECONDS
+    try:
+        wait_until(lambda: BANNER in browser.get("/workloads/").content.decode(), timeout=20,
+                   what="the banner on the pages")
+        ready = Client().get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["cluster"].startswith("failed")
+        # launches are accepted while the cluster is away, and a stop is taken
+        during = {launch(10, "batch"): State.SUCCEEDED, launch(11, "service"): State.RUNNING}
+        expected.update(during)
+        stop = Client().post(f"/api/v1/workloads/{to_stop}/stop/", **lab.headers)
+        assert stop.status_code == 202, stop.content
+        time.sleep(max(0.0, back_at - time.monotonic()))  # the outage lasts its 30 s
+        assert Workload.objects.filter(pk__in=during, state__in=[
+            State.SUBMITTED, State.CREATING]).count() == len(during)
+    finally:
+        fault_cluster.start()  # the same port and state file
+
+    kube = Kube()
+    wait_until(lambda: not disagreements(expected, kube), timeout=90,
+               what=lambda: f"states matching the cluster: {disagreements(expected, kube)}")
+    problems = launch_problems(set(expected), kube)
+    assert not problems, problems
+    assert set(cluster_objects(kube)) == set(expected) - {to_stop}
+
+    # the create tasks retried with growing delays, a few times each, not in a tight loop
+    delays = [int(d) for d in re.findall(r"workload_create_task\[[^]]+\] retry: Retry in (\d+)s",
+                                         worker.log())]
+    assert {1, 2, 4, 8} <= set(delays), delays
+    attempts = Workload.objects.filter(pk__in=during).values_list("launch_attempts", flat=True)
+    assert all(2 <= n <= 8 for n in attempts), list(attempts)
+
+    # and the portal says the cluster is back
+    wait_until(lambda: Client().get("/readyz").status_code == 200, timeout=20,
+               what="/readyz ready again")
+    assert BANNER not in browser.get("/workloads/").content.decode()
