@@ -87,7 +87,7 @@ class ProductionStack:
         redis_port = free_port()
         self.procs["redis"] = start_redis(redis_port, self.root / "redis",
                                           self.logs / "redis.log")
-        keystone = KeystoneInstall(venv=REPO / ".demo" / "keystone-venv",
+        keystone = _SerialKeystone(venv=REPO / ".demo" / "keystone-venv",
                                    state_dir=self.root / "keystone", port=free_port())
         keystone.ensure()
         _keystone_cache_on(keystone.config_file)
@@ -158,6 +158,17 @@ class ProductionStack:
             stop(proc, timeout=15)
         if self.postgres is not None:
             self.postgres.destroy()
+
+
+class _SerialKeystone(KeystoneInstall):
+    """The embedded Keystone serving one request at a time. Its SQLite database takes one writer
+    at a time and Keystone writes the user's last_active_at at every password login: with the
+    runner's 8 threads, logins that came together failed with `database is locked` (a 500, so
+    the portal's login answered 503) in the first load runs. Keystone's work is Python under
+    one GIL, so one thread costs it little throughput. (A production Keystone runs on MySQL.)"""
+
+    def runner_env(self) -> dict[str, str]:
+        return {**super().runner_env(), "KEYSTONE_RUNNER_THREADS": "1"}
 
 
 def _keystone_cache_on(config_file: Path) -> None:

@@ -83,6 +83,8 @@ class User:
         self.seen_ids: list[int] = []
         self.launched_at = 0.0
         self.launches = 0
+        self.signed_in = False
+        self.session = False  # the login form succeeded
 
     async def close(self) -> None:
         await self.browser.aclose()
@@ -110,28 +112,39 @@ class User:
         return None
 
     # --- signing in -------------------------------------------------------------------
-    async def sign_in(self) -> bool:
-        page = await self.call(self.browser, "GET /login/", "GET", "/login/", expect=(200,))
-        csrf = self.browser.cookies.get("csrftoken")
-        if page is None or not csrf:
-            return False
-        done = await self.call(
-            self.browser, "POST /login/", "POST", "/login/", expect=(302,),
-            data={"username": self.ident.name, "password": self.ident.password,
-                  "domain": "Default", "csrfmiddlewaretoken": csrf},
-            headers={"Referer": f"{self.portal}/login/"})
-        token = await self.call(
-            self.api, "POST keystone /v3/auth/tokens", "POST", f"{self.keystone}/auth/tokens",
-            expect=(201,), json={"auth": {
-                "identity": {"methods": ["password"], "password": {"user": {
-                    "name": self.ident.name, "domain": {"id": "default"},
-                    "password": self.ident.password}}},
-                "scope": {"project": {"name": self.ident.project,
-                                      "domain": {"id": "default"}}}}})
-        if done is None or token is None:
-            return False
-        self.api.headers["X-Auth-Token"] = token.headers["X-Subject-Token"]
-        return True
+    async def sign_in(self, tries: int = 3) -> bool:
+        """The login form and a token; a user who fails tries again a little later (each
+        failed attempt stays counted as an error)."""
+        for attempt in range(tries):
+            if await self._sign_in():
+                self.signed_in = True
+                return True
+            await asyncio.sleep(5 * (attempt + 1))
+        return False
+
+    async def _sign_in(self) -> bool:
+        if "X-Auth-Token" not in self.api.headers:
+            token = await self.call(
+                self.api, "POST keystone /v3/auth/tokens", "POST",
+                f"{self.keystone}/auth/tokens", expect=(201,), json={"auth": {
+                    "identity": {"methods": ["password"], "password": {"user": {
+                        "name": self.ident.name, "domain": {"id": "default"},
+                        "password": self.ident.password}}},
+                    "scope": {"project": {"name": self.ident.project,
+                                          "domain": {"id": "default"}}}}})
+            if token is not None:
+                self.api.headers["X-Auth-Token"] = token.headers["X-Subject-Token"]
+        if not self.session:
+            page = await self.call(self.browser, "GET /login/", "GET", "/login/",
+                                   expect=(200,))
+            csrf = self.browser.cookies.get("csrftoken")
+            if page is not None and csrf:
+                self.session = await self.call(
+                    self.browser, "POST /login/", "POST", "/login/", expect=(302,),
+                    data={"username": self.ident.name, "password": self.ident.password,
+                          "domain": "Default", "csrfmiddlewaretoken": csrf},
+                    headers={"Referer": f"{self.portal}/login/"}) is not None
+        return self.session and "X-Auth-Token" in self.api.headers
 
     # --- what a user does -------------------------------------------------------------
     def _live(self) -> bool:
