@@ -20,17 +20,24 @@ from .services import workload_event, workload_mark, workload_stop
 
 log = logging.getLogger(__name__)
 
-MAX_RETRIES = 8
-
+# A launch keeps trying for about three minutes (1 + 2 + 4 + 8 + 16 + 30 × 5 s) before it fails
+# with "the cluster could not be reached".
+MAX_RETRIES = 10
+MAX_BACKOFF_SECONDS = 30
 
 # A database restarting under a task is retried with backoff like a cluster outage, so the
 # message is not acked as failed and the launch or stop left to the stale sweep.
 RETRY_WHILE_DATABASE_DOWN = {"autoretry_for": (OperationalError, InterfaceError),
-                             "retry_backoff": True, "retry_backoff_max": 60}
+                             "retry_backoff": True, "retry_backoff_max": MAX_BACKOFF_SECONDS}
 
 
 def _backoff(retries: int) -> int:
-    return min(2 ** retries, 60)
+    """Seconds until the next try: doubling, and always well under the stale-launch threshold,
+    so that a task waiting for its next try never looks stalled to `workloads_requeue_stale`
+    (each task refreshes `updated_at` when it tries; a sweep in the gap would start a second
+    chain of retries, and one more at every sweep while the outage lasts)."""
+    return min(2 ** retries, MAX_BACKOFF_SECONDS,
+               max(1, settings.PORTAL_LAUNCH_REQUEUE_SECONDS // 2))
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=MAX_RETRIES,
@@ -71,10 +78,13 @@ def workload_create_task(self, workload_id: int) -> None:
              ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
 def workload_stop_task(self, workload_id: int) -> None:
     """Delete a stopping workload's objects, then mark it stopped. Retries until the cluster
-    answers: a stop is never dropped."""
-    workload = Workload.objects.select_related("tenant").get(pk=workload_id)
-    if workload.state != Workload.State.STOPPING:
+    answers: a stop is never dropped. Each try refreshes `updated_at`, as a launch's claim
+    does, so that the stale sweep leaves a stop alone while its task is alive."""
+    trying = Workload.objects.filter(pk=workload_id, state=Workload.State.STOPPING).update(
+        updated_at=timezone.now())
+    if not trying:
         return
+    workload = Workload.objects.select_related("tenant").get(pk=workload_id)
     try:
         workload_objects_delete(workload)
     except KubeUnavailable as exc:

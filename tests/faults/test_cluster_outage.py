@@ -11,6 +11,7 @@ from django.test import Client
 
 from portal.kube.client import Kube
 from portal.workloads.models import Workload
+from portal.workloads.tasks import workloads_requeue_stale
 from tests.faults.conftest import cluster_objects, launch_body, launch_problems, wait_until
 
 OUTAGE_SECONDS = 30  # the issue's outage
@@ -46,7 +47,7 @@ def disagreements(expected: dict[int, str], kube: Kube) -> list[str]:
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_a_30_s_cluster_outage_is_shown_retried_and_converges(lab, portal_processes,
-                                                              fault_cluster, login):
+                                                              fault_cluster, login, settings):
     worker = portal_processes.worker().start()
     portal_processes.worker(queues="tracker", concurrency=1, pool="solo").start()
     portal_processes.beat().start()  # the tracker every 15 s, the cluster probe, the sweep
@@ -78,6 +79,12 @@ def test_a_30_s_cluster_outage_is_shown_retried_and_converges(lab, portal_proces
         expected.update(during)
         stop = Client().post(f"/api/v1/workloads/{to_stop}/stop/", **lab.headers)
         assert stop.status_code == 202, stop.content
+        # a task waiting for its next try is not stalled: the sweep leaves it alone (it would
+        # start a second chain of retries, and one more at every sweep while the outage lasts)
+        wait_until(lambda: len(re.findall(r"workload_stop_task\[[^]]+\] retry", worker.log()))
+                   >= 4, timeout=20, what="the stop task retrying")
+        settings.PORTAL_LAUNCH_REQUEUE_SECONDS = 5  # > the retries' last gap (4 s), < the stop's age
+        assert workloads_requeue_stale() == 0
         time.sleep(max(0.0, back_at - time.monotonic()))  # the outage lasts its 30 s
         assert Workload.objects.filter(pk__in=during, state__in=[
             State.SUBMITTED, State.CREATING]).count() == len(during)
