@@ -46,6 +46,15 @@ def test_postgres_down_answers_503_and_everything_recovers_by_itself(lab, portal
         # the API through the browser's session: its middleware meets the database first
         assert_clean_503(browser.get("/api/v1/workloads/"))
         assert browser.get("/api/v1/workloads/").json()["code"] == "database_unavailable"
+        # signing in needs the database too (sessions, the login throttle)
+        visitor = httpx.Client(base_url=base, timeout=30)
+        form = visitor.get("/login/")
+        assert form.status_code in (200, 503), form.text[:1000]
+        if form.status_code == 503:
+            assert_clean_503(form)
+        assert_clean_503(visitor.post("/login/", data={
+            "username": "lead", "password": "lead-demo-pass", "domain": "Default",
+            "csrfmiddlewaretoken": visitor.cookies.get("csrftoken", "")}))
         ready = httpx.get(f"{base}/readyz")
         assert ready.status_code == 503
         assert ready.json()["checks"]["database"].startswith("failed")
@@ -59,6 +68,7 @@ def test_postgres_down_answers_503_and_everything_recovers_by_itself(lab, portal
     # the web process recovers without a restart (CONN_HEALTH_CHECKS replaces dead connections)
     wait_until(lambda: browser.get("/").status_code == 200, timeout=30, what="pages again")
     assert api.get("/api/v1/workloads/").status_code == 200
+    assert browser_login(base, "lead").get("/").status_code == 200
     again = api.post("/api/v1/workloads/", json=launch_body(10))
     assert again.status_code == 201, again.text[:1000]
     # and the worker's retries create every launch, no sweep needed
