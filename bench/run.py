@@ -6,7 +6,7 @@
 Each benchmark starts what it needs on loopback and stops it at the end; the quick versions
 take smaller sizes than the recorded runs (bench/README.md has the full commands and figures),
 so their figures are a smoke check of the benchmark and a rough reading, not the record. The
-whole run takes about 10 minutes on two cores. Each benchmark's full output is kept in
+whole run takes 5–6 minutes on two cores. Each benchmark's full output is kept in
 .demo/bench/<name>.log (and <name>.json where it writes JSON). The exit status is 0 when every
 benchmark ran to the end with status 0.
 """
@@ -110,9 +110,8 @@ class Bench:
 
 
 BENCHES = [
-    Bench("kubesim", ["bench/kubesim_bench.py", "--pods", "2000", "--watch-pods", "1000",
-                      "--rounds", "10"], 180, kubesim_figures),
-    Bench("tracking", ["bench/tracking_bench.py", "--sizes", "10,500", "--launches", "10"],
+    Bench("kubesim", ["bench/kubesim_bench.py", "--rounds", "20"], 180, kubesim_figures),
+    Bench("tracking", ["bench/tracking_bench.py", "--sizes", "10,1000", "--launches", "20"],
           240, tracking_figures),
     Bench("launch", ["bench/launch_bench.py", "--launches", "10", "--warmup", "2"], 300,
           launch_figures, json=True),
