@@ -373,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         figures["memory"] = sampler.report()
         figures["machine_cpu_seconds"] = sampler.machine_cpu_seconds()
         figures["endpoints"] = rec.table("steady", figures["steady"]["seconds"])
+        figures["timeline"] = rec.timeline("steady")
         if "burst" in figures:
             figures["burst"]["endpoints"] = rec.table("burst", figures["burst"]["wall_seconds"])
         figures["errors"] = rec.errors
@@ -416,6 +417,11 @@ def report(f: dict) -> bool:
               f"{r['errors']} |")
     total = f["endpoints"][-1]
     error_rate = total["errors"] / total["count"] if total["count"] else 1.0
+    print("\n| minute | requests | req/s | p50 ms | p95 ms | p99 ms | errors |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for w in f["timeline"]:
+        print(f"| {w['from_s'] / 60:.0f} | {w['count']} | {w['rps']:.1f} | {w['p50_ms']:.0f} | "
+              f"{w['p95_ms']:.0f} | {w['p99_ms']:.0f} | {w['errors']} |")
     print(f"\nerror rate {error_rate:.4%} ({total['errors']} of {total['count']})")
     print(f"drain: {f['drain']['seconds']} s, stuck workloads: {f['drain']['stuck']}")
     good = error_rate == 0 and not f["drain"]["stuck"]

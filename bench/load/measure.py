@@ -34,6 +34,7 @@ class Sample:
     outcome: str
     status: int | None
     phase: str
+    at: float  # time.monotonic() when it ended
 
 
 class Recorder:
@@ -44,7 +45,8 @@ class Recorder:
 
     def add(self, endpoint: str, seconds: float, outcome: str, status: int | None,
             detail: str = "") -> None:
-        self.samples.append(Sample(endpoint, seconds, outcome, status, self.phase))
+        self.samples.append(Sample(endpoint, seconds, outcome, status, self.phase,
+                                   time.monotonic()))
         if outcome == ERROR and len(self.errors) < 40:
             self.errors.append(f"[{self.phase}] {endpoint} → {status}: {detail[:300]}")
 
@@ -68,6 +70,28 @@ class Recorder:
                 "errors": sum(s.outcome == ERROR for s in samples),
                 "statuses": dict(collections.Counter(str(s.status) for s in samples)),
             })
+        return rows
+
+
+    def timeline(self, phase: str, bucket: float = 60.0) -> list[dict]:
+        """Requests, throughput and latency of the phase in consecutive windows: does it hold
+        up over time?"""
+        samples = [s for s in self.samples if s.phase == phase]
+        if not samples:
+            return []
+        start = min(s.at - s.seconds for s in samples)
+        windows: dict[int, list[Sample]] = collections.defaultdict(list)
+        for sample in samples:
+            windows[int((sample.at - start) // bucket)].append(sample)
+        end = max(s.at for s in samples) - start
+        rows = []
+        for index in sorted(windows):
+            times = [s.seconds * 1000 for s in windows[index]]
+            span = min(bucket, end - index * bucket) or bucket  # the last one may be short
+            rows.append({"from_s": index * bucket, "count": len(times),
+                         "rps": len(times) / span, "p50_ms": pct(times, 50),
+                         "p95_ms": pct(times, 95), "p99_ms": pct(times, 99),
+                         "errors": sum(s.outcome == ERROR for s in windows[index])})
         return rows
 
 
