@@ -37,6 +37,7 @@ PROJECT_QUOTA = {"gpus_total": 10, "gpus_by_type": {"a100": 6, "v100": 3, "t4": 
 LIVE = ("submitted", "creating", "pending", "running", "stopping")
 DONE = ("succeeded", "failed", "stopped")
 CLIENT_TIMEOUT = 60.0
+KEEPALIVE_EXPIRY = 4.0
 
 
 def project_name(index: int) -> str:
@@ -76,7 +77,12 @@ class User:
         self.keystone = keystone
         self.rec = recorder
         self.rng = random.Random(seed)
-        limits = httpx.Limits(max_connections=8, max_keepalive_connections=4)
+        # idle connections are dropped before the server's keep-alive (5 s in the image's
+        # gunicorn.conf.py) closes them: a request sent on a connection the server is closing
+        # at that moment fails with a ReadError (the 200-user rehearsal saw one). Browsers
+        # retry such a request; httpx does not.
+        limits = httpx.Limits(max_connections=8, max_keepalive_connections=4,
+                              keepalive_expiry=KEEPALIVE_EXPIRY)
         self.browser = httpx.AsyncClient(base_url=portal, timeout=CLIENT_TIMEOUT, limits=limits)
         self.api = httpx.AsyncClient(base_url=portal, timeout=CLIENT_TIMEOUT, limits=limits)
         self.workload: dict | None = None  # its live (or last) workload, as the API showed it
