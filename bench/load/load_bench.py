@@ -348,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                      "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
                                 f"{round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30)} GiB, "
                                 f"Python {platform.python_version()}"}
+    figures["tree"] = _tree_state()
     ok = False
     try:
         idents = identities(args.users)
@@ -390,6 +391,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2, default=str))
     return 0 if ok else 1
+
+
+def _tree_state() -> dict:
+    """The commit the run measured, and what in the working tree differed from it."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout
+
+    return {"head": git("rev-parse", "--short", "HEAD").strip(),
+            "uncommitted": git("status", "--short").splitlines()}
 
 
 def _pids(roots: dict[str, int]) -> set[int]:
@@ -453,6 +465,7 @@ def report(f: dict) -> bool:
         print("\nfirst errors:\n" + "\n".join(f["errors"]))
     if f["log_findings"]:
         print("\nlog findings:\n" + json.dumps(f["log_findings"], indent=1))
+    print(f"\ntree: {f['tree']['head']}, uncommitted: {f['tree']['uncommitted']}")
     print(f"\nverdict: {'PASS' if good else 'FAIL'}")
     return good
 
