@@ -451,11 +451,12 @@ def report(f: dict) -> bool:
         good = good and b["failed"] == 0 and not b["settle"]["not_settled"] and \
             not b["quota"]["violations"]
     print("\n## Peak memory (MiB)\n")
-    print("| role | processes: peak RSS each | peak RSS sum | peak PSS sum | CPU s |")
+    print("| role | processes seen: peak RSS each | peak RSS sum | peak PSS sum | CPU s |")
     print("| --- | --- | ---: | ---: | ---: |")
     for m in f["memory"]:
-        procs = "; ".join(f"{label} {', '.join(map(str, v))}" for label, v in
-                          m["processes"].items())
+        procs = "; ".join(f"{label} {v[0]}" if len(v) == 1 else
+                          f"{label} ×{len(v)} {min(v)}–{max(v)}"
+                          for label, v in m["processes"].items())
         print(f"| {m['role']} | {procs} | {m['peak_rss_sum_mib']} | {m['peak_pss_sum_mib']} | "
               f"{m['cpu_seconds']} |")
     print(f"\nmachine busy CPU seconds while sampling: {f['machine_cpu_seconds']}")
