@@ -459,7 +459,12 @@ def report(f: dict) -> bool:
                           for label, v in m["processes"].items())
         print(f"| {m['role']} | {procs} | {m['peak_rss_sum_mib']} | {m['peak_pss_sum_mib']} | "
               f"{m['cpu_seconds']} |")
-    print(f"\nmachine busy CPU seconds while sampling: {f['machine_cpu_seconds']}")
+    stack_cpu = sum(m["cpu_seconds"] for m in f["memory"] if m["role"] != "load driver")
+    driver_cpu = sum(m["cpu_seconds"] for m in f["memory"] if m["role"] == "load driver")
+    print(f"\nCPU seconds while sampling: machine {f['machine_cpu_seconds']} (2 cores), the "
+          f"stack {stack_cpu:.0f}, the load driver {driver_cpu:.0f}, everything else "
+          f"{f['machine_cpu_seconds'] - stack_cpu - driver_cpu:.0f}; load average "
+          f"{f['loadavg_whole_run']}")
     print(f"statuses in gunicorn's access log (whole run): {f['server_statuses']}")
     print(f"others before: {f['others_before']}\nothers after: {f['others_after']}")
     if f["errors"]:
