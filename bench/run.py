@@ -139,12 +139,17 @@ def run_one(bench: Bench) -> dict:
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
         deadline = started + bench.timeout
         timed_out = False
-        for line in proc.stdout:  # stream it: a long benchmark shows it is alive
-            log.write(line)
-            print(f"  {bench.name}| {line}", end="", flush=True)
-            if time.monotonic() > deadline and not timed_out:
-                timed_out = True
-                proc.send_signal(signal.SIGINT)  # its finally: blocks stop what it started
+        try:
+            for line in proc.stdout:  # stream it: a long benchmark shows it is alive
+                log.write(line)
+                print(f"  {bench.name}| {line}", end="", flush=True)
+                if time.monotonic() > deadline and not timed_out:
+                    timed_out = True
+                    proc.send_signal(signal.SIGINT)  # its finally: blocks stop what it started
+        except KeyboardInterrupt:  # it runs in its own session: pass Ctrl-C on, let it clean up
+            proc.send_signal(signal.SIGINT)
+            proc.wait(120)
+            raise
         rc = proc.wait()
     seconds = time.monotonic() - started
     text = log_path.read_text(errors="replace")
