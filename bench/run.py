@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import json
 import os
@@ -22,6 +23,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -137,19 +139,29 @@ def run_one(bench: Bench) -> dict:
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, *args], cwd=REPO, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        deadline = started + bench.timeout
-        timed_out = False
+        timed_out = threading.Event()
+
+        def out_of_time() -> None:  # even when it prints nothing more
+            timed_out.set()
+            proc.send_signal(signal.SIGINT)  # its finally: blocks stop what it started
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(120)
+                return
+            proc.kill()
+
+        watchdog = threading.Timer(bench.timeout, out_of_time)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             for line in proc.stdout:  # stream it: a long benchmark shows it is alive
                 log.write(line)
                 print(f"  {bench.name}| {line}", end="", flush=True)
-                if time.monotonic() > deadline and not timed_out:
-                    timed_out = True
-                    proc.send_signal(signal.SIGINT)  # its finally: blocks stop what it started
         except KeyboardInterrupt:  # it runs in its own session: pass Ctrl-C on, let it clean up
             proc.send_signal(signal.SIGINT)
             proc.wait(120)
             raise
+        finally:
+            watchdog.cancel()
         rc = proc.wait()
     seconds = time.monotonic() - started
     text = log_path.read_text(errors="replace")
@@ -158,7 +170,7 @@ def run_one(bench: Bench) -> dict:
         summary = bench.figures(text, figures) if rc == 0 or figures else ""
     except (KeyError, ValueError, TypeError) as exc:
         summary = f"(figures unreadable: {exc!r})"
-    status = "timed out" if timed_out else ("ok" if rc == 0 else f"failed (exit {rc})")
+    status = "timed out" if timed_out.is_set() else ("ok" if rc == 0 else f"failed (exit {rc})")
     return {"name": bench.name, "status": status, "seconds": seconds, "figures": summary}
 
 
