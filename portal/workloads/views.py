@@ -126,7 +126,9 @@ def _check_context(rows: list[GpuAvailability], slug: str, count_text: str,
     if count is None or count < 1:
         return {"row": row, "count": count,
                 "notes": [("warning", "Give the number of GPUs as a whole number, 1 or more.")]}
-    return {"row": row, "count": count, "notes": fit_notes(row, count, tenant)}
+    notes = fit_notes(row, count, tenant)
+    return {"row": row, "count": count, "notes": notes,
+            "never": any(level == "error" for level, _ in notes)}
 
 
 # --- the launch page ------------------------------------------------------------------------

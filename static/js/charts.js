@@ -4,6 +4,9 @@
 (function () {
   "use strict";
 
+  var STARTING = ["submitted", "creating", "pending"];
+  var STARTING_RETRY_MS = 5000;
+
   function gib(mib) { return mib == null ? null : Math.round(mib / 102.4) / 10; }
 
   function options(width, memoryTotalGiB) {
@@ -34,7 +37,8 @@
   function summary(data) {
     var n = data.t.length;
     if (!n) {
-      return data.state === "running" ? "No GPU samples yet: they arrive with the next scrape."
+      if (data.state === "running") { return "No GPU samples yet: they arrive with the next scrape."; }
+      return STARTING.indexOf(data.state) >= 0 ? "No GPU samples until it runs."
         : "No GPU samples in this range.";
     }
     var last = n - 1;
@@ -85,6 +89,9 @@
       self.draw(data);
       if (data.refresh_seconds) {
         self.timer = setTimeout(function () { self.load(); }, data.refresh_seconds * 1000);
+      } else if (STARTING.indexOf(data.state) >= 0) {
+        // not running yet: no samples, but there will be once it runs
+        self.timer = setTimeout(function () { self.load(); }, STARTING_RETRY_MS);
       }
     }).catch(function (err) {
       if (self.summaryEl) { self.summaryEl.textContent = "The GPU samples could not be loaded (" + err.message + "); retrying."; }
@@ -102,6 +109,8 @@
       if (this.plot) { this.plot.destroy(); }
       this.total = total;
       this.plot = new window.uPlot(options(this.width(), total), series, this.el);
+      var legend = this.el.querySelector("table");
+      if (legend) { legend.setAttribute("aria-label", "Chart legend: the values under the cursor"); }
     }
     if (this.summaryEl) { this.summaryEl.textContent = summary(data); }
   };

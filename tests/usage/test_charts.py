@@ -105,7 +105,7 @@ def test_the_admin_dashboard(notebook, login, settings):
     settings.KUBECONFIG = "/nonexistent/kubeconfig"  # the cluster does not answer: a banner
     admin = login("admin")
     page = admin.get("/admin/gpus/").content.decode()
-    assert 'id="gpu-capacity"' in page and 'id="cluster-banner"' in page
+    assert 'id="gpu-capacity"' in page and 'id="cluster-note"' in page
     assert '<tr data-gpu-type="a100">' in page
     assert 'data-col="allocated">2<' in page  # the notebook's two GPUs
     assert 'data-col="used">1.04<' in page  # (mean 92 % + mean 12 %) / 100, in GPUs

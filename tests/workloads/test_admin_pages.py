@@ -139,7 +139,7 @@ def test_the_capacity_table_for_the_demo_cluster(admin, gpu_types):
         assert cells(row) == numbers, slug
         assert "gputype=" + slug in row
         assert 'class="flag"' not in row
-    assert 'id="cluster-banner"' not in page
+    assert 'id="cluster-note"' not in page
     assert 'id="unclaimed-nodes"' not in page  # every GPU node of the demo has its type
 
 
@@ -172,7 +172,7 @@ def test_an_unreachable_cluster_shows_a_banner_and_the_catalogue(admin, gpu_type
     response = admin.get("/admin/gpu-types/")
     assert response.status_code == 200
     page = response.content.decode()
-    assert '<div class="banner banner-warning" role="status" id="cluster-banner">The cluster ' \
+    assert '<div class="banner banner-warning" role="status" id="cluster-note">The cluster ' \
            'is unreachable right now: capacity is not shown.' in page
     row = row_of(page, f"gpu-type-{gpu_types['a100'].pk}")
     assert cells(row) == {"nodes": "—", "allocatable": "—", "held": "0", "free": "—",

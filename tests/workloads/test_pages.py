@@ -410,7 +410,7 @@ def test_pages_render_with_a_banner_when_the_cluster_is_unreachable(researcher, 
     launch = researcher.get("/workloads/new/")
     assert launch.status_code == 200
     page = launch.content.decode()
-    assert '<div class="banner banner-warning" role="status" id="cluster-banner">' \
+    assert '<div class="banner banner-warning" role="status" id="cluster-note">' \
            "The cluster is unreachable right now: free GPUs are not known." in page
     assert "free unknown · quota: 3 more" in page  # the quota is the portal's own
     detail = researcher.get(f"/workloads/{workload.pk}/")

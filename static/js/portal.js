@@ -1,0 +1,98 @@
+/* The portal's small progressive enhancements; every page works without them.
+ * - <time datetime data-format>: shown in the reader's locale and time zone (Intl).
+ * - <data value data-unit>: numbers in the reader's number format.
+ * - forms with data-busy-text on their submit button: the button says what is happening and
+ *   cannot be pressed twice while the server works (launch, stop, save).
+ * Runs on load and on every piece of content htmx swaps in. */
+(function () {
+  "use strict";
+
+  var STYLES = {
+    datetime: { dateStyle: "medium", timeStyle: "medium" },
+    minutes: { dateStyle: "medium", timeStyle: "short" },
+    date: { dateStyle: "medium" },
+    time: { timeStyle: "medium" },
+  };
+  var formats = {};
+
+  function formatter(style) {
+    if (!formats[style]) {
+      formats[style] = new Intl.DateTimeFormat(undefined, STYLES[style] || STYLES.datetime);
+    }
+    return formats[style];
+  }
+
+  function localiseTimes(root) {
+    var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+    root.querySelectorAll("time[datetime][data-format]").forEach(function (el) {
+      var when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when)) { return; }
+      if (!el.title) { el.title = el.textContent.trim(); }  // the server's rendering, in UTC
+      el.textContent = formatter(el.getAttribute("data-format")).format(when);
+      el.setAttribute("data-zone", zone);
+    });
+  }
+
+  var number = new Intl.NumberFormat();
+  function localiseNumbers(root) {
+    root.querySelectorAll("data[value][data-unit]").forEach(function (el) {
+      var value = Number(el.getAttribute("value"));
+      if (!isNaN(value)) { el.textContent = number.format(value) + "\u00a0" + el.getAttribute("data-unit"); }
+    });
+  }
+
+  function busyForms(root) {
+    root.querySelectorAll("form button[data-busy-text]").forEach(function (button) {
+      var form = button.form;
+      if (!form || form.dataset.busyBound) { return; }
+      form.dataset.busyBound = "1";
+      form.addEventListener("submit", function (event) {
+        var submitter = event.submitter;
+        if (event.defaultPrevented || !submitter || !submitter.hasAttribute("data-busy-text")) { return; }
+        form.setAttribute("aria-busy", "true");
+        submitter.setAttribute("data-label", submitter.textContent);
+        submitter.textContent = submitter.getAttribute("data-busy-text");
+        submitter.classList.add("busy");
+        // disabled after the browser took the form's data (a disabled button is not sent)
+        setTimeout(function () { submitter.disabled = true; }, 0);
+      });
+    });
+  }
+
+  // a live check (the launch page's fit check) marks the field it judges invalid or valid
+  function markChecked(root) {
+    var check = root.closest ? root.closest("[data-marks-invalid]") : null;
+    if (!check) { return; }
+    var field = document.querySelector(check.getAttribute("data-marks-invalid"));
+    if (!field) { return; }
+    if (check.querySelector(".check-error")) {
+      field.setAttribute("aria-invalid", "true");
+    } else if (!field.hasAttribute("data-server-invalid")) {
+      field.removeAttribute("aria-invalid");
+    }
+  }
+
+  function enhance(root) {
+    markChecked(root);
+    localiseTimes(root);
+    localiseNumbers(root);
+    busyForms(root);
+  }
+
+  // back from the browser's cache (after Back): buttons are usable again
+  window.addEventListener("pageshow", function (event) {
+    if (!event.persisted) { return; }
+    document.querySelectorAll("button.busy").forEach(function (b) {
+      b.disabled = false;
+      b.classList.remove("busy");
+      b.textContent = b.getAttribute("data-label");
+    });
+  });
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", function () { enhance(document); });
+  } else {
+    enhance(document);
+  }
+  document.addEventListener("htmx:load", function (event) { enhance(event.target); });
+})();

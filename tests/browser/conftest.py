@@ -1,0 +1,232 @@
+"""The browser journeys' harness: Debian's Chromium driven by Playwright against pytest-django's
+live_server, with the real Celery workers (launch/stop and the lifecycle tracker) and beat
+running as subprocesses on the test database, the test Redis, the session's Keystone and kubesim.
+
+What a journey sees is what a user sees: nothing here is mocked. A failing journey leaves a
+screenshot of every open page under .test-output/browser/.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+
+from stack.browser import chromium_binary
+from stack.procs import REPO, stop
+
+# Playwright's sync API runs an event loop in the main thread; Django then refuses ORM calls from
+# it as if they came from async code. The tests call the ORM synchronously, between page steps.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+OUTPUT = REPO / ".test-output" / "browser"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+WORKER_START_TIMEOUT = 90.0
+# the pages poll every 3 s and the tracker follows the cluster by watch; under a loaded CI
+# machine a state change still shows within seconds, so this only bounds a broken run
+STATE_TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
+    return {**browser_type_launch_args, "executable_path": chromium_binary(),
+            "headless": True, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args: dict) -> dict:
+    # a laptop's window, a user's locale and time zone that differ from the server's (UTC)
+    return {**browser_context_args, "viewport": {"width": 1280, "height": 800},
+            "locale": "en-GB", "timezone_id": "Europe/Berlin"}
+
+
+def _database_url() -> str:
+    db = settings.DATABASES["default"]  # the test database, once pytest-django created it
+    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
+    return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+class CeleryProcesses:
+    """`celery -A portal worker` for launches and stops, one solo worker for the tracker queue
+    (as the demo runs them) and beat for the periodic tasks, on the test services."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env = env
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen] = []
+
+    def spawn(self, name: str, *args: str) -> None:
+        log = open(self.log_dir / f"celery-{name}.log", "wb")  # noqa: SIM115 - the child's
+        self.procs.append(subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "portal", *args, "--loglevel", "INFO"],
+            cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT))
+        log.close()
+
+    def start(self) -> None:
+        from portal.celery import app
+
+        app.control.purge()  # tasks other tests enqueued with no worker running
+        common = ("--pool", "solo", "--without-gossip", "--without-mingle")
+        self.spawn("worker", "worker", "-Q", "celery", "-n", "browser-worker@%h", *common)
+        self.spawn("tracker", "worker", "-Q", "tracker", "-n", "browser-tracker@%h", *common)
+        self.wait_ready(app, {"browser-worker", "browser-tracker"})
+        self.spawn("beat", "beat", "--schedule", str(self.log_dir / "celerybeat-schedule"))
+        from portal.workloads.tasks import workloads_track
+
+        workloads_track.delay()  # beat's first tracking cycle comes one period later
+
+    def wait_ready(self, app, names: set[str]) -> None:
+        deadline = time.monotonic() + WORKER_START_TIMEOUT
+        while time.monotonic() < deadline:
+            for proc in self.procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"a Celery process exited; see {self.log_dir}")
+            answered = {name.split("@")[0] for reply in app.control.ping(timeout=1.0)
+                        for name in reply}
+            if names <= answered:
+                return
+        raise RuntimeError(f"Celery workers did not answer in {WORKER_START_TIMEOUT}s; "
+                           f"see {self.log_dir}")
+
+    def stop(self) -> None:
+        from django.core.cache import cache
+
+        from portal.workloads.tracking import LOCK_KEY
+
+        for proc in reversed(self.procs):
+            # a cold shutdown: a warm one would wait for the tracker's cycle (up to 14 s)
+            proc.send_signal(signal.SIGQUIT)
+        for proc in self.procs:
+            stop(proc)
+        # a tracking cycle cut short leaves its lock until it expires; later tests track too
+        cache.delete(LOCK_KEY)
+
+
+@pytest.fixture(autouse=True)
+def migration_data(transactional_db) -> None:
+    """The templates a data migration seeds. A transactional test empties every table after it
+    runs, and serialized_rollback's restore cannot be relied on here (pytest-django serializes
+    the database only in some runs, depending on the collected items): seeded the migration's
+    own way, idempotently."""
+    from django.apps import apps
+
+    from portal.workloads.models import Template
+
+    if not Template.objects.exists():
+        importlib.import_module("portal.workloads.migrations.0003_seed_templates").seed(apps, None)
+
+
+@pytest.fixture(scope="package")
+def celery_processes(django_db_setup, kubesim, keystone,
+                     redis_server) -> Iterator[CeleryProcesses]:
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="portal.settings",
+               DATABASE_URL=_database_url(), KUBECONFIG=str(kubesim.kubeconfig),
+               # samples every few seconds, so that a chart has points within a journey
+               PORTAL_USAGE_SCRAPE_INTERVAL="3", PYTHONUNBUFFERED="1")
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    processes = CeleryProcesses(env, OUTPUT)
+    try:
+        processes.start()
+        yield processes
+    finally:
+        processes.stop()
+
+
+# --- the journeys' data and steps ------------------------------------------------------------
+
+@pytest.fixture
+def vision_lab(login, gpu_types, cluster, celery_processes):
+    """vision-lab as the demo has it (4 a100, 4 v100, 8 GPUs in all), its namespace reconciled
+    by the worker (as in production: the quota change enqueues it) and none of earlier tests'
+    workloads left in the cluster."""
+    from django.utils import timezone
+
+    from portal.kube.client import Kube
+    from tenants.models import Tenant
+    from tenants.services import quota_update
+    from tests.fixtures.portal import remove_workload_objects
+    from tests.workloads.api_calls import DEMO_QUOTA
+
+    with cluster.api_client() as client:
+        remove_workload_objects(Kube(client))
+    login("researcher")  # records vision-lab and nlp-lab
+    tenant = Tenant.objects.get(name="vision-lab")
+    changed_at = timezone.now()
+    quota_update(tenant=tenant, acting_user=None, changes=DEMO_QUOTA)
+    in_shape = (Tenant.State.PROVISIONED, Tenant.State.DRIFTED)  # drifted: it was repaired
+    wait_for(lambda: Tenant.objects.filter(pk=tenant.pk, state__in=in_shape,
+                                           last_reconciled_at__gt=changed_at).exists(),
+             "the worker reconciles vision-lab's namespace")
+    return tenant
+
+
+def wait_for(condition, what: str, timeout: float = 60.0) -> None:
+    """Wait for the background processes to do something a journey needs before it starts."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out: {what}")
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def log_in(live_server):
+    """Log a page in through the login form, as `username` with the demo password."""
+    from playwright.sync_api import expect
+
+    def _log_in(page, username: str) -> None:
+        page.goto(f"{live_server.url}/login/")
+        page.get_by_label("User name").fill(username)
+        page.get_by_label("Password").fill(f"{username}-demo-pass")
+        page.get_by_role("button", name="Log in").click()
+        expect(page.get_by_role("navigation", name="Account")).to_contain_text(username)
+
+    return _log_in
+
+
+def switch_project(page, name: str) -> None:
+    from playwright.sync_api import expect
+
+    page.get_by_label("Project", exact=True).select_option(label=name)
+    page.get_by_role("button", name="Switch").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(name)
+
+
+# --- screenshots of failed journeys -------------------------------------------------------------
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed or call.when not in ("setup", "call"):
+        return
+    browser = item.funcargs.get("browser")
+    if browser is None:
+        return
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name)
+    shots = []
+    for c, context in enumerate(browser.contexts):
+        for p, page in enumerate(context.pages):
+            path = OUTPUT / f"{name}-{c}-{p}.png"
+            try:
+                page.screenshot(path=str(path), full_page=True)
+            except Exception as exc:  # noqa: BLE001 - the page may be gone; report what is
+                shots.append(f"{path}: not taken ({exc})")
+            else:
+                shots.append(str(path))
+    if shots:
+        report.sections.append(("screenshots", "\n".join(shots)))

@@ -1,0 +1,182 @@
+"""The researcher's, the viewer's and the admin's journeys in a real browser (Chromium), against
+the live portal with the real Keystone, PostgreSQL, Redis, Celery workers and kubesim."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from portal.workloads.models import Workload
+
+from .conftest import STATE_TIMEOUT_MS, switch_project
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_researcher_launches_jupyter_watches_it_run_opens_and_stops_it(page, log_in,
+                                                                       vision_lab):
+    log_in(page, "researcher")
+    switch_project(page, "nlp-lab")
+    switch_project(page, "vision-lab")
+    page.get_by_role("navigation", name="Project pages").get_by_role("link", name="Launch").click()
+    page.get_by_label("Name").fill("My notebook")
+    page.get_by_role("radio", name=re.compile("^Jupyter")).check()
+    page.get_by_label("GPU type").select_option("a100")
+    page.get_by_label("GPUs", exact=True).fill("1")
+    page.get_by_role("button", name="Launch", exact=True).click()
+
+    expect(page.get_by_role("status").filter(has_text="was submitted")).to_contain_text(
+        "My notebook was submitted: 1× a100, Jupyter.")
+    page.evaluate("window.stillThisPage = true")  # gone if the page were reloaded
+    state = page.locator("#workload-state .state")
+    expect(state).to_have_text("running", timeout=STATE_TIMEOUT_MS)
+    assert page.evaluate("window.stillThisPage") is True
+
+    workload = Workload.objects.get(tenant=vision_lab, name="My notebook")
+    open_link = page.get_by_role("link", name=re.compile("^Open"))
+    expect(open_link).to_have_attribute("href", workload.url)
+    # the address is kubesim's (no notebook listens there): the browser's request is the proof
+    page.context.route(f"http://{workload.address}*/**", lambda route: route.abort())
+    with page.context.expect_event("request", lambda r: r.url.startswith(
+            f"http://{workload.address}")) as request:
+        open_link.click()
+    assert request.value.url == workload.url
+
+    page.locator("summary", has_text="Stop").click()  # the confirmation
+    page.get_by_role("button", name="Stop My notebook").click()
+    expect(page.get_by_role("status").filter(has_text="is stopping")).to_be_visible()
+    expect(state).to_have_text("stopped", timeout=STATE_TIMEOUT_MS)
+    expect(open_link).to_have_count(0)
+
+
+def test_a_refused_launch_shows_why_and_keeps_the_fields(page, log_in, vision_lab):
+    log_in(page, "researcher")
+    switch_project(page, "vision-lab")
+    page.get_by_role("link", name="Launch a workload").click()
+    page.get_by_label("Name").fill("Too big")
+    page.get_by_label("GPU type").select_option("a100")
+    page.get_by_label("GPUs", exact=True).fill("5")
+    expect(page.locator("#launch-check")).to_contain_text("Beyond the quota")
+    page.get_by_role("button", name="Launch", exact=True).click()
+
+    expect(page.get_by_role("alert")).to_contain_text("Not launched:")
+    expect(page.get_by_role("alert")).to_contain_text("a100")
+    expect(page.get_by_label("Name")).to_have_value("Too big")
+    expect(page.get_by_label("GPUs", exact=True)).to_have_value("5")
+    expect(page.get_by_label("GPU type")).to_have_value("a100")
+    assert not Workload.objects.filter(name="Too big").exists()
+
+
+
+
+def test_a_request_that_can_never_fit_is_flagged_before_submitting(page, log_in, vision_lab):
+    log_in(page, "researcher")
+    switch_project(page, "vision-lab")
+    page.get_by_role("link", name="Launch a workload").click()
+    launch_url = page.url
+    page.get_by_label("GPU type").select_option("a100")
+    page.get_by_label("GPUs", exact=True).fill("9")  # the largest a100 node has 8
+    check = page.locator("#launch-check")
+    expect(check).to_contain_text(
+        "Can never run: No a100 node has 9 GPUs (the largest has 8); this request can never run.")
+    expect(page.get_by_label("GPUs", exact=True)).to_have_attribute("aria-invalid", "true")
+    # back to a request that fits: the flag goes
+    page.get_by_label("GPUs", exact=True).fill("1")
+    expect(check).not_to_contain_text("Can never run")
+    expect(page.get_by_label("GPUs", exact=True)).not_to_have_attribute("aria-invalid", "true")
+    assert page.url == launch_url and not Workload.objects.exists()
+
+
+def test_a_batch_job_runs_to_succeeded_and_its_logs_are_visible(page, log_in, vision_lab):
+    log_in(page, "researcher")
+    switch_project(page, "vision-lab")
+    page.get_by_role("link", name="Launch a workload").click()
+    page.get_by_label("Name").fill("train")
+    page.get_by_role("radio", name=re.compile("^Custom")).check()
+    # htmx swaps in the custom image's fields
+    image = page.get_by_role("textbox", name="Image")
+    expect(image).to_be_visible()
+    page.get_by_label("Kind").select_option("batch")
+    image.fill("python:3.12-slim")
+    page.get_by_label("Command").fill("python\ntrain.py")
+    page.get_by_label("Environment").fill("KUBESIM_RUN_SECONDS=2")
+    page.get_by_label("GPU type").select_option("v100")
+    page.get_by_role("button", name="Launch", exact=True).click()
+
+    state = page.locator("#workload-state .state")
+    expect(state).to_have_text("succeeded", timeout=STATE_TIMEOUT_MS)
+    logs = page.locator("#workload-logs")
+    expect(logs).to_be_visible()
+    expect(logs).to_contain_text("loss=")
+
+
+def test_a_viewer_sees_the_workloads_but_no_launch_or_stop_controls(page, log_in, vision_lab,
+                                                                    project_token):
+    from tests.workloads.api_calls import launch
+
+    response = launch({"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")},
+                      {"name": "shared notebook", "template": "jupyter", "gpu_type": "a100",
+                       "gpu_count": 1})
+    assert response.status_code == 201, response.json()
+    log_in(page, "viewer")
+    expect(page.get_by_role("heading", level=1)).to_have_text("vision-lab")
+    page.get_by_role("navigation", name="Project pages").get_by_role(
+        "link", name="Workloads").click()
+    row = page.locator("#workloads-table tbody tr", has_text="shared notebook")
+    expect(row.locator(".state")).to_have_text("running", timeout=STATE_TIMEOUT_MS)
+    expect(row).to_contain_text("researcher")
+    expect(page.get_by_text("Your role lets you see this project's workloads")).to_be_visible()
+    for name in ("Launch", "Launch a workload"):
+        expect(page.get_by_role("link", name=name, exact=True)).to_have_count(0)
+    expect(page.locator("summary", has_text="Stop")).to_have_count(0)
+    expect(page.locator("summary", has_text="Delete")).to_have_count(0)
+    row.get_by_role("link", name="shared notebook", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("shared notebook")
+    expect(page.locator("#workload-state .state")).to_have_text("running")
+    expect(page.locator("summary", has_text="Stop")).to_have_count(0)
+
+
+def test_the_admin_changes_a_quota_inline_and_the_researcher_sees_what_is_left(
+        browser, browser_context_args, page, log_in, vision_lab):
+    log_in(page, "admin")
+    page.get_by_role("navigation", name="Administration").get_by_role(
+        "link", name="Tenants").click()
+    row = page.locator(f"#tenant-{vision_lab.pk}")
+    expect(row.locator('[data-gpu-type="a100"]')).to_have_text("0 / 4")
+    row.get_by_role("link", name="Edit").click()
+    page.get_by_label("a100 quota").fill("2")
+    page.locator(f"#tenant-{vision_lab.pk}").get_by_role("button", name="Save").click()
+    expect(row.locator('[data-gpu-type="a100"]')).to_have_text("0 / 2")
+    expect(row.get_by_role("link", name="Edit")).to_be_visible()
+
+    researcher = browser.new_context(**browser_context_args).new_page()
+    log_in(researcher, "researcher")
+    switch_project(researcher, "vision-lab")
+    researcher.get_by_role("link", name="Launch a workload").click()
+    expect(researcher.get_by_label("GPU type").locator("option[value=a100]")).to_contain_text(
+        "quota: 2 more")
+    researcher.get_by_label("GPU type").select_option("a100")
+    expect(researcher.locator("#launch-check")).to_contain_text(
+        "your project may use 2 more")
+    researcher.context.close()
+
+
+def test_the_gpu_usage_chart_draws(page, log_in, vision_lab):
+    log_in(page, "researcher")
+    switch_project(page, "vision-lab")
+    page.get_by_role("link", name="Launch a workload").click()
+    page.get_by_label("Name").fill("charted")
+    page.get_by_role("button", name="Launch", exact=True).click()
+    expect(page.locator("#workload-state .state")).to_have_text("running",
+                                                                timeout=STATE_TIMEOUT_MS)
+    chart = page.locator("#gpu-chart")
+    # samples come with the scrapes (every 3 s here); the chart asks again until it has them
+    expect(page.locator("[data-chart-summary]")).to_contain_text("mean utilisation",
+                                                                 timeout=STATE_TIMEOUT_MS)
+    expect(chart.locator("canvas")).to_be_visible()
+    points = page.evaluate("document.querySelector('#gpu-chart').gpuChart.plot.data[0].length")
+    assert points >= 1
+    box = chart.locator("canvas").bounding_box()
+    assert box["width"] > 300 and box["height"] > 150
