@@ -517,10 +517,9 @@ class Tracker:
             if why is None:
                 continue
             meta = obj["metadata"]
-            log.warning("deleting orphan %s %s/%s: %s", kind, meta["namespace"], meta["name"], why)
             self._deleted.add(_uid(obj))  # once: its DELETED event follows, or a relist retries
             try:
-                self.kube.delete(kind, meta["name"], meta["namespace"])
+                found = self.kube.delete(kind, meta["name"], meta["namespace"])
                 self.stats.requests += 1
                 if kind in PRIMARY:  # its Secret (a Jupyter token) has the same name
                     self.kube.delete("Secret", meta["name"], meta["namespace"])
@@ -530,6 +529,13 @@ class Tracker:
                           meta["name"], exc)
                 self.stats.errors += 1
                 continue
+            if not found:
+                # already gone: usually a stop task removed it and its DELETED event is still on
+                # its way on another watch stream (the load test saw this after every stop)
+                log.debug("orphan %s %s/%s was already gone", kind, meta["namespace"],
+                          meta["name"])
+                continue
+            log.warning("deleted orphan %s %s/%s: %s", kind, meta["namespace"], meta["name"], why)
             self.stats.orphans += 1
 
 
