@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
-from django.db import DatabaseError, DataError
+from django.db import DataError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from portal.errors import DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS
+from portal.errors import DATABASE_DOWN, DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS
 
 
 def _flatten(detail) -> list[str] | dict:
@@ -34,8 +34,9 @@ def exception_handler(exc, context):
                          "detail": "The input holds a value the portal cannot store or look up "
                                    "(e.g. a NUL character or a number out of range)."},
                         status=status.HTTP_400_BAD_REQUEST)
-    elif isinstance(exc, DatabaseError):
-        # the database is down or restarting: a clean 503, not a stack trace
+    elif isinstance(exc, DATABASE_DOWN):
+        # the database is down or restarting: a clean 503, not a stack trace (other database
+        # errors, such as an IntegrityError, are bugs and stay 500s)
         response = Response(dict(DATABASE_UNAVAILABLE), status=status.HTTP_503_SERVICE_UNAVAILABLE)
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response

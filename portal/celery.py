@@ -1,5 +1,6 @@
 """The Celery application: launch/stop, provisioning, usage scraping, culling, lifecycle sync."""
 
+import logging
 import os
 
 from celery import Celery, signals
@@ -10,6 +11,28 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+log = logging.getLogger(__name__)
+
+
+def send_on_commit(task, *args) -> None:
+    """Send `task` once the current transaction commits.
+
+    The committed row is the request: when the broker cannot take the message (Redis
+    restarting), the request still succeeds and a periodic sweep hands the work out later
+    (`workloads_requeue_stale` for launches and stops, `tenants_reconcile_all` for tenants).
+    Failing here would answer an error for work already accepted, and a client would retry it.
+    """
+    from django.db import transaction
+
+    def send() -> None:
+        try:
+            task.delay(*args)
+        except Exception:  # noqa: BLE001 - kombu's OperationalError and whatever a broker raises
+            log.warning("could not enqueue %s%r (broker unavailable); its periodic sweep will",
+                        task.name, args, exc_info=True)
+
+    transaction.on_commit(send)
 
 
 # Celery's Django fix-up closes the database connections before and after every task unless

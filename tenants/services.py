@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from portal.celery import send_on_commit
 from portal.workloads.models import GpuType
 
 from .audit import audit_record
@@ -23,7 +24,7 @@ QUOTA_FIELDS = ("gpus_total", "cpu", "memory_gb", "max_workloads", "max_runtime_
 def _enqueue_reconcile(tenant_id: int) -> None:
     from .tasks import tenant_reconcile_task
 
-    transaction.on_commit(lambda: tenant_reconcile_task.delay(tenant_id))
+    send_on_commit(tenant_reconcile_task, tenant_id)
 
 
 def quota_snapshot(quota: Quota) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from portal import metrics
+from portal.celery import send_on_commit
 from tenants.audit import audit_record
 from tenants.models import Quota, Tenant
 
@@ -30,22 +31,6 @@ class AdmissionRefused(Exception):
     """A launch the tenant's quota does not allow; the message names the limit."""
 
     code = "quota_exceeded"
-
-
-def _enqueue(task, *args) -> None:
-    """Send the task once the transaction commits. The committed row is the request: when the
-    broker cannot take the message (Redis restarting), the request still succeeds and the
-    periodic sweep (`workloads_requeue_stale`) hands the work out later. Failing here would
-    answer an error for a launch that is already accepted, and a client would launch again."""
-
-    def send() -> None:
-        try:
-            task.delay(*args)
-        except Exception:  # noqa: BLE001 - kombu's OperationalError and whatever a broker raises
-            log.warning("could not enqueue %s%r (broker unavailable); the stale sweep will",
-                        task.name, args, exc_info=True)
-
-    transaction.on_commit(send)
 
 
 def workload_event(*, workload: Workload, reason: str, message: str, type: str = "Normal",
@@ -129,7 +114,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                          after={"id": workload.pk, "template": template.slug,
                                 "gpu_type": workload.gpu_type.slug,
                                 "gpu_count": workload.gpu_count, "image": workload.image})
-            _enqueue(workload_create_task, workload.pk)
+            send_on_commit(workload_create_task, workload.pk)
     except AdmissionRefused:
         metrics.admission_refused(gpu_type=request["gpu_type"].slug)
         raise
@@ -161,7 +146,7 @@ def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
         audit_record(actor=user, action="workload.stop", tenant=workload.tenant,
                      target=workload.object_name, before={"state": before},
                      after={"state": workload.state, "reason": workload.reason})
-        _enqueue(workload_stop_task, workload.pk)
+        send_on_commit(workload_stop_task, workload.pk)
     return workload
 
 
