@@ -1,5 +1,11 @@
 """Liveness and readiness: /healthz says the process serves; /readyz that its dependencies
-answer (database, Redis, Keystone, the cluster)."""
+answer (database, Redis, Keystone, the cluster).
+
+`/readyz?checks=database,redis` asks only for the named ones. The web pods' readiness probe
+uses that: without its database or Redis a pod can serve nothing, but with Keystone or the
+cluster away it still serves (signed-in sessions, cached tokens, the pages with their
+"cluster unreachable" banner), and since every pod shares those two, failing readiness on
+them would take the whole portal out of its Service for an outage of a neighbour."""
 
 from __future__ import annotations
 
@@ -46,8 +52,15 @@ CHECKS = {"database": _check_database, "redis": _check_redis, "keystone": _check
 
 @never_cache
 def readyz(request):
+    names = [name for name in request.GET.get("checks", "").split(",") if name]
+    unknown = sorted(set(names) - set(CHECKS))
+    if unknown:
+        return JsonResponse({"status": "invalid", "detail": f"unknown checks: {', '.join(unknown)}; "
+                             f"known: {', '.join(CHECKS)}"}, status=400)
     results: dict[str, str] = {}
     for name, check in CHECKS.items():
+        if names and name not in names:
+            continue
         try:
             check()
             results[name] = "ok"

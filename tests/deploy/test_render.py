@@ -123,7 +123,9 @@ def test_web_probes_liveness_healthz_readiness_readyz(path):
     objects = render(path)
     (container,) = deployment(objects, "web")["spec"]["template"]["spec"]["containers"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # readiness: only what a pod cannot serve without (Keystone or cluster outages leave
+    # the pods in the Service, serving with a banner)
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz?checks=database,redis"
     # the kubelet's probes (and Prometheus) ask with Host: <pod IP>:<port>; the pod's own IP
     # must be an allowed host, beside the site's name
     env = container_environment(objects, container, {"status.podIP": "10.42.0.7"})

@@ -34,6 +34,17 @@ def test_readyz_reports_an_unreachable_cluster(keystone, cluster, settings, tmp_
     assert response.status_code == 503
     assert response.json()["checks"]["cluster"].startswith("failed")
     assert response.json()["checks"]["keystone"] == "ok"
+    # the web pods' readiness probe asks only for what a pod cannot serve without
+    local = Client().get("/readyz?checks=database,redis")
+    assert local.status_code == 200
+    assert local.json()["checks"] == {"database": "ok", "redis": "ok"}
+
+
+@pytest.mark.django_db
+def test_readyz_refuses_a_check_it_does_not_know():
+    response = Client().get("/readyz?checks=database,disk")
+    assert response.status_code == 400
+    assert "disk" in response.json()["detail"]
 
 
 @pytest.mark.django_db
