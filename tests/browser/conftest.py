@@ -25,10 +25,6 @@ from django.conf import settings
 from stack.browser import chromium_binary
 from stack.procs import REPO, stop
 
-# Playwright's sync API runs an event loop in the main thread; Django then refuses ORM calls from
-# it as if they came from async code. The tests call the ORM synchronously, between page steps.
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
 OUTPUT = REPO / ".test-output" / "browser"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  "--disable-background-networking", "--disable-component-update",
@@ -37,6 +33,15 @@ WORKER_START_TIMEOUT = 90.0
 # the pages poll every 3 s and the tracker follows the cluster by watch; under a loaded CI
 # machine a state change still shows within seconds, so this only bounds a broken run
 STATE_TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _orm_beside_playwright() -> None:
+    """Playwright's sync API runs an event loop in the main thread; Django then refuses ORM
+    calls from it as if they came from async code. The journeys call the ORM synchronously,
+    between page steps. Not undone afterwards: pytest-playwright's loop lives until the end of
+    the session, so tests that run after these meet it too."""
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 
 @pytest.fixture(scope="session")

@@ -100,8 +100,8 @@ def test_a_batch_job_runs_to_succeeded_and_its_logs_are_visible(page, log_in, vi
     expect(image).to_be_visible()
     page.get_by_label("Kind").select_option("batch")
     image.fill("python:3.12-slim")
-    page.get_by_label("Command").fill("python\ntrain.py")
-    page.get_by_label("Environment").fill("KUBESIM_RUN_SECONDS=2")
+    page.get_by_role("textbox", name="Command").fill("python\ntrain.py")
+    page.get_by_role("textbox", name="Environment").fill("KUBESIM_RUN_SECONDS=2")
     page.get_by_label("GPU type").select_option("v100")
     page.get_by_role("button", name="Launch", exact=True).click()
 

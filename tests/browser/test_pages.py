@@ -175,3 +175,27 @@ def test_an_unreachable_cluster_shows_banners_not_errors(page, log_in, live_serv
     page.goto(live_server.url + "/workloads/new/")
     expect(page.get_by_label("GPU type").locator("option[value=a100]")).to_contain_text(
         "free unknown")
+
+
+def test_empty_states_say_what_to_do(page, log_in, live_server):
+    """No project yet, no GPU types configured, no workloads, no usage: each page says so and
+    what to do, instead of an empty table or an error."""
+    log_in(page, "loner")  # in no Keystone project
+    expect(page.get_by_role("heading", level=1)).to_have_text("You have no project yet")
+    page.goto(live_server.url + "/workloads/")
+    expect(page.get_by_role("heading", level=1)).to_have_text("You have no project yet")
+    page.context.clear_cookies()
+
+    log_in(page, "admin")  # the admin project, and no GPU type in the catalogue
+    expect(page.locator("#quota-heading + p")).to_contain_text("No GPU types are configured yet")
+    page.goto(live_server.url + "/workloads/new/")
+    banner = page.locator("#no-gpu-types")
+    expect(banner).to_contain_text("No GPU types are configured yet, so nothing can be launched.")
+    banner.get_by_role("link", name="GPU type catalogue").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("GPU types")
+    page.goto(live_server.url + "/workloads/new/")
+    expect(page.get_by_role("button", name="Launch", exact=True)).to_be_disabled()
+    page.goto(live_server.url + "/workloads/")
+    expect(page.locator("main .empty")).to_have_text("No workloads yet — Launch one.")
+    page.goto(live_server.url + "/usage/")
+    expect(page.locator("main .empty")).to_have_text("No GPU usage in this period.")
