@@ -123,7 +123,8 @@ BENCHES = [
                        "--misses", "5"], 240, api_auth_figures, json=True),
     Bench("load", ["bench/load/load_bench.py", "--users", "20", "--duration", "30",
                    "--burst", "50", "--settle", "90"], 420, load_figures, json=True),
-    Bench("browser", ["bench/browser_bench.py"], 300, _lines(r"p50|p95"), json=False),
+    Bench("browser", ["bench/browser_bench.py", "--loads", "3"], 300,
+          _lines(r"^launch page, median", r"^repeat visit")),
 ]
 
 
