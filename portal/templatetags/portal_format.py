@@ -40,3 +40,12 @@ def gib(value) -> str:
         return "—"
     text = formats.number_format(value, use_l10n=True, force_grouping=True)
     return format_html('<data value="{}" data-unit="GiB">{} GiB</data>', value, text)
+
+
+@register.filter
+def hours(value) -> str:
+    """GPU-hours: two decimals, or four when two would show a small amount as zero."""
+    if value is None:
+        return "—"
+    places = 4 if 0 < abs(float(value)) < 0.01 else 2
+    return formats.number_format(float(value), places)

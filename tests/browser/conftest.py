@@ -36,12 +36,50 @@ STATE_TIMEOUT_MS = 60_000
 
 
 @pytest.fixture(scope="package", autouse=True)
-def _orm_beside_playwright() -> None:
+def _orm_beside_playwright() -> Iterator[None]:
     """Playwright's sync API runs an event loop in the main thread; Django then refuses ORM
     calls from it as if they came from async code. The journeys call the ORM synchronously,
-    between page steps. Not undone afterwards: pytest-playwright's loop lives until the end of
-    the session, so tests that run after these meet it too."""
+    between page steps."""
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    yield
+    if before is None:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+
+
+# pytest-playwright keeps Playwright (and so its event loop in the main thread) for the whole
+# session; the tests that run after these would then find a running loop (asyncio.run fails,
+# Django refuses ORM calls). Here Playwright lives as long as this package's tests.
+
+@pytest.fixture(scope="package")
+def playwright(_pw_api_request_contexts) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    pw = sync_playwright().start()
+    if _pw_api_request_contexts:
+        _pw_api_request_contexts.instrument(pw)
+    yield pw
+    pw.stop()
+
+
+@pytest.fixture(scope="package")
+def browser_type(playwright, browser_name: str):
+    return getattr(playwright, browser_name)
+
+
+@pytest.fixture(scope="package")
+def launch_browser(browser_type_launch_args: dict, browser_type):
+    def launch(**kwargs):
+        return browser_type.launch(**{**browser_type_launch_args, **kwargs})
+
+    return launch
+
+
+@pytest.fixture(scope="package")
+def browser(launch_browser) -> Iterator[object]:
+    browser = launch_browser()
+    yield browser
+    browser.close()
 
 
 @pytest.fixture(scope="session")
@@ -50,11 +88,11 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
             "headless": True, "args": CHROMIUM_ARGS}
 
 
-@pytest.fixture(scope="session")
-def browser_context_args(browser_context_args: dict) -> dict:
+@pytest.fixture(scope="package")
+def browser_context_args() -> dict:
     # a laptop's window, a user's locale and time zone that differ from the server's (UTC)
-    return {**browser_context_args, "viewport": {"width": 1280, "height": 800},
-            "locale": "en-GB", "timezone_id": "Europe/Berlin"}
+    return {"viewport": {"width": 1280, "height": 800}, "locale": "en-GB",
+            "timezone_id": "Europe/Berlin"}
 
 
 def _database_url() -> str:

@@ -21,7 +21,7 @@ SIZES = {"full": {"width": 1280, "height": 800}, "half": {"width": 700, "height"
 # what a page must be, checked in the browser: no sideways scrolling of the page (wide tables
 # scroll in their own box), one h1 and no skipped heading level, every control labelled,
 # every table named with its header cells scoped
-PAGE_PROBLEMS = """() => {
+PAGE_PROBLEMS = r"""() => {
   const problems = [];
   const root = document.documentElement;
   if (root.scrollWidth > root.clientWidth + 1) problems.push(`scrolls sideways: ${root.scrollWidth} > ${root.clientWidth}`);
@@ -35,6 +35,10 @@ PAGE_PROBLEMS = """() => {
   for (const table of document.querySelectorAll('table')) {
     if (!table.caption && !table.getAttribute('aria-labelledby') && !table.getAttribute('aria-label')) problems.push(`table without a name ${table.id}`);
     for (const th of table.querySelectorAll('thead th')) if (!th.getAttribute('scope')) problems.push(`th without scope in ${table.id}`);
+  }
+  for (const el of document.querySelectorAll('[aria-describedby], [aria-labelledby]')) {
+    const ids = ((el.getAttribute('aria-describedby') || '') + ' ' + (el.getAttribute('aria-labelledby') || '')).split(/\s+/).filter(Boolean);
+    for (const id of ids) if (!document.getElementById(id)) problems.push(`${el.name || el.id || el.tagName} refers to a missing #${id}`);
   }
   for (const id of [...document.querySelectorAll('[id]')].map(e => e.id)) {
     if (document.querySelectorAll('#' + CSS.escape(id)).length > 1) problems.push(`duplicate id ${id}`);
@@ -91,6 +95,11 @@ def test_the_admins_pages_at_full_and_half_screen(page, log_in, live_server, vis
         review(page, live_server.url + path, name)
     page.context.clear_cookies()
     review(page, live_server.url + "/login/", "login")
+    page.get_by_role("button", name="Log in").click()  # empty: the errors are tied to fields
+    expect(page.get_by_label("User name")).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_label("User name")).to_have_accessible_description(
+        "This field is required.")
+    assert page.evaluate(PAGE_PROBLEMS) == []
 
 
 def test_times_are_shown_in_the_readers_time_zone_and_locale(page, log_in, live_server,
