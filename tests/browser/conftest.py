@@ -8,7 +8,6 @@ screenshot of every open page under .test-output/browser/.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import signal
@@ -21,6 +20,7 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 
 from stack.browser import chromium_binary
 from stack.procs import REPO, stop
@@ -52,14 +52,40 @@ def _orm_beside_playwright() -> Iterator[None]:
 # Django refuses ORM calls). Here Playwright lives as long as this package's tests.
 
 @pytest.fixture(scope="package")
-def playwright(_pw_api_request_contexts) -> Iterator[object]:
+def playwright(django_db_setup, _pw_api_request_contexts) -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
+    keep_serialized_contents()  # before the loop starts
     pw = sync_playwright().start()
     if _pw_api_request_contexts:
         _pw_api_request_contexts.instrument(pw)
     yield pw
     pw.stop()
+
+
+def keep_serialized_contents() -> None:
+    """serialized_rollback restores the migrations' data (the templates) from
+    `connection._test_serialized_contents`, set on the connection object that created the
+    test database. Django keeps connections per thread, but per execution context while an
+    event loop runs in the thread (asgiref Local), as Playwright's does: the journeys get other
+    connection objects, without it, and would start with no templates. Kept on the class,
+    every connection object of the session has it."""
+    from django.db import connections
+
+    connection = connections["default"]
+    contents = getattr(connection, "_test_serialized_contents", None)
+    if contents is not None:
+        type(connection)._test_serialized_contents = contents
+
+
+def restore_migration_data() -> None:
+    """The database as the migrations left it, as a serialized_rollback test's teardown and
+    setup leave it."""
+    from django.db import connections
+
+    connection = connections["default"]
+    call_command("flush", interactive=False, verbosity=0, inhibit_post_migrate=True)
+    connection.creation.deserialize_db_from_string(connection._test_serialized_contents)
 
 
 @pytest.fixture(scope="package")
@@ -125,7 +151,7 @@ class CeleryProcesses:
         self.spawn("worker", "worker", "-Q", "celery", "-n", "browser-worker@%h", *common)
         self.spawn("tracker", "worker", "-Q", "tracker", "-n", "browser-tracker@%h", *common)
         self.wait_ready(app, {"browser-worker", "browser-tracker"})
-        self.spawn("beat", "beat", "--schedule", str(self.log_dir / "celerybeat-schedule"))
+        self.spawn("beat", "beat")
         from portal.workloads.tasks import workloads_track
 
         workloads_track.delay()  # beat's first tracking cycle comes one period later
@@ -157,28 +183,15 @@ class CeleryProcesses:
         cache.delete(LOCK_KEY)
 
 
-@pytest.fixture(autouse=True)
-def migration_data(transactional_db) -> None:
-    """The templates a data migration seeds. A transactional test empties every table after it
-    runs, and serialized_rollback's restore cannot be relied on here (pytest-django serializes
-    the database only in some runs, depending on the collected items): seeded the migration's
-    own way, idempotently."""
-    from django.apps import apps
-
-    from portal.workloads.models import Template
-
-    if not Template.objects.exists():
-        importlib.import_module("portal.workloads.migrations.0003_seed_templates").seed(apps, None)
-
-
 @pytest.fixture(scope="package")
-def celery_processes(django_db_setup, kubesim, keystone,
-                     redis_server) -> Iterator[CeleryProcesses]:
+def celery_processes(django_db_setup, django_db_blocker, kubesim, keystone, redis_server,
+                     tmp_path_factory) -> Iterator[CeleryProcesses]:
     OUTPUT.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="portal.settings",
                DATABASE_URL=_database_url(), KUBECONFIG=str(kubesim.kubeconfig),
                # samples every few seconds, so that a chart has points within a journey
-               PORTAL_USAGE_SCRAPE_INTERVAL="3", PYTHONUNBUFFERED="1")
+               PORTAL_USAGE_SCRAPE_INTERVAL="3", PYTHONUNBUFFERED="1",
+               CELERY_BEAT_SCHEDULE_FILENAME=str(tmp_path_factory.mktemp("beat") / "schedule"))
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     processes = CeleryProcesses(env, OUTPUT)
     try:
@@ -186,6 +199,10 @@ def celery_processes(django_db_setup, kubesim, keystone,
         yield processes
     finally:
         processes.stop()
+        # what they wrote after the last journey's flush (samples, cursors) would be found by
+        # the tests that come next: the database back to its state after the migrations
+        with django_db_blocker.unblock():
+            restore_migration_data()
 
 
 # --- the journeys' data and steps ------------------------------------------------------------

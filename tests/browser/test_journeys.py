@@ -12,7 +12,8 @@ from portal.workloads.models import Workload
 
 from .conftest import STATE_TIMEOUT_MS, switch_project
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# serialized_rollback: the templates the migrations seed are there in every journey
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 def test_researcher_launches_jupyter_watches_it_run_opens_and_stops_it(page, log_in,

@@ -14,7 +14,8 @@ from portal.workloads.models import Workload
 
 from .conftest import OUTPUT, STATE_TIMEOUT_MS, switch_project
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# serialized_rollback: the templates the migrations seed are there in every journey
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 SIZES = {"full": {"width": 1280, "height": 800}, "half": {"width": 700, "height": 800}}
 
