@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from portal.kube.client import Kube, KubeError
+from portal.kube.client import Conflict, Kube, KubeError
 
 from .audit import audit_record
 from .manifests import NamespaceSpec, tenant_objects
@@ -108,7 +108,23 @@ def _ref(obj: dict[str, Any]) -> str:
     return f"{obj['kind']} {where}{meta['name']}"
 
 
+CONFLICT_TRIES = 3
+
+
 def _ensure(kube: Kube, desired: dict[str, Any], result: ReconcileResult) -> None:
+    """Create, leave or repair one object. Two reconciles of a tenant may run at once (a
+    quota save and the periodic sweep): a 409 means the other one got there first, so read
+    again and decide again rather than fail the tenant."""
+    for attempt in range(CONFLICT_TRIES):
+        try:
+            _ensure_once(kube, desired, result)
+            return
+        except Conflict:
+            if attempt == CONFLICT_TRIES - 1:
+                raise
+
+
+def _ensure_once(kube: Kube, desired: dict[str, Any], result: ReconcileResult) -> None:
     meta = desired["metadata"]
     namespace = meta.get("namespace") if desired["kind"] != "Namespace" else None
     live = kube.get(desired["kind"], meta["name"], namespace)

@@ -105,6 +105,41 @@ def test_drift_made_by_hand_is_put_back(tenant, cluster):
     assert tenant.state == Tenant.State.PROVISIONED
 
 
+class RacedKube(Kube):
+    """The portal's client, beaten to its first replace by a second reconcile of the same
+    tenant (a quota save and the periodic sweep running at once): that one repairs the
+    object first, so our replace carries a stale resourceVersion and kubesim answers 409."""
+
+    def __init__(self, other: Kube):
+        super().__init__()
+        self.other, self.raced = other, False
+
+    def replace(self, obj):
+        if not self.raced:
+            self.raced = True
+            meta = obj["metadata"]
+            live = self.other.get(obj["kind"], meta["name"], meta["namespace"])
+            self.other.replace({**obj, "metadata": {
+                **meta, "resourceVersion": live["metadata"]["resourceVersion"]}})
+        return super().replace(obj)
+
+
+def test_a_concurrent_reconcile_that_got_there_first_does_not_fail_the_tenant(tenant, cluster):
+    tenant_reconcile(tenant_id=tenant.pk)
+    ns = tenant.namespace
+    core(cluster).patch_namespaced_resource_quota(
+        "gpu-portal-quota", ns, {"spec": {"hard": {"requests.nvidia.com/gpu": "99"}}})
+    kube = RacedKube(Kube())
+    result = tenant_reconcile(tenant_id=tenant.pk, kube=kube)
+    assert kube.raced
+    # the 409 was read again: the other reconcile had already put the quota back
+    assert f"ResourceQuota {ns}/gpu-portal-quota" in result.unchanged
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.PROVISIONED
+    hard = core(cluster).read_namespaced_resource_quota("gpu-portal-quota", ns).spec.hard
+    assert hard["requests.nvidia.com/gpu"] == "2"
+
+
 def test_a_quota_change_reaches_the_resource_quota(tenant, cluster, gpu_types, eager_celery,
                                                   django_capture_on_commit_callbacks):
     tenant_reconcile(tenant_id=tenant.pk)
