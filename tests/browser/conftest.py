@@ -10,20 +10,14 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import quote
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 
 from stack.browser import chromium_binary
-from stack.procs import REPO, stop
+from stack.procs import REPO
+from tests.fixtures.processes import PortalProcesses, wait_until
 
 OUTPUT = REPO / ".test-output" / "browser"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -121,84 +115,32 @@ def browser_context_args() -> dict:
             "timezone_id": "Europe/Berlin"}
 
 
-def _database_url() -> str:
-    db = settings.DATABASES["default"]  # the test database, once pytest-django created it
-    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
-    return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-
-
-class CeleryProcesses:
-    """`celery -A portal worker` for launches and stops, one solo worker for the tracker queue
-    (as the demo runs them) and beat for the periodic tasks, on the test services."""
-
-    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
-        self.env = env
-        self.log_dir = log_dir
-        self.procs: list[subprocess.Popen] = []
-
-    def spawn(self, name: str, *args: str) -> None:
-        log = open(self.log_dir / f"celery-{name}.log", "wb")  # noqa: SIM115 - the child's
-        self.procs.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", *args, "--loglevel", "INFO"],
-            cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT))
-        log.close()
-
-    def start(self) -> None:
-        from portal.celery import app
-
-        app.control.purge()  # tasks other tests enqueued with no worker running
-        common = ("--pool", "solo", "--without-gossip", "--without-mingle")
-        self.spawn("worker", "worker", "-Q", "celery", "-n", "browser-worker@%h", *common)
-        self.spawn("tracker", "worker", "-Q", "tracker", "-n", "browser-tracker@%h", *common)
-        self.wait_ready(app, {"browser-worker", "browser-tracker"})
-        self.spawn("beat", "beat")
-        from portal.workloads.tasks import workloads_track
-
-        workloads_track.delay()  # beat's first tracking cycle comes one period later
-
-    def wait_ready(self, app, names: set[str]) -> None:
-        deadline = time.monotonic() + WORKER_START_TIMEOUT
-        while time.monotonic() < deadline:
-            for proc in self.procs:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"a Celery process exited; see {self.log_dir}")
-            answered = {name.split("@")[0] for reply in app.control.ping(timeout=1.0)
-                        for name in reply}
-            if names <= answered:
-                return
-        raise RuntimeError(f"Celery workers did not answer in {WORKER_START_TIMEOUT}s; "
-                           f"see {self.log_dir}")
-
-    def stop(self) -> None:
-        from django.core.cache import cache
-
-        from portal.workloads.tracking import LOCK_KEY
-
-        for proc in reversed(self.procs):
-            # a cold shutdown: a warm one would wait for the tracker's cycle (up to 14 s)
-            proc.send_signal(signal.SIGQUIT)
-        for proc in self.procs:
-            stop(proc)
-        # a tracking cycle cut short leaves its lock until it expires; later tests track too
-        cache.delete(LOCK_KEY)
-
-
 @pytest.fixture(scope="package")
 def celery_processes(django_db_setup, django_db_blocker, kubesim, keystone, redis_server,
-                     tmp_path_factory) -> Iterator[CeleryProcesses]:
+                     tmp_path_factory) -> Iterator[PortalProcesses]:
+    """A worker for launches and stops, one for the tracker queue (as the demo runs them, each
+    a single process here) and beat for the periodic tasks, for the whole package."""
+    from django.core.cache import cache
+
+    from portal.celery import app
+    from portal.workloads.tasks import workloads_track
+    from portal.workloads.tracking import LOCK_KEY
+
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="portal.settings",
-               DATABASE_URL=_database_url(), KUBECONFIG=str(kubesim.kubeconfig),
-               # samples every few seconds, so that a chart has points within a journey
-               PORTAL_USAGE_SCRAPE_INTERVAL="3", PYTHONUNBUFFERED="1",
-               CELERY_BEAT_SCHEDULE_FILENAME=str(tmp_path_factory.mktemp("beat") / "schedule"))
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    processes = CeleryProcesses(env, OUTPUT)
+    processes = PortalProcesses(OUTPUT, str(kubesim.kubeconfig), env={
+        # samples every few seconds, so that a chart has points within a journey
+        "PORTAL_USAGE_SCRAPE_INTERVAL": "3"})
+    app.control.purge()  # tasks other tests enqueued with no worker running
     try:
-        processes.start()
+        processes.worker(queues="celery", concurrency=1, pool="solo").start(WORKER_START_TIMEOUT)
+        processes.worker(queues="tracker", concurrency=1, pool="solo").start(WORKER_START_TIMEOUT)
+        processes.beat().start(WORKER_START_TIMEOUT)
+        workloads_track.delay()  # beat's first tracking cycle comes one period later
         yield processes
     finally:
-        processes.stop()
+        processes.stop_all(cold=True)
+        # a tracking cycle cut short leaves its lock until it expires; later tests track too
+        cache.delete(LOCK_KEY)
         # what they wrote after the last journey's flush (samples, cursors) would be found by
         # the tests that come next: the database back to its state after the migrations
         with django_db_blocker.unblock():
@@ -227,19 +169,10 @@ def vision_lab(login, gpu_types, cluster, celery_processes):
     changed_at = timezone.now()
     quota_update(tenant=tenant, acting_user=None, changes=DEMO_QUOTA)
     in_shape = (Tenant.State.PROVISIONED, Tenant.State.DRIFTED)  # drifted: it was repaired
-    wait_for(lambda: Tenant.objects.filter(pk=tenant.pk, state__in=in_shape,
-                                           last_reconciled_at__gt=changed_at).exists(),
-             "the worker reconciles vision-lab's namespace")
+    wait_until(lambda: Tenant.objects.filter(pk=tenant.pk, state__in=in_shape,
+                                             last_reconciled_at__gt=changed_at).exists(),
+               timeout=60, what="the worker reconciles vision-lab's namespace")
     return tenant
-
-
-def wait_for(condition, what: str, timeout: float = 60.0) -> None:
-    """Wait for the background processes to do something a journey needs before it starts."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out: {what}")
-        time.sleep(0.2)
 
 
 @pytest.fixture

@@ -1,10 +1,9 @@
 """Fault injection: the portal's real processes, and the parts they depend on failing under them.
 
 Each test runs real subprocesses on loopback — Celery workers (`celery -A portal worker`), a
-gunicorn web server where the test needs a portal process of its own — configured by
-`process_settings.py` for the test database of this run (the tests are transactional, so those
-processes see what the test commits), the session's Redis and Keystone, and a kubesim of its
-own (`fault_cluster`) that a test may stop and start again with its saved state. Every process
+gunicorn web server where the test needs a portal process of its own (tests/fixtures/
+processes.py) — on the test database of this run, the session's Redis and Keystone, and a
+kubesim of its own (`fault_cluster`) that a test may stop and start again with its saved state. Every process
 is stopped when the test ends, whatever happened; a part the test stopped (Redis, PostgreSQL,
 Keystone) is running again before the next test.
 
@@ -14,153 +13,26 @@ Waits poll a condition until a deadline (`wait_until`); nothing here sleeps for 
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import os
-import signal
 import subprocess
-import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from portal.kube.client import Kube
-from tests.fixtures.kubesim import DEMO_INVENTORY, REPO
-
-T = TypeVar("T")
+from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.fixtures.processes import PortalProcesses
 
 WORKLOAD_LABEL = "gpu-portal.io/workload-id"
 OBJECT_KINDS = ("Deployment", "Service", "Secret", "Job")
 # room for every launch a test makes: admission never refuses one here
 ROOMY_QUOTA = {"gpus_total": 400, "gpus_by_type": {"a100": 200, "v100": 200, "t4": 0},
                "max_workloads": 400, "cpu": 4000, "memory_gb": 40000}
-
-
-def wait_until(predicate: Callable[[], T], *, timeout: float, what: str | Callable[[], str],
-               interval: float = 0.25) -> T:
-    """Poll until `predicate()` is truthy; its value, or a failed test naming `what` (a
-    callable is asked then, so that it can tell what the state is at the deadline)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what() if callable(what) else what}: not after {timeout:.0f} s")
-        time.sleep(interval)
-
-
-class PortalProcess:
-    """One portal subprocess in its own process group (so that a kill takes its children)."""
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_file: Path,
-                 ready_text: str) -> None:
-        self.name = name
-        self.argv = argv
-        self.env = env
-        self.log_file = log_file
-        self.ready_text = ready_text
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._log_start = 0
-
-    def start(self, timeout: float = 60.0) -> PortalProcess:
-        self._log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
-        with open(self.log_file, "ab") as log:
-            self.proc = subprocess.Popen(self.argv, cwd=REPO, env=self.env, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-        wait_until(lambda: self.ready_text in self.log() or self.proc.poll() is not None,
-                   timeout=timeout, what=f"{self.name} starting", interval=0.2)
-        if self.proc.poll() is not None:
-            pytest.fail(f"{self.name} exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
-        return self
-
-    def log(self) -> str:
-        """What the process wrote since its last start."""
-        with open(self.log_file, "rb") as log:
-            log.seek(self._log_start)
-            return log.read().decode(errors="replace")
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL to the whole process group: a crash, no shutdown code runs."""
-        if self.proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self.proc = None
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM (a warm shutdown), then SIGKILL for whatever is left of the group."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        self.kill()
-
-
-class PortalProcesses:
-    """Starts the portal's processes for one test, against its cluster; stops them all after."""
-
-    def __init__(self, log_dir: Path, kubeconfig: str) -> None:
-        from django.db import connection
-
-        self.log_dir = log_dir
-        self.processes: list[PortalProcess] = []
-        self.env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "tests.faults.process_settings",
-            "FAULTS_DATABASE_NAME": connection.settings_dict["NAME"],
-            "KUBECONFIG": kubeconfig,
-            "PYTHONUNBUFFERED": "1",
-        }
-
-    def _add(self, process: PortalProcess) -> PortalProcess:
-        self.processes.append(process)
-        return process
-
-    def worker(self, *, queues: str = "celery", concurrency: int = 2, pool: str = "prefork",
-               env: dict[str, str] | None = None) -> PortalProcess:
-        """A Celery worker (prefork, as deployed; the tracker's is `-P solo`), not yet started."""
-        name = f"faults-{uuid.uuid4().hex[:6]}@localhost"
-        argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "-Q", queues,
-                "-c", str(concurrency), "-P", pool, "-n", name, "-l", "INFO",
-                "--without-gossip", "--without-mingle", "--without-heartbeat"]
-        return self._add(PortalProcess(f"worker {name}", argv, {**self.env, **(env or {})},
-                                       self.log_dir / f"worker-{len(self.processes)}.log",
-                                       ready_text=" ready."))
-
-    def beat(self) -> PortalProcess:
-        """Celery beat with the portal's schedule, not yet started."""
-        argv = [sys.executable, "-m", "celery", "-A", "portal", "beat", "-l", "INFO",
-                "-s", str(self.log_dir / "celerybeat-schedule")]
-        return self._add(PortalProcess("beat", argv, self.env, self.log_dir / "beat.log",
-                                       ready_text="beat: Starting"))
-
-    def web(self, port: int, *, env: dict[str, str] | None = None) -> PortalProcess:
-        """The portal's web process as deployed (gunicorn, threads), not yet started."""
-        argv = [sys.executable, "-m", "gunicorn", "portal.wsgi:application",
-                "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "4",
-                "--timeout", "60", "--access-logfile", "-"]
-        return self._add(PortalProcess("gunicorn", argv, {**self.env, **(env or {})},
-                                       self.log_dir / "web.log", ready_text="Booting worker"))
-
-    def stop_all(self) -> None:
-        for process in reversed(self.processes):
-            with contextlib.suppress(Exception):
-                process.stop()
 
 
 @pytest.fixture

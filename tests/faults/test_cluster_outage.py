@@ -12,7 +12,8 @@ from django.test import Client
 from portal.kube.client import Kube
 from portal.workloads.models import Workload
 from portal.workloads.tasks import workloads_requeue_stale
-from tests.faults.conftest import cluster_objects, launch_body, launch_problems, wait_until
+from tests.faults.conftest import cluster_objects, launch_body, launch_problems
+from tests.fixtures.processes import wait_until
 
 OUTAGE_SECONDS = 30  # the outage
 BANNER = "The cluster is unreachable"

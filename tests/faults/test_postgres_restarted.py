@@ -8,7 +8,8 @@ import pytest
 from portal.kube.client import Kube
 from portal.workloads.models import Workload
 from stack.procs import free_port
-from tests.faults.conftest import browser_login, launch_body, launch_problems, wait_until
+from tests.faults.conftest import browser_login, launch_body, launch_problems
+from tests.fixtures.processes import wait_until
 
 State = Workload.State
 

@@ -9,7 +9,8 @@ import pytest
 
 from portal.kube.client import Kube
 from portal.workloads.models import Workload
-from tests.faults.conftest import Burst, launch_problems, launches_settled, wait_until
+from tests.faults.conftest import Burst, launch_problems, launches_settled
+from tests.fixtures.processes import wait_until
 
 STOP_AFTER = 6  # workloads in the cluster when Redis stops
 DOWN_FOR = 10  # launches answered while Redis is down
