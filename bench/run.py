@@ -6,7 +6,7 @@
 Each benchmark starts what it needs on loopback and stops it at the end; the quick versions
 take smaller sizes than the recorded runs (bench/README.md has the full commands and figures),
 so their figures are a smoke check of the benchmark and a rough reading, not the record. The
-whole run takes 5–6 minutes on two cores. Each benchmark's full output is kept in
+whole run takes 6–7 minutes on two cores. Each benchmark's full output is kept in
 .demo/bench/<name>.log (and <name>.json where it writes JSON). The exit status is 0 when every
 benchmark ran to the end with status 0.
 """
