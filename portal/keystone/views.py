@@ -9,11 +9,12 @@ from django.contrib import messages
 from django.contrib.auth import authenticate, login, logout
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
+
+from portal.redirects import safe_redirect_target
 
 from . import identity as identity_store
 from .backend import LOGIN_IDENTITY_ATTR
@@ -25,14 +26,6 @@ log = logging.getLogger(__name__)
 
 REJECTED = "The credentials were not accepted."
 UNREACHABLE = "The identity service (Keystone) is unreachable. Please try again shortly."
-
-
-def _safe_next(request: HttpRequest, candidate: str | None) -> str | None:
-    if candidate and url_has_allowed_host_and_scheme(
-        candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return candidate
-    return None
 
 
 @sensitive_post_parameters("password")
@@ -54,7 +47,7 @@ def login_view(request: HttpRequest) -> HttpResponse:
             else:
                 login(request, user, backend="portal.keystone.backend.KeystoneBackend")
                 session_store(request, getattr(request, LOGIN_IDENTITY_ATTR))
-                return redirect(_safe_next(request, request.GET.get("next")) or "home")
+                return redirect(safe_redirect_target(request, request.GET.get("next")) or "home")
         except KeystoneUnavailable:
             log.warning("login failed: Keystone unreachable")
             form.add_error(None, UNREACHABLE)
@@ -102,4 +95,4 @@ def switch_project_view(request: HttpRequest) -> HttpResponse:
         return redirect("home")
     session_store(request, identity)
     messages.success(request, f"Switched to project {identity.project.name}.")
-    return redirect(_safe_next(request, form.cleaned_data.get("next")) or "home")
+    return redirect(safe_redirect_target(request, form.cleaned_data.get("next")) or "home")

@@ -5,27 +5,18 @@ workload is a 404."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from portal.workloads.selectors import workload_may_change, workloads_visible
-from portal.workloads.views import project_page
+from portal.redirects import safe_redirect_target
+from portal.workloads.selectors import workloads_visible
+from portal.workloads.views import changeable_workload, project_page
 from tenants.views import admin_required
 
 from .charts import chart_window, workload_gpu_series
 from .culling import IdleExtendRefused, workload_cull_exempt_set, workload_idle_extend
-
-
-def _back(request: HttpRequest, default: str) -> str:
-    target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                  require_https=request.is_secure()):
-        return target
-    return default
 
 
 @project_page
@@ -43,9 +34,7 @@ def workload_gpu_usage(request: HttpRequest, pk: int) -> JsonResponse:
 @require_POST
 def workload_still_needed(request: HttpRequest, pk: int) -> HttpResponse:
     """"I still need it": withdraw the idle warning; the idle period starts again."""
-    workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
-    if not workload_may_change(request.identity, workload, request.user):
-        raise PermissionDenied("You may not change this workload.")
+    workload = changeable_workload(request, pk)
     try:
         workload_idle_extend(workload=workload, user=request.user)
     except IdleExtendRefused as exc:
@@ -65,4 +54,5 @@ def workload_cull_exempt(request: HttpRequest, pk: int) -> HttpResponse:
                              note=request.POST.get("note", "").strip())
     messages.success(request, f"{workload.name} is {'now' if exempt else 'no longer'} exempt "
                               "from idle culling.")
-    return redirect(_back(request, reverse("workloads:detail", args=[workload.pk])))
+    return redirect(safe_redirect_target(request, request.POST.get("next"))
+                    or reverse("workloads:detail", args=[workload.pk]))

@@ -21,10 +21,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.kube.client import KubeError
+from portal.redirects import safe_redirect_target
 from tenants.models import Quota, Tenant
 
 from . import selectors
@@ -363,38 +363,32 @@ def workload_live(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "workloads/_workload_live.html", _detail_context(request, workload))
 
 
-def _changeable(request: HttpRequest, pk: int) -> Workload:
+def changeable_workload(request: HttpRequest, pk: int) -> Workload:
+    """The workload the signed-in user may stop or change (another tenant's: 404)."""
     workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
     if not workload_may_change(request.identity, workload, request.user):
         raise PermissionDenied("You may not change this workload.")
     return workload
 
 
-def _next_url(request: HttpRequest, default: str) -> str:
-    target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                  require_https=request.is_secure()):
-        return target
-    return default
-
-
 @project_page
 @require_POST
 def stop(request: HttpRequest, pk: int) -> HttpResponse:
-    workload = _changeable(request, pk)
+    workload = changeable_workload(request, pk)
     if workload.is_active:
         workload_stop(workload=workload, user=request.user)
         messages.success(request, f"{workload.name} is stopping; its GPUs are released when "
                                   "its pods are gone.")
     else:
         messages.info(request, f"{workload.name} had already ended ({workload.state}).")
-    return redirect(_next_url(request, reverse("workloads:detail", args=[workload.pk])))
+    return redirect(safe_redirect_target(request, request.POST.get("next"))
+                    or reverse("workloads:detail", args=[workload.pk]))
 
 
 @project_page
 @require_POST
 def delete(request: HttpRequest, pk: int) -> HttpResponse:
-    workload = _changeable(request, pk)
+    workload = changeable_workload(request, pk)
     workload_delete(workload=workload, user=request.user)
     messages.success(request, f"{workload.name} was deleted."
                               f"{' Its containers are being stopped.' if workload.is_active else ''}")
