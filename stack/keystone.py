@@ -26,12 +26,22 @@ KEYSTONE_PACKAGES = ["keystone", "waitress"]
 
 class KeystoneInstall:
     def __init__(self, *, venv: Path, state_dir: Path, port: int, host: str = "127.0.0.1",
-                 token_expiration: int = 3600) -> None:
+                 token_expiration: int = 3600, threads: int = 8,
+                 token_cache: bool = False) -> None:
+        """`threads`: the runner's request threads. Keystone writes the user's last_active_at
+        at every password login and SQLite takes one writer at a time, so logins that come
+        together may fail with "database is locked" unless it serves one request at a time
+        (Keystone's work is Python under one GIL: one thread costs it little throughput).
+        `token_cache`: Keystone's own token cache (dogpile, in process memory), as production
+        Keystones run it (memcached there); without it a burst of validations can outrun it.
+        The load test (bench/load) needs both; the demo and the tests keep the defaults."""
         self.venv = Path(venv)
         self.state_dir = Path(state_dir)
         self.host = host
         self.port = port
         self.token_expiration = token_expiration
+        self.threads = threads
+        self.token_cache = token_cache
 
     @property
     def url(self) -> str:
@@ -67,6 +77,8 @@ class KeystoneInstall:
 
     def write_config(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        cache = ("enabled = true\n            backend = dogpile.cache.memory" if self.token_cache
+                 else "enabled = false")
         self.config_file.write_text(textwrap.dedent(f"""\
             [DEFAULT]
             debug = false
@@ -93,7 +105,7 @@ class KeystoneInstall:
             password_hash_rounds = 4
 
             [cache]
-            enabled = false
+            {cache}
 
             [oslo_policy]
             enforce_new_defaults = true
@@ -133,7 +145,8 @@ class KeystoneInstall:
 
     def runner_env(self) -> dict[str, str]:
         return {**self._env(), "KEYSTONE_RUNNER_HOST": self.host,
-                "KEYSTONE_RUNNER_PORT": str(self.port)}
+                "KEYSTONE_RUNNER_PORT": str(self.port),
+                "KEYSTONE_RUNNER_THREADS": str(self.threads)}
 
     def start(self, log_file: Path) -> subprocess.Popen:
         with open(log_file, "ab") as log:

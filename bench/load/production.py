@@ -87,10 +87,12 @@ class ProductionStack:
         redis_port = free_port()
         self.procs["redis"] = start_redis(redis_port, self.root / "redis",
                                           self.logs / "redis.log")
-        keystone = _SerialKeystone(venv=REPO / ".demo" / "keystone-venv",
-                                   state_dir=self.root / "keystone", port=free_port())
+        # one request at a time and its token cache on: the first load runs failed without
+        # them (logins "database is locked"; a validation queue past the portal's timeout)
+        keystone = KeystoneInstall(venv=REPO / ".demo" / "keystone-venv",
+                                   state_dir=self.root / "keystone", port=free_port(),
+                                   threads=1, token_cache=True)
         keystone.ensure()
-        _keystone_cache_on(keystone.config_file)
         self.procs["keystone"] = keystone.start(self.logs / "keystone.log")
         self.keystone_url = keystone.url
         self.log(f"backends up; seeding {len(identities)} Keystone users")
@@ -158,27 +160,3 @@ class ProductionStack:
             stop(proc, timeout=15)
         if self.postgres is not None:
             self.postgres.destroy()
-
-
-class _SerialKeystone(KeystoneInstall):
-    """The embedded Keystone serving one request at a time. Its SQLite database takes one writer
-    at a time and Keystone writes the user's last_active_at at every password login: with the
-    runner's 8 threads, logins that came together failed with `database is locked` (a 500, so
-    the portal's login answered 503) in the first load runs. Keystone's work is Python under
-    one GIL, so one thread costs it little throughput. (A production Keystone runs on MySQL.)"""
-
-    def runner_env(self) -> dict[str, str]:
-        return {**super().runner_env(), "KEYSTONE_RUNNER_THREADS": "1"}
-
-
-def _keystone_cache_on(config_file: Path) -> None:
-    """Keystone's own token cache (dogpile, in process memory), as every production Keystone
-    runs with (memcached there). The embedded Keystone of the demo and tests runs without it;
-    one waitress process on SQLite then cannot keep up with 200 users signing in on two cores
-    (issue 10's first load runs: its queue grew past the portal's 5 s timeout and never drained)."""
-    text = config_file.read_text()
-    cached = text.replace("[cache]\nenabled = false\n",
-                          "[cache]\nenabled = true\nbackend = dogpile.cache.memory\n")
-    if cached == text:
-        raise RuntimeError(f"no [cache] section to turn on in {config_file}")
-    config_file.write_text(cached)
