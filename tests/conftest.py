@@ -1,1 +1,2 @@
-pytest_plugins = ["tests.fixtures.stack", "tests.fixtures.kubesim", "tests.fixtures.portal"]
+pytest_plugins = ["tests.fixtures.stack", "tests.fixtures.kubesim", "tests.fixtures.realcluster",
+                  "tests.fixtures.portal"]

@@ -1,0 +1,190 @@
+"""Build the real cluster's Go components from the Go module proxy, once, into a cache outside the clone.
+
+Each component is a small wrapper module under stack/k8s/<name>/ (go.mod, go.sum and a main or a
+tools.go naming the upstream command): no upstream code lives in this repository. Binaries go to
+
+    $GPU_PORTAL_CACHE (default ~/.cache/gpu-portal)/k8s/<name>-<version>-<hash>/bin/
+
+where <hash> covers the wrapper's files and the build flags, so a change of pins builds anew and
+anything else reuses what is there. A build runs in a temporary folder beside it and is renamed
+into place only when every binary of the component built: an interrupted or failed build leaves
+nothing that looks complete.
+
+    python -m stack.k8s.build            # every component (what `make test` runs)
+    python -m stack.k8s.build kubernetes etcd
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..procs import StackError
+
+HERE = Path(__file__).resolve().parent
+KUBERNETES_VERSION = "v1.37.2"
+KUBERNETES_BUILD_DATE = "2026-10-27T12:01:04Z"  # the tag's date on the module proxy
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GPU_PORTAL_CACHE") or Path.home() / ".cache" / "gpu-portal")
+
+
+def _version_ldflags(version: str) -> str:
+    """What upstream's hack/lib/version.sh sets, so /version reports the real version."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {pkg}.gitVersion={version}", f"-X {pkg}.gitMajor={major}",
+                  f"-X {pkg}.gitMinor={minor}", f"-X {pkg}.gitTreeState=clean",
+                  f"-X {pkg}.buildDate={KUBERNETES_BUILD_DATE}"]
+    return " ".join(flags)
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    name: str                    # the wrapper module's folder under stack/k8s/
+    version: str                 # the upstream version its go.mod pins (for names and messages)
+    module: str                  # the upstream module, for messages
+    binaries: dict[str, str]     # binary name → Go package to build ("." = the wrapper's main)
+    ldflags: str = ""
+    tags: str = ""
+    cgo: bool = False
+
+    @property
+    def source(self) -> Path:
+        return HERE / self.name
+
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256()
+        for path in sorted(self.source.iterdir()):
+            if path.is_file():
+                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(repr((self.binaries, self.ldflags, self.tags, self.cgo)).encode())
+        return digest.hexdigest()[:12]
+
+    @property
+    def bin_dir(self) -> Path:
+        return cache_root() / "k8s" / f"{self.name}-{self.version}-{self.fingerprint()}" / "bin"
+
+    def built(self) -> bool:
+        return all((self.bin_dir / b).is_file() for b in self.binaries)
+
+
+COMPONENTS: dict[str, Component] = {c.name: c for c in (
+    Component(
+        name="kubernetes", version=KUBERNETES_VERSION, module="k8s.io/kubernetes",
+        binaries={b: f"k8s.io/kubernetes/cmd/{b}" for b in
+                  ("kube-apiserver", "kube-controller-manager", "kube-scheduler")},
+        ldflags=_version_ldflags(KUBERNETES_VERSION), tags="selinux,notest",
+    ),
+    Component(name="etcd", version="v3.7.3", module="go.etcd.io/etcd/server/v3",
+              binaries={"etcd": "."}),
+    Component(name="kwok", version="v0.8.0", module="sigs.k8s.io/kwok",
+              binaries={"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
+    # the Keystone token webhook; its Makefile sets the version the same way (its user agent
+    # and --version report it)
+    Component(name="keystone-auth", version="v1.36.0", module="k8s.io/cloud-provider-openstack",
+              binaries={"k8s-keystone-auth": "k8s.io/cloud-provider-openstack/cmd/k8s-keystone-auth"},
+              ldflags="-X k8s.io/cloud-provider-openstack/pkg/version.Version=v1.36.0 "
+                      "-X k8s.io/component-base/version.gitVersion=v1.36.0"),
+)}
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise StackError("the Go toolchain (go ≥ 1.26) is needed to build the real control plane: "
+                         "install it from https://go.dev/dl/ and try again.")
+    return go
+
+
+def build(component: Component, *, quiet: bool = False) -> Path:
+    """Build the component's binaries unless they are already cached; return their folder."""
+    if component.built():
+        return component.bin_dir
+    final = component.bin_dir.parent
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly",
+           "CGO_ENABLED": "1" if component.cgo else "0"}
+    started = time.monotonic()
+    if not quiet:
+        print(f"building {component.module} {component.version} "
+              f"({', '.join(component.binaries)}) into {final} …", file=sys.stderr, flush=True)
+    try:
+        for binary, package in component.binaries.items():
+            cmd = [_go(), "build", "-trimpath", "-o", str(staging / "bin" / binary),
+                   "-ldflags", f"-s -w {component.ldflags}".strip()]
+            if component.tags:
+                cmd += ["-tags", component.tags]
+            result = subprocess.run([*cmd, package], cwd=component.source, env=env,
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                raise StackError(_explain(component, binary, result.stderr))
+        (staging / "built.txt").write_text(
+            f"{component.module} {component.version}\nbuilt in {time.monotonic() - started:.0f} s\n")
+        if final.exists():  # a concurrent build won: keep its result
+            shutil.rmtree(staging, ignore_errors=True)
+        else:
+            staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if not quiet:
+        print(f"built {component.name} in {time.monotonic() - started:.0f} s", file=sys.stderr,
+              flush=True)
+    return component.bin_dir
+
+
+def _explain(component: Component, binary: str, stderr: str) -> str:
+    tail = "\n".join(stderr.strip().splitlines()[-15:])
+    hint = "check the Go toolchain and the network to the Go module proxy, then run it again"
+    lowered = stderr.lower()
+    if "not available" in lowered or "unknown revision" in lowered or "404" in lowered \
+            or "410 gone" in lowered:
+        hint = (f"the Go module proxy does not serve a version this build pins: change the pin in "
+                f"stack/k8s/{component.name}/go.mod to one it serves "
+                f"(`go list -m -versions {component.module}`) and run `go mod tidy` there")
+    elif "missing go.sum entry" in lowered or "updates to go.mod needed" in lowered:
+        hint = f"stack/k8s/{component.name}/go.sum is out of date: run `go mod tidy` there"
+    elif "requires go >=" in lowered or "go.mod requires go" in lowered:
+        hint = "this Go toolchain is older than the module needs: install a newer Go"
+    return (f"building {binary} of {component.module} {component.version} failed "
+            f"(stack/k8s/{component.name}): {hint}.\n{tail}")
+
+
+def ensure(*names: str, quiet: bool = False) -> dict[str, Path]:
+    """Every named component's binaries (all when none is named), built if missing: name → path."""
+    paths: dict[str, Path] = {}
+    for name in names or tuple(COMPONENTS):
+        component = COMPONENTS[name]
+        bin_dir = build(component, quiet=quiet)
+        paths.update({b: bin_dir / b for b in component.binaries})
+    return paths
+
+
+def main(argv: list[str]) -> int:
+    unknown = [n for n in argv if n not in COMPONENTS]
+    if unknown:
+        print(f"unknown component(s) {', '.join(unknown)}; known: {', '.join(COMPONENTS)}",
+              file=sys.stderr)
+        return 2
+    try:
+        for name, path in ensure(*argv).items():
+            print(f"{name}\t{path}")
+    except StackError as exc:
+        print(f"stack.k8s.build: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

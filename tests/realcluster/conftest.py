@@ -1,0 +1,39 @@
+"""The portal's journeys on the real control plane (tests/fixtures/realcluster.py).
+
+`cluster` is overridden here: the portal talks to the real API server as its own least-privilege
+ServiceAccount (portal.kubeconfig, deploy/base/portal-rbac.yaml), never as an admin; the test's own
+checks and clean-up use the admin kubeconfig. Test modules here re-run suites written for kubesim
+(imported by name, so the same assertions hold on both) and add what only a real cluster shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from portal.kube.client import Kube
+from stack.k8s.cluster import ControlPlane
+from tests.fixtures.portal import remove_workload_objects
+
+
+class PortalView:
+    """The real cluster as the kubesim-era tests see a cluster: `.kubeconfig` is what the portal
+    uses (its ServiceAccount), `.api_client()` is the test's admin client."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self.cp = cp
+        self.kubeconfig = str(cp.portal_kubeconfig)
+        self.url = cp.url
+        self.running = True
+
+    def api_client(self):
+        return self.cp.api_client()
+
+
+@pytest.fixture
+def cluster(real_cluster: ControlPlane, settings) -> Iterator[PortalView]:
+    settings.KUBECONFIG = str(real_cluster.portal_kubeconfig)
+    yield PortalView(real_cluster)
+    with real_cluster.api_client() as client:
+        remove_workload_objects(Kube(client))
