@@ -7,10 +7,16 @@ missing and running as root); later runs reuse all of it and are ready in second
     portal   http://127.0.0.1:8000/
     keystone http://127.0.0.1:5000/v3
     kubesim  http://127.0.0.1:8001   (kubeconfig: .demo/kubeconfig)
+
+The demo's configuration (its environment, its Keystone, its process list) is built by
+`portal_env`, `keystone_install` and `demo_processes` from a `DemoLayout` (a folder and four
+ports), so that a test or a benchmark starts the very same configuration on a temporary folder
+and free ports (tests/demo/, bench/demo_burst_bench.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shlex
@@ -35,6 +41,56 @@ KEYSTONE_PORT = 5000
 KUBESIM_PORT = 8001
 REDIS_PORT = int(os.environ.get("DEMO_REDIS_PORT", "6390"))  # off 6379: leave a site Redis be
 INVENTORY = REPO / "deploy" / "kubesim" / "demo-inventory.yaml"
+GUNICORN_CONF = REPO / "deploy" / "image" / "gunicorn.conf.py"
+# Keystone's runner threads. Its work is Python under one GIL, so more threads add no
+# throughput; what matters for a burst is its token cache and the portal asking once per
+# token (portal/keystone/tokens.py). One thread also keeps its SQLite writes (a password
+# login writes the user's last_active_at) from failing with "database is locked".
+KEYSTONE_THREADS = 1
+# The web server: "gunicorn" (as deployed: deploy/image/gunicorn.conf.py, gthread workers) or
+# "runserver" (Django's, one threaded process); bench/demo_burst_bench.py --web compares them.
+WEB_SERVER = "runserver"
+WEB_WORKERS = 2
+WEB_THREADS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoLayout:
+    """Where the demo keeps its state and which loopback ports it listens on."""
+
+    root: Path = DEMO
+    portal_port: int = PORTAL_PORT
+    keystone_port: int = KEYSTONE_PORT
+    kubesim_port: int = KUBESIM_PORT
+    redis_port: int = REDIS_PORT
+    web: str = WEB_SERVER
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def database(self) -> Path:
+        return self.root / "portal.sqlite3"
+
+    @property
+    def portal_url(self) -> str:
+        return f"http://127.0.0.1:{self.portal_port}"
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return (self.portal_port, self.keystone_port, self.kubesim_port, self.redis_port)
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoProcess:
+    name: str
+    argv: list[str]
+    env: dict[str, str] | None = None  # None: this process's own environment
 
 
 class TeePrinter(Printer):
@@ -56,49 +112,112 @@ class TeePrinter(Printer):
         handle.flush()
 
 
-def _secret_key() -> str:
-    path = DEMO / "secret_key"
+def _secret_key(layout: DemoLayout) -> str:
+    path = layout.root / "secret_key"
     if not path.exists():
         path.write_text(secrets.token_urlsafe(64))
         path.chmod(0o600)
     return path.read_text().strip()
 
 
-def portal_env() -> dict[str, str]:
+def portal_env(layout: DemoLayout = DemoLayout()) -> dict[str, str]:
+    """The environment of every portal process of the demo (web, workers, tracker, beat)."""
     return {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "DJANGO_SETTINGS_MODULE": "portal.settings",
         "PORTAL_DEBUG": "1",
         "PORTAL_TLS": "0",
-        "PORTAL_SECRET_KEY": _secret_key(),
-        "DATABASE_URL": f"sqlite:///{DEMO / 'portal.sqlite3'}",
-        "REDIS_URL": f"redis://127.0.0.1:{REDIS_PORT}/0",
-        "KEYSTONE_URL": f"http://127.0.0.1:{KEYSTONE_PORT}/v3",
+        "PORTAL_SECRET_KEY": _secret_key(layout),
+        # SQLite: portal/settings.py makes every SQLite database take concurrent writers
+        # (WAL, immediate transactions, a busy timeout); docs/settings.md says how
+        "DATABASE_URL": f"sqlite:///{layout.database}",
+        "REDIS_URL": f"redis://127.0.0.1:{layout.redis_port}/0",
+        "KEYSTONE_URL": f"http://127.0.0.1:{layout.keystone_port}/v3",
         "KEYSTONE_SERVICE_PASSWORD": SERVICE_PASSWORD,
-        "KUBECONFIG": str(DEMO / "kubeconfig"),
-        "CELERY_BEAT_SCHEDULE_FILENAME": str(DEMO / "celerybeat-schedule"),
+        "KUBECONFIG": str(layout.kubeconfig),
+        "CELERY_BEAT_SCHEDULE_FILENAME": str(layout.root / "celerybeat-schedule"),
     }
 
 
-def _check_ports() -> None:
-    busy = [p for p in (PORTAL_PORT, KEYSTONE_PORT, KUBESIM_PORT, REDIS_PORT) if port_open(p)]
+def keystone_install(layout: DemoLayout = DemoLayout()) -> KeystoneInstall:
+    """The demo's Keystone: its own state under the layout, the virtualenv shared (.demo/)."""
+    return KeystoneInstall(venv=DEMO / "keystone-venv", state_dir=layout.root / "keystone",
+                           port=layout.keystone_port, threads=KEYSTONE_THREADS,
+                           token_cache=True)
+
+
+def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
+                   env: dict[str, str] | None = None) -> list[DemoProcess]:
+    """Every process of the demo, in start order: Keystone, Redis, kubesim, the web server,
+    the Celery worker, the tracker and beat."""
+    env = env if env is not None else portal_env(layout)
+    python = sys.executable
+    (layout.root / "redis").mkdir(parents=True, exist_ok=True)
+    procs = [
+        DemoProcess("keystone", keystone.command(), keystone.runner_env()),
+        DemoProcess("redis", redis_command(layout.redis_port, layout.root / "redis")),
+    ]
+    if INVENTORY.exists():
+        procs.append(DemoProcess("kubesim", [
+            python, "-m", "kubesim", "--host", "127.0.0.1", "--port", str(layout.kubesim_port),
+            "--inventory", str(INVENTORY), "--kubeconfig", str(layout.kubeconfig),
+            "--state-file", str(layout.root / "kubesim-state.json"),
+        ], env))
+    if layout.web == "gunicorn":
+        web = [str(Path(python).parent / "gunicorn"), "portal.wsgi", "--config", str(GUNICORN_CONF),
+               # its own control socket: the default (~/.gunicorn/) is shared by every gunicorn
+               "--control-socket", str(layout.root / "gunicorn.ctl")]
+        web_env = {**env, "PORTAL_WEB_BIND": f"127.0.0.1:{layout.portal_port}",
+                   "WEB_CONCURRENCY": str(WEB_WORKERS), "PORTAL_WEB_THREADS": str(WEB_THREADS),
+                   # /metrics sums the worker processes (gunicorn.conf.py empties the folder)
+                   "PROMETHEUS_MULTIPROC_DIR": str(layout.root / "prometheus")}
+    else:
+        web = [python, "manage.py", "runserver", f"127.0.0.1:{layout.portal_port}", "--noreload"]
+        web_env = env
+    procs.append(DemoProcess("web", web, web_env))
+    celery = [python, "-m", "celery", "-A", "portal"]
+    procs += [
+        DemoProcess("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2",
+                               "--queues", "celery", "--hostname", "demo-worker@%h"], env),
+        # the lifecycle tracker: one process, so its list + watch view lives from cycle to cycle
+        DemoProcess("tracker", [*celery, "worker", "--loglevel", "INFO", "--pool", "solo",
+                                "--queues", "tracker", "--hostname", "demo-tracker@%h"], env),
+        DemoProcess("beat", [*celery, "beat", "--loglevel", "INFO",
+                             "--schedule", str(layout.root / "celerybeat-schedule")], env),
+    ]
+    return procs
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO,
+                   env=env, check=True)
+
+
+def seed(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall) -> None:
+    """Once every part answers: Keystone's demo identities, then the portal's GPU types,
+    tenants and demo quotas."""
+    keystone.wait_ready(timeout=120)
+    seed_identities(keystone.url)
+    subprocess.run([sys.executable, "manage.py", "seed_demo"], cwd=REPO, env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    wait_for(lambda: http_ok(f"{layout.portal_url}/healthz"), timeout=120, what="portal")
+    if INVENTORY.exists():
+        wait_for(lambda: port_open(layout.kubesim_port), timeout=60, what="kubesim")
+
+
+def _check_ports(layout: DemoLayout) -> None:
+    busy = [p for p in layout.ports if port_open(p)]
     if busy:
         raise StackError(f"port(s) {', '.join(map(str, busy))} already in use on 127.0.0.1: "
                          "is another `make demo` running? Stop it first.")
 
 
-def _announce(env: dict[str, str], keystone: KeystoneInstall, started: float) -> None:
+def _announce(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall,
+              started: float) -> None:
     """Wait until every part answers, seed Keystone's demo identities, print the welcome."""
     try:
-        keystone.wait_ready(timeout=120)
-        seed_identities(keystone.url)
-        subprocess.run([sys.executable, "manage.py", "seed_demo"], cwd=REPO, env=env, check=True,
-                       stdout=subprocess.DEVNULL)
-        wait_for(lambda: http_ok(f"http://127.0.0.1:{PORTAL_PORT}/healthz"), timeout=120,
-                 what="portal")
-        if INVENTORY.exists():
-            wait_for(lambda: port_open(KUBESIM_PORT), timeout=60, what="kubesim")
+        seed(layout, env, keystone)
     except (StackError, subprocess.CalledProcessError) as exc:
         print(f"\n!! demo not ready: {exc} (see .demo/logs/)\n", flush=True)
         return
@@ -109,9 +228,9 @@ def _announce(env: dict[str, str], keystone: KeystoneInstall, started: float) ->
 ==============================================================================
  GPU portal demo ready in {time.monotonic() - started:.1f} s
 
-    portal    http://127.0.0.1:{PORTAL_PORT}/
+    portal    http://127.0.0.1:{layout.portal_port}/
     keystone  {keystone.url}
-    kubesim   http://127.0.0.1:{KUBESIM_PORT}   (kubectl --kubeconfig .demo/kubeconfig get nodes)
+    kubesim   http://127.0.0.1:{layout.kubesim_port}   (kubectl --kubeconfig .demo/kubeconfig get nodes)
 
  Accounts (domain Default):
     admin       {ADMIN_PASSWORD:<22} portal admin (admin on project admin)
@@ -124,49 +243,24 @@ def _announce(env: dict[str, str], keystone: KeystoneInstall, started: float) ->
 
 def main() -> int:
     started = time.monotonic()
-    DEMO.mkdir(exist_ok=True)
-    LOGS.mkdir(exist_ok=True)
+    layout = DemoLayout()
+    layout.root.mkdir(exist_ok=True)
+    layout.logs.mkdir(exist_ok=True)
     try:
-        _check_ports()
-        keystone = KeystoneInstall(venv=DEMO / "keystone-venv", state_dir=DEMO / "keystone",
-                                   port=KEYSTONE_PORT)
+        _check_ports(layout)
+        keystone = keystone_install(layout)
         keystone.ensure()
-        redis = redis_command(REDIS_PORT, DEMO / "redis")
-        (DEMO / "redis").mkdir(exist_ok=True)
+        env = portal_env(layout)
+        processes = demo_processes(layout, keystone, env)
     except StackError as exc:
         print(f"make demo: {exc}", file=sys.stderr)
         return 1
-    env = portal_env()
-    python = sys.executable
-    subprocess.run([python, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, env=env,
-                   check=True)
-    manager = Manager(TeePrinter(sys.stdout, LOGS))
-    manager.add_process("keystone", shlex.join(keystone.command()), env=keystone.runner_env(),
-                        cwd=str(REPO))
-    manager.add_process("redis", shlex.join(redis), cwd=str(REPO))
-    if INVENTORY.exists():
-        manager.add_process("kubesim", shlex.join([
-            python, "-m", "kubesim", "--host", "127.0.0.1", "--port", str(KUBESIM_PORT),
-            "--inventory", str(INVENTORY), "--kubeconfig", str(DEMO / "kubeconfig"),
-            "--state-file", str(DEMO / "kubesim-state.json"),
-        ]), env=env, cwd=str(REPO))
-    manager.add_process("web", shlex.join([
-        python, "manage.py", "runserver", f"127.0.0.1:{PORTAL_PORT}", "--noreload",
-    ]), env=env, cwd=str(REPO))
-    manager.add_process("worker", shlex.join([
-        python, "-m", "celery", "-A", "portal", "worker", "--loglevel", "INFO",
-        "--concurrency", "2", "--queues", "celery", "--hostname", "demo-worker@%h",
-    ]), env=env, cwd=str(REPO))
-    # the lifecycle tracker: one process, so its list + watch view lives from cycle to cycle
-    manager.add_process("tracker", shlex.join([
-        python, "-m", "celery", "-A", "portal", "worker", "--loglevel", "INFO",
-        "--pool", "solo", "--queues", "tracker", "--hostname", "demo-tracker@%h",
-    ]), env=env, cwd=str(REPO))
-    manager.add_process("beat", shlex.join([
-        python, "-m", "celery", "-A", "portal", "beat", "--loglevel", "INFO",
-        "--schedule", str(DEMO / "celerybeat-schedule"),
-    ]), env=env, cwd=str(REPO))
-    threading.Thread(target=_announce, args=(env, keystone, started), daemon=True).start()
+    migrate(env)
+    manager = Manager(TeePrinter(sys.stdout, layout.logs))
+    for process in processes:
+        manager.add_process(process.name, shlex.join(process.argv), env=process.env,
+                            cwd=str(REPO))
+    threading.Thread(target=_announce, args=(layout, env, keystone, started), daemon=True).start()
     manager.loop()
     return manager.returncode or 0
 
