@@ -49,8 +49,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="scripted GPUs instead of NVML (a demo node of four A100s, two held by demo pods)",
     )
+    parser.add_argument(
+        "--fake-node",
+        metavar="FILE",
+        help="scripted GPUs of one simulated node, described by FILE (JSON: the GPUs and the "
+        "workload each runs, re-read when it changes; README.md, 'The node file')",
+    )
     parser.add_argument("--log-level", default=os.environ.get("GPUAGENT_LOG_LEVEL", "INFO"))
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.fake and args.fake_node:
+        parser.error("--fake and --fake-node are two different fakes: give one")
+    return args
 
 
 def build(args: argparse.Namespace) -> Exporter:
@@ -60,6 +69,13 @@ def build(args: argparse.Namespace) -> Exporter:
         fake = FakeReader.demo(4)
         fake.seconds_per_read = args.interval
         reader = fake
+    elif args.fake_node:
+        try:
+            node = FakeReader.from_node_file(args.fake_node)
+        except ValueError as exc:
+            raise SystemExit(f"gpuagent: --fake-node: {exc}") from None
+        node.seconds_per_read = args.interval
+        reader = node
     else:
         reader = NvmlReader()
     if args.no_pod_mapping:

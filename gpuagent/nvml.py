@@ -3,7 +3,9 @@
 `GpuReader` is what the sampler talks to. `NvmlReader` implements it over nvidia-ml-py
 (module `pynvml`, a ctypes binding of the driver's libnvidia-ml.so.1); `FakeReader` implements
 it for tests and for `python -m gpuagent --fake`, and can be scripted: utilisation traces, an
-XID error, a GPU that falls off the bus, a node without a driver.
+XID error, a GPU that falls off the bus, a node without a driver. `FakeReader.from_node_file`
+gives it the GPUs of one simulated node and the workload each runs, from a JSON file the node's
+simulator keeps up to date (see "The node file" in README.md).
 
 Readers translate NVML's errors into three of their own, so nothing above this module imports
 pynvml: `NvmlUnavailable` (no library, no driver, init failed), `GpuLost`
@@ -17,6 +19,8 @@ dcgm-exporter's (MiB, W).
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -275,6 +279,33 @@ class NvmlReader:
 A100_80GB = 80 * 1024**3
 
 
+@dataclass(frozen=True)
+class Workload:
+    """The GPU utilisation (%) a simulated pod's work produces, one value per sample. The
+    values after `warmup` repeat; those before it are played once (start-up)."""
+
+    util: tuple[float, ...]
+    warmup: int = 0
+
+
+# The workloads a simulated pod can run, under the names kubesim gives them (its annotation
+# `kubesim.io/gpu-trace`); an unknown name runs the default, as in kubesim.
+WORKLOADS: dict[str, Workload] = {
+    # a training loop, with a dip for a checkpoint
+    "busy": Workload((92.0, 95.0, 88.0, 97.0, 94.0, 41.0, 90.0, 96.0)),
+    # something loaded (a notebook kernel), nothing running: below the 2 % idle culling sees
+    "idle": Workload((0.4, 1.1, 0.0, 1.5, 0.7)),
+    # bursts of work between near-idle gaps
+    "bursty": Workload((0.0, 3.0, 78.0, 100.0, 91.0, 40.0, 2.0, 0.0)),
+    # warming up over 30 samples (data loading, compilation), then a plateau
+    "ramp": Workload(
+        tuple(round(5 + 85 * s / 30, 1) for s in range(30)) + (90.0, 93.0, 89.0, 94.0),
+        warmup=30,
+    ),
+}
+DEFAULT_WORKLOAD = "busy"
+
+
 @dataclass
 class FakeGpu:
     """One scripted GPU. Traces are cycled, one value per `read`."""
@@ -293,9 +324,38 @@ class FakeGpu:
     lost: bool = False
     unsupported: frozenset[str] = frozenset()  # field names that read as None
     step: int = 0
+    warmup: int = 0  # trace values before this index are played once, the rest repeat
+    workload: str | None = None  # what `run` put on it
+    idle_power_mw: float = 62_000.0  # the board's power range, for `run`
+    max_power_mw: float = 400_000.0
 
     def at(self, trace: Sequence[T]) -> T:
-        return trace[self.step % len(trace)]
+        if self.step < len(trace):
+            return trace[self.step]
+        start = min(self.warmup, len(trace) - 1)
+        return trace[start + (self.step - start) % (len(trace) - start)]
+
+    def run(self, workload: str | None) -> None:
+        """Run a named workload (`WORKLOADS`) on this GPU from its first sample on; None: nothing
+        runs (0 %, no memory used, idle power). Memory, temperature and power follow the
+        utilisation."""
+        util: tuple[float, ...] = (0.0,)
+        warmup = 0
+        if workload is not None:
+            chosen = WORKLOADS.get(workload) or WORKLOADS[DEFAULT_WORKLOAD]
+            util, warmup = chosen.util, chosen.warmup
+        total = self.memory_total_bytes
+        span = self.max_power_mw - self.idle_power_mw
+        self.util_trace = util
+        self.mem_util_trace = tuple(round(u * 0.55, 1) for u in util)
+        self.mem_used_trace = (
+            (0,) if workload is None else tuple(int(total * (0.04 + 0.86 * u / 100)) for u in util)
+        )
+        self.temperature_trace = tuple(round(30 + u * 0.42, 1) for u in util)
+        self.power_mw_trace = tuple(self.idle_power_mw + span * u / 100 * 0.92 for u in util)
+        self.warmup = warmup
+        self.workload = workload
+        self.step = 0
 
 
 class FakeReader:
@@ -317,6 +377,8 @@ class FakeReader:
         self.open_calls = 0
         self._xids: list[XidEvent] = []
         self._lock = threading.Lock()
+        self.node_file: str | None = None  # followed by `read` when set (from_node_file)
+        self._node_file_seen: tuple[int, int, int] | None = None
 
     @classmethod
     def demo(cls, count: int = 4) -> FakeReader:
@@ -342,6 +404,56 @@ class FakeReader:
             for index in range(count)
         ]
         return cls(gpus)
+
+    @classmethod
+    def from_node_file(cls, path: str | os.PathLike[str]) -> FakeReader:
+        """The GPUs of one simulated node, described by a JSON file (README.md, "The node
+        file"): their identity is read here, once, as NVML's would be; the workload each runs
+        is read again whenever the file changes. Raises ValueError for a file it cannot use."""
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            gpus = [
+                FakeGpu(
+                    uuid=str(entry["uuid"]),
+                    name=str(entry["name"]),
+                    pci_bus_id=str(entry["pciBusId"]),
+                    memory_total_bytes=int(entry["memoryMiB"]) * 1024**2,
+                    idle_power_mw=float(entry.get("idleWatts", 62.0)) * 1000,
+                    max_power_mw=float(entry.get("maxWatts", 400.0)) * 1000,
+                )
+                for entry in data["gpus"]
+            ]
+            driver = str(data.get("driverVersion") or "535.154.05")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{os.fspath(path)}: not a node file: {exc!r}") from exc
+        reader = cls(gpus, driver_version=driver)
+        for gpu in gpus:
+            gpu.run(None)
+        reader.node_file = os.fspath(path)
+        reader._follow_node_file()
+        return reader
+
+    def _follow_node_file(self) -> None:
+        """Take the workloads from the node file if it changed since last read. The simulator
+        replaces it whole (write, then rename); a missing or broken file keeps the last ones."""
+        if self.node_file is None:
+            return
+        try:
+            stat = os.stat(self.node_file)
+            seen = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+            if seen == self._node_file_seen:
+                return
+            with open(self.node_file, encoding="utf-8") as fh:
+                entries = json.load(fh)["gpus"]
+            workloads = [entry.get("workload") for entry in entries]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return
+        self._node_file_seen = seen
+        for gpu, workload in zip(self.gpus, workloads, strict=False):
+            workload = None if workload is None else str(workload)
+            if workload != gpu.workload:
+                gpu.run(workload)
 
     # -- scripting --------------------------------------------------------------------------
 
@@ -395,6 +507,7 @@ class FakeReader:
         return GpuInfo(index=index, uuid=gpu.uuid, name=gpu.name, pci_bus_id=gpu.pci_bus_id)
 
     def read(self, index: int) -> GpuReading:
+        self._follow_node_file()
         gpu = self._gpu(index)
         used = min(gpu.at(gpu.mem_used_trace), gpu.memory_total_bytes)
         power = gpu.at(gpu.power_mw_trace)

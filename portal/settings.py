@@ -171,6 +171,9 @@ PORTAL_LAUNCH_REQUEUE_SECONDS = env.int("PORTAL_LAUNCH_REQUEUE_SECONDS", default
 # --- GPU usage (portal/usage/scrape.py documents the discovery order) ----------------------
 # a Prometheus that scrapes the GPU exporters: when set, it is asked instead of the exporters
 PORTAL_PROMETHEUS_URL = env.str("PORTAL_PROMETHEUS_URL", default="")
+# exporters at fixed addresses (comma-separated /metrics URLs): when set, scraped instead of
+# the exporter Service's endpoints (agents on loopback, which Endpoints cannot hold)
+PORTAL_GPU_EXPORTER_URLS = env.list("PORTAL_GPU_EXPORTER_URLS", default=[])
 # the Service (namespace/name) of the NVML agent or dcgm-exporter; empty: do not look for it
 PORTAL_GPU_EXPORTER_SERVICE = env.str("PORTAL_GPU_EXPORTER_SERVICE", default="gpu-portal/gpuagent")
 PORTAL_GPU_EXPORTER_PORT = env.int("PORTAL_GPU_EXPORTER_PORT", default=9400)

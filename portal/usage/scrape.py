@@ -6,11 +6,13 @@ Discovery, in this order (the first that applies wins):
 
 1. `PORTAL_PROMETHEUS_URL` set: one PromQL instant query to that Prometheus for the DCGM
    metrics (whatever scrapes dcgm-exporter or the NVML agent there).
-2. The endpoints of the exporter Service `PORTAL_GPU_EXPORTER_SERVICE` (`namespace/name`,
+2. `PORTAL_GPU_EXPORTER_URLS` set: those exporters' /metrics, as given (exporters at fixed
+   addresses, such as the real control plane's agents on loopback, which no Endpoints can hold).
+3. The endpoints of the exporter Service `PORTAL_GPU_EXPORTER_SERVICE` (`namespace/name`,
    default `gpu-portal/gpuagent`; the port named `metrics`, else `PORTAL_GPU_EXPORTER_PORT`,
    9400): every ready address is scraped at `http://<ip>:<port>/metrics`. When the Endpoints
    object exists but has no ready address, there is nothing to scrape (the exporter is down).
-3. The cluster API server's own `/metrics`, when it answers DCGM metric names: kubesim does,
+4. The cluster API server's own `/metrics`, when it answers DCGM metric names: kubesim does,
    a real API server does not (that answer is remembered for ten minutes, so a real cluster's
    large /metrics is not fetched every cycle).
 
@@ -343,6 +345,9 @@ def discover_targets(kube: Kube | None = None) -> list[Target]:
     prometheus = settings.PORTAL_PROMETHEUS_URL.strip().rstrip("/")
     if prometheus:
         return [Target(f"{prometheus}/api/v1/query", "prometheus")]
+    static = sorted({url.strip() for url in settings.PORTAL_GPU_EXPORTER_URLS if url.strip()})
+    if static:
+        return [Target(url, "exporter") for url in static]
     kube = kube or Kube()
     service = settings.PORTAL_GPU_EXPORTER_SERVICE.strip()
     if service:

@@ -102,6 +102,20 @@ def test_a_service_without_ready_endpoints_means_nothing_to_scrape(exporter_serv
     assert discover_targets(kube) == []  # not kubesim's /metrics: the exporter is just down
 
 
+def test_static_exporter_urls_come_before_the_service_and_after_prometheus(
+        exporter_service, settings):
+    kube = exporter_service(9400)  # a Service with a ready endpoint: not asked for
+    settings.PORTAL_GPU_EXPORTER_URLS = ["http://127.0.0.1:9402/metrics", " ",
+                                         "http://127.0.0.1:9401/metrics"]
+    assert [(t.url, t.source) for t in discover_targets(kube)] == [
+        ("http://127.0.0.1:9401/metrics", "exporter"), ("http://127.0.0.1:9402/metrics", "exporter")]
+    settings.PORTAL_PROMETHEUS_URL = "http://prometheus:9090"
+    assert [t.source for t in discover_targets(kube)] == ["prometheus"]
+    settings.PORTAL_PROMETHEUS_URL = ""
+    settings.PORTAL_GPU_EXPORTER_URLS = []
+    assert [t.url for t in discover_targets(kube)] == ["http://127.0.0.1:9400/metrics"]
+
+
 def test_a_pod_cannot_claim_another_tenants_workload(exporter_service, exporter, tenants, users,
                                                      gpu_types):
     theirs = make_workload(tenants["beta"], users["bob"])
