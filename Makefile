@@ -9,6 +9,7 @@ STAMP := $(VENV)/.installed
 
 help:
 	@echo "make demo   - run the portal with Keystone, Redis, kubesim and Celery on 127.0.0.1"
+	@echo "              (CLUSTER=kube: on a real Kubernetes 1.37 control plane with KWOK GPU nodes)"
 	@echo "make test   - install what the tests need and run the whole suite"
 	@echo "make lint   - ruff"
 	@echo "make bench  - the quick benchmarks (bench/)"
@@ -25,8 +26,10 @@ $(ASSETS): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(ASSETS)
 
+# CLUSTER=kube: the demo on a real Kubernetes control plane built from source (stack/k8s/)
+CLUSTER ?= kubesim
 demo: $(STAMP) $(ASSETS)
-	$(PY) -m stack.demo
+	$(PY) -m stack.demo --cluster $(CLUSTER)
 
 test: $(STAMP) $(ASSETS)
 	$(PY) -m stack.system_deps

@@ -1,4 +1,5 @@
-"""Install the Debian packages the test suite runs for real (Redis, PostgreSQL, Chromium) and Keystone.
+"""Install the Debian packages the test suite runs for real (Redis, PostgreSQL, Chromium), Keystone,
+and build the real Kubernetes control plane (stack/k8s/build.py).
 
 Run by `make test` before pytest, so a fresh machine needs nothing but this repository.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from .browser import chromium_binary
+from .k8s import build as k8s_build
 from .keystone import KeystoneInstall
 from .postgres import postgres_bindir
 from .procs import REPO, StackError
@@ -22,6 +24,9 @@ def main() -> int:
         # Keystone's own virtualenv, shared with the demo; bootstrapped per test run
         KeystoneInstall(venv=REPO / ".demo" / "keystone-venv", state_dir=REPO / ".demo" / "x",
                         port=0).ensure_venv()
+        # the real control plane (tests/realcluster, tests/conformance): built once from the Go
+        # module proxy into ~/.cache/gpu-portal, reused by every later run and clone
+        k8s_build.ensure()
     except StackError as exc:
         print(f"make test: {exc}", file=sys.stderr)
         return 1

@@ -163,14 +163,18 @@ class ControlPlane:
         cert, key = self.serving
         kubelet_cert, kubelet_key = self.ca.client_cert(
             "apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",))
+        front_proxy = CertificateAuthority(self.workdir / "pki" / "front-proxy", "front-proxy-ca")
+        proxy_cert, proxy_key = front_proxy.client_cert("front-proxy-client", "front-proxy-client")
         args = [
             str(self.bins["kube-apiserver"]),
             "--bind-address=127.0.0.1", f"--secure-port={self.port}",
-            f"--advertise-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            # the `kubernetes` Service's Endpoints may not hold a loopback address
+            "--endpoint-reconciler-type=none",
             f"--etcd-servers={self.etcd_url}",
             f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
             f"--client-ca-file={self.ca.cert_file}",
-            f"--service-account-issuer=https://kubernetes.default.svc",
+            "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-account-key-file={self.sa_pub}",
             f"--service-account-signing-key-file={self.sa_key}",
             "--api-audiences=https://kubernetes.default.svc",
@@ -183,6 +187,14 @@ class ControlPlane:
             f"--kubelet-client-certificate={kubelet_cert}",
             f"--kubelet-client-key={kubelet_key}",
             "--kubelet-preferred-address-types=InternalIP",
+            # the aggregation layer's front proxy (what the controllers' delegated authentication
+            # reads from kube-system/extension-apiserver-authentication)
+            f"--requestheader-client-ca-file={front_proxy.cert_file}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={proxy_cert}", f"--proxy-client-key-file={proxy_key}",
             "--profiling=false",
             "--v=1",
         ]
@@ -356,6 +368,15 @@ class ControlPlane:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+    def restart_apiserver(self, *, compact: bool = False) -> None:
+        """Stop kube-apiserver and start it again (a control-plane upgrade or crash). With
+        `compact`, etcd is compacted while it is down: no resourceVersion from before the
+        restart can be served any more, from the new watch cache or from etcd (410 Gone)."""
+        self.stop_component("kube-apiserver")
+        if compact:
+            self.compact()
+        self.start_apiserver()
 
     def stop(self) -> None:
         for addon in reversed(self.addons):

@@ -1,0 +1,45 @@
+"""Lifecycle tracking on the real API server: the kubesim suite's tests (tests/workloads/
+test_tracking.py) against real list + watch, events, quota refusals and scheduler messages, plus
+a real 410 Expired after etcd compaction."""
+
+from __future__ import annotations
+
+import pytest
+
+from portal.kube.client import Kube
+from portal.workloads.models import TrackerCursor, Workload
+from portal.workloads.tracking import Tracker
+from tests.workloads.test_tracking import (  # noqa: F401 - collected here, against the real cluster
+    launch,
+    owner,
+    state_of,
+    tenants,
+    test_a_stopping_workload_whose_objects_are_gone_is_stopped,
+    test_orphans_are_deleted,
+    test_quota_refusals_name_the_quota,
+    test_requests_per_cycle_do_not_grow_with_workloads,
+    test_states_reasons_and_events_end_to_end,
+    test_the_command_and_the_task_run_a_cycle_under_the_lock,
+    test_vanished_workloads_fail_but_new_ones_do_not,
+    track_until,
+)
+
+pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
+S = Workload.State
+
+
+def test_relist_after_a_real_410(tenants, owner, gpu_types, real_cluster):
+    """etcd compacts past the tracker's stored resourceVersions and the API server restarts (its
+    watch cache starts again from now): every watch from a stored version answers 410 Expired;
+    the tracker relists and carries on, and a workload that changed meanwhile is caught up."""
+    tenant = tenants()
+    tracker = Tracker(Kube())
+    tracker.cycle(0.5)
+    listed = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
+    workload = launch(tenant, owner, gpu_types, name="after", env={"KUBESIM_RUN_SECONDS": "1"})
+    real_cluster.restart_apiserver(compact=True)
+    stats = tracker.cycle(1.5)
+    assert stats.expired == 5 and stats.lists == 5, stats
+    track_until(tracker, lambda: state_of(workload).state == S.SUCCEEDED, timeout=40)
+    now = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
+    assert int(now["pods"]) > int(listed["pods"])
