@@ -89,6 +89,10 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
               binaries={"etcd": "."}),
     Component(name="kwok", version="v0.8.0", module="sigs.k8s.io/kwok",
               binaries={"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
+    # LoadBalancer addresses (stack/k8s/metallb.py); the controller only, no speaker. Not
+    # v0.16.2: the module proxy refuses a dependency of it (stack/k8s/metallb/go.mod says which)
+    Component(name="metallb", version="v0.15.2", module="go.universe.tf/metallb",
+              binaries={"metallb-controller": "go.universe.tf/metallb/controller"}),
     # the Keystone token webhook; its Makefile sets the version the same way (its user agent
     # and --version report it)
     Component(name="keystone-auth", version="v1.36.0", module="k8s.io/cloud-provider-openstack",
