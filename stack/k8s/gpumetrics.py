@@ -119,12 +119,15 @@ class GpuMetrics:
             raise
 
     def stop(self) -> None:
-        for agent in self.agents.values():
-            stop(agent)
-        self.agents.clear()
+        for agent in self.agents.values():  # all at once: each takes a moment to wind down
+            if agent.poll() is None:
+                agent.terminate()
         for server in self.servers.values():
             server.stop()
         self.servers.clear()
+        for agent in self.agents.values():
+            stop(agent)
+        self.agents.clear()
         for api in self._apis:
             with contextlib.suppress(Exception):
                 api.close()

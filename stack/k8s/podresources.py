@@ -18,6 +18,7 @@ agent itself learns holders only through List, as on a real node.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -85,11 +86,11 @@ class PodResourcesServer:
         self.node_file = Path(node_file)
         self.devices = node_devices(spec)
         self.pods: dict[str, PodEntry] = {}  # uid → entry
-        self.list_calls = 0
         self._held: dict[str, str] = {}  # device id → uid of the pod holding it
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._response: Any = None  # the open watch, shut down to end it at once
         self._server: grpc.Server | None = None
 
     # --- the API server side ----------------------------------------------------------------
@@ -115,34 +116,41 @@ class PodResourcesServer:
         return str(body["metadata"]["resourceVersion"])
 
     def _follow(self, resource_version: str) -> None:
-        from kubernetes import watch
-        from kubernetes.client.rest import ApiException
+        """Watch the node's pods from `resource_version` on, until stopped: each watch ends
+        after WATCH_SECONDS and the next starts where it ended; 410 Gone lists again."""
+        from kubernetes.watch.watch import iter_resp_lines
 
         while not self._stopping.is_set():
             try:
-                stream = watch.Watch().stream(
-                    self._core().list_pod_for_all_namespaces,
-                    field_selector=f"spec.nodeName={self.spec.name}",
+                response = self._core().list_pod_for_all_namespaces(
+                    field_selector=f"spec.nodeName={self.spec.name}", watch=True,
                     resource_version=resource_version, allow_watch_bookmarks=True,
-                    timeout_seconds=WATCH_SECONDS)
-                for event in stream:
-                    pod = event["raw_object"]
-                    resource_version = pod["metadata"]["resourceVersion"]
-                    if event["type"] != "BOOKMARK":
-                        self.observe(event["type"], pod)
-                    if self._stopping.is_set():
-                        return
-            except ApiException as exc:
+                    timeout_seconds=WATCH_SECONDS, _preload_content=False)
+                self._response = response
+                try:
+                    for line in iter_resp_lines(response):
+                        event = json.loads(line)
+                        obj = event.get("object") or {}
+                        if event.get("type") == "ERROR":
+                            if obj.get("code") == 410:  # compacted past where we were
+                                resource_version = self._relist_retrying()
+                            else:
+                                log.warning("%s: watching pods: %s", self.spec.name,
+                                            obj.get("message"))
+                                self._stopping.wait(1.0)
+                            break
+                        resource_version = obj["metadata"]["resourceVersion"]
+                        if event.get("type") != "BOOKMARK":
+                            self.observe(event["type"], obj)
+                finally:
+                    self._response = None
+                    response.release_conn()
+            except Exception as exc:  # the API server went away, restarts, or refused
                 if self._stopping.is_set():
                     return
-                if exc.status == 410:  # compacted past where we were: list again
+                if getattr(exc, "status", None) == 410:
                     resource_version = self._relist_retrying()
                     continue
-                log.warning("%s: watching pods: %s %s", self.spec.name, exc.status, exc.reason)
-                self._stopping.wait(1.0)
-            except Exception as exc:  # the API server went away or restarts: try again
-                if self._stopping.is_set():
-                    return
                 log.warning("%s: watching pods: %s", self.spec.name, exc)
                 self._stopping.wait(1.0)
 
@@ -245,7 +253,6 @@ class PodResourcesServer:
             for e in entries])
 
     def _list(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self.list_calls += 1
         return self.list_response()
 
     # --- life cycle ---------------------------------------------------------------------------
@@ -272,11 +279,14 @@ class PodResourcesServer:
 
     def stop(self) -> None:
         self._stopping.set()
+        response = self._response
+        if response is not None:
+            with contextlib.suppress(Exception):
+                response.shutdown()  # unblocks the watch thread's read
         if self._server is not None:
             self._server.stop(grace=None)
             self._server = None
         if self._thread is not None:
-            # the watch ends at its next event or its timeout; nothing waits on it meanwhile
-            self._thread.join(timeout=0.5)
+            self._thread.join(timeout=2)
             self._thread = None
         self.socket_path.unlink(missing_ok=True)
