@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuagent.__main__ import build, parse_args
 from gpuagent.nvml import WORKLOADS, FakeGpu, FakeReader
 from gpuagent.podresources import Holder, KubeletPodResources
-from kubesim.inventory import load_inventory, node_devices
+from kubesim.inventory import load_inventory, node_devices, parse_inventory
 from stack.k8s.podresources import PodResourcesServer, pod_workload
 from tests.fixtures.kubesim import DEMO_INVENTORY
 
@@ -189,6 +189,29 @@ def test_devices_go_lowest_free_first_and_come_back_when_the_pod_ends(
     server.observe("DELETED", pod("notebook", {"nb": 1}))
     document = json.loads(server.node_file.read_text())
     assert [g["workload"] for g in document["gpus"][:3]] == ["busy", None, None]
+
+
+def test_mig_slices_get_mig_ids_and_the_whole_gpu_reads_their_workload(socket_dir: Path) -> None:
+    (spec,) = parse_inventory({"nodePools": [{
+        "name": "mig", "count": 1, "namePrefix": f"{NODE}-x", "gpu": {
+            "model": "A100-SXM4-80GB", "count": 2,
+            "mig": {"strategy": "mixed", "layout": {"3g.40gb": 2}}}}]}).nodes
+    server = PodResourcesServer(spec, api=None, socket_path=socket_dir / "kubelet.sock",
+                                node_file=socket_dir / "node.json")
+    slices = node_devices(spec)
+    notebook = pod("notebook", {}, annotations={"kubesim.io/gpu-trace": "idle"})
+    notebook["spec"]["nodeName"] = spec.name
+    notebook["spec"]["containers"] = [{"name": "nb", "resources": {
+        "limits": {"nvidia.com/mig-3g.40gb": "3"}}}]
+    server.observe("ADDED", notebook)
+    (answer,) = server.list_response().pod_resources
+    (devices,) = answer.containers[0].devices
+    assert devices.resource_name == "nvidia.com/mig-3g.40gb"
+    assert list(devices.device_ids) == [d.mig_uuid for d in slices[:3]]
+    assert all(i.startswith("MIG-") for i in devices.device_ids)
+    document = json.loads(server.node_file.read_text())
+    assert [(g["uuid"], g["workload"]) for g in document["gpus"]] == \
+        [(slices[0].uuid, "idle"), (slices[2].uuid, "idle")]
 
 
 def test_the_workload_is_the_annotation_else_the_env_else_busy() -> None:
