@@ -1,7 +1,14 @@
 """The admin's GPU dashboard (`/admin/gpus/`): per GPU type capacity vs allocated vs used,
-nodes and their health, the tenants' allocations, allocated-but-idle workloads, and unhealthy
-GPUs. One node list from the cluster; when it does not answer, the page says so and shows what
-the portal's own records know."""
+nodes and their health, the tenants' allocations, allocated-but-idle workloads, unhealthy GPUs,
+and GPUs busy outside the portal's workloads. One node list from the cluster; when it does not
+answer, the page says so and shows what the portal's own records know.
+
+"Used" is the use of the allocated GPUs only: the GPUs of workloads running now, at most as many
+per workload as it was given (the ones it was sampled on last, should its pod have moved), so
+it never exceeds "allocated". Samples of workloads that ended within the window, and GPUs no
+running workload holds, are not in it; GPUs that report utilisation while no running workload
+of the portal holds them (a pod the portal does not know, something outside Kubernetes) are
+shown apart, as "busy outside the portal"."""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Avg, Count, Q, Sum
+from django.db.models import Avg, Count, Max, Q, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -45,6 +52,7 @@ class TypeRow:
     waiting: int = 0  # asked for by workloads not running yet
     used: float = 0.0  # GPU-equivalents: Σ mean utilisation / 100 of the allocated GPUs
     util_avg: float | None = None
+    outside: int | None = None  # GPUs busy outside the portal's workloads (None: unknown)
 
     @property
     def free(self) -> int | None:
@@ -72,16 +80,32 @@ class NodeRow:
         return "cordoned" if self.cordoned else "ok"
 
 
+def _allocated_devices(now: dt.datetime) -> list[dict[str, Any]]:
+    """Per GPU of a running workload sampled in the last RECENT: its mean utilisation. At most
+    `gpu_count` GPUs per workload, the ones sampled last (a pod that moved leaves samples on
+    GPUs it no longer holds)."""
+    per_device = (GpuSample.objects.filter(at__gte=now - RECENT,
+                                           workload__state=Workload.State.RUNNING)
+                  .values("workload_id", "workload__gpu_count", "workload__gpu_type__slug",
+                          "tenant_id", "uuid", "mig_instance")
+                  .annotate(mean=Avg("util"), last=Max("at")).order_by())
+    by_workload: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in per_device:
+        by_workload[row["workload_id"]].append(row)
+    held = []
+    for rows in by_workload.values():
+        rows.sort(key=lambda r: (r["last"], r["uuid"], r["mig_instance"]), reverse=True)
+        held += rows[:rows[0]["workload__gpu_count"]]
+    return held
+
+
 def _recent_use(now: dt.datetime) -> tuple[dict[str, float], dict[str, float], dict[int, float]]:
-    """From the last RECENT of samples: per GPU type slug, GPU-equivalents used and mean
-    utilisation; per tenant id, the mean utilisation."""
-    per_device = (GpuSample.objects.filter(at__gte=now - RECENT, workload__isnull=False)
-                  .values("workload__gpu_type__slug", "tenant_id", "uuid", "mig_instance")
-                  .annotate(mean=Avg("util")).order_by())
+    """From the last RECENT of samples of the allocated GPUs: per GPU type slug, GPU-equivalents
+    used and mean utilisation; per tenant id, the mean utilisation."""
     used: dict[str, float] = defaultdict(float)
     type_utils: dict[str, list[float]] = defaultdict(list)
     tenant_utils: dict[int, list[float]] = defaultdict(list)
-    for row in per_device:
+    for row in _allocated_devices(now):
         slug = row["workload__gpu_type__slug"]
         used[slug] += row["mean"] / 100.0
         type_utils[slug].append(row["mean"])
@@ -91,7 +115,22 @@ def _recent_use(now: dt.datetime) -> tuple[dict[str, float], dict[str, float], d
     return dict(used), mean, tenant_mean
 
 
-def gpu_type_rows(nodes: list[dict[str, Any]] | None, now: dt.datetime) -> list[TypeRow]:
+def busy_outside(now: dt.datetime) -> list[GpuDevice]:
+    """GPUs whose last report (within RECENT) shows utilisation while no running workload of
+    the portal holds them."""
+    return list(GpuDevice.objects.filter(last_seen__gte=now - RECENT, last_util__gt=0)
+                .exclude(last_workload__state=Workload.State.RUNNING)
+                .order_by("node", "index", "mig_instance"))
+
+
+def _node_types(gpu_types: list[GpuType], nodes: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """node name → the slugs of the GPU types whose selector it matches."""
+    return {n["metadata"]["name"]: [t.slug for t in gpu_types if t.node_selector and node_matches(
+        n["metadata"].get("labels") or {}, t.node_selector)] for n in nodes}
+
+
+def gpu_type_rows(nodes: list[dict[str, Any]] | None, now: dt.datetime,
+                  outside: list[GpuDevice] | None = None) -> list[TypeRow]:
     gpu_types = list(GpuType.objects.all())
     unhealthy = unhealthy_gpus_by_node()
     capacity = gpu_capacity(gpu_types, nodes, unhealthy) if nodes is not None else {}
@@ -102,12 +141,19 @@ def gpu_type_rows(nodes: list[dict[str, Any]] | None, now: dt.datetime) -> list[
     held = {r["gpu_type__slug"]: r["running"] for r in totals}
     asked = {r["gpu_type__slug"]: r["waiting"] for r in totals}
     used, mean, _ = _recent_use(now)
+    outside_by_type: dict[str, int] = defaultdict(int)
+    if nodes is not None:
+        node_types = _node_types(gpu_types, nodes)
+        for device in outside if outside is not None else busy_outside(now):
+            for slug in node_types.get(device.node, []):
+                outside_by_type[slug] += 1
     rows = []
     for gpu_type in gpu_types:
         row = TypeRow(gpu_type=gpu_type, allocated=held.get(gpu_type.slug) or 0,
                       waiting=asked.get(gpu_type.slug) or 0,
                       used=round(used.get(gpu_type.slug, 0.0), 2),
-                      util_avg=mean.get(gpu_type.slug))
+                      util_avg=mean.get(gpu_type.slug),
+                      outside=outside_by_type.get(gpu_type.slug, 0) if nodes is not None else None)
         if nodes is not None:
             matching = [n for n in nodes if gpu_type.node_selector and node_matches(
                 n["metadata"].get("labels") or {}, gpu_type.node_selector)]
@@ -176,8 +222,10 @@ def gpu_dashboard(request: HttpRequest) -> HttpResponse:
     except KubeError as exc:
         log.warning("cluster unreachable for the GPU dashboard: %s", exc)
         nodes, cluster_error = None, CLUSTER_UNREACHABLE
+    outside = busy_outside(now)
     return render(request, "usage/gpu_dashboard.html", {
-        "types": gpu_type_rows(nodes, now),
+        "types": gpu_type_rows(nodes, now, outside),
+        "outside": outside,
         "nodes": node_rows(nodes) if nodes is not None else None,
         "tenants": tenant_allocations(now),
         "idle": idle_workloads(now=now),
