@@ -159,6 +159,21 @@ def workloads_visible(identity):
     return queryset.filter(tenant__keystone_project_id=project.id)
 
 
+def workload_project_elsewhere(identity, pk: int):
+    """The caller's other project that workload `pk` belongs to, or None: for a link to a
+    workload of one of their projects that is not the current one (the page offers to switch).
+    Another user's project, a deleted workload or no workload at all: None alike, so the
+    answer is the same 404 and says nothing."""
+    if identity is None or not identity.projects:
+        return None
+    project_id = (Workload.objects.filter(pk=pk, deleted_at__isnull=True)
+                  .values_list("tenant__keystone_project_id", flat=True).first())
+    current = identity.project.id if identity.project is not None else None
+    if project_id is None or project_id == current:
+        return None
+    return next((p for p in identity.projects if p.id == project_id), None)
+
+
 def workload_may_change(identity, workload, user) -> bool:
     """Members change their own workloads, managers (and admins) every one of the project."""
     role = identity.role if identity is not None else None

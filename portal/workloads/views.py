@@ -18,7 +18,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -345,7 +345,14 @@ def _detail_context(request: HttpRequest, workload: Workload) -> dict:
 @project_page
 @require_GET
 def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
+    workload = workloads_visible(request.identity).filter(pk=pk).first()
+    if workload is None:
+        # a link to a workload of another of the user's projects: offer to switch to it
+        project = selectors.workload_project_elsewhere(request.identity, pk)
+        if project is None:
+            raise Http404("No such workload.")
+        return render(request, "workloads/other_project.html",
+                      {"workload_id": pk, "project": project})
     return render(request, "workloads/workload_detail.html", _detail_context(request, workload))
 
 
