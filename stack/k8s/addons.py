@@ -1,7 +1,27 @@
-"""The addons a real control plane of the portal runs (tests and `make demo CLUSTER=kube` alike)."""
+"""The addons a real control plane of the portal runs (tests and `make demo CLUSTER=kube` alike):
+
+- MetalLB's controller: LoadBalancer addresses from the inventory's address pools;
+- the GPU metrics: one gpuagent (fake NVML) and one pod-resources socket per GPU node;
+- k8s-keystone-auth, when there is a Keystone: `kubectl --token <Keystone token>`.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 
-def default_addons(*, keystone_url: str | None = None) -> list:
-    return []
+from .cluster import DEMO_INVENTORY
+from .gpumetrics import GpuMetrics
+from .keystone_auth import KeystoneAuthWebhook
+from .metallb import MetalLB
+
+
+def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_INVENTORY) -> list:
+    addons: list = [MetalLB(inventory), GpuMetrics(inventory)]
+    if keystone_url:
+        addons.append(KeystoneAuthWebhook(keystone_url))
+    return addons
+
+
+def addon(cp, name: str):
+    """The control plane's addon called `name` (e.g. "gpumetrics"), or None."""
+    return next((a for a in cp.addons if a.name == name), None)

@@ -449,6 +449,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--inventory", type=Path, default=DEMO_INVENTORY)
     args = parser.parse_args(argv)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     cp = ControlPlane(args.workdir, port=args.port, inventory=args.inventory)
     try:
         cp.start()
@@ -459,7 +460,7 @@ def main(argv: list[str]) -> int:
           f"  admin:  kubectl --kubeconfig {cp.admin_kubeconfig}\n"
           f"  portal: kubectl --kubeconfig {cp.portal_kubeconfig}", flush=True)
     try:
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})  # blocked above: cp.stop() always runs
     finally:
         cp.stop()
     return 0

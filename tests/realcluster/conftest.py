@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from portal.kube.client import Kube
+from stack.k8s.addons import addon
 from stack.k8s.cluster import ControlPlane
 from tests.fixtures.portal import remove_workload_objects
 
@@ -34,6 +35,8 @@ class PortalView:
 @pytest.fixture
 def cluster(real_cluster: ControlPlane, settings) -> Iterator[PortalView]:
     settings.KUBECONFIG = str(real_cluster.portal_kubeconfig)
+    # the GPU agents of the KWOK nodes, as `make demo CLUSTER=kube` passes them to the portal
+    settings.PORTAL_GPU_EXPORTER_URLS = list(addon(real_cluster, "gpumetrics").urls)
     yield PortalView(real_cluster)
     with real_cluster.api_client() as client:
         remove_workload_objects(Kube(client))

@@ -1,0 +1,48 @@
+"""The real control plane stopped mid-run (kube-apiserver and etcd, 30 s), under the portal's real
+processes: the same fault test as on kubesim (tests/faults/test_cluster_outage.py) — the banner on
+the pages, /readyz failing, tasks retrying with backoff, and every workload's state matching the
+cluster once it is back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from stack.k8s.cluster import ControlPlane
+from tests.faults.conftest import lab, portal_processes  # noqa: F401 - fixtures used here
+from tests.faults.test_cluster_outage import (  # noqa: F401 - collected here
+    test_a_30_s_cluster_outage_is_shown_retried_and_converges,
+)
+
+pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(400)]
+
+
+class ControlPlaneOutage:
+    """What tests/faults wants of its cluster (`kubeconfig`, `stop()`, `start()`), on the real
+    control plane: the API server and etcd go down; they come back on the same port with the
+    same data (the controllers, scheduler and KWOK stay up and reconnect by themselves)."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self.cp = cp
+        self.kubeconfig = str(cp.portal_kubeconfig)
+        self.url = cp.url
+
+    def stop(self) -> None:
+        self.cp.stop_component("kube-apiserver")
+        self.cp.stop_component("etcd")
+
+    def start(self) -> None:
+        if not self.cp.running:
+            self.cp.start_etcd()
+            self.cp.start_apiserver()
+
+
+@pytest.fixture
+def fault_cluster(real_cluster: ControlPlane, settings) -> Iterator[ControlPlaneOutage]:
+    settings.KUBECONFIG = str(real_cluster.portal_kubeconfig)
+    outage = ControlPlaneOutage(real_cluster)
+    try:
+        yield outage
+    finally:
+        outage.start()  # the session's cluster serves the tests after this one
