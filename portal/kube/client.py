@@ -10,6 +10,7 @@ Status body), and `KubeUnavailable` (no connection, timeouts, 5xx).
 from __future__ import annotations
 
 import json
+import re
 import logging
 import os
 import threading
@@ -50,6 +51,13 @@ class Conflict(KubeError):
 
 class KubeRefused(KubeError):
     """The API server refused the request (422 invalid, 403 forbidden/quota, 400 …)."""
+
+
+class NotAuthorized(KubeRefused):
+    """401, or a 403 from the authorizer (`… is forbidden: User "…" cannot …`), not from
+    admission (quota, Pod Security): the portal's own identity was refused. An API server that
+    has just started refuses so until its RBAC caches are in; a misconfigured ClusterRole refuses
+    so for good. Work that must not be lost retries it for a while, as an outage."""
 
 
 class KubeUnavailable(KubeError):
@@ -125,10 +133,17 @@ def _translate(exc: Exception) -> KubeError:
             return Conflict(message, code=code, status=status)
         if code == 410:
             return Expired(message, code=code, status=status)
+        if code == 401 or (code == 403 and _AUTHORIZER_REFUSAL.search(message)):
+            return NotAuthorized(message, code=code, status=status)
         if code is not None and 400 <= code < 500 and code != 429:
             return KubeRefused(message, code=code, status=status)
         return _unavailable(message, code=code, status=status)
     return _unavailable(f"Kubernetes API unreachable: {exc}")
+
+
+# the RBAC authorizer's words; admission's refusals read "is forbidden: exceeded quota: …" or
+# "is forbidden: violates PodSecurity …"
+_AUTHORIZER_REFUSAL = re.compile(r'is forbidden: User "[^"]*" cannot ')
 
 
 def _unavailable(message: str, **kwargs: Any) -> KubeUnavailable:

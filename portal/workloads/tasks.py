@@ -12,7 +12,7 @@ from django.db import InterfaceError, OperationalError
 from django.db.models import F, Q
 from django.utils import timezone
 
-from portal.kube.client import KubeRefused, KubeUnavailable
+from portal.kube.client import KubeRefused, KubeUnavailable, NotAuthorized
 
 from .models import Workload
 from .objects import workload_objects_create, workload_objects_delete
@@ -54,19 +54,21 @@ def workload_create_task(self, workload_id: int) -> None:
         pk=workload_id)
     try:
         created = workload_objects_create(workload)
+    except (KubeUnavailable, NotAuthorized) as exc:
+        if self.request.retries >= self.max_retries:
+            what = ("refused the portal's identity" if isinstance(exc, NotAuthorized)
+                    else "could not be reached")
+            workload_mark(workload_id=workload_id, state=Workload.State.FAILED,
+                          reason=f"The cluster {what}: {exc}")
+            workload_event(workload=workload, reason="CreateFailed", type="Warning",
+                           message=f"gave up after {self.request.retries + 1} tries: {exc}")
+            return
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
     except KubeRefused as exc:
         workload_mark(workload_id=workload_id, state=Workload.State.FAILED,
                       reason=f"The cluster refused it: {exc}")
         workload_event(workload=workload, reason="CreateFailed", message=str(exc), type="Warning")
         return
-    except KubeUnavailable as exc:
-        if self.request.retries >= self.max_retries:
-            workload_mark(workload_id=workload_id, state=Workload.State.FAILED,
-                          reason=f"The cluster could not be reached: {exc}")
-            workload_event(workload=workload, reason="CreateFailed", type="Warning",
-                           message=f"gave up after {self.request.retries + 1} tries: {exc}")
-            return
-        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
     Workload.objects.filter(pk=workload_id, state=Workload.State.CREATING).update(
         state=Workload.State.PENDING, reason="Waiting for the cluster to start it.",
         updated_at=timezone.now())
@@ -87,7 +89,7 @@ def workload_stop_task(self, workload_id: int) -> None:
     workload = Workload.objects.select_related("tenant").get(pk=workload_id)
     try:
         workload_objects_delete(workload)
-    except KubeUnavailable as exc:
+    except (KubeUnavailable, NotAuthorized) as exc:
         raise self.retry(exc=exc, countdown=_backoff(min(self.request.retries, 6))) from exc
     Workload.objects.filter(pk=workload_id, state=Workload.State.STOPPING).update(
         state=Workload.State.STOPPED, finished_at=timezone.now(), updated_at=timezone.now())

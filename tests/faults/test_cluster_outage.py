@@ -42,7 +42,8 @@ def disagreements(expected: dict[int, str], kube: Kube) -> list[str]:
     for workload in Workload.objects.select_related("tenant").filter(pk__in=expected):
         seen = cluster_verdict(workload, kube)
         if workload.state != expected[workload.pk] or AGREES.get(workload.state) != seen:
-            wrong.append(f"{workload.pk} ({workload.kind}): {workload.state}, cluster: {seen}")
+            wrong.append(f"{workload.pk} ({workload.kind}): {workload.state} "
+                         f"({workload.reason}), cluster: {seen}")
     return wrong
 
 
