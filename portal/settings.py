@@ -153,6 +153,8 @@ KEYSTONE_ADMIN_PROJECT = env.str("KEYSTONE_ADMIN_PROJECT", default="admin")
 KEYSTONE_ADMIN_ROLE = env.str("KEYSTONE_ADMIN_ROLE", default="admin")
 # How long a validated token is trusted before Keystone is asked again (revocation delay).
 KEYSTONE_TOKEN_CACHE_TTL = env.int("KEYSTONE_TOKEN_CACHE_TTL", default=60)
+# How long a token Keystone refused is answered 401 without asking Keystone again.
+KEYSTONE_TOKEN_REFUSED_TTL = env.int("KEYSTONE_TOKEN_REFUSED_TTL", default=5)
 
 # --- the cluster ---------------------------------------------------------------------------
 # a kubeconfig file; empty = the in-cluster service account
