@@ -9,7 +9,14 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from portal.errors import DATABASE_DOWN, DATABASE_UNAVAILABLE, RETRY_AFTER_SECONDS
+from portal.contention import is_lock_contention
+from portal.errors import (
+    BUSY_RETRY_AFTER_SECONDS,
+    DATABASE_BUSY,
+    DATABASE_DOWN,
+    DATABASE_UNAVAILABLE,
+    RETRY_AFTER_SECONDS,
+)
 
 
 def _flatten(detail) -> list[str] | dict:
@@ -34,6 +41,13 @@ def exception_handler(exc, context):
                          "detail": "The input holds a value the portal cannot store or look up "
                                    "(e.g. a NUL character or a number out of range)."},
                         status=status.HTTP_400_BAD_REQUEST)
+    elif isinstance(exc, DATABASE_DOWN) and is_lock_contention(exc):
+        # another writer held the lock past the busy timeout and the retries: busy, not down
+        # (ContentionRetryMiddleware may run the request again: the mark says it may)
+        response = Response(dict(DATABASE_BUSY), status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        response["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
+        response.lock_contention = True
+        return response
     elif isinstance(exc, DATABASE_DOWN):
         # the database is down or restarting: a clean 503, not a stack trace (other database
         # errors, such as an IntegrityError, are bugs and stay 500s)

@@ -10,6 +10,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.database import for_concurrent_writers
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -49,6 +51,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # first: request counts and latencies for /metrics include the whole stack
     "portal.metrics.PrometheusMiddleware",
+    # a request that lock contention ended before it wrote anything runs again
+    "portal.contention.ContentionRetryMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -89,6 +93,10 @@ DATABASES = {
         "DATABASE_URL", default=f"sqlite:///{BASE_DIR / '.demo' / 'portal.sqlite3'}"
     )
 }
+# SQLite: WAL, immediate transactions and a busy timeout, so that concurrent writers wait for
+# one another instead of failing with "database is locked" (portal/database.py says why)
+DATABASES["default"] = for_concurrent_writers(
+    DATABASES["default"], lock_timeout=env.float("PORTAL_DB_LOCK_TIMEOUT", default=20.0))
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("PORTAL_DB_CONN_MAX_AGE", default=60))
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -42,9 +42,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
+from portal.contention import retry_on_contention
 from portal.kube.client import Expired, Kube, KubeError, KubeRefused
 from tenants.manifests import MANAGED_BY
 from tenants.models import Tenant
@@ -221,8 +222,10 @@ class Tracker:
             if stale:
                 self.relist(stale)
             self._watch_until(deadline)
-        except KubeError:
-            self.versions.clear()  # whatever we have may have missed changes: relist next time
+        except (KubeError, DatabaseError):
+            # whatever we have may have missed changes, or holds changes the database did not
+            # take: relist next time (and store no resourceVersion past them)
+            self.versions.clear()
             raise
         finally:
             self._save_cursors()
@@ -247,11 +250,11 @@ class Tracker:
                 events = items
         self._save_cursors(kinds)
         if events:
-            self._record_events(events)
-        self._apply(touched)
-        self._delete_orphans(None)
+            self._write(self._record_events, events)
+        self._write(self._apply, touched)
+        self._write(self._delete_orphans, None)
         if PRIMARY & set(kinds) and all(self.versions.get(k) for k in PRIMARY):
-            self._sweep_vanished(started_wall)
+            self._write(self._sweep_vanished, started_wall)
 
     def _watch_until(self, deadline: float) -> None:
         """Watch every kind from its resourceVersion until the deadline, in threads feeding
@@ -315,10 +318,10 @@ class Tracker:
                 if wid is not None:
                     dirty.add(wid)
             if events:
-                self._record_events(events)
+                self._write(self._record_events, events)
             if dirty:
-                self._apply(dirty, tombstones)
-                self._delete_orphans(dirty)
+                self._write(self._apply, dirty, tombstones)
+                self._write(self._delete_orphans, dirty)
             for kind, error in ended:
                 running.pop(kind, None)
                 if isinstance(error, Expired):
@@ -349,12 +352,20 @@ class Tracker:
             error = KubeError(f"watch of {WATCHED[kind]} failed: {exc!r}")
         inbox.put((kind, "END", error))
 
+    @staticmethod
+    def _write(step, *args) -> None:
+        """A step that writes to the database, run again when another writer's lock ends it
+        (each step is idempotent: it re-reads what it writes). Lock contention must not cost a
+        cycle: the changes it carries would wait for the next relist."""
+        retry_on_contention(step, *args, what=f"tracker {step.__name__}")
+
     def _save_cursors(self, kinds: Iterable[str] | None = None) -> None:
         for kind in kinds or WATCHED:
             version = self.versions.get(kind)
             if version:
-                TrackerCursor.objects.update_or_create(resource=WATCHED[kind],
-                                                       defaults={"resource_version": version})
+                retry_on_contention(
+                    TrackerCursor.objects.update_or_create, resource=WATCHED[kind],
+                    defaults={"resource_version": version}, what="tracker cursor")
 
     # -- workloads -------------------------------------------------------------------------
 
@@ -604,6 +615,12 @@ def tracking_cycle(*, duration: float, wait: float = 0.0,
         return stats
     except KubeError as exc:
         log.warning("tracking cycle stopped, the cluster is unavailable: %s", exc)
+        instance.stats.errors += 1
+        return instance.stats
+    except (OperationalError, InterfaceError) as exc:
+        # the database is down, or stayed locked through every retry: the view was dropped
+        # (cycle), so the next cycle relists and loses nothing
+        log.warning("tracking cycle stopped, the database is unavailable: %s", exc)
         instance.stats.errors += 1
         return instance.stats
     finally:
