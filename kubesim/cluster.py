@@ -111,7 +111,15 @@ class Cluster:
     def __init__(self, store: Store, config: SimConfig):
         # Imports here: the components import this module for Cluster's type.
         from kubesim import kubelet, metrics, quota, scheduler
-        from kubesim.controllers import deployments, endpoints, gc, jobs, loadbalancer, replicasets
+        from kubesim.controllers import (
+            deployments,
+            endpoints,
+            gc,
+            jobs,
+            loadbalancer,
+            replicasets,
+            serviceaccounts,
+        )
 
         self.store = store
         self.config = config
@@ -136,6 +144,7 @@ class Cluster:
         self.loadbalancer = loadbalancer.LoadBalancerController(self)
         self.endpoints = endpoints.EndpointsController(self)
         self.quota = quota.QuotaController(self)
+        self.serviceaccounts = serviceaccounts.ServiceAccountsController(self)
         self.metrics = metrics.GpuMetrics(self)
         self._create_nodes()
 
@@ -161,9 +170,11 @@ class Cluster:
         self._loop = asyncio.get_running_loop()
         # The scheduler runs with the control plane: its wording follows the API version.
         self.scheduler.new_taint_wording = int(API_MINOR) >= 35
+        self.store.admission.extend(self.serviceaccounts.admission_hooks())
         self.store.admission.extend(self.quota.admission_hooks())
         self.store.listeners.append(self._on_change)
         self.store.deletion_hooks.append(self.kubelet.graceful_deletion)
+        self.store.foreground_collector = self.gc.foreground
         # Prime the indexes and the components from what the store already holds (a loaded
         # state file, nodes created above, objects created before start).
         for rt in REGISTRY.values():
@@ -179,7 +190,8 @@ class Cluster:
             self.store.listeners.remove(self._on_change)
         if self.kubelet.graceful_deletion in self.store.deletion_hooks:
             self.store.deletion_hooks.remove(self.kubelet.graceful_deletion)
-        for hook in self.quota.admission_hooks():
+        self.store.foreground_collector = None
+        for hook in [*self.serviceaccounts.admission_hooks(), *self.quota.admission_hooks()]:
             if hook in self.store.admission:
                 self.store.admission.remove(hook)
         for task in self._tasks:
@@ -221,6 +233,10 @@ class Cluster:
         elif kind == "Service":
             self.loadbalancer.on_service(event, obj)
             self.endpoints.on_service(event, obj)
+        elif kind == "Namespace":
+            self.serviceaccounts.on_namespace(event, obj)
+        elif kind == "ServiceAccount":
+            self.serviceaccounts.on_service_account(event, obj)
         self.quota.on_object(event, rt, obj)
         self.gc.on_object(event, rt, obj)
 

@@ -8,6 +8,8 @@
 - `DELETE /kubesim/v1/gpus/{node}/{index}/fault`  clear every fault of that GPU
 - `GET  /kubesim/v1/address-pools`                the LoadBalancer pools and what they hand out
 - `GET  /kubesim/v1/nodes`                        per node: resources requested by its pods
+- `POST /kubesim/v1/compact`                      compact the history up to now, as etcd
+                                                  compaction does: older resourceVersions get 410
 
 A critical XID or a lost GPU makes the device unhealthy: the node's allocatable count of its
 resource drops, as the NVIDIA device plugin reports it, and the scheduler stops using it.
@@ -147,6 +149,9 @@ def routes(cluster: Cluster) -> list[web.RouteDef]:
     async def nodes(request: web.Request) -> web.Response:
         return web.json_response({"nodes": cluster.scheduler.snapshot()})
 
+    async def compact(request: web.Request) -> web.Response:
+        return web.json_response({"revision": cluster.store.compact()})
+
     prefix = "/kubesim/v1"
     return [
         web.get(f"{prefix}/gpus", list_gpus),
@@ -157,6 +162,7 @@ def routes(cluster: Cluster) -> list[web.RouteDef]:
         web.delete(f"{prefix}/gpus/{{node}}/{{index}}/fault", clear),
         web.get(f"{prefix}/address-pools", pools),
         web.get(f"{prefix}/nodes", nodes),
+        web.post(f"{prefix}/compact", compact),
     ]
 
 

@@ -8,9 +8,12 @@ Namespace phase and name label.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+from decimal import Decimal
 from typing import Any
 
+from kubesim import quantity
 from kubesim.resources import ResourceType
 
 
@@ -62,29 +65,78 @@ def _pod_spec(spec: Any) -> None:
             _container(c)
 
 
+_QOS_RESOURCES = ("cpu", "memory")
+# DefaultTolerationSeconds admission: how long a pod stays on a node that stops reporting
+_NODE_PROBLEM_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+_DEFAULT_TOLERATION_SECONDS = 300
+
+
 def _qos_class(spec: dict[str, Any]) -> str:
-    containers = [c for c in spec.get("containers") or () if isinstance(c, dict)]
-    requests_seen = limits_seen = False
+    """The pod's QoS class as the API server computes it: only cpu and memory count (a pod
+    that asks for nothing but GPUs is BestEffort)."""
+    containers = [c for field in ("initContainers", "containers")
+                  for c in spec.get(field) or () if isinstance(c, dict)]
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
     guaranteed = True
     for c in containers:
         res = c.get("resources") or {}
-        req, lim = res.get("requests") or {}, res.get("limits") or {}
-        requests_seen |= bool(req)
-        limits_seen |= bool(lim)
-        for name in ("cpu", "memory"):
-            if name not in lim or req.get(name, lim.get(name)) != lim.get(name):
-                guaranteed = False
-    if not requests_seen and not limits_seen:
+        for source, total in ((res.get("requests") or {}, requests),
+                              (res.get("limits") or {}, limits)):
+            for name, value in source.items():
+                amount = _amount(value)
+                if name in _QOS_RESOURCES and amount > 0:
+                    total[name] = total.get(name, Decimal(0)) + amount
+        found = {name for name, value in (res.get("limits") or {}).items()
+                 if name in _QOS_RESOURCES and _amount(value) > 0}
+        if found != set(_QOS_RESOURCES):
+            guaranteed = False
+    if not requests and not limits:
         return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
+    if guaranteed and all(limits.get(name) == value for name, value in requests.items()) \
+            and len(requests) == len(limits):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def _amount(value: Any) -> Decimal:
+    try:
+        return quantity.parse(value)
+    except (ValueError, ArithmeticError):
+        return Decimal(0)
+
+
+def _default_tolerations(spec: dict[str, Any]) -> None:
+    """DefaultTolerationSeconds admission: tolerate a not-ready or unreachable node for
+    300 s unless the pod already says otherwise."""
+    tolerations = spec.get("tolerations")
+    if tolerations is None:
+        tolerations = []
+    if not isinstance(tolerations, list):
+        return
+    added = False
+    for key in _NODE_PROBLEM_TAINTS:
+        if any(isinstance(t, dict) and t.get("key") == key
+               and t.get("effect", "") in ("", "NoExecute") for t in tolerations):
+            continue
+        tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                            "tolerationSeconds": _DEFAULT_TOLERATION_SECONDS})
+        added = True
+    if added:
+        spec["tolerations"] = tolerations
 
 
 def _pod(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
     spec = obj.get("spec")
     _pod_spec(spec)
     if isinstance(spec, dict):
-        spec.setdefault("serviceAccountName", "default")
+        spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+        # the deprecated alias the real API keeps in step
+        spec.setdefault("serviceAccount", spec["serviceAccountName"])
         spec.setdefault("priority", 0)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        if old is None:
+            _default_tolerations(spec)
     if old is None:
         status = obj.setdefault("status", {})
         if isinstance(status, dict):
@@ -208,6 +260,15 @@ def _namespace(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
 
 def _secret(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
     obj.setdefault("type", "Opaque")
+    # `stringData` is write-only: the API server merges it into `data` (base64) and keeps
+    # only `data`; on a key in both, stringData wins.
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        data = obj.get("data")
+        if not isinstance(data, dict):
+            data = obj["data"] = {}
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
 
 
 def _pvc(obj: dict[str, Any], old: dict[str, Any] | None) -> None:

@@ -25,12 +25,13 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.details = details
+        self.list_meta: dict[str, Any] = {}  # Status.metadata (a 410's fresh continue token)
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
@@ -81,6 +82,18 @@ def conflict_message(rt: ResourceType, name: str, why: str) -> ApiError:
     )
 
 
+def precondition_failed(rt: ResourceType, name: str, why: str) -> ApiError:
+    """409 for a delete whose preconditions do not hold. The real server checks them early
+    (rest.BeforeDelete) and names the Kind there, not the resource: `Operation cannot be
+    fulfilled on ConfigMap "a": the UID in the precondition (…) does not match …`."""
+    details: dict[str, Any] = {"name": name}
+    if rt.group:
+        details["group"] = rt.group
+    details["kind"] = rt.kind
+    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {rt.kind} "{name}": {why}',
+                    details)
+
+
 def cause(reason: str, message: str, field: str) -> dict[str, str]:
     """One entry of details.causes, e.g. cause("FieldValueRequired", "Required value", "spec")."""
     return {"reason": reason, "message": message, "field": field}
@@ -95,7 +108,7 @@ def invalid(kind: str, name: str, causes: list[dict[str, Any]], *, group: str = 
     qualified = f"{kind}.{group}" if group else kind
     parts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes]
     summary = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
-    details: dict[str, Any] = {"name": name}
+    details: dict[str, Any] = {"name": name} if name else {}  # an empty name is left out
     if group:
         details["group"] = group
     details["kind"] = kind

@@ -111,11 +111,14 @@ _TYPES: tuple[ResourceType, ...] = (
     _rt("", "ResourceQuota", "resourcequotas", short=("quota",), sub=("status",)),
     _rt("", "LimitRange", "limitranges", short=("limits",)),
     _rt(
-        "apps", "Deployment", "deployments", short=("deploy",), sub=("status",), categories=("all",)
+        "apps", "Deployment", "deployments", short=("deploy",), sub=("status", "scale"),
+        categories=("all",),
     ),
-    _rt("apps", "ReplicaSet", "replicasets", short=("rs",), sub=("status",), categories=("all",)),
+    _rt("apps", "ReplicaSet", "replicasets", short=("rs",), sub=("status", "scale"),
+        categories=("all",)),
     # stored and served (so `kubectl apply` of a whole site works); no controller runs them
-    _rt("apps", "StatefulSet", "statefulsets", short=("sts",), sub=("status",), categories=("all",)),
+    _rt("apps", "StatefulSet", "statefulsets", short=("sts",), sub=("status", "scale"),
+        categories=("all",)),
     _rt("apps", "DaemonSet", "daemonsets", short=("ds",), sub=("status",), categories=("all",)),
     _rt("batch", "Job", "jobs", sub=("status",), categories=("all",)),
     _rt(

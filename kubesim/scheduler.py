@@ -219,6 +219,7 @@ def filter_node(pod: dict, requests: dict[str, Decimal], node: NodeState, *,
     if not affinity_matches(pod, node.labels, node.name):
         return FilterResult([REASON_AFFINITY], False)
     reasons = []
+    resolvable = True
     if node.pod_count + 1 > node.allocatable.get("pods", Decimal(110)):
         reasons.append(REASON_TOO_MANY_PODS)
     for name in sorted(requests, key=lambda n: (n not in _BASIC, _BASIC.index(n) if n in _BASIC else 0, n)):
@@ -227,8 +228,11 @@ def filter_node(pod: dict, requests: dict[str, Decimal], node: NodeState, *,
             continue
         if value > node.free(name):
             reasons.append(f"Insufficient {name}")
+            # more than the node has at all: no eviction can make room
+            if value > node.allocatable.get(name, Decimal(0)):
+                resolvable = False
     if reasons:
-        return FilterResult(reasons, True)
+        return FilterResult(reasons, resolvable)
     return None
 
 

@@ -52,6 +52,21 @@ class LabelSelector:
     def empty(self) -> bool:
         return not self.requirements
 
+    def __str__(self) -> str:
+        """The selector's string form, as the real `labels.Selector.String()`: requirements
+        sorted by key (`app=web,tier in (a,b)`)."""
+        def one(r: Requirement) -> str:
+            values = ",".join(sorted(r.values))
+            if r.op == "=":
+                return f"{r.key}={values}"
+            if r.op == "!=":
+                return f"{r.key}!={values}"
+            if r.op in ("in", "notin"):
+                return f"{r.key} {r.op} ({values})"
+            return r.key if r.op == "exists" else f"!{r.key}"
+
+        return ",".join(one(r) for r in sorted(self.requirements, key=lambda r: r.key))
+
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas that are not inside `( … )`."""

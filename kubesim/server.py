@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from kubesim import discovery, openapi, patch, protobuf, tables, validation
+from kubesim import defaults, discovery, openapi, patch, protobuf, tables, validation
 from kubesim.config import SimConfig
 from kubesim.errors import (
     ApiError,
@@ -36,7 +36,12 @@ from kubesim.errors import (
     unsupported_media_type,
 )
 from kubesim.resources import ResourceType, lookup
-from kubesim.selectors import matcher, parse_field_selector, parse_label_selector
+from kubesim.selectors import (
+    matcher,
+    parse_field_selector,
+    parse_label_selector,
+    selector_from_match,
+)
 from kubesim.store import Store, encode
 from kubesim.watch import DEFAULT_TIMEOUT, Watcher, WatchRequest
 
@@ -137,6 +142,37 @@ def parse_target(group: str, version: str, rest: list[str]) -> Target:
     if sub is not None and sub not in rt.subresources:
         raise path_not_found()
     return Target(rt, namespace, name, sub, legacy_watch)
+
+
+def _check_patch_options(kind: str, request: web.Request) -> None:
+    """PatchOptions validation (422, kind PatchOptions, group meta.k8s.io), as the real
+    handler does before it reads the object."""
+    from kubesim.errors import invalid
+
+    if kind == "apply" and not request.query.get("fieldManager"):
+        causes = [cause("FieldValueRequired", "Required value: is required for apply patch",
+                        "fieldManager")]
+    elif kind != "apply" and "force" in request.query:
+        causes = [cause("FieldValueForbidden",
+                        "Forbidden: may not be specified for non-apply patch", "force")]
+    else:
+        return
+    raise invalid("PatchOptions", "", causes, group="meta.k8s.io")
+
+
+def _aggregated_response(doc: dict[str, Any]) -> web.Response:
+    resp = web.Response(body=encode(doc))
+    resp.headers["Content-Type"] = discovery.AGGREGATED_TYPE
+    return resp
+
+
+def validation_error_for_scale(replicas: Any) -> ApiError:
+    from kubesim.errors import invalid
+
+    return invalid("Scale", "", [cause("FieldValueInvalid",
+                                       f"Invalid value: {json.dumps(replicas)}: must be greater "
+                                       "than or equal to 0", "spec.replicas")],
+                   group="autoscaling")
 
 
 def _flag(value: str | None) -> bool:
@@ -253,6 +289,11 @@ def _wants_table(request: web.Request) -> bool:
 # ----------------------------------------------------------------------------- continue tokens
 
 
+# A continue token's resourceVersion when it goes on from the newest state (the token a 410
+# for an expired continue carries), as the real server's -1.
+LATEST = -1
+
+
 def encode_continue(rv: int, key: tuple[str, str]) -> str:
     raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": f"{key[0]}/{key[1]}"})
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
@@ -266,8 +307,8 @@ def decode_continue(token: str) -> tuple[int, tuple[str, str]]:
         return int(data["rv"]), (ns, name)
     except (binascii.Error, ValueError, KeyError, TypeError, AttributeError):
         raise bad_request(
-            "continue key is not valid: incorrect encoded start resourceVersion "
-            "(version meta.k8s.io/v1)"
+            "invalid continue token: continue key is not valid: incorrect encoded start "
+            "resourceVersion (version meta.k8s.io/v1)"
         ) from None
 
 
@@ -286,6 +327,8 @@ class ApiHandlers:
         parts = request.match_info.get("tail", "").split("/")
         parts = parts[:-1] if parts and parts[-1] == "" else parts
         if not parts:
+            if discovery.wants_aggregated(request.headers.get("Accept", "")):
+                return _aggregated_response(discovery.aggregated(core=True))
             return json_response(discovery.api_versions(request.host))
         version, rest = parts[0], parts[1:]
         return await self._dispatch(request, "", version, rest)
@@ -294,6 +337,8 @@ class ApiHandlers:
         parts = request.match_info.get("tail", "").split("/")
         parts = parts[:-1] if parts and parts[-1] == "" else parts
         if not parts:
+            if discovery.wants_aggregated(request.headers.get("Accept", "")):
+                return _aggregated_response(discovery.aggregated(core=False))
             return json_response(discovery.api_group_list())
         if len(parts) == 1:
             doc = discovery.api_group(parts[0])
@@ -335,6 +380,10 @@ class ApiHandlers:
             if method != "GET":
                 raise method_not_allowed()
             return await self.log(request, target)
+        if target.subresource == "scale":
+            if method not in ("GET", "PUT", "PATCH"):
+                raise method_not_allowed()
+            return await self.scale(request, target)
         if method == "GET":
             if _flag(request.query.get("watch")):
                 return await self.watch(request, target)
@@ -399,22 +448,27 @@ class ApiHandlers:
                     )
                 ]
             )
-        if token and rv_text:
+        if token and rv_match:
             raise invalid_list_options(
                 [
                     cause(
                         "FieldValueForbidden",
-                        "Forbidden: specifying resource version is not allowed when using continue",
-                        "resourceVersion",
+                        "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+                        "resourceVersionMatch",
                     )
                 ]
             )
+        if token and rv_text:
+            # checked by the storage layer, after the list options: a 400, not a 422
+            raise bad_request("specifying resource version is not allowed when using continue")
         at_rv: int | None = None
         after = None
         if token:
             at_rv, after = decode_continue(token)
-            if at_rv < self.store.oldest_rv:
-                raise gone(
+            if at_rv == LATEST:
+                at_rv = None  # a token handed out with a 410: go on from the newest state
+            elif at_rv < self.store.oldest_rv:
+                expired = gone(
                     "The provided continue parameter is too old to display a consistent list "
                     "result. You can start a new list without the continue parameter, or use "
                     "the continue token in this response to retrieve the remainder of the "
@@ -422,6 +476,8 @@ class ApiHandlers:
                     "list - objects that were created, modified, or deleted between the time "
                     "the first chunk was returned and now may show up in the list."
                 )
+                expired.list_meta = {"continue": encode_continue(LATEST, after)}
+                raise expired
         elif rv_text:
             try:
                 wanted = int(rv_text)
@@ -565,6 +621,10 @@ class ApiHandlers:
         lines = self.cluster.pod_log(
             target.namespace, target.name, container, tail_lines=tail, timestamps=stamps
         )
+        pod = self.store.peek(target.rt, target.namespace, target.name or "")
+        if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
+            # no node to ask yet: the real server answers with no content at all
+            return web.Response(status=204)
         if not _flag(q.get("follow")):
             text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
             return web.Response(text=text, content_type="text/plain")
@@ -581,6 +641,65 @@ class ApiHandlers:
         except (ConnectionResetError, ConnectionError):
             pass
         return resp
+
+    def _check_immutable(self, target: Target, obj: dict) -> None:
+        """What a user may change in a stored pod's spec (the real ValidatePodUpdate)."""
+        if target.rt.kind != "Pod":
+            return
+        current = self.store.peek(target.rt, target.namespace, target.name or "")
+        if current is None:
+            return
+        candidate = json.loads(json.dumps(obj))
+        defaults.apply(target.rt, candidate, current)
+        validation.validate_pod_update(candidate, current)
+
+    # -- the scale subresource (autoscaling/v1 Scale) --------------------------------------
+
+    @staticmethod
+    def _as_scale(obj: dict) -> dict:
+        meta = obj["metadata"]
+        selector = selector_from_match((obj.get("spec") or {}).get("selector"))
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                              "creationTimestamp") if k in meta},
+            "spec": {"replicas": int((obj.get("spec") or {}).get("replicas", 0))},
+            "status": {"replicas": int((obj.get("status") or {}).get("replicas") or 0),
+                       "selector": str(selector)},
+        }
+
+    async def scale(self, request: web.Request, target: Target) -> web.Response:
+        """GET, PUT or PATCH `…/scale`: read or set spec.replicas through a Scale."""
+        from kubesim.errors import not_found
+
+        rt, name = target.rt, target.name or ""
+        current = self.store.peek(rt, target.namespace, name)
+        if current is None:
+            raise not_found(rt, name)
+        scale = self._as_scale(current)
+        if request.method == "GET":
+            return json_response(scale)
+        if request.method == "PUT":
+            wanted = await self._read_object(request)
+        else:
+            kind = _PATCH_TYPES.get(request.content_type)
+            if kind is None or kind == "apply":
+                raise unsupported_media_type(request.content_type)
+            body = decode_object(await read_body(request), _JSON)
+            wanted = (patch.json_patch(scale, body) if kind == "json"
+                      else patch.merge_patch(scale, body))
+        if not isinstance(wanted, dict):
+            raise bad_request("the body must be a Scale object")
+        replicas = (wanted.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise validation_error_for_scale(replicas)
+        sent_rv = (wanted.get("metadata") or {}).get("resourceVersion")
+        new = {**current, "spec": {**(current.get("spec") or {}), "replicas": replicas}}
+        if sent_rv:
+            new["metadata"] = {**current["metadata"], "resourceVersion": sent_rv}
+        updated = self.store.update(rt, new, check_rv=bool(sent_rv), dry_run=_dry_run(request))
+        return json_response(self._as_scale(updated))
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -611,6 +730,8 @@ class ApiHandlers:
             meta["namespace"] = target.namespace
         sub = target.subresource if target.subresource in ("status",) else None
         warnings = validation.validate(target.rt, obj, field_validation=_field_validation(request))
+        if sub is None:
+            self._check_immutable(target, obj)
         updated = self.store.update(target.rt, obj, subresource=sub, dry_run=_dry_run(request))
         return json_response(updated, headers=_warning_headers(warnings))
 
@@ -625,8 +746,7 @@ class ApiHandlers:
         current = self.store.peek(rt, target.namespace, name)
         dry_run = _dry_run(request)
         field_validation = _field_validation(request)
-        if kind == "apply" and request.query.get("fieldManager") in (None, ""):
-            raise bad_request("PATCH, application/apply-patch+yaml requires fieldManager to be set")
+        _check_patch_options(kind, request)
         if current is None:
             if kind != "apply":
                 from kubesim.errors import not_found
@@ -669,6 +789,8 @@ class ApiHandlers:
             merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         warnings = validation.validate(rt, merged, field_validation=field_validation)
         sub = "status" if target.subresource == "status" else None
+        if sub is None:
+            self._check_immutable(target, merged)
         updated = self.store.update(rt, merged, subresource=sub, check_rv=True, dry_run=dry_run)
         return json_response(updated, headers=_warning_headers(warnings))
 

@@ -33,11 +33,14 @@ from kubesim.errors import (
     gone,
     invalid,
     not_found,
+    precondition_failed,
 )
 from kubesim.resources import REGISTRY, ResourceType, by_kind
 from kubesim.selectors import Matcher, matcher, parse_field_selector, parse_label_selector
 
 log = logging.getLogger("kubesim.store")
+
+FOREGROUND = "foregroundDeletion"
 
 AdmissionHook = Callable[[str, ResourceType, dict, "dict | None"], None]
 Listener = Callable[[str, ResourceType, dict], None]
@@ -130,6 +133,8 @@ class Store:
         self.admission: list[AdmissionHook] = []
         self.listeners: list[Listener] = []
         self.deletion_hooks: list[DeletionHook] = []
+        # The cluster half's garbage collector: finishes Foreground deletions (see `delete`).
+        self.foreground_collector: Callable[[ResourceType, dict], None] | None = None
 
     # ----------------------------------------------------------------- reads
 
@@ -283,6 +288,14 @@ class Store:
     def oldest_rv(self) -> int:
         return self._dropped_upto
 
+    def compact(self) -> int:
+        """Forget the history up to the current resourceVersion (what etcd compaction and a
+        restarted watch cache do): lists at, continues from and watches from older
+        resourceVersions answer 410 Expired. Returns the compacted resourceVersion."""
+        self._history.clear()
+        self._dropped_upto = self.resource_version
+        return self.resource_version
+
     # ----------------------------------------------------------------- writes
 
     def _commit(self, event_type: str, rt: ResourceType, obj: dict, prev: dict | None) -> dict:
@@ -360,11 +373,16 @@ class Store:
             if ns_obj is None:
                 raise not_found(NAMESPACE, ns)
             if ns_obj["metadata"].get("deletionTimestamp"):
-                raise forbidden(
+                refused = forbidden(
                     rt,
                     name,
                     f"unable to create new content in namespace {ns} because it is being terminated",
                 )
+                assert refused.details is not None
+                refused.details["causes"] = [cause("NamespaceTerminating",
+                                                   f"namespace {ns} is being terminated",
+                                                   "metadata.namespace")]
+                raise refused
         for stale in (
             "resourceVersion",
             "deletionTimestamp",
@@ -491,22 +509,19 @@ class Store:
             raise not_found(rt, name)
         preconditions = preconditions or {}
         if preconditions.get("uid") and preconditions["uid"] != old["metadata"]["uid"]:
-            raise conflict_message(
-                rt,
-                name,
-                f"Precondition failed: UID in precondition: {preconditions['uid']}, "
-                f"UID in object meta: {old['metadata']['uid']}",
-            )
+            raise precondition_failed(
+                rt, name,
+                f"the UID in the precondition ({preconditions['uid']}) does not match the UID "
+                f"in record ({old['metadata']['uid']}). The object might have been deleted and "
+                "then recreated")
         if preconditions.get("resourceVersion") and (
             preconditions["resourceVersion"] != old["metadata"]["resourceVersion"]
         ):
-            raise conflict_message(
-                rt,
-                name,
-                f"Precondition failed: ResourceVersion in precondition: "
-                f"{preconditions['resourceVersion']}, ResourceVersion in object meta: "
-                f"{old['metadata']['resourceVersion']}",
-            )
+            raise precondition_failed(
+                rt, name,
+                f"the ResourceVersion in the precondition ({preconditions['resourceVersion']}) "
+                f"does not match the ResourceVersion in record "
+                f"({old['metadata']['resourceVersion']}). The object might have been modified")
         if dry_run:
             return clone(old)
         if rt is NAMESPACE:
@@ -522,7 +537,21 @@ class Store:
                 # A running pod: marked now, removed once its containers stopped (by the
                 # hook's owner writing its final status; see `update`).
                 return clone(self._mark_deleting(rt, old, finalizers, graceful))
+        if propagation == "Foreground" and self.foreground_collector is not None:
+            # As the real API server: the owner is marked (deletionTimestamp and the
+            # foregroundDeletion finalizer) and answered as it is now; the garbage collector
+            # deletes the dependents and then lifts the finalizer, which removes the owner.
+            current = self._mark_deleting(
+                rt, old, [*finalizers, FOREGROUND] if FOREGROUND not in finalizers else finalizers,
+                grace)
+            for dep_rt, dep in self._dependents(current):
+                if self.peek(dep_rt, dep["metadata"].get("namespace"), dep["metadata"]["name"]):
+                    self.delete(dep_rt, dep["metadata"].get("namespace"),
+                                dep["metadata"]["name"], propagation="Foreground")
+            self.foreground_collector(rt, current)
+            return clone(self.peek(rt, ns, name) or current)
         if propagation == "Foreground" and self._dependents(old):
+            # No garbage collector runs (--no-cluster): the store does its work at once.
             current = self._mark_deleting(rt, old, finalizers + ["foregroundDeletion"], grace)
             for dep_rt, dep in self._dependents(current):
                 if self.peek(dep_rt, dep["metadata"].get("namespace"), dep["metadata"]["name"]):

@@ -297,10 +297,19 @@ def _check_pod_spec(spec: Any, prefix: str, causes: list[dict[str, str]]) -> Non
                 causes.append(cause("FieldValueRequired", "Required value", f"{where}.image"))
 
 
+_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+
+
 def _check_kind_rules(rt: ResourceType, obj: dict[str, Any], causes: list[dict[str, str]]) -> None:
     spec = obj.get("spec")
     if rt.kind == "Pod":
         _check_pod_spec(spec, "spec.", causes)
+        policy = spec.get("restartPolicy") if isinstance(spec, dict) else None
+        if policy is not None and policy not in _RESTART_POLICIES:
+            supported = ", ".join(_show(p) for p in _RESTART_POLICIES)
+            causes.append(cause("FieldValueNotSupported",
+                                f"Unsupported value: {_show(policy)}: supported values: "
+                                f"{supported}", "spec.restartPolicy"))
         return
     if not isinstance(spec, dict) or rt.kind not in ("Deployment", "ReplicaSet", "Job"):
         return
@@ -401,3 +410,39 @@ def _dedupe(causes: list[dict[str, str]]) -> list[dict[str, str]]:
             seen.add(key)
             out.append(c)
     return out
+
+
+UPDATABLE_POD_FIELDS = ",".join([
+    "`spec.containers[*].image`",
+    "`spec.initContainers[*].image`",
+    "`spec.activeDeadlineSeconds`",
+    "`spec.tolerations` (only additions to existing tolerations)",
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+])
+
+
+def validate_pod_update(new: dict[str, Any], old: dict[str, Any]) -> None:
+    """A pod's spec is immutable but for a few fields (422 `spec: Forbidden: pod updates may
+    not change fields other than …`). `new` must carry the server's defaults already.
+    Leniency: tolerations may change freely here (the real server allows additions only);
+    the scheduler's binding (spec.nodeName) does not come through this path."""
+    old_spec, new_spec = old.get("spec"), new.get("spec")
+    if not isinstance(old_spec, dict) or not isinstance(new_spec, dict):
+        return
+    munged = json.loads(json.dumps(new_spec))
+    for field in ("containers", "initContainers"):
+        old_list, new_list = old_spec.get(field) or [], munged.get(field) or []
+        if len(old_list) == len(new_list):
+            for old_c, new_c in zip(old_list, new_list, strict=True):
+                if isinstance(old_c, dict) and isinstance(new_c, dict) and "image" in old_c:
+                    new_c["image"] = old_c["image"]
+    for field in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds",
+                  "schedulingGates", "nodeName"):
+        if field in old_spec:
+            munged[field] = old_spec[field]
+        else:
+            munged.pop(field, None)
+    if munged != old_spec:
+        message = f"Forbidden: pod updates may not change fields other than {UPDATABLE_POD_FIELDS}"
+        raise invalid("Pod", str((new.get("metadata") or {}).get("name") or ""),
+                      [cause("FieldValueForbidden", message, "spec")])

@@ -77,6 +77,15 @@ class Watcher:
             return "DELETED"
         return None
 
+    @staticmethod
+    def _shown(ev: WatchEvent, event_type: str) -> dict[str, Any]:
+        """The object an event carries. An object that left the selector is sent as it was
+        (the state that matched) with the event's resourceVersion, as the watch cache does."""
+        if ev.type == "MODIFIED" and event_type == "DELETED" and ev.prev is not None:
+            return {**ev.prev, "metadata": {**ev.prev["metadata"],
+                                            "resourceVersion": str(ev.rv)}}
+        return ev.obj
+
     def _encode(self, event_type: str, obj: dict[str, Any], shared: WatchEvent | None) -> bytes:
         if self.req.as_table:
             table = tables.table(
@@ -99,6 +108,13 @@ class Watcher:
         obj = {"kind": self.req.rt.kind, "apiVersion": self.req.rt.api_version, "metadata": meta}
         return _line("BOOKMARK", obj)
 
+    def _next_bookmark(self, now: float, deadline: float) -> float | None:
+        """When the next BOOKMARK goes out, as the real watch cache schedules it: every
+        `bookmark_interval`, and 2 s before the watch's timeout so that a client that
+        reconnects resumes from a recent resourceVersion; None once that moment has passed."""
+        when = min(now + self.bookmark_interval, deadline - 2.0)
+        return when if when > now else None
+
     # -- streaming -------------------------------------------------------------------------
 
     async def serve(self, http_request: web.Request) -> web.StreamResponse:
@@ -115,7 +131,7 @@ class Watcher:
             return resp
         if initial:
             await self._write(resp, b"".join(initial))
-        next_bookmark = time.monotonic() + self.bookmark_interval
+        next_bookmark = self._next_bookmark(time.monotonic(), deadline)
         try:
             while not stopping.is_set():
                 try:
@@ -129,7 +145,8 @@ class Watcher:
                         if self._in_scope(ev):
                             event_type = self._translate(ev)
                             if event_type is not None:
-                                chunk.append(self._encode(event_type, ev.obj, ev))
+                                chunk.append(self._encode(event_type, self._shown(ev, event_type),
+                                                          ev))
                     cursor = events[-1].rv
                     if chunk:
                         await self._write(resp, b"".join(chunk))
@@ -137,11 +154,11 @@ class Watcher:
                 now = time.monotonic()
                 if now >= deadline:
                     break
-                if self.req.bookmarks and now >= next_bookmark:
+                if self.req.bookmarks and next_bookmark is not None and now >= next_bookmark:
                     await self._write(resp, self._bookmark(cursor))
-                    next_bookmark = now + self.bookmark_interval
+                    next_bookmark = self._next_bookmark(now, deadline)
                 wait = deadline - now
-                if self.req.bookmarks:
+                if self.req.bookmarks and next_bookmark is not None:
                     wait = min(wait, max(0.0, next_bookmark - now))
                 signal = self.store.change_signal()
                 try:

@@ -144,7 +144,27 @@ class DeploymentController:
                 # A rollback to an older template: it becomes the newest revision.
                 self._annotate(new_rs, {REVISION: str(revision)})
         self._cleanup(d, old_rs)
+        if new_rs is not None:
+            d = self._sync_revision(d, new_rs)
         self._update_status(d, new_rs, self.owned(d), created_now)
+
+    def _sync_revision(self, d: dict, new_rs: dict) -> dict:
+        """The Deployment carries its newest ReplicaSet's revision annotation, as the real
+        controller writes it (`kubectl rollout history` reads it there)."""
+        revision = (new_rs["metadata"].get("annotations") or {}).get(REVISION)
+        current = self.cluster.peek(DEPLOYMENT, d["metadata"]["namespace"],
+                                    d["metadata"]["name"]) or d
+        if revision is None or (current["metadata"].get("annotations") or {}).get(
+                REVISION) == revision:
+            return current
+        new = clone(current)
+        new["metadata"].setdefault("annotations", {})[REVISION] = revision
+        try:
+            return self.cluster.store.update(DEPLOYMENT, new, check_rv=False)
+        except ApiError as exc:
+            if exc.code == 404:
+                return current
+            raise
 
     def _create_rs(self, d: dict, template: dict, digest: str, replicas: int,
                    revision: int) -> dict | None:

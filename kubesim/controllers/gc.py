@@ -1,10 +1,13 @@
 """Garbage collector: deletes objects whose owners are all gone (ownerReferences).
 
-The store itself handles `propagationPolicy` Foreground (dependents first, then the owner) and
-Orphan (ownerReferences stripped). A Background delete removes the owner at once and leaves
-the dependents to this collector, as in the real cluster: it sees the owner's DELETED event,
-finds the dependents in the owner index and deletes each whose owners no longer exist;
-dependents with some owners still alive just lose the dangling references.
+- Background: the owner goes at once and the dependents are left to this collector, as in
+  the real cluster: it sees the owner's DELETED event, finds the dependents in the owner
+  index and deletes each whose owners no longer exist; dependents with some owners still
+  alive just lose the dangling references.
+- Foreground: the store marks the owner (deletionTimestamp, finalizer `foregroundDeletion`)
+  and deletes its dependents; this collector lifts the finalizer once the last dependent is
+  gone, which removes the owner.
+- Orphan: the store strips the dependents' references.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from kubesim.errors import ApiError
 from kubesim.resources import REGISTRY, ResourceType
-from kubesim.store import clone
+from kubesim.store import FOREGROUND, clone
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster, Ref
@@ -33,7 +36,14 @@ class GarbageCollector:
         if event == "DELETED":
             for ref in self.cluster.index.dependents.get(meta.get("uid", ""), ()):
                 self.queue.add(ref)
+            # an owner in foreground deletion may be waiting for this one
+            for owner in meta.get("ownerReferences") or ():
+                owner_ref = self.cluster.index.uids.get(owner.get("uid", ""))
+                if owner_ref is not None:
+                    self.queue.add(owner_ref)
             return
+        if meta.get("deletionTimestamp") and FOREGROUND in (meta.get("finalizers") or ()):
+            self.queue.add((rt.key, meta.get("namespace", ""), meta["name"]))
         refs = meta.get("ownerReferences")
         if refs and any(r.get("uid") not in self.cluster.index.uids for r in refs):
             self.queue.add_after((rt.key, meta.get("namespace", ""), meta["name"]), _GRACE)
@@ -42,7 +52,11 @@ class GarbageCollector:
         rt_key, ns, name = ref
         rt = REGISTRY[rt_key]
         obj = self.cluster.peek(rt, ns or None, name)
-        if obj is None or obj["metadata"].get("deletionTimestamp"):
+        if obj is None:
+            return
+        if obj["metadata"].get("deletionTimestamp"):
+            if FOREGROUND in (obj["metadata"].get("finalizers") or ()):
+                self._finish_foreground(rt, obj)
             return
         owners = obj["metadata"].get("ownerReferences") or []
         if not owners:
@@ -60,3 +74,21 @@ class GarbageCollector:
         new = clone(obj)
         new["metadata"]["ownerReferences"] = alive
         self.cluster.store.update(rt, new, check_rv=False)
+
+    def foreground(self, rt: ResourceType, owner: dict) -> None:
+        """The store marked `owner` for foreground deletion: finish it when its dependents
+        are gone."""
+        meta = owner["metadata"]
+        self.queue.add((rt.key, meta.get("namespace", ""), meta["name"]))
+
+    def _finish_foreground(self, rt: ResourceType, owner: dict) -> None:
+        if self.cluster.index.dependents.get(owner["metadata"].get("uid", "")):
+            return  # each dependent's DELETED event brings us back
+        new = clone(owner)
+        new["metadata"]["finalizers"] = [
+            f for f in owner["metadata"].get("finalizers") or () if f != FOREGROUND]
+        try:
+            self.cluster.store.update(rt, new, check_rv=False)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise

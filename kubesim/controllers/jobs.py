@@ -8,6 +8,10 @@
 - `ttlSecondsAfterFinished`: the finished Job is deleted (with its pods) after that long.
 Failed pods are replaced after the real back-off (10 s doubling, capped at 6 min), scaled by
 `container_create_delay` like the kubelet's back-offs.
+
+Pods carry the finalizer `batch.kubernetes.io/job-tracking`, as the real controller's do: it
+is lifted once a finished pod is counted, and from pods being deleted or left without their
+Job, so that a pod's end is never lost before it is counted.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from kubesim.controllers.common import condition, is_active, is_ready, omit_zero
 from kubesim.controllers.replicasets import pod_from_template
 from kubesim.errors import ApiError
 from kubesim.resources import by_kind
+from kubesim.scheduler import is_terminal
 from kubesim.store import clone
 from kubesim.workqueue import coalesce_delay
 
@@ -33,6 +38,7 @@ COMPONENT = "job-controller"
 BACKOFF_LIMIT_MESSAGE = "Job has reached the specified backoff limit"
 DEADLINE_MESSAGE = "Job was active longer than specified deadline"
 COMPLETIONS_MESSAGE = "Reached expected number of succeeded pods"
+TRACKING = "batch.kubernetes.io/job-tracking"
 
 Key = tuple[str, str]
 
@@ -71,6 +77,8 @@ class JobController:
         self.sizes: dict[Key, int] = {}  # pods per Job at its last reconcile
         # Exact start times (status.startTime has whole seconds; deadlines want better).
         self.started: dict[str, float] = {}
+        # pods whose tracking finalizer goes without counting: being deleted, or orphaned
+        self.releases = cluster.make_queue("job-pod-finalizers", self._release)
 
     def on_job(self, event: str, job: dict) -> None:
         key = (job["metadata"]["namespace"], job["metadata"]["name"])
@@ -87,8 +95,45 @@ class JobController:
     def on_pod(self, event: str, pod: dict) -> None:
         ref = controller_of(pod)
         if ref is not None and ref.get("kind") == "Job":
-            key = (pod["metadata"]["namespace"], ref.get("name", ""))
+            meta = pod["metadata"]
+            key = (meta["namespace"], ref.get("name", ""))
             self.queue.add_after(key, coalesce_delay(self.sizes.get(key, 0)))
+            if event != "DELETED" and TRACKING in (meta.get("finalizers") or ()):
+                if meta.get("deletionTimestamp"):
+                    # let a running pod finish its graceful stop first: lifting the last
+                    # finalizer of a pod marked for deletion removes it
+                    if (is_terminal(pod) or not (pod.get("spec") or {}).get("nodeName")
+                            or not meta.get("deletionGracePeriodSeconds")):
+                        self.releases.add((meta["namespace"], meta["name"]))
+                elif self._orphaned(meta["namespace"], ref):
+                    self.releases.add((meta["namespace"], meta["name"]))
+
+    def _orphaned(self, namespace: str, ref: dict) -> bool:
+        job = self.cluster.peek(JOB, namespace, ref.get("name", ""))
+        return (job is None or job["metadata"]["uid"] != ref.get("uid")
+                or bool(job["metadata"].get("deletionTimestamp")))
+
+    def _release(self, key: Key) -> None:
+        pod = self.cluster.peek(POD, *key)
+        if pod is not None:
+            self._untrack(pod)
+
+    def _untrack(self, pod: dict) -> None:
+        """Lift the tracking finalizer (a pod being deleted then goes)."""
+        finalizers = pod["metadata"].get("finalizers") or []
+        if TRACKING not in finalizers:
+            return
+        new = clone(pod)
+        kept = [f for f in finalizers if f != TRACKING]
+        if kept:
+            new["metadata"]["finalizers"] = kept
+        else:
+            new["metadata"].pop("finalizers", None)
+        try:
+            self.cluster.store.update(POD, new, check_rv=False)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
 
     def retry_namespace(self, namespace: str) -> None:
         for key in list(self.create_errors):
@@ -139,6 +184,9 @@ class JobController:
                 else:
                     failed += 1
                     self.last_failure[uid] = self.cluster.now()
+        for pod in pods:  # counted: their end is in the status from now on
+            if pod["metadata"]["uid"] in counted:
+                self._untrack(pod)
         active = [p for p in pods if is_active(p)]
         restarts = 0
         if (spec.get("template") or {}).get("spec", {}).get("restartPolicy") == "OnFailure":
@@ -219,6 +267,7 @@ class JobController:
         for _ in range(want - len(active)):
             pod = pod_from_template(job, (job.get("spec") or {}).get("template") or {},
                                     f"{job['metadata']['name']}-")
+            pod["metadata"]["finalizers"] = [*pod["metadata"].get("finalizers", []), TRACKING]
             try:
                 created = self.cluster.store.create(POD, pod)
             except ApiError as exc:

@@ -147,17 +147,31 @@ def test_generation_tracks_spec_and_status_is_separate(api_client, kube_namespac
     assert status.status.observed_generation == 99 and status.spec.replicas == 0
 
 
-def test_patch_flavours(core, raw, kube_namespace):
+def test_patch_flavours(core, apps, raw, kube_namespace):
     core.create_namespaced_pod(kube_namespace, pod_body("p"))
-    # strategic merge: containers merge by name, env by name
-    smp = {"spec": {"containers": [{"name": "app", "env": [{"name": "B", "value": "2"}]}]}}
-    pod = core.patch_namespaced_pod("p", kube_namespace, smp)
-    assert [(e.name, e.value) for e in pod.spec.containers[0].env] == [("A", "1"), ("B", "2")]
-    assert pod.spec.containers[0].image == "busybox:1.36"
+    # strategic merge: containers merge by name, env by name (on a Deployment's template: a
+    # pod's spec is immutable but for images and a few fields, as on a real API server)
+    template = pod_body()
+    template["metadata"]["labels"] = {"app": "smp"}
+    apps.create_namespaced_deployment(kube_namespace, {
+        "metadata": {"name": "smp"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "smp"}},
+                 "template": {"metadata": template["metadata"], "spec": template["spec"]}}})
+    smp = {"spec": {"template": {"spec": {"containers": [
+        {"name": "app", "env": [{"name": "B", "value": "2"}]}]}}}}
+    spec = apps.patch_namespaced_deployment("smp", kube_namespace, smp).spec.template.spec
+    assert [(e.name, e.value) for e in spec.containers[0].env] == [("A", "1"), ("B", "2")]
+    assert spec.containers[0].image == "busybox:1.36"
     # $patch: delete removes one keyed element
-    smp = {"spec": {"containers": [{"name": "app", "env": [{"name": "A", "$patch": "delete"}]}]}}
-    pod = core.patch_namespaced_pod("p", kube_namespace, smp)
-    assert [e.name for e in pod.spec.containers[0].env] == ["B"]
+    smp = {"spec": {"template": {"spec": {"containers": [
+        {"name": "app", "env": [{"name": "A", "$patch": "delete"}]}]}}}}
+    spec = apps.patch_namespaced_deployment("smp", kube_namespace, smp).spec.template.spec
+    assert [e.name for e in spec.containers[0].env] == ["B"]
+    # changing a pod's env is refused
+    with pytest.raises(ApiException) as refused:
+        core.patch_namespaced_pod("p", kube_namespace, {"spec": {"containers": [
+            {"name": "app", "env": [{"name": "B", "value": "2"}]}]}})
+    assert refused.value.status == 422
     # merge patch (RFC 7386): lists replace, null deletes
     core.patch_namespaced_pod("p", kube_namespace, {"metadata": {"labels": {"gone": "x"}}})
     status, _ = raw.json(
@@ -206,7 +220,7 @@ def test_server_side_apply_creates_then_updates(raw, kube_namespace):
     status, err = raw.json(
         "PATCH", path.split("?")[0], body, content_type="application/apply-patch+yaml"
     )
-    assert status == 400 and "fieldManager" in err["message"]
+    assert status == 422 and "fieldManager" in err["message"]  # PatchOptions Invalid
 
 
 def test_dry_run_changes_nothing(core, kube_namespace):

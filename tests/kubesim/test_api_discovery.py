@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from kubernetes import client, dynamic
 
 NOT_FOUND = {
@@ -98,10 +100,27 @@ def test_resource_lists(raw):
     }
 
 
-def test_aggregated_discovery_accept_gets_plain_json(raw):
-    accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
-    status, headers, body = raw.request("GET", "/apis", headers={"Accept": accept})
-    assert status == 200 and headers["Content-Type"].startswith("application/json")
+def test_aggregated_discovery(raw):
+    aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    status, headers, body = raw.request("GET", "/apis",
+                                        headers={"Accept": aggregated + ",application/json"})
+    assert status == 200 and headers["Content-Type"] == aggregated
+    doc = json.loads(body)
+    assert doc["kind"] == "APIGroupDiscoveryList"
+    apps = next(g for g in doc["items"] if g["metadata"]["name"] == "apps")
+    [v1] = apps["versions"]
+    deployments = next(r for r in v1["resources"] if r["resource"] == "deployments")
+    assert deployments["scope"] == "Namespaced" and deployments["shortNames"] == ["deploy"]
+    scale = next(s for s in deployments["subresources"] if s["subresource"] == "scale")
+    assert scale["responseKind"] == {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+    status, headers, body = raw.request("GET", "/api", headers={"Accept": aggregated})
+    [core] = json.loads(body)["items"]
+    assert "name" not in core["metadata"]
+    assert any(r["resource"] == "pods" for r in core["versions"][0]["resources"])
+    # a client that prefers plain JSON gets it
+    status, headers, body = raw.request("GET", "/apis",
+                                        headers={"Accept": "application/json," + aggregated})
+    assert "apidiscovery" not in headers["Content-Type"]
     assert b'"APIGroupList"' in body
 
 

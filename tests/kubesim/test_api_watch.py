@@ -147,7 +147,8 @@ def test_bookmarks(kubesim_factory):
             server,
             "/api/v1/namespaces/default/configmaps?watch=1"
             f"&allowWatchBookmarks=true&resourceVersion={rv}"
-            "&timeoutSeconds=1",
+            # bookmarks stop 2 s before the timeout, as the real watch cache's do
+            "&timeoutSeconds=3",
         )
         assert events and all(e["type"] == "BOOKMARK" for e in events)
         assert events[0]["object"] == {

@@ -69,9 +69,11 @@ def scheduled_node(core, ns: str, name: str) -> str:
 
 def test_too_big_for_any_node(core, ns):
     core.create_namespaced_pod(ns, pod("huge", pod_spec(container(gpus=9), tolerate_gpu=True)))
+    # more than any node has at all: no eviction could help (kube-scheduler's NodeResourcesFit
+    # marks it unresolvable), as the real control plane answers (tests/conformance)
     assert unschedulable(core, ns, "huge") == (
         "0/7 nodes are available: 7 Insufficient nvidia.com/gpu. preemption: 0/7 nodes are "
-        "available: 7 No preemption victims found for incoming pod.")
+        "available: 7 Preemption is not helpful for scheduling.")
 
 
 def test_untolerated_gpu_taint(core, ns):
@@ -79,8 +81,8 @@ def test_untolerated_gpu_taint(core, ns):
     core.create_namespaced_pod(ns, pod("gpu", pod_spec(container(gpus=1))))
     assert unschedulable(core, ns, "gpu") == (
         "0/7 nodes are available: 2 Insufficient nvidia.com/gpu, 5 node(s) had untolerated "
-        "taint(s). preemption: 0/7 nodes are available: 2 No preemption victims "
-        "found for incoming pod, 5 Preemption is not helpful for scheduling.")
+        "taint(s). preemption: 0/7 nodes are available: 7 Preemption is not helpful for "
+        "scheduling.")  # the CPU nodes have no GPU at all: unresolvable
 
 
 def test_node_selector_and_insufficient_gpus(core, ns):
@@ -88,8 +90,8 @@ def test_node_selector_and_insufficient_gpus(core, ns):
                                                      node_selector={"gputype": "a100"})))
     assert unschedulable(core, ns, "a") == (
         "0/7 nodes are available: 2 Insufficient nvidia.com/gpu, 5 node(s) didn't match Pod's "
-        "node affinity/selector. preemption: 0/7 nodes are available: 2 No preemption victims "
-        "found for incoming pod, 5 Preemption is not helpful for scheduling.")
+        "node affinity/selector. preemption: 0/7 nodes are available: 7 Preemption is not "
+        "helpful for scheduling.")  # 9 GPUs > an A100 node's 8: unresolvable
     core.create_namespaced_pod(ns, pod("v", pod_spec(container(gpus=2), tolerate_gpu=True,
                                                      node_selector={"gputype": "v100"})))
     assert scheduled_node(core, ns, "v").startswith("gpu-v100-")
@@ -205,7 +207,7 @@ def test_mig_resources(kubesim_factory):
             container(gpus=2, resource="nvidia.com/mig-3g.40gb"), tolerate_gpu=True)))
         assert unschedulable(core, "default", "big") == (
             "0/3 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb. preemption: 0/3 "
-            "nodes are available: 3 No preemption victims found for incoming pod.")
+            "nodes are available: 3 Preemption is not helpful for scheduling.")  # 2 > 1 slice
         wait_for(lambda: core.read_namespaced_pod("slice", "default").status.phase == "Running",
                  what="MIG pod running")
         held = [g for g in _get(server, "/kubesim/v1/gpus/gpu-a100-mig-1")["items"]

@@ -85,10 +85,14 @@ def test_filter_order_and_reasons():
     tolerated = gpu_pod(2, selector={"gputype": "a100"})
     assert filter_node(tolerated, pod_requests(tolerated), node("v", gpus_=4)).reasons == [
         "node(s) didn't match Pod's node affinity/selector"]
-    busy = node("a", gpus_=1, labels={"gputype": "a100"}, pods=1)
-    busy.add({"cpu": Decimal(1)})
+    busy = node("a", gpus_=2, labels={"gputype": "a100"}, pods=1)
+    busy.add({"cpu": Decimal(1), "nvidia.com/gpu": Decimal(1)})
     result = filter_node(tolerated, pod_requests(tolerated), busy)
     assert result.reasons == ["Too many pods", "Insufficient nvidia.com/gpu"] and result.resolvable
+    # asking for more than the node has at all: evicting pods could not help
+    small = node("s", gpus_=1, labels={"gputype": "a100"})
+    result = filter_node(tolerated, pod_requests(tolerated), small)
+    assert result.reasons == ["Insufficient nvidia.com/gpu"] and not result.resolvable
     assert filter_node(tolerated, pod_requests(tolerated),
                        node("ok", gpus_=2, labels={"gputype": "a100"})) is None
     assert taint_reason({"key": "k", "value": "v"}) == "node(s) had untolerated taint {k: v}"
