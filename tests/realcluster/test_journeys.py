@@ -81,7 +81,8 @@ def test_a_custom_service_runs_with_its_address(vision, researcher):
         "name": "web ui", "template": "custom", "kind": "service", "image": "nginx:1.27",
         "gpu_type": "v100", "gpu_count": 1, "port": 8080})
     workload = track_until(workload_id, lambda w: w.state == S.RUNNING and w.address)
-    assert workload.url == f"http://{workload.address}:{workload.port}"
+    assert workload.url == f"http://{workload.address}:{workload.port}/"
+    assert workload.address.startswith("192.168.1.") and workload.port == 8080
 
 
 def test_a_custom_batch_job_succeeds_and_one_that_exits_non_zero_fails(vision, researcher):
