@@ -52,6 +52,13 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # a portal token lives as long as the cluster's folder is likely to; the demo mints a new one at
 # every start and tests start a new cluster per run
 PORTAL_TOKEN_SECONDS = 7 * 24 * 3600
+# what every simulated container "printed" (KWOK serves one file for all, in the CRI log format
+# the kubelet reads: time, stream, tag, line; see kwok-stages.yaml)
+CONTAINER_LOG = "".join(
+    f"2026-01-01T00:00:0{i}.000000000Z stdout F [kwok] {line}\n" for i, line in enumerate((
+        "container started on a simulated node: no process runs here",
+        "the real control plane scheduled, admitted and started this pod",
+        "every container of the simulated cluster shows these same lines")))
 
 
 class Addon(Protocol):
@@ -241,11 +248,17 @@ class ControlPlane:
         text = STAGES.read_text()
         text = text.replace("__POD_START_MS__", str(int(self.pod_start_seconds * 1000)))
         text = text.replace("__RUN_MS__", str(int(self.default_run_seconds * 1000)))
+        logs = self.workdir / "container.log"
+        logs.write_text(CONTAINER_LOG)
+        text = text.replace("__LOGS_FILE__", str(logs))
         path = self.workdir / "kwok.yaml"
         path.write_text(text)
         return path
 
     def start_kwok(self) -> None:
+        # KWOK's server is every node's kubelet endpoint (logs); the API server does not check
+        # a kubelet's serving certificate unless told to, but it speaks https to it
+        cert, key = self.ca.server_cert("kwok", ("127.0.0.1",))
         self._spawn("kwok", [
             str(self.bins["kwok"]),
             f"--kubeconfig={self.workdir / 'kwok.kubeconfig'}",
@@ -253,6 +266,7 @@ class ControlPlane:
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
             "--cidr=10.244.0.0/16", "--node-ip=127.0.0.1",
             f"--server-address=127.0.0.1:{self.kwok_port}",
+            f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
             "--node-lease-duration-seconds=40",
         ])
 
@@ -277,6 +291,9 @@ class ControlPlane:
                 status = node.pop("status")
                 status["nodeInfo"]["kubeletVersion"] = build.KUBERNETES_VERSION
                 status["nodeInfo"]["kubeProxyVersion"] = build.KUBERNETES_VERSION
+                # the API server reaches a node's kubelet (logs) at its InternalIP: KWOK's server
+                status["addresses"] = [{"type": "InternalIP", "address": "127.0.0.1"},
+                                       {"type": "Hostname", "address": spec.name}]
                 status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.kwok_port}}
                 try:
                     core.create_node(node)
