@@ -1,0 +1,88 @@
+"""GPU usage and idle culling on the real control plane: a notebook whose pod runs the idle GPU
+workload (the `kubesim.io/gpu-trace: idle` annotation, which the KWOK nodes' agents honour) is
+scraped from the gpuagents through PORTAL_GPU_EXPORTER_URLS, warned, and stopped; its objects are
+deleted from the real API server. Scrape times are back-dated (usage_scrape(now=…)) so that a
+two-minute idle window passes in seconds, as in tests/usage/test_culling.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+import urllib.request
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from portal.kube.client import Kube
+from portal.usage.models import GpuSample, WorkloadIdle
+from portal.usage.services import usage_scrape
+from portal.workloads.manifests import workload_objects
+from portal.workloads.models import GpuType, Template, Workload
+from portal.workloads.objects import workload_spec
+from stack.k8s.addons import addon
+from tenants.models import Quota, Tenant
+from tests.usage.test_culling import IDLE_TRACE, actions, check
+from tests.workloads.api_calls import vision_lab_ready
+
+pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def vision(login, gpu_types, cluster, eager_celery) -> Tenant:
+    tenant = vision_lab_ready(login)
+    Quota.objects.filter(tenant=tenant).update(idle_threshold_percent=5, idle_minutes=2,
+                                               idle_action=Quota.IdleAction.STOP,
+                                               idle_grace_minutes=1)
+    return Tenant.objects.select_related("quota").get(pk=tenant.pk)
+
+
+def agents_text(real_cluster) -> str:
+    text = ""
+    for url in addon(real_cluster, "gpumetrics").urls:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            text += resp.read().decode()
+    return text
+
+
+def test_an_idle_notebook_is_scraped_warned_and_stopped(vision, real_cluster):
+    now = timezone.now().replace(microsecond=0)
+    owner = get_user_model().objects.get(username="researcher")
+    workload = Workload.objects.create(
+        tenant=vision, owner=owner, name="idle-nb", template=Template.objects.get(slug="jupyter"),
+        kind="service", gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1,
+        image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
+        memory_gb=16, state=Workload.State.RUNNING, started_at=now - dt.timedelta(minutes=10))
+    workload.object_name = f"wl-{workload.pk}-idle-nb"
+    workload.save(update_fields=["object_name"])
+    kube = Kube()  # the portal's ServiceAccount
+    for obj in workload_objects(dataclasses.replace(workload_spec(workload),
+                                                    pod_annotations=IDLE_TRACE)):
+        kube.create(obj)
+    deadline = time.monotonic() + 30
+    while f'pod="{workload.object_name}-' not in agents_text(real_cluster):
+        assert time.monotonic() < deadline, "the idle pod's GPU never showed in its agent"
+        time.sleep(0.3)
+
+    for seconds in (150, 120, 90, 60, 30, 0):
+        usage_scrape(now=now - dt.timedelta(seconds=seconds))
+    samples = GpuSample.objects.filter(workload=workload)
+    assert samples.count() == 6 and all(s.util < 2 for s in samples)
+    assert {s.uuid for s in samples} and all(
+        s.node.startswith("gpu-a100-") for s in samples)
+
+    report = check(now)
+    assert report.warned == 1 and report.stopped == 0
+    assert WorkloadIdle.objects.get(workload=workload).stop_at == now + dt.timedelta(minutes=1)
+
+    for seconds in (60, 75):
+        usage_scrape(now=now + dt.timedelta(seconds=seconds))
+    report = check(now + dt.timedelta(seconds=75))
+    assert report.stopped == 1
+    workload.refresh_from_db()
+    assert workload.state in (Workload.State.STOPPING, Workload.State.STOPPED)
+    assert actions(workload)[:3] == ["workload.idle_warn", "workload.idle_stop", "workload.stop"]
+    # the stop task (eager) deleted its objects through the real API server
+    assert not kube.list("Deployment", vision.namespace,
+                         label_selector=f"gpu-portal.io/workload-id={workload.pk}")["items"]
