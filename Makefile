@@ -43,4 +43,4 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 
 clean-demo:
-	rm -rf .demo/portal.sqlite3 .demo/kubesim-state.json .demo/celerybeat-schedule* .demo/logs
+	rm -rf .demo/portal.sqlite3 .demo/kubesim-state.json .demo/celerybeat-schedule* .demo/logs .demo/kube

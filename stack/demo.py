@@ -8,6 +8,14 @@ missing and running as root); later runs reuse all of it and are ready in second
     keystone http://127.0.0.1:5000/v3
     kubesim  http://127.0.0.1:8001   (kubeconfig: .demo/kubeconfig)
 
+`make demo CLUSTER=kube` (`python -m stack.demo --cluster kube`) runs the same demo on a real
+Kubernetes 1.37 control plane instead of kubesim (stack/k8s/: etcd, kube-apiserver,
+controller-manager, scheduler, KWOK nodes from the same inventory, MetalLB's controller, the GPU
+agents, k8s-keystone-auth against the demo's Keystone), its API server on https://127.0.0.1:8001.
+.demo/kubeconfig is then an admin's; the portal itself uses its own ServiceAccount
+(.demo/kube/portal.kubeconfig). The first run builds the control plane from source (about 20
+minutes on two cores, cached in ~/.cache/gpu-portal); its state lives in .demo/kube/.
+
 The demo's configuration (its environment, its Keystone, its process list) is built by
 `portal_env`, `keystone_install` and `demo_processes` from a `DemoLayout` (a folder and four
 ports), so that a test or a benchmark starts the very same configuration on a temporary folder
@@ -64,6 +72,7 @@ class DemoLayout:
     kubesim_port: int = KUBESIM_PORT
     redis_port: int = REDIS_PORT
     web: str = WEB_SERVER
+    cluster: str = "kubesim"  # or "kube": the real control plane (stack/k8s/)
 
     @property
     def logs(self) -> Path:
@@ -72,6 +81,10 @@ class DemoLayout:
     @property
     def kubeconfig(self) -> Path:
         return self.root / "kubeconfig"
+
+    @property
+    def kube_dir(self) -> Path:
+        return self.root / "kube"
 
     @property
     def database(self) -> Path:
@@ -158,7 +171,7 @@ def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
         DemoProcess("keystone", keystone.command(), keystone.runner_env()),
         DemoProcess("redis", redis_command(layout.redis_port, layout.root / "redis")),
     ]
-    if INVENTORY.exists():
+    if INVENTORY.exists() and layout.cluster == "kubesim":
         procs.append(DemoProcess("kubesim", [
             python, "-m", "kubesim", "--host", "127.0.0.1", "--port", str(layout.kubesim_port),
             "--inventory", str(INVENTORY), "--kubeconfig", str(layout.kubeconfig),
@@ -213,6 +226,28 @@ def _check_ports(layout: DemoLayout) -> None:
                          "is another `make demo` running? Stop it first.")
 
 
+def start_real_cluster(layout: DemoLayout, keystone: KeystoneInstall, env: dict[str, str]):
+    """`--cluster kube`: the real control plane on the kubesim port, its state kept in .demo/kube/
+    (etcd on disk: the demo's workloads outlive a restart, as kubesim's state file lets them).
+    .demo/kubeconfig becomes an admin's; the portal's processes get their own ServiceAccount's
+    kubeconfig and the GPU agents' addresses in `env`. Returns the started ControlPlane."""
+    from .k8s.addons import addon, default_addons
+    from .k8s.cluster import ControlPlane
+
+    print("starting the real control plane (the first run builds it from source: about 20 "
+          "minutes on two cores; later runs start in seconds) …", flush=True)
+    cp = ControlPlane(layout.kube_dir, port=layout.kubesim_port, inventory=INVENTORY,
+                      addons=default_addons(keystone_url=keystone.url), etcd_in_memory=False)
+    cp.start()
+    layout.kubeconfig.write_text(cp.admin_kubeconfig.read_text())
+    layout.kubeconfig.chmod(0o600)
+    env["KUBECONFIG"] = str(cp.portal_kubeconfig)
+    env["PORTAL_GPU_EXPORTER_URLS"] = ",".join(addon(cp, "gpumetrics").urls)
+    print(f"control plane ready in {cp.started_in:.1f} s at {cp.url} (logs: {cp.logs})",
+          flush=True)
+    return cp
+
+
 def _announce(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall,
               started: float) -> None:
     """Wait until every part answers, seed Keystone's demo identities, print the welcome."""
@@ -221,6 +256,8 @@ def _announce(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall
     except (StackError, subprocess.CalledProcessError) as exc:
         print(f"\n!! demo not ready: {exc} (see .demo/logs/)\n", flush=True)
         return
+    cluster_line = (f"kubesim   http://127.0.0.1:{layout.kubesim_port}" if layout.cluster == "kubesim"
+                    else f"k8s 1.37  https://127.0.0.1:{layout.kubesim_port}")
     accounts = "\n".join(
         f"    {u.name:<11} {u.password:<22} {u.description}" for u in USERS if u.name != "gpu-portal"
     )
@@ -230,7 +267,7 @@ def _announce(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall
 
     portal    http://127.0.0.1:{layout.portal_port}/
     keystone  {keystone.url}
-    kubesim   http://127.0.0.1:{layout.kubesim_port}   (kubectl --kubeconfig .demo/kubeconfig get nodes)
+    {cluster_line}   (kubectl --kubeconfig .demo/kubeconfig get nodes)
 
  Accounts (domain Default):
     admin       {ADMIN_PASSWORD:<22} portal admin (admin on project admin)
@@ -241,20 +278,41 @@ def _announce(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall
 """, flush=True)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="make demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--cluster", choices=("kubesim", "kube"), default="kubesim",
+                        help="kubesim (default) or a real Kubernetes control plane (kube)")
+    args = parser.parse_args(argv)
     started = time.monotonic()
-    layout = DemoLayout()
+    layout = DemoLayout(cluster=args.cluster)
     layout.root.mkdir(exist_ok=True)
     layout.logs.mkdir(exist_ok=True)
+    control_plane = None
     try:
         _check_ports(layout)
         keystone = keystone_install(layout)
         keystone.ensure()
         env = portal_env(layout)
+        if layout.cluster == "kube":
+            control_plane = start_real_cluster(layout, keystone, env)
         processes = demo_processes(layout, keystone, env)
     except StackError as exc:
         print(f"make demo: {exc}", file=sys.stderr)
+        if control_plane is not None:
+            control_plane.stop()
         return 1
+    try:
+        return _run(layout, env, keystone, processes, started)
+    finally:
+        if control_plane is not None:
+            print("stopping the control plane …", flush=True)
+            control_plane.stop()
+
+
+def _run(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall,
+         processes: list[DemoProcess], started: float) -> int:
     migrate(env)
     manager = Manager(TeePrinter(sys.stdout, layout.logs))
     for process in processes:

@@ -152,9 +152,10 @@ class ControlPlane:
 
     def start_etcd(self) -> None:
         if self._etcd_dir is None:
-            base = Path("/dev/shm") if self.etcd_in_memory and Path("/dev/shm").is_dir() else \
-                self.workdir
-            self._etcd_dir = Path(os.path.realpath(base)) / f"gpu-portal-etcd-{self.etcd_port}"
+            if self.etcd_in_memory and Path("/dev/shm").is_dir():  # gone with stop()
+                self._etcd_dir = Path("/dev/shm") / f"gpu-portal-etcd-{self.etcd_port}"
+            else:  # kept: the next start in this folder finds the cluster as it was
+                self._etcd_dir = self.workdir / "etcd"
         peer = f"http://127.0.0.1:{self.etcd_peer_port}"
         proc = self._spawn("etcd", [
             str(self.bins["etcd"]), "--name", "default", "--data-dir", str(self._etcd_dir),
@@ -411,9 +412,9 @@ class ControlPlane:
         for name in ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver",
                      "etcd"):
             self.stop_component(name)
-        if self._etcd_dir is not None:
+        if self._etcd_dir is not None and self.etcd_in_memory:
             shutil.rmtree(self._etcd_dir, ignore_errors=True)
-            self._etcd_dir = None
+        self._etcd_dir = None
 
     @property
     def running(self) -> bool:
