@@ -57,7 +57,7 @@ GUNICORN_CONF = REPO / "deploy" / "image" / "gunicorn.conf.py"
 KEYSTONE_THREADS = 1
 # The web server: "gunicorn" (as deployed: deploy/image/gunicorn.conf.py, gthread workers) or
 # "runserver" (Django's, one threaded process); bench/demo_burst_bench.py --web compares them.
-WEB_SERVER = "runserver"
+WEB_SERVER = "gunicorn"
 WEB_WORKERS = 2
 WEB_THREADS = 4
 
@@ -234,6 +234,9 @@ def start_real_cluster(layout: DemoLayout, keystone: KeystoneInstall, env: dict[
     from .k8s.addons import addon, default_addons
     from .k8s.cluster import ControlPlane
 
+    # the GPU agents' pod-resources sockets serve gRPC from this process, which then forks the
+    # portal's processes: without this, gRPC logs a line per fork
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     print("starting the real control plane (the first run builds it from source: about 20 "
           "minutes on two cores; later runs start in seconds) …", flush=True)
     cp = ControlPlane(layout.kube_dir, port=layout.kubesim_port, inventory=INVENTORY,
