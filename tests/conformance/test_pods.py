@@ -39,7 +39,7 @@ def test_new_namespace(cluster: Cluster):
                   "kube-root-ca.crt is published in each namespace")
 def test_new_namespace_gets_the_root_ca(cluster: Cluster, ns: str):
     cm = eventually(lambda: cluster.core.read_namespaced_config_map("kube-root-ca.crt", ns),
-                    what="kube-root-ca.crt", timeout=10)
+                    what="kube-root-ca.crt", timeout=5)
     assert cm.data["ca.crt"].startswith("-----BEGIN CERTIFICATE-----")
 
 
