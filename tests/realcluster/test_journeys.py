@@ -15,42 +15,26 @@ import pytest
 from django.test import Client
 from kubernetes import client as k8s
 
-from portal.kube.client import Kube
 from portal.workloads.models import Workload
-from portal.workloads.tracking import Tracker, tracking_cycle
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
+from tests.workloads.test_journeys import launched, researcher  # noqa: F401 - a fixture
+from tests.workloads.test_journeys import track_until as track_until_kubesim
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
 S = Workload.State
 
 
+def track_until(workload_id: int, predicate, timeout: float = 40.0) -> Workload:
+    """The kubesim journeys' tracking loop, with more time: KWOK's pods start in ~0.5 s but a
+    real Job controller and ReplicaSet controller add their own steps."""
+    return track_until_kubesim(workload_id, predicate, timeout=timeout)
+
+
 @pytest.fixture
 def vision(login, gpu_types, cluster, eager_celery):
     return vision_lab_ready(login)
-
-
-@pytest.fixture
-def researcher(project_token):
-    return {"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}
-
-
-def launched(headers, body) -> int:
-    response = launch(headers, body)
-    assert response.status_code == 201, response.json()
-    return response.json()["id"]
-
-
-def track_until(workload_id: int, predicate, timeout: float = 40.0) -> Workload:
-    tracker = Tracker(Kube())
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tracking_cycle(duration=1.0, instance=tracker)
-        workload = Workload.objects.get(pk=workload_id)
-        if predicate(workload):
-            return workload
-    pytest.fail(f"workload {workload_id} stayed {workload.state}: {workload.reason}")
 
 
 @pytest.mark.parametrize(("template", "gpu_type", "port", "path"), [

@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeou
 S = Workload.State
 
 
-def test_relist_after_a_real_410(tenants, owner, gpu_types, real_cluster):  # noqa: F811
+def test_relist_after_a_real_410(tenants, owner, gpu_types, real_cluster):
     """etcd compacts past the tracker's stored resourceVersions and the API server restarts (its
     watch cache starts again from now): every watch from a stored version answers 410 Expired;
     the tracker relists and carries on, and a workload that changed meanwhile is caught up."""
