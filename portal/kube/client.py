@@ -10,9 +10,9 @@ Status body), and `KubeUnavailable` (no connection, timeouts, 5xx).
 from __future__ import annotations
 
 import json
-import re
 import logging
 import os
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
