@@ -2,17 +2,22 @@
 """Launch overhead: a 1-GPU batch Job launched through the portal's API against the raw
 `kubernetes` client creating the same objects, in the same run.
 
-    .venv/bin/python bench/launch_bench.py [--launches 30] [--warmup 3] [--json out.json]
+    .venv/bin/python bench/launch_bench.py [--launches 30] [--warmup 3] [--cluster kubesim|kube]
+                                           [--json out.json]
 
 It starts everything it needs on loopback under a temporary folder and stops it at the end:
 PostgreSQL (fsync on), Redis, Keystone (its own fresh state; the virtualenv under .demo/ is reused),
-kubesim with the demo inventory, the portal (gunicorn when the venv has it, else
+the cluster with the demo inventory, the portal (gunicorn when the venv has it, else
 `manage.py runserver --noreload` with PORTAL_DEBUG=0) and one Celery worker (no beat: the
-tracker would add its own load). Then, alternating, it runs N launches of each path:
+tracker would add its own load). The cluster is kubesim (`--cluster kubesim`, the default) or the
+real control plane (`--cluster kube`: stack/k8s/cluster.py's ControlPlane — etcd, kube-apiserver,
+controller-manager, scheduler, KWOK — without addons, none of which is on the launch path); there
+the portal, the raw path and the watch all use the portal's least-privilege ServiceAccount
+(`portal.kubeconfig`), never the admin. Then, alternating, it runs N launches of each path:
 
 - portal: `POST /api/v1/workloads/` as researcher in vision-lab (a Keystone token in
   X-Auth-Token, reused as a script would), clock from sending the request to the Job being
-  seen in kubesim; then the workload is stopped and the next waits until it is gone.
+  seen in the cluster; then the workload is stopped and the next waits until it is gone.
 - raw: the dicts of `portal.workloads.manifests.workload_objects` for the same spec (only
   the name and workload-id label differ), created with the official client from one long-lived
   ApiClient, clock from the call to the Job being seen; then it is deleted.
@@ -22,7 +27,9 @@ namespace (official client, raw stream, timestamped as the line arrives). The po
 also cut into parts from timestamps taken where they happen: the Submitted event the request
 writes inside its transaction, the HTTP response, and the worker's task_received /
 task_prerun / task_postrun signals (the worker is `celery -A portal worker` started through
-this script so that it can listen to them; nothing else changes).
+this script so that it can listen to them; nothing else changes). The web server is started
+through the script too (`launch_bench.py web MARKS -- gunicorn …`: gunicorn's own runner, after
+the marks are in place in the master process its workers fork from).
 
 `python bench/launch_bench.py worker TIMINGS -- <celery worker args>` is that worker.
 """
@@ -95,8 +102,9 @@ def _wrap(owner, name: str, before: str, after: str, key_of, write) -> None:
 
 
 def run_web(marks: str, argv: list[str]) -> None:
-    """`manage.py <argv>` (runserver), marking authentication, validation, admission and the
-    enqueue of requests that carry an X-Bench-Id header."""
+    """`manage.py <argv>` (runserver), or gunicorn when argv starts with "gunicorn", marking
+    authentication, validation, admission and the enqueue of requests that carry an
+    X-Bench-Id header."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     import django
 
@@ -124,6 +132,12 @@ def run_web(marks: str, argv: list[str]) -> None:
     _wrap(LaunchSerializer, "is_valid", "validate_start", "validate_end", same_request, write)
     _wrap(api_views, "workload_launch", "launch_start", "launch_end", same_request, write)
     _wrap(workload_create_task, "delay", "enqueue_start", "enqueue_end", same_request, write)
+    if argv[:1] == ["gunicorn"]:  # its workers fork from this process: the marks go with them
+        from gunicorn.app.wsgiapp import run
+
+        sys.argv = argv
+        run()
+        return
     execute_from_command_line(["manage.py", *argv])
 
 
@@ -167,8 +181,10 @@ def run_worker(marks: str, celery_args: list[str]) -> None:
 class Stack:
     """Every process of the run; stopped in reverse order, whatever happens."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cluster: str = "kubesim") -> None:
         self.root = root
+        self.cluster = cluster
+        self.control_plane = None  # the real one, with --cluster kube
         self.logs = root / "logs"
         self.logs.mkdir()
         self.procs: list[tuple[str, subprocess.Popen]] = []
@@ -191,6 +207,8 @@ class Stack:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
             stop(proc, timeout=10)
+        if self.control_plane is not None:
+            self.control_plane.stop()
         if self.postgres is not None:
             self.postgres.destroy()
 
@@ -216,14 +234,23 @@ class Stack:
         self.procs.append(("keystone", keystone.start(self.logs / "keystone.log")))
         seed_identities(keystone.url)
         step("keystone (bootstrap + identities)")
-        kubeconfig = self.root / "kubeconfig"
-        kubesim = self.popen("kubesim", [
-            self.python, "-m", "kubesim", "--host", "127.0.0.1", "--port", "0",
-            "--kubeconfig", str(kubeconfig), "--inventory", str(INVENTORY)])
-        log = self.logs / "kubesim.log"
-        wait_for(lambda: "kubesim listening on" in log.read_text(errors="replace")
-                 and kubeconfig.exists(), timeout=WAIT, what="kubesim", proc=kubesim)
-        step("kubesim")
+        if self.cluster == "kube":
+            from stack.k8s.cluster import ControlPlane
+
+            # no addons: MetalLB, the GPU agents and keystone-auth are not on the launch path
+            self.control_plane = ControlPlane(self.root / "kube", inventory=INVENTORY)
+            self.control_plane.start()
+            kubeconfig = self.control_plane.portal_kubeconfig  # the portal's ServiceAccount
+            step(f"real control plane (started in {self.control_plane.started_in:.1f} s)")
+        else:
+            kubeconfig = self.root / "kubeconfig"
+            kubesim = self.popen("kubesim", [
+                self.python, "-m", "kubesim", "--host", "127.0.0.1", "--port", "0",
+                "--kubeconfig", str(kubeconfig), "--inventory", str(INVENTORY)])
+            log = self.logs / "kubesim.log"
+            wait_for(lambda: "kubesim listening on" in log.read_text(errors="replace")
+                     and kubeconfig.exists(), timeout=WAIT, what="kubesim", proc=kubesim)
+            step("kubesim")
         self.env = {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
@@ -250,16 +277,15 @@ class Stack:
         self.portal_url = f"http://127.0.0.1:{port}"
         self.marks = self.root / "marks.jsonl"
         self.marks.touch()
-        gunicorn = Path(self.python).parent / "gunicorn"
-        if gunicorn.exists():  # no marks from inside gunicorn's workers: totals only
+        web = [self.python, str(Path(__file__).resolve()), "web", str(self.marks), "--"]
+        if (Path(self.python).parent / "gunicorn").exists():
             self.web_server = "gunicorn portal.wsgi (2 sync workers, PORTAL_DEBUG=0)"
-            cmd = [str(gunicorn), "portal.wsgi:application", "--bind", f"127.0.0.1:{port}",
+            cmd = [*web, "gunicorn", "portal.wsgi:application", "--bind", f"127.0.0.1:{port}",
                    "--workers", "2"]
         else:
             self.web_server = ("manage.py runserver --noreload (threaded; PORTAL_DEBUG=0; "
                                "gunicorn is not installed in the venv)")
-            cmd = [self.python, str(Path(__file__).resolve()), "web", str(self.marks), "--",
-                   "runserver", f"127.0.0.1:{port}", "--noreload"]
+            cmd = [*web, "runserver", f"127.0.0.1:{port}", "--noreload"]
         web = self.popen("web", cmd, env=self.env)
         wait_for(lambda: http_ok(f"{self.portal_url}/healthz"), timeout=WAIT, what="portal",
                  proc=web)
@@ -522,7 +548,8 @@ def report(portal: list[Sample], raw: list[Sample], meta: dict) -> dict:
         ("* received → task starts (prefork pool hand-off)", "received", "start"),
         ("* task starts → create request sent (claim, fetch, spec, manifests)", "start",
          "create_start"),
-        ("* create request to kubesim", "create_start", "create_end"),
+        (f"* create requests to {meta['cluster']} (Secret, Job)", "create_start",
+         "create_end"),
         ("* create answered → Job seen on the watch", "create_end", "seen"),
         ("  enqueued → HTTP 201 received (serialise, reply)", "enqueue_end", "response"),
         ("  create answered → task ends (state update, Created event)", "create_end", "end"),
@@ -544,7 +571,7 @@ def report(portal: list[Sample], raw: list[Sample], meta: dict) -> dict:
         d = out[key]
         print(f"| {label} | {ms(d['p50'])} | {ms(d['p95'])} | {ms(d['mean'])} | "
               f"{ms(d['min'])} | {ms(d['max'])} |")
-    print(f"\n{meta['web']}; {meta['worker']}; load average {meta['loadavg_before']} before, "
+    print(f"\n{meta['cluster']}; {meta['web']}; {meta['worker']}; load average {meta['loadavg_before']} before, "
           f"{meta['loadavg_after']} after")
     print(f"\nratio of medians (portal / raw, request → Job seen): {out['ratio_p50']:.2f}×")
     print("\n| portal path, part | p50 ms | p95 ms | mean ms |")
@@ -578,6 +605,15 @@ def token_cache_counts(portal_url: str) -> dict[str, float] | None:
             labels, value = line.rsplit(" ", 1)
             counts[labels.split('"')[1]] = float(value)
     return counts
+
+
+def cluster_name(stack: Stack) -> str:
+    if stack.control_plane is None:
+        return "kubesim"
+    from stack.k8s.build import KUBERNETES_VERSION
+
+    return (f"kube-apiserver {KUBERNETES_VERSION} (as the portal's ServiceAccount; etcd in "
+            "/dev/shm, KWOK nodes)")
 
 
 def bench(stack: Stack, launches: int, warmup: int) -> dict:
@@ -632,11 +668,12 @@ def bench(stack: Stack, launches: int, warmup: int) -> dict:
                 raw.remove(objects)
                 if measured:
                     raw_samples.append(sample)
-            time.sleep(0.1)  # let kubesim's controllers settle (pod GC) before the next
+            time.sleep(0.1)  # let the cluster's controllers settle (pod GC) before the next
         if index + 1 == warmup:
             step(f"{warmup} warm-up launches of each path done")
     step(f"{launches} measured launches of each path done")
     meta = {"launches": launches, "warmup": warmup, "web": stack.web_server,
+            "cluster": cluster_name(stack),
             "worker": "celery -A portal worker --concurrency 2 (prefork)",
             "token_cache": token_cache_counts(stack.portal_url),
             "nproc": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M"),
@@ -653,6 +690,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--launches", type=int, default=30, help="measured launches per path")
     parser.add_argument("--warmup", type=int, default=3, help="unmeasured launches per path")
+    parser.add_argument("--cluster", choices=("kubesim", "kube"), default="kubesim",
+                        help="kubesim, or the real control plane (stack/k8s/cluster.py)")
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs)")
     args = parser.parse_args(argv)
@@ -664,7 +703,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.alarm(int(RUN_LIMIT))
     root = Path(tempfile.mkdtemp(prefix="gpu-portal-launch-bench-"))
     os.chmod(root, 0o755)  # PostgreSQL runs as `postgres` when we are root
-    stack = Stack(root)
+    stack = Stack(root, args.cluster)
     try:
         stack.start()
         figures = bench(stack, args.launches, args.warmup)

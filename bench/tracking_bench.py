@@ -14,14 +14,27 @@ started here (stack.postgres.PostgresServer, fsync off, like the tests):
    runs as the Celery beat task does: a cycle watches 14 s, the next starts on the next 15 s
    tick, so changes made in the gap between cycles count too. Goal: p95 ≤ 2 s.
 
+With `--cluster kube` the same runs against the real control plane (stack/k8s/cluster.py's
+ControlPlane: etcd, kube-apiserver, controller-manager, scheduler, KWOK; no addons) with the same
+inventory (its Nodes are KWOK's): the tracker and the request counter use the portal's
+least-privilege ServiceAccount (portal.kubeconfig); the benchmark's own setup (namespaces, the
+background workloads' objects, the lag launches) and the independent pod watch use the admin
+kubeconfig, with parallel creates. The controller-manager's client gets a higher rate limit
+there (--kube-api-qps/--kube-api-burst, see CONTROLLER_QPS): its default of 20 requests/s
+would take longer than the run to create 5,000 Jobs' pods. It prints how long the setup took
+(the creates, and until every workload is `running`).
+
 Usage: .venv/bin/python bench/tracking_bench.py [--sizes 10,1000,5000] [--launches 60]
+                                                [--cluster kubesim|kube]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,6 +56,32 @@ nodePools:
 addressPools:
   - {name: default, addresses: ["192.168.1.0/24"]}
 """
+
+
+# the controller-manager's client rate limit on the real control plane (default 20/s, burst 30;
+# its Job controller alone makes ~3 requests per Job: the pod, the Job's status, an event)
+CONTROLLER_QPS = 200
+
+
+class LoadSampler:
+    """The 1-minute load average every few seconds (other work shares the machine)."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.samples: list[float] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(every,), daemon=True)
+        self.thread.start()
+
+    def _run(self, every: float) -> None:
+        while not self.stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self.stop.wait(every)
+
+    def summary(self) -> str:
+        values = self.samples or [os.getloadavg()[0]]
+        return (f"load average (1 min) min {min(values):.2f}, median "
+                f"{statistics.median(values):.2f}, max {max(values):.2f} "
+                f"({len(values)} samples)")
 
 
 def start_postgres(workdir: Path):
@@ -71,22 +110,48 @@ def start_kubesim(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, str(kubeconfig)
 
 
+def start_control_plane(workdir: Path):
+    from stack.k8s.cluster import ControlPlane
+
+    class BenchControlPlane(ControlPlane):
+        def _spawn(self, name, cmd):
+            if name == "kube-controller-manager":
+                cmd = [*cmd, f"--kube-api-qps={CONTROLLER_QPS}",
+                       f"--kube-api-burst={2 * CONTROLLER_QPS}"]
+            return super()._spawn(name, cmd)
+
+    inventory = workdir / "inventory.yaml"
+    inventory.write_text(BULK_INVENTORY)
+    # kubesim's demo kubelet: Running about 1 s after the pod is bound
+    cp = BenchControlPlane(workdir / "kube", inventory=inventory, pod_start_seconds=0.5)
+    started = time.perf_counter()
+    cp.start()
+    print(f"real control plane started in {time.perf_counter() - started:.1f} s "
+          f"({cp.url})", flush=True)
+    return cp
+
+
 def counting_kube():
-    """A Kube whose HTTP requests are counted on the wire."""
+    """A Kube whose HTTP requests are counted on the wire; the body size of each answer that is
+    not a watch stream goes in `received` (read where it arrives: the caller gets it cached)."""
     from kubernetes import config
 
     from portal.kube.client import Kube
 
     api = config.new_client_from_config(config_file=os.environ["KUBECONFIG"])
     calls: list[str] = []
+    received: list[int] = []
     original = api.rest_client.request
 
     def request(method, url, *args, **kwargs):
         calls.append(f"{method} {url.split('?')[0]}")
-        return original(method, url, *args, **kwargs)
+        response = original(method, url, *args, **kwargs)
+        if "watch=true" not in url.lower():
+            received.append(len(response.read() or b""))
+        return response
 
     api.rest_client.request = request
-    return Kube(api), calls
+    return Kube(api), calls, received
 
 
 def pct(values: list[float], q: float) -> float:
@@ -95,13 +160,18 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Bench:
-    def __init__(self) -> None:
+    def __init__(self, admin_kubeconfig: str) -> None:
+        from kubernetes import config
+
         from portal.keystone.models import User
         from portal.kube.client import Kube
         from portal.workloads.models import GpuType, Template
+        from tenants.manifests import SERVICE_ACCOUNT_NAME
         from tenants.models import Tenant
 
-        self.kube = Kube()
+        self.admin_kubeconfig = admin_kubeconfig
+        # the benchmark's own writes (the tracker uses the portal's identity: KUBECONFIG)
+        self.kube = Kube(config.new_client_from_config(config_file=admin_kubeconfig))
         self.owner = User.objects.create(username="bench")
         self.template = Template.objects.get(slug="custom")
         # background workloads: CPU-only pods on the bulk nodes, running for the whole run
@@ -116,6 +186,10 @@ class Bench:
                 state=Tenant.State.PROVISIONED)
             self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                               "metadata": {"name": ns}})
+            # the pods run as the tenant's ServiceAccount (a real API server's ServiceAccount
+            # admission refuses them until it exists; tenant provisioning makes it)
+            self.kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                              "metadata": {"name": SERVICE_ACCOUNT_NAME, "namespace": ns}})
         self.count = 0
 
     def workloads(self, n: int, *, namespace: str, gpu_type, gpus: int, env: dict):
@@ -133,18 +207,20 @@ class Bench:
         return Workload.objects.filter(pk__in=[r.pk for r in rows]).select_related(
             "tenant", "owner", "template", "gpu_type")
 
-    def grow_to(self, total: int) -> None:
+    def grow_to(self, total: int) -> int:
+        """Background workloads up to `total`; returns how many objects were created."""
         from portal.workloads.manifests import workload_objects
         from portal.workloads.objects import workload_spec
 
         if total <= self.count:
-            return
+            return 0
         rows = list(self.workloads(total - self.count, namespace="bench-bulk", gpu_type=self.cpu,
                                    gpus=0, env={"KUBESIM_RUN_SECONDS": "100000"}))
         manifests = [obj for row in rows for obj in workload_objects(workload_spec(row))]
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(self.kube.create, manifests))
         self.count = total
+        return len(manifests)
 
 
 def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
@@ -154,33 +230,43 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
     results = []
     for size in sizes:
         t0 = time.perf_counter()
-        bench.grow_to(size)
+        objects = bench.grow_to(size)
         created = time.perf_counter() - t0
         # settle: a first tracker brings the database up to date (all pods running)
         warm = Tracker()
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + 600
         while True:
             warm.cycle(3.0)
             pending = Workload.objects.filter(tenant__namespace="bench-bulk").exclude(
                 state=Workload.State.RUNNING).count()
             if not pending or time.monotonic() > deadline:
                 break
-        kube, calls = counting_kube()
+        settled = time.perf_counter() - t0
+        kube, calls, received = counting_kube()
         tracker = Tracker(kube)
         t0 = time.perf_counter()
         tracker.relist(list(WATCHED))  # what a fresh tracker's cycle starts with
         relist_seconds = time.perf_counter() - t0
+        relist_bytes = sum(received)
         stats = tracker.cycle(2.0)  # then it watches (the view is current: no second list)
         fresh = len(calls)
         calls.clear()
         tracker.cycle(2.0)  # the next cycle resumes from the stored resourceVersions
         resumed = len(calls)
+        listed = {kind: len(items) for kind, items in tracker.index.objects.items()}
         results.append({"workloads": size, "fresh_cycle_requests": fresh,
                         "resumed_cycle_requests": resumed, "relist_s": relist_seconds,
-                        "create_s": created, "not_running": pending,
-                        "watches": stats.watches})
-        print(f"{size:>6} workloads: fresh cycle {fresh} requests (relist {relist_seconds:.2f} s),"
+                        "relist_mib": relist_bytes / 2**20,
+                        "objects_created": objects, "create_s": created, "settle_s": settled,
+                        "not_running": pending, "watches": stats.watches,
+                        "indexed": listed, "loadavg": os.getloadavg()[0]})
+        print(f"{size:>6} workloads: fresh cycle {fresh} requests (relist {relist_seconds:.2f} s, "
+              f"{relist_bytes / 2**20:.1f} MiB),"
               f" resumed cycle {resumed} requests; {pending} not running", flush=True)
+        print(f"        setup: {objects} objects created in {created:.1f} s "
+              f"({objects / created if created else 0:.0f}/s), all running after {settled:.1f} s;"
+              f" the tracker's view: {listed}; load average {os.getloadavg()[0]:.2f}",
+              flush=True)
     return results
 
 
@@ -199,7 +285,7 @@ def latency(bench: Bench, launches: int, rate: float) -> dict:
 
     def observe_pods() -> None:  # independent of the tracker: its own client and watch
         kube = Kube(__import__("kubernetes").config.new_client_from_config(
-            config_file=os.environ["KUBECONFIG"]))
+            config_file=bench.admin_kubeconfig))
         version = None  # carried from stream to stream, so no change is seen late
         while not stop.is_set():
             for event_type, pod in kube.watch("Pod", "bench-lat", resource_version=version,
@@ -269,12 +355,24 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,1000,5000")
     parser.add_argument("--launches", type=int, default=60, help="workloads timed for lag")
     parser.add_argument("--rate", type=float, default=2.0, help="launches per second")
+    parser.add_argument("--cluster", choices=("kubesim", "kube"), default="kubesim",
+                        help="kubesim, or the real control plane (stack/k8s/cluster.py)")
+    parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
+    began = time.perf_counter()
+    load = LoadSampler()
     workdir = Path(tempfile.mkdtemp(prefix="tracking-bench-"))
     postgres = start_postgres(workdir)
-    kubesim, kubeconfig = start_kubesim(workdir)
+    kubesim = control_plane = None
+    if args.cluster == "kube":
+        control_plane = start_control_plane(workdir)
+        kubeconfig = str(control_plane.portal_kubeconfig)  # the portal's ServiceAccount
+        admin_kubeconfig = str(control_plane.admin_kubeconfig)
+    else:
+        kubesim, kubeconfig = start_kubesim(workdir)
+        admin_kubeconfig = kubeconfig
     os.environ.update({
         "DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": postgres.url,
         "PORTAL_SECRET_KEY": "bench-" + "k" * 60, "PORTAL_TLS": "0", "KUBECONFIG": kubeconfig,
@@ -289,17 +387,29 @@ def main() -> None:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        bench = Bench()
+        bench = Bench(admin_kubeconfig)
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-              f"{platform.python_version()}; database PostgreSQL ({postgres.url})", flush=True)
+              f"{platform.python_version()}; database PostgreSQL ({postgres.url}); cluster: "
+              f"{'kube-apiserver (real control plane)' if control_plane else 'kubesim'}",
+              flush=True)
         counts = requests_per_cycle(bench, sizes)
         lag = latency(bench, args.launches, args.rate)
         print("lag (s):", {k: v for k, v in lag.items()}, flush=True)
         print("requests:", counts, flush=True)
+        print(f"{load.summary()}; whole run {time.perf_counter() - began:.0f} s", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({
+                "cluster": args.cluster, "cycles": counts, "lag": lag,
+                "load": load.samples, "seconds": time.perf_counter() - began}, indent=2))
     finally:
-        kubesim.terminate()
-        kubesim.wait(10)
+        load.stop.set()
+        if kubesim is not None:
+            kubesim.terminate()
+            kubesim.wait(10)
+        if control_plane is not None:
+            control_plane.stop()
         postgres.destroy()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
