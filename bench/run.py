@@ -53,8 +53,9 @@ def kubesim_figures(text: str, _figures: dict | None) -> str:
 
 
 def tracking_figures(text: str, _figures: dict | None) -> str:
-    cycles = [f"{m[0]} workloads: {m[1]} + {m[2]} requests" for m in re.findall(
-        r"(\d+) workloads: fresh cycle (\d+) requests .*?resumed cycle (\d+) requests", text)]
+    cycles = [f"{m[0]} workloads: {m[1]} + {m[3]} requests (relist {m[2]} s)" for m in re.findall(
+        r"(\d+) workloads: fresh cycle (\d+) requests \(relist ([0-9.]+) s.*?resumed cycle "
+        r"(\d+) requests", text)]
     lag = re.search(r"^lag \(s\): (.*)$", text, re.M)
     out = "fresh + resumed cycle: " + ", ".join(cycles)
     if lag:
@@ -62,6 +63,15 @@ def tracking_figures(text: str, _figures: dict | None) -> str:
         out += (f"; lag p50 {everything['p50'] * 1000:.0f} ms, p95 "
                 f"{everything['p95'] * 1000:.0f} ms (n={everything['n']})")
     return out
+
+
+def controlplane_figures(_text: str, f: dict | None) -> str:
+    s, b = f["starts"], f["build"]
+    return (f"start cold {s['cold']['start_s']['median']:.1f} s, warm "
+            f"{s['warm']['start_s']['median']:.1f} s; a new Job's pod Running "
+            f"+{s['warm']['first_pod_running_s']['median']:.1f} s after; stop "
+            f"{s['warm']['stop_s']['median']:.1f} s; `python -m stack.k8s.build` cached "
+            f"{b['command_s']['median'] * 1000:.0f} ms")
 
 
 def usage_figures(text: str, _figures: dict | None) -> str:
@@ -105,6 +115,7 @@ class Bench:
     timeout: int
     figures: Callable[[str, dict | None], str]
     json: bool = False  # takes --json PATH
+    real_cluster: bool = False  # runs the real control plane: its binaries must be built
 
     @property
     def script(self) -> Path:
@@ -117,6 +128,14 @@ BENCHES = [
           240, tracking_figures),
     Bench("launch", ["bench/launch_bench.py", "--launches", "10", "--warmup", "2"], 300,
           launch_figures, json=True),
+    # the same two on the real control plane (stack/k8s/), and its start-up
+    Bench("controlplane", ["bench/controlplane_bench.py", "--repeats", "1"], 180,
+          controlplane_figures, json=True, real_cluster=True),
+    Bench("tracking_kube", ["bench/tracking_bench.py", "--cluster", "kube", "--sizes",
+                            "10,1000", "--launches", "20"], 300, tracking_figures,
+          real_cluster=True),
+    Bench("launch_kube", ["bench/launch_bench.py", "--cluster", "kube", "--launches", "10",
+                          "--warmup", "2"], 300, launch_figures, json=True, real_cluster=True),
     Bench("usage", ["bench/usage_bench.py", "--samples", "400000", "--cycles", "100"], 300,
           usage_figures),
     Bench("api_auth", ["bench/api_auth_bench.py", "--requests", "100", "--warmup", "10",
@@ -126,6 +145,15 @@ BENCHES = [
     Bench("browser", ["bench/browser_bench.py", "--loads", "3"], 300,
           _lines(r"^launch page, median", r"^repeat visit")),
 ]
+
+
+def control_plane_missing() -> list[str]:
+    """The real control plane's components not built yet (a Go build takes far longer than a
+    quick benchmark may: `python -m stack.k8s.build`, which `make test` runs, builds them)."""
+    sys.path.insert(0, str(REPO))
+    from stack.k8s import build
+
+    return [name for name, component in build.COMPONENTS.items() if not component.built()]
 
 
 def run_one(bench: Bench) -> dict:
@@ -184,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [b for b in BENCHES if not args.only or b.name in args.only.split(",")]
     if args.list:
         for bench in chosen:
-            print(f"{bench.name:9} {' '.join(bench.args)}")
+            print(f"{bench.name:13} {' '.join(bench.args)}")
         return 0
     OUT.mkdir(parents=True, exist_ok=True)
     began = time.strftime("%Y-%m-%d %H:%M")
@@ -194,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         if not bench.script.exists():
             results.append({"name": bench.name, "status": "not present", "seconds": 0.0,
                             "figures": f"{bench.args[0]} does not exist in this tree"})
+            continue
+        if bench.real_cluster and (missing := control_plane_missing()):
+            results.append({"name": bench.name, "status": "not run", "seconds": 0.0,
+                            "figures": f"the real control plane is not built ({', '.join(missing)})"
+                                       ": run `.venv/bin/python -m stack.k8s.build` first"})
             continue
         results.append(run_one(bench))
     print(f"\n## make bench, {began}, {os.cpu_count()} CPUs, load average "
