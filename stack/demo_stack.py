@@ -1,0 +1,103 @@
+"""The demo's own configuration (stack/demo.py) started as subprocesses on a temporary folder and
+free ports, for a test or a benchmark: the same environment, the same Keystone, the same
+process list as `make demo`, only not on 8000/5000/8001 and not under .demo/.
+
+    stack = DemoStack(tmp_path, web="gunicorn")
+    stack.start()            # Keystone, Redis, kubesim, migrate, web, worker, tracker, beat, seed
+    stack.url, stack.keystone.url, stack.kubeconfig, stack.log("tracker")
+    stack.close()            # every process, whatever happened
+
+Each process runs in its own session and writes <root>/logs/<name>.log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from .demo import (
+    WEB_SERVER,
+    DemoLayout,
+    demo_processes,
+    keystone_install,
+    migrate,
+    portal_env,
+    seed,
+)
+from .keystone import KeystoneInstall
+from .procs import REPO, free_port, http_ok, port_open, stop, wait_for
+
+# started first, then the schema, then the portal's own processes
+BACKENDS = ("keystone", "redis", "kubesim")
+
+
+class DemoStack:
+    def __init__(self, root: Path, *, web: str = WEB_SERVER) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.layout = DemoLayout(root=root, portal_port=free_port(), keystone_port=free_port(),
+                                 kubesim_port=free_port(), redis_port=free_port(), web=web)
+        self.layout.logs.mkdir(parents=True, exist_ok=True)
+        self.keystone: KeystoneInstall = keystone_install(self.layout)
+        self.env: dict[str, str] = {}
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    @property
+    def url(self) -> str:
+        return self.layout.portal_url
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.layout.kubeconfig
+
+    def log(self, name: str) -> str:
+        path = self.layout.logs / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def _start(self, name: str, argv: list[str], env: dict[str, str] | None) -> None:
+        with open(self.layout.logs / f"{name}.log", "ab") as log:
+            self.procs[name] = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start(self) -> DemoStack:
+        self.keystone.ensure()
+        self.env = portal_env(self.layout)
+        processes = demo_processes(self.layout, self.keystone, self.env)
+        try:
+            for process in processes:
+                if process.name in BACKENDS:
+                    self._start(process.name, process.argv, process.env)
+            wait_for(lambda: port_open(self.layout.redis_port), timeout=30, what="redis",
+                     proc=self.procs["redis"])
+            if "kubesim" in self.procs:
+                wait_for(self.kubeconfig.exists, timeout=60, what="kubesim",
+                         proc=self.procs["kubesim"])
+            migrate(self.env)
+            for process in processes:
+                if process.name not in BACKENDS:
+                    self._start(process.name, process.argv, process.env)
+            seed(self.layout, self.env, self.keystone)
+            wait_for(lambda: http_ok(f"{self.url}/healthz"), timeout=60, what="portal",
+                     proc=self.procs["web"])
+            # as in a demo that has been up a while: the tracker's watches are under way
+            wait_for(lambda: "tracking cycle: {" in self.log("tracker"), timeout=90,
+                     what="the tracker's first cycle", proc=self.procs["tracker"])
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def running(self) -> dict[str, bool]:
+        return {name: proc.poll() is None for name, proc in self.procs.items()}
+
+    def close(self) -> None:
+        for proc in reversed(list(self.procs.values())):
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+            stop(proc, timeout=15)
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
