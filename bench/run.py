@@ -108,6 +108,16 @@ def load_figures(_text: str, f: dict | None) -> str:
     return out
 
 
+def demo_burst_figures(_text: str, f: dict | None) -> str:
+    r = f["rounds"][0]
+    lag = r["state_lag_seconds"]["p95"]
+    return (f"{r['launches']} launches: " + ", ".join(
+        f"{n}× {k}" for k, n in sorted(r["launch_answers"].items()))
+        + f"; admitted {r['admitted']} of quota {r['quota']}, all running "
+        f"{r['seconds_to_all_running']:.1f} s; GETs {r['get_answers']}; lag p95 "
+        f"{lag * 1000:.0f} ms; lost tracker cycles {len(r['tracker']['lost'])}")
+
+
 @dataclasses.dataclass
 class Bench:
     name: str
@@ -142,6 +152,8 @@ BENCHES = [
                        "--misses", "5"], 240, api_auth_figures, json=True),
     Bench("load", ["bench/load/load_bench.py", "--users", "20", "--duration", "30",
                    "--burst", "50", "--settle", "90"], 420, load_figures, json=True),
+    Bench("demo_burst", ["bench/demo_burst_bench.py", "--launches", "30", "--quota", "8",
+                         "--gets", "100"], 300, demo_burst_figures, json=True),
     Bench("browser", ["bench/browser_bench.py", "--loads", "3"], 300,
           _lines(r"^launch page, median", r"^repeat visit")),
 ]
