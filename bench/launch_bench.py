@@ -672,13 +672,36 @@ def bench(stack: Stack, launches: int, warmup: int) -> dict:
         if index + 1 == warmup:
             step(f"{warmup} warm-up launches of each path done")
     step(f"{launches} measured launches of each path done")
+    node_list = list_nodes_alone(raw_client, launches)
     meta = {"launches": launches, "warmup": warmup, "web": stack.web_server,
             "cluster": cluster_names(stack)[0], "cluster_detail": cluster_names(stack)[1],
             "worker": "celery -A portal worker --concurrency 2 (prefork)",
             "token_cache": token_cache_counts(stack.portal_url),
             "nproc": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M"),
             "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
-    return report(portal_samples, raw_samples, meta)
+    out = report(portal_samples, raw_samples, meta)
+    out["node_list"] = node_list
+    print(f"\nlist nodes alone (the cluster call of the launch's validation), raw client, "
+          f"n={launches}: p50 {ms(node_list['p50'])} ms, p95 {ms(node_list['p95'])} ms; "
+          f"{node_list['nodes']} nodes, {node_list['bytes'] / 1024:.1f} KiB, of which "
+          f"metadata.managedFields {node_list['managed_fields_bytes'] / 1024:.1f} KiB")
+    return out
+
+
+def list_nodes_alone(api_client, times: int) -> dict:
+    """The launch's validation asks the cluster for its nodes (capacity): that call alone."""
+    from kubernetes import client as k8s
+
+    core = k8s.CoreV1Api(api_client)
+    seconds = []
+    for _ in range(times):
+        began = time.perf_counter()
+        data = core.list_node(_preload_content=False).data
+        nodes = json.loads(data)["items"]
+        seconds.append(time.perf_counter() - began)
+    managed = sum(len(json.dumps(n["metadata"].get("managedFields") or [])) for n in nodes)
+    return describe(seconds) | {"nodes": len(nodes), "bytes": len(data),
+                                "managed_fields_bytes": managed}
 
 
 def main(argv: list[str] | None = None) -> int:

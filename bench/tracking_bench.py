@@ -133,22 +133,26 @@ def start_control_plane(workdir: Path):
 
 
 def counting_kube():
-    """A Kube whose HTTP requests are counted on the wire; the body size of each answer that is
-    not a watch stream goes in `received` (read where it arrives: the caller gets it cached)."""
+    """A Kube whose HTTP requests are counted on the wire. Each answer that is not a watch stream
+    is read where it arrives (the caller gets it cached) and goes in `received` as (resource,
+    bytes, seconds from sending the request to the body read)."""
     from kubernetes import config
 
     from portal.kube.client import Kube
 
     api = config.new_client_from_config(config_file=os.environ["KUBECONFIG"])
     calls: list[str] = []
-    received: list[int] = []
+    received: list[tuple[str, int, float]] = []
     original = api.rest_client.request
 
     def request(method, url, *args, **kwargs):
-        calls.append(f"{method} {url.split('?')[0]}")
+        path = url.split("?")[0]
+        calls.append(f"{method} {path}")
+        began = time.perf_counter()
         response = original(method, url, *args, **kwargs)
         if "watch=true" not in url.lower():
-            received.append(len(response.read() or b""))
+            size = len(response.read() or b"")
+            received.append((path.rsplit("/", 1)[-1], size, time.perf_counter() - began))
         return response
 
     api.rest_client.request = request
@@ -248,7 +252,13 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
         t0 = time.perf_counter()
         tracker.relist(list(WATCHED))  # what a fresh tracker's cycle starts with
         relist_seconds = time.perf_counter() - t0
-        relist_bytes = sum(received)
+        relist_bytes = sum(size for _, size, _ in received)
+        on_wire = {resource: (round(size / 2**20, 1), round(seconds, 2))
+                   for resource, size, seconds in received}
+        wire_seconds = sum(seconds for _, _, seconds in received)
+        # what metadata.managedFields (server-side apply's bookkeeping) takes of what was listed
+        managed = sum(len(json.dumps(obj.get("metadata", {}).get("managedFields") or []))
+                      for items in tracker.index.objects.values() for _, obj in items.values())
         stats = tracker.cycle(2.0)  # then it watches (the view is current: no second list)
         fresh = len(calls)
         calls.clear()
@@ -257,13 +267,18 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
         listed = {kind: len(items) for kind, items in tracker.index.objects.items()}
         results.append({"workloads": size, "fresh_cycle_requests": fresh,
                         "resumed_cycle_requests": resumed, "relist_s": relist_seconds,
-                        "relist_mib": relist_bytes / 2**20,
+                        "relist_mib": relist_bytes / 2**20, "relist_wire_s": wire_seconds,
+                        "relist_by_resource": on_wire, "managed_fields_mib": managed / 2**20,
                         "objects_created": objects, "create_s": created, "settle_s": settled,
                         "not_running": pending, "watches": stats.watches,
                         "indexed": listed, "loadavg": os.getloadavg()[0]})
         print(f"{size:>6} workloads: fresh cycle {fresh} requests (relist {relist_seconds:.2f} s, "
               f"{relist_bytes / 2**20:.1f} MiB),"
               f" resumed cycle {resumed} requests; {pending} not running", flush=True)
+        print(f"        relist: the lists' answers (request → body read) {wire_seconds:.2f} s "
+              f"{on_wire} (MiB, s); the rest (JSON decoding, the view, the database "
+              f"reconcile) {relist_seconds - wire_seconds:.2f} s; metadata.managedFields "
+              f"{managed / 2**20:.1f} MiB of the view", flush=True)
         print(f"        setup: {objects} objects created in {created:.1f} s "
               f"({objects / created if created else 0:.0f}/s), all running after {settled:.1f} s;"
               f" the tracker's view: {listed}; load average {os.getloadavg()[0]:.2f}",
