@@ -64,6 +64,18 @@ addressPools:
 CONTROLLER_QPS = 200
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time the processes have used so far (their threads included)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 class LoadSampler:
     """The 1-minute load average every few seconds (other work shares the machine)."""
 
@@ -135,7 +147,7 @@ def start_control_plane(workdir: Path):
 def counting_kube():
     """A Kube whose HTTP requests are counted on the wire. Each answer that is not a watch stream
     is read where it arrives (the caller gets it cached) and goes in `received` as (resource,
-    bytes, seconds from sending the request to the body read)."""
+    bytes, seconds from sending the request to the body read); the bodies stay in `bodies`."""
     from kubernetes import config
 
     from portal.kube.client import Kube
@@ -143,6 +155,7 @@ def counting_kube():
     api = config.new_client_from_config(config_file=os.environ["KUBECONFIG"])
     calls: list[str] = []
     received: list[tuple[str, int, float]] = []
+    bodies: list[bytes] = []
     original = api.rest_client.request
 
     def request(method, url, *args, **kwargs):
@@ -151,12 +164,14 @@ def counting_kube():
         began = time.perf_counter()
         response = original(method, url, *args, **kwargs)
         if "watch=true" not in url.lower():
-            size = len(response.read() or b"")
+            body = response.read() or b""
+            bodies.append(body)
+            size = len(body)
             received.append((path.rsplit("/", 1)[-1], size, time.perf_counter() - began))
         return response
 
     api.rest_client.request = request
-    return Kube(api), calls, received
+    return Kube(api), calls, received, bodies
 
 
 def pct(values: list[float], q: float) -> float:
@@ -165,7 +180,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Bench:
-    def __init__(self, admin_kubeconfig: str) -> None:
+    def __init__(self, admin_kubeconfig: str, cluster_pids: list[int]) -> None:
         from kubernetes import config
 
         from portal.keystone.models import User
@@ -175,6 +190,7 @@ class Bench:
         from tenants.models import Tenant
 
         self.admin_kubeconfig = admin_kubeconfig
+        self.cluster_pids = cluster_pids  # kubesim, or the control plane's processes
         # the benchmark's own writes (the tracker uses the portal's identity: KUBECONFIG)
         self.kube = Kube(config.new_client_from_config(config_file=admin_kubeconfig))
         self.owner = User.objects.create(username="bench")
@@ -247,11 +263,23 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
             if not pending or time.monotonic() > deadline:
                 break
         settled = time.perf_counter() - t0
-        kube, calls, received = counting_kube()
+        kube, calls, received, bodies = counting_kube()
         tracker = Tracker(kube)
+        # the cluster's own CPU use while nothing is asked of it (5 s)
+        idle_before = cpu_seconds(bench.cluster_pids)
+        time.sleep(5.0)
+        cluster_idle = (cpu_seconds(bench.cluster_pids) - idle_before) / 5.0
+        cluster_before, own_before = cpu_seconds(bench.cluster_pids), time.process_time()
         t0 = time.perf_counter()
         tracker.relist(list(WATCHED))  # what a fresh tracker's cycle starts with
         relist_seconds = time.perf_counter() - t0
+        own_cpu = time.process_time() - own_before
+        cluster_cpu = cpu_seconds(bench.cluster_pids) - cluster_before
+        decode_began = time.process_time()  # the same bodies decoded again, apart
+        for body in bodies:
+            json.loads(body)
+        decode_cpu = time.process_time() - decode_began
+        bodies.clear()
         relist_bytes = sum(size for _, size, _ in received)
         on_wire = {resource: (round(size / 2**20, 1), round(seconds, 2))
                    for resource, size, seconds in received}
@@ -269,6 +297,8 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
                         "resumed_cycle_requests": resumed, "relist_s": relist_seconds,
                         "relist_mib": relist_bytes / 2**20, "relist_wire_s": wire_seconds,
                         "relist_by_resource": on_wire, "managed_fields_mib": managed / 2**20,
+                        "relist_cpu_s": own_cpu, "relist_json_decode_cpu_s": decode_cpu,
+                        "relist_cluster_cpu_s": cluster_cpu, "cluster_idle_cpus": cluster_idle,
                         "objects_created": objects, "create_s": created, "settle_s": settled,
                         "not_running": pending, "watches": stats.watches,
                         "indexed": listed, "loadavg": os.getloadavg()[0]})
@@ -279,6 +309,9 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
               f"{on_wire} (MiB, s); the rest (JSON decoding, the view, the database "
               f"reconcile) {relist_seconds - wire_seconds:.2f} s; metadata.managedFields "
               f"{managed / 2**20:.1f} MiB of the view", flush=True)
+        print(f"        relist CPU: this process {own_cpu:.2f} s (decoding the lists' JSON "
+              f"alone: {decode_cpu:.2f} s), the cluster's processes {cluster_cpu:.2f} s; the "
+              f"cluster idle before it: {cluster_idle:.2f} CPUs", flush=True)
         print(f"        setup: {objects} objects created in {created:.1f} s "
               f"({objects / created if created else 0:.0f}/s), all running after {settled:.1f} s;"
               f" the tracker's view: {listed}; load average {os.getloadavg()[0]:.2f}",
@@ -415,7 +448,9 @@ def main() -> None:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        bench = Bench(admin_kubeconfig)
+        cluster_pids = ([p.pid for p in control_plane.procs.values()] if control_plane
+                        else [kubesim.pid])
+        bench = Bench(admin_kubeconfig, cluster_pids)
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
               f"{platform.python_version()}; database PostgreSQL ({postgres.url}); cluster: "
               f"{'kube-apiserver (real control plane)' if control_plane else 'kubesim'}",
