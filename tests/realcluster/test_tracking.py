@@ -4,7 +4,10 @@ a real 410 Expired after etcd compaction."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from kubernetes import client as k8s
 
 from portal.kube.client import Kube
 from portal.workloads.models import TrackerCursor, Workload
@@ -31,15 +34,25 @@ S = Workload.State
 def test_relist_after_a_real_410(tenants, owner, gpu_types, real_cluster):
     """etcd compacts past the tracker's stored resourceVersions and the API server restarts (its
     watch cache starts again from now): every watch from a stored version answers 410 Expired;
-    the tracker relists and carries on, and a workload that changed meanwhile is caught up."""
+    the tracker relists, catches up with the workload that started meanwhile, and carries on.
+    (The pod is Running before the restart and finishes well after it: KWOK does not retry a
+    stage whose status patch met the API server down.)"""
     tenant = tenants()
     tracker = Tracker(Kube())
     tracker.cycle(0.5)
     listed = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
-    workload = launch(tenant, owner, gpu_types, name="after", env={"KUBESIM_RUN_SECONDS": "1"})
+    workload = launch(tenant, owner, gpu_types, name="after", env={"KUBESIM_RUN_SECONDS": "20"})
+    core = k8s.CoreV1Api(real_cluster.api_client())
+    selector = f"gpu-portal.io/workload-id={workload.pk}"
+    deadline = time.monotonic() + 30
+    while not any(p.status.phase == "Running" for p in core.list_namespaced_pod(
+            tenant.namespace, label_selector=selector).items):
+        assert time.monotonic() < deadline, "the Job's pod never ran"
+        time.sleep(0.2)
     real_cluster.restart_apiserver(compact=True)
     stats = tracker.cycle(1.5)
     assert stats.expired == 5 and stats.lists == 5, stats
-    track_until(tracker, lambda: state_of(workload).state == S.SUCCEEDED, timeout=40)
+    track_until(tracker, lambda: state_of(workload).state == S.RUNNING, timeout=30)
+    track_until(tracker, lambda: state_of(workload).state == S.SUCCEEDED, timeout=60)
     now = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
     assert int(now["pods"]) > int(listed["pods"])
