@@ -32,6 +32,7 @@ Usage: .venv/bin/python bench/tracking_bench.py [--sizes 10,1000,5000] [--launch
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -64,16 +65,42 @@ addressPools:
 CONTROLLER_QPS = 200
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time the processes have used so far (their threads included)."""
-    total = 0
-    for pid in pids:
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """User + system CPU time each process has used so far (its threads included), by name."""
+    used = {}
+    for name, pid in pids.items():
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-    return total / os.sysconf("SC_CLK_TCK")
+        used[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    return used
+
+
+def cpu_since(before: dict[str, float], pids: dict[str, int]) -> dict[str, float]:
+    now = cpu_seconds(pids)
+    return {name: round(now[name] - before.get(name, 0.0), 2) for name in now}
+
+
+class GcTimer:
+    """Time spent in Python's cyclic garbage collector while it is installed."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._began = 0.0
+
+    def __call__(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._began
+
+    def __enter__(self) -> GcTimer:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        gc.callbacks.remove(self)
 
 
 class LoadSampler:
@@ -180,7 +207,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Bench:
-    def __init__(self, admin_kubeconfig: str, cluster_pids: list[int]) -> None:
+    def __init__(self, admin_kubeconfig: str, cluster_pids: dict[str, int]) -> None:
         from kubernetes import config
 
         from portal.keystone.models import User
@@ -265,20 +292,25 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
         settled = time.perf_counter() - t0
         kube, calls, received, bodies = counting_kube()
         tracker = Tracker(kube)
-        # the cluster's own CPU use while nothing is asked of it (5 s)
+        # the cluster's own CPU use while nothing is asked of it (5 s), by process
         idle_before = cpu_seconds(bench.cluster_pids)
         time.sleep(5.0)
-        cluster_idle = (cpu_seconds(bench.cluster_pids) - idle_before) / 5.0
+        cluster_idle = {name: round(used / 5.0, 2) for name, used in
+                        cpu_since(idle_before, bench.cluster_pids).items()}
         cluster_before, own_before = cpu_seconds(bench.cluster_pids), time.process_time()
         t0 = time.perf_counter()
-        tracker.relist(list(WATCHED))  # what a fresh tracker's cycle starts with
+        with GcTimer() as collector:
+            tracker.relist(list(WATCHED))  # what a fresh tracker's cycle starts with
         relist_seconds = time.perf_counter() - t0
         own_cpu = time.process_time() - own_before
-        cluster_cpu = cpu_seconds(bench.cluster_pids) - cluster_before
-        decode_began = time.process_time()  # the same bodies decoded again, apart
+        cluster_cpu = cpu_since(cluster_before, bench.cluster_pids)
+        gc.collect()
+        gc.disable()  # the same bodies decoded again, apart, without the collector
+        decode_began = time.process_time()
         for body in bodies:
             json.loads(body)
         decode_cpu = time.process_time() - decode_began
+        gc.enable()
         bodies.clear()
         relist_bytes = sum(size for _, size, _ in received)
         on_wire = {resource: (round(size / 2**20, 1), round(seconds, 2))
@@ -292,13 +324,19 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
         calls.clear()
         tracker.cycle(2.0)  # the next cycle resumes from the stored resourceVersions
         resumed = len(calls)
+        idle_before = cpu_seconds(bench.cluster_pids)  # and again, 5 s more, a little later
+        time.sleep(5.0)
+        cluster_idle_after = {name: round(used / 5.0, 2) for name, used in
+                              cpu_since(idle_before, bench.cluster_pids).items()}
         listed = {kind: len(items) for kind, items in tracker.index.objects.items()}
         results.append({"workloads": size, "fresh_cycle_requests": fresh,
                         "resumed_cycle_requests": resumed, "relist_s": relist_seconds,
                         "relist_mib": relist_bytes / 2**20, "relist_wire_s": wire_seconds,
                         "relist_by_resource": on_wire, "managed_fields_mib": managed / 2**20,
                         "relist_cpu_s": own_cpu, "relist_json_decode_cpu_s": decode_cpu,
+                        "relist_gc_s": collector.seconds,
                         "relist_cluster_cpu_s": cluster_cpu, "cluster_idle_cpus": cluster_idle,
+                        "cluster_idle_cpus_after": cluster_idle_after,
                         "objects_created": objects, "create_s": created, "settle_s": settled,
                         "not_running": pending, "watches": stats.watches,
                         "indexed": listed, "loadavg": os.getloadavg()[0]})
@@ -309,9 +347,11 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
               f"{on_wire} (MiB, s); the rest (JSON decoding, the view, the database "
               f"reconcile) {relist_seconds - wire_seconds:.2f} s; metadata.managedFields "
               f"{managed / 2**20:.1f} MiB of the view", flush=True)
-        print(f"        relist CPU: this process {own_cpu:.2f} s (decoding the lists' JSON "
-              f"alone: {decode_cpu:.2f} s), the cluster's processes {cluster_cpu:.2f} s; the "
-              f"cluster idle before it: {cluster_idle:.2f} CPUs", flush=True)
+        print(f"        relist CPU: this process {own_cpu:.2f} s, of which the garbage collector "
+              f"{collector.seconds:.2f} s (the lists' JSON decoded again alone, collector off: "
+              f"{decode_cpu:.2f} s); the cluster's processes {cluster_cpu} s; the cluster in "
+              f"the 5 s before it (CPUs): {cluster_idle}, and 5 s after the two cycles: "
+              f"{cluster_idle_after}", flush=True)
         print(f"        setup: {objects} objects created in {created:.1f} s "
               f"({objects / created if created else 0:.0f}/s), all running after {settled:.1f} s;"
               f" the tracker's view: {listed}; load average {os.getloadavg()[0]:.2f}",
@@ -448,8 +488,8 @@ def main() -> None:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        cluster_pids = ([p.pid for p in control_plane.procs.values()] if control_plane
-                        else [kubesim.pid])
+        cluster_pids = ({name: p.pid for name, p in control_plane.procs.items()}
+                        if control_plane else {"kubesim": kubesim.pid})
         bench = Bench(admin_kubeconfig, cluster_pids)
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
               f"{platform.python_version()}; database PostgreSQL ({postgres.url}); cluster: "
