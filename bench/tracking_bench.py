@@ -82,6 +82,20 @@ def cpu_since(before: dict[str, float], pids: dict[str, int]) -> dict[str, float
     return {name: round(now[name] - before.get(name, 0.0), 2) for name in now}
 
 
+def wait_quiet(pids: dict[str, int], *, below: float = 0.2, window: float = 2.0,
+               timeout: float = 180.0) -> float:
+    """Wait until the cluster's processes together use less than `below` CPUs over a window
+    (a real control plane goes on for a while after every pod is Running: the Job controller's
+    status updates, events); returns the seconds waited."""
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        before = cpu_seconds(pids)
+        time.sleep(window)
+        if sum(cpu_since(before, pids).values()) / window < below:
+            break
+    return time.monotonic() - began
+
+
 class GcTimer:
     """Time spent in Python's cyclic garbage collector while it is installed."""
 
@@ -290,6 +304,7 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
             if not pending or time.monotonic() > deadline:
                 break
         settled = time.perf_counter() - t0
+        quiet = wait_quiet(bench.cluster_pids)  # measure against a cluster at rest
         kube, calls, received, bodies = counting_kube()
         tracker = Tracker(kube)
         # the cluster's own CPU use while nothing is asked of it (5 s), by process
@@ -338,6 +353,7 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
                         "relist_cluster_cpu_s": cluster_cpu, "cluster_idle_cpus": cluster_idle,
                         "cluster_idle_cpus_after": cluster_idle_after,
                         "objects_created": objects, "create_s": created, "settle_s": settled,
+                        "quiet_after_s": quiet,
                         "not_running": pending, "watches": stats.watches,
                         "indexed": listed, "loadavg": os.getloadavg()[0]})
         print(f"{size:>6} workloads: fresh cycle {fresh} requests (relist {relist_seconds:.2f} s, "
@@ -353,7 +369,8 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
               f"the 5 s before it (CPUs): {cluster_idle}, and 5 s after the two cycles: "
               f"{cluster_idle_after}", flush=True)
         print(f"        setup: {objects} objects created in {created:.1f} s "
-              f"({objects / created if created else 0:.0f}/s), all running after {settled:.1f} s;"
+              f"({objects / created if created else 0:.0f}/s), all running after {settled:.1f} s, "
+              f"the cluster at rest {quiet:.0f} s later;"
               f" the tracker's view: {listed}; load average {os.getloadavg()[0]:.2f}",
               flush=True)
     return results
