@@ -132,7 +132,8 @@ def one_start(workdir: Path, *, addons: bool, keystone_url: str) -> dict:
                     raise
                 time.sleep(0.05)
         first_request = time.perf_counter() - first_began
-        first_pod = first_job_running(cp) + first_request
+        first_job = first_job_running(cp)
+        first_pod = first_job["Running"] + first_request
         memory = {name: rss_mib(proc.pid) for name, proc in cp.procs.items()}
         for addon in chosen:
             for name, proc in _addon_procs(addon):
@@ -149,32 +150,48 @@ def one_start(workdir: Path, *, addons: bool, keystone_url: str) -> dict:
         v for k, v in seconds.items() if "of which" not in k)
     return {"start_s": started, "started_in": cp.started_in, "phases": seconds,
             "first_portal_request_s": first_request, "first_pod_running_s": first_pod,
+            "first_job_steps_s": first_job,
             "nodes": len(nodes), "stop_s": stopped,
             "rss_mib": memory}
 
 
-def first_job_running(cp) -> float:
-    """Seconds until a Job created now (admin, in a new namespace) has a Running pod: the
-    controller-manager (its Job and ServiceAccount controllers: a pod is refused until the
-    namespace's `default` ServiceAccount exists), the scheduler and KWOK (pod_start_seconds,
-    twice: created → ContainerCreating → Running) all at work."""
+def first_job_running(cp) -> dict[str, float]:
+    """When a Job created now (admin, in a new namespace, its pods running as a ServiceAccount
+    created with it, as the portal's are) has its pod created (the controller-manager's Job
+    controller), bound (the scheduler) and Running (KWOK: pod_start_seconds, twice); and when
+    the namespace's `default` ServiceAccount appears (the controller-manager's ServiceAccount
+    controller). Seconds from the Job's create."""
     from kubernetes import client
 
     began = time.perf_counter()
     with cp.api_client() as api:
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
         core.create_namespace({"metadata": {"name": "bench-first-job"}})
+        core.create_namespaced_service_account("bench-first-job", {"metadata": {"name": "runner"}})
         batch.create_namespaced_job("bench-first-job", {
             "metadata": {"name": "first"},
             "spec": {"backoffLimit": 0, "template": {"spec": {
-                "restartPolicy": "Never",
+                "restartPolicy": "Never", "serviceAccountName": "runner",
                 "containers": [{"name": "main", "image": "busybox:1.36",
                                 "command": ["sleep", "60"]}]}}}})
+        # when each step was first seen (polled every 50 ms), seconds from the Job's create
+        seen: dict[str, float] = {}
         deadline = time.monotonic() + 60
         while True:
-            pods = core.list_namespaced_pod("bench-first-job", label_selector="job-name=first")
-            if any(p.status.phase == "Running" for p in pods.items):
-                return time.perf_counter() - began
+            now = time.perf_counter() - began
+            if "default ServiceAccount" not in seen and core.list_namespaced_service_account(
+                    "bench-first-job", field_selector="metadata.name=default").items:
+                seen["default ServiceAccount"] = now
+            pods = core.list_namespaced_pod("bench-first-job",
+                                            label_selector="job-name=first").items
+            if pods:
+                seen.setdefault("pod created", now)
+            if any(p.spec.node_name for p in pods):
+                seen.setdefault("pod bound", now)
+            if any(p.status.phase == "Running" for p in pods):
+                seen.setdefault("Running", now)
+            if "Running" in seen and "default ServiceAccount" in seen:
+                return seen
             if time.monotonic() > deadline:
                 raise RuntimeError("the first Job's pod was not Running within 60 s")
             time.sleep(0.05)
@@ -239,6 +256,9 @@ def summarise(runs: list[dict]) -> dict:
         "start_s": describe([r["start_s"] for r in runs]),
         "first_portal_request_s": describe([r["first_portal_request_s"] for r in runs]),
         "first_pod_running_s": describe([r["first_pod_running_s"] for r in runs]),
+        "first_job_steps_s": {step: describe([r["first_job_steps_s"][step] for r in runs
+                                              if step in r["first_job_steps_s"]])
+                              for step in runs[0]["first_job_steps_s"]},
         "stop_s": describe([r["stop_s"] for r in runs]),
         "phases": {label: describe([r["phases"].get(label, 0.0) for r in runs])
                    for label in labels},
@@ -321,6 +341,10 @@ def report(figures: dict) -> None:
             "first_portal_request_s"], s["warm"]["first_portal_request_s"], 1000, "ms")
         row("start() returned → a new Job's pod Running", s["cold"]["first_pod_running_s"],
             s["warm"]["first_pod_running_s"])
+        for step in s["cold"]["first_job_steps_s"]:
+            if step in s["warm"]["first_job_steps_s"]:
+                row(f"  the Job created → {step}", s["cold"]["first_job_steps_s"][step],
+                    s["warm"]["first_job_steps_s"][step])
         row("stop()", s["cold"]["stop_s"], s["warm"]["stop_s"])
         print("\nRSS after start (MiB, median): " + ", ".join(
             f"{name} {mib:.0f}" for name, mib in s["warm"]["rss_mib"].items()))
