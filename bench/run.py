@@ -6,7 +6,9 @@
 Each benchmark starts what it needs on loopback and stops it at the end; the quick versions
 take smaller sizes than the recorded runs (bench/README.md has the full commands and figures),
 so their figures are a smoke check of the benchmark and a rough reading, not the record. The
-whole run takes 6–7 minutes on two cores. Each benchmark's full output is kept in
+kubesim ones took 6–7 minutes on two cores; the three on the real control plane (controlplane,
+tracking_kube, launch_kube) add about 3½ and need its binaries built (`python -m stack.k8s.build`):
+without them they are "not run" and the run fails. Each benchmark's full output is kept in
 .demo/bench/<name>.log (and <name>.json where it writes JSON). The exit status is 0 when every
 benchmark ran to the end with status 0.
 """
