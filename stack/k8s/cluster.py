@@ -225,6 +225,9 @@ class ControlPlane:
             f"--authorization-kubeconfig={self.workdir / 'controller-manager.kubeconfig'}",
             "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
             "--leader-elect=false", "--use-service-account-credentials=true",
+            # at the default 20 requests/s its controllers wait ~9 s for their own
+            # ServiceAccounts and tokens before a Job's pod is made (bench/results/controlplane.md)
+            "--kube-api-qps=200", "--kube-api-burst=400",
             f"--service-account-private-key-file={self.sa_key}",
             f"--root-ca-file={self.ca.cert_file}",
             f"--cluster-signing-cert-file={self.ca.cert_file}",
