@@ -7,9 +7,7 @@ found through PORTAL_GPU_EXPORTER_URLS."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
@@ -17,16 +15,7 @@ from kubernetes import client
 from kubesim.inventory import load_inventory, node_devices
 from portal.usage.scrape import DeviceReading, discover_targets, scrape_targets
 from stack.k8s.cluster import DEMO_INVENTORY
-
-
-def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"not reached in {timeout:g} s: {what}"
-        time.sleep(0.2)
+from tests.fixtures.processes import wait_until
 
 
 def gpu_pod(name: str, gpus: int, trace: str | None = None) -> dict:
@@ -85,7 +74,7 @@ def test_pods_holding_a100s_are_scraped_with_their_namespace_pod_and_workload(
             return {p.metadata.name: p.spec.node_name for p in pods}
         return None
 
-    nodes = eventually(running, what="both pods Running")
+    nodes = wait_until(running, timeout=30, interval=0.2, what="both pods Running")
 
     def held() -> dict[str, list[DeviceReading]]:
         found: dict[str, list[DeviceReading]] = {}
@@ -95,7 +84,7 @@ def test_pods_holding_a100s_are_scraped_with_their_namespace_pod_and_workload(
         return found if {p: len(r) for p, r in found.items()} == \
             {"trainer": 2, "notebook": 1} else {}
 
-    found = eventually(held, what="the pods' GPUs with their labels")
+    found = wait_until(held, timeout=30, interval=0.2, what="the pods' GPUs with their labels")
     inventory = {n.name: n for n in load_inventory(str(DEMO_INVENTORY)).nodes}
     for pod, pod_readings in found.items():
         for reading in pod_readings:
@@ -106,5 +95,5 @@ def test_pods_holding_a100s_are_scraped_with_their_namespace_pod_and_workload(
     assert found["notebook"][0].util < 2  # what idle culling looks for
 
     core.delete_namespaced_pod("notebook", real_namespace, grace_period_seconds=0)
-    eventually(lambda: not [r for r in readings() if r.namespace == real_namespace
-                            and r.pod == "notebook"], what="the notebook's GPU released")
+    wait_until(lambda: not [r for r in readings() if r.namespace == real_namespace
+                            and r.pod == "notebook"], timeout=30, interval=0.2, what="the notebook's GPU released")
