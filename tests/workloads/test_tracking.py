@@ -84,11 +84,13 @@ def launch(tenant, owner, gpu_types, *, name: str = "job", template: str = "cust
 
 
 def track_until(tracker: Tracker, done: Callable[[], bool], *, timeout: float = 20.0,
-                step: float = 1.5) -> None:
-    """Run short tracking cycles until `done()`; bounded."""
+                step: float = 1.5, describe: Callable[[], str] | None = None) -> None:
+    """Run short tracking cycles until `done()`; bounded. `describe` says where things stand
+    when it times out."""
     deadline = time.monotonic() + timeout
     while not done():
-        assert time.monotonic() < deadline, "tracking did not get there in time"
+        assert time.monotonic() < deadline, ("tracking did not get there in time"
+                                             + (f" ({describe()})" if describe else ""))
         tracker.cycle(step)
 
 
