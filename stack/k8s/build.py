@@ -99,6 +99,12 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
               binaries={"k8s-keystone-auth": "k8s.io/cloud-provider-openstack/cmd/k8s-keystone-auth"},
               ldflags="-X k8s.io/cloud-provider-openstack/pkg/version.Version=v1.36.0 "
                       "-X k8s.io/component-base/version.gitVersion=v1.36.0"),
+    # the authenticating sidecar of every service workload (portal/access/proxy.py,
+    # stack/authproxy.py); its Makefile sets the version the same way (--version reports it)
+    Component(name="oauth2-proxy", version="v7.15.4",
+              module="github.com/oauth2-proxy/oauth2-proxy/v7",
+              binaries={"oauth2-proxy": "github.com/oauth2-proxy/oauth2-proxy/v7"},
+              ldflags="-X github.com/oauth2-proxy/oauth2-proxy/v7/pkg/version.VERSION=v7.15.4"),
 )}
 
 
