@@ -15,7 +15,7 @@ LABEL_PROJECT_ID = "gpu-portal.io/project-id"
 LABEL_PROJECT_NAME = "gpu-portal.io/project-name"
 ANNOTATION_PROJECT_NAME = "gpu-portal.io/project-display-name"
 LABEL_EXPOSED = "gpu-portal.io/exposed"
-EXPOSED_PORT_NAME = "http"  # workloads name the container port they expose
+EXPOSED_PORT_NAME = "http"  # the exposed pod's port: its proxy's (portal/workloads/manifests.py)
 METADATA_ADDRESS = "169.254.169.254/32"
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -117,8 +117,15 @@ def make_limit_range(spec: NamespaceSpec) -> dict[str, Any]:
 
 
 def make_network_policies(spec: NamespaceSpec) -> list[dict[str, Any]]:
-    """Isolation: only pods of the namespace may reach its pods, except the exposed service
-    port of pods labelled as exposed; no pod may reach the cloud metadata address."""
+    """Isolation: only pods of the namespace may reach its pods; an exposed pod (a service
+    workload's) is reached by anyone, the namespace's own pods included, only on its port
+    "http", which is its authenticating proxy's: the application behind the proxy is reached
+    by nothing but the proxy, over the pod's loopback. No pod may reach the cloud metadata
+    address.
+
+    Policies add up: a pod selected by two policies admits what either admits. So the
+    namespace-wide policy must leave the exposed pods out, or it would open every port of
+    theirs to the namespace around the proxy."""
 
     def policy(name: str, body: dict[str, Any]) -> dict[str, Any]:
         return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
@@ -126,7 +133,9 @@ def make_network_policies(spec: NamespaceSpec) -> list[dict[str, Any]]:
 
     return [
         policy("gpu-portal-same-namespace", {
-            "podSelector": {},
+            # NotIn also matches pods without the label: every pod but the exposed ones
+            "podSelector": {"matchExpressions": [
+                {"key": LABEL_EXPOSED, "operator": "NotIn", "values": ["true"]}]},
             "policyTypes": ["Ingress"],
             "ingress": [{"from": [{"podSelector": {}}]}],
         }),

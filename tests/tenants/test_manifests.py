@@ -3,6 +3,7 @@
 import kubernetes_validate
 import pytest
 
+from kubesim.selectors import selector_from_match  # kubesim's Kubernetes label selectors
 from tenants.manifests import NamespaceSpec, label_value, make_resource_quota, tenant_objects
 
 SPEC = NamespaceSpec(namespace="gpu-vision-lab-abc123", project_id="d964ebf8619749c3",
@@ -61,12 +62,51 @@ def test_namespace_carries_pod_security_and_tenant_labels():
 def test_network_policies_isolate_and_block_the_metadata_address():
     policies = {o["metadata"]["name"]: o["spec"] for o in tenant_objects(SPEC)
                 if o["kind"] == "NetworkPolicy"}
-    assert policies["gpu-portal-same-namespace"]["ingress"] == [{"from": [{"podSelector": {}}]}]
-    exposed = policies["gpu-portal-exposed-services"]
-    assert exposed["podSelector"] == {"matchLabels": {"gpu-portal.io/exposed": "true"}}
-    assert exposed["ingress"] == [{"ports": [{"protocol": "TCP", "port": "http"}]}]
-    egress = policies["gpu-portal-deny-metadata"]["egress"][0]["to"][0]["ipBlock"]
-    assert egress == {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}
+    assert policies == {
+        # the namespace's pods reach one another, except the exposed ones: policies add up, so
+        # selecting those here would open every port of theirs around the proxy
+        "gpu-portal-same-namespace": {
+            "podSelector": {"matchExpressions": [
+                {"key": "gpu-portal.io/exposed", "operator": "NotIn", "values": ["true"]}]},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}]}],
+        },
+        # an exposed pod: anyone, the namespace's own pods too, only on port "http" (its proxy)
+        "gpu-portal-exposed-services": {
+            "podSelector": {"matchLabels": {"gpu-portal.io/exposed": "true"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"ports": [{"protocol": "TCP", "port": "http"}]}],
+        },
+        "gpu-portal-deny-metadata": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0",
+                                            "except": ["169.254.169.254/32"]}}]}],
+        },
+    }
+
+
+@pytest.mark.parametrize(("pod_labels", "admitted"), [
+    # a batch pod (no label): the namespace's pods, on any port
+    ({}, [("same-namespace pod", "any port")]),
+    ({"gpu-portal.io/exposed": "false"}, [("same-namespace pod", "any port")]),
+    # an exposed pod: anyone, only on "http", and nothing else; not even the namespace's pods
+    # reach the application's own port
+    ({"gpu-portal.io/exposed": "true"}, [("anyone", "http")]),
+])
+def test_only_the_proxy_port_of_an_exposed_pod_is_reachable(pod_labels, admitted):
+    got = []
+    for policy in tenant_objects(SPEC):
+        if policy["kind"] != "NetworkPolicy" or "Ingress" not in policy["spec"]["policyTypes"]:
+            continue
+        if not selector_from_match(policy["spec"]["podSelector"]).matches(pod_labels):
+            continue
+        for rule in policy["spec"]["ingress"]:
+            source = "same-namespace pod" if rule.get("from") == [{"podSelector": {}}] else \
+                "anyone" if "from" not in rule else rule["from"]
+            ports = [p["port"] for p in rule.get("ports", [])] or ["any port"]
+            got += [(source, port) for port in ports]
+    assert got == admitted
 
 
 def test_role_bindings_map_keystone_roles_to_cluster_roles():

@@ -105,6 +105,30 @@ def test_drift_made_by_hand_is_put_back(tenant, cluster):
     assert tenant.state == Tenant.State.PROVISIONED
 
 
+def test_a_namespace_provisioned_before_the_proxies_gets_the_new_isolation(tenant, cluster):
+    """A namespace made while the namespace-wide policy still selected every pod (before
+    issue 16) has it rewritten: from then on its exposed pods are reached only on the proxy's
+    port, by its own pods too."""
+    tenant_reconcile(tenant_id=tenant.pk)
+    ns = tenant.namespace
+    networking = k8s.NetworkingV1Api(cluster.api_client())
+    old = networking.read_namespaced_network_policy("gpu-portal-same-namespace", ns)
+    old.spec.pod_selector = k8s.V1LabelSelector()  # every pod, as the old policy said
+    networking.replace_namespaced_network_policy("gpu-portal-same-namespace", ns, old)
+
+    kube = Kube()
+    result = tenant_reconcile(tenant_id=tenant.pk, kube=kube)
+    assert result.repaired == [f"NetworkPolicy {ns}/gpu-portal-same-namespace"]
+    assert kube.writes == 1
+    live = kube.get("NetworkPolicy", "gpu-portal-same-namespace", ns)
+    desired = next(o for o in tenant_objects(namespace_spec(tenant, tenant.quota))
+                   if o["metadata"]["name"] == "gpu-portal-same-namespace")
+    assert live["spec"] == desired["spec"]
+    assert live["spec"]["podSelector"] == {"matchExpressions": [
+        {"key": "gpu-portal.io/exposed", "operator": "NotIn", "values": ["true"]}]}
+    assert not tenant_reconcile(tenant_id=tenant.pk).changed
+
+
 class RacedKube(Kube):
     """The portal's client, beaten to its first replace by a second reconcile of the same
     tenant (a quota save and the periodic sweep running at once): that one repairs the
