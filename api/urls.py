@@ -10,6 +10,7 @@ urlpatterns = [
     path("v1/", include("tenants.api.urls")),
     path("v1/", include("portal.workloads.api.urls")),
     path("v1/", include("portal.usage.api.urls")),
+    path("v1/", include("portal.access.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI from local assets (drf-spectacular-sidecar), public like the schema
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),

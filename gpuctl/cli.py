@@ -255,6 +255,19 @@ def cmd_logs(api: PortalClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_token(api: PortalClient, args: argparse.Namespace) -> int:
+    """A bearer token for a service workload's address (its proxy admits it): valid a minute,
+    so a script asks again rather than keeping it."""
+    issued = api.post(f"workloads/{args.id}/access-token/")
+    if args.output == "json":
+        emit(args, issued, lambda out: None)
+    elif args.header:
+        args.out.write(f"Authorization: Bearer {issued['token']}\n")
+    else:
+        args.out.write(issued["token"] + "\n")
+    return EXIT_OK
+
+
 def cmd_stop(api: PortalClient, args: argparse.Namespace) -> int:
     workload = api.post(f"workloads/{args.id}/stop/")
     if args.wait:
@@ -421,6 +434,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("show", cmd_show, "one workload")
     p.add_argument("id", type=int)
     p.add_argument("--events", action="store_true", help="with its events")
+
+    p = command("token", cmd_token,
+                "a bearer token for a service workload's address (valid one minute), e.g. "
+                "curl -H \"$(gpuctl token 42 --header)\" http://ADDRESS:PORT/")
+    p.add_argument("id", type=int)
+    p.add_argument("--header", action="store_true",
+                   help="print it as an HTTP header line (Authorization: Bearer …)")
 
     p = command("logs", cmd_logs, "the last log lines of a workload")
     p.add_argument("id", type=int)

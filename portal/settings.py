@@ -40,10 +40,12 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "axes",
+    "oauth2_provider",
     "portal.keystone",
     "portal.workloads",
     "portal.usage",
     "tenants",
+    "portal.access",
     "api",
     "portal",
 ]
@@ -244,6 +246,60 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "portal.keystone.views.login_locked_out"
 AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 AXES_VERBOSE = False
+
+# --- workload access: the authenticating proxy in front of every service (portal/access) ---
+# The portal is the OpenID Connect provider of each service workload's oauth2-proxy sidecar.
+# Its signing key (RSA, PEM): PORTAL_OIDC_PRIVATE_KEY, or a file named by
+# PORTAL_OIDC_PRIVATE_KEY_FILE (a mounted Secret). Without one, service workloads cannot be
+# protected and `manage.py check --deploy` says so (portal/access/checks.py).
+PORTAL_OIDC_PRIVATE_KEY = env.str("PORTAL_OIDC_PRIVATE_KEY", default="", multiline=True)
+if not PORTAL_OIDC_PRIVATE_KEY and env.str("PORTAL_OIDC_PRIVATE_KEY_FILE", default=""):
+    PORTAL_OIDC_PRIVATE_KEY = Path(env.str("PORTAL_OIDC_PRIVATE_KEY_FILE")).read_text()
+# The issuer, as browsers reach the portal (…/o): the proxies send users there to log in.
+PORTAL_OIDC_ISSUER = env.str("PORTAL_OIDC_ISSUER", default="http://127.0.0.1:8000/o").rstrip("/")
+# The portal as the proxies reach it from inside the cluster (token and key endpoints);
+# empty: the issuer.
+PORTAL_OIDC_BACKEND_URL = env.str("PORTAL_OIDC_BACKEND_URL", default="").rstrip("/")
+PORTAL_AUTH_PROXY_IMAGE = env.str("PORTAL_AUTH_PROXY_IMAGE",
+                                  default="quay.io/oauth2-proxy/oauth2-proxy:v7.15.4")
+# a kubernetes.io/tls Secret of this name in each tenant namespace (the operator's, or
+# cert-manager's): the proxies serve HTTPS with it. Empty: plain HTTP (the demo).
+PORTAL_AUTH_PROXY_TLS_SECRET = env.str("PORTAL_AUTH_PROXY_TLS_SECRET", default="")
+# how often a proxy asks the portal again whether a signed-in user may still get through:
+# a user removed from the project, or whose portal session ended, is out within this
+PORTAL_AUTH_PROXY_RECHECK_SECONDS = env.int("PORTAL_AUTH_PROXY_RECHECK_SECONDS", default=60)
+# how long a proxy session lives; while the portal is down, admitted sessions keep working
+# for at most PORTAL_AUTH_PROXY_OFFLINE_SECONDS (the ID token's lifetime)
+PORTAL_AUTH_PROXY_SESSION_SECONDS = env.int("PORTAL_AUTH_PROXY_SESSION_SECONDS",
+                                            default=8 * 3600)
+PORTAL_AUTH_PROXY_OFFLINE_SECONDS = env.int("PORTAL_AUTH_PROXY_OFFLINE_SECONDS", default=900)
+# a script's bearer token for one workload lives this long (it asks for another)
+PORTAL_WORKLOAD_TOKEN_SECONDS = env.int("PORTAL_WORKLOAD_TOKEN_SECONDS", default=60)
+# who of a tenant gets through a workload's proxy unless the tenant says otherwise:
+# owner (the owner, the project's managers, admins) | members | readers
+PORTAL_SERVICE_ACCESS_DEFAULT = env.str("PORTAL_SERVICE_ACCESS_DEFAULT", default="members")
+# django-oauth-toolkit's own models (swappable; named so that migrations can refer to them)
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
+OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
+OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"
+OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"
+OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
+OAUTH2_PROVIDER = {
+    "OIDC_ENABLED": True,
+    "OIDC_RSA_PRIVATE_KEY": PORTAL_OIDC_PRIVATE_KEY,
+    "OIDC_ISS_ENDPOINT": PORTAL_OIDC_ISSUER,
+    "OAUTH2_VALIDATOR_CLASS": "portal.access.oidc.PortalOAuth2Validator",
+    "SCOPES": {"openid": "sign in", "profile": "your name", "email": "your e-mail address"},
+    "DEFAULT_SCOPES": ["openid"],
+    "PKCE_REQUIRED": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": PORTAL_AUTH_PROXY_OFFLINE_SECONDS,
+    "ID_TOKEN_EXPIRE_SECONDS": PORTAL_AUTH_PROXY_OFFLINE_SECONDS,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": PORTAL_AUTH_PROXY_SESSION_SECONDS,
+    "ROTATE_REFRESH_TOKEN": True,
+    # two requests of one browser may refresh at once; the second presents the rotated token
+    "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 30,
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+}
 
 # --- Celery -------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)

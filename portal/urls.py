@@ -16,6 +16,8 @@ urlpatterns = [
     path("admin/", include("tenants.urls")),
     path("admin/", include("portal.workloads.admin_urls")),
     path("api/", include("api.urls")),
+    # the OpenID Connect provider of the workloads' authenticating proxies (portal/access)
+    path("o/", include("portal.access.urls")),
 ]
 
 # a database outage answers 503, not a 500 trace (portal/errors.py)

@@ -39,6 +39,7 @@ from honcho.printer import Printer
 
 from .identities import USERS, seed_identities
 from .keystone import ADMIN_PASSWORD, SERVICE_PASSWORD, KeystoneInstall
+from .oidc_key import ensure_key_file
 from .procs import REPO, StackError, http_ok, port_open, wait_for
 from .redis import redis_command
 
@@ -154,6 +155,10 @@ def portal_env(layout: DemoLayout = DemoLayout()) -> dict[str, str]:
         "KEYSTONE_SERVICE_PASSWORD": SERVICE_PASSWORD,
         "KUBECONFIG": str(layout.kubeconfig),
         "CELERY_BEAT_SCHEDULE_FILENAME": str(layout.root / "celerybeat-schedule"),
+        # the OpenID Connect provider of the workloads' proxies: its key, made once, and the
+        # issuer as the browser reaches the demo (plain HTTP, loopback: the demo says so)
+        "PORTAL_OIDC_PRIVATE_KEY_FILE": str(ensure_key_file(layout.root / "oidc-key.pem")),
+        "PORTAL_OIDC_ISSUER": f"http://127.0.0.1:{layout.portal_port}/o",
     }
 
 

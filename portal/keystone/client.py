@@ -236,6 +236,14 @@ class KeystoneClient:
         }
         return [members[key] for key in sorted(members)]
 
+    def user_project_roles(self, token_id: str, user_id: str, project_id: str) -> list[str]:
+        """The roles a user holds on a project now (effective: through groups and implied
+        roles), by name; [] when none."""
+        body = self._get(f"/role_assignments?user.id={user_id}&scope.project.id={project_id}"
+                         "&include_names=true&effective=true", token_id)
+        return sorted({a["role"]["name"] for a in body.get("role_assignments", [])
+                       if "role" in a})
+
     def check_reachable(self) -> None:
         """Raise KeystoneUnavailable unless Keystone answers its version document."""
         try:

@@ -141,6 +141,11 @@ def validate_token(token_id: str, *, client: KeystoneClient | None = None) -> To
     return token
 
 
+def validate_token_now(token_id: str, *, client: KeystoneClient | None = None) -> Token:
+    """Ask Keystone, past the cache: for checks that must see a revocation at once."""
+    return _ask_keystone(token_id, client or KeystoneClient())
+
+
 def _known(key: str) -> Token | None:
     """The token from the cache, or TokenInvalid for a token refused moments ago."""
     found = _cache_call("get_many", [key, _refused_key(key)]) or {}

@@ -17,11 +17,12 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from portal import metrics
+from portal.access.services import workload_access_create
 from portal.celery import send_on_commit
 from tenants.audit import audit_record
 from tenants.models import Quota, Tenant
 
-from .models import Workload, WorkloadEvent
+from .models import Template, Workload, WorkloadEvent
 from .naming import workload_object_name
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,10 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
             )
             workload.object_name = workload_object_name(workload.pk, workload.name)
             workload.save(update_fields=["object_name"])
+            if workload.kind == Template.Kind.SERVICE:
+                # its OAuth client: the authenticating proxy in front of it logs users in
+                workload_access_create(workload=workload, actor=user,
+                                       public=bool(request.get("public")))
             workload_event(workload=workload, reason="Submitted",
                            message=f"{user.username} launched {workload.gpu_count}× "
                                    f"{workload.gpu_type.slug} ({template.slug})")

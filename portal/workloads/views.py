@@ -23,6 +23,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from portal.access.services import workload_access_summary
 from portal.kube.client import KubeError
 from portal.redirects import safe_redirect_target
 from tenants.models import Quota, Tenant
@@ -337,6 +338,7 @@ def _detail_context(request: HttpRequest, workload: Workload) -> dict:
         "may_change": workload_may_change(request.identity, workload, request.user),
         # the address (and a Jupyter token in it) only for the workload's own project
         "may_open": workload.tenant.keystone_project_id == request.identity.project.id,
+        "access": workload_access_summary(workload),
         "events": events, "logs": logs, "logs_error": logs_error,
         "polling": workload.is_active, "poll_seconds": POLL_SECONDS, "log_tail": LOG_TAIL,
     }

@@ -42,7 +42,7 @@ def openrc(keystone, live_server, user: str = "researcher", project: str = "visi
 
 @pytest.mark.parametrize("argv", [["--help"], *[[name, "--help"] for name in (
     "whoami", "gpu-types", "templates", "launch", "list", "show", "logs", "stop", "delete",
-    "quota", "usage")]])
+    "quota", "usage", "token")]])
 def test_help_everywhere(argv, capsys):
     assert cli.main(argv) == 0
     assert "usage: gpuctl" in capsys.readouterr().out
@@ -188,6 +188,22 @@ def test_wait_gives_up_after_its_timeout_with_exit_5(portal):
 
 
 @live
+def test_a_token_for_a_service_s_address(portal):
+    """`gpuctl token`: a bearer token whose audience is the workload's proxy client."""
+    launched = json.loads(run(["launch", "--template", "jupyter", "--gpu-type", "a100",
+                               "-o", "json"], portal)[1])
+    code, out, err = run(["token", str(launched["id"]), "--header"], portal)
+    assert code == 0, err
+    header, token = out.strip().split(": Bearer ")
+    assert header == "Authorization" and token.count(".") == 2  # a JWT
+    code, out, _ = run(["token", str(launched["id"]), "-o", "json"], portal)
+    assert code == 0 and json.loads(out)["expires_in"] <= 60
+    batch = json.loads(run(["launch", "--template", "custom", "--kind", "batch", "--image",
+                            "busybox:1.36", "--gpu-type", "a100", "-o", "json"], portal)[1])
+    code, _, err = run(["token", str(batch["id"])], portal)
+    assert code == 1 and "no authenticating proxy" in err
+
+
 def test_the_same_idempotency_key_gives_the_same_workload(portal):
     key = uuid.uuid4().hex
     argv = ["launch", "--template", "jupyter", "--gpu-type", "a100", "-o", "json",

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from portal.access.serializers import WorkloadAccessSerializer
+from portal.access.services import tenant_service_access, workload_access_summary
 from portal.kube.client import KubeError
 
 from ..images import image_allowed, validate_image_reference
@@ -57,6 +60,10 @@ class LaunchSerializer(serializers.Serializer):
     retries = serializers.IntegerField(min_value=0, max_value=10, required=False,
                                        help_text="batch only: how often a failed run is retried")
     use_home = serializers.BooleanField(required=False, default=False)
+    public = serializers.BooleanField(
+        required=False, default=False,
+        help_text="service only: open it to anyone, without the portal's login in front "
+                  "(only where an admin allows it for the project; audited)")
 
     def __init__(self, *args, tenant=None, quota=None, check_capacity: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
@@ -124,6 +131,12 @@ class LaunchSerializer(serializers.Serializer):
             if template.custom and port is None:
                 errors["port"] = ["A service needs the port it listens on."]
             data["port"] = port if template.custom else template.port
+        if data.get("public"):
+            if kind != Template.Kind.SERVICE:
+                errors["public"] = ["Only a service can be public; a batch job has no address."]
+            elif self.tenant is not None and not tenant_service_access(self.tenant).allow_public:
+                errors["public"] = [f"{self.tenant.name} may not open workloads to everyone; an "
+                                    "admin can allow it."]
         if template.token_env and template.token_env in data.get("env", {}):
             errors["env"] = [f"{template.token_env} is set by the portal."]
         data.setdefault("cpu", template.default_cpu)
@@ -167,6 +180,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
     gpu_type = serializers.CharField(source="gpu_type.slug")
     memory = serializers.IntegerField(source="memory_gb")
     url = serializers.SerializerMethodField()
+    access = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -174,11 +188,15 @@ class WorkloadSerializer(serializers.ModelSerializer):
                   "gpu_count", "image", "command", "args", "port", "cpu", "memory",
                   "max_runtime_minutes", "state", "reason", "url", "address", "node",
                   "exit_code", "object_name", "created_at", "started_at", "finished_at",
-                  "expires_at"]
+                  "expires_at", "access"]
         read_only_fields = fields
 
     def get_url(self, workload: Workload) -> str:
         return workload.url
+
+    @extend_schema_field(WorkloadAccessSerializer(allow_null=True))
+    def get_access(self, workload: Workload) -> dict[str, Any] | None:
+        return workload_access_summary(workload)
 
 
 class WorkloadEventSerializer(serializers.ModelSerializer):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.db.models import Sum
+from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -8,6 +9,8 @@ from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from portal.access.serializers import WorkloadTokenSerializer
+from portal.access.services import AccessRefused, workload_token_issue
 from portal.kube.client import Kube, KubeError
 from portal.usage.health import unhealthy_gpus_by_node
 from tenants.models import Quota, Tenant
@@ -173,6 +176,24 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
             "gpu_hours_used": round((totals["used"] or 0) / 3600, 4),
             **series,
         })
+
+    @extend_schema(request=None, responses={201: WorkloadTokenSerializer})
+    @action(detail=True, methods=["post"], url_path="access-token")
+    def access_token(self, request, pk=None):
+        """A bearer token for this workload's address, for scripts: send it as
+        `Authorization: Bearer <token>`. It lives a minute (ask again); only those the
+        project's rule lets open the workload get one."""
+        workload = self.get_object()
+        identity = request.identity
+        try:
+            issued = workload_token_issue(workload=workload, user=request.user,
+                                          role=identity.role, is_admin=identity.is_admin)
+        except AccessRefused as exc:
+            raise exceptions.PermissionDenied(str(exc), code=AccessRefused.code) from exc
+        seconds = max(0, int((issued.expires_at - timezone.now()).total_seconds()))
+        return Response(WorkloadTokenSerializer({
+            "token": issued.token, "token_type": "Bearer", "expires_at": issued.expires_at,
+            "expires_in": seconds, "url": workload.url}).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[OpenApiParameter("tail", int)], responses={200: str})
     @action(detail=True, methods=["get"])

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from .api import ServiceAccessView
+
+urlpatterns = [
+    path("tenants/<int:pk>/service-access/", ServiceAccessView.as_view(),
+         name="tenant-service-access"),
+]

@@ -1,0 +1,15 @@
+"""System checks: without an OIDC signing key no service workload can be protected."""
+
+from django.conf import settings
+from django.core.checks import Error, register
+
+
+@register(deploy=True)
+def oidc_key_configured(app_configs, **kwargs):
+    if settings.PORTAL_OIDC_PRIVATE_KEY:
+        return []
+    return [Error("No OpenID Connect signing key: the workloads' authenticating proxies cannot "
+                  "log anyone in.",
+                  hint="Set PORTAL_OIDC_PRIVATE_KEY_FILE to a mounted RSA private key (PEM), "
+                       "e.g. `openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048`.",
+                  id="access.E001")]

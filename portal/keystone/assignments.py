@@ -1,0 +1,55 @@
+"""What role a user holds on a project now, asked of Keystone with the portal's system-scoped
+service token (not the user's own token, which may be long gone): the authenticating proxies'
+re-checks (portal/access) use it, so that a user removed from a project is out within a minute.
+
+Answers are cached for ASSIGNMENT_CACHE_SECONDS, so many sessions of one user cost Keystone one
+question per interval.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import threading
+
+from django.core.cache import cache
+
+from .client import CredentialsRejected, KeystoneClient, Token, TokenInvalid
+from .roles import PortalRole, project_role
+
+ASSIGNMENT_CACHE_SECONDS = 15
+
+_lock = threading.Lock()
+_system_token: Token | None = None
+
+
+def _system_token_id(client: KeystoneClient, *, refresh: bool = False) -> str:
+    global _system_token
+    with _lock:
+        soon = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5)
+        if refresh or _system_token is None or _system_token.expires_at <= soon:
+            _system_token = client.service_system_token()
+        return _system_token.id
+
+
+def project_role_now(user_id: str, project_id: str, *,
+                     client: KeystoneClient | None = None) -> PortalRole | None:
+    """The user's portal role on the project (None: no role there). Raises
+    KeystoneUnavailable when Keystone cannot be asked and nothing recent is cached."""
+    key = "ks-roles:" + hashlib.sha256(f"{user_id}\0{project_id}".encode()).hexdigest()
+    try:
+        roles = cache.get(key)
+    except Exception:  # noqa: BLE001 - the cache is an optimisation
+        roles = None
+    if roles is None:
+        client = client or KeystoneClient()
+        try:
+            roles = client.user_project_roles(_system_token_id(client), user_id, project_id)
+        except (CredentialsRejected, TokenInvalid):
+            roles = client.user_project_roles(_system_token_id(client, refresh=True), user_id,
+                                              project_id)
+        try:
+            cache.set(key, roles, ASSIGNMENT_CACHE_SECONDS)
+        except Exception:  # noqa: BLE001
+            pass
+    return project_role(roles)

@@ -1,0 +1,241 @@
+"""The portal as the OpenID Connect provider of a workload's proxy, driven as oauth2-proxy
+drives it (authorization code with PKCE, then refreshes), against the real Keystone: who gets a
+code, what the ID token says, and which refreshes are refused (`invalid_grant`, on which the
+proxy drops its session)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import uuid
+from urllib.parse import parse_qs, urlencode, urlparse
+
+import pytest
+from django.test import Client
+from jwcrypto import jwk, jwt
+
+from portal.access import services as access_services
+from portal.access.models import ProxySession, TenantServiceAccess
+from portal.keystone import assignments
+from portal.workloads.models import Workload
+from stack.identities import admin_client
+from tenants.models import AuditRecord
+from tests.workloads.api_calls import launch, vision_lab_ready
+
+pytestmark = pytest.mark.django_db
+
+JUPYTER = {"name": "nb", "template": "jupyter", "gpu_type": "a100", "gpu_count": 1}
+ADDRESS = "10.20.0.7"
+
+
+@pytest.fixture
+def vision(login, gpu_types, cluster):
+    return vision_lab_ready(login)
+
+
+@pytest.fixture
+def notebook(vision, project_token):
+    """researcher's Jupyter with its load-balancer address assigned."""
+    response = launch({"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}, JUPYTER)
+    assert response.status_code == 201, response.json()
+    workload = Workload.objects.get(pk=response.json()["id"])
+    Workload.objects.filter(pk=workload.pk).update(address=ADDRESS)
+    workload.refresh_from_db()
+    return workload
+
+
+@pytest.fixture
+def no_role_cache(monkeypatch):
+    monkeypatch.setattr(assignments, "ASSIGNMENT_CACHE_SECONDS", 0.001)
+
+
+class Proxy:
+    """What oauth2-proxy sends the portal, for one workload."""
+
+    def __init__(self, workload: Workload):
+        self.client_id = workload.access.client_id
+        self.secret = access_services.client_secret_for(self.client_id)
+        self.callback = f"http://{workload.address}:{workload.port}/oauth2/callback"
+
+    def authorize(self, browser: Client, *, redirect_uri: str | None = None):
+        self.verifier = secrets.token_urlsafe(48)
+        challenge = base64.urlsafe_b64encode(
+            hashlib.sha256(self.verifier.encode()).digest()).decode().rstrip("=")
+        self.state = secrets.token_hex(8)
+        query = {"response_type": "code", "client_id": self.client_id,
+                 "redirect_uri": redirect_uri or self.callback, "scope": "openid email profile",
+                 "state": self.state, "code_challenge": challenge,
+                 "code_challenge_method": "S256"}
+        return browser.get("/o/authorize/?" + urlencode(query))
+
+    def code_from(self, response) -> str:
+        assert response.status_code == 302, response.content[:500]
+        target = urlparse(response["Location"])
+        assert f"{target.scheme}://{target.netloc}{target.path}" == self.callback
+        params = parse_qs(target.query)
+        assert params["state"] == [self.state]
+        return params["code"][0]
+
+    def redeem(self, code: str) -> dict:
+        response = Client().post("/o/token/", {
+            "grant_type": "authorization_code", "code": code, "redirect_uri": self.callback,
+            "client_id": self.client_id, "client_secret": self.secret,
+            "code_verifier": self.verifier})
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    def refresh(self, tokens: dict):
+        return Client().post("/o/token/", {
+            "grant_type": "refresh_token", "refresh_token": tokens["refresh_token"],
+            "client_id": self.client_id, "client_secret": self.secret})
+
+
+def _claims(token: str) -> dict:
+    keys = jwk.JWKSet.from_json(Client().get("/o/.well-known/jwks.json").content.decode())
+    return json.loads(jwt.JWT(jwt=token, key=keys).claims)
+
+
+def test_a_member_signs_in_and_the_id_token_names_them_for_this_workload(login, notebook):
+    proxy = Proxy(notebook)
+    tokens = proxy.redeem(proxy.code_from(proxy.authorize(login("researcher"))))
+    claims = _claims(tokens["id_token"])
+    assert claims["aud"] == proxy.client_id
+    assert claims["iss"].endswith("/o")
+    assert claims["preferred_username"] == "researcher"
+    assert claims["email"] and claims["email_verified"] is True
+    assert ProxySession.objects.filter(workload=notebook, user__username="researcher",
+                                       token_family__isnull=False).count() == 1
+    # the proxy's refresh a minute later: still allowed, new tokens
+    refreshed = proxy.refresh(tokens)
+    assert refreshed.status_code == 200, refreshed.content
+    assert refreshed.json()["refresh_token"] != tokens["refresh_token"]
+
+
+def test_a_signed_out_browser_is_sent_to_the_portal_login(notebook):
+    response = Proxy(notebook).authorize(Client())
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/?next=/o/authorize/")
+
+
+def test_another_project_s_member_gets_a_403_page(login, notebook, caplog):
+    response = Proxy(notebook).authorize(login("student"))
+    assert response.status_code == 403
+    assert b"You may not open nb" in response.content
+    assert b"no role in the workload" in response.content
+    assert "workload access refused" in caplog.text
+
+
+def test_the_project_rule_decides_for_readers(login, notebook):
+    proxy = Proxy(notebook)
+    viewer = login("viewer")
+    refused = proxy.authorize(viewer)
+    assert refused.status_code == 403 and b"you are a reader" in refused.content
+    access_services.service_access_update(tenant=notebook.tenant, actor=None, who="readers")
+    assert proxy.code_from(proxy.authorize(viewer))
+    # owner only: the lead (manager) still gets in, another member would not
+    access_services.service_access_update(tenant=notebook.tenant, actor=None, who="owner")
+    assert proxy.authorize(viewer).status_code == 403
+    assert proxy.code_from(proxy.authorize(login("lead")))
+    assert AuditRecord.objects.filter(action="tenant.service_access").count() == 2
+
+
+def test_a_code_goes_only_to_the_workload_s_own_address(login, notebook):
+    response = Proxy(notebook).authorize(login("researcher"),
+                                         redirect_uri="http://evil.example:8888/oauth2/callback")
+    assert response.status_code == 400  # django-oauth-toolkit's error page, no redirect
+    assert "code=" not in response.get("Location", "")
+
+
+def test_signing_out_of_the_portal_ends_the_proxy_session_at_its_next_refresh(login, notebook):
+    browser = login("researcher")
+    proxy = Proxy(notebook)
+    tokens = proxy.redeem(proxy.code_from(proxy.authorize(browser)))
+    browser.get("/logout/")
+    refused = proxy.refresh(tokens)
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "invalid_grant"
+    session = ProxySession.objects.get(workload=notebook)
+    assert session.ended_reason == "the portal session it came from has ended"
+
+
+def test_a_user_removed_from_the_project_is_refused_at_the_next_refresh(
+        keystone, login, notebook, no_role_cache):
+    ks = admin_client(keystone.url)
+    name = f"temp-{uuid.uuid4().hex[:8]}"
+    user = ks.users.create(name=name, domain="default", password=f"{name}-demo-pass")
+    member = next(r for r in ks.roles.list() if r.name == "member")
+    project = notebook.tenant.keystone_project_id
+    ks.roles.grant(member, user=user, project=project)
+    try:
+        proxy = Proxy(notebook)
+        tokens = proxy.redeem(proxy.code_from(proxy.authorize(login(name))))
+        assert proxy.refresh(tokens).status_code == 200
+        ks.roles.revoke(member, user=user, project=project)
+        refused = proxy.refresh(tokens)
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"
+    finally:
+        ks.users.delete(user)
+
+
+def test_a_stopped_workload_refuses_refreshes(login, notebook):
+    proxy = Proxy(notebook)
+    tokens = proxy.redeem(proxy.code_from(proxy.authorize(login("researcher"))))
+    Workload.objects.filter(pk=notebook.pk).update(state=Workload.State.STOPPED)
+    assert proxy.refresh(tokens).json()["error"] == "invalid_grant"
+
+
+def test_a_bearer_token_for_scripts_names_the_workload_and_lives_a_minute(notebook, project_token):
+    headers = {"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}
+    response = Client().post(f"/api/v1/workloads/{notebook.pk}/access-token/", **headers)
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    claims = _claims(body["token"])
+    assert claims["aud"] == notebook.access.client_id
+    assert claims["exp"] - claims["iat"] == 60
+    assert body["token_type"] == "Bearer" and 55 <= body["expires_in"] <= 60
+    assert body["url"] == f"http://{ADDRESS}:8888/lab"
+    # a reader (members only by default) gets none; another project does not see it at all
+    viewer = {"HTTP_X_AUTH_TOKEN": project_token("viewer", "vision-lab")}
+    refused = Client().post(f"/api/v1/workloads/{notebook.pk}/access-token/", **viewer)
+    assert refused.status_code == 403 and refused.json()["code"] == "access_denied"
+    student = {"HTTP_X_AUTH_TOKEN": project_token("student", "nlp-lab")}
+    assert Client().post(f"/api/v1/workloads/{notebook.pk}/access-token/",
+                         **student).status_code == 404
+
+
+def test_public_needs_an_admin_s_leave_and_is_audited(vision, project_token):
+    headers = {"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}
+    refused = launch(headers, {**JUPYTER, "public": True})
+    assert refused.status_code == 400
+    assert "admin" in refused.json()["fields"]["public"][0]
+    TenantServiceAccess.objects.update_or_create(tenant=vision, defaults={
+        "who": "members", "allow_public": True})
+    accepted = launch(headers, {**JUPYTER, "public": True})
+    assert accepted.status_code == 201
+    assert accepted.json()["access"] == {"protected": False, "public": True, "who": "members",
+                                         "who_label": "members of the project (and managers, "
+                                                      "admins)"}
+    assert AuditRecord.objects.filter(action="workload.public", tenant=vision).count() == 1
+    batch = launch(headers, {"name": "job", "template": "custom", "kind": "batch",
+                             "image": "busybox:1.36", "gpu_type": "a100", "gpu_count": 1,
+                             "public": True})
+    assert batch.status_code == 400 and "batch" in batch.json()["fields"]["public"][0]
+
+
+def test_only_managers_change_the_rule_and_only_admins_allow_public(vision, project_token):
+    path = f"/api/v1/tenants/{vision.pk}/service-access/"
+
+    def patch(user: str, body: dict):
+        headers = {"HTTP_X_AUTH_TOKEN": project_token(user, "vision-lab" if user != "admin"
+                                                      else "admin")}
+        return Client().patch(path, body, content_type="application/json", **headers)
+
+    assert patch("researcher", {"who": "readers"}).status_code == 403
+    changed = patch("lead", {"who": "readers"})
+    assert changed.status_code == 200 and changed.json() == {"who": "readers",
+                                                             "allow_public": False}
+    assert patch("lead", {"allow_public": True}).status_code == 403
+    assert patch("admin", {"allow_public": True}).json()["allow_public"] is True
+    assert patch("lead", {"who": "everyone"}).status_code == 400
