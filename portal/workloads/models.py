@@ -1,5 +1,7 @@
 """The GPU type catalogue (and, with the workloads issue, templates and workloads)."""
 
+import re
+
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
@@ -9,6 +11,18 @@ RESOURCE_NAME = RegexValidator(
     r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9._]*[a-z0-9])?$",
     "Use a Kubernetes extended resource name such as nvidia.com/gpu.",
 )
+
+
+# a query parameter whose value is the access token, as url_format wrote it before issue 16
+TOKEN_PARAMETER = re.compile(r"[?&][-\w.]*=\{token\}")
+
+
+def open_url(url_format: str, base: str) -> str:
+    """The address a user opens, never with the access token in it: a URL ends up in browser
+    history, server logs and Referer headers, and the authenticating proxy in front of every
+    service replaces the token (it sends the token upstream itself). A format that still asks
+    for the token loses that parameter."""
+    return TOKEN_PARAMETER.sub("", url_format).replace("{token}", "").format(base=base)
 
 
 class GpuType(models.Model):
@@ -55,7 +69,8 @@ class Template(models.Model):
     run_as_user = models.PositiveIntegerField(null=True, blank=True)
     # a generated access token (≥ 128 bits) passed in this env var, kept in a Secret
     token_env = models.CharField(max_length=64, blank=True, default="")
-    # how to open it: "{base}" is http://<address>:<port>, "{token}" the access token
+    # how to open it: "{base}" is http://<address>:<port>. No token: the proxy's login stands in
+    # front of every service and hands the application its token itself (Workload.url)
     url_format = models.CharField(max_length=255, blank=True, default="{base}/")
     enabled = models.BooleanField(default=True)
 
@@ -142,7 +157,7 @@ class Workload(models.Model):
         if not self.address or not self.port:
             return ""
         base = f"http://{self.address}:{self.port}"
-        return (self.template.url_format or "{base}/").format(base=base, token=self.access_token)
+        return open_url(self.template.url_format or "{base}/", base)
 
 
 class WorkloadEvent(models.Model):

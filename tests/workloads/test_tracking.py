@@ -138,7 +138,7 @@ def test_states_reasons_and_events_end_to_end(tenants, owner, gpu_types):
     assert unfit.state == S.PENDING
     assert bad_image.state == S.PENDING and "nonexistent/x:nope" in bad_image.reason
     assert notebook.node.startswith("gpu-a100-") and notebook.reason == ""
-    assert notebook.url == f"http://{notebook.address}:8888/lab?token={notebook.access_token}"
+    assert notebook.url == f"http://{notebook.address}:8888/lab"  # the token never in a URL
     assert notebook.started_at is not None
     assert notebook.expires_at == notebook.started_at + dt.timedelta(minutes=60)
     assert ok.exit_code == 0 and ok.reason == "Completed." and ok.finished_at is not None
