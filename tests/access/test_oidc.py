@@ -152,7 +152,7 @@ def test_signing_out_of_the_portal_ends_the_proxy_session_at_its_next_refresh(lo
     browser = login("researcher")
     proxy = Proxy(notebook)
     tokens = proxy.redeem(proxy.code_from(proxy.authorize(browser)))
-    browser.get("/logout/")
+    browser.post("/logout/")
     refused = proxy.refresh(tokens)
     assert refused.status_code == 400
     assert refused.json()["error"] == "invalid_grant"
