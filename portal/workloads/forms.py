@@ -18,6 +18,7 @@ FIELD_LABELS = {
     "cpu": "CPU cores", "memory": "Memory (GiB)", "max_runtime_minutes": "Maximum runtime",
     "use_home": "Home volume", "kind": "Kind", "image": "Image", "command": "Command",
     "args": "Arguments", "env": "Environment", "port": "Port", "retries": "Retries",
+    "public": "Public",
 }
 
 # fields the page always sends (blank numbers are left out so the template defaults apply)
@@ -60,6 +61,7 @@ def launch_request(post, template: Template | None) -> tuple[dict[str, Any], dic
         if value:
             data[field] = value
     data["use_home"] = bool(post.get("use_home"))
+    data["public"] = bool(post.get("public"))
     if template is not None and template.custom:
         for field in CUSTOM_TEXT_FIELDS:
             value = post.get(field, "").strip()

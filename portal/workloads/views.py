@@ -23,7 +23,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.access.services import workload_access_summary
+from portal.access.services import tenant_service_access, workload_access_summary
 from portal.kube.client import KubeError
 from portal.redirects import safe_redirect_target
 from tenants.models import Quota, Tenant
@@ -164,6 +164,7 @@ def _posted_values(post: QueryDict, templates: list[Template]) -> dict[str, str]
     """What was typed; when the template changed, its defaults replace the old template's."""
     values = {key: post.get(key, "") for key in post if key != "csrfmiddlewaretoken"}
     values["use_home"] = "on" if post.get("use_home") else ""
+    values["public"] = "on" if post.get("public") else ""
     template = _template_named(templates, values.get("template"))
     if template is not None and values.get("shown_template") != template.slug:
         _with_template_defaults(values, template)
@@ -185,6 +186,7 @@ def _launch_render(request: HttpRequest, tenant: Tenant, templates: list[Templat
     errors = errors or {}
     return render(request, "workloads/launch.html", {
         "tenant": tenant, "quota": tenant.quota, "templates": templates,
+        "may_go_public": tenant_service_access(tenant).allow_public,
         "template": _template_named(templates, values.get("template")),
         "gpu_rows": rows, "cluster_error": cluster_error, "values": values,
         "errors": errors, "error_summary": _error_summary(errors), "refused": refused,
@@ -281,6 +283,7 @@ def launch_fields(request: HttpRequest) -> HttpResponse:
     return render(request, "workloads/_template_fields.html", {
         "template": _template_named(templates, values.get("template")), "values": values,
         "errors": {}, "quota": tenant.quota, "tenant": tenant,
+        "may_go_public": tenant_service_access(tenant).allow_public,
     })
 
 
