@@ -431,3 +431,24 @@ def test_pages_render_with_a_banner_when_the_cluster_is_unreachable(researcher, 
     response = researcher.post("/workloads/new/", launch_form(name="queued"))
     assert response.status_code == 302
     assert Workload.objects.get(name="queued").state == Workload.State.SUBMITTED
+
+
+def test_public_is_offered_only_where_an_admin_allows_it_and_the_page_says_who_gets_in(
+        researcher, vision_lab):
+    from portal.access.models import TenantServiceAccess
+
+    assert 'name="public"' not in researcher.get("/workloads/new/").content.decode()
+    TenantServiceAccess.objects.update_or_create(tenant=vision_lab,
+                                                 defaults={"who": "members", "allow_public": True})
+    assert 'id="id_public" name="public"' in researcher.get("/workloads/new/").content.decode()
+    response = researcher.post("/workloads/new/", launch_form(name="open demo", public="on"))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    workload = Workload.objects.get(name="open demo")
+    assert workload.access.public
+    page = researcher.get(f"/workloads/{workload.pk}/").content.decode()
+    assert "<strong class=\"check-warning\">Public</strong>" in page
+    protected = researcher.post("/workloads/new/", launch_form(name="closed"))
+    assert protected.status_code == 302
+    page = researcher.get(protected.url).content.decode()
+    assert "Behind the portal's login, which lets in members of the project" in page
+    assert f"gpuctl token {Workload.objects.get(name='closed').pk}" in page
