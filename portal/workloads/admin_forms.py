@@ -13,10 +13,10 @@ from typing import Any
 
 from django import forms
 
-from .api.serializers import MAX_ARG_LENGTH, MAX_ARGV_ITEMS, MAX_ENV_ITEMS, MAX_ENV_VALUE
+from .api.serializers import MAX_ARG_LENGTH, MAX_ARGV_ITEMS
+from .environment import env_problems, env_template_problems
 from .forms import argv_lines, env_lines
 from .images import validate_image_prefix, validate_image_reference
-from .manifests import ENV_NAME
 from .models import RESOURCE_NAME, GpuType, Template
 
 # Kubernetes label syntax: key = [DNS-1123 subdomain "/"] name; value = "" or name
@@ -283,15 +283,10 @@ class TemplateForm(AccessibleForm):
 
     def clean_env(self) -> dict[str, str]:
         env, errors = env_lines(self.cleaned_data["env"])
-        if len(env) > MAX_ENV_ITEMS:
-            errors.append(f"At most {MAX_ENV_ITEMS} variables.")
-        errors += [f"{key} is not a valid variable name." for key in env
-                   if not ENV_NAME.fullmatch(key)]
-        errors += [f"The value of {key} is longer than {MAX_ENV_VALUE} characters."
-                   for key, value in env.items() if len(value) > MAX_ENV_VALUE]
+        # the rule researchers' launches follow (portal/workloads/environment.py), less the
+        # loader's variables, which an admin may set on a template
         token_env = self.template.token_env if self.template is not None else ""
-        if token_env and token_env in env:
-            errors.append(f"{token_env} is set by the portal (the access token).")
+        errors += env_problems(env) + env_template_problems(env, token_env=token_env)
         if errors:
             raise forms.ValidationError(errors)
         return env

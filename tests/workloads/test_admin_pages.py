@@ -343,6 +343,23 @@ def test_invalid_templates_show_field_errors_and_change_nothing(admin):
     assert not AuditRecord.objects.filter(action__startswith="template").exists()
 
 
+def test_a_template_may_not_set_the_gpu_stacks_variables(admin):
+    jupyter = Template.objects.get(slug="jupyter")
+    before = Template.objects.filter(pk=jupyter.pk).values().get()
+    response = admin.post(f"/admin/templates/{jupyter.pk}/", template_form(
+        jupyter, env="NVIDIA_VISIBLE_DEVICES=all\nNVIDIA_REQUIRE_CUDA=cuda>=12\nCUDA_VERSION=12"))
+    assert response.status_code == 400
+    env_errors = field_error(response.content.decode(), "env")
+    for name in ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_REQUIRE_CUDA", "CUDA_VERSION"):
+        assert f"{name} is refused: the NVIDIA container runtime reads" in env_errors
+    assert Template.objects.filter(pk=jupyter.pk).values().get() == before
+    # the loader's variables are an admin's to set on a template
+    response = admin.post(f"/admin/templates/{jupyter.pk}/", template_form(
+        jupyter, env="LD_LIBRARY_PATH=/opt/site/lib"))
+    assert response.status_code == 302
+    assert Template.objects.get(pk=jupyter.pk).env == {"LD_LIBRARY_PATH": "/opt/site/lib"}
+
+
 def test_the_custom_template_stays_custom(admin):
     custom = Template.objects.get(slug="custom")
     form = admin.get(f"/admin/templates/{custom.pk}/").content.decode()

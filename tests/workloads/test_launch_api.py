@@ -108,6 +108,52 @@ def test_bad_input_is_400_with_field_errors_and_creates_nothing(vision, as_user,
     assert not Workload.objects.exists()
 
 
+@pytest.mark.parametrize(("template", "env", "refused"), [
+    ("custom", {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "all"},
+     ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"]),
+    ("jupyter", {"NVIDIA_MIG_CONFIG_DEVICES": "all"}, ["NVIDIA_MIG_CONFIG_DEVICES"]),
+    ("custom", {"NVIDIA_DISABLE_REQUIRE": "1", "CUDA_VERSION": "12.4"},
+     ["NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION"]),
+    ("jupyter", {"LD_PRELOAD": "/tmp/x.so"}, ["LD_PRELOAD"]),
+])
+def test_the_gpu_stacks_variables_are_refused_naming_them(vision, as_user, template, env,
+                                                          refused):
+    body = {**JUPYTER, "template": template, "env": env}
+    if template == "custom":
+        body.update(kind="batch", image="nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04")
+    response = launch(as_user("researcher"), body)
+    assert response.status_code == 400, response.json()
+    messages = response.json()["fields"]["env"]
+    assert [message.split(" ")[0] for message in messages] == refused
+    assert all(" is refused" in message for message in messages)
+    assert not Workload.objects.exists()
+
+
+def test_what_stays_inside_the_container_is_passed_on(vision, as_user, eager_celery, cluster):
+    """CUDA_VISIBLE_DEVICES only hides GPUs the container has; the loader's variables are the
+    custom template's own business."""
+    env = {"CUDA_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": "/opt/lib", "KUBESIM_RUN_SECONDS": "1"}
+    response = launch(as_user("researcher"), {
+        **JUPYTER, "template": "custom", "kind": "batch", "image": "python:3.12-slim",
+        "env": env})
+    assert response.status_code == 201, response.json()
+    workload = Workload.objects.get(pk=response.json()["id"])
+    job = k8s.BatchV1Api(cluster.api_client()).read_namespaced_job(workload.object_name,
+                                                                    vision.namespace)
+    passed = {var.name: var.value for var in job.spec.template.spec.containers[0].env}
+    assert {key: passed[key] for key in env} == env
+    assert not any(name.startswith("NVIDIA_") for name in passed)
+
+
+def test_a_template_that_still_sets_one_is_refused_at_launch(vision, as_user):
+    from portal.workloads.models import Template
+
+    Template.objects.filter(slug="jupyter").update(env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    response = launch(as_user("researcher"), JUPYTER)
+    assert response.status_code == 400
+    assert "NVIDIA_VISIBLE_DEVICES is refused" in response.json()["fields"]["template"][0]
+
+
 def test_disabled_template_and_gpu_type_are_refused(vision, as_user, gpu_types):
     from portal.workloads.models import Template
 

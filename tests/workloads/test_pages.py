@@ -252,6 +252,18 @@ def test_field_errors_are_shown_next_to_their_fields(researcher, vision_lab):
     assert not Workload.objects.exists()
 
 
+def test_the_gpu_stacks_variables_are_refused_on_the_form(researcher, vision_lab):
+    response = researcher.post("/workloads/new/", launch_form(
+        name="escape", template="custom", shown_template="custom", kind="batch",
+        image="nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
+        env="NVIDIA_VISIBLE_DEVICES=all\nNVIDIA_DRIVER_CAPABILITIES=all\nSEED=1"))
+    assert response.status_code == 400
+    errors = field_error(response.content.decode(), "env")
+    assert "NVIDIA_VISIBLE_DEVICES is refused: the NVIDIA container runtime reads" in errors
+    assert "NVIDIA_DRIVER_CAPABILITIES is refused" in errors
+    assert not Workload.objects.exists()
+
+
 def test_changing_the_template_refreshes_its_fields(researcher, vision_lab):
     # htmx: the custom fields appear, with the custom template's defaults
     partial = researcher.post("/workloads/new/fields/", launch_form(

@@ -12,16 +12,19 @@ from portal.access.serializers import WorkloadAccessSerializer
 from portal.access.services import tenant_service_access, workload_access_summary
 from portal.kube.client import KubeError
 
+from ..environment import (
+    MAX_ENV_VALUE,
+    env_problems,
+    env_template_problems,
+    gpu_stack_refusal,
+)
 from ..images import image_allowed, validate_image_reference
-from ..manifests import ENV_NAME
 from ..models import GpuType, Template, Workload, WorkloadEvent
 from ..naming import display_name_clean
 from ..selectors import cluster_gpu_capacity
 
 MAX_ARGV_ITEMS = 256
 MAX_ARG_LENGTH = 4096
-MAX_ENV_ITEMS = 100
-MAX_ENV_VALUE = 32 * 1024
 
 
 class ArgvField(serializers.ListField):
@@ -88,11 +91,9 @@ class LaunchSerializer(serializers.Serializer):
         return gpu_type
 
     def validate_env(self, env: dict[str, str]) -> dict[str, str]:
-        if len(env) > MAX_ENV_ITEMS:
-            raise serializers.ValidationError(f"At most {MAX_ENV_ITEMS} variables.")
-        bad = [key for key in env if not ENV_NAME.fullmatch(key)]
-        if bad:
-            raise serializers.ValidationError(f"Not valid variable names: {', '.join(bad[:5])}")
+        problems = env_problems(env)  # portal/workloads/environment.py: the one rule
+        if problems:
+            raise serializers.ValidationError(problems)
         return env
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -137,8 +138,15 @@ class LaunchSerializer(serializers.Serializer):
             elif self.tenant is not None and not tenant_service_access(self.tenant).allow_public:
                 errors["public"] = [f"{self.tenant.name} may not open workloads to everyone; an "
                                     "admin can allow it."]
-        if template.token_env and template.token_env in data.get("env", {}):
-            errors["env"] = [f"{template.token_env} is set by the portal."]
+        # a template saved before the GPU stack's variables were refused must not pass them on
+        inherited = [refusal for key in template.env if (refusal := gpu_stack_refusal(key))]
+        if inherited:
+            errors["template"] = [f"The {template.name} template sets a variable the portal no "
+                                  f"longer passes; an admin must remove it. {inherited[0]}"]
+        env_refused = env_template_problems(data.get("env", {}), token_env=template.token_env,
+                                            fixed_command=not template.custom)
+        if env_refused:
+            errors["env"] = env_refused
         data.setdefault("cpu", template.default_cpu)
         data.setdefault("memory", template.default_memory_gb)
         self._runtime(data, errors)
