@@ -9,6 +9,14 @@ a Job. Either may come with a Secret holding the values of `secret_env` (a Jupyt
 the pod reads through `secretKeyRef` so that the value is never in the pod spec. Every object
 carries `labels(spec)`; the tracker finds them by `app.kubernetes.io/managed-by=gpu-portal` and
 maps them back to the workload by `gpu-portal.io/workload-id`.
+
+A service with a `proxy` (every service the portal launches: issue 16) has the authenticating
+proxy as a second container of its pod (portal/access/proxy.py). The proxy's port is the pod's
+port named "http", the one the Service and the tenant's NetworkPolicy reach; the application's
+port is named "app" and is reached only by the proxy, over the pod's loopback. The proxy's
+credentials are `secret_data` (keys of the same Secret that are no environment variable of the
+application), and its files (configuration, error page) are keys of that Secret too, derived
+from the spec.
 """
 
 from __future__ import annotations
@@ -18,6 +26,14 @@ import dataclasses
 import re
 from typing import Any
 
+from portal.access.proxy import (
+    CLIENT_SECRET_KEY,
+    COOKIE_SECRET_KEY,
+    ProxySpec,
+    make_proxy_container,
+    make_proxy_volumes,
+    proxy_files,
+)
 from tenants.manifests import (
     EXPOSED_PORT_NAME,
     LABEL_EXPOSED,
@@ -43,6 +59,9 @@ LABEL_INSTANCE = "app.kubernetes.io/instance"
 ANNOTATION_ADDRESS_POOL = "metallb.io/address-pool"
 
 CONTAINER_NAME = "app"
+# the application's port when a proxy stands in front of it: not "http", which the Service and
+# the NetworkPolicy reach, so that nothing outside the pod addresses the application by name
+APP_PORT_NAME = "app"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 
 # The tenant's persistent home volume is mounted here in every workload that asks for it. A
@@ -57,6 +76,7 @@ SHM_VOLUME = "dshm"
 # what the API server accepts as an environment variable name (and, for secret_env, as a key of
 # the Secret): refused here with a clear message rather than by a 422 halfway through a launch
 ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # what the API server accepts as a Secret's key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +94,9 @@ class WorkloadSpec:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # plain env vars, in order
     secret_env: tuple[tuple[str, str], ...] = ()  # values kept in the workload's Secret
-    port: int | None = None  # the service's container port (named "http")
+    # more keys of that Secret, read by no env var of the application: the proxy's credentials
+    secret_data: tuple[tuple[str, str], ...] = ()
+    port: int | None = None  # the application's port ("http", or "app" behind a proxy)
     gpu_resource: str = "nvidia.com/gpu"  # or a MIG resource such as nvidia.com/mig-1g.10gb
     gpu_count: int = 1
     node_selector: tuple[tuple[str, str], ...] = ()
@@ -88,6 +110,7 @@ class WorkloadSpec:
     pod_annotations: tuple[tuple[str, str], ...] = ()  # e.g. kubesim.io/run-seconds
     backoff_limit: int = 0
     ttl_seconds_after_finished: int = 3600
+    proxy: ProxySpec | None = None  # the authenticating proxy in front of a service
 
     def __post_init__(self) -> None:
         # Combinations no manifest can express are refused here, before anything is sent.
@@ -111,6 +134,37 @@ class WorkloadSpec:
                 set(secret_names) & {key for key, _ in self.env}:
             # a Secret key given twice, or an env var shadowed by a secret one
             raise ValueError("an environment variable is given twice")
+        data_keys = [key for key, _ in self.secret_data]
+        for key in data_keys:
+            if not SECRET_KEY.fullmatch(key):
+                raise ValueError(f"{key!r} is not a valid key of a Secret")
+        if len(set(data_keys)) != len(data_keys) or set(data_keys) & set(secret_names):
+            raise ValueError("a key of the Secret is given twice")
+        if self.proxy is not None:
+            self._check_proxy(self.proxy, set(secret_names), set(data_keys))
+
+    def _check_proxy(self, proxy: ProxySpec, secret_names: set[str],
+                     data_keys: set[str]) -> None:
+        # A proxy that could not reach the application, or whose pod would wait forever for a
+        # Secret key that is not there, is refused here rather than found as a pod that never
+        # becomes ready.
+        if self.kind != SERVICE:
+            raise ValueError("only a service workload has a proxy in front of it")
+        if proxy.upstream_port != self.port:
+            raise ValueError(f"the proxy forwards to port {proxy.upstream_port}, but the "
+                             f"application listens on {self.port}")
+        if proxy.listen_port == self.port:
+            raise ValueError(f"the proxy and the application both want port {self.port}")
+        if proxy.secret_name != self.name:
+            raise ValueError("the proxy's credentials must be in the workload's own Secret")
+        missing = {CLIENT_SECRET_KEY, COOKIE_SECRET_KEY} - data_keys
+        if missing:
+            raise ValueError(f"the Secret lacks the proxy's {', '.join(sorted(missing))}")
+        if set(proxy_files(proxy)) & (secret_names | data_keys):
+            raise ValueError("a key of the Secret is also one of the proxy's files")
+        if proxy.upstream_token_env and proxy.upstream_token_env not in secret_names:
+            raise ValueError(f"the proxy sends {proxy.upstream_token_env} upstream, but the "
+                             "Secret does not hold it")
 
 
 def labels(spec: WorkloadSpec) -> dict[str, str]:
@@ -138,9 +192,19 @@ def _metadata(spec: WorkloadSpec, annotations: dict[str, str] | None = None) -> 
     return meta
 
 
+def _secret_values(spec: WorkloadSpec) -> dict[str, str]:
+    values = dict((*spec.secret_env, *spec.secret_data))
+    if spec.proxy is not None:
+        # no secret themselves, but mounted beside the credentials from the one Secret
+        values.update(proxy_files(spec.proxy))
+    return values
+
+
 def make_secret(spec: WorkloadSpec) -> Manifest | None:
-    """The Secret holding the values of `secret_env`, or None when there are none."""
-    if not spec.secret_env:
+    """The Secret holding the values of `secret_env` and `secret_data` (and a proxy's files),
+    or None when there are none."""
+    values = _secret_values(spec)
+    if not values:
         return None
     return {
         "apiVersion": "v1",
@@ -149,7 +213,7 @@ def make_secret(spec: WorkloadSpec) -> Manifest | None:
         "type": "Opaque",
         # `data`, not `stringData`: what the server stores and returns, so a re-read compares
         "data": {key: base64.b64encode(value.encode()).decode("ascii")
-                 for key, value in spec.secret_env},
+                 for key, value in values.items()},
     }
 
 
@@ -196,17 +260,25 @@ def _container(spec: WorkloadSpec) -> Manifest:
         container["args"] = list(spec.args)
     if spec.env or spec.secret_env:
         container["env"] = _env(spec)
+    port_name = _app_port_name(spec)
     if spec.port is not None:
         container["ports"] = [
-            {"name": EXPOSED_PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}
+            {"name": port_name, "containerPort": spec.port, "protocol": "TCP"}
         ]
     if spec.kind == SERVICE:
+        # the application's own readiness, behind the proxy too: the proxy's port answers as
+        # soon as the proxy runs, the application's only once the application does
         container["readinessProbe"] = {
-            "tcpSocket": {"port": EXPOSED_PORT_NAME},
+            "tcpSocket": {"port": port_name},
             "periodSeconds": 5,
             "failureThreshold": 3,
         }
     return container
+
+
+def _app_port_name(spec: WorkloadSpec) -> str:
+    """The application's port is the pod's "http" only when nothing stands in front of it."""
+    return APP_PORT_NAME if spec.proxy is not None else EXPOSED_PORT_NAME
 
 
 def _volume_mounts(spec: WorkloadSpec) -> list[Manifest]:
@@ -223,6 +295,8 @@ def _volumes(spec: WorkloadSpec) -> list[Manifest]:
     if spec.home_claim:
         volumes.append({"name": HOME_VOLUME,
                         "persistentVolumeClaim": {"claimName": spec.home_claim}})
+    if spec.proxy is not None:
+        volumes += make_proxy_volumes(spec.proxy)
     return volumes
 
 
@@ -237,11 +311,19 @@ def _pod_security_context(spec: WorkloadSpec) -> Manifest:
     return context
 
 
+def _containers(spec: WorkloadSpec) -> list[Manifest]:
+    containers = [_container(spec)]
+    if spec.proxy is not None:
+        containers.append(make_proxy_container(spec.proxy))
+    return containers
+
+
 def make_pod_template(spec: WorkloadSpec) -> Manifest:
     """The pod of the workload, shared by its Deployment and its Job."""
     pod_labels = labels(spec)
     if spec.kind == SERVICE:
-        # the tenant's NetworkPolicy admits traffic to port "http" of pods labelled so
+        # the tenant's NetworkPolicy admits traffic to port "http" of pods labelled so, and
+        # nothing else: behind a proxy, port "http" is the proxy's
         pod_labels[LABEL_EXPOSED] = "true"
     metadata: Manifest = {"labels": pod_labels}
     if spec.pod_annotations:
@@ -253,7 +335,7 @@ def make_pod_template(spec: WorkloadSpec) -> Manifest:
         "enableServiceLinks": False,  # no env vars for every Service of the namespace
         "restartPolicy": "Always" if spec.kind == SERVICE else "Never",
         "securityContext": _pod_security_context(spec),
-        "containers": [_container(spec)],
+        "containers": _containers(spec),
         "volumes": _volumes(spec),
     }
     if spec.node_selector:
@@ -284,7 +366,11 @@ def make_deployment(spec: WorkloadSpec) -> Manifest:
 
 
 def make_service(spec: WorkloadSpec) -> Manifest:
-    """The LoadBalancer Service in front of a service's pod; MetalLB gives it an address."""
+    """The LoadBalancer Service in front of a service's pod; MetalLB gives it an address.
+
+    It targets the pod's port "http": the proxy's where there is one, the application's
+    otherwise. Its own port stays the application's, so the address the user opens is the same
+    with or without a proxy."""
     annotations = {ANNOTATION_ADDRESS_POOL: spec.lb_address_pool} if spec.lb_address_pool else None
     return {
         "apiVersion": "v1",

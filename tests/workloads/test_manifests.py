@@ -1,4 +1,9 @@
-"""The workload objects as pure functions: exact dicts, and valid against the Kubernetes schema."""
+"""The workload objects as pure functions: exact dicts, and valid against the Kubernetes schema.
+
+Every service the portal launches has the authenticating proxy in front of it (issue 16): the
+specs here carry a `ProxySpec` as the portal builds it, and one test keeps the shape of a spec
+without one (a service launched before the proxies).
+"""
 
 import base64
 import copy
@@ -7,6 +12,16 @@ import dataclasses
 import kubernetes_validate
 import pytest
 
+from portal.access.proxy import (
+    CLIENT_SECRET_KEY,
+    COOKIE_SECRET_KEY,
+    PROXY_CONTAINER,
+    PROXY_PORT,
+    ProxySpec,
+    make_proxy_container,
+    make_proxy_volumes,
+    proxy_files,
+)
 from portal.workloads.manifests import (
     HOME_MOUNT_PATH,
     WorkloadSpec,
@@ -19,6 +34,20 @@ from portal.workloads.manifests import (
     make_service,
     workload_objects,
 )
+
+
+def proxy_for(name: str, port: int, token_env: str | None = None, **changes) -> ProxySpec:
+    """The proxy as portal.access.services.workload_proxy builds it (settings of the tests)."""
+    return ProxySpec(image="quay.io/oauth2-proxy/oauth2-proxy:v7.15.4",
+                     issuer_url="https://portal.example.org/o",
+                     backend_url="http://gpu-portal-web.gpu-portal.svc:8000/o",
+                     client_id=f"workload-{name}-0123456789abcdef", secret_name=name,
+                     upstream_port=port, upstream_token_env=token_env, **changes)
+
+
+PROXY_SECRETS = ((CLIENT_SECRET_KEY, "client-secret-0123456789abcdef"),
+                 (COOKIE_SECRET_KEY, "Y29va2llLXNlY3JldC0wMTIzNDU2Nzg5YWJjZGVmMDE="))
+JUPYTER_PROXY = proxy_for("wl-42-my-notebook", 8888, "JUPYTER_TOKEN")
 
 JUPYTER = WorkloadSpec(
     workload_id=42,
@@ -38,7 +67,33 @@ JUPYTER = WorkloadSpec(
     run_as_user=1000,
     home_claim="gpu-portal-home",
     lb_address_pool="tenants",
+    proxy=JUPYTER_PROXY,
+    secret_data=PROXY_SECRETS,
 )
+# a service launched before the proxies: the application's port is the pod's "http"
+UNPROXIED = dataclasses.replace(JUPYTER, proxy=None, secret_data=())
+
+
+def service(template: str, workload_id: int, image: str, port: int, **fields) -> WorkloadSpec:
+    """A service of one of the other templates, as the seeded template launches it."""
+    name = f"wl-{workload_id}-{template}"
+    return WorkloadSpec(workload_id=workload_id, name=name, namespace="gpu-vision-lab-abc123",
+                        project_id="d964ebf8619749c3", owner="researcher", owner_id="5e1f0c6b2a",
+                        template=template, kind="service", image=image, port=port,
+                        node_selector=(("gputype", "v100"),), lb_address_pool="tenants",
+                        proxy=proxy_for(name, port), secret_data=PROXY_SECRETS, **fields)
+
+
+# the four service templates (portal/workloads/migrations/0003_seed_templates.py)
+DIGITS = service("digits", 43, "nvcr.io/nvidia/digits:21.02-tensorflow-py3", 5000,
+                 run_as_non_root=False)  # DIGITS runs as root: the proxy must not
+TENSORBOARD = service("tensorboard", 44, "tensorflow/tensorflow:2.16.1-gpu", 6006,
+                      command=("tensorboard",),
+                      args=("--logdir", "/home/portal/logs", "--bind_all", "--port", "6006"),
+                      run_as_user=1000, home_claim="gpu-portal-home")
+CUSTOM_SERVICE = service("custom", 45, "nginx:1.27", 8080, run_as_non_root=False)
+SERVICES = {"jupyter": JUPYTER, "digits": DIGITS, "tensorboard": TENSORBOARD,
+            "custom": CUSTOM_SERVICE}
 
 CUSTOM_BATCH = WorkloadSpec(
     workload_id=7,
@@ -79,7 +134,11 @@ CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop"
 SHM = {"name": "dshm", "emptyDir": {"medium": "Memory"}}
 
 
-@pytest.mark.parametrize("spec", [JUPYTER, CUSTOM_BATCH], ids=["jupyter", "batch"])
+@pytest.mark.parametrize("spec", [
+    *SERVICES.values(), UNPROXIED, CUSTOM_BATCH,
+    # HTTPS on the proxy's port, with the operator's certificate
+    dataclasses.replace(DIGITS, proxy=dataclasses.replace(DIGITS.proxy, tls_secret="tenant-tls")),
+], ids=[*SERVICES, "jupyter-unproxied", "batch", "digits-tls"])
 def test_every_object_is_valid_against_the_kubernetes_schema(spec):
     version = kubernetes_validate.utils.latest_version()
     objects = [*workload_objects(spec),
@@ -123,6 +182,40 @@ def test_deterministic():
     assert workload_objects(JUPYTER) == expected
 
 
+JUPYTER_APP = {
+    "name": "app",
+    "image": "quay.io/jupyter/pytorch-notebook:cuda12-2024-06-17",
+    "imagePullPolicy": "IfNotPresent",
+    "args": ["start-notebook.py", "--ServerApp.root_dir=/home/portal"],
+    "env": [
+        {"name": "JUPYTER_ENABLE_LAB", "value": "yes"},
+        {"name": "JUPYTER_TOKEN", "valueFrom": {"secretKeyRef": {
+            "name": "wl-42-my-notebook", "key": "JUPYTER_TOKEN"}}},
+    ],
+    # behind the proxy the application's port is "app": only the proxy reaches it, over the
+    # pod's loopback; port "http" is the proxy's
+    "ports": [{"name": "app", "containerPort": 8888, "protocol": "TCP"}],
+    # the application's own readiness, not the proxy's
+    "readinessProbe": {"tcpSocket": {"port": "app"}, "periodSeconds": 5,
+                       "failureThreshold": 3},
+    "resources": {
+        "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+        "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+    },
+    "securityContext": CONTAINER_SECURITY,
+    "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
+                     {"name": "home", "mountPath": "/home/portal"}],
+}
+
+
+def port_owner(pod_spec: dict, port_name: str) -> tuple[str, int]:
+    """The container and number of the pod's port called so: what a Service's targetPort and a
+    NetworkPolicy's port name resolve to."""
+    (owner,) = [(c["name"], p["containerPort"]) for c in pod_spec["containers"]
+                for p in c.get("ports", []) if p["name"] == port_name]
+    return owner
+
+
 def test_jupyter_pod_template():
     assert make_pod_template(JUPYTER) == {
         "metadata": {"labels": {**JUPYTER_LABELS, "gpu-portal.io/exposed": "true"}},
@@ -139,40 +232,86 @@ def test_jupyter_pod_template():
             },
             "nodeSelector": {"gputype": "a100"},
             "tolerations": GPU_TOLERATION,
-            "containers": [{
-                "name": "app",
-                "image": "quay.io/jupyter/pytorch-notebook:cuda12-2024-06-17",
-                "imagePullPolicy": "IfNotPresent",
-                "args": ["start-notebook.py", "--ServerApp.root_dir=/home/portal"],
-                "env": [
-                    {"name": "JUPYTER_ENABLE_LAB", "value": "yes"},
-                    {"name": "JUPYTER_TOKEN", "valueFrom": {"secretKeyRef": {
-                        "name": "wl-42-my-notebook", "key": "JUPYTER_TOKEN"}}},
-                ],
-                "ports": [{"name": "http", "containerPort": 8888, "protocol": "TCP"}],
-                "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 5,
-                                   "failureThreshold": 3},
-                "resources": {
-                    "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
-                    "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
-                },
-                "securityContext": CONTAINER_SECURITY,
-                "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
-                                 {"name": "home", "mountPath": "/home/portal"}],
-            }],
+            # the application, then the proxy in front of it
+            "containers": [JUPYTER_APP, make_proxy_container(JUPYTER_PROXY)],
             "volumes": [SHM, {"name": "home",
-                              "persistentVolumeClaim": {"claimName": "gpu-portal-home"}}],
+                              "persistentVolumeClaim": {"claimName": "gpu-portal-home"}},
+                        *make_proxy_volumes(JUPYTER_PROXY)],
         },
     }
 
 
-def test_jupyter_token_lives_only_in_the_secret():
+@pytest.mark.parametrize("template", SERVICES)
+def test_the_pods_port_http_is_the_proxys(template):
+    spec = SERVICES[template]
+    pod = make_pod_template(spec)["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["app", PROXY_CONTAINER]
+    assert port_owner(pod, "http") == (PROXY_CONTAINER, PROXY_PORT)
+    assert port_owner(pod, "app") == ("app", spec.port)
+    # the proxy's volumes are the pod's, after the workload's own
+    proxy_volumes = make_proxy_volumes(spec.proxy)
+    assert pod["volumes"][len(pod["volumes"]) - len(proxy_volumes):] == proxy_volumes
+    assert make_pod_template(spec)["metadata"]["labels"]["gpu-portal.io/exposed"] == "true"
+
+
+@pytest.mark.parametrize("template", SERVICES)
+def test_every_key_and_volume_the_pod_reads_is_there(template):
+    """A Secret key or a volume the pod names but nobody made keeps it from ever starting
+    (CreateContainerConfigError, FailedMount): the pod and its Secret must agree."""
+    spec = SERVICES[template]
+    pod = make_pod_template(spec)["spec"]
+    keys = set(make_secret(spec)["data"])
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for container in pod["containers"]:
+        for env in container.get("env", []):
+            ref = env.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                assert ref["name"] == spec.name and ref["key"] in keys, env
+        for mount in container["volumeMounts"]:
+            assert mount["name"] in volumes, mount
+    for volume in volumes.values():
+        if volume.get("secret", {}).get("secretName") == spec.name:
+            assert {item["key"] for item in volume["secret"]["items"]} <= keys
+
+
+def test_a_service_without_a_proxy_keeps_the_application_on_port_http():
+    pod = make_pod_template(UNPROXIED)["spec"]
+    app = {**JUPYTER_APP,
+           "ports": [{"name": "http", "containerPort": 8888, "protocol": "TCP"}],
+           "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 5,
+                              "failureThreshold": 3}}
+    assert pod["containers"] == [app]
+    assert pod["volumes"] == [SHM, {"name": "home",
+                                    "persistentVolumeClaim": {"claimName": "gpu-portal-home"}}]
+    assert [o["kind"] for o in workload_objects(UNPROXIED)] == ["Secret", "Deployment", "Service"]
+    assert make_service(UNPROXIED) == make_service(JUPYTER)  # same address, same target name
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_the_jupyter_token_and_the_proxys_credentials_live_only_in_the_secret():
     secret = make_secret(JUPYTER)
     assert secret["type"] == "Opaque"
     assert secret["data"] == {
-        "JUPYTER_TOKEN": base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()}
-    assert "0123456789abcdef" not in repr(make_deployment(JUPYTER))
+        "JUPYTER_TOKEN": b64("0123456789abcdef0123456789abcdef"),
+        "auth-proxy-client-secret": b64("client-secret-0123456789abcdef"),
+        "auth-proxy-cookie-secret": b64("Y29va2llLXNlY3JldC0wMTIzNDU2Nzg5YWJjZGVmMDE="),
+        # the proxy's files, mounted by make_proxy_volumes from the same Secret
+        **{key: b64(text) for key, text in proxy_files(JUPYTER_PROXY).items()},
+    }
+    deployment = repr(make_deployment(JUPYTER))
+    for _, value in (*JUPYTER.secret_env, *JUPYTER.secret_data):
+        assert value not in deployment
+    # the proxy's keys are no environment variable of the application
+    assert [e["name"] for e in make_pod_template(JUPYTER)["spec"]["containers"][0]["env"]] == \
+        ["JUPYTER_ENABLE_LAB", "JUPYTER_TOKEN"]
     assert make_secret(CUSTOM_BATCH) is None
+    # a service with no token of its own still has a Secret: the proxy's credentials
+    assert set(make_secret(DIGITS)["data"]) == {CLIENT_SECRET_KEY, COOKIE_SECRET_KEY,
+                                                *proxy_files(DIGITS.proxy)}
+    assert [o["kind"] for o in workload_objects(DIGITS)] == ["Secret", "Deployment", "Service"]
 
 
 def test_deployment_is_one_replica_recreated():
@@ -198,9 +337,11 @@ def test_service_is_a_load_balancer_in_the_chosen_pool():
             "type": "LoadBalancer",
             "allocateLoadBalancerNodePorts": False,
             "selector": SELECTOR_42,
+            # the address stays the application's port; it leads to the pod's "http": the proxy
             "ports": [{"name": "http", "protocol": "TCP", "port": 8888, "targetPort": "http"}],
         },
     }
+    assert port_owner(make_pod_template(JUPYTER)["spec"], "http") == (PROXY_CONTAINER, 4180)
     no_pool = make_service(dataclasses.replace(JUPYTER, lb_address_pool=None))
     assert "annotations" not in no_pool["metadata"]
 
@@ -302,7 +443,27 @@ def test_home_claim():
     ({"image": "ubuntu; rm -rf /"}, "spaces"),
     ({"env": (("BAD NAME", "x"),)}, "not a valid environment variable name"),
     ({"env": (("JUPYTER_TOKEN", "x"),)}, "given twice"),
+    # the proxy's credentials: Secret keys, given once, never shadowing a secret env var
+    ({"secret_data": (*PROXY_SECRETS, ("bad key", "x"))}, "not a valid key of a Secret"),
+    ({"secret_data": (*PROXY_SECRETS, ("JUPYTER_TOKEN", "x"))}, "given twice"),
+    ({"secret_data": (*PROXY_SECRETS, PROXY_SECRETS[0])}, "given twice"),
+    # a proxy that could not work: refused here, not found as a pod that is never ready
+    ({"kind": "batch"}, "only a service workload has a proxy"),
+    ({"port": 8889}, "forwards to port 8888, but the application listens on 8889"),
+    ({"proxy": dataclasses.replace(JUPYTER_PROXY, upstream_port=4180), "port": 4180},
+     "both want port 4180"),
+    ({"proxy": dataclasses.replace(JUPYTER_PROXY, secret_name="other")}, "own Secret"),
+    ({"secret_data": PROXY_SECRETS[:1]}, "lacks the proxy's auth-proxy-cookie-secret"),
+    ({"secret_data": ()}, "lacks the proxy's auth-proxy-client-secret, auth-proxy-cookie"),
+    ({"secret_env": ()}, "sends JUPYTER_TOKEN upstream, but the Secret does not hold it"),
+    ({"secret_data": (*PROXY_SECRETS, ("auth-proxy.yaml", "x"))}, "one of the proxy's files"),
 ])
 def test_impossible_specs_are_refused_before_any_manifest(change, message):
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(JUPYTER, **change)
+
+
+def test_a_secret_with_only_data_is_valid_without_a_proxy():
+    # secret_data does not need a proxy: a batch workload may carry keys no env var reads
+    spec = dataclasses.replace(CUSTOM_BATCH, secret_data=(("extra", "v"),))
+    assert make_secret(spec)["data"] == {"extra": b64("v")}

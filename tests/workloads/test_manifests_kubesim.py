@@ -1,6 +1,7 @@
 """The workload objects, created over HTTP with the official client against kubesim: the
 server accepts them, schedules the pods onto the right GPU nodes past the GPU taint, and they
-run: a Jupyter-like service becomes Ready behind a LoadBalancer address, a batch Job completes.
+run: a Jupyter-like service with its authenticating proxy becomes Ready behind a LoadBalancer
+address, a batch Job completes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client, utils
 
+from portal.access.proxy import PROXY_CONTAINER, PROXY_PORT
 from portal.workloads.manifests import (
     SERVICE_ACCOUNT_NAME,
     WorkloadSpec,
@@ -20,6 +22,7 @@ from portal.workloads.manifests import (
     workload_objects,
 )
 from portal.workloads.naming import workload_object_name
+from tests.workloads.test_manifests import PROXY_SECRETS, proxy_for
 
 T = TypeVar("T")
 WAIT_SECONDS = 30.0
@@ -66,9 +69,10 @@ def is_ready(pod: client.V1Pod) -> bool:
 
 def test_a_service_on_an_a100_runs_ready_behind_a_load_balancer(api, kube_namespace):
     workload_id = 9001
+    name = workload_object_name(workload_id, "My Notebook")
     spec = WorkloadSpec(
         workload_id=workload_id,
-        name=workload_object_name(workload_id, "My Notebook"),
+        name=name,
         namespace=kube_namespace,
         project_id="d964ebf8619749c3",
         owner="researcher",
@@ -85,6 +89,8 @@ def test_a_service_on_an_a100_runs_ready_behind_a_load_balancer(api, kube_namesp
         run_as_user=1000,
         home_claim="gpu-portal-home",
         lb_address_pool="default",
+        proxy=proxy_for(name, 8888, "JUPYTER_TOKEN"),
+        secret_data=PROXY_SECRETS,
     )
     core = client.CoreV1Api(api)
     create_all(api, [make_home_claim(kube_namespace, "gpu-portal-home", "10Gi", None,
@@ -101,6 +107,13 @@ def test_a_service_on_an_a100_runs_ready_behind_a_load_balancer(api, kube_namesp
     env = {e.name: e for e in pod.spec.containers[0].env}
     assert env["JUPYTER_TOKEN"].value is None
     assert env["JUPYTER_TOKEN"].value_from.secret_key_ref.name == spec.name
+    # the proxy beside it, both ready; the Service leads to the proxy's port
+    assert [c.name for c in pod.spec.containers] == ["app", PROXY_CONTAINER]
+    assert all(s.ready for s in pod.status.container_statuses)
+    assert [(p.name, p.container_port) for p in pod.spec.containers[1].ports] == \
+        [("http", PROXY_PORT)]
+    assert core.read_namespaced_service(spec.name, kube_namespace).spec.ports[0].target_port \
+        == "http"
 
     def ingress():
         status = core.read_namespaced_service(spec.name, kube_namespace).status
