@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
+from portal.access.services import workload_proxy
 from portal.kube.client import Conflict, Kube, KubeRefused
 from tenants.manifests import LABEL_PROJECT_ID, MANAGED_BY, label_value
 
@@ -33,6 +34,9 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
     secret_env: tuple[tuple[str, str], ...] = ()
     if template.token_env and workload.access_token:
         secret_env = ((template.token_env, workload.access_token),)
+    # a service's proxy and its credentials; None for a batch workload, and for a service
+    # launched before proxies existed (it has no OAuth client): that one keeps running as it was
+    proxy, proxy_secrets = workload_proxy(workload) or (None, {})
     env = {**template.env, **workload.env}
     max_runtime = workload.max_runtime_minutes * 60 if workload.max_runtime_minutes else None
     return WorkloadSpec(
@@ -49,6 +53,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         args=tuple(workload.args or template.args),
         env=tuple(env.items()),
         secret_env=secret_env,
+        secret_data=tuple(sorted(proxy_secrets.items())),
         port=workload.port,
         gpu_resource=workload.gpu_type.resource_name,
         gpu_count=workload.gpu_count,
@@ -61,6 +66,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         lb_address_pool=settings.PORTAL_LB_ADDRESS_POOL or None,
         home_claim=HOME_CLAIM_NAME if workload.use_home else None,
         backoff_limit=workload.retries,
+        proxy=proxy,
     )
 
 

@@ -45,10 +45,16 @@ def test_launch_jupyter_creates_its_objects_in_the_tenant_namespace(vision, as_u
     pod = deployment.spec.template.spec
     assert pod.node_selector == {"gputype": "a100"}
     assert pod.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    # the authenticating proxy in front of it (issue 16): the Service reaches the proxy only
+    assert [c.name for c in pod.containers] == ["app", "auth-proxy"]
+    assert [p.name for p in pod.containers[0].ports] == ["app"]
+    assert [p.name for p in pod.containers[1].ports] == ["http"]
     service = k8s.CoreV1Api(api).read_namespaced_service(workload.object_name, vision.namespace)
     assert service.spec.type == "LoadBalancer"
+    assert (service.spec.ports[0].port, service.spec.ports[0].target_port) == (8888, "http")
     secret = k8s.CoreV1Api(api).read_namespaced_secret(workload.object_name, vision.namespace)
-    assert "JUPYTER_TOKEN" in secret.data
+    assert {"JUPYTER_TOKEN", "auth-proxy-client-secret", "auth-proxy-cookie-secret"} <= \
+        set(secret.data)
     assert len(workload.access_token) >= 22  # ≥ 128 bits, URL-safe
     assert AuditRecord.objects.filter(action="workload.launch", tenant=vision).count() == 1
 
