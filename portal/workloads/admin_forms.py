@@ -18,6 +18,7 @@ from .environment import env_problems, env_template_problems
 from .forms import argv_lines, env_lines
 from .images import validate_image_prefix, validate_image_reference
 from .models import RESOURCE_NAME, GpuType, Template
+from .naming import invisible_characters_refusal
 
 # Kubernetes label syntax: key = [DNS-1123 subdomain "/"] name; value = "" or name
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
@@ -108,6 +109,14 @@ class AccessibleForm(forms.Form):
                 for name in self.fields for message in self.errors.get(name, [])]
 
 
+def visible_text(value: str, what: str) -> str:
+    """`value`, unless it holds an invisible character (the names' rule, naming.py)."""
+    refusal = invisible_characters_refusal(value, what)
+    if refusal:
+        raise forms.ValidationError(refusal)
+    return value
+
+
 def _lines_field(label: str, help_text: str, rows: int = 3) -> forms.CharField:
     return forms.CharField(label=label, required=False, help_text=help_text, strip=False,
                            widget=forms.Textarea(attrs={"rows": rows, "spellcheck": "false"}))
@@ -160,6 +169,9 @@ class GpuTypeForm(AccessibleForm):
         if GpuType.objects.filter(slug=slug).exists():
             raise forms.ValidationError(f"A GPU type {slug} exists already.")
         return slug
+
+    def clean_name(self) -> str:
+        return visible_text(self.cleaned_data["name"], "The name")
 
     def clean_node_selector(self) -> dict[str, str]:
         selector, errors = node_selector_lines(self.cleaned_data["node_selector"])
@@ -253,6 +265,12 @@ class TemplateForm(AccessibleForm):
         if Template.objects.filter(slug=slug).exists():
             raise forms.ValidationError(f"A template {slug} exists already.")
         return slug
+
+    def clean_name(self) -> str:
+        return visible_text(self.cleaned_data["name"], "The name")
+
+    def clean_description(self) -> str:
+        return visible_text(self.cleaned_data["description"], "The description")
 
     def clean_image(self) -> str:
         image = self.cleaned_data["image"].strip()

@@ -6,6 +6,14 @@ back to exactly one id), the slug makes it recognisable in `kubectl get`. It is 
 that also starts with a letter (so it is a valid Service name, a DNS-1035 label), and at most
 52 characters: a Deployment's pods are named `<name>-<replicaset hash>-<5 chars>` and a Job's
 pods carry the Job name in a label, and both must stay within 63 characters.
+
+What a name may hold is one rule, `invisible_characters`, for workload names and the admin's
+template and GPU type names alike: no control characters (NUL included), no surrogates, and no
+format characters (Unicode category Cf: bidirectional overrides and isolates, zero-width spaces,
+the byte-order mark, tag characters), which are invisible and can make a name read differently
+from what it is ("Trojan Source"). Such a name is refused, not silently changed. The zero-width
+(non-)joiners are the exception where they join two visible non-ASCII characters: emoji
+sequences and Persian or Indic words need them.
 """
 
 from __future__ import annotations
@@ -19,10 +27,10 @@ MAX_OBJECT_NAME = 52
 MAX_DISPLAY_NAME = 100
 PREFIX = "wl"
 
-# Unicode bidirectional overrides and isolates: invisible, and they can make a name read
-# differently from what it is ("Trojan Source"). Other format characters (such as the zero-width
-# joiner inside emoji) are harmless and kept.
-_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+# refused in names: control (Cc), format (Cf) and surrogate (Cs) characters
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
+# ZERO WIDTH NON-JOINER and ZERO WIDTH JOINER: kept between two visible non-ASCII characters
+_JOINERS = frozenset("\u200c\u200d")
 
 
 def workload_object_name(workload_id: int, display_name: str) -> str:
@@ -41,20 +49,48 @@ def workload_object_name(workload_id: int, display_name: str) -> str:
     return f"{head}-{tail}" if tail else head
 
 
-def display_name_clean(text: str) -> str:
-    """A display name as stored: trimmed, whitespace runs made one space, control and bidi
-    characters removed, at most 100 characters. Raises ValueError when nothing is left.
+def _visible_non_ascii(ch: str) -> bool:
+    return ord(ch) > 0x7F and not ch.isspace() and \
+        unicodedata.category(ch) not in _INVISIBLE_CATEGORIES
 
-    Lone surrogates go too: they cannot be encoded as UTF-8, so PostgreSQL would refuse them.
-    """
+
+def invisible_characters(text: str) -> list[str]:
+    """The characters of `text` a name may not hold, each once, as "U+202E RIGHT-TO-LEFT
+    OVERRIDE"; [] when there are none. Whitespace (tabs and line breaks included) is not among
+    them: names make each run of it one space, and descriptions keep their lines."""
+    found: list[str] = []
+    for index, ch in enumerate(text):
+        if ch.isspace() or unicodedata.category(ch) not in _INVISIBLE_CATEGORIES:
+            continue
+        if ch in _JOINERS and 0 < index < len(text) - 1 and \
+                _visible_non_ascii(text[index - 1]) and _visible_non_ascii(text[index + 1]):
+            continue
+        fallback = "lone surrogate" if unicodedata.category(ch) == "Cs" else "control character"
+        label = f"U+{ord(ch):04X} {unicodedata.name(ch, fallback)}"
+        if label not in found:
+            found.append(label)
+    return found
+
+
+def invisible_characters_refusal(text: str, what: str = "The name") -> str | None:
+    """The message that refuses `text`, or None when it holds nothing invisible."""
+    found = invisible_characters(text)
+    if not found:
+        return None
+    return (f"{what} holds {'an invisible character' if len(found) == 1 else 'invisible characters'}"
+            f" ({', '.join(found[:3])}): control and formatting characters such as "
+            "bidirectional overrides and zero-width spaces are not allowed.")
+
+
+def display_name_clean(text: str) -> str:
+    """A display name as stored: NFC, trimmed, whitespace runs made one space, at most 100
+    characters. Raises ValueError when it holds an invisible character (`invisible_characters`)
+    or when nothing is left."""
     text = unicodedata.normalize("NFC", text)
-    # whitespace first (tabs and newlines are control characters too, but they separate words)
-    text = re.sub(r"\s+", " ", text)
-    text = "".join(
-        ch for ch in text
-        if unicodedata.category(ch) not in ("Cc", "Cs") and ch not in _BIDI_CONTROLS
-    )
-    text = re.sub(r" {2,}", " ", text).strip()[:MAX_DISPLAY_NAME].rstrip()
+    refusal = invisible_characters_refusal(text)
+    if refusal:
+        raise ValueError(refusal)
+    text = re.sub(r"\s+", " ", text).strip()[:MAX_DISPLAY_NAME].rstrip()
     if not text:
         raise ValueError("Give the workload a name.")
     return text

@@ -360,6 +360,21 @@ def test_a_template_may_not_set_the_gpu_stacks_variables(admin):
     assert Template.objects.get(pk=jupyter.pk).env == {"LD_LIBRARY_PATH": "/opt/site/lib"}
 
 
+def test_template_and_gpu_type_names_with_invisible_characters_are_refused(admin):
+    jupyter = Template.objects.get(slug="jupyter")
+    response = admin.post(f"/admin/templates/{jupyter.pk}/", template_form(
+        jupyter, name="Jupyter\u202e", description="line one\nline\u200btwo"))
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE" in field_error(page, "name")
+    assert "U+200B ZERO WIDTH SPACE" in field_error(page, "description")
+    assert Template.objects.get(pk=jupyter.pk).name == "Jupyter"
+    response = admin.post("/admin/gpu-types/new/", gpu_type_form(name="H100\ufeff"))
+    assert response.status_code == 400
+    assert "U+FEFF" in field_error(response.content.decode(), "name")
+    assert not GpuType.objects.filter(slug="h100").exists()
+
+
 def test_the_custom_template_stays_custom(admin):
     custom = Template.objects.get(slug="custom")
     form = admin.get(f"/admin/templates/{custom.pk}/").content.decode()

@@ -106,6 +106,9 @@ def test_a_request_that_can_never_fit_is_refused_at_once(vision, as_user):
     ({"env": {"JUPYTER_TOKEN": "mine"}}, "env"),
     ({"cpu": 100000}, "cpu"),
     ({"args": ["a\x00b"]}, "args"),
+    ({"name": "invoice\u202eexe.pdf"}, "name"),
+    ({"name": "zero\u200bwidth"}, "name"),
+    ({"name": "nul\x00"}, "name"),
 ])
 def test_bad_input_is_400_with_field_errors_and_creates_nothing(vision, as_user, body, field):
     response = launch(as_user("researcher"), {**JUPYTER, **body})
@@ -158,6 +161,14 @@ def test_a_template_that_still_sets_one_is_refused_at_launch(vision, as_user):
     response = launch(as_user("researcher"), JUPYTER)
     assert response.status_code == 400
     assert "NVIDIA_VISIBLE_DEVICES is refused" in response.json()["fields"]["template"][0]
+
+
+def test_a_name_with_a_bidi_override_is_refused_naming_the_character(vision, as_user):
+    response = launch(as_user("researcher"), {**JUPYTER, "name": "report\u202efdp.exe"})
+    assert response.status_code == 400
+    (message,) = response.json()["fields"]["name"]
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE" in message
+    assert not Workload.objects.exists()
 
 
 def test_disabled_template_and_gpu_type_are_refused(vision, as_user, gpu_types):

@@ -4,7 +4,12 @@ import re
 
 import pytest
 
-from portal.workloads.naming import MAX_OBJECT_NAME, display_name_clean, workload_object_name
+from portal.workloads.naming import (
+    MAX_OBJECT_NAME,
+    display_name_clean,
+    invisible_characters,
+    workload_object_name,
+)
 
 # a DNS-1035 label (what a Service name must be): also a DNS-1123 label
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -58,19 +63,39 @@ def test_bad_ids(workload_id):
 @pytest.mark.parametrize(("text", "expected"), [
     ("  my   notebook  ", "my notebook"),
     ("line\none\ttab", "line one tab"),
-    ("bell\x07 here", "bell here"),
-    ("safe\u202eevil", "safeevil"),  # a right-to-left override would disguise the name
     ("Équipe 视觉 🚀", "Équipe 视觉 🚀"),
     ("e\u0301", "é"),  # NFC
     ("a" * 150, "a" * 100),
     ("x" * 99 + " y", "x" * 99),
-    ("lone \ud800 surrogate", "lone surrogate"),
+    # the joiners where they join visible characters: an emoji sequence, a Persian word
+    ("👩\u200d🔬 lab", "👩\u200d🔬 lab"),
+    ("می\u200cخواهم", "می\u200cخواهم"),
 ])
 def test_display_name_clean(text, expected):
     assert display_name_clean(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "   ", "\n\t", "\x00\x01", "\u202e"])
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
 def test_empty_display_name_is_refused(text):
-    with pytest.raises(ValueError, match="name"):
+    with pytest.raises(ValueError, match="Give the workload a name"):
         display_name_clean(text)
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ("safe\u202eevil", "U+202E RIGHT-TO-LEFT OVERRIDE"),  # would disguise the name
+    ("\u2066isolated\u2069", "U+2066 LEFT-TO-RIGHT ISOLATE"),
+    ("zero\u200bwidth", "U+200B ZERO WIDTH SPACE"),
+    ("\ufeffbom", "U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+    ("soft\u00adhyphen", "U+00AD SOFT HYPHEN"),
+    ("tag\U000e0041", "U+E0041 TAG LATIN CAPITAL LETTER A"),
+    ("ad\u200dmin", "U+200D ZERO WIDTH JOINER"),  # between ASCII letters it only disguises
+    ("nul\x00here", "U+0000 control character"),
+    ("bell\x07 here", "U+0007 control character"),
+    ("lone \ud800 surrogate", "U+D800 lone surrogate"),
+    ("\u202e", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+])
+def test_invisible_characters_are_refused_not_removed(text, named):
+    assert invisible_characters(text)[0] == named
+    with pytest.raises(ValueError, match="invisible character") as refused:
+        display_name_clean(text)
+    assert named in str(refused.value)

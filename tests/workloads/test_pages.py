@@ -264,6 +264,13 @@ def test_the_gpu_stacks_variables_are_refused_on_the_form(researcher, vision_lab
     assert not Workload.objects.exists()
 
 
+def test_a_name_with_invisible_characters_is_refused_on_the_form(researcher, vision_lab):
+    response = researcher.post("/workloads/new/", launch_form(name="note\u2066book\u2069"))
+    assert response.status_code == 400
+    assert "U+2066 LEFT-TO-RIGHT ISOLATE" in field_error(response.content.decode(), "name")
+    assert not Workload.objects.exists()
+
+
 def test_changing_the_template_refreshes_its_fields(researcher, vision_lab):
     # htmx: the custom fields appear, with the custom template's defaults
     partial = researcher.post("/workloads/new/fields/", launch_form(
