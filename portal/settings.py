@@ -242,6 +242,8 @@ PORTAL_TENANT_DELETE_GRACE_MINUTES = env.int("PORTAL_TENANT_DELETE_GRACE_MINUTES
 AXES_FAILURE_LIMIT = env.int("PORTAL_LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("PORTAL_LOGIN_COOLOFF_HOURS", default=0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# the user name case-folded: `Student` shares the lock of `student`
+AXES_USERNAME_CALLABLE = "portal.keystone.views.login_throttle_username"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "portal.keystone.views.login_locked_out"
 AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]

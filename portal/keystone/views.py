@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import unicodedata
 
 from django.conf import settings
 from django.contrib import messages
@@ -53,6 +54,19 @@ def login_view(request: HttpRequest) -> HttpResponse:
             form.add_error(None, UNREACHABLE)
             status = 503
     return render(request, "keystone/login.html", {"form": form}, status=status)
+
+
+def login_throttle_username(request: HttpRequest, credentials=None) -> str | None:
+    """The user name django-axes counts failed logins under (AXES_USERNAME_CALLABLE): folded
+    (Unicode NFKC, case-folded, trimmed), so that `Student`, `STUDENT ` and `student` share one
+    lock. Keystone's LDAP and MySQL back ends find users by name without regard to case, so
+    each spelling would otherwise get its own tries at the same account."""
+    username = (credentials or {}).get("username")
+    if username is None:
+        username = request.POST.get("username")
+    if not isinstance(username, str):
+        return None
+    return unicodedata.normalize("NFKC", username).casefold().strip()
 
 
 def login_locked_out(request: HttpRequest, credentials=None, *args, **kwargs) -> HttpResponse:

@@ -143,6 +143,17 @@ def test_repeated_failures_are_throttled_per_user_and_address(keystone, db, sett
                                    "domain": "Default"}).status_code == 302
 
 
+def test_the_throttle_ignores_the_user_names_case(keystone, db, settings):
+    client = Client()
+    for username in ("student", "Student", "STUDENT", " student", "ＳＴＵＤＥＮＴ")[
+            :settings.AXES_FAILURE_LIMIT]:
+        client.post("/login/", {"username": username, "password": "nope", "domain": "Default"})
+    for username in ("student", "Student", "sTuDeNt"):
+        locked = client.post("/login/", {"username": username, "password": "student-demo-pass",
+                                         "domain": "Default"})
+        assert locked.status_code == 429, username
+
+
 def test_logout_revokes_the_tokens_in_keystone(login):
     client = login("researcher")
     ident = session_identity(client)
