@@ -127,6 +127,9 @@ class Workload(models.Model):
     access_token = models.CharField(max_length=128, blank=True, default="")
     # NULL, not "": the unique constraint must ignore launches without a key
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    # SHA-256 of the launch request that came with the key: the same key with another request
+    # is refused (422), not answered with the first workload; "" for launches without a key
+    idempotency_fingerprint = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)

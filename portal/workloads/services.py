@@ -8,6 +8,8 @@ enqueued on commit: an accepted launch is in the database before anything else h
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import logging
 import secrets
 from typing import Any
@@ -32,6 +34,33 @@ class AdmissionRefused(Exception):
     """A launch the tenant's quota does not allow; the message names the limit."""
 
     code = "quota_exceeded"
+
+
+class IdempotencyKeyReused(Exception):
+    """An idempotency key that came earlier with another launch request: the caller reused a
+    key for a different launch (the request is refused, not answered with the first one)."""
+
+    code = "idempotency_key_reused"
+
+
+def launch_fingerprint(data: Any) -> str:
+    """SHA-256 of a launch request as sent (key order and spacing aside): what an idempotency
+    key is bound to. `data` is the parsed body: a dict, or a QueryDict for a form post."""
+    if hasattr(data, "lists"):
+        data = {key: values for key, values in data.lists()}
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                           default=str)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _same_launch(existing: Workload, fingerprint: str, key: str) -> Workload:
+    """The workload an earlier request with this key made, if this request is that one."""
+    if fingerprint and existing.idempotency_fingerprint and \
+            existing.idempotency_fingerprint != fingerprint:
+        raise IdempotencyKeyReused(
+            f"The Idempotency-Key {key!r} was used for another launch request (workload "
+            f"{existing.pk}); use a new key for a different request.")
+    return existing
 
 
 def workload_event(*, workload: Workload, reason: str, message: str, type: str = "Normal",
@@ -72,11 +101,14 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]) -> N
 
 
 def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
-                    idempotency_key: str | None = None) -> tuple[Workload, bool]:
+                    idempotency_key: str | None = None,
+                    request_fingerprint: str = "") -> tuple[Workload, bool]:
     """Admit a validated launch request (LaunchSerializer's data) and queue its creation.
 
     Returns (workload, created). With an idempotency key, the same key from the same user in
-    the same tenant returns the workload the first request made, and launches nothing new.
+    the same tenant returns the workload the first request made, and launches nothing new;
+    the same key with another request (`request_fingerprint`, `launch_fingerprint` of the body
+    as sent) raises IdempotencyKeyReused.
     """
     from .tasks import workload_create_task
 
@@ -84,7 +116,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
         existing = Workload.objects.filter(tenant=tenant, owner=user,
                                            idempotency_key=idempotency_key).first()
         if existing is not None:
-            return existing, False
+            return _same_launch(existing, request_fingerprint, idempotency_key), False
     try:
         with transaction.atomic():
             tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
@@ -104,6 +136,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 retries=request.get("retries") or 0, use_home=request.get("use_home", False),
                 access_token=secrets.token_urlsafe(32) if template.token_env else "",
                 idempotency_key=idempotency_key or None,
+                idempotency_fingerprint=request_fingerprint if idempotency_key else "",
             )
             workload.object_name = workload_object_name(workload.pk, workload.name)
             workload.save(update_fields=["object_name"])
@@ -129,7 +162,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                                            idempotency_key=idempotency_key).first()
         if existing is None:
             raise
-        return existing, False
+        return _same_launch(existing, request_fingerprint, idempotency_key), False
     metrics.launch_admitted(template=workload.template.slug, gpu_type=workload.gpu_type.slug)
     return workload, True
 

@@ -208,6 +208,22 @@ def test_the_same_idempotency_key_returns_the_same_workload(vision, as_user):
     assert other.status_code == 201 and other.json()["id"] != first.json()["id"]
 
 
+def test_an_idempotency_key_reused_with_another_body_is_422(vision, as_user):
+    headers = as_user("researcher")
+    first = launch(headers, JUPYTER, HTTP_IDEMPOTENCY_KEY="run-7")
+    assert first.status_code == 201
+    # the same body, keys in another order: the same request
+    again = launch(headers, dict(reversed(list(JUPYTER.items()))), HTTP_IDEMPOTENCY_KEY="run-7")
+    assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+    reused = launch(headers, {**JUPYTER, "gpu_count": 2}, HTTP_IDEMPOTENCY_KEY="run-7")
+    assert reused.status_code == 422
+    body = reused.json()
+    assert body["code"] == "idempotency_key_reused" and body["fields"] == {}
+    assert "run-7" in body["detail"] and str(first.json()["id"]) in body["detail"]
+    assert Workload.objects.count() == 1
+    assert Workload.objects.get().gpu_count == 1
+
+
 def test_stop_deletes_the_objects_and_keeps_the_record(vision, as_user, eager_celery, cluster):
     headers = as_user("researcher")
     workload_id = launch(headers, JUPYTER).json()["id"]

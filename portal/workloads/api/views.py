@@ -25,7 +25,14 @@ from ..selectors import (
     workload_may_change,
     workloads_visible,
 )
-from ..services import AdmissionRefused, workload_delete, workload_launch, workload_stop
+from ..services import (
+    AdmissionRefused,
+    IdempotencyKeyReused,
+    launch_fingerprint,
+    workload_delete,
+    workload_launch,
+    workload_stop,
+)
 from .serializers import (
     GpuTypeSerializer,
     LaunchSerializer,
@@ -37,6 +44,14 @@ from .serializers import (
 
 class QuotaExceeded(exceptions.PermissionDenied):
     default_code = "quota_exceeded"
+
+
+class IdempotencyConflict(exceptions.APIException):
+    """422, as payment APIs answer a key reused with other parameters."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_code = IdempotencyKeyReused.code
+    default_detail = "This Idempotency-Key was used for another request."
 
 
 class ClusterUnavailable(exceptions.APIException):
@@ -110,8 +125,14 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
             raise exceptions.PermissionDenied("Choose a project first.")
         return Tenant.objects.get(keystone_project_id=identity.project.id)
 
-    @extend_schema(request=LaunchSerializer, responses={201: WorkloadSerializer},
-                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)])
+    @extend_schema(request=LaunchSerializer,
+                   responses={201: WorkloadSerializer, 200: WorkloadSerializer},
+                   parameters=[OpenApiParameter(
+                       "Idempotency-Key", str, OpenApiParameter.HEADER,
+                       description="At most 128 characters. A retry with the same key and body "
+                                   "answers 200 with the workload the first request made; the "
+                                   "same key with another body is 422 "
+                                   "`idempotency_key_reused`.")])
     def create(self, request):
         identity = request.identity
         if identity.role is None or not identity.role.can_launch:
@@ -126,9 +147,13 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         try:
             workload, created = workload_launch(tenant=tenant, user=request.user,
                                                 request=serializer.validated_data,
-                                                idempotency_key=key)
+                                                idempotency_key=key,
+                                                request_fingerprint=launch_fingerprint(
+                                                    request.data))
         except AdmissionRefused as exc:
             raise QuotaExceeded(str(exc)) from exc
+        except IdempotencyKeyReused as exc:
+            raise IdempotencyConflict(str(exc)) from exc
         return Response(WorkloadSerializer(workload).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
