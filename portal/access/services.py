@@ -21,7 +21,6 @@ import uuid
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 from jwcrypto import jwk, jwt
 from oauth2_provider.models import Application
 
