@@ -269,7 +269,7 @@ PORTAL_AUTH_PROXY_IMAGE = env.str("PORTAL_AUTH_PROXY_IMAGE",
 PORTAL_AUTH_PROXY_TLS_SECRET = env.str("PORTAL_AUTH_PROXY_TLS_SECRET", default="")
 # how often a proxy asks the portal again whether a signed-in user may still get through:
 # a user removed from the project, or whose portal session ended, is out within this
-PORTAL_AUTH_PROXY_RECHECK_SECONDS = env.int("PORTAL_AUTH_PROXY_RECHECK_SECONDS", default=60)
+PORTAL_AUTH_PROXY_RECHECK_SECONDS = env.int("PORTAL_AUTH_PROXY_RECHECK_SECONDS", default=45)
 # how long a proxy session lives; while the portal is down, admitted sessions keep working
 # for at most PORTAL_AUTH_PROXY_OFFLINE_SECONDS (the ID token's lifetime)
 PORTAL_AUTH_PROXY_SESSION_SECONDS = env.int("PORTAL_AUTH_PROXY_SESSION_SECONDS",
