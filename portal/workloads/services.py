@@ -189,13 +189,19 @@ def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
 
 
 def workload_delete(*, workload: Workload, user) -> None:
-    """Remove a workload from the lists; a live one is stopped first. Its history is kept for
+    """Remove a workload from the lists; a live one is stopped first (the stop deletes its
+    objects). A finished one's objects go at once too: a batch workload's Job and pod, which
+    carry its environment, would otherwise stay until the Job's TTL. Its history is kept for
     accounting (the row is marked deleted, not removed)."""
-    workload_stop(workload=workload, user=user, reason=f"deleted by {user.username}")
+    from .tasks import workload_remove_objects_task
+
+    workload = workload_stop(workload=workload, user=user, reason=f"deleted by {user.username}")
     with transaction.atomic():
         Workload.objects.filter(pk=workload.pk).update(deleted_at=timezone.now())
         audit_record(actor=user, action="workload.delete", tenant=workload.tenant,
                      target=workload.object_name, after={"id": workload.pk})
+        if workload.state in Workload.FINAL_STATES:
+            send_on_commit(workload_remove_objects_task, workload.pk)
 
 
 def workload_mark(*, workload_id: int, state: str, reason: str = "", **fields: Any) -> None:

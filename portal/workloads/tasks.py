@@ -96,6 +96,25 @@ def workload_stop_task(self, workload_id: int) -> None:
     workload_event(workload=workload, reason="Stopped", message=workload.reason)
 
 
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
+             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
+def workload_remove_objects_task(self, workload_id: int) -> None:
+    """Delete the objects of a finished workload its owner deleted (a batch Job and, through
+    background propagation, its pod; a Secret) now rather than at the Job's TTL. Retries until
+    the cluster answers; the tracker removes what is left of a deleted workload too."""
+    workload = Workload.objects.select_related("tenant").filter(
+        pk=workload_id, deleted_at__isnull=False, state__in=Workload.FINAL_STATES).first()
+    if workload is None:
+        return
+    try:
+        removed = workload_objects_delete(workload)
+    except (KubeUnavailable, NotAuthorized) as exc:
+        raise self.retry(exc=exc, countdown=_backoff(min(self.request.retries, 6))) from exc
+    if removed:
+        workload_event(workload=workload, reason="Removed",
+                       message="its objects were deleted from the cluster with the workload")
+
+
 @shared_task(ignore_result=True)
 def workloads_requeue_stale() -> int:
     """Periodic: hand launches and stops that made no progress back to a worker (a lost

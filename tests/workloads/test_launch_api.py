@@ -6,6 +6,7 @@ import pytest
 from django.test import Client, TestCase
 from kubernetes import client as k8s
 
+from portal.kube.client import Kube
 from portal.workloads.models import Workload
 from tenants.models import AuditRecord
 from tenants.services import quota_update
@@ -245,6 +246,31 @@ def test_delete_hides_it_and_frees_the_quota(vision, as_user, eager_celery):
     assert delete(f"/api/v1/workloads/{workload_id}/", headers).status_code == 204
     assert Client().get(f"/api/v1/workloads/{workload_id}/", **headers).status_code == 404
     assert launch(headers, {**JUPYTER, "gpu_count": 4}).status_code == 201
+
+
+def test_deleting_a_finished_batch_job_deletes_its_job_and_pod_at_once(vision, as_user,
+                                                                       eager_celery, cluster):
+    headers = as_user("researcher")
+    response = launch(headers, {**JUPYTER, "template": "custom", "kind": "batch",
+                                "image": "python:3.12-slim",
+                                "env": {"KUBESIM_RUN_SECONDS": "0", "API_KEY": "s3cret"}})
+    assert response.status_code == 201, response.json()
+    workload = Workload.objects.get(pk=response.json()["id"])
+    kube = Kube(cluster.api_client())
+    selector = f"gpu-portal.io/workload-id={workload.pk}"
+    deadline = time.monotonic() + 20
+    while not kube.list("Pod", vision.namespace, label_selector=selector)["items"]:
+        assert time.monotonic() < deadline, "the Job's pod never came"
+        time.sleep(0.1)
+    # finished, as the tracker records it (the Job stays until its TTL, a day)
+    Workload.objects.filter(pk=workload.pk).update(state=Workload.State.SUCCEEDED)
+    assert delete(f"/api/v1/workloads/{workload.pk}/", headers).status_code == 204
+    assert kube.get("Job", workload.object_name, vision.namespace) is None
+    deadline = time.monotonic() + 20
+    while kube.list("Pod", vision.namespace, label_selector=selector)["items"]:
+        assert time.monotonic() < deadline, "the Job's pod (and its environment) stayed"
+        time.sleep(0.1)
+    assert Workload.objects.get(pk=workload.pk).events.filter(reason="Removed").exists()
 
 
 def test_roles_reader_member_manager(vision, as_user):
