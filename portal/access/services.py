@@ -123,10 +123,8 @@ def workload_access(workload) -> WorkloadAccess | None:
 
 def callback_url(workload) -> str:
     """Where the workload's proxy receives the login's answer: its own address."""
-    if not workload.address or not workload.port:
-        return ""
-    scheme = "https" if settings.PORTAL_AUTH_PROXY_TLS_SECRET else "http"
-    return f"{scheme}://{workload.address}:{workload.port}{CALLBACK_PATH}"
+    base = workload.base_url
+    return f"{base}{CALLBACK_PATH}" if base else ""
 
 
 def workload_proxy(workload) -> tuple[ProxySpec, dict[str, str]] | None:

@@ -157,10 +157,17 @@ class Workload(models.Model):
 
     @property
     def url(self) -> str:
+        base = self.base_url
+        return open_url(self.template.url_format or "{base}/", base) if base else ""
+
+    @property
+    def base_url(self) -> str:
+        """scheme://address:port of its Service ("" until it has an address): HTTPS where the
+        site gives the workloads' proxies a certificate (PORTAL_AUTH_PROXY_TLS_SECRET)."""
         if not self.address or not self.port:
             return ""
-        base = f"http://{self.address}:{self.port}"
-        return open_url(self.template.url_format or "{base}/", base)
+        scheme = "https" if settings.PORTAL_AUTH_PROXY_TLS_SECRET else "http"
+        return f"{scheme}://{self.address}:{self.port}"
 
 
 class WorkloadEvent(models.Model):

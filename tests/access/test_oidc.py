@@ -239,3 +239,13 @@ def test_only_managers_change_the_rule_and_only_admins_allow_public(vision, proj
     assert patch("lead", {"allow_public": True}).status_code == 403
     assert patch("admin", {"allow_public": True}).json()["allow_public"] is True
     assert patch("lead", {"who": "everyone"}).status_code == 400
+
+
+def test_with_a_certificate_the_address_and_the_callback_are_https(login, notebook, settings):
+    settings.PORTAL_AUTH_PROXY_TLS_SECRET = "workloads-tls"
+    assert notebook.url == f"https://{ADDRESS}:8888/lab"
+    proxy = Proxy(notebook)
+    browser = login("researcher")
+    assert proxy.authorize(browser).status_code == 400  # the http:// callback is not its own
+    proxy.callback = f"https://{ADDRESS}:8888/oauth2/callback"
+    assert proxy.code_from(proxy.authorize(browser))
