@@ -46,6 +46,11 @@ class NamespaceSpec:
     default_memory: str = "4Gi"
     default_cpu_request: str = "500m"
     default_memory_request: str = "2Gi"
+    # what each workload's sidecar (a service's authenticating proxy) holds beyond the
+    # workload's own CPU and memory: the quota leaves room for one per workload, since the
+    # portal admits workloads by their own requests
+    sidecar_cpu_millis: int = 0
+    sidecar_memory_mib: int = 0
 
 
 def label_value(text: str) -> str:
@@ -84,13 +89,25 @@ def make_namespace(spec: NamespaceSpec) -> dict[str, Any]:
     }
 
 
+def _cpu(millis: int) -> str:
+    """A CPU quantity as the API server writes it back (cores when whole, else millicores)."""
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+def _memory(mib: int) -> str:
+    """Memory as the API server writes it back (Gi when whole, else Mi)."""
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
 def make_resource_quota(spec: NamespaceSpec) -> dict[str, Any]:
+    cpu = _cpu(spec.cpu * 1000 + spec.max_workloads * spec.sidecar_cpu_millis)
+    memory = _memory(spec.memory_gb * 1024 + spec.max_workloads * spec.sidecar_memory_mib)
     hard = {
         f"requests.{GPU_RESOURCE}": str(spec.gpus_total),
-        "requests.cpu": str(spec.cpu),
-        "limits.cpu": str(spec.cpu),
-        "requests.memory": f"{spec.memory_gb}Gi",
-        "limits.memory": f"{spec.memory_gb}Gi",
+        "requests.cpu": cpu,
+        "limits.cpu": cpu,
+        "requests.memory": memory,
+        "limits.memory": memory,
         # a workload is a pod (plus a replaced pod during a restart) and at most one LB service
         "pods": str(spec.max_workloads * 2),
         "services.loadbalancers": str(spec.max_workloads),

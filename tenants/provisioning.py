@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from portal.access.proxy import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
 from portal.kube.client import Conflict, Kube, KubeError
 
 from .audit import audit_record
@@ -57,6 +58,8 @@ def namespace_spec(tenant: Tenant, quota: Quota) -> NamespaceSpec:
         default_memory=settings.PORTAL_DEFAULT_CONTAINER_MEMORY,
         default_cpu_request=settings.PORTAL_DEFAULT_CONTAINER_CPU_REQUEST,
         default_memory_request=settings.PORTAL_DEFAULT_CONTAINER_MEMORY_REQUEST,
+        sidecar_cpu_millis=PROXY_CPU_MILLIS,
+        sidecar_memory_mib=PROXY_MEMORY_MIB,
     )
 
 

@@ -1,5 +1,7 @@
 """The namespace objects as pure functions: exact dicts, and valid against the Kubernetes schema."""
 
+import dataclasses
+
 import kubernetes_validate
 import pytest
 
@@ -47,6 +49,21 @@ def test_resource_quota_counts_gpus_mig_cpu_memory_pods_and_load_balancers():
         "requests.memory": "512Gi", "limits.memory": "512Gi",
         "pods": "20", "services.loadbalancers": "10",
     }
+
+
+def test_the_quota_leaves_room_for_each_workloads_proxy_in_the_api_servers_spelling():
+    """The portal admits a workload by its own CPU and memory; its authenticating proxy holds
+    more, so the namespace quota adds one proxy's worth per workload allowed. Quantities are
+    written as the API server writes them back, or provisioning would see drift forever."""
+    with_proxies = dataclasses.replace(SPEC, sidecar_cpu_millis=100, sidecar_memory_mib=64)
+    hard = make_resource_quota(with_proxies)["spec"]["hard"]
+    assert (hard["requests.cpu"], hard["limits.cpu"]) == ("65", "65")  # 64 + 10 × 100m
+    assert hard["requests.memory"] == hard["limits.memory"] == "524928Mi"  # 512Gi + 640Mi
+    three = make_resource_quota(dataclasses.replace(with_proxies, max_workloads=3,
+                                                    memory_gb=1))["spec"]["hard"]
+    assert three["limits.cpu"] == "64300m" and three["limits.memory"] == "1216Mi"
+    sixteen = make_resource_quota(dataclasses.replace(with_proxies, max_workloads=16))
+    assert sixteen["spec"]["hard"]["limits.memory"] == "513Gi"
 
 
 def test_namespace_carries_pod_security_and_tenant_labels():

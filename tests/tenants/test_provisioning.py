@@ -40,8 +40,9 @@ def test_a_new_tenant_gets_the_full_set_of_objects(tenant, cluster):
     assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "baseline"
     quota = k8s.CoreV1Api(api).read_namespaced_resource_quota("gpu-portal-quota", ns)
     assert quota.spec.hard == {
-        "requests.nvidia.com/gpu": "2", "requests.cpu": "32", "limits.cpu": "32",
-        "requests.memory": "256Gi", "limits.memory": "256Gi", "pods": "20",
+        # the quota's 32 cores and 256 GiB, plus room for 10 workloads' proxies (100m, 64Mi)
+        "requests.nvidia.com/gpu": "2", "requests.cpu": "33", "limits.cpu": "33",
+        "requests.memory": "262784Mi", "limits.memory": "262784Mi", "pods": "20",
         "services.loadbalancers": "10",
     }
     limits = k8s.CoreV1Api(api).read_namespaced_limit_range("gpu-portal-defaults", ns)
@@ -173,7 +174,7 @@ def test_a_quota_change_reaches_the_resource_quota(tenant, cluster, gpu_types, e
     hard = core(cluster).read_namespaced_resource_quota("gpu-portal-quota",
                                                         tenant.namespace).spec.hard
     assert hard["requests.nvidia.com/gpu"] == "6"
-    assert hard["requests.cpu"] == "48"
+    assert hard["requests.cpu"] == "49"  # 48 cores and 10 proxies' 100m
     record = AuditRecord.objects.get(tenant=tenant, action="quota.update")
     assert record.before["gpus_total"] == 2 and record.after["gpus_total"] == 6
     assert record.after["gpus_by_type"]["a100"] == 4
