@@ -29,7 +29,7 @@ from tenants.audit import audit_record
 from tenants.models import Tenant
 
 from .models import ServiceAccess, TenantServiceAccess, WorkloadAccess
-from .proxy import CLIENT_SECRET_KEY, COOKIE_SECRET_KEY, ProxySpec
+from .proxy import CLIENT_SECRET_KEY, COOKIE_SECRET_KEY, PROXY_PORT, ProxySpec
 from .rules import Decision, may_open
 
 log = logging.getLogger(__name__)
@@ -141,6 +141,8 @@ def workload_proxy(workload) -> tuple[ProxySpec, dict[str, str]] | None:
         client_id=client_id,
         secret_name=workload.object_name,
         upstream_port=workload.port,
+        # a custom service may listen on the proxy's own port: the proxy moves aside
+        listen_port=PROXY_PORT if workload.port != PROXY_PORT else PROXY_PORT + 1,
         upstream_token_env=workload.template.token_env or None,
         public=access.public,
         tls_secret=settings.PORTAL_AUTH_PROXY_TLS_SECRET or None,

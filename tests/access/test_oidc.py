@@ -249,3 +249,19 @@ def test_with_a_certificate_the_address_and_the_callback_are_https(login, notebo
     assert proxy.authorize(browser).status_code == 400  # the http:// callback is not its own
     proxy.callback = f"https://{ADDRESS}:8888/oauth2/callback"
     assert proxy.code_from(proxy.authorize(browser))
+
+
+def test_a_custom_service_on_the_proxy_s_port_gets_its_proxy_beside_it(vision, project_token):
+    from portal.workloads.manifests import workload_objects
+    from portal.workloads.objects import workload_spec
+
+    response = launch({"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}, {
+        "name": "api", "template": "custom", "kind": "service", "image": "busybox:1.36",
+        "port": 4180, "gpu_type": "a100", "gpu_count": 1})
+    assert response.status_code == 201, response.json()
+    spec = workload_spec(Workload.objects.get(pk=response.json()["id"]))
+    assert (spec.proxy.upstream_port, spec.proxy.listen_port) == (4180, 4181)
+    deployment = next(o for o in workload_objects(spec) if o["kind"] == "Deployment")
+    ports = {c["name"]: c["ports"][0]["containerPort"]
+             for c in deployment["spec"]["template"]["spec"]["containers"]}
+    assert ports == {"app": 4180, "auth-proxy": 4181}
