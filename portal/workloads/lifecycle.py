@@ -263,6 +263,24 @@ def _waiting(pod: Obj, container: Obj, current: str) -> Outcome | None:
     return None
 
 
+def _sidecar_waiting(pod: Obj, current: str) -> Outcome | None:
+    """A container beside the application (a service's authenticating proxy) that cannot
+    start: the pod never gets Ready, so say which container and why. A workload already
+    running stays running (its address answers once the proxy is back)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    for status in statuses:
+        if status.get("name") == CONTAINER_NAME:
+            continue
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        reason, message = waiting.get("reason") or "", waiting.get("message") or ""
+        if reason in PULL_ERRORS or reason in CONFIG_ERRORS or reason == "CrashLoopBackOff":
+            text = f"{reason}: {message}" if message else reason
+            state = State.RUNNING if current == State.RUNNING else State.PENDING
+            return Outcome(state, f"Its {status.get('name')} container (the login in front of "
+                                  f"it) cannot start: {text}", _exit_facts(pod))
+    return None
+
+
 def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
     """The state the objects show, ignoring the rules about where a workload may go from
     `current` (see `workload_outcome`). None when there is nothing to go on."""
@@ -297,7 +315,7 @@ def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
         ended = _batch_pod_ended(observed, pod, current)
         if ended is not None:
             return ended
-    waiting = _waiting(pod, container, current)
+    waiting = _waiting(pod, container, current) or _sidecar_waiting(pod, current)
     if waiting is not None:
         return outcome(waiting.state, waiting.reason or "", waiting.fields)
 

@@ -69,6 +69,16 @@ def pod(phase: str = "Pending", *, state: dict | None = None, node: str | None =
     return {"metadata": meta, "spec": spec, "status": status}
 
 
+def with_proxy(pod_: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """The pod with a service's authenticating proxy beside the application, in `state`."""
+    pod_["spec"]["containers"].append({"name": "auth-proxy"})
+    pod_["status"]["containerStatuses"].append({
+        "name": "auth-proxy", "image": "quay.io/oauth2-proxy/oauth2-proxy:v7.15.4",
+        "imageID": "", "ready": False, "started": False, "restartCount": 0, "state": state,
+        "lastState": {}})
+    return pod_
+
+
 def unscheduled() -> dict[str, Any]:
     return pod(node=None, scheduled={"type": "PodScheduled", "status": "False",
                                      "reason": "Unschedulable", "message": UNSCHEDULABLE})
@@ -219,6 +229,18 @@ CASES = [
      svc(pod("Running", state=running(), ready=True, deleting=True, name=f"{NAME}-old"),
          unscheduled(), ip="192.168.1.241"),
      S.PENDING, UNSCHEDULABLE, {"address": "192.168.1.241"}),
+    ("service whose login proxy cannot pull its image: says which container and why",
+     S.PENDING, svc(with_proxy(pod("Running", state=running()),
+                               waiting("ImagePullBackOff", 'Back-off pulling image "quay.io/'
+                                       'oauth2-proxy/oauth2-proxy:v7.15.4"'))),
+     S.PENDING, "Its auth-proxy container (the login in front of it) cannot start: "
+                'ImagePullBackOff: Back-off pulling image "quay.io/oauth2-proxy/oauth2-proxy:'
+                'v7.15.4"', {"node": NODE}),
+    ("running service whose proxy crash-loops stays running, saying so", S.RUNNING,
+     svc(with_proxy(pod("Running", state=running()), waiting("CrashLoopBackOff", "back-off")),
+         ip="192.168.1.240"),
+     S.RUNNING, "Its auth-proxy container (the login in front of it) cannot start: "
+                "CrashLoopBackOff: back-off", {"address": "192.168.1.240"}),
     ("stopping, everything gone: stopped, reason kept", S.STOPPING,
      Observed(kind="service"), S.STOPPED, None, {}),
 ]
