@@ -22,6 +22,7 @@ from django.test import Client, TestCase
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
+from portal.access.models import TenantServiceAccess
 from portal.workloads.models import Workload
 from tenants.models import Quota, Tenant
 from tenants.services import quota_update
@@ -37,6 +38,7 @@ class Endpoint:
     query_param: str | None = None  # the object is named by this query parameter, not {id}
     writes: bool = False
     admin_only: bool = False
+    manager_only: bool = False  # the project's managers (and admins)
     lists: str | None = None  # a list of tenant-owned objects: "workload" or "tenant"
     body: dict[str, Any] | str | None = None  # FULL_QUOTA: the tenant's whole quota, changed
     ok: int = 200  # the status of the positive control
@@ -73,6 +75,9 @@ ENDPOINTS = [
              admin_only=True, body=FULL_QUOTA),
     Endpoint("PATCH", "/api/v1/tenants/{id}/quota/", target="tenant", writes=True,
              admin_only=True, body=QUOTA_PATCH),
+    Endpoint("GET", "/api/v1/tenants/{id}/service-access/", target="tenant"),
+    Endpoint("PATCH", "/api/v1/tenants/{id}/service-access/", target="tenant", writes=True,
+             manager_only=True, body={"who": "readers"}),
     Endpoint("GET", "/api/v1/audit/", admin_only=True),
     Endpoint("GET", "/api/v1/workloads/", lists="workload"),
     Endpoint("POST", "/api/v1/workloads/", writes=True, body=LAUNCH, ok=201),
@@ -81,6 +86,8 @@ ENDPOINTS = [
     Endpoint("POST", "/api/v1/workloads/{id}/stop/", target="workload", writes=True, ok=202),
     Endpoint("GET", "/api/v1/workloads/{id}/events/", target="workload"),
     Endpoint("GET", "/api/v1/workloads/{id}/logs/", target="workload"),
+    # a bearer token for the workload's address: only for those the project's rule admits
+    Endpoint("POST", "/api/v1/workloads/{id}/access-token/", target="workload", ok=201),
     Endpoint("GET", "/api/v1/workloads/{id}/usage/", target="workload"),
     # usage names its objects in the query: each way is a row of its own
     Endpoint("GET", "/api/v1/usage/", target="tenant", query_param="tenant"),
@@ -179,6 +186,7 @@ def snapshot(world: World) -> tuple:
     return (
         sorted(Workload.objects.filter(deleted_at__isnull=True).values_list("pk", "state")),
         sorted(Quota.objects.values_list("tenant_id", "max_workloads", "gpus_total")),
+        sorted(TenantServiceAccess.objects.values_list("tenant_id", "who", "allow_public")),
     )
 
 
@@ -193,6 +201,7 @@ def assert_error(response, status: int, code: str | None = None) -> None:
 TARGETED = [e for e in ENDPOINTS if e.target is not None]
 WRITES = [e for e in ENDPOINTS if e.writes]
 ADMIN = [e for e in ENDPOINTS if e.admin_only]
+MANAGER = [e for e in ENDPOINTS if e.manager_only]
 LISTS = [e for e in ENDPOINTS if e.lists]
 
 
@@ -253,6 +262,20 @@ def test_non_admins_get_403_on_admin_operations(world, endpoint, who):
     assert snapshot(world) == before
 
 
+@pytest.mark.parametrize("endpoint", MANAGER, ids=ids(MANAGER))
+@pytest.mark.parametrize("who", ["researcher@vision", "viewer@vision"])
+def test_members_and_readers_get_403_on_manager_operations(world, endpoint, who):
+    before = snapshot(world)
+    assert_error(world.call(who, endpoint), 403, "permission_denied")
+    assert snapshot(world) == before
+
+
+def test_a_reader_gets_no_token_for_a_members_workload(world):
+    """The project's default rule admits members: a reader sees the workload, not a way in."""
+    assert_error(world.call("viewer@vision", BY_KEY["POST /api/v1/workloads/{id}/access-token/"]),
+                 403, "access_denied")
+
+
 OTHERS_WORKLOAD = [e for e in TARGETED if e.target == "workload" and e.writes]
 
 
@@ -274,7 +297,8 @@ def test_a_manager_may_change_every_workload_of_the_project(world, endpoint):
 @pytest.mark.parametrize("endpoint", ENDPOINTS, ids=ids(ENDPOINTS))
 def test_positive_control_the_allowed_caller_succeeds(world, endpoint):
     """The same requests, by someone allowed: the refusals above are not missing objects."""
-    who = "admin@admin" if endpoint.admin_only else "researcher@vision"
+    who = ("admin@admin" if endpoint.admin_only
+           else "lead@vision" if endpoint.manager_only else "researcher@vision")
     response = world.call(who, endpoint)
     assert response.status_code == endpoint.ok, (response.status_code, response.content[:500])
 
