@@ -329,6 +329,12 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
+    # JSON nested past api/parsers.py's MAX_JSON_DEPTH is a 400, not a RecursionError
+    "DEFAULT_PARSER_CLASSES": [
+        "api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "api.pagination.PortalPagination",
     "PAGE_SIZE": 50,
