@@ -1,8 +1,20 @@
-"""One error shape for the whole API: {"code": …, "detail": …, "fields": {…}}."""
+"""One error shape for the whole API: {"code": …, "detail": …, "fields": {…}}.
+
+DRF's views answer through `exception_handler`; what Django answers before or after a view
+(an unknown path under /api/, a 500 with DEBUG off) has the same shape from `not_found` and
+portal/errors.py. A body past DATA_UPLOAD_MAX_MEMORY_SIZE is 413 `request_too_large`, one
+nested too deeply 400 `too_deeply_nested` (api/parsers.py).
+"""
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import (
+    PermissionDenied,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.db import DataError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -19,6 +31,20 @@ from portal.errors import (
 )
 
 
+class RequestTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "request_too_large"
+
+    def __init__(self):
+        super().__init__(f"The request body is larger than the API accepts "
+                         f"({settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes).")
+
+
+class TooManyFields(exceptions.ParseError):
+    default_code = "too_many_fields"
+    default_detail = "The request has more form fields or files than the API accepts."
+
+
 def _flatten(detail) -> list[str] | dict:
     if isinstance(detail, dict):
         return {key: _flatten(value) for key, value in detail.items()}
@@ -32,6 +58,10 @@ def _flatten(detail) -> list[str] | dict:
 def exception_handler(exc, context):
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
+    elif isinstance(exc, RequestDataTooBig):
+        exc = RequestTooLarge()
+    elif isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        exc = TooManyFields()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, DataError):

@@ -1,4 +1,4 @@
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from . import views
@@ -14,4 +14,6 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI from local assets (drf-spectacular-sidecar), public like the schema
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    # last: every other path under /api/ is a 404 in the API's error format, never a page
+    re_path(r"^(?P<path>.*)$", views.not_found, name="not-found"),
 ]

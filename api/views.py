@@ -1,3 +1,6 @@
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
+from django.urls import Resolver404, resolve
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -29,3 +32,26 @@ class MeView(APIView):
             "token_expires_at": identity.expires_at,
         }
         return Response(MeSerializer(data).data)
+
+
+@csrf_exempt
+def not_found(request: HttpRequest, path: str = "") -> HttpResponse:
+    """Any path under /api/ that no endpoint serves: 404 in the API's error format, with DEBUG
+    on as well (no HTML page). A path that only lacks its trailing slash is redirected to it
+    (301 for GET and HEAD, as Django's APPEND_SLASH does; 308 otherwise, so that the method and
+    body are sent again)."""
+    if not request.path.endswith("/"):
+        try:
+            match = resolve(request.path + "/")
+        except Resolver404:
+            match = None
+        if match is not None and match.func is not not_found:
+            target = request.path + "/"
+            if request.META.get("QUERY_STRING"):
+                target += "?" + request.META["QUERY_STRING"]
+            response = HttpResponsePermanentRedirect(target)
+            if request.method not in ("GET", "HEAD"):
+                response.status_code = 308
+            return response
+    return JsonResponse({"code": "not_found", "fields": {},
+                         "detail": "No API endpoint at this path."}, status=404)

@@ -13,12 +13,18 @@ Lock contention ("database is locked", a deadlock) is not an outage: it is waite
 retried first (portal/contention.py), and what still ends in it is answered 503
 `database_busy` with a one-second Retry-After, marked so that ContentionRetryMiddleware may run
 the request again. `database_unavailable` stays for a database that is down.
+
+Under /api/ every answer of these handlers is JSON in the API's format ({code, detail,
+fields}); a body larger than DATA_UPLOAD_MAX_MEMORY_SIZE is 413, not Django's 400. None of
+them shows anything of the request (error reports are portal/error_reports.py's).
 """
 
 from __future__ import annotations
 
 import sys
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
@@ -80,12 +86,65 @@ def database_busy_response(request: HttpRequest) -> HttpResponse:
     return response
 
 
+SERVER_ERROR = {"code": "server_error", "fields": {},
+                "detail": "The portal failed to answer this request; the error is logged."}
+REQUEST_TOO_LARGE_PAGE = """<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>GPU portal: request too large</title></head>
+<body style="font-family: sans-serif; max-width: 40em; margin: 4em auto">
+<h1>The request is too large</h1>
+<p>The form sent more data than the portal accepts. Go back, shorten it and send it again.</p>
+</body>
+</html>
+"""
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def _api_error(code: str, detail: str, status: int) -> JsonResponse:
+    return JsonResponse({"code": code, "detail": detail, "fields": {}}, status=status)
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     """handler500: lock contention and a database outage are 503s (each its own); anything
-    else is Django's plain 500 page."""
+    else is a 500: JSON in the API's format under /api/, Django's plain page elsewhere."""
     exc = sys.exc_info()[1]
     if isinstance(exc, DATABASE_DOWN):
         if is_lock_contention(exc):
             return database_busy_response(request)
         return database_unavailable_response(request)
+    if _is_api(request):
+        return JsonResponse(SERVER_ERROR, status=500)
     return defaults.server_error(request)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler400 (a request Django refused before a view answered): a body past
+    DATA_UPLOAD_MAX_MEMORY_SIZE is 413; JSON under /api/."""
+    if isinstance(exception, RequestDataTooBig):
+        if _is_api(request):
+            return _api_error("request_too_large", "The request body is larger than the API "
+                              f"accepts ({settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes).", 413)
+        return HttpResponse(REQUEST_TOO_LARGE_PAGE, status=413,
+                            content_type="text/html; charset=utf-8")
+    if _is_api(request):
+        return _api_error("bad_request", "The request is malformed.", 400)
+    return defaults.bad_request(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler403: JSON under /api/ (DRF's views answer their own 403s)."""
+    if _is_api(request):
+        return _api_error("permission_denied",
+                          "You do not have permission to perform this action.", 403)
+    return defaults.permission_denied(request, exception)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler404: JSON under /api/ (api/urls.py answers unknown API paths itself, so that
+    they get JSON with DEBUG on as well)."""
+    if _is_api(request):
+        return _api_error("not_found", "Not found.", 404)
+    return defaults.page_not_found(request, exception)

@@ -384,11 +384,17 @@ TIME_ZONE = env.str("PORTAL_TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True
 
+# error reports (the DEBUG page, admin e-mails) and log lines never carry a credential, with
+# DEBUG on too (portal/error_reports.py)
+DEFAULT_EXCEPTION_REPORTER_FILTER = "portal.error_reports.PortalExceptionReporterFilter"
+DEFAULT_EXCEPTION_REPORTER = "portal.error_reports.PortalExceptionReporter"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"scrub_secrets": {"()": "portal.error_reports.ScrubSecrets"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                             "filters": ["scrub_secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("PORTAL_LOG_LEVEL", default="INFO")},
     "loggers": {"axes": {"level": "WARNING"}},
 }

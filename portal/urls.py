@@ -20,5 +20,9 @@ urlpatterns = [
     path("o/", include("portal.access.urls")),
 ]
 
-# a database outage answers 503, not a 500 trace (portal/errors.py)
+# a database outage answers 503, not a 500 trace; under /api/ every error is JSON
+# (portal/errors.py)
+handler400 = "portal.errors.bad_request"
+handler403 = "portal.errors.permission_denied"
+handler404 = "portal.errors.page_not_found"
 handler500 = "portal.errors.server_error"

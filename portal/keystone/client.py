@@ -48,9 +48,10 @@ class Project:
 
 @dataclasses.dataclass(frozen=True)
 class Token:
-    """What the portal keeps of a Keystone token."""
+    """What the portal keeps of a Keystone token. Its id is a credential: left out of the repr
+    (error reports and log lines show the rest)."""
 
-    id: str
+    id: str = dataclasses.field(repr=False)
     expires_at: dt.datetime
     user_id: str
     user_name: str

@@ -1,7 +1,9 @@
 """Every API error is JSON in the API's format ({code, detail, fields}), with DEBUG on or off,
 and none carries the caller's token: deeply nested bodies (400 too_deeply_nested, not a
-RecursionError)."""
+RecursionError), oversized bodies (413 request_too_large, not Django's 400 page), unknown paths
+(404), and a view that fails (500)."""
 
+import json
 
 import pytest
 from django.test import Client
@@ -77,3 +79,64 @@ def test_json_depth(text, depth):
     assert not json_depth_exceeds(text, limit=depth)
     if depth:
         assert json_depth_exceeds(text, limit=depth - 1)
+
+
+# --- oversized bodies -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("content_type", ["application/json",
+                                          "application/x-www-form-urlencoded"])
+def test_an_oversized_body_is_413_json_without_the_token(researcher, settings, debug,
+                                                         content_type):
+    settings.DEBUG = debug
+    token, client = researcher
+    size = settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1
+    body = (json.dumps({"name": "x" * size}) if content_type == "application/json"
+            else "name=" + "x" * size)
+    response = client.post("/api/v1/workloads/", body, content_type=content_type)
+    detail = assert_api_error(response, 413, "request_too_large", token)["detail"]
+    assert str(settings.DATA_UPLOAD_MAX_MEMORY_SIZE) in detail
+
+
+# --- unknown paths and failing views ----------------------------------------------------------
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("path", ["/api/v1/nope/", "/api/", "/api/v2/workloads/",
+                                  "/api/v1/workloads/1/nope/", "/api/nope"])
+def test_unknown_api_paths_are_404_json(researcher, settings, debug, path):
+    settings.DEBUG = debug
+    token, client = researcher
+    assert_api_error(client.get(path), 404, "not_found", token)
+    assert_api_error(client.post(path, {}, content_type="application/json"), 404, "not_found",
+                     token)
+
+
+def test_a_missing_trailing_slash_is_redirected(researcher):
+    _, client = researcher
+    response = client.get("/api/v1/workloads?state=running")
+    assert response.status_code == 301 and response["Location"] == \
+        "/api/v1/workloads/?state=running"
+    response = client.post("/api/v1/workloads", {}, content_type="application/json")
+    assert response.status_code == 308 and response["Location"] == "/api/v1/workloads/"
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_failing_view_never_shows_the_token(researcher, settings, monkeypatch, debug):
+    settings.DEBUG = debug
+    token, client = researcher
+
+    def broken(identity):
+        secret_copy = identity.scoped.id  # noqa: F841 - a local the debug page would show
+        raise RuntimeError(f"something broke for {identity!r} with {token}")
+
+    monkeypatch.setattr("portal.workloads.api.views.workloads_visible", broken)
+    response = client.get("/api/v1/workloads/?note=" + token)
+    assert response.status_code == 500
+    page = response.content.decode(errors="replace")
+    assert token not in page
+    if debug:  # Django's technical page, scrubbed
+        assert "RuntimeError" in page and "********************" in page
+    else:
+        assert response.json() == {"code": "server_error", "fields": {},
+                                   "detail": "The portal failed to answer this request; the "
+                                             "error is logged."}
