@@ -1,5 +1,8 @@
 """Fuzzing the API from its own OpenAPI schema (schemathesis): no generated input, valid or
-not, may produce a server error; every 4xx answer is in the API's error format.
+not, may produce a server error; every 4xx answer is in the API's error format. Every operation
+that takes a body also gets one nested 100,000 levels deep and ones past
+DATA_UPLOAD_MAX_MEMORY_SIZE (JSON and a form): 400 `too_deeply_nested` / 413
+`request_too_large` or the operation's own answer, never a 500 or the caller's token.
 
 Bounded: EXAMPLES_PER_OPERATION cases per operation (≈ 100 in all), no deadline, run
 in-process through the WSGI application with a real Keystone token, inside the test's
@@ -100,7 +103,49 @@ def test_no_generated_request_gets_a_server_error(api_schema, real_ids):
         for operation in operations:
             real_id = ids["tenant"] if "/tenants/" in operation.path else ids["workload"]
             make_check(operation, real_id)()
+            failures += _hostile_bodies(operation, real_id, token)
     assert not failures, "\n".join(failures)
+
+
+# beyond what the schema generates: a body nested past any parser's recursion, and bodies
+# larger than DATA_UPLOAD_MAX_MEMORY_SIZE (JSON and a form)
+DEEP = ("[" * 100_000 + "]" * 100_000).encode()
+
+
+def _hostile_bodies(operation, real_id: int, token: str) -> list[str]:
+    from django.conf import settings
+
+    if operation.method.upper() not in ("POST", "PUT", "PATCH"):
+        return []
+    size = settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1
+    bodies = [("deep", "application/json", DEEP),
+              ("oversized", "application/json", b'{"name": "' + b"x" * size + b'"}'),
+              ("oversized form", "application/x-www-form-urlencoded", b"name=" + b"x" * size)]
+    failures = []
+    for label, content_type, body in bodies:
+        case = operation.make_case(
+            path_parameters={"id": real_id} if "{id}" in operation.path else None)
+        savepoint = transaction.savepoint()
+        try:
+            with _no_on_commit():
+                response = case.call(headers={"X-Auth-Token": token,
+                                              "Content-Type": content_type}, data=body)
+        finally:
+            transaction.savepoint_rollback(savepoint)
+        where = f"{operation.method.upper()} {operation.path} {label} body -> "
+        if response.status_code >= 500:
+            failures.append(where + f"{response.status_code} {response.get_data()[:300]!r}")
+        elif token.encode() in response.get_data():
+            failures.append(where + "the answer carries the caller's token")
+        elif response.status_code >= 400:
+            error = response.get_json(silent=True)
+            if not (isinstance(error, dict) and {"code", "detail", "fields"} <= set(error)):
+                failures.append(where + f"{response.status_code} not the error format: "
+                                        f"{response.get_data()[:300]!r}")
+            elif error["code"] not in ("too_deeply_nested", "request_too_large",
+                                       "permission_denied", "method_not_allowed", "not_found"):
+                failures.append(where + f"{response.status_code} {error['code']}")
+    return failures
 
 
 @contextlib.contextmanager
