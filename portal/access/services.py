@@ -156,9 +156,12 @@ def workload_proxy(workload) -> tuple[ProxySpec, dict[str, str]] | None:
 
 # --- decisions ------------------------------------------------------------------------------
 
-def access_decision(*, workload, user, role: PortalRole | None, is_admin: bool) -> Decision:
-    """May `user`, holding `role` in the workload's project, open it now?"""
-    return may_open(who=tenant_service_access(workload.tenant).who, role=role,
+def access_decision(*, workload, user, role: PortalRole | None, is_admin: bool,
+                    who: str | None = None) -> Decision:
+    """May `user`, holding `role` in the workload's project, open it now? `who`: the tenant's
+    rule when the caller has read it already (a page of many workloads)."""
+    who = who or tenant_service_access(workload.tenant).who
+    return may_open(who=who, role=role,
                     is_owner=workload.owner_id == user.pk, is_admin=is_admin,
                     workload_active=workload.is_active and workload.deleted_at is None)
 

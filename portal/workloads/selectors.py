@@ -182,6 +182,13 @@ def workload_may_change(identity, workload, user) -> bool:
     return role.can_manage_all or workload.owner_id == user.pk
 
 
+def workload_may_see_secrets(identity, workload, user) -> bool:
+    """Who reads a workload's access token, and the log lines, events and arguments that may
+    carry one: those who may manage it (owner, the project's managers, admins). Other members
+    and readers see that it runs, not how to get in (portal/workloads/logs.py redacts)."""
+    return workload_may_change(identity, workload, user)
+
+
 @dataclasses.dataclass
 class GpuAvailability:
     """One GPU type as the launch page and the dashboard show it."""

@@ -23,7 +23,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.access.services import tenant_service_access, workload_access_summary
+from portal.access.services import (
+    access_decision,
+    tenant_service_access,
+    workload_access_summary,
+)
 from portal.kube.client import KubeError
 from portal.redirects import safe_redirect_target
 from tenants.models import Quota, Tenant
@@ -32,9 +36,14 @@ from . import selectors
 from .api.serializers import LaunchSerializer
 from .filtersets import WorkloadFilterSet
 from .forms import FIELD_LABELS, flat_errors, launch_request
-from .logs import workload_logs
+from .logs import redact, workload_logs, workload_redact
 from .models import Template, Workload
-from .selectors import GpuAvailability, workload_may_change, workloads_visible
+from .selectors import (
+    GpuAvailability,
+    workload_may_change,
+    workload_may_see_secrets,
+    workloads_visible,
+)
 from .services import AdmissionRefused, workload_delete, workload_launch, workload_stop
 
 log = logging.getLogger(__name__)
@@ -295,8 +304,10 @@ def _list_context(request: HttpRequest) -> dict:
         params.setlist("state", list(Workload.ACTIVE_STATES))
     filterset = WorkloadFilterSet(params, queryset=_project_workloads(request), request=request)
     page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    rules: dict[int, str] = {}  # tenant → its rule of who gets through, read once
     for workload in page:
         workload.may_change = workload_may_change(request.identity, workload, request.user)
+        workload.may_open = _may_open(request, workload, rules)
     query = request.GET.copy()
     query.pop("page", None)
     return {
@@ -327,6 +338,20 @@ def workload_rows(request: HttpRequest) -> HttpResponse:
 
 # --- one workload ---------------------------------------------------------------------------
 
+def _may_open(request: HttpRequest, workload: Workload, rules: dict[int, str] | None = None
+              ) -> bool:
+    """Whether the page offers to open the workload: it is of the current project and the
+    project's rule lets this user through its proxy (others would meet the proxy's 403)."""
+    identity = request.identity
+    if identity.project is None or workload.tenant.keystone_project_id != identity.project.id:
+        return False
+    rules = {} if rules is None else rules
+    if workload.tenant_id not in rules:
+        rules[workload.tenant_id] = tenant_service_access(workload.tenant).who
+    return access_decision(workload=workload, user=request.user, role=identity.role,
+                           is_admin=identity.is_admin, who=rules[workload.tenant_id]).allowed
+
+
 def _detail_context(request: HttpRequest, workload: Workload) -> dict:
     logs, logs_error = None, None
     try:
@@ -336,11 +361,20 @@ def _detail_context(request: HttpRequest, workload: Workload) -> dict:
         logs_error = f"{CLUSTER_UNREACHABLE}: the logs cannot be read. The state shown is " \
                      "the portal's last record."
     events = list(workload.events.order_by("-at", "-id")[:EVENTS_SHOWN])[::-1]
+    argv = [*workload.command, *workload.args]
+    may_see_secrets = workload_may_see_secrets(request.identity, workload, request.user)
+    if not may_see_secrets:
+        # other members and readers see that it runs, not how to get in: no access token in
+        # the logs, the events or the arguments (the rows are not saved)
+        logs = workload_redact(workload, logs) if logs is not None else None
+        argv = workload_redact(workload, argv)
+        for event in events:
+            event.message = redact(event.message, (workload.access_token,))
     return {
         "workload": workload,
         "may_change": workload_may_change(request.identity, workload, request.user),
-        # the address (and a Jupyter token in it) only for the workload's own project
-        "may_open": workload.tenant.keystone_project_id == request.identity.project.id,
+        "may_open": _may_open(request, workload),
+        "argv": argv,
         "access": workload_access_summary(workload),
         "events": events, "logs": logs, "logs_error": logs_error,
         "polling": workload.is_active, "poll_seconds": POLL_SECONDS, "log_tail": LOG_TAIL,

@@ -8,7 +8,8 @@ from kubernetes import client as k8s
 
 from portal.kube.client import Kube
 from portal.workloads.models import Workload
-from tenants.models import AuditRecord
+from tenants.models import AuditRecord, Tenant
+from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
 
@@ -356,6 +357,50 @@ def test_logs_come_from_the_pod(vision, as_user, eager_celery, cluster):
     assert 0 < len(lines) <= 5
     bad = Client().get(f"/api/v1/workloads/{workload_id}/logs/?tail=abc", **headers)
     assert bad.status_code == 400
+
+
+def logs_once_written(headers: dict, workload_id: int, marker: str = "lab?token=") -> list[str]:
+    """The workload's log lines once the notebook has printed the URL that opens it."""
+    deadline = time.monotonic() + 20
+    while True:
+        lines = Client().get(f"/api/v1/workloads/{workload_id}/logs/", **headers).json()["lines"]
+        if any(marker in line for line in lines) or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.3)
+
+
+def test_only_those_who_may_manage_it_see_its_access_token(vision, as_user, eager_celery,
+                                                           cluster):
+    """Issue 19, item 2: the notebook prints the URL with its token; with that token anyone
+    who reaches the application's port is in. The owner and the project's managers read it;
+    a reader and another member see that it runs, not how to get in: anywhere."""
+    nlp = Tenant.objects.get(name="nlp-lab")  # researcher and student are both members there
+    quota_update(tenant=nlp, acting_user=None,
+                 changes={"gpus_total": 6, "gpus_by_type": {"a100": 2, "t4": 4}})
+    tenant_reconcile(tenant_id=nlp.pk)
+    owner, lead = as_user("researcher"), as_user("lead")
+    viewer, student = as_user("viewer"), as_user("student", "nlp-lab")
+    mine = launch(owner, JUPYTER).json()["id"]
+    theirs = launch(as_user("researcher", "nlp-lab"), JUPYTER).json()["id"]
+    for workload_id, may_manage, may_not in ((mine, (owner, lead), viewer),
+                                             (theirs, (), student)):
+        token = Workload.objects.get(pk=workload_id).access_token
+        for headers in may_manage:
+            assert f"lab?token={token}" in "\n".join(logs_once_written(headers, workload_id))
+        lines = "\n".join(logs_once_written(may_not, workload_id, "lab?token=[redacted]"))
+        assert "lab?token=[redacted]" in lines and token not in lines
+        for path in ("", "events/", "logs/?tail=1000"):
+            body = Client().get(f"/api/v1/workloads/{workload_id}/{path}", **may_not)
+            assert body.status_code == 200 and token not in body.content.decode(), path
+        listed = Client().get("/api/v1/workloads/", **may_not).content.decode()
+        assert str(workload_id) in listed and token not in listed
+    # a token passed as an argument is not shown to a reader either (a custom notebook)
+    Workload.objects.filter(pk=mine).update(args=["start-notebook.py",
+                                                  "--ServerApp.token=s3cret-arg"])
+    shown = Client().get(f"/api/v1/workloads/{mine}/", **viewer).json()["args"]
+    assert shown == ["start-notebook.py", "--ServerApp.token=[redacted]"]
+    assert Client().get(f"/api/v1/workloads/{mine}/", **owner).json()["args"][1] == \
+        "--ServerApp.token=s3cret-arg"
 
 
 def test_the_home_volume_is_created_once_and_mounted(vision, as_user, eager_celery, cluster):

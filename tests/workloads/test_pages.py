@@ -409,6 +409,42 @@ def test_the_open_button_opens_jupyter_without_its_token(researcher, vision_lab)
     assert "tok-lab" not in page
 
 
+def test_a_reader_sees_that_it_runs_but_not_how_to_get_in(researcher, vision_lab, as_user,
+                                                         django_capture_on_commit_callbacks):
+    """Issue 19, item 2: the notebook prints the URL with its token. The owner and managers
+    read it in the logs on the page and its live part; a reader gets them redacted, and no
+    Open button where the project's rule (members, by default) does not let readers in."""
+    with django_capture_on_commit_callbacks(execute=True):
+        researcher.post("/workloads/new/", launch_form(name="secret lab"))
+    workload = Workload.objects.get(tenant=vision_lab, name="secret lab")
+    token = workload.access_token
+
+    def live(client, marker: str) -> str:
+        for _ in range(100):
+            page = client.get(f"/workloads/{workload.pk}/live/",
+                              HTTP_HX_REQUEST="true").content.decode()
+            if marker in page:
+                break
+            time.sleep(0.1)
+        return page
+
+    for manager in (researcher, as_user("lead")):
+        assert f"lab?token={token}" in live(manager, "lab?token=")
+    viewer = as_user("viewer")
+    assert "lab?token=[redacted]" in live(viewer, "lab?token=")
+    page = viewer.get(f"/workloads/{workload.pk}/").content.decode()
+    assert "lab?token=[redacted]" in page and token not in page
+    # a running notebook: its owner may open it, the reader is not offered the way in
+    running = make_workload(vision_lab, "researcher", name="running lab")
+    for client, shown in ((researcher, True), (viewer, False)):
+        detail = client.get(f"/workloads/{running.pk}/").content.decode()
+        rows = client.get("/workloads/").content.decode()
+        row = re.search(rf'<tr id="workload-{running.pk}">.*?</tr>', rows, re.S).group(0)
+        assert ('href="http://192.168.1.245:8888/lab"' in detail) is shown
+        assert ('href="http://192.168.1.245:8888/lab"' in row) is shown
+        assert "Behind the portal's login, which lets in members of the project" in detail
+
+
 # --- dashboard --------------------------------------------------------------------------------
 
 def test_the_dashboard_shows_my_active_workloads_and_the_quota_use(researcher, vision_lab):

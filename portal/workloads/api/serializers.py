@@ -19,9 +19,10 @@ from ..environment import (
     gpu_stack_refusal,
 )
 from ..images import image_allowed, validate_image_reference
+from ..logs import redact
 from ..models import GpuType, Template, Workload, WorkloadEvent
 from ..naming import display_name_clean
-from ..selectors import cluster_gpu_capacity
+from ..selectors import cluster_gpu_capacity, workload_may_see_secrets
 
 MAX_ARGV_ITEMS = 256
 MAX_ARG_LENGTH = 4096
@@ -201,6 +202,17 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
     def get_url(self, workload: Workload) -> str:
         return workload.url
+
+    def to_representation(self, workload: Workload) -> dict[str, Any]:
+        data = super().to_representation(workload)
+        request = self.context.get("request")
+        if request is not None and not workload_may_see_secrets(
+                getattr(request, "identity", None), workload, request.user):
+            # a token passed as an argument (--ServerApp.token=…) is not for readers' eyes
+            secrets = (workload.access_token,)
+            data["command"] = [redact(item, secrets) for item in data["command"]]
+            data["args"] = [redact(item, secrets) for item in data["args"]]
+        return data
 
     @extend_schema_field(WorkloadAccessSerializer(allow_null=True))
     def get_access(self, workload: Workload) -> dict[str, Any] | None:

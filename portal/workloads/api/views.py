@@ -16,13 +16,14 @@ from portal.usage.health import unhealthy_gpus_by_node
 from tenants.models import Quota, Tenant
 
 from ..filtersets import WorkloadFilterSet
-from ..logs import workload_logs
+from ..logs import redact, workload_logs, workload_redact
 from ..models import GpuType, Template, Workload
 from ..selectors import (
     gpu_allocation,
     gpu_capacity,
     gpus_held_by_type,
     workload_may_change,
+    workload_may_see_secrets,
     workloads_visible,
 )
 from ..services import (
@@ -177,7 +178,14 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @action(detail=True, methods=["get"])
     def events(self, request, pk=None):
         workload = self.get_object()
-        return Response(WorkloadEventSerializer(workload.events.all(), many=True).data)
+        data = WorkloadEventSerializer(workload.events.all(), many=True).data
+        if not self._may_see_secrets(workload):
+            for event in data:
+                event["message"] = redact(event["message"], (workload.access_token,))
+        return Response(data)
+
+    def _may_see_secrets(self, workload: Workload) -> bool:
+        return workload_may_see_secrets(self.request.identity, workload, self.request.user)
 
     @extend_schema(
         parameters=[OpenApiParameter("minutes", int,
@@ -223,6 +231,9 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @extend_schema(parameters=[OpenApiParameter("tail", int)], responses={200: str})
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
+        """The last `tail` lines of the workload's container. Those who may not manage the
+        workload (other members, readers) read them with its access token and every
+        `…token=` value replaced by `[redacted]`."""
         workload = self.get_object()
         try:
             tail = int(request.query_params.get("tail", 100))
@@ -234,4 +245,6 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
             lines = workload_logs(workload, tail=tail)
         except KubeError as exc:
             raise ClusterUnavailable() from exc
+        if not self._may_see_secrets(workload):
+            lines = workload_redact(workload, lines)  # readers see that it runs, not the way in
         return Response({"lines": lines})
