@@ -204,12 +204,17 @@ def test_a_token_for_a_service_s_address(portal):
     assert code == 1 and "no authenticating proxy" in err
 
 
+@live
 def test_the_same_idempotency_key_gives_the_same_workload(portal):
     key = uuid.uuid4().hex
     argv = ["launch", "--template", "jupyter", "--gpu-type", "a100", "-o", "json",
             "--idempotency-key", key]
-    first = json.loads(run(argv, portal)[1])
-    second = json.loads(run(argv, portal)[1])
+    code, out, err = run(argv, portal)
+    assert code == 0, err
+    first = json.loads(out)
+    code, out, err = run(argv, portal)
+    assert code == 0, err
+    second = json.loads(out)
     assert first["id"] == second["id"]
 
 
