@@ -177,6 +177,10 @@ PORTAL_LB_ADDRESS_POOL = env.str("PORTAL_LB_ADDRESS_POOL", default="")
 PORTAL_HOME_VOLUME_SIZE = env.str("PORTAL_HOME_VOLUME_SIZE", default="100Gi")
 PORTAL_HOME_STORAGE_CLASS = env.str("PORTAL_HOME_STORAGE_CLASS", default="")
 PORTAL_HOME_ACCESS_MODE = env.str("PORTAL_HOME_ACCESS_MODE", default="ReadWriteMany")
+# the registries/repository prefixes every image a workload runs must come from, site-wide
+# (comma-separated, e.g. nvcr.io/nvidia,quay.io/jupyter,registry.example.org); empty: any. A
+# tenant's own prefixes (admin page) narrow it further: an image must be inside both
+PORTAL_IMAGE_REGISTRIES = env.list("PORTAL_IMAGE_REGISTRIES", default=[])
 # a launch not yet in the cluster after this long is handed to a worker again
 PORTAL_LAUNCH_REQUEUE_SECONDS = env.int("PORTAL_LAUNCH_REQUEUE_SECONDS", default=60)
 
@@ -301,6 +305,23 @@ OAUTH2_PROVIDER = {
     # two requests of one browser may refresh at once; the second presents the rotated token
     "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 30,
     "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    # RFC 9700 (the OAuth 2.0 security BCP), all of it: no implicit or password grant, PKCE
+    # S256 only, tokens never in URLs, `iss` in the authorization response, tokens hashed at
+    # rest, a replayed refresh token revokes its family (after the grace period above)
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    # plain-HTTP callbacks only where the proxies have no certificate (the demo); `manage.py
+    # check --deploy` warns about that
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": bool(PORTAL_AUTH_PROXY_TLS_SECRET),
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"] if PORTAL_AUTH_PROXY_TLS_SECRET else ["http", "https"],
 }
 
 # --- Celery -------------------------------------------------------------------------------

@@ -12,11 +12,12 @@ import re
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
 from .api.serializers import MAX_ARG_LENGTH, MAX_ARGV_ITEMS
 from .environment import env_problems, env_template_problems
 from .forms import argv_lines, env_lines
-from .images import validate_image_prefix, validate_image_reference
+from .images import image_allowed, validate_image_prefix, validate_image_reference
 from .models import RESOURCE_NAME, GpuType, Template
 from .naming import invisible_characters_refusal
 
@@ -205,6 +206,11 @@ class TemplateForm(AccessibleForm):
     image = forms.CharField(
         max_length=512, required=False, label="Image",
         help_text="A registry reference such as nvcr.io/nvidia/pytorch:24.01-py3.")
+    image_replaceable = forms.BooleanField(
+        required=False, label="Researchers may choose another image",
+        help_text="In place of the template's image, one from the allowed registries (the "
+                  "site's and the project's); the command, port, user and login stay the "
+                  "template's. Unticked: the template's image only.")
     command = _lines_field("Command", "One argv item per line (never run through a shell); "
                                       "empty: the image's entrypoint.")
     args = _lines_field("Arguments", "One argument per line.")
@@ -228,7 +234,8 @@ class TemplateForm(AccessibleForm):
             kwargs.setdefault("initial", {
                 "slug": template.slug, "custom": template.custom, "name": template.name,
                 "description": template.description, "kind": template.kind,
-                "image": template.image, "command": argv_text(template.command),
+                "image": template.image, "image_replaceable": template.image_replaceable,
+                "command": argv_text(template.command),
                 "args": argv_text(template.args), "env": env_text(template.env),
                 "port": template.port, "default_cpu": template.default_cpu,
                 "default_memory_gb": template.default_memory_gb,
@@ -247,6 +254,9 @@ class TemplateForm(AccessibleForm):
                 self.fields["kind"].help_text = "The kind the launch form proposes; " \
                                                 "researchers may choose the other."
                 self.fields["image"].help_text = "Not used: researchers give their own image."
+                self.fields["image_replaceable"].disabled = True
+                self.fields["image_replaceable"].help_text = "Always: researchers give their " \
+                                                             "own image."
 
     @property
     def is_custom(self) -> bool:
@@ -277,9 +287,15 @@ class TemplateForm(AccessibleForm):
         if not image:
             return ""
         try:
-            return validate_image_reference(image)
+            image = validate_image_reference(image)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from exc
+        site = settings.PORTAL_IMAGE_REGISTRIES
+        if not image_allowed(image, site):
+            # every launch of it would be refused: say so now
+            raise forms.ValidationError("Outside the site's registries (PORTAL_IMAGE_REGISTRIES:"
+                                        f" {', '.join(site)}): no launch could run it.")
+        return image
 
     def _argv(self, field: str) -> list[str]:
         argv = argv_lines(self.cleaned_data[field])
@@ -326,9 +342,9 @@ class TemplateForm(AccessibleForm):
     def changes(self) -> dict[str, Any]:
         data = self.cleaned_data
         changes = {field: data[field] for field in
-                   ("name", "description", "kind", "image", "command", "args", "env", "port",
-                    "default_cpu", "default_memory_gb", "run_as_non_root", "run_as_user",
-                    "enabled")}
+                   ("name", "description", "kind", "image", "image_replaceable", "command",
+                    "args", "env", "port", "default_cpu", "default_memory_gb",
+                    "run_as_non_root", "run_as_user", "enabled")}
         if changes["kind"] == Template.Kind.BATCH and not self.is_custom:
             changes["port"] = None  # a Job has no Service: a port would only mislead
         return changes

@@ -62,6 +62,10 @@ def launch_request(post, template: Template | None) -> tuple[dict[str, Any], dic
             data[field] = value
     data["use_home"] = bool(post.get("use_home"))
     data["public"] = bool(post.get("public"))
+    if template is not None and template.image_replaceable and not template.custom:
+        image = post.get("image", "").strip()
+        if image:  # blank: the template's own
+            data["image"] = image
     if template is not None and template.custom:
         for field in CUSTOM_TEXT_FIELDS:
             value = post.get(field, "").strip()

@@ -214,3 +214,14 @@ def image_allowed(ref: str, prefixes: list[str]) -> bool:
         if components[: len(wanted)] == wanted:
             return True
     return False
+
+
+def image_refusal(ref: str, *, site: list[str], tenant: list[str],
+                  tenant_name: str) -> str | None:
+    """Why an image may not run (None: it may). It must be inside the site's registries
+    (PORTAL_IMAGE_REGISTRIES) and the tenant's prefixes alike; an empty list allows any."""
+    if not image_allowed(ref, site):
+        return f"Images must come from the site's registries: {', '.join(site)}."
+    if not image_allowed(ref, tenant):
+        return f"{tenant_name} may only use images from: {', '.join(tenant)}."
+    return None

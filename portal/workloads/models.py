@@ -59,6 +59,9 @@ class Template(models.Model):
     # custom: the researcher picks the kind and gives image, command, args, env and port
     custom = models.BooleanField(default=False)
     image = models.CharField(max_length=512, blank=True, default="")
+    # whether researchers may run another image in place of `image` (a custom template always
+    # takes theirs); the image must be inside the site's and the tenant's registries alike
+    image_replaceable = models.BooleanField(default=False)
     command = models.JSONField(default=list, blank=True)
     args = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=dict, blank=True)
@@ -79,6 +82,12 @@ class Template(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def takes_image(self) -> bool:
+        """Whether a launch may give an image of its own: the custom template needs one, a
+        template an admin made replaceable accepts one, every other runs `image`."""
+        return self.custom or self.image_replaceable
 
 
 class Workload(models.Model):

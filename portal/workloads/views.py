@@ -13,6 +13,7 @@ import json
 import logging
 import secrets
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -166,6 +167,8 @@ def _with_template_defaults(values: dict[str, str], template: Template | None) -
         values.update(template=template.slug, shown_template=template.slug,
                       cpu=str(template.default_cpu), memory=str(template.default_memory_gb),
                       kind=template.kind)
+        if not template.custom:
+            values["image"] = ""  # blank: the template's own (a custom image is not carried over)
     return values
 
 
@@ -196,6 +199,7 @@ def _launch_render(request: HttpRequest, tenant: Tenant, templates: list[Templat
     return render(request, "workloads/launch.html", {
         "tenant": tenant, "quota": tenant.quota, "templates": templates,
         "may_go_public": tenant_service_access(tenant).allow_public,
+        "site_registries": settings.PORTAL_IMAGE_REGISTRIES,
         "template": _template_named(templates, values.get("template")),
         "gpu_rows": rows, "cluster_error": cluster_error, "values": values,
         "errors": errors, "error_summary": _error_summary(errors), "refused": refused,
@@ -293,6 +297,7 @@ def launch_fields(request: HttpRequest) -> HttpResponse:
         "template": _template_named(templates, values.get("template")), "values": values,
         "errors": {}, "quota": tenant.quota, "tenant": tenant,
         "may_go_public": tenant_service_access(tenant).allow_public,
+        "site_registries": settings.PORTAL_IMAGE_REGISTRIES,
     })
 
 

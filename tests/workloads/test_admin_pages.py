@@ -408,6 +408,31 @@ def test_create_a_template(admin, api):
     assert launched.json()["kind"] == "batch"
 
 
+def test_the_admin_decides_whether_researchers_may_replace_a_templates_image(admin, api,
+                                                                           settings):
+    jupyter = Template.objects.get(slug="jupyter")
+    form = admin.get(f"/admin/templates/{jupyter.pk}/").content.decode()
+    assert '<input type="checkbox" name="image_replaceable"' in form
+    other = {**JUPYTER, "image": "quay.io/jupyter/scipy-notebook:2024-05-27"}
+    assert api(other).status_code == 400
+    response = admin.post(f"/admin/templates/{jupyter.pk}/",
+                          template_form(jupyter, image_replaceable="on"))
+    assert response.status_code == 302
+    assert Template.objects.get(pk=jupyter.pk).image_replaceable
+    record = AuditRecord.objects.get(action="template.update", target="template/jupyter")
+    assert (record.before["image_replaceable"], record.after["image_replaceable"]) == \
+        (False, True)
+    assert api(other).status_code == 201
+    assert "or the researcher's" in admin.get("/admin/templates/").content.decode()
+    # a template's own image outside the site's registries could never run: refused here
+    settings.PORTAL_IMAGE_REGISTRIES = ["nvcr.io/nvidia"]
+    response = admin.post(f"/admin/templates/{jupyter.pk}/", template_form(
+        jupyter, image="quay.io/jupyter/scipy-notebook:2024-05-27"))
+    assert response.status_code == 400
+    assert "Outside the site&#x27;s registries (PORTAL_IMAGE_REGISTRIES: nvcr.io/nvidia)" in \
+        field_error(response.content.decode(), "image")
+
+
 # --- a tenant's image registries --------------------------------------------------------------
 
 def test_image_prefixes_restrict_a_tenants_launches(admin, api):

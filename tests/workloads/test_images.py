@@ -4,6 +4,7 @@ import pytest
 
 from portal.workloads.images import (
     image_allowed,
+    image_refusal,
     parse_image_reference,
     validate_image_prefix,
     validate_image_reference,
@@ -150,3 +151,27 @@ def test_validate_image_prefix(prefix, expected):
 def test_invalid_image_prefix(prefix):
     with pytest.raises(ValueError):
         validate_image_prefix(prefix)
+
+
+@pytest.mark.parametrize(("ref", "site", "tenant", "refusal"), [
+    ("nvcr.io/nvidia/pytorch:24.01-py3", [], [], None),
+    ("nvcr.io/nvidia/pytorch:24.01-py3", ["nvcr.io/nvidia"], ["nvcr.io"], None),
+    ("ubuntu:24.04", ["nvcr.io/nvidia", "quay.io"], [],
+     "Images must come from the site's registries: nvcr.io/nvidia, quay.io."),
+    ("quay.io/x/y", ["quay.io"], ["nvcr.io"], "lab may only use images from: nvcr.io."),
+    # a tenant's list never widens the site's
+    ("ubuntu:24.04", ["nvcr.io"], ["docker.io/library"],
+     "Images must come from the site's registries: nvcr.io."),
+])
+def test_an_image_must_be_inside_the_sites_and_the_tenants_lists(ref, site, tenant, refusal):
+    assert image_refusal(ref, site=site, tenant=tenant, tenant_name="lab") == refusal
+
+
+def test_a_typo_in_the_sites_registries_stops_the_start(settings):
+    from portal.workloads.checks import image_registries_valid
+
+    settings.PORTAL_IMAGE_REGISTRIES = ["nvcr.io/nvidia", "nvcr.io/NVIDIA"]
+    (error,) = image_registries_valid(None)
+    assert error.id == "workloads.E001" and "lower-case" in error.msg
+    settings.PORTAL_IMAGE_REGISTRIES = ["nvcr.io/nvidia", "quay.io"]
+    assert image_registries_valid(None) == []

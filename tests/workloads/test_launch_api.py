@@ -173,6 +173,59 @@ def test_a_name_with_a_bidi_override_is_refused_naming_the_character(vision, as_
     assert not Workload.objects.exists()
 
 
+def test_a_template_runs_its_own_image_unless_an_admin_lets_researchers_choose(vision, as_user):
+    """Issue 19, item 7: one rule for every template. Jupyter used to take another image
+    while refusing a command; now a template runs its own image unless it takes one."""
+    from portal.workloads.models import Template
+
+    headers = as_user("researcher")
+    own = "quay.io/jupyter/pytorch-notebook:cuda12-python-3.12"
+    other = "quay.io/jupyter/scipy-notebook:2024-05-27"
+    refused = launch(headers, {**JUPYTER, "image": other})
+    assert refused.status_code == 400
+    assert refused.json()["fields"]["image"] == [
+        f"The Jupyter template runs its own image ({own}); an admin can let researchers "
+        "choose another."]
+    assert launch(headers, {**JUPYTER, "name": "own", "image": own}).status_code == 201
+    takes = {t["slug"]: t["image_replaceable"]
+             for t in Client().get("/api/v1/templates/", **headers).json()}
+    assert takes == {"jupyter": False, "digits": False, "tensorboard": False, "custom": True}
+    Template.objects.filter(slug="jupyter").update(image_replaceable=True)
+    accepted = launch(headers, {**JUPYTER, "name": "scipy", "image": other})
+    assert accepted.status_code == 201, accepted.json()
+    assert accepted.json()["image"] == other
+    # the command stays the template's either way
+    refused = launch(headers, {**JUPYTER, "name": "cmd", "image": other, "command": ["sh"]})
+    assert refused.status_code == 400 and list(refused.json()["fields"]) == ["command"]
+
+
+def test_the_sites_registries_bind_every_image(vision, as_user, settings):
+    """PORTAL_IMAGE_REGISTRIES beside the tenant's own prefixes: an image must be inside
+    both, the templates' own images included."""
+    settings.PORTAL_IMAGE_REGISTRIES = ["quay.io/jupyter", "nvcr.io/nvidia"]
+    headers = as_user("researcher")
+    assert launch(headers, JUPYTER).status_code == 201  # its image is inside
+    site_refusal = ["Images must come from the site's registries: quay.io/jupyter, "
+                    "nvcr.io/nvidia."]
+    tensorboard = launch(headers, {**JUPYTER, "name": "tb", "template": "tensorboard"})
+    assert tensorboard.status_code == 400
+    assert tensorboard.json()["fields"]["image"] == site_refusal
+    custom = {**JUPYTER, "name": "job", "template": "custom", "kind": "batch",
+              "command": ["python", "train.py"]}
+    refused = launch(headers, {**custom, "image": "docker.io/library/python:3.12"})
+    assert refused.status_code == 400 and refused.json()["fields"]["image"] == site_refusal
+    pytorch = "nvcr.io/nvidia/pytorch:24.01-py3"
+    assert launch(headers, {**custom, "image": pytorch}).status_code == 201
+    # the tenant's list narrows the site's further
+    vision.image_prefixes = ["docker.io/pytorch"]
+    vision.save(update_fields=["image_prefixes"])
+    refused = launch(headers, {**custom, "name": "job2", "image": pytorch})
+    assert refused.json()["fields"]["image"] == [
+        "vision-lab may only use images from: docker.io/pytorch."]
+    refused = launch(headers, {**custom, "name": "job3", "image": "pytorch/pytorch:2.3.0"})
+    assert refused.json()["fields"]["image"] == site_refusal
+
+
 def test_disabled_template_and_gpu_type_are_refused(vision, as_user, gpu_types):
     from portal.workloads.models import Template
 

@@ -216,6 +216,24 @@ def test_eight_t4_is_flagged_before_and_after_submitting(researcher, vision_lab)
     assert not Workload.objects.exists()
 
 
+def test_the_launch_page_offers_an_image_only_where_the_template_takes_one(researcher,
+                                                                          vision_lab, settings):
+    settings.PORTAL_IMAGE_REGISTRIES = ["quay.io/jupyter"]
+    assert 'name="image"' not in researcher.get("/workloads/new/?template=jupyter").content.decode()
+    Template.objects.filter(slug="jupyter").update(image_replaceable=True)
+    page = researcher.get("/workloads/new/?template=jupyter").content.decode()
+    assert 'placeholder="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12"' in page
+    assert "from the site's registries: quay.io/jupyter" in page
+    scipy = "quay.io/jupyter/scipy-notebook:2024-05-27"
+    response = researcher.post("/workloads/new/", launch_form(name="scipy", image=scipy))
+    assert response.status_code == 302
+    assert Workload.objects.get(tenant=vision_lab, name="scipy").image == scipy
+    response = researcher.post("/workloads/new/", launch_form(
+        name="elsewhere", image="docker.io/library/python:3.12"))
+    assert response.status_code == 400
+    assert "Images must come from the site" in field_error(response.content.decode(), "image")
+
+
 def test_custom_batch_job_fields_become_argv_and_env(researcher, vision_lab):
     response = researcher.post("/workloads/new/", launch_form(
         name="train", template="custom", shown_template="custom", gpu_type="v100", kind="batch",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -18,7 +19,7 @@ from ..environment import (
     env_template_problems,
     gpu_stack_refusal,
 )
-from ..images import image_allowed, validate_image_reference
+from ..images import image_refusal, validate_image_reference
 from ..logs import redact
 from ..models import GpuType, Template, Workload, WorkloadEvent
 from ..naming import display_name_clean
@@ -104,11 +105,14 @@ class LaunchSerializer(serializers.Serializer):
         if not template.custom and kind != template.kind:
             errors["kind"] = [f"The {template.name} template runs as a {template.kind}."]
         data["kind"] = kind
-        # the image
-        image = (data.get("image") or "").strip() or template.image
-        if template.custom and not (data.get("image") or "").strip():
+        # the image: one rule for every template. A template runs its own image unless it
+        # takes the researcher's (custom: always; others: where an admin allowed it), and
+        # whatever runs must be inside the site's registries and the tenant's prefixes
+        given = (data.get("image") or "").strip()
+        image = given or template.image
+        if template.custom and not given:
             errors["image"] = ["The custom template needs an image."]
-        elif not template.custom and data.get("command"):
+        if not template.custom and data.get("command"):
             errors["command"] = ["Only the custom template takes a command."]
         if image and "image" not in errors:
             try:
@@ -116,10 +120,9 @@ class LaunchSerializer(serializers.Serializer):
             except ValueError as exc:
                 errors["image"] = [str(exc)]
             else:
-                prefixes = self.tenant.image_prefixes if self.tenant is not None else []
-                if not image_allowed(image, prefixes):
-                    errors["image"] = [f"{self.tenant.name} may only use images from: "
-                                       f"{', '.join(prefixes)}."]
+                refusal = self._image_refusal(template, image, replaced=bool(given))
+                if refusal:
+                    errors["image"] = [refusal]
         data["image"] = image
         # fields that belong to one kind only
         port = data.get("port")
@@ -156,6 +159,15 @@ class LaunchSerializer(serializers.Serializer):
         if errors:
             raise serializers.ValidationError(errors)
         return data
+
+    def _image_refusal(self, template: Template, image: str, *, replaced: bool) -> str | None:
+        if replaced and not template.takes_image and image != template.image:
+            return (f"The {template.name} template runs its own image ({template.image}); an "
+                    "admin can let researchers choose another.")
+        tenant = self.tenant
+        return image_refusal(image, site=settings.PORTAL_IMAGE_REGISTRIES,
+                             tenant=tenant.image_prefixes if tenant is not None else [],
+                             tenant_name=tenant.name if tenant is not None else "")
 
     def _runtime(self, data: dict[str, Any], errors: dict[str, list[str]]) -> None:
         limit = self.quota.max_runtime_minutes if self.quota is not None else 0
@@ -249,9 +261,12 @@ class GpuTypeSerializer(serializers.Serializer):
 class TemplateSerializer(serializers.ModelSerializer):
     cpu = serializers.IntegerField(source="default_cpu")
     memory = serializers.IntegerField(source="default_memory_gb")
+    image_replaceable = serializers.BooleanField(
+        source="takes_image", help_text="whether a launch may give an image of its own (from "
+                                        "the allowed registries); otherwise `image` runs")
 
     class Meta:
         model = Template
-        fields = ["slug", "name", "description", "kind", "custom", "image", "port", "cpu",
-                  "memory"]
+        fields = ["slug", "name", "description", "kind", "custom", "image",
+                  "image_replaceable", "port", "cpu", "memory"]
         read_only_fields = fields
