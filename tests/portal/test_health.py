@@ -61,11 +61,25 @@ def test_production_settings_pass_the_deploy_check():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTAL_", "DJANGO_"))}
     env.update(PORTAL_SECRET_KEY="p" * 64 + "Q7!x", PORTAL_ALLOWED_HOSTS="gpu.example.org",
                DATABASE_URL="postgres://portal@db.example.org/portal",
-               DJANGO_SETTINGS_MODULE="portal.settings")
+               DJANGO_SETTINGS_MODULE="portal.settings",
+               # the workloads' proxies: the login's signing key, and HTTPS with a certificate
+               PORTAL_OIDC_PRIVATE_KEY=os.environ["PORTAL_OIDC_PRIVATE_KEY"],
+               PORTAL_AUTH_PROXY_TLS_SECRET="workloads-tls")
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level",
                              "WARNING"], cwd=REPO, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_the_deploy_check_wants_the_login_signing_key_and_https_for_workloads():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTAL_", "DJANGO_"))}
+    env.update(PORTAL_SECRET_KEY="p" * 64 + "Q7!x", PORTAL_ALLOWED_HOSTS="gpu.example.org",
+               DATABASE_URL="postgres://portal@db.example.org/portal",
+               DJANGO_SETTINGS_MODULE="portal.settings")
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level",
+                             "WARNING"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "access.E001" in result.stderr and "oauth2_provider.W008" in result.stderr
 
 
 def test_production_refuses_to_start_without_a_secret_key():
