@@ -1,166 +1,53 @@
 """The whole path, with nothing stood in: a real oauth2-proxy (stack/authproxy.py, the pod's
 configuration from portal/access/proxy.py) in front of a small local application, logging users
-in against the live portal (live_server) and its real Keystone.
+in against the live portal (live_server), its real OpenID Connect endpoints (/o/) and its real
+Keystone. Workloads are launched through the API (tests/access/conftest.py).
 
-anonymous → the portal's login; a member of the tenant → through; a member of another tenant →
-the portal's 403 page; a bearer token the portal issued for the workload → through; removed
-from the project or signed out of the portal → refused at the proxy's next refresh, within a
-minute; the portal unreachable → admitted sessions keep working until their ID token expires."""
+anonymous → the portal's login; a member of the tenant → through, the application seeing its
+own token and nothing of the login, the proxy's log nothing secret; a member of another tenant
+→ the portal's 403 page; a bearer token the portal issued for the workload → through, any other
+(expired, no expiry, another workload's, another issuer's, another key's) → refused; a forged
+cookie or another workload's → no session; the portal unreachable at the login's callback → the
+proxy's error page; removed from the project or signed out of the portal → refused at the
+proxy's next refresh, within a minute; the portal unreachable → admitted sessions keep working
+until their ID token expires."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import socket
-import threading
 import time
 import uuid
-from urllib.parse import urlparse
 
 import pytest
 import requests
-from django.test import TestCase
+from jwcrypto import jwk
 
-from portal.access.services import workload_proxy
+from portal.access.models import ProxySession
+from portal.access.proxy import CLIENT_SECRET_KEY, cookie_name
 from portal.keystone import assignments
-from portal.workloads.models import Workload
-from stack.authproxy import AuthProxy
 from stack.identities import admin_client
-from tests.access.test_proxy_binary import HTML, JSON, Application
-from tests.workloads.api_calls import vision_lab_ready
+from tests.access.proxies import (
+    HTML,
+    ID_TOKEN_SECONDS,
+    JSON,
+    PROXY_HEADERS,
+    RECHECK,
+    REFRESH_DUE,
+    authorize,
+    claims_of,
+    code_of,
+    mint,
+    session_cookie,
+    sign_in,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True),
               pytest.mark.timeout(240)]
-
-RECHECK = 2  # seconds between the proxy's refreshes in these tests (60 on a real site)
-
-
-class Relay:
-    """A TCP relay to the portal for the proxy's own calls (token, keys): closing it is the
-    portal becoming unreachable for the proxy while browsers still reach it."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target = target_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.open = True
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if not self.open:
-                client.close()
-                continue
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            self.sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
-        try:
-            while data := a.recv(65536):
-                b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        """Refuse new connections and cut those open (the proxy keeps its connections alive)."""
-        self.open = False
-        self.listener.close()
-        for sock in self.sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
-
-
-@pytest.fixture
-def issuer(live_server, settings):
-    url = f"{live_server.url}/o"
-    settings.PORTAL_OIDC_ISSUER = url
-    settings.PORTAL_AUTH_PROXY_RECHECK_SECONDS = RECHECK
-    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "OIDC_ISS_ENDPOINT": url,
-                                "ID_TOKEN_EXPIRE_SECONDS": 6, "ACCESS_TOKEN_EXPIRE_SECONDS": 6}
-    return url
-
-
-@pytest.fixture
-def application():
-    app = Application()
-    yield app
-    app.server.shutdown()
-    app.server.server_close()
 
 
 @pytest.fixture
 def no_role_cache(monkeypatch):
     monkeypatch.setattr(assignments, "ASSIGNMENT_CACHE_SECONDS", 0.001)
-
-
-@pytest.fixture
-def notebook(login, gpu_types, cluster, project_token, issuer, live_server, application,
-             tmp_path):
-    """researcher's Jupyter, its proxy running on loopback in front of `application`, the
-    workload's address being the proxy's. Yields (workload, proxy, relay)."""
-    vision_lab_ready(login)
-    with TestCase.captureOnCommitCallbacks(execute=False):
-        response = requests.post(f"{live_server.url}/api/v1/workloads/", json={
-            "name": "nb", "template": "jupyter", "gpu_type": "a100", "gpu_count": 1},
-            headers={"X-Auth-Token": project_token("researcher", "vision-lab")}, timeout=30)
-    assert response.status_code == 201, response.text
-    workload = Workload.objects.get(pk=response.json()["id"])
-    spec, secrets = workload_proxy(workload)
-    relay = Relay(urlparse(live_server.url).port)
-    spec = dataclasses.replace(spec, upstream_port=application.port,
-                               backend_url=f"http://127.0.0.1:{relay.port}/o")
-    proxy = AuthProxy(spec, secrets={**secrets, "JUPYTER_TOKEN": workload.access_token},
-                      workdir=tmp_path / "proxy").start()
-    Workload.objects.filter(pk=workload.pk).update(address="127.0.0.1", state="running",
-                                                   port=proxy.spec.listen_port)
-    workload.refresh_from_db()
-    yield workload, proxy, relay
-    proxy.stop()
-    relay.close()
-
-
-def portal_login(browser: requests.Session, login_url: str, username: str) -> requests.Response:
-    """The portal's login form, as a browser fills it; returns the response to the POST."""
-    page = browser.get(login_url, timeout=30)
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    return browser.post(login_url, data={
-        "csrfmiddlewaretoken": token, "username": username, "domain": "Default",
-        "password": f"{username}-demo-pass"}, headers={"Referer": login_url},
-        allow_redirects=False, timeout=30)
-
-
-def sign_in(proxy: AuthProxy, username: str) -> tuple[requests.Session, requests.Response]:
-    """Open the workload in a fresh browser and sign in at the portal: returns the browser
-    and the last response (the application's page, or the portal's refusal)."""
-    browser = requests.Session()
-    to_portal = browser.get(proxy.url + "/lab", headers=HTML, allow_redirects=False, timeout=30)
-    assert to_portal.status_code == 302
-    to_login = browser.get(to_portal.headers["Location"], allow_redirects=False, timeout=30)
-    assert to_login.status_code == 302 and "/login/?next=/o/authorize/" in to_login.headers[
-        "Location"]
-    login_url = requests.compat.urljoin(to_portal.headers["Location"], to_login.headers["Location"])
-    response = portal_login(browser, login_url, username)
-    assert response.status_code == 302, response.text[:2000]
-    response = browser.get(requests.compat.urljoin(login_url, response.headers["Location"]),
-                           headers=HTML, timeout=30)  # authorize → callback → /lab
-    return browser, response
 
 
 def test_anonymous_is_sent_to_the_portal_login(notebook, issuer):
@@ -173,12 +60,47 @@ def test_anonymous_is_sent_to_the_portal_login(notebook, issuer):
 
 
 def test_a_member_gets_through_and_jupyter_gets_its_token(notebook, application):
-    _, proxy, _ = notebook
-    browser, response = sign_in(proxy, "researcher")
-    assert response.status_code == 200 and response.text == "hello from the application"
+    workload, proxy, relay = notebook
+    browser, answer = authorize(proxy, "researcher")
+    assert answer.status_code == 302
+    code = code_of(answer)
+    callback = browser.get(answer.headers["Location"], allow_redirects=False, timeout=30)
+    assert callback.status_code == 302, callback.text
+    assert callback.headers["Location"] == "/lab"
+    # the code was redeemed, and the proxy session tied to the portal session it came from
+    session = ProxySession.objects.get(workload=workload)
+    assert session.code is None and session.token_family is not None
+    # the cookie: its own name, not Secure over plain HTTP, HttpOnly, SameSite=Lax
+    cookie = session_cookie(browser, proxy)
+    assert cookie is not None and not cookie.secure
+    assert cookie.has_nonstandard_attr("HttpOnly")
+    assert cookie.get_nonstandard_attr("SameSite").lower() == "lax"
+    # the client's own Authorization is replaced by Jupyter's token, never added to
+    response = browser.get(proxy.url + "/lab", headers={**HTML, "Authorization": "Bearer a"},
+                           timeout=30)
+    assert (response.status_code, response.text) == (200, "hello from the application")
     seen = application.last()
     assert seen["path"] == "/lab"
-    assert seen["headers"]["Authorization"] == [f"token {notebook[0].access_token}"]
+    assert seen["headers"]["Authorization"] == [f"token {workload.access_token}"]
+    assert not set(seen["headers"]) & set(PROXY_HEADERS)
+    # the browser's cookies go on to the application (Jupyter has its own); the proxy's is
+    # encrypted with the cookie secret, which only the proxy holds
+    assert f"{cookie_name(proxy.spec)}=" in seen["headers"]["Cookie"][0]
+    # a signed-in browser whose page sends the application's own Authorization (JupyterLab
+    # sends "token …") is not refused for it
+    again = browser.get(proxy.url + "/api/contents", timeout=30,
+                        headers={**JSON, "Authorization": "token t"})
+    assert again.status_code == 200
+    # nothing secret in the proxy's log: not the code, the tokens, the secrets, the cookie
+    issued = relay.tokens()  # what the portal's token endpoint gave the proxy
+    assert set(issued) == {"access_token", "refresh_token", "id_token"}
+    tokens = [token for of_kind in issued.values() for token in of_kind]
+    log = proxy.log_text()
+    assert log
+    for secret in [code, *tokens, *proxy.secrets.values(), cookie.value]:
+        assert secret not in log
+    assert "eyJ" not in log  # no JWT: not the ID token
+    assert "/oauth2/callback" not in log and "code=" not in log
 
 
 def test_a_member_of_another_project_gets_the_portals_403(notebook):
@@ -188,20 +110,107 @@ def test_a_member_of_another_project_gets_the_portals_403(notebook):
     assert "You may not open nb" in response.text
 
 
-def test_a_bearer_token_for_the_workload_gets_through(notebook, project_token, live_server,
-                                                      application):
-    workload, proxy, _ = notebook
-    issued = requests.post(f"{live_server.url}/api/v1/workloads/{workload.pk}/access-token/",
-                           headers={"X-Auth-Token": project_token("researcher", "vision-lab")},
-                           timeout=30).json()
-    response = requests.get(proxy.url + "/api/status", timeout=30,
-                            headers={"Authorization": f"Bearer {issued['token']}", **JSON})
-    assert response.status_code == 200
+def test_a_client_secret_of_yaml_and_shell_characters_reaches_the_portal_intact(
+        launch_notebook):
+    # quotes, a colon, a hash, a dollar, a backslash and spaces: the proxy's configuration file
+    # keeps it one literal string, and it goes form-encoded in the token request's Basic auth
+    _, proxy, _ = launch_notebook(client_secret='se"cr: #et $1 \\x')
+    assert proxy.secrets[CLIENT_SECRET_KEY] == 'se"cr: #et $1 \\x'
+    _, response = sign_in(proxy, "researcher")
+    assert (response.status_code, response.text) == (200, "hello from the application")
+
+
+def test_a_bearer_token_passes_only_when_the_portal_signed_it_for_this_workload_and_it_is_live(
+        launch_notebook, project_token, live_server, application, issuer):
+    workload, proxy, _ = launch_notebook("nb")
+    other, other_proxy, _ = launch_notebook("nb2")
+    researcher = {"X-Auth-Token": project_token("researcher", "vision-lab")}
+
+    def issued(workload) -> str:
+        response = requests.post(f"{live_server.url}/api/v1/workloads/{workload.pk}/access-token/",
+                                 headers=researcher, timeout=30)
+        assert response.status_code in (200, 201), response.text
+        return response.json()["token"]
+
+    def status(proxy, token: str) -> int:
+        return requests.get(proxy.url + "/api/kernels", timeout=30, headers={
+            "Authorization": f"Bearer {token}", **JSON}).status_code
+
+    def refused(token: str) -> None:
+        assert status(proxy, token) == 401  # a script
+        browser = requests.get(proxy.url + "/lab", allow_redirects=False, timeout=30,
+                               headers={"Authorization": f"Bearer {token}", **HTML})
+        assert browser.status_code == 302  # a browser: the portal's login
+        assert browser.headers["Location"].startswith(f"{issuer}/authorize/?")
+
+    token, other_token = issued(workload), issued(other)
+    count = len(application.requests)
+    assert status(proxy, token) == 200
     # the application sees Jupyter's token, never the portal's
     assert application.last()["headers"]["Authorization"] == [f"token {workload.access_token}"]
-    forged = issued["token"][:-4] + ("AAAA" if not issued["token"].endswith("AAAA") else "BBBB")
-    assert requests.get(proxy.url + "/api/status", timeout=30, headers={
-        "Authorization": f"Bearer {forged}", **JSON}).status_code == 401
+    # the same claims signed again with the portal's key pass: each token below differs from a
+    # good one in what its comment says, and only that
+    claims = claims_of(token)
+    assert claims["aud"] == workload.access.client_id and claims["iss"] == issuer
+    assert status(proxy, mint(claims)) == 200
+    now = int(time.time())
+    refused(mint({**claims, "iat": now - 120, "nbf": now - 120, "exp": now - 60}))  # expired
+    refused(mint({k: v for k, v in claims.items() if k != "exp"}))  # no expiry at all
+    refused(mint({**claims, "iss": "http://elsewhere.invalid/o"}))  # another issuer
+    # signed with another key that says it is the portal's (its kid)
+    refused(mint(claims, key=jwk.JWK.generate(kty="RSA", size=2048)))
+    refused(token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB"))  # signature broken
+    # another workload's real token: good at its own proxy, refused at this one
+    assert claims_of(other_token)["aud"] == other.access.client_id
+    assert status(other_proxy, other_token) == 200
+    refused(other_token)
+    assert len(application.requests) == count + 3  # only the three that passed reached it
+
+
+def test_a_forged_cookie_or_another_workloads_cookie_is_no_session(launch_notebook, application,
+                                                                   issuer):
+    _, proxy, _ = launch_notebook("nb")
+    _, other, _ = launch_notebook("nb2")
+    browser, response = sign_in(proxy, "researcher")
+    assert response.status_code == 200
+    name, value = cookie_name(proxy.spec), session_cookie(browser, proxy).value
+    assert cookie_name(other.spec) != name
+    # the cookie alone is the session
+    assert requests.get(proxy.url + "/", headers=JSON, cookies={name: value},
+                        timeout=30).status_code == 200
+    count = len(application.requests)
+    forged = value[:-4] + ("AAAA" if not value.endswith("AAAA") else "BBBB")
+    for cookie in (forged, "garbage"):
+        answer = requests.get(proxy.url + "/", headers=JSON, cookies={name: cookie}, timeout=30)
+        assert answer.status_code == 401
+        answer = requests.get(proxy.url + "/", headers=HTML, cookies={name: cookie},
+                              allow_redirects=False, timeout=30)
+        assert answer.status_code == 302
+        assert answer.headers["Location"].startswith(f"{issuer}/authorize/?")
+    # the browser signed in at nb opens nb2 (the same host: it sends nb's cookie there too)
+    assert browser.get(other.url + "/", headers=JSON, timeout=30).status_code == 401
+    # nb's cookie under nb2's name: nb2's cookie secret does not open it
+    assert requests.get(other.url + "/", headers=JSON, cookies={cookie_name(other.spec): value},
+                        timeout=30).status_code == 401
+    assert len(application.requests) == count
+
+
+def test_the_portal_down_when_the_browser_comes_back_with_its_code_ends_on_the_proxys_page(
+        notebook, application):
+    workload, proxy, relay = notebook
+    browser, answer = authorize(proxy, "researcher")
+    assert answer.status_code == 302  # the portal admitted the user; the code is on its way
+    count = len(application.requests)
+    relay.close()  # the proxy cannot redeem it
+    callback = browser.get(answer.headers["Location"], allow_redirects=False, timeout=30)
+    assert callback.status_code == 500
+    assert "Signing in to this workload could not be finished: the portal did not answer" \
+        in callback.text
+    assert "Request ID:" in callback.text
+    assert f"{cookie_name(proxy.spec)}=" not in callback.headers.get("Set-Cookie", "")
+    assert session_cookie(browser, proxy) is None
+    assert len(application.requests) == count
+    assert ProxySession.objects.get(workload=workload).token_family is None  # never redeemed
 
 
 def test_removed_from_the_project_is_refused_within_a_minute(notebook, keystone, no_role_cache):
@@ -232,24 +241,38 @@ def test_removed_from_the_project_is_refused_within_a_minute(notebook, keystone,
         ks.users.delete(user)
 
 
-def test_signing_out_of_the_portal_ends_the_workload_session(notebook, live_server):
-    _, proxy, _ = notebook
+def test_each_refresh_asks_the_portal_and_signing_out_of_it_ends_the_workload_session(
+        notebook, live_server):
+    workload, proxy, _ = notebook
     browser, response = sign_in(proxy, "lead")
     assert response.status_code == 200
+    signed_in = ProxySession.objects.get(workload=workload).checked_at
+    time.sleep(REFRESH_DUE)
+    assert browser.get(proxy.url + "/lab", headers=JSON, timeout=30).status_code == 200
+    # that request's refresh asked the portal, which checked the user's access again
+    assert ProxySession.objects.get(workload=workload).checked_at > signed_in
     logout = browser.get(f"{live_server.url}/", timeout=30)
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', logout.text).group(1)
     browser.post(f"{live_server.url}/logout/", data={"csrfmiddlewaretoken": token},
                  headers={"Referer": f"{live_server.url}/"}, timeout=30)
-    time.sleep(RECHECK + 0.5)
+    time.sleep(REFRESH_DUE)
     assert browser.get(proxy.url + "/lab", headers=JSON, timeout=30).status_code == 401
+    # the portal's refusal ended the session at once: the proxy cleared its cookie
+    assert session_cookie(browser, proxy) is None
+    assert "Fatal refresh error detected" in proxy.log_text()
+    ended = ProxySession.objects.get(workload=workload)
+    assert ended.ended_at is not None
+    assert ended.ended_reason == "the portal session it came from has ended"
 
 
 def test_the_portal_unreachable_keeps_admitted_sessions_until_their_id_token_expires(notebook):
     _, proxy, relay = notebook
     browser, response = sign_in(proxy, "researcher")
     assert response.status_code == 200
+    expires = time.monotonic() + ID_TOKEN_SECONDS
     relay.close()  # the portal is gone for the proxy
-    time.sleep(RECHECK + 0.5)
+    time.sleep(REFRESH_DUE)
     assert browser.get(proxy.url + "/lab", headers=JSON, timeout=30).status_code == 200
-    time.sleep(6)  # the ID token's lifetime in these tests
+    assert "Unable to refresh session" in proxy.log_text()  # it tried, and kept the session
+    time.sleep(max(0.0, expires - time.monotonic()) + 1.1)
     assert browser.get(proxy.url + "/lab", headers=JSON, timeout=30).status_code == 401
