@@ -1,6 +1,9 @@
+import re
+
 from django.conf import settings
 from django.core.checks import Error, register
 
+from .manifests import egress_destination
 from .naming import is_valid_prefix
 
 
@@ -10,3 +13,31 @@ def namespace_prefix_check(app_configs, **kwargs):
         return []
     return [Error("PORTAL_NAMESPACE_PREFIX must be empty or up to 20 of [a-z0-9-], "
                   "not starting with '-'", id="tenants.E001")]
+
+
+@register()
+def workload_egress_check(app_configs, **kwargs):
+    """The egress settings of tenant pods: a bad entry would make every namespace's policy
+    fail to apply; say so at start-up instead."""
+    errors = []
+    for entry in settings.PORTAL_WORKLOAD_EGRESS_CIDRS:
+        try:
+            egress_destination(entry)
+        except ValueError as exc:
+            errors.append(Error(f"PORTAL_WORKLOAD_EGRESS_CIDRS: {exc}", id="tenants.E002"))
+    for entry in settings.PORTAL_WORKLOAD_EGRESS_INTERNET_EXCEPT:
+        try:
+            network, port = egress_destination(entry)
+        except ValueError as exc:
+            errors.append(Error(f"PORTAL_WORKLOAD_EGRESS_INTERNET_EXCEPT: {exc}",
+                                id="tenants.E002"))
+            continue
+        if port is not None or network.endswith("/0"):
+            errors.append(Error(f"PORTAL_WORKLOAD_EGRESS_INTERNET_EXCEPT: “{entry}” must be a "
+                                "CIDR narrower than /0, without a port.", id="tenants.E002"))
+    port = str(settings.PORTAL_WORKLOAD_EGRESS_PORTAL_PORT)
+    if not (port.isdigit() and 1 <= int(port) <= 65535) and \
+            not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?", port):
+        errors.append(Error(f"PORTAL_WORKLOAD_EGRESS_PORTAL_PORT: “{port}” is neither a port "
+                            "number nor a container port's name.", id="tenants.E002"))
+    return errors

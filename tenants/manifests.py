@@ -7,6 +7,7 @@ functions are tested by comparing dicts and validated against the Kubernetes sch
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import re
 from typing import Any
 
@@ -17,6 +18,12 @@ ANNOTATION_PROJECT_NAME = "gpu-portal.io/project-display-name"
 LABEL_EXPOSED = "gpu-portal.io/exposed"
 EXPOSED_PORT_NAME = "http"  # the exposed pod's port: its proxy's (portal/workloads/manifests.py)
 METADATA_ADDRESS = "169.254.169.254/32"
+# what "the internet" leaves out unless the operator lists the cluster's own ranges: the private,
+# shared (carrier-grade NAT), link-local (the metadata address among them) and loopback ranges,
+# where pod and service networks, nodes, their kubelets and the API server usually are
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
+                  "169.254.0.0/16", "127.0.0.0/8", "fc00::/7", "fe80::/10")
+EGRESS_POLICY = "gpu-portal-egress"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # Keystone role → ClusterRole, as the RoleBindings grant it
@@ -25,6 +32,41 @@ ROLE_CLUSTER_ROLES = {"reader": "view", "member": "edit", "manager": "edit", "ad
 QUOTA_NAME = "gpu-portal-quota"
 LIMIT_RANGE_NAME = "gpu-portal-defaults"
 SERVICE_ACCOUNT_NAME = "workload"
+
+
+def egress_destination(entry: str) -> tuple[str, int | None]:
+    """An operator's egress entry, `CIDR` (every port) or `CIDR:PORT` (TCP and UDP on that
+    port), as (the network, normalised; the port or None), or ValueError."""
+    entry = entry.strip()
+    network, port = entry, None
+    if "/" in entry and ":" in entry.rpartition("/")[2]:
+        network, _, port_text = entry.rpartition(":")
+        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            raise ValueError(f"“{entry}”: the port after the CIDR must be 1-65535.")
+        port = int(port_text)
+    try:
+        return str(ipaddress.ip_network(network, strict=True)), port
+    except ValueError as exc:
+        raise ValueError(f"“{entry}” is not CIDR or CIDR:PORT ({exc}).") from exc
+
+
+@dataclasses.dataclass(frozen=True)
+class EgressSpec:
+    """Where a tenant's pods may open connections (answers to connections made to them are
+    never blocked): cluster DNS, their own namespace, the portal's web pods (the proxies' token
+    and key endpoints), the operator's destinations, and the internet if the site allows it,
+    which is every address but `internet_except` and the metadata address."""
+
+    dns_namespace: str = "kube-system"
+    dns_pod_labels: tuple[tuple[str, str], ...] = (("k8s-app", "kube-dns"),)
+    # the portal's web pods; no namespace: no rule (the proxies then reach the portal through
+    # a destination below or the internet)
+    portal_namespace: str = ""
+    portal_pod_labels: tuple[tuple[str, str], ...] = ()
+    portal_port: int | str = 8000  # the web container's port (a number or its name)
+    destinations: tuple[tuple[str, int | None], ...] = ()  # (CIDR, port or None: every port)
+    internet: bool = True
+    internet_except: tuple[str, ...] = PRIVATE_RANGES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +93,7 @@ class NamespaceSpec:
     # portal admits workloads by their own requests
     sidecar_cpu_millis: int = 0
     sidecar_memory_mib: int = 0
+    egress: EgressSpec = EgressSpec()
 
 
 def label_value(text: str) -> str:
@@ -133,12 +176,57 @@ def make_limit_range(spec: NamespaceSpec) -> dict[str, Any]:
     }
 
 
+def _internet(excluded: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every address of each family but the excluded ranges (and the metadata address)."""
+    blocks = []
+    for everything in ("0.0.0.0/0", "::/0"):
+        family = ipaddress.ip_network(everything).version
+        left_out = sorted({str(ipaddress.ip_network(cidr)) for cidr in (*excluded,
+                                                                          METADATA_ADDRESS)
+                           if ipaddress.ip_network(cidr).version == family},
+                          key=lambda cidr: ipaddress.ip_network(cidr))
+        # a range inside another one that is left out adds nothing
+        left_out = [cidr for cidr in left_out if not any(
+            other != cidr and ipaddress.ip_network(cidr).subnet_of(ipaddress.ip_network(other))
+            for other in left_out)]
+        blocks.append({"ipBlock": {"cidr": everything, "except": left_out}})
+    return [{"to": blocks}]
+
+
+def make_egress_rules(egress: EgressSpec) -> list[dict[str, Any]]:
+    """What a tenant's pods may reach. Never the API server, nor a node's kubelet (10250):
+    they are in the cluster's own ranges, which only the operator's destinations may open."""
+    dns = {"namespaceSelector": {"matchLabels": {
+               "kubernetes.io/metadata.name": egress.dns_namespace}},
+           "podSelector": {"matchLabels": dict(egress.dns_pod_labels)}}
+    rules: list[dict[str, Any]] = [
+        {"to": [dns], "ports": [{"protocol": "UDP", "port": 53},
+                                {"protocol": "TCP", "port": 53}]},
+        {"to": [{"podSelector": {}}]},  # the namespace's own pods, on any port
+    ]
+    if egress.portal_namespace:
+        rules.append({
+            "to": [{"namespaceSelector": {"matchLabels": {
+                        "kubernetes.io/metadata.name": egress.portal_namespace}},
+                    "podSelector": {"matchLabels": dict(egress.portal_pod_labels)}}],
+            "ports": [{"protocol": "TCP", "port": egress.portal_port}]})
+    for cidr, port in egress.destinations:
+        rule: dict[str, Any] = {"to": [{"ipBlock": {"cidr": cidr}}]}
+        if port is not None:
+            rule["ports"] = [{"protocol": "TCP", "port": port}, {"protocol": "UDP", "port": port}]
+        rules.append(rule)
+    if egress.internet:
+        rules += _internet(egress.internet_except)
+    return rules
+
+
 def make_network_policies(spec: NamespaceSpec) -> list[dict[str, Any]]:
     """Isolation: only pods of the namespace may reach its pods; an exposed pod (a service
     workload's) is reached by anyone, the namespace's own pods included, only on its port
     "http", which is its authenticating proxy's: the application behind the proxy is reached
-    by nothing but the proxy, over the pod's loopback. No pod may reach the cloud metadata
-    address.
+    by nothing but the proxy, over the pod's loopback. Out of the namespace, its pods reach
+    only what `EgressSpec` names: never the cloud metadata address, the API server or the
+    nodes' kubelets (unless the operator names their addresses).
 
     Policies add up: a pod selected by two policies admits what either admits. So the
     namespace-wide policy must leave the exposed pods out, or it would open every port of
@@ -161,12 +249,18 @@ def make_network_policies(spec: NamespaceSpec) -> list[dict[str, Any]]:
             "policyTypes": ["Ingress"],
             "ingress": [{"ports": [{"protocol": "TCP", "port": EXPOSED_PORT_NAME}]}],
         }),
-        policy("gpu-portal-deny-metadata", {
+        policy(EGRESS_POLICY, {
             "podSelector": {},
             "policyTypes": ["Egress"],
-            "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [METADATA_ADDRESS]}}]}],
+            "egress": make_egress_rules(spec.egress),
         }),
     ]
+
+
+# Objects the portal made in earlier versions and no longer wants: provisioning deletes them.
+# The egress policy that admitted everything but the metadata address would, policies adding
+# up, keep admitting it all beside the new one.
+RETIRED_OBJECTS = (("NetworkPolicy", "gpu-portal-deny-metadata"),)
 
 
 def make_service_account(spec: NamespaceSpec) -> dict[str, Any]:

@@ -19,7 +19,14 @@ from portal.access.proxy import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
 from portal.kube.client import Conflict, Kube, KubeError
 
 from .audit import audit_record
-from .manifests import NamespaceSpec, tenant_objects
+from .manifests import (
+    PRIVATE_RANGES,
+    RETIRED_OBJECTS,
+    EgressSpec,
+    NamespaceSpec,
+    egress_destination,
+    tenant_objects,
+)
 from .models import Quota, Tenant
 
 log = logging.getLogger(__name__)
@@ -30,10 +37,28 @@ class ReconcileResult:
     created: list[str] = dataclasses.field(default_factory=list)
     repaired: list[str] = dataclasses.field(default_factory=list)
     unchanged: list[str] = dataclasses.field(default_factory=list)
+    removed: list[str] = dataclasses.field(default_factory=list)  # retired objects deleted
 
     @property
     def changed(self) -> bool:
-        return bool(self.created or self.repaired)
+        return bool(self.created or self.repaired or self.removed)
+
+
+def egress_spec() -> EgressSpec:
+    """The site's egress of tenant pods, from the settings (tenants/checks.py checks them)."""
+    port = settings.PORTAL_WORKLOAD_EGRESS_PORTAL_PORT
+    return EgressSpec(
+        dns_namespace=settings.PORTAL_WORKLOAD_EGRESS_DNS_NAMESPACE,
+        dns_pod_labels=tuple(sorted(settings.PORTAL_WORKLOAD_EGRESS_DNS_POD_LABELS.items())),
+        portal_namespace=settings.PORTAL_WORKLOAD_EGRESS_PORTAL_NAMESPACE,
+        portal_pod_labels=tuple(sorted(
+            settings.PORTAL_WORKLOAD_EGRESS_PORTAL_POD_LABELS.items())),
+        portal_port=int(port) if str(port).isdigit() else port,
+        destinations=tuple(egress_destination(entry)
+                           for entry in settings.PORTAL_WORKLOAD_EGRESS_CIDRS),
+        internet=settings.PORTAL_WORKLOAD_EGRESS_INTERNET,
+        internet_except=tuple(settings.PORTAL_WORKLOAD_EGRESS_INTERNET_EXCEPT) or PRIVATE_RANGES,
+    )
 
 
 def namespace_spec(tenant: Tenant, quota: Quota) -> NamespaceSpec:
@@ -60,6 +85,7 @@ def namespace_spec(tenant: Tenant, quota: Quota) -> NamespaceSpec:
         default_memory_request=settings.PORTAL_DEFAULT_CONTAINER_MEMORY_REQUEST,
         sidecar_cpu_millis=PROXY_CPU_MILLIS,
         sidecar_memory_mib=PROXY_MEMORY_MIB,
+        egress=egress_spec(),
     )
 
 
@@ -161,6 +187,10 @@ def tenant_reconcile(*, tenant_id: int, kube: Kube | None = None) -> ReconcileRe
     try:
         for desired in tenant_objects(namespace_spec(tenant, quota)):
             _ensure(kube, desired, result)
+        for kind, name in RETIRED_OBJECTS:
+            # an upgrade, not drift: the tenant stays provisioned
+            if kube.delete(kind, name, tenant.namespace):
+                result.removed.append(f"{kind} {tenant.namespace}/{name}")
     except KubeError as exc:
         _set_state(tenant, Tenant.State.FAILED, f"{type(exc).__name__}: {exc}")
         if result.changed:
@@ -183,7 +213,8 @@ def _audit(tenant: Tenant, result: ReconcileResult) -> None:
     with transaction.atomic():
         audit_record(actor=None, action="namespace.reconcile", tenant=tenant,
                      target=tenant.namespace, before=None,
-                     after={"created": result.created, "repaired": result.repaired})
+                     after={"created": result.created, "repaired": result.repaired,
+                            **({"removed": result.removed} if result.removed else {})})
 
 
 def tenant_namespace_delete(*, tenant_id: int, kube: Kube | None = None) -> bool:

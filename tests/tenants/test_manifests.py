@@ -1,12 +1,21 @@
 """The namespace objects as pure functions: exact dicts, and valid against the Kubernetes schema."""
 
 import dataclasses
+import ipaddress
 
 import kubernetes_validate
 import pytest
 
 from kubesim.selectors import selector_from_match  # kubesim's Kubernetes label selectors
-from tenants.manifests import NamespaceSpec, label_value, make_resource_quota, tenant_objects
+from tenants.manifests import (
+    EgressSpec,
+    NamespaceSpec,
+    egress_destination,
+    label_value,
+    make_egress_rules,
+    make_resource_quota,
+    tenant_objects,
+)
 
 SPEC = NamespaceSpec(namespace="gpu-vision-lab-abc123", project_id="d964ebf8619749c3",
                      project_name="Vision Lab", gpus_total=8,
@@ -28,7 +37,7 @@ def test_the_set_of_objects():
         ("LimitRange", "gpu-portal-defaults"),
         ("NetworkPolicy", "gpu-portal-same-namespace"),
         ("NetworkPolicy", "gpu-portal-exposed-services"),
-        ("NetworkPolicy", "gpu-portal-deny-metadata"),
+        ("NetworkPolicy", "gpu-portal-egress"),
         ("ServiceAccount", "workload"),
         ("RoleBinding", "gpu-portal-project-members"),
         ("RoleBinding", "gpu-portal-keystone-reader"),
@@ -76,7 +85,7 @@ def test_namespace_carries_pod_security_and_tenant_labels():
     assert ns["metadata"]["annotations"]["gpu-portal.io/project-display-name"] == "Vision Lab"
 
 
-def test_network_policies_isolate_and_block_the_metadata_address():
+def test_network_policies_isolate_and_limit_egress():
     policies = {o["metadata"]["name"]: o["spec"] for o in tenant_objects(SPEC)
                 if o["kind"] == "NetworkPolicy"}
     assert policies == {
@@ -94,13 +103,109 @@ def test_network_policies_isolate_and_block_the_metadata_address():
             "policyTypes": ["Ingress"],
             "ingress": [{"ports": [{"protocol": "TCP", "port": "http"}]}],
         },
-        "gpu-portal-deny-metadata": {
+        # out of the namespace: DNS, its own pods, and the internet without the cluster's
+        # private ranges (the metadata address is in the link-local one)
+        "gpu-portal-egress": {
             "podSelector": {},
             "policyTypes": ["Egress"],
-            "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0",
-                                            "except": ["169.254.169.254/32"]}}]}],
+            "egress": [
+                {"to": [{"namespaceSelector": {"matchLabels": {
+                             "kubernetes.io/metadata.name": "kube-system"}},
+                         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                {"to": [{"podSelector": {}}]},
+                {"to": [
+                    {"ipBlock": {"cidr": "0.0.0.0/0", "except": [
+                        "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+                        "172.16.0.0/12", "192.168.0.0/16"]}},
+                    {"ipBlock": {"cidr": "::/0", "except": ["fc00::/7", "fe80::/10"]}}]},
+            ],
         },
     }
+
+
+SITE_EGRESS = EgressSpec(
+    portal_namespace="gpu-portal",
+    portal_pod_labels=(("app.kubernetes.io/component", "web"),
+                       ("app.kubernetes.io/name", "gpu-portal")),
+    destinations=(("10.20.0.0/24", None), ("10.30.0.5/32", 5000)),
+    internet=False)
+
+
+def test_the_sites_egress_names_the_portal_and_its_destinations():
+    egress = make_egress_rules(SITE_EGRESS)
+    assert egress[2:] == [
+        # the proxies' token and key endpoints: the portal's web pods, on their port only
+        {"to": [{"namespaceSelector": {"matchLabels": {
+                     "kubernetes.io/metadata.name": "gpu-portal"}},
+                 "podSelector": {"matchLabels": {"app.kubernetes.io/component": "web",
+                                                 "app.kubernetes.io/name": "gpu-portal"}}}],
+         "ports": [{"protocol": "TCP", "port": 8000}]},
+        {"to": [{"ipBlock": {"cidr": "10.20.0.0/24"}}]},
+        {"to": [{"ipBlock": {"cidr": "10.30.0.5/32"}}],
+         "ports": [{"protocol": "TCP", "port": 5000}, {"protocol": "UDP", "port": 5000}]},
+    ]  # and no internet
+    spec = dataclasses.replace(SPEC, egress=SITE_EGRESS)
+    version = kubernetes_validate.utils.latest_version()
+    for obj in tenant_objects(spec):
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def reachable(egress: EgressSpec, address: str, port: int) -> bool:
+    """Whether the egress rules admit TCP to `address`:`port` outside the namespace and not
+    to a pod the rules select (an address of a node, a Service, the API server …)."""
+    ip = ipaddress.ip_address(address)
+    for rule in make_egress_rules(egress):
+        ports = [p["port"] for p in rule.get("ports", []) if p["protocol"] == "TCP"]
+        if "ports" in rule and port not in ports:
+            continue
+        for peer in rule["to"]:
+            block = peer.get("ipBlock")
+            if block and ip in ipaddress.ip_network(block["cidr"]) and not any(
+                    ip in ipaddress.ip_network(cidr) for cidr in block.get("except", [])):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("egress", [EgressSpec(), SITE_EGRESS], ids=["default", "site"])
+@pytest.mark.parametrize(("address", "port"), [
+    ("10.96.0.1", 443),  # the API server's Service
+    ("192.168.10.2", 6443),  # the API server itself
+    ("10.0.0.5", 10250), ("172.16.4.4", 10250),  # kubelets
+    ("169.254.169.254", 80),  # the cloud's metadata
+    ("100.64.3.7", 8888),  # another tenant's pod (a shared-range pod network)
+])
+def test_never_the_api_server_the_kubelets_nor_the_metadata_address(egress, address, port):
+    assert not reachable(egress, address, port)
+
+
+def test_the_internet_only_where_the_site_allows_it():
+    assert reachable(EgressSpec(), "151.101.0.223", 443)  # pypi.org
+    assert reachable(EgressSpec(), "2a04:4e42::223", 443)
+    assert not reachable(SITE_EGRESS, "151.101.0.223", 443)
+    # the operator's destinations: a registry mirror on one port, a subnet on all
+    assert reachable(SITE_EGRESS, "10.30.0.5", 5000)
+    assert not reachable(SITE_EGRESS, "10.30.0.5", 10250)
+    assert reachable(SITE_EGRESS, "10.20.0.9", 3128)
+    # the metadata address stays out even when the operator's list forgets link-local
+    assert not reachable(EgressSpec(internet_except=("10.0.0.0/8",)), "169.254.169.254", 80)
+
+
+@pytest.mark.parametrize(("entry", "parsed"), [
+    ("10.20.0.0/24", ("10.20.0.0/24", None)),
+    (" 10.30.0.5/32:5000 ", ("10.30.0.5/32", 5000)),
+    ("fd00:1::/64", ("fd00:1::/64", None)),
+    ("fd00:1::/64:443", ("fd00:1::/64", 443)),
+])
+def test_egress_destinations(entry, parsed):
+    assert egress_destination(entry) == parsed
+
+
+@pytest.mark.parametrize("entry", ["10.20.0.1/24", "10.20.0.0/24:0", "10.20.0.0/24:http",
+                                   "registry.example.org", "10.20.0.0/33"])
+def test_bad_egress_destinations_are_refused(entry):
+    with pytest.raises(ValueError):
+        egress_destination(entry)
 
 
 @pytest.mark.parametrize(("pod_labels", "admitted"), [
@@ -165,3 +270,16 @@ def test_the_schema_check_catches_a_misspelt_field():
     quota["spec"]["hrad"] = quota["spec"].pop("hard")
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(quota, kubernetes_validate.utils.latest_version(), strict=True)
+
+
+def test_bad_egress_settings_stop_the_start(settings):
+    from tenants.checks import workload_egress_check
+
+    assert workload_egress_check(None) == []  # the defaults
+    settings.PORTAL_WORKLOAD_EGRESS_CIDRS = ["10.30.0.5/32:5000", "registry.example.org"]
+    settings.PORTAL_WORKLOAD_EGRESS_INTERNET_EXCEPT = ["10.0.0.0/8", "0.0.0.0/0"]
+    settings.PORTAL_WORKLOAD_EGRESS_PORTAL_PORT = "HTTP!"
+    messages = [error.msg for error in workload_egress_check(None)]
+    assert [message.split(":")[0] for message in messages] == [
+        "PORTAL_WORKLOAD_EGRESS_CIDRS", "PORTAL_WORKLOAD_EGRESS_INTERNET_EXCEPT",
+        "PORTAL_WORKLOAD_EGRESS_PORTAL_PORT"]

@@ -49,7 +49,7 @@ def test_a_new_tenant_gets_the_full_set_of_objects(tenant, cluster):
     assert limits.spec.limits[0].default == {"cpu": "1", "memory": "4Gi"}
     policies = k8s.NetworkingV1Api(api).list_namespaced_network_policy(ns)
     assert sorted(p.metadata.name for p in policies.items) == [
-        "gpu-portal-deny-metadata", "gpu-portal-exposed-services", "gpu-portal-same-namespace"]
+        "gpu-portal-egress", "gpu-portal-exposed-services", "gpu-portal-same-namespace"]
     sa = k8s.CoreV1Api(api).read_namespaced_service_account("workload", ns)
     assert sa.automount_service_account_token is False
     bindings = k8s.RbacAuthorizationV1Api(api).list_namespaced_role_binding(ns)
@@ -82,7 +82,7 @@ def test_drift_made_by_hand_is_put_back(tenant, cluster):
     core_api.patch_namespaced_resource_quota("gpu-portal-quota", ns,
                                              {"spec": {"hard": {"requests.nvidia.com/gpu": "99",
                                                                 "count/secrets": "5"}}})
-    k8s.NetworkingV1Api(api).delete_namespaced_network_policy("gpu-portal-deny-metadata", ns)
+    k8s.NetworkingV1Api(api).delete_namespaced_network_policy("gpu-portal-egress", ns)
     core_api.patch_namespaced_service_account("workload", ns,
                                               {"automountServiceAccountToken": True})
     core_api.patch_namespace(ns, {"metadata": {"labels": {
@@ -90,7 +90,7 @@ def test_drift_made_by_hand_is_put_back(tenant, cluster):
 
     kube = Kube()
     result = tenant_reconcile(tenant_id=tenant.pk, kube=kube)
-    assert sorted(result.created) == [f"NetworkPolicy {ns}/gpu-portal-deny-metadata"]
+    assert sorted(result.created) == [f"NetworkPolicy {ns}/gpu-portal-egress"]
     assert sorted(result.repaired) == sorted([
         f"Namespace {ns}", f"ResourceQuota {ns}/gpu-portal-quota", f"ServiceAccount {ns}/workload"])
     assert kube.writes == 4
@@ -127,6 +127,42 @@ def test_a_namespace_provisioned_before_the_proxies_gets_the_new_isolation(tenan
     assert live["spec"] == desired["spec"]
     assert live["spec"]["podSelector"] == {"matchExpressions": [
         {"key": "gpu-portal.io/exposed", "operator": "NotIn", "values": ["true"]}]}
+    assert not tenant_reconcile(tenant_id=tenant.pk).changed
+
+
+def test_a_namespace_provisioned_before_the_egress_rules_loses_its_open_egress(tenant, cluster,
+                                                                              settings):
+    """Before issue 19 a namespace's pods reached everything but the metadata address (the
+    policy gpu-portal-deny-metadata). Policies add up, so that one is deleted, and the pods
+    reach only what gpu-portal-egress names: the site's settings, rewritten when they change."""
+    tenant_reconcile(tenant_id=tenant.pk)
+    ns = tenant.namespace
+    networking = k8s.NetworkingV1Api(cluster.api_client())
+    networking.create_namespaced_network_policy(ns, {
+        "metadata": {"name": "gpu-portal-deny-metadata", "labels": {
+            "app.kubernetes.io/managed-by": "gpu-portal"}},
+        "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{"to": [{"ipBlock": {
+            "cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}]}]}})
+    result = tenant_reconcile(tenant_id=tenant.pk)
+    assert result.removed == [f"NetworkPolicy {ns}/gpu-portal-deny-metadata"]
+    assert not result.created and not result.repaired
+    names = [p.metadata.name for p in networking.list_namespaced_network_policy(ns).items]
+    assert "gpu-portal-deny-metadata" not in names and "gpu-portal-egress" in names
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.PROVISIONED  # an upgrade, not drift
+    record = AuditRecord.objects.filter(tenant=tenant, action="namespace.reconcile"
+                                        ).order_by("pk").last()
+    assert record.after["removed"] == [f"NetworkPolicy {ns}/gpu-portal-deny-metadata"]
+    # the site names a registry mirror and closes the internet: the policy follows
+    settings.PORTAL_WORKLOAD_EGRESS_CIDRS = ["10.30.0.5/32:5000"]
+    settings.PORTAL_WORKLOAD_EGRESS_INTERNET = False
+    kube = Kube()
+    result = tenant_reconcile(tenant_id=tenant.pk, kube=kube)
+    assert result.repaired == [f"NetworkPolicy {ns}/gpu-portal-egress"] and kube.writes == 1
+    live = kube.get("NetworkPolicy", "gpu-portal-egress", ns)
+    blocks = [peer["ipBlock"]["cidr"] for rule in live["spec"]["egress"]
+              for peer in rule["to"] if "ipBlock" in peer]
+    assert blocks == ["10.30.0.5/32"]
     assert not tenant_reconcile(tenant_id=tenant.pk).changed
 
 
