@@ -175,7 +175,12 @@ def test_the_worker_deployments_serve_exactly_the_queues_the_app_routes_to():
 
 
 def test_manage_py_passes_djangos_deployment_checks():
-    result = run(sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING")
+    # as the operator guide sets up production: the login's signing key from the Secret, a
+    # certificate for the workloads' proxies in every tenant namespace
+    env = production_env(PORTAL_OIDC_PRIVATE_KEY=os.environ["PORTAL_OIDC_PRIVATE_KEY"],
+                         PORTAL_AUTH_PROXY_TLS_SECRET="gpu-portal-workloads-tls")
+    result = run(sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING",
+                 env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     job = find(render("deploy/overlays/production"), "Job", "gpu-portal-migrate")
     assert job["spec"]["template"]["spec"]["containers"][0]["command"] == [
