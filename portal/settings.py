@@ -217,8 +217,9 @@ DEFAULT_FROM_EMAIL = env.str("PORTAL_EMAIL_FROM", default="gpu-portal@localhost"
 
 # --- tenants ------------------------------------------------------------------------------
 PORTAL_NAMESPACE_PREFIX = env.str("PORTAL_NAMESPACE_PREFIX", default="gpu-")
-# Pod Security admission levels of tenant namespaces
-PORTAL_POD_SECURITY_ENFORCE = env.str("PORTAL_POD_SECURITY_ENFORCE", default="baseline")
+# Pod Security admission levels of tenant namespaces. A tenant an admin lets run templates that
+# may run as root enforces "baseline" where this says "restricted" (tenants.selectors)
+PORTAL_POD_SECURITY_ENFORCE = env.str("PORTAL_POD_SECURITY_ENFORCE", default="restricted")
 PORTAL_POD_SECURITY_WARN = env.str("PORTAL_POD_SECURITY_WARN", default="restricted")
 PORTAL_POD_SECURITY_AUDIT = env.str("PORTAL_POD_SECURITY_AUDIT", default="restricted")
 # Egress of tenant pods (tenants/manifests.py make_egress_rules; docs/operator-guide.md, "What

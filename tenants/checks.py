@@ -3,7 +3,7 @@ import re
 from django.conf import settings
 from django.core.checks import Error, register
 
-from .manifests import egress_destination
+from .manifests import POD_SECURITY_LEVELS, egress_destination
 from .naming import is_valid_prefix
 
 
@@ -40,4 +40,16 @@ def workload_egress_check(app_configs, **kwargs):
             not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?", port):
         errors.append(Error(f"PORTAL_WORKLOAD_EGRESS_PORTAL_PORT: “{port}” is neither a port "
                             "number nor a container port's name.", id="tenants.E002"))
+    return errors
+
+
+@register()
+def pod_security_check(app_configs, **kwargs):
+    errors = []
+    for name in ("PORTAL_POD_SECURITY_ENFORCE", "PORTAL_POD_SECURITY_WARN",
+                 "PORTAL_POD_SECURITY_AUDIT"):
+        value = getattr(settings, name)
+        if value not in POD_SECURITY_LEVELS:
+            errors.append(Error(f"{name} must be one of {', '.join(POD_SECURITY_LEVELS)}, "
+                                f"not “{value}”.", id="tenants.E003"))
     return errors

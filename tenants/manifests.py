@@ -24,6 +24,8 @@ METADATA_ADDRESS = "169.254.169.254/32"
 PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
                   "169.254.0.0/16", "127.0.0.0/8", "fc00::/7", "fe80::/10")
 EGRESS_POLICY = "gpu-portal-egress"
+# Pod Security admission levels, from the most permissive to the least
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # Keystone role → ClusterRole, as the RoleBindings grant it
@@ -81,7 +83,7 @@ class NamespaceSpec:
     memory_gb: int
     max_workloads: int
     # policy
-    pod_security: tuple[str, str, str] = ("baseline", "restricted", "restricted")
+    pod_security: tuple[str, str, str] = ("restricted", "restricted", "restricted")
     project_group_format: str = "{project_id}"
     role_group_format: str = "{project_id}:{role}"
     default_cpu: str = "1"
@@ -94,6 +96,18 @@ class NamespaceSpec:
     sidecar_cpu_millis: int = 0
     sidecar_memory_mib: int = 0
     egress: EgressSpec = EgressSpec()
+
+
+def enforced_level(site_level: str, *, allow_root: bool) -> str:
+    """The Pod Security level a tenant's namespace enforces: the site's, lowered to "baseline"
+    for a tenant an admin lets run templates that may run as root ("restricted" admits no
+    container that may run as root; "baseline" admits root, still without privileged
+    containers, host namespaces or host paths)."""
+    return "baseline" if allow_root and site_level == "restricted" else site_level
+
+
+def level_admits_root(level: str) -> bool:
+    return level != "restricted"
 
 
 def label_value(text: str) -> str:

@@ -23,6 +23,9 @@ class Tenant(models.Model):
     last_reconciled_at = models.DateTimeField(null=True, blank=True)
     # image registries/prefixes the tenant may launch (empty: any), e.g. ["nvcr.io/nvidia"]
     image_prefixes = models.JSONField(default=list, blank=True)
+    # an admin lets the tenant run templates that may run as root: its namespace then enforces
+    # Pod Security "baseline" where the site's level is "restricted" (tenants.selectors)
+    allow_root_templates = models.BooleanField(default=False)
     delete_after = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

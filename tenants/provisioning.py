@@ -28,6 +28,7 @@ from .manifests import (
     tenant_objects,
 )
 from .models import Quota, Tenant
+from .selectors import tenant_pod_security
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def namespace_spec(tenant: Tenant, quota: Quota) -> NamespaceSpec:
         cpu=quota.cpu,
         memory_gb=quota.memory_gb,
         max_workloads=quota.max_workloads,
-        pod_security=(settings.PORTAL_POD_SECURITY_ENFORCE, settings.PORTAL_POD_SECURITY_WARN,
+        pod_security=(tenant_pod_security(tenant), settings.PORTAL_POD_SECURITY_WARN,
                       settings.PORTAL_POD_SECURITY_AUDIT),
         project_group_format=settings.PORTAL_RBAC_PROJECT_GROUP_FORMAT,
         role_group_format=settings.PORTAL_RBAC_ROLE_GROUP_FORMAT,

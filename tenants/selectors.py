@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import QuerySet
 
+from .manifests import enforced_level, level_admits_root
 from .models import AuditRecord, Tenant
+
+
+def tenant_pod_security(tenant: Tenant) -> str:
+    """The Pod Security level the tenant's namespace enforces (PORTAL_POD_SECURITY_ENFORCE,
+    "baseline" instead of "restricted" where an admin allows root templates)."""
+    return enforced_level(settings.PORTAL_POD_SECURITY_ENFORCE,
+                          allow_root=tenant.allow_root_templates)
+
+
+def tenant_admits_root(tenant: Tenant) -> bool:
+    """Whether a template that may run as root can run in the tenant's namespace."""
+    return level_admits_root(tenant_pod_security(tenant))
 
 
 def tenants_visible(identity) -> QuerySet[Tenant]:

@@ -150,3 +150,21 @@ def tenant_restore(*, tenant: Tenant, acting_user) -> Tenant:
                      after={"state": tenant.state})
         _enqueue_reconcile(tenant.pk)
     return tenant
+
+
+def tenant_root_templates_update(*, tenant: Tenant, acting_user, allow: bool) -> Tenant:
+    """Let the tenant run templates that may run as root, or stop it. Its namespace's Pod
+    Security level follows at the reconcile enqueued on commit ("baseline" where the site's is
+    "restricted"): pods already running stay; a new root pod is refused under "restricted".
+    Audited."""
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if tenant.allow_root_templates == allow:
+            return tenant
+        tenant.allow_root_templates = allow
+        tenant.save(update_fields=["allow_root_templates", "updated_at"])
+        audit_record(actor=acting_user, action="tenant.allow_root_templates", tenant=tenant,
+                     target=tenant.namespace, before={"allow_root_templates": not allow},
+                     after={"allow_root_templates": allow})
+        _enqueue_reconcile(tenant.pk)
+    return tenant

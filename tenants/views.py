@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -16,14 +17,20 @@ from rest_framework.exceptions import ValidationError
 
 from portal.keystone.client import KeystoneClient, KeystoneError
 from portal.kube.client import KubeError
-from portal.workloads.models import GpuType
+from portal.workloads.models import GpuType, Template
 from portal.workloads.selectors import gpus_in_use_by_namespace
 
 from .filtersets import AuditRecordFilterSet, TenantFilterSet
 from .models import Quota, Tenant
 from .quota_validation import CapacityUnknown, clean_quota_changes
-from .selectors import audit_records_visible, tenants_visible
-from .services import QUOTA_FIELDS, quota_update, tenant_mark_deleting, tenant_restore
+from .selectors import audit_records_visible, tenant_pod_security, tenants_visible
+from .services import (
+    QUOTA_FIELDS,
+    quota_update,
+    tenant_mark_deleting,
+    tenant_restore,
+    tenant_root_templates_update,
+)
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +180,24 @@ def tenant_detail(request: HttpRequest, pk: int) -> HttpResponse:
                        for t in gpu_types],
         "members": members, "members_error": members_error,
         "audit": audit_records_visible(request.identity).filter(tenant=tenant)[:50],
+        "pod_security": tenant_pod_security(tenant),
+        "site_pod_security": settings.PORTAL_POD_SECURITY_ENFORCE,
+        "root_templates": list(Template.objects.filter(allow_root=True, enabled=True)),
     })
+
+
+@admin_required
+@require_POST
+def tenant_root_templates(request: HttpRequest, pk: int) -> HttpResponse:
+    """The tenant page's "Pod Security" section: may the tenant run templates that may run as
+    root (its namespace then enforces "baseline")?"""
+    tenant = get_object_or_404(tenants_visible(request.identity).exclude(
+        state=Tenant.State.DELETED), pk=pk)
+    allow = request.POST.get("allow_root_templates") == "on"
+    tenant = tenant_root_templates_update(tenant=tenant, acting_user=request.user, allow=allow)
+    messages.success(request, f"{tenant.name}'s namespace will enforce Pod Security "
+                              f"“{tenant_pod_security(tenant)}”.")
+    return redirect("tenants:detail", pk=tenant.pk)
 
 
 @admin_required

@@ -220,9 +220,12 @@ class TemplateForm(AccessibleForm):
     default_cpu = forms.IntegerField(min_value=1, max_value=256, label="Default CPU cores")
     default_memory_gb = forms.IntegerField(min_value=1, max_value=4096,
                                            label="Default memory (GiB)")
-    run_as_non_root = forms.BooleanField(required=False, label="Run as non-root",
-                                         help_text="Kubernetes refuses to start the container "
-                                                   "as root.")
+    allow_root = forms.BooleanField(
+        required=False, label="May run as root",
+        help_text="Unticked: the container runs as a non-root user (Kubernetes refuses to start "
+                  "it as root), as Pod Security “restricted” requires. Ticked: it runs as the "
+                  "image's user, root included, and only in projects an admin lets run root "
+                  "(their namespace enforces “baseline”).")
     run_as_user = forms.IntegerField(min_value=0, max_value=2**31 - 1, required=False,
                                      label="Run as user id", help_text="Empty: the image's user.")
     enabled = forms.BooleanField(required=False, initial=True, label="Enabled",
@@ -239,11 +242,11 @@ class TemplateForm(AccessibleForm):
                 "args": argv_text(template.args), "env": env_text(template.env),
                 "port": template.port, "default_cpu": template.default_cpu,
                 "default_memory_gb": template.default_memory_gb,
-                "run_as_non_root": template.run_as_non_root,
+                "allow_root": template.allow_root,
                 "run_as_user": template.run_as_user, "enabled": template.enabled})
         else:
             kwargs.setdefault("initial", {"default_cpu": 4, "default_memory_gb": 16,
-                                          "run_as_non_root": True, "kind": "service"})
+                                          "allow_root": False, "kind": "service"})
         super().__init__(*args, **kwargs)
         if template is not None:
             self.fields["slug"].disabled = True
@@ -334,8 +337,8 @@ class TemplateForm(AccessibleForm):
             if data.get("kind") == Template.Kind.SERVICE and data.get("port") is None \
                     and "port" not in self.errors:
                 self.add_error("port", "A service needs the port it listens on.")
-        if data.get("run_as_non_root") and data.get("run_as_user") == 0:
-            self.add_error("run_as_user", "User 0 is root: untick “Run as non-root” or give "
+        if not data.get("allow_root") and data.get("run_as_user") == 0:
+            self.add_error("run_as_user", "User 0 is root: tick “May run as root” or give "
                                           "another user id.")
         return data
 
@@ -344,7 +347,7 @@ class TemplateForm(AccessibleForm):
         changes = {field: data[field] for field in
                    ("name", "description", "kind", "image", "image_replaceable", "command",
                     "args", "env", "port", "default_cpu", "default_memory_gb",
-                    "run_as_non_root", "run_as_user", "enabled")}
+                    "allow_root", "run_as_user", "enabled")}
         if changes["kind"] == Template.Kind.BATCH and not self.is_custom:
             changes["port"] = None  # a Job has no Service: a port would only mislead
         return changes

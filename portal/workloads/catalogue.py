@@ -22,7 +22,7 @@ from .models import GpuType, Template
 GPU_TYPE_FIELDS = ("name", "resource_name", "node_selector", "memory_gb", "enabled")
 TEMPLATE_FIELDS = ("name", "description", "kind", "image", "image_replaceable", "command",
                    "args", "env", "port",
-                   "default_cpu", "default_memory_gb", "run_as_non_root", "run_as_user",
+                   "default_cpu", "default_memory_gb", "allow_root", "run_as_user",
                    "enabled")
 # fixed once created: other records, the API and the demo contract name rows by them
 GPU_TYPE_FIXED = ("slug",)

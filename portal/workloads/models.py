@@ -68,7 +68,10 @@ class Template(models.Model):
     port = models.PositiveIntegerField(null=True, blank=True)
     default_cpu = models.PositiveIntegerField(default=4)
     default_memory_gb = models.PositiveIntegerField(default=16)
-    run_as_non_root = models.BooleanField(default=True)
+    # whether the container may run as root (the image's user, whatever it is): such a template
+    # runs only where the tenant's namespace admits root, which Pod Security "restricted" does
+    # not (tenants.pod_security); otherwise runAsNonRoot, as "restricted" requires
+    allow_root = models.BooleanField(default=False)
     run_as_user = models.PositiveIntegerField(null=True, blank=True)
     # a generated access token (≥ 128 bits) passed in this env var, kept in a Secret
     token_env = models.CharField(max_length=64, blank=True, default="")

@@ -61,7 +61,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         cpu=str(workload.cpu),
         memory=f"{workload.memory_gb}Gi",
         max_runtime_seconds=max_runtime if workload.kind == "batch" else None,
-        run_as_non_root=template.run_as_non_root,
+        run_as_non_root=not template.allow_root,
         run_as_user=template.run_as_user,
         lb_address_pool=settings.PORTAL_LB_ADDRESS_POOL or None,
         home_claim=HOME_CLAIM_NAME if workload.use_home else None,

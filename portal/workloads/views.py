@@ -32,6 +32,7 @@ from portal.access.services import (
 from portal.kube.client import KubeError
 from portal.redirects import safe_redirect_target
 from tenants.models import Quota, Tenant
+from tenants.selectors import tenant_admits_root
 
 from . import selectors
 from .api.serializers import LaunchSerializer
@@ -200,6 +201,7 @@ def _launch_render(request: HttpRequest, tenant: Tenant, templates: list[Templat
         "tenant": tenant, "quota": tenant.quota, "templates": templates,
         "may_go_public": tenant_service_access(tenant).allow_public,
         "site_registries": settings.PORTAL_IMAGE_REGISTRIES,
+        "root_admitted": tenant_admits_root(tenant),
         "template": _template_named(templates, values.get("template")),
         "gpu_rows": rows, "cluster_error": cluster_error, "values": values,
         "errors": errors, "error_summary": _error_summary(errors), "refused": refused,

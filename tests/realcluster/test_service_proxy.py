@@ -1,7 +1,8 @@
 """Every service template with the authenticating proxy in front of it (issue 16), on the real
 control plane: created by the portal's own ServiceAccount in a tenant namespace the portal
-provisioned, under that namespace's Pod Security enforce level (baseline today); the real
-ReplicaSet controller makes each pod (no FailedCreate) and KWOK runs it. The proxy container on
+provisioned, under that namespace's Pod Security enforce level ("baseline": the tenant may run
+templates that may run as root, DIGITS among them); the real ReplicaSet controller makes each
+pod (no FailedCreate) and KWOK runs it. The proxy container on
 its own passes "restricted", even in the pod of an application that runs as root.
 
 The specs are those of the pure manifests' tests (tests/workloads/test_manifests.py), moved into
@@ -24,7 +25,7 @@ from portal.workloads.manifests import (
     make_pod_template,
     workload_objects,
 )
-from tenants.models import Quota
+from tenants.models import Quota, Tenant
 from tenants.provisioning import tenant_reconcile
 from tests.tenants.test_provisioning import tenant  # noqa: F401 - the fixture
 from tests.workloads.test_manifests import DIGITS, SERVICES, proxy_for
@@ -55,6 +56,10 @@ def wait_for(what: str, probe, timeout: float = WAIT_SECONDS):
 
 def test_every_service_template_with_its_proxy_is_admitted_and_runs(tenant, cluster):  # noqa: F811
     Quota.objects.filter(tenant=tenant).update(gpus_total=len(SERVICES))  # one GPU each
+    # DIGITS may run as root: a tenant an admin allowed root templates (issue 19, item 5),
+    # whose namespace enforces "baseline" (tests/realcluster/test_pod_security.py: the others
+    # under "restricted")
+    Tenant.objects.filter(pk=tenant.pk).update(allow_root_templates=True)
     tenant_reconcile(tenant_id=tenant.pk)
     ns = tenant.namespace
     core = k8s.CoreV1Api(cluster.api_client())

@@ -11,7 +11,9 @@ from tenants.manifests import (
     EgressSpec,
     NamespaceSpec,
     egress_destination,
+    enforced_level,
     label_value,
+    level_admits_root,
     make_egress_rules,
     make_resource_quota,
     tenant_objects,
@@ -78,7 +80,7 @@ def test_the_quota_leaves_room_for_each_workloads_proxy_in_the_api_servers_spell
 def test_namespace_carries_pod_security_and_tenant_labels():
     ns = tenant_objects(SPEC)[0]
     labels = ns["metadata"]["labels"]
-    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     assert labels["pod-security.kubernetes.io/warn"] == "restricted"
     assert labels["pod-security.kubernetes.io/audit"] == "restricted"
     assert labels["gpu-portal.io/project-name"] == "Vision-Lab"
@@ -283,3 +285,23 @@ def test_bad_egress_settings_stop_the_start(settings):
     assert [message.split(":")[0] for message in messages] == [
         "PORTAL_WORKLOAD_EGRESS_CIDRS", "PORTAL_WORKLOAD_EGRESS_INTERNET_EXCEPT",
         "PORTAL_WORKLOAD_EGRESS_PORTAL_PORT"]
+
+
+@pytest.mark.parametrize(("site", "allow_root", "enforced", "root"), [
+    ("restricted", False, "restricted", False),
+    ("restricted", True, "baseline", True),  # an admin let the tenant run root templates
+    ("baseline", False, "baseline", True),  # the site's level admits root everywhere
+    ("privileged", True, "privileged", True),
+])
+def test_a_tenant_allowed_root_templates_enforces_baseline(site, allow_root, enforced, root):
+    assert enforced_level(site, allow_root=allow_root) == enforced
+    assert level_admits_root(enforced) is root
+
+
+def test_an_unknown_pod_security_level_stops_the_start(settings):
+    from tenants.checks import pod_security_check
+
+    assert pod_security_check(None) == []
+    settings.PORTAL_POD_SECURITY_ENFORCE = "strict"
+    (error,) = pod_security_check(None)
+    assert error.id == "tenants.E003" and "PORTAL_POD_SECURITY_ENFORCE" in error.msg

@@ -37,7 +37,7 @@ def test_a_new_tenant_gets_the_full_set_of_objects(tenant, cluster):
     ns = tenant.namespace
     namespace = k8s.CoreV1Api(api).read_namespace(ns)
     assert namespace.metadata.labels["gpu-portal.io/project-id"] == tenant.keystone_project_id
-    assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
     quota = k8s.CoreV1Api(api).read_namespaced_resource_quota("gpu-portal-quota", ns)
     assert quota.spec.hard == {
         # the quota's 32 cores and 256 GiB, plus room for 10 workloads' proxies (100m, 64Mi)
@@ -97,7 +97,7 @@ def test_drift_made_by_hand_is_put_back(tenant, cluster):
     hard = core_api.read_namespaced_resource_quota("gpu-portal-quota", ns).spec.hard
     assert hard["requests.nvidia.com/gpu"] == "2" and "count/secrets" not in hard
     assert core_api.read_namespaced_service_account("workload", ns).automount_service_account_token is False
-    assert core_api.read_namespace(ns).metadata.labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert core_api.read_namespace(ns).metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
     tenant.refresh_from_db()
     assert tenant.state == Tenant.State.DRIFTED and "ResourceQuota" in tenant.state_reason
     # and the run after that is clean again
@@ -164,6 +164,35 @@ def test_a_namespace_provisioned_before_the_egress_rules_loses_its_open_egress(t
               for peer in rule["to"] if "ipBlock" in peer]
     assert blocks == ["10.30.0.5/32"]
     assert not tenant_reconcile(tenant_id=tenant.pk).changed
+
+
+def test_a_tenant_allowed_root_templates_gets_a_baseline_namespace(tenant, cluster,
+                                                                  eager_celery):
+    """Issue 19, item 5: namespaces enforce "restricted"; an admin who lets a tenant run
+    templates that may run as root lowers its namespace to "baseline" (audited), and back."""
+    from django.test import TestCase
+
+    from tenants.services import tenant_root_templates_update
+
+    tenant_reconcile(tenant_id=tenant.pk)
+    core_api = core(cluster)
+
+    def enforced() -> str:
+        return core_api.read_namespace(tenant.namespace).metadata.labels[
+            "pod-security.kubernetes.io/enforce"]
+
+    assert enforced() == "restricted"
+    with TestCase.captureOnCommitCallbacks(execute=True):  # the reconcile it enqueues
+        tenant_root_templates_update(tenant=tenant, acting_user=None, allow=True)
+    assert enforced() == "baseline"
+    labels = core_api.read_namespace(tenant.namespace).metadata.labels
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted"  # still said
+    record = AuditRecord.objects.get(tenant=tenant, action="tenant.allow_root_templates")
+    assert (record.before, record.after) == ({"allow_root_templates": False},
+                                             {"allow_root_templates": True})
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        tenant_root_templates_update(tenant=tenant, acting_user=None, allow=False)
+    assert enforced() == "restricted"
 
 
 class RacedKube(Kube):

@@ -71,7 +71,7 @@ def template_form(template: Template, **changes) -> dict:
             "port": "" if template.port is None else str(template.port),
             "default_cpu": str(template.default_cpu),
             "default_memory_gb": str(template.default_memory_gb),
-            "run_as_non_root": "on" if template.run_as_non_root else None,
+            "allow_root": "on" if template.allow_root else None,
             "run_as_user": "" if template.run_as_user is None else str(template.run_as_user),
             "enabled": "on" if template.enabled else None}
     form.update(changes)
@@ -393,8 +393,8 @@ def test_create_a_template(admin, api):
         "slug": "pytorch-batch", "name": "PyTorch training", "kind": "batch",
         "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": "python\n-c",
         "args": "import torch; print(torch.cuda.is_available())", "port": "8080",
-        "default_cpu": "8", "default_memory_gb": "32", "run_as_non_root": "on",
-        "run_as_user": "1000", "enabled": "on"})
+        "default_cpu": "8", "default_memory_gb": "32", "run_as_user": "1000",
+        "enabled": "on"})
     assert response.status_code == 302
     template = Template.objects.get(slug="pytorch-batch")
     assert template.command == ["python", "-c"]
@@ -431,6 +431,40 @@ def test_the_admin_decides_whether_researchers_may_replace_a_templates_image(adm
     assert response.status_code == 400
     assert "Outside the site&#x27;s registries (PORTAL_IMAGE_REGISTRIES: nvcr.io/nvidia)" in \
         field_error(response.content.decode(), "image")
+
+
+def test_the_admin_decides_per_template_and_per_project_whether_root_may_run(admin, api):
+    """Issue 19, item 5: DIGITS may run as root, so it runs only in projects an admin lets run
+    such templates; their namespace then enforces "baseline" instead of "restricted"."""
+    digits = Template.objects.get(slug="digits")
+    assert digits.allow_root and not Template.objects.get(slug="custom").allow_root
+    assert "may run as root: only in projects allowed root" in \
+        row_of(admin.get("/admin/templates/").content.decode(), f"template-{digits.pk}")
+    tenant = Tenant.objects.get(name="vision-lab")
+    quota_update(tenant=tenant, acting_user=None, changes={"gpus_total": 8,
+                                                           "gpus_by_type": {"v100": 4}})
+    body = {**JUPYTER, "template": "digits", "gpu_type": "v100"}
+    assert api(body).status_code == 400
+    page = admin.get(f"/admin/tenants/{tenant.pk}/").content.decode()
+    section = re.search(r'<section class="card" id="pod-security">.*?</section>', page, re.S)[0]
+    assert '<strong id="pod-security-level">restricted</strong>' in section
+    assert "(NVIDIA DIGITS)" in section
+    response = admin.post(f"/admin/tenants/{tenant.pk}/pod-security/",
+                          {"allow_root_templates": "on"}, follow=True)
+    assert "namespace will enforce Pod Security “baseline”" in response.content.decode()
+    assert Tenant.objects.get(pk=tenant.pk).allow_root_templates
+    assert AuditRecord.objects.filter(action="tenant.allow_root_templates",
+                                      tenant=tenant).count() == 1
+    assert api(body).status_code == 201
+    # a template that may not run as root cannot name user 0, and the choice is audited
+    response = admin.post(f"/admin/templates/{digits.pk}/", template_form(
+        digits, allow_root=None, run_as_user="0"))
+    assert "User 0 is root" in field_error(response.content.decode(), "run_as_user")
+    response = admin.post(f"/admin/templates/{digits.pk}/", template_form(
+        digits, allow_root=None, run_as_user="1000"))
+    assert response.status_code == 302 and not Template.objects.get(pk=digits.pk).allow_root
+    record = AuditRecord.objects.get(action="template.update", target="template/digits")
+    assert (record.before["allow_root"], record.after["allow_root"]) == (True, False)
 
 
 # --- a tenant's image registries --------------------------------------------------------------

@@ -226,6 +226,38 @@ def test_the_sites_registries_bind_every_image(vision, as_user, settings):
     assert refused.json()["fields"]["image"] == site_refusal
 
 
+def test_a_template_that_may_run_as_root_runs_only_where_the_project_allows_root(
+        vision, as_user, eager_celery, cluster):
+    """Issue 19, item 5: tenant namespaces enforce Pod Security "restricted", which admits no
+    container that may run as root. DIGITS may (its image runs as root): it is refused with
+    the reason until an admin lets the project run such templates. The other templates run
+    as a non-root user, the custom one included."""
+    from tenants.services import tenant_root_templates_update
+
+    headers = as_user("researcher")
+    digits = {**JUPYTER, "name": "digits", "template": "digits", "gpu_type": "v100"}
+    refused = launch(headers, digits)
+    assert refused.status_code == 400
+    assert refused.json()["fields"]["template"] == [
+        "The NVIDIA DIGITS template may run as root, which vision-lab's namespace does not "
+        "admit (Pod Security “restricted”); an admin can allow root for the project."]
+    custom = launch(headers, {**JUPYTER, "name": "job", "template": "custom", "kind": "batch",
+                              "image": "python:3.12-slim", "command": ["python", "-V"]})
+    assert custom.status_code == 201, custom.json()
+    job = k8s.BatchV1Api(cluster.api_client()).read_namespaced_job(
+        Workload.objects.get(pk=custom.json()["id"]).object_name, vision.namespace)
+    context = job.spec.template.spec.security_context
+    assert (context.run_as_non_root, context.run_as_user, context.seccomp_profile.type) == \
+        (True, 1000, "RuntimeDefault")
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        tenant_root_templates_update(tenant=vision, acting_user=None, allow=True)
+    accepted = launch(headers, digits)
+    assert accepted.status_code == 201, accepted.json()
+    deployment = k8s.AppsV1Api(cluster.api_client()).read_namespaced_deployment(
+        Workload.objects.get(pk=accepted.json()["id"]).object_name, vision.namespace)
+    assert deployment.spec.template.spec.security_context.run_as_non_root is None
+
+
 def test_disabled_template_and_gpu_type_are_refused(vision, as_user, gpu_types):
     from portal.workloads.models import Template
 

@@ -24,3 +24,12 @@ def test_the_seeded_jupyter_template_opens_without_its_token():
     # migration 0004: the proxy hands Jupyter its token, so the URL no longer asks for it
     assert Template.objects.get(slug="jupyter").url_format == "{base}/lab"
     assert not Template.objects.filter(url_format__contains="{token}").exists()
+
+
+@pytest.mark.django_db
+def test_only_digits_is_seeded_to_run_as_root():
+    # migration 0007 (issue 19, item 5): the custom template runs as uid 1000, so that custom
+    # images pass Pod Security "restricted" like the other templates; DIGITS's image needs root
+    seeded = {t.slug: (t.allow_root, t.run_as_user) for t in Template.objects.all()}
+    assert seeded == {"jupyter": (False, 1000), "digits": (True, None),
+                      "tensorboard": (False, 1000), "custom": (False, 1000)}

@@ -234,6 +234,18 @@ def test_the_launch_page_offers_an_image_only_where_the_template_takes_one(resea
     assert "Images must come from the site" in field_error(response.content.decode(), "image")
 
 
+def test_the_launch_page_says_which_templates_the_project_may_not_run_as_root(researcher,
+                                                                              vision_lab):
+    page = researcher.get("/workloads/new/").content.decode()
+    digits = re.search(r'<small id="desc-digits".*?</small>', page, re.S).group(0)
+    assert "It may run as root, which vision-lab does not allow; an admin can." in digits
+    jupyter = re.search(r'<small id="desc-jupyter".*?</small>', page, re.S).group(0)
+    assert "root" not in jupyter
+    vision_lab.allow_root_templates = True
+    vision_lab.save(update_fields=["allow_root_templates"])
+    assert "which vision-lab does not allow" not in researcher.get("/workloads/new/").content.decode()
+
+
 def test_custom_batch_job_fields_become_argv_and_env(researcher, vision_lab):
     response = researcher.post("/workloads/new/", launch_form(
         name="train", template="custom", shown_template="custom", gpu_type="v100", kind="batch",

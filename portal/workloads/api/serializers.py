@@ -12,6 +12,7 @@ from rest_framework import serializers
 from portal.access.serializers import WorkloadAccessSerializer
 from portal.access.services import tenant_service_access, workload_access_summary
 from portal.kube.client import KubeError
+from tenants.selectors import tenant_admits_root, tenant_pod_security
 
 from ..environment import (
     MAX_ENV_VALUE,
@@ -147,6 +148,12 @@ class LaunchSerializer(serializers.Serializer):
         if inherited:
             errors["template"] = [f"The {template.name} template sets a variable the portal no "
                                   f"longer passes; an admin must remove it. {inherited[0]}"]
+        if template.allow_root and self.tenant is not None and \
+                not tenant_admits_root(self.tenant):
+            errors.setdefault("template", []).append(
+                f"The {template.name} template may run as root, which {self.tenant.name}'s "
+                f"namespace does not admit (Pod Security “{tenant_pod_security(self.tenant)}”); "
+                "an admin can allow root for the project.")
         env_refused = env_template_problems(data.get("env", {}), token_env=template.token_env,
                                             fixed_command=not template.custom)
         if env_refused:

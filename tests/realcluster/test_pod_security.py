@@ -1,0 +1,91 @@
+"""Pod Security of workloads on the real control plane (issue 19, item 5): tenant namespaces
+enforce "restricted", and the real PodSecurity admission decides.
+
+The seeded templates that may not run as root (Jupyter, TensorBoard, custom services and jobs)
+are launched through the API into a "restricted" namespace: the real ReplicaSet and Job
+controllers make their pods (no FailedCreate) and KWOK runs them. DIGITS may run as root: the
+portal refuses it there, and the real admission refuses its pod too; once an admin lets the
+project run such templates the namespace enforces "baseline" and DIGITS runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import TestCase
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from portal.workloads.manifests import make_pod_template
+from portal.workloads.models import GpuType, Template, Workload
+from portal.workloads.objects import workload_spec
+from tenants.services import tenant_root_templates_update
+from tests.realcluster.test_journeys import track_until, vision  # noqa: F401 - a fixture
+from tests.workloads.api_calls import launch
+from tests.workloads.test_journeys import launched, researcher  # noqa: F401 - a fixture
+
+pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(240)]
+S = Workload.State
+
+
+def enforced(cluster, namespace: str) -> str:
+    labels = k8s.CoreV1Api(cluster.api_client()).read_namespace(namespace).metadata.labels
+    return labels["pod-security.kubernetes.io/enforce"]
+
+
+def refused_pods(cluster, namespace: str) -> list[str]:
+    return [e.message for e in k8s.CoreV1Api(cluster.api_client()).list_namespaced_event(
+        namespace).items if e.reason == "FailedCreate"]
+
+
+def test_the_default_templates_run_under_restricted(vision, researcher, cluster):  # noqa: F811
+    assert enforced(cluster, vision.namespace) == "restricted"
+    services = [launched(researcher, body) for body in (
+        {"name": "nb", "template": "jupyter", "gpu_type": "a100", "gpu_count": 1},
+        {"name": "tb", "template": "tensorboard", "gpu_type": "a100", "gpu_count": 1},
+        {"name": "web", "template": "custom", "kind": "service", "image": "nginx:1.27",
+         "port": 8080, "gpu_type": "v100", "gpu_count": 1})]
+    job = launched(researcher, {"name": "train", "template": "custom", "kind": "batch",
+                                "image": "python:3.12-slim", "command": ["python", "train.py"],
+                                "gpu_type": "v100", "gpu_count": 1,
+                                "env": {"KUBESIM_RUN_SECONDS": "1"}})
+    for workload_id in services:
+        track_until(workload_id, lambda w: w.state == S.RUNNING)
+    assert track_until(job, lambda w: w.state in Workload.FINAL_STATES).state == S.SUCCEEDED
+    pods = k8s.CoreV1Api(cluster.api_client()).list_namespaced_pod(vision.namespace).items
+    assert pods and all(p.spec.security_context.run_as_non_root for p in pods)
+    assert refused_pods(cluster, vision.namespace) == []
+
+
+def test_a_template_that_may_run_as_root_runs_only_where_the_project_allows_it(
+        vision, researcher, cluster):  # noqa: F811
+    digits = {"name": "digits", "template": "digits", "gpu_type": "v100", "gpu_count": 1}
+    refused = launch(researcher, digits)
+    assert refused.status_code == 400
+    assert "may run as root" in refused.json()["fields"]["template"][0]
+    # what the portal spares the researcher: the real admission refuses DIGITS's pod here
+    template = Template.objects.get(slug="digits")
+    row = Workload(pk=999_999, tenant=vision, name="digits", object_name="wl-999999-digits",
+                   owner=get_user_model().objects.get(username="researcher"),
+                   template=template, kind=template.kind, image=template.image,
+                   gpu_type=GpuType.objects.get(slug="v100"), gpu_count=1, port=template.port,
+                   cpu=1, memory_gb=2)
+    pod = make_pod_template(workload_spec(row))
+    with pytest.raises(ApiException) as denied:
+        k8s.CoreV1Api(cluster.api_client()).create_namespaced_pod(vision.namespace, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "digits-check", **pod["metadata"]}, "spec": pod["spec"]},
+            dry_run="All")
+    assert denied.value.status == 403
+    message = json.loads(denied.value.body)["message"]
+    assert 'violates PodSecurity "restricted:latest"' in message
+    assert "runAsNonRoot != true" in message
+    # an admin lets the project run such templates: "baseline", and DIGITS runs
+    with TestCase.captureOnCommitCallbacks(execute=True):  # the reconcile it enqueues
+        tenant_root_templates_update(tenant=vision, acting_user=None, allow=True)
+    assert enforced(cluster, vision.namespace) == "baseline"
+    workload_id = launched(researcher, digits)
+    workload = track_until(workload_id, lambda w: w.state == S.RUNNING and w.address)
+    assert workload.address.startswith("192.168.1.")
+    assert refused_pods(cluster, vision.namespace) == []
