@@ -1,4 +1,5 @@
-"""Seed the demo: the GPU type catalogue, tenants from Keystone, and the demo quotas.
+"""Seed the demo: the GPU type catalogue, tenants from Keystone, the demo quotas, and root
+templates (DIGITS) allowed in vision-lab.
 
 Idempotent. A quota is seeded only while nobody has changed it, so restarting the demo never
 undoes an admin's edit.
@@ -9,7 +10,7 @@ from django.core.management.base import BaseCommand
 from portal.workloads.models import GpuType
 from tenants.keystone_sync import tenants_sync_from_keystone
 from tenants.models import AuditRecord, Tenant
-from tenants.services import quota_update
+from tenants.services import quota_update, tenant_root_templates_update
 
 GPU_TYPES = [
     # slug, name, memory GiB, node selector
@@ -17,6 +18,10 @@ GPU_TYPES = [
     ("v100", "NVIDIA V100 32GB", 32, {"gputype": "v100"}),
     ("t4", "NVIDIA T4 16GB", 16, {"gputype": "t4"}),
 ]
+
+# DIGITS runs as root: the demo lets vision-lab run it (its namespace then enforces Pod
+# Security "baseline"); nlp-lab keeps the site's "restricted" and shows the refusal
+ROOT_TEMPLATES_ALLOWED = ("vision-lab",)
 
 DEMO_QUOTAS = {
     "vision-lab": {"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0}},
@@ -39,6 +44,10 @@ class Command(BaseCommand):
             if tenant is None:
                 self.stderr.write(f"no tenant {name}: is Keystone seeded?")
                 continue
+            if (name in ROOT_TEMPLATES_ALLOWED and not AuditRecord.objects.filter(
+                    tenant=tenant, action="tenant.allow_root_templates").exists()):
+                tenant_root_templates_update(tenant=tenant, acting_user=None, allow=True)
+                self.stdout.write(f"{name} may run templates that run as root (DIGITS)")
             if AuditRecord.objects.filter(tenant=tenant, action="quota.update").exists():
                 continue  # changed before (by an admin or an earlier seed): leave it
             quota_update(tenant=tenant, acting_user=None, changes=changes)
