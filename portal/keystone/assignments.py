@@ -8,28 +8,17 @@ question per interval.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
-import threading
 
 from django.core.cache import cache
 
-from .client import CredentialsRejected, KeystoneClient, Token, TokenInvalid
+from .client import CredentialsRejected, KeystoneClient, TokenInvalid
 from .roles import PortalRole, project_role
+from .tokens import ServiceToken
 
 ASSIGNMENT_CACHE_SECONDS = 15
 
-_lock = threading.Lock()
-_system_token: Token | None = None
-
-
-def _system_token_id(client: KeystoneClient, *, refresh: bool = False) -> str:
-    global _system_token
-    with _lock:
-        soon = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5)
-        if refresh or _system_token is None or _system_token.expires_at <= soon:
-            _system_token = client.service_system_token()
-        return _system_token.id
+SYSTEM_TOKEN = ServiceToken(KeystoneClient.service_system_token)
 
 
 def project_role_now(user_id: str, project_id: str, *,
@@ -44,9 +33,9 @@ def project_role_now(user_id: str, project_id: str, *,
     if roles is None:
         client = client or KeystoneClient()
         try:
-            roles = client.user_project_roles(_system_token_id(client), user_id, project_id)
+            roles = client.user_project_roles(SYSTEM_TOKEN.id(client), user_id, project_id)
         except (CredentialsRejected, TokenInvalid):
-            roles = client.user_project_roles(_system_token_id(client, refresh=True), user_id,
+            roles = client.user_project_roles(SYSTEM_TOKEN.id(client, refresh=True), user_id,
                                               project_id)
         try:
             cache.set(key, roles, ASSIGNMENT_CACHE_SECONDS)

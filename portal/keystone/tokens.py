@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -41,8 +42,27 @@ TOKEN_CACHE = Counter("portal_keystone_token_cache_total",
                       "(hit, miss, refused: a recent refusal, shared: another request's validation)",
                       ["result"])
 
-_service_lock = threading.Lock()
-_service_token: Token | None = None
+
+
+class ServiceToken:
+    """One of the portal's own tokens, obtained once and reused until five minutes before it
+    expires (or until Keystone refuses it: `refresh`). Thread-safe."""
+
+    def __init__(self, obtain: Callable[[KeystoneClient], Token]) -> None:
+        self._obtain = obtain
+        self._lock = threading.Lock()
+        self._token: Token | None = None
+
+    def id(self, client: KeystoneClient, *, refresh: bool = False) -> str:
+        with self._lock:
+            soon = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5)
+            if refresh or self._token is None or self._token.expires_at <= soon:
+                self._token = self._obtain(client)
+            return self._token.id
+
+
+# the project-scoped service token that validates callers' tokens
+SERVICE_TOKEN = ServiceToken(KeystoneClient.service_token)
 
 REFUSED = "refused"
 UNAVAILABLE = "unavailable"
@@ -71,14 +91,6 @@ def _flight_seconds() -> float:
     the service token."""
     return 2 * settings.KEYSTONE_TIMEOUT + 2
 
-
-def _service_token_id(client: KeystoneClient, *, refresh: bool = False) -> str:
-    global _service_token
-    with _service_lock:
-        soon = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5)
-        if refresh or _service_token is None or _service_token.expires_at <= soon:
-            _service_token = client.service_token()
-        return _service_token.id
 
 
 def _cache_call(method: str, *args, **kwargs) -> Any:
@@ -162,10 +174,10 @@ def _known(key: str) -> Token | None:
 
 def _ask_keystone(token_id: str, client: KeystoneClient) -> Token:
     try:
-        token = client.validate(token_id, auth_token=_service_token_id(client))
+        token = client.validate(token_id, auth_token=SERVICE_TOKEN.id(client))
     except CredentialsRejected:
         # Keystone refused our own service token (expired early, revoked): renew it, ask again
-        token = client.validate(token_id, auth_token=_service_token_id(client, refresh=True))
+        token = client.validate(token_id, auth_token=SERVICE_TOKEN.id(client, refresh=True))
     if token.is_expired():
         raise TokenInvalid("token expired")
     return token
