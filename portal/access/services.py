@@ -47,8 +47,10 @@ class AccessRefused(Exception):
 
 def tenant_service_access(tenant: Tenant) -> TenantServiceAccess:
     """The tenant's rule; the site default (not saved) until someone sets one."""
-    found = TenantServiceAccess.objects.filter(tenant=tenant).first()
-    return found or TenantServiceAccess(tenant=tenant, who=settings.PORTAL_SERVICE_ACCESS_DEFAULT)
+    try:
+        return tenant.service_access  # loaded with the tenant where the query selected it
+    except TenantServiceAccess.DoesNotExist:
+        return TenantServiceAccess(tenant=tenant, who=settings.PORTAL_SERVICE_ACCESS_DEFAULT)
 
 
 def service_access_update(*, tenant: Tenant, actor, who: str | None = None,

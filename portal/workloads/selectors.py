@@ -147,8 +147,10 @@ def gpus_in_use_by_namespace(namespaces: set[str], kube: Kube | None = None
 def workloads_visible(identity):
     """The workloads of the caller's current project (admins: every project). Deleted ones
     are hidden. Every workload query of the pages and the API starts here."""
-    queryset = Workload.objects.select_related("tenant", "owner", "template", "gpu_type").filter(
-        deleted_at__isnull=True)
+    # with what the API and the pages say about its access (no query per workload in a list)
+    queryset = Workload.objects.select_related(
+        "tenant", "owner", "template", "gpu_type", "tenant__service_access",
+        "access__application").filter(deleted_at__isnull=True)
     if identity is None:
         return queryset.none()
     if identity.is_admin:

@@ -265,3 +265,15 @@ def test_a_custom_service_on_the_proxy_s_port_gets_its_proxy_beside_it(vision, p
     ports = {c["name"]: c["ports"][0]["containerPort"]
              for c in deployment["spec"]["template"]["spec"]["containers"]}
     assert ports == {"app": 4180, "auth-proxy": 4181}
+
+
+def test_a_list_of_workloads_costs_no_query_per_workload_for_their_access(
+        vision, project_token, django_assert_max_num_queries):
+    headers = {"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}
+    for n in range(4):
+        assert launch(headers, {**JUPYTER, "name": f"nb{n}"}).status_code == 201
+    Client().get("/api/v1/workloads/", **headers)  # the token validated and cached
+    with django_assert_max_num_queries(8):
+        listed = Client().get("/api/v1/workloads/", **headers).json()
+    assert listed["count"] == 4
+    assert all(row["access"]["protected"] for row in listed["results"])
