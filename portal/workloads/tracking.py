@@ -51,7 +51,7 @@ from tenants.manifests import MANAGED_BY
 from tenants.models import Tenant
 
 from .lifecycle import Observed, Outcome, derive, parse_time, workload_outcome
-from .manifests import BATCH, LABEL_WORKLOAD_ID
+from .manifests import BATCH, LABEL_WORKLOAD_ID, SERVICE
 from .models import TrackerCursor, Workload, WorkloadEvent
 from .naming import PREFIX
 from .services import expires_at_for, workload_event, workload_mark
@@ -253,8 +253,9 @@ class Tracker:
             self._write(self._record_events, events)
         self._write(self._apply, touched)
         self._write(self._delete_orphans, None)
-        if PRIMARY & set(kinds) and all(self.versions.get(k) for k in PRIMARY):
-            self._write(self._sweep_vanished, started_wall)
+        for kind in PRIMARY.intersection(kinds):
+            if self.versions.get(kind):
+                self._write(self._sweep_vanished, kind, started_wall)
 
     def _watch_until(self, deadline: float) -> None:
         """Watch every kind from its resourceVersion until the deadline, in threads feeding
@@ -407,18 +408,21 @@ class Tracker:
         self.stats.vanished += 1
         return Outcome(State.FAILED, VANISHED)
 
-    def _sweep_vanished(self, listed_at: dt.datetime) -> None:
-        """After a relist: live workloads without their Job/Deployment failed. Only those that
+    def _sweep_vanished(self, kind: str, listed_at: dt.datetime) -> None:
+        """After a relist of `kind` (Job or Deployment): live workloads of that kind without
+        their object failed. Only the kind just listed is judged: a 410 relists one kind at a
+        time, and the other kind's view may predate workloads launched since. Only those that
         were already pending before the list began count — the create task marks a workload
         pending after creating its objects, so those objects were in the list — with room
         for clocks of different hosts."""
         cutoff = listed_at - dt.timedelta(seconds=self.clock_skew)
+        workload_kind = BATCH if kind == "Job" else SERVICE
         live = Workload.objects.filter(state__in=[State.PENDING, State.RUNNING],
-                                       updated_at__lt=cutoff)
+                                       kind=workload_kind, updated_at__lt=cutoff)
         gone = []
-        for wid, kind, namespace in live.values_list("id", "kind", "tenant__namespace"):
-            observed = self.index.observed(wid, kind, namespace)
-            if (observed.job if kind == BATCH else observed.deployment) is None:
+        for wid, namespace in live.values_list("id", "tenant__namespace"):
+            observed = self.index.observed(wid, workload_kind, namespace)
+            if (observed.job if kind == "Job" else observed.deployment) is None:
                 gone.append(wid)
         for row in self._rows(gone).values():
             if row["state"] in (State.PENDING, State.RUNNING):

@@ -238,6 +238,26 @@ def test_vanished_workloads_fail_but_new_ones_do_not(tenants, owner, gpu_types):
     assert state_of(fresh).state == S.PENDING
 
 
+def test_a_relist_of_one_kind_judges_only_that_kinds_workloads(tenants, owner, gpu_types):
+    """A 410 relists one kind at a time. Relisting Deployments must not fail a batch workload
+    launched since the Job view was last listed (its Job is simply not in that view yet): the
+    real-cluster 410 test met this when Deployments expired before Jobs."""
+    tenant = tenants()
+    tracker = Tracker()
+    tracker.cycle(0.2)  # the view as it was before the launch
+    job = launch(tenant, owner, gpu_types, name="since", env={"KUBESIM_RUN_SECONDS": "600"})
+    service = launch(tenant, owner, gpu_types, name="svc", kind="service", create=False)
+    earlier = timezone.now() - dt.timedelta(minutes=2)
+    Workload.objects.filter(pk__in=[job.pk, service.pk]).update(state=S.PENDING,
+                                                                 updated_at=earlier)
+    tracker.relist(["Deployment"])
+    assert state_of(job).state == S.PENDING, job.reason
+    # the service has no Deployment in the fresh Deployment list: it vanished
+    assert state_of(service).state == S.FAILED and service.reason == VANISHED
+    tracker.relist(["Job"])  # now the Job view is fresh, and the Job is in it
+    assert state_of(job).state in (S.PENDING, S.RUNNING), job.reason
+
+
 def test_a_stopping_workload_whose_objects_are_gone_is_stopped(tenants, owner, gpu_types):
     tenant = tenants()
     workload = launch(tenant, owner, gpu_types, name="stop me", create=False)
