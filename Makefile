@@ -28,12 +28,14 @@ $(ASSETS): package.json package-lock.json
 
 # CLUSTER=kube: the demo on a real Kubernetes control plane built from source (stack/k8s/)
 CLUSTER ?= kubesim
+# the suite runs in this many processes (pytest-xdist; 0: in this one); each starts its own stack
+PYTEST_WORKERS ?= 2
 demo: $(STAMP) $(ASSETS)
 	$(PY) -m stack.demo --cluster $(CLUSTER)
 
 test: $(STAMP) $(ASSETS)
 	$(PY) -m stack.system_deps
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -8,8 +8,15 @@ import os
 
 from stack.procs import free_port
 
-for _var in ("TEST_POSTGRES_PORT", "TEST_REDIS_PORT", "TEST_KEYSTONE_PORT"):
-    os.environ.setdefault(_var, str(free_port()))
+# Under pytest-xdist every worker runs its own PostgreSQL, Redis and Keystone: a worker picks its
+# own ports (it inherits the controller's). What a worker starts inherits the worker's, and keeps them.
+_RUN = os.environ.get("PYTEST_XDIST_WORKER", "main")
+if os.environ.get("TEST_PORTS_OF") != _RUN:
+    os.environ["TEST_PORTS_OF"] = _RUN
+    for _var in ("TEST_POSTGRES_PORT", "TEST_REDIS_PORT", "TEST_KEYSTONE_PORT"):
+        if _RUN != "main" or _var not in os.environ:
+            os.environ[_var] = str(free_port())
+    os.environ["CELERY_BEAT_SCHEDULE_FILENAME"] = f"/tmp/gpu-portal-test-celerybeat-{_RUN}-{os.getpid()}"
 
 os.environ.setdefault("PORTAL_SECRET_KEY", "test-secret-key-" + "k" * 50)
 os.environ.setdefault("PORTAL_TLS", "0")
@@ -19,7 +26,6 @@ os.environ["DATABASE_URL"] = (
 os.environ["REDIS_URL"] = f"redis://127.0.0.1:{os.environ['TEST_REDIS_PORT']}/0"
 os.environ["KEYSTONE_URL"] = f"http://127.0.0.1:{os.environ['TEST_KEYSTONE_PORT']}/v3"
 os.environ.setdefault("KEYSTONE_SERVICE_PASSWORD", "gpu-portal-service-pass")
-os.environ.setdefault("CELERY_BEAT_SCHEDULE_FILENAME", "/tmp/gpu-portal-test-celerybeat")
 if not os.environ.get("PORTAL_OIDC_PRIVATE_KEY"):
     # the OpenID Connect signing key of this test run (portal/access)
     from stack.oidc_key import new_private_key_pem

@@ -24,7 +24,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.conformance.cluster import Cluster, eventually
-from tests.conformance.score import KNOWN_DIFFERENCE, Tally
+from tests.conformance.score import KNOWN_DIFFERENCE
 
 # the parameter → the session fixture that starts that cluster
 CLUSTER_FIXTURES = {"kubesim": "kubesim", "kube": "real_cluster"}
@@ -36,7 +36,6 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{KNOWN_DIFFERENCE}(reason): a conformance check kubesim is known to fail "
         "(xfail strict on the kubesim parameter)",
     )
-    config.pluginmanager.register(Tally(), "conformance-tally")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
