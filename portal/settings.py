@@ -307,6 +307,9 @@ PORTAL_WORKLOAD_TOKEN_SECONDS = env.int("PORTAL_WORKLOAD_TOKEN_SECONDS", default
 # who of a tenant gets through a workload's proxy unless the tenant says otherwise:
 # owner (the owner, the project's managers, admins) | members | readers
 PORTAL_SERVICE_ACCESS_DEFAULT = env.str("PORTAL_SERVICE_ACCESS_DEFAULT", default="members")
+# queueing on Kueue (portal/queueing): "auto" queues where the cluster serves Kueue's API,
+# "kueue" insists on it, "off" refuses what is over quota, as without Kueue
+PORTAL_QUEUEING = env.str("PORTAL_QUEUEING", default="auto")
 # django-oauth-toolkit's own models (swappable; named so that migrations can refer to them)
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
 OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"

@@ -96,6 +96,9 @@ class NamespaceSpec:
     sidecar_cpu_millis: int = 0
     sidecar_memory_mib: int = 0
     egress: EgressSpec = EgressSpec()
+    # queueing on Kueue: its ClusterQueue is the quota of GPUs, CPU and memory (a tenant may
+    # borrow past its own); the ResourceQuota keeps only the counts
+    queued: bool = False
 
 
 def enforced_level(site_level: str, *, allow_root: bool) -> str:
@@ -160,18 +163,21 @@ def make_resource_quota(spec: NamespaceSpec) -> dict[str, Any]:
     cpu = _cpu(spec.cpu * 1000 + spec.max_workloads * spec.sidecar_cpu_millis)
     memory = _memory(spec.memory_gb * 1024 + spec.max_workloads * spec.sidecar_memory_mib)
     hard = {
-        f"requests.{GPU_RESOURCE}": str(spec.gpus_total),
-        "requests.cpu": cpu,
-        "limits.cpu": cpu,
-        "requests.memory": memory,
-        "limits.memory": memory,
         # a workload is a pod (plus a replaced pod during a restart) and at most one LB service
         "pods": str(spec.max_workloads * 2),
         "services.loadbalancers": str(spec.max_workloads),
     }
-    for resource, limit in sorted(spec.gpus_by_resource.items()):
-        if resource != GPU_RESOURCE:
-            hard[f"requests.{resource}"] = str(limit)
+    if not spec.queued:
+        hard.update({
+            f"requests.{GPU_RESOURCE}": str(spec.gpus_total),
+            "requests.cpu": cpu,
+            "limits.cpu": cpu,
+            "requests.memory": memory,
+            "limits.memory": memory,
+        })
+        for resource, limit in sorted(spec.gpus_by_resource.items()):
+            if resource != GPU_RESOURCE:
+                hard[f"requests.{resource}"] = str(limit)
     return {"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": _meta(spec, QUOTA_NAME), "spec": {"hard": hard}}
 

@@ -1,5 +1,7 @@
 """Tenants (Keystone projects with a namespace), their quotas, and the audit trail."""
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -64,6 +66,16 @@ class Quota(models.Model):
     idle_grace_minutes = models.PositiveIntegerField(default=30)
     # an admin may set a quota above what the cluster has, on purpose (e.g. capacity on order)
     allow_over_capacity = models.BooleanField(default=False)
+    # queueing on Kueue (portal/queueing): what the tenant may borrow of each GPU type beyond
+    # its quota while others leave theirs idle, what it lends of its own, its fair share
+    gpu_borrowing_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="GPUs of each type it may borrow; empty = no limit")
+    gpu_lending_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="GPUs of each type it lends at most; empty = all idle")
+    fair_share_weight = models.DecimalField(
+        max_digits=6, decimal_places=2, default=1,
+        validators=[MinValueValidator(Decimal("0.01"))],
+        help_text="its share of what is borrowed, against the other tenants' weights")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

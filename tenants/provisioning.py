@@ -17,6 +17,11 @@ from django.utils import timezone
 
 from portal.access.proxy import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
 from portal.kube.client import Conflict, Kube, KubeError
+from portal.queueing.services import (
+    cluster_queueing_objects,
+    queueing_on,
+    tenant_queue_objects,
+)
 
 from .audit import audit_record
 from .manifests import (
@@ -62,7 +67,7 @@ def egress_spec() -> EgressSpec:
     )
 
 
-def namespace_spec(tenant: Tenant, quota: Quota) -> NamespaceSpec:
+def namespace_spec(tenant: Tenant, quota: Quota, *, queued: bool = False) -> NamespaceSpec:
     by_resource: dict[str, int] = {}
     for limit in quota.gpu_limits.select_related("gpu_type"):
         resource = limit.gpu_type.resource_name
@@ -87,6 +92,7 @@ def namespace_spec(tenant: Tenant, quota: Quota) -> NamespaceSpec:
         sidecar_cpu_millis=PROXY_CPU_MILLIS,
         sidecar_memory_mib=PROXY_MEMORY_MIB,
         egress=egress_spec(),
+        queued=queued,
     )
 
 
@@ -186,7 +192,12 @@ def tenant_reconcile(*, tenant_id: int, kube: Kube | None = None) -> ReconcileRe
     result = ReconcileResult()
     first_time = tenant.state in (Tenant.State.NEW, Tenant.State.FAILED)
     try:
-        for desired in tenant_objects(namespace_spec(tenant, quota)):
+        queued = queueing_on(kube)
+        desired_objects = tenant_objects(namespace_spec(tenant, quota, queued=queued))
+        if queued:
+            # the flavors and priority classes every queue needs, then the tenant's queues
+            desired_objects += cluster_queueing_objects() + tenant_queue_objects(tenant, quota)
+        for desired in desired_objects:
             _ensure(kube, desired, result)
         for kind, name in RETIRED_OBJECTS:
             # an upgrade, not drift: the tenant stays provisioned
@@ -227,6 +238,8 @@ def tenant_namespace_delete(*, tenant_id: int, kube: Kube | None = None) -> bool
         return False
     kube = kube or Kube()
     existed = kube.delete("Namespace", tenant.namespace, propagation="Foreground")
+    if queueing_on(kube):
+        kube.delete("ClusterQueue", tenant.namespace)  # cluster-wide: not in the namespace
     with transaction.atomic():
         Tenant.objects.filter(pk=tenant.pk).update(state=Tenant.State.DELETED,
                                                    updated_at=timezone.now())

@@ -74,6 +74,40 @@ class Kind:
     api: type
     suffix: str  # e.g. "namespaced_resource_quota" → read_namespaced_resource_quota
     namespaced: bool = True
+    # a custom resource (served by CustomObjectsApi): its group, version and plural
+    group: str = ""
+    version: str = ""
+    plural: str = ""
+
+    def method(self, client: k8s.ApiClient, verb: str, namespace: str | None,
+               name: str | None = None, body: Any = None) -> tuple[Any, tuple[Any, ...]]:
+        """The client method for `verb` ("read", "list", "create", "replace", "patch",
+        "delete") and its positional arguments. A namespaced kind listed without a namespace
+        is listed across all namespaces."""
+        api = self.api(client)
+        every = verb == "list" and self.namespaced and namespace is None
+        tail = ((name,) if name is not None else ()) + ((body,) if body is not None else ())
+        if self.plural:
+            verb = "get" if verb == "read" else verb
+            if every:
+                return (getattr(api, f"{verb}_custom_object_for_all_namespaces"),
+                        (self.group, self.version, self.plural))
+            scope = "namespaced" if self.namespaced else "cluster"
+            where = (namespace,) if self.namespaced else ()
+            return (getattr(api, f"{verb}_{scope}_custom_object"),
+                    (self.group, self.version, *where, self.plural, *tail))
+        if every:
+            return (getattr(api, f"{verb}_{self.suffix.removeprefix('namespaced_')}"
+                                 "_for_all_namespaces"), ())
+        where = (namespace,) if self.namespaced else ()
+        if name is not None:  # read_namespaced_pod(name, namespace[, body])
+            return getattr(api, f"{verb}_{self.suffix}"), (name, *where, *tail[1:])
+        return getattr(api, f"{verb}_{self.suffix}"), (*where, *tail)
+
+
+def _kueue(suffix: str, plural: str, *, namespaced: bool) -> Kind:
+    return Kind(k8s.CustomObjectsApi, suffix, namespaced=namespaced, group="kueue.x-k8s.io",
+                version="v1beta2", plural=plural)
 
 
 KINDS: dict[str, Kind] = {
@@ -92,6 +126,13 @@ KINDS: dict[str, Kind] = {
     "RoleBinding": Kind(k8s.RbacAuthorizationV1Api, "namespaced_role_binding"),
     "Deployment": Kind(k8s.AppsV1Api, "namespaced_deployment"),
     "Job": Kind(k8s.BatchV1Api, "namespaced_job"),
+    # Kueue (portal/queueing): served only where it is installed
+    "ResourceFlavor": _kueue("resource_flavor", "resourceflavors", namespaced=False),
+    "ClusterQueue": _kueue("cluster_queue", "clusterqueues", namespaced=False),
+    "LocalQueue": _kueue("local_queue", "localqueues", namespaced=True),
+    "WorkloadPriorityClass": _kueue("workload_priority_class", "workloadpriorityclasses",
+                                    namespaced=False),
+    "Workload": _kueue("workload", "workloads", namespaced=True),
 }
 
 _lock = threading.Lock()
@@ -165,9 +206,9 @@ class Kube:
             self._client = api_client()
         return self._client
 
-    def _call(self, kind: str, verb: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        spec = KINDS[kind]
-        method = getattr(spec.api(self.client), f"{verb}_{spec.suffix}")
+    def _call(self, kind: str, verb: str, namespace: str | None, name: str | None = None,
+              obj: Any = None, **kwargs: Any) -> dict[str, Any]:
+        method, args = KINDS[kind].method(self.client, verb, namespace, name, obj)
         try:
             response = method(*args, _preload_content=False, _request_timeout=TIMEOUT, **kwargs)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
@@ -176,52 +217,33 @@ class Kube:
         data = response.data
         return json.loads(data) if data else {}
 
-    def _where(self, kind: str, namespace: str | None) -> tuple[Any, ...]:
-        return (namespace,) if KINDS[kind].namespaced else ()
-
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
-            return self._call(kind, "read", name, *self._where(kind, namespace))
+            return self._call(kind, "read", namespace, name)
         except NotFound:
             return None
 
     def list(self, kind: str, namespace: str | None = None, *, label_selector: str | None = None,
              field_selector: str | None = None) -> dict[str, Any]:
-        verb = "list"
-        args = self._where(kind, namespace)
-        if KINDS[kind].namespaced and namespace is None:
-            # list_<x>_for_all_namespaces
-            spec = KINDS[kind]
-            method = getattr(spec.api(self.client),
-                             f"list_{spec.suffix.removeprefix('namespaced_')}_for_all_namespaces")
-            try:
-                response = method(label_selector=label_selector or "",
-                                  field_selector=field_selector or "",
-                                  _preload_content=False, _request_timeout=TIMEOUT)
-            except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-                raise _translate(exc) from exc
-            return json.loads(response.data)
-        return self._call(kind, verb, *args, label_selector=label_selector or "",
+        """One LIST; a namespaced kind without a namespace is listed across all of them."""
+        return self._call(kind, "list", namespace, label_selector=label_selector or "",
                           field_selector=field_selector or "")
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        kind = obj["kind"]
-        result = self._call(kind, "create", *self._where(kind, obj["metadata"].get("namespace")),
-                            obj)
+        result = self._call(obj["kind"], "create", obj["metadata"].get("namespace"), obj=obj)
         self.writes += 1
         return result
 
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
-        kind, meta = obj["kind"], obj["metadata"]
-        result = self._call(kind, "replace", meta["name"], *self._where(kind, meta.get("namespace")),
-                            obj)
+        meta = obj["metadata"]
+        result = self._call(obj["kind"], "replace", meta.get("namespace"), meta["name"], obj)
         self.writes += 1
         return result
 
     def patch(self, kind: str, name: str, patch: dict[str, Any],
               namespace: str | None = None) -> dict[str, Any]:
         """A JSON merge patch (the client picks merge-patch for dict bodies)."""
-        result = self._call(kind, "patch", name, *self._where(kind, namespace), patch)
+        result = self._call(kind, "patch", namespace, name, patch)
         self.writes += 1
         return result
 
@@ -265,7 +287,7 @@ class Kube:
                propagation: str = "Background") -> bool:
         """Delete; False when it was already gone."""
         try:
-            self._call(kind, "delete", name, *self._where(kind, namespace),
+            self._call(kind, "delete", namespace, name,
                        body={"propagationPolicy": propagation})
         except NotFound:
             return False
@@ -284,17 +306,7 @@ class Kube:
         history raises `Expired` (an ERROR event with code 410, or a 410 answer), so the caller
         relists. Other failures raise as the other calls do.
         """
-        spec = KINDS[kind]
-        api = spec.api(self.client)
-        args: tuple[Any, ...] = ()
-        if not spec.namespaced:
-            method = getattr(api, f"list_{spec.suffix}")
-        elif namespace is None:
-            method = getattr(api, f"list_{spec.suffix.removeprefix('namespaced_')}"
-                                  "_for_all_namespaces")
-        else:
-            method = getattr(api, f"list_{spec.suffix}")
-            args = (namespace,)
+        method, args = KINDS[kind].method(self.client, "list", namespace)
         kwargs: dict[str, Any] = {
             "watch": True, "allow_watch_bookmarks": bookmarks,
             "timeout_seconds": int(timeout_seconds),

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from portal.queueing.kueue import ADMISSION_GATE, QUEUED_REASON
+
 from .manifests import BATCH, CONTAINER_NAME, SERVICE
 from .models import Workload
 
@@ -156,6 +158,33 @@ def creation_refusal(observed: Observed) -> str | None:
     if "exceeded quota" in message:
         return f"The namespace quota refused its pod: {message}"
     return f"The cluster could not create its pod: {message}"
+
+
+def queued(observed: Observed, pod: Obj | None) -> bool:
+    """Waiting in Kueue's queue: a Job still suspended (Kueue unsuspends it when it admits it,
+    and suspends it again when it is preempted), or a service's pod held by Kueue's gate."""
+    if observed.kind == BATCH:
+        return bool(observed.job and (observed.job.get("spec") or {}).get("suspend"))
+    gates = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
+    return any(gate.get("name") == ADMISSION_GATE for gate in gates)
+
+
+def queue_reason(observed: Observed) -> str:
+    """Kueue's newest word on the workload (the events of its Kueue Workload): why it waits,
+    or that it was preempted and is back in the queue."""
+    kueue = [e for e in observed.events
+             if (e.get("involvedObject") or {}).get("kind") == "Workload"]
+    if not kueue:
+        return QUEUED_REASON
+    newest = max(kueue, key=lambda e: (e.get("lastTimestamp") or e.get("eventTime")
+                                       or e.get("firstTimestamp") or ""))
+    reason, message = newest.get("reason") or "", (newest.get("message") or "").strip()
+    if "Preempt" in reason or "Evict" in reason:
+        return f"Preempted, back in the queue: {message}" if message else \
+            "Preempted, back in the queue."
+    if reason == "Pending" and message:
+        return f"Waiting in the tenant's queue: {message}"
+    return QUEUED_REASON
 
 
 # -- deciding ----------------------------------------------------------------------------------
@@ -299,6 +328,8 @@ def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
         verdict = _job_verdict(observed.job, pod)
         if verdict is not None:
             return verdict
+    if queued(observed, pod):
+        return outcome(State.QUEUED, queue_reason(observed))
     if pod is None:
         refusal = creation_refusal(observed)
         if refusal:

@@ -111,6 +111,10 @@ class WorkloadSpec:
     backoff_limit: int = 0
     ttl_seconds_after_finished: int = 3600
     proxy: ProxySpec | None = None  # the authenticating proxy in front of a service
+    # queueing on Kueue: the labels naming the tenant's queue and the priority class
+    # (portal/queueing/kueue.py); on the Job (created suspended: Kueue starts it when it admits
+    # it) or on the Deployment and its pods (held by Kueue's scheduling gate until admitted)
+    queue_labels: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         # Combinations no manifest can express are refused here, before anything is sent.
@@ -325,6 +329,8 @@ def make_pod_template(spec: WorkloadSpec) -> Manifest:
         # the tenant's NetworkPolicy admits traffic to port "http" of pods labelled so, and
         # nothing else: behind a proxy, port "http" is the proxy's
         pod_labels[LABEL_EXPOSED] = "true"
+    if spec.kind == SERVICE:
+        pod_labels.update(spec.queue_labels)
     metadata: Manifest = {"labels": pod_labels}
     if spec.pod_annotations:
         metadata["annotations"] = dict(spec.pod_annotations)
@@ -351,10 +357,12 @@ def make_pod_template(spec: WorkloadSpec) -> Manifest:
 def make_deployment(spec: WorkloadSpec) -> Manifest:
     """A service's Deployment: one replica, replaced by Recreate so that an old and a new pod
     never hold GPUs at the same time (a rolling update would need twice the quota)."""
+    metadata = _metadata(spec)
+    metadata["labels"].update(spec.queue_labels)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(spec),
+        "metadata": metadata,
         "spec": {
             "replicas": 1,
             "revisionHistoryLimit": 1,
@@ -398,9 +406,13 @@ def make_job(spec: WorkloadSpec) -> Manifest:
         "template": make_pod_template(spec),
     }
     if spec.max_runtime_seconds is not None:
+        # counted from when it runs: a Job's timer starts again when it is unsuspended
         job_spec["activeDeadlineSeconds"] = spec.max_runtime_seconds
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(spec),
-            "spec": job_spec}
+    metadata = _metadata(spec)
+    if spec.queue_labels:
+        metadata["labels"].update(spec.queue_labels)
+        job_spec["suspend"] = True  # Kueue unsuspends it when it admits it
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
 
 def make_home_claim(namespace: str, name: str, size: str, storage_class: str | None,

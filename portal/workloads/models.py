@@ -99,6 +99,7 @@ class Workload(models.Model):
     class State(models.TextChoices):
         SUBMITTED = "submitted", "submitted"
         CREATING = "creating", "creating"
+        QUEUED = "queued", "queued"  # waiting in its tenant's Kueue queue (portal/queueing)
         PENDING = "pending", "pending"
         RUNNING = "running", "running"
         SUCCEEDED = "succeeded", "succeeded"
@@ -106,7 +107,8 @@ class Workload(models.Model):
         STOPPING = "stopping", "stopping"
         STOPPED = "stopped", "stopped"
 
-    ACTIVE_STATES = (State.SUBMITTED, State.CREATING, State.PENDING, State.RUNNING, State.STOPPING)
+    ACTIVE_STATES = (State.SUBMITTED, State.CREATING, State.QUEUED, State.PENDING, State.RUNNING,
+                     State.STOPPING)
     FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.STOPPED)
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT, related_name="workloads")

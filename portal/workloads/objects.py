@@ -13,6 +13,8 @@ from django.conf import settings
 
 from portal.access.services import workload_proxy
 from portal.kube.client import Conflict, Kube, KubeRefused
+from portal.queueing.kueue import queue_labels
+from portal.queueing.services import queueing_on
 from tenants.manifests import LABEL_PROJECT_ID, MANAGED_BY, label_value
 
 from .manifests import (
@@ -29,7 +31,8 @@ log = logging.getLogger(__name__)
 DELETE_ORDER = ("Deployment", "Job", "Service", "Secret")
 
 
-def workload_spec(workload: Workload) -> WorkloadSpec:
+def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
+    """The workload's objects' spec; `queued`: in its tenant's Kueue queue (portal/queueing)."""
     template = workload.template
     secret_env: tuple[tuple[str, str], ...] = ()
     if template.token_env and workload.access_token:
@@ -67,6 +70,7 @@ def workload_spec(workload: Workload) -> WorkloadSpec:
         home_claim=HOME_CLAIM_NAME if workload.use_home else None,
         backoff_limit=workload.retries,
         proxy=proxy,
+        queue_labels=tuple(sorted(queue_labels(workload.kind).items())) if queued else (),
     )
 
 
@@ -92,13 +96,17 @@ def home_claim_ensure(workload: Workload, kube: Kube) -> bool:
     return True
 
 
-def workload_objects_create(workload: Workload, kube: Kube | None = None) -> list[str]:
-    """Create every object; those already there (and ours) are adopted. Returns what was made."""
+def workload_objects_create(workload: Workload, kube: Kube | None = None, *,
+                            queued: bool | None = None) -> list[str]:
+    """Create every object; those already there (and ours) are adopted. Returns what was made.
+    `queued`: in its tenant's Kueue queue (default: where the cluster queues)."""
     kube = kube or Kube()
+    if queued is None:
+        queued = queueing_on(kube)
     created = []
     if workload.use_home and home_claim_ensure(workload, kube):
         created.append(f"PersistentVolumeClaim {HOME_CLAIM_NAME}")
-    for obj in workload_objects(workload_spec(workload)):
+    for obj in workload_objects(workload_spec(workload, queued=queued)):
         meta = obj["metadata"]
         try:
             kube.create(obj)

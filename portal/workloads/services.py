@@ -21,6 +21,8 @@ from django.utils import timezone
 from portal import metrics
 from portal.access.services import workload_access_create
 from portal.celery import send_on_commit
+from portal.kube.client import KubeError
+from portal.queueing.services import gpu_reach, queueing_on
 from tenants.audit import audit_record
 from tenants.models import Quota, Tenant
 
@@ -69,8 +71,31 @@ def workload_event(*, workload: Workload, reason: str, message: str, type: str =
                                         reason=reason, message=message, source=source)
 
 
-def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]) -> None:
+def _queue_admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]) -> None:
+    """With queueing on Kueue: refuse only what can never be admitted — more GPUs than the
+    tenant's queue can ever hold (its quota plus its borrowing limit) — or more workloads at
+    once, queued ones included, than the quota allows. Everything else waits its turn."""
+    gpu_type, wanted = request["gpu_type"], request["gpu_count"]
+    reach = gpu_reach(quota, gpu_type.slug)
+    if reach is not None and wanted > reach:
+        nominal = quota.gpus_by_type().get(gpu_type.slug, 0)
+        raise AdmissionRefused(
+            f"{tenant.name} can hold at most {reach} {gpu_type.slug} GPUs at once (its quota "
+            f"of {nominal} plus borrowing up to {quota.gpu_borrowing_limit}); {wanted} can "
+            "never be admitted.")
+    count = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
+                                    deleted_at__isnull=True).count()
+    if count + 1 > quota.max_workloads:
+        raise AdmissionRefused(f"{tenant.name} has {count} of {quota.max_workloads} "
+                               "workloads allowed at once (queued ones count).")
+
+
+def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
+                     queued: bool = False) -> None:
     """Raise AdmissionRefused unless the tenant's quota leaves room for this request."""
+    if queued:
+        _queue_admission_check(tenant, quota, request)
+        return
     gpu_type = request["gpu_type"]
     wanted = request["gpu_count"]
     # one query for every total: it runs while the tenant row is locked
@@ -118,12 +143,16 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
         if existing is not None:
             return _same_launch(existing, request_fingerprint, idempotency_key), False
     try:
+        queued = queueing_on()  # before the lock: it may ask the cluster (once a minute)
+    except KubeError:
+        queued = False  # not known now: the stricter rule of the two admits it
+    try:
         with transaction.atomic():
             tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
             if not tenant.is_active:
                 raise AdmissionRefused(f"{tenant.name} is being deleted; nothing can be launched.")
             quota = Quota.objects.get(tenant=tenant)
-            _admission_check(tenant, quota, request)
+            _admission_check(tenant, quota, request, queued=queued)
             template = request["template"]
             workload = Workload.objects.create(
                 tenant=tenant, owner=user, name=request["name"], template=template,

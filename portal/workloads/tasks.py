@@ -13,6 +13,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from portal.kube.client import KubeRefused, KubeUnavailable, NotAuthorized
+from portal.queueing.kueue import QUEUED_REASON
+from portal.queueing.services import queueing_on
 
 from .models import Workload
 from .objects import workload_objects_create, workload_objects_delete
@@ -53,7 +55,8 @@ def workload_create_task(self, workload_id: int) -> None:
     workload = Workload.objects.select_related("tenant", "owner", "template", "gpu_type").get(
         pk=workload_id)
     try:
-        created = workload_objects_create(workload)
+        queued = queueing_on()
+        created = workload_objects_create(workload, queued=queued)
     except (KubeUnavailable, NotAuthorized) as exc:
         if self.request.retries >= self.max_retries:
             what = ("refused the portal's identity" if isinstance(exc, NotAuthorized)
@@ -63,15 +66,22 @@ def workload_create_task(self, workload_id: int) -> None:
             workload_event(workload=workload, reason="CreateFailed", type="Warning",
                            message=f"gave up after {self.request.retries + 1} tries: {exc}")
             return
+        # it waits as "creating", saying why (an API server or Kueue's admission webhook
+        # that does not answer), and carries on when they are back
+        Workload.objects.filter(pk=workload_id, state=Workload.State.CREATING).update(
+            reason=f"Waiting for the cluster (try {self.request.retries + 1}): {exc}"[:2000])
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
     except KubeRefused as exc:
         workload_mark(workload_id=workload_id, state=Workload.State.FAILED,
                       reason=f"The cluster refused it: {exc}")
         workload_event(workload=workload, reason="CreateFailed", message=str(exc), type="Warning")
         return
+    if queued:
+        next_state, reason = Workload.State.QUEUED, QUEUED_REASON
+    else:
+        next_state, reason = Workload.State.PENDING, "Waiting for the cluster to start it."
     Workload.objects.filter(pk=workload_id, state=Workload.State.CREATING).update(
-        state=Workload.State.PENDING, reason="Waiting for the cluster to start it.",
-        updated_at=timezone.now())
+        state=next_state, reason=reason, updated_at=timezone.now())
     workload_event(workload=workload, reason="Created",
                    message=", ".join(created) if created else "objects already present (adopted)")
 

@@ -47,6 +47,7 @@ from django.utils import timezone
 
 from portal.contention import retry_on_contention
 from portal.kube.client import Expired, Kube, KubeError, KubeRefused
+from portal.queueing.notices import workload_reclaimed
 from tenants.manifests import MANAGED_BY
 from tenants.models import Tenant
 
@@ -65,8 +66,10 @@ Obj = dict[str, Any]
 WATCHED = {"Pod": "pods", "Job": "jobs", "Deployment": "deployments", "Service": "services",
            "Event": "events"}
 PRIMARY = {"Job", "Deployment"}  # the object that is the workload (batch / service)
+LIVE = (State.QUEUED, State.PENDING, State.RUNNING)  # states whose objects must exist
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 OBJECT_NAME = re.compile(rf"^{PREFIX}-(\d+)(?:-|$)")
+KUEUE_WORKLOAD_PREFIX = re.compile(r"^(?:job|pod|deployment)-")
 
 VANISHED = "Its Kubernetes objects were deleted outside the portal."
 EVENTS_PER_WORKLOAD = 30  # kept in memory for derivation (FailedCreate); all are stored in the DB
@@ -79,7 +82,12 @@ def workload_id_of(obj: Obj) -> int | None:
     """The workload an object belongs to: its label, or for an event the involved object's
     name (`wl-<id>-…`)."""
     if "involvedObject" in obj:
-        match = OBJECT_NAME.match((obj.get("involvedObject") or {}).get("name") or "")
+        involved = obj.get("involvedObject") or {}
+        name = involved.get("name") or ""
+        if involved.get("kind") == "Workload":
+            # Kueue's Workload of a Job or pod: "job-<job name>-<hash>", "pod-<pod name>-<hash>"
+            name = KUEUE_WORKLOAD_PREFIX.sub("", name)
+        match = OBJECT_NAME.match(name)
         return int(match.group(1)) if match else None
     value = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_WORKLOAD_ID, "")
     return int(value) if value.isdigit() else None
@@ -388,8 +396,7 @@ class Tracker:
             observed = self.index.observed(wid, row["kind"], row["tenant__namespace"])
             primary = observed.job if row["kind"] == BATCH else observed.deployment
             outcome: Outcome | None
-            if wid in tombstones and primary is None and row["state"] in (State.PENDING,
-                                                                           State.RUNNING):
+            if wid in tombstones and primary is None and row["state"] in LIVE:
                 outcome = self._vanished_outcome(row, observed, tombstones[wid])
             else:
                 outcome = workload_outcome(row["state"], observed)
@@ -417,7 +424,7 @@ class Tracker:
         for clocks of different hosts."""
         cutoff = listed_at - dt.timedelta(seconds=self.clock_skew)
         workload_kind = BATCH if kind == "Job" else SERVICE
-        live = Workload.objects.filter(state__in=[State.PENDING, State.RUNNING],
+        live = Workload.objects.filter(state__in=LIVE,
                                        kind=workload_kind, updated_at__lt=cutoff)
         gone = []
         for wid, namespace in live.values_list("id", "tenant__namespace"):
@@ -425,7 +432,7 @@ class Tracker:
             if (observed.job if kind == "Job" else observed.deployment) is None:
                 gone.append(wid)
         for row in self._rows(gone).values():
-            if row["state"] in (State.PENDING, State.RUNNING):
+            if row["state"] in LIVE:
                 self.stats.vanished += 1
                 self._mark(row, Outcome(State.FAILED, VANISHED))
 
@@ -460,6 +467,9 @@ class Tracker:
                                message=_transition_text(outcome, reason),
                                type="Warning" if outcome.state == State.FAILED else "Normal",
                                source="tracker")
+            if row["state"] == State.RUNNING and outcome.state == State.QUEUED:
+                # Kueue took its GPUs back for the tenant that lent them: tell its owner
+                workload_reclaimed(workload=locked, reason=reason)
         self.stats.changes += 1
 
     # -- events ----------------------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""The portal's quotas as Kueue objects: pure functions from plain specs to manifests.
+
+- one ResourceFlavor per GPU type (its node labels), and one for CPU and memory;
+- one ClusterQueue per tenant, all in one cohort so that a tenant's idle GPUs can be borrowed by
+  the others and reclaimed when it needs them; its nominal quota per flavor is the tenant's
+  quota, with the tenant's borrowing and lending limits and fair-sharing weight;
+- one LocalQueue in each tenant namespace, the queue every workload of the tenant names;
+- two WorkloadPriorityClasses: interactive services rank above batch jobs.
+
+Reconciled by queueing/services.py; nothing here talks to the cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+GROUP = "kueue.x-k8s.io"
+API_VERSION = f"{GROUP}/v1beta2"
+COHORT = "gpu-portal"
+LOCAL_QUEUE = "gpu-portal"
+CPU_FLAVOR = "gpu-portal-cpu"
+QUEUE_LABEL = f"{GROUP}/queue-name"
+PRIORITY_LABEL = f"{GROUP}/priority-class"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-portal"}
+
+ADMISSION_GATE = f"{GROUP}/admission"  # the scheduling gate on pods Kueue has not admitted
+QUEUED_REASON = "Waiting in the tenant's queue for GPUs."
+
+INTERACTIVE = "gpu-portal-interactive"
+BATCH = "gpu-portal-batch"
+PRIORITIES = {INTERACTIVE: (1000, "Interactive services of the GPU portal: ahead of batch jobs"),
+              BATCH: (100, "Batch jobs of the GPU portal")}
+
+
+def priority_class(kind: str) -> str:
+    """The WorkloadPriorityClass of a workload kind ("service" or "batch")."""
+    return BATCH if kind == "batch" else INTERACTIVE
+
+
+def flavor_name(gpu_slug: str) -> str:
+    return f"gpu-{gpu_slug}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlavorSpec:
+    slug: str
+    resource: str                         # e.g. nvidia.com/gpu
+    node_labels: tuple[tuple[str, str], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueSpec:
+    """One tenant's ClusterQueue and LocalQueue."""
+
+    name: str                             # the ClusterQueue's name: the tenant's namespace
+    namespace: str
+    gpus: tuple[tuple[str, int], ...]     # per GPU type slug: the nominal quota
+    cpu: int                              # cores
+    memory_gb: int
+    borrowing_limit: int | None           # GPUs of each type it may borrow (None: no limit)
+    lending_limit: int | None             # GPUs of each type it lends at most (None: all idle)
+    weight: str = "1"                     # fair sharing
+
+
+def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": dict(MANAGED_BY)}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+def make_resource_flavors(flavors: list[FlavorSpec]) -> list[dict[str, Any]]:
+    objects = [{"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _meta(CPU_FLAVOR),
+                "spec": {}}]
+    for flavor in flavors:
+        objects.append({"apiVersion": API_VERSION, "kind": "ResourceFlavor",
+                        "metadata": _meta(flavor_name(flavor.slug)),
+                        "spec": {"nodeLabels": dict(flavor.node_labels)}})
+    return objects
+
+
+def make_priority_classes() -> list[dict[str, Any]]:
+    return [{"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass", "metadata": _meta(name),
+             "value": value, "description": text}
+            for name, (value, text) in PRIORITIES.items()]
+
+
+def make_cluster_queue(queue: QueueSpec, flavors: list[FlavorSpec]) -> dict[str, Any]:
+    """GPU flavors in one resource group (each flavor lists every GPU resource name, 0 for the
+    ones it does not provide, as Kueue requires); CPU and memory in another."""
+    quota = dict(queue.gpus)
+    resources = sorted({f.resource for f in flavors})
+    gpu_flavors = []
+    for flavor in flavors:
+        entries = []
+        for resource in resources:
+            # quantities as strings: what Kueue's webhook writes back, so a re-read compares equal
+            nominal = quota.get(flavor.slug, 0) if resource == flavor.resource else 0
+            entry: dict[str, Any] = {"name": resource, "nominalQuota": str(nominal)}
+            if resource == flavor.resource:
+                if queue.borrowing_limit is not None:
+                    entry["borrowingLimit"] = str(queue.borrowing_limit)
+                if queue.lending_limit is not None:
+                    entry["lendingLimit"] = str(min(queue.lending_limit, nominal))
+            entries.append(entry)
+        gpu_flavors.append({"name": flavor_name(flavor.slug), "resources": entries})
+    groups: list[dict[str, Any]] = [{
+        "coveredResources": ["cpu", "memory"],
+        "flavors": [{"name": CPU_FLAVOR, "resources": [
+            {"name": "cpu", "nominalQuota": str(queue.cpu)},
+            {"name": "memory", "nominalQuota": f"{queue.memory_gb}Gi"}]}]}]
+    if gpu_flavors:
+        groups.append({"coveredResources": resources, "flavors": gpu_flavors})
+    return {
+        "apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": _meta(queue.name),
+        "spec": {
+            "cohortName": COHORT,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": queue.namespace}},
+            # a queue's order is its order: the position shown to users means what it says
+            "queueingStrategy": "StrictFIFO",
+            "resourceGroups": groups,
+            # owners take back what others borrowed; no one loses a workload to a colleague
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never",
+                           "borrowWithinCohort": {"policy": "Never"}},
+            "fairSharing": {"weight": queue.weight},
+        },
+    }
+
+
+def make_local_queue(queue: QueueSpec) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": "LocalQueue",
+            "metadata": _meta(LOCAL_QUEUE, queue.namespace),
+            "spec": {"clusterQueue": queue.name}}
+
+
+def queue_labels(kind: str) -> dict[str, str]:
+    """The labels that put a workload's Job or Deployment (and its pods) in its tenant's queue."""
+    return {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: priority_class(kind)}

@@ -1,0 +1,184 @@
+"""Where queued workloads stand: their place in Kueue's queue and the portal's estimate of when
+they start.
+
+- Position: Kueue's visibility API, one request per tenant queue, remembered a few seconds
+  (`pending_in_queue`).
+- Estimate: eta.py plays each GPU type's queue forward. The running workloads end at their
+  maximum runtime, or after the typical duration of similar finished workloads (the median of
+  the last ones of the same template and GPU type in the tenant, else in every tenant); the
+  queue is every tenant's queued workloads of that type in Kueue's order within a queue
+  (priority, then age), each tenant held to its reach (nominal quota plus borrowing limit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.cache import cache
+from django.utils import timezone
+
+from portal.kube.client import Kube, KubeError
+
+from .eta import HISTORY, LIMIT, UNKNOWN, Estimate, Holder, Waiter, estimate_starts
+from .kueue import INTERACTIVE, LOCAL_QUEUE, PRIORITIES, priority_class
+
+log = logging.getLogger(__name__)
+
+VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
+POSITIONS_SECONDS = 5
+HISTORY_SAMPLES = 20
+HISTORY_LEAST = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class QueuePlace:
+    position: int | None      # 1 = next; None: Kueue does not list it (yet)
+    length: int               # workloads waiting in the tenant's queue
+    eta: dt.datetime | None
+    eta_basis: str
+
+
+def pending_in_queue(namespace: str, kube: Kube | None = None) -> list[dict[str, Any]]:
+    """The pending Kueue Workloads of a tenant's queue, in order ([] when Kueue cannot say)."""
+    key = f"queueing:pending:{namespace}"
+    known = cache.get(key)
+    if known is not None:
+        return known
+    kube = kube or Kube()
+    try:
+        body = kube.server_get(
+            f"{VISIBILITY}/namespaces/{namespace}/localqueues/{LOCAL_QUEUE}/pendingworkloads")
+        items = json.loads(body).get("items") or []
+    except (KubeError, ValueError) as exc:
+        log.info("queue positions of %s unknown: %s", namespace, exc)
+        return []
+    items.sort(key=lambda item: item.get("positionInLocalQueue", 0))
+    cache.set(key, items, POSITIONS_SECONDS)
+    return items
+
+
+def owner_name(pending: dict[str, Any]) -> str:
+    """The name of the Job (or pod) a pending Kueue Workload stands for."""
+    owners = (pending.get("metadata") or {}).get("ownerReferences") or []
+    return owners[0].get("name", "") if owners else ""
+
+
+def _matches(object_name: str, owner: str) -> bool:
+    # a Job is named as the workload's objects are; a Deployment's pods add "-<hash>-<id>"
+    return owner == object_name or owner.startswith(object_name + "-")
+
+
+def positions(workloads: Iterable[Any], kube: Kube | None = None) -> dict[int, tuple[int | None,
+                                                                                   int]]:
+    """workload id → (position from 1, queue length), for queued workloads."""
+    by_namespace: dict[str, list[Any]] = defaultdict(list)
+    for workload in workloads:
+        by_namespace[workload.tenant.namespace].append(workload)
+    result: dict[int, tuple[int | None, int]] = {}
+    for namespace, members in by_namespace.items():
+        pending = pending_in_queue(namespace, kube)
+        owners = [owner_name(p) for p in pending]
+        for workload in members:
+            place = next((i for i, owner in enumerate(owners)
+                          if _matches(workload.object_name, owner)), None)
+            result[workload.pk] = (None if place is None else place + 1, len(pending))
+    return result
+
+
+def typical_seconds(template_id: int, gpu_type_id: int, tenant_id: int) -> float | None:
+    """The median duration of the last similar finished workloads (the tenant's own first)."""
+    from portal.workloads.models import Workload
+
+    finished = Workload.objects.filter(
+        template_id=template_id, gpu_type_id=gpu_type_id, state=Workload.State.SUCCEEDED,
+        started_at__isnull=False, finished_at__isnull=False)
+    for scope in (finished.filter(tenant_id=tenant_id), finished):
+        spans = [(end - start).total_seconds() for start, end in
+                 scope.order_by("-finished_at").values_list("started_at", "finished_at")
+                 [:HISTORY_SAMPLES]]
+        if len(spans) >= HISTORY_LEAST:
+            return statistics.median(spans)
+    return None
+
+
+def _expected(workload, memo: dict[tuple[int, int, int], float | None]
+              ) -> tuple[float | None, str]:
+    if workload.max_runtime_minutes:
+        return workload.max_runtime_minutes * 60.0, LIMIT
+    key = (workload.template_id, workload.gpu_type_id, workload.tenant_id)
+    if key not in memo:
+        memo[key] = typical_seconds(*key)
+    return (memo[key], HISTORY) if memo[key] is not None else (None, UNKNOWN)
+
+
+def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
+              ) -> dict[int, Estimate]:
+    """workload id → the estimated start of every queued workload of one GPU type."""
+    from portal.queueing.services import gpu_reach
+    from portal.workloads.models import Workload
+    from tenants.models import Quota
+
+    now = now or timezone.now()
+    memo: dict[tuple[int, int, int], float | None] = {}
+    live = Workload.objects.filter(gpu_type=gpu_type, deleted_at__isnull=True)
+    running = []
+    for workload in live.filter(state__in=[Workload.State.RUNNING, Workload.State.PENDING,
+                                           Workload.State.STOPPING]):
+        if workload.expires_at:
+            running.append(Holder(workload.tenant_id, workload.gpu_count, workload.expires_at))
+            continue
+        seconds, source = _expected(workload, memo)
+        started = workload.started_at or now
+        ends = None if seconds is None else started + dt.timedelta(seconds=seconds)
+        running.append(Holder(workload.tenant_id, workload.gpu_count, ends, source))
+    queued = list(live.filter(state=Workload.State.QUEUED))
+    rank = {name: value for name, (value, _) in PRIORITIES.items()}
+    queued.sort(key=lambda w: (-rank.get(priority_class(w.kind), rank[INTERACTIVE]),
+                               w.created_at, w.pk))
+    waiters = []
+    for workload in queued:
+        seconds, source = _expected(workload, memo)
+        waiters.append(Waiter(workload.pk, workload.tenant_id, workload.gpu_count, seconds, source))
+    tenants = {w.tenant_id for w in queued}
+    reach = {}
+    for quota in Quota.objects.filter(tenant_id__in=tenants):
+        limit = gpu_reach(quota, gpu_type.slug)
+        if limit is not None:
+            reach[quota.tenant_id] = limit
+    return estimate_starts(now=now, capacity=capacity, reach=reach, running=running,
+                           queue=waiters)
+
+
+def queue_places(workloads: Iterable[Any], kube: Kube | None = None) -> dict[int, QueuePlace]:
+    """workload id → its QueuePlace, for the queued ones among `workloads`."""
+    from portal.workloads.selectors import cluster_gpu_capacity
+
+    queued = [w for w in workloads if w.state == "queued"]
+    if not queued:
+        return {}
+    places = positions(queued, kube)
+    try:
+        capacity = cluster_gpu_capacity(kube)
+    except KubeError:
+        capacity = {}
+    by_type: dict[int, dict[int, Estimate]] = {}
+    result = {}
+    for workload in queued:
+        gpu_type = workload.gpu_type
+        if gpu_type.pk not in by_type:
+            pool = capacity.get(gpu_type.slug)
+            by_type[gpu_type.pk] = estimates(gpu_type, capacity=pool.allocatable if pool else 0)
+        estimate = by_type[gpu_type.pk].get(workload.pk)
+        position, length = places.get(workload.pk, (None, 0))
+        result[workload.pk] = QueuePlace(
+            position=position, length=length,
+            eta=estimate.start if estimate else None,
+            eta_basis=estimate.basis if estimate else "no estimate")
+    return result
