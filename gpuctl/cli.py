@@ -32,8 +32,8 @@ EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_AUTH, EXIT_QUOTA, EXIT_WAIT, EXIT_NOT_FOUND,
     EXIT_UNREACHABLE = range(8)
 
 FINAL_STATES = {"succeeded", "failed", "stopped"}
-STATES = ["submitted", "creating", "pending", "running", "succeeded", "failed", "stopping",
-          "stopped"]
+STATES = ["submitted", "creating", "queued", "pending", "running", "succeeded", "failed",
+          "stopping", "stopped"]
 
 
 class WaitFailed(Exception):
@@ -95,14 +95,42 @@ def _age(row: dict) -> str:
     return f"{max(seconds, 0)}s"
 
 
-WORKLOAD_COLUMNS = [("id", "id"), ("name", "name"), ("state", "state"),
+def _minutes_text(seconds: float) -> str:
+    minutes = max(round(seconds / 60), 1)
+    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def queue_text(workload: dict, now: dt.datetime | None = None) -> str:
+    """"queued — position 3 of 7 for a100, about 40 min" (or why there is no estimate)."""
+    text = "queued"
+    if workload.get("queue_position"):
+        text += (f" — position {workload['queue_position']} of {workload.get('queue_length')}"
+                 f" for {workload.get('gpu_type')}")
+    eta = workload.get("eta")
+    if eta:
+        now = now or dt.datetime.now(dt.UTC)
+        wait = (dt.datetime.fromisoformat(eta.replace("Z", "+00:00")) - now).total_seconds()
+        text += (", about " + _minutes_text(wait)) if wait > 30 else ", starting now"
+    elif workload.get("eta_basis"):
+        text += f"; {workload['eta_basis']}"
+    return text
+
+
+def _state(workload: dict) -> str:
+    if workload.get("state") == "queued" and workload.get("queue_position"):
+        return f"queued {workload['queue_position']}/{workload.get('queue_length')}"
+    return workload.get("state", "")
+
+
+WORKLOAD_COLUMNS = [("id", "id"), ("name", "name"), ("state", _state),
                     ("template", "template"),
                     ("gpus", lambda w: f"{w['gpu_count']}x {w['gpu_type']}"),
                     ("owner", "owner"), ("age", _age), ("url", "url")]
 WORKLOAD_FIELDS = ["id", "name", "tenant", "owner", "template", "kind", "gpu_type", "gpu_count",
                    "image", "command", "args", "port", "cpu", "memory", "max_runtime_minutes",
                    "state", "reason", "url", "address", "node", "exit_code", "created_at",
-                   "started_at", "finished_at", "expires_at"]
+                   "started_at", "finished_at", "expires_at", "queue_position", "queue_length",
+                   "eta", "eta_basis"]
 
 
 # --- commands ----------------------------------------------------------------------------------
@@ -167,10 +195,11 @@ def wait_for(api: PortalClient, workload_id: int, *, until: set[str], timeout: f
     while True:
         workload = api.get(f"workloads/{workload_id}/")
         state = workload["state"]
-        if state != last and not quiet:
+        shown = queue_text(workload) if state == "queued" else state
+        if shown != last and not quiet:
             reason = f": {workload['reason']}" if workload.get("reason") else ""
-            err.write(f"workload {workload_id}: {state}{reason}\n")
-            last = state
+            err.write(f"workload {workload_id}: {shown}{reason}\n")
+            last = shown
         if state in until:
             return workload
         if state in FINAL_STATES:

@@ -182,3 +182,33 @@ def queue_places(workloads: Iterable[Any], kube: Kube | None = None) -> dict[int
             eta=estimate.start if estimate else None,
             eta_basis=estimate.basis if estimate else "no estimate")
     return result
+
+
+def _wait_text(seconds: float) -> str:
+    minutes = max(round(seconds / 60), 1)
+    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def queue_text(workload, place: QueuePlace | None, now: dt.datetime | None = None) -> str:
+    """"queued — position 3 of 7 for a100, about 40 min", or why there is no estimate (the
+    pages; gpuctl words it the same from the API's fields)."""
+    text = "queued"
+    if place is None:
+        return text
+    if place.position:
+        text += f" — position {place.position} of {place.length} for {workload.gpu_type.slug}"
+    if place.eta is not None:
+        wait = (place.eta - (now or timezone.now())).total_seconds()
+        text += f", about {_wait_text(wait)}" if wait > 30 else ", starting now"
+    elif place.eta_basis:
+        text += f"; {place.eta_basis}"
+    return text
+
+
+def annotate_queue(workloads: Iterable[Any]) -> None:
+    """Set `queue_text` on each queued workload of a page (one place lookup for all)."""
+    workloads = list(workloads)
+    places = queue_places(workloads)
+    for workload in workloads:
+        workload.queue_text = (queue_text(workload, places.get(workload.pk))
+                               if workload.state == "queued" else "")

@@ -30,6 +30,7 @@ from portal.access.services import (
     workload_access_summary,
 )
 from portal.kube.client import KubeError
+from portal.queueing.selectors import annotate_queue
 from portal.redirects import safe_redirect_target
 from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root
@@ -315,6 +316,7 @@ def _list_context(request: HttpRequest) -> dict:
     for workload in page:
         workload.may_change = workload_may_change(request.identity, workload, request.user)
         workload.may_open = _may_open(request, workload, rules)
+    annotate_queue(page)
     query = request.GET.copy()
     query.pop("page", None)
     return {
@@ -368,6 +370,7 @@ def _detail_context(request: HttpRequest, workload: Workload) -> dict:
         logs_error = f"{CLUSTER_UNREACHABLE}: the logs cannot be read. The state shown is " \
                      "the portal's last record."
     events = list(workload.events.order_by("-at", "-id")[:EVENTS_SHOWN])[::-1]
+    annotate_queue([workload])
     argv = [*workload.command, *workload.args]
     may_see_secrets = workload_may_see_secrets(request.identity, workload, request.user)
     if not may_see_secrets:

@@ -12,6 +12,7 @@ from rest_framework import serializers
 from portal.access.serializers import WorkloadAccessSerializer
 from portal.access.services import tenant_service_access, workload_access_summary
 from portal.kube.client import KubeError
+from portal.queueing.selectors import QueuePlace, queue_places
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
 from ..environment import (
@@ -200,6 +201,16 @@ class LaunchSerializer(serializers.Serializer):
                 f"(the largest has {capacity.largest_node}); this request can never run."]
 
 
+class WorkloadListSerializer(serializers.ListSerializer):
+    """A list's queued workloads get their queue places with one request per tenant queue and
+    one estimate per GPU type, not one each."""
+
+    def to_representation(self, data):
+        items = list(data.all() if hasattr(data, "all") else data)
+        self.child.context["queue_places"] = queue_places(items)
+        return super().to_representation(items)
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.name")
     tenant_id = serializers.IntegerField()
@@ -209,6 +220,15 @@ class WorkloadSerializer(serializers.ModelSerializer):
     memory = serializers.IntegerField(source="memory_gb")
     url = serializers.SerializerMethodField()
     access = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField(
+        help_text="Queued: its place in its project's queue (1 = next); null otherwise, or "
+                  "while Kueue has not listed it yet.")
+    queue_length = serializers.SerializerMethodField(
+        help_text="Queued: how many wait in its project's queue.")
+    eta = serializers.SerializerMethodField(
+        help_text="Queued: the portal's estimate of when it starts; null when there is none.")
+    eta_basis = serializers.SerializerMethodField(
+        help_text="Queued: what the estimate rests on, or why there is none.")
 
     class Meta:
         model = Workload
@@ -216,8 +236,38 @@ class WorkloadSerializer(serializers.ModelSerializer):
                   "gpu_count", "image", "command", "args", "port", "cpu", "memory",
                   "max_runtime_minutes", "state", "reason", "url", "address", "node",
                   "exit_code", "object_name", "created_at", "started_at", "finished_at",
-                  "expires_at", "access"]
+                  "expires_at", "access", "queue_position", "queue_length", "eta",
+                  "eta_basis"]
         read_only_fields = fields
+        list_serializer_class = WorkloadListSerializer
+
+    def _place(self, workload: Workload) -> QueuePlace | None:
+        if workload.state != Workload.State.QUEUED:
+            return None
+        places = self.context.get("queue_places")
+        if places is None:
+            places = self.context["queue_places"] = queue_places([workload])
+        return places.get(workload.pk)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_position(self, workload: Workload) -> int | None:
+        place = self._place(workload)
+        return place.position if place else None
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_length(self, workload: Workload) -> int | None:
+        place = self._place(workload)
+        return place.length if place else None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_eta(self, workload: Workload) -> str | None:
+        place = self._place(workload)
+        return place.eta.isoformat() if place and place.eta else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_eta_basis(self, workload: Workload) -> str | None:
+        place = self._place(workload)
+        return place.eta_basis if place else None
 
     def get_url(self, workload: Workload) -> str:
         return workload.url
