@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -18,7 +19,8 @@ from .naming import namespace_name
 
 QUOTA_FIELDS = ("gpus_total", "cpu", "memory_gb", "max_workloads", "max_runtime_minutes",
                 "idle_threshold_percent", "idle_minutes", "idle_action", "idle_grace_minutes",
-                "allow_over_capacity")
+                "allow_over_capacity", "gpu_borrowing_limit", "gpu_lending_limit",
+                "fair_share_weight")
 
 
 def _enqueue_reconcile(tenant_id: int) -> None:
@@ -30,6 +32,7 @@ def _enqueue_reconcile(tenant_id: int) -> None:
 def quota_snapshot(quota: Quota) -> dict[str, Any]:
     """A quota as plain data: what the audit trail and the API show."""
     data = {field: getattr(quota, field) for field in QUOTA_FIELDS}
+    data["fair_share_weight"] = f"{Decimal(str(quota.fair_share_weight)).normalize():f}"
     data["gpus_by_type"] = quota.gpus_by_type()
     return data
 

@@ -17,6 +17,7 @@ from rest_framework.exceptions import ValidationError
 
 from portal.keystone.client import KeystoneClient, KeystoneError
 from portal.kube.client import KubeError
+from portal.queueing.services import queueing_shown
 from portal.workloads.models import GpuType, Template
 from portal.workloads.selectors import gpus_in_use_by_namespace
 
@@ -85,10 +86,13 @@ def _row(tenant: Tenant, gpu_types, usage: dict[str, dict[str, int]], posted=Non
 def _form_data(post) -> dict:
     """The page's form fields → the quota API's shape (one validation for both)."""
     data = {field: post[field] for field in QUOTA_FIELDS if field in post}
+    for field in ("gpu_borrowing_limit", "gpu_lending_limit"):
+        if data.get(field) == "":
+            data[field] = None  # an empty box: no limit
     if "memory_gb" in data:
         data["memory"] = data.pop("memory_gb")
     by_type = {key.removeprefix("gpu_"): value for key, value in post.items()
-               if key.startswith("gpu_") and value != ""}
+               if key.startswith("gpu_") and key not in QUOTA_FIELDS and value != ""}
     if by_type:
         data["gpus_by_type"] = by_type
     if "allow_over_capacity_present" in post:
@@ -183,6 +187,7 @@ def tenant_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "pod_security": tenant_pod_security(tenant),
         "site_pod_security": settings.PORTAL_POD_SECURITY_ENFORCE,
         "root_templates": list(Template.objects.filter(allow_root=True, enabled=True)),
+        "queueing": queueing_shown(),
     })
 
 

@@ -9,6 +9,7 @@ any cluster. Detection is one discovery request, remembered for a minute.
 from __future__ import annotations
 
 import logging
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -90,7 +91,7 @@ def queue_spec(tenant, quota) -> QueueSpec:
         gpus=tuple(sorted(quota.gpus_by_type().items())),
         cpu=quota.cpu, memory_gb=quota.memory_gb,
         borrowing_limit=quota.gpu_borrowing_limit, lending_limit=quota.gpu_lending_limit,
-        weight=f"{quota.fair_share_weight.normalize():f}")
+        weight=f"{Decimal(str(quota.fair_share_weight)).normalize():f}")
 
 
 def cluster_queueing_objects() -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from portal.access.services import (
 )
 from portal.kube.client import KubeError
 from portal.queueing.selectors import annotate_queue
+from portal.queueing.services import queueing_shown
 from portal.redirects import safe_redirect_target
 from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root
@@ -208,6 +209,7 @@ def _launch_render(request: HttpRequest, tenant: Tenant, templates: list[Templat
         "errors": errors, "error_summary": _error_summary(errors), "refused": refused,
         "check": _check_context(rows, values.get("gpu_type", ""), values.get("gpu_count", ""),
                                 tenant),
+        "queueing": queueing_shown(),
     }, status=status)
 
 

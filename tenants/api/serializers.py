@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from decimal import Decimal
+
 from rest_framework import serializers
 
 from ..models import AuditRecord, Quota, Tenant
@@ -33,6 +35,18 @@ class QuotaSerializer(serializers.Serializer):
     idle_grace_minutes = _count()
     allow_over_capacity = serializers.BooleanField(
         help_text="Allow limits above the cluster's capacity (e.g. capacity on order).")
+    # queueing on Kueue (PORTAL_QUEUEING): the tenant's ClusterQueue in the cohort
+    gpu_borrowing_limit = _count(
+        allow_null=True, required=False,
+        help_text="Queueing: GPUs of each type it may borrow from idle quotas of other "
+                  "projects beyond its own; null = no limit, 0 = none.")
+    gpu_lending_limit = _count(
+        allow_null=True, required=False,
+        help_text="Queueing: GPUs of each type others may borrow from its idle quota; "
+                  "null = all that is idle, 0 = none.")
+    fair_share_weight = serializers.DecimalField(
+        max_digits=6, decimal_places=2, min_value=Decimal("0.01"), required=False,
+        help_text="Queueing: its weight in fair sharing of borrowed GPUs (default 1).")
 
     def validate_gpus_by_type(self, value: dict[str, int]) -> dict[str, int]:
         unknown = unknown_gpu_types(value)

@@ -45,8 +45,12 @@ def test_members_read_their_quota_but_cannot_write_it(tenants, project_token):
     quota = Client().get(f"/api/v1/tenants/{tenant.pk}/quota/", **auth).json()
     assert set(quota) == {"gpus_total", "gpus_by_type", "cpu", "memory", "max_workloads",
                           "max_runtime_minutes", "idle_threshold_percent", "idle_minutes",
-                          "idle_action", "idle_grace_minutes", "allow_over_capacity"}
+                          "idle_action", "idle_grace_minutes", "allow_over_capacity",
+                          "gpu_borrowing_limit", "gpu_lending_limit", "fair_share_weight"}
     assert quota["gpus_by_type"] == {"a100": 1, "t4": 1, "v100": 1}
+    # queueing: no borrowing or lending limit until an admin sets one, an equal share
+    assert (quota["gpu_borrowing_limit"], quota["gpu_lending_limit"],
+            quota["fair_share_weight"]) == (None, None, "1.00")
     refused = Client().patch(f"/api/v1/tenants/{tenant.pk}/quota/", {"gpus_total": 1},
                              content_type="application/json", **auth)
     assert refused.status_code == 403
@@ -78,6 +82,10 @@ def test_an_admin_changes_a_quota(tenants, project_token):
     ({"idle_action": "explode"}, "idle_action"),
     ({"gpus_total": 500}, "gpus_total"),  # the demo cluster has 28 GPUs
     ({"gpus_by_type": {"t4": 5}}, "gpus_by_type"),  # it has 4 T4
+    ({"gpu_borrowing_limit": -1}, "gpu_borrowing_limit"),
+    ({"gpu_lending_limit": "half"}, "gpu_lending_limit"),
+    ({"fair_share_weight": 0}, "fair_share_weight"),
+    ({"fair_share_weight": "1.234"}, "fair_share_weight"),
 ])
 def test_bad_quota_values_are_400_and_change_nothing(tenants, project_token, body, field):
     tenant = tenants["vision-lab"]
@@ -93,6 +101,24 @@ def test_bad_quota_values_are_400_and_change_nothing(tenants, project_token, bod
                          **api(project_token("admin", "admin"))).json()
     assert after == before
     assert not AuditRecord.objects.filter(action="quota.update").exists()
+
+
+def test_queueing_limits_and_weight_are_set_audited_and_cleared(tenants, project_token):
+    tenant = tenants["vision-lab"]
+    auth = api(project_token("admin", "admin"))
+    url = f"/api/v1/tenants/{tenant.pk}/quota/"
+    response = Client().patch(url, {"gpu_borrowing_limit": 2, "gpu_lending_limit": 0,
+                                    "fair_share_weight": "2.5"},
+                              content_type="application/json", **auth)
+    assert response.status_code == 200, response.json()
+    assert (response.json()["gpu_borrowing_limit"], response.json()["gpu_lending_limit"],
+            response.json()["fair_share_weight"]) == (2, 0, "2.50")
+    record = AuditRecord.objects.get(action="quota.update")
+    assert (record.before["gpu_borrowing_limit"], record.after["gpu_borrowing_limit"]) == (None, 2)
+    assert record.after["fair_share_weight"] == "2.5"
+    cleared = Client().patch(url, {"gpu_borrowing_limit": None}, content_type="application/json",
+                             **auth).json()
+    assert cleared["gpu_borrowing_limit"] is None and cleared["gpu_lending_limit"] == 0
 
 
 def test_put_needs_every_field(tenants, project_token):

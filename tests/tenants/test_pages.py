@@ -94,6 +94,22 @@ def test_the_detail_form_refuses_above_capacity_unless_intended(admin_client):
     assert Quota.objects.get(tenant=tenant).gpus_total == 100
 
 
+def test_the_detail_form_sets_the_queue_limits_and_says_queueing_is_off(admin_client):
+    tenant = Tenant.objects.get(name="vision-lab")
+    page = admin_client.get(f"/admin/tenants/{tenant.pk}/").content.decode()
+    assert 'id="queueing"' in page and "off: the cluster runs no Kueue" in page  # kubesim
+    assert 'name="gpu_borrowing_limit"' in page and 'value=""' in page  # no limit: empty
+    response = admin_client.post(f"/admin/tenants/{tenant.pk}/", {
+        "gpu_borrowing_limit": "3", "gpu_lending_limit": "", "fair_share_weight": "2"})
+    assert response.status_code == 302, re.findall(r'<p>(.*?)</p>', response.content.decode())
+    quota = Quota.objects.get(tenant=tenant)
+    assert (quota.gpu_borrowing_limit, quota.gpu_lending_limit, str(quota.fair_share_weight)) \
+        == (3, None, "2.00")
+    refused = admin_client.post(f"/admin/tenants/{tenant.pk}/", {"fair_share_weight": "0"})
+    assert refused.status_code == 200 and 'aria-invalid="true"' in refused.content.decode()
+    assert str(Quota.objects.get(tenant=tenant).fair_share_weight) == "2.00"
+
+
 def test_delete_needs_the_name_and_can_be_undone(admin_client):
     tenant = Tenant.objects.get(name="nlp-lab")
     admin_client.post(f"/admin/tenants/{tenant.pk}/delete/", {"confirm": "wrong"})
