@@ -2,6 +2,7 @@ from django.urls import include, path
 
 from portal import health, metrics, views
 from portal.keystone import views as keystone_views
+from portal.queueing import views as queueing_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -15,6 +16,7 @@ urlpatterns = [
     path("", include("portal.usage.urls")),
     path("admin/", include("tenants.urls")),
     path("admin/", include("portal.workloads.admin_urls")),
+    path("admin/queues/", queueing_views.queues, name="queues"),
     path("api/", include("api.urls")),
     # the OpenID Connect provider of the workloads' authenticating proxies (portal/access)
     path("o/", include("portal.access.urls")),
