@@ -45,8 +45,34 @@ class QueuePlace:
     eta_basis: str
 
 
+def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            return condition
+    return None
+
+
+def pending_order(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Kueue's Workloads that wait (no quota reserved, not finished), in the order a StrictFIFO
+    queue admits them: higher priority first, then the older; a preempted one queues again from
+    when it was evicted (Kueue's default requeuing timestamp)."""
+    def waiting(workload: dict[str, Any]) -> bool:
+        return not any((_condition(workload, kind) or {}).get("status") == "True"
+                       for kind in ("QuotaReserved", "Finished"))
+
+    def key(workload: dict[str, Any]) -> tuple[int, str, str]:
+        evicted = _condition(workload, "Evicted") or {}
+        since = evicted.get("lastTransitionTime") or \
+            workload["metadata"].get("creationTimestamp") or ""
+        return (-int((workload.get("spec") or {}).get("priority") or 0), since,
+                workload["metadata"].get("name", ""))
+
+    return sorted((w for w in workloads if waiting(w)), key=key)
+
+
 def pending_in_queue(namespace: str, kube: Kube | None = None) -> list[dict[str, Any]]:
-    """The pending Kueue Workloads of a tenant's queue, in order ([] when Kueue cannot say)."""
+    """The pending Kueue Workloads of a tenant's queue, in order ([] when Kueue cannot say):
+    from Kueue's visibility API, or where it is not served, from the Workloads themselves."""
     key = f"queueing:pending:{namespace}"
     known = cache.get(key)
     if known is not None:
@@ -56,10 +82,13 @@ def pending_in_queue(namespace: str, kube: Kube | None = None) -> list[dict[str,
         body = kube.server_get(
             f"{VISIBILITY}/namespaces/{namespace}/localqueues/{LOCAL_QUEUE}/pendingworkloads")
         items = json.loads(body).get("items") or []
+        items.sort(key=lambda item: item.get("positionInLocalQueue", 0))
     except (KubeError, ValueError) as exc:
-        log.info("queue positions of %s unknown: %s", namespace, exc)
-        return []
-    items.sort(key=lambda item: item.get("positionInLocalQueue", 0))
+        try:
+            items = pending_order(kube.list("Workload", namespace).get("items") or [])
+        except KubeError:
+            log.info("queue positions of %s unknown: %s", namespace, exc)
+            return []
     cache.set(key, items, POSITIONS_SECONDS)
     return items
 
