@@ -2,7 +2,8 @@
 
 - MetalLB's controller: LoadBalancer addresses from the inventory's address pools;
 - the GPU metrics: one gpuagent (fake NVML) and one pod-resources socket per GPU node;
-- k8s-keystone-auth, when there is a Keystone: `kubectl --token <Keystone token>`.
+- k8s-keystone-auth, when there is a Keystone: `kubectl --token <Keystone token>`;
+- Kueue, when asked (`kueue=True`): queueing of the portal's launches (portal/queueing).
 """
 
 from __future__ import annotations
@@ -12,13 +13,17 @@ from pathlib import Path
 from .cluster import DEMO_INVENTORY
 from .gpumetrics import GpuMetrics
 from .keystone_auth import KeystoneAuthWebhook
+from .kueue import Kueue
 from .metallb import MetalLB
 
 
-def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_INVENTORY) -> list:
+def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_INVENTORY,
+                   kueue: bool = False) -> list:
     addons: list = [MetalLB(inventory), GpuMetrics(inventory)]
     if keystone_url:
         addons.append(KeystoneAuthWebhook(keystone_url))
+    if kueue:
+        addons.append(Kueue())
     return addons
 
 

@@ -1,0 +1,279 @@
+"""Kueue for the real control plane: its controller manager, run out of cluster, as an addon.
+
+Kueue (sigs.k8s.io/kueue, built by stack/k8s/build.py as `kueue`) holds the portal's quotas as
+ClusterQueues, admits queued Jobs and Deployments (portal/queueing) and preempts borrowers when a
+lender needs its GPUs back. What running it outside a cluster takes (read from its sources and
+its config/components):
+
+- its CRDs (config/components/crd/bases in the module, read from the Go module cache, not
+  copied here), with the conversion webhook its kustomization adds to localqueues,
+  clusterqueues, cohorts, workloads and multikueueclusters, pointed at the process;
+- its Mutating/ValidatingWebhookConfigurations (config/components/webhook/manifests.yaml):
+  those of Kueue's own kinds and of the frameworks the portal uses (batch/job, pod,
+  deployment), pointed at https://127.0.0.1:<port> with this cluster's CA. The pod and
+  deployment webhooks only see objects that carry a queue name (an objectSelector), so that a
+  stopped Kueue does not stop every pod of the cluster from being created;
+- a Configuration: leader election off, its own certificate management off (the serving
+  certificate comes from the cluster's CA, `webhook.certDir`), health and metrics on free
+  loopback ports, `manageJobsWithoutQueueName: false`, fair sharing;
+- the feature gate VisibilityOnDemand off: its visibility API server reads its certificate from
+  the fixed path /visibility and is reached through an APIService whose Service must have a
+  non-loopback endpoint; the portal orders the pending Workloads itself where that API is
+  missing (portal/queueing/selectors.py);
+- a certificate for its metrics server at the fixed path /etc/kueue/metrics/certs (v0.19 reads
+  it from there whenever its own certificate management is off, and exits without it); one is
+  issued there once, by the first cluster's CA, if none is there (nothing scrapes it here);
+- the namespace kueue-system (its events), and an administrator's kubeconfig.
+
+`stop_process()` / `start_process()` stop and start the controller alone (the webhooks stay
+registered, failing closed): the Kueue-outage fault test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from ..procs import StackError, free_port, http_ok, stop, wait_for
+from . import build
+
+if TYPE_CHECKING:
+    from .cluster import ControlPlane
+
+MODULE = "sigs.k8s.io/kueue"
+NAMESPACE = "kueue-system"
+CONVERTED = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
+# webhook paths of the kinds the portal queues, and of Kueue's own kinds
+WEBHOOK_PATHS = ("-kueue-x-k8s-io-", "-batch-v1-job", "-apps-v1-deployment", "--v1-pod")
+QUEUED_ONLY = ("--v1-pod", "-apps-v1-deployment")  # see the module's docstring
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def module_dir(version: str) -> Path:
+    """Kueue's module in the Go module cache (downloaded if missing)."""
+    go = shutil.which("go")
+    if go is None:
+        raise StackError("the Go toolchain is needed for Kueue's manifests: install Go ≥ 1.26")
+    result = subprocess.run(
+        [go, "mod", "download", "-json", f"{MODULE}@{version}"],
+        cwd=build.COMPONENTS["kueue"].source, capture_output=True, text=True,
+        env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"})
+    try:
+        info = json.loads(result.stdout)
+    except ValueError:
+        info = {}
+    if result.returncode != 0 or "Dir" not in info:
+        raise StackError(f"go mod download {MODULE}@{version} failed: "
+                         f"{info.get('Error') or result.stderr.strip()[-500:]}")
+    return Path(info["Dir"])
+
+
+def configuration(*, webhook_port: int, health_port: int, metrics_port: int,
+                  cert_dir: Path) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "namespace": NAMESPACE,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}"},
+        "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "manageJobsWithoutQueueName": False,
+        "integrations": {"frameworks": ["batch/job", "pod", "deployment"]},
+        "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare",
+                                                 "LessThanInitialShare"]},
+    }
+
+
+def webhook_configurations(folder: Path, *, url: str, ca_bundle: str) -> list[dict[str, Any]]:
+    """Kueue's webhook configurations, pointed at `url`, only the webhooks the portal needs."""
+    docs = []
+    manifests = folder / "config" / "components" / "webhook" / "manifests.yaml"
+    for doc in yaml.safe_load_all(manifests.read_text()):
+        if not doc:
+            continue
+        kept = []
+        for hook in doc.get("webhooks") or []:
+            path = hook["clientConfig"]["service"]["path"]
+            if not any(part in path for part in WEBHOOK_PATHS):
+                continue
+            hook["clientConfig"] = {"url": f"{url}{path}", "caBundle": ca_bundle}
+            if any(part in path for part in QUEUED_ONLY):
+                hook["objectSelector"] = {"matchExpressions": [
+                    {"key": QUEUE_NAME_LABEL, "operator": "Exists"}]}
+            kept.append(hook)
+        doc["webhooks"] = kept
+        doc["metadata"]["name"] = f"kueue-{doc['metadata']['name']}"
+        docs.append(doc)
+    return docs
+
+
+def custom_resource_definitions(folder: Path, *, url: str, ca_bundle: str
+                                ) -> list[dict[str, Any]]:
+    docs = []
+    for path in sorted((folder / "config" / "components" / "crd" / "bases").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc:
+                continue
+            if doc["spec"]["names"]["plural"] in CONVERTED:
+                doc["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+                    "clientConfig": {"url": f"{url}/convert", "caBundle": ca_bundle},
+                    "conversionReviewVersions": ["v1"]}}
+            docs.append(doc)
+    return docs
+
+
+def apply(api: Any, doc: dict[str, Any]) -> None:
+    """Create, or replace what is there (a cluster whose etcd outlived a run)."""
+    from kubernetes import dynamic
+    from kubernetes.client.rest import ApiException
+
+    resource = dynamic.DynamicClient(api).resources.get(api_version=doc["apiVersion"],
+                                                        kind=doc["kind"])
+    namespace = doc["metadata"].get("namespace")
+    try:
+        resource.create(body=doc, namespace=namespace)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        current = resource.get(name=doc["metadata"]["name"], namespace=namespace)
+        doc = {**doc, "metadata": {**doc["metadata"],
+                                   "resourceVersion": current.metadata.resourceVersion}}
+        resource.replace(body=doc, namespace=namespace)
+
+
+METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def ensure_metrics_certificate(cp: ControlPlane) -> None:
+    """The certificate Kueue's metrics server insists on, put in place once (atomically: two
+    test processes may start a Kueue at the same moment)."""
+    if (METRICS_CERTS / "tls.crt").is_file() and (METRICS_CERTS / "tls.key").is_file():
+        return
+    try:
+        METRICS_CERTS.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".certs.", dir=METRICS_CERTS.parent))
+    except OSError as exc:
+        raise StackError(f"Kueue needs a metrics certificate at {METRICS_CERTS} and it cannot "
+                         f"be written ({exc}): run as root, or create it once") from exc
+    cert, key = cp.ca.server_cert("kueue-metrics")
+    shutil.copyfile(cert, staging / "tls.crt")
+    shutil.copyfile(key, staging / "tls.key")
+    try:
+        staging.rename(METRICS_CERTS)
+    except OSError:  # another process put one there first
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+class Kueue:
+    """The Addon."""
+
+    name = "kueue"
+
+    def __init__(self) -> None:
+        self.version = build.COMPONENTS["kueue"].version
+        self.proc: subprocess.Popen | None = None
+        self.cp: ControlPlane | None = None
+        self.webhook_port = 0
+        self.health_url = ""
+        self.command: list[str] = []
+        self.log_path: Path | None = None
+
+    def apiserver_args(self, cp: ControlPlane) -> list[str]:
+        return []
+
+    def _install(self, cp: ControlPlane, folder: Path) -> None:
+        import base64
+
+        from kubernetes import client
+
+        ca_bundle = base64.b64encode(cp.ca.pem).decode()
+        url = f"https://127.0.0.1:{self.webhook_port}"
+        with cp.api_client() as api:
+            apply(api, {"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": NAMESPACE}})
+            crds = custom_resource_definitions(folder, url=url, ca_bundle=ca_bundle)
+            for doc in crds:
+                apply(api, doc)
+            extensions = client.ApiextensionsV1Api(api)
+
+            def established() -> bool:
+                for doc in crds:
+                    status = extensions.read_custom_resource_definition(
+                        doc["metadata"]["name"]).status
+                    if not any(c.type == "Established" and c.status == "True"
+                               for c in status.conditions or ()):
+                        return False
+                return True
+
+            wait_for(established, timeout=30, what="Kueue's CRDs established", interval=0.2)
+            for doc in webhook_configurations(folder, url=url, ca_bundle=ca_bundle):
+                apply(api, doc)
+
+    def start(self, cp: ControlPlane) -> None:
+        self.cp = cp
+        binary = build.ensure("kueue")["kueue"]
+        folder = module_dir(self.version)
+        self.webhook_port = free_port()
+        health_port, metrics_port = free_port(), free_port()
+        self.health_url = f"http://127.0.0.1:{health_port}/readyz"
+        cert_dir = cp.workdir / "kueue-certs"
+        cert_dir.mkdir(parents=True, exist_ok=True)
+        cert, key = cp.ca.server_cert("kueue-webhook")
+        shutil.copyfile(cert, cert_dir / "tls.crt")
+        shutil.copyfile(key, cert_dir / "tls.key")
+        config = cp.workdir / "kueue-config.yaml"
+        config.write_text(yaml.safe_dump(configuration(
+            webhook_port=self.webhook_port, health_port=health_port, metrics_port=metrics_port,
+            cert_dir=cert_dir), sort_keys=False))
+        ensure_metrics_certificate(cp)
+        self._install(cp, folder)
+        self.command = [str(binary), f"--config={config}", f"--kubeconfig={cp.admin_kubeconfig}",
+                        "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info"]
+        self.log_path = cp.workdir / "logs" / "kueue.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.start_process()
+
+    def start_process(self) -> None:
+        """Start the controller (again) and wait until its webhooks answer."""
+        assert self.cp is not None and self.log_path is not None
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
+                                         cwd=self.cp.workdir, start_new_session=True,
+                                         env={**os.environ, "NAMESPACE": NAMESPACE})
+        try:
+            wait_for(self.ready, timeout=90, what="kueue", proc=self.proc, interval=0.2)
+        except StackError as exc:
+            self.stop()
+            tail = self.log_path.read_text(errors="replace")[-3000:]
+            raise StackError(f"{exc}\n{tail}") from None
+
+    def ready(self) -> bool:
+        """Its readiness probe passes and its webhook port takes connections."""
+        import socket
+
+        if not http_ok(self.health_url):
+            return False
+        with contextlib.suppress(OSError), socket.create_connection(
+                ("127.0.0.1", self.webhook_port), timeout=1):
+            return True
+        return False
+
+    def stop_process(self) -> None:
+        """Stop the controller alone: its webhooks stay registered and fail closed."""
+        with contextlib.suppress(Exception):
+            stop(self.proc)
+        self.proc = None
+        time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.stop_process()

@@ -1,0 +1,173 @@
+"""Queueing on the real control plane with Kueue (stack/k8s/kueue.py): the quotas as Kueue
+objects, a borrowing tenant preempted, warned and requeued when the lender needs its GPUs, the
+queue's place and start estimate, a launch that can never be admitted, and Kueue down.
+
+The demo inventory has 16 A100s (two nodes of 8); the tenants here hold 4 each, so what one
+borrows is the other's idle quota (Kueue lends within the cohort's nominal quotas, not the
+cluster's size)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from portal.kube.client import Kube, KubeUnavailable
+from portal.queueing.kueue import COHORT, LOCAL_QUEUE, QUEUE_LABEL
+from portal.queueing.selectors import annotate_queue
+from portal.workloads.api.serializers import WorkloadSerializer
+from portal.workloads.models import Template, Workload
+from portal.workloads.services import AdmissionRefused, workload_launch
+from portal.workloads.tasks import workload_create_task
+from portal.workloads.tracking import Tracker
+from stack.k8s.addons import addon
+from tenants.models import AuditRecord, Quota
+from tenants.provisioning import tenant_reconcile
+from tenants.services import quota_update, tenant_ensure
+from tests.fixtures.portal import remove_workload_objects
+from tests.workloads.test_tracking import state_of, track_until
+
+pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
+
+S = Workload.State
+
+
+@pytest.fixture
+def owner(db):
+    from portal.keystone.models import User
+
+    return User.objects.create(username=f"researcher-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def queued_cluster(kueue_cluster, settings, gpu_types) -> Iterator:
+    settings.KUBECONFIG = str(kueue_cluster.portal_kubeconfig)
+    settings.PORTAL_QUEUEING = "auto"  # detected: the cluster serves Kueue's API
+    made: list = []
+    yield made
+    with kueue_cluster.api_client() as client:
+        kube = Kube(client)
+        remove_workload_objects(kube)
+        for tenant in made:
+            kube.delete("ClusterQueue", tenant.namespace)
+            kube.delete("Namespace", tenant.namespace)
+
+
+def make_tenant(made: list, *, a100: int, borrowing: int | None = None):
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"team-{len(made)}")
+    quota_update(tenant=tenant, acting_user=None, changes={
+        "gpus_total": 16, "max_workloads": 10, "cpu": 64, "memory_gb": 256,
+        "gpus_by_type": {"a100": a100, "v100": 0, "t4": 0}, "gpu_borrowing_limit": borrowing})
+    tenant_reconcile(tenant_id=tenant.pk)
+    tenant.refresh_from_db()
+    made.append(tenant)
+    return tenant
+
+
+def launch(tenant, user, gpu_types, *, name: str, gpus: int, run_seconds: int = 600,
+           max_runtime: int | None = None) -> Workload:
+    """The portal's own launch (admission), and its create task run here."""
+    request = {"template": Template.objects.get(slug="custom"), "name": name, "kind": "batch",
+               "gpu_type": gpu_types["a100"], "gpu_count": gpus, "image": "busybox:1.36",
+               "env": {"KUBESIM_RUN_SECONDS": str(run_seconds)}, "cpu": 1, "memory": 1,
+               "max_runtime_minutes": max_runtime}
+    workload, _ = workload_launch(tenant=tenant, user=user, request=request)
+    workload_create_task(workload.pk)
+    return state_of(workload)
+
+
+def test_quotas_become_a_cluster_queue_per_tenant_in_one_cohort(queued_cluster, kueue_cluster):
+    tenant = make_tenant(queued_cluster, a100=4, borrowing=2)
+    with kueue_cluster.api_client() as client:
+        kube = Kube(client)
+        queue = kube.get("ClusterQueue", tenant.namespace)
+        assert queue["spec"]["cohortName"] == COHORT
+        gpus = queue["spec"]["resourceGroups"][1]["flavors"]
+        a100 = next(f for f in gpus if f["name"] == "gpu-a100")["resources"][0]
+        assert (a100["nominalQuota"], a100["borrowingLimit"]) == ("4", "2")
+        local = kube.get("LocalQueue", LOCAL_QUEUE, tenant.namespace)
+        assert local["spec"]["clusterQueue"] == tenant.namespace
+        assert kube.get("ResourceFlavor", "gpu-a100")["spec"]["nodeLabels"] == \
+            gpu_types_labels()
+        # Kueue is the quota of GPUs: the namespace's ResourceQuota keeps only the counts
+        hard = kube.get("ResourceQuota", "gpu-portal-quota", tenant.namespace)["spec"]["hard"]
+        assert "requests.nvidia.com/gpu" not in hard and "pods" in hard
+    # in shape: a second reconcile writes nothing
+    again = Kube()
+    assert not tenant_reconcile(tenant_id=tenant.pk, kube=again).changed
+    assert again.writes == 0
+
+
+def gpu_types_labels() -> dict:
+    from portal.workloads.models import GpuType
+
+    return GpuType.objects.get(slug="a100").node_selector
+
+
+def test_a_borrower_is_preempted_warned_requeued_and_finishes(queued_cluster, owner,
+                                                              gpu_types):
+    lender = make_tenant(queued_cluster, a100=4)
+    borrower = make_tenant(queued_cluster, a100=4)
+    tracker = Tracker()
+    big = launch(borrower, owner, gpu_types, name="big", gpus=8, run_seconds=12)
+    assert big.state == S.QUEUED
+    track_until(tracker, lambda: state_of(big).state == S.RUNNING, timeout=60,
+                describe=lambda: f"{big.state}: {big.reason}")
+    # the lender wants its own 4 GPUs back: Kueue preempts the borrower
+    own = launch(lender, owner, gpu_types, name="own", gpus=4, run_seconds=3)
+    track_until(tracker, lambda: state_of(big).state == S.QUEUED, timeout=60,
+                describe=lambda: f"{big.state}: {big.reason}")
+    assert big.events.filter(reason="Preempted", type="Warning").exists()
+    assert AuditRecord.objects.filter(action="workload.reclaim", target=big.object_name).exists()
+    track_until(tracker, lambda: state_of(own).state == S.SUCCEEDED, timeout=60,
+                describe=lambda: f"{own.state}: {own.reason}")
+    # requeued, not lost: it runs again once the GPUs are free, and finishes
+    track_until(tracker, lambda: state_of(big).state == S.SUCCEEDED, timeout=90,
+                describe=lambda: f"{big.state}: {big.reason}")
+
+
+def test_queue_place_and_estimate_and_a_launch_that_can_never_be_admitted(
+        queued_cluster, owner, gpu_types):
+    tenant = make_tenant(queued_cluster, a100=2, borrowing=0)
+    tracker = Tracker()
+    first = launch(tenant, owner, gpu_types, name="first", gpus=2, max_runtime=30)
+    track_until(tracker, lambda: state_of(first).state == S.RUNNING, timeout=60,
+                describe=lambda: f"{first.state}: {first.reason}")
+    second = launch(tenant, owner, gpu_types, name="second", gpus=2, max_runtime=10)
+    tracker.cycle(1.0)
+    assert state_of(second).state == S.QUEUED
+    data = WorkloadSerializer(second).data
+    assert (data["queue_position"], data["queue_length"]) == (1, 1)
+    assert data["eta_basis"] == "from maximum runtimes"
+    first.refresh_from_db()
+    assert data["eta"] == first.expires_at.isoformat()  # the GPUs come back at its limit
+    annotate_queue([second])
+    assert second.queue_text.startswith("queued — position 1 of 1 for a100, about ")
+    # more than its quota with no borrowing: it could never be admitted, so it is refused
+    with pytest.raises(AdmissionRefused, match="can never be admitted"):
+        launch(tenant, owner, gpu_types, name="too big", gpus=3)
+    assert Quota.objects.get(tenant=tenant).gpu_borrowing_limit == 0
+
+
+def test_kueue_down_a_launch_waits_creating_and_goes_on_when_it_is_back(
+        queued_cluster, owner, gpu_types, kueue_cluster):
+    tenant = make_tenant(queued_cluster, a100=2)
+    kueue = addon(kueue_cluster, "kueue")
+    kueue.stop_process()
+    try:
+        request_workload = None
+        with pytest.raises(KubeUnavailable):
+            request_workload = launch(tenant, owner, gpu_types, name="during", gpus=1)
+        workload = Workload.objects.get(tenant=tenant, name="during")
+        assert request_workload is None
+        assert workload.state == S.CREATING
+        assert "Waiting for the cluster" in workload.reason and "webhook" in workload.reason
+    finally:
+        kueue.start_process()
+    workload_create_task(workload.pk)  # the task's next try
+    assert state_of(workload).state == S.QUEUED
+    with kueue_cluster.api_client() as client:
+        jobs = Kube(client).list("Job", tenant.namespace)["items"]
+    assert [j["metadata"]["name"] for j in jobs] == [workload.object_name]  # once, not twice
+    assert jobs[0]["metadata"]["labels"][QUEUE_LABEL] == LOCAL_QUEUE
