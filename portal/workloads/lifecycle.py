@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from portal.queueing.kueue import ADMISSION_GATE, QUEUED_REASON
+from portal.queueing.kueue import ADMISSION_GATE, QUEUE_LABEL, QUEUED_REASON
 
 from .manifests import BATCH, CONTAINER_NAME, SERVICE
 from .models import Workload
@@ -165,7 +165,11 @@ def queued(observed: Observed, pod: Obj | None) -> bool:
     and suspends it again when it is preempted), or a service's pod held by Kueue's gate."""
     if observed.kind == BATCH:
         return bool(observed.job and (observed.job.get("spec") or {}).get("suspend"))
-    gates = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
+    if pod is None:
+        # its pod is not there yet; when it comes, Kueue holds it until it admits it
+        labels = ((observed.deployment or {}).get("metadata") or {}).get("labels") or {}
+        return QUEUE_LABEL in labels
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
     return any(gate.get("name") == ADMISSION_GATE for gate in gates)
 
 

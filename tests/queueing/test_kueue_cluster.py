@@ -171,3 +171,39 @@ def test_kueue_down_a_launch_waits_creating_and_goes_on_when_it_is_back(
         jobs = Kube(client).list("Job", tenant.namespace)["items"]
     assert [j["metadata"]["name"] for j in jobs] == [workload.object_name]  # once, not twice
     assert jobs[0]["metadata"]["labels"][QUEUE_LABEL] == LOCAL_QUEUE
+
+
+
+def test_a_service_waits_gated_in_the_queue_and_starts_when_gpus_are_free(
+        queued_cluster, owner, gpu_types, kueue_cluster):
+    from portal.workloads.services import workload_stop
+    from portal.workloads.tasks import workload_stop_task
+
+    tenant = make_tenant(queued_cluster, a100=1, borrowing=0)
+    tracker = Tracker()
+    job = launch(tenant, owner, gpu_types, name="holder", gpus=1)
+    track_until(tracker, lambda: state_of(job).state == S.RUNNING, timeout=60,
+                describe=lambda: f"{job.state}: {job.reason}")
+    jupyter = Template.objects.get(slug="jupyter")
+    request = {"template": jupyter, "name": "notebook", "kind": "service",
+               "gpu_type": gpu_types["a100"], "gpu_count": 1, "image": jupyter.image,
+               "port": jupyter.port, "cpu": 1, "memory": 1}
+    notebook, _ = workload_launch(tenant=tenant, user=owner, request=request)
+    workload_create_task(notebook.pk)
+    assert state_of(notebook).state == S.QUEUED
+
+    def gates() -> list[str]:
+        with kueue_cluster.api_client() as client:
+            pods = Kube(client).list("Pod", tenant.namespace,
+                                     label_selector=f"gpu-portal.io/workload-id={notebook.pk}")
+        return [g["name"] for p in pods["items"] for g in p["spec"].get("schedulingGates") or []]
+
+    # its pod comes, held by Kueue's gate; the tracker keeps it queued all along
+    track_until(tracker, lambda: bool(gates()), timeout=30)
+    assert state_of(notebook).state == S.QUEUED, notebook.reason
+
+    # the GPU comes back: the notebook is admitted
+    workload_stop(workload=job, user=owner)
+    workload_stop_task(job.pk)
+    track_until(tracker, lambda: state_of(notebook).state == S.RUNNING, timeout=60,
+                describe=lambda: f"{notebook.state}: {notebook.reason}")
