@@ -16,6 +16,7 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -35,6 +36,7 @@ VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
 POSITIONS_SECONDS = 5
 HISTORY_SAMPLES = 20
 HISTORY_LEAST = 3
+WORKLOAD_ID = re.compile(r"^wl-(\d+)-")  # the portal's object names (workloads/naming.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,12 +62,14 @@ def pending_order(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return not any((_condition(workload, kind) or {}).get("status") == "True"
                        for kind in ("QuotaReserved", "Finished"))
 
-    def key(workload: dict[str, Any]) -> tuple[int, str, str]:
+    def key(workload: dict[str, Any]) -> tuple[int, str, int, str]:
         evicted = _condition(workload, "Evicted") or {}
         since = evicted.get("lastTransitionTime") or \
             workload["metadata"].get("creationTimestamp") or ""
+        # timestamps have whole seconds: launches of the same second in the portal's order
+        launched = WORKLOAD_ID.search(owner_name(workload))
         return (-int((workload.get("spec") or {}).get("priority") or 0), since,
-                workload["metadata"].get("name", ""))
+                int(launched.group(1)) if launched else 0, workload["metadata"].get("name", ""))
 
     return sorted((w for w in workloads if waiting(w)), key=key)
 

@@ -207,3 +207,31 @@ def test_a_service_waits_gated_in_the_queue_and_starts_when_gpus_are_free(
     workload_stop_task(job.pk)
     track_until(tracker, lambda: state_of(notebook).state == S.RUNNING, timeout=60,
                 describe=lambda: f"{notebook.state}: {notebook.reason}")
+
+
+def test_borrowed_gpus_are_shared_by_the_tenants_weights(queued_cluster, owner, gpu_types):
+    """A lender's 8 idle A100s, two borrowers with nothing of their own queueing 8 one-GPU jobs
+    each: Kueue's fair sharing admits them so that each one's borrowing over its weight stays
+    even, 3 : 1 for weights 3 and 1."""
+    make_tenant(queued_cluster, a100=8)  # the lender, idle
+    light = make_tenant(queued_cluster, a100=0)
+    heavy = make_tenant(queued_cluster, a100=0)
+    Quota.objects.filter(tenant=heavy).update(fair_share_weight=3)
+    tenant_reconcile(tenant_id=heavy.pk)
+    tracker = Tracker()
+    for i in range(8):  # interleaved, the light one first each time
+        for tenant in (light, heavy):
+            launch(tenant, owner, gpu_types, name=f"job-{i}", gpus=1)
+    tracker.cycle(1.0)
+
+    def running() -> tuple[int, int]:
+        return tuple(Workload.objects.filter(tenant=t, state=S.RUNNING).count()
+                     for t in (light, heavy))
+
+    track_until(tracker, lambda: sum(running()) == 8, timeout=60,
+                describe=lambda: f"running {running()}")
+    assert running() == (2, 6)
+    # the rest wait, in order, with their place
+    waiting = Workload.objects.filter(tenant=light, state=S.QUEUED).order_by("pk")
+    places = [WorkloadSerializer(w).data["queue_position"] for w in waiting]
+    assert places == list(range(1, 7))

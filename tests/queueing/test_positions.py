@@ -25,6 +25,9 @@ def test_waiting_workloads_by_priority_then_age_and_preempted_ones_from_their_ev
     ]
     assert [owner_name(w) for w in pending_order(items)] == [
         "wl-4-service", "wl-1-old", "wl-6-new", "wl-5-preempted"]
+    # launched in the same second: in the portal's order (wl-9 before wl-10)
+    same = [workload("wl-10-b", "2026-11-23T12:00:00Z"), workload("wl-9-a", "2026-11-23T12:00:00Z")]
+    assert [owner_name(w) for w in pending_order(same)] == ["wl-9-a", "wl-10-b"]
 
 
 def test_a_pending_workload_is_matched_to_its_job_or_its_deployments_pod():
