@@ -1,8 +1,8 @@
 """Telling a workload's owner that Kueue took its GPUs back for their owner's tenant.
 
 Kueue preempts a borrowing workload at once when the lending tenant needs its GPUs: a batch Job
-is suspended (its pod is stopped with its termination grace period, `PORTAL_QUEUE_RECLAIM_GRACE_
-SECONDS`, to save its work) and goes back to the queue, where it starts again when GPUs are
+is suspended (its pod is stopped with its termination grace period, Kubernetes' 30 s, to save
+its work) and goes back to the queue, where it starts again when GPUs are
 free; nothing is lost. The tracker sees the move from running back to queued and calls
 `workload_reclaimed`: a Warning event (on the workload page and in its events), an audit record
 (the admins' trail of reclaims) and, where mail is configured, an e-mail, as idle culling warns.
