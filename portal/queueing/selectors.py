@@ -12,6 +12,7 @@ they start.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -78,7 +79,7 @@ def pending_in_queue(namespace: str, kube: Kube | None = None) -> list[dict[str,
     """The pending Kueue Workloads of a tenant's queue, in order ([] when Kueue cannot say):
     from Kueue's visibility API, or where it is not served, from the Workloads themselves."""
     key = f"queueing:pending:{namespace}"
-    known = cache.get(key)
+    known = _cached(key)
     if known is not None:
         return known
     kube = kube or Kube()
@@ -93,8 +94,16 @@ def pending_in_queue(namespace: str, kube: Kube | None = None) -> list[dict[str,
         except KubeError:
             log.info("queue positions of %s unknown: %s", namespace, exc)
             return []
-    cache.set(key, items, POSITIONS_SECONDS)
+    with contextlib.suppress(Exception):  # a cache outage costs a request, never the answer
+        cache.set(key, items, POSITIONS_SECONDS)
     return items
+
+
+def _cached(key: str) -> Any:
+    try:
+        return cache.get(key)
+    except Exception:  # noqa: BLE001 - Redis restarting: ask Kueue instead
+        return None
 
 
 def owner_name(pending: dict[str, Any]) -> str:

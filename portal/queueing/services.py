@@ -9,11 +9,12 @@ any cluster. Detection is one discovery request, remembered for a minute.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 
 from portal.kube.client import Kube, KubeError, NotFound
 
@@ -29,9 +30,14 @@ from .kueue import (
 
 log = logging.getLogger(__name__)
 
-DETECTED_KEY = "queueing:kueue-served"
 DETECTED_SECONDS = 60
 MODES = ("auto", "kueue", "off")
+
+
+# the answer per cluster (API server URL): (served, asked at, monotonic). In the process, not in
+# the shared cache: a launch must not depend on Redis (it may be restarting) for this answer
+_served: dict[str, tuple[bool, float]] = {}
+_served_lock = threading.Lock()
 
 
 def kueue_served(kube: Kube | None = None, *, fresh: bool = False) -> bool:
@@ -39,23 +45,22 @@ def kueue_served(kube: Kube | None = None, *, fresh: bool = False) -> bool:
     When the cluster does not answer, the last answer stands (a launch must not be created
     outside the queue because one discovery request failed); with none, KubeError."""
     kube = kube or Kube()
-    key = f"{DETECTED_KEY}:{kube.server}"  # one answer per cluster
-    if not fresh:
-        known = cache.get(key)
-        if known is not None:
-            return bool(known)
+    server = kube.server
+    with _served_lock:
+        known = _served.get(server)
+    if known is not None and not fresh and time.monotonic() - known[1] < DETECTED_SECONDS:
+        return known[0]
     try:
         kube.server_get(f"/apis/{API_VERSION}")
         served = True
     except NotFound:
         served = False
     except KubeError:
-        last = cache.get(f"{key}:last")
-        if last is None:
+        if known is None:
             raise
-        return bool(last)
-    cache.set(key, served, DETECTED_SECONDS)
-    cache.set(f"{key}:last", served, None)
+        return known[0]
+    with _served_lock:
+        _served[server] = (served, time.monotonic())
     return served
 
 

@@ -174,7 +174,7 @@ def test_kueue_down_a_launch_waits_creating_and_goes_on_when_it_is_back(
 
 
 
-def test_a_service_waits_gated_in_the_queue_and_starts_when_gpus_are_free(
+def test_a_service_waits_gated_ahead_of_batch_and_starts_when_gpus_are_free(
         queued_cluster, owner, gpu_types, kueue_cluster):
     from portal.workloads.services import workload_stop
     from portal.workloads.tasks import workload_stop_task
@@ -184,6 +184,9 @@ def test_a_service_waits_gated_in_the_queue_and_starts_when_gpus_are_free(
     job = launch(tenant, owner, gpu_types, name="holder", gpus=1)
     track_until(tracker, lambda: state_of(job).state == S.RUNNING, timeout=60,
                 describe=lambda: f"{job.state}: {job.reason}")
+    # a batch job queues first; the notebook after it still goes ahead: services rank above
+    # batch (WorkloadPriorityClass)
+    batch = launch(tenant, owner, gpu_types, name="batch", gpus=1)
     jupyter = Template.objects.get(slug="jupyter")
     request = {"template": jupyter, "name": "notebook", "kind": "service",
                "gpu_type": gpu_types["a100"], "gpu_count": 1, "image": jupyter.image,
@@ -202,11 +205,13 @@ def test_a_service_waits_gated_in_the_queue_and_starts_when_gpus_are_free(
     track_until(tracker, lambda: bool(gates()), timeout=30)
     assert state_of(notebook).state == S.QUEUED, notebook.reason
 
-    # the GPU comes back: the notebook is admitted
+    assert [WorkloadSerializer(w).data["queue_position"] for w in (notebook, batch)] == [1, 2]
+    # the GPU comes back: the notebook is admitted, the batch job waits on
     workload_stop(workload=job, user=owner)
     workload_stop_task(job.pk)
     track_until(tracker, lambda: state_of(notebook).state == S.RUNNING, timeout=60,
                 describe=lambda: f"{notebook.state}: {notebook.reason}")
+    assert state_of(batch).state == S.QUEUED
 
 
 def test_borrowed_gpus_are_shared_by_the_tenants_weights(queued_cluster, owner, gpu_types):
@@ -231,7 +236,8 @@ def test_borrowed_gpus_are_shared_by_the_tenants_weights(queued_cluster, owner, 
     track_until(tracker, lambda: sum(running()) == 8, timeout=60,
                 describe=lambda: f"running {running()}")
     assert running() == (2, 6)
-    # the rest wait, in order, with their place
-    waiting = Workload.objects.filter(tenant=light, state=S.QUEUED).order_by("pk")
+    # the rest wait, each with its place (Kueue orders them as it created their Workloads,
+    # which for launches of the same moment need not be the launch order)
+    waiting = Workload.objects.filter(tenant=light, state=S.QUEUED)
     places = [WorkloadSerializer(w).data["queue_position"] for w in waiting]
-    assert places == list(range(1, 7))
+    assert sorted(places) == list(range(1, 7))

@@ -537,3 +537,16 @@ def test_public_is_offered_only_where_an_admin_allows_it_and_the_page_says_who_g
     page = researcher.get(protected.url).content.decode()
     assert "Behind the portal's login, which lets in members of the project" in page
     assert f"gpuctl token {Workload.objects.get(name='closed').pk}" in page
+
+
+def test_a_queued_workload_says_where_it_stands(researcher, vision_lab):
+    """Queueing is off on kubesim, but a queued row (one recorded while it was on) still says
+    where it stands: Kueue's place when it can be read (not here), and the estimate."""
+    workload = make_workload(vision_lab, "researcher", name="waiting", state=Workload.State.QUEUED)
+    page = researcher.get(f"/workloads/{workload.pk}/").content.decode()
+    line = re.search(r'<span class="queue" id="workload-queue">(.*?)</span>', page)
+    assert line, "no queue line"
+    # the demo cluster has free A100s: nothing holds it back
+    assert line.group(1) == "queued, starting now"
+    rows = researcher.get("/workloads/?state=queued").content.decode()
+    assert '<small class="queue">queued, starting now</small>' in rows
