@@ -13,9 +13,11 @@ seeded 3-12 s, then runs the tracker until every one has finished. It reports:
 - **drain**: the time from the first launch to the last workload finished, and the ideal time
   (total GPU-seconds / 16 GPUs);
 - **order**: within each tenant, how many pairs of workloads started in the opposite order of
-  their launch (StrictFIFO queues: it should be 0);
-- **fairness**: Jain's index of the GPU-seconds each tenant received while every tenant still
-  had work waiting (1 = equal shares);
+  their launch, and how many of those were launched a second or more apart (StrictFIFO
+  queues order by their Workloads' creation time, which has whole seconds);
+- **fairness**: per tenant, the GPUs it held on average while it had work waiting; their mean
+  and Jain's index (1 = equal) among the tenants with a GPU of their own and among those with
+  none;
 - **portal overhead**: the benchmark process's CPU seconds (admission, the create tasks, the
   tracker, the estimates) per workload, and the lag from a pod's container start to the portal
   showing it running (median, p95);
@@ -97,23 +99,25 @@ def run(args) -> dict:
             "env": {"KUBESIM_RUN_SECONDS": str(seconds)}})
         workload_create_task(workload.pk)
         launched[workload.pk] = time.monotonic()
+    launches_done = timezone.now()
     print(f"{len(plan)} launches in {time.monotonic() - began:.1f} s", flush=True)
     predictions: list[tuple[int, dt.datetime]] = []
     estimated_ids: set[int] = set()
-    running_by_tenant: dict[int, float] = {t.pk: 0.0 for t in tenants}
+    held = {t.pk: 0.0 for t in tenants}    # GPU-seconds held while it had work waiting
+    waited = {t.pk: 0.0 for t in tenants}  # seconds it had work waiting
     last_snapshot = 0.0
-    contended = True
     while Workload.objects.exclude(state__in=Workload.FINAL_STATES).exists():
         step = time.monotonic()
         tracker.cycle(2.0)
         elapsed = time.monotonic() - step
         waiting_tenants = set(Workload.objects.filter(state=Workload.State.QUEUED)
                               .values_list("tenant_id", flat=True))
-        contended = contended and len(waiting_tenants) == len(tenants)
-        if contended:
-            for tenant_id, _ in Workload.objects.filter(state=Workload.State.RUNNING) \
-                    .values_list("tenant_id", "pk"):
-                running_by_tenant[tenant_id] += elapsed
+        for tenant_id in waiting_tenants:
+            waited[tenant_id] += elapsed
+        for tenant_id in Workload.objects.filter(state=Workload.State.RUNNING) \
+                .values_list("tenant_id", flat=True):
+            if tenant_id in waiting_tenants:
+                held[tenant_id] += elapsed
         if time.monotonic() - last_snapshot >= 10:
             last_snapshot = time.monotonic()
             for pk, estimate in estimates(a100, capacity=16).items():
@@ -126,16 +130,22 @@ def run(args) -> dict:
     cpu = time.process_time() - cpu0
     rows = {w.pk: w for w in Workload.objects.all()}
     started = {pk: w.started_at for pk, w in rows.items()}
-    inversions = 0
+    inversions = apart = pairs = 0
     for tenant in tenants:
         mine = sorted((pk for pk, w in rows.items() if w.tenant_id == tenant.pk))
         for i, a in enumerate(mine):
-            inversions += sum(1 for b in mine[i + 1:] if started[b] < started[a])
+            for b in mine[i + 1:]:
+                pairs += 1
+                if started[b] < started[a]:
+                    inversions += 1
+                    # Kueue orders a queue by its Workloads' creation time, in whole seconds
+                    apart += launched[b] - launched[a] >= 1.0
     errors = [abs((started[pk] - predicted).total_seconds()) for pk, predicted in predictions]
     lags = []
     for workload in rows.values():
         running = workload.events.filter(reason="Running").order_by("at").first()
-        if running and workload.started_at:
+        # those that started while the benchmark was launching waited for its first cycle
+        if running and workload.started_at and workload.started_at > launches_done:
             lags.append((running.at - workload.started_at).total_seconds())
     lags.sort()
     states = {s: sum(1 for w in rows.values() if w.state == s) for s in Workload.FINAL_STATES}
@@ -143,8 +153,19 @@ def run(args) -> dict:
     figures = {
         "launches": len(plan), "tenants": len(tenants), "states": states,
         "drain_seconds": round(drain, 1), "ideal_seconds": round(busy / 16, 1),
-        "order_inversions": inversions,
-        "fairness_jain": round(jain(list(running_by_tenant.values())), 3),
+        "order_inversions": {"pairs": pairs, "inverted": inversions,
+                             "inverted_launched_1s_apart": apart},
+        # average GPUs held while it had work waiting: the 16 tenants with one GPU of their own,
+        # and those with none (borrowers only); Jain's index within each group
+        "fairness": {
+            group: {"mean_gpus": round(statistics.mean(shares), 2),
+                    "jain": round(jain(shares), 3)}
+            for group, shares in (
+                ("one_gpu_own", [held[t.pk] / waited[t.pk] for t in tenants[:16]
+                                 if waited[t.pk]]),
+                ("none_own", [held[t.pk] / waited[t.pk] for t in tenants[16:]
+                              if waited[t.pk]]))
+            if shares},
         "portal_cpu_ms_per_workload": round(1000 * cpu / len(plan), 1),
         "running_lag_seconds": {"median": round(statistics.median(lags), 2),
                                 "p95": round(lags[int(0.95 * (len(lags) - 1))], 2)}
@@ -164,10 +185,16 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1200)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    from stack.procs import free_port, stop
+    from stack.redis import start_redis
+
     workdir = Path(tempfile.mkdtemp(prefix="queueing-bench-"))
     postgres = start_postgres(workdir)
+    redis_port = free_port()
+    redis = start_redis(redis_port, workdir / "redis", workdir / "redis.log")
     cp = start_cluster(workdir)
     os.environ.update({
+        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
         "DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": postgres.url,
         "PORTAL_SECRET_KEY": "bench-" + "k" * 60, "PORTAL_TLS": "0",
         "KUBECONFIG": str(cp.portal_kubeconfig), "PORTAL_QUEUEING": "kueue",
@@ -188,6 +215,7 @@ def main() -> None:
             args.json.write_text(json.dumps(figures, indent=2))
     finally:
         cp.stop()
+        stop(redis)
         postgres.destroy()
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -76,6 +76,14 @@ def controlplane_figures(_text: str, f: dict | None) -> str:
             f"{b['command_s']['median'] * 1000:.0f} ms")
 
 
+def queueing_figures(_text: str, f: dict | None) -> str:
+    order, eta = f["order_inversions"], f["eta_median_abs_error_seconds"]
+    return (f"{f['launches']} launches, {f['tenants']} tenants: drained in {f['drain_seconds']} s "
+            f"(ideal {f['ideal_seconds']} s); order inversions {order['inverted_launched_1s_apart']}"
+            f" (≥ 1 s apart); portal {f['portal_cpu_ms_per_workload']} ms CPU/workload; ETA "
+            f"median error {eta} s, coverage {f['eta_coverage']:.0%}")
+
+
 def usage_figures(text: str, _figures: dict | None) -> str:
     ingest = re.search(r"^ingest \(samples/s\): (.*)$", text, re.M)
     rates = ast.literal_eval(ingest.group(1)) if ingest else {}
@@ -148,6 +156,8 @@ BENCHES = [
           real_cluster=True),
     Bench("launch_kube", ["bench/launch_bench.py", "--cluster", "kube", "--launches", "10",
                           "--warmup", "2"], 300, launch_figures, json=True, real_cluster=True),
+    Bench("queueing", ["bench/queueing_bench.py", "--launches", "60", "--tenants", "10"], 300,
+          queueing_figures, json=True, real_cluster=True),
     Bench("usage", ["bench/usage_bench.py", "--samples", "400000", "--cycles", "100"], 300,
           usage_figures),
     Bench("api_auth", ["bench/api_auth_bench.py", "--requests", "100", "--warmup", "10",

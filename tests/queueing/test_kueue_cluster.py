@@ -8,6 +8,8 @@ cluster's size)."""
 
 from __future__ import annotations
 
+import re
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -214,7 +216,8 @@ def test_a_service_waits_gated_ahead_of_batch_and_starts_when_gpus_are_free(
     assert state_of(batch).state == S.QUEUED
 
 
-def test_borrowed_gpus_are_shared_by_the_tenants_weights(queued_cluster, owner, gpu_types):
+def test_borrowed_gpus_are_shared_by_the_tenants_weights(queued_cluster, owner, gpu_types,
+                                                         login):
     """A lender's 8 idle A100s, two borrowers with nothing of their own queueing 8 one-GPU jobs
     each: Kueue's fair sharing admits them so that each one's borrowing over its weight stays
     even, 3 : 1 for weights 3 and 1."""
@@ -241,3 +244,17 @@ def test_borrowed_gpus_are_shared_by_the_tenants_weights(queued_cluster, owner, 
     waiting = Workload.objects.filter(tenant=light, state=S.QUEUED)
     places = [WorkloadSerializer(w).data["queue_position"] for w in waiting]
     assert sorted(places) == list(range(1, 7))
+    # the admins' queue page: per project, quota, in use, borrowed; what waits
+    admin = login("admin")
+    deadline = time.monotonic() + 15
+    while True:
+        page = admin.get("/admin/queues/").content.decode()
+        rows = re.findall(r"<tr><td>(team-\d)</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>"
+                          r"<td>(\d+)</td><td>(\d+) \((\d+) GPUs\)</td>", page)
+        if ("team-2", "0", "6", "6", "0", "2", "2") in rows or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)  # Kueue writes its queues' usage a moment after it admits
+    assert "Queueing is on" in page
+    assert ("team-0", "8", "0", "0", "8", "0", "0") in rows, rows  # the lender: idle, lent
+    assert ("team-1", "0", "2", "2", "0", "6", "6") in rows, rows
+    assert ("team-2", "0", "6", "6", "0", "2", "2") in rows, rows
