@@ -198,6 +198,19 @@ def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
                            queue=waiters)
 
 
+def cohort_quota(gpu_type) -> int:
+    """What the cohort can admit of a GPU type at most: the sum of the tenants' quotas of it
+    (Kueue lends only what some tenant's quota holds, however many GPUs the cluster has)."""
+    from django.db.models import Sum
+
+    from tenants.models import GpuQuota, Tenant
+
+    total = GpuQuota.objects.filter(gpu_type=gpu_type).exclude(
+        quota__tenant__state__in=[Tenant.State.DELETING, Tenant.State.DELETED]
+    ).aggregate(total=Sum("gpus"))["total"]
+    return total or 0
+
+
 def queue_places(workloads: Iterable[Any], kube: Kube | None = None) -> dict[int, QueuePlace]:
     """workload id → its QueuePlace, for the queued ones among `workloads`."""
     from portal.workloads.selectors import cluster_gpu_capacity
@@ -216,7 +229,8 @@ def queue_places(workloads: Iterable[Any], kube: Kube | None = None) -> dict[int
         gpu_type = workload.gpu_type
         if gpu_type.pk not in by_type:
             pool = capacity.get(gpu_type.slug)
-            by_type[gpu_type.pk] = estimates(gpu_type, capacity=pool.allocatable if pool else 0)
+            by_type[gpu_type.pk] = estimates(gpu_type, capacity=min(
+                pool.allocatable if pool else 0, cohort_quota(gpu_type)))
         estimate = by_type[gpu_type.pk].get(workload.pk)
         position, length = places.get(workload.pk, (None, 0))
         result[workload.pk] = QueuePlace(
