@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 
 from tenants.audit import audit_record
@@ -31,22 +29,9 @@ def reclaim_text(workload, reason: str) -> str:
             + (f" ({reason})" if reason else ""))
 
 
-def _mail(workload, text: str) -> None:
-    address = (getattr(workload.owner, "email", "") or "").strip()
-    if not settings.EMAIL_HOST or not address:
-        return
-    subject = f"[GPU portal] {workload.name} in {workload.tenant.name} was preempted"
-    body = (f"Hello {workload.owner.username},\n\nyour workload {workload.name} "
-            f"(#{workload.pk}, project {workload.tenant.name}) gave its GPUs back.\n{text}\n")
-    try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [address])
-    except Exception as exc:  # noqa: BLE001 - a mail server's failure never stops the tracker
-        log.warning("preemption e-mail for workload %s not sent: %s", workload.pk, exc)
-
-
 def workload_reclaimed(*, workload, reason: str) -> None:
     """The notice of a preemption: event, audit record, e-mail (after the commit)."""
-    from portal.workloads.services import workload_event
+    from portal.workloads.services import mail_owner, workload_event
 
     text = reclaim_text(workload, reason)
     workload_event(workload=workload, reason="Preempted", message=text, type="Warning",
@@ -55,4 +40,6 @@ def workload_reclaimed(*, workload, reason: str) -> None:
                  target=workload.object_name,
                  after={"id": workload.pk, "gpu_type": workload.gpu_type.slug,
                         "gpu_count": workload.gpu_count, "reason": reason})
-    transaction.on_commit(lambda: _mail(workload, text))
+    transaction.on_commit(lambda: mail_owner(
+        workload, subject=f"{workload.name} in {workload.tenant.name} was preempted",
+        lead="gave its GPUs back", text=text, what="preemption"))

@@ -37,13 +37,12 @@ import datetime as dt
 import logging
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Avg, Count, Max, Min, QuerySet
 from django.utils import timezone
 
 from portal.workloads.models import Workload
-from portal.workloads.services import workload_event, workload_stop
+from portal.workloads.services import mail_owner, workload_event, workload_stop
 from tenants.audit import audit_record
 from tenants.models import Quota
 
@@ -172,16 +171,8 @@ def _warning_text(workload: Workload, quota: Quota, window: IdleWindow,
 
 def _send_warning_mail(workload: Workload, text: str) -> None:
     """The warning by e-mail: only with EMAIL_HOST set and the owner's address known."""
-    address = (getattr(workload.owner, "email", "") or "").strip()
-    if not settings.EMAIL_HOST or not address:
-        return
-    subject = f"[GPU portal] {workload.name} in {workload.tenant.name} is idle"
-    body = (f"Hello {workload.owner.username},\n\nyour workload {workload.name} "
-            f"(#{workload.pk}, project {workload.tenant.name}) is idle.\n{text}\n")
-    try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [address])
-    except Exception as exc:  # noqa: BLE001 - a mail server's failure never stops the cycle
-        log.warning("idle warning e-mail for workload %s not sent: %s", workload.pk, exc)
+    mail_owner(workload, subject=f"{workload.name} in {workload.tenant.name} is idle",
+               lead="is idle", text=text, what="idle warning")
 
 
 def workload_idle_warn(*, workload: Workload, quota: Quota, window: IdleWindow,

@@ -14,6 +14,8 @@ import logging
 import secrets
 from typing import Any
 
+from django.conf import settings
+from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
@@ -63,6 +65,21 @@ def _same_launch(existing: Workload, fingerprint: str, key: str) -> Workload:
             f"The Idempotency-Key {key!r} was used for another launch request (workload "
             f"{existing.pk}); use a new key for a different request.")
     return existing
+
+
+def mail_owner(workload: Workload, *, subject: str, lead: str, text: str, what: str) -> None:
+    """An e-mail to the workload's owner ("your workload … <lead>.", then `text`): only with
+    EMAIL_HOST set and the owner's address known; a mail server's failure is logged, never
+    raised (the tracker's and culling's cycles go on)."""
+    address = (getattr(workload.owner, "email", "") or "").strip()
+    if not settings.EMAIL_HOST or not address:
+        return
+    body = (f"Hello {workload.owner.username},\n\nyour workload {workload.name} "
+            f"(#{workload.pk}, project {workload.tenant.name}) {lead}.\n{text}\n")
+    try:
+        send_mail(f"[GPU portal] {subject}", body, settings.DEFAULT_FROM_EMAIL, [address])
+    except Exception as exc:  # noqa: BLE001
+        log.warning("%s e-mail for workload %s not sent: %s", what, workload.pk, exc)
 
 
 def workload_event(*, workload: Workload, reason: str, message: str, type: str = "Normal",

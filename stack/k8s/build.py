@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -174,6 +175,44 @@ def _explain(component: Component, binary: str, stderr: str) -> str:
         hint = "this Go toolchain is older than the module needs: install a newer Go"
     return (f"building {binary} of {component.module} {component.version} failed "
             f"(stack/k8s/{component.name}): {hint}.\n{tail}")
+
+
+def module_dir(name: str) -> Path:
+    """A component's upstream module in the Go module cache (downloaded if missing): where an
+    addon reads the manifests (CRDs, webhooks, RBAC) that come with it."""
+    component = COMPONENTS[name]
+    result = subprocess.run(
+        [_go(), "mod", "download", "-json", f"{component.module}@{component.version}"],
+        cwd=component.source, capture_output=True, text=True,
+        env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"})
+    try:
+        info = json.loads(result.stdout)
+    except ValueError:
+        info = {}
+    if result.returncode != 0 or "Dir" not in info:
+        raise StackError(f"go mod download {component.module}@{component.version} failed: "
+                         f"{info.get('Error') or result.stderr.strip()[-500:]}")
+    return Path(info["Dir"])
+
+
+def apply_object(api, doc: dict) -> None:
+    """Create an object with an admin ApiClient, or replace what is there (a cluster whose etcd
+    outlived a run): the addons' manifests."""
+    from kubernetes import dynamic
+    from kubernetes.client.rest import ApiException
+
+    resource = dynamic.DynamicClient(api).resources.get(api_version=doc["apiVersion"],
+                                                        kind=doc["kind"])
+    namespace = doc["metadata"].get("namespace")
+    try:
+        resource.create(body=doc, namespace=namespace)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        current = resource.get(name=doc["metadata"]["name"], namespace=namespace)
+        doc = {**doc, "metadata": {**doc["metadata"],
+                                   "resourceVersion": current.metadata.resourceVersion}}
+        resource.replace(body=doc, namespace=namespace)
 
 
 def ensure(*names: str, quiet: bool = False) -> dict[str, Path]:

@@ -32,7 +32,6 @@ registered, failing closed): the Kueue-outage fault test.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -49,32 +48,12 @@ from . import build
 if TYPE_CHECKING:
     from .cluster import ControlPlane
 
-MODULE = "sigs.k8s.io/kueue"
 NAMESPACE = "kueue-system"
 CONVERTED = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
 # webhook paths of the kinds the portal queues, and of Kueue's own kinds
 WEBHOOK_PATHS = ("-kueue-x-k8s-io-", "-batch-v1-job", "-apps-v1-deployment", "--v1-pod")
 QUEUED_ONLY = ("--v1-pod", "-apps-v1-deployment")  # see the module's docstring
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
-
-
-def module_dir(version: str) -> Path:
-    """Kueue's module in the Go module cache (downloaded if missing)."""
-    go = shutil.which("go")
-    if go is None:
-        raise StackError("the Go toolchain is needed for Kueue's manifests: install Go ≥ 1.26")
-    result = subprocess.run(
-        [go, "mod", "download", "-json", f"{MODULE}@{version}"],
-        cwd=build.COMPONENTS["kueue"].source, capture_output=True, text=True,
-        env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"})
-    try:
-        info = json.loads(result.stdout)
-    except ValueError:
-        info = {}
-    if result.returncode != 0 or "Dir" not in info:
-        raise StackError(f"go mod download {MODULE}@{version} failed: "
-                         f"{info.get('Error') or result.stderr.strip()[-500:]}")
-    return Path(info["Dir"])
 
 
 def configuration(*, webhook_port: int, health_port: int, metrics_port: int,
@@ -132,25 +111,6 @@ def custom_resource_definitions(folder: Path, *, url: str, ca_bundle: str
     return docs
 
 
-def apply(api: Any, doc: dict[str, Any]) -> None:
-    """Create, or replace what is there (a cluster whose etcd outlived a run)."""
-    from kubernetes import dynamic
-    from kubernetes.client.rest import ApiException
-
-    resource = dynamic.DynamicClient(api).resources.get(api_version=doc["apiVersion"],
-                                                        kind=doc["kind"])
-    namespace = doc["metadata"].get("namespace")
-    try:
-        resource.create(body=doc, namespace=namespace)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-        current = resource.get(name=doc["metadata"]["name"], namespace=namespace)
-        doc = {**doc, "metadata": {**doc["metadata"],
-                                   "resourceVersion": current.metadata.resourceVersion}}
-        resource.replace(body=doc, namespace=namespace)
-
-
 METRICS_CERTS = Path("/etc/kueue/metrics/certs")
 
 
@@ -199,11 +159,11 @@ class Kueue:
         ca_bundle = base64.b64encode(cp.ca.pem).decode()
         url = f"https://127.0.0.1:{self.webhook_port}"
         with cp.api_client() as api:
-            apply(api, {"apiVersion": "v1", "kind": "Namespace",
+            build.apply_object(api, {"apiVersion": "v1", "kind": "Namespace",
                         "metadata": {"name": NAMESPACE}})
             crds = custom_resource_definitions(folder, url=url, ca_bundle=ca_bundle)
             for doc in crds:
-                apply(api, doc)
+                build.apply_object(api, doc)
             extensions = client.ApiextensionsV1Api(api)
 
             def established() -> bool:
@@ -217,12 +177,12 @@ class Kueue:
 
             wait_for(established, timeout=30, what="Kueue's CRDs established", interval=0.2)
             for doc in webhook_configurations(folder, url=url, ca_bundle=ca_bundle):
-                apply(api, doc)
+                build.apply_object(api, doc)
 
     def start(self, cp: ControlPlane) -> None:
         self.cp = cp
         binary = build.ensure("kueue")["kueue"]
-        folder = module_dir(self.version)
+        folder = build.module_dir("kueue")
         self.webhook_port = free_port()
         health_port, metrics_port = free_port(), free_port()
         self.health_url = f"http://127.0.0.1:{health_port}/readyz"

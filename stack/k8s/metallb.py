@@ -26,16 +26,13 @@ Identity: the ServiceAccount metallb-system/controller with MetalLB's own RBAC f
 (config/rbac/role.yaml in the module), and a TokenRequest token: the least privilege upstream
 gives it, not an administrator's certificate.
 
-MetalLB's CRDs, namespace and RBAC are read from the Go module cache (`go mod download -json
-go.universe.tf/metallb@<version>`), not copied into this repository.
+MetalLB's CRDs, namespace and RBAC are read from the Go module cache (`build.module_dir`:
+`go mod download -json go.universe.tf/metallb@<version>`), not copied into this repository.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import Mapping
@@ -53,7 +50,6 @@ if TYPE_CHECKING:
     from .cluster import ControlPlane
 
 DEMO_INVENTORY = REPO / "deploy" / "kubesim" / "demo-inventory.yaml"
-MODULE = "go.universe.tf/metallb"
 NAMESPACE = "metallb-system"
 SERVICE_ACCOUNT = "controller"
 # the controller's objects in MetalLB's config/rbac/role.yaml (the speaker's are left out)
@@ -63,25 +59,6 @@ CONTROLLER_RBAC = {("ClusterRole", "metallb-system:controller"),
                    ("Role", "pod-lister"), ("RoleBinding", "pod-lister")}
 TOKEN_SECONDS = 7 * 24 * 3600
 L2_ADVERTISEMENT = "gpu-portal"
-
-
-def module_dir(version: str) -> Path:
-    """MetalLB's module in the Go module cache (downloaded if missing)."""
-    go = shutil.which("go")
-    if go is None:
-        raise StackError("the Go toolchain is needed for MetalLB's manifests: install Go ≥ 1.26")
-    result = subprocess.run(
-        [go, "mod", "download", "-json", f"{MODULE}@{version}"],
-        cwd=build.COMPONENTS["metallb"].source, capture_output=True, text=True,
-        env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"})
-    try:
-        info = json.loads(result.stdout)
-    except ValueError:
-        info = {}
-    if result.returncode != 0 or "Dir" not in info:
-        raise StackError(f"go mod download {MODULE}@{version} failed: "
-                         f"{info.get('Error') or result.stderr.strip()[-500:]}")
-    return Path(info["Dir"])
 
 
 def address_pool(pool: AddressPoolSpec, namespace: str = NAMESPACE) -> dict:
@@ -125,24 +102,6 @@ class MetalLB:
 
     # --- objects ----------------------------------------------------------------------------
 
-    def _apply(self, api: Any, doc: dict) -> None:
-        """Create, or replace what is there (a cluster whose etcd outlived a run)."""
-        from kubernetes import dynamic
-        from kubernetes.client.rest import ApiException
-
-        resource = dynamic.DynamicClient(api).resources.get(
-            api_version=doc["apiVersion"], kind=doc["kind"])
-        namespace = doc["metadata"].get("namespace")
-        try:
-            resource.create(body=doc, namespace=namespace)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            current = resource.get(name=doc["metadata"]["name"], namespace=namespace)
-            doc = {**doc, "metadata": {**doc["metadata"],
-                                       "resourceVersion": current.metadata.resourceVersion}}
-            resource.replace(body=doc, namespace=namespace)
-
     def _crds(self, api: Any, folder: Path) -> None:
         from kubernetes import client
 
@@ -150,7 +109,7 @@ class MetalLB:
         for path in sorted((folder / "config" / "crd" / "bases").glob("*.yaml")):
             for doc in yaml.safe_load_all(path.read_text()):
                 if doc:
-                    self._apply(api, doc)
+                    build.apply_object(api, doc)
                     names.append(doc["metadata"]["name"])
         extensions = client.ApiextensionsV1Api(api)
 
@@ -181,7 +140,7 @@ class MetalLB:
                 if "subjects" in doc:
                     doc["subjects"] = [{**s, "namespace": self.namespace}
                                        for s in doc["subjects"] if s["name"] == SERVICE_ACCOUNT]
-                self._apply(api, doc)
+                build.apply_object(api, doc)
 
     def _token(self, api: Any) -> str:
         from kubernetes import client
@@ -221,18 +180,18 @@ class MetalLB:
         from kubernetes import client
 
         binary = build.ensure("metallb")["metallb-controller"]
-        folder = module_dir(self.version)
+        folder = build.module_dir("metallb")
         pools = self.pools()
         with cp.api_client() as api:
             self._crds(api, folder)
             namespace = next(d for d in yaml.safe_load_all(
                 (folder / "config" / "native" / "ns.yaml").read_text()) if d)
             namespace["metadata"]["name"] = self.namespace
-            self._apply(api, namespace)
+            build.apply_object(api, namespace)
             self._rbac(api, folder)
             for pool in pools.values():
-                self._apply(api, address_pool(pool, self.namespace))
-            self._apply(api, l2_advertisement(sorted(pools), self.namespace))
+                build.apply_object(api, address_pool(pool, self.namespace))
+            build.apply_object(api, l2_advertisement(sorted(pools), self.namespace))
             self.kubeconfig = self._write_kubeconfig(cp, self._token(api))
         metrics_port = free_port()
         self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
