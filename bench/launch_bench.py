@@ -149,7 +149,7 @@ def run_worker(marks: str, celery_args: list[str]) -> None:
 
     from portal.celery import app
     from portal.kube.client import Kube
-    from portal.workloads.manifests import LABEL_WORKLOAD_ID
+    from portal.kube.labels import LABEL_WORKLOAD_ID
 
     write = _mark_writer(marks)
 

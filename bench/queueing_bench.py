@@ -21,7 +21,7 @@ seeded 3-12 s, then runs the tracker until every one has finished. It reports:
 - **portal overhead**: the benchmark process's CPU seconds (admission, the create tasks, the
   tracker, the estimates) per workload, and the lag from a pod's container start to the portal
   showing it running (median, p95);
-- **estimate**: every 10 s, each queued workload's estimated start (portal/queueing) against
+- **estimate**: every 10 s, each queued workload's estimated start (tenants/kueue.py, portal/workloads/queue.py) against
   when it really started: the median absolute error, and the share of workloads that had an
   estimate (none where the workloads ahead have no time limit and no history yet).
 """
@@ -66,9 +66,10 @@ def jain(values: list[float]) -> float:
 def run(args) -> dict:
     from django.utils import timezone
 
+    from catalogue.models import GpuType, Template
     from portal.keystone.models import User
-    from portal.queueing.selectors import estimates
-    from portal.workloads.models import GpuType, Template, Workload
+    from portal.workloads.models import Workload
+    from portal.workloads.queue import estimates
     from portal.workloads.services import workload_launch
     from portal.workloads.tasks import workload_create_task
     from portal.workloads.tracking import Tracker

@@ -224,9 +224,9 @@ class Bench:
     def __init__(self, admin_kubeconfig: str, cluster_pids: dict[str, int]) -> None:
         from kubernetes import config
 
+        from catalogue.models import GpuType, Template
         from portal.keystone.models import User
         from portal.kube.client import Kube
-        from portal.workloads.models import GpuType, Template
         from tenants.manifests import SERVICE_ACCOUNT_NAME
         from tenants.models import Tenant
 
@@ -255,8 +255,8 @@ class Bench:
         self.count = 0
 
     def workloads(self, n: int, *, namespace: str, gpu_type, gpus: int, env: dict):
+        from portal.kube.labels import workload_object_name
         from portal.workloads.models import Workload
-        from portal.workloads.naming import workload_object_name
 
         rows = Workload.objects.bulk_create([
             Workload(tenant=self.tenants[namespace], owner=self.owner, name=f"w{i}",
@@ -384,7 +384,8 @@ def latency(bench: Bench, launches: int, rate: float) -> dict:
     from django.db import connection
 
     from portal.kube.client import Kube
-    from portal.workloads.manifests import LABEL_WORKLOAD_ID, workload_objects
+    from portal.kube.labels import LABEL_WORKLOAD_ID
+    from portal.workloads.manifests import workload_objects
     from portal.workloads.models import Workload
     from portal.workloads.objects import workload_spec
     from portal.workloads.tracking import WATCHED, Tracker

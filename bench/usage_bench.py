@@ -63,7 +63,7 @@ def rss_mib() -> float:
 def catalogue(n_tenants: int = 20, n_users: int = 50):
     from django.contrib.auth import get_user_model
 
-    from portal.workloads.models import GpuType
+    from catalogue.models import GpuType
     from tenants.models import Tenant
 
     types = [GpuType.objects.get_or_create(slug=slug, defaults={
@@ -78,7 +78,8 @@ def catalogue(n_tenants: int = 20, n_users: int = 50):
 
 
 def make_workload(tenant, owner, gpu_type, gpu_count, started, finished, name="bench"):
-    from portal.workloads.models import Template, Workload
+    from catalogue.models import Template
+    from portal.workloads.models import Workload
 
     workload = Workload.objects.create(
         tenant=tenant, owner=owner, name=name, template=Template.objects.get(slug="jupyter"),

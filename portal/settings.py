@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "axes",
     "oauth2_provider",
     "portal.keystone",
+    "audit",
+    "catalogue",
     "portal.workloads",
     "portal.usage",
     "tenants",
@@ -307,7 +309,7 @@ PORTAL_WORKLOAD_TOKEN_SECONDS = env.int("PORTAL_WORKLOAD_TOKEN_SECONDS", default
 # who of a tenant gets through a workload's proxy unless the tenant says otherwise:
 # owner (the owner, the project's managers, admins) | members | readers
 PORTAL_SERVICE_ACCESS_DEFAULT = env.str("PORTAL_SERVICE_ACCESS_DEFAULT", default="members")
-# queueing on Kueue (portal/queueing): "auto" queues where the cluster serves Kueue's API,
+# queueing on Kueue (tenants/kueue.py, portal/workloads/queue.py): "auto" queues where the cluster serves Kueue's API,
 # "kueue" insists on it, "off" refuses what is over quota, as without Kueue
 PORTAL_QUEUEING = env.str("PORTAL_QUEUEING", default="auto")
 # django-oauth-toolkit's own models (swappable; named so that migrations can refer to them)

@@ -2,7 +2,7 @@ from django.urls import include, path
 
 from portal import health, metrics, views
 from portal.keystone import views as keystone_views
-from portal.queueing import views as queueing_views
+from portal.workloads import admin_views as queue_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -15,8 +15,8 @@ urlpatterns = [
     path("", include("portal.workloads.urls")),
     path("", include("portal.usage.urls")),
     path("admin/", include("tenants.urls")),
-    path("admin/", include("portal.workloads.admin_urls")),
-    path("admin/queues/", queueing_views.queues, name="queues"),
+    path("admin/", include("catalogue.urls")),
+    path("admin/queues/", queue_views.queues, name="queues"),
     path("api/", include("api.urls")),
     # the OpenID Connect provider of the workloads' authenticating proxies (portal/access)
     path("o/", include("portal.access.urls")),

@@ -3,8 +3,9 @@ import re
 from django.conf import settings
 from django.core.checks import Error, register
 
+from portal.kube.labels import is_valid_prefix
+
 from .manifests import POD_SECURITY_LEVELS, egress_destination
-from .naming import is_valid_prefix
 
 
 @register()

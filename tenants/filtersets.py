@@ -3,7 +3,9 @@
 import django_filters
 from django.db.models import Q
 
-from .models import AuditRecord, Tenant
+from audit.models import AuditRecord
+
+from .models import Tenant
 
 
 class TenantFilterSet(django_filters.FilterSet):

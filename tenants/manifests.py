@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import re
 from typing import Any
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-portal"}
-LABEL_PROJECT_ID = "gpu-portal.io/project-id"
-LABEL_PROJECT_NAME = "gpu-portal.io/project-name"
-ANNOTATION_PROJECT_NAME = "gpu-portal.io/project-display-name"
-LABEL_EXPOSED = "gpu-portal.io/exposed"
+from portal.kube.labels import (
+    ANNOTATION_PROJECT_NAME,
+    LABEL_EXPOSED,
+    LABEL_PROJECT_ID,
+    LABEL_PROJECT_NAME,
+    MANAGED_BY,
+    label_value,
+)
+
+# what the authenticating proxy beside every exposed pod's application takes (portal/access/
+# proxy.py), counted in the tenant's limits: a small, fixed share, requests = limits, so the
+# sidecar changes no pod's QoS class. It moves every byte the application serves (downloads,
+# websockets), hence more than a token CPU.
+PROXY_CPU_MILLIS, PROXY_MEMORY_MIB = 100, 64
 EXPOSED_PORT_NAME = "http"  # the exposed pod's port: its proxy's (portal/workloads/manifests.py)
 METADATA_ADDRESS = "169.254.169.254/32"
 # what "the internet" leaves out unless the operator lists the cluster's own ranges: the private,
@@ -111,12 +119,6 @@ def enforced_level(site_level: str, *, allow_root: bool) -> str:
 
 def level_admits_root(level: str) -> bool:
     return level != "restricted"
-
-
-def label_value(text: str) -> str:
-    """A Kubernetes label value: ≤ 63 of [A-Za-z0-9-_.], alphanumeric at both ends."""
-    value = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63]
-    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
 
 
 def _labels(spec: NamespaceSpec) -> dict[str, str]:

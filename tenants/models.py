@@ -2,7 +2,6 @@
 
 from decimal import Decimal
 
-from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -66,7 +65,7 @@ class Quota(models.Model):
     idle_grace_minutes = models.PositiveIntegerField(default=30)
     # an admin may set a quota above what the cluster has, on purpose (e.g. capacity on order)
     allow_over_capacity = models.BooleanField(default=False)
-    # queueing on Kueue (portal/queueing): what the tenant may borrow of each GPU type beyond
+    # queueing on Kueue (tenants/kueue.py, portal/workloads/queue.py): what the tenant may borrow of each GPU type beyond
     # its quota while others leave theirs idle, what it lends of its own, its fair share
     gpu_borrowing_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="GPUs of each type it may borrow; empty = no limit")
@@ -87,7 +86,7 @@ class Quota(models.Model):
 
 class GpuQuota(models.Model):
     quota = models.ForeignKey(Quota, on_delete=models.CASCADE, related_name="gpu_limits")
-    gpu_type = models.ForeignKey("workloads.GpuType", on_delete=models.CASCADE,
+    gpu_type = models.ForeignKey("catalogue.GpuType", on_delete=models.CASCADE,
                                  related_name="+")
     gpus = models.PositiveIntegerField(default=0)
 
@@ -97,25 +96,3 @@ class GpuQuota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpus} × {self.gpu_type_id}"
-
-
-class AuditRecord(models.Model):
-    """Who changed what, when, in which tenant: before → after. Written by services only."""
-
-    at = models.DateTimeField(auto_now_add=True, db_index=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                              on_delete=models.SET_NULL, related_name="+")
-    actor_name = models.CharField(max_length=255, help_text="user name, or 'system'")
-    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="audit_records")
-    action = models.CharField(max_length=64, db_index=True)
-    target = models.CharField(max_length=255, blank=True, default="")
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["tenant", "-at"])]
-
-    def __str__(self) -> str:
-        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.target}"

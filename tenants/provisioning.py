@@ -15,15 +15,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from portal.access.proxy import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
+from audit.services import audit_record
 from portal.kube.client import Conflict, Kube, KubeError
-from portal.queueing.services import (
-    cluster_queueing_objects,
-    queueing_on,
-    tenant_queue_objects,
-)
+from portal.kube.kueue import queueing_on
+from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
+from tenants.queueing import cluster_queueing_objects, tenant_queue_objects
 
-from .audit import audit_record
 from .manifests import (
     PRIVATE_RANGES,
     RETIRED_OBJECTS,

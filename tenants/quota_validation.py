@@ -1,18 +1,154 @@
-"""Checks a quota write must pass: one place for the API serializer and the admin page."""
+"""The one validation of quota writes: the API's serializer and the admin page both wrap it.
+
+`quota_changes_clean` takes what the caller sent, as JSON types (the page turns its form
+fields into that shape first), and answers the model changes, or raises QuotaInvalid with the
+errors per field; nothing is written either way. No web framework is needed to call it.
+"""
 
 from __future__ import annotations
 
+import decimal
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
+from catalogue.models import GpuType
 from portal.kube.client import KubeError
-from portal.workloads.models import GpuType
 from portal.workloads.selectors import cluster_gpu_capacity
 
+from .models import Quota
+
 MAX_VALUE = 1_000_000  # anything above is a typo, not a quota
+MAX_WEIGHT = Decimal("9999.99")
 
 
 class CapacityUnknown(Exception):
     """The cluster could not be asked how many GPUs it has."""
+
+
+class QuotaInvalid(ValueError):
+    """A quota write refused: `errors` maps each field to what is wrong with it."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__("; ".join(f"{field}: {' '.join(messages)}"
+                                   for field, messages in errors.items()))
+        self.errors = errors
+
+
+class _Refused(ValueError):
+    pass
+
+
+def _count(value: Any, *, low: int = 0, high: int = MAX_VALUE) -> int:
+    """A whole number in [low, high]: an integer, or a string of one (the page's fields)."""
+    if isinstance(value, bool):
+        raise _Refused("A whole number is required.")
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int):
+        raise _Refused("A whole number is required.")
+    if not low <= value <= high:
+        raise _Refused(f"Give a number from {low} to {high}.")
+    return value
+
+
+def _optional_count(value: Any) -> int | None:
+    return None if value is None or value == "" else _count(value)
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "on", "off"):
+        return value.lower() in ("true", "1", "on")
+    raise _Refused("true or false is required.")
+
+
+def _weight(value: Any) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+        raise _Refused("A number is required.")
+    try:
+        weight = Decimal(str(value).strip())
+    except decimal.InvalidOperation:
+        raise _Refused("A number is required.") from None
+    if not weight.is_finite() or weight.as_tuple().exponent < -2:  # type: ignore[operator]
+        raise _Refused("At most two decimal places.")
+    if not Decimal("0.01") <= weight <= MAX_WEIGHT:
+        raise _Refused(f"Give a weight from 0.01 to {MAX_WEIGHT}.")
+    return weight.quantize(Decimal("0.01"))
+
+
+def _idle_action(value: Any) -> str:
+    if value not in Quota.IdleAction.values:
+        raise _Refused(f"One of: {', '.join(Quota.IdleAction.values)}.")
+    return value
+
+
+def _gpus_by_type(value: Any) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        raise _Refused("A map of GPU type to a number of GPUs is required.")
+    cleaned: dict[str, int] = {}
+    for slug, gpus in value.items():
+        try:
+            cleaned[str(slug)] = _count(gpus)
+        except _Refused as exc:
+            raise _Refused(f"{slug}: {exc}") from None
+    unknown = unknown_gpu_types(cleaned)
+    if unknown:
+        raise _Refused(f"unknown GPU type(s): {', '.join(unknown)}")
+    return cleaned
+
+
+# field sent → (model field, how it is read, needed in a whole write)
+FIELDS: dict[str, tuple[str, Any, bool]] = {
+    "gpus_total": ("gpus_total", _count, True),
+    "gpus_by_type": ("gpus_by_type", _gpus_by_type, True),
+    "cpu": ("cpu", _count, True),
+    "memory": ("memory_gb", _count, True),
+    "max_workloads": ("max_workloads", _count, True),
+    "max_runtime_minutes": ("max_runtime_minutes", _count, True),
+    "idle_threshold_percent": ("idle_threshold_percent", lambda v: _count(v, high=100), True),
+    "idle_minutes": ("idle_minutes", lambda v: _count(v, low=1), True),
+    "idle_action": ("idle_action", _idle_action, True),
+    "idle_grace_minutes": ("idle_grace_minutes", _count, True),
+    "allow_over_capacity": ("allow_over_capacity", _flag, True),
+    # queueing on Kueue: optional in a whole write too
+    "gpu_borrowing_limit": ("gpu_borrowing_limit", _optional_count, False),
+    "gpu_lending_limit": ("gpu_lending_limit", _optional_count, False),
+    "fair_share_weight": ("fair_share_weight", _weight, False),
+}
+
+
+def quota_changes_clean(*, quota: Quota, data: Mapping[str, Any], partial: bool
+                        ) -> dict[str, Any]:
+    """A quota write (API body, or the page's fields in the same shape) → the model changes.
+
+    `partial`: only the fields sent change (PATCH, the page); otherwise every field is needed
+    (PUT). Raises QuotaInvalid with the errors per field, or CapacityUnknown when limits must be
+    checked against a cluster that cannot be asked. Unknown fields are ignored, as the API
+    always did."""
+    if not isinstance(data, Mapping):
+        raise QuotaInvalid({"non_field_errors": ["Expected a JSON object."]})
+    changes: dict[str, Any] = {}
+    errors: dict[str, list[str]] = {}
+    for field, (model_field, read, needed) in FIELDS.items():
+        if field not in data:
+            if needed and not partial:
+                errors[field] = ["This field is required."]
+            continue
+        try:
+            changes[model_field] = read(data[field])
+        except _Refused as exc:
+            errors[field] = [str(exc)]
+    if errors:
+        raise QuotaInvalid(errors)
+    allow = changes.get("allow_over_capacity", quota.allow_over_capacity)
+    errors = over_capacity_errors({**changes, "allow_over_capacity": allow})
+    if errors:
+        raise QuotaInvalid(errors)
+    return changes
 
 
 def over_capacity_errors(changes: dict[str, Any]) -> dict[str, list[str]]:
@@ -42,23 +178,3 @@ def over_capacity_errors(changes: dict[str, Any]) -> dict[str, list[str]]:
 def unknown_gpu_types(slugs) -> list[str]:
     known = set(GpuType.objects.filter(slug__in=list(slugs)).values_list("slug", flat=True))
     return sorted(set(slugs) - known)
-
-
-def clean_quota_changes(quota, data: dict[str, Any], *, partial: bool) -> dict[str, Any]:
-    """Validate a quota write (API body or page form) into model changes.
-
-    Raises rest_framework's ValidationError with field errors (nothing is written), or
-    CapacityUnknown when the limits must be checked against a cluster that cannot be asked.
-    """
-    from rest_framework.exceptions import ValidationError
-
-    from .api.serializers import QuotaSerializer
-
-    serializer = QuotaSerializer(quota, data=data, partial=partial)
-    serializer.is_valid(raise_exception=True)
-    changes = dict(serializer.validated_data)
-    allow = changes.get("allow_over_capacity", quota.allow_over_capacity)
-    errors = over_capacity_errors({**changes, "allow_over_capacity": allow})
-    if errors:
-        raise ValidationError(errors)
-    return changes

@@ -5,8 +5,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import QuerySet
 
+from audit.models import AuditRecord
+
 from .manifests import enforced_level, level_admits_root
-from .models import AuditRecord, Tenant
+from .models import Tenant
 
 
 def tenant_pod_security(tenant: Tenant) -> str:

@@ -10,12 +10,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from audit.services import audit_record
+from catalogue.models import GpuType
 from portal.celery import send_on_commit
-from portal.workloads.models import GpuType
+from portal.kube.labels import namespace_name
 
-from .audit import audit_record
 from .models import GpuQuota, Quota, Tenant
-from .naming import namespace_name
+from .signals import tenant_deleting
 
 QUOTA_FIELDS = ("gpus_total", "cpu", "memory_gb", "max_workloads", "max_runtime_minutes",
                 "idle_threshold_percent", "idle_minutes", "idle_action", "idle_grace_minutes",
@@ -128,10 +129,9 @@ def tenant_mark_deleting(*, tenant: Tenant, acting_user, reason: str) -> Tenant:
         tenant.delete_after = timezone.now() + dt.timedelta(
             minutes=settings.PORTAL_TENANT_DELETE_GRACE_MINUTES)
         tenant.save(update_fields=["state", "state_reason", "delete_after", "updated_at"])
-        from portal.workloads.services import workloads_stop_for_tenant
-
-        stopped = workloads_stop_for_tenant(tenant=tenant, user=acting_user,
-                                            reason=f"The tenant is being deleted: {reason}")
+        answers = tenant_deleting.send(sender=Tenant, tenant=tenant, user=acting_user,
+                                       reason=f"The tenant is being deleted: {reason}")
+        stopped = sum(answer for _, answer in answers if isinstance(answer, int))
         audit_record(actor=acting_user, action="tenant.delete", tenant=tenant,
                      target=tenant.namespace, before=before,
                      after={"state": tenant.state, "reason": reason,
@@ -170,4 +170,20 @@ def tenant_root_templates_update(*, tenant: Tenant, acting_user, allow: bool) ->
                      target=tenant.namespace, before={"allow_root_templates": not allow},
                      after={"allow_root_templates": allow})
         _enqueue_reconcile(tenant.pk)
+    return tenant
+
+
+# --- the images a tenant may use ------------------------------------------------------------
+
+def tenant_image_prefixes_update(*, tenant: Tenant, acting_user, prefixes: list[str]) -> Tenant:
+    """Set the registries/prefixes a tenant's launches must use (validated, qualified entries
+    such as `nvcr.io/nvidia`; empty: any image). Admission checks them from the next launch."""
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        before = list(tenant.image_prefixes or [])
+        if prefixes != before:
+            tenant.image_prefixes = list(prefixes)
+            tenant.save(update_fields=["image_prefixes", "updated_at"])
+            audit_record(actor=acting_user, action="tenant.image_prefixes", tenant=tenant,
+                         target=tenant.namespace, before=before, after=list(prefixes))
     return tenant

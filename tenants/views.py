@@ -12,22 +12,24 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
-from rest_framework.exceptions import ValidationError
+from django.views.decorators.http import require_http_methods, require_POST
 
+from catalogue.images import image_allowed
+from catalogue.models import GpuType, Template
 from portal.keystone.client import KeystoneClient, KeystoneError
 from portal.kube.client import KubeError
-from portal.queueing.services import queueing_shown
-from portal.workloads.models import GpuType, Template
+from portal.kube.kueue import queueing_shown
 from portal.workloads.selectors import gpus_in_use_by_namespace
 
 from .filtersets import AuditRecordFilterSet, TenantFilterSet
+from .forms import ImagePrefixesForm
 from .models import Quota, Tenant
-from .quota_validation import CapacityUnknown, clean_quota_changes
+from .quota_validation import CapacityUnknown, QuotaInvalid, quota_changes_clean
 from .selectors import audit_records_visible, tenant_pod_security, tenants_visible
 from .services import (
     QUOTA_FIELDS,
     quota_update,
+    tenant_image_prefixes_update,
     tenant_mark_deleting,
     tenant_restore,
     tenant_root_templates_update,
@@ -100,13 +102,6 @@ def _form_data(post) -> dict:
     return data
 
 
-def _flat_errors(detail) -> dict[str, list[str]]:
-    if isinstance(detail, dict):
-        return {key: [str(v) for v in (value if isinstance(value, list) else [value])]
-                for key, value in detail.items()}
-    return {"__all__": [str(v) for v in detail]}
-
-
 @admin_required
 def tenant_list(request: HttpRequest) -> HttpResponse:
     filterset = TenantFilterSet(request.GET or None,
@@ -146,9 +141,9 @@ def _save_quota(request: HttpRequest, tenant: Tenant, *, partial: bool
                 ) -> tuple[dict[str, list[str]], bool]:
     quota = Quota.objects.get(tenant=tenant)
     try:
-        changes = clean_quota_changes(quota, _form_data(request.POST), partial=partial)
-    except ValidationError as exc:
-        return _flat_errors(exc.detail), False
+        changes = quota_changes_clean(quota=quota, data=_form_data(request.POST), partial=partial)
+    except QuotaInvalid as exc:
+        return exc.errors, False
     except CapacityUnknown:
         return {"__all__": ["The cluster's capacity cannot be read right now; retry, or "
                             "tick 'allow above cluster capacity'."]}, False
@@ -247,3 +242,42 @@ def audit_list(request: HttpRequest) -> HttpResponse:
         "filterset": filterset, "page": page,
         "tenants": tenants_visible(request.identity).select_related(None).only("pk", "name"),
     })
+
+
+# --- the images a tenant may use ----------------------------------------------------------
+
+def _refused_templates(prefixes: list[str]) -> list[Template]:
+    """Enabled templates with an image of their own that these prefixes would refuse."""
+    return [t for t in Template.objects.filter(enabled=True, custom=False)
+            if t.image and not image_allowed(t.image, prefixes)]
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def tenant_image_prefixes(request: HttpRequest, pk: int) -> HttpResponse:
+    """The tenant page's "Images" section. A browser without JavaScript posts here and is sent
+    back to the tenant page (or, with errors, gets the section on a page of its own)."""
+    tenant = get_object_or_404(tenants_visible(request.identity).exclude(
+        state=Tenant.State.DELETED), pk=pk)
+    if request.method == "GET":
+        return redirect("tenants:detail", pk=tenant.pk)
+    form = ImagePrefixesForm(request.POST, tenant=tenant)
+    saved = False
+    if form.is_valid():
+        tenant = tenant_image_prefixes_update(tenant=tenant, acting_user=request.user,
+                                              prefixes=form.cleaned_data["image_prefixes"])
+        saved = True
+        form = ImagePrefixesForm(tenant=tenant)
+    context = {"tenant": tenant, "prefix_form": form, "prefixes_saved": saved,
+               "refused_templates": _refused_templates(tenant.image_prefixes) if saved else []}
+    if request.htmx:
+        # 200 with the errors: htmx swaps in only successful responses
+        return render(request, "workloads/admin/_image_prefixes.html", context)
+    if saved:
+        refused = context["refused_templates"]
+        messages.success(request, f"Image registries of {tenant.name} saved." + (
+            " Its launches of " + ", ".join(t.name for t in refused) + " will be refused: "
+            "their images are outside the list." if refused else ""))
+        return redirect("tenants:detail", pk=tenant.pk)
+    return render(request, "workloads/admin/tenant_image_prefixes.html", context, status=400)
+

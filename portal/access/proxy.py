@@ -34,6 +34,8 @@ from typing import Any
 
 import yaml
 
+from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
+
 Manifest = dict[str, Any]
 
 PROXY_CONTAINER = "auth-proxy"
@@ -67,9 +69,6 @@ CLIENT_SECRET_ENV = "AUTH_PROXY_CLIENT_SECRET"
 UPSTREAM_TOKEN_ENV = "AUTH_PROXY_UPSTREAM_TOKEN"
 UPSTREAM_AUTHORIZATION_ENV = "AUTH_PROXY_UPSTREAM_AUTHORIZATION"
 
-# a small, fixed share: requests = limits, so the sidecar changes no pod's QoS class. It moves
-# every byte the application serves (downloads, websockets), hence more than a token CPU.
-PROXY_CPU_MILLIS, PROXY_MEMORY_MIB = 100, 64
 PROXY_RESOURCES = {"cpu": f"{PROXY_CPU_MILLIS}m", "memory": f"{PROXY_MEMORY_MIB}Mi"}
 GO_MEMORY_LIMIT = "48MiB"  # the Go runtime collects harder before the container's limit
 NONROOT_UID = 65532  # the distroless image's "nonroot" user

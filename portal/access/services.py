@@ -24,8 +24,8 @@ from django.db import transaction
 from jwcrypto import jwk, jwt
 from oauth2_provider.models import Application
 
+from audit.services import audit_record
 from portal.keystone.roles import PortalRole
-from tenants.audit import audit_record
 from tenants.models import Tenant
 
 from .models import ServiceAccess, TenantServiceAccess, WorkloadAccess

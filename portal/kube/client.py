@@ -126,7 +126,7 @@ KINDS: dict[str, Kind] = {
     "RoleBinding": Kind(k8s.RbacAuthorizationV1Api, "namespaced_role_binding"),
     "Deployment": Kind(k8s.AppsV1Api, "namespaced_deployment"),
     "Job": Kind(k8s.BatchV1Api, "namespaced_job"),
-    # Kueue (portal/queueing): served only where it is installed
+    # Kueue (tenants/kueue.py, portal/workloads/queue.py): served only where it is installed
     "ResourceFlavor": _kueue("resource_flavor", "resourceflavors", namespaced=False),
     "ClusterQueue": _kueue("cluster_queue", "clusterqueues", namespaced=False),
     "LocalQueue": _kueue("local_queue", "localqueues", namespaced=True),

@@ -41,9 +41,9 @@ from django.db import transaction
 from django.db.models import Avg, Count, Max, Min, QuerySet
 from django.utils import timezone
 
+from audit.services import audit_record
 from portal.workloads.models import Workload
 from portal.workloads.services import mail_owner, workload_event, workload_stop
-from tenants.audit import audit_record
 from tenants.models import Quota
 
 from .models import GpuSample, WorkloadIdle

@@ -24,9 +24,10 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from catalogue.models import GpuType
 from portal.kube.client import Kube, KubeError
 from portal.kube.quantity import parse_quantity
-from portal.workloads.models import GpuType, Workload
+from portal.workloads.models import Workload
 from portal.workloads.selectors import gpu_capacity, node_matches
 from tenants.views import admin_required
 

@@ -38,8 +38,9 @@ from django.conf import settings
 from django.db.models import Max
 from django.utils import timezone
 
+from audit.services import audit_record
 from portal.kube.client import Kube, KubeError
-from tenants.audit import audit_record
+from portal.kube.labels import CORDON_ANNOTATION
 
 from .models import GpuDevice
 
@@ -57,7 +58,6 @@ CRITICAL_XIDS: dict[int, str] = {
     94: "contained ECC error",
     95: "uncontained ECC error",
 }
-CORDON_ANNOTATION = "gpu-portal.io/cordoned-by"
 CORDON_BY = "gpu-health"
 UNHEALTHY = (GpuDevice.Health.DEGRADED, GpuDevice.Health.LOST)
 

@@ -119,7 +119,7 @@ class GpuUsageRollup(models.Model):
     # copied from the workload so reports group and filter without joins
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    gpu_type = models.ForeignKey("workloads.GpuType", on_delete=models.CASCADE, related_name="+")
+    gpu_type = models.ForeignKey("catalogue.GpuType", on_delete=models.CASCADE, related_name="+")
     gpu_count = models.PositiveIntegerField(default=0)
     samples = models.PositiveIntegerField(default=0)
     util_avg = models.FloatField(null=True, blank=True, help_text="mean over samples, %")

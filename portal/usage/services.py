@@ -30,6 +30,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from portal.kube.client import Kube, KubeError
+from portal.kube.labels import LABEL_WORKLOAD_ID
 from portal.workloads.models import Workload
 
 from .models import GpuDevice, GpuSample, GpuUsageRollup, ScrapeTarget
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 MINUTE = dt.timedelta(minutes=1)
 TICK = dt.timedelta(microseconds=1)
 HOUR = dt.timedelta(hours=1)
-WORKLOAD_LABEL = "gpu-portal.io/workload-id"
+WORKLOAD_LABEL = LABEL_WORKLOAD_ID
 # `wl-<id>-…`: the workload's object name starts every pod name (portal.workloads.naming)
 POD_NAME = re.compile(r"^wl-(\d{1,18})(?:-|$)")
 

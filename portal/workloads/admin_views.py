@@ -1,292 +1,112 @@
-"""The admin's catalogue pages: GPU types with live capacity, templates, and the image
-registries a tenant may use (a section of the tenant page).
+"""The admins' queue page (/admin/queues/): per GPU type and tenant, what Kueue holds.
 
-Plain forms that work without JavaScript (POST, then redirect); htmx swaps a table row when an
-admin enables or disables a type or template. The cluster is asked once per page (one node
-list); when it does not answer, the page says so in a banner and still shows the catalogue.
+For each tenant's ClusterQueue and each GPU flavor: its nominal quota, what it uses, how much of
+that is borrowed, what it has idle to lend, and what waits (workloads and GPUs, from the portal's
+records); per GPU type the cohort's sums. Below, the trail of reclaims (preemptions).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
+from collections import defaultdict
 from typing import Any
 
-from django.contrib import messages
-from django.db import IntegrityError
+from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.shortcuts import render
 
+from audit.models import AuditRecord
 from portal.kube.client import Kube, KubeError
+from portal.kube.kueue import queueing_shown
+from portal.kube.labels import MANAGED_BY
 from portal.kube.quantity import parse_quantity
-from portal.usage.health import unhealthy_gpus_by_node
+from tenants.kueue import flavor_name
 from tenants.models import Tenant
-from tenants.selectors import tenants_visible
 from tenants.views import admin_required
 
-from .admin_forms import GpuTypeForm, ImagePrefixesForm, TemplateForm
-from .catalogue import (
-    gpu_type_create,
-    gpu_type_disable,
-    gpu_type_enable,
-    gpu_type_update,
-    template_create,
-    template_disable,
-    template_enable,
-    template_update,
-    tenant_image_prefixes_update,
-)
-from .images import image_allowed
-from .models import GpuType, Template, Workload
-from .selectors import gpu_capacity, gpus_held_by_type, node_matches
-
-log = logging.getLogger(__name__)
-
-CLUSTER_UNREACHABLE = ("The cluster is unreachable right now: capacity is not shown. "
-                       "The catalogue can still be edited.")
-# node labels every node carries: not worth showing when pointing at unclaimed GPU nodes
-_COMMON_LABEL_PREFIXES = ("kubernetes.io/", "node.kubernetes.io/", "beta.kubernetes.io/",
-                          "node-role.kubernetes.io/", "topology.kubernetes.io/")
-
-
-# --- GPU types: the catalogue against the cluster's nodes -------------------------------------
 
 @dataclasses.dataclass
-class GpuTypeRow:
-    """One GPU type as the admin's table shows it; the numbers are None when not known."""
-
-    gpu_type: GpuType
-    nodes: int | None = None  # schedulable nodes that match and offer the resource
-    allocatable: int | None = None
-    held: int = 0  # GPUs the portal's active workloads hold
-    largest_node: int | None = None
-    problem: str = ""  # why no workload of this type can run, for the admin
-
-    @property
-    def free(self) -> int | None:
-        return None if self.allocatable is None else max(self.allocatable - self.held, 0)
-
-    @property
-    def selector(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.gpu_type.node_selector.items())
+class QueueRow:
+    tenant: str
+    nominal: int = 0
+    used: int = 0
+    borrowed: int = 0
+    lendable: int = 0
+    queued_workloads: int = 0
+    queued_gpus: int = 0
+    weighted_share: str = ""
 
 
-def _problem(gpu_type: GpuType, nodes: list[dict[str, Any]], offering: int) -> str:
-    """Why this type has no usable node ("" when it has one)."""
-    if not gpu_type.node_selector:
-        return "No node labels: the portal cannot tell which nodes have this GPU."
-    if offering:
-        return ""
-    selector = ", ".join(f"{k}={v}" for k, v in gpu_type.node_selector.items())
-    matching = [n for n in nodes
-                if node_matches(n["metadata"].get("labels") or {}, gpu_type.node_selector)]
-    if not matching:
-        return f"No node matches {selector}."
-    if all(n.get("spec", {}).get("unschedulable") for n in matching):
-        return f"Every node matching {selector} ({len(matching)}) is cordoned."
-    return (f"{len(matching)} node{'s' if len(matching) != 1 else ''} match {selector}, but "
-            f"none offers {gpu_type.resource_name}.")
+def _count(value: Any) -> int:
+    return int(parse_quantity(str(value))) if value not in (None, "") else 0
 
 
-def _node_list() -> tuple[list[dict[str, Any]] | None, str | None]:
-    try:
-        return Kube().list("Node")["items"], None
-    except KubeError as exc:
-        log.warning("cluster unreachable for the GPU types page: %s", exc)
-        return None, CLUSTER_UNREACHABLE
-
-
-def gpu_type_rows(gpu_types: list[GpuType], nodes: list[dict[str, Any]] | None
-                  ) -> list[GpuTypeRow]:
-    held = gpus_held_by_type(Workload.objects.filter(state__in=Workload.ACTIVE_STATES))
-    capacity = gpu_capacity(gpu_types, nodes, unhealthy_gpus_by_node()) \
-        if nodes is not None else {}
-    rows = []
-    for gpu_type in gpu_types:
-        row = GpuTypeRow(gpu_type=gpu_type, held=held.get(gpu_type.slug, 0))
-        cap = capacity.get(gpu_type.slug)
-        if cap is not None:
-            row.nodes, row.allocatable, row.largest_node = cap.nodes, cap.allocatable, \
-                cap.largest_node
-            row.problem = _problem(gpu_type, nodes, cap.nodes)
-        elif not gpu_type.node_selector:
-            row.problem = _problem(gpu_type, [], 0)
-        rows.append(row)
-    return rows
-
-
-def unclaimed_gpu_nodes(gpu_types: list[GpuType], nodes: list[dict[str, Any]]
-                        ) -> list[dict[str, Any]]:
-    """GPU nodes that no type of the catalogue places work on: a type may be missing."""
-    result = []
-    for node in nodes:
-        labels = node["metadata"].get("labels") or {}
-        allocatable = (node.get("status") or {}).get("allocatable") or {}
-        resources = {name: int(parse_quantity(amount)) for name, amount in allocatable.items()
-                     if "gpu" in name or name.startswith("nvidia.com/")}
-        resources = {name: amount for name, amount in resources.items() if amount}
-        if not resources:
-            continue
-        if any(t.node_selector and node_matches(labels, t.node_selector)
-               and t.resource_name in resources for t in gpu_types):
-            continue
-        result.append({
-            "name": node["metadata"]["name"],
-            "labels": ", ".join(f"{k}={v}" for k, v in sorted(labels.items())
-                                if not k.startswith(_COMMON_LABEL_PREFIXES)),
-            "resources": ", ".join(f"{amount} × {name}" for name, amount in resources.items()),
-        })
-    return result
+def queue_rows(cluster_queues: list[dict[str, Any]], gpu_slugs: list[str],
+               tenant_names: dict[str, str], waiting: dict[tuple[str, str], tuple[int, int]]
+               ) -> dict[str, list[QueueRow]]:
+    """Pure: GPU type slug → a row per tenant queue. `waiting`: (namespace, slug) →
+    (queued workloads, their GPUs)."""
+    rows: dict[str, list[QueueRow]] = defaultdict(list)
+    for queue in cluster_queues:
+        name = queue["metadata"]["name"]
+        spec, status = queue.get("spec") or {}, queue.get("status") or {}
+        share = str(((status.get("fairSharing") or {}).get("weightedShare")) or "")
+        usage = {f.get("name"): {r.get("name"): r for r in f.get("resources") or []}
+                 for f in status.get("flavorsUsage") or []}
+        quotas = {}
+        for group in spec.get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                quotas[flavor.get("name")] = flavor.get("resources") or []
+        for slug in gpu_slugs:
+            flavor = flavor_name(slug)
+            resources = [r for r in quotas.get(flavor, []) if _count(r.get("nominalQuota")) or
+                         r.get("name") in (usage.get(flavor) or {})]
+            nominal = sum(_count(r.get("nominalQuota")) for r in quotas.get(flavor, []))
+            used = sum(_count(u.get("total")) for u in (usage.get(flavor) or {}).values())
+            borrowed = sum(_count(u.get("borrowed")) for u in (usage.get(flavor) or {}).values())
+            lending = [r.get("lendingLimit") for r in resources if r.get("lendingLimit")
+                       is not None]
+            idle = max(nominal - (used - borrowed), 0)
+            lendable = min(idle, sum(_count(v) for v in lending)) if lending else idle
+            queued, queued_gpus = waiting.get((name, slug), (0, 0))
+            if not (nominal or used or queued):
+                continue
+            rows[slug].append(QueueRow(tenant=tenant_names.get(name, name), nominal=nominal,
+                                       used=used, borrowed=borrowed, lendable=lendable,
+                                       queued_workloads=queued, queued_gpus=queued_gpus,
+                                       weighted_share=share))
+    return dict(rows)
 
 
 @admin_required
-def gpu_type_list(request: HttpRequest) -> HttpResponse:
-    gpu_types = list(GpuType.objects.all())
-    nodes, cluster_error = _node_list()
-    return render(request, "workloads/admin/gpu_type_list.html", {
-        "rows": gpu_type_rows(gpu_types, nodes), "cluster_error": cluster_error,
-        "unclaimed": unclaimed_gpu_nodes(gpu_types, nodes) if nodes is not None else [],
-    })
+def queues(request: HttpRequest) -> HttpResponse:
+    from catalogue.models import GpuType
+    from portal.workloads.models import Workload
 
-
-@admin_required
-@require_http_methods(["GET", "POST"])
-def gpu_type_new(request: HttpRequest) -> HttpResponse:
-    form = GpuTypeForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    on = queueing_shown()
+    context: dict[str, Any] = {"queueing": on, "sections": [], "error": None}
+    if on:
         try:
-            gpu_type = gpu_type_create(acting_user=request.user, slug=form.cleaned_data["slug"],
-                                       **form.changes())
-        except IntegrityError:  # created by someone else since the form was checked
-            form.add_error("slug", f"A GPU type {form.cleaned_data['slug']} exists already.")
-        else:
-            messages.success(request, f"GPU type {gpu_type.slug} added. Tenants may use none "
-                                      "of it until you raise their quota.")
-            return redirect("catalogue:gpu-types")
-    return _form_page(request, "workloads/admin/gpu_type_form.html", form)
-
-
-@admin_required
-@require_http_methods(["GET", "POST"])
-def gpu_type_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    gpu_type = get_object_or_404(GpuType, pk=pk)
-    form = GpuTypeForm(request.POST or None, gpu_type=gpu_type)
-    if request.method == "POST" and form.is_valid():
-        gpu_type_update(gpu_type=gpu_type, acting_user=request.user, changes=form.changes())
-        messages.success(request, f"GPU type {gpu_type.slug} saved.")
-        return redirect("catalogue:gpu-types")
-    return _form_page(request, "workloads/admin/gpu_type_form.html", form, gpu_type=gpu_type)
-
-
-@admin_required
-@require_POST
-def gpu_type_enabled(request: HttpRequest, pk: int) -> HttpResponse:
-    """Enable (enabled=1) or disable a type; htmx gets the row back, a browser the page."""
-    gpu_type = get_object_or_404(GpuType, pk=pk)
-    enable = request.POST.get("enabled") == "1"
-    change = gpu_type_enable if enable else gpu_type_disable
-    gpu_type = change(gpu_type=gpu_type, acting_user=request.user)
-    if not request.htmx:
-        messages.success(request, f"GPU type {gpu_type.slug} "
-                                  f"{'enabled' if enable else 'disabled'}.")
-        return redirect("catalogue:gpu-types")
-    nodes, _ = _node_list()
-    row = gpu_type_rows([gpu_type], nodes)[0]
-    return render(request, "workloads/admin/_gpu_type_row.html", {"row": row})
-
-
-# --- templates ------------------------------------------------------------------------------
-
-@admin_required
-def template_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "workloads/admin/template_list.html", {
-        "templates": Template.objects.all()})
-
-
-@admin_required
-@require_http_methods(["GET", "POST"])
-def template_new(request: HttpRequest) -> HttpResponse:
-    form = TemplateForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            template = template_create(acting_user=request.user, slug=form.cleaned_data["slug"],
-                                       custom=form.cleaned_data["custom"],
-                                       values=form.changes())
-        except IntegrityError:
-            form.add_error("slug", f"A template {form.cleaned_data['slug']} exists already.")
-        else:
-            messages.success(request, f"Template {template.slug} added.")
-            return redirect("catalogue:templates")
-    return _form_page(request, "workloads/admin/template_form.html", form)
-
-
-@admin_required
-@require_http_methods(["GET", "POST"])
-def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
-    template = get_object_or_404(Template, pk=pk)
-    form = TemplateForm(request.POST or None, template=template)
-    if request.method == "POST" and form.is_valid():
-        template_update(template=template, acting_user=request.user, changes=form.changes())
-        messages.success(request, f"Template {template.slug} saved; launches from now on use "
-                                  "it.")
-        return redirect("catalogue:templates")
-    return _form_page(request, "workloads/admin/template_form.html", form, template=template)
-
-
-@admin_required
-@require_POST
-def template_enabled(request: HttpRequest, pk: int) -> HttpResponse:
-    template = get_object_or_404(Template, pk=pk)
-    enable = request.POST.get("enabled") == "1"
-    change = template_enable if enable else template_disable
-    template = change(template=template, acting_user=request.user)
-    if not request.htmx:
-        messages.success(request, f"Template {template.slug} "
-                                  f"{'enabled' if enable else 'disabled'}.")
-        return redirect("catalogue:templates")
-    return render(request, "workloads/admin/_template_row.html", {"template": template})
-
-
-def _form_page(request: HttpRequest, page: str, form, **context) -> HttpResponse:
-    status = 400 if form.is_bound and form.errors else 200
-    return render(request, page, {"form": form, **context}, status=status)
-
-
-# --- the images a tenant may use ----------------------------------------------------------
-
-def _refused_templates(prefixes: list[str]) -> list[Template]:
-    """Enabled templates with an image of their own that these prefixes would refuse."""
-    return [t for t in Template.objects.filter(enabled=True, custom=False)
-            if t.image and not image_allowed(t.image, prefixes)]
-
-
-@admin_required
-@require_http_methods(["GET", "POST"])
-def tenant_image_prefixes(request: HttpRequest, pk: int) -> HttpResponse:
-    """The tenant page's "Images" section. A browser without JavaScript posts here and is sent
-    back to the tenant page (or, with errors, gets the section on a page of its own)."""
-    tenant = get_object_or_404(tenants_visible(request.identity).exclude(
-        state=Tenant.State.DELETED), pk=pk)
-    if request.method == "GET":
-        return redirect("tenants:detail", pk=tenant.pk)
-    form = ImagePrefixesForm(request.POST, tenant=tenant)
-    saved = False
-    if form.is_valid():
-        tenant = tenant_image_prefixes_update(tenant=tenant, acting_user=request.user,
-                                              prefixes=form.cleaned_data["image_prefixes"])
-        saved = True
-        form = ImagePrefixesForm(tenant=tenant)
-    context = {"tenant": tenant, "prefix_form": form, "prefixes_saved": saved,
-               "refused_templates": _refused_templates(tenant.image_prefixes) if saved else []}
-    if request.htmx:
-        # 200 with the errors: htmx swaps in only successful responses
-        return render(request, "workloads/admin/_image_prefixes.html", context)
-    if saved:
-        refused = context["refused_templates"]
-        messages.success(request, f"Image registries of {tenant.name} saved." + (
-            " Its launches of " + ", ".join(t.name for t in refused) + " will be refused: "
-            "their images are outside the list." if refused else ""))
-        return redirect("tenants:detail", pk=tenant.pk)
-    return render(request, "workloads/admin/tenant_image_prefixes.html", context, status=400)
-
+            listed = Kube().list("ClusterQueue", label_selector=",".join(
+                f"{k}={v}" for k, v in MANAGED_BY.items())).get("items") or []
+        except KubeError as exc:
+            listed, context["error"] = [], f"Kueue's queues cannot be read now: {exc}"
+        waiting = {
+            (row["tenant__namespace"], row["gpu_type__slug"]): (row["n"], row["gpus"] or 0)
+            for row in Workload.objects.filter(state=Workload.State.QUEUED)
+            .values("tenant__namespace", "gpu_type__slug")
+            .annotate(n=Count("id"), gpus=Sum("gpu_count"))}
+        slugs = list(GpuType.objects.filter(enabled=True).order_by("slug")
+                     .values_list("slug", flat=True))
+        names = dict(Tenant.objects.values_list("namespace", "name"))
+        context["sections"] = [
+            {"slug": slug, "rows": per, "total": QueueRow(
+                tenant="cohort", nominal=sum(r.nominal for r in per),
+                used=sum(r.used for r in per), borrowed=sum(r.borrowed for r in per),
+                lendable=sum(r.lendable for r in per),
+                queued_workloads=sum(r.queued_workloads for r in per),
+                queued_gpus=sum(r.queued_gpus for r in per))}
+            for slug, per in queue_rows(listed, slugs, names, waiting).items()]
+    context["reclaims"] = AuditRecord.objects.filter(action="workload.reclaim") \
+        .select_related("tenant").order_by("-at")[:50]
+    return render(request, "queueing/queues.html", context)

@@ -4,7 +4,7 @@ every image (image_allowed never matches an invalid entry); say so at start-up i
 from django.conf import settings
 from django.core.checks import Error, register
 
-from .images import validate_image_prefix
+from catalogue.images import validate_image_prefix
 
 
 @register()

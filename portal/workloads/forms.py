@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .models import Template
+from catalogue.fields import argv_lines, env_lines
+from catalogue.models import Template
 
 # the form's fields in page order, with their labels (the error summary links to them)
 FIELD_LABELS = {
@@ -26,30 +27,6 @@ COMMON_FIELDS = ("name", "template", "gpu_type", "gpu_count")
 OPTIONAL_NUMBERS = ("cpu", "memory", "max_runtime_minutes")
 # fields only the custom template shows
 CUSTOM_TEXT_FIELDS = ("kind", "image", "port", "retries")
-
-
-def argv_lines(text: str) -> list[str]:
-    """One argv item per line; blank lines are dropped, everything else is kept as typed."""
-    return [line.rstrip("\r") for line in text.split("\n") if line.rstrip("\r") != ""]
-
-
-def env_lines(text: str) -> tuple[dict[str, str], list[str]]:
-    """KEY=value lines → ({KEY: value}, errors). The value is everything after the first '='."""
-    env: dict[str, str] = {}
-    errors: list[str] = []
-    for number, raw in enumerate(text.split("\n"), start=1):
-        line = raw.rstrip("\r")
-        if not line.strip():
-            continue
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            errors.append(f"Line {number} is not KEY=value.")
-        elif key in env:
-            errors.append(f"Line {number} sets {key} a second time.")
-        else:
-            env[key] = value
-    return env, errors
 
 
 def launch_request(post, template: Template | None) -> tuple[dict[str, Any], dict[str, list[str]]]:

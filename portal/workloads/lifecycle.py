@@ -28,7 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from portal.queueing.kueue import ADMISSION_GATE, QUEUE_LABEL, QUEUED_REASON
+from portal.kube.labels import ADMISSION_GATE, QUEUE_LABEL
+from tenants.kueue import QUEUED_REASON
 
 from .manifests import BATCH, CONTAINER_NAME, SERVICE
 from .models import Workload

@@ -8,8 +8,9 @@ import re
 from collections.abc import Iterable
 
 from portal.kube.client import Kube, KubeRefused
+from portal.kube.labels import LABEL_WORKLOAD_ID
 
-from .manifests import CONTAINER_NAME, LABEL_WORKLOAD_ID
+from .manifests import CONTAINER_NAME
 from .models import Workload
 
 REDACTED = "[redacted]"

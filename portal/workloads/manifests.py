@@ -26,6 +26,8 @@ import dataclasses
 import re
 from typing import Any
 
+from catalogue.environment import ENV_NAME
+from catalogue.images import DEFAULT_TAG, parse_image_reference
 from portal.access.proxy import (
     CLIENT_SECRET_KEY,
     COOKIE_SECRET_KEY,
@@ -34,16 +36,19 @@ from portal.access.proxy import (
     make_proxy_volumes,
     proxy_files,
 )
-from tenants.manifests import (
-    EXPOSED_PORT_NAME,
+from portal.kube.labels import (
+    ANNOTATION_ADDRESS_POOL,
     LABEL_EXPOSED,
+    LABEL_INSTANCE,
+    LABEL_NAME,
+    LABEL_OWNER,
+    LABEL_OWNER_ID,
     LABEL_PROJECT_ID,
+    LABEL_WORKLOAD_ID,
     MANAGED_BY,
-    SERVICE_ACCOUNT_NAME,
     label_value,
 )
-
-from .images import DEFAULT_TAG, parse_image_reference
+from tenants.manifests import EXPOSED_PORT_NAME, SERVICE_ACCOUNT_NAME
 
 Manifest = dict[str, Any]
 
@@ -51,12 +56,6 @@ SERVICE = "service"
 BATCH = "batch"
 KINDS = (SERVICE, BATCH)
 
-LABEL_WORKLOAD_ID = "gpu-portal.io/workload-id"
-LABEL_OWNER = "gpu-portal.io/owner"
-LABEL_OWNER_ID = "gpu-portal.io/owner-id"
-LABEL_NAME = "app.kubernetes.io/name"
-LABEL_INSTANCE = "app.kubernetes.io/instance"
-ANNOTATION_ADDRESS_POOL = "metallb.io/address-pool"
 
 CONTAINER_NAME = "app"
 # the application's port when a proxy stands in front of it: not "http", which the Service and
@@ -75,7 +74,6 @@ SHM_VOLUME = "dshm"
 
 # what the API server accepts as an environment variable name (and, for secret_env, as a key of
 # the Secret): refused here with a clear message rather than by a 422 halfway through a launch
-ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # what the API server accepts as a Secret's key
 
 
@@ -112,7 +110,7 @@ class WorkloadSpec:
     ttl_seconds_after_finished: int = 3600
     proxy: ProxySpec | None = None  # the authenticating proxy in front of a service
     # queueing on Kueue: the labels naming the tenant's queue and the priority class
-    # (portal/queueing/kueue.py); on the Job (created suspended: Kueue starts it when it admits
+    # (tenants/kueue.py); on the Job (created suspended: Kueue starts it when it admits
     # it) or on the Deployment and its pods (held by Kueue's scheduling gate until admitted)
     queue_labels: tuple[tuple[str, str], ...] = ()
 

@@ -13,17 +13,11 @@ from django.conf import settings
 
 from portal.access.services import workload_proxy
 from portal.kube.client import Conflict, Kube, KubeRefused
-from portal.queueing.kueue import queue_labels
-from portal.queueing.services import queueing_on
-from tenants.manifests import LABEL_PROJECT_ID, MANAGED_BY, label_value
+from portal.kube.kueue import queueing_on
+from portal.kube.labels import LABEL_PROJECT_ID, LABEL_WORKLOAD_ID, MANAGED_BY, label_value
+from tenants.kueue import queue_labels
 
-from .manifests import (
-    HOME_CLAIM_NAME,
-    LABEL_WORKLOAD_ID,
-    WorkloadSpec,
-    make_home_claim,
-    workload_objects,
-)
+from .manifests import HOME_CLAIM_NAME, WorkloadSpec, make_home_claim, workload_objects
 from .models import Workload
 
 log = logging.getLogger(__name__)
@@ -32,7 +26,7 @@ DELETE_ORDER = ("Deployment", "Job", "Service", "Secret")
 
 
 def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
-    """The workload's objects' spec; `queued`: in its tenant's Kueue queue (portal/queueing)."""
+    """The workload's objects' spec; `queued`: in its tenant's Kueue queue (tenants/kueue.py, portal/workloads/queue.py)."""
     template = workload.template
     secret_env: tuple[tuple[str, str], ...] = ()
     if template.token_env and workload.access_token:

@@ -8,10 +8,11 @@ from typing import Any
 
 from django.db.models import QuerySet, Sum
 
+from catalogue.models import GpuType
 from portal.kube.client import Kube, KubeError
 from portal.kube.quantity import parse_quantity
 
-from .models import GpuType, Workload
+from .models import Workload
 
 TERMINAL_PHASES = {"Succeeded", "Failed"}
 

@@ -20,16 +20,18 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from audit.services import audit_record
+from catalogue.models import Template
 from portal import metrics
 from portal.access.services import workload_access_create
 from portal.celery import send_on_commit
 from portal.kube.client import KubeError
-from portal.queueing.services import gpu_reach, queueing_on
-from tenants.audit import audit_record
+from portal.kube.kueue import queueing_on
+from portal.kube.labels import workload_object_name
 from tenants.models import Quota, Tenant
+from tenants.queueing import gpu_reach
 
-from .models import Template, Workload, WorkloadEvent
-from .naming import workload_object_name
+from .models import Workload, WorkloadEvent
 
 log = logging.getLogger(__name__)
 
@@ -261,8 +263,9 @@ def workload_mark(*, workload_id: int, state: str, reason: str = "", **fields: A
     Workload.objects.filter(pk=workload_id).update(**updates)
 
 
-def workloads_stop_for_tenant(*, tenant: Tenant, user, reason: str) -> int:
-    """Stop every live workload of a tenant (it is being deleted)."""
+def workloads_stop_for_tenant(*, tenant: Tenant, user, reason: str, **_signal: Any) -> int:
+    """Stop every live workload of a tenant (it is being deleted): the receiver of tenants'
+    `tenant_deleting` (connected in apps.py)."""
     live = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES)
     count = 0
     for workload in live:

@@ -13,8 +13,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from portal.kube.client import KubeRefused, KubeUnavailable, NotAuthorized
-from portal.queueing.kueue import QUEUED_REASON
-from portal.queueing.services import queueing_on
+from portal.kube.kueue import queueing_on
+from tenants.kueue import QUEUED_REASON
 
 from .models import Workload
 from .objects import workload_objects_create, workload_objects_delete

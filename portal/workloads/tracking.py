@@ -47,14 +47,13 @@ from django.utils import timezone
 
 from portal.contention import retry_on_contention
 from portal.kube.client import Expired, Kube, KubeError, KubeRefused
-from portal.queueing.notices import workload_reclaimed
-from tenants.manifests import MANAGED_BY
+from portal.kube.labels import LABEL_WORKLOAD_ID, MANAGED_BY_SELECTOR, PREFIX
+from portal.workloads.notices import workload_reclaimed
 from tenants.models import Tenant
 
 from .lifecycle import Observed, Outcome, derive, parse_time, workload_outcome
-from .manifests import BATCH, LABEL_WORKLOAD_ID, SERVICE
+from .manifests import BATCH, SERVICE
 from .models import TrackerCursor, Workload, WorkloadEvent
-from .naming import PREFIX
 from .services import expires_at_for, workload_event, workload_mark
 
 log = logging.getLogger(__name__)
@@ -67,7 +66,7 @@ WATCHED = {"Pod": "pods", "Job": "jobs", "Deployment": "deployments", "Service":
            "Event": "events"}
 PRIMARY = {"Job", "Deployment"}  # the object that is the workload (batch / service)
 LIVE = (State.QUEUED, State.PENDING, State.RUNNING)  # states whose objects must exist
-SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+SELECTOR = MANAGED_BY_SELECTOR
 OBJECT_NAME = re.compile(rf"^{PREFIX}-(\d+)(?:-|$)")
 KUEUE_WORKLOAD_PREFIX = re.compile(r"^(?:job|pod|deployment)-")
 

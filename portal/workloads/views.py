@@ -24,15 +24,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from catalogue.models import Template
 from portal.access.services import (
     access_decision,
     tenant_service_access,
     workload_access_summary,
 )
 from portal.kube.client import KubeError
-from portal.queueing.selectors import annotate_queue
-from portal.queueing.services import queueing_shown
+from portal.kube.kueue import queueing_shown
 from portal.redirects import safe_redirect_target
+from portal.workloads.queue import annotate_queue
 from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root
 
@@ -41,7 +42,7 @@ from .api.serializers import LaunchSerializer
 from .filtersets import WorkloadFilterSet
 from .forms import FIELD_LABELS, flat_errors, launch_request
 from .logs import redact, workload_logs, workload_redact
-from .models import Template, Workload
+from .models import Workload
 from .selectors import (
     GpuAvailability,
     workload_may_change,

@@ -106,7 +106,7 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
               module="github.com/oauth2-proxy/oauth2-proxy/v7",
               binaries={"oauth2-proxy": "github.com/oauth2-proxy/oauth2-proxy/v7"},
               ldflags="-X github.com/oauth2-proxy/oauth2-proxy/v7/pkg/version.VERSION=v7.15.4"),
-    # queueing (portal/queueing, stack/k8s/kueue.py): quotas, admission, preemption; its
+    # queueing (tenants/kueue.py, stack/k8s/kueue.py): quotas, admission, preemption; its
     # Makefile sets the version the same way
     Component(name="kueue", version="v0.19.2", module="sigs.k8s.io/kueue",
               binaries={"kueue": "sigs.k8s.io/kueue/cmd/kueue"},

@@ -4,8 +4,10 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
-from ..models import AuditRecord, Quota, Tenant
-from ..quota_validation import MAX_VALUE, unknown_gpu_types
+from audit.models import AuditRecord
+
+from ..models import Quota, Tenant
+from ..quota_validation import MAX_VALUE, QuotaInvalid, quota_changes_clean
 
 
 class TenantSerializer(serializers.ModelSerializer):
@@ -48,11 +50,13 @@ class QuotaSerializer(serializers.Serializer):
         max_digits=6, decimal_places=2, min_value=Decimal("0.01"), required=False,
         help_text="Queueing: its weight in fair sharing of borrowed GPUs (default 1).")
 
-    def validate_gpus_by_type(self, value: dict[str, int]) -> dict[str, int]:
-        unknown = unknown_gpu_types(value)
-        if unknown:
-            raise serializers.ValidationError(f"unknown GPU type(s): {', '.join(unknown)}")
-        return value
+    def to_internal_value(self, data):
+        """The domain's validation (tenants/quota_validation.py), the page's too; the fields
+        above describe the API (OpenAPI) and its answers. May raise CapacityUnknown."""
+        try:
+            return quota_changes_clean(quota=self.instance, data=data, partial=self.partial)
+        except QuotaInvalid as exc:
+            raise serializers.ValidationError(exc.errors) from exc
 
     def to_representation(self, quota: Quota):
         data = super().to_representation(quota)

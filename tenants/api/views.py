@@ -8,10 +8,11 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from api.permissions import IsPortalAdmin
+from audit.models import AuditRecord
 
 from ..filtersets import AuditRecordFilterSet, TenantFilterSet
-from ..models import AuditRecord, Quota, Tenant
-from ..quota_validation import CapacityUnknown, clean_quota_changes
+from ..models import Quota, Tenant
+from ..quota_validation import CapacityUnknown
 from ..selectors import audit_records_visible, tenants_visible
 from ..services import quota_update
 from .serializers import AuditRecordSerializer, QuotaSerializer, TenantSerializer
@@ -47,14 +48,13 @@ class TenantViewSet(viewsets.ReadOnlyModelViewSet):
             return Response(QuotaSerializer(quota).data)
         if not request.identity.is_admin:
             raise exceptions.PermissionDenied("Only portal administrators may change quotas.")
-        if not isinstance(request.data, dict):
-            raise exceptions.ValidationError({"non_field_errors": ["Expected a JSON object."]})
+        serializer = QuotaSerializer(quota, data=request.data, partial=request.method == "PATCH")
         try:
-            changes = clean_quota_changes(quota, request.data,
-                                          partial=request.method == "PATCH")
+            serializer.is_valid(raise_exception=True)
         except CapacityUnknown as exc:
             raise CapacityUnavailable() from exc
-        quota = quota_update(tenant=tenant, acting_user=request.user, changes=changes)
+        quota = quota_update(tenant=tenant, acting_user=request.user,
+                             changes=serializer.validated_data)
         return Response(QuotaSerializer(quota).data)
 
 

@@ -16,12 +16,12 @@ import pytest
 from django.test import Client
 from jwcrypto import jwk, jwt
 
+from audit.models import AuditRecord
 from portal.access import services as access_services
 from portal.access.models import ProxySession, TenantServiceAccess
 from portal.keystone import assignments
 from portal.workloads.models import Workload
 from stack.identities import admin_client
-from tenants.models import AuditRecord
 from tests.workloads.api_calls import launch, vision_lab_ready
 
 pytestmark = pytest.mark.django_db

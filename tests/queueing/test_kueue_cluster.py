@@ -15,16 +15,19 @@ from collections.abc import Iterator
 
 import pytest
 
+from audit.models import AuditRecord
+from catalogue.models import Template
 from portal.kube.client import Kube, KubeUnavailable
-from portal.queueing.kueue import COHORT, LOCAL_QUEUE, QUEUE_LABEL
-from portal.queueing.selectors import annotate_queue
+from portal.kube.labels import QUEUE_LABEL
 from portal.workloads.api.serializers import WorkloadSerializer
-from portal.workloads.models import Template, Workload
+from portal.workloads.models import Workload
+from portal.workloads.queue import annotate_queue
 from portal.workloads.services import AdmissionRefused, workload_launch
 from portal.workloads.tasks import workload_create_task
 from portal.workloads.tracking import Tracker
 from stack.k8s.addons import addon
-from tenants.models import AuditRecord, Quota
+from tenants.kueue import COHORT, LOCAL_QUEUE
+from tenants.models import Quota
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update, tenant_ensure
 from tests.fixtures.portal import remove_workload_objects
@@ -102,7 +105,7 @@ def test_quotas_become_a_cluster_queue_per_tenant_in_one_cohort(queued_cluster, 
 
 
 def gpu_types_labels() -> dict:
-    from portal.workloads.models import GpuType
+    from catalogue.models import GpuType
 
     return GpuType.objects.get(slug="a100").node_selector
 

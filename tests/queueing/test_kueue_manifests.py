@@ -1,15 +1,14 @@
-"""The Kueue objects of the portal's quotas (portal/queueing/kueue.py): pure, no cluster."""
+"""The Kueue objects of the portal's quotas (tenants/kueue.py): pure, no cluster."""
 
 from __future__ import annotations
 
-from portal.queueing.kueue import (
+from portal.kube.labels import PRIORITY_LABEL, QUEUE_LABEL
+from tenants.kueue import (
     BATCH,
     COHORT,
     CPU_FLAVOR,
     INTERACTIVE,
     LOCAL_QUEUE,
-    PRIORITY_LABEL,
-    QUEUE_LABEL,
     FlavorSpec,
     QueueSpec,
     make_cluster_queue,

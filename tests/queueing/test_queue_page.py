@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.queueing.views import QueueRow, queue_rows
+from portal.workloads.admin_views import QueueRow, queue_rows
 
 A100 = "gpu-a100"
 

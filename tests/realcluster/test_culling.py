@@ -15,11 +15,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from catalogue.models import GpuType, Template
 from portal.kube.client import Kube
 from portal.usage.models import GpuSample, WorkloadIdle
 from portal.usage.services import usage_scrape
 from portal.workloads.manifests import workload_objects
-from portal.workloads.models import GpuType, Template, Workload
+from portal.workloads.models import Workload
 from portal.workloads.objects import workload_spec
 from stack.k8s.addons import addon
 from tenants.models import Quota, Tenant

@@ -17,8 +17,9 @@ from django.test import TestCase
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from catalogue.models import GpuType, Template
 from portal.workloads.manifests import make_pod_template
-from portal.workloads.models import GpuType, Template, Workload
+from portal.workloads.models import Workload
 from portal.workloads.objects import workload_spec
 from tenants.services import tenant_root_templates_update
 from tests.realcluster.test_journeys import track_until, vision  # noqa: F401 - a fixture

@@ -3,7 +3,8 @@
 import pytest
 from django.test import Client
 
-from tenants.models import AuditRecord, Tenant
+from audit.models import AuditRecord
+from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db
 

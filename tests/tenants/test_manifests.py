@@ -7,12 +7,12 @@ import kubernetes_validate
 import pytest
 
 from kubesim.selectors import selector_from_match  # kubesim's Kubernetes label selectors
+from portal.kube.labels import label_value
 from tenants.manifests import (
     EgressSpec,
     NamespaceSpec,
     egress_destination,
     enforced_level,
-    label_value,
     level_admits_root,
     make_egress_rules,
     make_resource_quota,

@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from tenants.models import AuditRecord, Quota, Tenant
+from audit.models import AuditRecord
+from tenants.models import Quota, Tenant
 
 pytestmark = pytest.mark.django_db
 

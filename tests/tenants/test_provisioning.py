@@ -9,9 +9,10 @@ import pytest
 from django.utils import timezone
 from kubernetes import client as k8s
 
+from audit.models import AuditRecord
 from portal.kube.client import Kube, KubeUnavailable
 from tenants.manifests import tenant_objects
-from tenants.models import AuditRecord, Tenant
+from tenants.models import Tenant
 from tenants.provisioning import namespace_spec, tenant_namespace_delete, tenant_reconcile
 from tenants.services import quota_update, tenant_ensure, tenant_mark_deleting
 

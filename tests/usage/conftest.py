@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from django.contrib.auth import get_user_model
 
+from catalogue.models import GpuType, Template
 from portal.usage import scrape
-from portal.workloads.models import GpuType, Template, Workload
+from portal.workloads.models import Workload
 from tenants.models import Tenant
 
 T0 = dt.datetime(2025, 3, 3, 10, 0, tzinfo=dt.UTC)

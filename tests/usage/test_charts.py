@@ -11,8 +11,9 @@ from django.contrib.staticfiles import finders
 from django.test import Client
 from django.utils import timezone
 
+from catalogue.models import GpuType, Template
 from portal.usage.services import samples_insert, usage_rollup
-from portal.workloads.models import GpuType, Template, Workload
+from portal.workloads.models import Workload
 from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db

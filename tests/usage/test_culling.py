@@ -18,14 +18,16 @@ from django.core import mail
 from django.test import TestCase
 from django.utils import timezone
 
+from audit.models import AuditRecord
+from catalogue.models import GpuType, Template
 from portal.kube.client import Kube
 from portal.usage.culling import idle_check, idle_workloads
 from portal.usage.models import GpuSample, WorkloadIdle
 from portal.usage.services import samples_insert, usage_scrape
 from portal.workloads.manifests import workload_objects
-from portal.workloads.models import GpuType, Template, Workload, WorkloadEvent
+from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.objects import workload_spec
-from tenants.models import AuditRecord, Quota, Tenant
+from tenants.models import Quota, Tenant
 from tests.fixtures.kubesim import DEMO_INVENTORY
 from tests.fixtures.portal import remove_workload_objects
 from tests.workloads.api_calls import vision_lab_ready

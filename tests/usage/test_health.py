@@ -15,13 +15,13 @@ import urllib.request
 import pytest
 from django.utils import timezone
 
+from audit.models import AuditRecord
+from catalogue.models import GpuType
 from portal.kube.client import Kube
 from portal.usage.health import CORDON_ANNOTATION, gpu_health_check
 from portal.usage.models import GpuDevice
 from portal.usage.services import usage_scrape
-from portal.workloads.models import GpuType
 from portal.workloads.selectors import cluster_gpu_capacity, gpu_capacity
-from tenants.models import AuditRecord
 from tests.fixtures.kubesim import DEMO_INVENTORY
 
 pytestmark = pytest.mark.django_db

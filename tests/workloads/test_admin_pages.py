@@ -13,8 +13,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from portal.workloads.models import GpuType, Template, Workload
-from tenants.models import AuditRecord, Tenant
+from audit.models import AuditRecord
+from catalogue.models import GpuType, Template
+from portal.workloads.models import Workload
+from tenants.models import Tenant
 from tenants.services import quota_update
 
 pytestmark = pytest.mark.django_db

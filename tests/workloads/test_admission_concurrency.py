@@ -6,8 +6,9 @@ import uuid
 import pytest
 from django.db import connection
 
+from catalogue.models import GpuType, Template
 from portal.keystone.models import User
-from portal.workloads.models import GpuType, Template, Workload
+from portal.workloads.models import Workload
 from portal.workloads.services import AdmissionRefused, workload_launch
 from tenants.services import quota_update, tenant_ensure
 

@@ -3,7 +3,7 @@ variables are refused for everyone, the loader's on a researcher's fixed-command
 
 import pytest
 
-from portal.workloads.environment import env_problems, env_template_problems, gpu_stack_refusal
+from catalogue.environment import env_problems, env_template_problems, gpu_stack_refusal
 
 
 @pytest.mark.parametrize("name", [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from portal.workloads.images import (
+from catalogue.images import (
     image_allowed,
     image_refusal,
     parse_image_reference,

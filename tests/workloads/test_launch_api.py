@@ -6,9 +6,10 @@ import pytest
 from django.test import Client, TestCase
 from kubernetes import client as k8s
 
+from audit.models import AuditRecord
 from portal.kube.client import Kube
 from portal.workloads.models import Workload
-from tenants.models import AuditRecord, Tenant
+from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
@@ -157,7 +158,7 @@ def test_what_stays_inside_the_container_is_passed_on(vision, as_user, eager_cel
 
 
 def test_a_template_that_still_sets_one_is_refused_at_launch(vision, as_user):
-    from portal.workloads.models import Template
+    from catalogue.models import Template
 
     Template.objects.filter(slug="jupyter").update(env={"NVIDIA_VISIBLE_DEVICES": "all"})
     response = launch(as_user("researcher"), JUPYTER)
@@ -176,7 +177,7 @@ def test_a_name_with_a_bidi_override_is_refused_naming_the_character(vision, as_
 def test_a_template_runs_its_own_image_unless_an_admin_lets_researchers_choose(vision, as_user):
     """Issue 19, item 7: one rule for every template. Jupyter used to take another image
     while refusing a command; now a template runs its own image unless it takes one."""
-    from portal.workloads.models import Template
+    from catalogue.models import Template
 
     headers = as_user("researcher")
     own = "quay.io/jupyter/pytorch-notebook:cuda12-python-3.12"
@@ -259,7 +260,7 @@ def test_a_template_that_may_run_as_root_runs_only_where_the_project_allows_root
 
 
 def test_disabled_template_and_gpu_type_are_refused(vision, as_user, gpu_types):
-    from portal.workloads.models import Template
+    from catalogue.models import Template
 
     Template.objects.filter(slug="digits").update(enabled=False)
     gpu_types["v100"].enabled = False

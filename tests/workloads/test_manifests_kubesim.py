@@ -14,6 +14,7 @@ import pytest
 from kubernetes import client, utils
 
 from portal.access.proxy import PROXY_CONTAINER, PROXY_PORT
+from portal.kube.labels import workload_object_name
 from portal.workloads.manifests import (
     SERVICE_ACCOUNT_NAME,
     WorkloadSpec,
@@ -21,7 +22,6 @@ from portal.workloads.manifests import (
     make_home_claim,
     workload_objects,
 )
-from portal.workloads.naming import workload_object_name
 from tests.workloads.test_manifests import PROXY_SECRETS, proxy_for
 
 T = TypeVar("T")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from portal.workloads.models import Template, open_url
+from catalogue.models import Template, open_url
 
 BASE = "http://192.168.1.245:8888"
 

@@ -8,7 +8,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from portal.workloads.models import GpuType, Template, Workload
+from catalogue.models import GpuType, Template
+from portal.workloads.models import Workload
 from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from catalogue.models import GpuType, Template
 from portal.kube.client import Kube
-from portal.workloads.models import GpuType, Template, Workload
+from portal.workloads.models import Workload
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update

@@ -13,11 +13,12 @@ from io import StringIO
 import pytest
 from django.utils import timezone
 
+from catalogue.models import Template
 from portal.keystone.models import User
 from portal.kube.client import Kube
+from portal.kube.labels import workload_object_name
 from portal.workloads.manifests import WorkloadSpec, workload_objects
-from portal.workloads.models import Template, TrackerCursor, Workload, WorkloadEvent
-from portal.workloads.naming import workload_object_name
+from portal.workloads.models import TrackerCursor, Workload, WorkloadEvent
 from portal.workloads.objects import workload_objects_create
 from portal.workloads.tracking import VANISHED, Tracker
 from tenants.provisioning import tenant_reconcile

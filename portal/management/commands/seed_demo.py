@@ -7,9 +7,10 @@ undoes an admin's edit.
 
 from django.core.management.base import BaseCommand
 
-from portal.workloads.models import GpuType
+from audit.models import AuditRecord
+from catalogue.models import GpuType
 from tenants.keystone_sync import tenants_sync_from_keystone
-from tenants.models import AuditRecord, Tenant
+from tenants.models import Tenant
 from tenants.services import quota_update, tenant_root_templates_update
 
 GPU_TYPES = [

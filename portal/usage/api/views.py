@@ -1,12 +1,19 @@
 from __future__ import annotations
 
+from django.db.models import Sum
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.workloads.selectors import workloads_visible
+
+from ..charts import chart_window, workload_gpu_series
 from ..forms import GROUP_BY, UsageQueryForm
+from ..models import GpuUsageRollup
 from ..selectors import report_columns, usage_report, usage_rollups_for_query, usage_totals
 from .renderers import UsageCsvRenderer
 
@@ -65,3 +72,27 @@ class UsageView(APIView):
             name = f"gpu-usage-{query['group_by']}-{query['since']:%Y%m%d}-{query['until']:%Y%m%d}"
             response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
         return response
+
+
+class WorkloadUsageView(APIView):
+    """`GET workloads/{id}/usage/`: one workload's GPU use, what its page charts."""
+
+    @extend_schema(
+        operation_id="workloads_usage_retrieve",
+        parameters=[OpenApiParameter("minutes", int,
+                                     description="window: 15, 60, 360, 1440 or 10080 minutes")],
+        responses={200: OpenApiTypes.OBJECT})
+    def get(self, request, pk: int):
+        """The workload's GPU use: GPU-hours allocated and used, and its utilisation and
+        memory series over the window (what the workload page charts)."""
+        workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
+        totals = GpuUsageRollup.objects.filter(
+            workload=workload, granularity=GpuUsageRollup.Granularity.MINUTE,
+        ).aggregate(allocated=Sum("gpu_seconds_allocated"), used=Sum("gpu_seconds_used"))
+        series = workload_gpu_series(workload,
+                                     minutes=chart_window(request.query_params.get("minutes")))
+        return Response({
+            "gpu_hours_allocated": round((totals["allocated"] or 0) / 3600, 4),
+            "gpu_hours_used": round((totals["used"] or 0) / 3600, 4),
+            **series,
+        })

@@ -1,34 +1,27 @@
-"""Workload API shapes. `LaunchSerializer` is the one validation of a launch request: the
-REST API and the launch page both use it, so they accept and refuse the same things."""
+"""Workload API shapes. `LaunchSerializer` reads a launch request's JSON into typed fields and
+wraps the domain's launch validation (portal/workloads/validation.py); the launch page goes
+through it too, so the API and the page accept and refuse the same things."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from portal.access.serializers import WorkloadAccessSerializer
-from portal.access.services import tenant_service_access, workload_access_summary
-from portal.kube.client import KubeError
-from portal.queueing.selectors import QueuePlace, queue_places
-from tenants.selectors import tenant_admits_root, tenant_pod_security
-
-from ..environment import (
+from catalogue.environment import (
     MAX_ENV_VALUE,
-    env_problems,
-    env_template_problems,
-    gpu_stack_refusal,
 )
-from ..images import image_refusal, validate_image_reference
-from ..logs import redact
-from ..models import GpuType, Template, Workload, WorkloadEvent
-from ..naming import display_name_clean
-from ..selectors import cluster_gpu_capacity, workload_may_see_secrets
+from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS
+from catalogue.models import GpuType, Template
+from portal.access.serializers import WorkloadAccessSerializer
+from portal.access.services import workload_access_summary
+from portal.workloads.queue import QueuePlace, queue_places
 
-MAX_ARGV_ITEMS = 256
-MAX_ARG_LENGTH = 4096
+from ..logs import redact
+from ..models import Workload, WorkloadEvent
+from ..selectors import workload_may_see_secrets
+from ..validation import FIELD_RULES, LaunchInvalid, launch_clean
 
 
 class ArgvField(serializers.ListField):
@@ -79,126 +72,33 @@ class LaunchSerializer(serializers.Serializer):
         self.check_capacity = check_capacity
 
     def validate_name(self, value: str) -> str:
+        return self._field("name", value)
+
+    def validate_template(self, template: Template) -> Template:
+        return self._field("template", template)
+
+    def validate_gpu_type(self, gpu_type: GpuType) -> GpuType:
+        return self._field("gpu_type", gpu_type)
+
+    def validate_env(self, env: dict[str, str]) -> dict[str, str]:
+        return self._field("env", env)
+
+    @staticmethod
+    def _field(field: str, value: Any) -> Any:
         try:
-            return display_name_clean(value)
+            return FIELD_RULES[field](value)
+        except LaunchInvalid as exc:
+            raise serializers.ValidationError(exc.errors[field]) from exc
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from exc
 
-    def validate_template(self, template: Template) -> Template:
-        if not template.enabled:
-            raise serializers.ValidationError(f"The {template.name} template is disabled.")
-        return template
-
-    def validate_gpu_type(self, gpu_type: GpuType) -> GpuType:
-        if not gpu_type.enabled:
-            raise serializers.ValidationError(f"The {gpu_type.slug} GPU type is disabled.")
-        return gpu_type
-
-    def validate_env(self, env: dict[str, str]) -> dict[str, str]:
-        problems = env_problems(env)  # portal/workloads/environment.py: the one rule
-        if problems:
-            raise serializers.ValidationError(problems)
-        return env
-
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        errors: dict[str, list[str]] = {}
-        template: Template = data["template"]
-        kind = data.get("kind") or template.kind
-        if not template.custom and kind != template.kind:
-            errors["kind"] = [f"The {template.name} template runs as a {template.kind}."]
-        data["kind"] = kind
-        # the image: one rule for every template. A template runs its own image unless it
-        # takes the researcher's (custom: always; others: where an admin allowed it), and
-        # whatever runs must be inside the site's registries and the tenant's prefixes
-        given = (data.get("image") or "").strip()
-        image = given or template.image
-        if template.custom and not given:
-            errors["image"] = ["The custom template needs an image."]
-        if not template.custom and data.get("command"):
-            errors["command"] = ["Only the custom template takes a command."]
-        if image and "image" not in errors:
-            try:
-                image = validate_image_reference(image)
-            except ValueError as exc:
-                errors["image"] = [str(exc)]
-            else:
-                refusal = self._image_refusal(template, image, replaced=bool(given))
-                if refusal:
-                    errors["image"] = [refusal]
-        data["image"] = image
-        # fields that belong to one kind only
-        port = data.get("port")
-        if kind == Template.Kind.BATCH:
-            if port is not None and template.custom:
-                errors["port"] = ["A batch job has no port; choose the service kind."]
-            data["port"] = None
-        else:
-            if "retries" in data and data["retries"]:
-                errors["retries"] = ["Retries apply to batch jobs only."]
-            if template.custom and port is None:
-                errors["port"] = ["A service needs the port it listens on."]
-            data["port"] = port if template.custom else template.port
-        if data.get("public"):
-            if kind != Template.Kind.SERVICE:
-                errors["public"] = ["Only a service can be public; a batch job has no address."]
-            elif self.tenant is not None and not tenant_service_access(self.tenant).allow_public:
-                errors["public"] = [f"{self.tenant.name} may not open workloads to everyone; an "
-                                    "admin can allow it."]
-        # a template saved before the GPU stack's variables were refused must not pass them on
-        inherited = [refusal for key in template.env if (refusal := gpu_stack_refusal(key))]
-        if inherited:
-            errors["template"] = [f"The {template.name} template sets a variable the portal no "
-                                  f"longer passes; an admin must remove it. {inherited[0]}"]
-        if template.allow_root and self.tenant is not None and \
-                not tenant_admits_root(self.tenant):
-            errors.setdefault("template", []).append(
-                f"The {template.name} template may run as root, which {self.tenant.name}'s "
-                f"namespace does not admit (Pod Security “{tenant_pod_security(self.tenant)}”); "
-                "an admin can allow root for the project.")
-        env_refused = env_template_problems(data.get("env", {}), token_env=template.token_env,
-                                            fixed_command=not template.custom)
-        if env_refused:
-            errors["env"] = env_refused
-        data.setdefault("cpu", template.default_cpu)
-        data.setdefault("memory", template.default_memory_gb)
-        self._runtime(data, errors)
-        if self.check_capacity and "gpu_type" in data:
-            self._never_fits(data, errors)
-        if errors:
-            raise serializers.ValidationError(errors)
-        return data
-
-    def _image_refusal(self, template: Template, image: str, *, replaced: bool) -> str | None:
-        if replaced and not template.takes_image and image != template.image:
-            return (f"The {template.name} template runs its own image ({template.image}); an "
-                    "admin can let researchers choose another.")
-        tenant = self.tenant
-        return image_refusal(image, site=settings.PORTAL_IMAGE_REGISTRIES,
-                             tenant=tenant.image_prefixes if tenant is not None else [],
-                             tenant_name=tenant.name if tenant is not None else "")
-
-    def _runtime(self, data: dict[str, Any], errors: dict[str, list[str]]) -> None:
-        limit = self.quota.max_runtime_minutes if self.quota is not None else 0
-        wanted = data.get("max_runtime_minutes")
-        if limit and wanted and wanted > limit:
-            errors["max_runtime_minutes"] = [
-                f"{self.tenant.name} allows at most {limit} minutes per workload."]
-        if not wanted and limit:
-            data["max_runtime_minutes"] = limit
-
-    def _never_fits(self, data: dict[str, Any], errors: dict[str, list[str]]) -> None:
-        """A request larger than any node of the type can never run: say so now."""
-        gpu_type: GpuType = data["gpu_type"]
+        """The domain's rules (portal/workloads/validation.py) on the typed request."""
         try:
-            capacity = cluster_gpu_capacity().get(gpu_type.slug)
-        except KubeError:
-            return  # cannot ask the cluster: admission proceeds, the scheduler will tell
-        if capacity is None or capacity.nodes == 0:
-            errors["gpu_type"] = [f"No node of the cluster offers {gpu_type.slug} GPUs."]
-        elif data["gpu_count"] > capacity.largest_node:
-            errors["gpu_count"] = [
-                f"No {gpu_type.slug} node has {data['gpu_count']} GPUs "
-                f"(the largest has {capacity.largest_node}); this request can never run."]
+            return launch_clean(request=data, tenant=self.tenant, quota=self.quota,
+                                check_capacity=self.check_capacity)
+        except LaunchInvalid as exc:
+            raise serializers.ValidationError(exc.errors) from exc
 
 
 class WorkloadListSerializer(serializers.ListSerializer):

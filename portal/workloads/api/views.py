@@ -1,14 +1,13 @@
 from __future__ import annotations
 
-from django.db.models import Sum
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from catalogue.models import GpuType, Template
 from portal.access.serializers import WorkloadTokenSerializer
 from portal.access.services import AccessRefused, workload_token_issue
 from portal.kube.client import Kube, KubeError
@@ -17,7 +16,7 @@ from tenants.models import Quota, Tenant
 
 from ..filtersets import WorkloadFilterSet
 from ..logs import redact, workload_logs, workload_redact
-from ..models import GpuType, Template, Workload
+from ..models import Workload
 from ..selectors import (
     gpu_allocation,
     gpu_capacity,
@@ -186,29 +185,6 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 
     def _may_see_secrets(self, workload: Workload) -> bool:
         return workload_may_see_secrets(self.request.identity, workload, self.request.user)
-
-    @extend_schema(
-        parameters=[OpenApiParameter("minutes", int,
-                                     description="window: 15, 60, 360, 1440 or 10080 minutes")],
-        responses={200: OpenApiTypes.OBJECT})
-    @action(detail=True, methods=["get"])
-    def usage(self, request, pk=None):
-        """The workload's GPU use: GPU-hours allocated and used, and its utilisation and
-        memory series over the window (what the workload page charts)."""
-        from portal.usage.charts import chart_window, workload_gpu_series
-        from portal.usage.models import GpuUsageRollup
-
-        workload = self.get_object()
-        totals = GpuUsageRollup.objects.filter(
-            workload=workload, granularity=GpuUsageRollup.Granularity.MINUTE,
-        ).aggregate(allocated=Sum("gpu_seconds_allocated"), used=Sum("gpu_seconds_used"))
-        series = workload_gpu_series(workload,
-                                     minutes=chart_window(request.query_params.get("minutes")))
-        return Response({
-            "gpu_hours_allocated": round((totals["allocated"] or 0) / 3600, 4),
-            "gpu_hours_used": round((totals["used"] or 0) / 3600, 4),
-            **series,
-        })
 
     @extend_schema(request=None, responses={201: WorkloadTokenSerializer})
     @action(detail=True, methods=["post"], url_path="access-token")

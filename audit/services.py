@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .models import AuditRecord, Tenant
+from .models import AuditRecord
 
 
-def audit_record(*, actor, action: str, tenant: Tenant | None = None, target: str = "",
+def audit_record(*, actor, action: str, tenant=None, target: str = "",
                  before: Any = None, after: Any = None) -> AuditRecord:
     """Write one record. `actor` is a user, or None for the portal itself ("system")."""
     return AuditRecord.objects.create(

@@ -14,7 +14,7 @@ import logging
 
 from django.db import transaction
 
-from tenants.audit import audit_record
+from audit.services import audit_record
 
 log = logging.getLogger(__name__)
 

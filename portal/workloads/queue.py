@@ -27,9 +27,8 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from portal.kube.client import Kube, KubeError
-
-from .eta import HISTORY, LIMIT, UNKNOWN, Estimate, Holder, Waiter, estimate_starts
-from .kueue import INTERACTIVE, LOCAL_QUEUE, PRIORITIES, priority_class
+from portal.workloads.eta import HISTORY, LIMIT, UNKNOWN, Estimate, Holder, Waiter, estimate_starts
+from tenants.kueue import INTERACTIVE, LOCAL_QUEUE, PRIORITIES, priority_class
 
 log = logging.getLogger(__name__)
 
@@ -163,9 +162,9 @@ def _expected(workload, memo: dict[tuple[int, int, int], float | None]
 def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
               ) -> dict[int, Estimate]:
     """workload id → the estimated start of every queued workload of one GPU type."""
-    from portal.queueing.services import gpu_reach
     from portal.workloads.models import Workload
     from tenants.models import Quota
+    from tenants.queueing import gpu_reach
 
     now = now or timezone.now()
     memo: dict[tuple[int, int, int], float | None] = {}

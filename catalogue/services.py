@@ -14,10 +14,8 @@ from typing import Any
 
 from django.db import transaction
 
-from tenants.audit import audit_record
-from tenants.models import Tenant
-
-from .models import GpuType, Template
+from audit.services import audit_record
+from catalogue.models import GpuType, Template
 
 GPU_TYPE_FIELDS = ("name", "resource_name", "node_selector", "memory_gb", "enabled")
 TEMPLATE_FIELDS = ("name", "description", "kind", "image", "image_replaceable", "command",
@@ -138,19 +136,3 @@ def template_enable(*, template: Template, acting_user) -> Template:
 def template_disable(*, template: Template, acting_user) -> Template:
     """No new launches from this template; what runs keeps running."""
     return _template_change(template, acting_user, {"enabled": False}, "template.disable")
-
-
-# --- the images a tenant may use ------------------------------------------------------------
-
-def tenant_image_prefixes_update(*, tenant: Tenant, acting_user, prefixes: list[str]) -> Tenant:
-    """Set the registries/prefixes a tenant's launches must use (validated, qualified entries
-    such as `nvcr.io/nvidia`; empty: any image). Admission checks them from the next launch."""
-    with transaction.atomic():
-        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
-        before = list(tenant.image_prefixes or [])
-        if prefixes != before:
-            tenant.image_prefixes = list(prefixes)
-            tenant.save(update_fields=["image_prefixes", "updated_at"])
-            audit_record(actor=acting_user, action="tenant.image_prefixes", tenant=tenant,
-                         target=tenant.namespace, before=before, after=list(prefixes))
-    return tenant

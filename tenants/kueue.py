@@ -7,7 +7,7 @@
 - one LocalQueue in each tenant namespace, the queue every workload of the tenant names;
 - two WorkloadPriorityClasses: interactive services rank above batch jobs.
 
-Reconciled by queueing/services.py; nothing here talks to the cluster.
+Reconciled by tenants/provisioning.py (through tenants/queueing.py); nothing here talks to the cluster.
 """
 
 from __future__ import annotations
@@ -15,16 +15,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-GROUP = "kueue.x-k8s.io"
-API_VERSION = f"{GROUP}/v1beta2"
+from portal.kube.labels import KUEUE_API_VERSION as API_VERSION
+from portal.kube.labels import MANAGED_BY, PRIORITY_LABEL, QUEUE_LABEL
+
 COHORT = "gpu-portal"
 LOCAL_QUEUE = "gpu-portal"
 CPU_FLAVOR = "gpu-portal-cpu"
-QUEUE_LABEL = f"{GROUP}/queue-name"
-PRIORITY_LABEL = f"{GROUP}/priority-class"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-portal"}
-
-ADMISSION_GATE = f"{GROUP}/admission"  # the scheduling gate on pods Kueue has not admitted
 QUEUED_REASON = "Waiting in the tenant's queue for GPUs."
 
 INTERACTIVE = "gpu-portal-interactive"

@@ -14,12 +14,16 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from .api.serializers import MAX_ARG_LENGTH, MAX_ARGV_ITEMS
-from .environment import env_problems, env_template_problems
-from .forms import argv_lines, env_lines
-from .images import image_allowed, validate_image_prefix, validate_image_reference
-from .models import RESOURCE_NAME, GpuType, Template
-from .naming import invisible_characters_refusal
+from catalogue.environment import env_problems, env_template_problems
+from catalogue.fields import (
+    MAX_ARG_LENGTH,
+    MAX_ARGV_ITEMS,
+    argv_lines,
+    env_lines,
+    invisible_characters_refusal,
+)
+from catalogue.images import image_allowed, validate_image_reference
+from catalogue.models import RESOURCE_NAME, GpuType, Template
 
 # Kubernetes label syntax: key = [DNS-1123 subdomain "/"] name; value = "" or name
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
@@ -27,7 +31,6 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
                             re.ASCII)
 # slugs name types and templates in quotas, the API and form field names: keep them plain
 SLUG = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
-MAX_IMAGE_PREFIXES = 50
 
 
 def label_key_error(key: str) -> str | None:
@@ -351,38 +354,3 @@ class TemplateForm(AccessibleForm):
         if changes["kind"] == Template.Kind.BATCH and not self.is_custom:
             changes["port"] = None  # a Job has no Service: a port would only mislead
         return changes
-
-
-# --- a tenant's image registries ------------------------------------------------------------
-
-class ImagePrefixesForm(AccessibleForm):
-    image_prefixes = forms.CharField(
-        required=False, strip=False, label="Allowed image registries and prefixes",
-        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false",
-                                     "placeholder": "nvcr.io/nvidia\nquay.io/jupyter"}),
-        help_text="One per line, e.g. nvcr.io/nvidia or registry.example.org. Empty: any image.")
-
-    def __init__(self, *args, tenant=None, **kwargs):
-        if tenant is not None:
-            kwargs.setdefault("initial", {"image_prefixes": "\n".join(tenant.image_prefixes)})
-        super().__init__(*args, **kwargs)
-
-    def clean_image_prefixes(self) -> list[str]:
-        prefixes: list[str] = []
-        errors: list[str] = []
-        for number, raw in enumerate(self.cleaned_data["image_prefixes"].splitlines(), start=1):
-            line = raw.strip()
-            if not line:
-                continue
-            try:
-                prefix = validate_image_prefix(line)
-            except ValueError as exc:
-                errors.append(f"Line {number}: {exc}")
-                continue
-            if prefix not in prefixes:
-                prefixes.append(prefix)
-        if len(prefixes) > MAX_IMAGE_PREFIXES:
-            errors.append(f"At most {MAX_IMAGE_PREFIXES} entries.")
-        if errors:
-            raise forms.ValidationError(errors)
-        return prefixes

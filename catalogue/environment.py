@@ -31,7 +31,10 @@ ignore these variables in unprivileged containers whatever sets them (an image's
 
 from __future__ import annotations
 
-from .manifests import ENV_NAME
+import re
+
+# a container environment variable's name, as the API server's validation accepts it
+ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 
 MAX_ENV_ITEMS = 100
 MAX_ENV_VALUE = 32 * 1024

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import admin_views
+from catalogue import views as admin_views
 
 app_name = "catalogue"
 
@@ -15,6 +15,4 @@ urlpatterns = [
     path("templates/new/", admin_views.template_new, name="template-new"),
     path("templates/<int:pk>/", admin_views.template_edit, name="template-edit"),
     path("templates/<int:pk>/enabled/", admin_views.template_enabled, name="template-enabled"),
-    path("tenants/<int:pk>/image-prefixes/", admin_views.tenant_image_prefixes,
-         name="tenant-image-prefixes"),
 ]

@@ -1,0 +1,99 @@
+"""The GPU type catalogue and the templates researchers launch from.
+
+Below tenants and workloads: both refer to these rows, neither is referred to from here.
+The tables keep their first names (workloads_gputype, workloads_template): the models moved
+here from portal.workloads without moving data (migrations 0001 here, workloads 0009).
+"""
+
+import re
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+# a Kubernetes extended resource name: nvidia.com/gpu, nvidia.com/mig-1g.10gb, amd.com/gpu …
+RESOURCE_NAME = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9._]*[a-z0-9])?$",
+    "Use a Kubernetes extended resource name such as nvidia.com/gpu.",
+)
+
+
+# a query parameter whose value is the access token, as url_format wrote it before issue 16
+TOKEN_PARAMETER = re.compile(r"[?&][-\w.]*=\{token\}")
+
+
+def open_url(url_format: str, base: str) -> str:
+    """The address a user opens, never with the access token in it: a URL ends up in browser
+    history, server logs and Referer headers, and the authenticating proxy in front of every
+    service replaces the token (it sends the token upstream itself). A format that still asks
+    for the token loses that parameter."""
+    return TOKEN_PARAMETER.sub("", url_format).replace("{token}", "").format(base=base)
+
+
+class GpuType(models.Model):
+    """A kind of GPU researchers can ask for, placed by node selector labels."""
+
+    slug = models.SlugField(max_length=40, unique=True)
+    name = models.CharField(max_length=120)
+    resource_name = models.CharField(max_length=120, default="nvidia.com/gpu",
+                                     validators=[RESOURCE_NAME])
+    node_selector = models.JSONField(default=dict, blank=True,
+                                     help_text="Node labels a node must carry, e.g. {\"gputype\": \"a100\"}")
+    memory_gb = models.PositiveIntegerField(default=0)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "workloads_gputype"
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Template(models.Model):
+    """What researchers launch: Jupyter, DIGITS, TensorBoard, or their own image (custom)."""
+
+    class Kind(models.TextChoices):
+        SERVICE = "service", "service (Deployment + LoadBalancer Service)"
+        BATCH = "batch", "batch (Job)"
+
+    slug = models.SlugField(max_length=40, unique=True)
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True, default="")
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SERVICE)
+    # custom: the researcher picks the kind and gives image, command, args, env and port
+    custom = models.BooleanField(default=False)
+    image = models.CharField(max_length=512, blank=True, default="")
+    # whether researchers may run another image in place of `image` (a custom template always
+    # takes theirs); the image must be inside the site's and the tenant's registries alike
+    image_replaceable = models.BooleanField(default=False)
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    port = models.PositiveIntegerField(null=True, blank=True)
+    default_cpu = models.PositiveIntegerField(default=4)
+    default_memory_gb = models.PositiveIntegerField(default=16)
+    # whether the container may run as root (the image's user, whatever it is): such a template
+    # runs only where the tenant's namespace admits root, which Pod Security "restricted" does
+    # not (tenants.pod_security); otherwise runAsNonRoot, as "restricted" requires
+    allow_root = models.BooleanField(default=False)
+    run_as_user = models.PositiveIntegerField(null=True, blank=True)
+    # a generated access token (≥ 128 bits) passed in this env var, kept in a Secret
+    token_env = models.CharField(max_length=64, blank=True, default="")
+    # how to open it: "{base}" is http://<address>:<port>. No token: the proxy's login stands in
+    # front of every service and hands the application its token itself (Workload.url)
+    url_format = models.CharField(max_length=255, blank=True, default="{base}/")
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        db_table = "workloads_template"
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def takes_image(self) -> bool:
+        """Whether a launch may give an image of its own: the custom template needs one, a
+        template an admin made replaceable accepts one, every other runs `image`."""
+        return self.custom or self.image_replaceable

@@ -1,0 +1,249 @@
+"""The admin's catalogue pages: GPU types with live capacity, templates, and the image
+registries a tenant may use (a section of the tenant page).
+
+Plain forms that work without JavaScript (POST, then redirect); htmx swaps a table row when an
+admin enables or disables a type or template. The cluster is asked once per page (one node
+list); when it does not answer, the page says so in a banner and still shows the catalogue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from django.contrib import messages
+from django.db import IntegrityError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from catalogue.forms import GpuTypeForm, TemplateForm
+from catalogue.models import GpuType, Template
+from catalogue.services import (
+    gpu_type_create,
+    gpu_type_disable,
+    gpu_type_enable,
+    gpu_type_update,
+    template_create,
+    template_disable,
+    template_enable,
+    template_update,
+)
+from portal.kube.client import Kube, KubeError
+from portal.kube.quantity import parse_quantity
+from portal.usage.health import unhealthy_gpus_by_node
+from portal.workloads.models import Workload
+from portal.workloads.selectors import gpu_capacity, gpus_held_by_type, node_matches
+from tenants.views import admin_required
+
+log = logging.getLogger(__name__)
+
+CLUSTER_UNREACHABLE = ("The cluster is unreachable right now: capacity is not shown. "
+                       "The catalogue can still be edited.")
+# node labels every node carries: not worth showing when pointing at unclaimed GPU nodes
+_COMMON_LABEL_PREFIXES = ("kubernetes.io/", "node.kubernetes.io/", "beta.kubernetes.io/",
+                          "node-role.kubernetes.io/", "topology.kubernetes.io/")
+
+
+# --- GPU types: the catalogue against the cluster's nodes -------------------------------------
+
+@dataclasses.dataclass
+class GpuTypeRow:
+    """One GPU type as the admin's table shows it; the numbers are None when not known."""
+
+    gpu_type: GpuType
+    nodes: int | None = None  # schedulable nodes that match and offer the resource
+    allocatable: int | None = None
+    held: int = 0  # GPUs the portal's active workloads hold
+    largest_node: int | None = None
+    problem: str = ""  # why no workload of this type can run, for the admin
+
+    @property
+    def free(self) -> int | None:
+        return None if self.allocatable is None else max(self.allocatable - self.held, 0)
+
+    @property
+    def selector(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.gpu_type.node_selector.items())
+
+
+def _problem(gpu_type: GpuType, nodes: list[dict[str, Any]], offering: int) -> str:
+    """Why this type has no usable node ("" when it has one)."""
+    if not gpu_type.node_selector:
+        return "No node labels: the portal cannot tell which nodes have this GPU."
+    if offering:
+        return ""
+    selector = ", ".join(f"{k}={v}" for k, v in gpu_type.node_selector.items())
+    matching = [n for n in nodes
+                if node_matches(n["metadata"].get("labels") or {}, gpu_type.node_selector)]
+    if not matching:
+        return f"No node matches {selector}."
+    if all(n.get("spec", {}).get("unschedulable") for n in matching):
+        return f"Every node matching {selector} ({len(matching)}) is cordoned."
+    return (f"{len(matching)} node{'s' if len(matching) != 1 else ''} match {selector}, but "
+            f"none offers {gpu_type.resource_name}.")
+
+
+def _node_list() -> tuple[list[dict[str, Any]] | None, str | None]:
+    try:
+        return Kube().list("Node")["items"], None
+    except KubeError as exc:
+        log.warning("cluster unreachable for the GPU types page: %s", exc)
+        return None, CLUSTER_UNREACHABLE
+
+
+def gpu_type_rows(gpu_types: list[GpuType], nodes: list[dict[str, Any]] | None
+                  ) -> list[GpuTypeRow]:
+    held = gpus_held_by_type(Workload.objects.filter(state__in=Workload.ACTIVE_STATES))
+    capacity = gpu_capacity(gpu_types, nodes, unhealthy_gpus_by_node()) \
+        if nodes is not None else {}
+    rows = []
+    for gpu_type in gpu_types:
+        row = GpuTypeRow(gpu_type=gpu_type, held=held.get(gpu_type.slug, 0))
+        cap = capacity.get(gpu_type.slug)
+        if cap is not None:
+            row.nodes, row.allocatable, row.largest_node = cap.nodes, cap.allocatable, \
+                cap.largest_node
+            row.problem = _problem(gpu_type, nodes, cap.nodes)
+        elif not gpu_type.node_selector:
+            row.problem = _problem(gpu_type, [], 0)
+        rows.append(row)
+    return rows
+
+
+def unclaimed_gpu_nodes(gpu_types: list[GpuType], nodes: list[dict[str, Any]]
+                        ) -> list[dict[str, Any]]:
+    """GPU nodes that no type of the catalogue places work on: a type may be missing."""
+    result = []
+    for node in nodes:
+        labels = node["metadata"].get("labels") or {}
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        resources = {name: int(parse_quantity(amount)) for name, amount in allocatable.items()
+                     if "gpu" in name or name.startswith("nvidia.com/")}
+        resources = {name: amount for name, amount in resources.items() if amount}
+        if not resources:
+            continue
+        if any(t.node_selector and node_matches(labels, t.node_selector)
+               and t.resource_name in resources for t in gpu_types):
+            continue
+        result.append({
+            "name": node["metadata"]["name"],
+            "labels": ", ".join(f"{k}={v}" for k, v in sorted(labels.items())
+                                if not k.startswith(_COMMON_LABEL_PREFIXES)),
+            "resources": ", ".join(f"{amount} × {name}" for name, amount in resources.items()),
+        })
+    return result
+
+
+@admin_required
+def gpu_type_list(request: HttpRequest) -> HttpResponse:
+    gpu_types = list(GpuType.objects.all())
+    nodes, cluster_error = _node_list()
+    return render(request, "workloads/admin/gpu_type_list.html", {
+        "rows": gpu_type_rows(gpu_types, nodes), "cluster_error": cluster_error,
+        "unclaimed": unclaimed_gpu_nodes(gpu_types, nodes) if nodes is not None else [],
+    })
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def gpu_type_new(request: HttpRequest) -> HttpResponse:
+    form = GpuTypeForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            gpu_type = gpu_type_create(acting_user=request.user, slug=form.cleaned_data["slug"],
+                                       **form.changes())
+        except IntegrityError:  # created by someone else since the form was checked
+            form.add_error("slug", f"A GPU type {form.cleaned_data['slug']} exists already.")
+        else:
+            messages.success(request, f"GPU type {gpu_type.slug} added. Tenants may use none "
+                                      "of it until you raise their quota.")
+            return redirect("catalogue:gpu-types")
+    return _form_page(request, "workloads/admin/gpu_type_form.html", form)
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def gpu_type_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    gpu_type = get_object_or_404(GpuType, pk=pk)
+    form = GpuTypeForm(request.POST or None, gpu_type=gpu_type)
+    if request.method == "POST" and form.is_valid():
+        gpu_type_update(gpu_type=gpu_type, acting_user=request.user, changes=form.changes())
+        messages.success(request, f"GPU type {gpu_type.slug} saved.")
+        return redirect("catalogue:gpu-types")
+    return _form_page(request, "workloads/admin/gpu_type_form.html", form, gpu_type=gpu_type)
+
+
+@admin_required
+@require_POST
+def gpu_type_enabled(request: HttpRequest, pk: int) -> HttpResponse:
+    """Enable (enabled=1) or disable a type; htmx gets the row back, a browser the page."""
+    gpu_type = get_object_or_404(GpuType, pk=pk)
+    enable = request.POST.get("enabled") == "1"
+    change = gpu_type_enable if enable else gpu_type_disable
+    gpu_type = change(gpu_type=gpu_type, acting_user=request.user)
+    if not request.htmx:
+        messages.success(request, f"GPU type {gpu_type.slug} "
+                                  f"{'enabled' if enable else 'disabled'}.")
+        return redirect("catalogue:gpu-types")
+    nodes, _ = _node_list()
+    row = gpu_type_rows([gpu_type], nodes)[0]
+    return render(request, "workloads/admin/_gpu_type_row.html", {"row": row})
+
+
+# --- templates ------------------------------------------------------------------------------
+
+@admin_required
+def template_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "workloads/admin/template_list.html", {
+        "templates": Template.objects.all()})
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def template_new(request: HttpRequest) -> HttpResponse:
+    form = TemplateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            template = template_create(acting_user=request.user, slug=form.cleaned_data["slug"],
+                                       custom=form.cleaned_data["custom"],
+                                       values=form.changes())
+        except IntegrityError:
+            form.add_error("slug", f"A template {form.cleaned_data['slug']} exists already.")
+        else:
+            messages.success(request, f"Template {template.slug} added.")
+            return redirect("catalogue:templates")
+    return _form_page(request, "workloads/admin/template_form.html", form)
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    template = get_object_or_404(Template, pk=pk)
+    form = TemplateForm(request.POST or None, template=template)
+    if request.method == "POST" and form.is_valid():
+        template_update(template=template, acting_user=request.user, changes=form.changes())
+        messages.success(request, f"Template {template.slug} saved; launches from now on use "
+                                  "it.")
+        return redirect("catalogue:templates")
+    return _form_page(request, "workloads/admin/template_form.html", form, template=template)
+
+
+@admin_required
+@require_POST
+def template_enabled(request: HttpRequest, pk: int) -> HttpResponse:
+    template = get_object_or_404(Template, pk=pk)
+    enable = request.POST.get("enabled") == "1"
+    change = template_enable if enable else template_disable
+    template = change(template=template, acting_user=request.user)
+    if not request.htmx:
+        messages.success(request, f"Template {template.slug} "
+                                  f"{'enabled' if enable else 'disabled'}.")
+        return redirect("catalogue:templates")
+    return render(request, "workloads/admin/_template_row.html", {"template": template})
+
+
+def _form_page(request: HttpRequest, page: str, form, **context) -> HttpResponse:
+    status = 400 if form.is_bound and form.errors else 200
+    return render(request, page, {"form": form, **context}, status=status)

@@ -1,0 +1,44 @@
+"""The tenant admin pages' forms that are not quota writes (those are quota_validation.py's)."""
+
+from __future__ import annotations
+
+from django import forms
+
+from catalogue.forms import AccessibleForm
+from catalogue.images import validate_image_prefix
+
+# a tenant's image registries and prefixes: at most this many
+MAX_IMAGE_PREFIXES = 50
+
+
+class ImagePrefixesForm(AccessibleForm):
+    image_prefixes = forms.CharField(
+        required=False, strip=False, label="Allowed image registries and prefixes",
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false",
+                                     "placeholder": "nvcr.io/nvidia\nquay.io/jupyter"}),
+        help_text="One per line, e.g. nvcr.io/nvidia or registry.example.org. Empty: any image.")
+
+    def __init__(self, *args, tenant=None, **kwargs):
+        if tenant is not None:
+            kwargs.setdefault("initial", {"image_prefixes": "\n".join(tenant.image_prefixes)})
+        super().__init__(*args, **kwargs)
+
+    def clean_image_prefixes(self) -> list[str]:
+        prefixes: list[str] = []
+        errors: list[str] = []
+        for number, raw in enumerate(self.cleaned_data["image_prefixes"].splitlines(), start=1):
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                prefix = validate_image_prefix(line)
+            except ValueError as exc:
+                errors.append(f"Line {number}: {exc}")
+                continue
+            if prefix not in prefixes:
+                prefixes.append(prefix)
+        if len(prefixes) > MAX_IMAGE_PREFIXES:
+            errors.append(f"At most {MAX_IMAGE_PREFIXES} entries.")
+        if errors:
+            raise forms.ValidationError(errors)
+        return prefixes
