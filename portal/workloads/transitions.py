@@ -7,11 +7,13 @@ writers racing for one workload cannot both move it), and only along an edge of 
 Writing the same state again is no edge: it refreshes the reason and facts (the tracker's
 "still pending, now for another reason") or counts a retried claim (creating → creating).
 
-An edge outside the table is a bug in the caller, not a state of the world: it is refused
-(nothing written, an error logged, False), so that a tracking cycle or a task carries on with
-the other workloads; with DEBUG on it raises, so that a developer meets it at once.
-(tests/workloads/test_transitions.py checks the table, and that no module writes the state
-any other way.)
+An edge outside the table is refused: nothing written, an error logged, False. It is not
+raised, not even with DEBUG on (the demo runs with it): the tracker's edges come from what the
+cluster shows, and an exception would end its cycle for every workload over one of them, cycle
+after cycle; refused and logged, the others go on and the one stays where it was. The table is
+checked by tests/workloads/test_transitions.py (every move the tracker can derive is an edge),
+as is that no module writes the state any other way. A state name that does not exist is a
+typo, and raises ValueError.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -56,10 +57,6 @@ TRANSITIONS: Mapping[str, frozenset[str]] = {
 }
 # what a stop may move (workload_stop): every state with an edge to stopping
 STOPPABLE = tuple(state for state, nexts in TRANSITIONS.items() if State.STOPPING in nexts)
-
-
-class IllegalTransition(ValueError):
-    """An edge outside TRANSITIONS (raised with DEBUG on; refused and logged otherwise)."""
 
 
 def may_move(current: str, to: str) -> bool:
@@ -108,10 +105,8 @@ def _transition(pk: int, allowed: frozenset[str], to: str, reason: str | None,
             return False  # gone, or moved meanwhile: the claim is someone else's
         current = locked.state
         if not may_move(current, to):
-            message = f"workload {pk}: {current} → {to} is not a transition a workload makes"
-            if settings.DEBUG:
-                raise IllegalTransition(message)
-            log.error("%s; refused", message)
+            log.error("workload %s: %s → %s is not a transition a workload makes; refused",
+                      pk, current, to)
             return False
         now = timezone.now()
         updates: dict[str, Any] = {"state": to, "updated_at": now, **fields}
