@@ -129,9 +129,12 @@ def callback_url(workload) -> str:
     return f"{base}{CALLBACK_PATH}" if base else ""
 
 
-def workload_proxy(workload) -> tuple[ProxySpec, dict[str, str]] | None:
+def workload_proxy(workload, *, token_env: str | None = None,
+                   ) -> tuple[ProxySpec, dict[str, str]] | None:
     """The proxy of a service workload and the values its Secret holds; None for a batch
-    workload (or one launched before proxies, which has no client)."""
+    workload (or one launched before proxies, which has no client). `token_env`: the variable
+    that carries the application's access token, as its launch spec froze it (default: its
+    template's now)."""
     access = workload_access(workload)
     if workload.kind != "service" or access is None or not workload.port:
         return None
@@ -145,7 +148,8 @@ def workload_proxy(workload) -> tuple[ProxySpec, dict[str, str]] | None:
         upstream_port=workload.port,
         # a custom service may listen on the proxy's own port: the proxy moves aside
         listen_port=PROXY_PORT if workload.port != PROXY_PORT else PROXY_PORT + 1,
-        upstream_token_env=workload.template.token_env or None,
+        upstream_token_env=(workload.template.token_env if token_env is None
+                            else token_env) or None,
         public=access.public,
         tls_secret=settings.PORTAL_AUTH_PROXY_TLS_SECRET or None,
         cookie_refresh_seconds=settings.PORTAL_AUTH_PROXY_RECHECK_SECONDS,

@@ -65,6 +65,10 @@ class Workload(models.Model):
     stop_requested_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
     launch_attempts = models.PositiveIntegerField(default=0)
+    # what it was admitted to run, resolved from its template and GPU type at admission
+    # (launch_spec.py): its objects are built from this, so an admin's later edit of the
+    # template or GPU type never changes a launch that was already admitted. No secrets.
+    launch_spec = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -17,6 +17,7 @@ from portal.kube.kueue import queueing_on
 from portal.kube.labels import LABEL_PROJECT_ID, LABEL_WORKLOAD_ID, MANAGED_BY, label_value
 from tenants.kueue import queue_labels
 
+from .launch_spec import launch_spec_of
 from .manifests import HOME_CLAIM_NAME, WorkloadSpec, make_home_claim, workload_objects
 from .models import Workload
 
@@ -26,16 +27,19 @@ DELETE_ORDER = ("Deployment", "Job", "Service", "Secret")
 
 
 def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
-    """The workload's objects' spec; `queued`: in its tenant's Kueue queue (tenants/kueue.py, portal/workloads/queue.py)."""
-    template = workload.template
+    """The workload's objects' spec; `queued`: in its tenant's Kueue queue (tenants/kueue.py).
+    What it runs comes from its launch spec, frozen at admission (launch_spec.py), never from
+    its template or GPU type as they are now; secrets from where they are kept."""
+    spec = launch_spec_of(workload)
+    token_env = spec["token_env"]
     secret_env: tuple[tuple[str, str], ...] = ()
-    if template.token_env and workload.access_token:
-        secret_env = ((template.token_env, workload.access_token),)
+    if token_env and workload.access_token:
+        secret_env = ((token_env, workload.access_token),)
     # a service's proxy and its credentials; None for a batch workload, and for a service
     # launched before proxies existed (it has no OAuth client): that one keeps running as it was
-    proxy, proxy_secrets = workload_proxy(workload) or (None, {})
-    env = {**template.env, **workload.env}
-    max_runtime = workload.max_runtime_minutes * 60 if workload.max_runtime_minutes else None
+    proxy, proxy_secrets = workload_proxy(workload, token_env=token_env) or (None, {})
+    kind = spec["kind"]
+    max_runtime = spec["max_runtime_minutes"] * 60 if spec["max_runtime_minutes"] else None
     return WorkloadSpec(
         workload_id=workload.pk,
         name=workload.object_name,
@@ -43,28 +47,28 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         project_id=workload.tenant.keystone_project_id,
         owner=workload.owner.username,
         owner_id=workload.owner.keystone_user_id or str(workload.owner.pk),
-        template=template.slug,
-        kind=workload.kind,
-        image=workload.image,
-        command=tuple(workload.command or template.command),
-        args=tuple(workload.args or template.args),
-        env=tuple(env.items()),
+        template=spec["template"],
+        kind=kind,
+        image=spec["image"],
+        command=tuple(spec["command"]),
+        args=tuple(spec["args"]),
+        env=tuple((name, value) for name, value in spec["env"]),
         secret_env=secret_env,
         secret_data=tuple(sorted(proxy_secrets.items())),
-        port=workload.port,
-        gpu_resource=workload.gpu_type.resource_name,
-        gpu_count=workload.gpu_count,
-        node_selector=tuple(sorted(workload.gpu_type.node_selector.items())),
-        cpu=str(workload.cpu),
-        memory=f"{workload.memory_gb}Gi",
-        max_runtime_seconds=max_runtime if workload.kind == "batch" else None,
-        run_as_non_root=not template.allow_root,
-        run_as_user=template.run_as_user,
+        port=spec["port"],
+        gpu_resource=spec["gpu_resource"],
+        gpu_count=spec["gpu_count"],
+        node_selector=tuple(sorted(spec["node_selector"].items())),
+        cpu=str(spec["cpu"]),
+        memory=f"{spec['memory_gb']}Gi",
+        max_runtime_seconds=max_runtime if kind == "batch" else None,
+        run_as_non_root=spec["run_as_non_root"],
+        run_as_user=spec["run_as_user"],
         lb_address_pool=settings.PORTAL_LB_ADDRESS_POOL or None,
-        home_claim=HOME_CLAIM_NAME if workload.use_home else None,
-        backoff_limit=workload.retries,
+        home_claim=HOME_CLAIM_NAME if spec["use_home"] else None,
+        backoff_limit=spec["backoff_limit"],
         proxy=proxy,
-        queue_labels=tuple(sorted(queue_labels(workload.kind).items())) if queued else (),
+        queue_labels=tuple(sorted(queue_labels(kind).items())) if queued else (),
     )
 
 

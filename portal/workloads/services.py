@@ -31,7 +31,9 @@ from portal.kube.labels import workload_object_name
 from tenants.models import Quota, Tenant
 from tenants.queueing import gpu_reach
 
+from .launch_spec import launch_spec_from_rows
 from .models import Workload, WorkloadEvent
+from .transitions import STOPPABLE, workload_transition
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +189,9 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 idempotency_fingerprint=request_fingerprint if idempotency_key else "",
             )
             workload.object_name = workload_object_name(workload.pk, workload.name)
-            workload.save(update_fields=["object_name"])
+            # what it will run, frozen now: later edits of the template or GPU type leave it be
+            workload.launch_spec = launch_spec_from_rows(workload)
+            workload.save(update_fields=["object_name", "launch_spec"])
             if workload.kind == Template.Kind.SERVICE:
                 # its OAuth client: the authenticating proxy in front of it logs users in
                 workload_access_create(workload=workload, actor=user,
@@ -221,14 +225,14 @@ def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
 
     with transaction.atomic():
         workload = Workload.objects.select_for_update().get(pk=workload.pk)
-        if workload.state in Workload.FINAL_STATES or workload.state == Workload.State.STOPPING:
+        if workload.state not in STOPPABLE:
             return workload
         before = workload.state
-        workload.state = Workload.State.STOPPING
-        workload.stop_requested_at = timezone.now()
-        workload.reason = reason or f"stopped by {getattr(user, 'username', 'the portal')}"
-        workload.save(update_fields=["state", "stop_requested_at", "reason", "updated_at"])
-        workload_event(workload=workload, reason="Stopping", message=workload.reason)
+        reason = reason or f"stopped by {getattr(user, 'username', 'the portal')}"
+        workload_transition(workload=workload, allowed_from=STOPPABLE,
+                            to=Workload.State.STOPPING, reason=reason,
+                            event={"reason": "Stopping", "message": reason},
+                            stop_requested_at=timezone.now())
         audit_record(actor=user, action="workload.stop", tenant=workload.tenant,
                      target=workload.object_name, before={"state": before},
                      after={"state": workload.state, "reason": workload.reason})
@@ -252,15 +256,14 @@ def workload_delete(*, workload: Workload, user) -> None:
             send_on_commit(workload_remove_objects_task, workload.pk)
 
 
-def workload_mark(*, workload_id: int, state: str, reason: str = "", **fields: Any) -> None:
-    """Record a state change decided by a task (creation, stop, the tracker)."""
-    now = timezone.now()
-    updates: dict[str, Any] = {"state": state, "reason": reason, "updated_at": now, **fields}
-    if state == Workload.State.RUNNING:
-        updates.setdefault("started_at", now)
-    if state in Workload.FINAL_STATES:
-        updates.setdefault("finished_at", now)
-    Workload.objects.filter(pk=workload_id).update(**updates)
+def workload_launch_spec_freeze(*, workload: Workload) -> None:
+    """Freeze the launch spec of a workload admitted without one (by a portal older than the
+    frozen spec, during an upgrade): from its template and GPU type as they are now, once."""
+    spec = launch_spec_from_rows(workload)
+    if Workload.objects.filter(pk=workload.pk, launch_spec={}).update(launch_spec=spec):
+        workload.launch_spec = spec
+    else:
+        workload.refresh_from_db(fields=["launch_spec"])
 
 
 def workloads_stop_for_tenant(*, tenant: Tenant, user, reason: str, **_signal: Any) -> int:

@@ -18,7 +18,8 @@ from tenants.kueue import QUEUED_REASON
 
 from .models import Workload
 from .objects import workload_objects_create, workload_objects_delete
-from .services import workload_event, workload_mark, workload_stop
+from .services import workload_event, workload_launch_spec_freeze, workload_stop
+from .transitions import workload_transition
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +47,16 @@ def _backoff(retries: int) -> int:
              ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
 def workload_create_task(self, workload_id: int) -> None:
     """Create the workload's objects in its namespace; then the tracker follows it."""
-    claimed = Workload.objects.filter(
-        pk=workload_id, state__in=[Workload.State.SUBMITTED, Workload.State.CREATING],
-    ).update(state=Workload.State.CREATING, launch_attempts=F("launch_attempts") + 1,
-             updated_at=timezone.now())
+    claimed = workload_transition(
+        workload_id=workload_id, allowed_from=(Workload.State.SUBMITTED, Workload.State.CREATING),
+        to=Workload.State.CREATING, launch_attempts=F("launch_attempts") + 1)
     if not claimed:
         return  # stopped, or already past creation: nothing to do
     workload = Workload.objects.select_related("tenant", "owner", "template", "gpu_type").get(
         pk=workload_id)
+    if not workload.launch_spec:
+        # admitted by a portal older than the frozen spec (a rolling upgrade): frozen now
+        workload_launch_spec_freeze(workload=workload)
     try:
         queued = queueing_on()
         created = workload_objects_create(workload, queued=queued)
@@ -61,8 +64,8 @@ def workload_create_task(self, workload_id: int) -> None:
         if self.request.retries >= self.max_retries:
             what = ("refused the portal's identity" if isinstance(exc, NotAuthorized)
                     else "could not be reached")
-            workload_mark(workload_id=workload_id, state=Workload.State.FAILED,
-                          reason=f"The cluster {what}: {exc}")
+            workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
+                                to=Workload.State.FAILED, reason=f"The cluster {what}: {exc}")
             workload_event(workload=workload, reason="CreateFailed", type="Warning",
                            message=f"gave up after {self.request.retries + 1} tries: {exc}")
             return
@@ -72,16 +75,16 @@ def workload_create_task(self, workload_id: int) -> None:
             reason=f"Waiting for the cluster (try {self.request.retries + 1}): {exc}"[:2000])
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
     except KubeRefused as exc:
-        workload_mark(workload_id=workload_id, state=Workload.State.FAILED,
-                      reason=f"The cluster refused it: {exc}")
+        workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
+                            to=Workload.State.FAILED, reason=f"The cluster refused it: {exc}")
         workload_event(workload=workload, reason="CreateFailed", message=str(exc), type="Warning")
         return
     if queued:
         next_state, reason = Workload.State.QUEUED, QUEUED_REASON
     else:
         next_state, reason = Workload.State.PENDING, "Waiting for the cluster to start it."
-    Workload.objects.filter(pk=workload_id, state=Workload.State.CREATING).update(
-        state=next_state, reason=reason, updated_at=timezone.now())
+    workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
+                        to=next_state, reason=reason)
     workload_event(workload=workload, reason="Created",
                    message=", ".join(created) if created else "objects already present (adopted)")
 
@@ -101,8 +104,8 @@ def workload_stop_task(self, workload_id: int) -> None:
         workload_objects_delete(workload)
     except (KubeUnavailable, NotAuthorized) as exc:
         raise self.retry(exc=exc, countdown=_backoff(min(self.request.retries, 6))) from exc
-    Workload.objects.filter(pk=workload_id, state=Workload.State.STOPPING).update(
-        state=Workload.State.STOPPED, finished_at=timezone.now(), updated_at=timezone.now())
+    workload_transition(workload_id=workload_id, allowed_from=(Workload.State.STOPPING,),
+                        to=Workload.State.STOPPED)
     workload_event(workload=workload, reason="Stopped", message=workload.reason)
 
 

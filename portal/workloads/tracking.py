@@ -54,7 +54,8 @@ from tenants.models import Tenant
 from .lifecycle import Observed, Outcome, derive, parse_time, workload_outcome
 from .manifests import BATCH, SERVICE
 from .models import TrackerCursor, Workload, WorkloadEvent
-from .services import expires_at_for, workload_event, workload_mark
+from .services import expires_at_for
+from .transitions import workload_transition
 
 log = logging.getLogger(__name__)
 
@@ -460,12 +461,15 @@ class Tracker:
                     fields["started_at"] = started
             if outcome.state in Workload.FINAL_STATES and outcome.fields.get("finished_at"):
                 fields["finished_at"] = outcome.fields["finished_at"]
-            workload_mark(workload_id=locked.pk, state=outcome.state, reason=reason, **fields)
-            if outcome.state != row["state"]:
-                workload_event(workload=locked, reason=outcome.state.capitalize(),
-                               message=_transition_text(outcome, reason),
-                               type="Warning" if outcome.state == State.FAILED else "Normal",
-                               source="tracker")
+            moved = workload_transition(
+                workload=locked, allowed_from=(row["state"],), to=outcome.state, reason=reason,
+                event={"reason": outcome.state.capitalize(),
+                       "message": _transition_text(outcome, reason),
+                       "type": "Warning" if outcome.state == State.FAILED else "Normal",
+                       "source": "tracker"},
+                **fields)
+            if not moved:
+                return  # an edge the table refuses (logged there)
             if row["state"] == State.RUNNING and outcome.state == State.QUEUED:
                 # Kueue took its GPUs back for the tenant that lent them: tell its owner
                 workload_reclaimed(workload=locked, reason=reason)

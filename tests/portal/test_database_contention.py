@@ -145,7 +145,8 @@ from django.db import connection
 call_command("migrate", verbosity=0)
 from portal.keystone.models import User
 from portal.workloads.models import GpuType, Template, Workload
-from portal.workloads.services import AdmissionRefused, workload_launch, workload_mark
+from portal.workloads.services import AdmissionRefused, workload_launch
+from portal.workloads.transitions import workload_transition
 from tenants.services import quota_update, tenant_ensure
 assert connection.vendor == "sqlite"
 a100 = GpuType.objects.create(slug="a100", name="A100", node_selector={"gputype": "a100"})
@@ -172,7 +173,8 @@ def tracker_like():  # a writer beside the launches, as the tracker and the work
         barrier.wait(timeout=30)
         for _ in range(100):
             for pk in list(admitted):
-                workload_mark(workload_id=pk, state="creating", reason="")
+                workload_transition(workload_id=pk, allowed_from=("submitted", "creating"),
+                                    to="creating", reason="")
     except Exception as exc:
         errors.append(repr(exc))
     finally:
