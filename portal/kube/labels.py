@@ -75,12 +75,12 @@ def namespace_name(*, project_name: str, project_id: str, prefix: str = "gpu-",
     return f"{prefix}{base}-{digest}"
 
 
-PREFIX = re.compile(r"^([a-z0-9][-a-z0-9]{0,19})?$")
+NAMESPACE_PREFIX = re.compile(r"^([a-z0-9][-a-z0-9]{0,19})?$")
 
 
 def is_valid_prefix(prefix: str) -> bool:
     """A prefix keeps every name a DNS-1123 label: empty, or ≤ 20 of [a-z0-9-] not starting with -."""
-    return bool(PREFIX.match(prefix))
+    return bool(NAMESPACE_PREFIX.match(prefix))
 
 
 def is_valid_namespace(name: str) -> bool:
