@@ -462,7 +462,8 @@ class Tracker:
             if outcome.state in Workload.FINAL_STATES and outcome.fields.get("finished_at"):
                 fields["finished_at"] = outcome.fields["finished_at"]
             moved = workload_transition(
-                workload=locked, allowed_from=(row["state"],), to=outcome.state, reason=reason,
+                workload_id=locked.pk, allowed_from=(row["state"],), to=outcome.state,
+                reason=reason,
                 event={"reason": outcome.state.capitalize(),
                        "message": _transition_text(outcome, reason),
                        "type": "Warning" if outcome.state == State.FAILED else "Normal",
