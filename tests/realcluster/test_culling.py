@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import time
 import urllib.request
 
 import pytest
@@ -24,6 +23,7 @@ from portal.workloads.objects import workload_spec
 from stack.k8s.addons import addon
 from tenants.models import Quota, Tenant
 from tests.usage.test_culling import IDLE_TRACE, actions, check
+from tests.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
@@ -60,10 +60,8 @@ def test_an_idle_notebook_is_scraped_warned_and_stopped(vision, real_cluster):
     for obj in workload_objects(dataclasses.replace(workload_spec(workload),
                                                     pod_annotations=IDLE_TRACE)):
         kube.create(obj)
-    deadline = time.monotonic() + 30
-    while f'pod="{workload.object_name}-' not in agents_text(real_cluster):
-        assert time.monotonic() < deadline, "the idle pod's GPU never showed in its agent"
-        time.sleep(0.3)
+    eventually(lambda: f'pod="{workload.object_name}-' in agents_text(real_cluster),
+               timeout=30, interval=0.3, message="the idle pod's GPU never showed in its agent")
 
     for seconds in (150, 120, 90, 60, 30, 0):
         usage_scrape(now=now - dt.timedelta(seconds=seconds))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -28,6 +27,7 @@ from portal.workloads.objects import workload_spec
 from tenants.models import AuditRecord, Quota, Tenant
 from tests.fixtures.kubesim import DEMO_INVENTORY
 from tests.fixtures.portal import remove_workload_objects
+from tests.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
 
 pytestmark = pytest.mark.django_db
@@ -89,10 +89,8 @@ def idle_workload(tenant: Tenant, kube: Kube, *, name: str, now: dt.datetime) ->
     spec = dataclasses.replace(workload_spec(workload), pod_annotations=IDLE_TRACE)
     for obj in workload_objects(spec):
         kube.create(obj)
-    deadline = time.monotonic() + 20
-    while f'pod="{workload.object_name}-' not in kube.server_get("/metrics").decode():
-        assert time.monotonic() < deadline, "the idle pod never got its GPU"
-        time.sleep(0.1)
+    eventually(lambda: f'pod="{workload.object_name}-' in kube.server_get("/metrics").decode(),
+               timeout=20, message="the idle pod never got its GPU")
     return workload
 
 

@@ -1,7 +1,5 @@
 """Launching through the REST API: validation, admission under quota, tasks, permissions."""
 
-import time
-
 import pytest
 from django.test import Client, TestCase
 from kubernetes import client as k8s
@@ -11,6 +9,7 @@ from portal.workloads.models import Workload
 from tenants.models import AuditRecord, Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
+from tests.waiting import eventually
 from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
 
 pytestmark = pytest.mark.django_db
@@ -344,18 +343,14 @@ def test_deleting_a_finished_batch_job_deletes_its_job_and_pod_at_once(vision, a
     workload = Workload.objects.get(pk=response.json()["id"])
     kube = Kube(cluster.api_client())
     selector = f"gpu-portal.io/workload-id={workload.pk}"
-    deadline = time.monotonic() + 20
-    while not kube.list("Pod", vision.namespace, label_selector=selector)["items"]:
-        assert time.monotonic() < deadline, "the Job's pod never came"
-        time.sleep(0.1)
+    eventually(lambda: kube.list("Pod", vision.namespace, label_selector=selector)["items"],
+               timeout=20, message="the Job's pod never came")
     # finished, as the tracker records it (the Job stays until its TTL, a day)
     Workload.objects.filter(pk=workload.pk).update(state=Workload.State.SUCCEEDED)
     assert delete(f"/api/v1/workloads/{workload.pk}/", headers).status_code == 204
     assert kube.get("Job", workload.object_name, vision.namespace) is None
-    deadline = time.monotonic() + 20
-    while kube.list("Pod", vision.namespace, label_selector=selector)["items"]:
-        assert time.monotonic() < deadline, "the Job's pod (and its environment) stayed"
-        time.sleep(0.1)
+    eventually(lambda: not kube.list("Pod", vision.namespace, label_selector=selector)["items"],
+               timeout=20, message="the Job's pod (and its environment) stayed")
     assert Workload.objects.get(pk=workload.pk).events.filter(reason="Removed").exists()
 
 
@@ -401,13 +396,13 @@ def test_gpu_types_report_capacity_and_free(vision, as_user, eager_celery, clust
     headers = as_user("researcher")
     workload_id = launch(headers, {**JUPYTER, "gpu_count": 2}).json()["id"]
     # wait until the scheduler has bound its pod: then the pods hold 2 a100s
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    def a100_bound() -> dict:
         body = {r["slug"]: r for r in Client().get("/api/v1/gpu-types/", **headers).json()}
-        if body["a100"]["allocated"] == 2:
-            break
-        time.sleep(0.2)
-    assert body["a100"]["allocated"] == 2, body["a100"]
+        assert body["a100"]["allocated"] == 2, body["a100"]
+        return body
+
+    body = eventually(a100_bound, timeout=20, interval=0.2,
+                      message="the a100s of the launched pod are not counted as allocated")
     assert body["a100"]["allocatable"] == 16
     assert Workload.objects.get(pk=workload_id).gpu_count == 2
     rows = {r["slug"]: r for r in Client().get("/api/v1/gpu-types/", **headers).json()}
@@ -434,11 +429,9 @@ def test_deleting_the_tenant_stops_its_workloads(vision, as_user, eager_celery):
 def test_logs_come_from_the_pod(vision, as_user, eager_celery, cluster):
     headers = as_user("researcher")
     workload_id = launch(headers, JUPYTER).json()["id"]
-    deadline = time.monotonic() + 20
-    lines = []
-    while time.monotonic() < deadline and not lines:
-        lines = Client().get(f"/api/v1/workloads/{workload_id}/logs/?tail=5", **headers).json()["lines"]
-        time.sleep(0.3)
+    lines = eventually(lambda: Client().get(f"/api/v1/workloads/{workload_id}/logs/?tail=5",
+                                            **headers).json()["lines"],
+                       timeout=20, interval=0.3, message="the pod wrote no log lines")
     assert 0 < len(lines) <= 5
     bad = Client().get(f"/api/v1/workloads/{workload_id}/logs/?tail=abc", **headers)
     assert bad.status_code == 400
@@ -446,12 +439,11 @@ def test_logs_come_from_the_pod(vision, as_user, eager_celery, cluster):
 
 def logs_once_written(headers: dict, workload_id: int, marker: str = "lab?token=") -> list[str]:
     """The workload's log lines once the notebook has printed the URL that opens it."""
-    deadline = time.monotonic() + 20
-    while True:
+    def written() -> list[str] | None:
         lines = Client().get(f"/api/v1/workloads/{workload_id}/logs/", **headers).json()["lines"]
-        if any(marker in line for line in lines) or time.monotonic() > deadline:
-            return lines
-        time.sleep(0.3)
+        return lines if any(marker in line for line in lines) else None
+
+    return eventually(written, timeout=20, interval=0.3, message=f"no {marker!r} in the logs")
 
 
 def test_only_those_who_may_manage_it_see_its_access_token(vision, as_user, eager_celery,

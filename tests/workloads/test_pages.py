@@ -15,6 +15,7 @@ from portal.workloads.models import GpuType, Template, Workload
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db
 
@@ -42,10 +43,8 @@ def remove_workload_objects(kube: Kube, namespace: str) -> None:
     for kind in ("Deployment", "Job", "Service", "Secret", "Pod"):
         for obj in kube.list(kind, namespace, label_selector=selector)["items"]:
             kube.delete(kind, obj["metadata"]["name"], namespace)
-    deadline = time.monotonic() + 15
-    while kube.list("Pod", namespace, label_selector=selector)["items"]:
-        assert time.monotonic() < deadline, "pods of earlier tests did not go"
-        time.sleep(0.1)
+    eventually(lambda: not kube.list("Pod", namespace, label_selector=selector)["items"],
+               timeout=15, message="pods of earlier tests did not go")
 
 
 @pytest.fixture
@@ -150,11 +149,11 @@ def test_launch_jupyter_on_one_a100_from_the_form(researcher, vision_lab,
     assert re.search(r"<td>Submitted</td>\s*<td>researcher launched 1× a100 \(jupyter\)</td>",
                      page.replace('<td>Normal</td><td>', '<td>'))
     # the pod starts in kubesim and its log lines reach the page
-    for _ in range(100):
+    def logs_shown():
         live = researcher.get(f"/workloads/{workload.pk}/live/", HTTP_HX_REQUEST="true")
-        if "Jupyter Server" in live.content.decode():
-            break
-        time.sleep(0.1)
+        return live if "Jupyter Server" in live.content.decode() else None
+
+    live = eventually(logs_shown, timeout=10, message="the pod's log lines did not reach the page")
     assert '<pre class="logs" id="workload-logs"' in live.content.decode()
     assert "Jupyter Server" in live.content.decode()
 
@@ -450,13 +449,12 @@ def test_a_reader_sees_that_it_runs_but_not_how_to_get_in(researcher, vision_lab
     token = workload.access_token
 
     def live(client, marker: str) -> str:
-        for _ in range(100):
+        def shown() -> str | None:
             page = client.get(f"/workloads/{workload.pk}/live/",
                               HTTP_HX_REQUEST="true").content.decode()
-            if marker in page:
-                break
-            time.sleep(0.1)
-        return page
+            return page if marker in page else None
+
+        return eventually(shown, timeout=10, message=f"no {marker!r} on the live part of the page")
 
     for manager in (researcher, as_user("lead")):
         assert f"lab?token={token}" in live(manager, "lab?token=")
