@@ -11,17 +11,17 @@ import datetime as dt
 import urllib.request
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from portal.kube.client import Kube
 from portal.usage.models import GpuSample, WorkloadIdle
 from portal.usage.services import usage_scrape
 from portal.workloads.manifests import workload_objects
-from portal.workloads.models import GpuType, Template, Workload
+from portal.workloads.models import Workload
 from portal.workloads.objects import workload_spec
 from stack.k8s.addons import addon
 from tenants.models import Quota, Tenant
+from tests.fixtures.factories import make_workload
 from tests.usage.test_culling import IDLE_TRACE, actions, check
 from tests.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
@@ -48,14 +48,8 @@ def agents_text(real_cluster) -> str:
 
 def test_an_idle_notebook_is_scraped_warned_and_stopped(vision, real_cluster):
     now = timezone.now().replace(microsecond=0)
-    owner = get_user_model().objects.get(username="researcher")
-    workload = Workload.objects.create(
-        tenant=vision, owner=owner, name="idle-nb", template=Template.objects.get(slug="jupyter"),
-        kind="service", gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1,
-        image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
-        memory_gb=16, state=Workload.State.RUNNING, started_at=now - dt.timedelta(minutes=10))
-    workload.object_name = f"wl-{workload.pk}-idle-nb"
-    workload.save(update_fields=["object_name"])
+    workload = make_workload(vision, "researcher", name="idle-nb",
+                             started_at=now - dt.timedelta(minutes=10))
     kube = Kube()  # the portal's ServiceAccount
     for obj in workload_objects(dataclasses.replace(workload_spec(workload),
                                                     pod_annotations=IDLE_TRACE)):

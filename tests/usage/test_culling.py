@@ -22,9 +22,10 @@ from portal.usage.culling import idle_check, idle_workloads
 from portal.usage.models import GpuSample, WorkloadIdle
 from portal.usage.services import samples_insert, usage_scrape
 from portal.workloads.manifests import workload_objects
-from portal.workloads.models import GpuType, Template, Workload, WorkloadEvent
+from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.objects import workload_spec
 from tenants.models import AuditRecord, Quota, Tenant
+from tests.fixtures.factories import make_workload
 from tests.fixtures.kubesim import DEMO_INVENTORY
 from tests.fixtures.portal import remove_workload_objects
 from tests.waiting import eventually
@@ -62,30 +63,13 @@ def researcher_page(as_user):
     return as_user("researcher")
 
 
-@pytest.fixture
-def as_user(login, keystone):
-    def _as(username: str, project: str = "vision-lab"):
-        client = login(username)
-        response = client.post("/switch-project/", {"project_id": keystone.project_ids[project]})
-        assert response.status_code == 302
-        return client
-
-    return _as
-
-
 def idle_workload(tenant: Tenant, kube: Kube, *, name: str, now: dt.datetime) -> Workload:
     """A running workload whose pod kubesim runs on the idle GPU trace (the annotation goes on
     the pod template through the workload's spec: the API does not offer annotations)."""
     owner = get_user_model().objects.get(username="researcher")
     owner.email = "researcher@example.org"
     owner.save(update_fields=["email"])
-    workload = Workload.objects.create(
-        tenant=tenant, owner=owner, name=name, template=Template.objects.get(slug="jupyter"),
-        kind="service", gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1,
-        image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
-        memory_gb=16, state=Workload.State.RUNNING, started_at=now - dt.timedelta(minutes=10))
-    workload.object_name = f"wl-{workload.pk}-{name}"
-    workload.save(update_fields=["object_name"])
+    workload = make_workload(tenant, owner, name=name, started_at=now - dt.timedelta(minutes=10))
     spec = dataclasses.replace(workload_spec(workload), pod_annotations=IDLE_TRACE)
     for obj in workload_objects(spec):
         kube.create(obj)
@@ -219,11 +203,9 @@ def test_warn_only_busy_again_and_gaps(vision, settings):
     Quota.objects.filter(tenant=vision).update(idle_action=Quota.IdleAction.WARN)
     owner = get_user_model().objects.get(username="researcher")
     now = timezone.now().replace(microsecond=0)
-    workload = Workload.objects.create(
-        tenant=vision, owner=owner, name="b", template=Template.objects.get(slug="jupyter"),
-        kind="batch", gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1, image="x:1",
-        cpu=1, memory_gb=1, state=Workload.State.RUNNING,
-        started_at=now - dt.timedelta(minutes=30), object_name="wl-b")
+    workload = make_workload(vision, owner, name="b", kind="batch", image="x:1", port=None,
+                             cpu=1, memory_gb=1, started_at=now - dt.timedelta(minutes=30),
+                             object_name="wl-b")
     # a gap: samples only in the last minute of a two-minute window
     samples_insert(rows=_rows(workload, now - dt.timedelta(seconds=60), [1, 1, 1]))
     assert check(now).warned == 0

@@ -31,8 +31,8 @@ def vision(login, gpu_types, own_kubesim, settings, eager_celery):
 
 
 @pytest.fixture
-def researcher(project_token):
-    return {"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}
+def researcher(api_headers):
+    return api_headers("researcher")
 
 
 def launched(headers, body) -> int:

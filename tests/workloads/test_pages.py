@@ -11,28 +11,16 @@ from pathlib import Path
 import pytest
 
 from portal.kube.client import Kube
-from portal.workloads.models import GpuType, Template, Workload
+from portal.workloads.models import Template, Workload
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
+from tests.fixtures import factories
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db
 
 NEVER_FITS = "No t4 node has 8 GPUs (the largest has 4); this request can never run."
-
-
-@pytest.fixture
-def as_user(login, keystone):
-    """A logged-in client whose current project is `project`."""
-
-    def _as(username: str, project: str = "vision-lab"):
-        client = login(username)
-        response = client.post("/switch-project/", {"project_id": keystone.project_ids[project]})
-        assert response.status_code == 302
-        return client
-
-    return _as
 
 
 def remove_workload_objects(kube: Kube, namespace: str) -> None:
@@ -68,21 +56,14 @@ def researcher(vision_lab, as_user):
 
 
 def make_workload(tenant, username, *, name="training", state=Workload.State.RUNNING,
-                  gpu_type="a100", gpu_count=1, template="jupyter"):
-    """A workload row as the tracker would have left it (no cluster objects)."""
-    from django.contrib.auth import get_user_model
-
-    workload = Workload.objects.create(
-        tenant=tenant, owner=get_user_model().objects.get(username=username), name=name,
-        template=Template.objects.get(slug=template), kind="service",
-        gpu_type=GpuType.objects.get(slug=gpu_type), gpu_count=gpu_count,
-        image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
-        memory_gb=16, state=state, reason="Waiting for the cluster" if state == "pending" else "",
+                  **fields):
+    """A workload row as the tracker would have left it (no cluster objects): a pending one
+    says why, a running one has its address."""
+    return factories.make_workload(
+        tenant, username, name=name, state=state, object_name="wl-{pk}",
+        reason="Waiting for the cluster" if state == "pending" else "",
         address="192.168.1.245" if state == Workload.State.RUNNING else "",
-        access_token="tok-" + name)
-    workload.object_name = f"wl-{workload.pk}"
-    workload.save(update_fields=["object_name"])
-    return workload
+        access_token="tok-" + name, **fields)
 
 
 def launch_form(**changes):
