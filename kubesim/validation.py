@@ -9,7 +9,8 @@ Two layers:
 
 Wrong values are 422 Invalid with `details.causes`; a wrong JSON type is a decode error (400)
 like the real server's; unknown fields are 400 under `fieldValidation=Strict`, a warning
-under `Warn` (the default) and nothing under `Ignore`.
+under `Warn` (the default) and nothing under `Ignore`, and in both of these they are dropped:
+the stored object does not have them.
 """
 
 from __future__ import annotations
@@ -127,6 +128,8 @@ class Findings:
     def __init__(self) -> None:
         self.causes: list[dict[str, str]] = []
         self.unknown_fields: list[str] = []
+        # where each unknown field sits: the path of the object holding it, and its name
+        self.unknown_at: list[tuple[tuple[str | int, ...], str]] = []
         self.type_errors: list[str] = []
 
 
@@ -152,6 +155,7 @@ def _collect(rt: ResourceType, obj: dict[str, Any]) -> Findings:
                 extra = re.findall(r"'([^']+)'", e.message.split("(")[-1])
                 for name in extra or ["?"]:
                     found.unknown_fields.append(f"{field}.{name}" if field else name)
+                    found.unknown_at.append((tuple(e.absolute_path), name))
             elif e.validator == "type":
                 found.type_errors.append(
                     f"cannot unmarshal {_JSON_TYPES.get(type(e.instance), 'value')} into Go "
@@ -361,8 +365,23 @@ def _check_kind_rules(rt: ResourceType, obj: dict[str, Any], causes: list[dict[s
             )
 
 
+def _drop_field(obj: Any, path: tuple[str | int, ...], name: str) -> None:
+    node = obj
+    for part in path:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return
+    if isinstance(node, dict):
+        node.pop(name, None)
+
+
 def validate(rt: ResourceType, obj: dict[str, Any], *, field_validation: str = "Warn") -> list[str]:
-    """Raise 422 Invalid (or 400) if `obj` is not a valid `rt`; returns warnings to send."""
+    """Raise 422 Invalid (or 400) if `obj` is not a valid `rt`; returns warnings to send.
+
+    Unknown fields are removed from `obj` unless refused (`Strict`): the real server decodes a
+    built-in kind into its typed struct, which has no place for them, so they are not stored.
+    """
     meta = obj.get("metadata")
     if meta is not None and not isinstance(meta, dict):
         raise bad_request(
@@ -385,6 +404,8 @@ def validate(rt: ResourceType, obj: dict[str, Any], *, field_validation: str = "
             raise bad_request(f"strict decoding error: {detail}")
         if field_validation != "Ignore":
             warnings.extend(unknown)
+        for path, name in found.unknown_at:  # decoded into the typed object: they are lost
+            _drop_field(obj, path, name)
     causes = [c for c in found.causes if not c["field"].startswith("metadata.name")]
     name_causes: list[dict[str, str]] = []
     _check_name(rt, meta, name_causes)

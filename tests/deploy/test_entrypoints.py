@@ -9,7 +9,6 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -26,6 +25,7 @@ from tests.deploy.manifests import (
     pod_specs,
     render,
 )
+from tests.waiting import eventually
 
 GUNICORN_CONF = REPO / "deploy" / "image" / "gunicorn.conf.py"
 
@@ -97,13 +97,14 @@ def gunicorn(tmp_path):
              "--config", str(GUNICORN_CONF)],
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        url = None
-        while url is None and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.1)
+        def listening() -> str | None:
+            if proc.poll() is not None:  # no use waiting
+                pytest.fail(f"gunicorn exited:\n{log.read_text()[-3000:]}")
             found = re.search(r"Listening at: (http://127\.0\.0\.1:\d+)", log.read_text())
-            url = found.group(1) if found else None
-        assert url, f"gunicorn did not start:\n{log.read_text()[-3000:]}"
+            return found.group(1) if found else None
+
+        url = eventually(listening, timeout=30,
+                         message=lambda: f"gunicorn did not start:\n{log.read_text()[-3000:]}")
         yield url, metrics_dir, log
     finally:
         proc.terminate()
@@ -113,17 +114,17 @@ def gunicorn(tmp_path):
 def get(url: str, path: str, host: str | None = None) -> tuple[int, str]:
     """GET as the kubelet and Prometheus do: Host is the pod's address unless given."""
     request = urllib.request.Request(url + path, headers={"Host": host} if host else {})
-    deadline = time.monotonic() + 20
-    while True:  # the workers boot after the master listens
+
+    def answer() -> tuple[int, str]:
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 return response.status, response.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
-        except (ConnectionError, urllib.error.URLError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+
+    # the workers boot after the master listens
+    return eventually(answer, timeout=20, interval=0.2, message=f"no answer to GET {path}",
+                      ignoring=(ConnectionError, urllib.error.URLError))
 
 
 def test_gunicorn_serves_healthz_and_metrics_with_the_image_configuration(gunicorn):
@@ -140,9 +141,7 @@ def test_gunicorn_serves_healthz_and_metrics_with_the_image_configuration(gunico
         text = log.read_text()  # once the response has gone out
         return text.count("Booting worker with pid") == 2 and "GET /healthz" in text
 
-    deadline = time.monotonic() + 20
-    while not logged() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    eventually(logged, timeout=20, message="the workers' boot and the request are not logged")
     text = log.read_text()
     assert text.count("Booting worker with pid") == 2
     assert '"GET /healthz HTTP/1.1" 200' in text  # access log on stdout

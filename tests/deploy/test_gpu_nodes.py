@@ -45,7 +45,8 @@ def nodes(cluster) -> dict[str, tuple[str | None, list[dict]]]:
 
 def test_labels_and_taints_the_gpu_nodes_by_product(cluster):
     taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-    assert all(gputype is None and taints == [] for gputype, taints in nodes(cluster).values())
+    before = nodes(cluster)
+    assert before and all(gputype is None and taints == [] for gputype, taints in before.values())
     result = label(cluster, "NVIDIA-A100-SXM4-80GB=a100", "Tesla-T4=t4", "Tesla-V100-SXM2-32GB=v100")
     assert result.returncode == 0, result.stderr
     assert "no node has nvidia.com/gpu.product=Tesla-V100-SXM2-32GB" in result.stderr

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 
 import pytest
 
 from tests.deploy.manifests import KUBECTL, PORTAL_PROCESSES, rendered_yaml
 from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.kubectl]
 OVERLAY = "tests/deploy/overlays/kubesim"  # all-in-one + a throwaway gpu-portal-secrets
@@ -27,16 +27,6 @@ def kubectl(server, *args: str, input: str | None = None) -> subprocess.Complete
 
 def get_json(server, *args: str) -> dict:
     return json.loads(kubectl(server, "-n", "gpu-portal", "get", *args, "-o", "json").stdout)
-
-
-def wait_for(check, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +61,8 @@ def test_the_portal_deployments_become_available(site):
         done = all(want == have for want, have in state.values())
         return state if done and len(state) == len(PORTAL_PROCESSES) else None
 
-    state = wait_for(available, "the portal's Deployments")
+    state = eventually(available, timeout=60, interval=0.2,
+                       message="the portal's Deployments did not become available")
     assert state == {"gpu-portal-web": (1, 1), "gpu-portal-worker": (1, 1),
                      "gpu-portal-tracker": (1, 1), "gpu-portal-beat": (1, 1)}
     pods = get_json(server, "pods", "-l", "app.kubernetes.io/name=gpu-portal")["items"]
@@ -87,7 +78,7 @@ def test_the_migrate_job_completes(site):
             "conditions", [])
         return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
 
-    wait_for(complete, "the migrate Job")
+    eventually(complete, timeout=60, interval=0.2, message="the migrate Job did not complete")
 
 
 def test_applying_again_changes_nothing(site):

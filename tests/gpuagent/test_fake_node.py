@@ -9,9 +9,8 @@ workload (an idle notebook below 2 %, a busy trainer far above)."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,15 +23,9 @@ from gpuagent.podresources import Holder, KubeletPodResources
 from kubesim.inventory import load_inventory, node_devices, parse_inventory
 from stack.k8s.podresources import PodResourcesServer, pod_workload
 from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.waiting import eventually
 
 NODE = "gpu-a100-1"
-
-
-def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
 
 
 def reads(gpu: FakeGpu, count: int) -> list[float]:
@@ -269,7 +262,8 @@ def test_the_agent_maps_the_uuids_kubesim_gave_and_shows_each_pods_workload(
         gpu_pod(core, "trainer", 2, "busy")
         gpu_pod(core, "notebook", 1, "idle")
         try:
-            eventually(lambda: len(mapper.holders()) == 3)
+            eventually(lambda: len(mapper.holders()) == 3, interval=0.05,
+                       message="the kubelet does not report 3 holders")
             held = mapper.holders()
             assert sorted(h.pod for h in held.values()) == ["notebook", "trainer", "trainer"]
             assert set(held.values()) == {Holder("default", "trainer", "main"),
@@ -277,7 +271,8 @@ def test_the_agent_maps_the_uuids_kubesim_gave_and_shows_each_pods_workload(
             # kubesim's kubelet gave the same pods the same GPUs
             eventually(lambda: {s.labels.get("pod") for s in
                                 dcgm(fresh_kubesim.url + "/metrics")["DCGM_FI_DEV_GPU_UTIL"]
-                                if s.labels["Hostname"] == NODE} >= {"trainer", "notebook"})
+                                if s.labels["Hostname"] == NODE} >= {"trainer", "notebook"},
+                       interval=0.05, message="kubesim does not show both pods' GPUs")
             kubesim_view = {s.labels["UUID"]: s.labels.get("pod") for s in
                             dcgm(fresh_kubesim.url + "/metrics")["DCGM_FI_DEV_GPU_UTIL"]
                             if s.labels["Hostname"] == NODE and s.labels.get("pod")}
@@ -289,8 +284,13 @@ def test_the_agent_maps_the_uuids_kubesim_gave_and_shows_each_pods_workload(
                 "--host", "127.0.0.1", "--port", "0", "--interval", "0.1"]))
             exporter.start()
             try:
-                time.sleep(0.35)  # a few samples
-                util = dcgm(exporter.url + "/metrics")["DCGM_FI_DEV_GPU_UTIL"]
+                def sampled() -> list:  # the exporter's samples, once they name both pods
+                    util = dcgm(exporter.url + "/metrics")["DCGM_FI_DEV_GPU_UTIL"]
+                    return util if {"trainer", "notebook"} <= {s.labels.get("pod")
+                                                               for s in util} else []
+
+                util = eventually(sampled, interval=0.05,
+                                  message="the exporter has no samples of the pods")
                 by_pod: dict[str | None, list[float]] = {}
                 for sample in util:
                     by_pod.setdefault(sample.labels.get("pod"), []).append(sample.value)
@@ -300,9 +300,11 @@ def test_the_agent_maps_the_uuids_kubesim_gave_and_shows_each_pods_workload(
                 assert by_pod[None] == [0.0] * 5  # the five GPUs nobody holds
 
                 core.delete_namespaced_pod("notebook", "default", grace_period_seconds=0)
-                eventually(lambda: len(mapper.holders()) == 2)
+                eventually(lambda: len(mapper.holders()) == 2, interval=0.05,
+                           message="the kubelet does not report 2 holders")
                 eventually(lambda: [s.value for s in dcgm(exporter.url + "/metrics")[
-                    "DCGM_FI_DEV_GPU_UTIL"] if s.labels.get("pod") is None] == [0.0] * 6)
+                    "DCGM_FI_DEV_GPU_UTIL"] if s.labels.get("pod") is None] == [0.0] * 6,
+                    interval=0.05, message="the notebook's GPU is not shown free")
             finally:
                 exporter.stop()
         finally:

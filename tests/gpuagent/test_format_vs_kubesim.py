@@ -4,7 +4,6 @@ server answering with the same pods): the same metric names, types, HELP, label 
 
 from __future__ import annotations
 
-import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -18,6 +17,7 @@ from gpuagent.nvml import A100_80GB, FakeGpu, FakeReader
 from gpuagent.podresources import KubeletPodResources
 from gpuagent.sampler import Sampler
 from tests.gpuagent.conftest import FakeKubelet, pod_resources
+from tests.waiting import eventually
 
 A100_MIB = 81920
 HOLDER_LABELS = ("container", "namespace", "pod")
@@ -68,13 +68,13 @@ def gpu_pod(kubesim, kube_namespace: str) -> Iterator[tuple[str, str]]:
 
 
 def held_series(url: str, namespace: str, pod: str) -> Sample:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        for sample in kubesim_metrics(url)["DCGM_FI_DEV_GPU_UTIL"][2]:
-            if sample.labels.get("namespace") == namespace and sample.labels.get("pod") == pod:
-                return sample
-        time.sleep(0.1)
-    raise AssertionError(f"kubesim never reported a GPU held by {namespace}/{pod}")
+    def held() -> Sample | None:
+        return next((sample for sample in kubesim_metrics(url)["DCGM_FI_DEV_GPU_UTIL"][2]
+                     if sample.labels.get("namespace") == namespace
+                     and sample.labels.get("pod") == pod), None)
+
+    return eventually(held, timeout=20,
+                      message=f"kubesim never reported a GPU held by {namespace}/{pod}")
 
 
 def test_agent_output_matches_kubesim_for_the_same_node(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -11,6 +10,8 @@ from typing import Any, TypeVar
 import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+
+from tests.waiting import eventually
 
 T = TypeVar("T")
 
@@ -22,20 +23,10 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 
 def wait_for(check: Callable[[], T | None], timeout: float = 10.0, what: str = "condition",
               interval: float = 0.05) -> T:
-    """Poll `check` until it returns something truthy; fail with the last value seen."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = check()
-        except ApiException as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
-        time.sleep(interval)
+    """`eventually` (tests/waiting.py) for the cluster half: an ApiException (the object is not
+    there yet) counts as "not yet"."""
+    return eventually(check, timeout=timeout, interval=interval,
+                      message=f"waiting for {what}", ignoring=(ApiException,))
 
 
 def status_body(exc: ApiException) -> dict:

@@ -10,6 +10,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.waiting import eventually
+
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
@@ -308,16 +310,16 @@ def test_namespace_deletion_removes_contents(core):
         core.create_namespaced_config_map("doomed", {"metadata": {"name": "late"}})
     assert e.value.status == 403
     assert "because it is being terminated" in status_of(e.value)["message"]
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+    def namespace_gone() -> bool:
         try:
             core.read_namespace("doomed")
         except ApiException as exc:
-            assert exc.status == 404
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail("namespace was not deleted")
+            if exc.status != 404:
+                pytest.fail(f"reading the namespace failed: {exc}")  # no use waiting
+            return True
+        return False
+
+    eventually(namespace_gone, timeout=5, interval=0.05, message="namespace was not deleted")
     assert core.list_namespaced_config_map("doomed").items == []
 
 

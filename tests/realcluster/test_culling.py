@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import time
 import urllib.request
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from catalogue.models import GpuType, Template
 from portal.kube.client import Kube
 from portal.usage.models import GpuSample, WorkloadIdle
 from portal.usage.services import usage_scrape
@@ -24,7 +21,9 @@ from portal.workloads.models import Workload
 from portal.workloads.objects import workload_spec
 from stack.k8s.addons import addon
 from tenants.models import Quota, Tenant
+from tests.fixtures.factories import make_workload
 from tests.usage.test_culling import IDLE_TRACE, actions, check
+from tests.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
@@ -49,22 +48,14 @@ def agents_text(real_cluster) -> str:
 
 def test_an_idle_notebook_is_scraped_warned_and_stopped(vision, real_cluster):
     now = timezone.now().replace(microsecond=0)
-    owner = get_user_model().objects.get(username="researcher")
-    workload = Workload.objects.create(
-        tenant=vision, owner=owner, name="idle-nb", template=Template.objects.get(slug="jupyter"),
-        kind="service", gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1,
-        image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
-        memory_gb=16, state=Workload.State.RUNNING, started_at=now - dt.timedelta(minutes=10))
-    workload.object_name = f"wl-{workload.pk}-idle-nb"
-    workload.save(update_fields=["object_name"])
+    workload = make_workload(vision, "researcher", name="idle-nb",
+                             started_at=now - dt.timedelta(minutes=10))
     kube = Kube()  # the portal's ServiceAccount
     for obj in workload_objects(dataclasses.replace(workload_spec(workload),
                                                     pod_annotations=IDLE_TRACE)):
         kube.create(obj)
-    deadline = time.monotonic() + 30
-    while f'pod="{workload.object_name}-' not in agents_text(real_cluster):
-        assert time.monotonic() < deadline, "the idle pod's GPU never showed in its agent"
-        time.sleep(0.3)
+    eventually(lambda: f'pod="{workload.object_name}-' in agents_text(real_cluster),
+               timeout=30, interval=0.3, message="the idle pod's GPU never showed in its agent")
 
     for seconds in (150, 120, 90, 60, 30, 0):
         usage_scrape(now=now - dt.timedelta(seconds=seconds))

@@ -9,8 +9,6 @@ ReplicaSet, Job and garbage-collector controllers.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django.test import Client
 from kubernetes import client as k8s
@@ -18,6 +16,7 @@ from kubernetes import client as k8s
 from portal.workloads.models import Workload
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
+from tests.waiting import eventually
 from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
 from tests.workloads.test_journeys import launched, researcher  # noqa: F401 - a fixture
 from tests.workloads.test_journeys import track_until as track_until_kubesim
@@ -148,14 +147,14 @@ def test_stop_and_delete_leave_nothing_behind(vision, researcher, cluster):
     track_until(workload_id, lambda w: w.state == S.STOPPED)
     # the garbage collector took the ReplicaSet and the pod with the Deployment
     apps = k8s.AppsV1Api(cluster.api_client())
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def collected() -> bool:
         left = (core.list_namespaced_pod(vision.namespace, label_selector=selector).items
                 + apps.list_namespaced_replica_set(vision.namespace, label_selector=selector).items
                 + core.list_namespaced_service(vision.namespace, label_selector=selector).items)
-        if not left:
-            break
-        time.sleep(0.3)
-    assert not left, [o.metadata.name for o in left]
+        assert not left, [o.metadata.name for o in left]
+        return True
+
+    eventually(collected, timeout=30, interval=0.3,
+               message="the Deployment's ReplicaSet, pod or Service stayed")
     assert delete(f"/api/v1/workloads/{workload_id}/", researcher).status_code == 204
     assert Client().get(f"/api/v1/workloads/{workload_id}/", **researcher).status_code == 404

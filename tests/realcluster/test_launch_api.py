@@ -9,7 +9,6 @@ import pytest
 
 from tests.workloads.test_launch_api import (  # noqa: F401 - collected here, against the real cluster
     JUPYTER,
-    as_user,
     test_a_launch_beyond_the_quota_is_403_naming_the_limit,
     test_a_request_that_can_never_fit_is_refused_at_once,
     test_delete_hides_it_and_frees_the_quota,

@@ -11,7 +11,6 @@ the tenant's namespace."""
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import pytest
 from kubernetes import client as k8s
@@ -28,6 +27,7 @@ from portal.workloads.manifests import (
 from tenants.models import Quota, Tenant
 from tenants.provisioning import tenant_reconcile
 from tests.tenants.test_provisioning import tenant  # noqa: F401 - the fixture
+from tests.waiting import eventually
 from tests.workloads.test_manifests import DIGITS, SERVICES, proxy_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
@@ -43,15 +43,6 @@ def in_namespace(spec: WorkloadSpec, namespace: str, workload_id: int) -> Worklo
         home_claim=None,  # no PersistentVolume here: the pod would wait for it unscheduled
         proxy=dataclasses.replace(spec.proxy, secret_name=name,
                                   client_id=proxy_for(name, spec.port).client_id))
-
-
-def wait_for(what: str, probe, timeout: float = WAIT_SECONDS):
-    deadline = time.monotonic() + timeout
-    while not (result := probe()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.2)
-    return result
 
 
 def test_every_service_template_with_its_proxy_is_admitted_and_runs(tenant, cluster):  # noqa: F811
@@ -80,7 +71,8 @@ def test_every_service_template_with_its_proxy_is_admitted_and_runs(tenant, clus
                 p.status.phase == "Running" and p.status.container_statuses
                 and all(c.ready for c in p.status.container_statuses) for p in pods) else None
 
-        (pod,) = wait_for(f"{spec.template}'s pod to be ready", ready)
+        (pod,) = eventually(ready, timeout=WAIT_SECONDS, interval=0.2,
+                            message=f"{spec.template}'s pod is not ready")
         assert [c.name for c in pod.spec.containers] == ["app", PROXY_CONTAINER]
         # the Service leads to the proxy: its targetPort "http" is the proxy's port
         service = core.read_namespaced_service(spec.name, ns)

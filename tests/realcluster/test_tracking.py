@@ -4,14 +4,13 @@ a real 410 Expired after etcd compaction."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from kubernetes import client as k8s
 
 from portal.kube.client import Kube
 from portal.workloads.models import TrackerCursor, Workload
 from portal.workloads.tracking import Tracker
+from tests.waiting import eventually
 from tests.workloads.test_tracking import (  # noqa: F401 - collected here, against the real cluster
     launch,
     owner,
@@ -44,11 +43,9 @@ def test_relist_after_a_real_410(tenants, owner, gpu_types, real_cluster):
     workload = launch(tenant, owner, gpu_types, name="after", env={"KUBESIM_RUN_SECONDS": "20"})
     core = k8s.CoreV1Api(real_cluster.api_client())
     selector = f"gpu-portal.io/workload-id={workload.pk}"
-    deadline = time.monotonic() + 30
-    while not any(p.status.phase == "Running" for p in core.list_namespaced_pod(
-            tenant.namespace, label_selector=selector).items):
-        assert time.monotonic() < deadline, "the Job's pod never ran"
-        time.sleep(0.2)
+    eventually(lambda: any(p.status.phase == "Running" for p in core.list_namespaced_pod(
+                   tenant.namespace, label_selector=selector).items),
+               timeout=30, interval=0.2, message="the Job's pod never ran")
     real_cluster.restart_apiserver(compact=True)
     stats = tracker.cycle(1.5)
     assert stats.expired == 5 and stats.lists == 5, stats

@@ -1,7 +1,6 @@
 """Provisioning a tenant's namespace in kubesim, over HTTP with the official client."""
 
 import datetime as dt
-import time
 import uuid
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from tenants.manifests import tenant_objects
 from tenants.models import Tenant
 from tenants.provisioning import namespace_spec, tenant_namespace_delete, tenant_reconcile
 from tenants.services import quota_update, tenant_ensure, tenant_mark_deleting
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db
 
@@ -286,16 +286,16 @@ def test_deleting_a_tenant_removes_its_namespace_after_the_grace(tenant, cluster
     assert not tenant_reconcile(tenant_id=tenant.pk).changed  # a deleting tenant is left alone
     Tenant.objects.filter(pk=tenant.pk).update(delete_after=timezone.now() - dt.timedelta(seconds=1))
     assert tenant_namespace_delete(tenant_id=tenant.pk)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    def namespace_gone() -> bool:
         try:
             core(cluster).read_namespace(tenant.namespace)
         except k8s.ApiException as exc:
-            assert exc.status == 404
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail("namespace still there")
+            if exc.status != 404:
+                pytest.fail(f"reading the namespace failed: {exc}")  # no use waiting
+            return True
+        return False
+
+    eventually(namespace_gone, timeout=10, message="namespace still there")
     tenant.refresh_from_db()
     assert tenant.state == Tenant.State.DELETED
     actions = list(AuditRecord.objects.filter(tenant=tenant).values_list("action", flat=True))

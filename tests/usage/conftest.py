@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from django.contrib.auth import get_user_model
 
-from catalogue.models import GpuType, Template
 from portal.usage import scrape
 from portal.workloads.models import Workload
 from tenants.models import Tenant
+from tests.fixtures import factories
 
 T0 = dt.datetime(2025, 3, 3, 10, 0, tzinfo=dt.UTC)
 
@@ -41,19 +41,13 @@ def users(db):
             for name in ("ann", "bob")}
 
 
-def make_workload(tenant: Tenant, owner, *, gpu_type: str = "a100", gpu_count: int = 1,
-                  started_at: dt.datetime | None = T0, finished_at: dt.datetime | None = None,
-                  name: str = "training") -> Workload:
-    """A workload row as the tracker leaves it (no cluster objects)."""
+def make_workload(tenant: Tenant, owner, *, started_at: dt.datetime | None = T0,
+                  finished_at: dt.datetime | None = None, **fields) -> Workload:
+    """A workload row as the tracker leaves it (no cluster objects): running since T0, or
+    succeeded once it has finished."""
     state = Workload.State.RUNNING if finished_at is None else Workload.State.SUCCEEDED
-    workload = Workload.objects.create(
-        tenant=tenant, owner=owner, name=name, template=Template.objects.get(slug="jupyter"),
-        kind="service", gpu_type=GpuType.objects.get(slug=gpu_type), gpu_count=gpu_count,
-        image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
-        memory_gb=16, state=state, started_at=started_at, finished_at=finished_at)
-    workload.object_name = f"wl-{workload.pk}-{name}"
-    workload.save(update_fields=["object_name"])
-    return workload
+    return factories.make_workload(tenant, owner, state=state, started_at=started_at,
+                                   finished_at=finished_at, **fields)
 
 
 def sample_row(at: dt.datetime, workload: Workload | None, *, uuid: str = "GPU-aaaa",

@@ -6,28 +6,16 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.contrib.staticfiles import finders
 from django.test import Client
 from django.utils import timezone
 
-from catalogue.models import GpuType, Template
 from portal.usage.services import samples_insert, usage_rollup
 from portal.workloads.models import Workload
 from tenants.models import Tenant
+from tests.fixtures.factories import make_workload
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def as_user(login, keystone):
-    def _as(username: str, project: str = "vision-lab"):
-        client = login(username)
-        response = client.post("/switch-project/", {"project_id": keystone.project_ids[project]})
-        assert response.status_code == 302
-        return client
-
-    return _as
 
 
 @pytest.fixture
@@ -36,14 +24,9 @@ def notebook(login, gpu_types) -> Workload:
     login("researcher")  # records vision-lab and nlp-lab
     login("student")
     now = timezone.now().replace(microsecond=0)
-    workload = Workload.objects.create(
-        tenant=Tenant.objects.get(name="vision-lab"),
-        owner=get_user_model().objects.get(username="researcher"), name="nb",
-        template=Template.objects.get(slug="jupyter"), kind="service",
-        gpu_type=GpuType.objects.get(slug="a100"), gpu_count=2, image="x:1", port=8888, cpu=4,
-        memory_gb=16, state=Workload.State.RUNNING, started_at=now - dt.timedelta(minutes=30))
-    workload.object_name = f"wl-{workload.pk}-nb"
-    workload.save(update_fields=["object_name"])
+    workload = make_workload(Tenant.objects.get(name="vision-lab"), "researcher", name="nb",
+                             gpu_count=2, image="x:1",
+                             started_at=now - dt.timedelta(minutes=30))
     rows = []
     for i in range(5):
         at = now - dt.timedelta(seconds=15 * (4 - i))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -19,7 +18,6 @@ from django.test import TestCase
 from django.utils import timezone
 
 from audit.models import AuditRecord
-from catalogue.models import GpuType, Template
 from portal.kube.client import Kube
 from portal.usage.culling import idle_check, idle_workloads
 from portal.usage.models import GpuSample, WorkloadIdle
@@ -28,8 +26,10 @@ from portal.workloads.manifests import workload_objects
 from portal.workloads.models import Workload, WorkloadEvent
 from portal.workloads.objects import workload_spec
 from tenants.models import Quota, Tenant
+from tests.fixtures.factories import make_workload
 from tests.fixtures.kubesim import DEMO_INVENTORY
 from tests.fixtures.portal import remove_workload_objects
+from tests.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
 
 pytestmark = pytest.mark.django_db
@@ -64,37 +64,18 @@ def researcher_page(as_user):
     return as_user("researcher")
 
 
-@pytest.fixture
-def as_user(login, keystone):
-    def _as(username: str, project: str = "vision-lab"):
-        client = login(username)
-        response = client.post("/switch-project/", {"project_id": keystone.project_ids[project]})
-        assert response.status_code == 302
-        return client
-
-    return _as
-
-
 def idle_workload(tenant: Tenant, kube: Kube, *, name: str, now: dt.datetime) -> Workload:
     """A running workload whose pod kubesim runs on the idle GPU trace (the annotation goes on
     the pod template through the workload's spec: the API does not offer annotations)."""
     owner = get_user_model().objects.get(username="researcher")
     owner.email = "researcher@example.org"
     owner.save(update_fields=["email"])
-    workload = Workload.objects.create(
-        tenant=tenant, owner=owner, name=name, template=Template.objects.get(slug="jupyter"),
-        kind="service", gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1,
-        image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
-        memory_gb=16, state=Workload.State.RUNNING, started_at=now - dt.timedelta(minutes=10))
-    workload.object_name = f"wl-{workload.pk}-{name}"
-    workload.save(update_fields=["object_name"])
+    workload = make_workload(tenant, owner, name=name, started_at=now - dt.timedelta(minutes=10))
     spec = dataclasses.replace(workload_spec(workload), pod_annotations=IDLE_TRACE)
     for obj in workload_objects(spec):
         kube.create(obj)
-    deadline = time.monotonic() + 20
-    while f'pod="{workload.object_name}-' not in kube.server_get("/metrics").decode():
-        assert time.monotonic() < deadline, "the idle pod never got its GPU"
-        time.sleep(0.1)
+    eventually(lambda: f'pod="{workload.object_name}-' in kube.server_get("/metrics").decode(),
+               timeout=20, message="the idle pod never got its GPU")
     return workload
 
 
@@ -223,11 +204,9 @@ def test_warn_only_busy_again_and_gaps(vision, settings):
     Quota.objects.filter(tenant=vision).update(idle_action=Quota.IdleAction.WARN)
     owner = get_user_model().objects.get(username="researcher")
     now = timezone.now().replace(microsecond=0)
-    workload = Workload.objects.create(
-        tenant=vision, owner=owner, name="b", template=Template.objects.get(slug="jupyter"),
-        kind="batch", gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1, image="x:1",
-        cpu=1, memory_gb=1, state=Workload.State.RUNNING,
-        started_at=now - dt.timedelta(minutes=30), object_name="wl-b")
+    workload = make_workload(vision, owner, name="b", kind="batch", image="x:1", port=None,
+                             cpu=1, memory_gb=1, started_at=now - dt.timedelta(minutes=30),
+                             object_name="wl-b")
     # a gap: samples only in the last minute of a two-minute window
     samples_insert(rows=_rows(workload, now - dt.timedelta(seconds=60), [1, 1, 1]))
     assert check(now).warned == 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django.test import Client, TestCase
 from kubernetes import client as k8s
@@ -16,6 +14,7 @@ from portal.workloads.models import Workload
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db
 
@@ -40,16 +39,13 @@ def launch(token: str, body: dict) -> Workload:
 
 def wait_for_gpus(kube: Kube, namespace: str, prefix: str, count: int) -> None:
     """Until kubesim's metrics show `count` GPUs held by pods named `prefix…`."""
-    deadline = time.monotonic() + 20
-    while True:
+    def held() -> set[str]:
         text = kube.server_get("/metrics").decode()
-        held = {line.split('UUID="', 1)[1].split('"', 1)[0] for line in text.splitlines()
+        return {line.split('UUID="', 1)[1].split('"', 1)[0] for line in text.splitlines()
                 if line.startswith("DCGM_FI_DEV_GPU_UTIL{") and f'namespace="{namespace}"' in line
                 and f'pod="{prefix}' in line}
-        if len(held) >= count:
-            return
-        assert time.monotonic() < deadline, "the pods never got their GPUs"
-        time.sleep(0.1)
+
+    eventually(lambda: len(held()) >= count, timeout=20, message="the pods never got their GPUs")
 
 
 def test_kubesim_metrics_become_samples_of_the_right_workload(vision, project_token, cluster):

@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from audit.models import AuditRecord
@@ -18,6 +17,7 @@ from catalogue.models import GpuType, Template
 from portal.workloads.models import Workload
 from tenants.models import Tenant
 from tenants.services import quota_update
+from tests.fixtures.factories import make_workload
 
 pytestmark = pytest.mark.django_db
 
@@ -123,11 +123,9 @@ def test_the_admin_navigation_links_the_catalogue(admin):
 
 def test_the_capacity_table_for_the_demo_cluster(admin, gpu_types):
     tenant = Tenant.objects.get(name="vision-lab")
-    Workload.objects.create(  # a running workload holding 2 a100 GPUs (as the tracker leaves it)
-        tenant=tenant, owner=get_user_model().objects.get(username="researcher"),
-        name="training", template=Template.objects.get(slug="custom"), kind="batch",
-        gpu_type=gpu_types["a100"], gpu_count=2, image="nvcr.io/nvidia/pytorch:24.01-py3",
-        cpu=4, memory_gb=16, state=Workload.State.RUNNING)
+    make_workload(  # a running workload holding 2 a100 GPUs (as the tracker leaves it)
+        tenant, "researcher", template="custom", kind="batch", gpu_count=2,
+        image="nvcr.io/nvidia/pytorch:24.01-py3", port=None, object_name="")
     response = admin.get("/admin/gpu-types/")
     assert response.status_code == 200
     page = response.content.decode()

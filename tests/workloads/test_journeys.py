@@ -3,7 +3,6 @@
 A kubesim of their own (the demo inventory): these tests fill its GPUs on purpose.
 """
 
-import time
 
 import pytest
 from django.test import Client
@@ -14,6 +13,7 @@ from portal.workloads.tracking import Tracker, tracking_cycle
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.waiting import eventually
 from tests.workloads.api_calls import launch, post, vision_lab_ready
 
 pytestmark = pytest.mark.django_db
@@ -31,8 +31,8 @@ def vision(login, gpu_types, own_kubesim, settings, eager_celery):
 
 
 @pytest.fixture
-def researcher(project_token):
-    return {"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}
+def researcher(api_headers):
+    return api_headers("researcher")
 
 
 def launched(headers, body) -> int:
@@ -47,13 +47,17 @@ def stop(headers, workload_id):
 
 def track_until(workload_id: int, predicate, timeout: float = 30.0) -> Workload:
     tracker = Tracker(Kube())
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        tracking_cycle(duration=1.0, instance=tracker)
+
+    def tracked() -> Workload | None:
+        tracking_cycle(duration=1.0, instance=tracker)  # a cycle waits for changes: no pause
         workload = Workload.objects.get(pk=workload_id)
-        if predicate(workload):
-            return workload
-    pytest.fail(f"workload {workload_id} stayed {workload.state}: {workload.reason}")
+        return workload if predicate(workload) else None
+
+    def stayed() -> str:
+        workload = Workload.objects.get(pk=workload_id)
+        return f"workload {workload_id} stayed {workload.state}: {workload.reason}"
+
+    return eventually(tracked, timeout=timeout, interval=0, message=stayed)
 
 
 def test_jupyter_on_an_a100_runs_and_has_its_url(vision, researcher):

@@ -1,7 +1,5 @@
 """Launching through the REST API: validation, admission under quota, tasks, permissions."""
 
-import time
-
 import pytest
 from django.test import Client, TestCase
 from kubernetes import client as k8s
@@ -12,6 +10,7 @@ from portal.workloads.models import Workload
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
+from tests.waiting import eventually
 from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
 
 pytestmark = pytest.mark.django_db
@@ -25,16 +24,9 @@ def vision(login, gpu_types, cluster):
     return vision_lab_ready(login)
 
 
-@pytest.fixture
-def as_user(project_token):
-    def _headers(username: str, project: str = "vision-lab") -> dict:
-        return {"HTTP_X_AUTH_TOKEN": project_token(username, project)}
-    return _headers
-
-
-def test_launch_jupyter_creates_its_objects_in_the_tenant_namespace(vision, as_user, eager_celery,
-                                                                   cluster):
-    response = launch(as_user("researcher"), JUPYTER)
+def test_launch_jupyter_creates_its_objects_in_the_tenant_namespace(vision, api_headers,
+                                                                   eager_celery, cluster):
+    response = launch(api_headers("researcher"), JUPYTER)
     assert response.status_code == 201, response.json()
     body = response.json()
     assert body["state"] == "submitted"  # accepted; the cluster work follows in a task
@@ -62,8 +54,8 @@ def test_launch_jupyter_creates_its_objects_in_the_tenant_namespace(vision, as_u
     assert AuditRecord.objects.filter(action="workload.launch", tenant=vision).count() == 1
 
 
-def test_a_launch_beyond_the_quota_is_403_naming_the_limit(vision, as_user):
-    headers = as_user("researcher")
+def test_a_launch_beyond_the_quota_is_403_naming_the_limit(vision, api_headers):
+    headers = api_headers("researcher")
     assert launch(headers, {**JUPYTER, "gpu_count": 4}).status_code == 201
     refused = launch(headers, {**JUPYTER, "name": "one more"})
     assert refused.status_code == 403
@@ -73,18 +65,18 @@ def test_a_launch_beyond_the_quota_is_403_naming_the_limit(vision, as_user):
     assert Workload.objects.filter(tenant=vision).count() == 1
 
 
-def test_the_total_and_workload_count_limits_hold(vision, as_user):
+def test_the_total_and_workload_count_limits_hold(vision, api_headers):
     quota_update(tenant=vision, acting_user=None, changes={"gpus_total": 2, "max_workloads": 5})
-    headers = as_user("researcher")
+    headers = api_headers("researcher")
     assert launch(headers, {**JUPYTER, "gpu_count": 2}).status_code == 201
     refused = launch(headers, {**JUPYTER, "gpu_type": "v100"})
     assert refused.status_code == 403
     assert "uses 2 of 2 GPUs in all" in refused.json()["detail"]
 
 
-def test_a_request_that_can_never_fit_is_refused_at_once(vision, as_user):
+def test_a_request_that_can_never_fit_is_refused_at_once(vision, api_headers):
     quota_update(tenant=vision, acting_user=None, changes={"gpus_by_type": {"t4": 8}})
-    response = launch(as_user("researcher"), {**JUPYTER, "gpu_type": "t4", "gpu_count": 8})
+    response = launch(api_headers("researcher"), {**JUPYTER, "gpu_type": "t4", "gpu_count": 8})
     assert response.status_code == 400
     assert response.json()["fields"]["gpu_count"] == [
         "No t4 node has 8 GPUs (the largest has 4); this request can never run."]
@@ -113,8 +105,8 @@ def test_a_request_that_can_never_fit_is_refused_at_once(vision, as_user):
     ({"name": "zero\u200bwidth"}, "name"),
     ({"name": "nul\x00"}, "name"),
 ])
-def test_bad_input_is_400_with_field_errors_and_creates_nothing(vision, as_user, body, field):
-    response = launch(as_user("researcher"), {**JUPYTER, **body})
+def test_bad_input_is_400_with_field_errors_and_creates_nothing(vision, api_headers, body, field):
+    response = launch(api_headers("researcher"), {**JUPYTER, **body})
     assert response.status_code == 400, response.json()
     assert field in response.json()["fields"], response.json()
     assert not Workload.objects.exists()
@@ -128,12 +120,12 @@ def test_bad_input_is_400_with_field_errors_and_creates_nothing(vision, as_user,
      ["NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION"]),
     ("jupyter", {"LD_PRELOAD": "/tmp/x.so"}, ["LD_PRELOAD"]),
 ])
-def test_the_gpu_stacks_variables_are_refused_naming_them(vision, as_user, template, env,
+def test_the_gpu_stacks_variables_are_refused_naming_them(vision, api_headers, template, env,
                                                           refused):
     body = {**JUPYTER, "template": template, "env": env}
     if template == "custom":
         body.update(kind="batch", image="nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04")
-    response = launch(as_user("researcher"), body)
+    response = launch(api_headers("researcher"), body)
     assert response.status_code == 400, response.json()
     messages = response.json()["fields"]["env"]
     assert [message.split(" ")[0] for message in messages] == refused
@@ -141,11 +133,11 @@ def test_the_gpu_stacks_variables_are_refused_naming_them(vision, as_user, templ
     assert not Workload.objects.exists()
 
 
-def test_what_stays_inside_the_container_is_passed_on(vision, as_user, eager_celery, cluster):
+def test_what_stays_inside_the_container_is_passed_on(vision, api_headers, eager_celery, cluster):
     """CUDA_VISIBLE_DEVICES only hides GPUs the container has; the loader's variables are the
     custom template's own business."""
     env = {"CUDA_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": "/opt/lib", "KUBESIM_RUN_SECONDS": "1"}
-    response = launch(as_user("researcher"), {
+    response = launch(api_headers("researcher"), {
         **JUPYTER, "template": "custom", "kind": "batch", "image": "python:3.12-slim",
         "env": env})
     assert response.status_code == 201, response.json()
@@ -157,29 +149,29 @@ def test_what_stays_inside_the_container_is_passed_on(vision, as_user, eager_cel
     assert not any(name.startswith("NVIDIA_") for name in passed)
 
 
-def test_a_template_that_still_sets_one_is_refused_at_launch(vision, as_user):
+def test_a_template_that_still_sets_one_is_refused_at_launch(vision, api_headers):
     from catalogue.models import Template
 
     Template.objects.filter(slug="jupyter").update(env={"NVIDIA_VISIBLE_DEVICES": "all"})
-    response = launch(as_user("researcher"), JUPYTER)
+    response = launch(api_headers("researcher"), JUPYTER)
     assert response.status_code == 400
     assert "NVIDIA_VISIBLE_DEVICES is refused" in response.json()["fields"]["template"][0]
 
 
-def test_a_name_with_a_bidi_override_is_refused_naming_the_character(vision, as_user):
-    response = launch(as_user("researcher"), {**JUPYTER, "name": "report\u202efdp.exe"})
+def test_a_name_with_a_bidi_override_is_refused_naming_the_character(vision, api_headers):
+    response = launch(api_headers("researcher"), {**JUPYTER, "name": "report\u202efdp.exe"})
     assert response.status_code == 400
     (message,) = response.json()["fields"]["name"]
     assert "U+202E RIGHT-TO-LEFT OVERRIDE" in message
     assert not Workload.objects.exists()
 
 
-def test_a_template_runs_its_own_image_unless_an_admin_lets_researchers_choose(vision, as_user):
+def test_a_template_runs_its_own_image_unless_an_admin_lets_researchers_choose(vision, api_headers):
     """Issue 19, item 7: one rule for every template. Jupyter used to take another image
     while refusing a command; now a template runs its own image unless it takes one."""
     from catalogue.models import Template
 
-    headers = as_user("researcher")
+    headers = api_headers("researcher")
     own = "quay.io/jupyter/pytorch-notebook:cuda12-python-3.12"
     other = "quay.io/jupyter/scipy-notebook:2024-05-27"
     refused = launch(headers, {**JUPYTER, "image": other})
@@ -200,11 +192,11 @@ def test_a_template_runs_its_own_image_unless_an_admin_lets_researchers_choose(v
     assert refused.status_code == 400 and list(refused.json()["fields"]) == ["command"]
 
 
-def test_the_sites_registries_bind_every_image(vision, as_user, settings):
+def test_the_sites_registries_bind_every_image(vision, api_headers, settings):
     """PORTAL_IMAGE_REGISTRIES beside the tenant's own prefixes: an image must be inside
     both, the templates' own images included."""
     settings.PORTAL_IMAGE_REGISTRIES = ["quay.io/jupyter", "nvcr.io/nvidia"]
-    headers = as_user("researcher")
+    headers = api_headers("researcher")
     assert launch(headers, JUPYTER).status_code == 201  # its image is inside
     site_refusal = ["Images must come from the site's registries: quay.io/jupyter, "
                     "nvcr.io/nvidia."]
@@ -228,14 +220,14 @@ def test_the_sites_registries_bind_every_image(vision, as_user, settings):
 
 
 def test_a_template_that_may_run_as_root_runs_only_where_the_project_allows_root(
-        vision, as_user, eager_celery, cluster):
+        vision, api_headers, eager_celery, cluster):
     """Issue 19, item 5: tenant namespaces enforce Pod Security "restricted", which admits no
     container that may run as root. DIGITS may (its image runs as root): it is refused with
     the reason until an admin lets the project run such templates. The other templates run
     as a non-root user, the custom one included."""
     from tenants.services import tenant_root_templates_update
 
-    headers = as_user("researcher")
+    headers = api_headers("researcher")
     digits = {**JUPYTER, "name": "digits", "template": "digits", "gpu_type": "v100"}
     refused = launch(headers, digits)
     assert refused.status_code == 400
@@ -259,24 +251,24 @@ def test_a_template_that_may_run_as_root_runs_only_where_the_project_allows_root
     assert deployment.spec.template.spec.security_context.run_as_non_root is None
 
 
-def test_disabled_template_and_gpu_type_are_refused(vision, as_user, gpu_types):
+def test_disabled_template_and_gpu_type_are_refused(vision, api_headers, gpu_types):
     from catalogue.models import Template
 
     Template.objects.filter(slug="digits").update(enabled=False)
     gpu_types["v100"].enabled = False
     gpu_types["v100"].save()
-    r1 = launch(as_user("researcher"), {**JUPYTER, "template": "digits"})
-    r2 = launch(as_user("researcher"), {**JUPYTER, "gpu_type": "v100"})
+    r1 = launch(api_headers("researcher"), {**JUPYTER, "template": "digits"})
+    r2 = launch(api_headers("researcher"), {**JUPYTER, "gpu_type": "v100"})
     assert "disabled" in r1.json()["fields"]["template"][0]
     assert "disabled" in r2.json()["fields"]["gpu_type"][0]
 
 
-def test_unicode_names_and_commands_are_kept_as_argv(vision, as_user, eager_celery, cluster):
+def test_unicode_names_and_commands_are_kept_as_argv(vision, api_headers, eager_celery, cluster):
     body = {"name": "Modèle 日本 \"quoted\"", "template": "custom", "kind": "batch",
             "image": "python:3.12-slim", "gpu_type": "v100", "gpu_count": 1,
             "command": ["python", "-c", "print('héllo \"world\"; $(id)')"],
             "env": {"KUBESIM_RUN_SECONDS": "1"}}
-    response = launch(as_user("researcher"), body)
+    response = launch(api_headers("researcher"), body)
     assert response.status_code == 201, response.json()
     workload = Workload.objects.get(pk=response.json()["id"])
     assert workload.name == "Modèle 日本 \"quoted\""
@@ -285,8 +277,8 @@ def test_unicode_names_and_commands_are_kept_as_argv(vision, as_user, eager_cele
     assert job.spec.template.spec.containers[0].command == body["command"]
 
 
-def test_the_same_idempotency_key_returns_the_same_workload(vision, as_user):
-    headers = as_user("researcher")
+def test_the_same_idempotency_key_returns_the_same_workload(vision, api_headers):
+    headers = api_headers("researcher")
     first = launch(headers, JUPYTER, HTTP_IDEMPOTENCY_KEY="run-42")
     second = launch(headers, JUPYTER, HTTP_IDEMPOTENCY_KEY="run-42")
     assert first.status_code == 201 and second.status_code == 200
@@ -296,8 +288,8 @@ def test_the_same_idempotency_key_returns_the_same_workload(vision, as_user):
     assert other.status_code == 201 and other.json()["id"] != first.json()["id"]
 
 
-def test_an_idempotency_key_reused_with_another_body_is_422(vision, as_user):
-    headers = as_user("researcher")
+def test_an_idempotency_key_reused_with_another_body_is_422(vision, api_headers):
+    headers = api_headers("researcher")
     first = launch(headers, JUPYTER, HTTP_IDEMPOTENCY_KEY="run-7")
     assert first.status_code == 201
     # the same body, keys in another order: the same request
@@ -312,8 +304,8 @@ def test_an_idempotency_key_reused_with_another_body_is_422(vision, as_user):
     assert Workload.objects.get().gpu_count == 1
 
 
-def test_stop_deletes_the_objects_and_keeps_the_record(vision, as_user, eager_celery, cluster):
-    headers = as_user("researcher")
+def test_stop_deletes_the_objects_and_keeps_the_record(vision, api_headers, eager_celery, cluster):
+    headers = api_headers("researcher")
     workload_id = launch(headers, JUPYTER).json()["id"]
     stopped = post(f"/api/v1/workloads/{workload_id}/stop/", headers)
     assert stopped.status_code == 202
@@ -327,17 +319,17 @@ def test_stop_deletes_the_objects_and_keeps_the_record(vision, as_user, eager_ce
     assert [e["reason"] for e in events][:1] == ["Submitted"] and events[-1]["reason"] == "Stopped"
 
 
-def test_delete_hides_it_and_frees_the_quota(vision, as_user, eager_celery):
-    headers = as_user("researcher")
+def test_delete_hides_it_and_frees_the_quota(vision, api_headers, eager_celery):
+    headers = api_headers("researcher")
     workload_id = launch(headers, {**JUPYTER, "gpu_count": 4}).json()["id"]
     assert delete(f"/api/v1/workloads/{workload_id}/", headers).status_code == 204
     assert Client().get(f"/api/v1/workloads/{workload_id}/", **headers).status_code == 404
     assert launch(headers, {**JUPYTER, "gpu_count": 4}).status_code == 201
 
 
-def test_deleting_a_finished_batch_job_deletes_its_job_and_pod_at_once(vision, as_user,
+def test_deleting_a_finished_batch_job_deletes_its_job_and_pod_at_once(vision, api_headers,
                                                                        eager_celery, cluster):
-    headers = as_user("researcher")
+    headers = api_headers("researcher")
     response = launch(headers, {**JUPYTER, "template": "custom", "kind": "batch",
                                 "image": "python:3.12-slim",
                                 "env": {"KUBESIM_RUN_SECONDS": "0", "API_KEY": "s3cret"}})
@@ -345,23 +337,19 @@ def test_deleting_a_finished_batch_job_deletes_its_job_and_pod_at_once(vision, a
     workload = Workload.objects.get(pk=response.json()["id"])
     kube = Kube(cluster.api_client())
     selector = f"gpu-portal.io/workload-id={workload.pk}"
-    deadline = time.monotonic() + 20
-    while not kube.list("Pod", vision.namespace, label_selector=selector)["items"]:
-        assert time.monotonic() < deadline, "the Job's pod never came"
-        time.sleep(0.1)
+    eventually(lambda: kube.list("Pod", vision.namespace, label_selector=selector)["items"],
+               timeout=20, message="the Job's pod never came")
     # finished, as the tracker records it (the Job stays until its TTL, a day)
     Workload.objects.filter(pk=workload.pk).update(state=Workload.State.SUCCEEDED)
     assert delete(f"/api/v1/workloads/{workload.pk}/", headers).status_code == 204
     assert kube.get("Job", workload.object_name, vision.namespace) is None
-    deadline = time.monotonic() + 20
-    while kube.list("Pod", vision.namespace, label_selector=selector)["items"]:
-        assert time.monotonic() < deadline, "the Job's pod (and its environment) stayed"
-        time.sleep(0.1)
+    eventually(lambda: not kube.list("Pod", vision.namespace, label_selector=selector)["items"],
+               timeout=20, message="the Job's pod (and its environment) stayed")
     assert Workload.objects.get(pk=workload.pk).events.filter(reason="Removed").exists()
 
 
-def test_roles_reader_member_manager(vision, as_user):
-    researcher, lead, viewer = as_user("researcher"), as_user("lead"), as_user("viewer")
+def test_roles_reader_member_manager(vision, api_headers):
+    researcher, lead, viewer = api_headers("researcher"), api_headers("lead"), api_headers("viewer")
     refused = launch(viewer, JUPYTER)
     assert refused.status_code == 403
     workload_id = launch(researcher, JUPYTER).json()["id"]
@@ -372,23 +360,23 @@ def test_roles_reader_member_manager(vision, as_user):
     assert Client().post(f"/api/v1/workloads/{workload_id}/stop/", **lead).status_code == 202
 
 
-def test_another_tenant_is_404(vision, as_user):
-    workload_id = launch(as_user("researcher"), JUPYTER).json()["id"]
-    student = as_user("student", "nlp-lab")
+def test_another_tenant_is_404(vision, api_headers):
+    workload_id = launch(api_headers("researcher"), JUPYTER).json()["id"]
+    student = api_headers("student", "nlp-lab")
     for method, path in (("get", ""), ("post", "stop/"), ("delete", ""), ("get", "events/"),
                          ("get", "logs/")):
         response = getattr(Client(), method)(f"/api/v1/workloads/{workload_id}/{path}", **student)
         assert response.status_code == 404, (method, path)
 
 
-def test_the_same_user_in_another_project_token_cannot_see_it(vision, as_user):
-    workload_id = launch(as_user("researcher"), JUPYTER).json()["id"]
-    nlp = as_user("researcher", "nlp-lab")
+def test_the_same_user_in_another_project_token_cannot_see_it(vision, api_headers):
+    workload_id = launch(api_headers("researcher"), JUPYTER).json()["id"]
+    nlp = api_headers("researcher", "nlp-lab")
     assert Client().get(f"/api/v1/workloads/{workload_id}/", **nlp).status_code == 404
 
 
-def test_list_filters(vision, as_user):
-    headers = as_user("researcher")
+def test_list_filters(vision, api_headers):
+    headers = api_headers("researcher")
     launch(headers, JUPYTER)
     launch(headers, {**JUPYTER, "name": "tb", "template": "tensorboard", "gpu_type": "v100"})
     body = Client().get("/api/v1/workloads/?gpu_type=v100", **headers).json()
@@ -398,17 +386,17 @@ def test_list_filters(vision, as_user):
     assert Client().get("/api/v1/workloads/?owner=lead", **headers).json()["count"] == 0
 
 
-def test_gpu_types_report_capacity_and_free(vision, as_user, eager_celery, cluster):
-    headers = as_user("researcher")
+def test_gpu_types_report_capacity_and_free(vision, api_headers, eager_celery, cluster):
+    headers = api_headers("researcher")
     workload_id = launch(headers, {**JUPYTER, "gpu_count": 2}).json()["id"]
     # wait until the scheduler has bound its pod: then the pods hold 2 a100s
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    def a100_bound() -> dict:
         body = {r["slug"]: r for r in Client().get("/api/v1/gpu-types/", **headers).json()}
-        if body["a100"]["allocated"] == 2:
-            break
-        time.sleep(0.2)
-    assert body["a100"]["allocated"] == 2, body["a100"]
+        assert body["a100"]["allocated"] == 2, body["a100"]
+        return body
+
+    body = eventually(a100_bound, timeout=20, interval=0.2,
+                      message="the a100s of the launched pod are not counted as allocated")
     assert body["a100"]["allocatable"] == 16
     assert Workload.objects.get(pk=workload_id).gpu_count == 2
     rows = {r["slug"]: r for r in Client().get("/api/v1/gpu-types/", **headers).json()}
@@ -419,27 +407,25 @@ def test_gpu_types_report_capacity_and_free(vision, as_user, eager_celery, clust
     assert templates == ["jupyter", "digits", "tensorboard", "custom"]
 
 
-def test_deleting_the_tenant_stops_its_workloads(vision, as_user, eager_celery):
+def test_deleting_the_tenant_stops_its_workloads(vision, api_headers, eager_celery):
     from tenants.services import tenant_mark_deleting
 
-    workload_id = launch(as_user("researcher"), JUPYTER).json()["id"]
+    workload_id = launch(api_headers("researcher"), JUPYTER).json()["id"]
     with TestCase.captureOnCommitCallbacks(execute=True):
         tenant_mark_deleting(tenant=vision, acting_user=None, reason="project gone")
     workload = Workload.objects.get(pk=workload_id)
     assert workload.state == "stopped"
     assert "tenant is being deleted" in workload.reason
-    refused = launch(as_user("researcher"), JUPYTER)
+    refused = launch(api_headers("researcher"), JUPYTER)
     assert refused.status_code == 403 and "being deleted" in refused.json()["detail"]
 
 
-def test_logs_come_from_the_pod(vision, as_user, eager_celery, cluster):
-    headers = as_user("researcher")
+def test_logs_come_from_the_pod(vision, api_headers, eager_celery, cluster):
+    headers = api_headers("researcher")
     workload_id = launch(headers, JUPYTER).json()["id"]
-    deadline = time.monotonic() + 20
-    lines = []
-    while time.monotonic() < deadline and not lines:
-        lines = Client().get(f"/api/v1/workloads/{workload_id}/logs/?tail=5", **headers).json()["lines"]
-        time.sleep(0.3)
+    lines = eventually(lambda: Client().get(f"/api/v1/workloads/{workload_id}/logs/?tail=5",
+                                            **headers).json()["lines"],
+                       timeout=20, interval=0.3, message="the pod wrote no log lines")
     assert 0 < len(lines) <= 5
     bad = Client().get(f"/api/v1/workloads/{workload_id}/logs/?tail=abc", **headers)
     assert bad.status_code == 400
@@ -447,15 +433,14 @@ def test_logs_come_from_the_pod(vision, as_user, eager_celery, cluster):
 
 def logs_once_written(headers: dict, workload_id: int, marker: str = "lab?token=") -> list[str]:
     """The workload's log lines once the notebook has printed the URL that opens it."""
-    deadline = time.monotonic() + 20
-    while True:
+    def written() -> list[str] | None:
         lines = Client().get(f"/api/v1/workloads/{workload_id}/logs/", **headers).json()["lines"]
-        if any(marker in line for line in lines) or time.monotonic() > deadline:
-            return lines
-        time.sleep(0.3)
+        return lines if any(marker in line for line in lines) else None
+
+    return eventually(written, timeout=20, interval=0.3, message=f"no {marker!r} in the logs")
 
 
-def test_only_those_who_may_manage_it_see_its_access_token(vision, as_user, eager_celery,
+def test_only_those_who_may_manage_it_see_its_access_token(vision, api_headers, eager_celery,
                                                            cluster):
     """Issue 19, item 2: the notebook prints the URL with its token; with that token anyone
     who reaches the application's port is in. The owner and the project's managers read it;
@@ -464,10 +449,10 @@ def test_only_those_who_may_manage_it_see_its_access_token(vision, as_user, eage
     quota_update(tenant=nlp, acting_user=None,
                  changes={"gpus_total": 6, "gpus_by_type": {"a100": 2, "t4": 4}})
     tenant_reconcile(tenant_id=nlp.pk)
-    owner, lead = as_user("researcher"), as_user("lead")
-    viewer, student = as_user("viewer"), as_user("student", "nlp-lab")
+    owner, lead = api_headers("researcher"), api_headers("lead")
+    viewer, student = api_headers("viewer"), api_headers("student", "nlp-lab")
     mine = launch(owner, JUPYTER).json()["id"]
-    theirs = launch(as_user("researcher", "nlp-lab"), JUPYTER).json()["id"]
+    theirs = launch(api_headers("researcher", "nlp-lab"), JUPYTER).json()["id"]
     for workload_id, may_manage, may_not in ((mine, (owner, lead), viewer),
                                              (theirs, (), student)):
         token = Workload.objects.get(pk=workload_id).access_token
@@ -489,8 +474,8 @@ def test_only_those_who_may_manage_it_see_its_access_token(vision, as_user, eage
         "--ServerApp.token=s3cret-arg"
 
 
-def test_the_home_volume_is_created_once_and_mounted(vision, as_user, eager_celery, cluster):
-    headers = as_user("researcher")
+def test_the_home_volume_is_created_once_and_mounted(vision, api_headers, eager_celery, cluster):
+    headers = api_headers("researcher")
     first = launch(headers, {**JUPYTER, "use_home": True}).json()["id"]
     second = launch(headers, {**JUPYTER, "name": "second", "use_home": True}).json()["id"]
     api = cluster.api_client()
@@ -513,9 +498,9 @@ def test_the_home_volume_is_created_once_and_mounted(vision, as_user, eager_cele
                                                                       vision.namespace)
 
 
-def test_lowering_a_quota_below_use_blocks_launches_but_stops_nothing(vision, as_user,
+def test_lowering_a_quota_below_use_blocks_launches_but_stops_nothing(vision, api_headers,
                                                                       eager_celery):
-    headers = as_user("researcher")
+    headers = api_headers("researcher")
     running = launch(headers, {**JUPYTER, "gpu_count": 3}).json()["id"]
     quota_update(tenant=vision, acting_user=None, changes={"gpus_by_type": {"a100": 1}})
     assert Workload.objects.get(pk=running).state == "pending"  # untouched, still live

@@ -6,9 +6,7 @@ address, a batch Job completes.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from kubernetes import client, utils
@@ -22,22 +20,10 @@ from portal.workloads.manifests import (
     make_home_claim,
     workload_objects,
 )
+from tests.waiting import eventually
 from tests.workloads.test_manifests import PROXY_SECRETS, proxy_for
 
-T = TypeVar("T")
 WAIT_SECONDS = 30.0
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = WAIT_SECONDS) -> T:
-    """Poll `probe` until it returns something truthy; fail naming `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -97,8 +83,8 @@ def test_a_service_on_an_a100_runs_ready_behind_a_load_balancer(api, kube_namesp
                                      labels(spec))])
     create_all(api, workload_objects(spec))
 
-    pod = wait_for("the notebook pod to be Running and Ready",
-                   lambda: (p := pod_of(core, kube_namespace, workload_id)) and is_ready(p) and p)
+    pod = eventually(lambda: (p := pod_of(core, kube_namespace, workload_id)) and is_ready(p) and p,
+                     timeout=WAIT_SECONDS, message="the notebook pod is not Running and Ready")
     node = core.read_node(pod.spec.node_name)
     assert node.metadata.labels["gputype"] == "a100"
     assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
@@ -119,13 +105,13 @@ def test_a_service_on_an_a100_runs_ready_behind_a_load_balancer(api, kube_namesp
         status = core.read_namespaced_service(spec.name, kube_namespace).status
         return status.load_balancer.ingress if status.load_balancer else None
 
-    (address,) = wait_for("a LoadBalancer address", ingress)
+    (address,) = eventually(ingress, timeout=WAIT_SECONDS, message="no LoadBalancer address")
     assert address.ip.startswith("192.168.1.")
 
     deployment = client.AppsV1Api(api).read_namespaced_deployment(spec.name, kube_namespace)
-    wait_for("the Deployment to report its replica ready",
-             lambda: client.AppsV1Api(api).read_namespaced_deployment_status(
-                 spec.name, kube_namespace).status.ready_replicas == 1)
+    eventually(lambda: client.AppsV1Api(api).read_namespaced_deployment_status(
+                   spec.name, kube_namespace).status.ready_replicas == 1,
+               timeout=WAIT_SECONDS, message="the Deployment does not report its replica ready")
     assert deployment.spec.strategy.type == "Recreate"
 
 
@@ -156,7 +142,7 @@ def test_a_batch_job_on_a_v100_completes(api, kube_namespace):
         conditions = batch.read_namespaced_job_status(spec.name, kube_namespace).status.conditions
         return any(c.type == "Complete" and c.status == "True" for c in conditions or [])
 
-    wait_for("the Job to complete", complete)
+    eventually(complete, timeout=WAIT_SECONDS, message="the Job did not complete")
     job = batch.read_namespaced_job(spec.name, kube_namespace)
     assert job.status.succeeded == 1
     assert not job.status.failed

@@ -5,40 +5,22 @@ the user is not in stays a 404 that tells nothing (issue 15)."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
-from catalogue.models import GpuType, Template
 from portal.workloads.models import Workload
 from tenants.models import Tenant
+from tests.fixtures.factories import make_workload
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def as_user(login, keystone):
-    def _as(username: str, project: str):
-        client = login(username)
-        response = client.post("/switch-project/", {"project_id": keystone.project_ids[project]})
-        assert response.status_code == 302
-        return client
-
-    return _as
 
 
 @pytest.fixture
 def nlp_notebook(login, gpu_types) -> Workload:
     login("researcher")  # records vision-lab and nlp-lab
     login("student")
-    workload = Workload.objects.create(
-        tenant=Tenant.objects.get(name="nlp-lab"),
-        owner=get_user_model().objects.get(username="student"), name="bert notebook",
-        template=Template.objects.get(slug="jupyter"), kind="service",
-        gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1, image="x:1", port=8888, cpu=4,
-        memory_gb=16, state=Workload.State.PENDING)
-    workload.object_name = f"wl-{workload.pk}-bert-notebook"
-    workload.save(update_fields=["object_name"])
-    return workload
+    return make_workload(Tenant.objects.get(name="nlp-lab"), "student", name="bert notebook",
+                         image="x:1", state=Workload.State.PENDING,
+                         object_name="wl-{pk}-bert-notebook")
 
 
 def test_a_link_to_another_of_my_projects_offers_to_switch(nlp_notebook, as_user, keystone):

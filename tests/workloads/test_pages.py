@@ -10,29 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from catalogue.models import GpuType, Template
+from catalogue.models import Template
 from portal.kube.client import Kube
 from portal.workloads.models import Workload
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
+from tests.fixtures import factories
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db
 
 NEVER_FITS = "No t4 node has 8 GPUs (the largest has 4); this request can never run."
-
-
-@pytest.fixture
-def as_user(login, keystone):
-    """A logged-in client whose current project is `project`."""
-
-    def _as(username: str, project: str = "vision-lab"):
-        client = login(username)
-        response = client.post("/switch-project/", {"project_id": keystone.project_ids[project]})
-        assert response.status_code == 302
-        return client
-
-    return _as
 
 
 def remove_workload_objects(kube: Kube, namespace: str) -> None:
@@ -43,10 +32,8 @@ def remove_workload_objects(kube: Kube, namespace: str) -> None:
     for kind in ("Deployment", "Job", "Service", "Secret", "Pod"):
         for obj in kube.list(kind, namespace, label_selector=selector)["items"]:
             kube.delete(kind, obj["metadata"]["name"], namespace)
-    deadline = time.monotonic() + 15
-    while kube.list("Pod", namespace, label_selector=selector)["items"]:
-        assert time.monotonic() < deadline, "pods of earlier tests did not go"
-        time.sleep(0.1)
+    eventually(lambda: not kube.list("Pod", namespace, label_selector=selector)["items"],
+               timeout=15, message="pods of earlier tests did not go")
 
 
 @pytest.fixture
@@ -70,21 +57,14 @@ def researcher(vision_lab, as_user):
 
 
 def make_workload(tenant, username, *, name="training", state=Workload.State.RUNNING,
-                  gpu_type="a100", gpu_count=1, template="jupyter"):
-    """A workload row as the tracker would have left it (no cluster objects)."""
-    from django.contrib.auth import get_user_model
-
-    workload = Workload.objects.create(
-        tenant=tenant, owner=get_user_model().objects.get(username=username), name=name,
-        template=Template.objects.get(slug=template), kind="service",
-        gpu_type=GpuType.objects.get(slug=gpu_type), gpu_count=gpu_count,
-        image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
-        memory_gb=16, state=state, reason="Waiting for the cluster" if state == "pending" else "",
+                  **fields):
+    """A workload row as the tracker would have left it (no cluster objects): a pending one
+    says why, a running one has its address."""
+    return factories.make_workload(
+        tenant, username, name=name, state=state, object_name="wl-{pk}",
+        reason="Waiting for the cluster" if state == "pending" else "",
         address="192.168.1.245" if state == Workload.State.RUNNING else "",
-        access_token="tok-" + name)
-    workload.object_name = f"wl-{workload.pk}"
-    workload.save(update_fields=["object_name"])
-    return workload
+        access_token="tok-" + name, **fields)
 
 
 def launch_form(**changes):
@@ -151,11 +131,11 @@ def test_launch_jupyter_on_one_a100_from_the_form(researcher, vision_lab,
     assert re.search(r"<td>Submitted</td>\s*<td>researcher launched 1× a100 \(jupyter\)</td>",
                      page.replace('<td>Normal</td><td>', '<td>'))
     # the pod starts in kubesim and its log lines reach the page
-    for _ in range(100):
+    def logs_shown():
         live = researcher.get(f"/workloads/{workload.pk}/live/", HTTP_HX_REQUEST="true")
-        if "Jupyter Server" in live.content.decode():
-            break
-        time.sleep(0.1)
+        return live if "Jupyter Server" in live.content.decode() else None
+
+    live = eventually(logs_shown, timeout=10, message="the pod's log lines did not reach the page")
     assert '<pre class="logs" id="workload-logs"' in live.content.decode()
     assert "Jupyter Server" in live.content.decode()
 
@@ -451,13 +431,12 @@ def test_a_reader_sees_that_it_runs_but_not_how_to_get_in(researcher, vision_lab
     token = workload.access_token
 
     def live(client, marker: str) -> str:
-        for _ in range(100):
+        def shown() -> str | None:
             page = client.get(f"/workloads/{workload.pk}/live/",
                               HTTP_HX_REQUEST="true").content.decode()
-            if marker in page:
-                break
-            time.sleep(0.1)
-        return page
+            return page if marker in page else None
+
+        return eventually(shown, timeout=10, message=f"no {marker!r} on the live part of the page")
 
     for manager in (researcher, as_user("lead")):
         assert f"lab?token={token}" in live(manager, "lab?token=")

@@ -5,7 +5,6 @@ that does not grow with the number of workloads."""
 from __future__ import annotations
 
 import datetime as dt
-import time
 import uuid
 from collections.abc import Callable
 from io import StringIO
@@ -24,6 +23,7 @@ from portal.workloads.tracking import VANISHED, Tracker
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update, tenant_ensure
 from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -88,11 +88,15 @@ def track_until(tracker: Tracker, done: Callable[[], bool], *, timeout: float = 
                 step: float = 1.5, describe: Callable[[], str] | None = None) -> None:
     """Run short tracking cycles until `done()`; bounded. `describe` says where things stand
     when it times out."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, ("tracking did not get there in time"
-                                             + (f" ({describe()})" if describe else ""))
-        tracker.cycle(step)
+    def cycled() -> bool:
+        tracker.cycle(step)  # a cycle waits for changes: no pause
+        return done()
+
+    if done():
+        return
+    eventually(cycled, timeout=timeout, interval=0,
+               message=lambda: "tracking did not get there in time"
+               + (f" ({describe()})" if describe else ""))
 
 
 def state_of(workload: Workload) -> Workload:
