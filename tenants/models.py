@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from .querysets import AuditRecordQuerySet, GpuQuotaQuerySet, QuotaQuerySet, TenantQuerySet
+
 
 class Tenant(models.Model):
     class State(models.TextChoices):
@@ -31,6 +33,8 @@ class Tenant(models.Model):
     delete_after = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -78,6 +82,8 @@ class Quota(models.Model):
         help_text="its share of what is borrowed, against the other tenants' weights")
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = QuotaQuerySet.as_manager()
+
     def __str__(self) -> str:
         return f"quota of {self.tenant}"
 
@@ -90,6 +96,8 @@ class GpuQuota(models.Model):
     gpu_type = models.ForeignKey("workloads.GpuType", on_delete=models.CASCADE,
                                  related_name="+")
     gpus = models.PositiveIntegerField(default=0)
+
+    objects = GpuQuotaQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["quota", "gpu_type"],
@@ -112,6 +120,8 @@ class AuditRecord(models.Model):
     target = models.CharField(max_length=255, blank=True, default="")
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
+
+    objects = AuditRecordQuerySet.as_manager()
 
     class Meta:
         ordering = ["-at", "-id"]

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from .querysets import WorkloadEventQuerySet, WorkloadQuerySet
+
 # a Kubernetes extended resource name: nvidia.com/gpu, nvidia.com/mig-1g.10gb, amd.com/gpu …
 RESOURCE_NAME = RegexValidator(
     r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9._]*[a-z0-9])?$",
@@ -153,6 +155,8 @@ class Workload(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True)
     launch_attempts = models.PositiveIntegerField(default=0)
 
+    objects = WorkloadQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
@@ -196,6 +200,8 @@ class WorkloadEvent(models.Model):
     count = models.PositiveIntegerField(default=1)
     # the Kubernetes event's uid: the same event seen twice (relist, retried task) is one row
     uid = models.CharField(max_length=64, null=True, blank=True, unique=True)  # noqa: DJ001
+
+    objects = WorkloadEventQuerySet.as_manager()
 
     class Meta:
         ordering = ["at", "id"]
