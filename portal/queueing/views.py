@@ -15,10 +15,10 @@ from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from portal.keystone.access import admin_required
 from portal.kube.client import Kube, KubeError
 from portal.kube.quantity import parse_quantity
 from tenants.models import AuditRecord, Tenant
-from tenants.views import admin_required
 
 from .kueue import MANAGED_BY, flavor_name
 from .services import queueing_shown

@@ -24,11 +24,11 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from portal.keystone.access import admin_required
 from portal.kube.client import Kube, KubeError
 from portal.kube.quantity import parse_quantity
 from portal.workloads.models import GpuType, Workload
 from portal.workloads.selectors import gpu_capacity, node_matches
-from tenants.views import admin_required
 
 from .culling import idle_workloads
 from .health import UNHEALTHY, node_cordoned_by_portal, unhealthy_devices, unhealthy_gpus_by_node

@@ -18,12 +18,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from portal.keystone.access import admin_required, scoped_object
+from portal.keystone.scoping import Action
 from portal.kube.client import Kube, KubeError
 from portal.kube.quantity import parse_quantity
 from portal.usage.health import unhealthy_gpus_by_node
 from tenants.models import Tenant
-from tenants.selectors import tenants_visible
-from tenants.views import admin_required
 
 from .admin_forms import GpuTypeForm, ImagePrefixesForm, TemplateForm
 from .catalogue import (
@@ -263,11 +263,11 @@ def _refused_templates(prefixes: list[str]) -> list[Template]:
 
 @admin_required
 @require_http_methods(["GET", "POST"])
-def tenant_image_prefixes(request: HttpRequest, pk: int) -> HttpResponse:
+@scoped_object(Tenant, Action.CHANGE, queryset=lambda tenants: tenants.exclude(
+    state=Tenant.State.DELETED))
+def tenant_image_prefixes(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     """The tenant page's "Images" section. A browser without JavaScript posts here and is sent
     back to the tenant page (or, with errors, gets the section on a page of its own)."""
-    tenant = get_object_or_404(tenants_visible(request.identity).exclude(
-        state=Tenant.State.DELETED), pk=pk)
     if request.method == "GET":
         return redirect("tenants:detail", pk=tenant.pk)
     form = ImagePrefixesForm(request.POST, tenant=tenant)
