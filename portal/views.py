@@ -2,17 +2,15 @@
 
 from django.shortcuts import render
 
-from portal.keystone.access import login_required
+from portal.keystone.access import project_required
 from portal.keystone.scoping import Action
 from portal.workloads.models import Workload
 from portal.workloads.views import gpu_availability
 
 
-@login_required
+@project_required
 def home(request):
     identity, tenant = request.identity, request.tenant
-    if identity is None or identity.project is None:
-        return render(request, "portal/no_projects.html", status=200)
     context = {"tenant": tenant}
     if tenant is not None:
         project_workloads = Workload.objects.restrict(identity, Action.VIEW).filter(tenant=tenant)
