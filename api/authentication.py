@@ -45,17 +45,20 @@ class KeystoneTokenAuthentication(BaseAuthentication):
                                 system_scoped=token.system_scoped)
         if token.project_id is None and not admin:
             raise exceptions.AuthenticationFailed("The token must be scoped to a project.")
-        projects = []
+        projects, tenant = [], None
         if token.project_id is not None:
             projects = [Project(id=token.project_id, name=token.project_name or token.project_id,
                                 domain_id=token.project_domain_id or "default")]
-            tenant_ensure(keystone_project_id=token.project_id, name=projects[0].name,
-                          domain_id=projects[0].domain_id)
+            tenant = tenant_ensure(keystone_project_id=token.project_id, name=projects[0].name,
+                                   domain_id=projects[0].domain_id)
         user = user_sync(token=token)
+        # the token's identity and its project's tenant, for the whole request (as the
+        # session's come from KeystoneSessionMiddleware and tenants/middleware.py)
         request._request.identity = Identity(
             unscoped=token, projects=projects, scoped=token if token.project_id else None,
             is_admin=admin, validated_at=dt.datetime.now(dt.UTC),
         )
+        request._request.tenant = tenant
         return user, token
 
     def authenticate_header(self, request) -> str:

@@ -7,6 +7,8 @@ moving data (migrations 0001 here, tenants 0006).
 from django.conf import settings
 from django.db import models
 
+from .querysets import AuditRecordQuerySet
+
 
 class AuditRecord(models.Model):
     """Who changed what, when, in which tenant: before → after. Written by services only."""
@@ -21,6 +23,8 @@ class AuditRecord(models.Model):
     target = models.CharField(max_length=255, blank=True, default="")
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
+
+    objects = AuditRecordQuerySet.as_manager()
 
     class Meta:
         db_table = "tenants_auditrecord"

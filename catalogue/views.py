@@ -30,12 +30,12 @@ from catalogue.services import (
     template_enable,
     template_update,
 )
+from portal.keystone.access import admin_required
 from portal.kube.client import Kube, KubeError
 from portal.kube.quantity import parse_quantity
 from portal.usage.health import unhealthy_gpus_by_node
 from portal.workloads.models import Workload
 from portal.workloads.selectors import gpu_capacity, gpus_held_by_type, node_matches
-from tenants.views import admin_required
 
 log = logging.getLogger(__name__)
 

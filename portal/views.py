@@ -1,24 +1,19 @@
 """The researcher's home page: a small dashboard of the current project."""
 
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
+from portal.keystone.access import project_required
+from portal.keystone.scoping import Action
 from portal.workloads.models import Workload
-from portal.workloads.selectors import workloads_visible
 from portal.workloads.views import gpu_availability
-from tenants.models import Tenant
 
 
-@login_required
+@project_required
 def home(request):
-    identity = request.identity
-    if identity is None or identity.project is None:
-        return render(request, "portal/no_projects.html", status=200)
-    tenant = Tenant.objects.select_related("quota").filter(
-        keystone_project_id=identity.project.id).first()
+    identity, tenant = request.identity, request.tenant
     context = {"tenant": tenant}
     if tenant is not None:
-        project_workloads = workloads_visible(identity).filter(tenant=tenant)
+        project_workloads = Workload.objects.restrict(identity, Action.VIEW).filter(tenant=tenant)
         active = project_workloads.filter(state__in=Workload.ACTIVE_STATES)
         # the quota use comes from the database (what admission counts): no cluster call
         gpu_rows, _ = gpu_availability(tenant, tenant.quota, ask_cluster=False)

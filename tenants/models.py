@@ -5,6 +5,8 @@ from decimal import Decimal
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from .querysets import GpuQuotaQuerySet, QuotaQuerySet, TenantQuerySet
+
 
 class Tenant(models.Model):
     class State(models.TextChoices):
@@ -30,6 +32,8 @@ class Tenant(models.Model):
     delete_after = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -77,6 +81,8 @@ class Quota(models.Model):
         help_text="its share of what is borrowed, against the other tenants' weights")
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = QuotaQuerySet.as_manager()
+
     def __str__(self) -> str:
         return f"quota of {self.tenant}"
 
@@ -89,6 +95,8 @@ class GpuQuota(models.Model):
     gpu_type = models.ForeignKey("catalogue.GpuType", on_delete=models.CASCADE,
                                  related_name="+")
     gpus = models.PositiveIntegerField(default=0)
+
+    objects = GpuQuotaQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["quota", "gpu_type"],

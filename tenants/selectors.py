@@ -1,11 +1,9 @@
-"""Reads of the tenants domain. Every tenant query starts from what the caller may see."""
+"""Reads of the tenants domain. What a caller may see of tenants is `Tenant.objects.restrict`
+(portal/keystone/scoping.py)."""
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.models import QuerySet
-
-from audit.models import AuditRecord
 
 from .manifests import enforced_level, level_admits_root
 from .models import Tenant
@@ -23,17 +21,10 @@ def tenant_admits_root(tenant: Tenant) -> bool:
     return level_admits_root(tenant_pod_security(tenant))
 
 
-def tenants_visible(identity) -> QuerySet[Tenant]:
-    """Admins see every tenant; others the tenants of their Keystone projects."""
-    queryset = Tenant.objects.select_related("quota")
-    if identity is None:
-        return queryset.none()
-    if identity.is_admin:
-        return queryset.all()
-    return queryset.filter(keystone_project_id__in=[p.id for p in identity.projects])
-
-
-def audit_records_visible(identity) -> QuerySet[AuditRecord]:
-    if identity is None or not identity.is_admin:
-        return AuditRecord.objects.none()
-    return AuditRecord.objects.select_related("tenant")
+def tenant_current(identity) -> Tenant | None:
+    """The tenant of the identity's current project (None: none, or not yet known). The
+    request's tenant (tenants/middleware.py, api/authentication.py) comes from here."""
+    if identity is None or identity.project is None:
+        return None
+    return (Tenant.objects.select_related("quota")
+            .filter(keystone_project_id=identity.project.id).first())

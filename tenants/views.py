@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from audit.models import AuditRecord
 from catalogue.images import image_allowed
 from catalogue.models import GpuType, Template
+from portal.keystone.access import admin_required, scoped_object
 from portal.keystone.client import KeystoneClient, KeystoneError
+from portal.keystone.scoping import Action
 from portal.kube.client import KubeError
 from portal.kube.kueue import queueing_shown
 from portal.workloads.selectors import gpus_in_use_by_namespace
@@ -25,7 +25,7 @@ from .filtersets import AuditRecordFilterSet, TenantFilterSet
 from .forms import ImagePrefixesForm
 from .models import Quota, Tenant
 from .quota_validation import CapacityUnknown, QuotaInvalid, quota_changes_clean
-from .selectors import audit_records_visible, tenant_pod_security, tenants_visible
+from .selectors import tenant_pod_security
 from .services import (
     QUOTA_FIELDS,
     quota_update,
@@ -38,16 +38,8 @@ from .services import (
 log = logging.getLogger(__name__)
 
 
-def admin_required(view):
-    @login_required
-    @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        identity = getattr(request, "identity", None)
-        if identity is None or not identity.is_admin:
-            raise PermissionDenied("Only portal administrators may open this page.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
+def _not_deleted(tenants):
+    return tenants.exclude(state=Tenant.State.DELETED)
 
 
 def _usage(tenants) -> tuple[dict[str, dict[str, int]], str | None]:
@@ -105,7 +97,8 @@ def _form_data(post) -> dict:
 @admin_required
 def tenant_list(request: HttpRequest) -> HttpResponse:
     filterset = TenantFilterSet(request.GET or None,
-                                queryset=tenants_visible(request.identity).exclude(
+                                queryset=Tenant.objects.select_related("quota").restrict(
+                                    request.identity, Action.VIEW).exclude(
                                     state=Tenant.State.DELETED))
     tenants = list(filterset.qs.prefetch_related("quota__gpu_limits__gpu_type"))
     gpu_types = list(GpuType.objects.filter(enabled=True))
@@ -118,9 +111,9 @@ def tenant_list(request: HttpRequest) -> HttpResponse:
 
 
 @admin_required
-def tenant_quota_row(request: HttpRequest, pk: int) -> HttpResponse:
+@scoped_object(Tenant)
+def tenant_quota_row(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     """htmx: one table row, shown (GET) or as an inline form (GET ?edit=1), saved by POST."""
-    tenant = get_object_or_404(tenants_visible(request.identity), pk=pk)
     gpu_types = list(GpuType.objects.filter(enabled=True))
     errors: dict[str, list[str]] = {}
     editing = request.GET.get("edit") == "1"
@@ -139,7 +132,7 @@ def tenant_quota_row(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _save_quota(request: HttpRequest, tenant: Tenant, *, partial: bool
                 ) -> tuple[dict[str, list[str]], bool]:
-    quota = Quota.objects.get(tenant=tenant)
+    quota = Quota.objects.restrict(request.identity, Action.CHANGE).get(tenant=tenant)
     try:
         changes = quota_changes_clean(quota=quota, data=_form_data(request.POST), partial=partial)
     except QuotaInvalid as exc:
@@ -152,8 +145,8 @@ def _save_quota(request: HttpRequest, tenant: Tenant, *, partial: bool
 
 
 @admin_required
-def tenant_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    tenant = get_object_or_404(tenants_visible(request.identity), pk=pk)
+@scoped_object(Tenant, queryset=lambda tenants: tenants.select_related("quota"))
+def tenant_detail(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     errors: dict[str, list[str]] = {}
     if request.method == "POST":
         errors, ok = _save_quota(request, tenant, partial=True)
@@ -178,7 +171,8 @@ def tenant_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "gpu_limits": [{"type": t, "limit": posted.get(f"gpu_{t.slug}", by_type.get(t.slug, 0))}
                        for t in gpu_types],
         "members": members, "members_error": members_error,
-        "audit": audit_records_visible(request.identity).filter(tenant=tenant)[:50],
+        "audit": AuditRecord.objects.restrict(request.identity, Action.VIEW)
+                                    .filter(tenant=tenant)[:50],
         "pod_security": tenant_pod_security(tenant),
         "site_pod_security": settings.PORTAL_POD_SECURITY_ENFORCE,
         "root_templates": list(Template.objects.filter(allow_root=True, enabled=True)),
@@ -188,11 +182,10 @@ def tenant_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @admin_required
 @require_POST
-def tenant_root_templates(request: HttpRequest, pk: int) -> HttpResponse:
+@scoped_object(Tenant, Action.CHANGE, queryset=_not_deleted)
+def tenant_root_templates(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     """The tenant page's "Pod Security" section: may the tenant run templates that may run as
     root (its namespace then enforces "baseline")?"""
-    tenant = get_object_or_404(tenants_visible(request.identity).exclude(
-        state=Tenant.State.DELETED), pk=pk)
     allow = request.POST.get("allow_root_templates") == "on"
     tenant = tenant_root_templates_update(tenant=tenant, acting_user=request.user, allow=allow)
     messages.success(request, f"{tenant.name}'s namespace will enforce Pod Security "
@@ -202,10 +195,10 @@ def tenant_root_templates(request: HttpRequest, pk: int) -> HttpResponse:
 
 @admin_required
 @require_POST
-def tenant_reconcile_now(request: HttpRequest, pk: int) -> HttpResponse:
+@scoped_object(Tenant, Action.CHANGE)
+def tenant_reconcile_now(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     from .tasks import tenant_reconcile_task
 
-    tenant = get_object_or_404(tenants_visible(request.identity), pk=pk)
     tenant_reconcile_task.delay(tenant.pk)
     messages.info(request, f"Reconciling {tenant.namespace}; reload in a moment.")
     return redirect("tenants:detail", pk=tenant.pk)
@@ -213,8 +206,8 @@ def tenant_reconcile_now(request: HttpRequest, pk: int) -> HttpResponse:
 
 @admin_required
 @require_POST
-def tenant_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    tenant = get_object_or_404(tenants_visible(request.identity), pk=pk)
+@scoped_object(Tenant, Action.CHANGE)
+def tenant_delete(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     if request.POST.get("confirm") != tenant.name:
         messages.error(request, "Type the tenant's name to confirm the deletion.")
         return redirect("tenants:detail", pk=tenant.pk)
@@ -226,8 +219,8 @@ def tenant_delete(request: HttpRequest, pk: int) -> HttpResponse:
 
 @admin_required
 @require_POST
-def tenant_restore_view(request: HttpRequest, pk: int) -> HttpResponse:
-    tenant = get_object_or_404(tenants_visible(request.identity), pk=pk)
+@scoped_object(Tenant, Action.CHANGE)
+def tenant_restore_view(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     tenant_restore(tenant=tenant, acting_user=request.user)
     messages.success(request, f"{tenant.name} is no longer being deleted.")
     return redirect("tenants:detail", pk=tenant.pk)
@@ -236,11 +229,12 @@ def tenant_restore_view(request: HttpRequest, pk: int) -> HttpResponse:
 @admin_required
 def audit_list(request: HttpRequest) -> HttpResponse:
     filterset = AuditRecordFilterSet(request.GET or None,
-                                     queryset=audit_records_visible(request.identity))
+                                     queryset=AuditRecord.objects.select_related("tenant")
+                                     .restrict(request.identity, Action.VIEW))
     page = Paginator(filterset.qs, 50).get_page(request.GET.get("page"))
     return render(request, "tenants/audit_list.html", {
         "filterset": filterset, "page": page,
-        "tenants": tenants_visible(request.identity).select_related(None).only("pk", "name"),
+        "tenants": Tenant.objects.restrict(request.identity, Action.VIEW).only("pk", "name"),
     })
 
 
@@ -254,11 +248,11 @@ def _refused_templates(prefixes: list[str]) -> list[Template]:
 
 @admin_required
 @require_http_methods(["GET", "POST"])
-def tenant_image_prefixes(request: HttpRequest, pk: int) -> HttpResponse:
+@scoped_object(Tenant, Action.CHANGE, queryset=lambda tenants: tenants.exclude(
+    state=Tenant.State.DELETED))
+def tenant_image_prefixes(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     """The tenant page's "Images" section. A browser without JavaScript posts here and is sent
     back to the tenant page (or, with errors, gets the section on a page of its own)."""
-    tenant = get_object_or_404(tenants_visible(request.identity).exclude(
-        state=Tenant.State.DELETED), pk=pk)
     if request.method == "GET":
         return redirect("tenants:detail", pk=tenant.pk)
     form = ImagePrefixesForm(request.POST, tenant=tenant)

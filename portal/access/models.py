@@ -13,6 +13,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from .querysets import TenantServiceAccessQuerySet, WorkloadAccessQuerySet
+
 
 class ServiceAccess(models.TextChoices):
     OWNER = "owner", "the owner, the project's managers and admins"
@@ -28,6 +30,8 @@ class TenantServiceAccess(models.Model):
     allow_public = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = TenantServiceAccessQuerySet.as_manager()
+
     def __str__(self) -> str:
         return f"service access of {self.tenant}: {self.who}"
 
@@ -39,6 +43,8 @@ class WorkloadAccess(models.Model):
                                        on_delete=models.CASCADE, related_name="workload_access")
     public = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkloadAccessQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"access to {self.workload}"

@@ -25,11 +25,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from catalogue.models import GpuType
+from portal.keystone.access import admin_required
 from portal.kube.client import Kube, KubeError
 from portal.kube.quantity import parse_quantity
 from portal.workloads.models import Workload
 from portal.workloads.selectors import gpu_capacity, node_matches
-from tenants.views import admin_required
 
 from .culling import idle_workloads
 from .health import UNHEALTHY, node_cordoned_by_portal, unhealthy_devices, unhealthy_gpus_by_node

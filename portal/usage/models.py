@@ -18,6 +18,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from .querysets import GpuSampleQuerySet, GpuUsageRollupQuerySet, WorkloadIdleQuerySet
+
 
 class GpuDevice(models.Model):
     """A GPU (or MIG instance) as the exporters last reported it."""
@@ -88,6 +90,8 @@ class GpuSample(models.Model):
     xid = models.PositiveIntegerField(default=0)
     ecc_dbe = models.PositiveBigIntegerField(default=0)
 
+    objects = GpuSampleQuerySet.as_manager()
+
     class Meta:
         ordering = ["at", "id"]
         constraints = [
@@ -129,6 +133,8 @@ class GpuUsageRollup(models.Model):
     gpu_seconds_allocated = models.FloatField(default=0.0)
     gpu_seconds_used = models.FloatField(default=0.0, help_text="utilisation-weighted")
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = GpuUsageRollupQuerySet.as_manager()
 
     class Meta:
         ordering = ["granularity", "bucket_start", "workload_id"]
@@ -197,6 +203,8 @@ class WorkloadIdle(models.Model):
                                     on_delete=models.SET_NULL, related_name="+")
     warnings = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = WorkloadIdleQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"idle state of workload {self.workload_id}"

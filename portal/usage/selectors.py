@@ -1,4 +1,5 @@
-"""Reads of the usage domain: what a caller may see, and the usage report over rollups."""
+"""Reads of the usage domain: the usage report over rollups (what a caller may see of them:
+`GpuUsageRollup.objects.restrict`, portal/keystone/scoping.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from django.db.models.functions import TruncDate
 from django.http import Http404
 from django.utils import timezone
 
-from portal.workloads.selectors import workloads_visible
-from tenants.selectors import tenants_visible
+from portal.keystone.scoping import Action
+from portal.workloads.models import Workload
+from tenants.models import Tenant
 
-from .models import GpuSample, GpuUsageRollup
+from .models import GpuUsageRollup
 
 MINUTE, HOUR = GpuUsageRollup.Granularity.MINUTE, GpuUsageRollup.Granularity.HOUR
 
@@ -35,29 +37,6 @@ COLUMNS = ["gpu_hours_allocated", "gpu_hours_used", "utilisation_percent", "util
 
 def report_columns(group_by: str) -> list[str]:
     return [name for _, name in GROUPS[group_by]] + COLUMNS
-
-
-def usage_rollups_visible(identity) -> QuerySet[GpuUsageRollup]:
-    """The rollups of the caller's current project (admins: of every tenant)."""
-    queryset = GpuUsageRollup.objects.all()
-    if identity is None:
-        return queryset.none()
-    if identity.is_admin:
-        return queryset
-    if identity.project is None:
-        return queryset.none()
-    return queryset.filter(tenant__keystone_project_id=identity.project.id)
-
-
-def usage_samples_visible(identity) -> QuerySet[GpuSample]:
-    queryset = GpuSample.objects.filter(workload__isnull=False)
-    if identity is None:
-        return queryset.none()
-    if identity.is_admin:
-        return queryset
-    if identity.project is None:
-        return queryset.none()
-    return queryset.filter(tenant__keystone_project_id=identity.project.id)
 
 
 def _ceil_hour(t: dt.datetime) -> dt.datetime:
@@ -117,15 +96,12 @@ def usage_totals(report: list[dict[str, Any]]) -> dict[str, float]:
 
 def usage_rollups_for_query(identity, *, tenant: str = "", workload: int | None = None
                             ) -> QuerySet[GpuUsageRollup]:
-    """The caller's visible rollups narrowed to a tenant (id or name) and/or a workload.
-    A tenant or workload the caller may not see is a 404, never an empty answer that would
-    confirm it exists."""
-    queryset = usage_rollups_visible(identity)
+    """The caller's visible rollups (their current project's; admins: every tenant's) narrowed
+    to a tenant (id or name) and/or a workload. A tenant or workload the caller may not see is
+    a 404, never an empty answer that would confirm it exists."""
+    queryset = GpuUsageRollup.objects.restrict(identity, Action.VIEW)
     if tenant:
-        tenants = tenants_visible(identity)
-        if identity is not None and not identity.is_admin:
-            project = identity.project
-            tenants = tenants.filter(keystone_project_id=project.id if project else "")
+        tenants = Tenant.objects.restrict(identity, Action.VIEW)
         match = tenants.filter(pk=int(tenant)) if tenant.isdigit() else tenants.filter(
             name=tenant)
         found = match.first()
@@ -133,7 +109,7 @@ def usage_rollups_for_query(identity, *, tenant: str = "", workload: int | None 
             raise Http404("No such tenant.")
         queryset = queryset.filter(tenant=found)
     if workload is not None:
-        if not workloads_visible(identity).filter(pk=workload).exists():
+        if not Workload.objects.restrict(identity, Action.VIEW).filter(pk=workload).exists():
             raise Http404("No such workload.")
         queryset = queryset.filter(workload_id=workload)
     return queryset

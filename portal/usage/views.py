@@ -10,9 +10,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from portal.workloads.views import project_page
-from tenants.selectors import tenants_visible
-from tenants.views import admin_required
+from portal.keystone.access import admin_required, project_required
+from portal.keystone.scoping import Action
+from tenants.models import Tenant
 
 from .forms import GROUP_BY, UsageQueryForm
 from .selectors import report_columns, usage_report, usage_rollups_for_query, usage_totals
@@ -32,12 +32,12 @@ def _report_page(request: HttpRequest, *, admin: bool) -> HttpResponse:
     form = UsageQueryForm(request.GET)
     context: dict = {"form": form, "group_choices": [(g, GROUP_LABELS[g]) for g in GROUP_BY], "admin": admin, "rows": None}
     if admin:
-        context["tenants"] = tenants_visible(request.identity).order_by("name")
+        context["tenants"] = Tenant.objects.restrict(request.identity, Action.VIEW).order_by("name")
     if form.is_valid():
         query = form.cleaned_data
         tenant = query["tenant"]
         if not admin:  # a member's page is always their current project's
-            tenant = ""  # usage_rollups_visible keeps it to the current project
+            tenant = ""  # the rollups' restriction keeps it to the current project
         rollups = usage_rollups_for_query(request.identity, tenant=tenant,
                                           workload=query["workload"])
         rows = usage_report(rollups, since=query["since"], until=query["until"],
@@ -57,7 +57,7 @@ def _report_page(request: HttpRequest, *, admin: bool) -> HttpResponse:
     return render(request, "usage/report.html", context)
 
 
-@project_page
+@project_required
 def usage_page(request: HttpRequest) -> HttpResponse:
     return _report_page(request, admin=False)
 

@@ -1,40 +1,40 @@
 """One workload's GPU usage on its page: the chart's JSON, "I still need it", and the admin's
-exemption from idle culling. Every lookup starts from `workloads_visible`: another tenant's
-workload is a 404."""
+exemption from idle culling. Every lookup is a `scoped_object`: another tenant's workload is a
+404."""
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from portal.keystone.access import admin_required, project_required, scoped_object
+from portal.keystone.scoping import Action
 from portal.redirects import safe_redirect_target
-from portal.workloads.selectors import workloads_visible
-from portal.workloads.views import changeable_workload, project_page
-from tenants.views import admin_required
+from portal.workloads.models import Workload
 
 from .charts import chart_window, workload_gpu_series
 from .culling import IdleExtendRefused, workload_cull_exempt_set, workload_idle_extend
 
 
-@project_page
+@project_required
 @require_GET
-def workload_gpu_usage(request: HttpRequest, pk: int) -> JsonResponse:
+@scoped_object(Workload)
+def workload_gpu_usage(request: HttpRequest, workload: Workload) -> JsonResponse:
     """The chart's series (`?minutes=` one of charts.WINDOWS_MINUTES)."""
-    workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
     series = workload_gpu_series(workload, minutes=chart_window(request.GET.get("minutes")))
     response = JsonResponse(series)
     response["Cache-Control"] = "no-store"
     return response
 
 
-@project_page
+@project_required
 @require_POST
-def workload_still_needed(request: HttpRequest, pk: int) -> HttpResponse:
+@scoped_object(Workload, Action.CHANGE)
+def workload_still_needed(request: HttpRequest, workload: Workload) -> HttpResponse:
     """"I still need it": withdraw the idle warning; the idle period starts again."""
-    workload = changeable_workload(request, pk)
     try:
         workload_idle_extend(workload=workload, user=request.user)
     except IdleExtendRefused as exc:
@@ -46,9 +46,9 @@ def workload_still_needed(request: HttpRequest, pk: int) -> HttpResponse:
 
 @admin_required
 @require_POST
-def workload_cull_exempt(request: HttpRequest, pk: int) -> HttpResponse:
+@scoped_object(Workload, Action.CHANGE)
+def workload_cull_exempt(request: HttpRequest, workload: Workload) -> HttpResponse:
     """An admin exempts a workload from idle culling (exempt=1) or ends it (exempt=0)."""
-    workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
     exempt = request.POST.get("exempt") == "1"
     workload_cull_exempt_set(workload=workload, exempt=exempt, acting_user=request.user,
                              note=request.POST.get("note", "").strip())

@@ -16,13 +16,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from audit.models import AuditRecord
+from portal.keystone.access import admin_required
 from portal.kube.client import Kube, KubeError
 from portal.kube.kueue import queueing_shown
 from portal.kube.labels import MANAGED_BY
 from portal.kube.quantity import parse_quantity
 from tenants.kueue import flavor_name
 from tenants.models import Tenant
-from tenants.views import admin_required
 
 
 @dataclasses.dataclass

@@ -5,6 +5,8 @@ from django.db import models
 
 from catalogue.models import GpuType, Template, open_url
 
+from .querysets import WorkloadEventQuerySet, WorkloadQuerySet
+
 
 class Workload(models.Model):
     """One launch: a Job (batch) or a Deployment + Service (service) in the tenant's namespace."""
@@ -70,6 +72,8 @@ class Workload(models.Model):
     # template or GPU type never changes a launch that was already admitted. No secrets.
     launch_spec = models.JSONField(default=dict, blank=True)
 
+    objects = WorkloadQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
@@ -113,6 +117,8 @@ class WorkloadEvent(models.Model):
     count = models.PositiveIntegerField(default=1)
     # the Kubernetes event's uid: the same event seen twice (relist, retried task) is one row
     uid = models.CharField(max_length=64, null=True, blank=True, unique=True)  # noqa: DJ001
+
+    objects = WorkloadEventQuerySet.as_manager()
 
     class Meta:
         ordering = ["at", "id"]

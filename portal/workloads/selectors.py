@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import QuerySet, Sum
 
 from catalogue.models import GpuType
+from portal.keystone.scoping import Action
 from portal.kube.client import Kube, KubeError
 from portal.kube.quantity import parse_quantity
 
@@ -145,23 +146,6 @@ def gpus_in_use_by_namespace(namespaces: set[str], kube: Kube | None = None
     return {ns: dict(by_type) for ns, by_type in usage.items()}
 
 
-def workloads_visible(identity):
-    """The workloads of the caller's current project (admins: every project). Deleted ones
-    are hidden. Every workload query of the pages and the API starts here."""
-    # with what the API and the pages say about its access (no query per workload in a list)
-    queryset = Workload.objects.select_related(
-        "tenant", "owner", "template", "gpu_type", "tenant__service_access",
-        "access__application").filter(deleted_at__isnull=True)
-    if identity is None:
-        return queryset.none()
-    if identity.is_admin:
-        return queryset
-    project = identity.project
-    if project is None:
-        return queryset.none()
-    return queryset.filter(tenant__keystone_project_id=project.id)
-
-
 def workload_project_elsewhere(identity, pk: int):
     """The caller's other project that workload `pk` belongs to, or None: for a link to a
     workload of one of their projects that is not the current one (the page offers to switch).
@@ -177,19 +161,17 @@ def workload_project_elsewhere(identity, pk: int):
     return next((p for p in identity.projects if p.id == project_id), None)
 
 
-def workload_may_change(identity, workload, user) -> bool:
-    """Members change their own workloads, managers (and admins) every one of the project."""
-    role = identity.role if identity is not None else None
-    if role is None or not role.can_launch:
-        return False
-    return role.can_manage_all or workload.owner_id == user.pk
+def workload_may_change(identity, workload: Workload) -> bool:
+    """Members change their own workloads, managers (and admins) every one of the project
+    (`Workload.objects.restrict(identity, "change")`, for a row in hand)."""
+    return Workload.objects.permits(identity, Action.CHANGE, workload)
 
 
-def workload_may_see_secrets(identity, workload, user) -> bool:
+def workload_may_see_secrets(identity, workload: Workload) -> bool:
     """Who reads a workload's access token, and the log lines, events and arguments that may
     carry one: those who may manage it (owner, the project's managers, admins). Other members
     and readers see that it runs, not how to get in (portal/workloads/logs.py redacts)."""
-    return workload_may_change(identity, workload, user)
+    return workload_may_change(identity, workload)
 
 
 @dataclasses.dataclass

@@ -2,12 +2,12 @@
 
 Server-rendered and usable without JavaScript; htmx adds the live parts (the launch page's fit
 check and template fields, the list's and the workload page's status polling). Every workload
-query starts from `workloads_visible`, so another tenant's workload is a 404.
+query starts from `Workload.objects.restrict` (the list) or `scoped_object` (one workload), so
+another tenant's workload is a 404; the current project's tenant is `request.tenant`.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -15,12 +15,10 @@ import secrets
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -30,6 +28,8 @@ from portal.access.services import (
     tenant_service_access,
     workload_access_summary,
 )
+from portal.keystone.access import project_required, scoped_object, tenant_required
+from portal.keystone.scoping import Action
 from portal.kube.client import KubeError
 from portal.kube.kueue import queueing_shown
 from portal.redirects import safe_redirect_target
@@ -47,7 +47,6 @@ from .selectors import (
     GpuAvailability,
     workload_may_change,
     workload_may_see_secrets,
-    workloads_visible,
 )
 from .services import AdmissionRefused, workload_delete, workload_launch, workload_stop
 
@@ -60,35 +59,10 @@ EVENTS_SHOWN = 50
 PAGE_SIZE = 50
 
 
-def project_page(view):
-    """Signed in, with a current project (otherwise the 'no project yet' page)."""
-
-    @login_required
-    @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs):
-        identity = getattr(request, "identity", None)
-        if identity is None or identity.project is None:
-            return render(request, "portal/no_projects.html")
-        return view(request, *args, **kwargs)
-
-    return wrapper
-
-
-def _require_launch(request: HttpRequest) -> None:
-    role = request.identity.role
-    if role is None or not role.can_launch:
-        raise PermissionDenied("Your role in this project cannot launch workloads.")
-
-
-def _current_tenant(request: HttpRequest) -> Tenant:
-    return get_object_or_404(Tenant.objects.select_related("quota"),
-                             keystone_project_id=request.identity.project.id)
-
-
 def _project_workloads(request: HttpRequest) -> QuerySet[Workload]:
     """The current project's workloads (admins too see only the current project's here)."""
-    return workloads_visible(request.identity).filter(
-        tenant__keystone_project_id=request.identity.project.id)
+    return Workload.objects.with_relations().restrict(request.identity, Action.VIEW).filter(
+        tenant=request.tenant)
 
 
 # --- GPUs: free in the cluster, left in the quota -----------------------------------------
@@ -214,11 +188,11 @@ def _launch_render(request: HttpRequest, tenant: Tenant, templates: list[Templat
     }, status=status)
 
 
-@project_page
+@project_required
 @require_http_methods(["GET", "POST"])
+@tenant_required(Action.LAUNCH)
 def launch(request: HttpRequest) -> HttpResponse:
-    _require_launch(request)
-    tenant = _current_tenant(request)
+    tenant = request.tenant
     templates = list(Template.objects.filter(enabled=True))
     if request.method == "GET":
         rows, cluster_error = gpu_availability(tenant, tenant.quota)
@@ -275,12 +249,12 @@ def _idempotency_key(post: QueryDict) -> str | None:
     return f"{form_key}:{digest}"
 
 
-@project_page
+@project_required
 @require_GET
+@tenant_required(Action.LAUNCH)
 def launch_check(request: HttpRequest) -> HttpResponse:
     """htmx: free GPUs and quota left for the chosen type and count, with warnings."""
-    _require_launch(request)
-    tenant = _current_tenant(request)
+    tenant = request.tenant
     rows, cluster_error = gpu_availability(tenant, tenant.quota)
     return render(request, "workloads/_launch_check.html", {
         "check": _check_context(rows, request.GET.get("gpu_type", ""),
@@ -289,14 +263,14 @@ def launch_check(request: HttpRequest) -> HttpResponse:
     })
 
 
-@project_page
+@project_required
 @require_POST
+@tenant_required(Action.LAUNCH)
 def launch_fields(request: HttpRequest) -> HttpResponse:
     """htmx: the chosen template's fields (CPU and memory defaults, the custom image part)."""
-    _require_launch(request)
     if not request.htmx:
         return redirect("workloads:launch")
-    tenant = _current_tenant(request)
+    tenant = request.tenant
     templates = list(Template.objects.filter(enabled=True))
     values = _posted_values(request.POST, templates)
     return render(request, "workloads/_template_fields.html", {
@@ -317,7 +291,7 @@ def _list_context(request: HttpRequest) -> dict:
     page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     rules: dict[int, str] = {}  # tenant → its rule of who gets through, read once
     for workload in page:
-        workload.may_change = workload_may_change(request.identity, workload, request.user)
+        workload.may_change = workload_may_change(request.identity, workload)
         workload.may_open = _may_open(request, workload, rules)
     annotate_queue(page)
     query = request.GET.copy()
@@ -335,13 +309,13 @@ def _list_context(request: HttpRequest) -> dict:
     }
 
 
-@project_page
+@project_required
 @require_GET
 def workload_list(request: HttpRequest) -> HttpResponse:
     return render(request, "workloads/workload_list.html", _list_context(request))
 
 
-@project_page
+@project_required
 @require_GET
 def workload_rows(request: HttpRequest) -> HttpResponse:
     """htmx: the table body; it polls itself while a shown workload is active."""
@@ -355,7 +329,7 @@ def _may_open(request: HttpRequest, workload: Workload, rules: dict[int, str] | 
     """Whether the page offers to open the workload: it is of the current project and the
     project's rule lets this user through its proxy (others would meet the proxy's 403)."""
     identity = request.identity
-    if identity.project is None or workload.tenant.keystone_project_id != identity.project.id:
+    if request.tenant is None or workload.tenant_id != request.tenant.pk:
         return False
     rules = {} if rules is None else rules
     if workload.tenant_id not in rules:
@@ -375,7 +349,7 @@ def _detail_context(request: HttpRequest, workload: Workload) -> dict:
     events = list(workload.events.order_by("-at", "-id")[:EVENTS_SHOWN])[::-1]
     annotate_queue([workload])
     argv = [*workload.command, *workload.args]
-    may_see_secrets = workload_may_see_secrets(request.identity, workload, request.user)
+    may_see_secrets = workload_may_see_secrets(request.identity, workload)
     if not may_see_secrets:
         # other members and readers see that it runs, not how to get in: no access token in
         # the logs, the events or the arguments (the rows are not saved)
@@ -385,7 +359,7 @@ def _detail_context(request: HttpRequest, workload: Workload) -> dict:
             event.message = redact(event.message, (workload.access_token,))
     return {
         "workload": workload,
-        "may_change": workload_may_change(request.identity, workload, request.user),
+        "may_change": workload_may_change(request.identity, workload),
         "may_open": _may_open(request, workload),
         "argv": argv,
         "access": workload_access_summary(workload),
@@ -394,46 +368,47 @@ def _detail_context(request: HttpRequest, workload: Workload) -> dict:
     }
 
 
-@project_page
+def _in_another_project(request: HttpRequest, pk: int) -> HttpResponse | None:
+    """A link to a workload of another of the user's projects: offer to switch to it (None:
+    not one of theirs, a 404)."""
+    project = selectors.workload_project_elsewhere(request.identity, pk)
+    if project is None:
+        return None
+    return render(request, "workloads/other_project.html", {"workload_id": pk, "project": project})
+
+
+def _gone(request: HttpRequest, pk: int) -> HttpResponse:
+    """Deleted meanwhile: leave the page rather than poll a 404."""
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = reverse("workloads:list")
+        return response
+    return redirect("workloads:detail", pk=pk)
+
+
+def _with_relations(workloads):
+    return workloads.with_relations()
+
+
+@project_required
 @require_GET
-def workload_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    workload = workloads_visible(request.identity).filter(pk=pk).first()
-    if workload is None:
-        # a link to a workload of another of the user's projects: offer to switch to it
-        project = selectors.workload_project_elsewhere(request.identity, pk)
-        if project is None:
-            raise Http404("No such workload.")
-        return render(request, "workloads/other_project.html",
-                      {"workload_id": pk, "project": project})
+@scoped_object(Workload, queryset=_with_relations, on_missing=_in_another_project)
+def workload_detail(request: HttpRequest, workload: Workload) -> HttpResponse:
     return render(request, "workloads/workload_detail.html", _detail_context(request, workload))
 
 
-@project_page
+@project_required
 @require_GET
-def workload_live(request: HttpRequest, pk: int) -> HttpResponse:
+@scoped_object(Workload, queryset=_with_relations, on_missing=_gone)
+def workload_live(request: HttpRequest, workload: Workload) -> HttpResponse:
     """htmx: state, events and logs; it polls itself while the workload is active."""
-    workload = workloads_visible(request.identity).filter(pk=pk).first()
-    if workload is None:
-        if request.htmx:  # deleted meanwhile: leave the page rather than poll a 404
-            response = HttpResponse(status=204)
-            response["HX-Redirect"] = reverse("workloads:list")
-            return response
-        return redirect("workloads:detail", pk=pk)
     return render(request, "workloads/_workload_live.html", _detail_context(request, workload))
 
 
-def changeable_workload(request: HttpRequest, pk: int) -> Workload:
-    """The workload the signed-in user may stop or change (another tenant's: 404)."""
-    workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
-    if not workload_may_change(request.identity, workload, request.user):
-        raise PermissionDenied("You may not change this workload.")
-    return workload
-
-
-@project_page
+@project_required
 @require_POST
-def stop(request: HttpRequest, pk: int) -> HttpResponse:
-    workload = changeable_workload(request, pk)
+@scoped_object(Workload, Action.CHANGE, queryset=_with_relations)
+def stop(request: HttpRequest, workload: Workload) -> HttpResponse:
     if workload.is_active:
         workload_stop(workload=workload, user=request.user)
         messages.success(request, f"{workload.name} is stopping; its GPUs are released when "
@@ -444,10 +419,10 @@ def stop(request: HttpRequest, pk: int) -> HttpResponse:
                     or reverse("workloads:detail", args=[workload.pk]))
 
 
-@project_page
+@project_required
 @require_POST
-def delete(request: HttpRequest, pk: int) -> HttpResponse:
-    workload = changeable_workload(request, pk)
+@scoped_object(Workload, Action.CHANGE, queryset=_with_relations)
+def delete(request: HttpRequest, workload: Workload) -> HttpResponse:
     workload_delete(workload=workload, user=request.user)
     messages.success(request, f"{workload.name} was deleted."
                               f"{' Its containers are being stopped.' if workload.is_active else ''}")

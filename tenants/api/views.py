@@ -3,17 +3,18 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, mixins, viewsets
+from rest_framework import exceptions, mixins
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from api.permissions import IsPortalAdmin
+from api.viewsets import TenantScopedViewSet
 from audit.models import AuditRecord
+from portal.keystone.scoping import Action
 
 from ..filtersets import AuditRecordFilterSet, TenantFilterSet
 from ..models import Quota, Tenant
 from ..quota_validation import CapacityUnknown
-from ..selectors import audit_records_visible, tenants_visible
 from ..services import quota_update
 from .serializers import AuditRecordSerializer, QuotaSerializer, TenantSerializer
 
@@ -25,28 +26,23 @@ class CapacityUnavailable(exceptions.APIException):
                       "be checked against it. Retry, or set allow_over_capacity.")
 
 
-class TenantViewSet(viewsets.ReadOnlyModelViewSet):
-    """Tenants: the caller's Keystone projects (admins: all)."""
+class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """Tenants: the caller's current project's (admins: all)."""
 
     serializer_class = TenantSerializer
     filter_backends = [DjangoFilterBackend]
     filterset_class = TenantFilterSet
-
-    queryset = Tenant.objects.none()  # the real one comes from get_queryset
-
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return Tenant.objects.none()
-        return tenants_visible(self.request.identity)
+    queryset = Tenant.objects.select_related("quota")
 
     @extend_schema(request=QuotaSerializer, responses=QuotaSerializer)
     @action(detail=True, methods=["get", "put", "patch"])
     def quota(self, request, pk=None):
         tenant = self.get_object()  # another tenant's: 404
-        quota = get_object_or_404(Quota, tenant=tenant)
+        quota = get_object_or_404(Quota.objects.restrict(request.identity, Action.VIEW),
+                                  tenant=tenant)
         if request.method == "GET":
             return Response(QuotaSerializer(quota).data)
-        if not request.identity.is_admin:
+        if not Quota.objects.permits(request.identity, Action.CHANGE, quota):
             raise exceptions.PermissionDenied("Only portal administrators may change quotas.")
         serializer = QuotaSerializer(quota, data=request.data, partial=request.method == "PATCH")
         try:
@@ -58,17 +54,11 @@ class TenantViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(QuotaSerializer(quota).data)
 
 
-class AuditRecordViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class AuditRecordViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     """The audit trail (admins)."""
 
     serializer_class = AuditRecordSerializer
     permission_classes = [IsPortalAdmin]
     filter_backends = [DjangoFilterBackend]
     filterset_class = AuditRecordFilterSet
-
-    queryset = AuditRecord.objects.none()
-
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return AuditRecord.objects.none()
-        return audit_records_visible(self.request.identity)
+    queryset = AuditRecord.objects.select_related("tenant")

@@ -44,10 +44,10 @@ def researcher(login, gpu_types, cluster):
 def test_a_failing_page_shows_no_session_or_token(researcher, settings, monkeypatch, debug):
     settings.DEBUG = debug
 
-    def broken(identity):
+    def broken(queryset, identity, action="view"):
         raise RuntimeError(f"cannot list for {identity.unscoped.user_name}")
 
-    monkeypatch.setattr("portal.views.workloads_visible", broken)
+    monkeypatch.setattr("portal.workloads.querysets.WorkloadQuerySet.restrict", broken)
     response = researcher.get("/")
     assert response.status_code == 500
     page = response.content.decode(errors="replace")

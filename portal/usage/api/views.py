@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from django.db.models import Sum
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers
@@ -9,7 +8,8 @@ from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.workloads.selectors import workloads_visible
+from api.viewsets import TenantScopedAPIView
+from portal.workloads.models import Workload
 
 from ..charts import chart_window, workload_gpu_series
 from ..forms import GROUP_BY, UsageQueryForm
@@ -74,18 +74,20 @@ class UsageView(APIView):
         return response
 
 
-class WorkloadUsageView(APIView):
+class WorkloadUsageView(TenantScopedAPIView):
     """`GET workloads/{id}/usage/`: one workload's GPU use, what its page charts."""
+
+    queryset = Workload.objects.all()
 
     @extend_schema(
         operation_id="workloads_usage_retrieve",
         parameters=[OpenApiParameter("minutes", int,
                                      description="window: 15, 60, 360, 1440 or 10080 minutes")],
         responses={200: OpenApiTypes.OBJECT})
-    def get(self, request, pk: int):
+    def get(self, request, pk: int):  # noqa: ARG002 - pk: get_object reads it
         """The workload's GPU use: GPU-hours allocated and used, and its utilisation and
         memory series over the window (what the workload page charts)."""
-        workload = get_object_or_404(workloads_visible(request.identity), pk=pk)
+        workload = self.get_object()  # another tenant's: 404
         totals = GpuUsageRollup.objects.filter(
             workload=workload, granularity=GpuUsageRollup.Granularity.MINUTE,
         ).aggregate(allocated=Sum("gpu_seconds_allocated"), used=Sum("gpu_seconds_used"))

@@ -176,7 +176,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
         data = super().to_representation(workload)
         request = self.context.get("request")
         if request is not None and not workload_may_see_secrets(
-                getattr(request, "identity", None), workload, request.user):
+                getattr(request, "identity", None), workload):
             # a token passed as an argument (--ServerApp.token=…) is not for readers' eyes
             secrets = (workload.access_token,)
             data["command"] = [redact(item, secrets) for item in data["command"]]

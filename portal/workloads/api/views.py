@@ -7,9 +7,11 @@ from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from api.viewsets import TenantScopedViewSet
 from catalogue.models import GpuType, Template
 from portal.access.serializers import WorkloadTokenSerializer
 from portal.access.services import AccessRefused, workload_token_issue
+from portal.keystone.scoping import Action
 from portal.kube.client import Kube, KubeError
 from portal.usage.health import unhealthy_gpus_by_node
 from tenants.models import Quota, Tenant
@@ -21,9 +23,7 @@ from ..selectors import (
     gpu_allocation,
     gpu_capacity,
     gpus_held_by_type,
-    workload_may_change,
     workload_may_see_secrets,
-    workloads_visible,
 )
 from ..services import (
     AdmissionRefused,
@@ -107,23 +107,25 @@ class TemplateViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
 
 class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                      mixins.DestroyModelMixin, viewsets.GenericViewSet):
+                      mixins.DestroyModelMixin, TenantScopedViewSet):
+    """The caller's tenant's workloads (TenantScopedViewSet: another tenant's is a 404; stop
+    and delete are for those who may change the workload, else 403)."""
+
     serializer_class = WorkloadSerializer
     filter_backends = [DjangoFilterBackend]
     filterset_class = WorkloadFilterSet
-
-    queryset = Workload.objects.none()  # the real one comes from get_queryset
-
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return Workload.objects.none()
-        return workloads_visible(self.request.identity)
+    queryset = Workload.objects.with_relations()
+    change_actions = frozenset({"destroy", "stop"})
+    refusal = "You may not change this workload."
 
     def _tenant(self) -> Tenant:
-        identity = self.request.identity
-        if identity.project is None:
+        """The tenant a launch goes to: the caller's current project's, never the body's."""
+        identity, tenant = self.request.identity, self.request.tenant
+        if identity.project is None or tenant is None:
             raise exceptions.PermissionDenied("Choose a project first.")
-        return Tenant.objects.get(keystone_project_id=identity.project.id)
+        if not Tenant.objects.permits(identity, Action.LAUNCH, tenant):
+            raise exceptions.PermissionDenied("Your role in this project cannot launch workloads.")
+        return tenant
 
     @extend_schema(request=LaunchSerializer,
                    responses={201: WorkloadSerializer, 200: WorkloadSerializer},
@@ -134,9 +136,6 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                                    "same key with another body is 422 "
                                    "`idempotency_key_reused`.")])
     def create(self, request):
-        identity = request.identity
-        if identity.role is None or not identity.role.can_launch:
-            raise exceptions.PermissionDenied("Your role in this project cannot launch workloads.")
         tenant = self._tenant()
         serializer = LaunchSerializer(data=request.data, tenant=tenant,
                                       quota=Quota.objects.get(tenant=tenant))
@@ -157,20 +156,14 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         return Response(WorkloadSerializer(workload).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
-    def _changeable(self) -> Workload:
-        workload = self.get_object()
-        if not workload_may_change(self.request.identity, workload, self.request.user):
-            raise exceptions.PermissionDenied("You may not change this workload.")
-        return workload
-
     @extend_schema(request=None, responses={202: WorkloadSerializer})
     @action(detail=True, methods=["post"])
     def stop(self, request, pk=None):
-        workload = workload_stop(workload=self._changeable(), user=request.user)
+        workload = workload_stop(workload=self.get_object(), user=request.user)
         return Response(WorkloadSerializer(workload).data, status=status.HTTP_202_ACCEPTED)
 
     def destroy(self, request, pk=None):
-        workload_delete(workload=self._changeable(), user=request.user)
+        workload_delete(workload=self.get_object(), user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(responses=WorkloadEventSerializer(many=True))
@@ -184,7 +177,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         return Response(data)
 
     def _may_see_secrets(self, workload: Workload) -> bool:
-        return workload_may_see_secrets(self.request.identity, workload, self.request.user)
+        return workload_may_see_secrets(self.request.identity, workload)
 
     @extend_schema(request=None, responses={201: WorkloadTokenSerializer})
     @action(detail=True, methods=["post"], url_path="access-token")

@@ -1,0 +1,47 @@
+"""The API's base views for tenant-owned objects: the tenant restriction is theirs, for every
+method, so that no endpoint can forget it.
+
+`get_queryset()` is the view's queryset restricted to what the caller may see
+(`restrict(identity, "view")`, portal/keystone/scoping.py): lists show only the caller's
+tenant and another tenant's object is a 404, never a 403. `get_object()` then asks whether the
+caller may do what the request does (`change_actions`: a viewset's action names, or a plain
+view's HTTP methods, in lower case): a row of their own tenant that their role may not change
+is a 403.
+"""
+
+from __future__ import annotations
+
+from rest_framework import exceptions, generics, viewsets
+
+from portal.keystone.scoping import Action
+
+
+class TenantScoped:
+    change_actions: frozenset[str] = frozenset()
+    refusal = "Your role in this project may not change this."
+
+    def scope_action(self) -> Action:
+        name = getattr(self, "action", None) or self.request.method.lower()
+        return Action.CHANGE if name in self.change_actions else Action.VIEW
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        if getattr(self, "swagger_fake_view", False):  # the schema generator: no request
+            return queryset.none()
+        return queryset.restrict(self.request.identity, Action.VIEW)
+
+    def get_object(self):
+        obj = super().get_object()
+        action = self.scope_action()
+        if action is not Action.VIEW and not type(obj).objects.permits(
+                self.request.identity, action, obj):
+            raise exceptions.PermissionDenied(self.refusal)
+        return obj
+
+
+class TenantScopedViewSet(TenantScoped, viewsets.GenericViewSet):
+    pass
+
+
+class TenantScopedAPIView(TenantScoped, generics.GenericAPIView):
+    pass

@@ -1,0 +1,20 @@
+"""`request.tenant`: the tenant of the signed-in identity's current project, resolved once per
+request (None: no identity, no current project, or a project the portal has no tenant for).
+
+It runs after KeystoneSessionMiddleware (which puts `request.identity` on the request). An API
+caller with a Keystone token gets both from api/authentication.py instead, which replaces
+them when DRF authenticates the request.
+"""
+
+from __future__ import annotations
+
+from .selectors import tenant_current
+
+
+class CurrentTenantMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        request.tenant = tenant_current(getattr(request, "identity", None))
+        return self.get_response(request)

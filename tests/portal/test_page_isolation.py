@@ -1,0 +1,378 @@
+"""Tenant isolation, proved over every page.
+
+PAGES gives every URL name that Django's resolver serves outside the API, /o/ and static files
+a rule; the first test fails when a page is added without one, so no page escapes the matrix
+(the API's own matrix, from its OpenAPI schema, is tests/api/test_isolation.py). The rules:
+- PUBLIC: anyone (login, health, metrics);
+- LOGIN: any signed-in user, whatever their project;
+- ADMIN: portal admins only; everyone else 403, whatever the object;
+- TENANT_LIST: the current project's rows only (the other tenant's workload is not listed);
+- LAUNCH: the current project's tenant, for those who may launch in it (a reader: 403);
+- WORKLOAD: one workload, through `scoped_object`: another tenant's is a 404 (never a 403),
+  for every method; a write by a reader, or by a member on another member's workload, is 403.
+For each, with real Keystone users of two tenants (vision-lab, nlp-lab): an anonymous caller is
+sent to the login page; and the positive controls: the same requests succeed for those allowed
+to make them, so the 404s and 403s are not an artefact of a missing object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client, TestCase
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
+
+from catalogue.models import GpuType, Template
+from portal.keystone import identity as identity_store
+from portal.keystone.client import KeystoneClient
+from portal.keystone.identity import Identity
+from portal.keystone.roles import is_portal_admin
+from portal.keystone.services import user_sync
+from portal.usage.models import GpuUsageRollup
+from portal.workloads.models import Workload
+from tenants.models import Quota, Tenant
+from tenants.services import quota_update, tenant_ensure
+
+pytestmark = pytest.mark.django_db
+
+PUBLIC, LOGIN, ADMIN, TENANT_LIST, LAUNCH, WORKLOAD = (
+    "public", "login", "admin", "tenant-list", "launch", "workload")
+
+
+@dataclasses.dataclass(frozen=True)
+class Page:
+    name: str  # the URL name, with its namespace
+    rule: str
+    method: str = "GET"
+    target: str | None = None  # what <pk> names: "workload", "tenant", "gpu_type", "template"
+    writes: bool = False  # changes what it addresses: a reader's request is refused
+    ok: int = 200  # the positive control's status
+    hidden: int = 404  # what another tenant's object answers (a redirect to a 404 for one)
+    data: dict | None = None
+    htmx: bool = False
+
+    def url(self, world: World, tenant: str = "vision") -> str:
+        if self.target is None:
+            return reverse(self.name)
+        obj = {"workload": world.workloads, "tenant": world.tenants}.get(self.target)
+        pk = obj[tenant].pk if obj is not None else world.catalogue[self.target].pk
+        return reverse(self.name, kwargs={"pk": pk})
+
+
+PAGES = [
+    Page("login", PUBLIC),
+    Page("logout", PUBLIC, method="POST", ok=302),  # to the login page
+    Page("healthz", PUBLIC),
+    Page("readyz", PUBLIC),
+    Page("metrics", PUBLIC),
+    Page("home", TENANT_LIST),
+    Page("switch-project", LOGIN, method="POST", ok=302),
+    # the researcher's workload pages
+    Page("workloads:list", TENANT_LIST),
+    Page("workloads:rows", TENANT_LIST),
+    Page("workloads:launch", LAUNCH),
+    Page("workloads:launch-check", LAUNCH),
+    Page("workloads:launch-fields", LAUNCH, method="POST", htmx=True,
+         data={"template": "jupyter"}),
+    Page("workloads:detail", WORKLOAD, target="workload"),
+    # a workload gone from the live part's view sends the browser to its page, which is a 404
+    Page("workloads:live", WORKLOAD, target="workload", hidden=302),
+    Page("workloads:stop", WORKLOAD, method="POST", target="workload", writes=True, ok=302),
+    Page("workloads:delete", WORKLOAD, method="POST", target="workload", writes=True, ok=302),
+    Page("usage:mine", TENANT_LIST),
+    Page("usage:workload-series", WORKLOAD, target="workload"),
+    Page("usage:workload-still-needed", WORKLOAD, method="POST", target="workload",
+         writes=True, ok=302),
+    # the admins'
+    Page("usage:admin", ADMIN),
+    Page("usage:gpu-dashboard", ADMIN),
+    Page("usage:workload-cull-exempt", ADMIN, method="POST", target="workload", ok=302,
+         data={"exempt": "0"}),
+    Page("queues", ADMIN),
+    Page("tenants:list", ADMIN),
+    Page("tenants:detail", ADMIN, target="tenant"),
+    Page("tenants:row", ADMIN, target="tenant", ok=302),  # without htmx: to the tenant page
+    Page("tenants:reconcile", ADMIN, method="POST", target="tenant", ok=302),
+    Page("tenants:pod-security", ADMIN, method="POST", target="tenant", ok=302),
+    Page("tenants:delete", ADMIN, method="POST", target="tenant", ok=302),  # unconfirmed
+    Page("tenants:restore", ADMIN, method="POST", target="tenant", ok=302),
+    Page("tenants:audit", ADMIN),
+    Page("catalogue:gpu-types", ADMIN),
+    Page("catalogue:gpu-type-new", ADMIN),
+    Page("catalogue:gpu-type-edit", ADMIN, target="gpu_type"),
+    Page("catalogue:gpu-type-enabled", ADMIN, method="POST", target="gpu_type", ok=302,
+         data={"enabled": "on"}),
+    Page("catalogue:templates", ADMIN),
+    Page("catalogue:template-new", ADMIN),
+    Page("catalogue:template-edit", ADMIN, target="template"),
+    Page("catalogue:template-enabled", ADMIN, method="POST", target="template", ok=302,
+         data={"enabled": "on"}),
+    Page("tenants:image-prefixes", ADMIN, target="tenant", ok=302),
+]
+BY_NAME = {page.name: page for page in PAGES}
+SKIPPED_PREFIXES = ("api/", "o/", "static/")
+
+
+def resolver_pages() -> set[str]:
+    """Every named URL the portal serves, but the API's, the OIDC provider's and static."""
+    found: set[str] = set()
+
+    def walk(patterns, prefix: str, namespace: str) -> None:
+        for entry in patterns:
+            route = prefix + str(entry.pattern)
+            if route.startswith(SKIPPED_PREFIXES):
+                continue
+            if isinstance(entry, URLResolver):
+                inner = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
+                walk(entry.url_patterns, route, inner)
+            elif isinstance(entry, URLPattern):
+                assert entry.name, f"the page at {route!r} has no URL name: give it one"
+                found.add(namespace + entry.name)
+
+    walk(get_resolver().url_patterns, "", "")
+    return found
+
+
+def test_every_page_has_a_rule():
+    missing = resolver_pages() - set(BY_NAME)
+    assert not missing, (f"add these pages to PAGES in {__file__} (public, login, admin, a "
+                         f"tenant list, launch, or one workload): {sorted(missing)}")
+    stale = set(BY_NAME) - resolver_pages()
+    assert not stale, f"PAGES lists pages the portal no longer serves: {sorted(stale)}"
+
+
+# --- the world: two tenants, a workload in each --------------------------------------------
+
+@dataclasses.dataclass
+class World:
+    sign_in: Callable[[str], Client]
+    tenants: dict[str, Tenant]
+    workloads: dict[str, Workload]
+    catalogue: dict[str, object]
+    clients: dict[str, Client] = dataclasses.field(default_factory=dict)
+
+    def client(self, who: str) -> Client:
+        """`who`'s browser, signed in on first use."""
+        if who not in self.clients:
+            self.clients[who] = self.sign_in(who)
+        return self.clients[who]
+
+    def call(self, who: str | None, page: Page, url: str | None = None):
+        client = Client() if who is None else self.client(who)
+        url = url or page.url(self)
+        headers = {"HTTP_HX_REQUEST": "true"} if page.htmx else {}
+        # side effects (tasks) are queued on commit: capture them, run none
+        with TestCase.captureOnCommitCallbacks(execute=False):
+            if page.method == "GET":
+                return client.get(url, page.data or {}, **headers)
+            return client.post(url, page.data or {}, **headers)
+
+
+def make_workload(tenant: Tenant, username: str, name: str) -> Workload:
+    """A running workload's row as the tracker would have left it (no cluster objects)."""
+    workload = Workload.objects.create(
+        tenant=tenant, owner=get_user_model().objects.get(username=username), name=name,
+        template=Template.objects.get(slug="jupyter"), kind="service",
+        gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1,
+        image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
+        memory_gb=16, state=Workload.State.RUNNING, address="192.168.1.245",
+        access_token=f"tok-{name}")
+    GpuUsageRollup.objects.create(
+        granularity=GpuUsageRollup.Granularity.MINUTE,
+        bucket_start=timezone.now().replace(second=0, microsecond=0) - dt.timedelta(minutes=5),
+        workload=workload, tenant=tenant, user=workload.owner, gpu_type=workload.gpu_type,
+        gpu_count=1, samples=4, util_avg=50.0, util_max=80.0, gpu_seconds_allocated=60.0,
+        gpu_seconds_used=30.0)
+    return workload
+
+
+# who: (Keystone user, the project they are signed in to)
+PEOPLE = {"researcher@vision": ("researcher", "vision-lab"),
+          "researcher@nlp": ("researcher", "nlp-lab"),
+          "student@nlp": ("student", "nlp-lab"),
+          "lead@vision": ("lead", "vision-lab"),
+          "viewer@vision": ("viewer", "vision-lab"),
+          "admin@admin": ("admin", "admin")}
+NAMES = {"vision": "visionprobe", "nlp": "nlpprobe"}
+
+
+@pytest.fixture(scope="module")
+def identities(keystone) -> dict[str, Identity]:
+    """Each person's Keystone identity, from the real Keystone once for the module (tokens are
+    Keystone state, not database): unscoped, projects, a token scoped to the project, admin."""
+    client = KeystoneClient()
+    out = {}
+    for who, (user, project) in PEOPLE.items():
+        unscoped = client.authenticate(user, f"{user}-demo-pass", "Default")
+        projects = client.user_projects(unscoped.id)
+        wanted = next(p for p in projects if p.name == project)
+        scoped = client.scope_to_project(unscoped.id, wanted.id)
+        admin = is_portal_admin(project_name=scoped.project_name, role_names=scoped.roles,
+                                system_scoped=False)
+        out[who] = Identity(unscoped=unscoped, projects=projects, scoped=scoped, is_admin=admin,
+                            validated_at=dt.datetime.now(dt.UTC))
+    return out
+
+
+@pytest.fixture
+def world(identities, gpu_types, cluster) -> World:
+    def sign_in(who: str) -> Client:
+        """A browser whose server-side session holds `who`'s Keystone identity, as the login
+        form leaves it (tests/keystone/test_login.py proves the form itself)."""
+        identity = dataclasses.replace(identities[who], validated_at=dt.datetime.now(dt.UTC))
+        for project in identity.projects:  # first sight of a project records its tenant
+            tenant_ensure(keystone_project_id=project.id, name=project.name,
+                          domain_id=project.domain_id)
+        client = Client()
+        client.force_login(user_sync(token=identity.unscoped, is_admin=identity.is_admin),
+                           backend="portal.keystone.backend.KeystoneBackend")
+        session = client.session
+        identity_store.store(session, identity)
+        session.save()
+        return client
+
+    world = World(sign_in=sign_in, tenants={}, workloads={},
+                  catalogue={"gpu_type": gpu_types["a100"],
+                             "template": Template.objects.get(slug="jupyter")})
+    world.client("researcher@vision")  # first sight: the users, vision-lab and nlp-lab
+    world.client("student@nlp")
+    for key, name, owner in (("vision", "vision-lab", "researcher"), ("nlp", "nlp-lab", "student")):
+        tenant = Tenant.objects.get(name=name)
+        quota_update(tenant=tenant, acting_user=None,
+                     changes={"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 4},
+                              "max_workloads": 10})
+        world.tenants[key] = tenant
+        world.workloads[key] = make_workload(tenant, owner, NAMES[key])
+    return world
+
+
+def snapshot() -> tuple:
+    """What a refused write must leave as it was."""
+    return (
+        sorted(Workload.objects.values_list("pk", "state", "deleted_at")),
+        sorted(Quota.objects.values_list("tenant_id", "max_workloads", "gpus_total")),
+        sorted(Tenant.objects.values_list("pk", "state", "allow_root_templates")),
+    )
+
+
+def ids(pages) -> list[str]:
+    return [f"{page.method} {page.name}" for page in pages]
+
+
+NOT_PUBLIC = [p for p in PAGES if p.rule != PUBLIC]
+ADMIN_PAGES = [p for p in PAGES if p.rule == ADMIN]
+WORKLOAD_PAGES = [p for p in PAGES if p.rule == WORKLOAD]
+LIST_PAGES = [p for p in PAGES if p.rule == TENANT_LIST]
+READER_REFUSED = [p for p in PAGES if p.rule == LAUNCH or (p.rule == WORKLOAD and p.writes)]
+OTHERS_WORKLOAD = [p for p in WORKLOAD_PAGES if p.writes]
+
+
+@pytest.mark.parametrize("page", NOT_PUBLIC, ids=ids(NOT_PUBLIC))
+def test_an_anonymous_caller_is_sent_to_login(world, page):
+    before = snapshot()
+    response = world.call(None, page)
+    assert response.status_code == 302, (response.status_code, response.content[:300])
+    assert urlsplit(response["Location"]).path == reverse("login"), response["Location"]
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("page", ADMIN_PAGES, ids=ids(ADMIN_PAGES))
+@pytest.mark.parametrize("who", ["researcher@vision", "lead@vision", "viewer@vision"])
+def test_admin_pages_refuse_non_admins(world, page, who):
+    before = snapshot()
+    assert world.call(who, page).status_code == 403
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("page", WORKLOAD_PAGES, ids=ids(WORKLOAD_PAGES))
+def test_another_tenants_workload_is_404(world, page):
+    """student (member of nlp-lab only) addresses vision-lab's workload."""
+    before = snapshot()
+    response = world.call("student@nlp", page)
+    assert response.status_code == page.hidden, (response.status_code, response.content[:300])
+    if page.hidden == 302:  # to the workload's page, which is a 404
+        assert world.call("student@nlp", BY_NAME["workloads:detail"],
+                          response["Location"]).status_code == 404
+    assert NAMES["vision"] not in response.content.decode()
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("page", WORKLOAD_PAGES, ids=ids(WORKLOAD_PAGES))
+def test_the_current_project_decides_not_the_membership(world, page):
+    """researcher is a member of both; signed in to nlp-lab, their own vision-lab workload is
+    not reachable: 404 (the workload's page offers to switch project instead, and shows
+    nothing of the workload)."""
+    before = snapshot()
+    response = world.call("researcher@nlp", page)
+    if page.name == "workloads:detail":
+        assert response.status_code == 200
+        assert [t.name for t in response.templates][0] == "workloads/other_project.html"
+    else:
+        assert response.status_code == page.hidden, (response.status_code,
+                                                     response.content[:300])
+    assert NAMES["vision"] not in response.content.decode()
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("page", LIST_PAGES, ids=ids(LIST_PAGES))
+@pytest.mark.parametrize("who", ["student@nlp", "researcher@nlp"])
+def test_lists_show_only_the_current_projects_rows(world, page, who):
+    url = page.url(world) + ("?group_by=workload" if page.name == "usage:mine" else "")
+    response = world.call(who, page, url)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert NAMES["vision"] not in body
+    if who == "student@nlp":  # their own is there: the page does list rows
+        assert NAMES["nlp"] in body
+
+
+@pytest.mark.parametrize("page", LIST_PAGES, ids=ids(LIST_PAGES))
+def test_positive_control_a_list_shows_the_current_projects_rows(world, page):
+    url = page.url(world) + ("?group_by=workload" if page.name == "usage:mine" else "")
+    body = world.call("researcher@vision", page, url).content.decode()
+    assert NAMES["vision"] in body and NAMES["nlp"] not in body
+
+
+@pytest.mark.parametrize("page", READER_REFUSED, ids=ids(READER_REFUSED))
+def test_a_reader_cannot_launch_or_change(world, page):
+    before = snapshot()
+    assert world.call("viewer@vision", page).status_code == 403
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("page", OTHERS_WORKLOAD, ids=ids(OTHERS_WORKLOAD))
+def test_a_member_cannot_change_another_members_workload(world, page):
+    """researcher and student are both members of nlp-lab; the workload is student's."""
+    before = snapshot()
+    assert world.call("researcher@nlp", page, page.url(world, "nlp")).status_code == 403
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("page", OTHERS_WORKLOAD, ids=ids(OTHERS_WORKLOAD))
+def test_a_manager_may_change_every_workload_of_the_project(world, page):
+    assert world.call("lead@vision", page).status_code == page.ok
+
+
+@pytest.mark.parametrize("page", PAGES, ids=ids(PAGES))
+def test_positive_control_the_allowed_caller_succeeds(world, page):
+    """The same requests, by someone allowed: the refusals above are not missing objects."""
+    who = {PUBLIC: None, ADMIN: "admin@admin"}.get(page.rule, "researcher@vision")
+    response = world.call(who, page)
+    assert response.status_code == page.ok, (response.status_code, response.content[:300])
+    if page.ok == 302 and who is not None:
+        assert urlsplit(response["Location"]).path != reverse("login"), response["Location"]
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.target is not None],
+                         ids=ids([p for p in PAGES if p.target is not None]))
+def test_an_admin_reaches_every_tenants_objects(world, page):
+    """An admin, signed in to the admin project, reaches nlp-lab's objects on the admins'
+    pages; on the researcher's pages, an admin sees every tenant's workload too."""
+    response = world.call("admin@admin", page, page.url(world, "nlp"))
+    assert response.status_code == page.ok, (response.status_code, response.content[:300])
