@@ -12,8 +12,8 @@ from portal.keystone.client import KeystoneUnavailable, Project, TokenInvalid
 from portal.keystone.identity import Identity
 from portal.keystone.roles import is_portal_admin
 from portal.keystone.services import user_sync
+from portal.keystone.signals import projects_seen
 from portal.keystone.tokens import validate_token
-from tenants.services import tenant_ensure
 
 
 class ServiceUnavailable(exceptions.APIException):
@@ -45,20 +45,18 @@ class KeystoneTokenAuthentication(BaseAuthentication):
                                 system_scoped=token.system_scoped)
         if token.project_id is None and not admin:
             raise exceptions.AuthenticationFailed("The token must be scoped to a project.")
-        projects, tenant = [], None
+        projects = []
         if token.project_id is not None:
             projects = [Project(id=token.project_id, name=token.project_name or token.project_id,
                                 domain_id=token.project_domain_id or "default")]
-            tenant = tenant_ensure(keystone_project_id=token.project_id, name=projects[0].name,
-                                   domain_id=projects[0].domain_id)
+            projects_seen.send(sender=type(self), projects=projects)  # its tenant is recorded
         user = user_sync(token=token)
-        # the token's identity and its project's tenant, for the whole request (as the
-        # session's come from KeystoneSessionMiddleware and tenants/middleware.py)
+        # the token's identity, for the whole request (as the session's comes from
+        # KeystoneSessionMiddleware); its tenant follows from it (tenants/middleware.py)
         request._request.identity = Identity(
             unscoped=token, projects=projects, scoped=token if token.project_id else None,
             is_admin=admin, validated_at=dt.datetime.now(dt.UTC),
         )
-        request._request.tenant = tenant
         return user, token
 
     def authenticate_header(self, request) -> str:

@@ -5,6 +5,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 class KeystoneTokenScheme(OpenApiAuthenticationExtension):
     target_class = "api.authentication.KeystoneTokenAuthentication"
+    match_subclasses = True  # tenants.authentication.TenantTokenAuthentication, which DRF uses
     name = "keystoneToken"
 
     def get_security_definition(self, auto_schema):

@@ -373,7 +373,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = env.str(
 # --- REST API -----------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "api.authentication.KeystoneTokenAuthentication",
+        "tenants.authentication.TenantTokenAuthentication",
         "api.authentication.PortalSessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["api.permissions.HasProject"],

@@ -187,3 +187,11 @@ def tenant_image_prefixes_update(*, tenant: Tenant, acting_user, prefixes: list[
             audit_record(actor=acting_user, action="tenant.image_prefixes", tenant=tenant,
                          target=tenant.namespace, before=before, after=list(prefixes))
     return tenant
+
+
+def tenants_ensure_for_projects(*, projects, **_signal: Any) -> None:
+    """Every Keystone project seen gets its tenant: the receiver of portal.keystone's
+    `projects_seen` (login, an API caller's token), connected in apps.py."""
+    for project in projects:
+        tenant_ensure(keystone_project_id=project.id, name=project.name,
+                      domain_id=project.domain_id)

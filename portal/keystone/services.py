@@ -9,12 +9,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from tenants.services import tenant_ensure
-
 from . import identity as identity_store
 from .client import KeystoneClient, KeystoneError, KeystoneUnavailable, Project, Token
 from .identity import Identity
 from .roles import is_portal_admin
+from .signals import projects_seen
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +74,7 @@ def identity_start(*, unscoped: Token, preferred_project_id: str | None = None,
     """
     client = client or KeystoneClient()
     projects = client.user_projects(unscoped.id)
-    for project in projects:
-        tenant_ensure(keystone_project_id=project.id, name=project.name, domain_id=project.domain_id)
+    projects_seen.send(sender=Identity, projects=projects)  # tenants records each as a tenant
     admin_token = _admin_check(client, unscoped, projects)
     scoped = None
     if projects:

@@ -1,0 +1,21 @@
+"""The API's token authentication with the caller's tenant: the token's project is the tenant.
+
+api/authentication.py proves who the caller is (and, through portal.keystone's
+`projects_seen`, gets the token's project its tenant); this puts that tenant on the request
+once, as tenants/middleware.py does for the browser's session, which DRF authenticates only
+after the middleware ran. portal/settings.py names this class for DRF.
+"""
+
+from __future__ import annotations
+
+from api.authentication import KeystoneTokenAuthentication
+
+from .selectors import tenant_current
+
+
+class TenantTokenAuthentication(KeystoneTokenAuthentication):
+    def authenticate(self, request):
+        result = super().authenticate(request)
+        if result is not None:
+            request._request.tenant = tenant_current(request._request.identity)
+        return result
