@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from portal.cluster.capacity import gpu_capacity
 from portal.kube.client import KubeError
 from portal.workloads.models import GpuType
-from portal.workloads.selectors import cluster_gpu_capacity
 
 MAX_VALUE = 1_000_000  # anything above is a typo, not a quota
 
@@ -23,7 +23,7 @@ def over_capacity_errors(changes: dict[str, Any]) -> dict[str, list[str]]:
     if "gpus_total" not in changes and not any(wanted_types.values()):
         return {}
     try:
-        capacity = cluster_gpu_capacity()
+        capacity = gpu_capacity()
     except KubeError as exc:
         raise CapacityUnknown(str(exc)) from exc
     errors: dict[str, list[str]] = {}

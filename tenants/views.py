@@ -15,11 +15,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 
+from portal.cluster.capacity import gpus_in_use_by_namespace
 from portal.keystone.client import KeystoneClient, KeystoneError
 from portal.kube.client import KubeError
 from portal.queueing.services import queueing_shown
 from portal.workloads.models import GpuType, Template
-from portal.workloads.selectors import gpus_in_use_by_namespace
 
 from .filtersets import AuditRecordFilterSet, TenantFilterSet
 from .models import Quota, Tenant

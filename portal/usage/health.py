@@ -14,7 +14,7 @@ A GPU (a GpuDevice row; the scraper refreshes its last_* fields, this module own
 
 Each transition is audited (`gpu.degraded`, `gpu.lost`, `gpu.recovered`, before → after).
 Unhealthy GPUs are not "free": `unhealthy_gpus_by_node()` is subtracted from the nodes'
-allocatable GPUs by `portal.workloads.selectors.gpu_capacity` (which every free-GPU count of
+allocatable GPUs by `portal.cluster.capacity` (which every free-GPU count of
 the pages and the API goes through), without counting twice a GPU that the device plugin
 already withdrew from allocatable (capacity − allocatable). Admins see the unhealthy GPUs in a
 banner on every page (context_processors.gpu_alerts) and on the GPU dashboard.

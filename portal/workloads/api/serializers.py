@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from portal.access.serializers import WorkloadAccessSerializer
 from portal.access.services import tenant_service_access, workload_access_summary
+from portal.cluster.capacity import gpu_capacity
 from portal.kube.client import KubeError
 from portal.queueing.selectors import QueuePlace, queue_places
 from tenants.selectors import tenant_admits_root, tenant_pod_security
@@ -25,7 +26,7 @@ from ..images import image_refusal, validate_image_reference
 from ..logs import redact
 from ..models import GpuType, Template, Workload, WorkloadEvent
 from ..naming import display_name_clean
-from ..selectors import cluster_gpu_capacity, workload_may_see_secrets
+from ..selectors import workload_may_see_secrets
 
 MAX_ARGV_ITEMS = 256
 MAX_ARG_LENGTH = 4096
@@ -190,7 +191,7 @@ class LaunchSerializer(serializers.Serializer):
         """A request larger than any node of the type can never run: say so now."""
         gpu_type: GpuType = data["gpu_type"]
         try:
-            capacity = cluster_gpu_capacity().get(gpu_type.slug)
+            capacity = gpu_capacity().get(gpu_type.slug)
         except KubeError:
             return  # cannot ask the cluster: admission proceeds, the scheduler will tell
         if capacity is None or capacity.nodes == 0:
