@@ -132,6 +132,8 @@ def _transition(device: GpuDevice, health: str, reason: str, now: dt.datetime) -
 
 
 def _nodes(kube: Kube) -> dict[str, dict[str, Any]] | None:
+    """The nodes as the API server has them now, not the read model's copy: the check decides
+    cordons from them, and must see the one it made a moment ago (one list per check)."""
     try:
         return {n["metadata"]["name"]: n for n in kube.list("Node")["items"]}
     except KubeError as exc:

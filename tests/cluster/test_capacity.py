@@ -43,7 +43,10 @@ def pod(name: str, gpus: int, *, workload_id: int | None = None) -> dict:
     labels = {LABEL_WORKLOAD_ID: str(workload_id)} if workload_id else {}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default", "labels": labels},
-            "spec": {"nodeSelector": {"gputype": "a100"}, "containers": [{
+            "spec": {"nodeSelector": {"gputype": "a100"},
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                      "effect": "NoSchedule"}],
+                     "containers": [{
                 "name": "main", "image": "busybox",
                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
 
