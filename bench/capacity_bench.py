@@ -106,6 +106,10 @@ def one(pods: int, requests: int) -> dict:
         assert client.get(PATHS["gpu_types_api"][0]).status_code == 200  # starts the read model
         figures["first_request_ms"] = round((time.perf_counter() - cold) * 1000, 1)
         cache = cluster_cache()
+        synced = time.perf_counter()
+        assert cache.pods.wait_synced(300) and cache.nodes.wait_synced(300)
+        figures["first_sync_s"] = round(time.perf_counter() - cold, 2)
+        figures["waited_for_sync_s"] = round(time.perf_counter() - synced, 2)
         figures["pods_in_cache"] = len(cache.pods)
         for name, (path, headers) in PATHS.items():
             for _ in range(5):  # warm-up
@@ -123,6 +127,7 @@ def one(pods: int, requests: int) -> dict:
                              "cluster_calls_per_request": len(outside) / requests,
                              "watch_reopens": len(calls) - len(outside)}
         figures["rows"] = client.get(PATHS["gpu_types_api"][0]).json()
+        assert all(row["free"] is not None for row in figures["rows"]), figures["rows"]
     finally:
         stack.close()
     return figures

@@ -10,12 +10,11 @@ PORTAL_CLUSTER_CACHE_STALE_SECONDS, raises KubeUnavailable, as a list would have
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 
@@ -30,10 +29,9 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 BASIC_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class PodView:
+class PodView(NamedTuple):
     """What the read model keeps of a pod: where it runs and the extended resources
-    (GPUs, MIG slices) its containers ask for."""
+    (GPUs, MIG slices) its containers ask for: a few strings and numbers per pod."""
 
     namespace: str
     name: str
