@@ -94,6 +94,15 @@ def usage_figures(text: str, _figures: dict | None) -> str:
             + " → ".join(f"{mib} MiB (cycle {n})" for n, mib in rss[:1] + rss[-1:]))
 
 
+def capacity_figures(text: str, _figures: dict | None) -> str:
+    f = _json_in(text)
+    ratio, calls = f["p50_ratio"], f["cluster_calls_per_request"]
+    small, large = f["sizes"]
+    return (f"p50 ratio {large:,}/{small:,} pods: " + ", ".join(
+        f"{name} {value}×" for name, value in ratio.items()) + "; cluster calls per warm "
+            f"request: {max(calls.values())}")
+
+
 def launch_figures(_text: str, f: dict | None) -> str:
     return (f"portal p50 {f['portal_total']['p50'] * 1000:.1f} ms, raw p50 "
             f"{f['raw_total']['p50'] * 1000:.1f} ms, ratio {f['ratio_p50']:.1f}×")
@@ -158,6 +167,8 @@ BENCHES = [
                           "--warmup", "2"], 300, launch_figures, json=True, real_cluster=True),
     Bench("queueing", ["bench/queueing_bench.py", "--launches", "60", "--tenants", "10"], 300,
           queueing_figures, json=True, real_cluster=True),
+    Bench("capacity", ["bench/capacity_bench.py", "--sizes", "100,5000", "--requests", "50"],
+          600, capacity_figures),
     Bench("usage", ["bench/usage_bench.py", "--samples", "400000", "--cycles", "100"], 300,
           usage_figures),
     Bench("api_auth", ["bench/api_auth_bench.py", "--requests", "100", "--warmup", "10",

@@ -2,8 +2,9 @@
 registries a tenant may use (a section of the tenant page).
 
 Plain forms that work without JavaScript (POST, then redirect); htmx swaps a table row when an
-admin enables or disables a type or template. The cluster is asked once per page (one node
-list); when it does not answer, the page says so in a banner and still shows the catalogue.
+admin enables or disables a type or template. The figures are the capacity view's
+(portal.cluster.capacity); when the cluster does not answer, the page says so in a banner and
+still shows the catalogue.
 """
 
 from __future__ import annotations
@@ -30,12 +31,16 @@ from catalogue.services import (
     template_enable,
     template_update,
 )
+from portal.cluster.capacity import (
+    GpuTypeCapacity,
+    cluster_nodes,
+    gpu_capacity,
+    gpus_admitted_without_pods,
+    node_matches,
+)
 from portal.keystone.access import admin_required
-from portal.kube.client import Kube, KubeError
+from portal.kube.client import KubeError
 from portal.kube.quantity import parse_quantity
-from portal.usage.health import unhealthy_gpus_by_node
-from portal.workloads.models import Workload
-from portal.workloads.selectors import gpu_capacity, gpus_held_by_type, node_matches
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +60,7 @@ class GpuTypeRow:
     gpu_type: GpuType
     nodes: int | None = None  # schedulable nodes that match and offer the resource
     allocatable: int | None = None
-    held: int = 0  # GPUs the portal's active workloads hold
+    held: int = 0  # GPUs held (the capacity view's; without the cluster: admitted workloads')
     largest_node: int | None = None
     problem: str = ""  # why no workload of this type can run, for the admin
 
@@ -85,24 +90,25 @@ def _problem(gpu_type: GpuType, nodes: list[dict[str, Any]], offering: int) -> s
             f"none offers {gpu_type.resource_name}.")
 
 
-def _node_list() -> tuple[list[dict[str, Any]] | None, str | None]:
+def _cluster() -> tuple[list[dict[str, Any]] | None, dict[str, GpuTypeCapacity] | None,
+                        str | None]:
+    """The nodes and the capacity view, or the banner when the cluster does not answer."""
     try:
-        return Kube().list("Node")["items"], None
+        return cluster_nodes(), gpu_capacity(), None
     except KubeError as exc:
         log.warning("cluster unreachable for the GPU types page: %s", exc)
-        return None, CLUSTER_UNREACHABLE
+        return None, None, CLUSTER_UNREACHABLE
 
 
-def gpu_type_rows(gpu_types: list[GpuType], nodes: list[dict[str, Any]] | None
-                  ) -> list[GpuTypeRow]:
-    held = gpus_held_by_type(Workload.objects.filter(state__in=Workload.ACTIVE_STATES))
-    capacity = gpu_capacity(gpu_types, nodes, unhealthy_gpus_by_node()) \
-        if nodes is not None else {}
+def gpu_type_rows(gpu_types: list[GpuType], nodes: list[dict[str, Any]] | None,
+                  capacity: dict[str, GpuTypeCapacity] | None) -> list[GpuTypeRow]:
+    admitted = gpus_admitted_without_pods() if capacity is None else {}
     rows = []
     for gpu_type in gpu_types:
-        row = GpuTypeRow(gpu_type=gpu_type, held=held.get(gpu_type.slug, 0))
-        cap = capacity.get(gpu_type.slug)
-        if cap is not None:
+        cap = capacity.get(gpu_type.slug) if capacity is not None else None
+        row = GpuTypeRow(gpu_type=gpu_type,
+                         held=cap.held if cap is not None else admitted.get(gpu_type.slug, 0))
+        if cap is not None and nodes is not None:
             row.nodes, row.allocatable, row.largest_node = cap.nodes, cap.allocatable, \
                 cap.largest_node
             row.problem = _problem(gpu_type, nodes, cap.nodes)
@@ -139,9 +145,9 @@ def unclaimed_gpu_nodes(gpu_types: list[GpuType], nodes: list[dict[str, Any]]
 @admin_required
 def gpu_type_list(request: HttpRequest) -> HttpResponse:
     gpu_types = list(GpuType.objects.all())
-    nodes, cluster_error = _node_list()
+    nodes, capacity, cluster_error = _cluster()
     return render(request, "workloads/admin/gpu_type_list.html", {
-        "rows": gpu_type_rows(gpu_types, nodes), "cluster_error": cluster_error,
+        "rows": gpu_type_rows(gpu_types, nodes, capacity), "cluster_error": cluster_error,
         "unclaimed": unclaimed_gpu_nodes(gpu_types, nodes) if nodes is not None else [],
     })
 
@@ -187,8 +193,8 @@ def gpu_type_enabled(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"GPU type {gpu_type.slug} "
                                   f"{'enabled' if enable else 'disabled'}.")
         return redirect("catalogue:gpu-types")
-    nodes, _ = _node_list()
-    row = gpu_type_rows([gpu_type], nodes)[0]
+    nodes, capacity, _ = _cluster()
+    row = gpu_type_rows([gpu_type], nodes, capacity)[0]
     return render(request, "workloads/admin/_gpu_type_row.html", {"row": row})
 
 

@@ -173,6 +173,10 @@ KEYSTONE_TOKEN_REFUSED_TTL = env.int("KEYSTONE_TOKEN_REFUSED_TTL", default=5)
 # --- the cluster ---------------------------------------------------------------------------
 # a kubeconfig file; empty = the in-cluster service account
 KUBECONFIG = env.str("KUBECONFIG", default="")
+# the cluster read model (portal/cluster): how long a read waits for its first list, and how
+# long a synced copy is still served while its watches fail
+PORTAL_CLUSTER_CACHE_SYNC_SECONDS = env.float("PORTAL_CLUSTER_CACHE_SYNC_SECONDS", default=2.0)
+PORTAL_CLUSTER_CACHE_STALE_SECONDS = env.float("PORTAL_CLUSTER_CACHE_STALE_SECONDS", default=30.0)
 
 # --- workloads ----------------------------------------------------------------------------
 # MetalLB address pool for workload services (empty: MetalLB's default)

@@ -13,8 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 from catalogue.models import GpuType
+from portal.cluster.capacity import gpu_capacity
 from portal.kube.client import KubeError
-from portal.workloads.selectors import cluster_gpu_capacity
 
 from .models import Quota
 
@@ -159,7 +159,7 @@ def over_capacity_errors(changes: dict[str, Any]) -> dict[str, list[str]]:
     if "gpus_total" not in changes and not any(wanted_types.values()):
         return {}
     try:
-        capacity = cluster_gpu_capacity()
+        capacity = gpu_capacity()
     except KubeError as exc:
         raise CapacityUnknown(str(exc)) from exc
     errors: dict[str, list[str]] = {}

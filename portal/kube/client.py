@@ -139,9 +139,9 @@ _lock = threading.Lock()
 _clients: dict[tuple[int, str | None], k8s.ApiClient] = {}
 
 
-def api_client() -> k8s.ApiClient:
-    """One ApiClient (connection pool) per process and kubeconfig."""
-    path = settings.KUBECONFIG or None
+def api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
+    """One ApiClient (connection pool) per process and kubeconfig (default: the setting's)."""
+    path = (settings.KUBECONFIG if kubeconfig is None else kubeconfig) or None
     key = (os.getpid(), path)
     with _lock:
         if key not in _clients:

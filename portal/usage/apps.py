@@ -5,3 +5,11 @@ class UsageConfig(AppConfig):
     name = "portal.usage"
     label = "usage"
     verbose_name = "GPU usage"
+
+    def ready(self) -> None:
+        from portal.cluster.capacity import register_source
+
+        from .health import unhealthy_gpus_by_node
+
+        # GPUs that GPU health took out of service are not free (the capacity view's source)
+        register_source("unhealthy", unhealthy_gpus_by_node)

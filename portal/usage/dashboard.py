@@ -1,7 +1,8 @@
 """The admin's GPU dashboard (`/admin/gpus/`): per GPU type capacity vs allocated vs used,
 nodes and their health, the tenants' allocations, allocated-but-idle workloads, unhealthy GPUs,
-and GPUs busy outside the portal's workloads. One node list from the cluster; when it does not
-answer, the page says so and shows what the portal's own records know.
+and GPUs busy outside the portal's workloads. Nodes and the capacity view come from the cluster's
+read model (portal.cluster); when the cluster does not answer, the page says so and shows what
+the portal's own records know.
 
 "Used" is the use of the allocated GPUs only: the GPUs of workloads running now, at most as many
 per workload as it was given (the ones it was sampled on last, should its pod have moved), so
@@ -25,11 +26,18 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from catalogue.models import GpuType
+from portal.cluster.capacity import (
+    GpuTypeCapacity,
+    capacity_by_type,
+    cluster_nodes,
+    gpu_capacity,
+    node_matches,
+    with_admitted,
+)
 from portal.keystone.access import admin_required
-from portal.kube.client import Kube, KubeError
+from portal.kube.client import KubeError
 from portal.kube.quantity import parse_quantity
 from portal.workloads.models import Workload
-from portal.workloads.selectors import gpu_capacity, node_matches
 
 from .culling import idle_workloads
 from .health import UNHEALTHY, node_cordoned_by_portal, unhealthy_devices, unhealthy_gpus_by_node
@@ -49,15 +57,12 @@ class TypeRow:
     capacity: int | None = None  # GPUs the nodes have
     usable: int | None = None  # allocatable, less unhealthy GPUs
     unhealthy: int = 0
-    allocated: int = 0  # held by running workloads
-    waiting: int = 0  # asked for by workloads not running yet
+    allocated: int = 0  # held by the portal's running workloads (what "used" is measured on)
+    waiting: int = 0  # asked for by the portal's workloads not running yet
+    free: int | None = None  # the capacity view's free GPUs
     used: float = 0.0  # GPU-equivalents: Σ mean utilisation / 100 of the allocated GPUs
     util_avg: float | None = None
     outside: int | None = None  # GPUs busy outside the portal's workloads (None: unknown)
-
-    @property
-    def free(self) -> int | None:
-        return None if self.usable is None else max(self.usable - self.allocated - self.waiting, 0)
 
     @property
     def used_percent(self) -> float | None:
@@ -131,10 +136,13 @@ def _node_types(gpu_types: list[GpuType], nodes: list[dict[str, Any]]) -> dict[s
 
 
 def gpu_type_rows(nodes: list[dict[str, Any]] | None, now: dt.datetime,
-                  outside: list[GpuDevice] | None = None) -> list[TypeRow]:
+                  outside: list[GpuDevice] | None = None, *,
+                  capacity: dict[str, GpuTypeCapacity] | None = None) -> list[TypeRow]:
+    """`capacity`: the capacity view of these nodes (default: theirs with no pod known)."""
     gpu_types = list(GpuType.objects.all())
-    unhealthy = unhealthy_gpus_by_node()
-    capacity = gpu_capacity(gpu_types, nodes, unhealthy) if nodes is not None else {}
+    if capacity is None and nodes is not None:
+        capacity = with_admitted(*capacity_by_type(gpu_types, nodes, (),
+                                                   unhealthy_gpus_by_node()))
     active = Workload.objects.filter(state__in=Workload.ACTIVE_STATES).order_by()
     totals = active.values("gpu_type__slug").annotate(
         running=Sum("gpu_count", filter=Q(state=Workload.State.RUNNING)),
@@ -155,15 +163,12 @@ def gpu_type_rows(nodes: list[dict[str, Any]] | None, now: dt.datetime,
                       used=round(used.get(gpu_type.slug, 0.0), 2),
                       util_avg=mean.get(gpu_type.slug),
                       outside=outside_by_type.get(gpu_type.slug, 0) if nodes is not None else None)
-        if nodes is not None:
-            matching = [n for n in nodes if gpu_type.node_selector and node_matches(
-                n["metadata"].get("labels") or {}, gpu_type.node_selector)]
-            row.unhealthy = sum(unhealthy.get(n["metadata"]["name"], 0) for n in matching)
-            cap = capacity.get(gpu_type.slug)
-            row.nodes, row.usable = (cap.nodes, cap.allocatable) if cap else (0, 0)
-            row.capacity = sum(int(parse_quantity((n.get("status", {}).get("capacity") or {})
-                                                  .get(gpu_type.resource_name, "0")))
-                               for n in matching)
+        cap = capacity.get(gpu_type.slug) if capacity is not None else None
+        if cap is not None:
+            row.nodes, row.usable, row.free = cap.nodes, cap.allocatable, cap.free
+            row.capacity, row.unhealthy = cap.installed, cap.unhealthy
+        elif capacity is not None:
+            row.nodes, row.usable, row.free, row.capacity = 0, 0, 0, 0
         rows.append(row)
     return rows
 
@@ -217,15 +222,17 @@ def tenant_allocations(now: dt.datetime) -> list[dict[str, Any]]:
 @require_GET
 def gpu_dashboard(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
+    capacity: dict[str, GpuTypeCapacity] | None = None
     try:
-        nodes: list[dict[str, Any]] | None = Kube().list("Node")["items"]
+        nodes: list[dict[str, Any]] | None = cluster_nodes()
+        capacity = gpu_capacity()
         cluster_error = None
     except KubeError as exc:
         log.warning("cluster unreachable for the GPU dashboard: %s", exc)
         nodes, cluster_error = None, CLUSTER_UNREACHABLE
     outside = busy_outside(now)
     return render(request, "usage/gpu_dashboard.html", {
-        "types": gpu_type_rows(nodes, now, outside),
+        "types": gpu_type_rows(nodes, now, outside, capacity=capacity),
         "outside": outside,
         "nodes": node_rows(nodes) if nodes is not None else None,
         "tenants": tenant_allocations(now),

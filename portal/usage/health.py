@@ -14,7 +14,7 @@ A GPU (a GpuDevice row; the scraper refreshes its last_* fields, this module own
 
 Each transition is audited (`gpu.degraded`, `gpu.lost`, `gpu.recovered`, before → after).
 Unhealthy GPUs are not "free": `unhealthy_gpus_by_node()` is subtracted from the nodes'
-allocatable GPUs by `portal.workloads.selectors.gpu_capacity` (which every free-GPU count of
+allocatable GPUs by `portal.cluster.capacity` (which every free-GPU count of
 the pages and the API goes through), without counting twice a GPU that the device plugin
 already withdrew from allocatable (capacity − allocatable). Admins see the unhealthy GPUs in a
 banner on every page (context_processors.gpu_alerts) and on the GPU dashboard.
@@ -132,6 +132,8 @@ def _transition(device: GpuDevice, health: str, reason: str, now: dt.datetime) -
 
 
 def _nodes(kube: Kube) -> dict[str, dict[str, Any]] | None:
+    """The nodes as the API server has them now, not the read model's copy: the check decides
+    cordons from them, and must see the one it made a moment ago (one list per check)."""
     try:
         return {n["metadata"]["name"]: n for n in kube.list("Node")["items"]}
     except KubeError as exc:

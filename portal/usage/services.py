@@ -29,8 +29,8 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from portal.cluster.cache import cluster_cache
 from portal.kube.client import Kube, KubeError
-from portal.kube.labels import LABEL_WORKLOAD_ID
 from portal.workloads.models import Workload
 
 from .models import GpuDevice, GpuSample, GpuUsageRollup, ScrapeTarget
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 MINUTE = dt.timedelta(minutes=1)
 TICK = dt.timedelta(microseconds=1)
 HOUR = dt.timedelta(hours=1)
-WORKLOAD_LABEL = LABEL_WORKLOAD_ID
 # `wl-<id>-…`: the workload's object name starts every pod name (portal.workloads.naming)
 POD_NAME = re.compile(r"^wl-(\d{1,18})(?:-|$)")
 
@@ -104,8 +103,9 @@ class Holder:
 class PodMap:
     """(namespace, pod) → the workload whose pod it is, for one scrape.
 
-    By name first (`wl-<id>-…`, no API call); pods named otherwise are looked up in ONE list of
-    the pods labelled with a workload id, made only when such a pod shows up. Either way the
+    By name first (`wl-<id>-…`); pods named otherwise are looked up among the pods labelled
+    with a workload id in the cluster's read model (portal.cluster), only when such a pod shows
+    up. Either way the
     workload must belong to the tenant whose namespace the pod runs in, and the pod name must
     start with the workload's object name: a pod cannot claim another tenant's workload."""
 
@@ -118,16 +118,15 @@ class PodMap:
             self._labelled = {}
             if self.kube is not None:
                 try:
-                    pods = self.kube.list("Pod", label_selector=WORKLOAD_LABEL)["items"]
+                    cache = cluster_cache()
+                    cache.ready(cache.pods)
+                    pods = cache.pods.items()
                 except KubeError as exc:
-                    log.warning("pod list for GPU usage failed: %s", exc)
+                    log.warning("the pods for GPU usage are unknown: %s", exc)
                     pods = []
                 for pod in pods:
-                    meta = pod.get("metadata") or {}
-                    value = (meta.get("labels") or {}).get(WORKLOAD_LABEL, "")
-                    if value.isdigit():
-                        self._labelled[(meta.get("namespace", ""), meta.get("name", ""))] = \
-                            int(value)
+                    if pod.workload_id is not None:
+                        self._labelled[(pod.namespace, pod.name)] = pod.workload_id
         return self._labelled
 
     def resolve(self, pods: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Holder]:

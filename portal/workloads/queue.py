@@ -212,14 +212,14 @@ def cohort_quota(gpu_type) -> int:
 
 def queue_places(workloads: Iterable[Any], kube: Kube | None = None) -> dict[int, QueuePlace]:
     """workload id → its QueuePlace, for the queued ones among `workloads`."""
-    from portal.workloads.selectors import cluster_gpu_capacity
+    from portal.cluster.capacity import gpu_capacity
 
     queued = [w for w in workloads if w.state == "queued"]
     if not queued:
         return {}
     places = positions(queued, kube)
     try:
-        capacity = cluster_gpu_capacity(kube)
+        capacity = gpu_capacity()
     except KubeError:
         capacity = {}
     by_type: dict[int, dict[int, Estimate]] = {}

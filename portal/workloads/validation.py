@@ -17,11 +17,11 @@ from catalogue.environment import env_problems, env_template_problems, gpu_stack
 from catalogue.images import image_refusal, validate_image_reference
 from catalogue.models import GpuType, Template
 from portal.access.services import tenant_service_access
+from portal.cluster.capacity import gpu_capacity
 from portal.kube.client import KubeError
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
 from .naming import display_name_clean
-from .selectors import cluster_gpu_capacity
 
 
 class LaunchInvalid(ValueError):
@@ -174,7 +174,7 @@ def _never_fits(data: dict[str, Any], errors: dict[str, list[str]]) -> None:
     """A request larger than any node of the type can never run: say so now."""
     gpu_type: GpuType = data["gpu_type"]
     try:
-        capacity = cluster_gpu_capacity().get(gpu_type.slug)
+        capacity = gpu_capacity().get(gpu_type.slug)
     except KubeError:
         return  # cannot ask the cluster: admission proceeds, the scheduler will tell
     if capacity is None or capacity.nodes == 0:

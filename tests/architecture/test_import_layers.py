@@ -122,7 +122,7 @@ def test_the_layers_that_architecture_md_draws():
     the audit trail and the GPU catalogue."""
     graph = import_graph()
     apps = {"tenants", "portal.workloads", "portal.usage", "portal.access", "api"}
-    for low in ("portal.kube", "audit", "catalogue"):
+    for low in ("portal.kube", "portal.cluster", "audit", "catalogue"):
         assert not apps & set(graph.get(low, {})), (low, dict(graph.get(low, {})))
     for standalone in ("kubesim", "gpuagent"):
         assert not any(target.startswith("portal") for target in graph.get(standalone, {}))

@@ -17,12 +17,13 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from catalogue.models import GpuType
+from portal.cluster.capacity import capacity_by_type, gpu_capacity
 from portal.kube.client import Kube
 from portal.usage.health import CORDON_ANNOTATION, gpu_health_check
 from portal.usage.models import GpuDevice
 from portal.usage.services import usage_scrape
-from portal.workloads.selectors import cluster_gpu_capacity, gpu_capacity
 from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.fixtures.portal import cluster_cache_caught_up
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +60,8 @@ def device(node: str, index: int) -> GpuDevice:
 
 
 def a100_allocatable() -> int:
-    return cluster_gpu_capacity()["a100"].allocatable
+    cluster_cache_caught_up()  # the portal's copy of the nodes has the last cordon
+    return gpu_capacity()["a100"].allocatable
 
 
 def test_faults_degrade_lose_exclude_cordon_and_recover(kube, sim, settings, login):
@@ -166,7 +168,7 @@ def test_capacity_counts_an_unhealthy_gpu_once():
                 "status": {"capacity": {"nvidia.com/gpu": "8"},
                            "allocatable": {"nvidia.com/gpu": str(allocatable)}}}
 
-    assert gpu_capacity([a100], [node(8)], {"n1": 1})["a100"].allocatable == 7
-    assert gpu_capacity([a100], [node(7)], {"n1": 1})["a100"].allocatable == 7
-    assert gpu_capacity([a100], [node(7)], {"n1": 2})["a100"].allocatable == 6
-    assert gpu_capacity([a100], [node(8)], {})["a100"].allocatable == 8
+    assert capacity_by_type([a100], [node(8)], unhealthy={"n1": 1})[0]["a100"].allocatable == 7
+    assert capacity_by_type([a100], [node(7)], unhealthy={"n1": 1})[0]["a100"].allocatable == 7
+    assert capacity_by_type([a100], [node(7)], unhealthy={"n1": 2})[0]["a100"].allocatable == 6
+    assert capacity_by_type([a100], [node(8)], unhealthy={})[0]["a100"].allocatable == 8

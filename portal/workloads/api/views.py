@@ -11,18 +11,15 @@ from api.viewsets import TenantScopedViewSet
 from catalogue.models import GpuType, Template
 from portal.access.serializers import WorkloadTokenSerializer
 from portal.access.services import AccessRefused, workload_token_issue
+from portal.cluster.capacity import gpu_capacity
 from portal.keystone.scoping import Action
-from portal.kube.client import Kube, KubeError
-from portal.usage.health import unhealthy_gpus_by_node
+from portal.kube.client import KubeError
 from tenants.models import Quota, Tenant
 
 from ..filtersets import WorkloadFilterSet
 from ..logs import redact, workload_logs, workload_redact
 from ..models import Workload
 from ..selectors import (
-    gpu_allocation,
-    gpu_capacity,
-    gpus_held_by_type,
     workload_may_see_secrets,
 )
 from ..services import (
@@ -69,30 +66,23 @@ class GpuTypeViewSet(viewsets.GenericViewSet):
 
     def list(self, request):
         types = list(GpuType.objects.filter(enabled=True))
-        capacity: dict = {}
-        allocation: dict = {}
         try:
-            kube = Kube()
-            nodes = kube.list("Node")["items"]  # once, for capacity and allocation alike
-            capacity = gpu_capacity(types, nodes, unhealthy_gpus_by_node())
-            allocation = gpu_allocation(types, nodes, kube.list("Pod")["items"])
+            capacity = gpu_capacity()
         except KubeError:
-            pass  # the catalogue still answers; live figures are null
-        in_use = gpus_held_by_type(Workload.objects.filter(state__in=Workload.ACTIVE_STATES))
+            capacity = {}  # the catalogue still answers; live figures are null
         rows = []
         for gpu_type in types:
             cap = capacity.get(gpu_type.slug)
-            alloc = allocation.get(gpu_type.slug)
             rows.append({
                 "slug": gpu_type.slug, "name": gpu_type.name,
                 "resource_name": gpu_type.resource_name,
                 "node_selector": gpu_type.node_selector, "memory_gb": gpu_type.memory_gb,
                 "capacity": cap.capacity if cap else None,
                 "allocatable": cap.allocatable if cap else None,
-                "allocated": alloc.allocated if alloc else None,
-                "free": max(cap.allocatable - in_use.get(gpu_type.slug, 0), 0) if cap else None,
+                "allocated": cap.allocated if cap else None,
+                "free": cap.free if cap else None,
                 "largest_node": cap.largest_node if cap else None,
-                "largest_free_block": alloc.largest_free_block if alloc else None,
+                "largest_free_block": cap.largest_free_block if cap else None,
                 "nodes": cap.nodes if cap else None,
             })
         return Response(GpuTypeSerializer(rows, many=True).data)

@@ -1,0 +1,183 @@
+"""A reflector: one kind of the cluster kept in memory by list + watch.
+
+It lists the kind once, then watches from the list's resourceVersion in a daemon thread. A
+watch the server ends (its timeout) or that breaks off is resumed from the last
+resourceVersion seen (BOOKMARKs keep that recent while nothing changes); a 410 Expired relists;
+an unreachable cluster is retried with a growing pause. Readers get the store (uid → object,
+or a compact projection of it), whether it has `synced`, and `version`, a counter that moves
+with every change, so that views derived from the store can be memoised on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .client import Expired, Kube, KubeError, KubeUnavailable
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+WATCH_SECONDS = 30  # one watch request; the server ends it, the reflector resumes
+BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0  # seconds between tries while the cluster does not answer
+
+
+def object_key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    return meta.get("uid") or f"{meta.get('namespace') or ''}/{meta.get('name')}"
+
+
+class Reflector:
+    """One kind (optionally one label selector) of the cluster, by list + watch."""
+
+    def __init__(self, kind: str, *, kube: Callable[[], Kube], label_selector: str | None = None,
+                 project: Callable[[Obj], Any] | None = None,
+                 watch_seconds: int = WATCH_SECONDS) -> None:
+        self.kind = kind
+        self.label_selector = label_selector
+        self._kube_factory = kube
+        self._project = project or (lambda obj: obj)
+        self._watch_seconds = watch_seconds
+        self._lock = threading.Lock()
+        self._store: dict[str, Any] = {}
+        self.resource_version: str | None = None  # the last one seen (list, event, bookmark)
+        self.version = 0  # moves with every change of the store
+        self.lists = 0
+        self.watches = 0
+        self.expired = 0
+        self.error: KubeError | None = None  # the last failure, None since the last success
+        self.failing_since: float | None = None
+        self._synced = threading.Event()
+        self._tried = threading.Event()  # the first list answered or failed
+        self._stop = threading.Event()
+        self._changed = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+
+    # --- readers ---------------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Wait (at most `timeout` s) for the first list; False when it has not come. Returns
+        early when the first try failed: a cluster that refuses is not waited for."""
+        if not self.synced:
+            self._tried.wait(timeout)
+        return self.synced
+
+    def items(self) -> list[Any]:
+        """The objects now (a copy of the list; the objects themselves are shared: read only)."""
+        with self._lock:
+            return list(self._store.values())
+
+    def snapshot(self) -> tuple[int, list[Any]]:
+        with self._lock:
+            return self.version, list(self._store.values())
+
+    def get(self, key: str) -> Any | None:
+        with self._lock:
+            return self._store.get(key)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def wait_for(self, predicate: Callable[[list[Any]], bool], timeout: float = 10.0) -> bool:
+        """Wait until `predicate(items)` holds (checked at every change); its last answer."""
+        deadline = time.monotonic() + timeout
+        while not predicate(self.items()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            with self._changed:
+                self._changed.wait(min(left, 0.2))
+        return True
+
+    # --- the thread --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name=f"reflector-{self.kind}")
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to end; it does at its next event, or when its watch ends."""
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def _run(self) -> None:
+        backoff = BACKOFF_FIRST
+        kube: Kube | None = None
+        while not self._stop.is_set():
+            try:
+                kube = kube or self._kube_factory()
+                if self.resource_version is None:
+                    self._list(kube)
+                self._watch(kube)
+                backoff = BACKOFF_FIRST
+                self._ok()
+            except Expired:
+                self.expired += 1
+                self.resource_version = None  # relist; the store serves until the list is in
+                self._ok()
+            except KubeError as exc:
+                self._failed(exc)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+            except Exception as exc:  # noqa: BLE001 - a reflector must not die silently
+                log.exception("reflector of %s failed", self.kind)
+                self._failed(KubeUnavailable(f"reflector of {self.kind} failed: {exc}"))
+                self._stop.wait(BACKOFF_MAX)
+
+    def _ok(self) -> None:
+        self.error, self.failing_since = None, None
+
+    def _failed(self, exc: KubeError) -> None:
+        if self.error is None:
+            log.warning("reflector of %s: %s", self.kind, exc)
+        self.error = exc
+        self.failing_since = self.failing_since or time.monotonic()
+        self._tried.set()
+
+    def _list(self, kube: Kube) -> None:
+        result = kube.list(self.kind, label_selector=self.label_selector)
+        self.lists += 1
+        store = {object_key(o): self._project(o) for o in result.get("items") or []}
+        with self._changed:
+            self._store = store
+            self.version += 1
+            self.resource_version = (result.get("metadata") or {}).get("resourceVersion") or "0"
+            self._changed.notify_all()
+        self._ok()
+        self._synced.set()
+        self._tried.set()
+
+    def _watch(self, kube: Kube) -> None:
+        self.watches += 1
+        for event_type, obj in kube.watch(self.kind, label_selector=self.label_selector,
+                                          resource_version=self.resource_version,
+                                          timeout_seconds=self._watch_seconds):
+            if self._stop.is_set():
+                return
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if event_type in ("ADDED", "MODIFIED", "DELETED"):
+                key = object_key(obj)
+                with self._changed:
+                    if event_type == "DELETED":
+                        self._store.pop(key, None)
+                    else:
+                        self._store[key] = self._project(obj)
+                    self.version += 1
+                    if rv:
+                        self.resource_version = rv
+                    self._changed.notify_all()
+            elif event_type == "BOOKMARK" and rv:
+                self.resource_version = rv
