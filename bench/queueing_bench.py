@@ -72,7 +72,7 @@ def run(args) -> dict:
     from portal.workloads.queue import estimates
     from portal.workloads.services import workload_launch
     from portal.workloads.tasks import workload_create_task
-    from portal.workloads.tracking import Tracker
+    from portal.workloads.tracking.tracker import Tracker
     from tenants.provisioning import tenant_reconcile
     from tenants.services import quota_update, tenant_ensure
 

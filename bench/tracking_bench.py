@@ -287,7 +287,8 @@ class Bench:
 
 def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
     from portal.workloads.models import Workload
-    from portal.workloads.tracking import WATCHED, Tracker
+    from portal.workloads.tracking.index import WATCHED
+    from portal.workloads.tracking.tracker import Tracker
 
     results = []
     for size in sizes:
@@ -388,7 +389,8 @@ def latency(bench: Bench, launches: int, rate: float) -> dict:
     from portal.workloads.manifests import workload_objects
     from portal.workloads.models import Workload
     from portal.workloads.objects import workload_spec
-    from portal.workloads.tracking import WATCHED, Tracker
+    from portal.workloads.tracking.index import WATCHED
+    from portal.workloads.tracking.tracker import Tracker
 
     stop = threading.Event()
     seen_pod: dict[tuple[int, str], float] = {}  # (workload id, phase) → monotonic

@@ -174,7 +174,7 @@ def workloads_track() -> dict | None:
     """Periodic (beat, every 15 s): one lifecycle tracking cycle — list what is stale, then
     watch pods, jobs, deployments, services and events — under a lock, so one runs at a time.
     Never raises for a cluster outage: the next cycle resumes or relists."""
-    from .tracking import tracking_cycle
+    from portal.workloads.tracking.tracker import tracking_cycle
 
     period = float(getattr(settings, "PORTAL_TRACKER_PERIOD_SECONDS", TRACK_PERIOD_SECONDS))
     stats = tracking_cycle(duration=max(1.0, period - TRACK_SLACK_SECONDS),

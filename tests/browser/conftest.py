@@ -124,7 +124,7 @@ def celery_processes(django_db_setup, django_db_blocker, kubesim, keystone, redi
 
     from portal.celery import app
     from portal.workloads.tasks import workloads_track
-    from portal.workloads.tracking import LOCK_KEY
+    from portal.workloads.tracking.index import LOCK_KEY
 
     OUTPUT.mkdir(parents=True, exist_ok=True)
     processes = PortalProcesses(OUTPUT, str(kubesim.kubeconfig), env={

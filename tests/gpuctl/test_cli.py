@@ -88,7 +88,7 @@ def tracker():
     from django.db import connection
 
     from portal.kube.client import Kube
-    from portal.workloads.tracking import Tracker, tracking_cycle
+    from portal.workloads.tracking.tracker import Tracker, tracking_cycle
 
     stop = threading.Event()
 

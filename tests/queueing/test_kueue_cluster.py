@@ -23,7 +23,7 @@ from portal.workloads.models import Workload
 from portal.workloads.queue import annotate_queue
 from portal.workloads.services import AdmissionRefused, workload_launch
 from portal.workloads.tasks import workload_create_task
-from portal.workloads.tracking import Tracker
+from portal.workloads.tracking.tracker import Tracker
 from stack.k8s.addons import addon
 from tenants.kueue import COHORT, LOCAL_QUEUE
 from tenants.models import Quota

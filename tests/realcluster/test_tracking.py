@@ -9,7 +9,7 @@ from kubernetes import client as k8s
 
 from portal.kube.client import Kube
 from portal.workloads.models import TrackerCursor, Workload
-from portal.workloads.tracking import Tracker
+from portal.workloads.tracking.tracker import Tracker
 from tests.waiting import eventually
 from tests.workloads.test_tracking import (  # noqa: F401 - collected here, against the real cluster
     launch,

@@ -9,7 +9,7 @@ from django.test import Client
 
 from portal.kube.client import Kube
 from portal.workloads.models import Workload
-from portal.workloads.tracking import Tracker, tracking_cycle
+from portal.workloads.tracking.tracker import Tracker, tracking_cycle
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.fixtures.kubesim import DEMO_INVENTORY

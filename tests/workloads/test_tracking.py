@@ -19,7 +19,8 @@ from portal.kube.labels import workload_object_name
 from portal.workloads.manifests import WorkloadSpec, workload_objects
 from portal.workloads.models import TrackerCursor, Workload, WorkloadEvent
 from portal.workloads.objects import workload_objects_create
-from portal.workloads.tracking import VANISHED, Tracker
+from portal.workloads.tracking.index import VANISHED
+from portal.workloads.tracking.tracker import Tracker
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update, tenant_ensure
 from tests.fixtures.kubesim import DEMO_INVENTORY
@@ -345,7 +346,8 @@ def test_the_command_and_the_task_run_a_cycle_under_the_lock(tenants, owner, gpu
     from django.core.management import call_command
 
     from portal.workloads.tasks import workloads_track
-    from portal.workloads.tracking import LOCK_KEY, tracking_cycle
+    from portal.workloads.tracking.index import LOCK_KEY
+    from portal.workloads.tracking.tracker import tracking_cycle
 
     tenant = tenants()
     workload = launch(tenant, owner, gpu_types, name="cmd", gpu="t4", count=8)
@@ -365,7 +367,7 @@ def test_the_command_and_the_task_run_a_cycle_under_the_lock(tenants, owner, gpu
 
 
 def test_a_cluster_outage_is_logged_not_raised(kubesim_factory, settings, db):
-    from portal.workloads.tracking import tracking_cycle
+    from portal.workloads.tracking.tracker import tracking_cycle
 
     gone = kubesim_factory()
     settings.KUBECONFIG = gone.kubeconfig
@@ -385,7 +387,7 @@ def test_a_cluster_outage_is_logged_not_raised(kubesim_factory, settings, db):
     (S.FAILED, "service", 30, False, True),  # then its GPUs are freed
 ])
 def test_which_objects_are_orphans(state, kind, finished_minutes_ago, deleted, orphan):
-    from portal.workloads.tracking import _orphan_reason
+    from portal.workloads.tracking.orphans import _orphan_reason
 
     now = timezone.now()
     finished = None if finished_minutes_ago is None else now - dt.timedelta(

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, connections
 
 from portal.workloads.models import TrackerCursor, Workload
-from portal.workloads.tracking import Tracker, tracking_cycle
+from portal.workloads.tracking.tracker import Tracker, tracking_cycle
 from tests.workloads.test_tracking import launch, make_tenant, owner, state_of, track_until  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True),

@@ -11,7 +11,7 @@ import time
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connection
 
-from portal.workloads.tracking import tracking_cycle
+from portal.workloads.tracking.tracker import tracking_cycle
 
 
 class Command(BaseCommand):

@@ -1,0 +1,69 @@
+"""Kubernetes events of the portal's workloads → WorkloadEvent rows."""
+
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from django.utils import timezone
+
+from ..lifecycle import parse_time
+from ..models import WorkloadEvent
+from .index import (
+    CHUNK,
+    Obj,
+    _namespace,
+    _uid,
+    workload_id_of,
+)
+
+log = logging.getLogger(__name__)
+
+
+class EventRecording:
+    """The Tracker's part that records events (tracker.py)."""
+
+    def _record_events(self, events: list[Obj]) -> None:
+        """Kubernetes events of our workloads become WorkloadEvent rows, one per event uid,
+        its count and time kept current."""
+        fresh = [e for e in events
+                 if self._recorded.get(_uid(e)) != int(e.get("count") or 1)]
+        by_workload: dict[int, list[Obj]] = defaultdict(list)
+        for event in fresh:
+            wid = workload_id_of(event)
+            if wid is not None:
+                by_workload[wid].append(event)
+        if not by_workload:
+            return
+        namespaces = {wid: row["tenant__namespace"] for wid, row in self._rows(by_workload).items()}
+        ours = [(wid, e) for wid, evs in by_workload.items() for e in evs
+                if namespaces.get(wid) and _namespace(e) == namespaces[wid]]
+        for start in range(0, len(ours), CHUNK):
+            chunk = ours[start:start + CHUNK]
+            known = dict(WorkloadEvent.objects.filter(uid__in=[_uid(e) for _, e in chunk])
+                         .values_list("uid", "count"))
+            new = []
+            for wid, event in chunk:
+                uid, count = _uid(event), int(event.get("count") or 1)
+                at = parse_time(event.get("lastTimestamp") or event.get("eventTime")
+                                or event.get("firstTimestamp")) or timezone.now()
+                if uid not in known:
+                    source = ((event.get("source") or {}).get("component")
+                              or event.get("reportingComponent") or "kubernetes")
+                    new.append(WorkloadEvent(
+                        workload_id=wid, uid=uid, at=at, count=count,
+                        type=(event.get("type") or "Normal")[:16],
+                        reason=(event.get("reason") or "")[:128],
+                        message=event.get("message") or "", source=source[:64]))
+                elif known[uid] != count:
+                    WorkloadEvent.objects.filter(uid=uid).update(
+                        count=count, at=at, message=event.get("message") or "")
+                    self.stats.events += 1
+                self._recorded[uid] = count
+            if new:
+                # a concurrent writer of the same uid (another tracker) is not an error
+                WorkloadEvent.objects.bulk_create(new, ignore_conflicts=True)
+                self.stats.events += len(new)
+
+    # -- orphans ---------------------------------------------------------------------------
