@@ -323,7 +323,7 @@ class TemplateForm(AccessibleForm):
 
     def clean_env(self) -> dict[str, str]:
         env, errors = env_lines(self.cleaned_data["env"])
-        # the rule researchers' launches follow (portal/workloads/environment.py), less the
+        # the rule researchers' launches follow (catalogue/environment.py), less the
         # loader's variables, which an admin may set on a template
         token_env = self.template.token_env if self.template is not None else ""
         errors += env_problems(env) + env_template_problems(env, token_env=token_env)

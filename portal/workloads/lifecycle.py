@@ -1,6 +1,6 @@
 """A workload's state from what the cluster shows: pure functions, object dicts in, a decision out.
 
-The tracker (tracking.py) gathers the current objects of one workload — its pods, its Job or
+The tracker (tracking/) gathers the current objects of one workload — its pods, its Job or
 Deployment, its Service and its recent events, as the API server returns them — into an
 `Observed`, and `workload_outcome(current_state, observed)` says what the workload should become
 and why, in the words a researcher needs: the scheduler's message while GPUs do not fit, the
@@ -13,7 +13,7 @@ Rules that are not obvious:
 - `stopping` belongs to the stop task; the only move from it here is to `stopped` once every
   object is gone (the task may have died after deleting them).
 - No objects at all is not decided here: whether they vanished or were never created needs the
-  database's view of time (tracking.py).
+  database's view of time (tracking/states.py).
 - A service whose container keeps crashing is `failed` only once the crash loop has persisted:
   the container was restarted `CRASH_LOOP_RESTARTS` times and is again in CrashLoopBackOff. The
   kubelet's back-off doubles from 10 s (10+20+40+80+160 s), so that is about five minutes of

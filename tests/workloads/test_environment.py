@@ -1,4 +1,4 @@
-"""The one rule for a workload's environment (portal/workloads/environment.py): the GPU stack's
+"""The one rule for a workload's environment (catalogue/environment.py): the GPU stack's
 variables are refused for everyone, the loader's on a researcher's fixed-command template."""
 
 import pytest
