@@ -10,6 +10,7 @@ PORTAL_CLUSTER_CACHE_STALE_SECONDS, raises KubeUnavailable, as a list would have
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
@@ -162,3 +163,8 @@ def cluster_cache_drop() -> None:
         for cache in _caches.values():
             cache.stop()
         _caches.clear()
+
+
+# at the process's end the reflectors stop first: a watch must not go on failing (and logging)
+# against a cluster or a cache that is already gone while the interpreter shuts down
+atexit.register(cluster_cache_drop)

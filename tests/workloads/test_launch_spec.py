@@ -158,13 +158,13 @@ def test_a_workload_admitted_without_a_spec_is_frozen_once(tenants, owner, gpu_t
 
 
 def test_the_migration_backfills_what_is_not_finished(tenants, owner, gpu_types):  # noqa: F811
-    """Migration 0009's backfill (its own frozen copy of the resolver) agrees with
+    """Migration 0010's backfill (its own frozen copy of the resolver) agrees with
     launch_spec_from_rows, and leaves finished workloads alone."""
     import importlib
 
     from django.apps import apps
 
-    migration = importlib.import_module("portal.workloads.migrations.0009_workload_launch_spec")
+    migration = importlib.import_module("portal.workloads.migrations.0010_workload_launch_spec")
     jupyter = Template.objects.get(slug="jupyter")
     tenant = tenants()
     live = admitted(tenant, owner, jupyter, gpu_types["a100"], env={"MINE": "x"})
