@@ -10,7 +10,6 @@ with every change, so that views derived from the store can be memoised on it.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -24,7 +23,6 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 WATCH_SECONDS = 30  # one watch request; the server ends it, the reflector resumes
-FREEZE_AT = 5000  # objects in one list: above, the copy is frozen out of the collector (gc.freeze)
 BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0  # seconds between tries while the cluster does not answer
 
 
@@ -160,11 +158,6 @@ class Reflector:
             self.version += 1
             self.resource_version = resource_version
             self._changed.notify_all()
-        if len(store) >= FREEZE_AT:
-            # a large copy lives as long as the process: moved out of the garbage collector's
-            # generations, it is not walked again by every full collection (which, with 50,000
-            # pods, made every request slower); plain reference counting still frees it
-            gc.freeze()
         self._ok()
         self._synced.set()
         self._tried.set()
