@@ -126,25 +126,16 @@ def register_source(name: str, source: Callable[[], Any]) -> None:
     SOURCES[name] = source
 
 
-def _gpu_types() -> list[Any]:
-    source = SOURCES.get("gpu_types")
-    return list(source()) if source is not None else []
-
-
-def _admitted() -> Iterable[tuple[int, str, int]]:
-    source = SOURCES.get("admitted")
-    return source() if source is not None else ()
-
-
-def _unhealthy() -> dict[str, int]:
-    source = SOURCES.get("unhealthy")
-    return source() if source is not None else {}
+def _source(name: str, empty: Any) -> Any:
+    """What the source registered under `name` answers now; `empty` when none is registered."""
+    source = SOURCES.get(name)
+    return source() if source is not None else empty
 
 
 def gpus_admitted_without_pods(bound: frozenset[int] = frozenset()) -> dict[str, int]:
     """GPUs per type slug of admitted workloads none of whose pods is bound to a node yet."""
     result: dict[str, int] = defaultdict(int)
-    for pk, slug, count in _admitted():
+    for pk, slug, count in _source("admitted", ()):
         if pk not in bound and slug:
             result[slug] += count
     return dict(result)
@@ -167,8 +158,8 @@ def gpu_capacity() -> dict[str, GpuTypeCapacity]:
     GPUs now. Raises KubeUnavailable (a KubeError) when the cluster's copy is not there."""
     cache = cluster_cache()
     cache.ready(cache.nodes, cache.pods)
-    gpu_types = _gpu_types()
-    unhealthy = _unhealthy()
+    gpu_types = list(_source("gpu_types", []))
+    unhealthy = _source("unhealthy", {})
     key = (cache.nodes.version, cache.pods.version, _type_key(gpu_types),
            tuple(sorted(unhealthy.items())))
     by_type, bound = cache.memo("capacity", key, lambda: capacity_by_type(
@@ -188,7 +179,7 @@ def gpus_in_use_by_namespace(namespaces: set[str]) -> dict[str, dict[str, int]]:
     resource), bound to a node or not."""
     cache = cluster_cache()
     cache.ready(cache.pods)
-    gpu_types = _gpu_types()
+    gpu_types = list(_source("gpu_types", []))
 
     def build() -> dict[str, dict[str, int]]:
         usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
