@@ -16,6 +16,9 @@ from tests.faults.conftest import cluster_objects, launch_body, launch_problems
 from tests.fixtures.processes import wait_until
 
 OUTAGE_SECONDS = 30  # the outage
+# how long the states may take to match the cluster once it is back; a fault cluster may ask
+# for longer (`converge_seconds`: the real control plane's controllers come back more slowly)
+CONVERGE_SECONDS = 90
 BANNER = "The cluster is unreachable"
 
 State = Workload.State
@@ -94,7 +97,8 @@ def test_a_30_s_cluster_outage_is_shown_retried_and_converges(lab, portal_proces
         fault_cluster.start()  # the same port and state file
 
     kube = Kube()
-    wait_until(lambda: not disagreements(expected, kube), timeout=90,
+    wait_until(lambda: not disagreements(expected, kube),
+               timeout=getattr(fault_cluster, "converge_seconds", CONVERGE_SECONDS),
                what=lambda: f"states matching the cluster: {disagreements(expected, kube)}")
     problems = launch_problems(set(expected), kube)
     assert not problems, problems
