@@ -165,8 +165,7 @@ def portal_env(layout: DemoLayout = DemoLayout()) -> dict[str, str]:
 def keystone_install(layout: DemoLayout = DemoLayout()) -> KeystoneInstall:
     """The demo's Keystone: its own state under the layout, the virtualenv shared (.demo/)."""
     return KeystoneInstall(venv=DEMO / "keystone-venv", state_dir=layout.root / "keystone",
-                           port=layout.keystone_port, threads=KEYSTONE_THREADS,
-                           token_cache=True)
+                           port=layout.keystone_port, threads=KEYSTONE_THREADS)
 
 
 def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,

@@ -87,11 +87,12 @@ class ProductionStack:
         redis_port = free_port()
         self.procs["redis"] = start_redis(redis_port, self.root / "redis",
                                           self.logs / "redis.log")
-        # one request at a time and its token cache on: the first load runs failed without
-        # them (logins "database is locked"; a validation queue past the portal's timeout)
+        # one request at a time, and its token cache (on by default): the first load runs
+        # failed without them (logins "database is locked"; a validation queue past the
+        # portal's timeout)
         keystone = KeystoneInstall(venv=REPO / ".demo" / "keystone-venv",
                                    state_dir=self.root / "keystone", port=free_port(),
-                                   threads=1, token_cache=True)
+                                   threads=1)
         keystone.ensure()
         self.procs["keystone"] = keystone.start(self.logs / "keystone.log")
         self.keystone_url = keystone.url
