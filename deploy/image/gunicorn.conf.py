@@ -5,6 +5,7 @@ reads from its working directory). Each can be changed from the environment:
     WEB_CONCURRENCY      worker processes (gunicorn's own variable; default 3)
     PORTAL_WEB_THREADS   threads per worker (default 4)
     PORTAL_WEB_TIMEOUT   seconds a request may take before its worker is restarted (default 60)
+    PORTAL_WEB_KEEPALIVE seconds an idle keep-alive connection is kept open (default 75)
 
 With PROMETHEUS_MULTIPROC_DIR set, /metrics sums every worker process: the folder is emptied
 when gunicorn starts and a dead worker's files are marked, as prometheus_client requires.
@@ -18,7 +19,12 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
 threads = int(os.environ.get("PORTAL_WEB_THREADS", "4"))
 timeout = int(os.environ.get("PORTAL_WEB_TIMEOUT", "60"))
 graceful_timeout = 30
-keepalive = 5
+# An idle connection must be closed by the client, not by the server: a server that closes one
+# at the moment the client sends its next request on it fails that request (the client reads
+# a closed socket). So the server waits longer than the clients' own expiry: the ingress in
+# front of it (nginx keeps upstream connections 60 s), httpx (5 s), aiohttp (15 s). With
+# gunicorn's default of 5 s, 1 of 200 parallel GETs of the demo's burst test failed so.
+keepalive = int(os.environ.get("PORTAL_WEB_KEEPALIVE", "75"))
 # the heartbeat files on memory, not on the (read-only) root filesystem
 worker_tmp_dir = "/dev/shm" if Path("/dev/shm").is_dir() else None
 accesslog = "-"

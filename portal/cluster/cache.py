@@ -1,5 +1,6 @@
-"""The process's copy of the cluster: reflectors for Node, Pod (every namespace: capacity
-counts the pods the portal did not create too), and the portal's Jobs and Deployments.
+"""The process's copy of the cluster: reflectors for Node and Pod (every namespace: capacity
+counts the pods the portal did not create too). The lifecycle tracker follows the portal's own
+Jobs, Deployments, Services and Events with watches of its own (portal/workloads/tracking/).
 
 Started on first use in any process (web, Celery worker), one per process and cluster
 connection (the kubeconfig): pointing the settings at another cluster stops the old
@@ -20,11 +21,10 @@ from typing import Any, NamedTuple
 from django.conf import settings
 
 from portal.kube.client import Kube, KubeUnavailable, api_client
-from portal.kube.labels import LABEL_WORKLOAD_ID, MANAGED_BY
+from portal.kube.labels import LABEL_WORKLOAD_ID
 from portal.kube.quantity import parse_quantity
 from portal.kube.reflector import Obj, Reflector
 
-SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())  # the portal's own objects
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 BASIC_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 
@@ -69,29 +69,18 @@ def pod_view(pod: Obj) -> PodView:
         workload_id=int(workload) if workload.isdigit() else None)
 
 
-def workload_object_view(obj: Obj) -> Obj:
-    """A Job's or Deployment's name, labels and status (its spec is the portal's own)."""
-    meta = obj.get("metadata") or {}
-    return {"metadata": {k: meta.get(k) for k in ("namespace", "name", "uid", "labels")},
-            "status": obj.get("status") or {}}
-
-
 class ClusterCache:
     """The reflectors of one cluster connection, and the views memoised on their versions."""
 
     def __init__(self, kube: Callable[[], Kube]) -> None:
         self.nodes = Reflector("Node", kube=kube)
         self.pods = Reflector("Pod", kube=kube, project=pod_view)
-        self.jobs = Reflector("Job", kube=kube, label_selector=SELECTOR,
-                              project=workload_object_view)
-        self.deployments = Reflector("Deployment", kube=kube, label_selector=SELECTOR,
-                                     project=workload_object_view)
         self._memo: dict[str, tuple[Any, Any]] = {}
         self._memo_lock = threading.Lock()
 
     @property
     def reflectors(self) -> tuple[Reflector, ...]:
-        return (self.nodes, self.pods, self.jobs, self.deployments)
+        return (self.nodes, self.pods)
 
     def start(self) -> None:
         for reflector in self.reflectors:

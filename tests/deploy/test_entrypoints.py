@@ -4,11 +4,14 @@ manage.py passes Django's deployment checks, gpuagent answers --help."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import shlex
 import subprocess
 import sys
+import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -145,6 +148,27 @@ def test_gunicorn_serves_healthz_and_metrics_with_the_image_configuration(gunico
     text = log.read_text()
     assert text.count("Booting worker with pid") == 2
     assert '"GET /healthz HTTP/1.1" 200' in text  # access log on stdout
+
+
+def test_an_idle_connection_outlives_the_clients_own_expiry(gunicorn):
+    """The client, not the server, closes an idle keep-alive connection: httpx drops one after
+    5 s, so one idle for 6 s must still carry the next request (with gunicorn's default
+    keepalive of 5 s the server had closed it, and that request failed)."""
+    url, _, _ = gunicorn
+    assert get(url, "/healthz")[0] == 200  # the workers are up
+    connection = http.client.HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=10)
+    try:
+        statuses = []
+        for pause in (0, 6):
+            time.sleep(pause)
+            connection.request("GET", "/healthz")
+            response = connection.getresponse()
+            response.read()
+            statuses.append(response.status)
+            assert not response.will_close
+        assert statuses == [200, 200]
+    finally:
+        connection.close()
 
 
 def test_celery_finds_the_app_and_its_settings():
