@@ -1,10 +1,10 @@
 """The one validation of a launch request: what the domain allows, on typed values.
 
 `launch_clean` checks a request whose fields already have their types (the API's
-LaunchSerializer reads JSON into them, and the launch page goes through the same serializer),
+LaunchSerializer reads JSON into them, the launch page's LaunchForm reads the form's fields),
 fills in what the template decides (kind, image, port, CPU, memory, the runtime limit), and
-raises LaunchInvalid with the errors per field. It needs no web framework: the rules are the
-domain's, the serializer wraps them.
+raises LaunchInvalid with the errors per field. It needs no web framework: the rules and the
+fields' bounds are the domain's, the serializer and the form wrap them.
 """
 
 from __future__ import annotations
@@ -22,6 +22,18 @@ from portal.kube.client import KubeError
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
 from .naming import display_name_clean
+
+# the bounds of the typed fields, declared by the API's serializer and the page's form alike
+NAME_MAX_LENGTH = 200
+IMAGE_MAX_LENGTH = 512
+NUMBER_BOUNDS = {  # field → (least, most)
+    "gpu_count": (1, 64),
+    "port": (1, 65535),
+    "cpu": (1, 256),
+    "memory": (1, 4096),  # GiB
+    "max_runtime_minutes": (1, 60 * 24 * 365),
+    "retries": (0, 10),
+}
 
 
 class LaunchInvalid(ValueError):

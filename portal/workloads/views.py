@@ -38,9 +38,8 @@ from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root
 
 from . import selectors
-from .api.serializers import LaunchSerializer
 from .filtersets import WorkloadFilterSet
-from .forms import FIELD_LABELS, flat_errors, launch_request
+from .forms import FIELD_LABELS, LaunchForm, launch_request
 from .logs import redact, workload_logs, workload_redact
 from .models import Workload
 from .selectors import (
@@ -216,15 +215,15 @@ def _launch_submit(request: HttpRequest, tenant: Tenant, templates: list[Templat
         for field, default in (("cpu", shown.default_cpu), ("memory", shown.default_memory_gb)):
             if data.get(field) == str(default):
                 data.pop(field)
-    serializer = LaunchSerializer(data=data, tenant=tenant, quota=tenant.quota)
-    if not serializer.is_valid():
-        for field, messages_ in flat_errors(serializer.errors).items():
+    form = LaunchForm(data, tenant=tenant, quota=tenant.quota)
+    if not form.is_valid():
+        for field, messages_ in form.field_errors().items():
             errors.setdefault(field, []).extend(messages_)
     if errors:
         return _launch_render(request, tenant, templates, values, errors=errors, status=400)
     try:
         workload, created = workload_launch(tenant=tenant, user=request.user,
-                                            request=serializer.validated_data,
+                                            request=form.request,
                                             idempotency_key=_idempotency_key(post))
     except AdmissionRefused as exc:
         return _launch_render(request, tenant, templates, values, refused=str(exc),

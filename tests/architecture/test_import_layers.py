@@ -128,3 +128,18 @@ def test_the_layers_that_architecture_md_draws():
         assert not apps & set(graph.get(low, {})), (low, dict(graph.get(low, {})))
     for standalone in ("kubesim", "gpuagent"):
         assert not any(target.startswith("portal") for target in graph.get(standalone, {}))
+
+
+PAGE_MODULES = ("views.py", "forms.py", "admin_views.py", "admin_urls.py", "dashboard.py")
+
+
+def test_pages_and_their_forms_import_no_rest_framework():
+    """Validation is the domain's: a page's form wraps it as the API's serializer does, and no
+    page reads its input through a DRF serializer."""
+    pages = [path for package in PACKAGES for path in (ROOT / package).rglob("*.py")
+             if path.name in PAGE_MODULES and "api" not in path.relative_to(ROOT).parts]
+    assert ROOT / "portal" / "workloads" / "forms.py" in pages  # the launch page's form
+    found = [f"{path.relative_to(ROOT)}:{line} {module}" for path in pages
+             for module, line in imported_modules(path)
+             if module.startswith("rest_framework") or ".api." in f".{module}."]
+    assert not found, found

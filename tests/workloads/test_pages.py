@@ -263,6 +263,37 @@ def test_field_errors_are_shown_next_to_their_fields(researcher, vision_lab):
     assert not Workload.objects.exists()
 
 
+CUSTOM_BATCH = {"template": "custom", "shown_template": "custom", "kind": "batch",
+                "image": "busybox:1.36"}
+
+
+# the API's bad requests (tests/workloads/test_launch_api.py) that a form can send: the page
+# reads them with its own form, and the domain's rules give the same field its error
+@pytest.mark.parametrize(("changes", "field"), [
+    ({**CUSTOM_BATCH, "image": "ubuntu; rm -rf /"}, "image"),
+    ({**CUSTOM_BATCH, "image": "$(id)"}, "image"),
+    ({**CUSTOM_BATCH, "port": "80"}, "port"),
+    ({**CUSTOM_BATCH, "kind": "service"}, "port"),
+    ({**CUSTOM_BATCH, "image": ""}, "image"),
+    ({"gpu_count": "0"}, "gpu_count"),
+    ({"gpu_count": "two"}, "gpu_count"),
+    ({"gpu_type": "h100"}, "gpu_type"),
+    ({"template": "nope"}, "template"),
+    ({"name": "   "}, "name"),
+    ({**CUSTOM_BATCH, "env": "BAD NAME=x"}, "env"),
+    ({"cpu": "100000"}, "cpu"),
+    ({**CUSTOM_BATCH, "args": "a\x00b"}, "args"),
+    ({**CUSTOM_BATCH, "args": "x" * 4097}, "args"),
+    ({**CUSTOM_BATCH, "retries": "11"}, "retries"),
+    ({"name": "invoice\u202eexe.pdf"}, "name"),
+])
+def test_the_form_refuses_what_the_api_refuses(researcher, vision_lab, changes, field):
+    response = researcher.post("/workloads/new/", launch_form(**changes))
+    assert response.status_code == 400
+    assert field_error(response.content.decode(), field)
+    assert not Workload.objects.exists()
+
+
 def test_the_gpu_stacks_variables_are_refused_on_the_form(researcher, vision_lab):
     response = researcher.post("/workloads/new/", launch_form(
         name="escape", template="custom", shown_template="custom", kind="batch",

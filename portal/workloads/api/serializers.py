@@ -1,6 +1,7 @@
 """Workload API shapes. `LaunchSerializer` reads a launch request's JSON into typed fields and
-wraps the domain's launch validation (portal/workloads/validation.py); the launch page goes
-through it too, so the API and the page accept and refuse the same things."""
+wraps the domain's launch validation (portal/workloads/validation.py); the launch page's
+LaunchForm wraps the same rules and bounds, so the API and the page accept and refuse the same
+things."""
 
 from __future__ import annotations
 
@@ -21,7 +22,19 @@ from portal.workloads.queue import QueuePlace, queue_places
 from ..logs import redact
 from ..models import Workload, WorkloadEvent
 from ..selectors import workload_may_see_secrets
-from ..validation import FIELD_RULES, LaunchInvalid, launch_clean
+from ..validation import (
+    FIELD_RULES,
+    IMAGE_MAX_LENGTH,
+    NAME_MAX_LENGTH,
+    NUMBER_BOUNDS,
+    LaunchInvalid,
+    launch_clean,
+)
+
+
+def _bounds(field: str) -> dict[str, int]:
+    least, most = NUMBER_BOUNDS[field]
+    return {"min_value": least, "max_value": most}
 
 
 class ArgvField(serializers.ListField):
@@ -40,24 +53,23 @@ class ArgvField(serializers.ListField):
 
 
 class LaunchSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
+    name = serializers.CharField(max_length=NAME_MAX_LENGTH)
     template = serializers.SlugRelatedField(slug_field="slug", queryset=Template.objects.all())
     gpu_type = serializers.SlugRelatedField(slug_field="slug", queryset=GpuType.objects.all())
-    gpu_count = serializers.IntegerField(min_value=1, max_value=64)
+    gpu_count = serializers.IntegerField(**_bounds("gpu_count"))
     kind = serializers.ChoiceField(choices=Template.Kind.choices, required=False)
-    image = serializers.CharField(max_length=512, required=False, allow_blank=True)
+    image = serializers.CharField(max_length=IMAGE_MAX_LENGTH, required=False, allow_blank=True)
     command = ArgvField()
     args = ArgvField()
     env = serializers.DictField(child=serializers.CharField(max_length=MAX_ENV_VALUE,
                                                             allow_blank=True, trim_whitespace=False),
                                 required=False)
-    port = serializers.IntegerField(min_value=1, max_value=65535, required=False, allow_null=True)
-    cpu = serializers.IntegerField(min_value=1, max_value=256, required=False)
-    memory = serializers.IntegerField(min_value=1, max_value=4096, required=False,
-                                      help_text="GiB")
-    max_runtime_minutes = serializers.IntegerField(min_value=1, max_value=60 * 24 * 365,
+    port = serializers.IntegerField(**_bounds("port"), required=False, allow_null=True)
+    cpu = serializers.IntegerField(**_bounds("cpu"), required=False)
+    memory = serializers.IntegerField(**_bounds("memory"), required=False, help_text="GiB")
+    max_runtime_minutes = serializers.IntegerField(**_bounds("max_runtime_minutes"),
                                                    required=False, allow_null=True)
-    retries = serializers.IntegerField(min_value=0, max_value=10, required=False,
+    retries = serializers.IntegerField(**_bounds("retries"), required=False,
                                        help_text="batch only: how often a failed run is retried")
     use_home = serializers.BooleanField(required=False, default=False)
     public = serializers.BooleanField(
