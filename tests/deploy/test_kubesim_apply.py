@@ -78,7 +78,8 @@ def test_the_migrate_job_completes(site):
             "conditions", [])
         return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
 
-    eventually(complete, timeout=60, interval=0.2, message="the migrate Job did not complete")
+    assert eventually(complete, timeout=60, interval=0.2,
+                      message="the migrate Job did not complete") is True
 
 
 def test_applying_again_changes_nothing(site):

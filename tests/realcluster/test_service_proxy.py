@@ -103,13 +103,14 @@ def restricted_namespace(real_namespace, real_cluster):
     return real_namespace
 
 
-def dry_run_pod(real_cluster, namespace: str, template: dict) -> None:
-    """The pod through the API server's whole admission chain, stored nowhere."""
+def dry_run_pod(real_cluster, namespace: str, template: dict):
+    """The pod through the API server's whole admission chain, stored nowhere: the pod as
+    admitted (ApiException when it is refused)."""
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "proxy-check", **template["metadata"]},
            "spec": template["spec"]}
     with real_cluster.api_client() as api_client:
-        k8s.CoreV1Api(api_client).create_namespaced_pod(namespace, pod, dry_run="All")
+        return k8s.CoreV1Api(api_client).create_namespaced_pod(namespace, pod, dry_run="All")
 
 
 def test_the_proxy_alone_passes_pod_security_restricted(real_cluster, restricted_namespace):
@@ -119,7 +120,9 @@ def test_the_proxy_alone_passes_pod_security_restricted(real_cluster, restricted
     template = make_pod_template(spec)
     template["spec"]["containers"] = [make_proxy_container(spec.proxy)]
     template["spec"]["volumes"] = make_proxy_volumes(spec.proxy)
-    dry_run_pod(real_cluster, restricted_namespace, template)
+    admitted = dry_run_pod(real_cluster, restricted_namespace, template)
+    assert admitted.metadata.namespace == restricted_namespace
+    assert [c.name for c in admitted.spec.containers] == ["auth-proxy"]
 
 
 def test_the_restricted_check_can_fail(real_cluster, restricted_namespace):

@@ -27,7 +27,9 @@ SPEC = NamespaceSpec(namespace="gpu-vision-lab-abc123", project_id="d964ebf86197
 
 def test_every_object_is_valid_against_the_kubernetes_schema():
     version = kubernetes_validate.utils.latest_version()
-    for obj in tenant_objects(SPEC):
+    objects = tenant_objects(SPEC)
+    assert objects
+    for obj in objects:  # raises ValidationError naming the field
         kubernetes_validate.validate(obj, version, strict=True)
 
 
