@@ -10,7 +10,7 @@ import pytest
 from portal.kube.client import Kube
 from portal.workloads.models import Workload
 from tests.faults.conftest import Burst, launch_problems, launches_settled
-from tests.fixtures.processes import wait_until
+from tests.fixtures.processes import restarted_when_it_exits, wait_until
 
 STOP_AFTER = 6  # workloads in the cluster when Redis stops
 DOWN_FOR = 10  # launches answered while Redis is down
@@ -36,23 +36,22 @@ def test_a_redis_restart_mid_burst_loses_no_accepted_launch(lab, portal_processe
         burst.join()
     # Celery's worker may exit when its broker connection breaks in the middle of a read
     # (kombu closes the dead channel and fails: "Unrecoverable error: AttributeError …
-    # 'hostname'"); deployed, its Deployment restarts it (restartPolicy Always), as here. What
-    # it held is not lost: unacknowledged messages and the stale sweep bring it back.
-    if not worker.running:
-        worker.start()
+    # 'hostname'"), and its shutdown takes a moment after that; deployed, its Deployment starts
+    # it again whenever it exits (restartPolicy Always), as here until the launches settle.
+    # What it held is not lost: unacknowledged messages and the stale sweep bring it back.
+    with restarted_when_it_exits(worker):
+        # every launch the database holds was answered 201: none is launched twice by a retry
+        committed = set(Workload.objects.filter(tenant=lab.tenant).values_list("pk", flat=True))
+        answers = collections.Counter(status for status, _ in burst.answers)
+        assert committed == burst.accepted, (
+            f"{len(committed - burst.accepted)} launches in the database were not answered 201; "
+            f"answers: {dict(answers)}")
+        # and what was not accepted was refused cleanly, in the API's error format
+        for status, body in burst.not_accepted:
+            assert status == 503 and isinstance(body, dict) and body.get("code"), (status, body)
+        assert len(burst.accepted) >= burst.launches - DOWN_FOR
 
-    # every launch the database holds was answered 201: none is launched twice by a retry
-    committed = set(Workload.objects.filter(tenant=lab.tenant).values_list("pk", flat=True))
-    answers = collections.Counter(status for status, _ in burst.answers)
-    assert committed == burst.accepted, (
-        f"{len(committed - burst.accepted)} launches in the database were not answered 201; "
-        f"answers: {dict(answers)}")
-    # and what was not accepted was refused cleanly, in the API's error format
-    for status, body in burst.not_accepted:
-        assert status == 503 and isinstance(body, dict) and body.get("code"), (status, body)
-    assert len(burst.accepted) >= burst.launches - DOWN_FOR
-
-    wait_until(launches_settled(burst.accepted), timeout=90,
-               what="every launch past creation", interval=2.0)
-    problems = launch_problems(burst.accepted, Kube())
-    assert not problems, problems
+        wait_until(launches_settled(burst.accepted), timeout=90,
+                   what="every launch past creation", interval=2.0)
+        problems = launch_problems(burst.accepted, Kube())
+        assert not problems, problems
