@@ -119,6 +119,18 @@ def validate_token(token_id: str, *, client: KeystoneClient | None = None) -> To
     while True:
         flight = uuid.uuid4().hex
         taken = _cache_call("add", _flight_key(key), flight, timeout=int(_flight_seconds()) + 1)
+        if taken:
+            # a flight that landed between the miss above and this `add` has cached its
+            # token: asking Keystone again would be a second validation of the same token
+            try:
+                known = _known(key, count=False)
+            except TokenInvalid:
+                _land(key, flight, None)
+                raise
+            if known is not None:
+                _land(key, flight, None)
+                TOKEN_CACHE.labels("shared").inc()
+                return known
         if taken is None or taken:
             break  # this request asks Keystone (Redis away: every request asks for itself)
         # another request is asking Keystone about this token: take its outcome
@@ -158,16 +170,19 @@ def validate_token_now(token_id: str, *, client: KeystoneClient | None = None) -
     return _ask_keystone(token_id, client or KeystoneClient())
 
 
-def _known(key: str) -> Token | None:
-    """The token from the cache, or TokenInvalid for a token refused moments ago."""
+def _known(key: str, *, count: bool = True) -> Token | None:
+    """The token from the cache, or TokenInvalid for a token refused moments ago. `count`:
+    count the hit or refusal (a request already counted as a miss is not counted twice)."""
     found = _cache_call("get_many", [key, _refused_key(key)]) or {}
     if key in found:
         token = Token.from_dict(found[key])
         if not token.is_expired():
-            TOKEN_CACHE.labels("hit").inc()
+            if count:
+                TOKEN_CACHE.labels("hit").inc()
             return token
     if _refused_key(key) in found:
-        TOKEN_CACHE.labels("refused").inc()
+        if count:
+            TOKEN_CACHE.labels("refused").inc()
         raise TokenInvalid(f"refused moments ago: {found[_refused_key(key)]}")
     return None
 

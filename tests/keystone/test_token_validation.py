@@ -67,6 +67,31 @@ def test_concurrent_requests_with_a_new_token_ask_keystone_once(keystone, projec
     assert TOKEN_CACHE.labels("shared")._value.get() > shared or cache.get(_cache_key(token))
 
 
+def test_a_flight_that_landed_after_the_miss_is_not_flown_again(keystone, project_token,
+                                                                 monkeypatch):
+    """The race four processes hit: this request misses the cache, another request's flight
+    lands (the token cached, the flight key gone), then this request takes the flight. It must
+    read the cache again rather than ask Keystone a second time."""
+    token = project_token("researcher", "vision-lab")
+    other = CountingClient()
+    landed = validate_token(token, client=other)  # the other request's flight, whole
+    assert other.validations == 1
+    key = _cache_key(token)
+    cached = cache.get(key)
+    cache.delete(key)  # as this request saw it at its miss
+    real_add = cache.add
+
+    def add_after_the_landing(name, *args, **kwargs):
+        if name.startswith("ks-token-flight:"):
+            cache.set(key, cached, 60)  # the other flight landed just now
+        return real_add(name, *args, **kwargs)
+
+    monkeypatch.setattr(cache, "add", add_after_the_landing)
+    client = CountingClient()
+    assert validate_token(token, client=client).user_id == landed.user_id
+    assert client.validations == 0
+
+
 VALIDATE_IN_A_PROCESS = """
 import os, sys, threading, time
 import django
