@@ -398,3 +398,36 @@ def test_which_objects_are_orphans(state, kind, finished_minutes_ago, deleted, o
     assert (_orphan_reason(row, "gpu-a", grace) is not None) == orphan
     assert _orphan_reason(row, "gpu-b", grace) is not None  # a copy in another namespace
     assert _orphan_reason(None, "gpu-a", grace) == "no workload with this id"
+
+
+def test_a_row_moved_while_the_tracker_derived_it_is_derived_again(gpu_types, owner,
+                                                                    monkeypatch):
+    """The create task writes `pending` after the tracker read the row as `creating` but
+    before it locked it: the tracker must derive again from `pending`, not give up. No later
+    event would come: the pod was already running, so the workload would stay pending until
+    the next relist."""
+    from portal.workloads import lifecycle
+    from portal.workloads.tracking import tracker as tracking
+
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Race Lab")
+    workload = launch(tenant, owner, gpu_types, kind="service", template="jupyter",
+                      create=False)
+    Workload.objects.filter(pk=workload.pk).update(state=S.PENDING)  # the create task's write
+    tracker = Tracker(kube=Kube())
+    reads = []
+    real_rows = tracker._rows
+
+    def rows_as_first_read(wids):
+        rows = real_rows(wids)
+        if not reads:  # the first read is from before the create task's write
+            rows[workload.pk]["state"] = S.CREATING
+        reads.append(sorted(rows))
+        return rows
+
+    monkeypatch.setattr(tracker, "_rows", rows_as_first_read)
+    monkeypatch.setattr(tracking, "workload_outcome", lambda current, observed: lifecycle.Outcome(
+        S.RUNNING, "", {"node": "gpu-a100-1", "address": "192.168.1.240"}))
+    tracker._apply([workload.pk])
+    assert reads == [[workload.pk], [workload.pk]]  # read again after the lost claim
+    assert state_of(workload).state == S.RUNNING
+    assert workload.node == "gpu-a100-1"

@@ -65,19 +65,21 @@ class StateDerivation:
                 self.stats.vanished += 1
                 self._mark(row, Outcome(State.FAILED, VANISHED))
 
-    def _mark(self, row: dict[str, Any], outcome: Outcome) -> None:
+    def _mark(self, row: dict[str, Any], outcome: Outcome) -> bool:
         """Write an outcome unless it says nothing new; re-checked under a row lock so that a
-        stop (or another writer) in between wins."""
+        stop (or another writer) in between wins. False when the row had moved since it was
+        read: the caller derives again from what it is now (no later event may come for it:
+        the create task's `pending` can land after the pod it created is already running)."""
         reason = row["reason"] if outcome.reason is None else outcome.reason
         facts = {k: v for k, v in outcome.fields.items() if k in ("node", "address", "exit_code")}
         if (outcome.state == row["state"] and reason == row["reason"]
                 and all(row[k] == v for k, v in facts.items())):
-            return
+            return True
         with transaction.atomic():
             locked = (Workload.objects.select_for_update()
                       .filter(pk=row["id"], state=row["state"]).first())
             if locked is None:
-                return  # moved meanwhile; the next change re-derives from the new state
+                return False  # moved meanwhile: derive again from the new state
             fields: dict[str, Any] = dict(facts)
             if outcome.state == State.RUNNING or outcome.state in Workload.FINAL_STATES:
                 started = locked.started_at or outcome.fields.get("started_at")
@@ -99,11 +101,12 @@ class StateDerivation:
                        "source": "tracker"},
                 **fields)
             if not moved:
-                return  # an edge the table refuses (logged there)
+                return True  # an edge the table refuses (logged there)
             if row["state"] == State.RUNNING and outcome.state == State.QUEUED:
                 # Kueue took its GPUs back for the tenant that lent them: tell its owner
                 workload_reclaimed(workload=locked, reason=reason)
         self.stats.changes += 1
+        return True
 
     # -- events ----------------------------------------------------------------------------
 

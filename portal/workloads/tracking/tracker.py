@@ -66,6 +66,10 @@ from .states import StateDerivation
 
 log = logging.getLogger(__name__)
 
+# how often one workload is derived again when another writer moves it in between (the create
+# task, a stop); each attempt reads the row anew, so a few always suffice
+MARK_ATTEMPTS = 3
+
 
 @dataclasses.dataclass
 class CycleStats:
@@ -282,16 +286,21 @@ class Tracker(StateDerivation, EventRecording, OrphanCleanup):
     def _apply(self, wids: Iterable[int], tombstones: dict[int, Obj] | None = None) -> None:
         """Derive each workload's state from the view and write what changed."""
         tombstones = tombstones or {}
-        for wid, row in self._rows(wids).items():
-            observed = self.index.observed(wid, row["kind"], row["tenant__namespace"])
-            primary = observed.job if row["kind"] == BATCH else observed.deployment
-            outcome: Outcome | None
-            if wid in tombstones and primary is None and row["state"] in LIVE:
-                outcome = self._vanished_outcome(row, observed, tombstones[wid])
-            else:
-                outcome = workload_outcome(row["state"], observed)
-            if outcome is not None:
-                self._mark(row, outcome)
+        for wid, first in self._rows(wids).items():
+            row: dict[str, Any] | None = first
+            for _ in range(MARK_ATTEMPTS):
+                if row is None:
+                    break
+                observed = self.index.observed(wid, row["kind"], row["tenant__namespace"])
+                primary = observed.job if row["kind"] == BATCH else observed.deployment
+                outcome: Outcome | None
+                if wid in tombstones and primary is None and row["state"] in LIVE:
+                    outcome = self._vanished_outcome(row, observed, tombstones[wid])
+                else:
+                    outcome = workload_outcome(row["state"], observed)
+                if outcome is None or self._mark(row, outcome):
+                    break
+                row = self._rows([wid]).get(wid)  # another writer moved it: read it again
 
 
 # -- the periodic task and the command ---------------------------------------------------------
