@@ -17,11 +17,11 @@ from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS, argv_lines, env_lin
 from catalogue.models import GpuType, Template
 
 from .validation import (
-    FIELD_RULES,
     IMAGE_MAX_LENGTH,
     NAME_MAX_LENGTH,
     NUMBER_BOUNDS,
     LaunchInvalid,
+    field_clean,
     launch_clean,
 )
 
@@ -146,11 +146,9 @@ class LaunchForm(forms.Form):
 
     def _rule(self, field: str, values: dict[str, Any]) -> None:
         try:
-            values[field] = FIELD_RULES[field](values[field])
+            values[field] = field_clean(field, values[field])
         except LaunchInvalid as exc:
             self._error(field, exc.errors[field])
-        except ValueError as exc:
-            self._error(field, [str(exc)])
 
     def _error(self, field: str, messages: list[str]) -> None:
         if field in self.LISTS:

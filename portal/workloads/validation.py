@@ -74,17 +74,26 @@ FIELD_RULES = {"name": name_clean, "template": template_check, "gpu_type": gpu_t
                "env": env_check}
 
 
+def field_clean(field: str, value: Any) -> Any:
+    """`value` through FIELD_RULES[field]; LaunchInvalid naming `field` when it is refused
+    (the one mapping of a rule's refusal, for this module, the serializer and the form)."""
+    try:
+        return FIELD_RULES[field](value)
+    except LaunchInvalid:
+        raise
+    except ValueError as exc:
+        raise LaunchInvalid({field: [str(exc)]}) from exc
+
+
 def _field_errors(request: dict[str, Any]) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
-    for field, rule in FIELD_RULES.items():
+    for field in FIELD_RULES:
         if field not in request:
             continue
         try:
-            request[field] = rule(request[field])
+            request[field] = field_clean(field, request[field])
         except LaunchInvalid as exc:
             errors.update(exc.errors)
-        except ValueError as exc:
-            errors[field] = [str(exc)]
     return errors
 
 

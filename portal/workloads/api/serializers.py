@@ -23,11 +23,11 @@ from ..logs import redact
 from ..models import Workload, WorkloadEvent
 from ..selectors import workload_may_see_secrets
 from ..validation import (
-    FIELD_RULES,
     IMAGE_MAX_LENGTH,
     NAME_MAX_LENGTH,
     NUMBER_BOUNDS,
     LaunchInvalid,
+    field_clean,
     launch_clean,
 )
 
@@ -98,11 +98,9 @@ class LaunchSerializer(serializers.Serializer):
     @staticmethod
     def _field(field: str, value: Any) -> Any:
         try:
-            return FIELD_RULES[field](value)
+            return field_clean(field, value)
         except LaunchInvalid as exc:
             raise serializers.ValidationError(exc.errors[field]) from exc
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from exc
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         """The domain's rules (portal/workloads/validation.py) on the typed request."""
