@@ -11,6 +11,12 @@
   minute. If the portal cannot be reached, the proxy keeps the session until its ID token
   expires (PORTAL_AUTH_PROXY_OFFLINE_SECONDS).
 - The redirect URI must be the workload's own callback (`services.callback_url`).
+- The client a request is for is the one django-oauth-toolkit acts on: the query's on GET (what
+  oauthlib validates), the form body's on POST (what `AuthorizationView.form_valid` hands the
+  library). A POST whose query names another client, or a parameter given twice, is refused
+  (400) before anything runs. The rule is enforced again where the library saves the code
+  (`save_authorization_code`) and where the proxy redeems it (`validate_code`), so no request
+  shape that reaches the library past the view's check gets a session it may not have.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from django.utils import timezone
 from oauth2_provider.models import Application, RefreshToken
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.views import AuthorizationView
+from oauthlib.oauth2.rfc6749.errors import AccessDeniedError
 
 from portal.keystone import identity as identity_store
 from portal.keystone.assignments import project_role_now
@@ -72,12 +79,43 @@ class PortalOAuth2Validator(OAuth2Validator):
         return callback_url(workload) if workload else None
 
     def save_authorization_code(self, client_id, code, request, *args, **kwargs):
-        super().save_authorization_code(client_id, code, request, *args, **kwargs)
         workload = _workload_of(client_id)
         session_key = getattr(request, "portal_session_key", None)
-        if workload is not None and session_key:
+        if workload is not None:
+            # the rule again, for the client the code is being saved for, whatever the view
+            # checked: no code for a workload without a portal session that may open it
+            reason = _refusal_for_session(workload, request.user, session_key)
+            if reason:
+                log.warning("authorization code refused: workload=%s user=%s: %s", workload.pk,
+                            getattr(request.user, "username", "?"), reason)
+                raise AccessDeniedError(description=reason, state=getattr(request, "state", None),
+                                        request=request)
+        super().save_authorization_code(client_id, code, request, *args, **kwargs)
+        if workload is not None:
             ProxySession.objects.create(workload=workload, user=request.user,
                                         portal_session_key=session_key, code=code["code"])
+
+    def validate_code(self, client_id, code, client, request, *args, **kwargs):
+        if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+            return False
+        workload = _workload_of(client_id)
+        if workload is None:
+            return True
+        # redeemed by the workload's proxy: the code must come from a proxy session of this
+        # workload, whose user may still open it
+        session = (ProxySession.objects.select_related("user")
+                   .filter(code=code, workload=workload).first())
+        reason = _still_allowed(session, workload)
+        if session is not None and session.user_id != request.user.pk:
+            reason = "the code was issued to another user"
+        if reason:
+            log.warning("authorization code refused at redemption: workload=%s user=%s: %s",
+                        workload.pk, request.user.username, reason)
+            if session is not None:
+                ProxySession.objects.filter(pk=session.pk).update(
+                    ended_at=session.ended_at or timezone.now(), ended_reason=reason[:255])
+            return False
+        return True
 
     def _save_bearer_token(self, token, request, *args, **kwargs):
         result = super()._save_bearer_token(token, request, *args, **kwargs)
@@ -120,20 +158,33 @@ def _still_allowed(session: ProxySession | None, workload) -> str:
         return "no portal session is known for it"
     if session.ended_at is not None:
         return session.ended_reason or "it was ended"
-    data = SessionStore(session_key=session.portal_session_key).load()
+    return _refusal_for_session(workload, session.user, session.portal_session_key,
+                                check_token=True)
+
+
+def _refusal_for_session(workload, user, session_key: str | None, *,
+                         check_token: bool = False) -> str:
+    """Why `user`, signed in to the portal session `session_key`, may not open `workload` now
+    ("" when they may). `check_token`: ask Keystone whether the session's token still stands."""
+    if not session_key or user is None or not getattr(user, "is_authenticated", False):
+        return "no portal session is known for it"
+    data = SessionStore(session_key=session_key).load()
     identity = identity_store.load(data) if data else None
     if identity is None:
         return "the portal session it came from has ended"
+    if data.get("_auth_user_id") not in (None, str(user.pk)):
+        return "the portal session is another user's"
     if identity.expires_at <= timezone.now():
         return "the portal session's Keystone token expired"
-    try:
-        validate_token_now(identity.unscoped.id)
-    except TokenInvalid:
-        return "the portal session's Keystone token was revoked"
-    except KeystoneUnavailable:
-        log.warning("Keystone unreachable at a proxy refresh; the session's token is trusted "
-                    "until it expires")
-    decision = user_decision(workload=workload, user=session.user, is_admin=identity.is_admin)
+    if check_token:
+        try:
+            validate_token_now(identity.unscoped.id)
+        except TokenInvalid:
+            return "the portal session's Keystone token was revoked"
+        except KeystoneUnavailable:
+            log.warning("Keystone unreachable at a proxy refresh; the session's token is "
+                        "trusted until it expires")
+    decision = user_decision(workload=workload, user=user, is_admin=identity.is_admin)
     return "" if decision else decision.reason
 
 
@@ -150,8 +201,15 @@ class WorkloadAuthorizationView(AuthorizationView):
         return refused or super().post(request, *args, **kwargs)
 
     def _refusal(self, request):
-        client_id = request.GET.get("client_id") or request.POST.get("client_id") or ""
-        workload = _workload_of(client_id)
+        mixed = _mixed_parameters(request)
+        if mixed:
+            log.warning("authorization request refused: user=%s: %s", request.user.username,
+                        mixed)
+            return render(request, "access/refused.html",
+                          {"workload": None, "reason": mixed}, status=400)
+        # the client the library acts on: the query's on GET, the form body's on POST
+        source = request.POST if request.method == "POST" else request.GET
+        workload = _workload_of(source.get("client_id") or "")
         if workload is None:
             return None  # not a workload's client: django-oauth-toolkit answers as usual
         identity = getattr(request, "identity", None)
@@ -169,6 +227,27 @@ class WorkloadAuthorizationView(AuthorizationView):
             request.session.save()
         credentials = {**credentials, "portal_session_key": request.session.session_key}
         return super().create_authorization_response(request, scopes, credentials, allow)
+
+
+# the authorization request's parameters (those AllowForm carries, and oauthlib's own)
+AUTHORIZATION_PARAMETERS = ("client_id", "redirect_uri", "response_type", "state", "scope",
+                            "nonce", "code_challenge", "code_challenge_method", "claims",
+                            "prompt", "response_mode", "request", "request_uri")
+
+
+def _mixed_parameters(request) -> str:
+    """Why an authorization request is ambiguous ("" when it is not): a parameter given twice,
+    or, on a POST, given in the query as well as the body with another value (the library acts
+    on the body's, so a check of the query's would be a check of the wrong client)."""
+    for name in AUTHORIZATION_PARAMETERS:
+        in_query = request.GET.getlist(name)
+        in_body = request.POST.getlist(name) if request.method == "POST" else []
+        if len(in_query) > 1 or len(in_body) > 1:
+            return f"The parameter {name} is given more than once."
+        if in_query and in_body and in_query != in_body:
+            return (f"The parameter {name} differs between the address and the form; "
+                    "the request is refused.")
+    return ""
 
 
 __all__ = ["Application", "PortalOAuth2Validator", "WorkloadAuthorizationView"]

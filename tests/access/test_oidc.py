@@ -277,3 +277,130 @@ def test_a_list_of_workloads_costs_no_query_per_workload_for_their_access(
         listed = Client().get("/api/v1/workloads/", **headers).json()
     assert listed["count"] == 4
     assert all(row["access"]["protected"] for row in listed["results"])
+
+
+# --- the client a request is for: the one the library acts on, checked again where the code
+# is saved and redeemed (issue 23, item 1) ---------------------------------------------------
+
+def _authorization_form(proxy: Proxy) -> dict:
+    """The consent form's fields as django-oauth-toolkit's AllowForm carries them, for `proxy`'s
+    client: what a browser posts to /o/authorize/."""
+    proxy.verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(
+        hashlib.sha256(proxy.verifier.encode()).digest()).decode().rstrip("=")
+    proxy.state = secrets.token_hex(8)
+    return {"client_id": proxy.client_id, "redirect_uri": proxy.callback,
+            "response_type": "code", "scope": "openid email profile", "state": proxy.state,
+            "code_challenge": challenge, "code_challenge_method": "S256", "allow": "Authorize"}
+
+
+def _no_code(response) -> bool:
+    return "code=" not in response.get("Location", "")
+
+
+@pytest.fixture
+def own_notebook(vision, project_token, login):
+    """A Jupyter of nlp-lab's student: a client the student may open (their own)."""
+    from tenants.models import Tenant
+    from tenants.provisioning import tenant_reconcile
+    from tenants.services import quota_update
+
+    login("student")
+    nlp = Tenant.objects.get(name="nlp-lab")
+    quota_update(tenant=nlp, acting_user=None,
+                 changes={"gpus_total": 2, "gpus_by_type": {"a100": 2}})
+    tenant_reconcile(tenant_id=nlp.pk)
+    response = launch({"HTTP_X_AUTH_TOKEN": project_token("student", "nlp-lab")},
+                      {**JUPYTER, "name": "mine"})
+    assert response.status_code == 201, response.json()
+    workload = Workload.objects.get(pk=response.json()["id"])
+    Workload.objects.filter(pk=workload.pk).update(address="10.20.0.8")
+    workload.refresh_from_db()
+    return workload
+
+
+@pytest.mark.parametrize("query", ["client_id=x", "client_id={own}", "client_id=&x=1"])
+def test_a_post_whose_address_names_another_client_gets_no_code(login, notebook, own_notebook,
+                                                                 query, caplog):
+    """The body's client is the one the library issues a code for: a query naming another
+    (unknown, empty, or one the student may open) no longer stands in for it."""
+    proxy = Proxy(notebook)
+    query = query.format(own=own_notebook.access.client_id)
+    response = login("student").post(f"/o/authorize/?{query}", _authorization_form(proxy))
+    assert response.status_code in (400, 403), response.content[:300]
+    assert _no_code(response)
+    assert not ProxySession.objects.filter(workload=notebook).exists()
+
+
+def test_a_post_for_the_body_s_client_is_decided_by_the_rule(login, notebook):
+    proxy = Proxy(notebook)
+    refused = login("student").post("/o/authorize/", _authorization_form(proxy))
+    assert refused.status_code == 403 and b"You may not open nb" in refused.content
+    allowed = login("researcher").post("/o/authorize/", _authorization_form(proxy))
+    assert proxy.code_from(allowed)
+
+
+def test_a_parameter_given_twice_is_refused(login, notebook, own_notebook):
+    proxy, own = Proxy(notebook), own_notebook.access.client_id
+    student = login("student")
+    form = _authorization_form(proxy)
+    twice = student.post("/o/authorize/", {**form, "client_id": [own, proxy.client_id]})
+    assert twice.status_code == 400 and _no_code(twice)
+    query = urlencode({**{k: v for k, v in form.items() if k != "allow"}}) + f"&client_id={own}"
+    twice = student.get(f"/o/authorize/?{query}")
+    assert twice.status_code == 400 and _no_code(twice)
+    # the same client in the query and the body: no ambiguity, the rule decides
+    same = login("researcher").post(f"/o/authorize/?client_id={proxy.client_id}", form)
+    assert proxy.code_from(same)
+
+
+@pytest.fixture
+def unchecked_view(monkeypatch):
+    """The authorization view without its own check: what reaches the library alone."""
+    from portal.access.oidc import WorkloadAuthorizationView
+
+    monkeypatch.setattr(WorkloadAuthorizationView, "_refusal", lambda self, request: None)
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_the_library_saves_no_code_for_a_user_the_rule_refuses(login, notebook, unchecked_view,
+                                                               method, caplog):
+    proxy = Proxy(notebook)
+    student = login("student")
+    if method == "GET":
+        response = proxy.authorize(student)
+    else:
+        response = student.post("/o/authorize/?client_id=x", _authorization_form(proxy))
+    assert response.status_code == 302
+    assert "error=access_denied" in response["Location"] and _no_code(response)
+    assert "authorization code refused" in caplog.text
+    assert not ProxySession.objects.filter(workload=notebook).exists()
+    # a stopped workload: not even its owner gets a code
+    Workload.objects.filter(pk=notebook.pk).update(state=Workload.State.STOPPED)
+    stopped = proxy.authorize(login("researcher"))
+    assert "error=access_denied" in stopped["Location"] and _no_code(stopped)
+
+
+def test_a_code_is_refused_at_redemption_once_its_user_may_not_open_the_workload(login,
+                                                                                  notebook):
+    proxy = Proxy(notebook)
+    code = proxy.code_from(proxy.authorize(login("researcher")))
+    Workload.objects.filter(pk=notebook.pk).update(state=Workload.State.STOPPED)
+    refused = Client().post("/o/token/", {
+        "grant_type": "authorization_code", "code": code, "redirect_uri": proxy.callback,
+        "client_id": proxy.client_id, "client_secret": proxy.secret,
+        "code_verifier": proxy.verifier})
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"
+    session = ProxySession.objects.get(workload=notebook)
+    assert session.ended_reason == "The workload is not running any more."
+
+
+def test_a_code_without_its_proxy_session_is_refused_at_redemption(login, notebook):
+    proxy = Proxy(notebook)
+    code = proxy.code_from(proxy.authorize(login("researcher")))
+    ProxySession.objects.filter(workload=notebook).delete()
+    refused = Client().post("/o/token/", {
+        "grant_type": "authorization_code", "code": code, "redirect_uri": proxy.callback,
+        "client_id": proxy.client_id, "client_secret": proxy.secret,
+        "code_verifier": proxy.verifier})
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"

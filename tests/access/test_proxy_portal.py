@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.parse
 import uuid
 
 import pytest
@@ -37,6 +38,7 @@ from tests.access.proxies import (
     claims_of,
     code_of,
     mint,
+    portal_login,
     session_cookie,
     sign_in,
 )
@@ -276,3 +278,66 @@ def test_the_portal_unreachable_keeps_admitted_sessions_until_their_id_token_exp
     assert "Unable to refresh session" in proxy.log_text()  # it tried, and kept the session
     time.sleep(max(0.0, expires - time.monotonic()) + 1.1)
     assert browser.get(proxy.url + "/lab", headers=JSON, timeout=30).status_code == 401
+
+
+def _consent(browser: requests.Session, issuer: str, params: dict, *, query: str = "",
+             method: str = "POST") -> requests.Response:
+    """The authorization endpoint asked by a signed-in browser in the shape an attacker picks:
+    the proxy's own parameters posted as the consent form (or sent as a query), with `query`
+    added to the address."""
+    address = f"{issuer}/authorize/" + (f"?{query}" if query else "")
+    if method == "GET":
+        return browser.get(f"{address}{'&' if query else '?'}{urllib.parse.urlencode(params)}",
+                           headers=HTML, allow_redirects=False, timeout=30)
+    form = {**params, "allow": "Authorize",
+            "csrfmiddlewaretoken": browser.cookies.get("csrftoken")}
+    return browser.post(address, data=form, headers={**HTML, "Referer": address},
+                        allow_redirects=False, timeout=30)
+
+
+def _started_at_the_proxy(proxy, issuer: str, live_server, username: str):
+    """A browser that opened the workload (the proxy's own authorization request: its state,
+    PKCE challenge and CSRF cookie) and signed in at the portal as `username`; returns the
+    browser and the proxy's parameters."""
+    browser = requests.Session()
+    to_portal = browser.get(proxy.url + "/lab", headers=HTML, allow_redirects=False, timeout=30)
+    assert to_portal.status_code == 302
+    params = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(
+        to_portal.headers["Location"]).query))
+    assert portal_login(browser, f"{live_server.url}/login/", username).status_code == 302
+    return browser, params
+
+
+def test_no_request_shape_lets_another_project_into_the_workload(notebook, launch_notebook,
+                                                                 issuer, live_server):
+    """Issue 23, item 1, through the real oauth2-proxy: a member of another project posts the
+    consent form with the workload's client in the body and another in the address (unknown, or
+    a workload of their own), gives a parameter twice, or asks plainly. No shape gets a code,
+    and the proxy's callback opens no session. The owner, posting the same form plainly, gets
+    in: the shape itself works."""
+    workload, proxy, _ = notebook
+    browser, params = _started_at_the_proxy(proxy, issuer, live_server, "student")
+    shapes = [
+        dict(query="client_id=x"),
+        dict(query="client_id="),
+        dict(query=f"client_id={workload.access.client_id}"),
+        dict(query="client_id=" + params["client_id"] + "&client_id=x", method="GET"),
+        dict(query="client_id=x", method="GET"),
+        dict(),
+        dict(method="GET"),
+    ]
+    for shape in shapes:
+        answer = _consent(browser, issuer, params, **shape)
+        assert answer.status_code in (400, 403), (shape, answer.status_code, answer.text[:300])
+        location = answer.headers.get("Location", "")
+        assert "code=" not in location, shape
+    # and the callback, had a code come back, opens nothing
+    assert requests.get(proxy.url + "/lab", headers=JSON, cookies=browser.cookies,
+                        timeout=30).status_code == 401
+    assert not ProxySession.objects.filter(workload=workload).exists()
+    # the owner posting the very same form gets in through the real proxy
+    owner, owner_params = _started_at_the_proxy(proxy, issuer, live_server, "researcher")
+    answer = _consent(owner, issuer, owner_params)
+    assert answer.status_code == 302 and "code=" in answer.headers["Location"], answer.text[:300]
+    landed = owner.get(answer.headers["Location"], headers=HTML, timeout=30)
+    assert (landed.status_code, landed.text) == (200, "hello from the application")
