@@ -52,6 +52,7 @@ DCGM_METRICS: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
 )
 
@@ -79,6 +80,7 @@ def dcgm_values(reading: GpuReading, last_xid: int) -> dict[str, float | None]:
         "DCGM_FI_DEV_XID_ERRORS": float(last_xid),
         "DCGM_FI_DEV_FB_FREE": _mib(reading.mem_free_bytes),
         "DCGM_FI_DEV_FB_USED": _mib(reading.mem_used_bytes),
+        "DCGM_FI_DEV_FB_RESERVED": _mib(reading.mem_reserved_bytes),
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": num(reading.ecc_dbe_volatile),
     }
 

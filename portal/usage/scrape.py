@@ -46,6 +46,7 @@ METRICS: dict[str, str] = {
     "DCGM_FI_DEV_GPU_UTIL": "util",
     "DCGM_FI_DEV_FB_USED": "memory_used_mib",
     "DCGM_FI_DEV_FB_FREE": "memory_free_mib",
+    "DCGM_FI_DEV_FB_RESERVED": "memory_reserved_mib",  # the driver's own: neither used nor free
     "DCGM_FI_DEV_GPU_TEMP": "temperature",
     "DCGM_FI_DEV_POWER_USAGE": "power_w",
     "DCGM_FI_DEV_XID_ERRORS": "xid",
@@ -79,6 +80,7 @@ class DeviceReading:
     util: float | None = None
     memory_used_mib: float | None = None
     memory_free_mib: float | None = None
+    memory_reserved_mib: float | None = None
     temperature: float | None = None
     power_w: float | None = None
     xid: float | None = None
@@ -90,7 +92,9 @@ class DeviceReading:
 
     @property
     def memory_total_mib(self) -> int:
-        return int((self.memory_used_mib or 0) + (self.memory_free_mib or 0))
+        """The board's memory, as nvidia-smi's total: used + free + the driver's reserved."""
+        return int((self.memory_used_mib or 0) + (self.memory_free_mib or 0)
+                   + (self.memory_reserved_mib or 0))
 
 
 @dataclasses.dataclass

@@ -93,7 +93,10 @@ def test_metrics_names_labels_and_units() -> None:
     assert "pod" not in free.labels and free.labels["device"] == "nvidia1"
 
     assert one(metrics["DCGM_FI_DEV_FB_USED"], gpu="0").value == 30 * 1024  # MiB
-    assert one(metrics["DCGM_FI_DEV_FB_FREE"], gpu="0").value == A100_80GB // 2**20 - 30 * 1024
+    reserved = one(metrics["DCGM_FI_DEV_FB_RESERVED"], gpu="0").value  # the driver's, ≈ 0.6 %
+    assert reserved == A100_80GB // 2**20 // 170
+    assert one(metrics["DCGM_FI_DEV_FB_FREE"], gpu="0").value == (A100_80GB // 2**20 - 30 * 1024
+                                                                   - reserved)
     assert one(metrics["DCGM_FI_DEV_POWER_USAGE"], gpu="0").value == 312.5  # W
     assert one(metrics["DCGM_FI_DEV_GPU_TEMP"], gpu="0").value == 65
     assert one(metrics["DCGM_FI_DEV_MEM_COPY_UTIL"], gpu="0").value == 40

@@ -58,7 +58,9 @@ def test_memory_and_power_follow_the_workload() -> None:
     assert free.mem_used_bytes == 0 and free.power_mw == 62_000
     assert busy.mem_used_bytes is not None and busy.mem_used_bytes > gpu.memory_total_bytes // 2
     assert busy.power_mw is not None and 62_000 < busy.power_mw <= 400_000
-    assert busy.mem_used_bytes + (busy.mem_free_bytes or 0) == gpu.memory_total_bytes
+    assert busy.mem_used_bytes + (busy.mem_free_bytes or 0) + (
+        busy.mem_reserved_bytes or 0) == gpu.memory_total_bytes
+    assert busy.mem_reserved_bytes
 
 
 def test_an_unknown_workload_runs_busy_as_in_kubesim() -> None:

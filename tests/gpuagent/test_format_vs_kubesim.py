@@ -144,7 +144,8 @@ def test_agent_output_matches_kubesim_for_the_same_node(
     for side in (their_node, our_node):
         for gpu in on_node:
             value = {n: one(samples, gpu=str(gpu)).value for n, samples in side.items()}
-            assert value["DCGM_FI_DEV_FB_USED"] + value["DCGM_FI_DEV_FB_FREE"] == A100_MIB
+            assert (value["DCGM_FI_DEV_FB_USED"] + value["DCGM_FI_DEV_FB_FREE"]
+                    + value["DCGM_FI_DEV_FB_RESERVED"]) == A100_MIB
             assert 10 < value["DCGM_FI_DEV_POWER_USAGE"] < 1000
             assert 10 < value["DCGM_FI_DEV_GPU_TEMP"] < 120
             assert 0 <= value["DCGM_FI_DEV_GPU_UTIL"] <= 100

@@ -12,6 +12,8 @@ import pytest
 
 from gpuagent.nvml import GpuInfo, GpuLost, NvmlError, NvmlReader, NvmlUnavailable, XidEvent
 
+MIB = 2**20
+H100_TOTAL = 81_559 * MIB
 HAS_DRIVER = True
 try:
     pynvml.nvmlInit()
@@ -85,9 +87,21 @@ def stand_in(
     m.nvmlDeviceGetName = lambda h: "NVIDIA H100 80GB HBM3"
     m.nvmlDeviceGetPciInfo = lambda h: Stub(busId=f"00000000:{0x18 + h:02X}:00.0".encode())
     m.nvmlDeviceGetUtilizationRates = lambda h: call("util", Stub(gpu=87, memory=41))
-    m.nvmlDeviceGetMemoryInfo = lambda h: call(
-        "memory", Stub(total=85_520_809_984, used=42_949_672_960, free=42_571_137_024)
-    )
+    m.nvmlMemory_v2 = pynvml.nvmlMemory_v2
+
+    def memory(h: int, version: int | None = None) -> Stub:
+        """An H100 under load as driver 580 answered (FACTS.md): v1 counts the driver's
+        reserved 479 MiB as used; v2 gives them apart, "used" as nvidia-smi shows it."""
+        if version is None:
+            return call("memory", Stub(total=H100_TOTAL, used=(21_619 + 479) * MIB,
+                                       free=H100_TOTAL - (21_619 + 479) * MIB))
+        assert version == pynvml.nvmlMemory_v2
+        if "memory_v2" in unsupported:  # a driver before R510
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return call("memory", Stub(version=version, total=H100_TOTAL, reserved=479 * MIB,
+                                   used=21_619 * MIB, free=H100_TOTAL - (21_619 + 479) * MIB))
+
+    m.nvmlDeviceGetMemoryInfo = memory
     m.nvmlDeviceGetTemperature = lambda h, sensor: call("temp", 61)
     m.nvmlDeviceGetPowerUsage = lambda h: call("power", 312_456)
     m.nvmlDeviceGetTotalEnergyConsumption = lambda h: call("energy", 987_654_321)
@@ -129,7 +143,8 @@ def test_reads_identity_and_values_in_nvml_units() -> None:
     )
     reading = reader.read(0)
     assert (reading.gpu_util_pct, reading.mem_util_pct) == (87.0, 41.0)
-    assert reading.mem_used_bytes == 42_949_672_960 and reading.mem_total_bytes == 85_520_809_984
+    assert reading.mem_used_bytes == 21_619 * MIB and reading.mem_total_bytes == H100_TOTAL
+    assert reading.mem_reserved_bytes == 479 * MIB
     assert reading.temperature_c == 61.0 and reading.power_mw == 312_456.0
     assert reading.energy_mj == 987_654_321 and reading.ecc_dbe_volatile == 3
     assert reading.errors == {}
@@ -200,3 +215,27 @@ def test_other_errors_are_nvml_errors() -> None:
     with pytest.raises(NvmlError) as raised:
         reader.device_count()
     assert not isinstance(raised.value, NvmlUnavailable | GpuLost)
+
+
+def test_memory_used_leaves_out_what_the_driver_reserves() -> None:
+    """Issue 23, item 9: used and reserved as NVML's v2 memory information separates them, as
+    nvidia-smi and dcgm-exporter show them (used 21,619 MiB, not v1's 22,098)."""
+    from gpuagent.exporter import dcgm_values
+
+    reader = NvmlReader(stand_in())
+    reader.open()
+    values = dcgm_values(reader.read(0), last_xid=0)
+    assert values["DCGM_FI_DEV_FB_USED"] == 21_619
+    assert values["DCGM_FI_DEV_FB_RESERVED"] == 479
+    assert values["DCGM_FI_DEV_FB_FREE"] == 81_559 - 21_619 - 479
+
+
+def test_a_driver_without_v2_memory_information_falls_back_to_v1() -> None:
+    from gpuagent.exporter import dcgm_values
+
+    reader = NvmlReader(stand_in(unsupported={"memory_v2"}))
+    reader.open()
+    reading = reader.read(0)
+    assert reading.mem_used_bytes == (21_619 + 479) * MIB  # all v1 knows
+    assert reading.mem_reserved_bytes is None and reading.errors == {}
+    assert dcgm_values(reading, last_xid=0)["DCGM_FI_DEV_FB_RESERVED"] is None

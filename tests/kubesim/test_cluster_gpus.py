@@ -100,7 +100,8 @@ def test_metrics_format_and_labels(small, core):
     gpu = held[0].labels["gpu"]
     used = samples_for(metrics, "DCGM_FI_DEV_FB_USED", gpu=gpu)[0].value
     free_mib = samples_for(metrics, "DCGM_FI_DEV_FB_FREE", gpu=gpu)[0].value
-    assert used > 0 and used + free_mib == 15360
+    reserved = samples_for(metrics, "DCGM_FI_DEV_FB_RESERVED", gpu=gpu)[0].value
+    assert used > 0 and reserved > 0 and used + free_mib + reserved == 15360
     utils = []
     for _ in range(4):
         utils.append(samples_for(scrape(small), "DCGM_FI_DEV_GPU_UTIL", pod="busy")[0].value)
