@@ -103,6 +103,8 @@ def test_the_demo_runs_as_a_careful_site(demo):
         assert "Page not found" in missing.text
         login = http.get("/login/")
         assert login.status_code == 200
+        assert "script-src 'self'" in login.headers["content-security-policy"]
+        assert "no-store" in login.headers["cache-control"]
         styles = re.findall(r'href="(/static/[^"]+\.css)"', login.text)
         assert styles and all(re.search(r"\.[0-9a-f]{12}\.css$", href) for href in styles)
         for href in styles:
