@@ -1,5 +1,5 @@
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from . import views
 
@@ -12,8 +12,11 @@ urlpatterns = [
     path("v1/", include("portal.usage.api.urls")),
     path("v1/", include("portal.access.api_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    # Swagger UI from local assets (drf-spectacular-sidecar), public like the schema
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    # Swagger UI from local assets (drf-spectacular-sidecar), public like the schema; the split
+    # view serves its start script from ?script, so the page needs no inline script (CSP)
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema",
+                                                      template_name="api/swagger_ui.html"),
+         name="docs"),
     # last: every other path under /api/ is a 404 in the API's error format, never a page
     re_path(r"^(?P<path>.*)$", views.not_found, name="not-found"),
 ]

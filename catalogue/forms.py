@@ -24,6 +24,7 @@ from catalogue.fields import (
 )
 from catalogue.images import image_allowed, validate_image_reference
 from catalogue.models import RESOURCE_NAME, GpuType, Template
+from catalogue.options import allowed_options_problems
 
 # Kubernetes label syntax: key = [DNS-1123 subdomain "/"] name; value = "" or name
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
@@ -217,6 +218,11 @@ class TemplateForm(AccessibleForm):
     command = _lines_field("Command", "One argv item per line (never run through a shell); "
                                       "empty: the image's entrypoint.")
     args = _lines_field("Arguments", "One argument per line.")
+    allowed_args = _lines_field(
+        "Options researchers may add",
+        "One option name per line, such as --logdir: a launch may append NAME or NAME=value "
+        "for these to the arguments above, nothing else. Empty: launches add nothing. Options "
+        "that choose the port, address or login (--port, --ip, --token …) are never allowed.")
     env = _lines_field("Environment", "KEY=value, one per line.")
     port = forms.IntegerField(min_value=1, max_value=65535, required=False, label="Port",
                               help_text="The port a service listens on.")
@@ -242,7 +248,8 @@ class TemplateForm(AccessibleForm):
                 "description": template.description, "kind": template.kind,
                 "image": template.image, "image_replaceable": template.image_replaceable,
                 "command": argv_text(template.command),
-                "args": argv_text(template.args), "env": env_text(template.env),
+                "args": argv_text(template.args),
+                "allowed_args": argv_text(template.allowed_args), "env": env_text(template.env),
                 "port": template.port, "default_cpu": template.default_cpu,
                 "default_memory_gb": template.default_memory_gb,
                 "allow_root": template.allow_root,
@@ -263,6 +270,9 @@ class TemplateForm(AccessibleForm):
                 self.fields["image_replaceable"].disabled = True
                 self.fields["image_replaceable"].help_text = "Always: researchers give their " \
                                                              "own image."
+                self.fields["allowed_args"].disabled = True
+                self.fields["allowed_args"].help_text = "Any: researchers give their own " \
+                                                        "command and arguments."
 
     @property
     def is_custom(self) -> bool:
@@ -321,6 +331,10 @@ class TemplateForm(AccessibleForm):
     def clean_args(self) -> list[str]:
         return self._argv("args")
 
+    def clean_allowed_args(self) -> list[str]:
+        return [line.strip() for line in argv_lines(self.cleaned_data["allowed_args"])
+                if line.strip()]
+
     def clean_env(self) -> dict[str, str]:
         env, errors = env_lines(self.cleaned_data["env"])
         # the rule researchers' launches follow (catalogue/environment.py), less the
@@ -340,6 +354,12 @@ class TemplateForm(AccessibleForm):
             if data.get("kind") == Template.Kind.SERVICE and data.get("port") is None \
                     and "port" not in self.errors:
                 self.add_error("port", "A service needs the port it listens on.")
+        if data.get("allowed_args") and "command" in data and "args" in data:
+            problems = allowed_options_problems(
+                data["allowed_args"], command=data["command"], args=data["args"],
+                custom=self.is_custom)
+            if problems:
+                self.add_error("allowed_args", problems)
         if not data.get("allow_root") and data.get("run_as_user") == 0:
             self.add_error("run_as_user", "User 0 is root: tick “May run as root” or give "
                                           "another user id.")
@@ -349,7 +369,7 @@ class TemplateForm(AccessibleForm):
         data = self.cleaned_data
         changes = {field: data[field] for field in
                    ("name", "description", "kind", "image", "image_replaceable", "command",
-                    "args", "env", "port", "default_cpu", "default_memory_gb",
+                    "args", "allowed_args", "env", "port", "default_cpu", "default_memory_gb",
                     "allow_root", "run_as_user", "enabled")}
         if changes["kind"] == Template.Kind.BATCH and not self.is_custom:
             changes["port"] = None  # a Job has no Service: a port would only mislead

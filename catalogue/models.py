@@ -69,6 +69,9 @@ class Template(models.Model):
     image_replaceable = models.BooleanField(default=False)
     command = models.JSONField(default=list, blank=True)
     args = models.JSONField(default=list, blank=True)
+    # the options a launch may append to `args` (exact names such as "--logdir", given as NAME
+    # or NAME=value); none: a launch adds nothing. The custom template takes any (options.py)
+    allowed_args = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=dict, blank=True)
     port = models.PositiveIntegerField(null=True, blank=True)
     default_cpu = models.PositiveIntegerField(default=4)

@@ -16,10 +16,11 @@ from django.db import transaction
 
 from audit.services import audit_record
 from catalogue.models import GpuType, Template
+from catalogue.options import allowed_options_problems
 
 GPU_TYPE_FIELDS = ("name", "resource_name", "node_selector", "memory_gb", "enabled")
 TEMPLATE_FIELDS = ("name", "description", "kind", "image", "image_replaceable", "command",
-                   "args", "env", "port",
+                   "args", "allowed_args", "env", "port",
                    "default_cpu", "default_memory_gb", "allow_root", "run_as_user",
                    "enabled")
 # fixed once created: other records, the API and the demo contract name rows by them
@@ -64,16 +65,28 @@ def gpu_type_create(*, acting_user, slug: str, name: str, resource_name: str,
     return gpu_type
 
 
+def _template_check(template: Template) -> None:
+    """The options a template lets launches add, by the one rule (catalogue/options.py)."""
+    problems = allowed_options_problems(list(template.allowed_args or []),
+                                        command=template.command, args=template.args,
+                                        custom=template.custom)
+    if problems:
+        raise CatalogueRefused(" ".join(problems))
+
+
 def _audited_change(obj, acting_user, changes: dict[str, Any], action: str, *,
                     kind: str, allowed: tuple[str, ...], fixed: tuple[str, ...],
-                    snapshot) -> Any:
-    """Apply `changes` to a locked GPU type or template; save and audit only when it changed."""
+                    snapshot, check=None) -> Any:
+    """Apply `changes` to a locked GPU type or template; `check` refuses the result
+    (CatalogueRefused); save and audit only when it changed."""
     _check_changes(changes, allowed, fixed, obj)
     with transaction.atomic():
         obj = type(obj).objects.select_for_update().get(pk=obj.pk)
         before = snapshot(obj)
         for field, value in changes.items():
             setattr(obj, field, value)
+        if check is not None:
+            check(obj)
         after = snapshot(obj)
         if after != before:
             obj.save(update_fields=[f for f in changes if f not in fixed])
@@ -111,7 +124,9 @@ def template_create(*, acting_user, slug: str, custom: bool = False,
                     values: dict[str, Any]) -> Template:
     """A new template; `values` holds fields of TEMPLATE_FIELDS (the rest keep their defaults)."""
     _check_changes(values, TEMPLATE_FIELDS, (), Template(slug=slug))
-    template = Template.objects.create(slug=slug, custom=custom, **values)
+    template = Template(slug=slug, custom=custom, **values)
+    _template_check(template)
+    template.save()
     audit_record(actor=acting_user, action="template.create", target=f"template/{slug}",
                  after=template_snapshot(template))
     return template
@@ -121,7 +136,7 @@ def _template_change(template: Template, acting_user, changes: dict[str, Any],
                      action: str) -> Template:
     return _audited_change(template, acting_user, changes, action, kind="template",
                            allowed=TEMPLATE_FIELDS, fixed=TEMPLATE_FIXED,
-                           snapshot=template_snapshot)
+                           snapshot=template_snapshot, check=_template_check)
 
 
 def template_update(*, template: Template, acting_user, changes: dict[str, Any]) -> Template:

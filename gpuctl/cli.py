@@ -157,8 +157,16 @@ def cmd_templates(api: PortalClient, args: argparse.Namespace) -> int:
     rows = api.get("templates/")
     emit(args, rows, lambda out: print_table(rows, [
         ("slug", "slug"), ("name", "name"), ("kind", "kind"), ("image", "image"),
-        ("port", "port"), ("cpu", "cpu"), ("memory", lambda r: f"{r['memory']} GiB")], out))
+        ("port", "port"), ("cpu", "cpu"), ("memory", lambda r: f"{r['memory']} GiB"),
+        ("options", template_options)], out))
     return EXIT_OK
+
+
+def template_options(row: dict[str, Any]) -> str:
+    """What `--arg` may add to a launch of the template: any (custom), its options, or none."""
+    if row.get("custom"):
+        return "any"
+    return " ".join(row.get("allowed_args") or []) or "-"
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
@@ -432,7 +440,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=["service", "batch"], help="default: the template's")
     p.add_argument("--image", help="container image (custom template)")
     p.add_argument("--command", help="the command, split like a shell would (never run by one)")
-    p.add_argument("--arg", action="append", metavar="ARG", help="an argument (repeatable)")
+    p.add_argument("--arg", action="append", metavar="ARG",
+                   help="an argument (repeatable); write --arg=--logdir=/x for one that starts "
+                        "with a dash. The custom template takes any; another template only the "
+                        "options `gpuctl templates` lists, added after its own arguments")
     p.add_argument("--env", action="append", metavar="KEY=VALUE",
                    help="an environment variable (repeatable)")
     p.add_argument("--port", type=int, help="the port a custom service listens on")

@@ -49,7 +49,7 @@ BUSY_RETRY_AFTER_SECONDS = 1
 PAGE = """<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>GPU portal: temporarily unavailable</title></head>
-<body style="font-family: sans-serif; max-width: 40em; margin: 4em auto">
+<body>
 <h1>The portal is temporarily unavailable</h1>
 <p>Its database cannot be reached at the moment. Your workloads keep running; nothing you
 submitted is lost.</p>
@@ -91,7 +91,7 @@ SERVER_ERROR = {"code": "server_error", "fields": {},
 REQUEST_TOO_LARGE_PAGE = """<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>GPU portal: request too large</title></head>
-<body style="font-family: sans-serif; max-width: 40em; margin: 4em auto">
+<body>
 <h1>The request is too large</h1>
 <p>The form sent more data than the portal accepts. Go back, shorten it and send it again.</p>
 </body>

@@ -67,6 +67,14 @@ WEB_WORKERS = 2
 WEB_THREADS = 4
 
 
+# the registries the demo's images come from (PORTAL_IMAGE_REGISTRIES): the seeded templates'
+# (NVIDIA's, Jupyter's, TensorFlow's on Docker Hub) and Docker Hub's official images and
+# PyTorch's for the custom template; anything else (`localhost:5000/…`, a look-alike host such
+# as `docker.io.evil.com/…`) is refused at launch
+DEMO_REGISTRIES = ("nvcr.io/nvidia", "quay.io/jupyter", "docker.io/library",
+                   "docker.io/tensorflow", "docker.io/pytorch")
+
+
 @dataclasses.dataclass(frozen=True)
 class DemoLayout:
     """Where the demo keeps its state and which loopback ports it listens on."""
@@ -144,7 +152,12 @@ def portal_env(layout: DemoLayout = DemoLayout()) -> dict[str, str]:
         **os.environ,
         "PYTHONUNBUFFERED": "1",
         "DJANGO_SETTINGS_MODULE": "portal.settings",
-        "PORTAL_DEBUG": "1",
+        # what a careful site runs: DEBUG off (the portal's own error pages, never Django's
+        # debug page with every URL pattern), static files from STATIC_ROOT through
+        # WhiteNoise (collected by `collect_static`), images only from DEMO_REGISTRIES
+        "PORTAL_DEBUG": "0",
+        "PORTAL_STATIC_ROOT": str(layout.root / "static"),
+        "PORTAL_IMAGE_REGISTRIES": ",".join(DEMO_REGISTRIES),
         "PORTAL_TLS": "0",
         "PORTAL_SECRET_KEY": _secret_key(layout),
         # SQLite: portal/settings.py makes every SQLite database take concurrent writers
@@ -210,9 +223,12 @@ def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
     return procs
 
 
-def migrate(env: dict[str, str]) -> None:
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO,
-                   env=env, check=True)
+def prepare(env: dict[str, str]) -> None:
+    """The database's migrations, then the static files collected into PORTAL_STATIC_ROOT:
+    with DEBUG off the pages name them by their hashed names (the manifest), as deployed."""
+    for command in (["migrate", "--noinput"], ["collectstatic", "--noinput"]):
+        subprocess.run([sys.executable, "manage.py", *command, "-v", "0"], cwd=REPO, env=env,
+                       check=True)
 
 
 def seed(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall) -> None:
@@ -325,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall,
          processes: list[DemoProcess], started: float) -> int:
-    migrate(env)
+    prepare(env)
     manager = Manager(TeePrinter(sys.stdout, layout.logs))
     for process in processes:
         manager.add_process(process.name, shlex.join(process.argv), env=process.env,

@@ -3,7 +3,7 @@ free ports, for a test or a benchmark: the same environment, the same Keystone, 
 process list as `make demo`, only not on 8000/5000/8001 and not under .demo/.
 
     stack = DemoStack(tmp_path, web="gunicorn")
-    stack.start()            # Keystone, Redis, kubesim, migrate, web, worker, tracker, beat, seed
+    stack.start()            # Keystone, Redis, kubesim, migrate + collectstatic, web, worker, tracker, beat, seed
     stack.url, stack.keystone.url, stack.kubeconfig, stack.log("tracker")
     stack.close()            # every process, whatever happened
 
@@ -23,8 +23,8 @@ from .demo import (
     DemoLayout,
     demo_processes,
     keystone_install,
-    migrate,
     portal_env,
+    prepare,
     seed,
 )
 from .keystone import KeystoneInstall
@@ -74,7 +74,7 @@ class DemoStack:
             if "kubesim" in self.procs:
                 wait_for(self.kubeconfig.exists, timeout=60, what="kubesim",
                          proc=self.procs["kubesim"])
-            migrate(self.env)
+            prepare(self.env)
             for process in processes:
                 if process.name not in BACKENDS:
                     self._start(process.name, process.argv, process.env)

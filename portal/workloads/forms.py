@@ -55,6 +55,8 @@ def launch_request(post, template: Template | None) -> tuple[dict[str, Any], dic
         image = post.get("image", "").strip()
         if image:  # blank: the template's own
             data["image"] = image
+    if template is not None and template.allowed_args and not template.custom:
+        data["args"] = argv_lines(post.get("args", ""))  # the options it declares, if any
     if template is not None and template.custom:
         for field in CUSTOM_TEXT_FIELDS:
             value = post.get(field, "").strip()

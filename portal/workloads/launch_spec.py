@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from catalogue.options import launch_argv
+
 VERSION = 1
 
 
@@ -36,7 +38,9 @@ def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: l
         "kind": kind,
         "image": image,
         "command": list(command or template.command or []),
-        "args": list(args or template.args or []),
+        # a custom template's are the launch's; any other's, its own and then the options a
+        # launch may add (catalogue/options.py): a launch never replaces a template's program
+        "args": launch_argv(template=template, args=args),
         "env": [[name, value] for name, value in merged.items()],
         # the name of the variable that carries the access token (its value is not here)
         "token_env": template.token_env or "",

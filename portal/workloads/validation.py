@@ -13,9 +13,15 @@ from typing import Any
 
 from django.conf import settings
 
-from catalogue.environment import env_problems, env_template_problems, gpu_stack_refusal
+from catalogue.environment import (
+    env_problems,
+    env_size,
+    env_template_problems,
+    gpu_stack_refusal,
+)
 from catalogue.images import image_refusal, validate_image_reference
 from catalogue.models import GpuType, Template
+from catalogue.options import launch_args_problems
 from portal.access.services import tenant_service_access
 from portal.cluster.capacity import gpu_capacity
 from portal.kube.client import KubeError
@@ -34,6 +40,10 @@ NUMBER_BOUNDS = {  # field → (least, most)
     "max_runtime_minutes": (1, 60 * 24 * 365),
     "retries": (0, 10),
 }
+# the command, arguments and environment together, as the kernel counts them (each string and
+# its NUL): execve takes at most 2 MiB and etcd an object of 1.5 MiB, so a launch past this
+# would be admitted and then fail in the cluster
+MAX_LAUNCH_BYTES = 256 * 1024
 
 
 class LaunchInvalid(ValueError):
@@ -120,6 +130,10 @@ def launch_clean(*, request: dict[str, Any], tenant=None, quota=None,
         errors["image"] = ["The custom template needs an image."]
     if not template.custom and data.get("command"):
         errors["command"] = ["Only the custom template takes a command."]
+    # other templates run their own program: a launch appends only the options they declare
+    args_refused = launch_args_problems(data.get("args") or [], template=template)
+    if args_refused:
+        errors["args"] = args_refused
     if image and "image" not in errors:
         try:
             image = validate_image_reference(image)
@@ -162,6 +176,7 @@ def launch_clean(*, request: dict[str, Any], tenant=None, quota=None,
                                         fixed_command=not template.custom)
     if env_refused:
         errors["env"] = env_refused
+    _launch_size(data, errors)
     data.setdefault("cpu", template.default_cpu)
     data.setdefault("memory", template.default_memory_gb)
     _runtime(data, errors, tenant, quota)
@@ -179,6 +194,20 @@ def _image_refusal(template: Template, image: str, tenant, *, replaced: bool) ->
     return image_refusal(image, site=settings.PORTAL_IMAGE_REGISTRIES,
                          tenant=tenant.image_prefixes if tenant is not None else [],
                          tenant_name=tenant.name if tenant is not None else "")
+
+
+def _launch_size(data: dict[str, Any], errors: dict[str, list[str]]) -> None:
+    """The command, arguments and environment together within MAX_LAUNCH_BYTES; the refusal
+    goes to the largest of the three."""
+    sizes = {field: sum(len(item.encode()) + 1 for item in data.get(field) or [])
+             for field in ("command", "args")}
+    sizes["env"] = env_size(data.get("env") or {})
+    total = sum(sizes.values())
+    if total > MAX_LAUNCH_BYTES:
+        field = max(sizes, key=sizes.__getitem__)
+        errors.setdefault(field, []).append(
+            f"The command, arguments and environment take {total // 1024} KiB together; a "
+            f"launch may pass at most {MAX_LAUNCH_BYTES // 1024} KiB.")
 
 
 def _runtime(data: dict[str, Any], errors: dict[str, list[str]], tenant, quota) -> None:

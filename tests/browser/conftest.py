@@ -108,6 +108,18 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
             "headless": True, "args": CHROMIUM_ARGS}
 
 
+@pytest.fixture
+def page(page) -> Iterator[object]:
+    """pytest-playwright's page, failing its test when the portal's Content-Security-Policy
+    refused anything on it (Chromium says so on the console: "Refused to … because it violates
+    the following Content Security Policy directive"), in any page it showed."""
+    refusals: list[str] = []
+    page.on("console", lambda message: refusals.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    yield page
+    assert refusals == [], refusals
+
+
 @pytest.fixture(scope="package")
 def browser_context_args() -> dict:
     # a laptop's window, a user's locale and time zone that differ from the server's (UTC)

@@ -209,3 +209,13 @@ def test_empty_states_say_what_to_do(page, log_in, live_server):
     expect(page.locator("main .empty")).to_have_text("No workloads yet — Launch one.")
     page.goto(live_server.url + "/usage/")
     expect(page.locator("main .empty")).to_have_text("No GPU usage in this period.")
+
+
+def test_the_api_docs_draw_under_the_content_security_policy(page, live_server):
+    """Swagger UI starts from its own script address (no inline script) and draws the schema;
+    the page fixture fails the test if the policy refused anything on the way."""
+    response = page.goto(f"{live_server.url}/api/docs/")
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("GPU portal API",
+                                                                     timeout=STATE_TIMEOUT_MS)
+    expect(page.locator(".opblock").first).to_be_visible()

@@ -83,3 +83,37 @@ def test_the_demo_uses_its_own_configuration(demo):
     assert (demo.layout.root / "portal.sqlite3-wal").exists()  # WAL, as settings.py makes it
     web = demo.procs["web"].args
     assert "gunicorn" in web[0] and "deploy/image/gunicorn.conf.py" in " ".join(web)
+
+
+def test_the_demo_runs_as_a_careful_site(demo):
+    """DEBUG off: an anonymous caller's unknown URL gets the portal's own 404, not Django's
+    debug page listing every URL pattern; the static files are served all the same (WhiteNoise,
+    hashed names); images come only from the demo's registries, matched on whole hosts."""
+    import re
+
+    import httpx
+
+    from stack.burst import PASSWORD, PROJECT, USER, keystone_token
+
+    assert demo.env["PORTAL_DEBUG"] == "0"
+    with httpx.Client(base_url=demo.url, timeout=60) as http:
+        missing = http.get("/no-such-page/")
+        assert missing.status_code == 404
+        assert "URLconf" not in missing.text and "urlpatterns" not in missing.text
+        assert "Page not found" in missing.text
+        login = http.get("/login/")
+        assert login.status_code == 200
+        assert "script-src 'self'" in login.headers["content-security-policy"]
+        assert "no-store" in login.headers["cache-control"]
+        styles = re.findall(r'href="(/static/[^"]+\.css)"', login.text)
+        assert styles and all(re.search(r"\.[0-9a-f]{12}\.css$", href) for href in styles)
+        for href in styles:
+            assert http.get(href).status_code == 200, href
+        token = keystone_token(demo.keystone.url, USER, PASSWORD, PROJECT)
+        for image in ("localhost:5000/library/python:3.12", "docker.io.evil.com/library/python:3",
+                      "ghcr.io/someone/miner:1", "quay.io/jupyterx/notebook:1"):
+            refused = http.post("/api/v1/workloads/", headers={"X-Auth-Token": token}, json={
+                "name": "x", "template": "custom", "kind": "batch", "image": image,
+                "gpu_type": "t4", "gpu_count": 1})
+            assert refused.status_code == 400, (image, refused.text)
+            assert "site's registries" in refused.json()["fields"]["image"][0], image

@@ -117,6 +117,12 @@ def test_catalogue_and_identity(portal):
     code, out, _ = run(["-o", "json", "templates"], portal)
     assert code == 0
     assert {t["slug"] for t in json.loads(out)} >= {"jupyter", "digits", "tensorboard", "custom"}
+    # what --arg may add to each: the custom template any, TensorBoard its options, others none
+    code, out, _ = run(["templates"], portal)
+    lines = {line.split()[0]: line.rstrip() for line in out.splitlines()}
+    assert lines["SLUG"].endswith("OPTIONS")
+    assert lines["tensorboard"].endswith(" --logdir --reload_interval")
+    assert lines["custom"].endswith(" any") and lines["jupyter"].endswith(" -")
     code, out, _ = run(["whoami", "-o", "json"], portal)
     me = json.loads(out)
     assert (me["user_name"], me["project"]["name"], me["role"]) == \

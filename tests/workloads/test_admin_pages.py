@@ -69,6 +69,7 @@ def template_form(template: Template, **changes) -> dict:
     form = {"name": template.name, "description": template.description, "kind": template.kind,
             "image": template.image, "command": "\n".join(template.command),
             "args": "\n".join(template.args),
+            "allowed_args": "\n".join(template.allowed_args),
             "env": "\n".join(f"{k}={v}" for k, v in template.env.items()),
             "port": "" if template.port is None else str(template.port),
             "default_cpu": str(template.default_cpu),

@@ -31,7 +31,7 @@ def test_the_loaders_variables_only_on_a_fixed_command_template():
     env = {"LD_PRELOAD": "/x.so", "LD_LIBRARY_PATH": "/opt/lib", "SEED": "1"}
     problems = env_template_problems(env, fixed_command=True)
     assert [p.split(" ")[0] for p in problems] == ["LD_PRELOAD", "LD_LIBRARY_PATH"]
-    assert all("fixed command" in p for p in problems)
+    assert all("fixed program" in p for p in problems)
     assert env_template_problems(env, fixed_command=False) == []  # custom, or an admin's
 
 

@@ -1,4 +1,10 @@
-"""CSV for `?format=csv` (DRF picks the renderer by the `format` query parameter)."""
+"""CSV for `?format=csv` (DRF picks the renderer by the `format` query parameter).
+
+A spreadsheet opening the file reads a cell that starts with `=`, `+`, `-` or `@` (or a tab or
+carriage return before one) as a formula: a workload named `=HYPERLINK("http://…")` would run
+in the admin's spreadsheet. As OWASP advises, such a text cell is written with a single quote in
+front (`'=HYPERLINK(…)`), which spreadsheets show as text; numbers are written as they are.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,17 @@ import csv
 import io
 
 from rest_framework.renderers import BaseRenderer
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value) -> object:
+    """A value as a CSV cell that no spreadsheet takes for a formula; None is empty."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 class UsageCsvRenderer(BaseRenderer):
@@ -15,15 +32,13 @@ class UsageCsvRenderer(BaseRenderer):
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
         out = io.StringIO()
+        writer = csv.writer(out)
         if isinstance(data, dict) and "results" in data and "columns" in data:
-            writer = csv.writer(out)
-            writer.writerow(data["columns"])
+            writer.writerow([csv_cell(c) for c in data["columns"]])
             for row in data["results"]:
-                writer.writerow(["" if row.get(c) is None else row.get(c)
-                                 for c in data["columns"]])
+                writer.writerow([csv_cell(row.get(c)) for c in data["columns"]])
         else:  # an error body: {code, detail, fields}
-            writer = csv.writer(out)
             writer.writerow(["code", "detail"])
             if isinstance(data, dict):
-                writer.writerow([data.get("code", ""), data.get("detail", "")])
+                writer.writerow([csv_cell(data.get("code", "")), csv_cell(data.get("detail", ""))])
         return out.getvalue().encode("utf-8")

@@ -235,5 +235,8 @@ class TemplateSerializer(serializers.ModelSerializer):
     class Meta:
         model = Template
         fields = ["slug", "name", "description", "kind", "custom", "image",
-                  "image_replaceable", "port", "cpu", "memory"]
+                  "image_replaceable", "allowed_args", "port", "cpu", "memory"]
+        extra_kwargs = {"allowed_args": {"help_text": (
+            "the options a launch's `args` may hold (NAME or NAME=value each), appended to the "
+            "template's own arguments; empty: none. The custom template takes any `args`")}}
         read_only_fields = fields
