@@ -8,7 +8,6 @@ import logging
 import pytest
 from django.test import Client
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
 
 from portal.kube.client import Kube
 from portal.workloads import tasks
@@ -18,6 +17,7 @@ from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.fixtures.portal import namespace_gone
 from tests.waiting import eventually
 from tests.workloads.api_calls import launch, post, vision_lab_ready
 
@@ -119,22 +119,6 @@ def test_within_quota_but_beyond_free_capacity_waits_then_starts_when_gpus_free(
     assert workload.node.startswith("gpu-a100-")
 
 
-def namespace_gone(api, namespace: str) -> None:
-    """Wait until a namespace the test deleted is gone (its objects first)."""
-    core = k8s.CoreV1Api(api)
-
-    def gone() -> bool:
-        try:
-            core.read_namespace(namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return True
-            raise
-        return False
-
-    eventually(gone, timeout=60, interval=0.2, message=f"namespace {namespace} is not gone")
-
-
 def test_a_launch_into_a_namespace_deleted_behind_the_portals_back_runs(
         vision, researcher, admin_api, monkeypatch, caplog):
     """Issue 23, item 6: a tenant marked provisioned whose namespace is gone (an operator
@@ -142,7 +126,7 @@ def test_a_launch_into_a_namespace_deleted_behind_the_portals_back_runs(
     again, saying so meanwhile, and runs; no traceback for what is expected. It hung in
     `creating` with an empty reason until the periodic reconcile."""
     k8s.CoreV1Api(admin_api).delete_namespace(vision.namespace)  # as an operator would
-    namespace_gone(admin_api, vision.namespace)
+    namespace_gone(k8s.CoreV1Api(admin_api), vision.namespace)
     assert Tenant.objects.get(pk=vision.pk).state == Tenant.State.PROVISIONED  # none the wiser
     seen = []
 
@@ -160,7 +144,7 @@ def test_a_launch_into_a_namespace_deleted_behind_the_portals_back_runs(
     state, reason = seen[0]
     assert state == "creating" and reason.startswith("Preparing the project's namespace")
     k8s.CoreV1Api(admin_api).read_namespace(vision.namespace)  # made again
-    workload = track_until(workload_id, lambda w: w.state == "running")
+    workload = track_until(workload_id, lambda w: w.state == "running", timeout=60)
     assert Tenant.objects.get(pk=vision.pk).state == Tenant.State.PROVISIONED
     events = {e.reason: e.message for e in workload.events.all()}
     assert "ResourceQuota" in events["NamespaceProvisioned"]
@@ -195,7 +179,8 @@ def test_a_launch_into_a_namespace_still_being_deleted_waits_and_then_says_why(
     assert core.read_namespace(vision.namespace).metadata.deletion_timestamp  # not touched
     core.patch_namespace(vision.namespace, {"metadata": {"finalizers": None}})
     monkeypatch.undo()
-    namespace_gone(admin_api, vision.namespace)
+    namespace_gone(k8s.CoreV1Api(admin_api), vision.namespace)
     workload_id = launched(researcher, {"name": "nb", "template": "jupyter", "gpu_type": "a100",
                                         "gpu_count": 1})
-    assert track_until(workload_id, lambda w: w.state == "running").state == "running"
+    assert track_until(workload_id, lambda w: w.state == "running",
+                       timeout=60).state == "running"
