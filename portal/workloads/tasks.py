@@ -94,7 +94,9 @@ def workload_create_task(self, workload_id: int) -> None:
                    else "Waiting for the cluster")
         _creating_reason(workload_id, f"{waiting} (try {self.request.retries + 1}): {exc}")
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
-    except KubeRefused as exc:
+    except (KubeRefused, NotFound) as exc:
+        # NotFound: the namespace is still missing after the tenant's reconcile (its tenant is
+        # being deleted), or a kind the cluster does not serve
         workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
                             to=Workload.State.FAILED, reason=f"The cluster refused it: {exc}")
         workload_event(workload=workload, reason="CreateFailed", message=str(exc), type="Warning")

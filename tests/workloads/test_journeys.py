@@ -184,3 +184,23 @@ def test_a_launch_into_a_namespace_still_being_deleted_waits_and_then_says_why(
                                         "gpu_count": 1})
     assert track_until(workload_id, lambda w: w.state == "running",
                        timeout=60).state == "running"
+
+
+def test_a_launch_whose_namespace_cannot_be_made_again_fails_saying_why(
+        vision, researcher, admin_api, caplog):
+    """The tenant is being deleted (the launch was admitted a moment before): its namespace is
+    not made again, and the launch fails naming the missing namespace rather than hanging in
+    `creating` behind a traceback."""
+    workload_id = launched(researcher, {"name": "nb", "template": "jupyter", "gpu_type": "a100",
+                                        "gpu_count": 1})
+    k8s.CoreV1Api(admin_api).delete_namespace(vision.namespace)
+    namespace_gone(k8s.CoreV1Api(admin_api), vision.namespace)
+    Tenant.objects.filter(pk=vision.pk).update(state=Tenant.State.DELETING)
+    Workload.objects.filter(pk=workload_id).update(state=Workload.State.SUBMITTED)
+    with caplog.at_level(logging.INFO):
+        tasks.workload_create_task.delay(workload_id)
+    workload = Workload.objects.get(pk=workload_id)
+    assert workload.state == "failed"
+    assert workload.reason == (f'The cluster refused it: namespaces "{vision.namespace}" '
+                               "not found")
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
