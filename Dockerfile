@@ -35,6 +35,8 @@ COPY pyproject.toml README.md manage.py ./
 COPY portal/ portal/
 COPY api/ api/
 COPY tenants/ tenants/
+COPY catalogue/ catalogue/
+COPY audit/ audit/
 COPY kubesim/ kubesim/
 COPY gpuagent/ gpuagent/
 COPY gpuctl/ gpuctl/

@@ -9,7 +9,9 @@ dicts always give the same answer, so the rules are tested as tables of realisti
 
 Rules that are not obvious:
 - A final state (succeeded, failed, stopped) is never left: a late or replayed event cannot
-  resurrect a finished workload.
+  resurrect a finished workload. A batch verdict (succeeded, failed) still takes the facts of
+  its pod's end that arrive after it (`later_facts`): the Job's Complete condition and the
+  pod's terminated state (its exit code) come on separate watches, in either order.
 - `stopping` belongs to the stop task; the only move from it here is to `stopped` once every
   object is gone (the task may have died after deleting them).
 - No objects at all is not decided here: whether they vanished or were never created needs the
@@ -38,6 +40,8 @@ State = Workload.State
 Obj = dict[str, Any]
 
 CRASH_LOOP_RESTARTS = 5
+# what a batch workload's pod tells once it has ended, taken even after the verdict
+LATE_FACTS = ("exit_code", "finished_at")
 PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 # waiting reasons that mean the container cannot start as configured (not just "not yet")
 CONFIG_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
@@ -381,10 +385,25 @@ def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
     return outcome(State.PENDING, f"Starting on {node}.", facts)
 
 
+def later_facts(observed: Observed) -> dict[str, Any]:
+    """The exit code and finish time of a batch workload's pod whose container has ended
+    (empty while it has not): what its verdict may have been decided without."""
+    if observed.kind != BATCH:
+        return {}
+    pod = current_pod(observed.pods)
+    if pod is None or not (app_container(pod).get("state") or {}).get("terminated"):
+        return {}
+    return {k: v for k, v in _exit_facts(pod).items() if k in LATE_FACTS}
+
+
 def workload_outcome(current: str, observed: Observed) -> Outcome | None:
-    """What the workload should become from `current`, or None to leave it as it is."""
+    """What the workload should become from `current`, or None to leave it as it is. From a
+    batch verdict: the same state with the facts of its pod's end (the caller writes only
+    those the workload lacks)."""
     if current in Workload.FINAL_STATES:
-        return None  # never backwards out of a final state
+        # never backwards out of a final state; a verdict takes the facts that come after it
+        facts = later_facts(observed) if current in (State.SUCCEEDED, State.FAILED) else {}
+        return Outcome(current, None, facts) if facts else None
     if current == State.STOPPING:
         # the stop task owns it; once everything is gone it is stopped, whoever finished
         return Outcome(State.STOPPED, None) if observed.empty else None

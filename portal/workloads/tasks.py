@@ -12,9 +12,10 @@ from django.db import InterfaceError, OperationalError
 from django.db.models import F, Q
 from django.utils import timezone
 
-from portal.kube.client import KubeRefused, KubeUnavailable, NotAuthorized
+from portal.kube.client import Kube, KubeRefused, KubeUnavailable, NotAuthorized, NotFound
 from portal.kube.kueue import queueing_on
 from tenants.kueue import QUEUED_REASON
+from tenants.provisioning import tenant_reconcile
 
 from .models import Workload
 from .objects import workload_objects_create, workload_objects_delete
@@ -32,6 +33,19 @@ MAX_BACKOFF_SECONDS = 30
 # message is not acked as failed and the launch or stop left to the stale sweep.
 RETRY_WHILE_DATABASE_DOWN = {"autoretry_for": (OperationalError, InterfaceError),
                              "retry_backoff": True, "retry_backoff_max": MAX_BACKOFF_SECONDS}
+
+
+# What a launch says while its project's namespace is made again on the cluster (an operator
+# deleted it, or the portal now talks to another cluster than the one it provisioned).
+NAMESPACE_MISSING_REASON = ("Preparing the project's namespace: it was missing on the cluster "
+                            "and is being made again.")
+NAMESPACE_TERMINATING_REASON = ("Waiting for the project's namespace, which is being deleted on "
+                                "the cluster, to be gone; it is made again then")
+
+
+class NamespaceTerminating(Exception):
+    """The tenant's namespace is being deleted on the cluster: nothing can be created in it
+    until it is gone (and then made again). Waited out like an outage."""
 
 
 def _backoff(retries: int) -> int:
@@ -58,23 +72,31 @@ def workload_create_task(self, workload_id: int) -> None:
         # admitted by a portal older than the frozen spec (a rolling upgrade): frozen now
         workload_launch_spec_freeze(workload=workload)
     try:
-        queued = queueing_on()
-        created = workload_objects_create(workload, queued=queued)
-    except (KubeUnavailable, NotAuthorized) as exc:
+        kube = Kube()
+        queued = queueing_on(kube)
+        created = _objects_create_in_namespace(workload, kube, queued=queued)
+    except (KubeUnavailable, NotAuthorized, NamespaceTerminating) as exc:
         if self.request.retries >= self.max_retries:
-            what = ("refused the portal's identity" if isinstance(exc, NotAuthorized)
-                    else "could not be reached")
+            if isinstance(exc, NamespaceTerminating):
+                reason = f"The project's namespace stayed in deletion on the cluster: {exc}"
+            else:
+                what = ("refused the portal's identity" if isinstance(exc, NotAuthorized)
+                        else "could not be reached")
+                reason = f"The cluster {what}: {exc}"
             workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
-                                to=Workload.State.FAILED, reason=f"The cluster {what}: {exc}")
+                                to=Workload.State.FAILED, reason=reason)
             workload_event(workload=workload, reason="CreateFailed", type="Warning",
                            message=f"gave up after {self.request.retries + 1} tries: {exc}")
             return
         # it waits as "creating", saying why (an API server or Kueue's admission webhook
-        # that does not answer), and carries on when they are back
-        Workload.objects.filter(pk=workload_id, state=Workload.State.CREATING).update(
-            reason=f"Waiting for the cluster (try {self.request.retries + 1}): {exc}"[:2000])
+        # that does not answer, a namespace still being deleted), and carries on after
+        waiting = (NAMESPACE_TERMINATING_REASON if isinstance(exc, NamespaceTerminating)
+                   else "Waiting for the cluster")
+        _creating_reason(workload_id, f"{waiting} (try {self.request.retries + 1}): {exc}")
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
-    except KubeRefused as exc:
+    except (KubeRefused, NotFound) as exc:
+        # NotFound: the namespace is still missing after the tenant's reconcile (its tenant is
+        # being deleted), or a kind the cluster does not serve
         workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
                             to=Workload.State.FAILED, reason=f"The cluster refused it: {exc}")
         workload_event(workload=workload, reason="CreateFailed", message=str(exc), type="Warning")
@@ -87,6 +109,38 @@ def workload_create_task(self, workload_id: int) -> None:
                         to=next_state, reason=reason)
     workload_event(workload=workload, reason="Created",
                    message=", ".join(created) if created else "objects already present (adopted)")
+
+
+def _creating_reason(workload_id: int, reason: str) -> None:
+    """Say why a launch still shows `creating` (no state move: the task holds the claim)."""
+    Workload.objects.filter(pk=workload_id, state=Workload.State.CREATING).update(
+        reason=reason[:2000])
+
+
+def _objects_create_in_namespace(workload: Workload, kube: Kube, *, queued: bool) -> list[str]:
+    """workload_objects_create; where the tenant's namespace is gone from the cluster (an
+    operator deleted it, or the portal was pointed at another cluster: the tenant is still
+    marked provisioned, and the cluster answers 404 "namespaces … not found"), the tenant is
+    provisioned again first (tenants/provisioning.py), saying so in the workload's reason.
+    A namespace still being deleted raises NamespaceTerminating, to be waited out."""
+    try:
+        return workload_objects_create(workload, kube, queued=queued)
+    except (NotFound, KubeRefused) as exc:
+        if isinstance(exc, NotAuthorized):
+            raise
+        namespace = kube.get("Namespace", workload.tenant.namespace)
+        if namespace is not None:
+            if namespace["metadata"].get("deletionTimestamp"):
+                raise NamespaceTerminating(str(exc)) from exc
+            raise  # something else was not found or refused
+    log.warning("workload %s: the namespace %s of %s is missing on the cluster; provisioning "
+                "the tenant again", workload.pk, workload.tenant.namespace, workload.tenant.name)
+    _creating_reason(workload.pk, NAMESPACE_MISSING_REASON)
+    result = tenant_reconcile(tenant_id=workload.tenant_id, kube=kube)
+    workload_event(workload=workload, reason="NamespaceProvisioned", type="Warning",
+                   message="the project's namespace was missing on the cluster; made again: "
+                           + ", ".join(result.created))
+    return workload_objects_create(workload, kube, queued=queued)
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,

@@ -5,7 +5,8 @@ the runtime limit, tenant deletion), the tracker — calls it. It applies a chan
 row's current state is one the caller expects (`allowed_from`: a conditional claim, so two
 writers racing for one workload cannot both move it), and only along an edge of `TRANSITIONS`.
 Writing the same state again is no edge: it refreshes the reason and facts (the tracker's
-"still pending, now for another reason") or counts a retried claim (creating → creating).
+"still pending, now for another reason"; a finished Job's exit code that arrived after its
+verdict) or counts a retried claim (creating → creating).
 
 An edge outside the table is refused: nothing written, an error logged, False. It is not
 raised, not even with DEBUG on (the demo runs with it): the tracker's edges come from what the
@@ -73,7 +74,8 @@ def workload_transition(*, workload: Workload | None = None, workload_id: int | 
     (None keeps the one it has). `fields`: other columns written with it (node, address,
     exit_code, started_at, expires_at, stop_requested_at, launch_attempts=F(...) …).
     Timestamps: `updated_at` always; `started_at` on entering running, unless given or already
-    set; `finished_at` on entering a final state, unless given. `event`: workload_event's
+    set; `finished_at` on entering a final state, unless given (a final state written again
+    keeps the one it has). `event`: workload_event's
     keyword arguments (reason, message, type, source), recorded in the same transaction when
     the state moved. `workload`, when given, is refreshed with what was written.
 
@@ -114,7 +116,7 @@ def _transition(pk: int, allowed: frozenset[str], to: str, reason: str | None,
             updates["reason"] = reason
         if to == State.RUNNING and "started_at" not in updates:
             updates["started_at"] = locked.started_at or now
-        if to in Workload.FINAL_STATES and not updates.get("finished_at"):
+        if to in Workload.FINAL_STATES and current != to and not updates.get("finished_at"):
             updates["finished_at"] = now
         Workload.objects.filter(pk=pk).update(**updates)
         if event is not None and current != to:

@@ -39,4 +39,5 @@ def cluster(real_cluster: ControlPlane, settings) -> Iterator[PortalView]:
     settings.PORTAL_GPU_EXPORTER_URLS = list(addon(real_cluster, "gpumetrics").urls)
     yield PortalView(real_cluster)
     with real_cluster.api_client() as client:
-        remove_workload_objects(Kube(client))
+        # the next test counts free GPUs on this same cluster: this one's pods must be gone
+        remove_workload_objects(Kube(client), wait=90)

@@ -9,11 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from portal.kube.client import Kube
 from stack.k8s.cluster import ControlPlane
 from tests.faults.conftest import lab, portal_processes  # noqa: F401 - fixtures used here
 from tests.faults.test_cluster_outage import (  # noqa: F401 - collected here
     test_a_30_s_cluster_outage_is_shown_retried_and_converges,
 )
+from tests.fixtures.portal import remove_workload_objects
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(500)]
 
@@ -54,3 +56,5 @@ def fault_cluster(real_cluster: ControlPlane, settings) -> Iterator[ControlPlane
         yield outage
     finally:
         outage.start()  # the session's cluster serves the tests after this one
+        with real_cluster.api_client() as client:  # … with its GPUs free: this test's pods gone
+            remove_workload_objects(Kube(client), wait=outage.converge_seconds)

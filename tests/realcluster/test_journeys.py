@@ -18,7 +18,12 @@ from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.waiting import eventually
 from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
-from tests.workloads.test_journeys import launched, researcher  # noqa: F401 - a fixture
+from tests.workloads.test_journeys import (  # noqa: F401 - collected here, on the real cluster
+    launched,
+    researcher,
+    test_a_launch_into_a_namespace_deleted_behind_the_portals_back_runs,
+    test_a_launch_into_a_namespace_still_being_deleted_waits_and_then_says_why,
+)
 from tests.workloads.test_journeys import track_until as track_until_kubesim
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
@@ -34,6 +39,13 @@ def track_until(workload_id: int, predicate, timeout: float = 40.0) -> Workload:
 @pytest.fixture
 def vision(login, gpu_types, cluster, eager_celery):
     return vision_lab_ready(login)
+
+
+@pytest.fixture
+def admin_api(cluster):
+    """The test's own client of the cluster (an operator's kubectl, as admin)."""
+    with cluster.api_client() as api:
+        yield api
 
 
 @pytest.mark.parametrize(("template", "gpu_type", "port", "path"), [

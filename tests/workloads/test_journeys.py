@@ -3,16 +3,21 @@
 A kubesim of their own (the demo inventory): these tests fill its GPUs on purpose.
 """
 
+import logging
 
 import pytest
 from django.test import Client
+from kubernetes import client as k8s
 
 from portal.kube.client import Kube
+from portal.workloads import tasks
 from portal.workloads.models import Workload
 from portal.workloads.tracking.tracker import Tracker, tracking_cycle
+from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.fixtures.portal import namespace_gone
 from tests.waiting import eventually
 from tests.workloads.api_calls import launch, post, vision_lab_ready
 
@@ -28,6 +33,13 @@ def own_kubesim(kubesim_factory):
 def vision(login, gpu_types, own_kubesim, settings, eager_celery):
     settings.KUBECONFIG = str(own_kubesim.kubeconfig)
     return vision_lab_ready(login)
+
+
+@pytest.fixture
+def admin_api(own_kubesim):
+    """The test's own client of the cluster (an operator's kubectl)."""
+    with own_kubesim.api_client() as api:
+        yield api
 
 
 @pytest.fixture
@@ -105,3 +117,90 @@ def test_within_quota_but_beyond_free_capacity_waits_then_starts_when_gpus_free(
     stop(researcher, big[0])
     workload = track_until(waiting, lambda w: w.state == "running")
     assert workload.node.startswith("gpu-a100-")
+
+
+def test_a_launch_into_a_namespace_deleted_behind_the_portals_back_runs(
+        vision, researcher, admin_api, monkeypatch, caplog):
+    """Issue 23, item 6: a tenant marked provisioned whose namespace is gone (an operator
+    deleted it; the demo was started against another cluster). The launch provisions the tenant
+    again, saying so meanwhile, and runs; no traceback for what is expected. It hung in
+    `creating` with an empty reason until the periodic reconcile."""
+    k8s.CoreV1Api(admin_api).delete_namespace(vision.namespace)  # as an operator would
+    namespace_gone(k8s.CoreV1Api(admin_api), vision.namespace)
+    assert Tenant.objects.get(pk=vision.pk).state == Tenant.State.PROVISIONED  # none the wiser
+    seen = []
+
+    def reconcile(**kwargs):  # the real one; what the workload shows while it runs
+        seen.extend(Workload.objects.filter(tenant=vision).values_list("state", "reason"))
+        return tenant_reconcile(**kwargs)
+
+    monkeypatch.setattr(tasks, "tenant_reconcile", reconcile, raising=False)
+    with caplog.at_level(logging.INFO):
+        workload_id = launched(researcher, {"name": "nb", "template": "jupyter",
+                                            "gpu_type": "a100", "gpu_count": 1})
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], \
+        [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert len(seen) == 1, Workload.objects.get(pk=workload_id).reason
+    state, reason = seen[0]
+    assert state == "creating" and reason.startswith("Preparing the project's namespace")
+    k8s.CoreV1Api(admin_api).read_namespace(vision.namespace)  # made again
+    workload = track_until(workload_id, lambda w: w.state == "running", timeout=60)
+    assert Tenant.objects.get(pk=vision.pk).state == Tenant.State.PROVISIONED
+    events = {e.reason: e.message for e in workload.events.all()}
+    assert "ResourceQuota" in events["NamespaceProvisioned"]
+
+
+def test_a_launch_into_a_namespace_still_being_deleted_waits_and_then_says_why(
+        vision, researcher, admin_api, monkeypatch):
+    """A namespace an operator is deleting takes no new objects ("… because it is being
+    terminated") and must not be provisioned again until it is gone: the launch waits, saying
+    so, and fails naming it only when the deletion never ends (a finalizer that holds it; the
+    eager tasks of the tests take their ten retries at once). Once it is gone, a launch runs."""
+    core = k8s.CoreV1Api(admin_api)
+    hold = {"metadata": {"finalizers": ["example.org/operator-hold"]}}
+    core.patch_namespace(vision.namespace, hold)
+    core.delete_namespace(vision.namespace)
+    reasons = []
+
+    def backoff(retries: int) -> int:  # the real one; what the workload says at each retry
+        reasons.extend(Workload.objects.filter(tenant=vision).values_list("reason", flat=True))
+        return tasks.MAX_BACKOFF_SECONDS
+
+    monkeypatch.setattr(tasks, "_backoff", backoff)
+    workload_id = launched(researcher, {"name": "nb", "template": "jupyter", "gpu_type": "a100",
+                                        "gpu_count": 1})
+    workload = Workload.objects.get(pk=workload_id)
+    assert workload.state == "failed"
+    assert workload.reason.startswith("The project's namespace stayed in deletion on the "
+                                      "cluster: ") and "being terminated" in workload.reason
+    assert len(reasons) == tasks.MAX_RETRIES
+    assert all(r.startswith("Waiting for the project's namespace, which is being deleted")
+               for r in reasons), reasons
+    assert core.read_namespace(vision.namespace).metadata.deletion_timestamp  # not touched
+    core.patch_namespace(vision.namespace, {"metadata": {"finalizers": None}})
+    monkeypatch.undo()
+    namespace_gone(k8s.CoreV1Api(admin_api), vision.namespace)
+    workload_id = launched(researcher, {"name": "nb", "template": "jupyter", "gpu_type": "a100",
+                                        "gpu_count": 1})
+    assert track_until(workload_id, lambda w: w.state == "running",
+                       timeout=60).state == "running"
+
+
+def test_a_launch_whose_namespace_cannot_be_made_again_fails_saying_why(
+        vision, researcher, admin_api, caplog):
+    """The tenant is being deleted (the launch was admitted a moment before): its namespace is
+    not made again, and the launch fails naming the missing namespace rather than hanging in
+    `creating` behind a traceback."""
+    workload_id = launched(researcher, {"name": "nb", "template": "jupyter", "gpu_type": "a100",
+                                        "gpu_count": 1})
+    k8s.CoreV1Api(admin_api).delete_namespace(vision.namespace)
+    namespace_gone(k8s.CoreV1Api(admin_api), vision.namespace)
+    Tenant.objects.filter(pk=vision.pk).update(state=Tenant.State.DELETING)
+    Workload.objects.filter(pk=workload_id).update(state=Workload.State.SUBMITTED)
+    with caplog.at_level(logging.INFO):
+        tasks.workload_create_task.delay(workload_id)
+    workload = Workload.objects.get(pk=workload_id)
+    assert workload.state == "failed"
+    assert workload.reason == (f'The cluster refused it: namespaces "{vision.namespace}" '
+                               "not found")
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]

@@ -259,6 +259,10 @@ NO_CHANGE = [
     ("succeeded stays succeeded", S.SUCCEEDED, batch(pod("Running", state=running()))),
     ("failed stays failed", S.FAILED, svc(pod("Running", state=running(), ready=True))),
     ("stopped stays stopped", S.STOPPED, batch(pod("Running", state=running()))),
+    ("stopped takes no exit code (its pod was killed by the stop)", S.STOPPED,
+     batch(pod("Failed", state=terminated(143)))),
+    ("a failed service takes none either", S.FAILED,
+     svc(pod("Running", state=waiting("CrashLoopBackOff"), last=terminated(1)))),
     ("stopping belongs to the stop task", S.STOPPING, batch(pod("Running", state=running()))),
     ("no objects: the tracker decides (vanished or not yet created)", S.PENDING,
      Observed(kind="batch")),
@@ -271,6 +275,26 @@ NO_CHANGE = [
                          ids=[c[0] for c in NO_CHANGE])
 def test_no_outcome(current, observed):
     assert workload_outcome(current, observed) is None
+
+
+LATER_FACTS = [
+    ("succeeded before its pod's exit code was seen: takes it after", S.SUCCEEDED,
+     batch(pod("Succeeded", state=terminated(0)),
+           job_obj=job(COMPLETE, completion="2025-05-01T10:01:06Z")),
+     {"exit_code": 0, "finished_at": dt.datetime(2025, 5, 1, 10, 1, 5, tzinfo=dt.UTC)}),
+    ("failed at its deadline (FailureTarget) before its pod was killed: the code after",
+     S.FAILED, batch(pod("Failed", state=terminated(137, "Error")), job_obj=job(DEADLINE)),
+     {"exit_code": 137, "finished_at": dt.datetime(2025, 5, 1, 10, 1, 5, tzinfo=dt.UTC)}),
+]
+
+
+@pytest.mark.parametrize(("current", "observed", "fields"), [c[1:] for c in LATER_FACTS],
+                         ids=[c[0] for c in LATER_FACTS])
+def test_a_batch_verdict_takes_the_facts_of_its_pods_end_without_moving(current, observed,
+                                                                      fields):
+    outcome = workload_outcome(current, observed)
+    assert outcome is not None
+    assert (outcome.state, outcome.reason, outcome.fields) == (current, None, fields)
 
 
 def test_current_pod_prefers_the_newest_live_one():

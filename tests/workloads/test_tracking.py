@@ -25,6 +25,7 @@ from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update, tenant_ensure
 from tests.fixtures.kubesim import DEMO_INVENTORY
 from tests.waiting import eventually
+from tests.workloads.test_lifecycle import COMPLETE, job, pod, running, terminated
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -431,3 +432,37 @@ def test_a_row_moved_while_the_tracker_derived_it_is_derived_again(gpu_types, ow
     assert reads == [[workload.pk], [workload.pk]]  # read again after the lost claim
     assert state_of(workload).state == S.RUNNING
     assert workload.node == "gpu-a100-1"
+
+
+def test_a_job_decided_before_its_pods_exit_code_arrives_takes_it_after(gpu_types, owner):
+    """The open race of issue 23: the Job's Complete condition (watch of jobs) is seen before
+    its pod's terminated state with the exit code (watch of pods). The verdict is written
+    without it; the pod's update, applied next, must still give the succeeded workload its
+    exit code (a final state took no later facts: it stayed `succeeded`, exit code empty).
+    Replayed through the tracker's own view, in that order, with the objects' real shapes."""
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Race Lab")
+    workload = launch(tenant, owner, gpu_types, create=False)
+    Workload.objects.filter(pk=workload.pk).update(state=S.RUNNING)
+
+    def ours(obj: dict) -> dict:
+        obj["metadata"].update(name=workload.object_name, namespace=tenant.namespace,
+                               labels={"gpu-portal.io/workload-id": str(workload.pk)})
+        return obj
+
+    tracker = Tracker(kube=Kube())
+    tracker.index.put("Pod", ours(pod("Running", state=running())))
+    tracker.index.put("Job", ours(job(COMPLETE, completion="2025-05-01T10:01:06Z")))
+    tracker._apply([workload.pk])  # the Job's event first: the pod still shows running
+    assert (state_of(workload).state, workload.exit_code) == (S.SUCCEEDED, None)
+    finished = workload.finished_at
+    assert finished == dt.datetime(2025, 5, 1, 10, 1, 6, tzinfo=dt.UTC)
+
+    tracker.index.put("Pod", ours(pod("Succeeded", state=terminated(0))))
+    tracker._apply([workload.pk])  # then the pod's
+    assert (state_of(workload).state, workload.exit_code) == (S.SUCCEEDED, 0)
+    assert workload.finished_at == finished and workload.reason == "Completed."
+    assert list(workload.events.values_list("reason", flat=True)) == ["Succeeded"]
+    # a fact it has is kept: a replayed or later pod does not rewrite it
+    tracker.index.put("Pod", ours(pod("Failed", state=terminated(3))))
+    tracker._apply([workload.pk])
+    assert (state_of(workload).state, workload.exit_code) == (S.SUCCEEDED, 0)

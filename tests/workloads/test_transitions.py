@@ -162,6 +162,11 @@ def test_timestamps_reason_and_fields(gpu_types):
     assert workload_transition(workload=workload, allowed_from=(S.RUNNING,), to=S.SUCCEEDED,
                                finished_at=finished, exit_code=0)
     assert (workload.finished_at, workload.exit_code) == (finished, 0)
+    # a final state written again (a fact that came after the verdict) keeps its finish time
+    assert workload_transition(workload=workload, allowed_from=(S.SUCCEEDED,), to=S.SUCCEEDED,
+                               exit_code=1)
+    assert (workload.state, workload.finished_at, workload.exit_code) == (S.SUCCEEDED,
+                                                                          finished, 1)
     other = row(gpu_types, S.STOPPING)
     assert workload_transition(workload=other, allowed_from=(S.STOPPING,), to=S.STOPPED)
     assert other.finished_at is not None and other.started_at is None

@@ -1,8 +1,10 @@
 """Seed the demo: the GPU type catalogue, tenants from Keystone, the demo quotas, and root
-templates (DIGITS) allowed in vision-lab.
+templates (DIGITS) allowed in vision-lab; then every tenant's namespace is reconciled.
 
 Idempotent. A quota is seeded only while nobody has changed it, so restarting the demo never
-undoes an admin's edit.
+undoes an admin's edit. The reconcile at every start matters when the demo talks to another
+cluster than last time (`make demo` then `make demo CLUSTER=kube`): the tenants are recorded as
+provisioned, but the new cluster has none of their namespaces.
 """
 
 from django.core.management.base import BaseCommand
@@ -12,6 +14,7 @@ from catalogue.models import GpuType
 from tenants.keystone_sync import tenants_sync_from_keystone
 from tenants.models import Tenant
 from tenants.services import quota_update, tenant_root_templates_update
+from tenants.tasks import tenants_reconcile_all
 
 GPU_TYPES = [
     # slug, name, memory GiB, node selector
@@ -53,3 +56,5 @@ class Command(BaseCommand):
                 continue  # changed before (by an admin or an earlier seed): leave it
             quota_update(tenant=tenant, acting_user=None, changes=changes)
             self.stdout.write(f"quota of {name}: {changes}")
+        # the worker provisions each tenant's namespace (retrying until the cluster answers)
+        self.stdout.write(f"tenants to reconcile on the cluster: {tenants_reconcile_all()}")

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from portal.workloads.notices import workload_reclaimed
 
-from ..lifecycle import Observed, Outcome, derive
+from ..lifecycle import LATE_FACTS, Observed, Outcome, derive
 from ..manifests import BATCH, SERVICE
 from ..models import Workload
 from ..services import expires_at_for
@@ -70,6 +70,8 @@ class StateDerivation:
         stop (or another writer) in between wins. False when the row had moved since it was
         read: the caller derives again from what it is now (no later event may come for it:
         the create task's `pending` can land after the pod it created is already running)."""
+        if row["state"] in Workload.FINAL_STATES:
+            return self._mark_later_facts(row, outcome)
         reason = row["reason"] if outcome.reason is None else outcome.reason
         facts = {k: v for k, v in outcome.fields.items() if k in ("node", "address", "exit_code")}
         if (outcome.state == row["state"] and reason == row["reason"]
@@ -105,6 +107,21 @@ class StateDerivation:
             if row["state"] == State.RUNNING and outcome.state == State.QUEUED:
                 # Kueue took its GPUs back for the tenant that lent them: tell its owner
                 workload_reclaimed(workload=locked, reason=reason)
+        self.stats.changes += 1
+        return True
+
+    def _mark_later_facts(self, row: dict[str, Any], outcome: Outcome) -> bool:
+        """A finished workload takes the facts of its pod's end that arrived after its verdict
+        (the Job's Complete condition was seen before the pod's exit code): only those it lacks,
+        never a state, a reason or a fact it has. Through workload_transition, as the same state
+        (no event)."""
+        facts = {k: v for k, v in outcome.fields.items()
+                 if k in LATE_FACTS and row.get(k) is None}
+        if outcome.state != row["state"] or not facts:
+            return True
+        if not workload_transition(workload_id=row["id"], allowed_from=(row["state"],),
+                                   to=row["state"], **facts):
+            return False  # gone meanwhile
         self.stats.changes += 1
         return True
 
