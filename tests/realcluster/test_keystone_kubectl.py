@@ -308,6 +308,9 @@ MAY = {
     ("delete", "networkpolicies.networking.k8s.io"): set(),
     ("create", "rolebindings.rbac.authorization.k8s.io"): set(),
     ("create", "pods/attach"): set(),
+    # Kubernetes' `view` reads these; the portal's reader only what the portal makes
+    ("list", "configmaps"): set(),
+    ("list", "serviceaccounts"): set(),
 }
 
 
@@ -331,8 +334,8 @@ def test_each_role_may_what_its_cluster_roles_say_and_no_more(
     assert not can_i(kubectl, token, "get", "pods/log", nlp)
 
 
-@pytest.mark.parametrize("role", ROLES)
-def test_each_role_reads_logs_and_connects_as_allowed_for_real(
+@pytest.mark.parametrize("role", ("member", "manager", "admin"))
+def test_each_role_above_reader_connects_and_deletes_as_allowed_for_real(
         real_cluster, kubectl, targets, project_token, users, role):
     """Real requests: logs (KWOK serves them), exec and port-forward up to the node, a pod
     deleted (server-side dry run: authorized and admitted, nothing removed), secrets."""
@@ -340,34 +343,36 @@ def test_each_role_reads_logs_and_connects_as_allowed_for_real(
     token = project_token(users[role], "vision-lab")
     logs = kubectl(token, "logs", TARGET, "-n", vision)
     assert logs.returncode == 0 and "[kwok] container started" in logs.stdout, logs.stderr
-    connects = role != "reader"
     for subresource in ("exec", "portforward"):
-        status, message = connect(real_cluster, token, vision, subresource)
-        if connects:
-            assert (status, message) == ALLOWED_CONNECT, (subresource, status, message)
-        else:
-            assert status == 403
-            assert f'cannot create resource "pods/{subresource}"' in message, message
+        assert connect(real_cluster, token, vision, subresource) == ALLOWED_CONNECT, subresource
     deleted = kubectl(token, "delete", "pod", TARGET, "-n", vision, "--dry-run=server")
-    if role in ("manager", "admin"):
+    if role == "member":
+        assert 'cannot delete resource "pods"' in deleted.stderr, deleted.stderr
+    else:
         assert deleted.returncode == 0 and "deleted (server dry run)" in deleted.stdout, \
             deleted.stderr
-    else:
-        assert 'cannot delete resource "pods"' in deleted.stderr, deleted.stderr
     secrets = kubectl(token, "get", "secrets", "-n", vision)
     assert f'User "{users[role]}" cannot list resource "secrets"' in secrets.stderr
 
 
-def test_kubectl_exec_reaches_the_node_for_a_member_only(kubectl, targets, project_token):
+def test_kubectl_exec_reaches_the_node_for_a_member_only(
+        real_cluster, kubectl, targets, project_token):
     """The real `kubectl exec` (WebSocket, then SPDY): a member's gets past the API server to the
-    node (where KWOK runs no process); a reader's is refused there."""
+    node (where KWOK runs no process); a reader's is refused there, and so are its port-forward
+    and pod deletion, while it reads the pod's logs."""
     vision = targets["vision-lab"]
     member = kubectl(project_token("researcher", "vision-lab"), "exec", TARGET, "-n", vision,
                      "--", "true")
     assert member.returncode != 0 and "forbidden" not in member.stderr.lower(), member.stderr
-    reader = kubectl(project_token("viewer", "vision-lab"), "exec", TARGET, "-n", vision,
-                     "--", "true")
+    reader_token = project_token("viewer", "vision-lab")
+    reader = kubectl(reader_token, "exec", TARGET, "-n", vision, "--", "true")
     assert reader.returncode != 0 and 'User "viewer" cannot' in reader.stderr, reader.stderr
+    status, message = connect(real_cluster, reader_token, vision, "portforward")
+    assert status == 403 and 'cannot create resource "pods/portforward"' in message, message
+    deleted = kubectl(reader_token, "delete", "pod", TARGET, "-n", vision, "--dry-run=server")
+    assert 'User "viewer" cannot delete resource "pods"' in deleted.stderr, deleted.stderr
+    logs = kubectl(reader_token, "logs", TARGET, "-n", vision)
+    assert logs.returncode == 0 and "[kwok] container started" in logs.stdout, logs.stderr
 
 
 def test_a_member_of_one_project_gets_no_member_rights_in_another_it_reads(
