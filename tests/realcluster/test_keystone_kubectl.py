@@ -524,6 +524,13 @@ def test_the_portal_upgrades_the_bindings_of_an_older_namespace(real_cluster, na
     }
 
 
+def job(name: str, labels: dict[str, str]) -> dict:
+    pod = restricted_pod(name, gpus=1)
+    pod["spec"]["restartPolicy"] = "Never"
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": labels},
+            "spec": {"template": {"metadata": {}, "spec": pod["spec"]}}}
+
+
 @pytest.mark.timeout(300)
 def test_in_a_queued_namespace_no_gpu_pod_without_the_queue_label(
         kueue_cluster, keystone, project_token, settings, tmp_path, gpu_types):
@@ -555,6 +562,15 @@ def test_in_a_queued_namespace_no_gpu_pod_without_the_queue_label(
             assert queued.returncode == 0, queued.stderr
             cpu_only = dry_run_create(kubectl, token, namespace, restricted_pod("cpu"))
             assert cpu_only.returncode == 0, cpu_only.stderr
+            # nor a Job that skips the queue (its pods, made by the Job controller, carry no
+            # label of their own: the Job's is what Kueue queues by)
+            unqueued_job = dry_run_create(kubectl, token, namespace, job("gpu-job", {}))
+            assert unqueued_job.returncode == 1 and GUARD in unqueued_job.stderr, \
+                unqueued_job.stderr
+            assert "a Job whose pods request GPUs" in unqueued_job.stderr
+            queued_job = dry_run_create(kubectl, token, namespace,
+                                        job("gpu-job", {QUEUE_LABEL: LOCAL_QUEUE}))
+            assert queued_job.returncode == 0, queued_job.stderr
     finally:
         with kueue_cluster.api_client() as api:
             kube = Kube(api)
