@@ -138,6 +138,11 @@ _TYPES: tuple[ResourceType, ...] = (
     _rt("rbac.authorization.k8s.io", "RoleBinding", "rolebindings"),
     _rt("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", namespaced=False),
     _rt("rbac.authorization.k8s.io", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
+    # stored and served (deploy/base/tenant-admission.yaml applies); kubesim does not enforce them
+    _rt("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", "validatingadmissionpolicies",
+        namespaced=False, sub=("status",)),
+    _rt("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings", namespaced=False),
 )
 
 REGISTRY: dict[tuple[str, str, str], ResourceType] = {rt.key: rt for rt in _TYPES}

@@ -275,11 +275,12 @@ PORTAL_WORKLOAD_EGRESS_CIDRS = env.list("PORTAL_WORKLOAD_EGRESS_CIDRS", default=
 PORTAL_WORKLOAD_EGRESS_INTERNET = env.bool("PORTAL_WORKLOAD_EGRESS_INTERNET", default=True)
 PORTAL_WORKLOAD_EGRESS_INTERNET_EXCEPT = env.list("PORTAL_WORKLOAD_EGRESS_INTERNET_EXCEPT",
                                                   default=[])
-# group names k8s-keystone-auth gives a user: the project id, plus role-based groups that its
-# role mapping adds, named by this format ({project_id}, {project_name}, {role})
+# group names k8s-keystone-auth gives a user: the project id, plus the role groups its role
+# mapping adds (deploy/keystone-auth/sync-config.yaml), named by this format ({role}; also
+# {project_id}, {project_name} where a site keeps per-project Keystone groups); docs/rbac.md
 PORTAL_RBAC_PROJECT_GROUP_FORMAT = env.str("PORTAL_RBAC_PROJECT_GROUP_FORMAT", default="{project_id}")
 PORTAL_RBAC_ROLE_GROUP_FORMAT = env.str("PORTAL_RBAC_ROLE_GROUP_FORMAT",
-                                        default="{project_id}:{role}")
+                                        default="gpu-portal:{role}")
 # LimitRange defaults for containers that declare no requests/limits
 PORTAL_DEFAULT_CONTAINER_CPU = env.str("PORTAL_DEFAULT_CONTAINER_CPU", default="1")
 PORTAL_DEFAULT_CONTAINER_MEMORY = env.str("PORTAL_DEFAULT_CONTAINER_MEMORY", default="4Gi")

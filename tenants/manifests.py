@@ -15,6 +15,7 @@ from portal.kube.labels import (
     LABEL_EXPOSED,
     LABEL_PROJECT_ID,
     LABEL_PROJECT_NAME,
+    LABEL_QUEUED,
     MANAGED_BY,
     label_value,
 )
@@ -36,8 +37,16 @@ EGRESS_POLICY = "gpu-portal-egress"
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
 GPU_RESOURCE = "nvidia.com/gpu"
 
-# Keystone role → ClusterRole, as the RoleBindings grant it
-ROLE_CLUSTER_ROLES = {"reader": "view", "member": "edit", "manager": "edit", "admin": "admin"}
+# kubectl with a Keystone token (docs/rbac.md): the portal's own ClusterRoles
+# (deploy/base/tenant-roles.yaml), never `view`/`edit`/`admin`. Everyone with a role in the project
+# (its project-id group) reads; the role groups k8s-keystone-auth's role mapping adds
+# (deploy/keystone-auth/sync-config.yaml) get exec/port-forward (member) and pod deletion (manager,
+# admin). A role group is the same in every project, so those ClusterRoles hold only verbs the
+# API server admits (CONNECT, DELETE), and deploy/base/tenant-admission.yaml refuses them to a
+# token of another project than the namespace's.
+PROJECT_CLUSTER_ROLE = "gpu-portal-tenant-reader"
+ROLE_CLUSTER_ROLES = {"member": "gpu-portal-tenant-member", "manager": "gpu-portal-tenant-manager",
+                      "admin": "gpu-portal-tenant-manager"}
 
 QUOTA_NAME = "gpu-portal-quota"
 LIMIT_RANGE_NAME = "gpu-portal-defaults"
@@ -93,7 +102,7 @@ class NamespaceSpec:
     # policy
     pod_security: tuple[str, str, str] = ("restricted", "restricted", "restricted")
     project_group_format: str = "{project_id}"
-    role_group_format: str = "{project_id}:{role}"
+    role_group_format: str = "gpu-portal:{role}"
     default_cpu: str = "1"
     default_memory: str = "4Gi"
     default_cpu_request: str = "500m"
@@ -139,6 +148,8 @@ def make_namespace(spec: NamespaceSpec) -> dict[str, Any]:
             "name": spec.namespace,
             "labels": {
                 **_labels(spec),
+                # what tenant-admission.yaml's guard reads: GPU pods need the queue label
+                LABEL_QUEUED: "true" if spec.queued else "false",
                 "pod-security.kubernetes.io/enforce": enforce,
                 "pod-security.kubernetes.io/enforce-version": "latest",
                 "pod-security.kubernetes.io/warn": warn,
@@ -282,7 +293,10 @@ def make_network_policies(spec: NamespaceSpec) -> list[dict[str, Any]]:
 # Objects the portal made in earlier versions and no longer wants: provisioning deletes them.
 # The egress policy that admitted everything but the metadata address would, policies adding
 # up, keep admitting it all beside the new one.
-RETIRED_OBJECTS = (("NetworkPolicy", "gpu-portal-deny-metadata"),)
+# The RoleBinding of the role group `reader` went with the portal's own ClusterRoles: every
+# reader is in the project-id group.
+RETIRED_OBJECTS = (("NetworkPolicy", "gpu-portal-deny-metadata"),
+                   ("RoleBinding", "gpu-portal-keystone-reader"))
 
 
 def make_service_account(spec: NamespaceSpec) -> dict[str, Any]:
@@ -297,11 +311,12 @@ def _group(fmt: str, spec: NamespaceSpec, role: str = "") -> dict[str, str]:
 
 
 def make_role_bindings(spec: NamespaceSpec) -> list[dict[str, Any]]:
-    """Keystone roles → ClusterRoles for the groups k8s-keystone-auth reports.
+    """Keystone roles → the portal's ClusterRoles, for the groups k8s-keystone-auth reports.
 
-    Every project member carries the project id as a group: that group may view. The role
-    groups (added by k8s-keystone-auth's role mapping) get what their role allows. Names avoid
-    k8s-keystone-auth's own `<userID>_<role>` pattern.
+    A token carries its project's id as a group: that group reads (PROJECT_CLUSTER_ROLE). The
+    role groups its role mapping adds get what their role allows (ROLE_CLUSTER_ROLES); they
+    name no project, so the admission fence (deploy/base/tenant-admission.yaml) keeps them to
+    the token's own project. Names avoid k8s-keystone-auth's own `<userID>_<role>` pattern.
     """
 
     def binding(name: str, cluster_role: str, subject: dict[str, str]) -> dict[str, Any]:
@@ -314,7 +329,7 @@ def make_role_bindings(spec: NamespaceSpec) -> list[dict[str, Any]]:
             "subjects": [subject],
         }
 
-    bindings = [binding("gpu-portal-project-members", "view",
+    bindings = [binding("gpu-portal-project-members", PROJECT_CLUSTER_ROLE,
                         _group(spec.project_group_format, spec))]
     for role, cluster_role in ROLE_CLUSTER_ROLES.items():
         bindings.append(binding(f"gpu-portal-keystone-{role}", cluster_role,

@@ -172,6 +172,10 @@ def _ensure_once(kube: Kube, desired: dict[str, Any], result: ReconcileResult) -
         # a namespace is only ours in its labels/annotations: patch those, keep the rest
         kube.patch("Namespace", meta["name"], {"metadata": {
             "labels": meta["labels"], "annotations": meta.get("annotations", {})}})
+    elif desired["kind"] == "RoleBinding" and live.get("roleRef") != desired["roleRef"]:
+        # a RoleBinding's roleRef cannot change (the API server answers 422): make it anew
+        kube.delete("RoleBinding", meta["name"], namespace)
+        kube.create(desired)
     else:
         body = {**desired, "metadata": {**meta,
                                         "resourceVersion": live["metadata"]["resourceVersion"]}}

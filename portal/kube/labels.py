@@ -24,6 +24,8 @@ LABEL_PROJECT_ID = "gpu-portal.io/project-id"
 LABEL_PROJECT_NAME = "gpu-portal.io/project-name"
 ANNOTATION_PROJECT_NAME = "gpu-portal.io/project-display-name"
 LABEL_EXPOSED = "gpu-portal.io/exposed"
+# on a tenant's namespace: "true" while the portal queues on Kueue (deploy/base/tenant-admission.yaml)
+LABEL_QUEUED = "gpu-portal.io/queued"
 LABEL_WORKLOAD_ID = "gpu-portal.io/workload-id"
 LABEL_OWNER = "gpu-portal.io/owner"
 LABEL_OWNER_ID = "gpu-portal.io/owner-id"

@@ -44,6 +44,9 @@ from .pki import CertificateAuthority, service_account_keys
 
 DEMO_INVENTORY = REPO / "deploy" / "kubesim" / "demo-inventory.yaml"
 PORTAL_RBAC = REPO / "deploy" / "base" / "portal-rbac.yaml"
+# what the portal binds in tenant namespaces, and the admission rules for them (docs/rbac.md)
+TENANT_ROLES = REPO / "deploy" / "base" / "tenant-roles.yaml"
+TENANT_ADMISSION = REPO / "deploy" / "base" / "tenant-admission.yaml"
 STAGES = Path(__file__).resolve().parent / "kwok-stages.yaml"
 PORTAL_NAMESPACE = "gpu-portal"
 PORTAL_SERVICE_ACCOUNT = "gpu-portal"
@@ -318,23 +321,31 @@ class ControlPlane:
         return result.stdout
 
     def _portal_identity(self) -> None:
-        """The portal's ServiceAccount, bound to its least-privilege ClusterRole, applied as an
-        operator applies deploy/ (so a later `kubectl apply -k` of an overlay finds kubectl's
+        """The portal's ServiceAccount, bound to its least-privilege ClusterRole, with the
+        ClusterRoles it binds in tenant namespaces and their admission rules, applied as an
+        operator applies deploy/base (so a later `kubectl apply -k` of an overlay finds kubectl's
         annotation on them); then a token for it from the TokenRequest API."""
-        from kubernetes import client
-        from kubernetes.client.rest import ApiException
-
         namespace = {"apiVersion": "v1", "kind": "Namespace",
                      "metadata": {"name": PORTAL_NAMESPACE}}
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump(namespace))
-        self.kubectl("apply", "-f", str(PORTAL_RBAC))
+        for manifest in (PORTAL_RBAC, TENANT_ROLES, TENANT_ADMISSION):
+            self.kubectl("apply", "-f", str(manifest))
+        self.service_account_kubeconfig(self.portal_kubeconfig, PORTAL_NAMESPACE,
+                                        PORTAL_SERVICE_ACCOUNT)
+
+    def service_account_kubeconfig(self, path: Path, namespace: str, name: str) -> Path:
+        """A kubeconfig for the ServiceAccount namespace/name (which may have just been
+        applied: its creation is waited for), with a token from the TokenRequest API."""
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
         with self.api_client() as api:
             core = client.CoreV1Api(api)
             deadline = time.monotonic() + 30
             while True:
                 try:
                     answer = core.create_namespaced_service_account_token(
-                        PORTAL_SERVICE_ACCOUNT, PORTAL_NAMESPACE,
+                        name, namespace,
                         {"spec": {"audiences": ["https://kubernetes.default.svc"],
                                   "expirationSeconds": PORTAL_TOKEN_SECONDS}})
                     break
@@ -342,9 +353,9 @@ class ControlPlane:
                     if exc.status != 404 or time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
-        _kubeconfig(self.portal_kubeconfig, server=self.url, ca_file=self.ca.cert_file,
-                    name=f"system:serviceaccount:{PORTAL_NAMESPACE}:{PORTAL_SERVICE_ACCOUNT}",
-                    user={"token": answer.status.token})
+        return _kubeconfig(path, server=self.url, ca_file=self.ca.cert_file,
+                           name=f"system:serviceaccount:{namespace}:{name}",
+                           user={"token": answer.status.token})
 
     # --- life cycle -----------------------------------------------------------------------
 

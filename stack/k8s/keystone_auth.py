@@ -4,15 +4,21 @@ An addon of stack/k8s/cluster.py's ControlPlane. It runs the webhook of cloud-pr
 (built by stack/k8s/build.py, component "keystone-auth") on a loopback port with a serving
 certificate from the cluster's CA, and points the API server at it with
 `--authentication-token-webhook-config-file`. It does what deploy/keystone-auth does on a real
-cluster: authentication only. No policy (authorization stays RBAC, i.e. the portal's
-RoleBindings), no sync configuration and no role mappings, so it needs no Kubernetes credentials.
+cluster: authentication, with deploy/keystone-auth/sync-config.yaml's role mappings (Keystone
+role `member` → group `gpu-portal:member`, …; the very file a site mounts). No policy:
+authorization stays RBAC (the portal's RoleBindings) and the admission fence of
+deploy/base/tenant-admission.yaml. A sync configuration makes it start a Kubernetes client and a
+ConfigMap informer over every namespace, and serve only once that has synced: so it runs as the
+ServiceAccount kube-system/k8s-keystone-auth of deploy/keystone-auth/rbac.yaml (read ConfigMaps),
+applied here as it is, with a token from the TokenRequest API.
 
 What the webhook does with a token (pkg/identity/keystone of cloud-provider-openstack): it asks
 Keystone `GET /v3/auth/tokens` with the token as both X-Auth-Token and X-Subject-Token, then
 `GET /v3/users/<id>/groups` with the same token. It holds no service credentials of its own;
 Keystone's default policy lets a token validate itself and list its own user's groups. A token
 without a project scope is refused (401). The TokenReview it answers holds username = Keystone
-user name, uid = user id, groups = the user's Keystone group names + the project id, and extra
+user name, uid = user id, groups = the user's Keystone group names + the project id + the
+mapped groups of the token's roles, and extra
 `alpha.kubernetes.io/identity/{roles,project/id,project/name,user/domain/id,user/domain/name}`.
 From Keystone it needs only the URL, and the CA that signed Keystone's certificate where Keystone
 serves https (`keystone_ca_file`, its --keystone-ca-file).
@@ -30,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from ..procs import StackError, free_port, stop, wait_for
+from ..procs import REPO, StackError, free_port, stop, wait_for
 from . import build
 
 if TYPE_CHECKING:
@@ -43,6 +49,10 @@ _ITS_ENVIRONMENT = ("OS_AUTH_URL", "TLS_CERT_FILE", "TLS_PRIVATE_KEY_FILE", "KEY
                     "KEYSTONE_SYNC_CONFIG_FILE", "KEYSTONE_SYNC_CONFIGMAP_NAME",
                     "KEYSTONE_KUBECONFIG_FILE")
 START_TIMEOUT = 30.0
+DEPLOY = REPO / "deploy" / "keystone-auth"
+SYNC_CONFIG = DEPLOY / "sync-config.yaml"
+RBAC = DEPLOY / "rbac.yaml"
+SERVICE_ACCOUNT = ("kube-system", "k8s-keystone-auth")
 
 
 class KeystoneAuthWebhook:
@@ -67,6 +77,7 @@ class KeystoneAuthWebhook:
         self.cert_file: Path | None = None
         self.key_file: Path | None = None
         self.webhook_kubeconfig: Path | None = None
+        self.kubeconfig: Path | None = None  # its own identity, to read the ConfigMaps
         self.log_file: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -97,9 +108,10 @@ class KeystoneAuthWebhook:
                f"--listen=127.0.0.1:{self.port}",
                f"--tls-cert-file={self.cert_file}",
                f"--tls-private-key-file={self.key_file}",
-               # no --keystone-policy-file / --policy-configmap-name: RBAC authorizes;
-               # no --sync-config-file / --sync-configmap-name: no role mappings, no sync;
-               # so no --kubeconfig either (it only reads those ConfigMaps)
+               # the role mappings (no namespace or RoleBinding sync); no
+               # --keystone-policy-file / --policy-configmap-name: RBAC authorizes
+               f"--sync-config-file={SYNC_CONFIG}",
+               f"--kubeconfig={self.kubeconfig}",
                ]
         if self.keystone_ca_file is not None:
             cmd.append(f"--keystone-ca-file={self.keystone_ca_file}")
@@ -110,6 +122,9 @@ class KeystoneAuthWebhook:
             raise StackError("keystone-auth: apiserver_args() must run before start()")
         if self.proc is not None and self.proc.poll() is None:
             return
+        cp.kubectl("apply", "-f", str(RBAC))
+        self.kubeconfig = cp.service_account_kubeconfig(
+            self.folder / "kubeconfig", *SERVICE_ACCOUNT)
         logs = Path(cp.workdir) / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         self.log_file = logs / "keystone-auth.log"

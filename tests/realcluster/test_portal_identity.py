@@ -48,7 +48,8 @@ def test_can_i_list_has_no_wildcards(real_cluster):
     ("create", "pods", "no"), ("delete", "pods", "no"), ("get", "secrets", "yes"),
     ("create", "clusterroles", "no"), ("create", "clusterrolebindings", "no"),
     ("escalate", "clusterroles", "no"), ("impersonate", "users", "no"),
-    ("bind", "clusterroles/cluster-admin", "no"), ("bind", "clusterroles/edit", "yes"),
+    ("bind", "clusterroles/cluster-admin", "no"), ("bind", "clusterroles/edit", "no"),
+    ("bind", "clusterroles/gpu-portal-tenant-member", "yes"),
 ])
 def test_what_the_real_authorizer_allows(real_cluster, verb, resource, allowed):
     result = kubectl(real_cluster.portal_kubeconfig, "auth", "can-i", verb, resource,

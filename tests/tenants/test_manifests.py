@@ -9,6 +9,7 @@ import pytest
 from kubesim.selectors import selector_from_match  # kubesim's Kubernetes label selectors
 from portal.kube.labels import label_value
 from tenants.manifests import (
+    RETIRED_OBJECTS,
     EgressSpec,
     NamespaceSpec,
     egress_destination,
@@ -44,7 +45,6 @@ def test_the_set_of_objects():
         ("NetworkPolicy", "gpu-portal-egress"),
         ("ServiceAccount", "workload"),
         ("RoleBinding", "gpu-portal-project-members"),
-        ("RoleBinding", "gpu-portal-keystone-reader"),
         ("RoleBinding", "gpu-portal-keystone-member"),
         ("RoleBinding", "gpu-portal-keystone-manager"),
         ("RoleBinding", "gpu-portal-keystone-admin"),
@@ -235,26 +235,37 @@ def test_only_the_proxy_port_of_an_exposed_pod_is_reachable(pod_labels, admitted
     assert got == admitted
 
 
-def test_role_bindings_map_keystone_roles_to_cluster_roles():
+def test_role_bindings_map_keystone_roles_to_the_portals_own_cluster_roles():
+    """The project-id group reads; the role groups of k8s-keystone-auth's role mapping
+    (`gpu-portal:<role>`, deploy/keystone-auth/sync-config.yaml) get the portal's member and
+    manager roles. Never `view` (it reads what the portal hides, nothing less), `edit` or
+    `admin` (they create pods, Services and NetworkPolicies past the portal)."""
     bindings = {o["metadata"]["name"]: o for o in tenant_objects(SPEC) if o["kind"] == "RoleBinding"}
     mapping = {name: (b["roleRef"]["name"], b["subjects"][0]["name"]) for name, b in bindings.items()}
     assert mapping == {
-        "gpu-portal-project-members": ("view", "d964ebf8619749c3"),
-        "gpu-portal-keystone-reader": ("view", "d964ebf8619749c3:reader"),
-        "gpu-portal-keystone-member": ("edit", "d964ebf8619749c3:member"),
-        "gpu-portal-keystone-manager": ("edit", "d964ebf8619749c3:manager"),
-        "gpu-portal-keystone-admin": ("admin", "d964ebf8619749c3:admin"),
+        "gpu-portal-project-members": ("gpu-portal-tenant-reader", "d964ebf8619749c3"),
+        "gpu-portal-keystone-member": ("gpu-portal-tenant-member", "gpu-portal:member"),
+        "gpu-portal-keystone-manager": ("gpu-portal-tenant-manager", "gpu-portal:manager"),
+        "gpu-portal-keystone-admin": ("gpu-portal-tenant-manager", "gpu-portal:admin"),
     }
     for b in bindings.values():
         assert not b["metadata"]["name"].startswith(SPEC.project_id)  # not k8s-keystone-auth's
+    # the binding of the role group `reader` is gone from namespaces made before
+    assert ("RoleBinding", "gpu-portal-keystone-reader") in RETIRED_OBJECTS
 
 
 def test_the_group_format_is_configurable():
-    import dataclasses
-
     spec = dataclasses.replace(SPEC, role_group_format="keystone:{project_name}:{role}")
     subjects = [o["subjects"][0]["name"] for o in tenant_objects(spec) if o["kind"] == "RoleBinding"]
     assert "keystone:Vision Lab:member" in subjects
+
+
+@pytest.mark.parametrize(("queued", "label"), [(True, "true"), (False, "false")])
+def test_the_namespace_says_whether_gpu_pods_queue(queued, label):
+    """tenant-admission.yaml's guard reads it: in a queued namespace a GPU pod needs the queue
+    label. Always set, so that a reconcile's label patch turns it off again."""
+    namespace = tenant_objects(dataclasses.replace(SPEC, queued=queued))[0]
+    assert namespace["metadata"]["labels"]["gpu-portal.io/queued"] == label
 
 
 def test_service_account_has_no_token_automount():

@@ -6,7 +6,12 @@ import kubernetes_validate
 import yaml
 
 from portal.kube.client import KINDS
-from tenants.manifests import ROLE_CLUSTER_ROLES, NamespaceSpec, tenant_objects
+from tenants.manifests import (
+    PROJECT_CLUSTER_ROLE,
+    ROLE_CLUSTER_ROLES,
+    NamespaceSpec,
+    tenant_objects,
+)
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "base" / "portal-rbac.yaml"
 
@@ -28,8 +33,11 @@ def test_bind_only_on_the_cluster_roles_the_portal_binds_and_no_escalation():
     rules = cluster_role()["rules"]
     bind = [r for r in rules if "bind" in r["verbs"]]
     assert bind == [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
-                     "verbs": ["bind"], "resourceNames": ["view", "edit", "admin"]}]
-    assert sorted(set(ROLE_CLUSTER_ROLES.values())) == sorted(bind[0]["resourceNames"])
+                     "verbs": ["bind"], "resourceNames": [
+                         "gpu-portal-tenant-reader", "gpu-portal-tenant-member",
+                         "gpu-portal-tenant-manager"]}]
+    assert sorted({PROJECT_CLUSTER_ROLE, *ROLE_CLUSTER_ROLES.values()}) == sorted(
+        bind[0]["resourceNames"])
     for rule in rules:
         assert not {"escalate", "impersonate", "*"} & set(rule["verbs"])
         assert "*" not in rule["resources"]
