@@ -181,6 +181,14 @@ PORTAL_CLUSTER_CACHE_STALE_SECONDS = env.float("PORTAL_CLUSTER_CACHE_STALE_SECON
 # --- workloads ----------------------------------------------------------------------------
 # MetalLB address pool for workload services (empty: MetalLB's default)
 PORTAL_LB_ADDRESS_POOL = env.str("PORTAL_LB_ADDRESS_POOL", default="")
+# how service workloads are reached (docs/settings.md, docs/operator-guide.md): "loadbalancer",
+# an address of the pool each; "shared", one gateway's address for all, a host name each
+# (w-<id>.PORTAL_SERVICE_DOMAIN, routed by an Ingress of class PORTAL_INGRESS_CLASS)
+PORTAL_SERVICE_EXPOSURE = env.str("PORTAL_SERVICE_EXPOSURE", default="loadbalancer")
+PORTAL_SERVICE_DOMAIN = env.str("PORTAL_SERVICE_DOMAIN", default="")
+PORTAL_SERVICE_SCHEME = env.str("PORTAL_SERVICE_SCHEME", default="https")
+PORTAL_SERVICE_PORT = env.int("PORTAL_SERVICE_PORT", default=0)  # 0: the scheme's own
+PORTAL_INGRESS_CLASS = env.str("PORTAL_INGRESS_CLASS", default="")
 # the tenant's persistent home volume, mounted at /home/portal by workloads that ask for it
 PORTAL_HOME_VOLUME_SIZE = env.str("PORTAL_HOME_VOLUME_SIZE", default="100Gi")
 PORTAL_HOME_STORAGE_CLASS = env.str("PORTAL_HOME_STORAGE_CLASS", default="")

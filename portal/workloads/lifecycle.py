@@ -134,12 +134,37 @@ def service_address(service: Obj | None) -> str:
     return ""
 
 
+def address_wait(observed: Observed) -> str:
+    """Why a running service has no address yet, in the researcher's words: the load
+    balancer's newest word on its Service (MetalLB records a Warning AllocationFailed, "no
+    available IPs", and assigns an address as soon as one is freed; an IPAllocated after it
+    means the address is on its way)."""
+    service_events = [e for e in observed.events
+                      if (e.get("involvedObject") or {}).get("kind") == "Service"
+                      and e.get("reason") in ("AllocationFailed", "IPAllocated")]
+    if not service_events:
+        return "Running; waiting for the load balancer to assign an external address."
+    newest = max(service_events, key=_event_time)
+    if newest.get("reason") != "AllocationFailed":
+        return "Running; waiting for the load balancer to assign an external address."
+    message = (newest.get("message") or "").strip()
+    if "no available IPs" in message:
+        return ("Running; waiting for an address: the address pool has none free (the load "
+                f"balancer: {message}). It gets one as soon as another service's address is "
+                "freed.")
+    return f"Running; the load balancer cannot assign it an address: {message}"
+
+
+def _event_time(event: Obj) -> str:
+    return (event.get("lastTimestamp") or event.get("eventTime")
+            or event.get("firstTimestamp") or "")
+
+
 def _newest_event(events: Iterable[Obj], reason: str) -> Obj | None:
     matching = [e for e in events if e.get("reason") == reason]
     if not matching:
         return None
-    return max(matching, key=lambda e: (e.get("lastTimestamp") or e.get("eventTime")
-                                        or e.get("firstTimestamp") or ""))
+    return max(matching, key=_event_time)
 
 
 def creation_refusal(observed: Observed) -> str | None:
@@ -181,8 +206,7 @@ def queue_reason(observed: Observed) -> str:
              if (e.get("involvedObject") or {}).get("kind") == "Workload"]
     if not kueue:
         return QUEUED_REASON
-    newest = max(kueue, key=lambda e: (e.get("lastTimestamp") or e.get("eventTime")
-                                       or e.get("firstTimestamp") or ""))
+    newest = max(kueue, key=_event_time)
     reason, message = newest.get("reason") or "", (newest.get("message") or "").strip()
     if "Preempt" in reason or "Evict" in reason:
         return f"Preempted, back in the queue: {message}" if message else \
@@ -359,8 +383,7 @@ def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
         if observed.kind == BATCH:
             return outcome(State.RUNNING, "", facts)
         if _true(_conditions(pod).get("Ready")):
-            reason = "" if address else "Running; waiting for the load balancer to assign " \
-                                        "an external address."
+            reason = "" if address else address_wait(observed)
             return outcome(State.RUNNING, reason, facts)
         # started, not answering on its port yet (readiness probe)
         state = State.RUNNING if current == State.RUNNING else State.PENDING

@@ -212,6 +212,26 @@ CASES = [
      svc(pod("Running", state=running(), ready=True)),
      S.RUNNING, "Running; waiting for the load balancer to assign an external address.",
      {"node": NODE}),
+    ("service ready, the pool has no address free (MetalLB's AllocationFailed)", S.PENDING,
+     svc(pod("Running", state=running(), ready=True),
+         events=(event("AllocationFailed", f'Failed to allocate IP for "{NS}/{NAME}": no '
+                       "available IPs", kind="Service"),)),
+     S.RUNNING, "Running; waiting for an address: the address pool has none free (the load "
+                f'balancer: Failed to allocate IP for "{NS}/{NAME}": no available IPs). It gets '
+                "one as soon as another service's address is freed.", {"node": NODE}),
+    ("service ready, an address assigned after a failure: on its way", S.PENDING,
+     svc(pod("Running", state=running(), ready=True),
+         events=(event("AllocationFailed", "no available IPs", kind="Service"),
+                 event("IPAllocated", 'Assigned IP ["192.168.1.240"]', kind="Service",
+                       last="2025-05-01T10:00:09Z", type_="Normal"))),
+     S.RUNNING, "Running; waiting for the load balancer to assign an external address.",
+     {"node": NODE}),
+    ("service ready, its pool unknown to the load balancer", S.PENDING,
+     svc(pod("Running", state=running(), ready=True),
+         events=(event("AllocationFailed", f'Failed to allocate IP for "{NS}/{NAME}": unknown '
+                       'pool "gpu"', kind="Service"),)),
+     S.RUNNING, "Running; the load balancer cannot assign it an address: Failed to allocate "
+                f'IP for "{NS}/{NAME}": unknown pool "gpu"', {"node": NODE}),
     ("running service loses readiness: stays running", S.RUNNING,
      svc(pod("Running", state=running()), ip="192.168.1.240"),
      S.RUNNING, f"Started on {NODE}; waiting until it is ready.", {"address": "192.168.1.240"}),
