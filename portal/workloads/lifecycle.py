@@ -52,12 +52,13 @@ class Observed:
     job: Obj | None = None
     deployment: Obj | None = None
     service: Obj | None = None
+    ingress: Obj | None = None  # its route through the shared gateway, if it has one
     events: Sequence[Obj] = ()  # Kubernetes events about any of its objects, any order
 
     @property
     def empty(self) -> bool:
         """No object of the workload exists (events alone do not count)."""
-        return not (self.pods or self.job or self.deployment or self.service)
+        return not (self.pods or self.job or self.deployment or self.service or self.ingress)
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,22 @@ def service_address(service: Obj | None) -> str:
         if ingress.get("ip") or ingress.get("hostname"):
             return ingress.get("ip") or ingress["hostname"]
     return ""
+
+
+def ingress_host(ingress: Obj | None) -> str:
+    """The host name the shared gateway routes to the workload (its Ingress' first rule)."""
+    for rule in ((ingress or {}).get("spec") or {}).get("rules") or ():
+        if rule.get("host"):
+            return rule["host"]
+    return ""
+
+
+def workload_address(observed: Observed) -> str:
+    """Where a service is reached: its host name behind the shared gateway, else the address
+    its load balancer assigned."""
+    if observed.kind != SERVICE:
+        return ""
+    return ingress_host(observed.ingress) or service_address(observed.service)
 
 
 def address_wait(observed: Observed) -> str:
@@ -345,7 +362,7 @@ def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
     if observed.empty:
         return None
     pod = current_pod(observed.pods)
-    address = service_address(observed.service) if observed.kind == SERVICE else ""
+    address = workload_address(observed)
 
     def outcome(state: str, reason: str, facts: dict[str, Any] | None = None) -> Outcome:
         facts = dict(facts or {})

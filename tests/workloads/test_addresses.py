@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import pytest
 
-from portal.kube.client import Kube
+from portal.access.services import callback_url
 from portal.cluster.addresses import address_pools
+from portal.kube.client import Kube
 from portal.workloads.models import Workload
+from portal.workloads.objects import workload_objects_delete
 from portal.workloads.services import workload_stop
 from portal.workloads.tracking.tracker import Tracker
-from tests.fixtures.kubesim import DEMO_INVENTORY
-from tests.fixtures.portal import remove_workload_objects
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
+from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.fixtures.portal import remove_workload_objects
 from tests.gpuctl.test_cli import openrc
 from tests.gpuctl.test_cli import run as run_gpuctl
 from tests.workloads.api_calls import DEMO_QUOTA, vision_lab_ready
@@ -63,14 +65,14 @@ def cache():
     cache.clear()
 
 
-def test_the_pool_is_read_from_its_ipaddresspool(cluster_of_two, owner, gpu_types):
+def test_the_pool_is_read_from_its_ipaddresspool(cluster_of_two):
     """kubesim publishes its pool as MetalLB does, an IPAddressPool with its counts."""
     pools = address_pools()
     assert pools.known and pools.total == 2 and pools.free == 2
 
 
 def test_a_running_service_without_an_address_says_the_pool_has_none(
-        cluster_of_two, owner, gpu_types):
+        cluster_of_two, owner, gpu_types):  # noqa: F811 - the fixture
     tenant = make_tenant()
     notebooks = [launch(tenant, owner, gpu_types, name=f"nb{i}", template="jupyter",
                         kind="service") for i in range(3)]
@@ -158,3 +160,56 @@ def test_gpuctl_says_why_and_exits_4(live_server, keystone, cluster_of_two, eage
     code, _, err = run_gpuctl([*base, "--name", "one too many"], env)
     assert code == 4, err
     assert "no_address_free" in err and "No external address is free" in err
+
+
+# --- the shared-address mode: the pool no longer caps the notebooks -----------------------------
+
+DOMAIN = "apps.gpu-portal.test"
+
+
+def test_behind_the_shared_gateway_a_burst_past_the_pool_all_run_with_a_url(
+        vision_of_two, api_headers, eager_celery, settings):
+    """Five notebooks on a pool of two: each gets a ClusterIP Service and an Ingress for its
+    own host name, and runs with its URL; the pool is not touched. The proxy's callback
+    follows the host name."""
+    settings.PORTAL_SERVICE_EXPOSURE = "shared"
+    settings.PORTAL_SERVICE_DOMAIN = DOMAIN
+    settings.PORTAL_SERVICE_SCHEME = "https"
+    settings.PORTAL_INGRESS_CLASS = "gpu-portal"
+    quota_update(tenant=vision_of_two, acting_user=None,
+                 changes={"gpus_total": 8, "gpus_by_type": {"a100": 8}})
+    headers = api_headers("researcher")
+    ids = []
+    for i in range(5):
+        response = api_launch(headers, {**JUPYTER, "name": f"nb{i}"})
+        assert response.status_code == 201, response.json()
+        ids.append(response.json()["id"])
+    notebooks = list(Workload.objects.filter(pk__in=ids).order_by("pk"))
+    track_until(Tracker(), lambda: all(state_of(n).state == S.RUNNING and n.url
+                                       for n in notebooks), timeout=40,
+                describe=lambda: repr([(n.state, n.address, n.reason) for n in notebooks]))
+    kube = Kube()
+    for notebook in notebooks:
+        host = f"w-{notebook.pk}.{DOMAIN}"
+        assert notebook.address == host and notebook.reason == ""
+        assert notebook.url == f"https://{host}/lab"
+        service = kube.get("Service", notebook.object_name, vision_of_two.namespace)
+        assert service["spec"]["type"] == "ClusterIP"
+        assert service["status"].get("loadBalancer", {}) == {}
+        ingress = kube.get("Ingress", notebook.object_name, vision_of_two.namespace)
+        assert ingress["spec"]["rules"][0]["host"] == host
+        assert ingress["spec"]["ingressClassName"] == "gpu-portal"
+        assert ingress["metadata"]["labels"]["gpu-portal.io/workload-id"] == str(notebook.pk)
+        # the login's answer comes back to its own host name, as the portal's OIDC provider
+        # expects (access/oidc.py: the redirect URI is callback_url)
+        assert callback_url(notebook) == f"https://{host}/oauth2/callback"
+        deployment = kube.get("Deployment", notebook.object_name, vision_of_two.namespace)
+        proxy = deployment["spec"]["template"]["spec"]["containers"][1]
+        assert f"--redirect-url=https://{host}/oauth2/callback" in proxy["args"]
+        assert "--cookie-secure=true" in proxy["args"]
+    assert address_pools(fresh=True).free == 2  # no address of the pool taken
+
+    # deleted with the workload: its Ingress too
+    stopped = notebooks[0]
+    workload_objects_delete(stopped)
+    assert kube.get("Ingress", stopped.object_name, vision_of_two.namespace) is None
