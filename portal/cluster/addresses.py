@@ -6,7 +6,8 @@ Which pools count: the one the portal names (PORTAL_LB_ADDRESS_POOL), else every
 may assign from unasked (`spec.autoAssign`, true unless set false). A cluster without MetalLB's
 API (another load balancer) has no pools to read: `known` is False and nothing is refused on
 that account. Read at most every POOLS_SECONDS per cluster, in the process (a launch must not
-depend on Redis for it); while the cluster does not answer, the last answer stands.
+depend on Redis for it); while the cluster does not answer, the last answer stands (none:
+unknown, for as long).
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def address_pools(kube: Kube | None = None, *, fresh: bool = False) -> AddressPo
     except NotFound:  # no MetalLB API here
         pools = UNKNOWN
     except KubeError:
-        return known[0] if known is not None else UNKNOWN
+        if known is not None:
+            return known[0]
+        pools = UNKNOWN  # not asked again at once: a launch does not wait on it each time
     with _lock:
         _read[server] = (pools, time.monotonic())
     return pools

@@ -227,6 +227,26 @@ def apply_object(api, doc: dict) -> None:
         resource.replace(body=doc, namespace=namespace)
 
 
+def service_account_token(api, namespace: str, name: str, seconds: int) -> str:
+    """A TokenRequest token of a ServiceAccount an addon runs as (waiting the moment the
+    account may take to be served): the least privilege upstream gives it, not an admin's."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    core = client.CoreV1Api(api)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            answer = core.create_namespaced_service_account_token(
+                name, namespace, {"spec": {"audiences": ["https://kubernetes.default.svc"],
+                                           "expirationSeconds": seconds}})
+            return answer.status.token
+        except ApiException as exc:
+            if exc.status != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def ensure(*names: str, quiet: bool = False) -> dict[str, Path]:
     """Every named component's binaries (all when none is named), built if missing: name → path."""
     paths: dict[str, Path] = {}
