@@ -133,7 +133,7 @@ def test_a_service_launch_is_refused_while_no_address_is_free(vision_of_two, api
     assert batch.status_code == 201, batch.json()
 
 
-def test_the_launch_page_warns_and_refuses_when_no_address_is_free(vision_of_two, as_user,
+def test_the_launch_page_says_how_many_addresses_are_free_and_warns(vision_of_two, as_user,
                                                                    api_headers, eager_celery):
     page = as_user("researcher")
     shown = page.get("/workloads/new/")
