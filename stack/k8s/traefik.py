@@ -25,7 +25,9 @@ root), for EndpointSlices of address type FQDN.
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,15 +104,18 @@ class Traefik:
         self.proc: subprocess.Popen | None = None
         self.port = 0  # where it serves the workloads' host names
         self.url = ""
+        self.api_url = ""  # its own API: /api/http/routers, /api/http/services
 
     def apiserver_args(self, cp: ControlPlane) -> list[str]:
         return []
 
     def _config(self, cp: ControlPlane, token_file: Path, ping_port: int) -> dict:
         return {
+            # "traefik": its ping and its read-only API (what it routes where), on loopback
             "entryPoints": {"web": {"address": f"127.0.0.1:{self.port}"},
-                            "ping": {"address": f"127.0.0.1:{ping_port}"}},
-            "ping": {"entryPoint": "ping"},
+                            "traefik": {"address": f"127.0.0.1:{ping_port}"}},
+            "ping": {},
+            "api": {"insecure": True, "dashboard": False},
             "log": {"level": "INFO"},
             "global": {"checkNewVersion": False, "sendAnonymousUsage": False},
             "providers": {"kubernetesIngress": {
@@ -147,6 +152,7 @@ class Traefik:
         token_file.chmod(0o600)
         self.port, ping_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.api_url = f"http://127.0.0.1:{ping_port}/api"
         config = cp.workdir / "traefik.yaml"
         config.write_text(yaml.safe_dump(self._config(cp, token_file, ping_port),
                                          sort_keys=False))
@@ -164,6 +170,14 @@ class Traefik:
             self.stop()
             tail = log_path.read_text(errors="replace")[-3000:]
             raise StackError(f"{exc}\n{tail}") from None
+
+    def servers(self) -> dict[str, list[str]]:
+        """What it sends each of its HTTP services to now (its API): name → server URLs."""
+        with urllib.request.urlopen(f"{self.api_url}/http/services", timeout=5) as answer:
+            services = json.load(answer)
+        return {s["name"]: [server["url"] for server in
+                            (s.get("loadBalancer") or {}).get("servers") or ()]
+                for s in services}
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):

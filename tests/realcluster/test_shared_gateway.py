@@ -14,11 +14,13 @@ Ingress and Service, Traefik's routing by host, its EndpointSlice lookup, the pr
 
 from __future__ import annotations
 
+import contextlib
 import urllib.parse
 
 import httpx
 import pytest
 from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
 
 from portal.access.services import workload_proxy
 from portal.cluster.addresses import address_pools
@@ -63,7 +65,7 @@ def gateway(real_cluster):
 
 
 @pytest.fixture
-def shared(gateway, cluster, settings, login):
+def shared(gateway, cluster, settings, login, gpu_types):
     settings.PORTAL_SERVICE_EXPOSURE = "shared"
     settings.PORTAL_SERVICE_DOMAIN = DOMAIN
     settings.PORTAL_SERVICE_SCHEME = "http"
@@ -87,7 +89,11 @@ def to_loopback(api, namespace: str, service: str, port: int) -> None:
         "ports": [{"name": "http", "protocol": "TCP", "port": port}]})
 
     def only_ours() -> bool:
-        # the controller's own slices (KWOK's made-up pod address) go, and stay gone
+        # the controllers' own (KWOK's made-up pod address) go, and stay gone: the Endpoints
+        # object, which the mirroring controller would copy into a slice of a selector-less
+        # Service, and the EndpointSlice controller's slices
+        with contextlib.suppress(ApiException):
+            core.delete_namespaced_endpoints(service, namespace)
         slices = discovery.list_namespaced_endpoint_slice(
             namespace, label_selector=f"kubernetes.io/service-name={service}").items
         theirs = [s for s in slices if s.metadata.name != f"{service}-loopback"]
@@ -143,10 +149,20 @@ def test_a_burst_past_the_pool_runs_behind_one_gateway_address(gateway, shared, 
             for notebook in notebooks:
                 assert notebook.url == f"http://w-{notebook.pk}.{DOMAIN}:{gateway.port}/lab"
                 spec, secrets = workload_proxy(notebook)
+                if spec.upstream_token_env:  # the application's token, from the same Secret
+                    secrets[spec.upstream_token_env] = notebook.access_token
                 proxy = AuthProxy(spec, secrets=secrets,
                                   workdir=tmp_path / f"proxy-{notebook.pk}").start()
                 proxies.append(proxy)
                 to_loopback(api, shared.namespace, notebook.object_name, proxy.spec.listen_port)
+        # no request is sent before the gateway routes every workload to loopback alone
+        # (never to the made-up pod addresses it may have seen first)
+        wanted = sorted(f"http://{LOOPBACK}:{p.spec.listen_port}" for p in proxies)
+        eventually(lambda: sorted(url for name, urls in gateway.servers().items()
+                                  if name.startswith(shared.namespace)
+                                  for url in urls) == wanted,
+                   timeout=30, interval=0.5, message=lambda: f"the gateway routes to "
+                                                             f"{gateway.servers()}")
         for notebook, proxy in zip(notebooks, proxies, strict=True):
             host = f"w-{notebook.pk}.{DOMAIN}"
 
