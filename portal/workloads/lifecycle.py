@@ -155,7 +155,11 @@ def address_wait(observed: Observed) -> str:
     """Why a running service has no address yet, in the researcher's words: the load
     balancer's newest word on its Service (MetalLB records a Warning AllocationFailed, "no
     available IPs", and assigns an address as soon as one is freed; an IPAllocated after it
-    means the address is on its way)."""
+    means the address is on its way). Behind the shared gateway (a ClusterIP Service) it is
+    its Ingress that is missing."""
+    if ((observed.service or {}).get("spec") or {}).get("type") == "ClusterIP":
+        return ("Running; its route through the shared gateway (its Ingress) is missing, so it "
+                "cannot be reached: stop it and launch it again.")
     service_events = [e for e in observed.events
                       if (e.get("involvedObject") or {}).get("kind") == "Service"
                       and e.get("reason") in ("AllocationFailed", "IPAllocated")]

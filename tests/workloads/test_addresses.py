@@ -213,3 +213,22 @@ def test_behind_the_shared_gateway_a_burst_past_the_pool_all_run_with_a_url(
     stopped = notebooks[0]
     workload_objects_delete(stopped)
     assert kube.get("Ingress", stopped.object_name, vision_of_two.namespace) is None
+
+
+@pytest.mark.parametrize(("exposure", "domain", "scheme", "ids"), [
+    ("loadbalancer", "", "https", []),
+    ("shared", "apps.example.org", "https", []),
+    ("shared", "apps.localhost", "http", []),
+    ("nodeport", "", "https", ["workloads.E002"]),
+    ("shared", "", "https", ["workloads.E003"]),
+    ("shared", "Apps_Example.org", "https", ["workloads.E003"]),
+    ("shared", "a" * 40 + ".example.org", "https", ["workloads.E003"]),  # w-<id>. would not fit
+    ("shared", "apps.example.org", "ftp", ["workloads.E004"]),
+])
+def test_the_exposure_settings_are_checked_at_start(settings, exposure, domain, scheme, ids):
+    from portal.workloads.checks import service_exposure_valid
+
+    settings.PORTAL_SERVICE_EXPOSURE = exposure
+    settings.PORTAL_SERVICE_DOMAIN = domain
+    settings.PORTAL_SERVICE_SCHEME = scheme
+    assert [error.id for error in service_exposure_valid(None)] == ids

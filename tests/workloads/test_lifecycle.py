@@ -111,6 +111,11 @@ def service(ip: str | None = None) -> dict[str, Any]:
             "status": {"loadBalancer": lb}}
 
 
+def cluster_ip_service() -> dict[str, Any]:
+    return {"metadata": {"name": NAME, "namespace": NS}, "spec": {"type": "ClusterIP"},
+            "status": {"loadBalancer": {}}}
+
+
 def event(reason: str, message: str, *, kind: str = "Job", name: str = NAME,
           last: str = "2025-05-01T10:00:01Z", type_: str = "Warning") -> dict[str, Any]:
     return {"metadata": {"name": f"{name}.1", "namespace": NS, "uid": f"uid-{reason}-{last}"},
@@ -232,6 +237,17 @@ CASES = [
                        'pool "gpu"', kind="Service"),)),
      S.RUNNING, "Running; the load balancer cannot assign it an address: Failed to allocate "
                 f'IP for "{NS}/{NAME}": unknown pool "gpu"', {"node": NODE}),
+    ("shared gateway: running with its host name from its Ingress", S.PENDING,
+     Observed(kind="service", pods=(pod("Running", state=running(), ready=True),),
+              deployment=deployment(), service=cluster_ip_service(),
+              ingress={"metadata": {"name": NAME, "namespace": NS},
+                       "spec": {"rules": [{"host": "w-7.apps.example.test"}]}}),
+     S.RUNNING, "", {"node": NODE, "address": "w-7.apps.example.test"}),
+    ("shared gateway: its Ingress is missing", S.RUNNING,
+     Observed(kind="service", pods=(pod("Running", state=running(), ready=True),),
+              deployment=deployment(), service=cluster_ip_service()),
+     S.RUNNING, "Running; its route through the shared gateway (its Ingress) is missing, so it "
+                "cannot be reached: stop it and launch it again.", {"node": NODE}),
     ("running service loses readiness: stays running", S.RUNNING,
      svc(pod("Running", state=running()), ip="192.168.1.240"),
      S.RUNNING, f"Started on {NODE}; waiting until it is ready.", {"address": "192.168.1.240"}),
