@@ -74,3 +74,9 @@ def address_pools(kube: Kube | None = None, *, fresh: bool = False) -> AddressPo
     with _lock:
         _read[server] = (pools, time.monotonic())
     return pools
+
+
+def address_pools_forget() -> None:
+    """Ask again next time (a test's cluster that another test has changed)."""
+    with _lock:
+        _read.clear()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from portal.access.services import callback_url
-from portal.cluster.addresses import address_pools
+from portal.cluster.addresses import address_pools, address_pools_forget
 from portal.kube.client import Kube
 from portal.workloads.models import Workload
 from portal.workloads.objects import workload_objects_delete
@@ -52,6 +52,7 @@ def small_pool(kubesim_factory):
 def cluster_of_two(small_pool, settings, gpu_types, cache):
     settings.KUBECONFIG = str(small_pool.kubeconfig)
     settings.PORTAL_SERVICE_EXPOSURE = "loadbalancer"
+    address_pools_forget()  # another test's figures of this cluster are not this one's
     yield small_pool
     with small_pool.api_client() as client:
         remove_workload_objects(Kube(client))
