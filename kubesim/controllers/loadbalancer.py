@@ -5,8 +5,9 @@ or single addresses). A Service picks its pool with the annotation `metallb.io/a
 (`metallb.universe.tf/address-pool` is still read), may ask for specific addresses with
 `metallb.io/loadBalancerIPs` (or `spec.loadBalancerIP`), and otherwise gets the lowest free
 address of an auto-assigning pool (`default` first). No address free: the Service stays
-pending (`status.loadBalancer: {}`) with a Warning `AllocationFailed`, and is retried when
-an address is released. Events and messages are MetalLB's.
+pending (`status.loadBalancer: {}`) with a Warning `AllocationFailed` ("no available IPs";
+from a pool the Service names, MetalLB v0.15.2's '["<nil>"] is not allowed in config'), and is
+retried when an address is released. Events and messages are MetalLB's.
 
 Each pool is published as MetalLB's IPAddressPool (metallb.io/v1beta1, in `metallb-system`)
 whose status counts its addresses as MetalLB's controller does (`assignedIPv4`,
@@ -227,7 +228,11 @@ class LoadBalancerController:
         else:
             free = next((ip for ip in pool.addresses() if ip not in self.allocated), None)
             if free is None:
-                self._fail(service, key, f'Failed to allocate IP for "{name}": no available IPs')
+                # MetalLB v0.15.2's words: from a pool the Service names, its search returns no
+                # address and no error, and the nil address it then assigns is refused
+                why = ('["<nil>"] is not allowed in config' if _annotation(service, "address-pool")
+                       else "no available IPs")
+                self._fail(service, key, f'Failed to allocate IP for "{name}": {why}')
                 return
             addresses = [free]
         for ip in addresses:

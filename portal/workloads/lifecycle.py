@@ -38,6 +38,10 @@ State = Workload.State
 Obj = dict[str, Any]
 
 CRASH_LOOP_RESTARTS = 5
+# MetalLB's AllocationFailed when the pool has no address left: "no available IPs" from its
+# default pools; from a pool a Service names (metallb.io/address-pool) v0.15.2 says instead
+# '["<nil>"] is not allowed in config' (it assigns the nil address its search came back with)
+POOL_EXHAUSTED = ("no available IPs", '["<nil>"] is not allowed in config')
 PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 # waiting reasons that mean the container cannot start as configured (not just "not yet")
 CONFIG_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
@@ -169,7 +173,7 @@ def address_wait(observed: Observed) -> str:
     if newest.get("reason") != "AllocationFailed":
         return "Running; waiting for the load balancer to assign an external address."
     message = (newest.get("message") or "").strip()
-    if "no available IPs" in message:
+    if any(words in message for words in POOL_EXHAUSTED):
         return ("Running; waiting for an address: the address pool has none free (the load "
                 f"balancer: {message}). It gets one as soon as another service's address is "
                 "freed.")

@@ -224,6 +224,14 @@ CASES = [
      S.RUNNING, "Running; waiting for an address: the address pool has none free (the load "
                 f'balancer: Failed to allocate IP for "{NS}/{NAME}": no available IPs). It gets '
                 "one as soon as another service's address is freed.", {"node": NODE}),
+    ("service ready, the pool it names has none free (MetalLB v0.15.2's words)", S.PENDING,
+     svc(pod("Running", state=running(), ready=True),
+         events=(event("AllocationFailed", f'Failed to allocate IP for "{NS}/{NAME}": '
+                       '["<nil>"] is not allowed in config', kind="Service"),)),
+     S.RUNNING, "Running; waiting for an address: the address pool has none free (the load "
+                f'balancer: Failed to allocate IP for "{NS}/{NAME}": ["<nil>"] is not allowed '
+                "in config). It gets one as soon as another service's address is freed.",
+     {"node": NODE}),
     ("service ready, an address assigned after a failure: on its way", S.PENDING,
      svc(pod("Running", state=running(), ready=True),
          events=(event("AllocationFailed", "no available IPs", kind="Service"),
