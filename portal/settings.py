@@ -310,6 +310,9 @@ PORTAL_AUTH_PROXY_IMAGE = env.str("PORTAL_AUTH_PROXY_IMAGE",
 # a kubernetes.io/tls Secret of this name in each tenant namespace (the operator's, or
 # cert-manager's): the proxies serve HTTPS with it. Empty: plain HTTP (the demo).
 PORTAL_AUTH_PROXY_TLS_SECRET = env.str("PORTAL_AUTH_PROXY_TLS_SECRET", default="")
+# the workloads' addresses are HTTPS: the proxies' own certificate, or the shared gateway's
+_WORKLOADS_HTTPS = bool(PORTAL_AUTH_PROXY_TLS_SECRET) or (
+    PORTAL_SERVICE_EXPOSURE == "shared" and PORTAL_SERVICE_SCHEME == "https")
 # how often a proxy asks the portal again whether a signed-in user may still get through:
 # a user removed from the project, or whose portal session ended, is out within this
 PORTAL_AUTH_PROXY_RECHECK_SECONDS = env.int("PORTAL_AUTH_PROXY_RECHECK_SECONDS", default=45)
@@ -361,10 +364,11 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
-    # plain-HTTP callbacks only where the proxies have no certificate (the demo); `manage.py
-    # check --deploy` warns about that
-    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": bool(PORTAL_AUTH_PROXY_TLS_SECRET),
-    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"] if PORTAL_AUTH_PROXY_TLS_SECRET else ["http", "https"],
+    # plain-HTTP callbacks only where the workloads' addresses are plain HTTP: the proxies
+    # have no certificate, and no shared gateway serves HTTPS in front of them (the demo);
+    # `manage.py check --deploy` warns about that
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": _WORKLOADS_HTTPS,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"] if _WORKLOADS_HTTPS else ["http", "https"],
 }
 
 # --- Celery -------------------------------------------------------------------------------
