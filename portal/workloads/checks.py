@@ -47,6 +47,13 @@ def service_exposure_valid(app_configs, **kwargs):
             hint=f"The shared gateway's DNS domain (a wildcard record *.DOMAIN points at the "
                  f"gateway), at most {MAX_SERVICE_DOMAIN} characters: each workload is "
                  "w-<id>.DOMAIN.", id="workloads.E003"))
+    if settings.PORTAL_AUTH_PROXY_TLS_SECRET:
+        errors.append(Error(
+            "PORTAL_AUTH_PROXY_TLS_SECRET is set with the shared gateway",
+            hint="The gateway serves HTTPS and speaks plain HTTP to the proxies inside the "
+                 "cluster; proxies serving HTTPS themselves would not be understood by it. "
+                 "Leave PORTAL_AUTH_PROXY_TLS_SECRET empty (docs/operator-guide.md).",
+            id="workloads.E005"))
     if settings.PORTAL_SERVICE_SCHEME not in ("http", "https"):
         errors.append(Error(f"PORTAL_SERVICE_SCHEME is {settings.PORTAL_SERVICE_SCHEME!r}",
                             hint="http or https (what the gateway serves).",

@@ -225,10 +225,13 @@ def test_behind_the_shared_gateway_a_burst_past_the_pool_all_run_with_a_url(
     ("shared", "Apps_Example.org", "https", ["workloads.E003"]),
     ("shared", "a" * 40 + ".example.org", "https", ["workloads.E003"]),  # w-<id>. would not fit
     ("shared", "apps.example.org", "ftp", ["workloads.E004"]),
+    ("shared", "apps.example.org", "https+proxy-tls", ["workloads.E005"]),
 ])
 def test_the_exposure_settings_are_checked_at_start(settings, exposure, domain, scheme, ids):
     from portal.workloads.checks import service_exposure_valid
 
+    scheme, _, tls = scheme.partition("+")
+    settings.PORTAL_AUTH_PROXY_TLS_SECRET = "workloads-tls" if tls else ""
     settings.PORTAL_SERVICE_EXPOSURE = exposure
     settings.PORTAL_SERVICE_DOMAIN = domain
     settings.PORTAL_SERVICE_SCHEME = scheme
