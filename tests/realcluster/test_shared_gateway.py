@@ -98,7 +98,8 @@ def to_loopback(api, namespace: str, service: str, port: int) -> None:
             namespace, label_selector=f"kubernetes.io/service-name={service}").items
         theirs = [s for s in slices if s.metadata.name != f"{service}-loopback"]
         for stale in theirs:
-            discovery.delete_namespaced_endpoint_slice(stale.metadata.name, namespace)
+            with contextlib.suppress(ApiException):  # its controller may delete it first
+                discovery.delete_namespaced_endpoint_slice(stale.metadata.name, namespace)
         return not theirs
 
     eventually(only_ours, timeout=30, interval=0.5,
