@@ -8,7 +8,8 @@ Exit codes (stable, for scripts):
   1  the API refused the request (validation, permission, conflict, throttled, server error)
   2  usage error: bad arguments or missing configuration
   3  authentication failed (Keystone refused the credentials, or the portal the token)
-  4  quota exceeded: the launch was refused at admission
+  4  refused at admission: over the quota (quota_exceeded), or no address free for a
+     service (no_address_free)
   5  --wait: timed out, or the workload ended in a state other than the one waited for
   6  not found (no such workload or tenant, or not visible to you)
   7  the portal or Keystone cannot be reached (or is unavailable)
@@ -542,7 +543,7 @@ def main(argv: Sequence[str] | None = None, *, env: dict[str, str] | None = None
         return EXIT_WAIT
     except ApiError as exc:
         err.write(f"gpuctl: {exc}\n")
-        if exc.code == "quota_exceeded":
+        if exc.code in ("quota_exceeded", "no_address_free"):  # refused at admission
             return EXIT_QUOTA
         if exc.status == 401:
             return EXIT_AUTH

@@ -134,6 +134,9 @@ _TYPES: tuple[ResourceType, ...] = (
     _rt("networking.k8s.io", "NetworkPolicy", "networkpolicies", short=("netpol",)),
     _rt("networking.k8s.io", "Ingress", "ingresses", short=("ing",), sub=("status",)),
     _rt("node.k8s.io", "RuntimeClass", "runtimeclasses", namespaced=False),
+    # MetalLB's address pools: the load balancer's (controllers/loadbalancer.py) published with
+    # their counts in status, as MetalLB's controller writes them
+    _rt("metallb.io", "IPAddressPool", "ipaddresspools", sub=("status",), version="v1beta1"),
     _rt("rbac.authorization.k8s.io", "Role", "roles"),
     _rt("rbac.authorization.k8s.io", "RoleBinding", "rolebindings"),
     _rt("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", namespaced=False),

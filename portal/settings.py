@@ -204,6 +204,14 @@ PORTAL_CLUSTER_CACHE_STALE_SECONDS = env.float("PORTAL_CLUSTER_CACHE_STALE_SECON
 # --- workloads ----------------------------------------------------------------------------
 # MetalLB address pool for workload services (empty: MetalLB's default)
 PORTAL_LB_ADDRESS_POOL = env.str("PORTAL_LB_ADDRESS_POOL", default="")
+# how service workloads are reached (docs/settings.md, docs/operator-guide.md): "loadbalancer",
+# an address of the pool each; "shared", one gateway's address for all, a host name each
+# (w-<id>.PORTAL_SERVICE_DOMAIN, routed by an Ingress of class PORTAL_INGRESS_CLASS)
+PORTAL_SERVICE_EXPOSURE = env.str("PORTAL_SERVICE_EXPOSURE", default="loadbalancer")
+PORTAL_SERVICE_DOMAIN = env.str("PORTAL_SERVICE_DOMAIN", default="")
+PORTAL_SERVICE_SCHEME = env.str("PORTAL_SERVICE_SCHEME", default="https")
+PORTAL_SERVICE_PORT = env.int("PORTAL_SERVICE_PORT", default=0)  # 0: the scheme's own
+PORTAL_INGRESS_CLASS = env.str("PORTAL_INGRESS_CLASS", default="")
 # the tenant's persistent home volume, mounted at /home/portal by workloads that ask for it
 PORTAL_HOME_VOLUME_SIZE = env.str("PORTAL_HOME_VOLUME_SIZE", default="100Gi")
 PORTAL_HOME_STORAGE_CLASS = env.str("PORTAL_HOME_STORAGE_CLASS", default="")
@@ -326,6 +334,9 @@ PORTAL_AUTH_PROXY_IMAGE = env.str("PORTAL_AUTH_PROXY_IMAGE",
 # a kubernetes.io/tls Secret of this name in each tenant namespace (the operator's, or
 # cert-manager's): the proxies serve HTTPS with it. Empty: plain HTTP (the demo).
 PORTAL_AUTH_PROXY_TLS_SECRET = env.str("PORTAL_AUTH_PROXY_TLS_SECRET", default="")
+# the workloads' addresses are HTTPS: the proxies' own certificate, or the shared gateway's
+_WORKLOADS_HTTPS = bool(PORTAL_AUTH_PROXY_TLS_SECRET) or (
+    PORTAL_SERVICE_EXPOSURE == "shared" and PORTAL_SERVICE_SCHEME == "https")
 # how often a proxy asks the portal again whether a signed-in user may still get through:
 # a user removed from the project, or whose portal session ended, is out within this
 PORTAL_AUTH_PROXY_RECHECK_SECONDS = env.int("PORTAL_AUTH_PROXY_RECHECK_SECONDS", default=45)
@@ -377,10 +388,11 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
-    # plain-HTTP callbacks only where the proxies have no certificate (the demo); `manage.py
-    # check --deploy` warns about that
-    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": bool(PORTAL_AUTH_PROXY_TLS_SECRET),
-    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"] if PORTAL_AUTH_PROXY_TLS_SECRET else ["http", "https"],
+    # plain-HTTP callbacks only where the workloads' addresses are plain HTTP: the proxies
+    # have no certificate, and no shared gateway serves HTTPS in front of them (the demo);
+    # `manage.py check --deploy` warns about that
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": _WORKLOADS_HTTPS,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"] if _WORKLOADS_HTTPS else ["http", "https"],
 }
 
 # --- Celery -------------------------------------------------------------------------------

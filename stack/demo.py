@@ -172,6 +172,13 @@ def portal_env(layout: DemoLayout = DemoLayout()) -> dict[str, str]:
         # issuer as the browser reaches the demo (plain HTTP, loopback: the demo says so)
         "PORTAL_OIDC_PRIVATE_KEY_FILE": str(ensure_key_file(layout.root / "oidc-key.pem")),
         "PORTAL_OIDC_ISSUER": f"http://127.0.0.1:{layout.portal_port}/o",
+        # a class of students: the address pool (11) must not cap the notebooks, so each gets
+        # a host name behind one shared gateway, not an address of its own. The demo runs no
+        # gateway: its pods (kubesim's, KWOK's) serve nothing, and their made-up addresses are
+        # never sent traffic; tests/realcluster/test_shared_gateway.py runs the real one
+        "PORTAL_SERVICE_EXPOSURE": "shared",
+        "PORTAL_SERVICE_DOMAIN": "apps.localhost",
+        "PORTAL_SERVICE_SCHEME": "http",
     }
 
 

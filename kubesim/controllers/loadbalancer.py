@@ -5,8 +5,15 @@ or single addresses). A Service picks its pool with the annotation `metallb.io/a
 (`metallb.universe.tf/address-pool` is still read), may ask for specific addresses with
 `metallb.io/loadBalancerIPs` (or `spec.loadBalancerIP`), and otherwise gets the lowest free
 address of an auto-assigning pool (`default` first). No address free: the Service stays
-pending (`status.loadBalancer: {}`) with a Warning `AllocationFailed`, and is retried when
-an address is released. Events and messages are MetalLB's.
+pending (`status.loadBalancer: {}`) with a Warning `AllocationFailed` ("no available IPs";
+from a pool the Service names, MetalLB v0.15.2's '["<nil>"] is not allowed in config'), and is
+retried when an address is released. Events and messages are MetalLB's.
+
+Each pool is published as MetalLB's IPAddressPool (metallb.io/v1beta1, in `metallb-system`)
+whose status counts its addresses as MetalLB's controller does (`assignedIPv4`,
+`availableIPv4` = the pool's addresses less those assigned): what the portal reads to know how
+many are free. The pools themselves come from the inventory and the options; an edit of the
+published objects is not read back.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ if TYPE_CHECKING:
     from kubesim.cluster import Cluster
 
 SERVICE = by_kind("Service")
+NAMESPACE = by_kind("Namespace")
+POOL = by_kind("IPAddressPool")
+POOL_NAMESPACE = "metallb-system"
 COMPONENT = "metallb-controller"
 PREFIXES = ("metallb.io/", "metallb.universe.tf/")
 
@@ -78,9 +88,12 @@ class AddressPool:
             return False
         return any(ip in ipaddress.ip_network(r, strict=False) for r in self.ranges if "/" in r)
 
-    def size(self) -> int:
+    def size(self, family: int | None = None) -> int:
+        """How many addresses it holds (of one address family: 4 or 6)."""
         total = 0
         for spec in self.ranges:
+            if family is not None and (6 if ":" in spec else 4) != family:
+                continue
             if "-" in spec:
                 first, last = (int(ipaddress.ip_address(p.strip())) for p in spec.split("-", 1))
                 total += max(0, last - first + 1)
@@ -103,6 +116,40 @@ class LoadBalancerController:
         self.allocated: dict[str, Key] = {}  # address -> service
         self.by_service: dict[Key, list[str]] = {}
         self.pending: set[Key] = set()
+        self._publish_pools()
+
+    # -- the pools as MetalLB's IPAddressPool objects -------------------------------------
+
+    def _publish_pools(self) -> None:
+        store = self.cluster.store
+        if not self.pools:
+            return
+        if store.peek(NAMESPACE, None, POOL_NAMESPACE) is None:
+            store.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace",
+                                     "metadata": {"name": POOL_NAMESPACE}})
+        for pool in self.pools.values():
+            if store.peek(POOL, POOL_NAMESPACE, pool.name) is None:
+                store.create(POOL, {
+                    "apiVersion": POOL.api_version, "kind": POOL.kind,
+                    "metadata": {"name": pool.name, "namespace": POOL_NAMESPACE},
+                    "spec": {"addresses": list(pool.ranges), "autoAssign": pool.auto_assign}})
+        self._pool_status()
+
+    def _pool_status(self) -> None:
+        """Each published pool's counts, as MetalLB's pool status controller writes them."""
+        for pool in self.pools.values():
+            published = self.cluster.peek(POOL, POOL_NAMESPACE, pool.name)
+            if published is None:
+                continue
+            held = [ip for ip in self.allocated if pool.contains(ip)]
+            held6 = sum(1 for ip in held if ":" in ip)
+            size6 = pool.size(family=6)
+            size4 = pool.size() - size6
+            status = {"assignedIPv4": len(held) - held6, "assignedIPv6": held6,
+                      "availableIPv4": max(0, size4 - (len(held) - held6)),
+                      "availableIPv6": max(0, size6 - held6)}
+            if published.get("status") != status:
+                self.cluster.write_status(POOL, published, status)
 
     def on_service(self, event: str, service: dict) -> None:
         key = (service["metadata"]["namespace"], service["metadata"]["name"])
@@ -119,6 +166,7 @@ class LoadBalancerController:
                 del self.allocated[address]
         self.pending.discard(key)
         if freed:
+            self._pool_status()
             for waiting in self.pending:
                 self.queue.add(waiting)
 
@@ -151,6 +199,7 @@ class LoadBalancerController:
             for ip in current:
                 self.allocated[ip] = key
             self.by_service[key] = current
+            self._pool_status()
             return
         requested_raw = _annotation(service, "loadBalancerIPs") or spec.get("loadBalancerIP") or ""
         requested = [ip.strip() for ip in requested_raw.split(",") if ip.strip()]
@@ -179,13 +228,18 @@ class LoadBalancerController:
         else:
             free = next((ip for ip in pool.addresses() if ip not in self.allocated), None)
             if free is None:
-                self._fail(service, key, f'Failed to allocate IP for "{name}": no available IPs')
+                # MetalLB v0.15.2's words: from a pool the Service names, its search returns no
+                # address and no error, and the nil address it then assigns is refused
+                why = ('["<nil>"] is not allowed in config' if _annotation(service, "address-pool")
+                       else "no available IPs")
+                self._fail(service, key, f'Failed to allocate IP for "{name}": {why}')
                 return
             addresses = [free]
         for ip in addresses:
             self.allocated[ip] = key
         self.by_service[key] = addresses
         self.pending.discard(key)
+        self._pool_status()
         self._write(service, addresses)
         quoted = ",".join(f'"{ip}"' for ip in addresses)
         self.cluster.record_event(service, "Normal", "IPAllocated", f"Assigned IP [{quoted}]",
@@ -210,9 +264,12 @@ class LoadBalancerController:
         self.cluster.record_event(service, "Warning", "AllocationFailed", message, COMPONENT)
 
     def release_only(self, key: Key) -> None:
-        for address in self.by_service.pop(key, []):
+        freed = self.by_service.pop(key, [])
+        for address in freed:
             if self.allocated.get(address) == key:
                 del self.allocated[address]
+        if freed:
+            self._pool_status()
 
     def _write(self, service: dict, addresses: list[str]) -> None:
         status = clone(service.get("status") or {})

@@ -100,11 +100,20 @@ class ProxySpec:
     session_seconds: int = 8 * 3600    # the cookie's lifetime
     # where it listens: every address of the pod; a local run says 127.0.0.1
     listen_host: str = ""
+    # where the login's answer comes back (…/oauth2/callback), when the address is known at
+    # launch (behind the shared gateway); None: the request's own host and scheme
+    redirect_url: str | None = None
 
 
 def cookie_name(spec: ProxySpec) -> str:
     """One per client: two workloads behind one host name (cookies ignore ports) keep apart."""
     return "_auth_proxy_" + re.sub(r"[^A-Za-z0-9_-]", "_", spec.client_id)
+
+
+def secure_cookies(spec: ProxySpec) -> bool:
+    """HTTPS to the browser: the proxy's own certificate, or a gateway in front that serves
+    the workload's address over HTTPS."""
+    return bool(spec.tls_secret) or (spec.redirect_url or "").startswith("https://")
 
 
 def proxy_args(spec: ProxySpec) -> list[str]:
@@ -117,7 +126,7 @@ def proxy_args(spec: ProxySpec) -> list[str]:
         "--email-domain=*",
         "--skip-provider-button=true",  # straight to the portal's login
         f"--cookie-name={cookie_name(spec)}",
-        f"--cookie-secure={'true' if spec.tls_secret else 'false'}",
+        f"--cookie-secure={'true' if secure_cookies(spec) else 'false'}",
         "--cookie-samesite=lax",
         f"--cookie-expire={spec.session_seconds}s",
         # at each refresh the portal checks the user's access again; its refusal
@@ -128,6 +137,8 @@ def proxy_args(spec: ProxySpec) -> list[str]:
         "--silence-ping-logging=true",
         f"--request-logging-format={REQUEST_LOG_FORMAT}",
     ]
+    if spec.redirect_url:
+        args.append(f"--redirect-url={spec.redirect_url}")
     if spec.public:
         args.append("--skip-auth-route=^/")  # no login for any path; still proxied
     else:

@@ -154,6 +154,10 @@ def workload_proxy(workload, *, token_env: str | None = None,
         tls_secret=settings.PORTAL_AUTH_PROXY_TLS_SECRET or None,
         cookie_refresh_seconds=settings.PORTAL_AUTH_PROXY_RECHECK_SECONDS,
         session_seconds=settings.PORTAL_AUTH_PROXY_SESSION_SECONDS,
+        # behind the shared gateway its address is known at launch, and the request's own
+        # scheme is the gateway's business: the callback is named, not guessed from the request
+        redirect_url=callback_url(workload) if (workload.launch_spec or {}).get("host")
+        else None,
     )
     values = {CLIENT_SECRET_KEY: client_secret_for(client_id),
               COOKIE_SECRET_KEY: cookie_secret_for(client_id)}

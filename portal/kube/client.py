@@ -123,6 +123,8 @@ KINDS: dict[str, Kind] = {
     "Pod": Kind(k8s.CoreV1Api, "namespaced_pod"),
     "Event": Kind(k8s.CoreV1Api, "namespaced_event"),
     "NetworkPolicy": Kind(k8s.NetworkingV1Api, "namespaced_network_policy"),
+    # a service's route through the shared gateway (PORTAL_SERVICE_EXPOSURE=shared)
+    "Ingress": Kind(k8s.NetworkingV1Api, "namespaced_ingress"),
     "RoleBinding": Kind(k8s.RbacAuthorizationV1Api, "namespaced_role_binding"),
     "Deployment": Kind(k8s.AppsV1Api, "namespaced_deployment"),
     "Job": Kind(k8s.BatchV1Api, "namespaced_job"),
@@ -133,6 +135,9 @@ KINDS: dict[str, Kind] = {
     "WorkloadPriorityClass": _kueue("workload_priority_class", "workloadpriorityclasses",
                                     namespaced=False),
     "Workload": _kueue("workload", "workloads", namespaced=True),
+    # MetalLB's address pools, only read (portal/cluster/addresses.py): where it is installed
+    "IPAddressPool": Kind(k8s.CustomObjectsApi, "ip_address_pool", group="metallb.io",
+                          version="v1beta1", plural="ipaddresspools"),
 }
 
 _lock = threading.Lock()

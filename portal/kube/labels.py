@@ -109,3 +109,19 @@ def workload_object_name(workload_id: int, display_name: str) -> str:
     room = MAX_OBJECT_NAME - len(head) - 1
     tail = slug(display_name)[:room].strip("-") if room > 0 else ""
     return f"{head}-{tail}" if tail else head
+
+
+# --- the shared-address mode (PORTAL_SERVICE_EXPOSURE=shared) ---------------------------------
+EXPOSURES = ("loadbalancer", "shared")
+HOST_PREFIX = "w"
+# room for "w-<id>." before the domain in a host name the portal records (Workload.address
+# holds 64 characters; ids up to ten digits)
+MAX_SERVICE_DOMAIN = 64 - len(f"{HOST_PREFIX}-9999999999.")
+
+
+def workload_host(workload_id: int, domain: str) -> str:
+    """`w-42.apps.example.org`: the host name of workload 42 behind the shared gateway. By id
+    alone (not the display name): a name the user picked never reaches DNS or a certificate."""
+    if isinstance(workload_id, bool) or not isinstance(workload_id, int) or workload_id < 0:
+        raise ValueError(f"a workload id is a non-negative integer, not {workload_id!r}")
+    return f"{HOST_PREFIX}-{workload_id}.{domain.strip('.').lower()}"

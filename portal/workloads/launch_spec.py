@@ -18,15 +18,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from catalogue.options import launch_argv
+from django.conf import settings
 
-VERSION = 1
+from catalogue.options import launch_argv
+from portal.kube.labels import workload_host
+
+VERSION = 2  # 2: how a service is reached (exposure, host)
 
 
 def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: list[str],
                         args: list[str], env: dict[str, str], port: int | None, gpu_count: int,
                         cpu: int, memory_gb: int, max_runtime_minutes: int | None,
-                        retries: int, use_home: bool) -> dict[str, Any]:
+                        retries: int, use_home: bool, exposure: str = "loadbalancer",
+                        host: str = "") -> dict[str, Any]:
     """The spec as JSON from the launch's own values and its template and GPU type rows now.
     The env is a list of [name, value] pairs: the template's, then the launch's (overriding a
     template's variable in place), in that order (a JSON object would not keep it in
@@ -56,18 +60,25 @@ def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: l
         "max_runtime_minutes": max_runtime_minutes,
         "backoff_limit": retries,
         "use_home": use_home,
+        # a service: "loadbalancer" (an address of its own) or "shared" (the gateway, `host`)
+        "exposure": exposure if kind == "service" else "",
+        "host": host if kind == "service" and exposure == "shared" else "",
     }
 
 
 def launch_spec_from_rows(workload) -> dict[str, Any]:
     """The spec resolved from the workload's row and its template and GPU type as they are
-    now: what admission freezes."""
+    now, and the site's way of reaching services (PORTAL_SERVICE_EXPOSURE): what admission
+    freezes."""
+    exposure = settings.PORTAL_SERVICE_EXPOSURE
+    host = workload_host(workload.pk, settings.PORTAL_SERVICE_DOMAIN) \
+        if exposure == "shared" and workload.pk is not None else ""
     return launch_spec_resolve(
         template=workload.template, gpu_type=workload.gpu_type, kind=workload.kind,
         image=workload.image, command=workload.command, args=workload.args, env=workload.env,
         port=workload.port, gpu_count=workload.gpu_count, cpu=workload.cpu,
         memory_gb=workload.memory_gb, max_runtime_minutes=workload.max_runtime_minutes,
-        retries=workload.retries, use_home=workload.use_home)
+        retries=workload.retries, use_home=workload.use_home, exposure=exposure, host=host)
 
 
 def launch_spec_of(workload) -> dict[str, Any]:

@@ -42,6 +42,10 @@ Obj = dict[str, Any]
 CRASH_LOOP_RESTARTS = 5
 # what a batch workload's pod tells once it has ended, taken even after the verdict
 LATE_FACTS = ("exit_code", "finished_at")
+# MetalLB's AllocationFailed when the pool has no address left: "no available IPs" from its
+# default pools; from a pool a Service names (metallb.io/address-pool) v0.15.2 says instead
+# '["<nil>"] is not allowed in config' (it assigns the nil address its search came back with)
+POOL_EXHAUSTED = ("no available IPs", '["<nil>"] is not allowed in config')
 PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 # waiting reasons that mean the container cannot start as configured (not just "not yet")
 CONFIG_ERRORS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
@@ -56,12 +60,13 @@ class Observed:
     job: Obj | None = None
     deployment: Obj | None = None
     service: Obj | None = None
+    ingress: Obj | None = None  # its route through the shared gateway, if it has one
     events: Sequence[Obj] = ()  # Kubernetes events about any of its objects, any order
 
     @property
     def empty(self) -> bool:
         """No object of the workload exists (events alone do not count)."""
-        return not (self.pods or self.job or self.deployment or self.service)
+        return not (self.pods or self.job or self.deployment or self.service or self.ingress)
 
 
 @dataclass(frozen=True)
@@ -138,12 +143,57 @@ def service_address(service: Obj | None) -> str:
     return ""
 
 
+def ingress_host(ingress: Obj | None) -> str:
+    """The host name the shared gateway routes to the workload (its Ingress' first rule)."""
+    for rule in ((ingress or {}).get("spec") or {}).get("rules") or ():
+        if rule.get("host"):
+            return rule["host"]
+    return ""
+
+
+def workload_address(observed: Observed) -> str:
+    """Where a service is reached: its host name behind the shared gateway, else the address
+    its load balancer assigned."""
+    if observed.kind != SERVICE:
+        return ""
+    return ingress_host(observed.ingress) or service_address(observed.service)
+
+
+def address_wait(observed: Observed) -> str:
+    """Why a running service has no address yet, in the researcher's words: the load
+    balancer's newest word on its Service (MetalLB records a Warning AllocationFailed, "no
+    available IPs", and assigns an address as soon as one is freed; an IPAllocated after it
+    means the address is on its way). Behind the shared gateway (a ClusterIP Service) it is
+    its Ingress that is missing."""
+    if ((observed.service or {}).get("spec") or {}).get("type") == "ClusterIP":
+        return ("Running; its route through the shared gateway (its Ingress) is missing, so it "
+                "cannot be reached: stop it and launch it again.")
+    service_events = [e for e in observed.events
+                      if (e.get("involvedObject") or {}).get("kind") == "Service"
+                      and e.get("reason") in ("AllocationFailed", "IPAllocated")]
+    if not service_events:
+        return "Running; waiting for the load balancer to assign an external address."
+    newest = max(service_events, key=_event_time)
+    if newest.get("reason") != "AllocationFailed":
+        return "Running; waiting for the load balancer to assign an external address."
+    message = (newest.get("message") or "").strip()
+    if any(words in message for words in POOL_EXHAUSTED):
+        return ("Running; waiting for an address: the address pool has none free (the load "
+                f"balancer: {message}). It gets one as soon as another service's address is "
+                "freed.")
+    return f"Running; the load balancer cannot assign it an address: {message}"
+
+
+def _event_time(event: Obj) -> str:
+    return (event.get("lastTimestamp") or event.get("eventTime")
+            or event.get("firstTimestamp") or "")
+
+
 def _newest_event(events: Iterable[Obj], reason: str) -> Obj | None:
     matching = [e for e in events if e.get("reason") == reason]
     if not matching:
         return None
-    return max(matching, key=lambda e: (e.get("lastTimestamp") or e.get("eventTime")
-                                        or e.get("firstTimestamp") or ""))
+    return max(matching, key=_event_time)
 
 
 def creation_refusal(observed: Observed) -> str | None:
@@ -185,8 +235,7 @@ def queue_reason(observed: Observed) -> str:
              if (e.get("involvedObject") or {}).get("kind") == "Workload"]
     if not kueue:
         return QUEUED_REASON
-    newest = max(kueue, key=lambda e: (e.get("lastTimestamp") or e.get("eventTime")
-                                       or e.get("firstTimestamp") or ""))
+    newest = max(kueue, key=_event_time)
     reason, message = newest.get("reason") or "", (newest.get("message") or "").strip()
     if "Preempt" in reason or "Evict" in reason:
         return f"Preempted, back in the queue: {message}" if message else \
@@ -325,7 +374,7 @@ def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
     if observed.empty:
         return None
     pod = current_pod(observed.pods)
-    address = service_address(observed.service) if observed.kind == SERVICE else ""
+    address = workload_address(observed)
 
     def outcome(state: str, reason: str, facts: dict[str, Any] | None = None) -> Outcome:
         facts = dict(facts or {})
@@ -363,8 +412,7 @@ def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
         if observed.kind == BATCH:
             return outcome(State.RUNNING, "", facts)
         if _true(_conditions(pod).get("Ready")):
-            reason = "" if address else "Running; waiting for the load balancer to assign " \
-                                        "an external address."
+            reason = "" if address else address_wait(observed)
             return outcome(State.RUNNING, reason, facts)
         # started, not answering on its port yet (readiness probe)
         state = State.RUNNING if current == State.RUNNING else State.PENDING

@@ -38,6 +38,7 @@ from portal.access.proxy import (
 )
 from portal.kube.labels import (
     ANNOTATION_ADDRESS_POOL,
+    EXPOSURES,
     LABEL_EXPOSED,
     LABEL_INSTANCE,
     LABEL_NAME,
@@ -105,6 +106,12 @@ class WorkloadSpec:
     run_as_user: int | None = None  # e.g. 1000 for jupyter images
     home_claim: str | None = None  # PVC name of the tenant's home volume, at HOME_MOUNT_PATH
     lb_address_pool: str | None = None  # MetalLB pool annotation value
+    # how a service is reached: "loadbalancer" (its Service gets an address of the pool) or
+    # "shared" (a ClusterIP Service behind the site's gateway, which routes `host` to it
+    # through an Ingress of class `ingress_class`)
+    exposure: str = "loadbalancer"
+    host: str | None = None
+    ingress_class: str | None = None
     pod_annotations: tuple[tuple[str, str], ...] = ()  # e.g. kubesim.io/run-seconds
     backoff_limit: int = 0
     ttl_seconds_after_finished: int = 3600
@@ -144,6 +151,10 @@ class WorkloadSpec:
             raise ValueError("a key of the Secret is given twice")
         if self.proxy is not None:
             self._check_proxy(self.proxy, set(secret_names), set(data_keys))
+        if self.exposure not in EXPOSURES:
+            raise ValueError(f"exposure must be one of {EXPOSURES}, not {self.exposure!r}")
+        if self.kind == SERVICE and self.exposure == "shared" and not self.host:
+            raise ValueError("a service behind the shared gateway needs its host name")
 
     def _check_proxy(self, proxy: ProxySpec, secret_names: set[str],
                      data_keys: set[str]) -> None:
@@ -372,11 +383,18 @@ def make_deployment(spec: WorkloadSpec) -> Manifest:
 
 
 def make_service(spec: WorkloadSpec) -> Manifest:
-    """The LoadBalancer Service in front of a service's pod; MetalLB gives it an address.
+    """The Service in front of a service's pod: of type LoadBalancer, MetalLB gives it an
+    address; behind the shared gateway (`exposure` "shared"), of type ClusterIP, reached only
+    through its Ingress (make_ingress).
 
     It targets the pod's port "http": the proxy's where there is one, the application's
     otherwise. Its own port stays the application's, so the address the user opens is the same
     with or without a proxy."""
+    ports = [{"name": EXPOSED_PORT_NAME, "protocol": "TCP", "port": spec.port,
+              "targetPort": EXPOSED_PORT_NAME}]
+    if spec.exposure == "shared":
+        return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(spec),
+                "spec": {"type": "ClusterIP", "selector": selector(spec), "ports": ports}}
     annotations = {ANNOTATION_ADDRESS_POOL: spec.lb_address_pool} if spec.lb_address_pool else None
     return {
         "apiVersion": "v1",
@@ -387,10 +405,23 @@ def make_service(spec: WorkloadSpec) -> Manifest:
             # MetalLB answers for the address itself: no node port opened on every node
             "allocateLoadBalancerNodePorts": False,
             "selector": selector(spec),
-            "ports": [{"name": EXPOSED_PORT_NAME, "protocol": "TCP", "port": spec.port,
-                       "targetPort": EXPOSED_PORT_NAME}],
+            "ports": ports,
         },
     }
+
+
+def make_ingress(spec: WorkloadSpec) -> Manifest:
+    """A service's route through the shared gateway: its host name, every path, to its
+    Service's port "http" (the authenticating proxy). A standard networking.k8s.io/v1 Ingress:
+    any controller of the class serves it (Traefik in the tests and stack/k8s/traefik.py)."""
+    ingress_spec: Manifest = {"rules": [{"host": spec.host, "http": {"paths": [{
+        "path": "/", "pathType": "Prefix",
+        "backend": {"service": {"name": spec.name, "port": {"name": EXPOSED_PORT_NAME}}},
+    }]}}]}
+    if spec.ingress_class:
+        ingress_spec["ingressClassName"] = spec.ingress_class
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": _metadata(spec), "spec": ingress_spec}
 
 
 def make_job(spec: WorkloadSpec) -> Manifest:
@@ -435,11 +466,14 @@ def make_home_claim(namespace: str, name: str, size: str, storage_class: str | N
 
 def workload_objects(spec: WorkloadSpec) -> list[Manifest]:
     """Every object of the workload, in creation order: the Secret first (the pod needs it),
-    then the Deployment and Service of a service, or the Job of a batch workload."""
+    then the Deployment and Service of a service (and its Ingress behind the shared gateway),
+    or the Job of a batch workload."""
     secret = make_secret(spec)
     objects = [secret] if secret else []
     if spec.kind == SERVICE:
         objects += [make_deployment(spec), make_service(spec)]
+        if spec.exposure == "shared":
+            objects.append(make_ingress(spec))
     else:
         objects.append(make_job(spec))
     return objects

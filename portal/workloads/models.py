@@ -92,13 +92,24 @@ class Workload(models.Model):
 
     @property
     def url(self) -> str:
+        """What users open, once the tracker saw it reachable (its address recorded)."""
         base = self.base_url
-        return open_url(self.template.url_format or "{base}/", base) if base else ""
+        return open_url(self.template.url_format or "{base}/", base) \
+            if base and self.address else ""
 
     @property
     def base_url(self) -> str:
-        """scheme://address:port of its Service ("" until it has an address): HTTPS where the
-        site gives the workloads' proxies a certificate (PORTAL_AUTH_PROXY_TLS_SECRET)."""
+        """scheme://host[:port] its proxy answers at. Behind the shared gateway: its own host
+        name (frozen at admission) on the gateway's scheme and port (PORTAL_SERVICE_SCHEME,
+        PORTAL_SERVICE_PORT), known before it runs. With an address of its own: the address of
+        its Service ("" until it has one), HTTPS where the site gives the workloads' proxies a
+        certificate (PORTAL_AUTH_PROXY_TLS_SECRET)."""
+        host = (self.launch_spec or {}).get("host") or ""
+        if host:
+            scheme = settings.PORTAL_SERVICE_SCHEME
+            port = settings.PORTAL_SERVICE_PORT
+            default = {"http": 80, "https": 443}.get(scheme)
+            return f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
         if not self.address or not self.port:
             return ""
         scheme = "https" if settings.PORTAL_AUTH_PROXY_TLS_SECRET else "http"

@@ -23,7 +23,7 @@ from .models import Workload
 
 log = logging.getLogger(__name__)
 
-DELETE_ORDER = ("Deployment", "Job", "Service", "Secret")
+DELETE_ORDER = ("Deployment", "Job", "Ingress", "Service", "Secret")
 
 
 def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
@@ -65,6 +65,10 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         run_as_non_root=spec["run_as_non_root"],
         run_as_user=spec["run_as_user"],
         lb_address_pool=settings.PORTAL_LB_ADDRESS_POOL or None,
+        # frozen at admission: a service stays reached the way it was launched
+        exposure=spec.get("exposure") or "loadbalancer",
+        host=spec.get("host") or None,
+        ingress_class=settings.PORTAL_INGRESS_CLASS or None,
         home_claim=HOME_CLAIM_NAME if spec["use_home"] else None,
         backoff_limit=spec["backoff_limit"],
         proxy=proxy,

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from django.conf import settings
 from django.db.models import QuerySet, Sum
 
 from catalogue.models import GpuType
+from portal.cluster.addresses import address_pools
 from portal.cluster.capacity import gpu_capacity
 from portal.keystone.scoping import Action
 from portal.kube.client import KubeError
@@ -108,3 +110,40 @@ def workloads_admitted() -> list[tuple[int, str, int]]:
     "admitted" source (portal.cluster.capacity; registered in apps.py)."""
     return list(Workload.objects.filter(state__in=Workload.ACTIVE_STATES).order_by()
                 .values_list("pk", "gpu_type__slug", "gpu_count"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceAddresses:
+    """What a service launch may count on for its own address (PORTAL_SERVICE_EXPOSURE=
+    loadbalancer): the pools' free addresses less the services admitted before it that have
+    none yet (each takes the next one freed). `known` False: no pools to read (another load
+    balancer, or the shared-address mode, where a service needs no address of its own)."""
+
+    known: bool
+    total: int = 0
+    free: int = 0  # free in the pools now
+    waiting: int = 0  # the portal's live services without an address
+
+    @property
+    def available(self) -> int:
+        return max(self.free - self.waiting, 0)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.known and self.available == 0
+
+
+def service_addresses() -> ServiceAddresses:
+    """The addresses left for service launches (above); asks the cluster at most every
+    portal.cluster.addresses.POOLS_SECONDS."""
+    if settings.PORTAL_SERVICE_EXPOSURE != "loadbalancer":
+        return ServiceAddresses(known=False)
+    pools = address_pools()
+    if not pools.known:
+        return ServiceAddresses(known=False)
+    State = Workload.State
+    waiting = Workload.objects.filter(
+        kind="service", address="", deleted_at__isnull=True,
+        state__in=(State.SUBMITTED, State.CREATING, State.QUEUED, State.PENDING, State.RUNNING),
+    ).count()
+    return ServiceAddresses(known=True, total=pools.total, free=pools.free, waiting=waiting)

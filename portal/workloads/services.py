@@ -33,6 +33,7 @@ from tenants.queueing import gpu_reach
 
 from .launch_spec import launch_spec_from_rows
 from .models import Workload, WorkloadEvent
+from .selectors import service_addresses
 from .transitions import STOPPABLE, workload_transition
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,31 @@ class AdmissionRefused(Exception):
     """A launch the tenant's quota does not allow; the message names the limit."""
 
     code = "quota_exceeded"
+
+
+class AddressesExhausted(AdmissionRefused):
+    """A service launch while the load balancer's pool has no address left for it: it would
+    hold its GPUs unreachable until another service's address is freed."""
+
+    code = "no_address_free"
+
+
+def _address_check(request: dict[str, Any]) -> None:
+    """Refuse a service launch that could get no address (PORTAL_SERVICE_EXPOSURE=
+    loadbalancer, where MetalLB's pools can be read). Advisory across tenants: two launches
+    of different tenants at the same moment may both pass for the last address; the later
+    one then waits for one, saying so (lifecycle.address_wait)."""
+    if request["kind"] != Template.Kind.SERVICE:
+        return
+    addresses = service_addresses()
+    if addresses.exhausted:
+        waiting = (f", and {addresses.waiting} service(s) launched before wait for one"
+                   if addresses.waiting else "")
+        raise AddressesExhausted(
+            f"No external address is free for a service: the load balancer's pool has "
+            f"{addresses.free} of {addresses.total} free{waiting}. Stop a service you no longer "
+            "use, or ask an admin to grow the pool or to serve workloads through the shared "
+            "gateway (PORTAL_SERVICE_EXPOSURE=shared).")
 
 
 class IdempotencyKeyReused(Exception):
@@ -163,6 +189,11 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                                            idempotency_key=idempotency_key).first()
         if existing is not None:
             return _same_launch(existing, request_fingerprint, idempotency_key), False
+    try:
+        _address_check(request)  # before the lock: it may ask the cluster (every 10 s)
+    except AdmissionRefused:
+        metrics.admission_refused(gpu_type=request["gpu_type"].slug)
+        raise
     try:
         queued = queueing_on()  # before the lock: it may ask the cluster (once a minute)
     except KubeError:

@@ -44,6 +44,7 @@ from .logs import redact, workload_logs, workload_redact
 from .models import Workload
 from .selectors import (
     GpuAvailability,
+    service_addresses,
     workload_may_change,
     workload_may_see_secrets,
 )
@@ -184,6 +185,7 @@ def _launch_render(request: HttpRequest, tenant: Tenant, templates: list[Templat
         "check": _check_context(rows, values.get("gpu_type", ""), values.get("gpu_count", ""),
                                 tenant),
         "queueing": queueing_shown(),
+        "addresses": service_addresses(),
     }, status=status)
 
 

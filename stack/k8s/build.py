@@ -58,6 +58,10 @@ class Component:
     ldflags: str = ""
     tags: str = ""
     cgo: bool = False
+    # build inside the upstream module as the proxy serves it (its own go.mod and go.sum): for
+    # a module whose go.mod replaces a package with a folder of its own tree, which no wrapper
+    # can require; the wrapper's go.mod pins the version and its go.sum the module's hash
+    in_module: bool = False
 
     @property
     def source(self) -> Path:
@@ -68,7 +72,8 @@ class Component:
         for path in sorted(self.source.iterdir()):
             if path.is_file():
                 digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-        digest.update(repr((self.binaries, self.ldflags, self.tags, self.cgo)).encode())
+        digest.update(repr((self.binaries, self.ldflags, self.tags, self.cgo,
+                            self.in_module)).encode())
         return digest.hexdigest()[:12]
 
     @property
@@ -111,6 +116,12 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
     Component(name="kueue", version="v0.19.2", module="sigs.k8s.io/kueue",
               binaries={"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
               ldflags="-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.19.2"),
+    # the gateway of the shared-address mode (stack/k8s/traefik.py): one address, a host name
+    # per workload, its Kubernetes Ingress provider reading the portal's Ingresses; its
+    # Makefile sets the version the same way
+    Component(name="traefik", version="v3.6.12", module="github.com/traefik/traefik/v3",
+              binaries={"traefik": "./cmd/traefik"}, in_module=True,
+              ldflags="-X github.com/traefik/traefik/v3/pkg/version.Version=v3.6.12"),
 )}
 
 
@@ -136,12 +147,13 @@ def build(component: Component, *, quiet: bool = False) -> Path:
         print(f"building {component.module} {component.version} "
               f"({', '.join(component.binaries)}) into {final} …", file=sys.stderr, flush=True)
     try:
+        workdir = module_dir(component.name) if component.in_module else component.source
         for binary, package in component.binaries.items():
             cmd = [_go(), "build", "-trimpath", "-o", str(staging / "bin" / binary),
                    "-ldflags", f"-s -w {component.ldflags}".strip()]
             if component.tags:
                 cmd += ["-tags", component.tags]
-            result = subprocess.run([*cmd, package], cwd=component.source, env=env,
+            result = subprocess.run([*cmd, package], cwd=workdir, env=env,
                                     capture_output=True, text=True)
             if result.returncode != 0:
                 raise StackError(_explain(component, binary, result.stderr))
@@ -213,6 +225,26 @@ def apply_object(api, doc: dict) -> None:
         doc = {**doc, "metadata": {**doc["metadata"],
                                    "resourceVersion": current.metadata.resourceVersion}}
         resource.replace(body=doc, namespace=namespace)
+
+
+def service_account_token(api, namespace: str, name: str, seconds: int) -> str:
+    """A TokenRequest token of a ServiceAccount an addon runs as (waiting the moment the
+    account may take to be served): the least privilege upstream gives it, not an admin's."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    core = client.CoreV1Api(api)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            answer = core.create_namespaced_service_account_token(
+                name, namespace, {"spec": {"audiences": ["https://kubernetes.default.svc"],
+                                           "expirationSeconds": seconds}})
+            return answer.status.token
+        except ApiException as exc:
+            if exc.status != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def ensure(*names: str, quiet: bool = False) -> dict[str, Path]:

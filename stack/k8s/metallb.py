@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -142,24 +141,6 @@ class MetalLB:
                                        for s in doc["subjects"] if s["name"] == SERVICE_ACCOUNT]
                 build.apply_object(api, doc)
 
-    def _token(self, api: Any) -> str:
-        from kubernetes import client
-        from kubernetes.client.rest import ApiException
-
-        core = client.CoreV1Api(api)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                answer = core.create_namespaced_service_account_token(
-                    SERVICE_ACCOUNT, self.namespace,
-                    {"spec": {"audiences": ["https://kubernetes.default.svc"],
-                              "expirationSeconds": TOKEN_SECONDS}})
-                return answer.status.token
-            except ApiException as exc:
-                if exc.status != 404 or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-
     def _write_kubeconfig(self, cp: ControlPlane, token: str) -> Path:
         user = f"system:serviceaccount:{self.namespace}:{SERVICE_ACCOUNT}"
         path = cp.workdir / "metallb-controller.kubeconfig"
@@ -192,7 +173,8 @@ class MetalLB:
             for pool in pools.values():
                 build.apply_object(api, address_pool(pool, self.namespace))
             build.apply_object(api, l2_advertisement(sorted(pools), self.namespace))
-            self.kubeconfig = self._write_kubeconfig(cp, self._token(api))
+            self.kubeconfig = self._write_kubeconfig(cp, build.service_account_token(
+                api, self.namespace, SERVICE_ACCOUNT, TOKEN_SECONDS))
         metrics_port = free_port()
         self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         log_path = cp.workdir / "logs" / "metallb-controller.log"

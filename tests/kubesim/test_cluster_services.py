@@ -89,6 +89,15 @@ def test_pool_annotation_and_requested_ip(core):
     core.create_namespaced_service(ns, lb_service("g", annotations={
         "metallb.io/address-pool": "gpu-pool"}))
     wait_for(lambda: ingress_ips(core, ns, "g") == ["10.30.0.5"], what="address from gpu-pool")
+    # the pool it names has none left: MetalLB v0.15.2's words for that (its search finds no
+    # address and no error; the nil address it then assigns is refused)
+    core.create_namespaced_service(ns, lb_service("g2", annotations={
+        "metallb.io/address-pool": "gpu-pool"}))
+    wait_for(lambda: any(r == "AllocationFailed" for r, _ in event_reasons(core, ns, "g2")),
+             what="AllocationFailed")
+    assert ("AllocationFailed", 'Failed to allocate IP for "default/g2": ["<nil>"] is not '
+            "allowed in config") in event_reasons(core, ns, "g2")
+    delete_service(core, "g2", ns)
     delete_service(core, "g", ns)
     core.create_namespaced_service(ns, lb_service("old", annotations={
         "metallb.universe.tf/address-pool": "gpu-pool"}))

@@ -34,7 +34,10 @@ class PortalView:
 
 @pytest.fixture
 def cluster(real_cluster: ControlPlane, settings) -> Iterator[PortalView]:
+    from portal.cluster.addresses import address_pools_forget
+
     settings.KUBECONFIG = str(real_cluster.portal_kubeconfig)
+    address_pools_forget()  # what free addresses an earlier test left is not this one's
     # the GPU agents of the KWOK nodes, as `make demo CLUSTER=kube` passes them to the portal
     settings.PORTAL_GPU_EXPORTER_URLS = list(addon(real_cluster, "gpumetrics").urls)
     yield PortalView(real_cluster)

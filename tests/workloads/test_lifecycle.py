@@ -111,6 +111,11 @@ def service(ip: str | None = None) -> dict[str, Any]:
             "status": {"loadBalancer": lb}}
 
 
+def cluster_ip_service() -> dict[str, Any]:
+    return {"metadata": {"name": NAME, "namespace": NS}, "spec": {"type": "ClusterIP"},
+            "status": {"loadBalancer": {}}}
+
+
 def event(reason: str, message: str, *, kind: str = "Job", name: str = NAME,
           last: str = "2025-05-01T10:00:01Z", type_: str = "Warning") -> dict[str, Any]:
     return {"metadata": {"name": f"{name}.1", "namespace": NS, "uid": f"uid-{reason}-{last}"},
@@ -212,6 +217,45 @@ CASES = [
      svc(pod("Running", state=running(), ready=True)),
      S.RUNNING, "Running; waiting for the load balancer to assign an external address.",
      {"node": NODE}),
+    ("service ready, the pool has no address free (MetalLB's AllocationFailed)", S.PENDING,
+     svc(pod("Running", state=running(), ready=True),
+         events=(event("AllocationFailed", f'Failed to allocate IP for "{NS}/{NAME}": no '
+                       "available IPs", kind="Service"),)),
+     S.RUNNING, "Running; waiting for an address: the address pool has none free (the load "
+                f'balancer: Failed to allocate IP for "{NS}/{NAME}": no available IPs). It gets '
+                "one as soon as another service's address is freed.", {"node": NODE}),
+    ("service ready, the pool it names has none free (MetalLB v0.15.2's words)", S.PENDING,
+     svc(pod("Running", state=running(), ready=True),
+         events=(event("AllocationFailed", f'Failed to allocate IP for "{NS}/{NAME}": '
+                       '["<nil>"] is not allowed in config', kind="Service"),)),
+     S.RUNNING, "Running; waiting for an address: the address pool has none free (the load "
+                f'balancer: Failed to allocate IP for "{NS}/{NAME}": ["<nil>"] is not allowed '
+                "in config). It gets one as soon as another service's address is freed.",
+     {"node": NODE}),
+    ("service ready, an address assigned after a failure: on its way", S.PENDING,
+     svc(pod("Running", state=running(), ready=True),
+         events=(event("AllocationFailed", "no available IPs", kind="Service"),
+                 event("IPAllocated", 'Assigned IP ["192.168.1.240"]', kind="Service",
+                       last="2025-05-01T10:00:09Z", type_="Normal"))),
+     S.RUNNING, "Running; waiting for the load balancer to assign an external address.",
+     {"node": NODE}),
+    ("service ready, its pool unknown to the load balancer", S.PENDING,
+     svc(pod("Running", state=running(), ready=True),
+         events=(event("AllocationFailed", f'Failed to allocate IP for "{NS}/{NAME}": unknown '
+                       'pool "gpu"', kind="Service"),)),
+     S.RUNNING, "Running; the load balancer cannot assign it an address: Failed to allocate "
+                f'IP for "{NS}/{NAME}": unknown pool "gpu"', {"node": NODE}),
+    ("shared gateway: running with its host name from its Ingress", S.PENDING,
+     Observed(kind="service", pods=(pod("Running", state=running(), ready=True),),
+              deployment=deployment(), service=cluster_ip_service(),
+              ingress={"metadata": {"name": NAME, "namespace": NS},
+                       "spec": {"rules": [{"host": "w-7.apps.example.test"}]}}),
+     S.RUNNING, "", {"node": NODE, "address": "w-7.apps.example.test"}),
+    ("shared gateway: its Ingress is missing", S.RUNNING,
+     Observed(kind="service", pods=(pod("Running", state=running(), ready=True),),
+              deployment=deployment(), service=cluster_ip_service()),
+     S.RUNNING, "Running; its route through the shared gateway (its Ingress) is missing, so it "
+                "cannot be reached: stop it and launch it again.", {"node": NODE}),
     ("running service loses readiness: stays running", S.RUNNING,
      svc(pod("Running", state=running()), ip="192.168.1.240"),
      S.RUNNING, f"Started on {NODE}; waiting until it is ready.", {"address": "192.168.1.240"}),

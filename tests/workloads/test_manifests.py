@@ -28,6 +28,7 @@ from portal.workloads.manifests import (
     labels,
     make_deployment,
     make_home_claim,
+    make_ingress,
     make_job,
     make_pod_template,
     make_secret,
@@ -467,3 +468,47 @@ def test_a_secret_with_only_data_is_valid_without_a_proxy():
     # secret_data does not need a proxy: a batch workload may carry keys no env var reads
     spec = dataclasses.replace(CUSTOM_BATCH, secret_data=(("extra", "v"),))
     assert make_secret(spec)["data"] == {"extra": b64("v")}
+
+
+SHARED = dataclasses.replace(JUPYTER, exposure="shared", host="w-42.apps.example.test",
+                             ingress_class="gpu-portal")
+
+
+def test_behind_the_shared_gateway_a_clusterip_service_and_an_ingress_for_its_host():
+    """PORTAL_SERVICE_EXPOSURE=shared: no address of the pool; the gateway routes the
+    workload's host name to its Service's port "http" (the proxy)."""
+    objects = workload_objects(SHARED)
+    assert [o["kind"] for o in objects] == ["Secret", "Deployment", "Service", "Ingress"]
+    service, ingress = objects[2], objects[3]
+    assert service == {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "wl-42-my-notebook", "namespace": "gpu-vision-lab-abc123",
+                     "labels": JUPYTER_LABELS},
+        "spec": {"type": "ClusterIP", "selector": SELECTOR_42,
+                 "ports": [{"name": "http", "protocol": "TCP", "port": 8888,
+                            "targetPort": "http"}]},
+    }
+    assert ingress == {
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "wl-42-my-notebook", "namespace": "gpu-vision-lab-abc123",
+                     "labels": JUPYTER_LABELS},
+        "spec": {"ingressClassName": "gpu-portal", "rules": [{
+            "host": "w-42.apps.example.test",
+            "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {
+                "service": {"name": "wl-42-my-notebook", "port": {"name": "http"}}}}]}}]},
+    }
+    for obj in objects:
+        kubernetes_validate.validate(obj, kubernetes_validate.utils.latest_version(),
+                                     strict=True)
+    # without a class: the cluster's default IngressClass
+    assert "ingressClassName" not in make_ingress(
+        dataclasses.replace(SHARED, ingress_class=None))["spec"]
+    # the load balancer mode makes no Ingress
+    assert "Ingress" not in [o["kind"] for o in workload_objects(JUPYTER)]
+
+
+def test_a_shared_service_needs_its_host_and_a_known_mode():
+    with pytest.raises(ValueError, match="needs its host name"):
+        dataclasses.replace(SHARED, host=None)
+    with pytest.raises(ValueError, match="exposure must be one of"):
+        dataclasses.replace(JUPYTER, exposure="nodeport")

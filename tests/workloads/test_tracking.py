@@ -162,7 +162,7 @@ def test_states_reasons_and_events_end_to_end(tenants, owner, gpu_types):
                                         source="tracker").exists()
     # the cursors hold where the watches left off
     assert set(TrackerCursor.objects.values_list("resource", flat=True)) == {
-        "pods", "jobs", "deployments", "services", "events"}
+        "pods", "jobs", "deployments", "services", "ingresses", "events"}
 
     # events are recorded once, whatever relists happen: a fresh tracker (new process) and
     # this one forced to relist see the same events again
@@ -307,8 +307,8 @@ def test_relist_after_410(kubesim_factory, settings, gpu_types, owner):
         calls.clear()
         stats = tracker.cycle(1.5)
         # every kind resumed from its stored version, got 410, relisted, watched again
-        assert (stats.expired, stats.lists, stats.watches) == (5, 5, 10)
-        assert stats.requests == len(calls) == 15
+        assert (stats.expired, stats.lists, stats.watches) == (6, 6, 12)
+        assert stats.requests == len(calls) == 18
         track_until(tracker, lambda: state_of(workload).state == S.SUCCEEDED)
         now = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
         assert int(now["pods"]) > int(listed["pods"])
@@ -334,11 +334,11 @@ def test_requests_per_cycle_do_not_grow_with_workloads(tenants, owner, gpu_types
     for i in range(1, 30):
         launch(tenant, owner, gpu_types, name=f"w{i}", gpu="t4", count=0)
     with_thirty, resumed_thirty = one_cycle()
-    assert with_one == with_thirty == 10  # 5 lists + 5 watches
-    assert len(resumed_one) == len(resumed_thirty) == 5
+    assert with_one == with_thirty == 12  # 6 lists + 6 watches
+    assert len(resumed_one) == len(resumed_thirty) == 6
     assert {path for _, path in resumed_thirty} == {
         "api/v1/pods", "apis/batch/v1/jobs", "apis/apps/v1/deployments", "api/v1/services",
-        "api/v1/events"}
+        "apis/networking.k8s.io/v1/ingresses", "api/v1/events"}
 
 
 def test_the_command_and_the_task_run_a_cycle_under_the_lock(tenants, owner, gpu_types,
@@ -358,7 +358,7 @@ def test_the_command_and_the_task_run_a_cycle_under_the_lock(tenants, owner, gpu
     assert state_of(workload).reason == UNFIT_8_T4
     assert cache.get(LOCK_KEY) is None  # released
     settings.PORTAL_TRACKER_PERIOD_SECONDS = 2.0
-    assert workloads_track.apply().get()["watches"] == 5
+    assert workloads_track.apply().get()["watches"] == 6
     # another tracker holds the lock: this one does nothing (and waits no longer than asked)
     cache.add(LOCK_KEY, "someone-else", timeout=30)
     try:

@@ -23,6 +23,7 @@ from ..selectors import (
     workload_may_see_secrets,
 )
 from ..services import (
+    AddressesExhausted,
     AdmissionRefused,
     IdempotencyKeyReused,
     launch_fingerprint,
@@ -41,6 +42,13 @@ from .serializers import (
 
 class QuotaExceeded(exceptions.PermissionDenied):
     default_code = "quota_exceeded"
+
+
+class NoAddressFree(exceptions.APIException):
+    """409: the cluster's state (its address pool) refuses the launch now, not the quota."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = AddressesExhausted.code
 
 
 class IdempotencyConflict(exceptions.APIException):
@@ -139,6 +147,8 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                                                 idempotency_key=key,
                                                 request_fingerprint=launch_fingerprint(
                                                     request.data))
+        except AddressesExhausted as exc:
+            raise NoAddressFree(str(exc)) from exc
         except AdmissionRefused as exc:
             raise QuotaExceeded(str(exc)) from exc
         except IdempotencyKeyReused as exc:

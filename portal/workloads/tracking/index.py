@@ -19,7 +19,7 @@ Obj = dict[str, Any]
 
 # kind → the TrackerCursor resource name; the order is the order of a relist
 WATCHED = {"Pod": "pods", "Job": "jobs", "Deployment": "deployments", "Service": "services",
-           "Event": "events"}
+           "Ingress": "ingresses", "Event": "events"}
 PRIMARY = {"Job", "Deployment"}  # the object that is the workload (batch / service)
 LIVE = (State.QUEUED, State.PENDING, State.RUNNING)  # states whose objects must exist
 SELECTOR = MANAGED_BY_SELECTOR
@@ -113,9 +113,11 @@ class Index:
             return [o for o in (objects.get(k) or {}).values() if _namespace(o) == namespace]
 
         jobs, deployments, services = of("Job"), of("Deployment"), of("Service")
+        ingresses = of("Ingress")
         return Observed(kind=kind, pods=of("Pod"), job=jobs[0] if jobs else None,
                         deployment=deployments[0] if deployments else None,
-                        service=services[0] if services else None, events=of("Event"))
+                        service=services[0] if services else None,
+                        ingress=ingresses[0] if ingresses else None, events=of("Event"))
 
     def top_level(self, wids: Iterable[int] | None = None) -> list[tuple[str, Obj]]:
         """Objects of ours that no other object owns (what deleting cleans up the rest)."""
