@@ -56,8 +56,11 @@ def pools_from(items: list[dict], wanted: str = "") -> AddressPools:
 
 def address_pools(kube: Kube | None = None, *, fresh: bool = False) -> AddressPools:
     """The pools now (remembered POOLS_SECONDS); UNKNOWN where the cluster has none to read."""
-    kube = kube or Kube()
-    server = kube.server
+    try:
+        kube = kube or Kube()
+        server = kube.server
+    except KubeError:  # no cluster configured, or its configuration unreadable
+        return UNKNOWN
     with _lock:
         known = _read.get(server)
     if known is not None and not fresh and time.monotonic() - known[1] < POOLS_SECONDS:

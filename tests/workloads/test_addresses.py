@@ -72,6 +72,18 @@ def test_the_pool_is_read_from_its_ipaddresspool(cluster_of_two):
     assert pools.known and pools.total == 2 and pools.free == 2
 
 
+def test_no_cluster_configured_is_no_count_and_refuses_nothing(settings):
+    """A portal with no cluster configured (no kubeconfig, not in a pod) cannot read a pool: the
+    count is unknown and a service launch is admitted, to be created once the cluster answers
+    (it answered 500 to the launch and the launch page)."""
+    from portal.workloads.selectors import service_addresses
+
+    settings.KUBECONFIG = ""
+    address_pools_forget()
+    assert address_pools() == address_pools(fresh=True)
+    assert not address_pools().known and not service_addresses().exhausted
+
+
 def test_a_running_service_without_an_address_says_the_pool_has_none(
         cluster_of_two, owner, gpu_types):  # noqa: F811 - the fixture
     tenant = make_tenant()
