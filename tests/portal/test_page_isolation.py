@@ -183,12 +183,16 @@ def make_workload(tenant: Tenant, username: str, name: str) -> Workload:
         image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
         memory_gb=16, state=Workload.State.RUNNING, address="192.168.1.245",
         access_token=f"tok-{name}")
-    GpuUsageRollup.objects.create(
-        granularity=GpuUsageRollup.Granularity.MINUTE,
-        bucket_start=timezone.now().replace(second=0, microsecond=0) - dt.timedelta(minutes=5),
-        workload=workload, tenant=tenant, user=workload.owner, gpu_type=workload.gpu_type,
-        gpu_count=1, samples=4, util_avg=50.0, util_max=80.0, gpu_seconds_allocated=60.0,
-        gpu_seconds_used=30.0)
+    # a minute of use five minutes ago, and its hour as the rollup task leaves it: a report
+    # reads whole hours from hour rollups, so in the first five minutes of an hour that minute
+    # is counted through its hour (with the minute alone, the test failed then)
+    minute = timezone.now().replace(second=0, microsecond=0) - dt.timedelta(minutes=5)
+    for granularity, bucket in ((GpuUsageRollup.Granularity.MINUTE, minute),
+                                (GpuUsageRollup.Granularity.HOUR, minute.replace(minute=0))):
+        GpuUsageRollup.objects.create(
+            granularity=granularity, bucket_start=bucket, workload=workload, tenant=tenant,
+            user=workload.owner, gpu_type=workload.gpu_type, gpu_count=1, samples=4,
+            util_avg=50.0, util_max=80.0, gpu_seconds_allocated=60.0, gpu_seconds_used=30.0)
     return workload
 
 
