@@ -109,11 +109,8 @@ class PortalOAuth2Validator(OAuth2Validator):
         if session is not None and session.user_id != request.user.pk:
             reason = "the code was issued to another user"
         if reason:
-            log.warning("authorization code refused at redemption: workload=%s user=%s: %s",
-                        workload.pk, request.user.username, reason)
-            if session is not None:
-                ProxySession.objects.filter(pk=session.pk).update(
-                    ended_at=session.ended_at or timezone.now(), ended_reason=reason[:255])
+            _session_end(session, reason, f"authorization code refused at redemption: "
+                                          f"workload={workload.pk} user={request.user.username}")
             return False
         return True
 
@@ -138,14 +135,19 @@ class PortalOAuth2Validator(OAuth2Validator):
                    if instance.token_family else None)
         reason = _still_allowed(session, workload)
         if reason:
-            log.warning("proxy session refused at refresh: workload=%s user=%s: %s",
-                        workload.pk, instance.user.username, reason)
-            if session is not None:
-                ProxySession.objects.filter(pk=session.pk).update(
-                    ended_at=session.ended_at or timezone.now(), ended_reason=reason[:255])
+            _session_end(session, reason, f"proxy session refused at refresh: "
+                                          f"workload={workload.pk} user={instance.user.username}")
             return False
         ProxySession.objects.filter(pk=session.pk).update(checked_at=timezone.now())
         return True
+
+
+def _session_end(session: ProxySession | None, reason: str, what: str) -> None:
+    """Log a refusal (`what`: which, of whom) and end the proxy session it refused, if any."""
+    log.warning("%s: %s", what, reason)
+    if session is not None:
+        ProxySession.objects.filter(pk=session.pk).update(
+            ended_at=session.ended_at or timezone.now(), ended_reason=reason[:255])
 
 
 def _checksum(token: str) -> str:

@@ -25,6 +25,7 @@ def cluster_role():
 
 
 def test_every_document_is_valid():
+    assert documents()
     for doc in documents():
         kubernetes_validate.validate(doc, kubernetes_validate.utils.latest_version(), strict=True)
 

@@ -50,6 +50,7 @@ def policy(name: str) -> dict:
 
 @pytest.mark.parametrize("name", ["tenant-roles.yaml", "tenant-admission.yaml"])
 def test_every_document_is_valid(name):
+    assert documents(name)
     for doc in documents(name):
         kubernetes_validate.validate(doc, kubernetes_validate.utils.latest_version(), strict=True)
 

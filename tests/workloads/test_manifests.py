@@ -146,6 +146,7 @@ def test_every_object_is_valid_against_the_kubernetes_schema(spec):
                make_home_claim("gpu-vision-lab-abc123", "gpu-portal-home", "50Gi", "cephfs",
                                labels(spec)),
                make_home_claim("ns", "home", "1Gi", None, {}, access_mode="ReadWriteOnce")]
+    assert {"Deployment", "Job"} & {obj["kind"] for obj in objects}
     for obj in objects:
         kubernetes_validate.validate(obj, version, strict=True)
 
