@@ -33,6 +33,13 @@ WORKDIR /app
 # project is installed in place (editable) and runs from /app.
 COPY pyproject.toml README.md manage.py ./
 COPY portal/ portal/
+COPY core/ core/
+COPY kube/ kube/
+COPY cluster/ cluster/
+COPY identity/ identity/
+COPY access/ access/
+COPY workloads/ workloads/
+COPY usage/ usage/
 COPY api/ api/
 COPY tenants/ tenants/
 COPY catalogue/ catalogue/

@@ -8,12 +8,12 @@ from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 
-from portal.keystone.client import KeystoneUnavailable, Project, TokenInvalid
-from portal.keystone.identity import Identity
-from portal.keystone.roles import is_portal_admin
-from portal.keystone.services import user_sync
-from portal.keystone.signals import projects_seen
-from portal.keystone.tokens import validate_token
+from identity.client import KeystoneUnavailable, Project, TokenInvalid
+from identity.identity import Identity
+from identity.roles import is_portal_admin
+from identity.services import user_sync
+from identity.signals import projects_seen
+from identity.tokens import validate_token
 
 
 class ServiceUnavailable(exceptions.APIException):

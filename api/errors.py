@@ -21,8 +21,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from portal.contention import is_lock_contention
-from portal.errors import (
+from core.contention import is_lock_contention
+from core.outages import (
     BUSY_RETRY_AFTER_SECONDS,
     DATABASE_BUSY,
     DATABASE_DOWN,

@@ -2,7 +2,7 @@
 method, so that no endpoint can forget it.
 
 `get_queryset()` is the view's queryset restricted to what the caller may see
-(`restrict(identity, "view")`, portal/keystone/scoping.py): lists show only the caller's
+(`restrict(identity, "view")`, identity/scoping.py): lists show only the caller's
 tenant and another tenant's object is a 404, never a 403. `get_object()` then asks whether the
 caller may do what the request does (`change_actions`: a viewset's action names, or a plain
 view's HTTP methods, in lower case): a row of their own tenant that their role may not change
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from rest_framework import exceptions, generics, viewsets
 
-from portal.keystone.scoping import Action
+from identity.scoping import Action
 
 
 class TenantScoped:

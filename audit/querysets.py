@@ -1,8 +1,8 @@
-"""The audit trail's queryset: `restrict(identity, action)` (portal/keystone/scoping.py)."""
+"""The audit trail's queryset: `restrict(identity, action)` (identity/scoping.py)."""
 
 from __future__ import annotations
 
-from portal.keystone.scoping import Action, TenantScopedQuerySet
+from identity.scoping import Action, TenantScopedQuerySet
 
 
 class AuditRecordQuerySet(TenantScopedQuerySet):

@@ -85,8 +85,8 @@ def one(pods: int, requests: int) -> dict:
         from django.conf import settings
         from django.test import Client
 
-        from portal.cluster.cache import cluster_cache
-        from portal.kube.client import api_client
+        from cluster.cache import cluster_cache
+        from kube.client import api_client
 
         client = Client(HTTP_HOST="127.0.0.1")
         response = client.post("/login/", {"username": "researcher",

@@ -18,7 +18,7 @@ the portal, the raw path and the watch all use the portal's least-privilege Serv
 - portal: `POST /api/v1/workloads/` as researcher in vision-lab (a Keystone token in
   X-Auth-Token, reused as a script would), clock from sending the request to the Job being
   seen in the cluster; then the workload is stopped and the next waits until it is gone.
-- raw: the dicts of `portal.workloads.manifests.workload_objects` for the same spec (only
+- raw: the dicts of `workloads.manifests.workload_objects` for the same spec (only
   the name and workload-id label differ), created with the official client from one long-lived
   ApiClient, clock from the call to the Job being seen; then it is deleted.
 
@@ -59,7 +59,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 INVENTORY = REPO / "deploy" / "kubesim" / "demo-inventory.yaml"
-CREATE_TASK = "portal.workloads.tasks.workload_create_task"
+CREATE_TASK = "workloads.tasks.workload_create_task"
 TENANT = "vision-lab"
 USER, PASSWORD = "researcher", "researcher-demo-pass"
 WAIT = 30.0  # seconds any single step may take before the run is declared broken
@@ -112,9 +112,9 @@ def run_web(marks: str, argv: list[str]) -> None:
     from django.core.management import execute_from_command_line
 
     from api.authentication import KeystoneTokenAuthentication
-    from portal.workloads.api import views as api_views
-    from portal.workloads.api.serializers import LaunchSerializer
-    from portal.workloads.tasks import workload_create_task
+    from workloads.api import views as api_views
+    from workloads.api.serializers import LaunchSerializer
+    from workloads.tasks import workload_create_task
 
     write = _mark_writer(marks)
     current = threading.local()  # the bench id of the request this thread serves
@@ -147,9 +147,9 @@ def run_worker(marks: str, celery_args: list[str]) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     from celery import signals
 
+    from kube.client import Kube
+    from kube.labels import LABEL_WORKLOAD_ID
     from portal.celery import app
-    from portal.kube.client import Kube
-    from portal.kube.labels import LABEL_WORKLOAD_ID
 
     write = _mark_writer(marks)
 
@@ -439,7 +439,7 @@ class PortalPath:
             time.sleep(0.01)
 
     def stop(self, workload_id: int, object_name: str) -> None:
-        from portal.workloads.models import Workload
+        from workloads.models import Workload
 
         response = self.session.post(f"{self.url}/api/v1/workloads/{workload_id}/stop/",
                                      timeout=WAIT)
@@ -467,7 +467,7 @@ class RawPath:
         self.spec = spec
 
     def objects(self, index: int) -> list[dict]:
-        from portal.workloads.manifests import workload_objects
+        from workloads.manifests import workload_objects
 
         spec = dataclasses.replace(self.spec, name=f"raw-bench-{index}",
                                    workload_id=900_000 + index)
@@ -627,9 +627,9 @@ def bench(stack: Stack, launches: int, warmup: int) -> dict:
     from kubernetes import client as k8s
     from kubernetes import config as k8s_config
 
-    from portal.workloads.models import Workload
-    from portal.workloads.objects import workload_spec
     from tenants.models import Tenant
+    from workloads.models import Workload
+    from workloads.objects import workload_spec
 
     namespace = Tenant.objects.get(name=TENANT).namespace
 

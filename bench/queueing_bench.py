@@ -21,7 +21,7 @@ seeded 3-12 s, then runs the tracker until every one has finished. It reports:
 - **portal overhead**: the benchmark process's CPU seconds (admission, the create tasks, the
   tracker, the estimates) per workload, and the lag from a pod's container start to the portal
   showing it running (median, p95);
-- **estimate**: every 10 s, each queued workload's estimated start (tenants/kueue.py, portal/workloads/queue.py) against
+- **estimate**: every 10 s, each queued workload's estimated start (tenants/kueue.py, workloads/queue.py) against
   when it really started: the median absolute error, and the share of workloads that had an
   estimate (none where the workloads ahead have no time limit and no history yet).
 """
@@ -67,14 +67,14 @@ def run(args) -> dict:
     from django.utils import timezone
 
     from catalogue.models import GpuType, Template
-    from portal.keystone.models import User
-    from portal.workloads.models import Workload
-    from portal.workloads.queue import estimates
-    from portal.workloads.services import workload_launch
-    from portal.workloads.tasks import workload_create_task
-    from portal.workloads.tracking.tracker import Tracker
+    from identity.models import User
     from tenants.provisioning import tenant_reconcile
     from tenants.services import quota_update, tenant_ensure
+    from workloads.models import Workload
+    from workloads.queue import estimates
+    from workloads.services import workload_launch
+    from workloads.tasks import workload_create_task
+    from workloads.tracking.tracker import Tracker
 
     rng = random.Random(7)
     a100 = GpuType.objects.create(slug="a100", name="NVIDIA A100", node_selector={"gputype": "a100"})
@@ -206,7 +206,7 @@ def main() -> None:
         import django
 
         django.setup()
-        logging.getLogger("portal.workloads.tracking").setLevel(logging.WARNING)
+        logging.getLogger("workloads.tracking").setLevel(logging.WARNING)
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)

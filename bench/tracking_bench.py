@@ -191,7 +191,7 @@ def counting_kube():
     bytes, seconds from sending the request to the body read); the bodies stay in `bodies`."""
     from kubernetes import config
 
-    from portal.kube.client import Kube
+    from kube.client import Kube
 
     api = config.new_client_from_config(config_file=os.environ["KUBECONFIG"])
     calls: list[str] = []
@@ -225,8 +225,8 @@ class Bench:
         from kubernetes import config
 
         from catalogue.models import GpuType, Template
-        from portal.keystone.models import User
-        from portal.kube.client import Kube
+        from identity.models import User
+        from kube.client import Kube
         from tenants.manifests import SERVICE_ACCOUNT_NAME
         from tenants.models import Tenant
 
@@ -255,8 +255,8 @@ class Bench:
         self.count = 0
 
     def workloads(self, n: int, *, namespace: str, gpu_type, gpus: int, env: dict):
-        from portal.kube.labels import workload_object_name
-        from portal.workloads.models import Workload
+        from kube.labels import workload_object_name
+        from workloads.models import Workload
 
         rows = Workload.objects.bulk_create([
             Workload(tenant=self.tenants[namespace], owner=self.owner, name=f"w{i}",
@@ -271,8 +271,8 @@ class Bench:
 
     def grow_to(self, total: int) -> int:
         """Background workloads up to `total`; returns how many objects were created."""
-        from portal.workloads.manifests import workload_objects
-        from portal.workloads.objects import workload_spec
+        from workloads.manifests import workload_objects
+        from workloads.objects import workload_spec
 
         if total <= self.count:
             return 0
@@ -286,9 +286,9 @@ class Bench:
 
 
 def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
-    from portal.workloads.models import Workload
-    from portal.workloads.tracking.index import WATCHED
-    from portal.workloads.tracking.tracker import Tracker
+    from workloads.models import Workload
+    from workloads.tracking.index import WATCHED
+    from workloads.tracking.tracker import Tracker
 
     results = []
     for size in sizes:
@@ -384,13 +384,13 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
 def latency(bench: Bench, launches: int, rate: float) -> dict:
     from django.db import connection
 
-    from portal.kube.client import Kube
-    from portal.kube.labels import LABEL_WORKLOAD_ID
-    from portal.workloads.manifests import workload_objects
-    from portal.workloads.models import Workload
-    from portal.workloads.objects import workload_spec
-    from portal.workloads.tracking.index import WATCHED
-    from portal.workloads.tracking.tracker import Tracker
+    from kube.client import Kube
+    from kube.labels import LABEL_WORKLOAD_ID
+    from workloads.manifests import workload_objects
+    from workloads.models import Workload
+    from workloads.objects import workload_spec
+    from workloads.tracking.index import WATCHED
+    from workloads.tracking.tracker import Tracker
 
     stop = threading.Event()
     seen_pod: dict[tuple[int, str], float] = {}  # (workload id, phase) → monotonic
@@ -508,7 +508,7 @@ def main() -> None:
         django.setup()
         import logging
 
-        logging.getLogger("portal.workloads.tracking").setLevel(logging.WARNING)
+        logging.getLogger("workloads.tracking").setLevel(logging.WARNING)
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)

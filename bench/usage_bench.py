@@ -79,7 +79,7 @@ def catalogue(n_tenants: int = 20, n_users: int = 50):
 
 def make_workload(tenant, owner, gpu_type, gpu_count, started, finished, name="bench"):
     from catalogue.models import Template
-    from portal.workloads.models import Workload
+    from workloads.models import Workload
 
     workload = Workload.objects.create(
         tenant=tenant, owner=owner, name=name, template=Template.objects.get(slug="jupyter"),
@@ -111,8 +111,8 @@ def rows_for(n: int, start: dt.datetime, *, gpus: int = 1000, workload=None):
 
 
 def bench_ingest() -> dict:
-    from portal.usage.models import GpuSample
-    from portal.usage.services import samples_insert
+    from usage.models import GpuSample
+    from usage.services import samples_insert
 
     results = {}
     for batch in (1000, 10000):
@@ -144,7 +144,7 @@ def bench_ingest() -> dict:
 def generate(n_samples: int, types, tenants, users) -> tuple[list, float, float]:
     """200 workloads × 2 GPUs over 90 days, n_samples in all; returns (workloads, seconds to
     generate and store, seconds to roll up)."""
-    from portal.usage.services import samples_insert, usage_rollup
+    from usage.services import samples_insert, usage_rollup
 
     rng = random.Random(42)
     n_workloads, gpus = 200, 2
@@ -188,9 +188,9 @@ def generate(n_samples: int, types, tenants, users) -> tuple[list, float, float]
 def bench_report(n_samples: int) -> dict:
     from django.db import connection
 
-    from portal.usage.api.renderers import UsageCsvRenderer
-    from portal.usage.models import GpuSample, GpuUsageRollup
-    from portal.usage.selectors import (
+    from usage.api.renderers import UsageCsvRenderer
+    from usage.models import GpuSample, GpuUsageRollup
+    from usage.selectors import (
         report_columns,
         usage_report,
         usage_rollups_for_query,
@@ -250,9 +250,9 @@ def start_kubesim(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
 def bench_scrape(cycles: int, workdir: Path) -> dict:
     from django.conf import settings
 
-    from portal.kube.client import Kube
-    from portal.usage.models import GpuSample
-    from portal.usage.services import usage_scrape
+    from kube.client import Kube
+    from usage.models import GpuSample
+    from usage.services import usage_scrape
 
     proc, kubeconfig = start_kubesim(workdir)
     settings.KUBECONFIG = kubeconfig

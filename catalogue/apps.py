@@ -7,9 +7,9 @@ class CatalogueConfig(AppConfig):
     verbose_name = "GPU types and templates"
 
     def ready(self) -> None:
-        from portal.cluster.capacity import register_source
+        from cluster.capacity import register_source
 
         from .models import GpuType
 
-        # the capacity view's GPU types (portal.cluster is below the catalogue)
+        # the capacity view's GPU types (cluster is below the catalogue)
         register_source("gpu_types", lambda: list(GpuType.objects.all()))

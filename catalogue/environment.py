@@ -1,5 +1,5 @@
 """What a workload's environment may hold: the one rule, for a researcher's launch
-(portal/workloads/validation.py, so the REST API and the launch page) and an admin's template
+(workloads/validation.py, so the REST API and the launch page) and an admin's template
 (`TemplateForm`) alike.
 
 The GPU stack reads the container's environment before the container starts. The NVIDIA

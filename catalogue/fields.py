@@ -1,7 +1,7 @@
 """What a template's and a launch's text fields may hold, and how the pages' text areas read.
 
 One rule for an admin's template (catalogue/forms.py) and a researcher's launch (the launch
-validation in portal/workloads), so the two never disagree.
+validation in workloads), so the two never disagree.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Below tenants and workloads: both refer to these rows, neither is referred to from here.
 The tables keep their first names (workloads_gputype, workloads_template): the models moved
-here from portal.workloads without moving data (migrations 0001 here, workloads 0009).
+here from workloads without moving data (migrations 0001 here, workloads 0009).
 """
 
 import re

@@ -1,6 +1,6 @@
 """Which arguments a researcher may add to a template's program: the one rule, for an admin's
 template (`TemplateForm`, `catalogue.services`) and a researcher's launch
-(portal/workloads/validation.py, so the REST API and the launch page) alike.
+(workloads/validation.py, so the REST API and the launch page) alike.
 
 A template other than the custom one runs its own program: its image, command and arguments
 are the admin's. A launch's `args` are *appended* to the template's arguments (never replacing

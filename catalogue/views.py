@@ -3,7 +3,7 @@ registries a tenant may use (a section of the tenant page).
 
 Plain forms that work without JavaScript (POST, then redirect); htmx swaps a table row when an
 admin enables or disables a type or template. The figures are the capacity view's
-(portal.cluster.capacity); when the cluster does not answer, the page says so in a banner and
+(cluster.capacity); when the cluster does not answer, the page says so in a banner and
 still shows the catalogue.
 """
 
@@ -31,16 +31,16 @@ from catalogue.services import (
     template_enable,
     template_update,
 )
-from portal.cluster.capacity import (
+from cluster.capacity import (
     GpuTypeCapacity,
     cluster_nodes,
     gpu_capacity,
     gpus_admitted_without_pods,
     node_matches,
 )
-from portal.keystone.access import admin_required
-from portal.kube.client import KubeError
-from portal.kube.quantity import parse_quantity
+from identity.access import admin_required
+from kube.client import KubeError
+from kube.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
 

@@ -15,26 +15,6 @@ app.autodiscover_tasks()
 log = logging.getLogger(__name__)
 
 
-def send_on_commit(task, *args) -> None:
-    """Send `task` once the current transaction commits.
-
-    The committed row is the request: when the broker cannot take the message (Redis
-    restarting), the request still succeeds and a periodic sweep hands the work out later
-    (`workloads_requeue_stale` for launches and stops, `tenants_reconcile_all` for tenants).
-    Failing here would answer an error for work already accepted, and a client would retry it.
-    """
-    from django.db import transaction
-
-    def send() -> None:
-        try:
-            task.delay(*args)
-        except Exception:  # noqa: BLE001 - kombu's OperationalError and whatever a broker raises
-            log.warning("could not enqueue %s%r (broker unavailable); its periodic sweep will",
-                        task.name, args, exc_info=True)
-
-    transaction.on_commit(send)
-
-
 # Celery's Django fix-up closes the database connections before and after every task unless
 # CELERY_DB_REUSE_MAX is set, so each task would open a new PostgreSQL connection (TCP,
 # authentication, a server process forked for it): most of a launch's time in the worker. With
@@ -53,25 +33,25 @@ def _close_old_connections(sender=None, task=None, **kwargs) -> None:
 # launches and stops never wait behind it. Serve it with ONE single-process worker
 # (`celery -A portal worker -Q tracker --pool solo`): its list + watch view then lives from
 # cycle to cycle instead of being relisted.
-app.conf.task_routes = {"portal.workloads.tasks.workloads_track": {"queue": "tracker"}}
+app.conf.task_routes = {"workloads.tasks.workloads_track": {"queue": "tracker"}}
 
 app.conf.beat_schedule = {
-    "workloads-requeue-stale": {"task": "portal.workloads.tasks.workloads_requeue_stale",
+    "workloads-requeue-stale": {"task": "workloads.tasks.workloads_requeue_stale",
                                 "schedule": 30.0},
-    "workloads-enforce-runtime": {"task": "portal.workloads.tasks.workloads_enforce_runtime",
+    "workloads-enforce-runtime": {"task": "workloads.tasks.workloads_enforce_runtime",
                                   "schedule": 30.0},
-    "workloads-track": {"task": "portal.workloads.tasks.workloads_track", "schedule": 15.0,
+    "workloads-track": {"task": "workloads.tasks.workloads_track", "schedule": 15.0,
                         "options": {"expires": 14.0}},
-    "usage-scrape": {"task": "portal.usage.tasks.usage_scrape_task",
+    "usage-scrape": {"task": "usage.tasks.usage_scrape_task",
                      "schedule": float(os.environ.get("PORTAL_USAGE_SCRAPE_INTERVAL", 15)),
                      "options": {"expires": 14.0}},
-    "usage-rollup": {"task": "portal.usage.tasks.usage_rollup_task", "schedule": 60.0,
+    "usage-rollup": {"task": "usage.tasks.usage_rollup_task", "schedule": 60.0,
                      "options": {"expires": 55.0}},
-    "usage-prune": {"task": "portal.usage.tasks.usage_prune_task", "schedule": crontab(minute=41)},
-    "usage-idle-check": {"task": "portal.usage.tasks.usage_idle_check_task",
+    "usage-prune": {"task": "usage.tasks.usage_prune_task", "schedule": crontab(minute=41)},
+    "usage-idle-check": {"task": "usage.tasks.usage_idle_check_task",
                          "schedule": float(os.environ.get("PORTAL_IDLE_CHECK_SECONDS", 60)),
                          "options": {"expires": 55.0}},
-    "usage-gpu-health": {"task": "portal.usage.tasks.usage_gpu_health_task",
+    "usage-gpu-health": {"task": "usage.tasks.usage_gpu_health_task",
                          "schedule": float(os.environ.get("PORTAL_USAGE_SCRAPE_INTERVAL", 15)),
                          "options": {"expires": 14.0}},
     "tenants-reconcile-all": {"task": "tenants.tasks.tenants_reconcile_all", "schedule": 300.0},

@@ -18,7 +18,7 @@ token in it (the `identity` local of the authentication frame). Three layers kee
 The request's secrets are the values of its X-Auth-Token and Authorization headers, its cookies
 (the session id among them) and the Keystone tokens of its identity; token-shaped strings
 (Keystone's Fernet tokens, JSON Web Tokens) are hidden wherever they appear. Keystone's Token
-also leaves its id out of its repr (portal/keystone/client.py).
+also leaves its id out of its repr (identity/client.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ any request whose middleware hits the database before a view runs (the session s
 signed-in user). It is called while the exception is being handled, so it can tell.
 
 Lock contention ("database is locked", a deadlock) is not an outage: it is waited for and
-retried first (portal/contention.py), and what still ends in it is answered 503
+retried first (core/contention.py), and what still ends in it is answered 503
 `database_busy` with a one-second Retry-After, marked so that ContentionRetryMiddleware may run
 the request again. `database_unavailable` stays for a database that is down.
 
@@ -25,26 +25,17 @@ import sys
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
-from .contention import is_lock_contention
-
-# what a dead or restarting database raises (connection refused, terminated, closed)
-DATABASE_DOWN = (OperationalError, InterfaceError)
-RETRY_AFTER_SECONDS = 5
-DATABASE_UNAVAILABLE = {
-    "code": "database_unavailable",
-    "detail": "The portal's database is unavailable. Retry shortly.",
-    "fields": {},
-}
-DATABASE_BUSY = {
-    "code": "database_busy",
-    "detail": "The portal's database is busy with other writes. Retry in a moment.",
-    "fields": {},
-}
-BUSY_RETRY_AFTER_SECONDS = 1
+from core.contention import is_lock_contention
+from core.outages import (
+    BUSY_RETRY_AFTER_SECONDS,
+    DATABASE_BUSY,
+    DATABASE_DOWN,
+    DATABASE_UNAVAILABLE,
+    RETRY_AFTER_SECONDS,
+)
 
 PAGE = """<!doctype html>
 <html lang="en">

@@ -14,7 +14,7 @@ from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 
-from portal.keystone.client import KeystoneClient, KeystoneError
+from identity.client import KeystoneClient, KeystoneError
 
 
 @never_cache
@@ -39,7 +39,7 @@ def _check_cluster() -> None:
     # one authenticated GET through the portal's own client and credentials (kubeconfig or
     # service account), recorded for the pages' banner: a missing namespace is still an
     # answer, an unreachable API is not
-    from portal.kube.status import cluster_probe
+    from kube.status import cluster_probe
 
     outage = cluster_probe()
     if outage is not None:

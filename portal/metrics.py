@@ -7,7 +7,7 @@
   `portal_admission_refusals_total{gpu_type}`: admission decisions (workloads.services);
 - `portal_celery_task_failures_total{task}`: failed Celery tasks, counted in Redis because they
   happen in worker processes, on other hosts, that this endpoint cannot see;
-- `portal_keystone_token_cache_total{result}` (portal.keystone.tokens) and the process
+- `portal_keystone_token_cache_total{result}` (identity.tokens) and the process
   metrics of prometheus_client.
 
 Under gunicorn with several worker processes, set PROMETHEUS_MULTIPROC_DIR (an empty folder
@@ -43,21 +43,9 @@ HTTP_REQUESTS = Counter("portal_http_requests_total", "HTTP requests served, by 
 HTTP_LATENCY = Histogram("portal_http_request_duration_seconds",
                          "Time to serve an HTTP request, by route", ["method", "route"],
                          buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
-WORKLOAD_LAUNCHES = Counter("portal_workload_launches_total", "Workloads admitted",
-                            ["template", "gpu_type"])
-ADMISSION_REFUSALS = Counter("portal_admission_refusals_total",
-                             "Launches refused at admission (quota)", ["gpu_type"])
 
 TASK_FAILURES_KEY = "metrics:celery-task-failures"
 _METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
-
-
-def launch_admitted(*, template: str, gpu_type: str) -> None:
-    WORKLOAD_LAUNCHES.labels(template, gpu_type).inc()
-
-
-def admission_refused(*, gpu_type: str) -> None:
-    ADMISSION_REFUSALS.labels(gpu_type).inc()
 
 
 def _route(request: HttpRequest) -> str:

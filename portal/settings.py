@@ -43,13 +43,13 @@ INSTALLED_APPS = [
     "csp",
     "axes",
     "oauth2_provider",
-    "portal.keystone",
+    "identity",
     "audit",
     "catalogue",
-    "portal.workloads",
-    "portal.usage",
+    "workloads",
+    "usage",
     "tenants",
-    "portal.access",
+    "access",
     "api",
     "portal",
 ]
@@ -58,7 +58,7 @@ MIDDLEWARE = [
     # first: request counts and latencies for /metrics include the whole stack
     "portal.metrics.PrometheusMiddleware",
     # a request that lock contention ended before it wrote anything runs again
-    "portal.contention.ContentionRetryMiddleware",
+    "core.contention.ContentionRetryMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # below WhiteNoise: static files keep their own headers (long-lived, hashed names)
@@ -69,7 +69,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "portal.keystone.middleware.KeystoneSessionMiddleware",
+    "identity.middleware.KeystoneSessionMiddleware",
     # request.tenant: the current project's tenant, once per request
     "tenants.middleware.CurrentTenantMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -108,9 +108,9 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "portal.keystone.context_processors.identity",
-                "portal.usage.context_processors.gpu_alerts",
-                "portal.kube.context_processors.cluster_status",
+                "identity.context_processors.identity",
+                "usage.context_processors.gpu_alerts",
+                "kube.context_processors.cluster_status",
             ],
         },
     },
@@ -134,7 +134,7 @@ AUTH_USER_MODEL = "keystone.User"
 AUTHENTICATION_BACKENDS = [
     # axes first: it refuses a locked-out user before Keystone is asked
     "axes.backends.AxesStandaloneBackend",
-    "portal.keystone.backend.KeystoneBackend",
+    "identity.backend.KeystoneBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -196,7 +196,7 @@ KEYSTONE_TOKEN_REFUSED_TTL = env.int("KEYSTONE_TOKEN_REFUSED_TTL", default=5)
 # --- the cluster ---------------------------------------------------------------------------
 # a kubeconfig file; empty = the in-cluster service account
 KUBECONFIG = env.str("KUBECONFIG", default="")
-# the cluster read model (portal/cluster): how long a read waits for its first list, and how
+# the cluster read model (cluster): how long a read waits for its first list, and how
 # long a synced copy is still served while its watches fail
 PORTAL_CLUSTER_CACHE_SYNC_SECONDS = env.float("PORTAL_CLUSTER_CACHE_SYNC_SECONDS", default=2.0)
 PORTAL_CLUSTER_CACHE_STALE_SECONDS = env.float("PORTAL_CLUSTER_CACHE_STALE_SECONDS", default=30.0)
@@ -223,7 +223,7 @@ PORTAL_IMAGE_REGISTRIES = env.list("PORTAL_IMAGE_REGISTRIES", default=[])
 # a launch not yet in the cluster after this long is handed to a worker again
 PORTAL_LAUNCH_REQUEUE_SECONDS = env.int("PORTAL_LAUNCH_REQUEUE_SECONDS", default=60)
 
-# --- GPU usage (portal/usage/scrape.py documents the discovery order) ----------------------
+# --- GPU usage (usage/scrape.py documents the discovery order) ----------------------
 # a Prometheus that scrapes the GPU exporters: when set, it is asked instead of the exporters
 PORTAL_PROMETHEUS_URL = env.str("PORTAL_PROMETHEUS_URL", default="")
 # exporters at fixed addresses (comma-separated /metrics URLs): when set, scraped instead of
@@ -237,9 +237,9 @@ PORTAL_USAGE_SCRAPE_TIMEOUT = env.float("PORTAL_USAGE_SCRAPE_TIMEOUT", default=5
 PORTAL_USAGE_RAW_RETENTION_HOURS = env.int("PORTAL_USAGE_RAW_RETENTION_HOURS", default=48)
 PORTAL_USAGE_MINUTE_RETENTION_DAYS = env.int("PORTAL_USAGE_MINUTE_RETENTION_DAYS", default=35)
 PORTAL_USAGE_ROLLUP_LOOKBACK_MINUTES = env.int("PORTAL_USAGE_ROLLUP_LOOKBACK_MINUTES", default=15)
-# idle culling (portal/usage/culling.py): how often the check runs; the thresholds are per tenant
+# idle culling (usage/culling.py): how often the check runs; the thresholds are per tenant
 PORTAL_IDLE_CHECK_SECONDS = env.float("PORTAL_IDLE_CHECK_SECONDS", default=60.0)
-# GPU health (portal/usage/health.py): a GPU not reported for this many scrape intervals is
+# GPU health (usage/health.py): a GPU not reported for this many scrape intervals is
 # lost; with CORDON on, a node with an unhealthy GPU is cordoned (and uncordoned on recovery)
 PORTAL_GPU_HEALTH_LOST_SCRAPES = env.int("PORTAL_GPU_HEALTH_LOST_SCRAPES", default=4)
 PORTAL_GPU_HEALTH_CORDON = env.bool("PORTAL_GPU_HEALTH_CORDON", default=False)
@@ -310,17 +310,17 @@ AXES_FAILURE_LIMIT = env.int("PORTAL_LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("PORTAL_LOGIN_COOLOFF_HOURS", default=0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 # the user name case-folded: `Student` shares the lock of `student`
-AXES_USERNAME_CALLABLE = "portal.keystone.views.login_throttle_username"
+AXES_USERNAME_CALLABLE = "identity.views.login_throttle_username"
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_CALLABLE = "portal.keystone.views.login_locked_out"
+AXES_LOCKOUT_CALLABLE = "identity.views.login_locked_out"
 AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 AXES_VERBOSE = False
 
-# --- workload access: the authenticating proxy in front of every service (portal/access) ---
+# --- workload access: the authenticating proxy in front of every service (access) ---
 # The portal is the OpenID Connect provider of each service workload's oauth2-proxy sidecar.
 # Its signing key (RSA, PEM): PORTAL_OIDC_PRIVATE_KEY, or a file named by
 # PORTAL_OIDC_PRIVATE_KEY_FILE (a mounted Secret). Without one, service workloads cannot be
-# protected and `manage.py check --deploy` says so (portal/access/checks.py).
+# protected and `manage.py check --deploy` says so (access/checks.py).
 PORTAL_OIDC_PRIVATE_KEY = env.str("PORTAL_OIDC_PRIVATE_KEY", default="", multiline=True)
 if not PORTAL_OIDC_PRIVATE_KEY and env.str("PORTAL_OIDC_PRIVATE_KEY_FILE", default=""):
     PORTAL_OIDC_PRIVATE_KEY = Path(env.str("PORTAL_OIDC_PRIVATE_KEY_FILE")).read_text()
@@ -350,7 +350,7 @@ PORTAL_WORKLOAD_TOKEN_SECONDS = env.int("PORTAL_WORKLOAD_TOKEN_SECONDS", default
 # who of a tenant gets through a workload's proxy unless the tenant says otherwise:
 # owner (the owner, the project's managers, admins) | members | readers
 PORTAL_SERVICE_ACCESS_DEFAULT = env.str("PORTAL_SERVICE_ACCESS_DEFAULT", default="members")
-# queueing on Kueue (tenants/kueue.py, portal/workloads/queue.py): "auto" queues where the cluster serves Kueue's API,
+# queueing on Kueue (tenants/kueue.py, workloads/queue.py): "auto" queues where the cluster serves Kueue's API,
 # "kueue" insists on it, "off" refuses what is over quota, as without Kueue
 PORTAL_QUEUEING = env.str("PORTAL_QUEUEING", default="auto")
 # django-oauth-toolkit's own models (swappable; named so that migrations can refer to them)
@@ -364,7 +364,7 @@ OAUTH2_PROVIDER = {
     "OIDC_ENABLED": True,
     "OIDC_RSA_PRIVATE_KEY": PORTAL_OIDC_PRIVATE_KEY,
     "OIDC_ISS_ENDPOINT": PORTAL_OIDC_ISSUER,
-    "OAUTH2_VALIDATOR_CLASS": "portal.access.oidc.PortalOAuth2Validator",
+    "OAUTH2_VALIDATOR_CLASS": "access.oidc.PortalOAuth2Validator",
     "SCOPES": {"openid": "sign in", "profile": "your name", "email": "your e-mail address"},
     "DEFAULT_SCOPES": ["openid"],
     "PKCE_REQUIRED": True,

@@ -1,8 +1,8 @@
 from django.urls import include, path
 
+from identity import views as keystone_views
 from portal import health, metrics, views
-from portal.keystone import views as keystone_views
-from portal.workloads import admin_views as queue_views
+from workloads import admin_views as queue_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -12,14 +12,14 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
-    path("", include("portal.workloads.urls")),
-    path("", include("portal.usage.urls")),
+    path("", include("workloads.urls")),
+    path("", include("usage.urls")),
     path("admin/", include("tenants.urls")),
     path("admin/", include("catalogue.urls")),
     path("admin/queues/", queue_views.queues, name="queues"),
     path("api/", include("api.urls")),
-    # the OpenID Connect provider of the workloads' authenticating proxies (portal/access)
-    path("o/", include("portal.access.urls")),
+    # the OpenID Connect provider of the workloads' authenticating proxies (access)
+    path("o/", include("access.urls")),
 ]
 
 # a database outage answers 503, not a 500 trace; under /api/ every error is JSON

@@ -2,10 +2,10 @@
 
 from django.shortcuts import render
 
-from portal.keystone.access import project_required
-from portal.keystone.scoping import Action
-from portal.workloads.models import Workload
-from portal.workloads.views import gpu_availability
+from identity.access import project_required
+from identity.scoping import Action
+from workloads.models import Workload
+from workloads.views import gpu_availability
 
 
 @project_required

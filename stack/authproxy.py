@@ -1,7 +1,7 @@
 """oauth2-proxy as a local process: the sidecar of a service workload, run on loopback.
 
 The binary is the one stack/k8s/build.py builds (component "oauth2-proxy"); the configuration is
-portal/access/proxy.py's, from the same ProxySpec a pod gets. Only where it listens differs: a
+access/proxy.py's, from the same ProxySpec a pod gets. Only where it listens differs: a
 free port on 127.0.0.1. The Secret's values are given directly (`secrets`, by key of the
 workload's Secret, and tls.crt / tls.key where the spec has a TLS Secret); the files go into
 `workdir`, laid out as in the pod, and the proxy runs there.
@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from portal.access.proxy import (
+from access.proxy import (
     PING_PATH,
     PROXY_FILE_PATHS,
     TLS_DIR,

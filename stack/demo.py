@@ -53,7 +53,7 @@ INVENTORY = REPO / "deploy" / "kubesim" / "demo-inventory.yaml"
 GUNICORN_CONF = REPO / "deploy" / "image" / "gunicorn.conf.py"
 # Keystone's runner threads. Its work is Python under one GIL, so more threads add no
 # throughput; what matters for a burst is its token cache and the portal asking once per
-# token (portal/keystone/tokens.py). One thread also keeps its SQLite writes (a password
+# token (identity/tokens.py). One thread also keeps its SQLite writes (a password
 # login writes the user's last_active_at) from failing with "database is locked". Measured
 # (bench/results/demo_burst.md): 40 password logins at once, 1 thread 40 of 40 in 2.1 s;
 # 4 threads 8 failed (HTTP 500, "database is locked"); 8 threads 15 failed, in 1.9 s.

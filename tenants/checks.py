@@ -3,7 +3,7 @@ import re
 from django.conf import settings
 from django.core.checks import Error, register
 
-from portal.kube.labels import is_valid_prefix
+from kube.labels import is_valid_prefix
 
 from .manifests import POD_SECURITY_LEVELS, egress_destination
 

@@ -6,7 +6,7 @@ import logging
 
 from django.conf import settings
 
-from portal.keystone.client import KeystoneClient
+from identity.client import KeystoneClient
 
 from .models import Tenant
 from .services import tenant_ensure, tenant_mark_deleting, tenant_restore

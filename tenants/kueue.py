@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from portal.kube.labels import KUEUE_API_VERSION as API_VERSION
-from portal.kube.labels import MANAGED_BY, PRIORITY_LABEL, QUEUE_LABEL
+from kube.labels import KUEUE_API_VERSION as API_VERSION
+from kube.labels import MANAGED_BY, PRIORITY_LABEL, QUEUE_LABEL
 
 COHORT = "gpu-portal"
 LOCAL_QUEUE = "gpu-portal"

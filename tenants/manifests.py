@@ -10,7 +10,7 @@ import dataclasses
 import ipaddress
 from typing import Any
 
-from portal.kube.labels import (
+from kube.labels import (
     ANNOTATION_PROJECT_NAME,
     LABEL_EXPOSED,
     LABEL_PROJECT_ID,
@@ -20,12 +20,12 @@ from portal.kube.labels import (
     label_value,
 )
 
-# what the authenticating proxy beside every exposed pod's application takes (portal/access/
+# what the authenticating proxy beside every exposed pod's application takes (access/
 # proxy.py), counted in the tenant's limits: a small, fixed share, requests = limits, so the
 # sidecar changes no pod's QoS class. It moves every byte the application serves (downloads,
 # websockets), hence more than a token CPU.
 PROXY_CPU_MILLIS, PROXY_MEMORY_MIB = 100, 64
-EXPOSED_PORT_NAME = "http"  # the exposed pod's port: its proxy's (portal/workloads/manifests.py)
+EXPOSED_PORT_NAME = "http"  # the exposed pod's port: its proxy's (workloads/manifests.py)
 METADATA_ADDRESS = "169.254.169.254/32"
 # what "the internet" leaves out unless the operator lists the cluster's own ranges: the private,
 # shared (carrier-grade NAT), link-local (the metadata address among them) and loopback ranges,

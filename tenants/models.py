@@ -69,7 +69,7 @@ class Quota(models.Model):
     idle_grace_minutes = models.PositiveIntegerField(default=30)
     # an admin may set a quota above what the cluster has, on purpose (e.g. capacity on order)
     allow_over_capacity = models.BooleanField(default=False)
-    # queueing on Kueue (tenants/kueue.py, portal/workloads/queue.py): what the tenant may borrow of each GPU type beyond
+    # queueing on Kueue (tenants/kueue.py, workloads/queue.py): what the tenant may borrow of each GPU type beyond
     # its quota while others leave theirs idle, what it lends of its own, its fair share
     gpu_borrowing_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="GPUs of each type it may borrow; empty = no limit")

@@ -16,8 +16,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.services import audit_record
-from portal.kube.client import Conflict, Kube, KubeError
-from portal.kube.kueue import queueing_on
+from kube.client import Conflict, Kube, KubeError
+from kube.kueue import queueing_on
 from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
 from tenants.queueing import cluster_queueing_objects, tenant_queue_objects
 

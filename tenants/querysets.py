@@ -1,8 +1,8 @@
-"""The tenants domain's querysets: `restrict(identity, action)` (portal/keystone/scoping.py)."""
+"""The tenants domain's querysets: `restrict(identity, action)` (identity/scoping.py)."""
 
 from __future__ import annotations
 
-from portal.keystone.scoping import Action, TenantScopedQuerySet
+from identity.scoping import Action, TenantScopedQuerySet
 
 
 class TenantQuerySet(TenantScopedQuerySet):

@@ -1,6 +1,6 @@
 """A tenant's quota as Kueue objects (made by kueue.py's pure functions), and what its queue
 may reach. tenants/provisioning.py reconciles them where the cluster queues
-(portal/kube/kueue.py says whether it does)."""
+(kube/kueue.py says whether it does)."""
 
 from __future__ import annotations
 

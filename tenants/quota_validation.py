@@ -13,8 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 from catalogue.models import GpuType
-from portal.cluster.capacity import gpu_capacity
-from portal.kube.client import KubeError
+from cluster.capacity import gpu_capacity
+from kube.client import KubeError
 
 from .models import Quota
 

@@ -1,5 +1,5 @@
 """Reads of the tenants domain. What a caller may see of tenants is `Tenant.objects.restrict`
-(portal/keystone/scoping.py)."""
+(identity/scoping.py)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from catalogue.models import GpuType
-from portal.celery import send_on_commit
-from portal.kube.labels import namespace_name
+from core.tasks import send_on_commit
+from kube.labels import namespace_name
 
 from .models import GpuQuota, Quota, Tenant
 from .signals import tenant_deleting
@@ -190,7 +190,7 @@ def tenant_image_prefixes_update(*, tenant: Tenant, acting_user, prefixes: list[
 
 
 def tenants_ensure_for_projects(*, projects, **_signal: Any) -> None:
-    """Every Keystone project seen gets its tenant: the receiver of portal.keystone's
+    """Every Keystone project seen gets its tenant: the receiver of identity's
     `projects_seen` (login, an API caller's token), connected in apps.py."""
     for project in projects:
         tenant_ensure(keystone_project_id=project.id, name=project.name,

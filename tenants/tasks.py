@@ -6,7 +6,7 @@ import logging
 
 from celery import shared_task
 
-from portal.kube.client import KubeError
+from kube.client import KubeError
 
 from . import provisioning
 from .models import Tenant

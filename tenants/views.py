@@ -14,12 +14,12 @@ from django.views.decorators.http import require_http_methods, require_POST
 from audit.models import AuditRecord
 from catalogue.images import image_allowed
 from catalogue.models import GpuType, Template
-from portal.cluster.capacity import gpus_in_use_by_namespace
-from portal.keystone.access import admin_required, scoped_object
-from portal.keystone.client import KeystoneClient, KeystoneError
-from portal.keystone.scoping import Action
-from portal.kube.client import KubeError
-from portal.kube.kueue import queueing_shown
+from cluster.capacity import gpus_in_use_by_namespace
+from identity.access import admin_required, scoped_object
+from identity.client import KeystoneClient, KeystoneError
+from identity.scoping import Action
+from kube.client import KubeError
+from kube.kueue import queueing_shown
 
 from .filtersets import AuditRecordFilterSet, TenantFilterSet
 from .forms import ImagePrefixesForm

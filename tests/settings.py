@@ -27,7 +27,7 @@ os.environ["REDIS_URL"] = f"redis://127.0.0.1:{os.environ['TEST_REDIS_PORT']}/0"
 os.environ["KEYSTONE_URL"] = f"http://127.0.0.1:{os.environ['TEST_KEYSTONE_PORT']}/v3"
 os.environ.setdefault("KEYSTONE_SERVICE_PASSWORD", "gpu-portal-service-pass")
 if not os.environ.get("PORTAL_OIDC_PRIVATE_KEY"):
-    # the OpenID Connect signing key of this test run (portal/access)
+    # the OpenID Connect signing key of this test run (access)
     from stack.oidc_key import new_private_key_pem
 
     os.environ["PORTAL_OIDC_PRIVATE_KEY"] = new_private_key_pem()

@@ -116,7 +116,7 @@ async def drain(users: list[User], deadline: float) -> dict:
     """Every user stops its live workload; then wait until the database shows none live."""
     from asgiref.sync import sync_to_async
 
-    from portal.workloads.models import Workload
+    from workloads.models import Workload
 
     started = time.monotonic()
     await asyncio.gather(*(u.stop() for u in users if u.workload and u.workload["state"] in
@@ -166,7 +166,7 @@ async def burst(users: list[User], count: int) -> dict:
 
 def settle(admitted: dict[int, str], began: dt.datetime, deadline: float) -> dict:
     """Wait until every admitted workload is running, succeeded or failed with a reason."""
-    from portal.workloads.models import Workload
+    from workloads.models import Workload
 
     started = time.monotonic()
     while True:
@@ -198,9 +198,9 @@ def quota_check(tenants: dict[str, dict], admitted: dict[int, str],
                 began: dt.datetime) -> dict:
     """Per project: GPUs admitted in the burst (database) and held in the cluster (pods and the
     ResourceQuota) against the quota. Every number must be ≤ the quota."""
-    from portal.kube.client import Kube
-    from portal.kube.quantity import parse_quantity
-    from portal.workloads.models import Workload
+    from kube.client import Kube
+    from kube.quantity import parse_quantity
+    from workloads.models import Workload
 
     kube = Kube()
     limit_by_type = PROJECT_QUOTA["gpus_by_type"]

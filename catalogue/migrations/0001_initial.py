@@ -1,4 +1,4 @@
-"""The GPU types and templates, moved here from portal.workloads: state only, the tables stay workloads_gputype and workloads_template."""
+"""The GPU types and templates, moved here from workloads: state only, the tables stay workloads_gputype and workloads_template."""
 
 import django.core.validators
 from django.db import migrations, models

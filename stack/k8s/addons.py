@@ -3,7 +3,7 @@
 - MetalLB's controller: LoadBalancer addresses from the inventory's address pools;
 - the GPU metrics: one gpuagent (fake NVML) and one pod-resources socket per GPU node;
 - k8s-keystone-auth, when there is a Keystone: `kubectl --token <Keystone token>`;
-- Kueue, when asked (`kueue=True`): queueing of the portal's launches (tenants/kueue.py, portal/workloads/queue.py).
+- Kueue, when asked (`kueue=True`): queueing of the portal's launches (tenants/kueue.py, workloads/queue.py).
 """
 
 from __future__ import annotations

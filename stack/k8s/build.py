@@ -105,7 +105,7 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
               binaries={"k8s-keystone-auth": "k8s.io/cloud-provider-openstack/cmd/k8s-keystone-auth"},
               ldflags="-X k8s.io/cloud-provider-openstack/pkg/version.Version=v1.36.0 "
                       "-X k8s.io/component-base/version.gitVersion=v1.36.0"),
-    # the authenticating sidecar of every service workload (portal/access/proxy.py,
+    # the authenticating sidecar of every service workload (access/proxy.py,
     # stack/authproxy.py); its Makefile sets the version the same way (--version reports it)
     Component(name="oauth2-proxy", version="v7.15.4",
               module="github.com/oauth2-proxy/oauth2-proxy/v7",

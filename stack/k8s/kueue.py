@@ -1,7 +1,7 @@
 """Kueue for the real control plane: its controller manager, run out of cluster, as an addon.
 
 Kueue (sigs.k8s.io/kueue, built by stack/k8s/build.py as `kueue`) holds the portal's quotas as
-ClusterQueues, admits queued Jobs and Deployments (tenants/kueue.py, portal/workloads/queue.py) and preempts borrowers when a
+ClusterQueues, admits queued Jobs and Deployments (tenants/kueue.py, workloads/queue.py) and preempts borrowers when a
 lender needs its GPUs back. What running it outside a cluster takes (read from its sources and
 its config/components):
 
@@ -19,7 +19,7 @@ its config/components):
 - the feature gate VisibilityOnDemand off: its visibility API server reads its certificate from
   the fixed path /visibility and is reached through an APIService whose Service must have a
   non-loopback endpoint; the portal orders the pending Workloads itself where that API is
-  missing (portal/workloads/queue.py);
+  missing (workloads/queue.py);
 - a certificate for its metrics server at the fixed path /etc/kueue/metrics/certs (v0.19 reads
   it from there whenever its own certificate management is off, and exits without it); one is
   issued there once, by the first cluster's CA, if none is there (nothing scrapes it here);

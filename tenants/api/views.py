@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from api.permissions import IsPortalAdmin
 from api.viewsets import TenantScopedViewSet
 from audit.models import AuditRecord
-from portal.keystone.scoping import Action
+from identity.scoping import Action
 
 from ..filtersets import AuditRecordFilterSet, TenantFilterSet
 from ..models import Quota, Tenant

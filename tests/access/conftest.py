@@ -11,12 +11,12 @@ import pytest
 import requests
 from django.test import TestCase
 
-from portal.access.proxy import CLIENT_SECRET_KEY
-from portal.access.services import workload_proxy
-from portal.workloads.models import Workload
+from access.proxy import CLIENT_SECRET_KEY
+from access.services import workload_proxy
 from stack.authproxy import AuthProxy
 from tests.access.proxies import ID_TOKEN_SECONDS, RECHECK, Application, Relay
 from tests.workloads.api_calls import vision_lab_ready
+from workloads.models import Workload
 
 
 @pytest.fixture

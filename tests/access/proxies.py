@@ -15,7 +15,7 @@ import requests
 from django.conf import settings
 from jwcrypto import jwk, jwt
 
-from portal.access.proxy import cookie_name
+from access.proxy import cookie_name
 from stack.authproxy import AuthProxy
 
 HTML = {"Accept": "text/html,application/xhtml+xml"}

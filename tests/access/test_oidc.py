@@ -16,13 +16,13 @@ import pytest
 from django.test import Client
 from jwcrypto import jwk, jwt
 
+from access import services as access_services
+from access.models import ProxySession, TenantServiceAccess
 from audit.models import AuditRecord
-from portal.access import services as access_services
-from portal.access.models import ProxySession, TenantServiceAccess
-from portal.keystone import assignments
-from portal.workloads.models import Workload
+from identity import assignments
 from stack.identities import admin_client
 from tests.workloads.api_calls import launch, vision_lab_ready
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
@@ -252,8 +252,8 @@ def test_with_a_certificate_the_address_and_the_callback_are_https(login, notebo
 
 
 def test_a_custom_service_on_the_proxy_s_port_gets_its_proxy_beside_it(vision, project_token):
-    from portal.workloads.manifests import workload_objects
-    from portal.workloads.objects import workload_spec
+    from workloads.manifests import workload_objects
+    from workloads.objects import workload_spec
 
     response = launch({"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}, {
         "name": "api", "template": "custom", "kind": "service", "image": "busybox:1.36",
@@ -357,7 +357,7 @@ def test_a_parameter_given_twice_is_refused(login, notebook, own_notebook):
 @pytest.fixture
 def unchecked_view(monkeypatch):
     """The authorization view without its own check: what reaches the library alone."""
-    from portal.access.oidc import WorkloadAuthorizationView
+    from access.oidc import WorkloadAuthorizationView
 
     monkeypatch.setattr(WorkloadAuthorizationView, "_refusal", lambda self, request: None)
 

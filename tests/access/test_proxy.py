@@ -8,7 +8,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from portal.access.proxy import (
+from access.proxy import (
     CLIENT_SECRET_KEY,
     CONFIG_KEY,
     COOKIE_SECRET_KEY,

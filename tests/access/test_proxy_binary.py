@@ -1,4 +1,4 @@
-"""The real oauth2-proxy (stack/k8s/build.py builds it) with portal/access/proxy.py's
+"""The real oauth2-proxy (stack/k8s/build.py builds it) with access/proxy.py's
 configuration, run by stack/authproxy.py in front of a small HTTP application, where no OpenID
 Connect provider is needed: public mode, what reaches the application, what is refused before
 any provider is asked, TLS. Nothing listens at the issuer here. Whatever needs the portal's
@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from portal.access.proxy import CLIENT_SECRET_KEY, COOKIE_SECRET_KEY, ProxySpec
+from access.proxy import CLIENT_SECRET_KEY, COOKIE_SECRET_KEY, ProxySpec
 from stack.authproxy import AuthProxy
 from stack.k8s import build
 from tests.access.proxies import HTML, JSON, PROXY_HEADERS

@@ -1,5 +1,5 @@
 """The whole path, with nothing stood in: a real oauth2-proxy (stack/authproxy.py, the pod's
-configuration from portal/access/proxy.py) in front of a small local application, logging users
+configuration from access/proxy.py) in front of a small local application, logging users
 in against the live portal (live_server), its real OpenID Connect endpoints (/o/) and its real
 Keystone. Workloads are launched through the API (tests/access/conftest.py).
 
@@ -23,9 +23,9 @@ import pytest
 import requests
 from jwcrypto import jwk
 
-from portal.access.models import ProxySession
-from portal.access.proxy import CLIENT_SECRET_KEY, cookie_name
-from portal.keystone import assignments
+from access.models import ProxySession
+from access.proxy import CLIENT_SECRET_KEY, cookie_name
+from identity import assignments
 from stack.identities import admin_client
 from tests.access.proxies import (
     HTML,

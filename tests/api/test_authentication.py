@@ -5,7 +5,7 @@ from django.test import Client
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
-from portal.keystone.tokens import TOKEN_CACHE
+from identity.tokens import TOKEN_CACHE
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +68,7 @@ def test_a_revoked_token_stops_working_once_the_cache_entry_lapses(keystone, set
 def test_the_cache_ttl_is_bounded_by_the_setting(keystone, settings, project_token):
     from django.core.cache import cache
 
-    from portal.keystone.tokens import _cache_key
+    from identity.tokens import _cache_key
 
     settings.KEYSTONE_TOKEN_CACHE_TTL = 7
     token = project_token("viewer", "vision-lab")

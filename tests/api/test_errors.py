@@ -129,7 +129,7 @@ def test_a_failing_view_never_shows_the_token(researcher, settings, monkeypatch,
         secret_copy = identity.scoped.id  # noqa: F841 - a local the debug page would show
         raise RuntimeError(f"something broke for {identity!r} with {token}")
 
-    monkeypatch.setattr("portal.workloads.querysets.WorkloadQuerySet.restrict", broken)
+    monkeypatch.setattr("workloads.querysets.WorkloadQuerySet.restrict", broken)
     response = client.get("/api/v1/workloads/?note=" + token)
     assert response.status_code == 500
     page = response.content.decode(errors="replace")

@@ -22,10 +22,10 @@ from django.test import Client, TestCase
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
-from portal.access.models import TenantServiceAccess
-from portal.workloads.models import Workload
+from access.models import TenantServiceAccess
 from tenants.models import Quota, Tenant
 from tenants.services import quota_update
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 

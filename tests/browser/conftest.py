@@ -135,8 +135,8 @@ def celery_processes(django_db_setup, django_db_blocker, kubesim, keystone, redi
     from django.core.cache import cache
 
     from portal.celery import app
-    from portal.workloads.tasks import workloads_track
-    from portal.workloads.tracking.index import LOCK_KEY
+    from workloads.tasks import workloads_track
+    from workloads.tracking.index import LOCK_KEY
 
     OUTPUT.mkdir(parents=True, exist_ok=True)
     processes = PortalProcesses(OUTPUT, str(kubesim.kubeconfig), env={
@@ -168,7 +168,7 @@ def vision_lab(login, gpu_types, cluster, celery_processes):
     workloads left in the cluster."""
     from django.utils import timezone
 
-    from portal.kube.client import Kube
+    from kube.client import Kube
     from tenants.models import Tenant
     from tenants.services import quota_update
     from tests.fixtures.portal import remove_workload_objects

@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from portal.workloads.models import Workload
+from workloads.models import Workload
 
 from .conftest import STATE_TIMEOUT_MS, switch_project
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from portal.workloads.models import Workload
+from workloads.models import Workload
 
 from .conftest import OUTPUT, STATE_TIMEOUT_MS, switch_project
 

@@ -8,12 +8,12 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from catalogue.models import Template
-from portal.cluster.cache import cluster_cache
-from portal.kube.client import Kube, api_client
-from portal.kube.labels import LABEL_WORKLOAD_ID
-from portal.workloads.models import Workload
+from cluster.cache import cluster_cache
+from kube.client import Kube, api_client
+from kube.labels import LABEL_WORKLOAD_ID
 from tenants.models import Tenant
 from tests.fixtures.kubesim import DEMO_INVENTORY
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 

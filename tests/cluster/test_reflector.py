@@ -8,8 +8,8 @@ import urllib.request
 
 import pytest
 
-from portal.kube.client import Kube
-from portal.kube.reflector import Reflector
+from kube.client import Kube
+from kube.reflector import Reflector
 
 LABELS = {"keep": "yes"}
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from portal.kube.client import Kube
+from kube.client import Kube
 from tests.fixtures.kubesim import DEMO_INVENTORY
 from tests.fixtures.processes import PortalProcesses
 
@@ -151,8 +151,8 @@ def cluster_objects(kube: Kube) -> dict[int, collections.Counter[str]]:
 
 def expected_objects(workload) -> collections.Counter[str]:
     """The kinds a workload's one set of objects has (from the manifest functions)."""
-    from portal.workloads.manifests import workload_objects
-    from portal.workloads.objects import workload_spec
+    from workloads.manifests import workload_objects
+    from workloads.objects import workload_spec
 
     return collections.Counter(obj["kind"] for obj in workload_objects(workload_spec(workload)))
 
@@ -161,7 +161,7 @@ def launch_problems(accepted: set[int], kube: Kube) -> list[str]:
     """What is wrong with the end state of these accepted launches: each must have exactly one
     set of Kubernetes objects, or have failed with a reason (or been stopped: none); nothing labelled as a workload may
     exist for an id the database does not know. Empty when all is well."""
-    from portal.workloads.models import Workload
+    from workloads.models import Workload
 
     workloads = {w.pk: w for w in Workload.objects.select_related(
         "tenant", "owner", "template", "gpu_type").filter(pk__in=accepted)}
@@ -233,8 +233,8 @@ def launches_settled(accepted: set[int]) -> Callable[[], bool]:
     """A wait condition: no accepted launch still waits for creation. Until then each poll
     sends the stale-launch sweep, as beat does every 30 s (the worker's threshold decides
     which launches it hands out again)."""
-    from portal.workloads.models import Workload
-    from portal.workloads.tasks import workloads_requeue_stale
+    from workloads.models import Workload
+    from workloads.tasks import workloads_requeue_stale
 
     def settled() -> bool:
         if not Workload.objects.filter(pk__in=accepted, state__in=[

@@ -9,11 +9,11 @@ import time
 import pytest
 from django.test import Client
 
-from portal.kube.client import Kube
-from portal.workloads.models import Workload
-from portal.workloads.tasks import workloads_requeue_stale
+from kube.client import Kube
 from tests.faults.conftest import cluster_objects, launch_body, launch_problems
 from tests.fixtures.processes import wait_until
+from workloads.models import Workload
+from workloads.tasks import workloads_requeue_stale
 
 OUTAGE_SECONDS = 30  # the outage
 # how long the states may take to match the cluster once it is back; a fault cluster may ask

@@ -10,9 +10,9 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
-from portal.keystone import identity as identity_store
-from portal.keystone.tokens import _cache_key
-from portal.keystone.views import UNREACHABLE
+from identity import identity as identity_store
+from identity.tokens import _cache_key
+from identity.views import UNREACHABLE
 
 API = "/api/v1/workloads/"
 

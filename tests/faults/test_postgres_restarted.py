@@ -5,11 +5,11 @@ instead of dropping a launch; once it is back, the same processes serve again by
 import httpx
 import pytest
 
-from portal.kube.client import Kube
-from portal.workloads.models import Workload
+from kube.client import Kube
 from stack.procs import free_port
 from tests.faults.conftest import browser_login, launch_body, launch_problems
 from tests.fixtures.processes import wait_until
+from workloads.models import Workload
 
 State = Workload.State
 

@@ -7,10 +7,10 @@ import collections
 
 import pytest
 
-from portal.kube.client import Kube
-from portal.workloads.models import Workload
+from kube.client import Kube
 from tests.faults.conftest import Burst, launch_problems, launches_settled
 from tests.fixtures.processes import restarted_when_it_exits, wait_until
+from workloads.models import Workload
 
 STOP_AFTER = 6  # workloads in the cluster when Redis stops
 DOWN_FOR = 10  # launches answered while Redis is down

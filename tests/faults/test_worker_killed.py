@@ -4,10 +4,10 @@ duplicates, no orphans."""
 
 import pytest
 
-from portal.kube.client import Kube
-from portal.workloads.models import Workload
+from kube.client import Kube
 from tests.faults.conftest import Burst, launch_problems, launches_settled
 from tests.fixtures.processes import wait_until
+from workloads.models import Workload
 
 KILL_AFTER = 8  # workloads in the cluster when the worker is killed
 # the sweep's threshold: a launch with no progress for this long is handed out again

@@ -87,8 +87,8 @@ def tracker():
     """The lifecycle tracker, running in the background as the beat/worker pair would."""
     from django.db import connection
 
-    from portal.kube.client import Kube
-    from portal.workloads.tracking.tracker import Tracker, tracking_cycle
+    from kube.client import Kube
+    from workloads.tracking.tracker import Tracker, tracking_cycle
 
     stop = threading.Event()
 

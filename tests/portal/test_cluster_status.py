@@ -1,5 +1,5 @@
 """The cluster-unreachable banner: recorded by whoever fails to reach the API, cleared by the
-probe, shown on every signed-in page (portal/kube/status.py)."""
+probe, shown on every signed-in page (kube/status.py)."""
 
 from pathlib import Path
 
@@ -8,8 +8,8 @@ import redis
 from django.conf import settings
 from django.core.cache import cache
 
-from portal.kube import status
-from portal.kube.client import Kube, KubeUnavailable
+from kube import status
+from kube.client import Kube, KubeUnavailable
 from portal.tasks import cluster_probe_task
 
 

@@ -19,7 +19,7 @@ from django.db.backends.sqlite3.base import DatabaseWrapper as SqliteWrapper
 from django.test import Client
 
 from api.errors import exception_handler
-from portal.contention import is_lock_contention
+from core.contention import is_lock_contention
 from portal.database import SQLITE_INIT, for_concurrent_writers
 from stack.procs import REPO, free_port
 
@@ -143,10 +143,10 @@ django.setup()
 from django.core.management import call_command
 from django.db import connection
 call_command("migrate", verbosity=0)
-from portal.keystone.models import User
-from portal.workloads.models import GpuType, Template, Workload
-from portal.workloads.services import AdmissionRefused, workload_launch
-from portal.workloads.transitions import workload_transition
+from identity.models import User
+from workloads.models import GpuType, Template, Workload
+from workloads.services import AdmissionRefused, workload_launch
+from workloads.transitions import workload_transition
 from tenants.services import quota_update, tenant_ensure
 assert connection.vendor == "sqlite"
 a100 = GpuType.objects.create(slug="a100", name="A100", node_selector={"gputype": "a100"})

@@ -8,13 +8,13 @@ import sys
 import pytest
 from django.test import Client, RequestFactory
 
+from identity import identity as identity_store
 from portal.error_reports import (
     SUBSTITUTE,
     PortalExceptionReporter,
     PortalExceptionReporterFilter,
     ScrubSecrets,
 )
-from portal.keystone import identity as identity_store
 
 pytestmark = pytest.mark.django_db
 
@@ -47,7 +47,7 @@ def test_a_failing_page_shows_no_session_or_token(researcher, settings, monkeypa
     def broken(queryset, identity, action="view"):
         raise RuntimeError(f"cannot list for {identity.unscoped.user_name}")
 
-    monkeypatch.setattr("portal.workloads.querysets.WorkloadQuerySet.restrict", broken)
+    monkeypatch.setattr("workloads.querysets.WorkloadQuerySet.restrict", broken)
     response = researcher.get("/")
     assert response.status_code == 500
     page = response.content.decode(errors="replace")

@@ -1,4 +1,4 @@
-"""How the API server's refusals become the portal's exceptions (portal/kube/client.py): an
+"""How the API server's refusals become the portal's exceptions (kube/client.py): an
 authorizer's 403 and a 401 are NotAuthorized (retried by the tasks: an API server that has just
 started refuses so until its RBAC caches are in — seen on the real control plane), while
 admission's 403s (quota, Pod Security) stay plain refusals."""
@@ -8,7 +8,7 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
-from portal.kube.client import KubeRefused, KubeUnavailable, NotAuthorized, _translate
+from kube.client import KubeRefused, KubeUnavailable, NotAuthorized, _translate
 
 
 def api_error(code: int, message: str, reason: str = "Forbidden") -> ApiException:

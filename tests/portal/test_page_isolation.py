@@ -29,15 +29,15 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
 from catalogue.models import GpuType, Template
-from portal.keystone import identity as identity_store
-from portal.keystone.client import KeystoneClient
-from portal.keystone.identity import Identity
-from portal.keystone.roles import is_portal_admin
-from portal.keystone.services import user_sync
-from portal.usage.models import GpuUsageRollup
-from portal.workloads.models import Workload
+from identity import identity as identity_store
+from identity.client import KeystoneClient
+from identity.identity import Identity
+from identity.roles import is_portal_admin
+from identity.services import user_sync
 from tenants.models import Quota, Tenant
 from tenants.services import quota_update, tenant_ensure
+from usage.models import GpuUsageRollup
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
@@ -228,14 +228,14 @@ def identities(keystone) -> dict[str, Identity]:
 def world(identities, gpu_types, cluster) -> World:
     def sign_in(who: str) -> Client:
         """A browser whose server-side session holds `who`'s Keystone identity, as the login
-        form leaves it (tests/keystone/test_login.py proves the form itself)."""
+        form leaves it (tests/identity/test_login.py proves the form itself)."""
         identity = dataclasses.replace(identities[who], validated_at=dt.datetime.now(dt.UTC))
         for project in identity.projects:  # first sight of a project records its tenant
             tenant_ensure(keystone_project_id=project.id, name=project.name,
                           domain_id=project.domain_id)
         client = Client()
         client.force_login(user_sync(token=identity.unscoped, is_admin=identity.is_admin),
-                           backend="portal.keystone.backend.KeystoneBackend")
+                           backend="identity.backend.KeystoneBackend")
         session = client.session
         identity_store.store(session, identity)
         session.save()

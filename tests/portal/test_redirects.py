@@ -3,7 +3,7 @@
 import pytest
 from django.test import RequestFactory
 
-from portal.redirects import safe_redirect_target
+from core.redirects import safe_redirect_target
 
 
 @pytest.mark.parametrize("candidate, expected", [

@@ -1,10 +1,10 @@
-"""The start estimate of queued workloads (portal/workloads/eta.py): pure, no database."""
+"""The start estimate of queued workloads (workloads/eta.py): pure, no database."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from portal.workloads.eta import HISTORY, LIMIT, NEVER, NO_LIMIT, Holder, Waiter, estimate_starts
+from workloads.eta import HISTORY, LIMIT, NEVER, NO_LIMIT, Holder, Waiter, estimate_starts
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 

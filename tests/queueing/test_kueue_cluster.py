@@ -16,14 +16,8 @@ import pytest
 
 from audit.models import AuditRecord
 from catalogue.models import Template
-from portal.kube.client import Kube, KubeUnavailable
-from portal.kube.labels import QUEUE_LABEL
-from portal.workloads.api.serializers import WorkloadSerializer
-from portal.workloads.models import Workload
-from portal.workloads.queue import annotate_queue
-from portal.workloads.services import AdmissionRefused, workload_launch
-from portal.workloads.tasks import workload_create_task
-from portal.workloads.tracking.tracker import Tracker
+from kube.client import Kube, KubeUnavailable
+from kube.labels import QUEUE_LABEL
 from stack.k8s.addons import addon
 from tenants.kueue import COHORT, LOCAL_QUEUE
 from tenants.models import Quota
@@ -32,6 +26,12 @@ from tenants.services import quota_update, tenant_ensure
 from tests.fixtures.portal import remove_workload_objects
 from tests.waiting import eventually
 from tests.workloads.test_tracking import state_of, track_until
+from workloads.api.serializers import WorkloadSerializer
+from workloads.models import Workload
+from workloads.queue import annotate_queue
+from workloads.services import AdmissionRefused, workload_launch
+from workloads.tasks import workload_create_task
+from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
 
@@ -40,7 +40,7 @@ S = Workload.State
 
 @pytest.fixture
 def owner(db):
-    from portal.keystone.models import User
+    from identity.models import User
 
     return User.objects.create(username=f"researcher-{uuid.uuid4().hex[:8]}")
 
@@ -181,8 +181,8 @@ def test_kueue_down_a_launch_waits_creating_and_goes_on_when_it_is_back(
 
 def test_a_service_waits_gated_ahead_of_batch_and_starts_when_gpus_are_free(
         queued_cluster, owner, gpu_types, kueue_cluster):
-    from portal.workloads.services import workload_stop
-    from portal.workloads.tasks import workload_stop_task
+    from workloads.services import workload_stop
+    from workloads.tasks import workload_stop_task
 
     tenant = make_tenant(queued_cluster, a100=1, borrowing=0)
     tracker = Tracker()

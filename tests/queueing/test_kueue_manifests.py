@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from portal.kube.labels import PRIORITY_LABEL, QUEUE_LABEL
+from kube.labels import PRIORITY_LABEL, QUEUE_LABEL
 from tenants.kueue import (
     BATCH,
     COHORT,

@@ -1,8 +1,8 @@
-"""The order of a queue where Kueue's visibility API is not served (portal/workloads/queue.py)."""
+"""The order of a queue where Kueue's visibility API is not served (workloads/queue.py)."""
 
 from __future__ import annotations
 
-from portal.workloads.queue import _matches, owner_name, pending_order
+from workloads.queue import _matches, owner_name, pending_order
 
 
 def workload(name: str, created: str, priority: int = 100, **conditions: str) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.workloads.admin_views import QueueRow, queue_rows
+from workloads.admin_views import QueueRow, queue_rows
 
 A100 = "gpu-a100"
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from portal.kube.client import Kube
+from kube.client import Kube
 from stack.k8s.addons import addon
 from stack.k8s.cluster import ControlPlane
 from tests.fixtures.portal import remove_workload_objects
@@ -34,7 +34,7 @@ class PortalView:
 
 @pytest.fixture
 def cluster(real_cluster: ControlPlane, settings) -> Iterator[PortalView]:
-    from portal.cluster.addresses import address_pools_forget
+    from cluster.addresses import address_pools_forget
 
     settings.KUBECONFIG = str(real_cluster.portal_kubeconfig)
     address_pools_forget()  # what free addresses an earlier test left is not this one's

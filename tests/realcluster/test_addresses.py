@@ -8,9 +8,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
-from portal.cluster.addresses import address_pools
-from portal.workloads.models import Workload
-from portal.workloads.tracking.tracker import Tracker
+from cluster.addresses import address_pools
 from stack.k8s.build import apply_object
 from stack.k8s.metallb import NAMESPACE as METALLB_NAMESPACE
 from tests.workloads.api_calls import launch as api_launch
@@ -21,6 +19,8 @@ from tests.workloads.test_tracking import (  # noqa: F401 - owner: the fixture
     state_of,
     track_until,
 )
+from workloads.models import Workload
+from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
 

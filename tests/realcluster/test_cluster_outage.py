@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from portal.kube.client import Kube
+from kube.client import Kube
 from stack.k8s.cluster import ControlPlane
 from tests.faults.conftest import lab, portal_processes  # noqa: F401 - fixtures used here
 from tests.faults.test_cluster_outage import (  # noqa: F401 - collected here

@@ -13,18 +13,18 @@ import urllib.request
 import pytest
 from django.utils import timezone
 
-from portal.kube.client import Kube
-from portal.usage.models import GpuSample, WorkloadIdle
-from portal.usage.services import usage_scrape
-from portal.workloads.manifests import workload_objects
-from portal.workloads.models import Workload
-from portal.workloads.objects import workload_spec
+from kube.client import Kube
 from stack.k8s.addons import addon
 from tenants.models import Quota, Tenant
 from tests.fixtures.factories import make_workload
 from tests.usage.test_culling import IDLE_TRACE, actions, check
 from tests.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
+from usage.models import GpuSample, WorkloadIdle
+from usage.services import usage_scrape
+from workloads.manifests import workload_objects
+from workloads.models import Workload
+from workloads.objects import workload_spec
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
 

@@ -13,9 +13,9 @@ import pytest
 from kubernetes import client
 
 from kubesim.inventory import load_inventory, node_devices
-from portal.usage.scrape import DeviceReading, discover_targets, scrape_targets
 from stack.k8s.cluster import DEMO_INVENTORY
 from tests.fixtures.processes import wait_until
+from usage.scrape import DeviceReading, discover_targets, scrape_targets
 
 
 def gpu_pod(name: str, gpus: int, trace: str | None = None) -> dict:

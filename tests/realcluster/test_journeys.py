@@ -13,7 +13,6 @@ import pytest
 from django.test import Client
 from kubernetes import client as k8s
 
-from portal.workloads.models import Workload
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.waiting import eventually
@@ -25,6 +24,7 @@ from tests.workloads.test_journeys import (  # noqa: F401 - collected here, on t
     test_a_launch_into_a_namespace_still_being_deleted_waits_and_then_says_why,
 )
 from tests.workloads.test_journeys import track_until as track_until_kubesim
+from workloads.models import Workload
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
 S = Workload.State

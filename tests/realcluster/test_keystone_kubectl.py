@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from portal.kube.client import Kube
-from portal.kube.labels import LABEL_QUEUED, QUEUE_LABEL
+from kube.client import Kube
+from kube.labels import LABEL_QUEUED, QUEUE_LABEL
 from tenants.kueue import LOCAL_QUEUE
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile

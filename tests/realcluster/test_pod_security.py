@@ -18,13 +18,13 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from catalogue.models import GpuType, Template
-from portal.workloads.manifests import make_pod_template
-from portal.workloads.models import Workload
-from portal.workloads.objects import workload_spec
 from tenants.services import tenant_root_templates_update
 from tests.realcluster.test_journeys import track_until, vision  # noqa: F401 - a fixture
 from tests.workloads.api_calls import launch
 from tests.workloads.test_journeys import launched, researcher  # noqa: F401 - a fixture
+from workloads.manifests import make_pod_template
+from workloads.models import Workload
+from workloads.objects import workload_spec
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(240)]
 S = Workload.State

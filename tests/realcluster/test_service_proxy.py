@@ -16,19 +16,19 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from portal.access.proxy import PROXY_CONTAINER, make_proxy_container, make_proxy_volumes
-from portal.kube.client import Kube
-from portal.workloads.manifests import (
-    SERVICE_ACCOUNT_NAME,
-    WorkloadSpec,
-    make_pod_template,
-    workload_objects,
-)
+from access.proxy import PROXY_CONTAINER, make_proxy_container, make_proxy_volumes
+from kube.client import Kube
 from tenants.models import Quota, Tenant
 from tenants.provisioning import tenant_reconcile
 from tests.tenants.test_provisioning import tenant  # noqa: F401 - the fixture
 from tests.waiting import eventually
 from tests.workloads.test_manifests import DIGITS, SERVICES, proxy_for
+from workloads.manifests import (
+    SERVICE_ACCOUNT_NAME,
+    WorkloadSpec,
+    make_pod_template,
+    workload_objects,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
 

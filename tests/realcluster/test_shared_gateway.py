@@ -3,7 +3,7 @@ past an address pool of two, behind one gateway — Traefik with its Kubernetes 
 (stack/k8s/traefik.py) — that takes one address of the pool. Every notebook runs with its URL,
 and a request through the real gateway for each host name reaches that workload's own
 authenticating proxy (oauth2-proxy, run on loopback from the workload's own configuration:
-portal/access/services.workload_proxy), which sends the browser to the portal's login for its
+access/services.workload_proxy), which sends the browser to the portal's login for its
 own OAuth client, with its callback on its own host name.
 
 KWOK's pods have made-up addresses, and an EndpointSlice may not hold a loopback address: each
@@ -22,10 +22,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from portal.access.services import workload_proxy
-from portal.cluster.addresses import address_pools
-from portal.workloads.models import Workload
-from portal.workloads.tracking.tracker import Tracker
+from access.services import workload_proxy
+from cluster.addresses import address_pools
 from stack.authproxy import AuthProxy
 from stack.k8s.build import apply_object
 from stack.k8s.metallb import NAMESPACE as METALLB_NAMESPACE
@@ -34,6 +32,8 @@ from tests.waiting import eventually
 from tests.workloads.api_calls import launch as api_launch
 from tests.workloads.api_calls import vision_lab_ready
 from tests.workloads.test_tracking import state_of, track_until
+from workloads.models import Workload
+from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
-from portal.kube.client import Kube
-from portal.workloads.models import TrackerCursor, Workload
-from portal.workloads.tracking.tracker import Tracker
+from kube.client import Kube
 from tests.waiting import eventually
 from tests.workloads.test_tracking import (  # noqa: F401 - collected here, against the real cluster
     launch,
@@ -25,6 +23,8 @@ from tests.workloads.test_tracking import (  # noqa: F401 - collected here, agai
     test_vanished_workloads_fail_but_new_ones_do_not,
     track_until,
 )
+from workloads.models import TrackerCursor, Workload
+from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
 S = Workload.State

@@ -6,8 +6,8 @@ import ipaddress
 import kubernetes_validate
 import pytest
 
+from kube.labels import label_value
 from kubesim.selectors import selector_from_match  # kubesim's Kubernetes label selectors
-from portal.kube.labels import label_value
 from tenants.manifests import (
     RETIRED_OBJECTS,
     EgressSpec,

@@ -3,7 +3,7 @@ import string
 
 import pytest
 
-from portal.kube.labels import is_valid_namespace, is_valid_prefix, namespace_name, slug
+from kube.labels import is_valid_namespace, is_valid_prefix, namespace_name, slug
 
 
 def test_same_project_always_gets_the_same_name():

@@ -5,7 +5,7 @@ from pathlib import Path
 import kubernetes_validate
 import yaml
 
-from portal.kube.client import KINDS
+from kube.client import KINDS
 from tenants.manifests import (
     PROJECT_CLUSTER_ROLE,
     ROLE_CLUSTER_ROLES,

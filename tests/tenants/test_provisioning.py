@@ -9,7 +9,7 @@ from django.utils import timezone
 from kubernetes import client as k8s
 
 from audit.models import AuditRecord
-from portal.kube.client import Kube, KubeUnavailable
+from kube.client import Kube, KubeUnavailable
 from tenants.manifests import tenant_objects
 from tenants.models import Tenant
 from tenants.provisioning import namespace_spec, tenant_namespace_delete, tenant_reconcile
@@ -265,7 +265,7 @@ def test_an_unreachable_cluster_fails_the_tenant_then_the_next_run_completes(
 
 
 def test_the_cluster_refusing_fails_the_tenant_with_its_reason(tenant, cluster):
-    from portal.kube.client import KubeRefused
+    from kube.client import KubeRefused
     from tenants.models import Quota
 
     # a namespace name the API server must refuse (not a DNS-1123 label)

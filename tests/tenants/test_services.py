@@ -35,7 +35,7 @@ def test_colliding_names_get_distinct_namespaces():
 def test_a_taken_namespace_makes_the_digest_longer(settings):
     first = tenant_ensure(keystone_project_id="p-1", name="x")
     # squat the name the next project would get, as a stale row might
-    from portal.kube.labels import namespace_name
+    from kube.labels import namespace_name
 
     squatted = namespace_name(project_name="y", project_id="p-2")
     Tenant.objects.filter(pk=first.pk).update(namespace=squatted)

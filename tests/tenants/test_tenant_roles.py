@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from portal.kube.labels import LABEL_PROJECT_ID, LABEL_QUEUED, MANAGED_BY, QUEUE_LABEL
+from kube.labels import LABEL_PROJECT_ID, LABEL_QUEUED, MANAGED_BY, QUEUE_LABEL
 from tenants.manifests import (
     PROJECT_CLUSTER_ROLE,
     ROLE_CLUSTER_ROLES,
@@ -137,7 +137,7 @@ def test_the_policies_select_tenant_namespaces_only_and_are_bound_to_deny(name):
 
 
 def test_the_policies_spell_the_portals_labels():
-    """The CEL expressions name labels as strings: the ones portal/kube/labels.py writes."""
+    """The CEL expressions name labels as strings: the ones kube/labels.py writes."""
     text = (BASE / "tenant-admission.yaml").read_text()
     for label in (LABEL_PROJECT_ID, LABEL_QUEUED, QUEUE_LABEL, *MANAGED_BY):
         assert f"'{label}'" in text or f"key: {label}," in text, label

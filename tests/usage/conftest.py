@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from django.contrib.auth import get_user_model
 
-from portal.usage import scrape
-from portal.workloads.models import Workload
 from tenants.models import Tenant
 from tests.fixtures import factories
+from usage import scrape
+from workloads.models import Workload
 
 T0 = dt.datetime(2025, 3, 3, 10, 0, tzinfo=dt.UTC)
 

@@ -10,10 +10,10 @@ from django.contrib.staticfiles import finders
 from django.test import Client
 from django.utils import timezone
 
-from portal.usage.services import samples_insert, usage_rollup
-from portal.workloads.models import Workload
 from tenants.models import Tenant
 from tests.fixtures.factories import make_workload
+from usage.services import samples_insert, usage_rollup
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 

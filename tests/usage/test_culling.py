@@ -18,19 +18,19 @@ from django.test import TestCase
 from django.utils import timezone
 
 from audit.models import AuditRecord
-from portal.kube.client import Kube
-from portal.usage.culling import idle_check, idle_workloads
-from portal.usage.models import GpuSample, WorkloadIdle
-from portal.usage.services import samples_insert, usage_scrape
-from portal.workloads.manifests import workload_objects
-from portal.workloads.models import Workload, WorkloadEvent
-from portal.workloads.objects import workload_spec
+from kube.client import Kube
 from tenants.models import Quota, Tenant
 from tests.fixtures.factories import make_workload
 from tests.fixtures.kubesim import DEMO_INVENTORY
 from tests.fixtures.portal import remove_workload_objects
 from tests.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
+from usage.culling import idle_check, idle_workloads
+from usage.models import GpuSample, WorkloadIdle
+from usage.services import samples_insert, usage_scrape
+from workloads.manifests import workload_objects
+from workloads.models import Workload, WorkloadEvent
+from workloads.objects import workload_spec
 
 pytestmark = pytest.mark.django_db
 

@@ -9,10 +9,10 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from portal.usage.dashboard import busy_outside, gpu_type_rows, tenant_allocations
-from portal.usage.models import GpuDevice
-from portal.usage.services import samples_insert
-from portal.workloads.models import Workload
+from usage.dashboard import busy_outside, gpu_type_rows, tenant_allocations
+from usage.models import GpuDevice
+from usage.services import samples_insert
+from workloads.models import Workload
 
 from .conftest import make_workload, sample_row
 

@@ -17,13 +17,13 @@ from django.utils import timezone
 
 from audit.models import AuditRecord
 from catalogue.models import GpuType
-from portal.cluster.capacity import capacity_by_type, gpu_capacity
-from portal.kube.client import Kube
-from portal.usage.health import CORDON_ANNOTATION, gpu_health_check
-from portal.usage.models import GpuDevice
-from portal.usage.services import usage_scrape
+from cluster.capacity import capacity_by_type, gpu_capacity
+from kube.client import Kube
 from tests.fixtures.kubesim import DEMO_INVENTORY
 from tests.fixtures.portal import cluster_cache_caught_up
+from usage.health import CORDON_ANNOTATION, gpu_health_check
+from usage.models import GpuDevice
+from usage.services import usage_scrape
 
 pytestmark = pytest.mark.django_db
 

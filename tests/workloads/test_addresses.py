@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from portal.access.services import callback_url
-from portal.cluster.addresses import address_pools, address_pools_forget
-from portal.kube.client import Kube
-from portal.workloads.models import Workload
-from portal.workloads.objects import workload_objects_delete
-from portal.workloads.services import workload_stop
-from portal.workloads.tracking.tracker import Tracker
+from access.services import callback_url
+from cluster.addresses import address_pools, address_pools_forget
+from kube.client import Kube
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
@@ -29,6 +25,10 @@ from tests.workloads.test_tracking import (  # noqa: F401 - owner: the fixture
     state_of,
     track_until,
 )
+from workloads.models import Workload
+from workloads.objects import workload_objects_delete
+from workloads.services import workload_stop
+from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -42,7 +42,7 @@ def small_pool(kubesim_factory):
     server = kubesim_factory(inventory=DEMO_INVENTORY,
                              extra_args=["--lb-pool", f"default={','.join(POOL)}"])
     yield server
-    from portal.cluster.cache import cluster_cache_drop
+    from cluster.cache import cluster_cache_drop
 
     cluster_cache_drop()  # its watches stop before the server does
     server.stop()
@@ -76,7 +76,7 @@ def test_no_cluster_configured_is_no_count_and_refuses_nothing(settings):
     """A portal with no cluster configured (no kubeconfig, not in a pod) cannot read a pool: the
     count is unknown and a service launch is admitted, to be created once the cluster answers
     (it answered 500 to the launch and the launch page)."""
-    from portal.workloads.selectors import service_addresses
+    from workloads.selectors import service_addresses
 
     settings.KUBECONFIG = ""
     address_pools_forget()
@@ -240,7 +240,7 @@ def test_behind_the_shared_gateway_a_burst_past_the_pool_all_run_with_a_url(
     ("shared", "apps.example.org", "https+proxy-tls", ["workloads.E005"]),
 ])
 def test_the_exposure_settings_are_checked_at_start(settings, exposure, domain, scheme, ids):
-    from portal.workloads.checks import service_exposure_valid
+    from workloads.checks import service_exposure_valid
 
     scheme, _, tls = scheme.partition("+")
     settings.PORTAL_AUTH_PROXY_TLS_SECRET = "workloads-tls" if tls else ""

@@ -14,10 +14,10 @@ from django.test import Client
 
 from audit.models import AuditRecord
 from catalogue.models import GpuType, Template
-from portal.workloads.models import Workload
 from tenants.models import Tenant
 from tenants.services import quota_update
 from tests.fixtures.factories import make_workload
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 

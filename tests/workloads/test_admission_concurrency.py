@@ -7,10 +7,10 @@ import pytest
 from django.db import connection
 
 from catalogue.models import GpuType, Template
-from portal.keystone.models import User
-from portal.workloads.models import Workload
-from portal.workloads.services import AdmissionRefused, workload_launch
+from identity.models import User
 from tenants.services import quota_update, tenant_ensure
+from workloads.models import Workload
+from workloads.services import AdmissionRefused, workload_launch
 
 LAUNCHES = 50
 QUOTA = 4

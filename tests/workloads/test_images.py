@@ -168,7 +168,7 @@ def test_an_image_must_be_inside_the_sites_and_the_tenants_lists(ref, site, tena
 
 
 def test_a_typo_in_the_sites_registries_stops_the_start(settings):
-    from portal.workloads.checks import image_registries_valid
+    from workloads.checks import image_registries_valid
 
     settings.PORTAL_IMAGE_REGISTRIES = ["nvcr.io/nvidia", "nvcr.io/NVIDIA"]
     (error,) = image_registries_valid(None)

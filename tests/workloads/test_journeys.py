@@ -9,10 +9,7 @@ import pytest
 from django.test import Client
 from kubernetes import client as k8s
 
-from portal.kube.client import Kube
-from portal.workloads import tasks
-from portal.workloads.models import Workload
-from portal.workloads.tracking.tracker import Tracker, tracking_cycle
+from kube.client import Kube
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
@@ -20,6 +17,9 @@ from tests.fixtures.kubesim import DEMO_INVENTORY
 from tests.fixtures.portal import namespace_gone
 from tests.waiting import eventually
 from tests.workloads.api_calls import launch, post, vision_lab_ready
+from workloads import tasks
+from workloads.models import Workload
+from workloads.tracking.tracker import Tracker, tracking_cycle
 
 pytestmark = pytest.mark.django_db
 

@@ -5,13 +5,13 @@ from django.test import Client, TestCase
 from kubernetes import client as k8s
 
 from audit.models import AuditRecord
-from portal.kube.client import Kube
-from portal.workloads.models import Workload
+from kube.client import Kube
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.waiting import eventually
 from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 

@@ -10,10 +10,10 @@ from audit.models import AuditRecord
 from catalogue.models import Template
 from catalogue.options import allowed_option_problem, allowed_options_problems
 from catalogue.services import CatalogueRefused, template_create, template_update
-from portal.workloads.models import Workload
 from tests.workloads.api_calls import launch, vision_lab_ready
 from tests.workloads.test_admin_pages import admin, template_form  # noqa: F401
 from tests.workloads.test_pages import field_error, launch_form, researcher, vision_lab  # noqa: F401
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 

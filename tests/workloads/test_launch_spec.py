@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from catalogue.models import Template
-from portal.kube.client import Kube
-from portal.workloads.launch_spec import launch_spec_from_rows
-from portal.workloads.manifests import CONTAINER_NAME
-from portal.workloads.models import Workload
-from portal.workloads.services import workload_launch, workload_launch_spec_freeze
-from portal.workloads.tasks import workload_create_task
+from kube.client import Kube
 from tests.workloads.test_tracking import owner, tenants  # noqa: F401 - fixtures
+from workloads.launch_spec import launch_spec_from_rows
+from workloads.manifests import CONTAINER_NAME
+from workloads.models import Workload
+from workloads.services import workload_launch, workload_launch_spec_freeze
+from workloads.tasks import workload_create_task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -164,7 +164,7 @@ def test_the_migration_backfills_what_is_not_finished(tenants, owner, gpu_types)
 
     from django.apps import apps
 
-    migration = importlib.import_module("portal.workloads.migrations.0010_workload_launch_spec")
+    migration = importlib.import_module("workloads.migrations.0010_workload_launch_spec")
     jupyter = Template.objects.get(slug="jupyter")
     tenant = tenants()
     live = admitted(tenant, owner, jupyter, gpu_types["a100"], env={"MINE": "x"})

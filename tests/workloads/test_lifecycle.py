@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from portal.workloads.lifecycle import (
+from workloads.lifecycle import (
     CRASH_LOOP_RESTARTS,
     Observed,
     current_pod,
     workload_outcome,
 )
-from portal.workloads.models import Workload
+from workloads.models import Workload
 
 S = Workload.State
 NAME = "wl-42-train"

@@ -5,9 +5,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from portal.workloads.models import Workload
 from tests.fixtures.factories import make_workload
 from tests.workloads.api_calls import vision_lab_ready
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 

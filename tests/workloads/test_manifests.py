@@ -12,7 +12,7 @@ import dataclasses
 import kubernetes_validate
 import pytest
 
-from portal.access.proxy import (
+from access.proxy import (
     CLIENT_SECRET_KEY,
     COOKIE_SECRET_KEY,
     PROXY_CONTAINER,
@@ -22,7 +22,7 @@ from portal.access.proxy import (
     make_proxy_volumes,
     proxy_files,
 )
-from portal.workloads.manifests import (
+from workloads.manifests import (
     HOME_MOUNT_PATH,
     WorkloadSpec,
     labels,
@@ -38,7 +38,7 @@ from portal.workloads.manifests import (
 
 
 def proxy_for(name: str, port: int, token_env: str | None = None, **changes) -> ProxySpec:
-    """The proxy as portal.access.services.workload_proxy builds it (settings of the tests)."""
+    """The proxy as access.services.workload_proxy builds it (settings of the tests)."""
     return ProxySpec(image="quay.io/oauth2-proxy/oauth2-proxy:v7.15.4",
                      issuer_url="https://portal.example.org/o",
                      backend_url="http://gpu-portal-web.gpu-portal.svc:8000/o",
@@ -85,7 +85,7 @@ def service(template: str, workload_id: int, image: str, port: int, **fields) ->
                         proxy=proxy_for(name, port), secret_data=PROXY_SECRETS, **fields)
 
 
-# the four service templates (portal/workloads/migrations/0003_seed_templates.py)
+# the four service templates (workloads/migrations/0003_seed_templates.py)
 DIGITS = service("digits", 43, "nvcr.io/nvidia/digits:21.02-tensorflow-py3", 5000,
                  run_as_non_root=False)  # DIGITS runs as root: the proxy must not
 TENSORBOARD = service("tensorboard", 44, "tensorflow/tensorflow:2.16.1-gpu", 6006,

@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 from kubernetes import client, utils
 
-from portal.access.proxy import PROXY_CONTAINER, PROXY_PORT
-from portal.kube.labels import workload_object_name
-from portal.workloads.manifests import (
+from access.proxy import PROXY_CONTAINER, PROXY_PORT
+from kube.labels import workload_object_name
+from tests.waiting import eventually
+from tests.workloads.test_manifests import PROXY_SECRETS, proxy_for
+from workloads.manifests import (
     SERVICE_ACCOUNT_NAME,
     WorkloadSpec,
     labels,
     make_home_claim,
     workload_objects,
 )
-from tests.waiting import eventually
-from tests.workloads.test_manifests import PROXY_SECRETS, proxy_for
 
 WAIT_SECONDS = 30.0
 

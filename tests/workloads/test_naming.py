@@ -5,8 +5,8 @@ import re
 import pytest
 
 from catalogue.fields import invisible_characters
-from portal.kube.labels import MAX_OBJECT_NAME, workload_object_name
-from portal.workloads.naming import display_name_clean
+from kube.labels import MAX_OBJECT_NAME, workload_object_name
+from workloads.naming import display_name_clean
 
 # a DNS-1035 label (what a Service name must be): also a DNS-1123 label
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

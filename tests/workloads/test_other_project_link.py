@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from portal.workloads.models import Workload
 from tenants.models import Tenant
 from tests.fixtures.factories import make_workload
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from catalogue.models import Template
-from portal.kube.client import Kube
-from portal.workloads.models import Workload
+from kube.client import Kube
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.fixtures import factories
 from tests.waiting import eventually
+from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
@@ -531,7 +531,7 @@ def test_pages_render_with_a_banner_when_the_cluster_is_unreachable(researcher, 
 
 def test_public_is_offered_only_where_an_admin_allows_it_and_the_page_says_who_gets_in(
         researcher, vision_lab):
-    from portal.access.models import TenantServiceAccess
+    from access.models import TenantServiceAccess
 
     assert 'name="public"' not in researcher.get("/workloads/new/").content.decode()
     TenantServiceAccess.objects.update_or_create(tenant=vision_lab,

@@ -13,19 +13,19 @@ import pytest
 from django.utils import timezone
 
 from catalogue.models import Template
-from portal.keystone.models import User
-from portal.kube.client import Kube
-from portal.kube.labels import workload_object_name
-from portal.workloads.manifests import WorkloadSpec, workload_objects
-from portal.workloads.models import TrackerCursor, Workload, WorkloadEvent
-from portal.workloads.objects import workload_objects_create
-from portal.workloads.tracking.index import VANISHED
-from portal.workloads.tracking.tracker import Tracker
+from identity.models import User
+from kube.client import Kube
+from kube.labels import workload_object_name
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update, tenant_ensure
 from tests.fixtures.kubesim import DEMO_INVENTORY
 from tests.waiting import eventually
 from tests.workloads.test_lifecycle import COMPLETE, job, pod, running, terminated
+from workloads.manifests import WorkloadSpec, workload_objects
+from workloads.models import TrackerCursor, Workload, WorkloadEvent
+from workloads.objects import workload_objects_create
+from workloads.tracking.index import VANISHED
+from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -346,9 +346,9 @@ def test_the_command_and_the_task_run_a_cycle_under_the_lock(tenants, owner, gpu
     from django.core.cache import cache
     from django.core.management import call_command
 
-    from portal.workloads.tasks import workloads_track
-    from portal.workloads.tracking.index import LOCK_KEY
-    from portal.workloads.tracking.tracker import tracking_cycle
+    from workloads.tasks import workloads_track
+    from workloads.tracking.index import LOCK_KEY
+    from workloads.tracking.tracker import tracking_cycle
 
     tenant = tenants()
     workload = launch(tenant, owner, gpu_types, name="cmd", gpu="t4", count=8)
@@ -368,7 +368,7 @@ def test_the_command_and_the_task_run_a_cycle_under_the_lock(tenants, owner, gpu
 
 
 def test_a_cluster_outage_is_logged_not_raised(kubesim_factory, settings, db):
-    from portal.workloads.tracking.tracker import tracking_cycle
+    from workloads.tracking.tracker import tracking_cycle
 
     gone = kubesim_factory()
     settings.KUBECONFIG = gone.kubeconfig
@@ -388,7 +388,7 @@ def test_a_cluster_outage_is_logged_not_raised(kubesim_factory, settings, db):
     (S.FAILED, "service", 30, False, True),  # then its GPUs are freed
 ])
 def test_which_objects_are_orphans(state, kind, finished_minutes_ago, deleted, orphan):
-    from portal.workloads.tracking.orphans import _orphan_reason
+    from workloads.tracking.orphans import _orphan_reason
 
     now = timezone.now()
     finished = None if finished_minutes_ago is None else now - dt.timedelta(
@@ -407,8 +407,8 @@ def test_a_row_moved_while_the_tracker_derived_it_is_derived_again(gpu_types, ow
     before it locked it: the tracker must derive again from `pending`, not give up. No later
     event would come: the pod was already running, so the workload would stay pending until
     the next relist."""
-    from portal.workloads import lifecycle
-    from portal.workloads.tracking import tracker as tracking
+    from workloads import lifecycle
+    from workloads.tracking import tracker as tracking
 
     tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Race Lab")
     workload = launch(tenant, owner, gpu_types, kind="service", template="jupyter",

@@ -12,9 +12,9 @@ import logging
 import pytest
 from django.db import connection, connections
 
-from portal.workloads.models import TrackerCursor, Workload
-from portal.workloads.tracking.tracker import Tracker, tracking_cycle
 from tests.workloads.test_tracking import launch, make_tenant, owner, state_of, track_until  # noqa: F401
+from workloads.models import TrackerCursor, Workload
+from workloads.tracking.tracker import Tracker, tracking_cycle
 
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True),
               pytest.mark.timeout(180)]
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True),
 
 @pytest.fixture
 def notebook(gpu_types, cluster, owner):  # noqa: F811 - the fixture imported above
-    from portal.kube.client import Kube
+    from kube.client import Kube
 
     tenant = make_tenant()
     workload = launch(tenant, owner, gpu_types, name="notebook", template="jupyter",
@@ -90,7 +90,7 @@ class ReleaseOnRetry(logging.Handler):
 def test_a_locked_row_is_waited_out_and_the_change_written(notebook, short_lock_timeout,
                                                            row_lock):
     handler = ReleaseOnRetry(row_lock(notebook.pk))
-    logger = logging.getLogger("portal.contention")
+    logger = logging.getLogger("core.contention")
     logger.addHandler(handler)
     level = logger.level
     logger.setLevel(logging.INFO)

@@ -18,15 +18,15 @@ from django.db.models import F
 from django.utils import timezone
 
 from catalogue.models import Template
-from portal.keystone.models import User
-from portal.workloads.models import Workload, WorkloadEvent
-from portal.workloads.transitions import (
+from identity.models import User
+from tenants.services import tenant_ensure
+from workloads.models import Workload, WorkloadEvent
+from workloads.transitions import (
     STOPPABLE,
     TRANSITIONS,
     may_move,
     workload_transition,
 )
-from tenants.services import tenant_ensure
 
 S = Workload.State
 REPO = Path(__file__).resolve().parents[2]
@@ -104,7 +104,7 @@ def test_every_move_the_tracker_can_derive_is_an_edge():
 @pytest.mark.parametrize("to", list(S.values))
 def test_a_transition_is_written_exactly_when_the_table_has_it(gpu_types, current, to, caplog):
     workload = row(gpu_types, current, reason="before")
-    with caplog.at_level(logging.ERROR, logger="portal.workloads.transitions"):
+    with caplog.at_level(logging.ERROR, logger="workloads.transitions"):
         moved = workload_transition(workload_id=workload.pk, allowed_from=(current,), to=to,
                                     reason="after")
     workload.refresh_from_db()
@@ -131,7 +131,7 @@ def test_with_debug_on_a_refused_edge_is_still_refused_not_raised(gpu_types, set
     """The demo runs with DEBUG: a raise would end the tracker's cycle for every workload."""
     settings.DEBUG = True
     workload = row(gpu_types, S.SUCCEEDED)
-    with caplog.at_level(logging.ERROR, logger="portal.workloads.transitions"):
+    with caplog.at_level(logging.ERROR, logger="workloads.transitions"):
         assert not workload_transition(workload=workload, allowed_from=(S.SUCCEEDED,),
                                        to=S.RUNNING)
     assert "succeeded → running is not a transition" in caplog.text
@@ -260,7 +260,7 @@ def test_two_claims_at_once_one_wins(gpu_types, case):
 # -- nothing writes a workload's state another way ---------------------------------------------
 
 SOURCES = ("portal", "api", "tenants")
-THE_MACHINE = Path("portal/workloads/transitions.py")
+THE_MACHINE = Path("workloads/transitions.py")
 # other models with a `state` of their own, by the name their writes start from
 OTHER_MODELS = {"Tenant", "tenant"}
 

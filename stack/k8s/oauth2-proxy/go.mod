@@ -1,5 +1,5 @@
 // Builds oauth2-proxy, the authenticating sidecar of every service workload
-// (portal/access/proxy.py), from the Go module proxy (stack/k8s/build.py).
+// (access/proxy.py), from the Go module proxy (stack/k8s/build.py).
 module gpu-portal.local/stack/k8s/oauth2-proxy
 
 go 1.26.0

@@ -1,0 +1,44 @@
+"""Who gets through a service workload's proxy: one pure rule, used at the portal's login
+(the authorization endpoint), at each proxy refresh and when a script asks for a token."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from identity.roles import PortalRole
+
+from .models import ServiceAccess
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: str  # said to the user on the 403 page, and logged
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+
+def may_open(*, who: str, role: PortalRole | None, is_owner: bool, is_admin: bool,
+             workload_active: bool = True) -> Decision:
+    """May a user with `role` in the workload's project open it, under the tenant's rule
+    `who` (ServiceAccess)?"""
+    if not workload_active:
+        return Decision(False, "The workload is not running any more.")
+    if is_admin:
+        return Decision(True, "portal admin")
+    if role is None:
+        return Decision(False, "You have no role in the workload's project.")
+    if role >= PortalRole.MANAGER:
+        return Decision(True, f"{role.label} of the project")
+    if is_owner and role >= PortalRole.MEMBER:
+        return Decision(True, "owner")
+    if who == ServiceAccess.OWNER:
+        return Decision(False, "The project lets only a workload's owner and its managers "
+                               "open its workloads.")
+    if who == ServiceAccess.MEMBERS:
+        if role >= PortalRole.MEMBER:
+            return Decision(True, "member of the project")
+        return Decision(False, "The project lets only its members open its workloads; "
+                               "you are a reader.")
+    return Decision(True, f"{role.label} of the project")

@@ -1,0 +1,240 @@
+"""Writes and decisions of workload access: a service workload's OAuth client, the tenant's rule,
+the proxy's configuration, and the short-lived bearer tokens scripts use.
+
+The proxy's client secret and cookie secret are derived from the portal's SECRET_KEY and the
+client id (HMAC): a retried create task writes the same Secret, and no plaintext secret is
+stored in the database (django-oauth-toolkit keeps only the client secret's hash).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import time
+import uuid
+
+from django.conf import settings
+from django.db import transaction
+from jwcrypto import jwk, jwt
+from oauth2_provider.models import Application
+
+from audit.services import audit_record
+from identity.roles import PortalRole
+from tenants.models import Tenant
+
+from .models import ServiceAccess, TenantServiceAccess, WorkloadAccess
+from .proxy import CLIENT_SECRET_KEY, COOKIE_SECRET_KEY, PROXY_PORT, ProxySpec
+from .rules import Decision, may_open
+
+log = logging.getLogger(__name__)
+
+CALLBACK_PATH = "/oauth2/callback"
+
+
+class AccessRefused(Exception):
+    """The user may not open this workload; the message says why."""
+
+    code = "access_denied"
+
+
+# --- the tenant's rule ----------------------------------------------------------------------
+
+def tenant_service_access(tenant: Tenant) -> TenantServiceAccess:
+    """The tenant's rule; the site default (not saved) until someone sets one."""
+    try:
+        return tenant.service_access  # loaded with the tenant where the query selected it
+    except TenantServiceAccess.DoesNotExist:
+        return TenantServiceAccess(tenant=tenant, who=settings.PORTAL_SERVICE_ACCESS_DEFAULT)
+
+
+def service_access_update(*, tenant: Tenant, actor, who: str | None = None,
+                          allow_public: bool | None = None) -> TenantServiceAccess:
+    """Change who may open the tenant's workloads (managers, admins) and whether it may open
+    them to anyone (admins only: the caller checks). Audited."""
+    if who is not None and who not in ServiceAccess.values:
+        raise ValueError(f"who must be one of {', '.join(ServiceAccess.values)}")
+    with transaction.atomic():
+        current = tenant_service_access(tenant)
+        before = {"who": current.who, "allow_public": current.allow_public}
+        if who is not None:
+            current.who = who
+        if allow_public is not None:
+            current.allow_public = allow_public
+        after = {"who": current.who, "allow_public": current.allow_public}
+        if after != before or current.pk is None:
+            current.save()
+            audit_record(actor=actor, action="tenant.service_access", tenant=tenant,
+                         target=tenant.name, before=before, after=after)
+    return current
+
+
+# --- a workload's client --------------------------------------------------------------------
+
+def _derived(purpose: str, client_id: str) -> bytes:
+    return hmac.new(settings.SECRET_KEY.encode(), f"{purpose}:{client_id}".encode(),
+                    hashlib.sha256).digest()
+
+
+def client_secret_for(client_id: str) -> str:
+    return base64.urlsafe_b64encode(_derived("auth-proxy-client", client_id)).decode().rstrip("=")
+
+
+def cookie_secret_for(client_id: str) -> str:
+    """32 random-looking bytes, base64url: what oauth2-proxy takes as an AES-256 cookie key."""
+    return base64.urlsafe_b64encode(_derived("auth-proxy-cookie", client_id)).decode()
+
+
+def workload_access_create(*, workload, actor, public: bool = False) -> WorkloadAccess:
+    """The OAuth client of a new service workload (inside the launch's transaction). `public`
+    only where the tenant's rule allows it; audited."""
+    if public and not tenant_service_access(workload.tenant).allow_public:
+        raise AccessRefused(f"{workload.tenant.name} may not open workloads to everyone; an "
+                            "admin can allow it.")
+    client_id = f"workload-{workload.pk}-{secrets.token_hex(8)}"
+    application = Application.objects.create(
+        name=f"{workload.tenant.name}/{workload.name} (workload {workload.pk})"[:255],
+        client_id=client_id,
+        client_secret=client_secret_for(client_id),  # stored hashed by django-oauth-toolkit
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="",  # checked against the workload's address (oidc.py)
+        skip_authorization=True,  # access is decided by the tenant's rule, not by a consent page
+        algorithm=Application.RS256_ALGORITHM,
+    )
+    access = WorkloadAccess.objects.create(workload=workload, application=application,
+                                           public=public)
+    if public:
+        audit_record(actor=actor, action="workload.public", tenant=workload.tenant,
+                     target=workload.object_name or str(workload.pk),
+                     after={"id": workload.pk, "public": True})
+    return access
+
+
+def workload_access(workload) -> WorkloadAccess | None:
+    try:
+        return workload.access
+    except WorkloadAccess.DoesNotExist:
+        return None
+
+
+def callback_url(workload) -> str:
+    """Where the workload's proxy receives the login's answer: its own address."""
+    base = workload.base_url
+    return f"{base}{CALLBACK_PATH}" if base else ""
+
+
+def workload_proxy(workload, *, token_env: str | None = None,
+                   ) -> tuple[ProxySpec, dict[str, str]] | None:
+    """The proxy of a service workload and the values its Secret holds; None for a batch
+    workload (or one launched before proxies, which has no client). `token_env`: the variable
+    that carries the application's access token, as its launch spec froze it (default: its
+    template's now)."""
+    access = workload_access(workload)
+    if workload.kind != "service" or access is None or not workload.port:
+        return None
+    client_id = access.client_id
+    spec = ProxySpec(
+        image=settings.PORTAL_AUTH_PROXY_IMAGE,
+        issuer_url=settings.PORTAL_OIDC_ISSUER,
+        backend_url=settings.PORTAL_OIDC_BACKEND_URL or settings.PORTAL_OIDC_ISSUER,
+        client_id=client_id,
+        secret_name=workload.object_name,
+        upstream_port=workload.port,
+        # a custom service may listen on the proxy's own port: the proxy moves aside
+        listen_port=PROXY_PORT if workload.port != PROXY_PORT else PROXY_PORT + 1,
+        upstream_token_env=(workload.template.token_env if token_env is None
+                            else token_env) or None,
+        public=access.public,
+        tls_secret=settings.PORTAL_AUTH_PROXY_TLS_SECRET or None,
+        cookie_refresh_seconds=settings.PORTAL_AUTH_PROXY_RECHECK_SECONDS,
+        session_seconds=settings.PORTAL_AUTH_PROXY_SESSION_SECONDS,
+        # behind the shared gateway its address is known at launch, and the request's own
+        # scheme is the gateway's business: the callback is named, not guessed from the request
+        redirect_url=callback_url(workload) if (workload.launch_spec or {}).get("host")
+        else None,
+    )
+    values = {CLIENT_SECRET_KEY: client_secret_for(client_id),
+              COOKIE_SECRET_KEY: cookie_secret_for(client_id)}
+    return spec, values
+
+
+# --- decisions ------------------------------------------------------------------------------
+
+def access_decision(*, workload, user, role: PortalRole | None, is_admin: bool,
+                    who: str | None = None) -> Decision:
+    """May `user`, holding `role` in the workload's project, open it now? `who`: the tenant's
+    rule when the caller has read it already (a page of many workloads)."""
+    who = who or tenant_service_access(workload.tenant).who
+    return may_open(who=who, role=role,
+                    is_owner=workload.owner_id == user.pk, is_admin=is_admin,
+                    workload_active=workload.is_active and workload.deleted_at is None)
+
+
+# --- scripts' bearer tokens -----------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class IssuedToken:
+    token: str
+    expires_at: dt.datetime
+    audience: str
+
+
+def _signing_key() -> jwk.JWK:
+    return jwk.JWK.from_pem(settings.PORTAL_OIDC_PRIVATE_KEY.encode())
+
+
+def workload_token_issue(*, workload, user, role: PortalRole | None,
+                         is_admin: bool) -> IssuedToken:
+    """A bearer token for this workload only (its client id is the audience), signed with the
+    portal's OIDC key, living PORTAL_WORKLOAD_TOKEN_SECONDS: a user who loses access gets no
+    new one, and the last one dies within that time."""
+    access = workload_access(workload)
+    if access is None:
+        raise AccessRefused("This workload has no authenticating proxy (it is a batch job, or "
+                            "was launched before the portal protected services).")
+    decision = access_decision(workload=workload, user=user, role=role, is_admin=is_admin)
+    if not decision:
+        raise AccessRefused(decision.reason)
+    key = _signing_key()
+    now = int(time.time())
+    expires = now + settings.PORTAL_WORKLOAD_TOKEN_SECONDS
+    claims = {"iss": settings.PORTAL_OIDC_ISSUER, "aud": access.client_id,
+              "sub": str(user.pk), "azp": access.client_id, "iat": now, "nbf": now,
+              "exp": expires, "jti": uuid.uuid4().hex, **identity_claims(user)}
+    token = jwt.JWT(header={"alg": "RS256", "kid": key.thumbprint(), "typ": "JWT"},
+                    claims=claims)
+    token.make_signed_token(key)
+    log.info("workload token issued: workload=%s user=%s", workload.pk, user.username)
+    return IssuedToken(token=token.serialize(),
+                       expires_at=dt.datetime.fromtimestamp(expires, dt.UTC),
+                       audience=access.client_id)
+
+
+def identity_claims(user) -> dict[str, object]:
+    """What the proxies learn of a user: the name, and an e-mail address (oauth2-proxy keys
+    sessions by it; Keystone users often have none, so one is made up under `.invalid`)."""
+    domain = re.sub(r"[^a-z0-9-]+", "-", (getattr(user, "domain_name", "") or "keystone").lower())
+    local = re.sub(r"[^A-Za-z0-9._+-]+", ".", user.username)
+    email = user.email or f"{local}@{domain.strip('-') or 'keystone'}.invalid"
+    return {"preferred_username": user.username, "name": user.get_full_name() or user.username,
+            "email": email.lower(), "email_verified": True}
+
+
+def workload_access_summary(workload) -> dict[str, object] | None:
+    """What the workload page and the API say about how it is reached (None: a batch job)."""
+    if workload.kind != "service":
+        return None
+    access = workload_access(workload)
+    rule = tenant_service_access(workload.tenant)
+    return {
+        "protected": access is not None and not access.public,
+        "public": bool(access and access.public),
+        "who": rule.who,
+        "who_label": ServiceAccess(rule.who).label,
+    }

@@ -1,0 +1,198 @@
+"""The one capacity view per GPU type, derived from the read model of the cluster.
+
+"Held" is defined here once: the GPUs that live (not finished) pods bound to the type's nodes
+ask for, plus the GPUs of admitted portal workloads (Workload.ACTIVE_STATES) that have no pod
+bound to a node yet, so that a launch just admitted counts at once. "Free" is allocatable less
+held. The cluster part is memoised on the read model's versions: a request costs O(GPU types)
+plus one query of the admitted workloads, whatever the number of pods.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kube.quantity import parse_quantity
+
+from .cache import PodView, cluster_cache
+
+Obj = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuTypeCapacity:
+    """One GPU type in the cluster. Nodes count when schedulable and offering the type's
+    resource; `matching_nodes`, `installed` and `unhealthy` count every node its selector
+    matches, cordoned ones too."""
+
+    slug: str
+    nodes: int = 0
+    capacity: int = 0  # GPUs the nodes have
+    allocatable: int = 0  # GPUs the nodes offer to pods, less unhealthy ones
+    allocated: int = 0  # GPUs that live pods bound to the nodes ask for
+    admitted: int = 0  # GPUs of admitted workloads with no pod bound yet
+    largest_node: int = 0  # the most GPUs one node offers
+    largest_free_block: int = 0  # the most GPUs free on one node: the biggest request that fits
+    matching_nodes: int = 0
+    installed: int = 0
+    unhealthy: int = 0
+
+    @property
+    def held(self) -> int:
+        return self.allocated + self.admitted
+
+    @property
+    def free(self) -> int:
+        return max(self.allocatable - self.held, 0)
+
+
+def node_matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def _amount(node: Obj, field: str, resource: str) -> int:
+    return int(parse_quantity(((node.get("status") or {}).get(field) or {}).get(resource, "0")))
+
+
+def capacity_by_type(gpu_types: Iterable[Any], nodes: Iterable[Obj],
+                     pods: Iterable[PodView] = (), unhealthy: dict[str, int] | None = None
+                     ) -> tuple[dict[str, GpuTypeCapacity], frozenset[int]]:
+    """Per GPU type slug its capacity from nodes and pods (no admitted workloads yet), and the
+    ids of the workloads that have a live pod bound to a node.
+
+    `unhealthy`: whole GPUs per node name that GPU health marked degraded or lost
+    (usage.health); they are taken out of allocatable, less those the device plugin
+    already took out (capacity − allocatable). MIG resources are left as they are."""
+    gpu_types, nodes = list(gpu_types), list(nodes)
+    unhealthy = unhealthy or {}
+    resources = {t.resource_name for t in gpu_types}
+    held: dict[tuple[str, str], int] = defaultdict(int)  # (node, resource) → GPUs
+    bound: set[int] = set()
+    for pod in pods:
+        if not pod.node_name or not pod.live:
+            continue
+        if pod.workload_id is not None:
+            bound.add(pod.workload_id)
+        for name, count in pod.resources:
+            if name in resources:
+                held[(pod.node_name, name)] += count
+    fields: dict[str, dict[str, int]] = {t.slug: defaultdict(int) for t in gpu_types}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        name, labels = meta.get("name") or "", meta.get("labels") or {}
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        bad = unhealthy.get(name, 0)
+        for gpu_type in gpu_types:
+            if not gpu_type.node_selector or not node_matches(labels, gpu_type.node_selector):
+                continue
+            entry = fields[gpu_type.slug]
+            capacity = _amount(node, "capacity", gpu_type.resource_name)
+            entry["matching_nodes"] += 1
+            entry["installed"] += capacity
+            entry["unhealthy"] += bad
+            if cordoned:
+                continue
+            allocatable = _amount(node, "allocatable", gpu_type.resource_name)
+            if bad and "/mig-" not in gpu_type.resource_name:
+                allocatable = max(allocatable - max(bad - max(capacity - allocatable, 0), 0), 0)
+            if not allocatable:
+                continue
+            used = held[(name, gpu_type.resource_name)]
+            entry["nodes"] += 1
+            entry["capacity"] += capacity
+            entry["allocatable"] += allocatable
+            entry["allocated"] += used
+            entry["largest_node"] = max(entry["largest_node"], allocatable)
+            entry["largest_free_block"] = max(entry["largest_free_block"],
+                                              max(allocatable - used, 0))
+    return ({slug: GpuTypeCapacity(slug=slug, **values) for slug, values in fields.items()},
+            frozenset(bound))
+
+
+# What the apps above tell the capacity view, which may not import them (they import it):
+# "gpu_types": every GPU type of the catalogue (slug, resource_name, node_selector; catalogue);
+# "admitted": (workload id, GPU type slug, GPUs) of every admitted, active workload
+# (workloads); "unhealthy": whole GPUs per node name that GPU health took out of
+# service (usage). Registered in their AppConfig.ready; unregistered: none.
+SOURCES: dict[str, Callable[[], Any]] = {}
+SOURCE_NAMES = ("gpu_types", "admitted", "unhealthy")
+
+
+def register_source(name: str, source: Callable[[], Any]) -> None:
+    if name not in SOURCE_NAMES:
+        raise ValueError(f"unknown capacity source {name!r}")
+    SOURCES[name] = source
+
+
+def _source(name: str, empty: Any) -> Any:
+    """What the source registered under `name` answers now; `empty` when none is registered."""
+    source = SOURCES.get(name)
+    return source() if source is not None else empty
+
+
+def gpus_admitted_without_pods(bound: frozenset[int] = frozenset()) -> dict[str, int]:
+    """GPUs per type slug of admitted workloads none of whose pods is bound to a node yet."""
+    result: dict[str, int] = defaultdict(int)
+    for pk, slug, count in _source("admitted", ()):
+        if pk not in bound and slug:
+            result[slug] += count
+    return dict(result)
+
+
+def with_admitted(by_type: dict[str, GpuTypeCapacity], bound: frozenset[int]
+                  ) -> dict[str, GpuTypeCapacity]:
+    admitted = gpus_admitted_without_pods(bound)
+    return {slug: dataclasses.replace(cap, admitted=admitted.get(slug, 0))
+            for slug, cap in by_type.items()}
+
+
+def _type_key(gpu_types: list[Any]) -> tuple:
+    return tuple((t.slug, t.resource_name, tuple(sorted((t.node_selector or {}).items())))
+                 for t in gpu_types)
+
+
+def gpu_capacity() -> dict[str, GpuTypeCapacity]:
+    """Per GPU type slug (every type of the catalogue): the cluster's capacity, held and free
+    GPUs now. Raises KubeUnavailable (a KubeError) when the cluster's copy is not there."""
+    cache = cluster_cache()
+    cache.ready(cache.nodes, cache.pods)
+    gpu_types = list(_source("gpu_types", []))
+    unhealthy = _source("unhealthy", {})
+    key = (cache.nodes.version, cache.pods.version, _type_key(gpu_types),
+           tuple(sorted(unhealthy.items())))
+    by_type, bound = cache.memo("capacity", key, lambda: capacity_by_type(
+        gpu_types, cache.nodes.items(), cache.pods.items(), unhealthy))
+    return with_admitted(by_type, bound)
+
+
+def cluster_nodes() -> list[Obj]:
+    """The cluster's nodes (read only). Raises KubeUnavailable as gpu_capacity does."""
+    cache = cluster_cache()
+    cache.ready(cache.nodes)
+    return cache.nodes.items()
+
+
+def gpus_in_use_by_namespace(namespaces: set[str]) -> dict[str, dict[str, int]]:
+    """GPUs that live pods ask for, per namespace and GPU type (by the pod's node selector and
+    resource), bound to a node or not."""
+    cache = cluster_cache()
+    cache.ready(cache.pods)
+    gpu_types = list(_source("gpu_types", []))
+
+    def build() -> dict[str, dict[str, int]]:
+        usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for pod in cache.pods.items():
+            if not pod.live or not pod.resources:
+                continue
+            selector = dict(pod.node_selector)
+            for gpu_type in gpu_types:
+                count = pod.count(gpu_type.resource_name)
+                if count and node_matches(selector, gpu_type.node_selector):
+                    usage[pod.namespace][gpu_type.slug] += count
+                    break
+        return {ns: dict(by_type) for ns, by_type in usage.items()}
+
+    every = cache.memo("in-use", (cache.pods.version, _type_key(gpu_types)), build)
+    return {ns: by_type for ns, by_type in every.items() if ns in namespaces}

@@ -1,0 +1,108 @@
+"""Who may open a page: every page view's access decorators, in one place.
+
+- `login_required`: signed in (else the login page, with `next`).
+- `admin_required`: a portal admin (else 403).
+- `project_required`: signed in with a current project (else the "no project yet" page).
+- `tenant_required(action)`: the current project's tenant (`request.tenant`, resolved once by
+  tenants/middleware.py) is there (else 404) and the identity may `action` in it (else 403).
+- `scoped_object(Model, action)`: the page's object, looked up through
+  `Model.objects.restrict(identity, "view")` (identity/scoping.py): another tenant's
+  object is a 404, never a 403; one of the caller's tenant that their role may not `action`
+  is a 403. The view receives the object instead of its `pk`.
+
+The API's counterparts are api/permissions.py and api/viewsets.py (TenantScopedViewSet).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from .scoping import Action
+
+__all__ = ["admin_required", "login_required", "project_required", "scoped_object",
+           "tenant_required"]
+
+
+def admin_required(view):
+    @login_required
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        identity = getattr(request, "identity", None)
+        if identity is None or not identity.is_admin:
+            raise PermissionDenied("Only portal administrators may open this page.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def project_required(view):
+    """Signed in, with a current project (otherwise the 'no project yet' page)."""
+
+    @login_required
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        identity = getattr(request, "identity", None)
+        if identity is None or identity.project is None:
+            return render(request, "portal/no_projects.html")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+REFUSALS = {Action.LAUNCH: "Your role in this project cannot launch workloads.",
+            Action.CHANGE: "Your role in this project may not change this."}
+
+
+def tenant_required(action: Action = Action.VIEW):
+    """The current project's tenant, which the identity may `action` in (use under
+    `project_required`)."""
+
+    def decorate(view):
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs):
+            tenant = getattr(request, "tenant", None)
+            if tenant is None:
+                raise Http404("The current project has no tenant in the portal.")
+            if not type(tenant).objects.permits(request.identity, action, tenant):
+                raise PermissionDenied(REFUSALS.get(action, "You may not do this here."))
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def scoped_object(model, action: Action = Action.VIEW, *, kwarg: str = "pk",
+                  queryset: Callable | None = None,
+                  on_missing: Callable[[HttpRequest, int], HttpResponse | None] | None = None):
+    """The object named by the URL's `kwarg`, from `model.objects.restrict(identity, "view")`
+    (or `queryset(manager)`'s restriction); the view gets it as its `kwarg`'s model name
+    (`workload`, `tenant`, …). Not visible: `on_missing(request, pk)`'s answer, or 404.
+    Visible but not `action`-able: 403."""
+    name = model._meta.model_name
+
+    def decorate(view):
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs):
+            pk = kwargs.pop(kwarg)
+            base = queryset(model.objects) if queryset is not None else model.objects.all()
+            obj = base.restrict(request.identity, Action.VIEW).filter(pk=pk).first()
+            if obj is None:
+                answer = on_missing(request, pk) if on_missing is not None else None
+                if answer is None:
+                    raise Http404(f"No such {model._meta.verbose_name}.")
+                return answer
+            if action is not Action.VIEW and not model.objects.permits(request.identity,
+                                                                      action, obj):
+                raise PermissionDenied(REFUSALS.get(action, "You may not do this."))
+            return view(request, *args, **{name: obj}, **kwargs)
+
+        return wrapper
+
+    return decorate

@@ -1,0 +1,368 @@
+"""The portal's only door to Kubernetes: the official `kubernetes` client, as plain dicts.
+
+Objects go in and come out in their JSON shape (camelCase dicts), the same shape the pure
+manifest functions build, so nothing converts between client models and dicts. Failures are
+three exceptions: `NotFound` (404), `Conflict` (409: already exists, or a stale
+resourceVersion), `KubeRefused` (other 4xx: invalid, forbidden/quota — `.status` is the
+Status body), and `KubeUnavailable` (no connection, timeouts, 5xx).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from django.conf import settings
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+from . import status as cluster_status
+
+log = logging.getLogger(__name__)
+
+TIMEOUT = (3.0, 15.0)  # connect, read (seconds)
+# A watch is quiet between changes, so its read timeout must outlast the server's own
+# timeoutSeconds (which ends the stream cleanly); this much longer, then it counts as a hang.
+WATCH_READ_SLACK = 10.0
+
+
+class KubeError(Exception):
+    def __init__(self, message: str, *, code: int | None = None, status: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        self.status = status or {}
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+class KubeRefused(KubeError):
+    """The API server refused the request (422 invalid, 403 forbidden/quota, 400 …)."""
+
+
+class NotAuthorized(KubeRefused):
+    """401, or a 403 from the authorizer (`… is forbidden: User "…" cannot …`), not from
+    admission (quota, Pod Security): the portal's own identity was refused. An API server that
+    has just started refuses so until its RBAC caches are in; a misconfigured ClusterRole refuses
+    so for good. Work that must not be lost retries it for a while, as an outage."""
+
+
+class KubeUnavailable(KubeError):
+    """The API server could not be reached or failed on its side."""
+
+
+class Expired(KubeError):
+    """410 Gone/Expired: the resourceVersion asked for has left the server's history (a watch
+    fell too far behind, or etcd compacted). The caller relists and watches from the new list."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    api: type
+    suffix: str  # e.g. "namespaced_resource_quota" → read_namespaced_resource_quota
+    namespaced: bool = True
+    # a custom resource (served by CustomObjectsApi): its group, version and plural
+    group: str = ""
+    version: str = ""
+    plural: str = ""
+
+    def method(self, client: k8s.ApiClient, verb: str, namespace: str | None,
+               name: str | None = None, body: Any = None) -> tuple[Any, tuple[Any, ...]]:
+        """The client method for `verb` ("read", "list", "create", "replace", "patch",
+        "delete") and its positional arguments. A namespaced kind listed without a namespace
+        is listed across all namespaces."""
+        api = self.api(client)
+        every = verb == "list" and self.namespaced and namespace is None
+        tail = ((name,) if name is not None else ()) + ((body,) if body is not None else ())
+        if self.plural:
+            verb = "get" if verb == "read" else verb
+            if every:
+                return (getattr(api, f"{verb}_custom_object_for_all_namespaces"),
+                        (self.group, self.version, self.plural))
+            scope = "namespaced" if self.namespaced else "cluster"
+            where = (namespace,) if self.namespaced else ()
+            return (getattr(api, f"{verb}_{scope}_custom_object"),
+                    (self.group, self.version, *where, self.plural, *tail))
+        if every:
+            return (getattr(api, f"{verb}_{self.suffix.removeprefix('namespaced_')}"
+                                 "_for_all_namespaces"), ())
+        where = (namespace,) if self.namespaced else ()
+        if name is not None:  # read_namespaced_pod(name, namespace[, body])
+            return getattr(api, f"{verb}_{self.suffix}"), (name, *where, *tail[1:])
+        return getattr(api, f"{verb}_{self.suffix}"), (*where, *tail)
+
+
+def _kueue(suffix: str, plural: str, *, namespaced: bool) -> Kind:
+    return Kind(k8s.CustomObjectsApi, suffix, namespaced=namespaced, group="kueue.x-k8s.io",
+                version="v1beta2", plural=plural)
+
+
+KINDS: dict[str, Kind] = {
+    "Namespace": Kind(k8s.CoreV1Api, "namespace", namespaced=False),
+    "Node": Kind(k8s.CoreV1Api, "node", namespaced=False),
+    "ResourceQuota": Kind(k8s.CoreV1Api, "namespaced_resource_quota"),
+    "LimitRange": Kind(k8s.CoreV1Api, "namespaced_limit_range"),
+    "ServiceAccount": Kind(k8s.CoreV1Api, "namespaced_service_account"),
+    "Secret": Kind(k8s.CoreV1Api, "namespaced_secret"),
+    "Service": Kind(k8s.CoreV1Api, "namespaced_service"),
+    "Endpoints": Kind(k8s.CoreV1Api, "namespaced_endpoints"),
+    "PersistentVolumeClaim": Kind(k8s.CoreV1Api, "namespaced_persistent_volume_claim"),
+    "Pod": Kind(k8s.CoreV1Api, "namespaced_pod"),
+    "Event": Kind(k8s.CoreV1Api, "namespaced_event"),
+    "NetworkPolicy": Kind(k8s.NetworkingV1Api, "namespaced_network_policy"),
+    # a service's route through the shared gateway (PORTAL_SERVICE_EXPOSURE=shared)
+    "Ingress": Kind(k8s.NetworkingV1Api, "namespaced_ingress"),
+    "RoleBinding": Kind(k8s.RbacAuthorizationV1Api, "namespaced_role_binding"),
+    "Deployment": Kind(k8s.AppsV1Api, "namespaced_deployment"),
+    "Job": Kind(k8s.BatchV1Api, "namespaced_job"),
+    # Kueue (tenants/kueue.py, workloads/queue.py): served only where it is installed
+    "ResourceFlavor": _kueue("resource_flavor", "resourceflavors", namespaced=False),
+    "ClusterQueue": _kueue("cluster_queue", "clusterqueues", namespaced=False),
+    "LocalQueue": _kueue("local_queue", "localqueues", namespaced=True),
+    "WorkloadPriorityClass": _kueue("workload_priority_class", "workloadpriorityclasses",
+                                    namespaced=False),
+    "Workload": _kueue("workload", "workloads", namespaced=True),
+    # MetalLB's address pools, only read (cluster/addresses.py): where it is installed
+    "IPAddressPool": Kind(k8s.CustomObjectsApi, "ip_address_pool", group="metallb.io",
+                          version="v1beta1", plural="ipaddresspools"),
+}
+
+_lock = threading.Lock()
+_clients: dict[tuple[int, str | None], k8s.ApiClient] = {}
+
+
+def api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
+    """One ApiClient (connection pool) per process and kubeconfig (default: the setting's)."""
+    path = (settings.KUBECONFIG if kubeconfig is None else kubeconfig) or None
+    key = (os.getpid(), path)
+    with _lock:
+        if key not in _clients:
+            configuration = k8s.Configuration()
+            try:
+                if path:
+                    k8s_config.load_kube_config(config_file=path,
+                                                client_configuration=configuration)
+                else:
+                    k8s_config.load_incluster_config(client_configuration=configuration)
+            except (k8s_config.ConfigException, OSError) as exc:
+                # no kubeconfig and not in a pod: the cluster is as good as unreachable
+                raise _unavailable(f"no cluster configured: {exc}") from exc
+            configuration.retries = 1
+            _clients[key] = k8s.ApiClient(configuration)
+        return _clients[key]
+
+
+def _translate(exc: Exception) -> KubeError:
+    if isinstance(exc, ApiException):
+        try:
+            status = json.loads(exc.body) if exc.body else {}
+        except ValueError:
+            status = {}
+        message = status.get("message") or exc.reason or str(exc)
+        code = exc.status
+        if code == 404:
+            return NotFound(message, code=code, status=status)
+        if code == 409:
+            return Conflict(message, code=code, status=status)
+        if code == 410:
+            return Expired(message, code=code, status=status)
+        if code == 401 or (code == 403 and _AUTHORIZER_REFUSAL.search(message)):
+            return NotAuthorized(message, code=code, status=status)
+        if code is not None and 400 <= code < 500 and code != 429:
+            return KubeRefused(message, code=code, status=status)
+        return _unavailable(message, code=code, status=status)
+    return _unavailable(f"Kubernetes API unreachable: {exc}")
+
+
+# the RBAC authorizer's words; admission's refusals read "is forbidden: exceeded quota: …" or
+# "is forbidden: violates PodSecurity …"
+_AUTHORIZER_REFUSAL = re.compile(r'is forbidden: User "[^"]*" cannot ')
+
+
+def _unavailable(message: str, **kwargs: Any) -> KubeUnavailable:
+    """Every "the cluster did not answer" passes here, so that the pages can say so."""
+    cluster_status.record_unreachable(message)
+    return KubeUnavailable(message, **kwargs)
+
+
+class Kube:
+    """CRUD over the kinds the portal manages, with a count of the writes it made."""
+
+    def __init__(self, client: k8s.ApiClient | None = None) -> None:
+        self._client = client
+        self.writes = 0
+
+    @property
+    def client(self) -> k8s.ApiClient:
+        if self._client is None:
+            self._client = api_client()
+        return self._client
+
+    def _call(self, kind: str, verb: str, namespace: str | None, name: str | None = None,
+              obj: Any = None, **kwargs: Any) -> dict[str, Any]:
+        method, args = KINDS[kind].method(self.client, verb, namespace, name, obj)
+        try:
+            response = method(*args, _preload_content=False, _request_timeout=TIMEOUT, **kwargs)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _translate(exc) from exc
+        cluster_status.record_reachable()
+        data = response.data
+        return json.loads(data) if data else {}
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        try:
+            return self._call(kind, "read", namespace, name)
+        except NotFound:
+            return None
+
+    def list(self, kind: str, namespace: str | None = None, *, label_selector: str | None = None,
+             field_selector: str | None = None) -> dict[str, Any]:
+        """One LIST; a namespaced kind without a namespace is listed across all of them."""
+        return self._call(kind, "list", namespace, label_selector=label_selector or "",
+                          field_selector=field_selector or "")
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        result = self._call(obj["kind"], "create", obj["metadata"].get("namespace"), obj=obj)
+        self.writes += 1
+        return result
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        result = self._call(obj["kind"], "replace", meta.get("namespace"), meta["name"], obj)
+        self.writes += 1
+        return result
+
+    def patch(self, kind: str, name: str, patch: dict[str, Any],
+              namespace: str | None = None) -> dict[str, Any]:
+        """A JSON merge patch (the client picks merge-patch for dict bodies)."""
+        result = self._call(kind, "patch", namespace, name, patch)
+        self.writes += 1
+        return result
+
+    def pod_log(self, name: str, namespace: str, *, container: str | None = None,
+                tail_lines: int | None = None) -> str:
+        api = k8s.CoreV1Api(self.client)
+        kwargs: dict[str, Any] = {}
+        if container:
+            kwargs["container"] = container
+        if tail_lines:
+            kwargs["tail_lines"] = tail_lines
+        try:
+            response = api.read_namespaced_pod_log(name, namespace, _preload_content=False,
+                                                   _request_timeout=TIMEOUT, **kwargs)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _translate(exc) from exc
+        return response.data.decode("utf-8", "replace")
+
+    @property
+    def server(self) -> str:
+        """The API server's base URL, as the kubeconfig (or the in-cluster config) names it."""
+        return str(self.client.configuration.host).rstrip("/")
+
+    def server_get(self, path: str, *, timeout: float = 5.0) -> bytes:
+        """GET a non-resource path of the API server (such as /metrics), with the client's
+        credentials and TLS settings; raises as the other calls do."""
+        try:
+            method, url, headers, _body, _files = self.client.param_serialize(
+                "GET", path, header_params={"Accept": "text/plain, */*"},
+                auth_settings=["BearerToken"])
+            response = self.client.call_api(method, url, header_params=headers,
+                                            _request_timeout=(min(TIMEOUT[0], timeout), timeout))
+            data = response.read()
+            if not 200 <= response.status < 300:
+                raise ApiException(http_resp=response.response)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _translate(exc) from exc
+        return data
+
+    def delete(self, kind: str, name: str, namespace: str | None = None, *,
+               propagation: str = "Background") -> bool:
+        """Delete; False when it was already gone."""
+        try:
+            self._call(kind, "delete", namespace, name,
+                       body={"propagationPolicy": propagation})
+        except NotFound:
+            return False
+        self.writes += 1
+        return True
+
+    def watch(self, kind: str, namespace: str | None = None, *,
+              label_selector: str | None = None, field_selector: str | None = None,
+              resource_version: str | None = None, timeout_seconds: int = 60,
+              bookmarks: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
+        """One watch request: yields (type, object) — ADDED, MODIFIED, DELETED, BOOKMARK — until
+        the server ends the stream after `timeout_seconds`.
+
+        From a resourceVersion only the changes after it come; without one the server first
+        sends an ADDED for every current object. A resourceVersion too old for the server's
+        history raises `Expired` (an ERROR event with code 410, or a 410 answer), so the caller
+        relists. Other failures raise as the other calls do.
+        """
+        method, args = KINDS[kind].method(self.client, "list", namespace)
+        kwargs: dict[str, Any] = {
+            "watch": True, "allow_watch_bookmarks": bookmarks,
+            "timeout_seconds": int(timeout_seconds),
+            "_preload_content": False,
+            "_request_timeout": (TIMEOUT[0], timeout_seconds + WATCH_READ_SLACK),
+        }
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        if field_selector:
+            kwargs["field_selector"] = field_selector
+        if resource_version:
+            kwargs["resource_version"] = resource_version
+        try:
+            response = method(*args, **kwargs)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _translate(exc) from exc
+        try:
+            for line in _stream_lines(response):
+                event = json.loads(line)
+                event_type, obj = event.get("type", ""), event.get("object") or {}
+                if event_type == "ERROR":
+                    raise _watch_error(obj)
+                yield event_type, obj
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            raise _unavailable(f"watch of {kind} broke off: {exc}") from exc
+        finally:
+            # a stream left early (the caller stopped reading) is closed, not returned to the
+            # pool half-read
+            response.close()
+            response.release_conn()
+
+
+def _stream_lines(response: Any) -> Iterator[bytes]:
+    """The lines of a chunked watch response as they arrive (an event may span chunks)."""
+    pending = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
+def _watch_error(status: dict[str, Any]) -> KubeError:
+    """The exception for a watch's ERROR event (a Status object)."""
+    code = status.get("code")
+    message = status.get("message") or status.get("reason") or "watch error"
+    if code == 410 or status.get("reason") in ("Expired", "Gone"):
+        return Expired(message, code=410, status=status)
+    if isinstance(code, int) and 400 <= code < 500 and code != 429:
+        return KubeRefused(message, code=code, status=status)
+    return KubeUnavailable(message, code=code, status=status)

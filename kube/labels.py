@@ -1,0 +1,127 @@
+"""The labels, annotations and names of every object the portal writes to the cluster.
+
+One module, so that what the writers (tenants/manifests.py, workloads/manifests.py,
+tenants/kueue.py) put on objects and what the readers (the tracker, the cluster cache, usage
+scraping, orphan cleanup) select by can never drift apart. Pure: no client, no settings.
+
+Namespace names: a DNS-1123 label (at most 63 of [a-z0-9-], alphanumeric at both ends). Project
+names are free text, and two projects can normalise to the same text ("ML Lab" and "ml-lab"), so
+every namespace name carries a short digest of the Keystone project id. A workload's objects are
+all named `wl-<id>-<slug of its name>`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+# --- labels and annotations -------------------------------------------------------------------
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-portal"}
+# a label selector for everything the portal manages
+MANAGED_BY_SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
+LABEL_PROJECT_ID = "gpu-portal.io/project-id"
+LABEL_PROJECT_NAME = "gpu-portal.io/project-name"
+ANNOTATION_PROJECT_NAME = "gpu-portal.io/project-display-name"
+LABEL_EXPOSED = "gpu-portal.io/exposed"
+# on a tenant's namespace: "true" while the portal queues on Kueue (deploy/base/tenant-admission.yaml)
+LABEL_QUEUED = "gpu-portal.io/queued"
+LABEL_WORKLOAD_ID = "gpu-portal.io/workload-id"
+LABEL_OWNER = "gpu-portal.io/owner"
+LABEL_OWNER_ID = "gpu-portal.io/owner-id"
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+ANNOTATION_ADDRESS_POOL = "metallb.io/address-pool"
+# on a node the portal cordoned because of an unhealthy GPU (usage/health.py)
+CORDON_ANNOTATION = "gpu-portal.io/cordoned-by"
+
+# Kueue's API group, the version the portal writes, and the labels and gate of a queued object
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_API_VERSION = f"{KUEUE_GROUP}/v1beta2"
+QUEUE_LABEL = f"{KUEUE_GROUP}/queue-name"
+PRIORITY_LABEL = f"{KUEUE_GROUP}/priority-class"
+ADMISSION_GATE = f"{KUEUE_GROUP}/admission"  # the scheduling gate on pods Kueue has not admitted
+
+
+def label_value(text: str) -> str:
+    """A Kubernetes label value: ≤ 63 of [A-Za-z0-9-_.], alphanumeric at both ends."""
+    value = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+
+
+# --- names --------------------------------------------------------------------------------------
+MAX_LABEL = 63
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def slug(text: str) -> str:
+    """Lower-case ASCII letters, digits and single dashes; accents folded, other scripts dropped."""
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")
+
+
+def project_digest(project_id: str, length: int) -> str:
+    return hashlib.sha256(project_id.encode("utf-8")).hexdigest()[:length]
+
+
+def namespace_name(*, project_name: str, project_id: str, prefix: str = "gpu-",
+                   digest_length: int = 6) -> str:
+    """`<prefix><slug of the project name>-<digest of the project id>`, a valid DNS-1123 label.
+
+    A name with nothing left after folding (e.g. all CJK) becomes `<prefix>project-<digest>`.
+    """
+    digest = project_digest(project_id, digest_length)
+    base = slug(project_name) or "project"
+    room = MAX_LABEL - len(prefix) - len(digest) - 1
+    base = base[:room].rstrip("-") or "project"
+    return f"{prefix}{base}-{digest}"
+
+
+NAMESPACE_PREFIX = re.compile(r"^([a-z0-9][-a-z0-9]{0,19})?$")
+
+
+def is_valid_prefix(prefix: str) -> bool:
+    """A prefix keeps every name a DNS-1123 label: empty, or ≤ 20 of [a-z0-9-] not starting with -."""
+    return bool(NAMESPACE_PREFIX.match(prefix))
+
+
+def is_valid_namespace(name: str) -> bool:
+    return len(name) <= MAX_LABEL and bool(DNS1123_LABEL.match(name))
+
+
+# a workload's objects: `wl-<id>-<slug>`, at most 52 characters (room for the suffixes the
+# controllers add to pod names)
+MAX_OBJECT_NAME = 52
+PREFIX = "wl"
+
+
+def workload_object_name(workload_id: int, display_name: str) -> str:
+    """`wl-42-my-notebook`: the base name of every Kubernetes object of workload 42.
+
+    Deterministic (a retried launch finds what an earlier try created) and always valid, whatever
+    the display name holds: one with nothing ASCII left after folding gives `wl-42`.
+    """
+    if isinstance(workload_id, bool) or not isinstance(workload_id, int) or workload_id < 0:
+        raise ValueError(f"a workload id is a non-negative integer, not {workload_id!r}")
+    head = f"{PREFIX}-{workload_id}"
+    if len(head) > MAX_OBJECT_NAME:
+        raise ValueError(f"workload id {workload_id} is too large for a Kubernetes name")
+    room = MAX_OBJECT_NAME - len(head) - 1
+    tail = slug(display_name)[:room].strip("-") if room > 0 else ""
+    return f"{head}-{tail}" if tail else head
+
+
+# --- the shared-address mode (PORTAL_SERVICE_EXPOSURE=shared) ---------------------------------
+EXPOSURES = ("loadbalancer", "shared")
+HOST_PREFIX = "w"
+# room for "w-<id>." before the domain in a host name the portal records (Workload.address
+# holds 64 characters; ids up to ten digits)
+MAX_SERVICE_DOMAIN = 64 - len(f"{HOST_PREFIX}-9999999999.")
+
+
+def workload_host(workload_id: int, domain: str) -> str:
+    """`w-42.apps.example.org`: the host name of workload 42 behind the shared gateway. By id
+    alone (not the display name): a name the user picked never reaches DNS or a certificate."""
+    if isinstance(workload_id, bool) or not isinstance(workload_id, int) or workload_id < 0:
+        raise ValueError(f"a workload id is a non-negative integer, not {workload_id!r}")
+    return f"{HOST_PREFIX}-{workload_id}.{domain.strip('.').lower()}"

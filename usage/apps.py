@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+
+
+class UsageConfig(AppConfig):
+    name = "usage"
+    label = "usage"
+    verbose_name = "GPU usage"
+
+    def ready(self) -> None:
+        from cluster.capacity import register_source
+
+        from .health import unhealthy_gpus_by_node
+
+        # GPUs that GPU health took out of service are not free (the capacity view's source)
+        register_source("unhealthy", unhealthy_gpus_by_node)

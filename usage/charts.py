@@ -1,0 +1,93 @@
+"""Reads for the GPU charts: one workload's utilisation and memory over time.
+
+The series come from where the time range is kept at its best resolution: raw samples (one
+point per scrape, its GPUs averaged) up to RAW_UP_TO, per-minute rollups up to MINUTE_UP_TO,
+per-hour rollups beyond. Raw samples are only kept PORTAL_USAGE_RAW_RETENTION_HOURS, so an
+older range uses the rollups whatever its length.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Avg, Max
+from django.utils import timezone
+
+from workloads.models import Workload
+
+from .models import GpuSample, GpuUsageRollup
+
+WINDOWS_MINUTES = (15, 60, 360, 1440, 10080)  # the ranges the page offers
+DEFAULT_WINDOW_MINUTES = 60
+RAW_UP_TO = dt.timedelta(hours=6)
+MINUTE_UP_TO = dt.timedelta(days=2)
+
+
+def chart_window(value: str | None) -> int:
+    """The `minutes` query parameter, one of WINDOWS_MINUTES (anything else: the default)."""
+    try:
+        minutes = int(value or DEFAULT_WINDOW_MINUTES)
+    except ValueError:
+        return DEFAULT_WINDOW_MINUTES
+    return minutes if minutes in WINDOWS_MINUTES else DEFAULT_WINDOW_MINUTES
+
+
+def _epoch(t: dt.datetime) -> int:
+    return int(t.timestamp())
+
+
+def workload_gpu_series(workload: Workload, *, minutes: int = DEFAULT_WINDOW_MINUTES,
+                        now: dt.datetime | None = None) -> dict[str, Any]:
+    """The chart's JSON: times (epoch seconds), mean and peak utilisation (%) and mean memory
+    used per GPU (MiB) over the last `minutes` of the workload's run."""
+    now = now or timezone.now()
+    end = min(workload.finished_at or now, now)
+    start = end - dt.timedelta(minutes=minutes)
+    raw_since = now - dt.timedelta(hours=settings.PORTAL_USAGE_RAW_RETENTION_HOURS)
+    t: list[int] = []
+    util_avg: list[float | None] = []
+    util_max: list[float | None] = []
+    memory: list[float | None] = []
+    memory_total = None
+    if end - start <= RAW_UP_TO and start >= raw_since:
+        source = "samples"
+        rows = (GpuSample.objects.filter(workload_id=workload.pk, at__gte=start, at__lte=end)
+                .values("at").annotate(mean=Avg("util"), peak=Max("util"),
+                                       mem=Avg("memory_used_mib"), total=Max("memory_total_mib"))
+                .order_by("at"))
+        for row in rows:
+            t.append(_epoch(row["at"]))
+            util_avg.append(round(row["mean"], 1))
+            util_max.append(round(row["peak"], 1))
+            memory.append(round(row["mem"], 1))
+            memory_total = max(memory_total or 0, row["total"] or 0) or None
+    else:
+        granularity = (GpuUsageRollup.Granularity.MINUTE if end - start <= MINUTE_UP_TO
+                       else GpuUsageRollup.Granularity.HOUR)
+        source = f"{granularity} rollups"
+        rollups = (GpuUsageRollup.objects.filter(workload_id=workload.pk,
+                                                 granularity=granularity,
+                                                 bucket_start__gte=start, bucket_start__lt=end,
+                                                 samples__gt=0)
+                   .order_by("bucket_start")
+                   .values_list("bucket_start", "util_avg", "util_max", "memory_avg_mib"))
+        for bucket, avg, peak, mem in rollups:
+            t.append(_epoch(bucket))
+            util_avg.append(None if avg is None else round(avg, 1))
+            util_max.append(peak)
+            memory.append(None if mem is None else round(mem, 1))
+        memory_total = GpuSample.objects.filter(workload_id=workload.pk).aggregate(
+            m=Max("memory_total_mib"))["m"]
+    if not memory_total and workload.gpu_type.memory_gb:
+        memory_total = workload.gpu_type.memory_gb * 1024
+    running = workload.state == Workload.State.RUNNING
+    return {
+        "workload": workload.pk, "state": workload.state, "gpu_count": workload.gpu_count,
+        "source": source, "minutes": minutes, "from": _epoch(start), "to": _epoch(end),
+        "t": t, "util_avg": util_avg, "util_max": util_max, "memory_used_mib": memory,
+        "memory_total_mib": memory_total,
+        # while it runs, the page asks again after one scrape interval
+        "refresh_seconds": float(settings.PORTAL_USAGE_SCRAPE_INTERVAL) if running else None,
+    }

@@ -1,0 +1,242 @@
+"""Workload API shapes. `LaunchSerializer` reads a launch request's JSON into typed fields and
+wraps the domain's launch validation (workloads/validation.py); the launch page's
+LaunchForm wraps the same rules and bounds, so the API and the page accept and refuse the same
+things."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from access.serializers import WorkloadAccessSerializer
+from access.services import workload_access_summary
+from catalogue.environment import (
+    MAX_ENV_VALUE,
+)
+from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS
+from catalogue.models import GpuType, Template
+from workloads.queue import QueuePlace, queue_places
+
+from ..logs import redact
+from ..models import Workload, WorkloadEvent
+from ..selectors import workload_may_see_secrets
+from ..validation import (
+    IMAGE_MAX_LENGTH,
+    NAME_MAX_LENGTH,
+    NUMBER_BOUNDS,
+    LaunchInvalid,
+    field_clean,
+    launch_clean,
+)
+
+
+def _bounds(field: str) -> dict[str, int]:
+    least, most = NUMBER_BOUNDS[field]
+    return {"min_value": least, "max_value": most}
+
+
+class ArgvField(serializers.ListField):
+    """A command or its arguments: a list of strings passed as argv, never through a shell."""
+
+    def __init__(self, **kwargs):
+        super().__init__(child=serializers.CharField(max_length=MAX_ARG_LENGTH, allow_blank=True,
+                                                     trim_whitespace=False),
+                         max_length=MAX_ARGV_ITEMS, required=False, **kwargs)
+
+    def to_internal_value(self, data):
+        values = super().to_internal_value(data)
+        if any("\x00" in value for value in values):
+            raise serializers.ValidationError("NUL characters are not allowed.")
+        return values
+
+
+class LaunchSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=NAME_MAX_LENGTH)
+    template = serializers.SlugRelatedField(slug_field="slug", queryset=Template.objects.all())
+    gpu_type = serializers.SlugRelatedField(slug_field="slug", queryset=GpuType.objects.all())
+    gpu_count = serializers.IntegerField(**_bounds("gpu_count"))
+    kind = serializers.ChoiceField(choices=Template.Kind.choices, required=False)
+    image = serializers.CharField(max_length=IMAGE_MAX_LENGTH, required=False, allow_blank=True)
+    command = ArgvField()
+    args = ArgvField()
+    env = serializers.DictField(child=serializers.CharField(max_length=MAX_ENV_VALUE,
+                                                            allow_blank=True, trim_whitespace=False),
+                                required=False)
+    port = serializers.IntegerField(**_bounds("port"), required=False, allow_null=True)
+    cpu = serializers.IntegerField(**_bounds("cpu"), required=False)
+    memory = serializers.IntegerField(**_bounds("memory"), required=False, help_text="GiB")
+    max_runtime_minutes = serializers.IntegerField(**_bounds("max_runtime_minutes"),
+                                                   required=False, allow_null=True)
+    retries = serializers.IntegerField(**_bounds("retries"), required=False,
+                                       help_text="batch only: how often a failed run is retried")
+    use_home = serializers.BooleanField(required=False, default=False)
+    public = serializers.BooleanField(
+        required=False, default=False,
+        help_text="service only: open it to anyone, without the portal's login in front "
+                  "(only where an admin allows it for the project; audited)")
+
+    def __init__(self, *args, tenant=None, quota=None, check_capacity: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tenant = tenant
+        self.quota = quota
+        self.check_capacity = check_capacity
+
+    def validate_name(self, value: str) -> str:
+        return self._field("name", value)
+
+    def validate_template(self, template: Template) -> Template:
+        return self._field("template", template)
+
+    def validate_gpu_type(self, gpu_type: GpuType) -> GpuType:
+        return self._field("gpu_type", gpu_type)
+
+    def validate_env(self, env: dict[str, str]) -> dict[str, str]:
+        return self._field("env", env)
+
+    @staticmethod
+    def _field(field: str, value: Any) -> Any:
+        try:
+            return field_clean(field, value)
+        except LaunchInvalid as exc:
+            raise serializers.ValidationError(exc.errors[field]) from exc
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The domain's rules (workloads/validation.py) on the typed request."""
+        try:
+            return launch_clean(request=data, tenant=self.tenant, quota=self.quota,
+                                check_capacity=self.check_capacity)
+        except LaunchInvalid as exc:
+            raise serializers.ValidationError(exc.errors) from exc
+
+
+class WorkloadListSerializer(serializers.ListSerializer):
+    """A list's queued workloads get their queue places with one request per tenant queue and
+    one estimate per GPU type, not one each."""
+
+    def to_representation(self, data):
+        items = list(data.all() if hasattr(data, "all") else data)
+        self.child.context["queue_places"] = queue_places(items)
+        return super().to_representation(items)
+
+
+class WorkloadSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.name")
+    tenant_id = serializers.IntegerField()
+    owner = serializers.CharField(source="owner.username")
+    template = serializers.CharField(source="template.slug")
+    gpu_type = serializers.CharField(source="gpu_type.slug")
+    memory = serializers.IntegerField(source="memory_gb")
+    url = serializers.SerializerMethodField()
+    access = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField(
+        help_text="Queued: its place in its project's queue (1 = next); null otherwise, or "
+                  "while Kueue has not listed it yet.")
+    queue_length = serializers.SerializerMethodField(
+        help_text="Queued: how many wait in its project's queue.")
+    eta = serializers.SerializerMethodField(
+        help_text="Queued: the portal's estimate of when it starts; null when there is none.")
+    eta_basis = serializers.SerializerMethodField(
+        help_text="Queued: what the estimate rests on, or why there is none.")
+
+    class Meta:
+        model = Workload
+        fields = ["id", "name", "tenant", "tenant_id", "owner", "template", "kind", "gpu_type",
+                  "gpu_count", "image", "command", "args", "port", "cpu", "memory",
+                  "max_runtime_minutes", "state", "reason", "url", "address", "node",
+                  "exit_code", "object_name", "created_at", "started_at", "finished_at",
+                  "expires_at", "access", "queue_position", "queue_length", "eta",
+                  "eta_basis"]
+        read_only_fields = fields
+        list_serializer_class = WorkloadListSerializer
+
+    def _place(self, workload: Workload) -> QueuePlace | None:
+        if workload.state != Workload.State.QUEUED:
+            return None
+        places = self.context.get("queue_places")
+        if places is None:
+            places = self.context["queue_places"] = queue_places([workload])
+        return places.get(workload.pk)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_position(self, workload: Workload) -> int | None:
+        place = self._place(workload)
+        return place.position if place else None
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_length(self, workload: Workload) -> int | None:
+        place = self._place(workload)
+        return place.length if place else None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_eta(self, workload: Workload) -> str | None:
+        place = self._place(workload)
+        return place.eta.isoformat() if place and place.eta else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_eta_basis(self, workload: Workload) -> str | None:
+        place = self._place(workload)
+        return place.eta_basis if place else None
+
+    def get_url(self, workload: Workload) -> str:
+        return workload.url
+
+    def to_representation(self, workload: Workload) -> dict[str, Any]:
+        data = super().to_representation(workload)
+        request = self.context.get("request")
+        if request is not None and not workload_may_see_secrets(
+                getattr(request, "identity", None), workload):
+            # a token passed as an argument (--ServerApp.token=…) is not for readers' eyes
+            secrets = (workload.access_token,)
+            data["command"] = [redact(item, secrets) for item in data["command"]]
+            data["args"] = [redact(item, secrets) for item in data["args"]]
+        return data
+
+    @extend_schema_field(WorkloadAccessSerializer(allow_null=True))
+    def get_access(self, workload: Workload) -> dict[str, Any] | None:
+        return workload_access_summary(workload)
+
+
+class WorkloadEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WorkloadEvent
+        fields = ["at", "type", "reason", "message", "source", "count"]
+        read_only_fields = fields
+
+
+class GpuTypeSerializer(serializers.Serializer):
+    """A GPU type with the cluster's live capacity (null when the cluster is unreachable)."""
+
+    slug = serializers.SlugField()
+    name = serializers.CharField()
+    resource_name = serializers.CharField()
+    node_selector = serializers.DictField(child=serializers.CharField())
+    memory_gb = serializers.IntegerField()
+    capacity = serializers.IntegerField(allow_null=True, help_text="GPUs the nodes have")
+    allocatable = serializers.IntegerField(allow_null=True,
+                                           help_text="GPUs the nodes offer (healthy, schedulable)")
+    allocated = serializers.IntegerField(allow_null=True, help_text="GPUs that running pods hold")
+    free = serializers.IntegerField(allow_null=True,
+                                    help_text="allocatable less the portal's active workloads")
+    largest_node = serializers.IntegerField(allow_null=True)
+    largest_free_block = serializers.IntegerField(
+        allow_null=True, help_text="the most GPUs free on one node: the largest request that fits now")
+    nodes = serializers.IntegerField(allow_null=True)
+
+
+class TemplateSerializer(serializers.ModelSerializer):
+    cpu = serializers.IntegerField(source="default_cpu")
+    memory = serializers.IntegerField(source="default_memory_gb")
+    image_replaceable = serializers.BooleanField(
+        source="takes_image", help_text="whether a launch may give an image of its own (from "
+                                        "the allowed registries); otherwise `image` runs")
+
+    class Meta:
+        model = Template
+        fields = ["slug", "name", "description", "kind", "custom", "image",
+                  "image_replaceable", "allowed_args", "port", "cpu", "memory"]
+        extra_kwargs = {"allowed_args": {"help_text": (
+            "the options a launch's `args` may hold (NAME or NAME=value each), appended to the "
+            "template's own arguments; empty: none. The custom template takes any `args`")}}
+        read_only_fields = fields

@@ -1,0 +1,219 @@
+from __future__ import annotations
+
+from django.utils import timezone
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from access.serializers import WorkloadTokenSerializer
+from access.services import AccessRefused, workload_token_issue
+from api.viewsets import TenantScopedViewSet
+from catalogue.models import GpuType, Template
+from cluster.capacity import gpu_capacity
+from identity.scoping import Action
+from kube.client import KubeError
+from tenants.models import Quota, Tenant
+
+from ..filtersets import WorkloadFilterSet
+from ..logs import redact, workload_logs, workload_redact
+from ..models import Workload
+from ..selectors import (
+    workload_may_see_secrets,
+)
+from ..services import (
+    AddressesExhausted,
+    AdmissionRefused,
+    IdempotencyKeyReused,
+    launch_fingerprint,
+    workload_delete,
+    workload_launch,
+    workload_stop,
+)
+from .serializers import (
+    GpuTypeSerializer,
+    LaunchSerializer,
+    TemplateSerializer,
+    WorkloadEventSerializer,
+    WorkloadSerializer,
+)
+
+
+class QuotaExceeded(exceptions.PermissionDenied):
+    default_code = "quota_exceeded"
+
+
+class NoAddressFree(exceptions.APIException):
+    """409: the cluster's state (its address pool) refuses the launch now, not the quota."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = AddressesExhausted.code
+
+
+class IdempotencyConflict(exceptions.APIException):
+    """422, as payment APIs answer a key reused with other parameters."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_code = IdempotencyKeyReused.code
+    default_detail = "This Idempotency-Key was used for another request."
+
+
+class ClusterUnavailable(exceptions.APIException):
+    status_code = 503
+    default_code = "cluster_unavailable"
+    default_detail = "The cluster is unreachable right now."
+
+
+class GpuTypeViewSet(viewsets.GenericViewSet):
+    """The GPU type catalogue with live capacity and free GPUs per type."""
+
+    serializer_class = GpuTypeSerializer
+    pagination_class = None
+    queryset = GpuType.objects.none()
+
+    def list(self, request):
+        types = list(GpuType.objects.filter(enabled=True))
+        try:
+            capacity = gpu_capacity()
+        except KubeError:
+            capacity = {}  # the catalogue still answers; live figures are null
+        rows = []
+        for gpu_type in types:
+            cap = capacity.get(gpu_type.slug)
+            rows.append({
+                "slug": gpu_type.slug, "name": gpu_type.name,
+                "resource_name": gpu_type.resource_name,
+                "node_selector": gpu_type.node_selector, "memory_gb": gpu_type.memory_gb,
+                "capacity": cap.capacity if cap else None,
+                "allocatable": cap.allocatable if cap else None,
+                "allocated": cap.allocated if cap else None,
+                "free": cap.free if cap else None,
+                "largest_node": cap.largest_node if cap else None,
+                "largest_free_block": cap.largest_free_block if cap else None,
+                "nodes": cap.nodes if cap else None,
+            })
+        return Response(GpuTypeSerializer(rows, many=True).data)
+
+
+class TemplateViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """The templates researchers launch from."""
+
+    serializer_class = TemplateSerializer
+    pagination_class = None
+    queryset = Template.objects.filter(enabled=True)
+
+
+class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                      mixins.DestroyModelMixin, TenantScopedViewSet):
+    """The caller's tenant's workloads (TenantScopedViewSet: another tenant's is a 404; stop
+    and delete are for those who may change the workload, else 403)."""
+
+    serializer_class = WorkloadSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = WorkloadFilterSet
+    queryset = Workload.objects.with_relations()
+    change_actions = frozenset({"destroy", "stop"})
+    refusal = "You may not change this workload."
+
+    def _tenant(self) -> Tenant:
+        """The tenant a launch goes to: the caller's current project's, never the body's."""
+        identity, tenant = self.request.identity, self.request.tenant
+        if identity.project is None or tenant is None:
+            raise exceptions.PermissionDenied("Choose a project first.")
+        if not Tenant.objects.permits(identity, Action.LAUNCH, tenant):
+            raise exceptions.PermissionDenied("Your role in this project cannot launch workloads.")
+        return tenant
+
+    @extend_schema(request=LaunchSerializer,
+                   responses={201: WorkloadSerializer, 200: WorkloadSerializer},
+                   parameters=[OpenApiParameter(
+                       "Idempotency-Key", str, OpenApiParameter.HEADER,
+                       description="At most 128 characters. A retry with the same key and body "
+                                   "answers 200 with the workload the first request made; the "
+                                   "same key with another body is 422 "
+                                   "`idempotency_key_reused`.")])
+    def create(self, request):
+        tenant = self._tenant()
+        serializer = LaunchSerializer(data=request.data, tenant=tenant,
+                                      quota=Quota.objects.get(tenant=tenant))
+        serializer.is_valid(raise_exception=True)
+        key = request.headers.get("Idempotency-Key") or None
+        if key is not None and len(key) > 128:
+            raise exceptions.ValidationError({"Idempotency-Key": ["At most 128 characters."]})
+        try:
+            workload, created = workload_launch(tenant=tenant, user=request.user,
+                                                request=serializer.validated_data,
+                                                idempotency_key=key,
+                                                request_fingerprint=launch_fingerprint(
+                                                    request.data))
+        except AddressesExhausted as exc:
+            raise NoAddressFree(str(exc)) from exc
+        except AdmissionRefused as exc:
+            raise QuotaExceeded(str(exc)) from exc
+        except IdempotencyKeyReused as exc:
+            raise IdempotencyConflict(str(exc)) from exc
+        return Response(WorkloadSerializer(workload).data,
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(request=None, responses={202: WorkloadSerializer})
+    @action(detail=True, methods=["post"])
+    def stop(self, request, pk=None):
+        workload = workload_stop(workload=self.get_object(), user=request.user)
+        return Response(WorkloadSerializer(workload).data, status=status.HTTP_202_ACCEPTED)
+
+    def destroy(self, request, pk=None):
+        workload_delete(workload=self.get_object(), user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(responses=WorkloadEventSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def events(self, request, pk=None):
+        workload = self.get_object()
+        data = WorkloadEventSerializer(workload.events.all(), many=True).data
+        if not self._may_see_secrets(workload):
+            for event in data:
+                event["message"] = redact(event["message"], (workload.access_token,))
+        return Response(data)
+
+    def _may_see_secrets(self, workload: Workload) -> bool:
+        return workload_may_see_secrets(self.request.identity, workload)
+
+    @extend_schema(request=None, responses={201: WorkloadTokenSerializer})
+    @action(detail=True, methods=["post"], url_path="access-token")
+    def access_token(self, request, pk=None):
+        """A bearer token for this workload's address, for scripts: send it as
+        `Authorization: Bearer <token>`. It lives a minute (ask again); only those the
+        project's rule lets open the workload get one."""
+        workload = self.get_object()
+        identity = request.identity
+        try:
+            issued = workload_token_issue(workload=workload, user=request.user,
+                                          role=identity.role, is_admin=identity.is_admin)
+        except AccessRefused as exc:
+            raise exceptions.PermissionDenied(str(exc), code=AccessRefused.code) from exc
+        seconds = max(0, int((issued.expires_at - timezone.now()).total_seconds()))
+        return Response(WorkloadTokenSerializer({
+            "token": issued.token, "token_type": "Bearer", "expires_at": issued.expires_at,
+            "expires_in": seconds, "url": workload.url}).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(parameters=[OpenApiParameter("tail", int)], responses={200: str})
+    @action(detail=True, methods=["get"])
+    def logs(self, request, pk=None):
+        """The last `tail` lines of the workload's container. Those who may not manage the
+        workload (other members, readers) read them with its access token and every
+        `…token=` value replaced by `[redacted]`."""
+        workload = self.get_object()
+        try:
+            tail = int(request.query_params.get("tail", 100))
+        except ValueError as exc:
+            raise exceptions.ValidationError({"tail": ["A whole number."]}) from exc
+        if not 1 <= tail <= 10000:
+            raise exceptions.ValidationError({"tail": ["Between 1 and 10000."]})
+        try:
+            lines = workload_logs(workload, tail=tail)
+        except KubeError as exc:
+            raise ClusterUnavailable() from exc
+        if not self._may_see_secrets(workload):
+            lines = workload_redact(workload, lines)  # readers see that it runs, not the way in
+        return Response({"lines": lines})

@@ -1,0 +1,169 @@
+"""The launch page's form: its fields → a typed launch request, checked by the domain's rules.
+
+The page has text areas where the API has lists and maps: a command or its arguments one per
+line (each line one argv item, never passed through a shell) and environment variables as
+KEY=value lines. `launch_request` reads the submitted fields; `LaunchForm` types them with the
+bounds the API's serializer declares too (workloads/validation.py) and runs the same
+`launch_clean`, so the page and the API accept and refuse the same requests. No DRF here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS, argv_lines, env_lines
+from catalogue.models import GpuType, Template
+
+from .validation import (
+    IMAGE_MAX_LENGTH,
+    NAME_MAX_LENGTH,
+    NUMBER_BOUNDS,
+    LaunchInvalid,
+    field_clean,
+    launch_clean,
+)
+
+# the form's fields in page order, with their labels (the error summary links to them)
+FIELD_LABELS = {
+    "name": "Name", "template": "Template", "gpu_type": "GPU type", "gpu_count": "GPUs",
+    "cpu": "CPU cores", "memory": "Memory (GiB)", "max_runtime_minutes": "Maximum runtime",
+    "use_home": "Home volume", "kind": "Kind", "image": "Image", "command": "Command",
+    "args": "Arguments", "env": "Environment", "port": "Port", "retries": "Retries",
+    "public": "Public",
+}
+
+# fields the page always sends (blank numbers are left out so the template defaults apply)
+COMMON_FIELDS = ("name", "template", "gpu_type", "gpu_count")
+OPTIONAL_NUMBERS = ("cpu", "memory", "max_runtime_minutes")
+# fields only the custom template shows
+CUSTOM_TEXT_FIELDS = ("kind", "image", "port", "retries")
+
+
+def launch_request(post, template: Template | None) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The submitted form → (data for LaunchForm, errors found while reading the form)."""
+    data: dict[str, Any] = {field: post.get(field, "").strip() for field in COMMON_FIELDS}
+    errors: dict[str, list[str]] = {}
+    for field in OPTIONAL_NUMBERS:
+        value = post.get(field, "").strip()
+        if value:
+            data[field] = value
+    data["use_home"] = bool(post.get("use_home"))
+    data["public"] = bool(post.get("public"))
+    if template is not None and template.image_replaceable and not template.custom:
+        image = post.get("image", "").strip()
+        if image:  # blank: the template's own
+            data["image"] = image
+    if template is not None and template.allowed_args and not template.custom:
+        data["args"] = argv_lines(post.get("args", ""))  # the options it declares, if any
+    if template is not None and template.custom:
+        for field in CUSTOM_TEXT_FIELDS:
+            value = post.get(field, "").strip()
+            if value:
+                data[field] = value
+        data["command"] = argv_lines(post.get("command", ""))
+        data["args"] = argv_lines(post.get("args", ""))
+        env, env_errors = env_lines(post.get("env", ""))
+        data["env"] = env
+        if env_errors:
+            errors["env"] = env_errors
+    return data, errors
+
+
+def argv_problems(lines: list[str]) -> list[str]:
+    """Why a command's or its arguments' lines may not be an argv, or []."""
+    problems = []
+    if len(lines) > MAX_ARGV_ITEMS:
+        problems.append(f"At most {MAX_ARGV_ITEMS} lines.")
+    problems += [f"Line {number}: Ensure this field has no more than {MAX_ARG_LENGTH} "
+                 "characters." for number, line in enumerate(lines, start=1)
+                 if len(line) > MAX_ARG_LENGTH]
+    if any("\x00" in line for line in lines):
+        problems.append("NUL characters are not allowed.")
+    return problems
+
+
+# a text field left empty says what the API says of an empty string
+BLANK = {"required": "This field may not be blank."}
+
+
+def _number(field: str, *, required: bool = False) -> forms.IntegerField:
+    least, most = NUMBER_BOUNDS[field]
+    return forms.IntegerField(min_value=least, max_value=most, required=required)
+
+
+class LaunchForm(forms.Form):
+    """A launch request from the page, typed and checked; `request` is what to admit."""
+
+    name = forms.CharField(max_length=NAME_MAX_LENGTH, error_messages=BLANK)
+    template = forms.ModelChoiceField(Template.objects.all(), to_field_name="slug")
+    gpu_type = forms.ModelChoiceField(GpuType.objects.all(), to_field_name="slug")
+    gpu_count = _number("gpu_count", required=True)
+    kind = forms.ChoiceField(choices=Template.Kind.choices, required=False)
+    image = forms.CharField(max_length=IMAGE_MAX_LENGTH, required=False)
+    port = _number("port")
+    cpu = _number("cpu")
+    memory = _number("memory")
+    max_runtime_minutes = _number("max_runtime_minutes")
+    retries = _number("retries")
+    use_home = forms.BooleanField(required=False)
+    public = forms.BooleanField(required=False)
+
+    # read from text areas by launch_request, typed already
+    LISTS = ("command", "args", "env")
+
+    def __init__(self, data: dict[str, Any], *, tenant=None, quota=None) -> None:
+        super().__init__({k: v for k, v in data.items() if k not in self.LISTS})
+        self.lists = {k: data[k] for k in self.LISTS if k in data}
+        self.list_errors: dict[str, list[str]] = {}
+        self.tenant, self.quota = tenant, quota
+        self.request: dict[str, Any] | None = None
+
+    def is_valid(self) -> bool:
+        return super().is_valid() and not self.list_errors and self.request is not None
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        for field in ("command", "args"):
+            problems = argv_problems(self.lists.get(field, []))
+            if problems:
+                self._error(field, problems)
+        for field in ("name", "template", "gpu_type"):
+            if cleaned.get(field) is not None:
+                self._rule(field, cleaned)
+        if "env" in self.lists:
+            self._rule("env", self.lists)
+        if self.errors or self.list_errors:
+            return cleaned  # the rules below need every field typed
+        # what was not given stays out: the template decides it (as with the API)
+        request = {k: v for k, v in cleaned.items() if v is not None and v != ""}
+        request.update(self.lists)
+        try:
+            self.request = launch_clean(request=request, tenant=self.tenant, quota=self.quota)
+        except LaunchInvalid as exc:
+            for field, messages in exc.errors.items():
+                self._error(field, messages)
+        return cleaned
+
+    def _rule(self, field: str, values: dict[str, Any]) -> None:
+        try:
+            values[field] = field_clean(field, values[field])
+        except LaunchInvalid as exc:
+            self._error(field, exc.errors[field])
+
+    def _error(self, field: str, messages: list[str]) -> None:
+        if field in self.LISTS:
+            self.list_errors.setdefault(field, []).extend(messages)
+        else:
+            self.add_error(field if field in self.fields else None, messages)
+
+    def field_errors(self) -> dict[str, list[str]]:
+        """{field: [message, …]}, the form's own errors under "form"."""
+        errors: dict[str, list[str]] = {}
+        for field, messages in self.errors.items():
+            key = "form" if field == forms.forms.NON_FIELD_ERRORS else field
+            errors.setdefault(key, []).extend(str(m) for m in messages)
+        for field, messages in self.list_errors.items():
+            errors.setdefault(field, []).extend(messages)
+        return errors

@@ -1,0 +1,87 @@
+"""A workload's launch spec: what it was admitted to run, frozen at admission.
+
+`workload_launch` resolves it from the launch request, its template and its GPU type, in the
+admission transaction, into `Workload.launch_spec` (JSON). The create task builds the
+workload's objects from it alone (objects.workload_spec), so a launch that waits — requeued
+after an outage, or a retry an hour later — creates what was admitted even if an admin edited
+the template (image, command, args, env, token variable, run-as-root) or the GPU type (resource
+name, node selector) in between.
+
+Secrets are not in it: the access token stays in its column and the workload's Secret, the
+proxy's credentials are derived when the objects are made (access/services.py).
+
+Migration 0009 has its own copy of `launch_spec_resolve` (a migration must not change when this
+module does); a new key here is a new VERSION, and the migration's copy stays as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from catalogue.options import launch_argv
+from kube.labels import workload_host
+
+VERSION = 2  # 2: how a service is reached (exposure, host)
+
+
+def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: list[str],
+                        args: list[str], env: dict[str, str], port: int | None, gpu_count: int,
+                        cpu: int, memory_gb: int, max_runtime_minutes: int | None,
+                        retries: int, use_home: bool, exposure: str = "loadbalancer",
+                        host: str = "") -> dict[str, Any]:
+    """The spec as JSON from the launch's own values and its template and GPU type rows now.
+    The env is a list of [name, value] pairs: the template's, then the launch's (overriding a
+    template's variable in place), in that order (a JSON object would not keep it in
+    PostgreSQL)."""
+    merged = {**(template.env or {}), **(env or {})}
+    return {
+        "version": VERSION,
+        "template": template.slug,
+        "kind": kind,
+        "image": image,
+        "command": list(command or template.command or []),
+        # a custom template's are the launch's; any other's, its own and then the options a
+        # launch may add (catalogue/options.py): a launch never replaces a template's program
+        "args": launch_argv(template=template, args=args),
+        "env": [[name, value] for name, value in merged.items()],
+        # the name of the variable that carries the access token (its value is not here)
+        "token_env": template.token_env or "",
+        "run_as_non_root": not template.allow_root,
+        "run_as_user": template.run_as_user,
+        "port": port,
+        "gpu_type": gpu_type.slug,
+        "gpu_resource": gpu_type.resource_name,
+        "gpu_count": gpu_count,
+        "node_selector": dict(gpu_type.node_selector or {}),
+        "cpu": cpu,
+        "memory_gb": memory_gb,
+        "max_runtime_minutes": max_runtime_minutes,
+        "backoff_limit": retries,
+        "use_home": use_home,
+        # a service: "loadbalancer" (an address of its own) or "shared" (the gateway, `host`)
+        "exposure": exposure if kind == "service" else "",
+        "host": host if kind == "service" and exposure == "shared" else "",
+    }
+
+
+def launch_spec_from_rows(workload) -> dict[str, Any]:
+    """The spec resolved from the workload's row and its template and GPU type as they are
+    now, and the site's way of reaching services (PORTAL_SERVICE_EXPOSURE): what admission
+    freezes."""
+    exposure = settings.PORTAL_SERVICE_EXPOSURE
+    host = workload_host(workload.pk, settings.PORTAL_SERVICE_DOMAIN) \
+        if exposure == "shared" and workload.pk is not None else ""
+    return launch_spec_resolve(
+        template=workload.template, gpu_type=workload.gpu_type, kind=workload.kind,
+        image=workload.image, command=workload.command, args=workload.args, env=workload.env,
+        port=workload.port, gpu_count=workload.gpu_count, cpu=workload.cpu,
+        memory_gb=workload.memory_gb, max_runtime_minutes=workload.max_runtime_minutes,
+        retries=workload.retries, use_home=workload.use_home, exposure=exposure, host=host)
+
+
+def launch_spec_of(workload) -> dict[str, Any]:
+    """The frozen spec; a row without one (admitted by an older portal during an upgrade, or
+    made by hand in a test or benchmark) is resolved from its rows now."""
+    return workload.launch_spec or launch_spec_from_rows(workload)

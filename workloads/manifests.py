@@ -1,0 +1,479 @@
+"""The Kubernetes objects of a workload, as pure functions: spec in, dicts out.
+
+No client, no database, no settings lookups: `WorkloadSpec` carries everything, so the same spec
+always gives the same dicts, the functions are tested by comparing dicts and against the
+Kubernetes schema, and a retried launch applies exactly what the first try did.
+
+A service workload is a Deployment (one replica) and a LoadBalancer Service; a batch workload is
+a Job. Either may come with a Secret holding the values of `secret_env` (a Jupyter token), which
+the pod reads through `secretKeyRef` so that the value is never in the pod spec. Every object
+carries `labels(spec)`; the tracker finds them by `app.kubernetes.io/managed-by=gpu-portal` and
+maps them back to the workload by `gpu-portal.io/workload-id`.
+
+A service with a `proxy` (every service the portal launches: issue 16) has the authenticating
+proxy as a second container of its pod (access/proxy.py). The proxy's port is the pod's
+port named "http", the one the Service and the tenant's NetworkPolicy reach; the application's
+port is named "app" and is reached only by the proxy, over the pod's loopback. The proxy's
+credentials are `secret_data` (keys of the same Secret that are no environment variable of the
+application), and its files (configuration, error page) are keys of that Secret too, derived
+from the spec.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import re
+from typing import Any
+
+from access.proxy import (
+    CLIENT_SECRET_KEY,
+    COOKIE_SECRET_KEY,
+    ProxySpec,
+    make_proxy_container,
+    make_proxy_volumes,
+    proxy_files,
+)
+from catalogue.environment import ENV_NAME
+from catalogue.images import DEFAULT_TAG, parse_image_reference
+from kube.labels import (
+    ANNOTATION_ADDRESS_POOL,
+    EXPOSURES,
+    LABEL_EXPOSED,
+    LABEL_INSTANCE,
+    LABEL_NAME,
+    LABEL_OWNER,
+    LABEL_OWNER_ID,
+    LABEL_PROJECT_ID,
+    LABEL_WORKLOAD_ID,
+    MANAGED_BY,
+    label_value,
+)
+from tenants.manifests import EXPOSED_PORT_NAME, SERVICE_ACCOUNT_NAME
+
+Manifest = dict[str, Any]
+
+SERVICE = "service"
+BATCH = "batch"
+KINDS = (SERVICE, BATCH)
+
+
+CONTAINER_NAME = "app"
+# the application's port when a proxy stands in front of it: not "http", which the Service and
+# the NetworkPolicy reach, so that nothing outside the pod addresses the application by name
+APP_PORT_NAME = "app"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+
+# The tenant's persistent home volume is mounted here in every workload that asks for it. A
+# path of its own rather than the image's home directory (/home/jovyan, /root, /workspace in
+# NGC images): mounting over those would hide what the image ships there. Templates that want
+# it as their working directory point the application at it (e.g. Jupyter's root_dir).
+HOME_MOUNT_PATH = "/home/portal"
+HOME_CLAIM_NAME = "gpu-portal-home"  # one claim per tenant namespace
+HOME_VOLUME = "home"
+SHM_VOLUME = "dshm"
+
+# what the API server accepts as an environment variable name (and, for secret_env, as a key of
+# the Secret): refused here with a clear message rather than by a 422 halfway through a launch
+SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # what the API server accepts as a Secret's key
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkloadSpec:
+    workload_id: int
+    name: str  # base name of every object (from naming.workload_object_name)
+    namespace: str
+    project_id: str  # Keystone project id (tenant)
+    owner: str  # user name
+    owner_id: str  # Keystone user id
+    template: str  # template slug: jupyter | digits | tensorboard | custom
+    kind: str  # "service" | "batch"
+    image: str
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # plain env vars, in order
+    secret_env: tuple[tuple[str, str], ...] = ()  # values kept in the workload's Secret
+    # more keys of that Secret, read by no env var of the application: the proxy's credentials
+    secret_data: tuple[tuple[str, str], ...] = ()
+    port: int | None = None  # the application's port ("http", or "app" behind a proxy)
+    gpu_resource: str = "nvidia.com/gpu"  # or a MIG resource such as nvidia.com/mig-1g.10gb
+    gpu_count: int = 1
+    node_selector: tuple[tuple[str, str], ...] = ()
+    cpu: str = "4"  # requests = limits
+    memory: str = "16Gi"
+    max_runtime_seconds: int | None = None  # Job activeDeadlineSeconds (services: the portal)
+    run_as_non_root: bool = True
+    run_as_user: int | None = None  # e.g. 1000 for jupyter images
+    home_claim: str | None = None  # PVC name of the tenant's home volume, at HOME_MOUNT_PATH
+    lb_address_pool: str | None = None  # MetalLB pool annotation value
+    # how a service is reached: "loadbalancer" (its Service gets an address of the pool) or
+    # "shared" (a ClusterIP Service behind the site's gateway, which routes `host` to it
+    # through an Ingress of class `ingress_class`)
+    exposure: str = "loadbalancer"
+    host: str | None = None
+    ingress_class: str | None = None
+    pod_annotations: tuple[tuple[str, str], ...] = ()  # e.g. kubesim.io/run-seconds
+    backoff_limit: int = 0
+    ttl_seconds_after_finished: int = 3600
+    proxy: ProxySpec | None = None  # the authenticating proxy in front of a service
+    # queueing on Kueue: the labels naming the tenant's queue and the priority class
+    # (tenants/kueue.py); on the Job (created suspended: Kueue starts it when it admits
+    # it) or on the Deployment and its pods (held by Kueue's scheduling gate until admitted)
+    queue_labels: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Combinations no manifest can express are refused here, before anything is sent.
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {self.kind!r}")
+        if self.kind == SERVICE and self.port is None:
+            raise ValueError("a service workload needs a port")
+        if self.port is not None and not 1 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is outside 1-65535")
+        if self.gpu_count < 0:
+            raise ValueError("gpu_count cannot be negative")
+        if self.max_runtime_seconds is not None and self.max_runtime_seconds <= 0:
+            raise ValueError("max_runtime_seconds must be positive")
+        parse_image_reference(self.image)  # ValueError with the grammar's message
+        names = [key for key, _ in self.env] + [key for key, _ in self.secret_env]
+        for key in names:
+            if not ENV_NAME.fullmatch(key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        secret_names = [key for key, _ in self.secret_env]
+        if len(set(secret_names)) != len(secret_names) or \
+                set(secret_names) & {key for key, _ in self.env}:
+            # a Secret key given twice, or an env var shadowed by a secret one
+            raise ValueError("an environment variable is given twice")
+        data_keys = [key for key, _ in self.secret_data]
+        for key in data_keys:
+            if not SECRET_KEY.fullmatch(key):
+                raise ValueError(f"{key!r} is not a valid key of a Secret")
+        if len(set(data_keys)) != len(data_keys) or set(data_keys) & set(secret_names):
+            raise ValueError("a key of the Secret is given twice")
+        if self.proxy is not None:
+            self._check_proxy(self.proxy, set(secret_names), set(data_keys))
+        if self.exposure not in EXPOSURES:
+            raise ValueError(f"exposure must be one of {EXPOSURES}, not {self.exposure!r}")
+        if self.kind == SERVICE and self.exposure == "shared" and not self.host:
+            raise ValueError("a service behind the shared gateway needs its host name")
+
+    def _check_proxy(self, proxy: ProxySpec, secret_names: set[str],
+                     data_keys: set[str]) -> None:
+        # A proxy that could not reach the application, or whose pod would wait forever for a
+        # Secret key that is not there, is refused here rather than found as a pod that never
+        # becomes ready.
+        if self.kind != SERVICE:
+            raise ValueError("only a service workload has a proxy in front of it")
+        if proxy.upstream_port != self.port:
+            raise ValueError(f"the proxy forwards to port {proxy.upstream_port}, but the "
+                             f"application listens on {self.port}")
+        if proxy.listen_port == self.port:
+            raise ValueError(f"the proxy and the application both want port {self.port}")
+        if proxy.secret_name != self.name:
+            raise ValueError("the proxy's credentials must be in the workload's own Secret")
+        missing = {CLIENT_SECRET_KEY, COOKIE_SECRET_KEY} - data_keys
+        if missing:
+            raise ValueError(f"the Secret lacks the proxy's {', '.join(sorted(missing))}")
+        if set(proxy_files(proxy)) & (secret_names | data_keys):
+            raise ValueError("a key of the Secret is also one of the proxy's files")
+        if proxy.upstream_token_env and proxy.upstream_token_env not in secret_names:
+            raise ValueError(f"the proxy sends {proxy.upstream_token_env} upstream, but the "
+                             "Secret does not hold it")
+
+
+def labels(spec: WorkloadSpec) -> dict[str, str]:
+    """The labels of every object of the workload (and of its pods)."""
+    return {
+        **MANAGED_BY,
+        LABEL_NAME: label_value(spec.template),
+        LABEL_INSTANCE: spec.name,
+        LABEL_WORKLOAD_ID: str(spec.workload_id),
+        LABEL_PROJECT_ID: label_value(spec.project_id),
+        LABEL_OWNER: label_value(spec.owner),
+        LABEL_OWNER_ID: label_value(spec.owner_id),
+    }
+
+
+def selector(spec: WorkloadSpec) -> dict[str, str]:
+    """What picks the workload's pods: its id, among the portal's objects."""
+    return {**MANAGED_BY, LABEL_WORKLOAD_ID: str(spec.workload_id)}
+
+
+def _metadata(spec: WorkloadSpec, annotations: dict[str, str] | None = None) -> Manifest:
+    meta: Manifest = {"name": spec.name, "namespace": spec.namespace, "labels": labels(spec)}
+    if annotations:
+        meta["annotations"] = annotations
+    return meta
+
+
+def _secret_values(spec: WorkloadSpec) -> dict[str, str]:
+    values = dict((*spec.secret_env, *spec.secret_data))
+    if spec.proxy is not None:
+        # no secret themselves, but mounted beside the credentials from the one Secret
+        values.update(proxy_files(spec.proxy))
+    return values
+
+
+def make_secret(spec: WorkloadSpec) -> Manifest | None:
+    """The Secret holding the values of `secret_env` and `secret_data` (and a proxy's files),
+    or None when there are none."""
+    values = _secret_values(spec)
+    if not values:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(spec),
+        "type": "Opaque",
+        # `data`, not `stringData`: what the server stores and returns, so a re-read compares
+        "data": {key: base64.b64encode(value.encode()).decode("ascii")
+                 for key, value in values.items()},
+    }
+
+
+def _env(spec: WorkloadSpec) -> list[Manifest]:
+    env: list[Manifest] = [{"name": key, "value": value} for key, value in spec.env]
+    env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": spec.name, "key": key}}}
+            for key, _ in spec.secret_env]
+    return env
+
+
+def _resources(spec: WorkloadSpec) -> Manifest:
+    # requests = limits: the pod is Guaranteed, so it is the last to be evicted, and the
+    # ResourceQuota (which counts requests) sees exactly what the pod holds.
+    amounts = {"cpu": spec.cpu, "memory": spec.memory}
+    if spec.gpu_count:
+        amounts[spec.gpu_resource] = str(spec.gpu_count)
+    return {"limits": dict(amounts), "requests": dict(amounts)}
+
+
+def _pull_policy(image: str) -> str:
+    """Kubernetes' own default, spelled out: a moving tag is pulled each time."""
+    ref = parse_image_reference(image)
+    if ref.digest is None and (ref.tag or DEFAULT_TAG) == DEFAULT_TAG:
+        return "Always"
+    return "IfNotPresent"
+
+
+def _container(spec: WorkloadSpec) -> Manifest:
+    container: Manifest = {
+        "name": CONTAINER_NAME,
+        "image": spec.image,
+        "imagePullPolicy": _pull_policy(spec.image),
+        "resources": _resources(spec),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": _volume_mounts(spec),
+    }
+    # argv lists, handed to the runtime as they are: no shell ever parses them
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    if spec.env or spec.secret_env:
+        container["env"] = _env(spec)
+    port_name = _app_port_name(spec)
+    if spec.port is not None:
+        container["ports"] = [
+            {"name": port_name, "containerPort": spec.port, "protocol": "TCP"}
+        ]
+    if spec.kind == SERVICE:
+        # the application's own readiness, behind the proxy too: the proxy's port answers as
+        # soon as the proxy runs, the application's only once the application does
+        container["readinessProbe"] = {
+            "tcpSocket": {"port": port_name},
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        }
+    return container
+
+
+def _app_port_name(spec: WorkloadSpec) -> str:
+    """The application's port is the pod's "http" only when nothing stands in front of it."""
+    return APP_PORT_NAME if spec.proxy is not None else EXPOSED_PORT_NAME
+
+
+def _volume_mounts(spec: WorkloadSpec) -> list[Manifest]:
+    mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    if spec.home_claim:
+        mounts.append({"name": HOME_VOLUME, "mountPath": HOME_MOUNT_PATH})
+    return mounts
+
+
+def _volumes(spec: WorkloadSpec) -> list[Manifest]:
+    # The runtime's default /dev/shm is 64 MiB; PyTorch DataLoader workers and NCCL need far
+    # more. A memory-backed emptyDir counts against the pod's memory limit and is sized by it.
+    volumes: list[Manifest] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}]
+    if spec.home_claim:
+        volumes.append({"name": HOME_VOLUME,
+                        "persistentVolumeClaim": {"claimName": spec.home_claim}})
+    if spec.proxy is not None:
+        volumes += make_proxy_volumes(spec.proxy)
+    return volumes
+
+
+def _pod_security_context(spec: WorkloadSpec) -> Manifest:
+    context: Manifest = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if spec.run_as_non_root:
+        context["runAsNonRoot"] = True
+    if spec.run_as_user is not None:
+        context["runAsUser"] = spec.run_as_user
+        # the user's own group owns the mounted volumes, so the home volume is writable
+        context["fsGroup"] = spec.run_as_user
+    return context
+
+
+def _containers(spec: WorkloadSpec) -> list[Manifest]:
+    containers = [_container(spec)]
+    if spec.proxy is not None:
+        containers.append(make_proxy_container(spec.proxy))
+    return containers
+
+
+def make_pod_template(spec: WorkloadSpec) -> Manifest:
+    """The pod of the workload, shared by its Deployment and its Job."""
+    pod_labels = labels(spec)
+    if spec.kind == SERVICE:
+        # the tenant's NetworkPolicy admits traffic to port "http" of pods labelled so, and
+        # nothing else: behind a proxy, port "http" is the proxy's
+        pod_labels[LABEL_EXPOSED] = "true"
+    if spec.kind == SERVICE:
+        pod_labels.update(spec.queue_labels)
+    metadata: Manifest = {"labels": pod_labels}
+    if spec.pod_annotations:
+        metadata["annotations"] = dict(spec.pod_annotations)
+
+    pod_spec: Manifest = {
+        "serviceAccountName": SERVICE_ACCOUNT_NAME,
+        "automountServiceAccountToken": False,  # workloads have no business with the API
+        "enableServiceLinks": False,  # no env vars for every Service of the namespace
+        "restartPolicy": "Always" if spec.kind == SERVICE else "Never",
+        "securityContext": _pod_security_context(spec),
+        "containers": _containers(spec),
+        "volumes": _volumes(spec),
+    }
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.node_selector)
+    if spec.gpu_count:
+        # GPU nodes are tainted so that only pods asking for GPUs land there
+        pod_spec["tolerations"] = [
+            {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+        ]
+    return {"metadata": metadata, "spec": pod_spec}
+
+
+def make_deployment(spec: WorkloadSpec) -> Manifest:
+    """A service's Deployment: one replica, replaced by Recreate so that an old and a new pod
+    never hold GPUs at the same time (a rolling update would need twice the quota)."""
+    metadata = _metadata(spec)
+    metadata["labels"].update(spec.queue_labels)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {
+            "replicas": 1,
+            "revisionHistoryLimit": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector(spec)},
+            "template": make_pod_template(spec),
+        },
+    }
+
+
+def make_service(spec: WorkloadSpec) -> Manifest:
+    """The Service in front of a service's pod: of type LoadBalancer, MetalLB gives it an
+    address; behind the shared gateway (`exposure` "shared"), of type ClusterIP, reached only
+    through its Ingress (make_ingress).
+
+    It targets the pod's port "http": the proxy's where there is one, the application's
+    otherwise. Its own port stays the application's, so the address the user opens is the same
+    with or without a proxy."""
+    ports = [{"name": EXPOSED_PORT_NAME, "protocol": "TCP", "port": spec.port,
+              "targetPort": EXPOSED_PORT_NAME}]
+    if spec.exposure == "shared":
+        return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(spec),
+                "spec": {"type": "ClusterIP", "selector": selector(spec), "ports": ports}}
+    annotations = {ANNOTATION_ADDRESS_POOL: spec.lb_address_pool} if spec.lb_address_pool else None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(spec, annotations),
+        "spec": {
+            "type": "LoadBalancer",
+            # MetalLB answers for the address itself: no node port opened on every node
+            "allocateLoadBalancerNodePorts": False,
+            "selector": selector(spec),
+            "ports": ports,
+        },
+    }
+
+
+def make_ingress(spec: WorkloadSpec) -> Manifest:
+    """A service's route through the shared gateway: its host name, every path, to its
+    Service's port "http" (the authenticating proxy). A standard networking.k8s.io/v1 Ingress:
+    any controller of the class serves it (Traefik in the tests and stack/k8s/traefik.py)."""
+    ingress_spec: Manifest = {"rules": [{"host": spec.host, "http": {"paths": [{
+        "path": "/", "pathType": "Prefix",
+        "backend": {"service": {"name": spec.name, "port": {"name": EXPOSED_PORT_NAME}}},
+    }]}}]}
+    if spec.ingress_class:
+        ingress_spec["ingressClassName"] = spec.ingress_class
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": _metadata(spec), "spec": ingress_spec}
+
+
+def make_job(spec: WorkloadSpec) -> Manifest:
+    """A batch workload's Job: one pod, not retried unless asked, stopped at the maximum
+    runtime, and removed an hour after it ends (the portal has recorded the outcome by then)."""
+    job_spec: Manifest = {
+        "completions": 1,
+        "parallelism": 1,
+        "backoffLimit": spec.backoff_limit,
+        "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
+        "template": make_pod_template(spec),
+    }
+    if spec.max_runtime_seconds is not None:
+        # counted from when it runs: a Job's timer starts again when it is unsuspended
+        job_spec["activeDeadlineSeconds"] = spec.max_runtime_seconds
+    metadata = _metadata(spec)
+    if spec.queue_labels:
+        metadata["labels"].update(spec.queue_labels)
+        job_spec["suspend"] = True  # Kueue unsuspends it when it admits it
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
+
+
+def make_home_claim(namespace: str, name: str, size: str, storage_class: str | None,
+                    labels: dict[str, str], *,
+                    access_mode: str = "ReadWriteMany") -> Manifest:
+    """The tenant's persistent home volume, shared by its workloads.
+
+    ReadWriteMany by default: a tenant's workloads run on different GPU nodes at once, and a
+    ReadWriteOnce volume would keep every pod but the first stuck on another node. A storage
+    class without RWX (local disks) can pass ReadWriteOnce and accept that limit.
+    """
+    spec: Manifest = {"accessModes": [access_mode], "resources": {"requests": {"storage": size}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": spec,
+    }
+
+
+def workload_objects(spec: WorkloadSpec) -> list[Manifest]:
+    """Every object of the workload, in creation order: the Secret first (the pod needs it),
+    then the Deployment and Service of a service (and its Ingress behind the shared gateway),
+    or the Job of a batch workload."""
+    secret = make_secret(spec)
+    objects = [secret] if secret else []
+    if spec.kind == SERVICE:
+        objects += [make_deployment(spec), make_service(spec)]
+        if spec.exposure == "shared":
+            objects.append(make_ingress(spec))
+    else:
+        objects.append(make_job(spec))
+    return objects

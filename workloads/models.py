@@ -1,0 +1,149 @@
+"""Workloads: what was launched, what happened to it, and where the tracker left off."""
+
+from django.conf import settings
+from django.db import models
+
+from catalogue.models import GpuType, Template, open_url
+
+from .querysets import WorkloadEventQuerySet, WorkloadQuerySet
+
+
+class Workload(models.Model):
+    """One launch: a Job (batch) or a Deployment + Service (service) in the tenant's namespace."""
+
+    class State(models.TextChoices):
+        SUBMITTED = "submitted", "submitted"
+        CREATING = "creating", "creating"
+        QUEUED = "queued", "queued"  # waiting in its tenant's Kueue queue (tenants/kueue.py, workloads/queue.py)
+        PENDING = "pending", "pending"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        STOPPING = "stopping", "stopping"
+        STOPPED = "stopped", "stopped"
+
+    ACTIVE_STATES = (State.SUBMITTED, State.CREATING, State.QUEUED, State.PENDING, State.RUNNING,
+                     State.STOPPING)
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.STOPPED)
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT, related_name="workloads")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                              related_name="workloads")
+    name = models.CharField(max_length=100)
+    object_name = models.CharField(max_length=63, blank=True, default="", db_index=True)
+    template = models.ForeignKey(Template, on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=8, choices=Template.Kind.choices)
+    gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="+")
+    gpu_count = models.PositiveIntegerField()
+    image = models.CharField(max_length=512)
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    port = models.PositiveIntegerField(null=True, blank=True)
+    cpu = models.PositiveIntegerField()
+    memory_gb = models.PositiveIntegerField()
+    max_runtime_minutes = models.PositiveIntegerField(null=True, blank=True)
+    retries = models.PositiveIntegerField(default=0)
+    use_home = models.BooleanField(default=False)
+    # where it runs and how to reach it
+    state = models.CharField(max_length=12, choices=State.choices, default=State.SUBMITTED,
+                             db_index=True)
+    reason = models.TextField(blank=True, default="")
+    address = models.CharField(max_length=64, blank=True, default="")
+    node = models.CharField(max_length=253, blank=True, default="")
+    exit_code = models.IntegerField(null=True, blank=True)
+    # the access token of templates that have one (also in the workload's Secret)
+    access_token = models.CharField(max_length=128, blank=True, default="")
+    # NULL, not "": the unique constraint must ignore launches without a key
+    idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    # SHA-256 of the launch request that came with the key: the same key with another request
+    # is refused (422), not answered with the first workload; "" for launches without a key
+    idempotency_fingerprint = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    launch_attempts = models.PositiveIntegerField(default=0)
+    # what it was admitted to run, resolved from its template and GPU type at admission
+    # (launch_spec.py): its objects are built from this, so an admin's later edit of the
+    # template or GPU type never changes a launch that was already admitted. No secrets.
+    launch_spec = models.JSONField(default=dict, blank=True)
+
+    objects = WorkloadQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "owner", "idempotency_key"],
+                                    name="one_workload_per_idempotency_key",
+                                    condition=models.Q(idempotency_key__isnull=False)),
+        ]
+        indexes = [models.Index(fields=["tenant", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.object_name or self.pk})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+    @property
+    def url(self) -> str:
+        """What users open, once the tracker saw it reachable (its address recorded)."""
+        base = self.base_url
+        return open_url(self.template.url_format or "{base}/", base) \
+            if base and self.address else ""
+
+    @property
+    def base_url(self) -> str:
+        """scheme://host[:port] its proxy answers at. Behind the shared gateway: its own host
+        name (frozen at admission) on the gateway's scheme and port (PORTAL_SERVICE_SCHEME,
+        PORTAL_SERVICE_PORT), known before it runs. With an address of its own: the address of
+        its Service ("" until it has one), HTTPS where the site gives the workloads' proxies a
+        certificate (PORTAL_AUTH_PROXY_TLS_SECRET)."""
+        host = (self.launch_spec or {}).get("host") or ""
+        if host:
+            scheme = settings.PORTAL_SERVICE_SCHEME
+            port = settings.PORTAL_SERVICE_PORT
+            default = {"http": 80, "https": 443}.get(scheme)
+            return f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
+        if not self.address or not self.port:
+            return ""
+        scheme = "https" if settings.PORTAL_AUTH_PROXY_TLS_SECRET else "http"
+        return f"{scheme}://{self.address}:{self.port}"
+
+
+class WorkloadEvent(models.Model):
+    """What happened to a workload: Kubernetes events and the portal's own."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(db_index=True)
+    type = models.CharField(max_length=16, default="Normal")  # Normal | Warning
+    reason = models.CharField(max_length=128)
+    message = models.TextField(blank=True, default="")
+    source = models.CharField(max_length=64, default="portal")
+    count = models.PositiveIntegerField(default=1)
+    # the Kubernetes event's uid: the same event seen twice (relist, retried task) is one row
+    uid = models.CharField(max_length=64, null=True, blank=True, unique=True)  # noqa: DJ001
+
+    objects = WorkloadEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%H:%M:%S} {self.reason}: {self.message}"
+
+
+class TrackerCursor(models.Model):
+    """Where the lifecycle tracker's watch of one resource kind left off (resourceVersion)."""
+
+    resource = models.CharField(max_length=64, unique=True)
+    resource_version = models.CharField(max_length=64, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.resource}@{self.resource_version}"

@@ -1,0 +1,45 @@
+"""Telling a workload's owner that Kueue took its GPUs back for their owner's tenant.
+
+Kueue preempts a borrowing workload at once when the lending tenant needs its GPUs: a batch Job
+is suspended (its pod is stopped with its termination grace period, Kubernetes' 30 s, to save
+its work) and goes back to the queue, where it starts again when GPUs are
+free; nothing is lost. The tracker sees the move from running back to queued and calls
+`workload_reclaimed`: a Warning event (on the workload page and in its events), an audit record
+(the admins' trail of reclaims) and, where mail is configured, an e-mail, as idle culling warns.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from audit.services import audit_record
+
+log = logging.getLogger(__name__)
+
+
+def reclaim_text(workload, reason: str) -> str:
+    return (f"Its {workload.gpu_count} {workload.gpu_type.slug} GPU"
+            f"{'s were' if workload.gpu_count != 1 else ' was'} borrowed from another project, "
+            "which needs them now. "
+            + ("It was stopped and is back in the queue; it starts again when GPUs are free."
+               if workload.kind == "batch" else
+               "It is back in the queue and starts again when GPUs are free.")
+            + (f" ({reason})" if reason else ""))
+
+
+def workload_reclaimed(*, workload, reason: str) -> None:
+    """The notice of a preemption: event, audit record, e-mail (after the commit)."""
+    from workloads.services import mail_owner, workload_event
+
+    text = reclaim_text(workload, reason)
+    workload_event(workload=workload, reason="Preempted", message=text, type="Warning",
+                   source="queue")
+    audit_record(actor=None, action="workload.reclaim", tenant=workload.tenant,
+                 target=workload.object_name,
+                 after={"id": workload.pk, "gpu_type": workload.gpu_type.slug,
+                        "gpu_count": workload.gpu_count, "reason": reason})
+    transaction.on_commit(lambda: mail_owner(
+        workload, subject=f"{workload.name} in {workload.tenant.name} was preempted",
+        lead="gave its GPUs back", text=text, what="preemption"))

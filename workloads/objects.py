@@ -1,0 +1,128 @@
+"""A workload's Kubernetes objects: its spec from the database row, created and deleted.
+
+Idempotent under deterministic names: creating what already exists (409) adopts it when it
+carries this workload's id, so a retried or duplicated task never creates twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+
+from access.services import workload_proxy
+from kube.client import Conflict, Kube, KubeRefused
+from kube.kueue import queueing_on
+from kube.labels import LABEL_PROJECT_ID, LABEL_WORKLOAD_ID, MANAGED_BY, label_value
+from tenants.kueue import queue_labels
+
+from .launch_spec import launch_spec_of
+from .manifests import HOME_CLAIM_NAME, WorkloadSpec, make_home_claim, workload_objects
+from .models import Workload
+
+log = logging.getLogger(__name__)
+
+DELETE_ORDER = ("Deployment", "Job", "Ingress", "Service", "Secret")
+
+
+def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
+    """The workload's objects' spec; `queued`: in its tenant's Kueue queue (tenants/kueue.py).
+    What it runs comes from its launch spec, frozen at admission (launch_spec.py), never from
+    its template or GPU type as they are now; secrets from where they are kept."""
+    spec = launch_spec_of(workload)
+    token_env = spec["token_env"]
+    secret_env: tuple[tuple[str, str], ...] = ()
+    if token_env and workload.access_token:
+        secret_env = ((token_env, workload.access_token),)
+    # a service's proxy and its credentials; None for a batch workload, and for a service
+    # launched before proxies existed (it has no OAuth client): that one keeps running as it was
+    proxy, proxy_secrets = workload_proxy(workload, token_env=token_env) or (None, {})
+    kind = spec["kind"]
+    max_runtime = spec["max_runtime_minutes"] * 60 if spec["max_runtime_minutes"] else None
+    return WorkloadSpec(
+        workload_id=workload.pk,
+        name=workload.object_name,
+        namespace=workload.tenant.namespace,
+        project_id=workload.tenant.keystone_project_id,
+        owner=workload.owner.username,
+        owner_id=workload.owner.keystone_user_id or str(workload.owner.pk),
+        template=spec["template"],
+        kind=kind,
+        image=spec["image"],
+        command=tuple(spec["command"]),
+        args=tuple(spec["args"]),
+        env=tuple((name, value) for name, value in spec["env"]),
+        secret_env=secret_env,
+        secret_data=tuple(sorted(proxy_secrets.items())),
+        port=spec["port"],
+        gpu_resource=spec["gpu_resource"],
+        gpu_count=spec["gpu_count"],
+        node_selector=tuple(sorted(spec["node_selector"].items())),
+        cpu=str(spec["cpu"]),
+        memory=f"{spec['memory_gb']}Gi",
+        max_runtime_seconds=max_runtime if kind == "batch" else None,
+        run_as_non_root=spec["run_as_non_root"],
+        run_as_user=spec["run_as_user"],
+        lb_address_pool=settings.PORTAL_LB_ADDRESS_POOL or None,
+        # frozen at admission: a service stays reached the way it was launched
+        exposure=spec.get("exposure") or "loadbalancer",
+        host=spec.get("host") or None,
+        ingress_class=settings.PORTAL_INGRESS_CLASS or None,
+        home_claim=HOME_CLAIM_NAME if spec["use_home"] else None,
+        backoff_limit=spec["backoff_limit"],
+        proxy=proxy,
+        queue_labels=tuple(sorted(queue_labels(kind).items())) if queued else (),
+    )
+
+
+def _owned_by(obj: dict[str, Any], workload: Workload) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return labels.get(LABEL_WORKLOAD_ID) == str(workload.pk)
+
+
+def home_claim_ensure(workload: Workload, kube: Kube) -> bool:
+    """The tenant's home volume, created the first time a workload asks for it; it outlives
+    every workload (the portal never deletes it with one). True when created now."""
+    tenant = workload.tenant
+    claim = make_home_claim(
+        tenant.namespace, HOME_CLAIM_NAME, settings.PORTAL_HOME_VOLUME_SIZE,
+        settings.PORTAL_HOME_STORAGE_CLASS or None,
+        {**MANAGED_BY, LABEL_PROJECT_ID: label_value(tenant.keystone_project_id)},
+        access_mode=settings.PORTAL_HOME_ACCESS_MODE,
+    )
+    try:
+        kube.create(claim)
+    except Conflict:
+        return False
+    return True
+
+
+def workload_objects_create(workload: Workload, kube: Kube | None = None, *,
+                            queued: bool | None = None) -> list[str]:
+    """Create every object; those already there (and ours) are adopted. Returns what was made.
+    `queued`: in its tenant's Kueue queue (default: where the cluster queues)."""
+    kube = kube or Kube()
+    if queued is None:
+        queued = queueing_on(kube)
+    created = []
+    if workload.use_home and home_claim_ensure(workload, kube):
+        created.append(f"PersistentVolumeClaim {HOME_CLAIM_NAME}")
+    for obj in workload_objects(workload_spec(workload, queued=queued)):
+        meta = obj["metadata"]
+        try:
+            kube.create(obj)
+            created.append(f"{obj['kind']} {meta['name']}")
+        except Conflict as exc:
+            live = kube.get(obj["kind"], meta["name"], meta["namespace"])
+            if live is None or not _owned_by(live, workload):
+                raise KubeRefused(f"{obj['kind']} {meta['name']} exists and belongs to "
+                                  "something else", code=409) from exc
+    return created
+
+
+def workload_objects_delete(workload: Workload, kube: Kube | None = None) -> int:
+    """Delete the workload's objects (pods go with their owners). Returns how many were there."""
+    kube = kube or Kube()
+    namespace = workload.tenant.namespace
+    return sum(kube.delete(kind, workload.object_name, namespace) for kind in DELETE_ORDER)

@@ -1,0 +1,22 @@
+"""The workload domain's querysets: `restrict(identity, action)` (identity/scoping.py)."""
+
+from __future__ import annotations
+
+from identity.scoping import Action, TenantScopedQuerySet
+
+
+class WorkloadQuerySet(TenantScopedQuerySet):
+    owner_field = "owner"  # members change their own, managers every one of the project
+
+    def restrict(self, identity, action: Action | str = Action.VIEW):
+        """A deleted workload is nobody's to see or change."""
+        return super().restrict(identity, action).filter(deleted_at__isnull=True)
+
+    def with_relations(self):
+        """With what the pages and the API show of each (no query per workload in a list)."""
+        return self.select_related("tenant", "owner", "template", "gpu_type",
+                                   "tenant__service_access", "access__application")
+
+
+class WorkloadEventQuerySet(TenantScopedQuerySet):
+    tenant_field = "workload__tenant"

@@ -1,0 +1,269 @@
+"""Where queued workloads stand: their place in Kueue's queue and the portal's estimate of when
+they start.
+
+- Position: Kueue's visibility API, one request per tenant queue, remembered a few seconds
+  (`pending_in_queue`).
+- Estimate: eta.py plays each GPU type's queue forward. The running workloads end at their
+  maximum runtime, or after the typical duration of similar finished workloads (the median of
+  the last ones of the same template and GPU type in the tenant, else in every tenant); the
+  queue is every tenant's queued workloads of that type in Kueue's order within a queue
+  (priority, then age), each tenant held to its reach (nominal quota plus borrowing limit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import logging
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.cache import cache
+from django.utils import timezone
+
+from kube.client import Kube, KubeError
+from tenants.kueue import INTERACTIVE, LOCAL_QUEUE, PRIORITIES, priority_class
+from workloads.eta import HISTORY, LIMIT, UNKNOWN, Estimate, Holder, Waiter, estimate_starts
+
+log = logging.getLogger(__name__)
+
+VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
+POSITIONS_SECONDS = 5
+HISTORY_SAMPLES = 20
+HISTORY_LEAST = 3
+WORKLOAD_ID = re.compile(r"^wl-(\d+)-")  # the portal's object names (workloads/naming.py)
+
+
+@dataclasses.dataclass(frozen=True)
+class QueuePlace:
+    position: int | None      # 1 = next; None: Kueue does not list it (yet)
+    length: int               # workloads waiting in the tenant's queue
+    eta: dt.datetime | None
+    eta_basis: str
+
+
+def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            return condition
+    return None
+
+
+def pending_order(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Kueue's Workloads that wait (no quota reserved, not finished), in the order a StrictFIFO
+    queue admits them: higher priority first, then the older; a preempted one queues again from
+    when it was evicted (Kueue's default requeuing timestamp)."""
+    def waiting(workload: dict[str, Any]) -> bool:
+        return not any((_condition(workload, kind) or {}).get("status") == "True"
+                       for kind in ("QuotaReserved", "Finished"))
+
+    def key(workload: dict[str, Any]) -> tuple[int, str, int, str]:
+        evicted = _condition(workload, "Evicted") or {}
+        since = evicted.get("lastTransitionTime") or \
+            workload["metadata"].get("creationTimestamp") or ""
+        # timestamps have whole seconds: launches of the same second in the portal's order
+        launched = WORKLOAD_ID.search(owner_name(workload))
+        return (-int((workload.get("spec") or {}).get("priority") or 0), since,
+                int(launched.group(1)) if launched else 0, workload["metadata"].get("name", ""))
+
+    return sorted((w for w in workloads if waiting(w)), key=key)
+
+
+def pending_in_queue(namespace: str, kube: Kube | None = None) -> list[dict[str, Any]]:
+    """The pending Kueue Workloads of a tenant's queue, in order ([] when Kueue cannot say):
+    from Kueue's visibility API, or where it is not served, from the Workloads themselves."""
+    key = f"queueing:pending:{namespace}"
+    known = _cached(key)
+    if known is not None:
+        return known
+    kube = kube or Kube()
+    try:
+        body = kube.server_get(
+            f"{VISIBILITY}/namespaces/{namespace}/localqueues/{LOCAL_QUEUE}/pendingworkloads")
+        items = json.loads(body).get("items") or []
+        items.sort(key=lambda item: item.get("positionInLocalQueue", 0))
+    except (KubeError, ValueError) as exc:
+        try:
+            items = pending_order(kube.list("Workload", namespace).get("items") or [])
+        except KubeError:
+            log.info("queue positions of %s unknown: %s", namespace, exc)
+            return []
+    with contextlib.suppress(Exception):  # a cache outage costs a request, never the answer
+        cache.set(key, items, POSITIONS_SECONDS)
+    return items
+
+
+def _cached(key: str) -> Any:
+    try:
+        return cache.get(key)
+    except Exception:  # noqa: BLE001 - Redis restarting: ask Kueue instead
+        return None
+
+
+def owner_name(pending: dict[str, Any]) -> str:
+    """The name of the Job (or pod) a pending Kueue Workload stands for."""
+    owners = (pending.get("metadata") or {}).get("ownerReferences") or []
+    return owners[0].get("name", "") if owners else ""
+
+
+def _matches(object_name: str, owner: str) -> bool:
+    # a Job is named as the workload's objects are; a Deployment's pods add "-<hash>-<id>"
+    return owner == object_name or owner.startswith(object_name + "-")
+
+
+def positions(workloads: Iterable[Any], kube: Kube | None = None) -> dict[int, tuple[int | None,
+                                                                                   int]]:
+    """workload id → (position from 1, queue length), for queued workloads."""
+    by_namespace: dict[str, list[Any]] = defaultdict(list)
+    for workload in workloads:
+        by_namespace[workload.tenant.namespace].append(workload)
+    result: dict[int, tuple[int | None, int]] = {}
+    for namespace, members in by_namespace.items():
+        pending = pending_in_queue(namespace, kube)
+        owners = [owner_name(p) for p in pending]
+        for workload in members:
+            place = next((i for i, owner in enumerate(owners)
+                          if _matches(workload.object_name, owner)), None)
+            result[workload.pk] = (None if place is None else place + 1, len(pending))
+    return result
+
+
+def typical_seconds(template_id: int, gpu_type_id: int, tenant_id: int) -> float | None:
+    """The median duration of the last similar finished workloads (the tenant's own first)."""
+    from workloads.models import Workload
+
+    finished = Workload.objects.filter(
+        template_id=template_id, gpu_type_id=gpu_type_id, state=Workload.State.SUCCEEDED,
+        started_at__isnull=False, finished_at__isnull=False)
+    for scope in (finished.filter(tenant_id=tenant_id), finished):
+        spans = [(end - start).total_seconds() for start, end in
+                 scope.order_by("-finished_at").values_list("started_at", "finished_at")
+                 [:HISTORY_SAMPLES]]
+        if len(spans) >= HISTORY_LEAST:
+            return statistics.median(spans)
+    return None
+
+
+def _expected(workload, memo: dict[tuple[int, int, int], float | None]
+              ) -> tuple[float | None, str]:
+    if workload.max_runtime_minutes:
+        return workload.max_runtime_minutes * 60.0, LIMIT
+    key = (workload.template_id, workload.gpu_type_id, workload.tenant_id)
+    if key not in memo:
+        memo[key] = typical_seconds(*key)
+    return (memo[key], HISTORY) if memo[key] is not None else (None, UNKNOWN)
+
+
+def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
+              ) -> dict[int, Estimate]:
+    """workload id → the estimated start of every queued workload of one GPU type."""
+    from tenants.models import Quota
+    from tenants.queueing import gpu_reach
+    from workloads.models import Workload
+
+    now = now or timezone.now()
+    memo: dict[tuple[int, int, int], float | None] = {}
+    live = Workload.objects.filter(gpu_type=gpu_type, deleted_at__isnull=True)
+    running = []
+    for workload in live.filter(state__in=[Workload.State.RUNNING, Workload.State.PENDING,
+                                           Workload.State.STOPPING]):
+        if workload.expires_at:
+            running.append(Holder(workload.tenant_id, workload.gpu_count, workload.expires_at))
+            continue
+        seconds, source = _expected(workload, memo)
+        started = workload.started_at or now
+        ends = None if seconds is None else started + dt.timedelta(seconds=seconds)
+        running.append(Holder(workload.tenant_id, workload.gpu_count, ends, source))
+    queued = list(live.filter(state=Workload.State.QUEUED))
+    rank = {name: value for name, (value, _) in PRIORITIES.items()}
+    queued.sort(key=lambda w: (-rank.get(priority_class(w.kind), rank[INTERACTIVE]),
+                               w.created_at, w.pk))
+    waiters = []
+    for workload in queued:
+        seconds, source = _expected(workload, memo)
+        waiters.append(Waiter(workload.pk, workload.tenant_id, workload.gpu_count, seconds, source))
+    tenants = {w.tenant_id for w in queued}
+    reach = {}
+    for quota in Quota.objects.filter(tenant_id__in=tenants):
+        limit = gpu_reach(quota, gpu_type.slug)
+        if limit is not None:
+            reach[quota.tenant_id] = limit
+    return estimate_starts(now=now, capacity=capacity, reach=reach, running=running,
+                           queue=waiters)
+
+
+def cohort_quota(gpu_type) -> int:
+    """What the cohort can admit of a GPU type at most: the sum of the tenants' quotas of it
+    (Kueue lends only what some tenant's quota holds, however many GPUs the cluster has)."""
+    from django.db.models import Sum
+
+    from tenants.models import GpuQuota, Tenant
+
+    total = GpuQuota.objects.filter(gpu_type=gpu_type).exclude(
+        quota__tenant__state__in=[Tenant.State.DELETING, Tenant.State.DELETED]
+    ).aggregate(total=Sum("gpus"))["total"]
+    return total or 0
+
+
+def queue_places(workloads: Iterable[Any], kube: Kube | None = None) -> dict[int, QueuePlace]:
+    """workload id → its QueuePlace, for the queued ones among `workloads`."""
+    from cluster.capacity import gpu_capacity
+
+    queued = [w for w in workloads if w.state == "queued"]
+    if not queued:
+        return {}
+    places = positions(queued, kube)
+    try:
+        capacity = gpu_capacity()
+    except KubeError:
+        capacity = {}
+    by_type: dict[int, dict[int, Estimate]] = {}
+    result = {}
+    for workload in queued:
+        gpu_type = workload.gpu_type
+        if gpu_type.pk not in by_type:
+            pool = capacity.get(gpu_type.slug)
+            by_type[gpu_type.pk] = estimates(gpu_type, capacity=min(
+                pool.allocatable if pool else 0, cohort_quota(gpu_type)))
+        estimate = by_type[gpu_type.pk].get(workload.pk)
+        position, length = places.get(workload.pk, (None, 0))
+        result[workload.pk] = QueuePlace(
+            position=position, length=length,
+            eta=estimate.start if estimate else None,
+            eta_basis=estimate.basis if estimate else "no estimate")
+    return result
+
+
+def _wait_text(seconds: float) -> str:
+    minutes = max(round(seconds / 60), 1)
+    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def queue_text(workload, place: QueuePlace | None, now: dt.datetime | None = None) -> str:
+    """"queued — position 3 of 7 for a100, about 40 min", or why there is no estimate (the
+    pages; gpuctl words it the same from the API's fields)."""
+    text = "queued"
+    if place is None:
+        return text
+    if place.position:
+        text += f" — position {place.position} of {place.length} for {workload.gpu_type.slug}"
+    if place.eta is not None:
+        wait = (place.eta - (now or timezone.now())).total_seconds()
+        text += f", about {_wait_text(wait)}" if wait > 30 else ", starting now"
+    elif place.eta_basis:
+        text += f"; {place.eta_basis}"
+    return text
+
+
+def annotate_queue(workloads: Iterable[Any]) -> None:
+    """Set `queue_text` on each queued workload of a page (one place lookup for all)."""
+    workloads = list(workloads)
+    places = queue_places(workloads)
+    for workload in workloads:
+        workload.queue_text = (queue_text(workload, places.get(workload.pk))
+                               if workload.state == "queued" else "")

@@ -1,0 +1,149 @@
+"""Reads of the workload domain: the tenant filter, who may change or read what, and the
+launch page's GPU availability (the cluster's figures come from cluster.capacity)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from django.conf import settings
+from django.db.models import QuerySet, Sum
+
+from catalogue.models import GpuType
+from cluster.addresses import address_pools
+from cluster.capacity import gpu_capacity
+from identity.scoping import Action
+from kube.client import KubeError
+
+from .models import Workload
+
+
+def workload_project_elsewhere(identity, pk: int):
+    """The caller's other project that workload `pk` belongs to, or None: for a link to a
+    workload of one of their projects that is not the current one (the page offers to switch).
+    Another user's project, a deleted workload or no workload at all: None alike, so the
+    answer is the same 404 and says nothing."""
+    if identity is None or not identity.projects:
+        return None
+    project_id = (Workload.objects.filter(pk=pk, deleted_at__isnull=True)
+                  .values_list("tenant__keystone_project_id", flat=True).first())
+    current = identity.project.id if identity.project is not None else None
+    if project_id is None or project_id == current:
+        return None
+    return next((p for p in identity.projects if p.id == project_id), None)
+
+
+def workload_may_change(identity, workload: Workload) -> bool:
+    """Members change their own workloads, managers (and admins) every one of the project
+    (`Workload.objects.restrict(identity, "change")`, for a row in hand)."""
+    return Workload.objects.permits(identity, Action.CHANGE, workload)
+
+
+def workload_may_see_secrets(identity, workload: Workload) -> bool:
+    """Who reads a workload's access token, and the log lines, events and arguments that may
+    carry one: those who may manage it (owner, the project's managers, admins). Other members
+    and readers see that it runs, not how to get in (workloads/logs.py redacts)."""
+    return workload_may_change(identity, workload)
+
+
+@dataclasses.dataclass
+class GpuAvailability:
+    """One GPU type as the launch page and the dashboard show it."""
+
+    gpu_type: GpuType
+    quota_limit: int  # the tenant's quota for this type
+    quota_used: int  # GPUs of this type the tenant's active workloads hold
+    total_limit: int  # the tenant's quota of GPUs in all
+    total_used: int
+    allocatable: int | None = None  # None: the cluster was not asked or did not answer
+    free: int | None = None
+    largest_node: int | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.allocatable is not None
+
+    @property
+    def may_use(self) -> int:
+        """How many more GPUs of this type the quota admits (per type and in all)."""
+        return max(min(self.quota_limit - self.quota_used, self.total_limit - self.total_used), 0)
+
+
+def gpus_held_by_type(workloads: QuerySet[Workload]) -> dict[str, int]:
+    """GPUs per type slug that these workloads were admitted with (quota use, not the
+    cluster's held GPUs: those are cluster.capacity's)."""
+    return dict(workloads.order_by().values_list("gpu_type__slug").annotate(n=Sum("gpu_count")))
+
+
+def gpu_availability(tenant, quota, *, ask_cluster: bool = True
+                     ) -> tuple[list[GpuAvailability], str | None]:
+    """Per enabled GPU type: the tenant's quota use and (asking the cluster) free GPUs.
+
+    Free is the capacity view's (cluster.capacity), as `GET gpu-types/` answers.
+    Quota use counts what admission counts: the tenant's active, not deleted workloads.
+    Returns (rows, the cluster's error when it did not answer, else None)."""
+    capacity, cluster_error = None, None
+    if ask_cluster:
+        try:
+            capacity = gpu_capacity()
+        except KubeError as exc:
+            cluster_error = str(exc) or type(exc).__name__
+    active = Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
+    tenant_held = gpus_held_by_type(active.filter(tenant=tenant, deleted_at__isnull=True))
+    limits = quota.gpus_by_type()
+    rows = []
+    for gpu_type in GpuType.objects.filter(enabled=True):
+        row = GpuAvailability(gpu_type=gpu_type, quota_limit=limits.get(gpu_type.slug, 0),
+                              quota_used=tenant_held.get(gpu_type.slug, 0),
+                              total_limit=quota.gpus_total,
+                              total_used=sum(tenant_held.values()))
+        cap = capacity.get(gpu_type.slug) if capacity is not None else None
+        if cap is not None:
+            row.allocatable = cap.allocatable
+            row.largest_node = cap.largest_node
+            row.free = cap.free
+        rows.append(row)
+    return rows, cluster_error
+
+
+def workloads_admitted() -> list[tuple[int, str, int]]:
+    """(id, GPU type slug, GPUs) of every admitted, active workload: the capacity view's
+    "admitted" source (cluster.capacity; registered in apps.py)."""
+    return list(Workload.objects.filter(state__in=Workload.ACTIVE_STATES).order_by()
+                .values_list("pk", "gpu_type__slug", "gpu_count"))
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceAddresses:
+    """What a service launch may count on for its own address (PORTAL_SERVICE_EXPOSURE=
+    loadbalancer): the pools' free addresses less the services admitted before it that have
+    none yet (each takes the next one freed). `known` False: no pools to read (another load
+    balancer, or the shared-address mode, where a service needs no address of its own)."""
+
+    known: bool
+    total: int = 0
+    free: int = 0  # free in the pools now
+    waiting: int = 0  # the portal's live services without an address
+
+    @property
+    def available(self) -> int:
+        return max(self.free - self.waiting, 0)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.known and self.available == 0
+
+
+def service_addresses() -> ServiceAddresses:
+    """The addresses left for service launches (above); asks the cluster at most every
+    cluster.addresses.POOLS_SECONDS."""
+    if settings.PORTAL_SERVICE_EXPOSURE != "loadbalancer":
+        return ServiceAddresses(known=False)
+    pools = address_pools()
+    if not pools.known:
+        return ServiceAddresses(known=False)
+    State = Workload.State
+    waiting = Workload.objects.filter(
+        kind="service", address="", deleted_at__isnull=True,
+        state__in=(State.SUBMITTED, State.CREATING, State.QUEUED, State.PENDING, State.RUNNING),
+    ).count()
+    return ServiceAddresses(known=True, total=pools.total, free=pools.free, waiting=waiting)

@@ -1,0 +1,314 @@
+"""Writes of the workloads domain: launch (admission under quota), stop, delete.
+
+Admission runs in one database transaction that locks the tenant row, so concurrent launches of
+one tenant are serialised and can never over-admit. Cluster work happens in Celery tasks
+enqueued on commit: an accepted launch is in the database before anything else happens.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from access.services import workload_access_create
+from audit.services import audit_record
+from catalogue.models import Template
+from core.tasks import send_on_commit
+from kube.client import KubeError
+from kube.kueue import queueing_on
+from kube.labels import workload_object_name
+from tenants.models import Quota, Tenant
+from tenants.queueing import gpu_reach
+
+from . import metrics
+from .launch_spec import launch_spec_from_rows
+from .models import Workload, WorkloadEvent
+from .selectors import service_addresses
+from .transitions import STOPPABLE, workload_transition
+
+log = logging.getLogger(__name__)
+
+
+class AdmissionRefused(Exception):
+    """A launch the tenant's quota does not allow; the message names the limit."""
+
+    code = "quota_exceeded"
+
+
+class AddressesExhausted(AdmissionRefused):
+    """A service launch while the load balancer's pool has no address left for it: it would
+    hold its GPUs unreachable until another service's address is freed."""
+
+    code = "no_address_free"
+
+
+def _address_check(request: dict[str, Any]) -> None:
+    """Refuse a service launch that could get no address (PORTAL_SERVICE_EXPOSURE=
+    loadbalancer, where MetalLB's pools can be read). Advisory across tenants: two launches
+    of different tenants at the same moment may both pass for the last address; the later
+    one then waits for one, saying so (lifecycle.address_wait)."""
+    if request["kind"] != Template.Kind.SERVICE:
+        return
+    addresses = service_addresses()
+    if addresses.exhausted:
+        waiting = (f", and {addresses.waiting} service(s) launched before wait for one"
+                   if addresses.waiting else "")
+        raise AddressesExhausted(
+            f"No external address is free for a service: the load balancer's pool has "
+            f"{addresses.free} of {addresses.total} free{waiting}. Stop a service you no longer "
+            "use, or ask an admin to grow the pool or to serve workloads through the shared "
+            "gateway (PORTAL_SERVICE_EXPOSURE=shared).")
+
+
+class IdempotencyKeyReused(Exception):
+    """An idempotency key that came earlier with another launch request: the caller reused a
+    key for a different launch (the request is refused, not answered with the first one)."""
+
+    code = "idempotency_key_reused"
+
+
+def launch_fingerprint(data: Any) -> str:
+    """SHA-256 of a launch request as sent (key order and spacing aside): what an idempotency
+    key is bound to. `data` is the parsed body: a dict, or a QueryDict for a form post."""
+    if hasattr(data, "lists"):
+        data = {key: values for key, values in data.lists()}
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                           default=str)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _same_launch(existing: Workload, fingerprint: str, key: str) -> Workload:
+    """The workload an earlier request with this key made, if this request is that one."""
+    if fingerprint and existing.idempotency_fingerprint and \
+            existing.idempotency_fingerprint != fingerprint:
+        raise IdempotencyKeyReused(
+            f"The Idempotency-Key {key!r} was used for another launch request (workload "
+            f"{existing.pk}); use a new key for a different request.")
+    return existing
+
+
+def mail_owner(workload: Workload, *, subject: str, lead: str, text: str, what: str) -> None:
+    """An e-mail to the workload's owner ("your workload … <lead>.", then `text`): only with
+    EMAIL_HOST set and the owner's address known; a mail server's failure is logged, never
+    raised (the tracker's and culling's cycles go on)."""
+    address = (getattr(workload.owner, "email", "") or "").strip()
+    if not settings.EMAIL_HOST or not address:
+        return
+    body = (f"Hello {workload.owner.username},\n\nyour workload {workload.name} "
+            f"(#{workload.pk}, project {workload.tenant.name}) {lead}.\n{text}\n")
+    try:
+        send_mail(f"[GPU portal] {subject}", body, settings.DEFAULT_FROM_EMAIL, [address])
+    except Exception as exc:  # noqa: BLE001
+        log.warning("%s e-mail for workload %s not sent: %s", what, workload.pk, exc)
+
+
+def workload_event(*, workload: Workload, reason: str, message: str, type: str = "Normal",
+                   source: str = "portal") -> WorkloadEvent:
+    return WorkloadEvent.objects.create(workload=workload, at=timezone.now(), type=type,
+                                        reason=reason, message=message, source=source)
+
+
+def _queue_admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]) -> None:
+    """With queueing on Kueue: refuse only what can never be admitted — more GPUs than the
+    tenant's queue can ever hold (its quota plus its borrowing limit) — or more workloads at
+    once, queued ones included, than the quota allows. Everything else waits its turn."""
+    gpu_type, wanted = request["gpu_type"], request["gpu_count"]
+    reach = gpu_reach(quota, gpu_type.slug)
+    if reach is not None and wanted > reach:
+        nominal = quota.gpus_by_type().get(gpu_type.slug, 0)
+        raise AdmissionRefused(
+            f"{tenant.name} can hold at most {reach} {gpu_type.slug} GPUs at once (its quota "
+            f"of {nominal} plus borrowing up to {quota.gpu_borrowing_limit}); {wanted} can "
+            "never be admitted.")
+    count = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
+                                    deleted_at__isnull=True).count()
+    if count + 1 > quota.max_workloads:
+        raise AdmissionRefused(f"{tenant.name} has {count} of {quota.max_workloads} "
+                               "workloads allowed at once (queued ones count).")
+
+
+def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
+                     queued: bool = False) -> None:
+    """Raise AdmissionRefused unless the tenant's quota leaves room for this request."""
+    if queued:
+        _queue_admission_check(tenant, quota, request)
+        return
+    gpu_type = request["gpu_type"]
+    wanted = request["gpu_count"]
+    # one query for every total: it runs while the tenant row is locked
+    totals = Workload.objects.filter(
+        tenant=tenant, state__in=Workload.ACTIVE_STATES, deleted_at__isnull=True,
+    ).aggregate(gpus=Sum("gpu_count"), cpu=Sum("cpu"), memory=Sum("memory_gb"),
+                count=Count("id"), of_type=Sum("gpu_count", filter=Q(gpu_type=gpu_type)))
+    limit = quota.gpus_by_type().get(gpu_type.slug, 0)
+    used = totals["of_type"] or 0
+    if used + wanted > limit:
+        raise AdmissionRefused(f"{tenant.name} uses {used} of {limit} {gpu_type.slug} GPUs; "
+                               f"{wanted} more would exceed the quota.")
+    used_total = totals["gpus"] or 0
+    if used_total + wanted > quota.gpus_total:
+        raise AdmissionRefused(f"{tenant.name} uses {used_total} of {quota.gpus_total} GPUs in "
+                               f"all; {wanted} more would exceed the quota.")
+    if (totals["count"] or 0) + 1 > quota.max_workloads:
+        raise AdmissionRefused(f"{tenant.name} runs {totals['count']} of {quota.max_workloads} "
+                               "workloads allowed at once.")
+    used_cpu = totals["cpu"] or 0
+    if used_cpu + request["cpu"] > quota.cpu:
+        raise AdmissionRefused(f"{tenant.name} uses {used_cpu} of {quota.cpu} CPU cores; "
+                               f"{request['cpu']} more would exceed the quota.")
+    used_memory = totals["memory"] or 0
+    if used_memory + request["memory"] > quota.memory_gb:
+        raise AdmissionRefused(f"{tenant.name} uses {used_memory} of {quota.memory_gb} GiB of "
+                               f"memory; {request['memory']} GiB more would exceed the quota.")
+
+
+def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
+                    idempotency_key: str | None = None,
+                    request_fingerprint: str = "") -> tuple[Workload, bool]:
+    """Admit a validated launch request (LaunchSerializer's data) and queue its creation.
+
+    Returns (workload, created). With an idempotency key, the same key from the same user in
+    the same tenant returns the workload the first request made, and launches nothing new;
+    the same key with another request (`request_fingerprint`, `launch_fingerprint` of the body
+    as sent) raises IdempotencyKeyReused.
+    """
+    from .tasks import workload_create_task
+
+    if idempotency_key:
+        existing = Workload.objects.filter(tenant=tenant, owner=user,
+                                           idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return _same_launch(existing, request_fingerprint, idempotency_key), False
+    try:
+        _address_check(request)  # before the lock: it may ask the cluster (every 10 s)
+    except AdmissionRefused:
+        metrics.admission_refused(gpu_type=request["gpu_type"].slug)
+        raise
+    try:
+        queued = queueing_on()  # before the lock: it may ask the cluster (once a minute)
+    except KubeError:
+        queued = False  # not known now: the stricter rule of the two admits it
+    try:
+        with transaction.atomic():
+            tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+            if not tenant.is_active:
+                raise AdmissionRefused(f"{tenant.name} is being deleted; nothing can be launched.")
+            quota = Quota.objects.get(tenant=tenant)
+            _admission_check(tenant, quota, request, queued=queued)
+            template = request["template"]
+            workload = Workload.objects.create(
+                tenant=tenant, owner=user, name=request["name"], template=template,
+                kind=request["kind"], gpu_type=request["gpu_type"],
+                gpu_count=request["gpu_count"], image=request["image"],
+                command=request.get("command") or [], args=request.get("args") or [],
+                env=request.get("env") or {}, port=request.get("port"), cpu=request["cpu"],
+                memory_gb=request["memory"],
+                max_runtime_minutes=request.get("max_runtime_minutes") or None,
+                retries=request.get("retries") or 0, use_home=request.get("use_home", False),
+                access_token=secrets.token_urlsafe(32) if template.token_env else "",
+                idempotency_key=idempotency_key or None,
+                idempotency_fingerprint=request_fingerprint if idempotency_key else "",
+            )
+            workload.object_name = workload_object_name(workload.pk, workload.name)
+            # what it will run, frozen now: later edits of the template or GPU type leave it be
+            workload.launch_spec = launch_spec_from_rows(workload)
+            workload.save(update_fields=["object_name", "launch_spec"])
+            if workload.kind == Template.Kind.SERVICE:
+                # its OAuth client: the authenticating proxy in front of it logs users in
+                workload_access_create(workload=workload, actor=user,
+                                       public=bool(request.get("public")))
+            workload_event(workload=workload, reason="Submitted",
+                           message=f"{user.username} launched {workload.gpu_count}× "
+                                   f"{workload.gpu_type.slug} ({template.slug})")
+            audit_record(actor=user, action="workload.launch", tenant=tenant,
+                         target=workload.object_name,
+                         after={"id": workload.pk, "template": template.slug,
+                                "gpu_type": workload.gpu_type.slug,
+                                "gpu_count": workload.gpu_count, "image": workload.image})
+            send_on_commit(workload_create_task, workload.pk)
+    except AdmissionRefused:
+        metrics.admission_refused(gpu_type=request["gpu_type"].slug)
+        raise
+    except IntegrityError:
+        # the same idempotency key raced in from a concurrent request: return its workload
+        existing = Workload.objects.filter(tenant=tenant, owner=user,
+                                           idempotency_key=idempotency_key).first()
+        if existing is None:
+            raise
+        return _same_launch(existing, request_fingerprint, idempotency_key), False
+    metrics.launch_admitted(template=workload.template.slug, gpu_type=workload.gpu_type.slug)
+    return workload, True
+
+
+def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
+    """Stop a workload: its objects go, its record and history stay."""
+    from .tasks import workload_stop_task
+
+    with transaction.atomic():
+        workload = Workload.objects.select_for_update().get(pk=workload.pk)
+        if workload.state not in STOPPABLE:
+            return workload
+        before = workload.state
+        reason = reason or f"stopped by {getattr(user, 'username', 'the portal')}"
+        workload_transition(workload=workload, allowed_from=STOPPABLE,
+                            to=Workload.State.STOPPING, reason=reason,
+                            event={"reason": "Stopping", "message": reason},
+                            stop_requested_at=timezone.now())
+        audit_record(actor=user, action="workload.stop", tenant=workload.tenant,
+                     target=workload.object_name, before={"state": before},
+                     after={"state": workload.state, "reason": workload.reason})
+        send_on_commit(workload_stop_task, workload.pk)
+    return workload
+
+
+def workload_delete(*, workload: Workload, user) -> None:
+    """Remove a workload from the lists; a live one is stopped first (the stop deletes its
+    objects). A finished one's objects go at once too: a batch workload's Job and pod, which
+    carry its environment, would otherwise stay until the Job's TTL. Its history is kept for
+    accounting (the row is marked deleted, not removed)."""
+    from .tasks import workload_remove_objects_task
+
+    workload = workload_stop(workload=workload, user=user, reason=f"deleted by {user.username}")
+    with transaction.atomic():
+        Workload.objects.filter(pk=workload.pk).update(deleted_at=timezone.now())
+        audit_record(actor=user, action="workload.delete", tenant=workload.tenant,
+                     target=workload.object_name, after={"id": workload.pk})
+        if workload.state in Workload.FINAL_STATES:
+            send_on_commit(workload_remove_objects_task, workload.pk)
+
+
+def workload_launch_spec_freeze(*, workload: Workload) -> None:
+    """Freeze the launch spec of a workload admitted without one (by a portal older than the
+    frozen spec, during an upgrade): from its template and GPU type as they are now, once."""
+    spec = launch_spec_from_rows(workload)
+    if Workload.objects.filter(pk=workload.pk, launch_spec={}).update(launch_spec=spec):
+        workload.launch_spec = spec
+    else:
+        workload.refresh_from_db(fields=["launch_spec"])
+
+
+def workloads_stop_for_tenant(*, tenant: Tenant, user, reason: str, **_signal: Any) -> int:
+    """Stop every live workload of a tenant (it is being deleted): the receiver of tenants'
+    `tenant_deleting` (connected in apps.py)."""
+    live = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES)
+    count = 0
+    for workload in live:
+        workload_stop(workload=workload, user=user, reason=reason)
+        count += 1
+    return count
+
+
+def expires_at_for(workload: Workload, started: dt.datetime) -> dt.datetime | None:
+    if not workload.max_runtime_minutes:
+        return None
+    return started + dt.timedelta(minutes=workload.max_runtime_minutes)

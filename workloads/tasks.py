@@ -1,0 +1,236 @@
+"""Celery tasks of the workloads domain. Each takes an id, fetches, calls the cluster once over,
+and is safe to run twice (deterministic names; 409 means adopt)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from celery import shared_task
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.db.models import F, Q
+from django.utils import timezone
+
+from kube.client import Kube, KubeRefused, KubeUnavailable, NotAuthorized, NotFound
+from kube.kueue import queueing_on
+from tenants.kueue import QUEUED_REASON
+from tenants.provisioning import tenant_reconcile
+
+from .models import Workload
+from .objects import workload_objects_create, workload_objects_delete
+from .services import workload_event, workload_launch_spec_freeze, workload_stop
+from .transitions import workload_transition
+
+log = logging.getLogger(__name__)
+
+# A launch keeps trying for about three minutes (1 + 2 + 4 + 8 + 16 + 30 × 5 s) before it fails
+# with "the cluster could not be reached".
+MAX_RETRIES = 10
+MAX_BACKOFF_SECONDS = 30
+
+# A database restarting under a task is retried with backoff like a cluster outage, so the
+# message is not acked as failed and the launch or stop left to the stale sweep.
+RETRY_WHILE_DATABASE_DOWN = {"autoretry_for": (OperationalError, InterfaceError),
+                             "retry_backoff": True, "retry_backoff_max": MAX_BACKOFF_SECONDS}
+
+
+# What a launch says while its project's namespace is made again on the cluster (an operator
+# deleted it, or the portal now talks to another cluster than the one it provisioned).
+NAMESPACE_MISSING_REASON = ("Preparing the project's namespace: it was missing on the cluster "
+                            "and is being made again.")
+NAMESPACE_TERMINATING_REASON = ("Waiting for the project's namespace, which is being deleted on "
+                                "the cluster, to be gone; it is made again then")
+
+
+class NamespaceTerminating(Exception):
+    """The tenant's namespace is being deleted on the cluster: nothing can be created in it
+    until it is gone (and then made again). Waited out like an outage."""
+
+
+def _backoff(retries: int) -> int:
+    """Seconds until the next try: doubling, and always well under the stale-launch threshold,
+    so that a task waiting for its next try never looks stalled to `workloads_requeue_stale`
+    (each task refreshes `updated_at` when it tries; a sweep in the gap would start a second
+    chain of retries, and one more at every sweep while the outage lasts)."""
+    return min(2 ** retries, MAX_BACKOFF_SECONDS,
+               max(1, settings.PORTAL_LAUNCH_REQUEUE_SECONDS // 2))
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=MAX_RETRIES,
+             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
+def workload_create_task(self, workload_id: int) -> None:
+    """Create the workload's objects in its namespace; then the tracker follows it."""
+    claimed = workload_transition(
+        workload_id=workload_id, allowed_from=(Workload.State.SUBMITTED, Workload.State.CREATING),
+        to=Workload.State.CREATING, launch_attempts=F("launch_attempts") + 1)
+    if not claimed:
+        return  # stopped, or already past creation: nothing to do
+    workload = Workload.objects.select_related("tenant", "owner", "template", "gpu_type").get(
+        pk=workload_id)
+    if not workload.launch_spec:
+        # admitted by a portal older than the frozen spec (a rolling upgrade): frozen now
+        workload_launch_spec_freeze(workload=workload)
+    try:
+        kube = Kube()
+        queued = queueing_on(kube)
+        created = _objects_create_in_namespace(workload, kube, queued=queued)
+    except (KubeUnavailable, NotAuthorized, NamespaceTerminating) as exc:
+        if self.request.retries >= self.max_retries:
+            if isinstance(exc, NamespaceTerminating):
+                reason = f"The project's namespace stayed in deletion on the cluster: {exc}"
+            else:
+                what = ("refused the portal's identity" if isinstance(exc, NotAuthorized)
+                        else "could not be reached")
+                reason = f"The cluster {what}: {exc}"
+            workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
+                                to=Workload.State.FAILED, reason=reason)
+            workload_event(workload=workload, reason="CreateFailed", type="Warning",
+                           message=f"gave up after {self.request.retries + 1} tries: {exc}")
+            return
+        # it waits as "creating", saying why (an API server or Kueue's admission webhook
+        # that does not answer, a namespace still being deleted), and carries on after
+        waiting = (NAMESPACE_TERMINATING_REASON if isinstance(exc, NamespaceTerminating)
+                   else "Waiting for the cluster")
+        _creating_reason(workload_id, f"{waiting} (try {self.request.retries + 1}): {exc}")
+        raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
+    except (KubeRefused, NotFound) as exc:
+        # NotFound: the namespace is still missing after the tenant's reconcile (its tenant is
+        # being deleted), or a kind the cluster does not serve
+        workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
+                            to=Workload.State.FAILED, reason=f"The cluster refused it: {exc}")
+        workload_event(workload=workload, reason="CreateFailed", message=str(exc), type="Warning")
+        return
+    if queued:
+        next_state, reason = Workload.State.QUEUED, QUEUED_REASON
+    else:
+        next_state, reason = Workload.State.PENDING, "Waiting for the cluster to start it."
+    workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
+                        to=next_state, reason=reason)
+    workload_event(workload=workload, reason="Created",
+                   message=", ".join(created) if created else "objects already present (adopted)")
+
+
+def _creating_reason(workload_id: int, reason: str) -> None:
+    """Say why a launch still shows `creating` (no state move: the task holds the claim)."""
+    Workload.objects.filter(pk=workload_id, state=Workload.State.CREATING).update(
+        reason=reason[:2000])
+
+
+def _objects_create_in_namespace(workload: Workload, kube: Kube, *, queued: bool) -> list[str]:
+    """workload_objects_create; where the tenant's namespace is gone from the cluster (an
+    operator deleted it, or the portal was pointed at another cluster: the tenant is still
+    marked provisioned, and the cluster answers 404 "namespaces … not found"), the tenant is
+    provisioned again first (tenants/provisioning.py), saying so in the workload's reason.
+    A namespace still being deleted raises NamespaceTerminating, to be waited out."""
+    try:
+        return workload_objects_create(workload, kube, queued=queued)
+    except (NotFound, KubeRefused) as exc:
+        if isinstance(exc, NotAuthorized):
+            raise
+        namespace = kube.get("Namespace", workload.tenant.namespace)
+        if namespace is not None:
+            if namespace["metadata"].get("deletionTimestamp"):
+                raise NamespaceTerminating(str(exc)) from exc
+            raise  # something else was not found or refused
+    log.warning("workload %s: the namespace %s of %s is missing on the cluster; provisioning "
+                "the tenant again", workload.pk, workload.tenant.namespace, workload.tenant.name)
+    _creating_reason(workload.pk, NAMESPACE_MISSING_REASON)
+    result = tenant_reconcile(tenant_id=workload.tenant_id, kube=kube)
+    workload_event(workload=workload, reason="NamespaceProvisioned", type="Warning",
+                   message="the project's namespace was missing on the cluster; made again: "
+                           + ", ".join(result.created))
+    return workload_objects_create(workload, kube, queued=queued)
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
+             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
+def workload_stop_task(self, workload_id: int) -> None:
+    """Delete a stopping workload's objects, then mark it stopped. Retries until the cluster
+    answers: a stop is never dropped. Each try refreshes `updated_at`, as a launch's claim
+    does, so that the stale sweep leaves a stop alone while its task is alive."""
+    trying = Workload.objects.filter(pk=workload_id, state=Workload.State.STOPPING).update(
+        updated_at=timezone.now())
+    if not trying:
+        return
+    workload = Workload.objects.select_related("tenant").get(pk=workload_id)
+    try:
+        workload_objects_delete(workload)
+    except (KubeUnavailable, NotAuthorized) as exc:
+        raise self.retry(exc=exc, countdown=_backoff(min(self.request.retries, 6))) from exc
+    workload_transition(workload_id=workload_id, allowed_from=(Workload.State.STOPPING,),
+                        to=Workload.State.STOPPED)
+    workload_event(workload=workload, reason="Stopped", message=workload.reason)
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
+             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
+def workload_remove_objects_task(self, workload_id: int) -> None:
+    """Delete the objects of a finished workload its owner deleted (a batch Job and, through
+    background propagation, its pod; a Secret) now rather than at the Job's TTL. Retries until
+    the cluster answers; the tracker removes what is left of a deleted workload too."""
+    workload = Workload.objects.select_related("tenant").filter(
+        pk=workload_id, deleted_at__isnull=False, state__in=Workload.FINAL_STATES).first()
+    if workload is None:
+        return
+    try:
+        removed = workload_objects_delete(workload)
+    except (KubeUnavailable, NotAuthorized) as exc:
+        raise self.retry(exc=exc, countdown=_backoff(min(self.request.retries, 6))) from exc
+    if removed:
+        workload_event(workload=workload, reason="Removed",
+                       message="its objects were deleted from the cluster with the workload")
+
+
+@shared_task(ignore_result=True)
+def workloads_requeue_stale() -> int:
+    """Periodic: hand launches and stops that made no progress back to a worker (a lost
+    message, a worker killed mid-task, a broker restart). Safe: the tasks are idempotent."""
+    cutoff = timezone.now() - dt.timedelta(seconds=settings.PORTAL_LAUNCH_REQUEUE_SECONDS)
+    stale = Workload.objects.filter(updated_at__lt=cutoff).filter(
+        Q(state__in=[Workload.State.SUBMITTED, Workload.State.CREATING])
+        | Q(state=Workload.State.STOPPING))
+    count = 0
+    for workload_id, state in stale.values_list("pk", "state"):
+        task = workload_stop_task if state == Workload.State.STOPPING else workload_create_task
+        task.delay(workload_id)
+        count += 1
+    if count:
+        log.info("requeued %d stalled workloads", count)
+    return count
+
+
+@shared_task(ignore_result=True)
+def workloads_enforce_runtime() -> int:
+    """Periodic: stop services that reached their maximum runtime (Jobs have
+    activeDeadlineSeconds for that)."""
+    now = timezone.now()
+    due = Workload.objects.filter(state=Workload.State.RUNNING, expires_at__lte=now)
+    count = 0
+    for workload in due:
+        workload_stop(workload=workload, user=None,
+                      reason=f"Reached its maximum runtime of {workload.max_runtime_minutes} minutes.")
+        count += 1
+    return count
+
+
+# The tracker watches for most of its period, so that state lag stays at the watch's, not the
+# beat's: a cycle watches period - 1 s, and the next one waits up to 2 s for its lock, so the
+# gap between two cycles' watches is about a second (changes in it arrive when the next
+# cycle's watches resume from the stored resourceVersion).
+TRACK_PERIOD_SECONDS = 15.0
+TRACK_SLACK_SECONDS = 1.0
+
+
+@shared_task(ignore_result=True, soft_time_limit=3 * TRACK_PERIOD_SECONDS,
+             time_limit=4 * TRACK_PERIOD_SECONDS)
+def workloads_track() -> dict | None:
+    """Periodic (beat, every 15 s): one lifecycle tracking cycle — list what is stale, then
+    watch pods, jobs, deployments, services and events — under a lock, so one runs at a time.
+    Never raises for a cluster outage: the next cycle resumes or relists."""
+    from workloads.tracking.tracker import tracking_cycle
+
+    period = float(getattr(settings, "PORTAL_TRACKER_PERIOD_SECONDS", TRACK_PERIOD_SECONDS))
+    stats = tracking_cycle(duration=max(1.0, period - TRACK_SLACK_SECONDS),
+                           wait=2 * TRACK_SLACK_SECONDS)
+    return stats.as_dict() if stats is not None else None

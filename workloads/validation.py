@@ -1,0 +1,235 @@
+"""The one validation of a launch request: what the domain allows, on typed values.
+
+`launch_clean` checks a request whose fields already have their types (the API's
+LaunchSerializer reads JSON into them, the launch page's LaunchForm reads the form's fields),
+fills in what the template decides (kind, image, port, CPU, memory, the runtime limit), and
+raises LaunchInvalid with the errors per field. It needs no web framework: the rules and the
+fields' bounds are the domain's, the serializer and the form wrap them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from access.services import tenant_service_access
+from catalogue.environment import (
+    env_problems,
+    env_size,
+    env_template_problems,
+    gpu_stack_refusal,
+)
+from catalogue.images import image_refusal, validate_image_reference
+from catalogue.models import GpuType, Template
+from catalogue.options import launch_args_problems
+from cluster.capacity import gpu_capacity
+from kube.client import KubeError
+from tenants.selectors import tenant_admits_root, tenant_pod_security
+
+from .naming import display_name_clean
+
+# the bounds of the typed fields, declared by the API's serializer and the page's form alike
+NAME_MAX_LENGTH = 200
+IMAGE_MAX_LENGTH = 512
+NUMBER_BOUNDS = {  # field → (least, most)
+    "gpu_count": (1, 64),
+    "port": (1, 65535),
+    "cpu": (1, 256),
+    "memory": (1, 4096),  # GiB
+    "max_runtime_minutes": (1, 60 * 24 * 365),
+    "retries": (0, 10),
+}
+# the command, arguments and environment together, as the kernel counts them (each string and
+# its NUL): execve takes at most 2 MiB and etcd an object of 1.5 MiB, so a launch past this
+# would be admitted and then fail in the cluster
+MAX_LAUNCH_BYTES = 256 * 1024
+
+
+class LaunchInvalid(ValueError):
+    """A launch refused before admission: `errors` maps each field to what is wrong."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__("; ".join(f"{field}: {' '.join(messages)}"
+                                   for field, messages in errors.items()))
+        self.errors = errors
+
+
+def name_clean(name: str) -> str:
+    """A workload's display name as stored; ValueError says why it is refused."""
+    return display_name_clean(name)
+
+
+def template_check(template: Template) -> Template:
+    if not template.enabled:
+        raise ValueError(f"The {template.name} template is disabled.")
+    return template
+
+
+def gpu_type_check(gpu_type: GpuType) -> GpuType:
+    if not gpu_type.enabled:
+        raise ValueError(f"The {gpu_type.slug} GPU type is disabled.")
+    return gpu_type
+
+
+def env_check(env: dict[str, str]) -> dict[str, str]:
+    problems = env_problems(env)  # catalogue/environment.py: the one rule
+    if problems:
+        raise LaunchInvalid({"env": problems})
+    return env
+
+
+# the rules on one field each, whatever the others hold (the serializer runs them per field)
+FIELD_RULES = {"name": name_clean, "template": template_check, "gpu_type": gpu_type_check,
+               "env": env_check}
+
+
+def field_clean(field: str, value: Any) -> Any:
+    """`value` through FIELD_RULES[field]; LaunchInvalid naming `field` when it is refused
+    (the one mapping of a rule's refusal, for this module, the serializer and the form)."""
+    try:
+        return FIELD_RULES[field](value)
+    except LaunchInvalid:
+        raise
+    except ValueError as exc:
+        raise LaunchInvalid({field: [str(exc)]}) from exc
+
+
+def _field_errors(request: dict[str, Any]) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    for field in FIELD_RULES:
+        if field not in request:
+            continue
+        try:
+            request[field] = field_clean(field, request[field])
+        except LaunchInvalid as exc:
+            errors.update(exc.errors)
+    return errors
+
+
+def launch_clean(*, request: dict[str, Any], tenant=None, quota=None,
+                 check_capacity: bool = True) -> dict[str, Any]:
+    """The request, completed from its template, or LaunchInvalid. `tenant` and `quota` are
+    the launching project's (None: rules that need them are not checked); `check_capacity`:
+    refuse a request larger than any node of its GPU type (asks the cluster's capacity)."""
+    data = dict(request)
+    errors = _field_errors(data)
+    if errors:
+        raise LaunchInvalid(errors)
+    template: Template = data["template"]
+    kind = data.get("kind") or template.kind
+    if not template.custom and kind != template.kind:
+        errors["kind"] = [f"The {template.name} template runs as a {template.kind}."]
+    data["kind"] = kind
+    # the image: one rule for every template. A template runs its own image unless it
+    # takes the researcher's (custom: always; others: where an admin allowed it), and
+    # whatever runs must be inside the site's registries and the tenant's prefixes
+    given = (data.get("image") or "").strip()
+    image = given or template.image
+    if template.custom and not given:
+        errors["image"] = ["The custom template needs an image."]
+    if not template.custom and data.get("command"):
+        errors["command"] = ["Only the custom template takes a command."]
+    # other templates run their own program: a launch appends only the options they declare
+    args_refused = launch_args_problems(data.get("args") or [], template=template)
+    if args_refused:
+        errors["args"] = args_refused
+    if image and "image" not in errors:
+        try:
+            image = validate_image_reference(image)
+        except ValueError as exc:
+            errors["image"] = [str(exc)]
+        else:
+            refusal = _image_refusal(template, image, tenant, replaced=bool(given))
+            if refusal:
+                errors["image"] = [refusal]
+    data["image"] = image
+    # fields that belong to one kind only
+    port = data.get("port")
+    if kind == Template.Kind.BATCH:
+        if port is not None and template.custom:
+            errors["port"] = ["A batch job has no port; choose the service kind."]
+        data["port"] = None
+    else:
+        if "retries" in data and data["retries"]:
+            errors["retries"] = ["Retries apply to batch jobs only."]
+        if template.custom and port is None:
+            errors["port"] = ["A service needs the port it listens on."]
+        data["port"] = port if template.custom else template.port
+    if data.get("public"):
+        if kind != Template.Kind.SERVICE:
+            errors["public"] = ["Only a service can be public; a batch job has no address."]
+        elif tenant is not None and not tenant_service_access(tenant).allow_public:
+            errors["public"] = [f"{tenant.name} may not open workloads to everyone; an "
+                                "admin can allow it."]
+    # a template saved before the GPU stack's variables were refused must not pass them on
+    inherited = [refusal for key in template.env if (refusal := gpu_stack_refusal(key))]
+    if inherited:
+        errors["template"] = [f"The {template.name} template sets a variable the portal no "
+                              f"longer passes; an admin must remove it. {inherited[0]}"]
+    if template.allow_root and tenant is not None and not tenant_admits_root(tenant):
+        errors.setdefault("template", []).append(
+            f"The {template.name} template may run as root, which {tenant.name}'s "
+            f"namespace does not admit (Pod Security “{tenant_pod_security(tenant)}”); "
+            "an admin can allow root for the project.")
+    env_refused = env_template_problems(data.get("env", {}), token_env=template.token_env,
+                                        fixed_command=not template.custom)
+    if env_refused:
+        errors["env"] = env_refused
+    _launch_size(data, errors)
+    data.setdefault("cpu", template.default_cpu)
+    data.setdefault("memory", template.default_memory_gb)
+    _runtime(data, errors, tenant, quota)
+    if check_capacity and "gpu_type" in data:
+        _never_fits(data, errors)
+    if errors:
+        raise LaunchInvalid(errors)
+    return data
+
+
+def _image_refusal(template: Template, image: str, tenant, *, replaced: bool) -> str | None:
+    if replaced and not template.takes_image and image != template.image:
+        return (f"The {template.name} template runs its own image ({template.image}); an "
+                "admin can let researchers choose another.")
+    return image_refusal(image, site=settings.PORTAL_IMAGE_REGISTRIES,
+                         tenant=tenant.image_prefixes if tenant is not None else [],
+                         tenant_name=tenant.name if tenant is not None else "")
+
+
+def _launch_size(data: dict[str, Any], errors: dict[str, list[str]]) -> None:
+    """The command, arguments and environment together within MAX_LAUNCH_BYTES; the refusal
+    goes to the largest of the three."""
+    sizes = {field: sum(len(item.encode()) + 1 for item in data.get(field) or [])
+             for field in ("command", "args")}
+    sizes["env"] = env_size(data.get("env") or {})
+    total = sum(sizes.values())
+    if total > MAX_LAUNCH_BYTES:
+        field = max(sizes, key=sizes.__getitem__)
+        errors.setdefault(field, []).append(
+            f"The command, arguments and environment take {total // 1024} KiB together; a "
+            f"launch may pass at most {MAX_LAUNCH_BYTES // 1024} KiB.")
+
+
+def _runtime(data: dict[str, Any], errors: dict[str, list[str]], tenant, quota) -> None:
+    limit = quota.max_runtime_minutes if quota is not None else 0
+    wanted = data.get("max_runtime_minutes")
+    if limit and wanted and wanted > limit:
+        errors["max_runtime_minutes"] = [
+            f"{tenant.name} allows at most {limit} minutes per workload."]
+    if not wanted and limit:
+        data["max_runtime_minutes"] = limit
+
+
+def _never_fits(data: dict[str, Any], errors: dict[str, list[str]]) -> None:
+    """A request larger than any node of the type can never run: say so now."""
+    gpu_type: GpuType = data["gpu_type"]
+    try:
+        capacity = gpu_capacity().get(gpu_type.slug)
+    except KubeError:
+        return  # cannot ask the cluster: admission proceeds, the scheduler will tell
+    if capacity is None or capacity.nodes == 0:
+        errors["gpu_type"] = [f"No node of the cluster offers {gpu_type.slug} GPUs."]
+    elif data["gpu_count"] > capacity.largest_node:
+        errors["gpu_count"] = [
+            f"No {gpu_type.slug} node has {data['gpu_count']} GPUs "
+            f"(the largest has {capacity.largest_node}); this request can never run."]

@@ -1,0 +1,430 @@
+"""The researcher's workload pages: launch, the project's list, one workload.
+
+Server-rendered and usable without JavaScript; htmx adds the live parts (the launch page's fit
+check and template fields, the list's and the workload page's status polling). Every workload
+query starts from `Workload.objects.restrict` (the list) or `scoped_object` (one workload), so
+another tenant's workload is a 404; the current project's tenant is `request.tenant`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from access.services import (
+    access_decision,
+    tenant_service_access,
+    workload_access_summary,
+)
+from catalogue.models import Template
+from core.redirects import safe_redirect_target
+from identity.access import project_required, scoped_object, tenant_required
+from identity.scoping import Action
+from kube.client import KubeError
+from kube.kueue import queueing_shown
+from tenants.models import Quota, Tenant
+from tenants.selectors import tenant_admits_root
+from workloads.queue import annotate_queue
+
+from . import selectors
+from .filtersets import WorkloadFilterSet
+from .forms import FIELD_LABELS, LaunchForm, launch_request
+from .logs import redact, workload_logs, workload_redact
+from .models import Workload
+from .selectors import (
+    GpuAvailability,
+    service_addresses,
+    workload_may_change,
+    workload_may_see_secrets,
+)
+from .services import AdmissionRefused, workload_delete, workload_launch, workload_stop
+
+log = logging.getLogger(__name__)
+
+CLUSTER_UNREACHABLE = "The cluster is unreachable right now"
+POLL_SECONDS = 3
+LOG_TAIL = 100
+EVENTS_SHOWN = 50
+PAGE_SIZE = 50
+
+
+def _project_workloads(request: HttpRequest) -> QuerySet[Workload]:
+    """The current project's workloads (admins too see only the current project's here)."""
+    return Workload.objects.with_relations().restrict(request.identity, Action.VIEW).filter(
+        tenant=request.tenant)
+
+
+# --- GPUs: free in the cluster, left in the quota -----------------------------------------
+
+def gpu_availability(tenant: Tenant, quota: Quota, *, ask_cluster: bool = True
+                     ) -> tuple[list[GpuAvailability], str | None]:
+    """The selector's rows, with the banner the pages show when the cluster did not answer."""
+    rows, error = selectors.gpu_availability(tenant, quota, ask_cluster=ask_cluster)
+    if error is None:
+        return rows, None
+    log.warning("cluster unreachable for the GPU availability: %s", error)
+    return rows, (f"{CLUSTER_UNREACHABLE}: free GPUs are not known. You can still launch; "
+                  "the workload starts when the cluster answers.")
+
+
+def fit_notes(row: GpuAvailability, count: int, tenant: Tenant) -> list[tuple[str, str]]:
+    """What to tell before submitting: (level, message), level error | warning | info."""
+    slug = row.gpu_type.slug
+    notes: list[tuple[str, str]] = []
+    never = False
+    if row.known and row.largest_node == 0:
+        never = True
+        notes.append(("error", f"No node of the cluster offers {slug} GPUs; this request can "
+                               "never run."))
+    elif row.known and count > row.largest_node:
+        never = True
+        notes.append(("error", f"No {slug} node has {count} GPUs (the largest has "
+                               f"{row.largest_node}); this request can never run."))
+    if row.quota_used + count > row.quota_limit:
+        notes.append(("warning", f"Beyond the quota: {tenant.name} uses {row.quota_used} of "
+                                 f"{row.quota_limit} {slug} GPUs; {count} more would exceed it."))
+    elif row.total_used + count > row.total_limit:
+        notes.append(("warning", f"Beyond the quota: {tenant.name} uses {row.total_used} of "
+                                 f"{row.total_limit} GPUs in all; {count} more would exceed it."))
+    elif row.known and not never and count > row.free:
+        notes.append(("info", f"Only {row.free} {slug} GPUs are free right now: it will wait "
+                              "(pending) until enough are, then start by itself."))
+    return notes
+
+
+def _check_context(rows: list[GpuAvailability], slug: str, count_text: str,
+                   tenant: Tenant) -> dict:
+    row = next((r for r in rows if r.gpu_type.slug == slug), None)
+    try:
+        count = int(count_text)
+    except (TypeError, ValueError):
+        count = None
+    if row is None:
+        return {"row": None, "count": count, "notes": [("warning", "Choose a GPU type.")]}
+    if count is None or count < 1:
+        return {"row": row, "count": count,
+                "notes": [("warning", "Give the number of GPUs as a whole number, 1 or more.")]}
+    notes = fit_notes(row, count, tenant)
+    return {"row": row, "count": count, "notes": notes,
+            "never": any(level == "error" for level, _ in notes)}
+
+
+# --- the launch page ------------------------------------------------------------------------
+
+def _template_named(templates: list[Template], slug: str | None) -> Template | None:
+    return next((t for t in templates if t.slug == slug), None)
+
+
+def _initial_values(request: HttpRequest, templates: list[Template],
+                    rows: list[GpuAvailability]) -> dict[str, str]:
+    template = _template_named(templates, request.GET.get("template")) or \
+        (templates[0] if templates else None)
+    wanted_type = request.GET.get("gpu_type")
+    row = next((r for r in rows if r.gpu_type.slug == wanted_type), None) or \
+        next((r for r in rows if r.may_use > 0), None) or (rows[0] if rows else None)
+    values = {"name": "", "gpu_count": "1", "max_runtime_minutes": "", "retries": "",
+              "image": "", "command": "", "args": "", "env": "", "port": "",
+              "gpu_type": row.gpu_type.slug if row else "",
+              "idempotency_key": secrets.token_urlsafe(18)}
+    return _with_template_defaults(values, template)
+
+
+def _with_template_defaults(values: dict[str, str], template: Template | None) -> dict[str, str]:
+    if template is not None:
+        values.update(template=template.slug, shown_template=template.slug,
+                      cpu=str(template.default_cpu), memory=str(template.default_memory_gb),
+                      kind=template.kind)
+        if not template.custom:
+            values["image"] = ""  # blank: the template's own (a custom image is not carried over)
+    return values
+
+
+def _posted_values(post: QueryDict, templates: list[Template]) -> dict[str, str]:
+    """What was typed; when the template changed, its defaults replace the old template's."""
+    values = {key: post.get(key, "") for key in post if key != "csrfmiddlewaretoken"}
+    values["use_home"] = "on" if post.get("use_home") else ""
+    values["public"] = "on" if post.get("public") else ""
+    template = _template_named(templates, values.get("template"))
+    if template is not None and values.get("shown_template") != template.slug:
+        _with_template_defaults(values, template)
+    return values
+
+
+def _error_summary(errors: dict[str, list[str]]) -> list[dict[str, str]]:
+    return [{"field": field, "label": FIELD_LABELS[field], "message": message}
+            for field in FIELD_LABELS for message in errors.get(field, [])]
+
+
+def _launch_render(request: HttpRequest, tenant: Tenant, templates: list[Template],
+                   values: dict[str, str], *, errors: dict[str, list[str]] | None = None,
+                   refused: str = "", status: int = 200,
+                   rows: list[GpuAvailability] | None = None,
+                   cluster_error: str | None = None) -> HttpResponse:
+    if rows is None:
+        rows, cluster_error = gpu_availability(tenant, tenant.quota)
+    errors = errors or {}
+    return render(request, "workloads/launch.html", {
+        "tenant": tenant, "quota": tenant.quota, "templates": templates,
+        "may_go_public": tenant_service_access(tenant).allow_public,
+        "site_registries": settings.PORTAL_IMAGE_REGISTRIES,
+        "root_admitted": tenant_admits_root(tenant),
+        "template": _template_named(templates, values.get("template")),
+        "gpu_rows": rows, "cluster_error": cluster_error, "values": values,
+        "errors": errors, "error_summary": _error_summary(errors), "refused": refused,
+        "check": _check_context(rows, values.get("gpu_type", ""), values.get("gpu_count", ""),
+                                tenant),
+        "queueing": queueing_shown(),
+        "addresses": service_addresses(),
+    }, status=status)
+
+
+@project_required
+@require_http_methods(["GET", "POST"])
+@tenant_required(Action.LAUNCH)
+def launch(request: HttpRequest) -> HttpResponse:
+    tenant = request.tenant
+    templates = list(Template.objects.filter(enabled=True))
+    if request.method == "GET":
+        rows, cluster_error = gpu_availability(tenant, tenant.quota)
+        return _launch_render(request, tenant, templates,
+                              _initial_values(request, templates, rows),
+                              rows=rows, cluster_error=cluster_error)
+    values = _posted_values(request.POST, templates)
+    if request.POST.get("refresh"):  # without JavaScript: show the chosen template's fields
+        return _launch_render(request, tenant, templates, values)
+    return _launch_submit(request, tenant, templates, values)
+
+
+def _launch_submit(request: HttpRequest, tenant: Tenant, templates: list[Template],
+                   values: dict[str, str]) -> HttpResponse:
+    post = request.POST
+    template = _template_named(templates, post.get("template"))
+    data, errors = launch_request(post, template)
+    shown = _template_named(templates, post.get("shown_template"))
+    if template is not None and shown is not None and shown != template:
+        # CPU and memory still hold the previous template's defaults: not a choice made
+        for field, default in (("cpu", shown.default_cpu), ("memory", shown.default_memory_gb)):
+            if data.get(field) == str(default):
+                data.pop(field)
+    form = LaunchForm(data, tenant=tenant, quota=tenant.quota)
+    if not form.is_valid():
+        for field, messages_ in form.field_errors().items():
+            errors.setdefault(field, []).extend(messages_)
+    if errors:
+        return _launch_render(request, tenant, templates, values, errors=errors, status=400)
+    try:
+        workload, created = workload_launch(tenant=tenant, user=request.user,
+                                            request=form.request,
+                                            idempotency_key=_idempotency_key(post))
+    except AdmissionRefused as exc:
+        return _launch_render(request, tenant, templates, values, refused=str(exc),
+                              errors={"form": [str(exc)]}, status=403)
+    if created:
+        messages.success(request, f"{workload.name} was submitted: {workload.gpu_count}× "
+                                  f"{workload.gpu_type.slug}, {workload.template.name}.")
+    else:
+        messages.info(request, f"{workload.name} was already submitted by this form.")
+    return redirect("workloads:detail", pk=workload.pk)
+
+
+def _idempotency_key(post: QueryDict) -> str | None:
+    """The form's one-time key plus a digest of what it asks for: the same form sent twice
+    (a double click, a reload) launches once; changed and sent again, it launches anew."""
+    form_key = post.get("idempotency_key", "")[:64]
+    if not form_key:
+        return None
+    asked = sorted((key, value) for key, values in post.lists() for value in values
+                   if key not in {"csrfmiddlewaretoken", "idempotency_key", "refresh"})
+    digest = hashlib.sha256(json.dumps(asked).encode()).hexdigest()[:32]
+    return f"{form_key}:{digest}"
+
+
+@project_required
+@require_GET
+@tenant_required(Action.LAUNCH)
+def launch_check(request: HttpRequest) -> HttpResponse:
+    """htmx: free GPUs and quota left for the chosen type and count, with warnings."""
+    tenant = request.tenant
+    rows, cluster_error = gpu_availability(tenant, tenant.quota)
+    return render(request, "workloads/_launch_check.html", {
+        "check": _check_context(rows, request.GET.get("gpu_type", ""),
+                                request.GET.get("gpu_count", ""), tenant),
+        "cluster_error": cluster_error, "tenant": tenant,
+    })
+
+
+@project_required
+@require_POST
+@tenant_required(Action.LAUNCH)
+def launch_fields(request: HttpRequest) -> HttpResponse:
+    """htmx: the chosen template's fields (CPU and memory defaults, the custom image part)."""
+    if not request.htmx:
+        return redirect("workloads:launch")
+    tenant = request.tenant
+    templates = list(Template.objects.filter(enabled=True))
+    values = _posted_values(request.POST, templates)
+    return render(request, "workloads/_template_fields.html", {
+        "template": _template_named(templates, values.get("template")), "values": values,
+        "errors": {}, "quota": tenant.quota, "tenant": tenant,
+        "may_go_public": tenant_service_access(tenant).allow_public,
+        "site_registries": settings.PORTAL_IMAGE_REGISTRIES,
+    })
+
+
+# --- the list -------------------------------------------------------------------------------
+
+def _list_context(request: HttpRequest) -> dict:
+    params = request.GET.copy()
+    if params.get("state") == "active":
+        params.setlist("state", list(Workload.ACTIVE_STATES))
+    filterset = WorkloadFilterSet(params, queryset=_project_workloads(request), request=request)
+    page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    rules: dict[int, str] = {}  # tenant → its rule of who gets through, read once
+    for workload in page:
+        workload.may_change = workload_may_change(request.identity, workload)
+        workload.may_open = _may_open(request, workload, rules)
+    annotate_queue(page)
+    query = request.GET.copy()
+    query.pop("page", None)
+    return {
+        "filterset": filterset, "page": page, "workloads": list(page),
+        "polling": any(w.is_active for w in page), "poll_seconds": POLL_SECONDS,
+        "query": request.GET.urlencode(), "page_query": query.urlencode(),
+        # where Stop comes back to: the list as filtered (also when the rows were polled)
+        "list_url": reverse("workloads:list") + (f"?{request.GET.urlencode()}"
+                                                 if request.GET else ""),
+        "state_filter": request.GET.get("state", ""), "mine": request.GET.get("mine") == "true",
+        "states": Workload.State.choices, "filtered": bool(request.GET.get("state")
+                                                           or request.GET.get("mine")),
+    }
+
+
+@project_required
+@require_GET
+def workload_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "workloads/workload_list.html", _list_context(request))
+
+
+@project_required
+@require_GET
+def workload_rows(request: HttpRequest) -> HttpResponse:
+    """htmx: the table body; it polls itself while a shown workload is active."""
+    return render(request, "workloads/_workload_rows.html", _list_context(request))
+
+
+# --- one workload ---------------------------------------------------------------------------
+
+def _may_open(request: HttpRequest, workload: Workload, rules: dict[int, str] | None = None
+              ) -> bool:
+    """Whether the page offers to open the workload: it is of the current project and the
+    project's rule lets this user through its proxy (others would meet the proxy's 403)."""
+    identity = request.identity
+    if request.tenant is None or workload.tenant_id != request.tenant.pk:
+        return False
+    rules = {} if rules is None else rules
+    if workload.tenant_id not in rules:
+        rules[workload.tenant_id] = tenant_service_access(workload.tenant).who
+    return access_decision(workload=workload, user=request.user, role=identity.role,
+                           is_admin=identity.is_admin, who=rules[workload.tenant_id]).allowed
+
+
+def _detail_context(request: HttpRequest, workload: Workload) -> dict:
+    logs, logs_error = None, None
+    try:
+        logs = workload_logs(workload, tail=LOG_TAIL)
+    except KubeError as exc:
+        log.warning("cluster unreachable for the logs of workload %s: %s", workload.pk, exc)
+        logs_error = f"{CLUSTER_UNREACHABLE}: the logs cannot be read. The state shown is " \
+                     "the portal's last record."
+    events = list(workload.events.order_by("-at", "-id")[:EVENTS_SHOWN])[::-1]
+    annotate_queue([workload])
+    argv = [*workload.command, *workload.args]
+    may_see_secrets = workload_may_see_secrets(request.identity, workload)
+    if not may_see_secrets:
+        # other members and readers see that it runs, not how to get in: no access token in
+        # the logs, the events or the arguments (the rows are not saved)
+        logs = workload_redact(workload, logs) if logs is not None else None
+        argv = workload_redact(workload, argv)
+        for event in events:
+            event.message = redact(event.message, (workload.access_token,))
+    return {
+        "workload": workload,
+        "may_change": workload_may_change(request.identity, workload),
+        "may_open": _may_open(request, workload),
+        "argv": argv,
+        "access": workload_access_summary(workload),
+        "events": events, "logs": logs, "logs_error": logs_error,
+        "polling": workload.is_active, "poll_seconds": POLL_SECONDS, "log_tail": LOG_TAIL,
+    }
+
+
+def _in_another_project(request: HttpRequest, pk: int) -> HttpResponse | None:
+    """A link to a workload of another of the user's projects: offer to switch to it (None:
+    not one of theirs, a 404)."""
+    project = selectors.workload_project_elsewhere(request.identity, pk)
+    if project is None:
+        return None
+    return render(request, "workloads/other_project.html", {"workload_id": pk, "project": project})
+
+
+def _gone(request: HttpRequest, pk: int) -> HttpResponse:
+    """Deleted meanwhile: leave the page rather than poll a 404."""
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = reverse("workloads:list")
+        return response
+    return redirect("workloads:detail", pk=pk)
+
+
+def _with_relations(workloads):
+    return workloads.with_relations()
+
+
+@project_required
+@require_GET
+@scoped_object(Workload, queryset=_with_relations, on_missing=_in_another_project)
+def workload_detail(request: HttpRequest, workload: Workload) -> HttpResponse:
+    return render(request, "workloads/workload_detail.html", _detail_context(request, workload))
+
+
+@project_required
+@require_GET
+@scoped_object(Workload, queryset=_with_relations, on_missing=_gone)
+def workload_live(request: HttpRequest, workload: Workload) -> HttpResponse:
+    """htmx: state, events and logs; it polls itself while the workload is active."""
+    return render(request, "workloads/_workload_live.html", _detail_context(request, workload))
+
+
+@project_required
+@require_POST
+@scoped_object(Workload, Action.CHANGE, queryset=_with_relations)
+def stop(request: HttpRequest, workload: Workload) -> HttpResponse:
+    if workload.is_active:
+        workload_stop(workload=workload, user=request.user)
+        messages.success(request, f"{workload.name} is stopping; its GPUs are released when "
+                                  "its pods are gone.")
+    else:
+        messages.info(request, f"{workload.name} had already ended ({workload.state}).")
+    return redirect(safe_redirect_target(request, request.POST.get("next"))
+                    or reverse("workloads:detail", args=[workload.pk]))
+
+
+@project_required
+@require_POST
+@scoped_object(Workload, Action.CHANGE, queryset=_with_relations)
+def delete(request: HttpRequest, workload: Workload) -> HttpResponse:
+    workload_delete(workload=workload, user=request.user)
+    messages.success(request, f"{workload.name} was deleted."
+                              f"{' Its containers are being stopped.' if workload.is_active else ''}")
+    return redirect("workloads:list")
