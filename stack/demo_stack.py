@@ -2,7 +2,7 @@
 free ports, for a test or a benchmark: the same environment, the same Keystone, the same
 process list as `make demo`, only not on 8000/5000/8001 and not under .demo/.
 
-    stack = DemoStack(tmp_path, web="gunicorn")
+    stack = DemoStack(tmp_path, web="gunicorn")   # cluster="kube": `make demo CLUSTER=kube`'s
     stack.start()            # Keystone, Redis, kubesim, migrate + collectstatic, web, worker, tracker, beat, seed
     stack.url, stack.keystone.url, stack.kubeconfig, stack.log("tracker")
     stack.close()            # every process, whatever happened
@@ -26,6 +26,7 @@ from .demo import (
     portal_env,
     prepare,
     seed,
+    start_real_cluster,
 )
 from .keystone import KeystoneInstall
 from .procs import REPO, free_port, http_ok, port_open, stop, wait_for
@@ -35,10 +36,12 @@ BACKENDS = ("keystone", "redis", "kubesim")
 
 
 class DemoStack:
-    def __init__(self, root: Path, *, web: str = WEB_SERVER) -> None:
+    def __init__(self, root: Path, *, web: str = WEB_SERVER, cluster: str = "kubesim") -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.layout = DemoLayout(root=root, portal_port=free_port(), keystone_port=free_port(),
-                                 kubesim_port=free_port(), redis_port=free_port(), web=web)
+                                 kubesim_port=free_port(), redis_port=free_port(), web=web,
+                                 cluster=cluster)
+        self.control_plane = None  # cluster="kube": the real control plane (stack/k8s/)
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         self.keystone: KeystoneInstall = keystone_install(self.layout)
         self.env: dict[str, str] = {}
@@ -64,8 +67,10 @@ class DemoStack:
     def start(self) -> DemoStack:
         self.keystone.ensure()
         self.env = portal_env(self.layout)
-        processes = demo_processes(self.layout, self.keystone, self.env)
         try:
+            if self.layout.cluster == "kube":
+                self.control_plane = start_real_cluster(self.layout, self.keystone, self.env)
+            processes = demo_processes(self.layout, self.keystone, self.env)
             for process in processes:
                 if process.name in BACKENDS:
                     self._start(process.name, process.argv, process.env)
@@ -101,3 +106,6 @@ class DemoStack:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
+        if self.control_plane is not None:
+            self.control_plane.stop()
+            self.control_plane = None

@@ -97,7 +97,7 @@ import os, sys, threading, time
 import django
 django.setup()
 from identity.tokens import validate_token
-from tests.keystone.test_token_validation import CountingClient, all_at_once
+from tests.identity.test_token_validation import CountingClient, all_at_once
 client = CountingClient()
 start = float(sys.argv[2])
 time.sleep(max(0.0, start - time.time()))
