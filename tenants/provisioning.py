@@ -31,6 +31,7 @@ from .manifests import (
 )
 from .models import Quota, Tenant
 from .selectors import tenant_pod_security
+from .transitions import ACTIVE, tenant_transition
 
 log = logging.getLogger(__name__)
 
@@ -217,9 +218,12 @@ def tenant_reconcile(*, tenant_id: int, kube: Kube | None = None) -> ReconcileRe
 
 
 def _set_state(tenant: Tenant, state: str, reason: str) -> None:
-    Tenant.objects.filter(pk=tenant.pk).update(state=state, state_reason=reason[:2000],
-                                               last_reconciled_at=timezone.now(),
-                                               updated_at=timezone.now())
+    """How the reconcile found the namespace; only while the tenant is still one to reconcile:
+    one marked deleting while the reconcile ran stays deleting, for its namespace to go."""
+    if not tenant_transition(tenant=tenant, allowed_from=ACTIVE, to=state, reason=reason,
+                             last_reconciled_at=timezone.now()):
+        log.info("tenant %s: not written %s: its state changed while its reconcile ran",
+                 tenant.pk, state)
 
 
 def _audit(tenant: Tenant, result: ReconcileResult) -> None:
@@ -242,9 +246,13 @@ def tenant_namespace_delete(*, tenant_id: int, kube: Kube | None = None) -> bool
     if queueing_on(kube):
         kube.delete("ClusterQueue", tenant.namespace)  # cluster-wide: not in the namespace
     with transaction.atomic():
-        Tenant.objects.filter(pk=tenant.pk).update(state=Tenant.State.DELETED,
-                                                   updated_at=timezone.now())
+        if not tenant_transition(tenant=tenant, allowed_from=(Tenant.State.DELETING,),
+                                 to=Tenant.State.DELETED):
+            # restored while its namespace was being deleted: the periodic reconcile
+            # (tenants_reconcile_all) provisions it again once the namespace is gone
+            log.warning("tenant %s was restored while its namespace was deleted", tenant.pk)
+            tenant.refresh_from_db(fields=["state"])
         audit_record(actor=None, action="namespace.delete", tenant=tenant,
                      target=tenant.namespace, before={"state": "deleting"},
-                     after={"state": "deleted", "namespace_existed": existed})
+                     after={"state": tenant.state, "namespace_existed": existed})
     return True

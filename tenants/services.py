@@ -17,6 +17,7 @@ from kube.labels import namespace_name
 
 from .models import GpuQuota, Quota, Tenant
 from .signals import tenant_deleting
+from .transitions import ACTIVE, tenant_transition
 
 QUOTA_FIELDS = ("gpus_total", "cpu", "memory_gb", "max_workloads", "max_runtime_minutes",
                 "idle_threshold_percent", "idle_minutes", "idle_action", "idle_grace_minutes",
@@ -121,14 +122,11 @@ def tenant_mark_deleting(*, tenant: Tenant, acting_user, reason: str) -> Tenant:
     """Start deleting a tenant: its workloads stop now; the namespace goes after the grace."""
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
-        if tenant.state in (Tenant.State.DELETING, Tenant.State.DELETED):
-            return tenant
         before = {"state": tenant.state}
-        tenant.state = Tenant.State.DELETING
-        tenant.state_reason = reason
-        tenant.delete_after = timezone.now() + dt.timedelta(
-            minutes=settings.PORTAL_TENANT_DELETE_GRACE_MINUTES)
-        tenant.save(update_fields=["state", "state_reason", "delete_after", "updated_at"])
+        if not tenant_transition(tenant=tenant, allowed_from=ACTIVE, to=Tenant.State.DELETING,
+                                 reason=reason, delete_after=timezone.now() + dt.timedelta(
+                                     minutes=settings.PORTAL_TENANT_DELETE_GRACE_MINUTES)):
+            return tenant  # deleting or deleted already
         answers = tenant_deleting.send(sender=Tenant, tenant=tenant, user=acting_user,
                                        reason=f"The tenant is being deleted: {reason}")
         stopped = sum(answer for _, answer in answers if isinstance(answer, int))
@@ -144,10 +142,9 @@ def tenant_restore(*, tenant: Tenant, acting_user) -> Tenant:
     """Undo a pending deletion (the project came back, or the admin changed their mind)."""
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
-        if tenant.state != Tenant.State.DELETING:
+        if not tenant_transition(tenant=tenant, allowed_from=(Tenant.State.DELETING,),
+                                 to=Tenant.State.NEW, reason="", delete_after=None):
             return tenant
-        tenant.state, tenant.state_reason, tenant.delete_after = Tenant.State.NEW, "", None
-        tenant.save(update_fields=["state", "state_reason", "delete_after", "updated_at"])
         audit_record(actor=acting_user, action="tenant.restore", tenant=tenant,
                      target=tenant.namespace, before={"state": "deleting"},
                      after={"state": tenant.state})

@@ -43,8 +43,9 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from tenants.models import Quota
+from workloads.journal import mail_owner, workload_event
 from workloads.models import Workload
-from workloads.services import mail_owner, workload_event, workload_stop
+from workloads.services import workload_stop
 
 from .models import GpuSample, WorkloadIdle
 

@@ -93,6 +93,14 @@ def parse_time(value: str | None) -> dt.datetime | None:
         return None
 
 
+def expires_at_for(workload: Workload, started: dt.datetime) -> dt.datetime | None:
+    """When a workload that started running at `started` reaches its maximum runtime (None:
+    no limit): the runtime counts from when it started running."""
+    if not workload.max_runtime_minutes:
+        return None
+    return started + dt.timedelta(minutes=workload.max_runtime_minutes)
+
+
 def _conditions(obj: Obj | None) -> dict[str, Obj]:
     """The object's status conditions by type (the last one of a type wins)."""
     if not obj:

@@ -16,6 +16,8 @@ from django.db import transaction
 
 from audit.services import audit_record
 
+from .journal import mail_owner, workload_event
+
 log = logging.getLogger(__name__)
 
 
@@ -31,8 +33,6 @@ def reclaim_text(workload, reason: str) -> str:
 
 def workload_reclaimed(*, workload, reason: str) -> None:
     """The notice of a preemption: event, audit record, e-mail (after the commit)."""
-    from workloads.services import mail_owner, workload_event
-
     text = reclaim_text(workload, reason)
     workload_event(workload=workload, reason="Preempted", message=text, type="Warning",
                    source="queue")

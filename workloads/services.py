@@ -7,15 +7,12 @@ enqueued on commit: an accepted launch is in the database before anything else h
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import logging
 import secrets
 from typing import Any
 
-from django.conf import settings
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
@@ -31,8 +28,9 @@ from tenants.models import Quota, Tenant
 from tenants.queueing import gpu_reach
 
 from . import metrics
+from .journal import workload_event
 from .launch_spec import launch_spec_from_rows
-from .models import Workload, WorkloadEvent
+from .models import Workload
 from .selectors import service_addresses
 from .transitions import STOPPABLE, workload_transition
 
@@ -95,27 +93,6 @@ def _same_launch(existing: Workload, fingerprint: str, key: str) -> Workload:
             f"The Idempotency-Key {key!r} was used for another launch request (workload "
             f"{existing.pk}); use a new key for a different request.")
     return existing
-
-
-def mail_owner(workload: Workload, *, subject: str, lead: str, text: str, what: str) -> None:
-    """An e-mail to the workload's owner ("your workload … <lead>.", then `text`): only with
-    EMAIL_HOST set and the owner's address known; a mail server's failure is logged, never
-    raised (the tracker's and culling's cycles go on)."""
-    address = (getattr(workload.owner, "email", "") or "").strip()
-    if not settings.EMAIL_HOST or not address:
-        return
-    body = (f"Hello {workload.owner.username},\n\nyour workload {workload.name} "
-            f"(#{workload.pk}, project {workload.tenant.name}) {lead}.\n{text}\n")
-    try:
-        send_mail(f"[GPU portal] {subject}", body, settings.DEFAULT_FROM_EMAIL, [address])
-    except Exception as exc:  # noqa: BLE001
-        log.warning("%s e-mail for workload %s not sent: %s", what, workload.pk, exc)
-
-
-def workload_event(*, workload: Workload, reason: str, message: str, type: str = "Normal",
-                   source: str = "portal") -> WorkloadEvent:
-    return WorkloadEvent.objects.create(workload=workload, at=timezone.now(), type=type,
-                                        reason=reason, message=message, source=source)
 
 
 def _queue_admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]) -> None:
@@ -306,9 +283,3 @@ def workloads_stop_for_tenant(*, tenant: Tenant, user, reason: str, **_signal: A
         workload_stop(workload=workload, user=user, reason=reason)
         count += 1
     return count
-
-
-def expires_at_for(workload: Workload, started: dt.datetime) -> dt.datetime | None:
-    if not workload.max_runtime_minutes:
-        return None
-    return started + dt.timedelta(minutes=workload.max_runtime_minutes)

@@ -17,9 +17,10 @@ from kube.kueue import queueing_on
 from tenants.kueue import QUEUED_REASON
 from tenants.provisioning import tenant_reconcile
 
+from .journal import workload_event
 from .models import Workload
 from .objects import workload_objects_create, workload_objects_delete
-from .services import workload_event, workload_launch_spec_freeze, workload_stop
+from .services import workload_launch_spec_freeze, workload_stop
 from .transitions import workload_transition
 
 log = logging.getLogger(__name__)

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from core.contention import retry_on_contention
 
+from .journal import workload_event
 from .models import Workload
 
 log = logging.getLogger(__name__)
@@ -98,8 +99,6 @@ def workload_transition(*, workload: Workload | None = None, workload_id: int | 
 
 def _transition(pk: int, allowed: frozenset[str], to: str, reason: str | None,
                 event: Mapping[str, str] | None, fields: dict[str, Any]) -> bool:
-    from .services import workload_event
-
     with transaction.atomic():
         locked = (Workload.objects.select_for_update()
                   .filter(pk=pk, state__in=allowed).first())

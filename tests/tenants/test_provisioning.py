@@ -277,6 +277,16 @@ def test_the_cluster_refusing_fails_the_tenant_with_its_reason(tenant, cluster):
     assert Quota.objects.filter(tenant=tenant).exists()
 
 
+def namespace_gone(cluster, namespace: str) -> bool:
+    try:
+        core(cluster).read_namespace(namespace)
+    except k8s.ApiException as exc:
+        if exc.status != 404:
+            pytest.fail(f"reading the namespace failed: {exc}")  # no use waiting
+        return True
+    return False
+
+
 def test_deleting_a_tenant_removes_its_namespace_after_the_grace(tenant, cluster, settings):
     tenant_reconcile(tenant_id=tenant.pk)
     tenant_mark_deleting(tenant=tenant, acting_user=None, reason="project gone")
@@ -287,20 +297,56 @@ def test_deleting_a_tenant_removes_its_namespace_after_the_grace(tenant, cluster
     assert not tenant_reconcile(tenant_id=tenant.pk).changed  # a deleting tenant is left alone
     Tenant.objects.filter(pk=tenant.pk).update(delete_after=timezone.now() - dt.timedelta(seconds=1))
     assert tenant_namespace_delete(tenant_id=tenant.pk)
-    def namespace_gone() -> bool:
-        try:
-            core(cluster).read_namespace(tenant.namespace)
-        except k8s.ApiException as exc:
-            if exc.status != 404:
-                pytest.fail(f"reading the namespace failed: {exc}")  # no use waiting
-            return True
-        return False
-
-    eventually(namespace_gone, timeout=10, message="namespace still there")
+    eventually(lambda: namespace_gone(cluster, tenant.namespace), timeout=10,
+               message="namespace still there")
     tenant.refresh_from_db()
     assert tenant.state == Tenant.State.DELETED
     actions = list(AuditRecord.objects.filter(tenant=tenant).values_list("action", flat=True))
     assert {"tenant.delete", "namespace.delete"} <= set(actions)
+
+
+class DeletedMidway(Kube):
+    """The client of a reconcile that read its tenant as provisioned: after its first read of
+    the cluster, the tenant is marked deleting (its Keystone project vanished, an admin deleted
+    it); with `then_fail`, the cluster then stops answering, so the reconcile ends failed."""
+
+    def __init__(self, tenant: Tenant, *, then_fail: bool):
+        super().__init__()
+        self.tenant, self.then_fail, self.marked = tenant, then_fail, False
+
+    def get(self, kind, name, namespace=None):
+        if self.marked and self.then_fail:
+            raise KubeUnavailable("the API server went away")
+        live = super().get(kind, name, namespace)
+        if not self.marked:
+            self.marked = True
+            tenant_mark_deleting(tenant=self.tenant, acting_user=None, reason="project gone")
+        return live
+
+
+@pytest.mark.parametrize("then_fail", [False, True], ids=["reconcile-finishes", "reconcile-fails"])
+def test_a_reconcile_running_when_the_tenant_is_marked_deleting_leaves_it_deleting(
+        tenant, cluster, then_fail):
+    """The race of issue 24: the reconcile's end wrote provisioned (or failed) over deleting,
+    and the namespace was never deleted (that needs a deleting tenant)."""
+    tenant_reconcile(tenant_id=tenant.pk)
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.PROVISIONED
+    kube = DeletedMidway(tenant, then_fail=then_fail)
+    if then_fail:
+        with pytest.raises(KubeUnavailable):
+            tenant_reconcile(tenant_id=tenant.pk, kube=kube)
+    else:
+        tenant_reconcile(tenant_id=tenant.pk, kube=kube)
+    assert kube.marked
+    tenant.refresh_from_db()
+    assert (tenant.state, tenant.state_reason) == (Tenant.State.DELETING, "project gone")
+    Tenant.objects.filter(pk=tenant.pk).update(delete_after=timezone.now() - dt.timedelta(seconds=1))
+    assert tenant_namespace_delete(tenant_id=tenant.pk)
+    eventually(lambda: namespace_gone(cluster, tenant.namespace), timeout=10,
+               message="namespace still there")
+    tenant.refresh_from_db()
+    assert tenant.state == Tenant.State.DELETED
 
 
 def test_desired_objects_follow_the_quota(tenant, gpu_types):

@@ -4,7 +4,6 @@ workload's state any other way."""
 
 from __future__ import annotations
 
-import ast
 import datetime as dt
 import logging
 import threading
@@ -20,6 +19,8 @@ from django.utils import timezone
 from catalogue.models import Template
 from identity.models import User
 from tenants.services import tenant_ensure
+from tests.state_machines import app_imports, modules_above, project_modules
+from tests.state_machines import state_writes as writes_of_any_state
 from workloads.models import Workload, WorkloadEvent
 from workloads.transitions import (
     STOPPABLE,
@@ -259,89 +260,16 @@ def test_two_claims_at_once_one_wins(gpu_types, case):
 
 # -- nothing writes a workload's state another way ---------------------------------------------
 
-SOURCES = ("portal", "api", "tenants")
 THE_MACHINE = Path("workloads/transitions.py")
 # other models with a `state` of their own, by the name their writes start from
 OTHER_MODELS = {"Tenant", "tenant"}
 
 
-def _root(node: ast.AST) -> str:
-    """The name a chain such as `Workload.objects.filter(...).update` starts from."""
-    while True:
-        if isinstance(node, ast.Attribute):
-            node = node.value
-        elif isinstance(node, ast.Call):
-            node = node.func
-        elif isinstance(node, ast.Subscript):
-            node = node.value
-        else:
-            return node.id if isinstance(node, ast.Name) else ""
-
-
-def _names_state(node: ast.AST | None) -> bool:
-    return any(isinstance(n, ast.Constant) and n.value == "state" for n in ast.walk(node)) \
-        if node is not None else False
-
-
-def _state_dicts(tree: ast.AST) -> set[str]:
-    """Names bound to a dict that holds a "state" key (`updates = {"state": …}`,
-    `updates["state"] = …`)."""
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                if (isinstance(target, ast.Name) and isinstance(node.value, ast.Dict)
-                        and any(_names_state(key) for key in node.value.keys)):
-                    names.add(target.id)
-                if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
-                        and _names_state(target.slice)):
-                    names.add(target.value.id)
-    return names
-
-
-def _unpacks_state(keyword: ast.keyword, state_dicts: set[str]) -> bool:
-    """`**{"state": …}` or `**updates` where `updates` holds a state."""
-    if keyword.arg is not None:
-        return False
-    value = keyword.value
-    if isinstance(value, ast.Dict):
-        return any(_names_state(key) for key in value.keys)
-    return isinstance(value, ast.Name) and value.id in state_dicts
-
-
 def state_writes(source: str) -> list[int]:
-    """Lines that write a `state` other than through workload_transition: `.update(state=…)`
-    (or `**` a dict holding one), `x.state = …`, `save(update_fields=[…"state"…])`,
-    `bulk_update(…, ["state"])`, `setattr(x, "state", …)`."""
-    lines = []
-    tree = ast.parse(source)
-    state_dicts = _state_dicts(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for t in ast.walk(target):
-                    if (isinstance(t, ast.Attribute) and t.attr == "state"
-                            and _root(t.value) not in OTHER_MODELS):
-                        lines.append(node.lineno)
-        elif isinstance(node, ast.Call):
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else \
-                func.id if isinstance(func, ast.Name) else ""
-            if _root(func) in OTHER_MODELS:
-                continue
-            if name == "update" and any(k.arg == "state" or _unpacks_state(k, state_dicts)
-                                        for k in node.keywords):
-                lines.append(node.lineno)
-            elif name == "save" and any(k.arg == "update_fields" and _names_state(k.value)
-                                        for k in node.keywords):
-                lines.append(node.lineno)
-            elif name == "bulk_update" and (any(_names_state(a) for a in node.args[1:]) or any(
-                    k.arg == "fields" and _names_state(k.value) for k in node.keywords)):
-                lines.append(node.lineno)
-            elif name == "setattr" and len(node.args) > 1 and _names_state(node.args[1]):
-                lines.append(node.lineno)
-    return sorted(set(lines))
+    """Lines that write a workload's `state` (tests/state_writes.py: every way of writing one),
+    the writes of other models' states aside."""
+    return sorted({write.line for write in writes_of_any_state(source)
+                   if write.root not in OTHER_MODELS})
 
 
 def test_the_check_finds_each_way_of_writing_a_state():
@@ -376,12 +304,35 @@ Workload.objects.filter(pk=1).update(**fields)
 
 def test_every_workload_state_write_goes_through_the_transition():
     offenders = []
-    for folder in SOURCES:
-        for path in sorted((REPO / folder).rglob("*.py")):
-            relative = path.relative_to(REPO)
-            if relative == THE_MACHINE:
-                continue
-            for line in state_writes(path.read_text()):
-                offenders.append(f"{relative}:{line}")
+    modules = project_modules()
+    assert THE_MACHINE in modules and Path("usage/culling.py") in modules  # it reads the apps
+    for relative in modules:
+        if relative == THE_MACHINE:
+            continue
+        for line in state_writes((REPO / relative).read_text()):
+            offenders.append(f"{relative}:{line}")
     assert offenders == [], ("write workload states with transitions.workload_transition: "
                              f"{offenders}")
+
+
+# -- the state machine is the app's lowest writer -------------------------------------------
+
+THE_JOURNAL = Path("workloads/journal.py")
+# the app's layers above its writers, by name: whatever a new module there imports
+ABOVE = ("services", "tasks", "views", "admin_views", "urls", "api", "notices", "tracking",
+         "management")
+
+
+def test_the_state_machine_imports_nothing_above_it_in_the_app():
+    """transitions.py records its events through the journal (journal.py), never through the
+    services, tasks, notices or tracker that call it: the lowest writer does not reach up."""
+    # above it: every module that imports it, directly or through others, and the layers above
+    above = modules_above(THE_MACHINE)
+    assert {"workloads.services", "workloads.tasks", "workloads.tracking.states",
+            "workloads.api.views"} <= above  # deferred imports included
+    for module in (THE_MACHINE, THE_JOURNAL):
+        reaching_up = {name for name in app_imports(module)
+                       if name in above or name.split(".")[1] in ABOVE}
+        assert reaching_up == set(), f"{module} imports {sorted(reaching_up)}"
+    assert "workloads.journal" in app_imports(THE_MACHINE)
+    assert app_imports(THE_JOURNAL) == {"workloads.models"}

@@ -14,10 +14,9 @@ from django.utils import timezone
 
 from workloads.notices import workload_reclaimed
 
-from ..lifecycle import LATE_FACTS, Observed, Outcome, derive
+from ..lifecycle import LATE_FACTS, Observed, Outcome, derive, expires_at_for
 from ..manifests import BATCH, SERVICE
 from ..models import Workload
-from ..services import expires_at_for
 from ..transitions import workload_transition
 from .index import (
     LIVE,
