@@ -360,8 +360,19 @@ OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"
 OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"
 OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
 SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W006"]  # see the grace period below
+# the default hashers, then the one for the workloads' OAuth client secrets (256-bit derived
+# keys, not passwords: access/hashers.py says why a slow hash is no use for them)
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.BCryptSHA256PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+    "access.hashers.DerivedSecretHasher",
+]
 OAUTH2_PROVIDER = {
     "OIDC_ENABLED": True,
+    "CLIENT_SECRET_HASHER": "pbkdf2_sha256_derived_key",
     "OIDC_RSA_PRIVATE_KEY": PORTAL_OIDC_PRIVATE_KEY,
     "OIDC_ISS_ENDPOINT": PORTAL_OIDC_ISSUER,
     "OAUTH2_VALIDATOR_CLASS": "access.oidc.PortalOAuth2Validator",

@@ -35,7 +35,8 @@ if not os.environ.get("PORTAL_OIDC_PRIVATE_KEY"):
 from portal.settings import *  # noqa: E402,F403
 
 # Tests exercise the same code paths; only what makes runs slow or flaky is changed.
-PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher",
+                    "access.hashers.DerivedSecretHasher"]
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 # tasks go to the test Redis; tests that want them inline ask for the `eager_celery` fixture
 CELERY_TASK_ALWAYS_EAGER = False
