@@ -11,7 +11,7 @@ help:
 	@echo "make demo   - run the portal with Keystone, Redis, kubesim and Celery on 127.0.0.1"
 	@echo "              (CLUSTER=kube: on a real Kubernetes 1.37 control plane with KWOK GPU nodes)"
 	@echo "make test   - install what the tests need and run the whole suite"
-	@echo "make lint   - ruff"
+	@echo "make lint   - ruff and mypy (CI runs it before the tests)"
 	@echo "make bench  - the quick benchmarks (bench/)"
 
 $(STAMP): pyproject.toml
@@ -39,6 +39,7 @@ test: $(STAMP) $(ASSETS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) -m stack.system_deps

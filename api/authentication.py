@@ -7,6 +7,7 @@ import datetime as dt
 from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
+from rest_framework.request import Request
 
 from identity.client import KeystoneUnavailable, Project, TokenInvalid
 from identity.identity import Identity
@@ -14,6 +15,14 @@ from identity.roles import is_portal_admin
 from identity.services import user_sync
 from identity.signals import projects_seen
 from identity.tokens import validate_token
+
+
+class APIRequest(Request):
+    """An API request once authenticated (every view asks for a project: api/permissions.py),
+    for the type checker: `identity`, read through to the Django request that the
+    authentication classes put it on."""
+
+    identity: Identity
 
 
 class ServiceUnavailable(exceptions.APIException):

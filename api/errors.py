@@ -8,6 +8,8 @@ nested too deeply 400 `too_deeply_nested` (api/parsers.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.exceptions import (
     PermissionDenied,
@@ -45,7 +47,7 @@ class TooManyFields(exceptions.ParseError):
     default_detail = "The request has more form fields or files than the API accepts."
 
 
-def _flatten(detail) -> list[str] | dict:
+def _flatten(detail: Any) -> list[Any] | dict[str, Any]:
     if isinstance(detail, dict):
         return {key: _flatten(value) for key, value in detail.items()}
     if isinstance(detail, list):
@@ -56,6 +58,7 @@ def _flatten(detail) -> list[str] | dict:
 
 
 def exception_handler(exc, context):
+    response: Response | None
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, RequestDataTooBig):
@@ -76,7 +79,7 @@ def exception_handler(exc, context):
         # (ContentionRetryMiddleware may run the request again: the mark says it may)
         response = Response(dict(DATABASE_BUSY), status=status.HTTP_503_SERVICE_UNAVAILABLE)
         response["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
-        response.lock_contention = True
+        response.lock_contention = True  # type: ignore[attr-defined]  # read with getattr
         return response
     elif isinstance(exc, DATABASE_DOWN):
         # the database is down or restarting: a clean 503, not a stack trace (other database
@@ -88,7 +91,7 @@ def exception_handler(exc, context):
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        detail = exc.detail
+        detail: Any = exc.detail
         fields = _flatten(detail) if isinstance(detail, dict) else {}
         non_field = fields.pop("non_field_errors", None) if isinstance(fields, dict) else None
         message = "; ".join(non_field) if non_field else "Invalid input."

@@ -11,21 +11,32 @@ is a 403.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from rest_framework import exceptions, generics, viewsets
 
 from identity.scoping import Action
 
+from .authentication import APIRequest
 
-class TenantScoped:
+# a mixin of GenericAPIView's subclasses: the checker sees the base whose methods it extends
+if TYPE_CHECKING:
+    _View = generics.GenericAPIView
+else:
+    _View = object
+
+
+class TenantScoped(_View):
+    request: APIRequest
     change_actions: frozenset[str] = frozenset()
     refusal = "Your role in this project may not change this."
 
     def scope_action(self) -> Action:
-        name = getattr(self, "action", None) or self.request.method.lower()
+        name = getattr(self, "action", None) or (self.request.method or "").lower()
         return Action.CHANGE if name in self.change_actions else Action.VIEW
 
     def get_queryset(self):
-        queryset = super().get_queryset()
+        queryset: Any = super().get_queryset()  # a TenantScopedQuerySet (identity/scoping.py)
         if getattr(self, "swagger_fake_view", False):  # the schema generator: no request
             return queryset.none()
         return queryset.restrict(self.request.identity, Action.VIEW)

@@ -110,7 +110,7 @@ class AccessibleForm(forms.Form):
 
     def error_summary(self) -> list[dict[str, str]]:
         """Field errors in form order, for the summary at the top that links to each field."""
-        return [{"field": name, "label": str(self.fields[name].label), "message": message}
+        return [{"field": name, "label": str(self.fields[name].label), "message": str(message)}
                 for name in self.fields for message in self.errors.get(name, [])]
 
 
@@ -346,7 +346,8 @@ class TemplateForm(AccessibleForm):
         return env
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if not self.is_custom:
             if "image" in data and not data["image"] and "image" not in self.errors:
                 self.add_error("image", "A template needs an image (only a custom template "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from typing import Any
 
 from django.conf import settings
 
@@ -39,7 +40,7 @@ _read: dict[str, tuple[AddressPools, float]] = {}
 _lock = threading.Lock()
 
 
-def pools_from(items: list[dict], wanted: str = "") -> AddressPools:
+def pools_from(items: list[dict[str, Any]], wanted: str = "") -> AddressPools:
     """Pure: the count over IPAddressPool objects as the API server returns them."""
     chosen = [p for p in items if (p.get("metadata") or {}).get("name") == wanted] if wanted \
         else [p for p in items if (p.get("spec") or {}).get("autoAssign", True) is not False]

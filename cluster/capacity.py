@@ -148,7 +148,7 @@ def with_admitted(by_type: dict[str, GpuTypeCapacity], bound: frozenset[int]
             for slug, cap in by_type.items()}
 
 
-def _type_key(gpu_types: list[Any]) -> tuple:
+def _type_key(gpu_types: list[Any]) -> tuple[Any, ...]:
     return tuple((t.slug, t.resource_name, tuple(sorted((t.node_selector or {}).items())))
                  for t in gpu_types)
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import DatabaseError, connection
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +57,8 @@ def is_lock_contention(exc: BaseException) -> bool:
     return any(text in message for text in SQLITE_CONTENTION)
 
 
-def retry_on_contention(fn: Callable[..., T], *args, attempts: int = ATTEMPTS,
-                        what: str = "", **kwargs) -> T:
+def retry_on_contention(fn: Callable[..., T], *args: Any, attempts: int = ATTEMPTS,
+                        what: str = "", **kwargs: Any) -> T:
     """`fn(*args, **kwargs)`, run again (backoff 0.05, 0.1, 0.2 s …) while lock contention
     ends it, at most `attempts` times in all. Outside an atomic block only: inside one, the
     transaction is already broken and the outermost caller must start it again."""
@@ -76,10 +78,10 @@ def retry_on_contention(fn: Callable[..., T], *args, attempts: int = ATTEMPTS,
 class ContentionRetryMiddleware:
     """Runs a request again when lock contention ended it before it wrote anything."""
 
-    def __init__(self, get_response) -> None:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         replayable = self._keep_body(request)
         started = time.monotonic()
         for attempt in range(1, ATTEMPTS + 1):
@@ -98,7 +100,7 @@ class ContentionRetryMiddleware:
         return response
 
     @staticmethod
-    def _keep_body(request) -> bool:
+    def _keep_body(request: HttpRequest) -> bool:
         """Read the body now (a retry must see it again); False when it is too big to keep."""
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -121,7 +123,8 @@ class _Statements:
         self.contended = False
         self.writes_before_contention = 0
 
-    def __call__(self, execute, sql, params, many, context):
+    def __call__(self, execute: Callable[..., Any], sql: str, params: Any, many: bool,
+                 context: dict[str, Any]) -> Any:
         try:
             result = execute(sql, params, many, context)
         except DatabaseError as exc:

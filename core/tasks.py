@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 
-def send_on_commit(task, *args) -> None:
+def send_on_commit(task: Any, *args: Any) -> None:
     """Send `task` once the current transaction commits.
 
     The committed row is the request: when the broker cannot take the message (Redis

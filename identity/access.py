@@ -17,16 +17,33 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django_htmx.middleware import HtmxDetails
 
+from .identity import Identity
 from .scoping import Action
 
-__all__ = ["admin_required", "login_required", "project_required", "scoped_object",
-           "tenant_required"]
+__all__ = ["PortalRequest", "SignedInRequest", "admin_required", "login_required", "project_required",
+           "scoped_object", "tenant_required"]
+
+
+class PortalRequest(HttpRequest):
+    """A page's request as the middleware leaves it, for the type checker: `identity`
+    (identity/middleware.py; None when signed out) and `htmx` (django-htmx)."""
+
+    identity: Identity | None
+    htmx: HtmxDetails
+
+
+class SignedInRequest(PortalRequest):
+    """The request of a view under `login_required` or `project_required`."""
+
+    identity: Identity
 
 
 def admin_required(view):
@@ -65,7 +82,7 @@ def tenant_required(action: Action = Action.VIEW):
 
     def decorate(view):
         @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args, **kwargs):
+        def wrapper(request: PortalRequest, *args, **kwargs):
             tenant = getattr(request, "tenant", None)
             if tenant is None:
                 raise Http404("The current project has no tenant in the portal.")
@@ -80,7 +97,7 @@ def tenant_required(action: Action = Action.VIEW):
 
 def scoped_object(model, action: Action = Action.VIEW, *, kwarg: str = "pk",
                   queryset: Callable | None = None,
-                  on_missing: Callable[[HttpRequest, int], HttpResponse | None] | None = None):
+                  on_missing: Callable[[Any, int], HttpResponse | None] | None = None):
     """The object named by the URL's `kwarg`, from `model.objects.restrict(identity, "view")`
     (or `queryset(manager)`'s restriction); the view gets it as its `kwarg`'s model name
     (`workload`, `tenant`, …). Not visible: `on_missing(request, pk)`'s answer, or 404.
@@ -89,7 +106,7 @@ def scoped_object(model, action: Action = Action.VIEW, *, kwarg: str = "pk",
 
     def decorate(view):
         @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args, **kwargs):
+        def wrapper(request: PortalRequest, *args, **kwargs):
             pk = kwargs.pop(kwarg)
             base = queryset(model.objects) if queryset is not None else model.objects.all()
             obj = base.restrict(request.identity, Action.VIEW).filter(pk=pk).first()

@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import urllib3
 from django.conf import settings
@@ -35,7 +35,7 @@ WATCH_READ_SLACK = 10.0
 
 
 class KubeError(Exception):
-    def __init__(self, message: str, *, code: int | None = None, status: dict | None = None):
+    def __init__(self, message: str, *, code: int | None = None, status: dict[str, Any] | None = None):
         super().__init__(message)
         self.code = code
         self.status = status or {}
@@ -265,7 +265,8 @@ class Kube:
                                                    _request_timeout=TIMEOUT, **kwargs)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise _translate(exc) from exc
-        return response.data.decode("utf-8", "replace")
+        # _preload_content=False: the raw urllib3 response, whatever the client annotates
+        return cast(urllib3.BaseHTTPResponse, response).data.decode("utf-8", "replace")
 
     @property
     def server(self) -> str:
@@ -281,7 +282,7 @@ class Kube:
                 auth_settings=["BearerToken"])
             response = self.client.call_api(method, url, header_params=headers,
                                             _request_timeout=(min(TIMEOUT[0], timeout), timeout))
-            data = response.read()
+            data: bytes = response.read()
             if not 200 <= response.status < 300:
                 raise ApiException(http_resp=response.response)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:

@@ -128,7 +128,7 @@ async def serve(config: SimConfig, with_cluster: bool = True) -> None:
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, reuse_address=True)
     await site.start()
-    sockets = site._server.sockets if site._server else []  # noqa: SLF001 - the bound port
+    sockets = site._server.sockets if site._server else []  # type: ignore[attr-defined]  # noqa: SLF001 - the bound port
     port = sockets[0].getsockname()[1] if sockets else config.port
     config.port = port
     url = f"http://{config.host}:{port}"

@@ -151,7 +151,7 @@ def parse_inventory(data: dict) -> Inventory:
     pools = data.get("nodePools") or []
     if not isinstance(pools, list):
         raise InventoryError("nodePools: expected a list")
-    hosts = NODE_CIDR.hosts()
+    hosts = iter(NODE_CIDR.hosts())
     for _ in range(10):  # leave .1–.10 to routers and the control plane
         next(hosts)
     names: set[str] = set()

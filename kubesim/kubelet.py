@@ -366,6 +366,7 @@ class Kubelet:
 
     def _resume(self, c: ContainerRun, status: dict, running: dict, now: float) -> None:
         """Pick a container up where a previous kubesim left it (state file)."""
+        started: float
         try:
             started = calendar.timegm(time.strptime(running.get("startedAt", ""),
                                                     "%Y-%m-%dT%H:%M:%SZ"))
@@ -613,7 +614,7 @@ class Kubelet:
     def _log_context(self, pod: dict, run: PodRun, c: ContainerRun,
                      started: float, exit_code: int) -> podlogs.LogContext:
         meta = pod["metadata"]
-        spec_c = next((x for x in (pod.get("spec") or {}).get("containers") or ()
+        spec_c: dict[str, Any] = next((x for x in (pod.get("spec") or {}).get("containers") or ()
                        if x.get("name") == c.name), {})
         env = self._env(meta["namespace"], spec_c)
         devices = [f"{d.model.model_name} ({d.device_id})"
@@ -736,10 +737,11 @@ class Kubelet:
         self.followers.setdefault(key, set()).add(waiter)
         try:
             while True:
-                pod = self.cluster.peek(POD, namespace, name)
+                now_pod = self.cluster.peek(POD, namespace, name)
                 run = self.runs.get(key)
-                if pod is None or pod["metadata"]["uid"] != uid or run is None:
+                if now_pod is None or now_pod["metadata"]["uid"] != uid or run is None:
                     return
+                pod = now_pod
                 c = run.containers.get(c.name) or c
                 if c.started_wall != started:
                     return  # restarted: a new log stream (like the real kubelet ends follow)

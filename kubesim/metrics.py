@@ -82,7 +82,7 @@ class GpuMetrics:
         """A device changed hands; samples are computed on the next scrape."""
 
     def visible_devices(self) -> list[Device]:
-        devices = []
+        devices: list[Device] = []
         for node in sorted(self.cluster.gpus.by_node):
             devices.extend(d for d in self.cluster.gpus.by_node[node] if not d.lost)
         return devices

@@ -193,6 +193,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 def _fields(data: bytes) -> list[tuple[int, int, Any]]:
     """(field number, wire type, raw value) triples of one message."""
     out, pos = [], 0
+    value: Any
     while pos < len(data):
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7

@@ -111,8 +111,8 @@ def format_quantity(value: Decimal, *, binary: bool = False) -> str:
                 return f"{sign}{ivalue // mult}{suffix}"
         return f"{sign}{ivalue}"
     for suffix in ("E", "P", "T", "G", "M", "k", "", "m", "u", "n"):
-        mult = _DECIMAL[suffix]
-        scaled = value / mult
+        scale = _DECIMAL[suffix]
+        scaled = value / scale
         if scaled == scaled.to_integral_value() and (scaled >= 1 or suffix == "n"):
             if suffix == "" or scaled % 1000 != 0 or suffix == "E":
                 return f"{sign}{int(scaled)}{suffix}"

@@ -70,7 +70,8 @@ class LabelSelector:
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas that are not inside `( … )`."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    depth, current = 0, []  # type: int, list[str]
     for ch in text:
         if ch == "(":
             depth += 1

@@ -181,7 +181,7 @@ def _flag(value: str | None) -> bool:
 
 def _int_param(request: web.Request, name: str) -> int | None:
     raw = request.query.get(name)
-    if raw in (None, ""):
+    if raw is None or raw == "":
         return None
     try:
         return int(raw)
@@ -415,7 +415,7 @@ class ApiHandlers:
             )
         return json_response(obj)
 
-    def _list_options(self, request: web.Request, target: Target) -> tuple[Any, int | None]:
+    def _list_options(self, request: web.Request, target: Target) -> tuple[Any, str | None]:
         rt = target.rt
         label = parse_label_selector(request.query.get("labelSelector"))
         field = parse_field_selector(request.query.get("fieldSelector"), rt.kind)
@@ -585,7 +585,7 @@ class ApiHandlers:
                     )
                 ]
             )
-        if rv_text not in (None, ""):
+        if rv_text is not None and rv_text != "":
             try:
                 int(rv_text)
             except ValueError:

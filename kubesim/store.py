@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import builtins
 import json
 import logging
 import random
@@ -261,7 +262,7 @@ class Store:
 
     # ----------------------------------------------------------------- watch history
 
-    def _events_after(self, rv: int) -> list[WatchEvent]:
+    def _events_after(self, rv: int) -> builtins.list[WatchEvent]:
         history = self._history
         if not history or history[-1].rv <= rv:
             return []
@@ -271,7 +272,7 @@ class Store:
         n = len(history)
         return [history[j] for j in range(n - count, n)]
 
-    def events_since(self, rv: int) -> list[WatchEvent]:
+    def events_since(self, rv: int) -> builtins.list[WatchEvent]:
         """Events with resourceVersion > rv, oldest first; 410 Expired if some are lost."""
         if rv < self._dropped_upto:
             oldest = self._history[0].rv if self._history else self.resource_version
@@ -561,10 +562,10 @@ class Store:
                         dep["metadata"]["name"],
                         propagation="Foreground",
                     )
-            current = self.peek(rt, ns, name)
-            if current is None:
+            latest = self.peek(rt, ns, name)
+            if latest is None:
                 return clone(old)
-            stripped = clone(current)
+            stripped = clone(latest)
             stripped["metadata"]["finalizers"] = [
                 f for f in finalizers if f != "foregroundDeletion"
             ]
@@ -579,7 +580,7 @@ class Store:
         return current is not None and current["metadata"]["uid"] == meta.get("uid")
 
     def _mark_deleting(
-        self, rt: ResourceType, old: dict, finalizers: list[str], grace: int | None
+        self, rt: ResourceType, old: dict, finalizers: builtins.list[str], grace: int | None
     ) -> dict:
         new = clone(old)
         new["metadata"]["deletionTimestamp"] = now_rfc3339()
@@ -587,7 +588,7 @@ class Store:
         new["metadata"]["finalizers"] = finalizers
         return self._commit("MODIFIED", rt, new, old)
 
-    def _dependents(self, owner: dict) -> list[tuple[ResourceType, dict]]:
+    def _dependents(self, owner: dict) -> builtins.list[tuple[ResourceType, dict]]:
         uid = owner["metadata"]["uid"]
         ns = owner["metadata"].get("namespace")
         found = []
@@ -678,7 +679,7 @@ class Store:
         name = f"{meta.get('name', 'unknown')}.{time.time_ns() + self._event_seq:x}"
         if not self.namespace_exists(namespace):
             return {}
-        event = {
+        event: dict[str, Any] = {
             "metadata": {"name": name, "namespace": namespace},
             "involvedObject": {
                 "kind": involved.get("kind"),

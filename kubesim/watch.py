@@ -180,7 +180,7 @@ class Watcher:
     def _initial(self) -> tuple[int, list[bytes]]:
         """Where the stream starts and what it sends first."""
         rv_text = self.req.resource_version
-        if self.req.send_initial_events or rv_text in (None, "", "0"):
+        if self.req.send_initial_events or rv_text is None or rv_text in ("", "0"):
             page = self.store.select(self.req.rt, self.req.namespace, self.req.match)
             lines = [
                 self._encode(

@@ -73,7 +73,7 @@ def database_busy_response(request: HttpRequest) -> HttpResponse:
     else:
         response = HttpResponse(BUSY_PAGE, status=503, content_type="text/html; charset=utf-8")
     response["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
-    response.lock_contention = True  # ContentionRetryMiddleware may run it again
+    response.lock_contention = True  # type: ignore[attr-defined]  # ContentionRetryMiddleware may run it again
     return response
 
 

@@ -8,9 +8,16 @@ after the middleware ran. portal/settings.py names this class for DRF.
 
 from __future__ import annotations
 
-from api.authentication import KeystoneTokenAuthentication
+from api.authentication import APIRequest, KeystoneTokenAuthentication
 
+from .models import Tenant
 from .selectors import tenant_current
+
+
+class TenantAPIRequest(APIRequest):
+    """An API request with the caller's tenant (None: no tenant for the token's project)."""
+
+    tenant: Tenant | None
 
 
 class TenantTokenAuthentication(KeystoneTokenAuthentication):

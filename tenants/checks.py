@@ -36,10 +36,10 @@ def workload_egress_check(app_configs, **kwargs):
         if port is not None or network.endswith("/0"):
             errors.append(Error(f"PORTAL_WORKLOAD_EGRESS_INTERNET_EXCEPT: “{entry}” must be a "
                                 "CIDR narrower than /0, without a port.", id="tenants.E002"))
-    port = str(settings.PORTAL_WORKLOAD_EGRESS_PORTAL_PORT)
-    if not (port.isdigit() and 1 <= int(port) <= 65535) and \
-            not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?", port):
-        errors.append(Error(f"PORTAL_WORKLOAD_EGRESS_PORTAL_PORT: “{port}” is neither a port "
+    portal_port = str(settings.PORTAL_WORKLOAD_EGRESS_PORTAL_PORT)
+    if not (portal_port.isdigit() and 1 <= int(portal_port) <= 65535) and \
+            not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?", portal_port):
+        errors.append(Error(f"PORTAL_WORKLOAD_EGRESS_PORTAL_PORT: “{portal_port}” is neither a port "
                             "number nor a container port's name.", id="tenants.E002"))
     return errors
 

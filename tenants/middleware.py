@@ -8,7 +8,23 @@ them when DRF authenticates the request.
 
 from __future__ import annotations
 
+from identity.access import SignedInRequest
+
+from .models import Tenant
 from .selectors import tenant_current
+
+
+class ProjectRequest(SignedInRequest):
+    """The request of a view under `project_required`: `request.tenant` is the current
+    project's tenant, None when the portal has none for it."""
+
+    tenant: Tenant | None
+
+
+class TenantRequest(ProjectRequest):
+    """The request of a view under `tenant_required`: the tenant is there."""
+
+    tenant: Tenant
 
 
 class CurrentTenantMiddleware:

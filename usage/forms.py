@@ -18,6 +18,7 @@ def _moment(text: str, *, end_of_day: bool) -> dt.datetime:
     one, so until=2025-01-31 includes the 31st); naive times are in the portal's time zone."""
     text = text.strip()
     day = parse_date(text) if len(text) <= 10 else None
+    moment: dt.datetime | None
     if day is not None:
         moment = dt.datetime.combine(day + dt.timedelta(days=1 if end_of_day else 0), dt.time())
     else:
@@ -53,7 +54,8 @@ class UsageQueryForm(forms.Form):
         return self.cleaned_data.get("group_by") or "tenant"
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         now = timezone.now()

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from identity.access import admin_required, project_required
+from identity.access import PortalRequest, admin_required, project_required
 from identity.scoping import Action
 from tenants.models import Tenant
 
@@ -28,7 +28,7 @@ GROUP_LABELS = {"tenant": "tenant", "user": "user", "gpu_type": "GPU type",
                 "workload": "workload", "day": "day"}
 
 
-def _report_page(request: HttpRequest, *, admin: bool) -> HttpResponse:
+def _report_page(request: PortalRequest, *, admin: bool) -> HttpResponse:
     form = UsageQueryForm(request.GET)
     context: dict = {"form": form, "group_choices": [(g, GROUP_LABELS[g]) for g in GROUP_BY], "admin": admin, "rows": None}
     if admin:
@@ -58,10 +58,10 @@ def _report_page(request: HttpRequest, *, admin: bool) -> HttpResponse:
 
 
 @project_required
-def usage_page(request: HttpRequest) -> HttpResponse:
+def usage_page(request: PortalRequest) -> HttpResponse:
     return _report_page(request, admin=False)
 
 
 @admin_required
-def admin_usage_page(request: HttpRequest) -> HttpResponse:
+def admin_usage_page(request: PortalRequest) -> HttpResponse:
     return _report_page(request, admin=True)

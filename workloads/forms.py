@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS
 
 from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS, argv_lines, env_lines
 from catalogue.models import GpuType, Template
@@ -124,7 +125,8 @@ class LaunchForm(forms.Form):
         return super().is_valid() and not self.list_errors and self.request is not None
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         for field in ("command", "args"):
             problems = argv_problems(self.lists.get(field, []))
             if problems:
@@ -162,8 +164,8 @@ class LaunchForm(forms.Form):
         """{field: [message, …]}, the form's own errors under "form"."""
         errors: dict[str, list[str]] = {}
         for field, messages in self.errors.items():
-            key = "form" if field == forms.forms.NON_FIELD_ERRORS else field
+            key = "form" if field == NON_FIELD_ERRORS else field
             errors.setdefault(key, []).extend(str(m) for m in messages)
-        for field, messages in self.list_errors.items():
-            errors.setdefault(field, []).extend(messages)
+        for field, problems in self.list_errors.items():
+            errors.setdefault(field, []).extend(problems)
         return errors

@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from kube.labels import ADMISSION_GATE, QUEUE_LABEL
 from tenants.kueue import QUEUED_REASON
@@ -108,8 +108,8 @@ def _conditions(obj: Obj | None) -> dict[str, Obj]:
     return {c.get("type", ""): c for c in (obj.get("status") or {}).get("conditions") or []}
 
 
-def _true(condition: Obj | None) -> bool:
-    return bool(condition) and condition.get("status") == "True"
+def _true(condition: Obj | None) -> TypeGuard[Obj]:
+    return condition is not None and condition.get("status") == "True"
 
 
 def current_pod(pods: Iterable[Obj]) -> Obj | None:

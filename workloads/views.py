@@ -17,7 +17,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -33,6 +33,7 @@ from identity.access import project_required, scoped_object, tenant_required
 from identity.scoping import Action
 from kube.client import KubeError
 from kube.kueue import queueing_shown
+from tenants.middleware import ProjectRequest, TenantRequest
 from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root
 from workloads.queue import annotate_queue
@@ -59,7 +60,7 @@ EVENTS_SHOWN = 50
 PAGE_SIZE = 50
 
 
-def _project_workloads(request: HttpRequest) -> QuerySet[Workload]:
+def _project_workloads(request: ProjectRequest) -> QuerySet[Workload]:
     """The current project's workloads (admins too see only the current project's here)."""
     return Workload.objects.with_relations().restrict(request.identity, Action.VIEW).filter(
         tenant=request.tenant)
@@ -87,7 +88,7 @@ def fit_notes(row: GpuAvailability, count: int, tenant: Tenant) -> list[tuple[st
         never = True
         notes.append(("error", f"No node of the cluster offers {slug} GPUs; this request can "
                                "never run."))
-    elif row.known and count > row.largest_node:
+    elif row.largest_node is not None and count > row.largest_node:
         never = True
         notes.append(("error", f"No {slug} node has {count} GPUs (the largest has "
                                f"{row.largest_node}); this request can never run."))
@@ -97,7 +98,7 @@ def fit_notes(row: GpuAvailability, count: int, tenant: Tenant) -> list[tuple[st
     elif row.total_used + count > row.total_limit:
         notes.append(("warning", f"Beyond the quota: {tenant.name} uses {row.total_used} of "
                                  f"{row.total_limit} GPUs in all; {count} more would exceed it."))
-    elif row.known and not never and count > row.free:
+    elif row.free is not None and not never and count > row.free:
         notes.append(("info", f"Only {row.free} {slug} GPUs are free right now: it will wait "
                               "(pending) until enough are, then start by itself."))
     return notes
@@ -126,7 +127,7 @@ def _template_named(templates: list[Template], slug: str | None) -> Template | N
     return next((t for t in templates if t.slug == slug), None)
 
 
-def _initial_values(request: HttpRequest, templates: list[Template],
+def _initial_values(request: TenantRequest, templates: list[Template],
                     rows: list[GpuAvailability]) -> dict[str, str]:
     template = _template_named(templates, request.GET.get("template")) or \
         (templates[0] if templates else None)
@@ -166,7 +167,7 @@ def _error_summary(errors: dict[str, list[str]]) -> list[dict[str, str]]:
             for field in FIELD_LABELS for message in errors.get(field, [])]
 
 
-def _launch_render(request: HttpRequest, tenant: Tenant, templates: list[Template],
+def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Template],
                    values: dict[str, str], *, errors: dict[str, list[str]] | None = None,
                    refused: str = "", status: int = 200,
                    rows: list[GpuAvailability] | None = None,
@@ -192,7 +193,7 @@ def _launch_render(request: HttpRequest, tenant: Tenant, templates: list[Templat
 @project_required
 @require_http_methods(["GET", "POST"])
 @tenant_required(Action.LAUNCH)
-def launch(request: HttpRequest) -> HttpResponse:
+def launch(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
     templates = list(Template.objects.filter(enabled=True))
     if request.method == "GET":
@@ -206,7 +207,7 @@ def launch(request: HttpRequest) -> HttpResponse:
     return _launch_submit(request, tenant, templates, values)
 
 
-def _launch_submit(request: HttpRequest, tenant: Tenant, templates: list[Template],
+def _launch_submit(request: TenantRequest, tenant: Tenant, templates: list[Template],
                    values: dict[str, str]) -> HttpResponse:
     post = request.POST
     template = _template_named(templates, post.get("template"))
@@ -223,6 +224,7 @@ def _launch_submit(request: HttpRequest, tenant: Tenant, templates: list[Templat
             errors.setdefault(field, []).extend(messages_)
     if errors:
         return _launch_render(request, tenant, templates, values, errors=errors, status=400)
+    assert form.request is not None  # is_valid() holds
     try:
         workload, created = workload_launch(tenant=tenant, user=request.user,
                                             request=form.request,
@@ -253,7 +255,7 @@ def _idempotency_key(post: QueryDict) -> str | None:
 @project_required
 @require_GET
 @tenant_required(Action.LAUNCH)
-def launch_check(request: HttpRequest) -> HttpResponse:
+def launch_check(request: TenantRequest) -> HttpResponse:
     """htmx: free GPUs and quota left for the chosen type and count, with warnings."""
     tenant = request.tenant
     rows, cluster_error = gpu_availability(tenant, tenant.quota)
@@ -267,7 +269,7 @@ def launch_check(request: HttpRequest) -> HttpResponse:
 @project_required
 @require_POST
 @tenant_required(Action.LAUNCH)
-def launch_fields(request: HttpRequest) -> HttpResponse:
+def launch_fields(request: TenantRequest) -> HttpResponse:
     """htmx: the chosen template's fields (CPU and memory defaults, the custom image part)."""
     if not request.htmx:
         return redirect("workloads:launch")
@@ -284,7 +286,7 @@ def launch_fields(request: HttpRequest) -> HttpResponse:
 
 # --- the list -------------------------------------------------------------------------------
 
-def _list_context(request: HttpRequest) -> dict:
+def _list_context(request: ProjectRequest) -> dict:
     params = request.GET.copy()
     if params.get("state") == "active":
         params.setlist("state", list(Workload.ACTIVE_STATES))
@@ -312,20 +314,20 @@ def _list_context(request: HttpRequest) -> dict:
 
 @project_required
 @require_GET
-def workload_list(request: HttpRequest) -> HttpResponse:
+def workload_list(request: ProjectRequest) -> HttpResponse:
     return render(request, "workloads/workload_list.html", _list_context(request))
 
 
 @project_required
 @require_GET
-def workload_rows(request: HttpRequest) -> HttpResponse:
+def workload_rows(request: ProjectRequest) -> HttpResponse:
     """htmx: the table body; it polls itself while a shown workload is active."""
     return render(request, "workloads/_workload_rows.html", _list_context(request))
 
 
 # --- one workload ---------------------------------------------------------------------------
 
-def _may_open(request: HttpRequest, workload: Workload, rules: dict[int, str] | None = None
+def _may_open(request: ProjectRequest, workload: Workload, rules: dict[int, str] | None = None
               ) -> bool:
     """Whether the page offers to open the workload: it is of the current project and the
     project's rule lets this user through its proxy (others would meet the proxy's 403)."""
@@ -339,7 +341,7 @@ def _may_open(request: HttpRequest, workload: Workload, rules: dict[int, str] | 
                            is_admin=identity.is_admin, who=rules[workload.tenant_id]).allowed
 
 
-def _detail_context(request: HttpRequest, workload: Workload) -> dict:
+def _detail_context(request: ProjectRequest, workload: Workload) -> dict:
     logs, logs_error = None, None
     try:
         logs = workload_logs(workload, tail=LOG_TAIL)
@@ -369,7 +371,7 @@ def _detail_context(request: HttpRequest, workload: Workload) -> dict:
     }
 
 
-def _in_another_project(request: HttpRequest, pk: int) -> HttpResponse | None:
+def _in_another_project(request: ProjectRequest, pk: int) -> HttpResponse | None:
     """A link to a workload of another of the user's projects: offer to switch to it (None:
     not one of theirs, a 404)."""
     project = selectors.workload_project_elsewhere(request.identity, pk)
@@ -378,7 +380,7 @@ def _in_another_project(request: HttpRequest, pk: int) -> HttpResponse | None:
     return render(request, "workloads/other_project.html", {"workload_id": pk, "project": project})
 
 
-def _gone(request: HttpRequest, pk: int) -> HttpResponse:
+def _gone(request: ProjectRequest, pk: int) -> HttpResponse:
     """Deleted meanwhile: leave the page rather than poll a 404."""
     if request.htmx:
         response = HttpResponse(status=204)
@@ -394,14 +396,14 @@ def _with_relations(workloads):
 @project_required
 @require_GET
 @scoped_object(Workload, queryset=_with_relations, on_missing=_in_another_project)
-def workload_detail(request: HttpRequest, workload: Workload) -> HttpResponse:
+def workload_detail(request: ProjectRequest, workload: Workload) -> HttpResponse:
     return render(request, "workloads/workload_detail.html", _detail_context(request, workload))
 
 
 @project_required
 @require_GET
 @scoped_object(Workload, queryset=_with_relations, on_missing=_gone)
-def workload_live(request: HttpRequest, workload: Workload) -> HttpResponse:
+def workload_live(request: ProjectRequest, workload: Workload) -> HttpResponse:
     """htmx: state, events and logs; it polls itself while the workload is active."""
     return render(request, "workloads/_workload_live.html", _detail_context(request, workload))
 
@@ -409,7 +411,7 @@ def workload_live(request: HttpRequest, workload: Workload) -> HttpResponse:
 @project_required
 @require_POST
 @scoped_object(Workload, Action.CHANGE, queryset=_with_relations)
-def stop(request: HttpRequest, workload: Workload) -> HttpResponse:
+def stop(request: ProjectRequest, workload: Workload) -> HttpResponse:
     if workload.is_active:
         workload_stop(workload=workload, user=request.user)
         messages.success(request, f"{workload.name} is stopping; its GPUs are released when "
@@ -423,7 +425,7 @@ def stop(request: HttpRequest, workload: Workload) -> HttpResponse:
 @project_required
 @require_POST
 @scoped_object(Workload, Action.CHANGE, queryset=_with_relations)
-def delete(request: HttpRequest, workload: Workload) -> HttpResponse:
+def delete(request: ProjectRequest, workload: Workload) -> HttpResponse:
     workload_delete(workload=workload, user=request.user)
     messages.success(request, f"{workload.name} was deleted."
                               f"{' Its containers are being stopped.' if workload.is_active else ''}")

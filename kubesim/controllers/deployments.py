@@ -51,7 +51,7 @@ def _resolve(value: object, total: int, round_up: bool) -> int:
         share = total * int(value[:-1]) / 100
         return math.ceil(share) if round_up else math.floor(share)
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return 0
 

@@ -3,7 +3,7 @@ IPs of its pods, ready ones under `addresses`, the others under `notReadyAddress
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubesim.controllers.common import is_ready
 from kubesim.errors import ApiError
@@ -128,7 +128,7 @@ class EndpointsController:
         labels = dict(service["metadata"].get("labels") or {})
         labels["endpoints.kubernetes.io/managed-by"] = "endpoint-controller"
         if existing is None:
-            body = {"apiVersion": "v1", "kind": "Endpoints",
+            body: dict[str, Any] = {"apiVersion": "v1", "kind": "Endpoints",
                     "metadata": {"name": name, "namespace": ns, "labels": labels}}
             if subsets:
                 body["subsets"] = subsets

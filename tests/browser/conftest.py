@@ -17,7 +17,8 @@ from django.core.management import call_command
 
 from stack.browser import chromium_binary
 from stack.procs import REPO
-from tests.fixtures.processes import PortalProcesses, wait_until
+from tests.fixtures.processes import PortalProcesses
+from tests.waiting import eventually
 
 OUTPUT = REPO / ".test-output" / "browser"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -181,9 +182,9 @@ def vision_lab(login, gpu_types, cluster, celery_processes):
     changed_at = timezone.now()
     quota_update(tenant=tenant, acting_user=None, changes=DEMO_QUOTA)
     in_shape = (Tenant.State.PROVISIONED, Tenant.State.DRIFTED)  # drifted: it was repaired
-    wait_until(lambda: Tenant.objects.filter(pk=tenant.pk, state__in=in_shape,
+    eventually(lambda: Tenant.objects.filter(pk=tenant.pk, state__in=in_shape,
                                              last_reconciled_at__gt=changed_at).exists(),
-               timeout=60, what="the worker reconciles vision-lab's namespace")
+               timeout=60, message="the worker reconciles vision-lab's namespace")
     return tenant
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from stack.burst import locked_lines, run_burst, tracker_log_report
 from stack.demo_stack import DemoStack
-from tests.fixtures.processes import wait_until
+from tests.waiting import eventually
 
 LAUNCHES, QUOTA, JOBS, GETS = 50, 12, 4, 200
 
@@ -38,8 +38,8 @@ def burst(demo):
                         quota=QUOTA, batch=JOBS, gets=GETS, log=lambda _: None)
     # the tracking cycle that ran through the burst ends and logs (one period is 15 s)
     cycles = tracker_log_report(demo.log("tracker"))["cycles"]
-    wait_until(lambda: tracker_log_report(demo.log("tracker"))["cycles"] >= cycles + 1,
-               timeout=40, what="the tracker's next cycle after the burst")
+    eventually(lambda: tracker_log_report(demo.log("tracker"))["cycles"] >= cycles + 1,
+               timeout=40, message="the tracker's next cycle after the burst")
     return figures
 
 

@@ -11,7 +11,7 @@ from django.test import Client
 
 from kube.client import Kube
 from tests.faults.conftest import cluster_objects, launch_body, launch_problems
-from tests.fixtures.processes import wait_until
+from tests.waiting import eventually
 from workloads.models import Workload
 from workloads.tasks import workloads_requeue_stale
 
@@ -67,15 +67,15 @@ def test_a_30_s_cluster_outage_is_shown_retried_and_converges(lab, portal_proces
     expected = {launch(0, "batch"): State.SUCCEEDED, launch(1, "service"): State.RUNNING}
     to_stop = launch(2, "service")
     expected[to_stop] = State.STOPPED
-    wait_until(lambda: Workload.objects.filter(pk__in=expected,
+    eventually(lambda: Workload.objects.filter(pk__in=expected,
                                                state__in=[State.RUNNING, State.SUCCEEDED])
-               .count() == len(expected), timeout=60, what="the first launches tracked")
+               .count() == len(expected), timeout=60, message="the first launches tracked")
 
     fault_cluster.stop()  # SIGTERM: it saves its state
     back_at = time.monotonic() + OUTAGE_SECONDS
     try:
-        wait_until(lambda: BANNER in browser.get("/workloads/").content.decode(), timeout=20,
-                   what="the banner on the pages")
+        eventually(lambda: BANNER in browser.get("/workloads/").content.decode(), timeout=20,
+                   message="the banner on the pages")
         ready = Client().get("/readyz")
         assert ready.status_code == 503
         assert ready.json()["checks"]["cluster"].startswith("failed")
@@ -86,8 +86,8 @@ def test_a_30_s_cluster_outage_is_shown_retried_and_converges(lab, portal_proces
         assert stop.status_code == 202, stop.content
         # a task waiting for its next try is not stalled: the sweep leaves it alone (it would
         # start a second chain of retries, and one more at every sweep while the outage lasts)
-        wait_until(lambda: len(re.findall(r"workload_stop_task\[[^]]+\] retry", worker.log()))
-                   >= 4, timeout=20, what="the stop task retrying")
+        eventually(lambda: len(re.findall(r"workload_stop_task\[[^]]+\] retry", worker.log()))
+                   >= 4, timeout=20, message="the stop task retrying")
         settings.PORTAL_LAUNCH_REQUEUE_SECONDS = 5  # > the retries' last gap (4 s), < the stop's age
         assert workloads_requeue_stale() == 0
         time.sleep(max(0.0, back_at - time.monotonic()))  # the outage lasts its 30 s
@@ -97,9 +97,9 @@ def test_a_30_s_cluster_outage_is_shown_retried_and_converges(lab, portal_proces
         fault_cluster.start()  # the same port and state file
 
     kube = Kube()
-    wait_until(lambda: not disagreements(expected, kube),
+    eventually(lambda: not disagreements(expected, kube),
                timeout=getattr(fault_cluster, "converge_seconds", CONVERGE_SECONDS),
-               what=lambda: f"states matching the cluster: {disagreements(expected, kube)}")
+               message=lambda: f"states matching the cluster: {disagreements(expected, kube)}")
     problems = launch_problems(set(expected), kube)
     assert not problems, problems
     assert set(cluster_objects(kube)) == set(expected) - {to_stop}
@@ -112,6 +112,6 @@ def test_a_30_s_cluster_outage_is_shown_retried_and_converges(lab, portal_proces
     assert all(2 <= n <= 8 for n in attempts), list(attempts)
 
     # and the portal says the cluster is back
-    wait_until(lambda: Client().get("/readyz").status_code == 200, timeout=20,
-               what="/readyz ready again")
+    eventually(lambda: Client().get("/readyz").status_code == 200, timeout=20,
+               message="/readyz ready again")
     assert BANNER not in browser.get("/workloads/").content.decode()

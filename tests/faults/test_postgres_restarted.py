@@ -8,7 +8,7 @@ import pytest
 from kube.client import Kube
 from stack.procs import free_port
 from tests.faults.conftest import browser_login, launch_body, launch_problems
-from tests.fixtures.processes import wait_until
+from tests.waiting import eventually
 from workloads.models import Workload
 
 State = Workload.State
@@ -61,21 +61,21 @@ def test_postgres_down_answers_503_and_everything_recovers_by_itself(lab, portal
         assert ready.json()["checks"]["database"].startswith("failed")
         # the worker takes the queued launches now: its tasks must retry, not drop them
         worker.start()
-        wait_until(lambda: worker.log().count("retry: Retry in") >= len(queued),
-                   timeout=30, what=lambda: f"the worker retrying:\n{worker.log()[-3000:]}")
+        eventually(lambda: worker.log().count("retry: Retry in") >= len(queued),
+                   timeout=30, message=lambda: f"the worker retrying:\n{worker.log()[-3000:]}")
     finally:
         postgres_restartable.start_again()
 
     # the web process recovers without a restart (CONN_HEALTH_CHECKS replaces dead connections)
-    wait_until(lambda: browser.get("/").status_code == 200, timeout=30, what="pages again")
+    eventually(lambda: browser.get("/").status_code == 200, timeout=30, message="pages again")
     assert api.get("/api/v1/workloads/").status_code == 200
     assert browser_login(base, "lead").get("/").status_code == 200
     again = api.post("/api/v1/workloads/", json=launch_body(10))
     assert again.status_code == 201, again.text[:1000]
     # and the worker's retries create every launch, no sweep needed
     accepted = queued | {again.json()["id"]}
-    wait_until(lambda: not Workload.objects.filter(
+    eventually(lambda: not Workload.objects.filter(
         pk__in=accepted, state__in=[State.SUBMITTED, State.CREATING]).exists(),
-        timeout=60, what="the queued launches created after the database came back")
+        timeout=60, message="the queued launches created after the database came back")
     problems = launch_problems(accepted, Kube())
     assert not problems, problems

@@ -9,7 +9,8 @@ import pytest
 
 from kube.client import Kube
 from tests.faults.conftest import Burst, launch_problems, launches_settled
-from tests.fixtures.processes import restarted_when_it_exits, wait_until
+from tests.fixtures.processes import restarted_when_it_exits
+from tests.waiting import eventually
 from workloads.models import Workload
 
 STOP_AFTER = 6  # workloads in the cluster when Redis stops
@@ -25,12 +26,12 @@ def test_a_redis_restart_mid_burst_loses_no_accepted_launch(lab, portal_processe
     worker = portal_processes.worker(env=SWEEP_ENV).start()
     burst = Burst(lab.headers).start()
     try:
-        wait_until(lambda: Workload.objects.filter(state=State.PENDING).count() >= STOP_AFTER,
-                   timeout=60, what=f"{STOP_AFTER} launches created by the worker")
+        eventually(lambda: Workload.objects.filter(state=State.PENDING).count() >= STOP_AFTER,
+                   timeout=60, message=f"{STOP_AFTER} launches created by the worker")
         redis_restartable.stop()
         answered = len(burst.answers)
-        wait_until(lambda: len(burst.answers) >= min(answered + DOWN_FOR, burst.launches),
-                   timeout=60, what="launches answered while Redis is down")
+        eventually(lambda: len(burst.answers) >= min(answered + DOWN_FOR, burst.launches),
+                   timeout=60, message="launches answered while Redis is down")
         redis_restartable.start()
     finally:
         burst.join()
@@ -51,7 +52,7 @@ def test_a_redis_restart_mid_burst_loses_no_accepted_launch(lab, portal_processe
             assert status == 503 and isinstance(body, dict) and body.get("code"), (status, body)
         assert len(burst.accepted) >= burst.launches - DOWN_FOR
 
-        wait_until(launches_settled(burst.accepted), timeout=90,
-                   what="every launch past creation", interval=2.0)
+        eventually(launches_settled(burst.accepted), timeout=90,
+                   message="every launch past creation", interval=2.0)
         problems = launch_problems(burst.accepted, Kube())
         assert not problems, problems

@@ -6,7 +6,7 @@ import pytest
 
 from kube.client import Kube
 from tests.faults.conftest import Burst, launch_problems, launches_settled
-from tests.fixtures.processes import wait_until
+from tests.waiting import eventually
 from workloads.models import Workload
 
 KILL_AFTER = 8  # workloads in the cluster when the worker is killed
@@ -21,8 +21,8 @@ def test_a_worker_killed_mid_burst_loses_and_duplicates_no_launch(lab, portal_pr
     worker = portal_processes.worker(env=SWEEP_ENV).start()
     burst = Burst(lab.headers).start()
     try:
-        wait_until(lambda: Workload.objects.filter(state=State.PENDING).count() >= KILL_AFTER,
-                   timeout=60, what=f"{KILL_AFTER} launches created by the worker")
+        eventually(lambda: Workload.objects.filter(state=State.PENDING).count() >= KILL_AFTER,
+                   timeout=60, message=f"{KILL_AFTER} launches created by the worker")
         worker.kill()
         in_flight = Workload.objects.filter(state__in=[State.SUBMITTED, State.CREATING]).count()
     finally:
@@ -32,8 +32,8 @@ def test_a_worker_killed_mid_burst_loses_and_duplicates_no_launch(lab, portal_pr
     assert in_flight > 0  # the kill did land in the middle of the burst
 
     portal_processes.worker(env=SWEEP_ENV).start()
-    wait_until(launches_settled(burst.accepted), timeout=90,
-               what="every launch past creation", interval=2.0)
+    eventually(launches_settled(burst.accepted), timeout=90,
+               message="every launch past creation", interval=2.0)
     problems = launch_problems(burst.accepted, Kube())
     assert not problems, problems
     assert Workload.objects.filter(tenant=lab.tenant).count() == burst.launches

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from kubesim.inventory import load_inventory, node_devices
 from stack.k8s.cluster import DEMO_INVENTORY
-from tests.fixtures.processes import wait_until
+from tests.waiting import eventually
 from usage.scrape import DeviceReading, discover_targets, scrape_targets
 
 
@@ -74,7 +74,7 @@ def test_pods_holding_a100s_are_scraped_with_their_namespace_pod_and_workload(
             return {p.metadata.name: p.spec.node_name for p in pods}
         return None
 
-    nodes = wait_until(running, timeout=30, interval=0.2, what="both pods Running")
+    nodes = eventually(running, timeout=30, interval=0.2, message="both pods Running")
 
     def held() -> dict[str, list[DeviceReading]]:
         found: dict[str, list[DeviceReading]] = {}
@@ -84,7 +84,7 @@ def test_pods_holding_a100s_are_scraped_with_their_namespace_pod_and_workload(
         return found if {p: len(r) for p, r in found.items()} == \
             {"trainer": 2, "notebook": 1} else {}
 
-    found = wait_until(held, timeout=30, interval=0.2, what="the pods' GPUs with their labels")
+    found = eventually(held, timeout=30, interval=0.2, message="the pods' GPUs with their labels")
     inventory = {n.name: n for n in load_inventory(str(DEMO_INVENTORY)).nodes}
     for pod, pod_readings in found.items():
         for reading in pod_readings:
@@ -95,5 +95,5 @@ def test_pods_holding_a100s_are_scraped_with_their_namespace_pod_and_workload(
     assert found["notebook"][0].util < 2  # what idle culling looks for
 
     core.delete_namespaced_pod("notebook", real_namespace, grace_period_seconds=0)
-    wait_until(lambda: not [r for r in readings() if r.namespace == real_namespace
-                            and r.pod == "notebook"], timeout=30, interval=0.2, what="the notebook's GPU released")
+    eventually(lambda: not [r for r in readings() if r.namespace == real_namespace
+                            and r.pod == "notebook"], timeout=30, interval=0.2, message="the notebook's GPU released")

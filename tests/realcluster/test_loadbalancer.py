@@ -12,7 +12,7 @@ from kubernetes import client
 
 from kubesim.inventory import load_inventory
 from stack.k8s.cluster import DEMO_INVENTORY
-from tests.fixtures.processes import wait_until
+from tests.waiting import eventually
 
 NAMESPACE = "metallb-system"
 
@@ -58,11 +58,11 @@ def test_a_loadbalancer_service_gets_an_address_from_the_inventorys_pool(core, r
     pool = load_inventory(str(DEMO_INVENTORY)).address_pools["default"]
     core.create_namespaced_service(real_namespace, service("jupyter"))
 
-    (entry,) = wait_until(lambda: ingress(core, real_namespace, "jupyter"), timeout=30, interval=0.1, what="an address")
+    (entry,) = eventually(lambda: ingress(core, real_namespace, "jupyter"), timeout=30, interval=0.1, message="an address")
     assert in_pool(entry.ip, pool.addresses)
     assert entry.ip_mode == "VIP"  # defaulted by the API server, as on any real cluster
-    allocated = wait_until(lambda: [e for e in events(core, real_namespace, "jupyter")
-                                    if e.reason == "IPAllocated"], timeout=30, interval=0.1, what="the IPAllocated event")
+    allocated = eventually(lambda: [e for e in events(core, real_namespace, "jupyter")
+                                    if e.reason == "IPAllocated"], timeout=30, interval=0.1, message="the IPAllocated event")
     assert allocated[0].type == "Normal"
     assert allocated[0].message == f'Assigned IP ["{entry.ip}"]'
     assert allocated[0].source.component == "metallb-controller"
@@ -91,19 +91,19 @@ def test_the_address_pool_annotation_is_honoured_and_a_full_pool_is_reported(
         core, real_namespace, small_pool):
     wanted = {"metallb.io/address-pool": small_pool}
     core.create_namespaced_service(real_namespace, service("first", wanted))
-    (entry,) = wait_until(lambda: ingress(core, real_namespace, "first"), timeout=30, interval=0.1, what="first's address")
+    (entry,) = eventually(lambda: ingress(core, real_namespace, "first"), timeout=30, interval=0.1, message="first's address")
     assert entry.ip == "192.168.77.10"
 
     core.create_namespaced_service(real_namespace, service("second", wanted))
-    failed = wait_until(lambda: [e for e in events(core, real_namespace, "second")
-                                 if e.reason == "AllocationFailed"], timeout=30, interval=0.1, what="AllocationFailed")
+    failed = eventually(lambda: [e for e in events(core, real_namespace, "second")
+                                 if e.reason == "AllocationFailed"], timeout=30, interval=0.1, message="AllocationFailed")
     assert failed[0].type == "Warning"
     assert failed[0].message.startswith(f'Failed to allocate IP for "{real_namespace}/second"')
     assert ingress(core, real_namespace, "second") == []
 
     # the address comes free with the first Service, and the waiting one gets it
     core.delete_namespaced_service("first", real_namespace)
-    (entry,) = wait_until(lambda: ingress(core, real_namespace, "second"), timeout=30, interval=0.1, what="second's address")
+    (entry,) = eventually(lambda: ingress(core, real_namespace, "second"), timeout=30, interval=0.1, message="second's address")
     assert entry.ip == "192.168.77.10"
 
 

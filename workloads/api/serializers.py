@@ -32,7 +32,7 @@ from ..validation import (
 )
 
 
-def _bounds(field: str) -> dict[str, int]:
+def _bounds(field: str) -> dict[str, Any]:
     least, most = NUMBER_BOUNDS[field]
     return {"min_value": least, "max_value": most}
 
@@ -117,6 +117,7 @@ class WorkloadListSerializer(serializers.ListSerializer):
 
     def to_representation(self, data):
         items = list(data.all() if hasattr(data, "all") else data)
+        assert self.child is not None  # a ListSerializer has its child
         self.child.context["queue_places"] = queue_places(items)
         return super().to_representation(items)
 

@@ -14,6 +14,7 @@ from catalogue.models import GpuType, Template
 from cluster.capacity import gpu_capacity
 from identity.scoping import Action
 from kube.client import KubeError
+from tenants.authentication import TenantAPIRequest
 from tenants.models import Quota, Tenant
 
 from ..filtersets import WorkloadFilterSet
@@ -115,6 +116,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     queryset = Workload.objects.with_relations()
     change_actions = frozenset({"destroy", "stop"})
     refusal = "You may not change this workload."
+    request: TenantAPIRequest
 
     def _tenant(self) -> Tenant:
         """The tenant a launch goes to: the caller's current project's, never the body's."""

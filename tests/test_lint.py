@@ -1,0 +1,47 @@
+"""CI fails on a lint or a type error: `.ci/run` runs `make lint` (ruff, then mypy) before the
+tests, and each of the two exits non-zero on a file with an error, under the project's
+configuration (pyproject.toml)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=240)
+
+
+def test_ci_runs_the_linters_before_the_tests():
+    steps = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()
+             if line.strip().startswith("make ")]
+    assert steps == ["make lint", "make test"]
+    lint = re.search(r"^lint:.*\n((?:\t.*\n)+)", (REPO / "Makefile").read_text(), re.M)
+    assert lint is not None
+    assert [line.split()[0].rsplit("/", 1)[-1] for line in lint.group(1).splitlines()] == \
+        ["ruff", "mypy"]
+
+
+def test_ruff_fails_on_a_lint_error(tmp_path):
+    bad = tmp_path / "unused.py"
+    bad.write_text("import os\n")
+    result = _run(str(BIN / "ruff"), "check", "--config", str(REPO / "pyproject.toml"), str(bad))
+    assert result.returncode != 0
+    assert "F401" in result.stdout
+
+
+def test_mypy_fails_on_a_type_error(tmp_path):
+    bad = tmp_path / "mistyped.py"
+    bad.write_text("def twice(n: int) -> int:\n    return n * 2\n\n\ntwice('2')\n")
+    good = tmp_path / "typed.py"
+    good.write_text("def twice(n: int) -> int:\n    return n * 2\n\n\ntwice(2)\n")
+    config = ("--config-file", str(REPO / "pyproject.toml"))
+    assert _run(str(BIN / "mypy"), *config, str(good)).returncode == 0
+    result = _run(str(BIN / "mypy"), *config, str(bad))
+    assert result.returncode != 0
+    assert "[arg-type]" in result.stdout
