@@ -123,9 +123,10 @@ def tenant_mark_deleting(*, tenant: Tenant, acting_user, reason: str) -> Tenant:
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
         before = {"state": tenant.state}
+        delete_after = timezone.now() + dt.timedelta(
+            minutes=settings.PORTAL_TENANT_DELETE_GRACE_MINUTES)
         if not tenant_transition(tenant=tenant, allowed_from=ACTIVE, to=Tenant.State.DELETING,
-                                 reason=reason, delete_after=timezone.now() + dt.timedelta(
-                                     minutes=settings.PORTAL_TENANT_DELETE_GRACE_MINUTES)):
+                                 reason=reason, delete_after=delete_after):
             return tenant  # deleting or deleted already
         answers = tenant_deleting.send(sender=Tenant, tenant=tenant, user=acting_user,
                                        reason=f"The tenant is being deleted: {reason}")
@@ -133,7 +134,7 @@ def tenant_mark_deleting(*, tenant: Tenant, acting_user, reason: str) -> Tenant:
         audit_record(actor=acting_user, action="tenant.delete", tenant=tenant,
                      target=tenant.namespace, before=before,
                      after={"state": tenant.state, "reason": reason,
-                            "delete_after": tenant.delete_after.isoformat(),
+                            "delete_after": delete_after.isoformat(),
                             "workloads_stopped": stopped})
     return tenant
 
