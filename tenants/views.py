@@ -266,12 +266,12 @@ def tenant_image_prefixes(request: HttpRequest, tenant: Tenant) -> HttpResponse:
                "refused_templates": _refused_templates(tenant.image_prefixes) if saved else []}
     if request.htmx:
         # 200 with the errors: htmx swaps in only successful responses
-        return render(request, "workloads/admin/_image_prefixes.html", context)
+        return render(request, "tenants/_image_prefixes.html", context)
     if saved:
         refused = context["refused_templates"]
         messages.success(request, f"Image registries of {tenant.name} saved." + (
             " Its launches of " + ", ".join(t.name for t in refused) + " will be refused: "
             "their images are outside the list." if refused else ""))
         return redirect("tenants:detail", pk=tenant.pk)
-    return render(request, "workloads/admin/tenant_image_prefixes.html", context, status=400)
+    return render(request, "tenants/tenant_image_prefixes.html", context, status=400)
 

@@ -1,5 +1,6 @@
-"""The admin's catalogue pages: GPU types with live capacity, templates, and the image
-registries a tenant may use (a section of the tenant page).
+"""The admin's catalogue pages, under /admin/ (admin_urls.py): GPU types with live capacity and
+templates. (The image registries a tenant may use are a section of the tenant page, in
+tenants/admin_views.py.)
 
 Plain forms that work without JavaScript (POST, then redirect); htmx swaps a table row when an
 admin enables or disables a type or template. The figures are the capacity view's
@@ -146,7 +147,7 @@ def unclaimed_gpu_nodes(gpu_types: list[GpuType], nodes: list[dict[str, Any]]
 def gpu_type_list(request: HttpRequest) -> HttpResponse:
     gpu_types = list(GpuType.objects.all())
     nodes, capacity, cluster_error = _cluster()
-    return render(request, "workloads/admin/gpu_type_list.html", {
+    return render(request, "catalogue/gpu_type_list.html", {
         "rows": gpu_type_rows(gpu_types, nodes, capacity), "cluster_error": cluster_error,
         "unclaimed": unclaimed_gpu_nodes(gpu_types, nodes) if nodes is not None else [],
     })
@@ -166,7 +167,7 @@ def gpu_type_new(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"GPU type {gpu_type.slug} added. Tenants may use none "
                                       "of it until you raise their quota.")
             return redirect("catalogue:gpu-types")
-    return _form_page(request, "workloads/admin/gpu_type_form.html", form)
+    return _form_page(request, "catalogue/gpu_type_form.html", form)
 
 
 @admin_required
@@ -178,7 +179,7 @@ def gpu_type_edit(request: HttpRequest, pk: int) -> HttpResponse:
         gpu_type_update(gpu_type=gpu_type, acting_user=request.user, changes=form.changes())
         messages.success(request, f"GPU type {gpu_type.slug} saved.")
         return redirect("catalogue:gpu-types")
-    return _form_page(request, "workloads/admin/gpu_type_form.html", form, gpu_type=gpu_type)
+    return _form_page(request, "catalogue/gpu_type_form.html", form, gpu_type=gpu_type)
 
 
 @admin_required
@@ -195,14 +196,14 @@ def gpu_type_enabled(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("catalogue:gpu-types")
     nodes, capacity, _ = _cluster()
     row = gpu_type_rows([gpu_type], nodes, capacity)[0]
-    return render(request, "workloads/admin/_gpu_type_row.html", {"row": row})
+    return render(request, "catalogue/_gpu_type_row.html", {"row": row})
 
 
 # --- templates ------------------------------------------------------------------------------
 
 @admin_required
 def template_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "workloads/admin/template_list.html", {
+    return render(request, "catalogue/template_list.html", {
         "templates": Template.objects.all()})
 
 
@@ -220,7 +221,7 @@ def template_new(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Template {template.slug} added.")
             return redirect("catalogue:templates")
-    return _form_page(request, "workloads/admin/template_form.html", form)
+    return _form_page(request, "catalogue/template_form.html", form)
 
 
 @admin_required
@@ -233,7 +234,7 @@ def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"Template {template.slug} saved; launches from now on use "
                                   "it.")
         return redirect("catalogue:templates")
-    return _form_page(request, "workloads/admin/template_form.html", form, template=template)
+    return _form_page(request, "catalogue/template_form.html", form, template=template)
 
 
 @admin_required
@@ -247,7 +248,7 @@ def template_enabled(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"Template {template.slug} "
                                   f"{'enabled' if enable else 'disabled'}.")
         return redirect("catalogue:templates")
-    return render(request, "workloads/admin/_template_row.html", {"template": template})
+    return render(request, "catalogue/_template_row.html", {"template": template})
 
 
 def _form_page(request: HttpRequest, page: str, form, **context) -> HttpResponse:
