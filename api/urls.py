@@ -8,6 +8,7 @@ app_name = "api"
 urlpatterns = [
     path("v1/me/", views.MeView.as_view(), name="me"),
     path("v1/", include("tenants.api.urls")),
+    path("v1/", include("audit.api.urls")),
     path("v1/", include("catalogue.api.urls")),
     path("v1/", include("workloads.api.urls")),
     path("v1/", include("usage.api.urls")),

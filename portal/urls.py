@@ -16,6 +16,7 @@ urlpatterns = [
     path("", include("usage.urls")),
     path("admin/", include("tenants.urls")),
     path("admin/", include("catalogue.admin_urls")),
+    path("admin/", include("audit.admin_urls")),
     path("admin/queues/", queue_views.queues, name="queues"),
     path("api/", include("api.urls")),
     # the OpenID Connect provider of the workloads' authenticating proxies (access)

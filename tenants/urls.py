@@ -13,5 +13,4 @@ urlpatterns = [
     path("tenants/<int:pk>/image-prefixes/", views.tenant_image_prefixes, name="image-prefixes"),
     path("tenants/<int:pk>/delete/", views.tenant_delete, name="delete"),
     path("tenants/<int:pk>/restore/", views.tenant_restore_view, name="restore"),
-    path("audit/", views.audit_list, name="audit"),
 ]

@@ -1,4 +1,5 @@
-"""The admin's pages for tenants: table with inline quota editing, detail, audit trail."""
+"""The admin's pages for tenants: table with inline quota editing, detail (with its latest audit
+records; the audit page is audit/admin_views.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import logging
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -21,7 +21,7 @@ from identity.scoping import Action
 from kube.client import KubeError
 from kube.kueue import queueing_shown
 
-from .filtersets import AuditRecordFilterSet, TenantFilterSet
+from .filtersets import TenantFilterSet
 from .forms import ImagePrefixesForm
 from .models import Quota, Tenant
 from .quota_validation import CapacityUnknown, QuotaInvalid, quota_changes_clean
@@ -224,18 +224,6 @@ def tenant_restore_view(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     tenant_restore(tenant=tenant, acting_user=request.user)
     messages.success(request, f"{tenant.name} is no longer being deleted.")
     return redirect("tenants:detail", pk=tenant.pk)
-
-
-@admin_required
-def audit_list(request: HttpRequest) -> HttpResponse:
-    filterset = AuditRecordFilterSet(request.GET or None,
-                                     queryset=AuditRecord.objects.select_related("tenant")
-                                     .restrict(request.identity, Action.VIEW))
-    page = Paginator(filterset.qs, 50).get_page(request.GET.get("page"))
-    return render(request, "tenants/audit_list.html", {
-        "filterset": filterset, "page": page,
-        "tenants": Tenant.objects.restrict(request.identity, Action.VIEW).only("pk", "name"),
-    })
 
 
 # --- the images a tenant may use ----------------------------------------------------------
