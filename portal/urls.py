@@ -14,7 +14,7 @@ urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
     path("", include("workloads.urls")),
     path("", include("usage.urls")),
-    path("admin/", include("tenants.urls")),
+    path("admin/", include("tenants.admin_urls")),
     path("admin/", include("catalogue.admin_urls")),
     path("admin/", include("audit.admin_urls")),
     path("admin/queues/", queue_views.queues, name="queues"),
