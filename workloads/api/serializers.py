@@ -10,7 +10,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from access.serializers import WorkloadAccessSerializer
+from access.api.serializers import WorkloadAccessSerializer
 from access.services import workload_access_summary
 from catalogue.environment import (
     MAX_ENV_VALUE,

@@ -7,7 +7,7 @@ from rest_framework import exceptions, mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from access.serializers import WorkloadTokenSerializer
+from access.api.serializers import WorkloadTokenSerializer
 from access.services import AccessRefused, workload_token_issue
 from api.viewsets import TenantScopedViewSet
 from identity.scoping import Action
