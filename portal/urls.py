@@ -2,7 +2,6 @@ from django.urls import include, path
 
 from identity import views as keystone_views
 from portal import health, metrics, views
-from workloads import admin_views as queue_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -17,7 +16,7 @@ urlpatterns = [
     path("admin/", include("tenants.admin_urls")),
     path("admin/", include("catalogue.admin_urls")),
     path("admin/", include("audit.admin_urls")),
-    path("admin/queues/", queue_views.queues, name="queues"),
+    path("admin/", include("workloads.admin_urls")),
     path("api/", include("api.urls")),
     # the OpenID Connect provider of the workloads' authenticating proxies (access)
     path("o/", include("access.urls")),
