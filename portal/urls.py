@@ -1,13 +1,10 @@
 from django.urls import include, path
 
-from identity import views as keystone_views
 from portal import health, metrics, views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", keystone_views.login_view, name="login"),
-    path("logout/", keystone_views.logout_view, name="logout"),
-    path("switch-project/", keystone_views.switch_project_view, name="switch-project"),
+    path("", include("identity.urls")),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
