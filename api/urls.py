@@ -8,9 +8,11 @@ app_name = "api"
 urlpatterns = [
     path("v1/me/", views.MeView.as_view(), name="me"),
     path("v1/", include("tenants.api.urls")),
+    path("v1/", include("audit.api.urls")),
+    path("v1/", include("catalogue.api.urls")),
     path("v1/", include("workloads.api.urls")),
     path("v1/", include("usage.api.urls")),
-    path("v1/", include("access.api_urls")),
+    path("v1/", include("access.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI from local assets (drf-spectacular-sidecar), public like the schema; the split
     # view serves its start script from ?script, so the page needs no inline script (CSP)

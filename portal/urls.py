@@ -1,22 +1,19 @@
 from django.urls import include, path
 
-from identity import views as keystone_views
 from portal import health, metrics, views
-from workloads import admin_views as queue_views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", keystone_views.login_view, name="login"),
-    path("logout/", keystone_views.logout_view, name="logout"),
-    path("switch-project/", keystone_views.switch_project_view, name="switch-project"),
+    path("", include("identity.urls")),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("", include("workloads.urls")),
     path("", include("usage.urls")),
-    path("admin/", include("tenants.urls")),
-    path("admin/", include("catalogue.urls")),
-    path("admin/queues/", queue_views.queues, name="queues"),
+    path("admin/", include("tenants.admin_urls")),
+    path("admin/", include("catalogue.admin_urls")),
+    path("admin/", include("audit.admin_urls")),
+    path("admin/", include("workloads.admin_urls")),
     path("api/", include("api.urls")),
     # the OpenID Connect provider of the workloads' authenticating proxies (access)
     path("o/", include("access.urls")),

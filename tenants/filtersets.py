@@ -3,8 +3,6 @@
 import django_filters
 from django.db.models import Q
 
-from audit.models import AuditRecord
-
 from .models import Tenant
 
 
@@ -23,15 +21,3 @@ class TenantFilterSet(django_filters.FilterSet):
     def search(self, queryset, name, value):
         return queryset.filter(Q(name__icontains=value) | Q(namespace__icontains=value) |
                                Q(keystone_project_id__iexact=value))
-
-
-class AuditRecordFilterSet(django_filters.FilterSet):
-    tenant = django_filters.NumberFilter(field_name="tenant_id")
-    user = django_filters.CharFilter(field_name="actor_name", lookup_expr="iexact")
-    action = django_filters.CharFilter(field_name="action", lookup_expr="istartswith")
-    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
-
-    class Meta:
-        model = AuditRecord
-        fields = ["tenant", "user", "action"]

@@ -1,19 +1,18 @@
-"""The usage report pages (the API: usage/api/urls.py)."""
+"""The usage pages (the API: usage/api/urls.py): the researchers', and the admin's
+(admin_urls.py) under /admin/ in the same namespace."""
 
-from django.urls import path
+from django.urls import include, path
 
-from . import dashboard, views, workload_views
+from . import views
 
 app_name = "usage"
 
 urlpatterns = [
     path("usage/", views.usage_page, name="mine"),
-    path("admin/usage/", views.admin_usage_page, name="admin"),
-    path("admin/gpus/", dashboard.gpu_dashboard, name="gpu-dashboard"),
-    path("workloads/<int:pk>/gpu-usage/", workload_views.workload_gpu_usage,
-         name="workload-series"),
-    path("workloads/<int:pk>/still-needed/", workload_views.workload_still_needed,
+    path("workloads/<int:pk>/gpu-usage/", views.workload_gpu_usage, name="workload-series"),
+    path("workloads/<int:pk>/still-needed/", views.workload_still_needed,
          name="workload-still-needed"),
-    path("workloads/<int:pk>/cull-exempt/", workload_views.workload_cull_exempt,
+    path("workloads/<int:pk>/cull-exempt/", views.workload_cull_exempt,
          name="workload-cull-exempt"),
+    path("admin/", include("usage.admin_urls")),
 ]

@@ -1,4 +1,4 @@
-"""The researcher's workload pages (the REST API lives in api/urls.py)."""
+"""The researcher's workload pages (the admin's: admin_urls.py; the REST API: api/urls.py)."""
 
 from django.urls import path
 

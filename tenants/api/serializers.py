@@ -4,8 +4,6 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
-from audit.models import AuditRecord
-
 from ..models import Quota, Tenant
 from ..quota_validation import MAX_VALUE, QuotaInvalid, quota_changes_clean
 
@@ -62,13 +60,3 @@ class QuotaSerializer(serializers.Serializer):
         data = super().to_representation(quota)
         data["gpus_by_type"] = quota.gpus_by_type()
         return data
-
-
-class AuditRecordSerializer(serializers.ModelSerializer):
-    tenant = serializers.PrimaryKeyRelatedField(read_only=True)
-    user = serializers.CharField(source="actor_name")
-
-    class Meta:
-        model = AuditRecord
-        fields = ["id", "at", "user", "tenant", "action", "target", "before", "after"]
-        read_only_fields = fields

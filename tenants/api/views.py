@@ -7,16 +7,14 @@ from rest_framework import exceptions, mixins
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from api.permissions import IsPortalAdmin
 from api.viewsets import TenantScopedViewSet
-from audit.models import AuditRecord
 from identity.scoping import Action
 
-from ..filtersets import AuditRecordFilterSet, TenantFilterSet
+from ..filtersets import TenantFilterSet
 from ..models import Quota, Tenant
 from ..quota_validation import CapacityUnknown
 from ..services import quota_update
-from .serializers import AuditRecordSerializer, QuotaSerializer, TenantSerializer
+from .serializers import QuotaSerializer, TenantSerializer
 
 
 class CapacityUnavailable(exceptions.APIException):
@@ -52,13 +50,3 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
         quota = quota_update(tenant=tenant, acting_user=request.user,
                              changes=serializer.validated_data)
         return Response(QuotaSerializer(quota).data)
-
-
-class AuditRecordViewSet(mixins.ListModelMixin, TenantScopedViewSet):
-    """The audit trail (admins)."""
-
-    serializer_class = AuditRecordSerializer
-    permission_classes = [IsPortalAdmin]
-    filter_backends = [DjangoFilterBackend]
-    filterset_class = AuditRecordFilterSet
-    queryset = AuditRecord.objects.select_related("tenant")

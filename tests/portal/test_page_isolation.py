@@ -102,7 +102,7 @@ PAGES = [
     Page("tenants:pod-security", ADMIN, method="POST", target="tenant", ok=302),
     Page("tenants:delete", ADMIN, method="POST", target="tenant", ok=302),  # unconfirmed
     Page("tenants:restore", ADMIN, method="POST", target="tenant", ok=302),
-    Page("tenants:audit", ADMIN),
+    Page("audit:list", ADMIN),
     Page("catalogue:gpu-types", ADMIN),
     Page("catalogue:gpu-type-new", ADMIN),
     Page("catalogue:gpu-type-edit", ADMIN, target="gpu_type"),

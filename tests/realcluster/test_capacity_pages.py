@@ -1,11 +1,11 @@
 """The admin's capacity pages on the real control plane: the GPU type catalogue's capacity table
 (nodes, allocatable, held, free, largest node) read from the real Nodes, flags for types no node
 serves, unclaimed nodes, and the banner when the API server is unreachable — the kubesim suite's
-tests (tests/workloads/test_admin_pages.py), re-run here."""
+tests (tests/catalogue/test_admin_pages.py), re-run here."""
 
 import pytest
 
-from tests.workloads.test_admin_pages import (  # noqa: F401 - collected here, against the real cluster
+from tests.catalogue.test_admin_pages import (  # noqa: F401 - collected here, against the real cluster
     admin,
     test_a_type_no_node_serves_is_flagged,
     test_an_unreachable_cluster_shows_a_banner_and_the_catalogue,

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from usage.dashboard import busy_outside, gpu_type_rows, tenant_allocations
+from usage.admin_views import busy_outside, gpu_type_rows, tenant_allocations
 from usage.models import GpuDevice
 from usage.services import samples_insert
 from workloads.models import Workload

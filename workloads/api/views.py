@@ -3,15 +3,13 @@ from __future__ import annotations
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions, mixins, status, viewsets
+from rest_framework import exceptions, mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from access.serializers import WorkloadTokenSerializer
+from access.api.serializers import WorkloadTokenSerializer
 from access.services import AccessRefused, workload_token_issue
 from api.viewsets import TenantScopedViewSet
-from catalogue.models import GpuType, Template
-from cluster.capacity import gpu_capacity
 from identity.scoping import Action
 from kube.client import KubeError
 from tenants.authentication import TenantAPIRequest
@@ -33,9 +31,7 @@ from ..services import (
     workload_stop,
 )
 from .serializers import (
-    GpuTypeSerializer,
     LaunchSerializer,
-    TemplateSerializer,
     WorkloadEventSerializer,
     WorkloadSerializer,
 )
@@ -64,45 +60,6 @@ class ClusterUnavailable(exceptions.APIException):
     status_code = 503
     default_code = "cluster_unavailable"
     default_detail = "The cluster is unreachable right now."
-
-
-class GpuTypeViewSet(viewsets.GenericViewSet):
-    """The GPU type catalogue with live capacity and free GPUs per type."""
-
-    serializer_class = GpuTypeSerializer
-    pagination_class = None
-    queryset = GpuType.objects.none()
-
-    def list(self, request):
-        types = list(GpuType.objects.filter(enabled=True))
-        try:
-            capacity = gpu_capacity()
-        except KubeError:
-            capacity = {}  # the catalogue still answers; live figures are null
-        rows = []
-        for gpu_type in types:
-            cap = capacity.get(gpu_type.slug)
-            rows.append({
-                "slug": gpu_type.slug, "name": gpu_type.name,
-                "resource_name": gpu_type.resource_name,
-                "node_selector": gpu_type.node_selector, "memory_gb": gpu_type.memory_gb,
-                "capacity": cap.capacity if cap else None,
-                "allocatable": cap.allocatable if cap else None,
-                "allocated": cap.allocated if cap else None,
-                "free": cap.free if cap else None,
-                "largest_node": cap.largest_node if cap else None,
-                "largest_free_block": cap.largest_free_block if cap else None,
-                "nodes": cap.nodes if cap else None,
-            })
-        return Response(GpuTypeSerializer(rows, many=True).data)
-
-
-class TemplateViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
-    """The templates researchers launch from."""
-
-    serializer_class = TemplateSerializer
-    pagination_class = None
-    queryset = Template.objects.filter(enabled=True)
 
 
 class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,

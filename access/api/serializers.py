@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from .models import ServiceAccess
+from ..models import ServiceAccess
 
 
 class WorkloadAccessSerializer(serializers.Serializer):

@@ -1,13 +1,14 @@
-"""The admin's pages for tenants: table with inline quota editing, detail, audit trail."""
+"""The admin's pages for tenants: table with inline quota editing, detail (with its latest audit
+records; the audit page is audit/admin_views.py)."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -15,13 +16,13 @@ from audit.models import AuditRecord
 from catalogue.images import image_allowed
 from catalogue.models import GpuType, Template
 from cluster.capacity import gpus_in_use_by_namespace
-from identity.access import admin_required, scoped_object
+from identity.access import SignedInRequest, admin_required, scoped_object
 from identity.client import KeystoneClient, KeystoneError
 from identity.scoping import Action
 from kube.client import KubeError
 from kube.kueue import queueing_shown
 
-from .filtersets import AuditRecordFilterSet, TenantFilterSet
+from .filtersets import TenantFilterSet
 from .forms import ImagePrefixesForm
 from .models import Quota, Tenant
 from .quota_validation import CapacityUnknown, QuotaInvalid, quota_changes_clean
@@ -95,7 +96,7 @@ def _form_data(post) -> dict:
 
 
 @admin_required
-def tenant_list(request: HttpRequest) -> HttpResponse:
+def tenant_list(request: SignedInRequest) -> HttpResponse:
     filterset = TenantFilterSet(request.GET or None,
                                 queryset=Tenant.objects.select_related("quota").restrict(
                                     request.identity, Action.VIEW).exclude(
@@ -112,7 +113,7 @@ def tenant_list(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 @scoped_object(Tenant)
-def tenant_quota_row(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+def tenant_quota_row(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
     """htmx: one table row, shown (GET) or as an inline form (GET ?edit=1), saved by POST."""
     gpu_types = list(GpuType.objects.filter(enabled=True))
     errors: dict[str, list[str]] = {}
@@ -130,7 +131,7 @@ def tenant_quota_row(request: HttpRequest, tenant: Tenant) -> HttpResponse:
     })
 
 
-def _save_quota(request: HttpRequest, tenant: Tenant, *, partial: bool
+def _save_quota(request: SignedInRequest, tenant: Tenant, *, partial: bool
                 ) -> tuple[dict[str, list[str]], bool]:
     quota = Quota.objects.restrict(request.identity, Action.CHANGE).get(tenant=tenant)
     try:
@@ -146,7 +147,7 @@ def _save_quota(request: HttpRequest, tenant: Tenant, *, partial: bool
 
 @admin_required
 @scoped_object(Tenant, queryset=lambda tenants: tenants.select_related("quota"))
-def tenant_detail(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+def tenant_detail(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
     errors: dict[str, list[str]] = {}
     if request.method == "POST":
         errors, ok = _save_quota(request, tenant, partial=True)
@@ -183,7 +184,7 @@ def tenant_detail(request: HttpRequest, tenant: Tenant) -> HttpResponse:
 @admin_required
 @require_POST
 @scoped_object(Tenant, Action.CHANGE, queryset=_not_deleted)
-def tenant_root_templates(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+def tenant_root_templates(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
     """The tenant page's "Pod Security" section: may the tenant run templates that may run as
     root (its namespace then enforces "baseline")?"""
     allow = request.POST.get("allow_root_templates") == "on"
@@ -196,7 +197,7 @@ def tenant_root_templates(request: HttpRequest, tenant: Tenant) -> HttpResponse:
 @admin_required
 @require_POST
 @scoped_object(Tenant, Action.CHANGE)
-def tenant_reconcile_now(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+def tenant_reconcile_now(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
     from .tasks import tenant_reconcile_task
 
     tenant_reconcile_task.delay(tenant.pk)
@@ -207,7 +208,7 @@ def tenant_reconcile_now(request: HttpRequest, tenant: Tenant) -> HttpResponse:
 @admin_required
 @require_POST
 @scoped_object(Tenant, Action.CHANGE)
-def tenant_delete(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+def tenant_delete(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
     if request.POST.get("confirm") != tenant.name:
         messages.error(request, "Type the tenant's name to confirm the deletion.")
         return redirect("tenants:detail", pk=tenant.pk)
@@ -220,22 +221,10 @@ def tenant_delete(request: HttpRequest, tenant: Tenant) -> HttpResponse:
 @admin_required
 @require_POST
 @scoped_object(Tenant, Action.CHANGE)
-def tenant_restore_view(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+def tenant_restore_view(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
     tenant_restore(tenant=tenant, acting_user=request.user)
     messages.success(request, f"{tenant.name} is no longer being deleted.")
     return redirect("tenants:detail", pk=tenant.pk)
-
-
-@admin_required
-def audit_list(request: HttpRequest) -> HttpResponse:
-    filterset = AuditRecordFilterSet(request.GET or None,
-                                     queryset=AuditRecord.objects.select_related("tenant")
-                                     .restrict(request.identity, Action.VIEW))
-    page = Paginator(filterset.qs, 50).get_page(request.GET.get("page"))
-    return render(request, "tenants/audit_list.html", {
-        "filterset": filterset, "page": page,
-        "tenants": Tenant.objects.restrict(request.identity, Action.VIEW).only("pk", "name"),
-    })
 
 
 # --- the images a tenant may use ----------------------------------------------------------
@@ -250,7 +239,7 @@ def _refused_templates(prefixes: list[str]) -> list[Template]:
 @require_http_methods(["GET", "POST"])
 @scoped_object(Tenant, Action.CHANGE, queryset=lambda tenants: tenants.exclude(
     state=Tenant.State.DELETED))
-def tenant_image_prefixes(request: HttpRequest, tenant: Tenant) -> HttpResponse:
+def tenant_image_prefixes(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
     """The tenant page's "Images" section. A browser without JavaScript posts here and is sent
     back to the tenant page (or, with errors, gets the section on a page of its own)."""
     if request.method == "GET":
@@ -262,16 +251,16 @@ def tenant_image_prefixes(request: HttpRequest, tenant: Tenant) -> HttpResponse:
                                               prefixes=form.cleaned_data["image_prefixes"])
         saved = True
         form = ImagePrefixesForm(tenant=tenant)
-    context = {"tenant": tenant, "prefix_form": form, "prefixes_saved": saved,
+    context: dict[str, Any] = {"tenant": tenant, "prefix_form": form, "prefixes_saved": saved,
                "refused_templates": _refused_templates(tenant.image_prefixes) if saved else []}
     if request.htmx:
         # 200 with the errors: htmx swaps in only successful responses
-        return render(request, "workloads/admin/_image_prefixes.html", context)
+        return render(request, "tenants/_image_prefixes.html", context)
     if saved:
         refused = context["refused_templates"]
         messages.success(request, f"Image registries of {tenant.name} saved." + (
             " Its launches of " + ", ".join(t.name for t in refused) + " will be refused: "
             "their images are outside the list." if refused else ""))
         return redirect("tenants:detail", pk=tenant.pk)
-    return render(request, "workloads/admin/tenant_image_prefixes.html", context, status=400)
+    return render(request, "tenants/tenant_image_prefixes.html", context, status=400)
 

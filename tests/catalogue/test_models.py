@@ -1,4 +1,4 @@
-"""The workload models' own logic: the address a user opens."""
+"""The catalogue's models' own logic: the address a user opens (a template's URL format)."""
 
 import pytest
 

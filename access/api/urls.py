@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .api import ServiceAccessView
+from .views import ServiceAccessView
 
 urlpatterns = [
     path("tenants/<int:pk>/service-access/", ServiceAccessView.as_view(),

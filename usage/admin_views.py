@@ -1,6 +1,8 @@
-"""The admin's GPU dashboard (`/admin/gpus/`): per GPU type capacity vs allocated vs used,
-nodes and their health, the tenants' allocations, allocated-but-idle workloads, unhealthy GPUs,
-and GPUs busy outside the portal's workloads. Nodes and the capacity view come from the cluster's
+"""The admin's usage pages, under /admin/ (admin_urls.py): the usage report of every tenant
+(`/admin/usage/`: views.report_page with the tenant filter) and the GPU dashboard
+(`/admin/gpus/`): per GPU type capacity vs allocated vs used, nodes and their health, the
+tenants' allocations, allocated-but-idle workloads, unhealthy GPUs, and GPUs busy outside the
+portal's workloads. Nodes and the capacity view come from the cluster's
 read model (cluster); when the cluster does not answer, the page says so and shows what
 the portal's own records know.
 
@@ -20,7 +22,7 @@ from collections import defaultdict
 from typing import Any
 
 from django.db.models import Avg, Count, Max, Q, Sum
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -34,7 +36,7 @@ from cluster.capacity import (
     node_matches,
     with_admitted,
 )
-from identity.access import admin_required
+from identity.access import SignedInRequest, admin_required
 from kube.client import KubeError
 from kube.quantity import parse_quantity
 from workloads.models import Workload
@@ -42,6 +44,7 @@ from workloads.models import Workload
 from .culling import idle_workloads
 from .health import UNHEALTHY, node_cordoned_by_portal, unhealthy_devices, unhealthy_gpus_by_node
 from .models import GpuDevice, GpuSample
+from .views import report_page
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +223,7 @@ def tenant_allocations(now: dt.datetime) -> list[dict[str, Any]]:
 
 @admin_required
 @require_GET
-def gpu_dashboard(request: HttpRequest) -> HttpResponse:
+def gpu_dashboard(request: SignedInRequest) -> HttpResponse:
     now = timezone.now()
     capacity: dict[str, GpuTypeCapacity] | None = None
     try:
@@ -240,3 +243,8 @@ def gpu_dashboard(request: HttpRequest) -> HttpResponse:
         "unhealthy": list(unhealthy_devices().filter(health__in=UNHEALTHY)),
         "cluster_error": cluster_error, "recent_minutes": int(RECENT.total_seconds() // 60),
     })
+
+
+@admin_required
+def admin_usage_page(request: SignedInRequest) -> HttpResponse:
+    return report_page(request, admin=True)

@@ -11,8 +11,8 @@ from rest_framework.response import Response
 from api.viewsets import TenantScopedAPIView
 from tenants.models import Tenant
 
+from ..services import service_access_update, tenant_service_access
 from .serializers import ServiceAccessSerializer
-from .services import service_access_update, tenant_service_access
 
 
 def _shape(rule) -> dict[str, object]:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from catalogue import views as admin_views
+from . import admin_views
 
 app_name = "catalogue"
 

@@ -1,5 +1,6 @@
-"""The admin's catalogue pages: GPU types with live capacity, templates, and the image
-registries a tenant may use (a section of the tenant page).
+"""The admin's catalogue pages, under /admin/ (admin_urls.py): GPU types with live capacity and
+templates. (The image registries a tenant may use are a section of the tenant page, in
+tenants/admin_views.py.)
 
 Plain forms that work without JavaScript (POST, then redirect); htmx swaps a table row when an
 admin enables or disables a type or template. The figures are the capacity view's
@@ -15,7 +16,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.db import IntegrityError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -38,7 +39,7 @@ from cluster.capacity import (
     gpus_admitted_without_pods,
     node_matches,
 )
-from identity.access import admin_required
+from identity.access import SignedInRequest, admin_required
 from kube.client import KubeError
 from kube.quantity import parse_quantity
 
@@ -143,10 +144,10 @@ def unclaimed_gpu_nodes(gpu_types: list[GpuType], nodes: list[dict[str, Any]]
 
 
 @admin_required
-def gpu_type_list(request: HttpRequest) -> HttpResponse:
+def gpu_type_list(request: SignedInRequest) -> HttpResponse:
     gpu_types = list(GpuType.objects.all())
     nodes, capacity, cluster_error = _cluster()
-    return render(request, "workloads/admin/gpu_type_list.html", {
+    return render(request, "catalogue/gpu_type_list.html", {
         "rows": gpu_type_rows(gpu_types, nodes, capacity), "cluster_error": cluster_error,
         "unclaimed": unclaimed_gpu_nodes(gpu_types, nodes) if nodes is not None else [],
     })
@@ -154,7 +155,7 @@ def gpu_type_list(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 @require_http_methods(["GET", "POST"])
-def gpu_type_new(request: HttpRequest) -> HttpResponse:
+def gpu_type_new(request: SignedInRequest) -> HttpResponse:
     form = GpuTypeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -166,24 +167,24 @@ def gpu_type_new(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"GPU type {gpu_type.slug} added. Tenants may use none "
                                       "of it until you raise their quota.")
             return redirect("catalogue:gpu-types")
-    return _form_page(request, "workloads/admin/gpu_type_form.html", form)
+    return _form_page(request, "catalogue/gpu_type_form.html", form)
 
 
 @admin_required
 @require_http_methods(["GET", "POST"])
-def gpu_type_edit(request: HttpRequest, pk: int) -> HttpResponse:
+def gpu_type_edit(request: SignedInRequest, pk: int) -> HttpResponse:
     gpu_type = get_object_or_404(GpuType, pk=pk)
     form = GpuTypeForm(request.POST or None, gpu_type=gpu_type)
     if request.method == "POST" and form.is_valid():
         gpu_type_update(gpu_type=gpu_type, acting_user=request.user, changes=form.changes())
         messages.success(request, f"GPU type {gpu_type.slug} saved.")
         return redirect("catalogue:gpu-types")
-    return _form_page(request, "workloads/admin/gpu_type_form.html", form, gpu_type=gpu_type)
+    return _form_page(request, "catalogue/gpu_type_form.html", form, gpu_type=gpu_type)
 
 
 @admin_required
 @require_POST
-def gpu_type_enabled(request: HttpRequest, pk: int) -> HttpResponse:
+def gpu_type_enabled(request: SignedInRequest, pk: int) -> HttpResponse:
     """Enable (enabled=1) or disable a type; htmx gets the row back, a browser the page."""
     gpu_type = get_object_or_404(GpuType, pk=pk)
     enable = request.POST.get("enabled") == "1"
@@ -195,20 +196,20 @@ def gpu_type_enabled(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("catalogue:gpu-types")
     nodes, capacity, _ = _cluster()
     row = gpu_type_rows([gpu_type], nodes, capacity)[0]
-    return render(request, "workloads/admin/_gpu_type_row.html", {"row": row})
+    return render(request, "catalogue/_gpu_type_row.html", {"row": row})
 
 
 # --- templates ------------------------------------------------------------------------------
 
 @admin_required
-def template_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "workloads/admin/template_list.html", {
+def template_list(request: SignedInRequest) -> HttpResponse:
+    return render(request, "catalogue/template_list.html", {
         "templates": Template.objects.all()})
 
 
 @admin_required
 @require_http_methods(["GET", "POST"])
-def template_new(request: HttpRequest) -> HttpResponse:
+def template_new(request: SignedInRequest) -> HttpResponse:
     form = TemplateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -220,12 +221,12 @@ def template_new(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Template {template.slug} added.")
             return redirect("catalogue:templates")
-    return _form_page(request, "workloads/admin/template_form.html", form)
+    return _form_page(request, "catalogue/template_form.html", form)
 
 
 @admin_required
 @require_http_methods(["GET", "POST"])
-def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
+def template_edit(request: SignedInRequest, pk: int) -> HttpResponse:
     template = get_object_or_404(Template, pk=pk)
     form = TemplateForm(request.POST or None, template=template)
     if request.method == "POST" and form.is_valid():
@@ -233,12 +234,12 @@ def template_edit(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"Template {template.slug} saved; launches from now on use "
                                   "it.")
         return redirect("catalogue:templates")
-    return _form_page(request, "workloads/admin/template_form.html", form, template=template)
+    return _form_page(request, "catalogue/template_form.html", form, template=template)
 
 
 @admin_required
 @require_POST
-def template_enabled(request: HttpRequest, pk: int) -> HttpResponse:
+def template_enabled(request: SignedInRequest, pk: int) -> HttpResponse:
     template = get_object_or_404(Template, pk=pk)
     enable = request.POST.get("enabled") == "1"
     change = template_enable if enable else template_disable
@@ -247,9 +248,9 @@ def template_enabled(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"Template {template.slug} "
                                   f"{'enabled' if enable else 'disabled'}.")
         return redirect("catalogue:templates")
-    return render(request, "workloads/admin/_template_row.html", {"template": template})
+    return render(request, "catalogue/_template_row.html", {"template": template})
 
 
-def _form_page(request: HttpRequest, page: str, form, **context) -> HttpResponse:
+def _form_page(request: SignedInRequest, page: str, form, **context) -> HttpResponse:
     status = 400 if form.is_bound and form.errors else 200
     return render(request, page, {"form": form, **context}, status=status)

@@ -1,0 +1,44 @@
+"""Catalogue API shapes: a GPU type with the cluster's live capacity, a template."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ..models import Template
+
+
+class GpuTypeSerializer(serializers.Serializer):
+    """A GPU type with the cluster's live capacity (null when the cluster is unreachable)."""
+
+    slug = serializers.SlugField()
+    name = serializers.CharField()
+    resource_name = serializers.CharField()
+    node_selector = serializers.DictField(child=serializers.CharField())
+    memory_gb = serializers.IntegerField()
+    capacity = serializers.IntegerField(allow_null=True, help_text="GPUs the nodes have")
+    allocatable = serializers.IntegerField(allow_null=True,
+                                           help_text="GPUs the nodes offer (healthy, schedulable)")
+    allocated = serializers.IntegerField(allow_null=True, help_text="GPUs that running pods hold")
+    free = serializers.IntegerField(allow_null=True,
+                                    help_text="allocatable less the portal's active workloads")
+    largest_node = serializers.IntegerField(allow_null=True)
+    largest_free_block = serializers.IntegerField(
+        allow_null=True, help_text="the most GPUs free on one node: the largest request that fits now")
+    nodes = serializers.IntegerField(allow_null=True)
+
+
+class TemplateSerializer(serializers.ModelSerializer):
+    cpu = serializers.IntegerField(source="default_cpu")
+    memory = serializers.IntegerField(source="default_memory_gb")
+    image_replaceable = serializers.BooleanField(
+        source="takes_image", help_text="whether a launch may give an image of its own (from "
+                                        "the allowed registries); otherwise `image` runs")
+
+    class Meta:
+        model = Template
+        fields = ["slug", "name", "description", "kind", "custom", "image",
+                  "image_replaceable", "allowed_args", "port", "cpu", "memory"]
+        extra_kwargs = {"allowed_args": {"help_text": (
+            "the options a launch's `args` may hold (NAME or NAME=value each), appended to the "
+            "template's own arguments; empty: none. The custom template takes any `args`")}}
+        read_only_fields = fields
