@@ -471,8 +471,9 @@ def track(*, stop: threading.Event | None = None, duration: float | None = None,
 
 def _lead(tracker: Tracker, lease: Lease, done: Callable[[], bool], renew_every: float,
           say: Callable[[str], None]) -> None:
-    tracker.start(wait=0.0)
+    tracker.start(wait=0.0)  # not waited for: the lease is renewed meanwhile
     renewed = logged = time.monotonic()
+    synced = False
     while not done():
         try:
             tracker.step(min(renew_every, 0.5))
@@ -487,6 +488,9 @@ def _lead(tracker: Tracker, lease: Lease, done: Callable[[], bool], renew_every:
             if not lease.renew():
                 return
             renewed = now
+        if not synced and all(r.synced for r in tracker.reflectors.values()):
+            synced = True
+            say(f"tracker synced: {tracker.stats.as_dict()}")
         if now - logged >= STATS_EVERY_SECONDS:
             say(f"tracking: {tracker.stats.as_dict()}")
             logged = now
