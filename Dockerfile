@@ -1,7 +1,7 @@
 # The portal's image: one image for every process of the portal.
 #   web      gunicorn portal.wsgi            (reads /app/gunicorn.conf.py)
 #   worker   celery -A portal worker -Q celery
-#   tracker  celery -A portal worker -Q tracker --pool solo --concurrency 1   (exactly one)
+#   tracker  python manage.py track_workloads                                 (one leads)
 #   beat     celery -A portal beat                                            (exactly one)
 #   migrate  python manage.py migrate --noinput                               (a Job)
 # Build from the repository root:  docker build -t gpu-portal/portal:0.1.0 .

@@ -90,7 +90,7 @@ def run(args) -> dict:
     template = Template.objects.get(slug="custom")
     plan = [(rng.choice(tenants), rng.randint(3, 12)) for _ in range(args.launches)]
     tracker = Tracker()
-    tracker.cycle(0.5)
+    tracker.run_for(0.5)
     cpu0, began = time.process_time(), time.monotonic()
     launched: dict[int, float] = {}
     for n, (tenant, seconds) in enumerate(plan):
@@ -109,7 +109,7 @@ def run(args) -> dict:
     last_snapshot = 0.0
     while Workload.objects.exclude(state__in=Workload.FINAL_STATES).exists():
         step = time.monotonic()
-        tracker.cycle(2.0)
+        tracker.run_for(2.0)
         elapsed = time.monotonic() - step
         waiting_tenants = set(Workload.objects.filter(state=Workload.State.QUEUED)
                               .values_list("tenant_id", flat=True))

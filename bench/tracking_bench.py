@@ -3,17 +3,18 @@
 Measures, against a kubesim subprocess over HTTP (official client) and a PostgreSQL server
 started here (stack.postgres.PostgresServer, fsync off, like the tests):
 
-1. Kubernetes API requests per tracking cycle with 10, 1,000 and 5,000 workloads, counted on
-   the wire (every HTTP request the ApiClient sends): a cycle of a fresh tracker (relist + watch)
-   and a resumed cycle (watch from the stored resourceVersions). Goal: the same count at every
-   size. Also the wall time of the relist (list + reconcile against the database).
+1. Kubernetes API requests per tracking run with 10, 1,000 and 5,000 workloads, counted on
+   the wire (every HTTP request the ApiClient sends): a fresh tracker's run (a list and a watch
+   per kind) and a resumed run (started again: a watch per kind from the stored
+   resourceVersions). Goal: the same count at every size. Also the wall time of the relist
+   (the lists + the reconcile of every workload against the database).
 2. The delay from a pod phase change in kubesim to the workload state in the database, with
    the 5,000 workloads present: GPU batch workloads are launched two per second; an independent
    watch on their pods timestamps each phase change (Pending → Running, Running → Succeeded) and
    a poller of the database (every 20 ms) timestamps the matching workload state. The tracker
-   runs as the Celery beat task does: a cycle watches 14 s, the next starts on the next 15 s
-   tick, so changes made in the gap between cycles count too. The launches start once that
-   tracker's first relist is done (it watches). Goal: p95 ≤ 2 s.
+   runs as `manage.py track_workloads` does while it leads: its reflectors watch without a gap,
+   its worker loop reconciles each changed workload. The launches start once that tracker's
+   first lists are done (it watches). Goal: p95 ≤ 2 s.
 
 With `--cluster kube` the same runs against the real control plane (stack/k8s/cluster.py's
 ControlPlane: etcd, kube-apiserver, controller-manager, scheduler, KWOK; no addons) with the same
@@ -287,7 +288,6 @@ class Bench:
 
 def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
     from workloads.models import Workload
-    from workloads.tracking.index import WATCHED
     from workloads.tracking.tracker import Tracker
 
     results = []
@@ -299,14 +299,14 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
         warm = Tracker()
         deadline = time.monotonic() + 600
         while True:
-            warm.cycle(3.0)
+            warm.run_for(3.0)
             pending = Workload.objects.filter(tenant__namespace="bench-bulk").exclude(
                 state=Workload.State.RUNNING).count()
             if not pending or time.monotonic() > deadline:
                 break
         settled = time.perf_counter() - t0
         # the fresh tracker below is alone in memory, as in a new process: the settling
-        # tracker's view would double what the garbage collector walks during the relist
+        # tracker's stores would double what the garbage collector walks during the relist
         del warm
         gc.collect()
         quiet = wait_quiet(bench.cluster_pids)  # measure against a cluster at rest
@@ -320,35 +320,39 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
         cluster_before, own_before = cpu_seconds(bench.cluster_pids), time.process_time()
         t0 = time.perf_counter()
         with GcTimer() as collector:
-            tracker.relist(list(WATCHED))  # what a fresh tracker's cycle starts with
+            tracker.start(wait=600)  # what a fresh tracker starts with: a list per kind …
+            tracker.drain()  # … and the reconcile of every workload they hold
         relist_seconds = time.perf_counter() - t0
         own_cpu = time.process_time() - own_before
         cluster_cpu = cpu_since(cluster_before, bench.cluster_pids)
         gc.collect()
         gc.disable()  # the same bodies decoded again, apart, without the collector
         decode_began = time.process_time()
-        for body in bodies:
-            json.loads(body)
+        decoded = [json.loads(body) for body in bodies]
         decode_cpu = time.process_time() - decode_began
         gc.enable()
+        # what metadata.managedFields (server-side apply's bookkeeping) took of what was listed
+        # (the stores drop it)
+        managed = sum(len(json.dumps(obj.get("metadata", {}).get("managedFields") or []))
+                      for answer in decoded for obj in answer.get("items") or [])
+        del decoded
         bodies.clear()
         relist_bytes = sum(size for _, size, _ in received)
         on_wire = {resource: (round(size / 2**20, 1), round(seconds, 2))
                    for resource, size, seconds in received}
         wire_seconds = sum(seconds for _, _, seconds in received)
-        # what metadata.managedFields (server-side apply's bookkeeping) takes of what was listed
-        managed = sum(len(json.dumps(obj.get("metadata", {}).get("managedFields") or []))
-                      for items in tracker.index.objects.values() for _, obj in items.values())
-        stats = tracker.cycle(2.0)  # then it watches (the view is current: no second list)
+        time.sleep(2.0)  # then it watches (the stores are current: no second list)
+        tracker.stop()
+        stats = tracker.stats
         fresh = len(calls)
         calls.clear()
-        tracker.cycle(2.0)  # the next cycle resumes from the stored resourceVersions
+        tracker.run_for(2.0)  # started again, it resumes from the stored resourceVersions
         resumed = len(calls)
         idle_before = cpu_seconds(bench.cluster_pids)  # and again, 5 s more, a little later
         time.sleep(5.0)
         cluster_idle_after = {name: round(used / 5.0, 2) for name, used in
                               cpu_since(idle_before, bench.cluster_pids).items()}
-        listed = {kind: len(items) for kind, items in tracker.index.objects.items()}
+        listed = {kind: len(reflector) for kind, reflector in tracker.reflectors.items()}
         results.append({"workloads": size, "fresh_cycle_requests": fresh,
                         "resumed_cycle_requests": resumed, "relist_s": relist_seconds,
                         "relist_mib": relist_bytes / 2**20, "relist_wire_s": wire_seconds,
@@ -367,7 +371,7 @@ def requests_per_cycle(bench: Bench, sizes: list[int]) -> list[dict]:
         print(f"        relist: the lists' answers (request → body read) {wire_seconds:.2f} s "
               f"{on_wire} (MiB, s); the rest (JSON decoding, the view, the database "
               f"reconcile) {relist_seconds - wire_seconds:.2f} s; metadata.managedFields "
-              f"{managed / 2**20:.1f} MiB of the view", flush=True)
+              f"{managed / 2**20:.1f} MiB of the lists (not kept)", flush=True)
         print(f"        relist CPU: this process {own_cpu:.2f} s, of which the garbage collector "
               f"{collector.seconds:.2f} s (the lists' JSON decoded again alone, collector off: "
               f"{decode_cpu:.2f} s); the cluster's processes {cluster_cpu} s; the cluster in "
@@ -413,14 +417,13 @@ def latency(bench: Bench, launches: int, rate: float) -> dict:
 
     trackers: list[Tracker] = []
 
-    def track() -> None:  # as beat + worker: a 14 s cycle on every 15 s tick
+    def track() -> None:  # as `manage.py track_workloads` leads (its lease aside)
         tracker = Tracker()
         trackers.append(tracker)
-        start = time.monotonic()
+        tracker.start(wait=0.0)
         while not stop.is_set():
-            tracker.cycle(14.0)
-            next_tick = start + 15.0 * (int((time.monotonic() - start) / 15.0) + 1)
-            stop.wait(max(0.0, next_tick - time.monotonic()))
+            tracker.step(0.5)
+        tracker.stop()
         connection.close()
 
     def poll_db() -> None:

@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -303,14 +303,17 @@ class Kube:
     def watch(self, kind: str, namespace: str | None = None, *,
               label_selector: str | None = None, field_selector: str | None = None,
               resource_version: str | None = None, timeout_seconds: int = 60,
-              bookmarks: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
+              bookmarks: bool = True,
+              opened: Callable[[Callable[[], None]], None] | None = None,
+              ) -> Iterator[tuple[str, dict[str, Any]]]:
         """One watch request: yields (type, object) — ADDED, MODIFIED, DELETED, BOOKMARK — until
         the server ends the stream after `timeout_seconds`.
 
         From a resourceVersion only the changes after it come; without one the server first
         sends an ADDED for every current object. A resourceVersion too old for the server's
         history raises `Expired` (an ERROR event with code 410, or a 410 answer), so the caller
-        relists. Other failures raise as the other calls do.
+        relists. Other failures raise as the other calls do. `opened`, given, is called with a
+        function that ends the stream from another thread (the reader then sees it break off).
         """
         method, args = KINDS[kind].method(self.client, "list", namespace)
         kwargs: dict[str, Any] = {
@@ -329,6 +332,8 @@ class Kube:
             response = method(*args, **kwargs)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise _translate(exc) from exc
+        if opened is not None:
+            opened(response.shutdown)
         try:
             for line in _stream_lines(response):
                 event = json.loads(line)

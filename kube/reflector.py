@@ -6,6 +6,15 @@ resourceVersion seen (BOOKMARKs keep that recent while nothing changes); a 410 E
 an unreachable cluster is retried with a growing pause. Readers get the store (uid → object,
 or a compact projection of it), whether it has `synced`, and `version`, a counter that moves
 with every change, so that views derived from the store can be memoised on it.
+
+A consumer that acts on changes (the workload tracker) gives `on_change(type, obj)`: called
+from the reflector's thread for every ADDED, MODIFIED and DELETED object once the store holds
+the change, and before `resource_version` moves past it, so a consumer that persists
+`resource_version` after handling what it was told never stores a cursor past an unhandled
+change. A list tells it every listed object (ADDED or MODIFIED) and every object the list no
+longer has (DELETED, with its last known state), then `on_list(started)` (the wall-clock time
+the list was asked for). Given `resource_version` and `items` (a store kept from before), the
+reflector resumes from there instead of listing; a 410 relists as always.
 """
 
 from __future__ import annotations
@@ -36,15 +45,24 @@ class Reflector:
 
     def __init__(self, kind: str, *, kube: Callable[[], Kube], label_selector: str | None = None,
                  project: Callable[[Obj], Any] | None = None,
-                 watch_seconds: int = WATCH_SECONDS) -> None:
+                 watch_seconds: int = WATCH_SECONDS,
+                 on_change: Callable[[str, Obj], None] | None = None,
+                 on_list: Callable[[float], None] | None = None,
+                 resource_version: str | None = None,
+                 items: dict[str, Any] | None = None) -> None:
+        """`project` may return None for an object not worth keeping (it is then not stored,
+        but `on_change` still hears of it)."""
         self.kind = kind
         self.label_selector = label_selector
         self._kube_factory = kube
         self._project = project or (lambda obj: obj)
         self._watch_seconds = watch_seconds
+        self._on_change = on_change
+        self._on_list = on_list
         self._lock = threading.Lock()
-        self._store: dict[str, Any] = {}
-        self.resource_version: str | None = None  # the last one seen (list, event, bookmark)
+        self._store: dict[str, Any] = dict(items or {})
+        # the last one seen (list, event, bookmark); given, the first request resumes from it
+        self.resource_version: str | None = resource_version
         self.version = 0  # moves with every change of the store
         self.lists = 0
         self.watches = 0
@@ -56,6 +74,11 @@ class Reflector:
         self._stop = threading.Event()
         self._changed = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
+        self._cancel: Callable[[], None] | None = None  # ends the watch in flight
+        if resource_version is not None:
+            # resumed: the store given is the one at that resourceVersion
+            self._synced.set()
+            self._tried.set()
 
     # --- readers ---------------------------------------------------------------------------
 
@@ -86,6 +109,11 @@ class Reflector:
     def __len__(self) -> int:
         return len(self._store)
 
+    def store(self) -> dict[str, Any]:
+        """A copy of the store (key → object), to resume a later reflector from."""
+        with self._lock:
+            return dict(self._store)
+
     def wait_for(self, predicate: Callable[[list[Any]], bool], timeout: float = 10.0) -> bool:
         """Wait until `predicate(items)` holds (checked at every change); its last answer."""
         deadline = time.monotonic() + timeout
@@ -106,8 +134,14 @@ class Reflector:
             self._thread.start()
 
     def stop(self) -> None:
-        """Ask the thread to end; it does at its next event, or when its watch ends."""
+        """End the thread: its watch is cut off; it applies nothing more."""
         self._stop.set()
+        cancel = self._cancel
+        if cancel is not None:
+            try:
+                cancel()
+            except Exception:  # noqa: BLE001 - the stream may be closing already
+                log.debug("reflector of %s: ending its watch failed", self.kind, exc_info=True)
 
     @property
     def stopped(self) -> bool:
@@ -129,6 +163,8 @@ class Reflector:
                 self.resource_version = None  # relist; the store serves until the list is in
                 self._ok()
             except KubeError as exc:
+                if self._stop.is_set():
+                    return  # its watch was ended by stop()
                 self._failed(exc)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)
@@ -148,38 +184,61 @@ class Reflector:
         self._tried.set()
 
     def _list(self, kube: Kube) -> None:
+        started = time.time()
         result = kube.list(self.kind, label_selector=self.label_selector)
         self.lists += 1
-        store = {object_key(o): self._project(o) for o in result.get("items") or []}
+        items = result.get("items") or []
+        store = {}
+        for obj in items:
+            projected = self._project(obj)
+            if projected is not None:
+                store[object_key(obj)] = projected
         resource_version = (result.get("metadata") or {}).get("resourceVersion") or "0"
         del result  # the listed objects themselves are not kept
         with self._changed:
-            self._store = store
+            before, self._store = self._store, store
             self.version += 1
-            self.resource_version = resource_version
             self._changed.notify_all()
+        if self._on_change is not None:
+            for obj in items:
+                self._on_change("MODIFIED" if object_key(obj) in before else "ADDED", obj)
+            for key, obj in before.items():
+                if key not in store and isinstance(obj, dict):
+                    self._on_change("DELETED", obj)
+        if self._on_list is not None:
+            self._on_list(started)
+        self.resource_version = resource_version
         self._ok()
         self._synced.set()
         self._tried.set()
+
+    def _opened(self, cancel: Callable[[], None]) -> None:
+        self._cancel = cancel
+        if self._stop.is_set():  # stopped while the request was on its way
+            cancel()
 
     def _watch(self, kube: Kube) -> None:
         self.watches += 1
         for event_type, obj in kube.watch(self.kind, label_selector=self.label_selector,
                                           resource_version=self.resource_version,
-                                          timeout_seconds=self._watch_seconds):
+                                          timeout_seconds=self._watch_seconds,
+                                          opened=self._opened):
             if self._stop.is_set():
                 return
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if event_type in ("ADDED", "MODIFIED", "DELETED"):
                 key = object_key(obj)
+                projected = None if event_type == "DELETED" else self._project(obj)
                 with self._changed:
-                    if event_type == "DELETED":
+                    if projected is None:
                         self._store.pop(key, None)
                     else:
-                        self._store[key] = self._project(obj)
+                        self._store[key] = projected
                     self.version += 1
-                    if rv:
-                        self.resource_version = rv
                     self._changed.notify_all()
+                if self._on_change is not None:
+                    self._on_change(event_type, obj)
+                if rv:
+                    self.resource_version = rv
             elif event_type == "BOOKMARK" and rv:
                 self.resource_version = rv

@@ -29,19 +29,15 @@ def _close_old_connections(sender=None, task=None, **kwargs) -> None:
 
     close_old_connections()
 
-# The tracker holds its watches open for most of each period: it gets a queue of its own, so
-# launches and stops never wait behind it. Serve it with ONE single-process worker
-# (`celery -A portal worker -Q tracker --pool solo`): its list + watch view then lives from
-# cycle to cycle instead of being relisted.
-app.conf.task_routes = {"workloads.tasks.workloads_track": {"queue": "tracker"}}
+# The lifecycle tracker is no task: it is a long-lived process of its own (`manage.py
+# track_workloads`, leader-elected through a Redis lease), so it has no beat entry and no queue.
+app.conf.task_routes = {}
 
 app.conf.beat_schedule = {
     "workloads-requeue-stale": {"task": "workloads.tasks.workloads_requeue_stale",
                                 "schedule": 30.0},
     "workloads-enforce-runtime": {"task": "workloads.tasks.workloads_enforce_runtime",
                                   "schedule": 30.0},
-    "workloads-track": {"task": "workloads.tasks.workloads_track", "schedule": 15.0,
-                        "options": {"expires": 14.0}},
     "usage-scrape": {"task": "usage.tasks.usage_scrape_task",
                      "schedule": float(os.environ.get("PORTAL_USAGE_SCRAPE_INTERVAL", 15)),
                      "options": {"expires": 14.0}},

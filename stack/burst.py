@@ -302,14 +302,14 @@ def _states(portal: Portal, ids: list[int]) -> dict[int, str]:
 
 
 LOST_CYCLE_SIGNS = ("Traceback", "OperationalError", "database is locked",
-                    "tracking cycle stopped", "skipping this cycle", "raised unexpected")
+                    "the database is unavailable", "tracker lease lost", "raised unexpected")
 
 
 def tracker_log_report(text: str) -> dict[str, Any]:
-    """What the tracker's log says: cycles done, and every line that marks a lost cycle (a
-    traceback, a database error, a cycle stopped or skipped)."""
+    """What the tracker's log says: its periodic reports (every 15 s while it leads), and every
+    line that marks lost work (a traceback, a database error, a lost lease)."""
     lines = text.splitlines()
-    return {"cycles": sum("tracking cycle: {" in line for line in lines),
+    return {"reports": sum("tracking: {" in line for line in lines),
             "lost": [line for line in lines if any(s in line for s in LOST_CYCLE_SIGNS)]}
 
 

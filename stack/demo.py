@@ -221,9 +221,8 @@ def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
     procs += [
         DemoProcess("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2",
                                "--queues", "celery", "--hostname", "demo-worker@%h"], env),
-        # the lifecycle tracker: one process, so its list + watch view lives from cycle to cycle
-        DemoProcess("tracker", [*celery, "worker", "--loglevel", "INFO", "--pool", "solo",
-                                "--queues", "tracker", "--hostname", "demo-tracker@%h"], env),
+        # the lifecycle tracker: a long-lived process (reflectors, one reconcile per workload)
+        DemoProcess("tracker", [python, "manage.py", "track_workloads"], env),
         DemoProcess("beat", [*celery, "beat", "--loglevel", "INFO",
                              "--schedule", str(layout.root / "celerybeat-schedule")], env),
     ]

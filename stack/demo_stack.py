@@ -87,8 +87,8 @@ class DemoStack:
             wait_for(lambda: http_ok(f"{self.url}/healthz"), timeout=60, what="portal",
                      proc=self.procs["web"])
             # as in a demo that has been up a while: the tracker's watches are under way
-            wait_for(lambda: "tracking cycle: {" in self.log("tracker"), timeout=90,
-                     what="the tracker's first cycle", proc=self.procs["tracker"])
+            wait_for(lambda: "tracker synced" in self.log("tracker"), timeout=90,
+                     what="the tracker's first lists", proc=self.procs["tracker"])
         except BaseException:
             self.close()
             raise

@@ -25,6 +25,7 @@ class Workload(models.Model):
     ACTIVE_STATES = (State.SUBMITTED, State.CREATING, State.QUEUED, State.PENDING, State.RUNNING,
                      State.STOPPING)
     FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.STOPPED)
+    LIVE_STATES = (State.QUEUED, State.PENDING, State.RUNNING)  # their objects must exist
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT, related_name="workloads")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,

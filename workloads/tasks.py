@@ -213,25 +213,3 @@ def workloads_enforce_runtime() -> int:
                       reason=f"Reached its maximum runtime of {workload.max_runtime_minutes} minutes.")
         count += 1
     return count
-
-
-# The tracker watches for most of its period, so that state lag stays at the watch's, not the
-# beat's: a cycle watches period - 1 s, and the next one waits up to 2 s for its lock, so the
-# gap between two cycles' watches is about a second (changes in it arrive when the next
-# cycle's watches resume from the stored resourceVersion).
-TRACK_PERIOD_SECONDS = 15.0
-TRACK_SLACK_SECONDS = 1.0
-
-
-@shared_task(ignore_result=True, soft_time_limit=3 * TRACK_PERIOD_SECONDS,
-             time_limit=4 * TRACK_PERIOD_SECONDS)
-def workloads_track() -> dict | None:
-    """Periodic (beat, every 15 s): one lifecycle tracking cycle — list what is stale, then
-    watch pods, jobs, deployments, services and events — under a lock, so one runs at a time.
-    Never raises for a cluster outage: the next cycle resumes or relists."""
-    from workloads.tracking.tracker import tracking_cycle
-
-    period = float(getattr(settings, "PORTAL_TRACKER_PERIOD_SECONDS", TRACK_PERIOD_SECONDS))
-    stats = tracking_cycle(duration=max(1.0, period - TRACK_SLACK_SECONDS),
-                           wait=2 * TRACK_SLACK_SECONDS)
-    return stats.as_dict() if stats is not None else None

@@ -37,7 +37,7 @@ State = Workload.State
 
 # where each state may go; the final states go nowhere (a late or replayed event never
 # resurrects a finished workload)
-_LIVE = (State.QUEUED, State.PENDING, State.RUNNING)
+_LIVE = Workload.LIVE_STATES
 _VERDICTS = (State.SUCCEEDED, State.FAILED)
 TRANSITIONS: Mapping[str, frozenset[str]] = {
     # the create task claims it; a user may stop it before it is created

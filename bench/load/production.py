@@ -5,7 +5,7 @@ the load test's identities, kubesim with bench/load/inventory.yaml, then the por
 as deploy/base/ runs them: gunicorn (`portal.wsgi` with the image's deploy/image/gunicorn.conf.py:
 gthread workers, 4 threads each; PORTAL_DEBUG=0; static files hashed by collectstatic and served
 by WhiteNoise), two Celery workers on the `celery` queue (`--concurrency 4` each, as
-deploy/base/workers.yaml), the lifecycle tracker (`-Q tracker --pool solo`) and beat, logging at
+deploy/base/workers.yaml), the lifecycle tracker (`manage.py track_workloads`) and beat, logging at
 INFO as deployed. Every port is a free one on
 127.0.0.1; every process runs in its own session and is stopped by close(), whatever happened.
 
@@ -145,9 +145,7 @@ class ProductionStack:
             self._popen(f"celery-worker-{n}", [
                 *celery, "worker", "--queues", "celery", "--concurrency", str(self.concurrency),
                 "--hostname", f"load-worker-{n}@%h", "--loglevel", "INFO"], env=self.env)
-        self._popen("tracker", [*celery, "worker", "--queues", "tracker", "--pool", "solo",
-                                "--hostname", "load-tracker@%h", "--loglevel", "INFO"],
-                    env=self.env)
+        self._popen("tracker", [self.python, "manage.py", "track_workloads"], env=self.env)
         self._popen("beat", [*celery, "beat", "--loglevel", "INFO",
                              "--schedule", str(self.root / "celerybeat-schedule")], env=self.env)
         wait_for(lambda: http_ok(f"{self.portal_url}/healthz"), timeout=WAIT, what="gunicorn",

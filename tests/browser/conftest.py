@@ -131,12 +131,11 @@ def browser_context_args() -> dict:
 @pytest.fixture(scope="package")
 def celery_processes(django_db_setup, django_db_blocker, kubesim, keystone, redis_server,
                      tmp_path_factory) -> Iterator[PortalProcesses]:
-    """A worker for launches and stops, one for the tracker queue (as the demo runs them, each
-    a single process here) and beat for the periodic tasks, for the whole package."""
+    """A worker for launches and stops (a single process here), the tracker and beat for the
+    periodic tasks, as the demo runs them, for the whole package."""
     from django.core.cache import cache
 
     from portal.celery import app
-    from workloads.tasks import workloads_track
     from workloads.tracking.index import LOCK_KEY
 
     OUTPUT.mkdir(parents=True, exist_ok=True)
@@ -146,13 +145,12 @@ def celery_processes(django_db_setup, django_db_blocker, kubesim, keystone, redi
     app.control.purge()  # tasks other tests enqueued with no worker running
     try:
         processes.worker(queues="celery", concurrency=1, pool="solo").start(WORKER_START_TIMEOUT)
-        processes.worker(queues="tracker", concurrency=1, pool="solo").start(WORKER_START_TIMEOUT)
+        processes.tracker().start(WORKER_START_TIMEOUT)
         processes.beat().start(WORKER_START_TIMEOUT)
-        workloads_track.delay()  # beat's first tracking cycle comes one period later
         yield processes
     finally:
         processes.stop_all(cold=True)
-        # a tracking cycle cut short leaves its lock until it expires; later tests track too
+        # a tracker cut short leaves its lease until it lapses; later tests track too
         cache.delete(LOCK_KEY)
         # what they wrote after the last journey's flush (samples, cursors) would be found by
         # the tests that come next: the database back to its state after the migrations

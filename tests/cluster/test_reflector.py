@@ -91,3 +91,58 @@ def test_a_cluster_that_does_not_answer_is_not_waited_for(kubesim_factory):
         assert reflector.error is not None and not reflector.synced
     finally:
         reflector.stop()
+
+
+def test_callbacks_hear_every_change_before_the_version_moves_and_a_resume_lists_nothing(small):
+    """on_change hears the list and every watched change with the store already holding it and
+    the reflector's resourceVersion not yet past it (a consumer storing that version after its
+    work never skips a change); a reflector started from a kept store and resourceVersion
+    resumes without a list, and stop() ends its watch at once."""
+    kube = Kube(small.api_client())
+    if kube.get("Namespace", "default") is None:
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    kube.create(secret("heard-0", LABELS))
+    heard: list[tuple[str, str, str | None, str, bool]] = []
+    lists: list[float] = []
+
+    def reflector_of(**kwargs) -> Reflector:
+        def on_change(event_type: str, obj: dict) -> None:
+            meta = obj["metadata"]
+            stored = made.get(meta["uid"]) is not None
+            heard.append((event_type, meta["name"], made.resource_version,
+                          meta["resourceVersion"], stored == (event_type != "DELETED")))
+
+        made = Reflector("Secret", kube=lambda: Kube(small.api_client()),
+                         label_selector="keep=yes", on_change=on_change, on_list=lists.append,
+                         **kwargs)
+        return made
+
+    first = reflector_of(watch_seconds=1)
+    first.start()
+    try:
+        assert first.wait_synced(10) and len(lists) == 1
+        assert [(t, n) for t, n, *_ in heard] == [("ADDED", "heard-0")]
+        kube.create(secret("heard-1", LABELS))
+        kube.delete("Secret", "heard-0", "default")
+        assert first.wait_for(lambda _: ("DELETED", "heard-0") in [(t, n) for t, n, *_ in heard],
+                              timeout=10)
+        watched = heard[1:]
+        assert [(t, n) for t, n, *_ in watched] == [("ADDED", "heard-1"),
+                                                    ("DELETED", "heard-0")]
+        assert all(int(before) < int(version) and in_store
+                   for _, _, before, version, in_store in watched), heard
+    finally:
+        first.stop()
+
+    kube.create(secret("heard-2", LABELS))  # while no one watches
+    resumed = reflector_of(resource_version=first.resource_version, items=first.store(),
+                           watch_seconds=30)
+    resumed.start()
+    try:
+        assert resumed.wait_for(lambda _: kept(resumed) == listed(kube), timeout=10)
+        assert resumed.lists == 0 and len(lists) == 1  # resumed, not listed
+        assert heard[-1][:2] == ("ADDED", "heard-2")
+    finally:
+        resumed.stop()
+    resumed._thread.join(5)  # its 30 s watch is cut off, not waited out
+    assert not resumed._thread.is_alive()

@@ -54,8 +54,8 @@ def disagreements(expected: dict[int, str], kube: Kube) -> list[str]:
 def test_a_30_s_cluster_outage_is_shown_retried_and_converges(lab, portal_processes,
                                                               fault_cluster, login, settings):
     worker = portal_processes.worker().start()
-    portal_processes.worker(queues="tracker", concurrency=1, pool="solo").start()
-    portal_processes.beat().start()  # the tracker every 15 s, the cluster probe, the sweep
+    portal_processes.tracker().start()
+    portal_processes.beat().start()  # the cluster probe, the sweep
     browser = login("researcher")
 
     def launch(i: int, kind: str) -> int:

@@ -84,20 +84,17 @@ def portal(live_server, keystone, gpu_types, cluster, eager_celery):
 
 @pytest.fixture
 def tracker():
-    """The lifecycle tracker, running in the background as the beat/worker pair would."""
+    """The lifecycle tracker, running in the background as its process would (under the lease)."""
     from django.db import connection
 
     from kube.client import Kube
-    from workloads.tracking.tracker import Tracker, tracking_cycle
+    from workloads.tracking.tracker import Tracker, track
 
     stop = threading.Event()
 
     def loop() -> None:
-        instance = Tracker(Kube())
         try:
-            while not stop.is_set():
-                tracking_cycle(duration=2.0, instance=instance)
-                stop.wait(0.05)
+            track(stop=stop, tracker=Tracker(Kube()))
         finally:
             connection.close()
 

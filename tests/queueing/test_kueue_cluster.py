@@ -140,7 +140,7 @@ def test_queue_place_and_estimate_and_a_launch_that_can_never_be_admitted(
     track_until(tracker, lambda: state_of(first).state == S.RUNNING, timeout=60,
                 describe=lambda: f"{first.state}: {first.reason}")
     second = launch(tenant, owner, gpu_types, name="second", gpus=2, max_runtime=10)
-    tracker.cycle(1.0)
+    tracker.run_for(1.0)
     assert state_of(second).state == S.QUEUED
     data = WorkloadSerializer(second).data
     assert (data["queue_position"], data["queue_length"]) == (1, 1)
@@ -233,7 +233,7 @@ def test_borrowed_gpus_are_shared_by_the_tenants_weights(queued_cluster, owner, 
     for i in range(8):  # interleaved, the light one first each time
         for tenant in (light, heavy):
             launch(tenant, owner, gpu_types, name=f"job-{i}", gpus=1)
-    tracker.cycle(1.0)
+    tracker.run_for(1.0)
 
     def running() -> tuple[int, int]:
         return tuple(Workload.objects.filter(tenant=t, state=S.RUNNING).count()

@@ -19,7 +19,7 @@ from tests.workloads.test_tracking import (  # noqa: F401 - collected here, agai
     test_quota_refusals_name_the_quota,
     test_requests_per_cycle_do_not_grow_with_workloads,
     test_states_reasons_and_events_end_to_end,
-    test_the_command_and_the_task_run_a_cycle_under_the_lock,
+    test_the_command_leads_under_the_lease_and_a_standby_takes_over,
     test_vanished_workloads_fail_but_new_ones_do_not,
     track_until,
 )
@@ -38,7 +38,7 @@ def test_relist_after_a_real_410(tenants, owner, gpu_types, real_cluster):
     stage whose status patch met the API server down.)"""
     tenant = tenants()
     tracker = Tracker(Kube())
-    tracker.cycle(0.5)
+    tracker.run_for(0.5)  # lists; stopped, its stores and stored cursors stay where they were
     listed = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
     workload = launch(tenant, owner, gpu_types, name="after", env={"KUBESIM_RUN_SECONDS": "20"})
     core = k8s.CoreV1Api(real_cluster.api_client())
@@ -47,7 +47,7 @@ def test_relist_after_a_real_410(tenants, owner, gpu_types, real_cluster):
                    tenant.namespace, label_selector=selector).items),
                timeout=30, interval=0.2, message="the Job's pod never ran")
     real_cluster.restart_apiserver(compact=True)
-    stats = tracker.cycle(1.5)
+    stats = tracker.run_for(1.5)  # resumes from the stored cursors
     assert stats.expired == 6 and stats.lists == 6, stats  # every watched kind
     # caught up: Running, or already Succeeded where the restart took most of the pod's 20 s
     # (on a loaded machine); never Failed as vanished

@@ -19,7 +19,7 @@ from tests.waiting import eventually
 from tests.workloads.api_calls import launch, post, vision_lab_ready
 from workloads import tasks
 from workloads.models import Workload
-from workloads.tracking.tracker import Tracker, tracking_cycle
+from workloads.tracking.tracker import Tracker
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +61,7 @@ def track_until(workload_id: int, predicate, timeout: float = 30.0) -> Workload:
     tracker = Tracker(Kube())
 
     def tracked() -> Workload | None:
-        tracking_cycle(duration=1.0, instance=tracker)  # a cycle waits for changes: no pause
+        tracker.run_for(1.0)  # a run waits for changes: no pause
         workload = Workload.objects.get(pk=workload_id)
         return workload if predicate(workload) else None
 

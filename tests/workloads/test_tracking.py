@@ -1,10 +1,12 @@
-"""Lifecycle tracking against kubesim over HTTP with the official client: list + watch, states
-and reasons, events, 410 relists, orphans, vanished workloads, and a request count per cycle
-that does not grow with the number of workloads."""
+"""Lifecycle tracking against kubesim over HTTP with the official client: reflectors feeding
+one reconcile per workload, states and reasons, events, 410 relists, orphans, vanished
+workloads, a request count per run that does not grow with the number of workloads, and the
+long-lived command under its lease."""
 
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 from collections.abc import Callable
 from io import StringIO
@@ -16,6 +18,7 @@ from catalogue.models import Template
 from identity.models import User
 from kube.client import Kube
 from kube.labels import workload_object_name
+from kube.reflector import Reflector, object_key
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update, tenant_ensure
 from tests.fixtures.kubesim import DEMO_INVENTORY
@@ -25,7 +28,7 @@ from workloads.manifests import WorkloadSpec, workload_objects
 from workloads.models import TrackerCursor, Workload, WorkloadEvent
 from workloads.objects import workload_objects_create
 from workloads.tracking.index import VANISHED
-from workloads.tracking.tracker import Tracker
+from workloads.tracking.tracker import Lease, Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -88,10 +91,10 @@ def launch(tenant, owner, gpu_types, *, name: str = "job", template: str = "cust
 
 def track_until(tracker: Tracker, done: Callable[[], bool], *, timeout: float = 20.0,
                 step: float = 1.5, describe: Callable[[], str] | None = None) -> None:
-    """Run short tracking cycles until `done()`; bounded. `describe` says where things stand
+    """Run the tracker in short runs until `done()`; bounded. `describe` says where things stand
     when it times out."""
     def cycled() -> bool:
-        tracker.cycle(step)  # a cycle waits for changes: no pause
+        tracker.run_for(step)  # a run waits for changes: no pause
         return done()
 
     if done():
@@ -168,9 +171,9 @@ def test_states_reasons_and_events_end_to_end(tenants, owner, gpu_types):
     # this one forced to relist see the same events again
     before = set(WorkloadEvent.objects.filter(uid__isnull=False).values_list("uid", flat=True))
     snapshot = timezone.now()
-    Tracker().cycle(0.5)
-    tracker.relist_seconds = 0
-    tracker.cycle(0.5)
+    Tracker().run_for(0.5)
+    TrackerCursor.objects.all().delete()  # the stored cursors no longer match: it relists
+    assert tracker.run_for(0.5).lists == 6
     # nothing seen before is recorded again; a live cluster may add events meanwhile (a real
     # scheduler retries, an image pull backs off): those are new, from after the snapshot
     added = WorkloadEvent.objects.filter(uid__isnull=False).exclude(uid__in=before)
@@ -216,7 +219,7 @@ def test_orphans_are_deleted(tenants, owner, gpu_types):
     live = launch(tenant, owner, gpu_types, name="live", count=0)
 
     tracker = Tracker()
-    tracker.cycle(1.0)
+    tracker.run_for(1.0)
     assert tracker.stats.orphans == 3  # the Job, and the Deployment and Service
     gone = [("Job", spec.name), ("Deployment", stopped.object_name),
             ("Service", stopped.object_name), ("Secret", stopped.object_name)]
@@ -245,7 +248,7 @@ def test_vanished_workloads_fail_but_new_ones_do_not(tenants, owner, gpu_types):
     # just marked pending, its objects not in the list yet (the create task's race): kept
     fresh = launch(tenant, owner, gpu_types, name="fresh", create=False)
     Workload.objects.filter(pk=fresh.pk).update(state=S.PENDING, updated_at=timezone.now())
-    Tracker().cycle(0.5)
+    Tracker().run_for(0.5)
     assert state_of(lost).state == S.FAILED and lost.reason == VANISHED
     assert state_of(fresh).state == S.PENDING
 
@@ -256,17 +259,19 @@ def test_a_relist_of_one_kind_judges_only_that_kinds_workloads(tenants, owner, g
     real-cluster 410 test met this when Deployments expired before Jobs."""
     tenant = tenants()
     tracker = Tracker()
-    tracker.cycle(0.2)  # the view as it was before the launch
+    tracker.run_for(0.2)  # the stores as they were before the launch (stopped: they stay so)
     job = launch(tenant, owner, gpu_types, name="since", env={"KUBESIM_RUN_SECONDS": "600"})
     service = launch(tenant, owner, gpu_types, name="svc", kind="service", create=False)
     earlier = timezone.now() - dt.timedelta(minutes=2)
     Workload.objects.filter(pk__in=[job.pk, service.pk]).update(state=S.PENDING,
                                                                  updated_at=earlier)
-    tracker.relist(["Deployment"])
+    tracker.sweep_vanished("Deployment", time.time())  # how a list of Deployments ends
     assert state_of(job).state == S.PENDING, job.reason
     # the service has no Deployment in the fresh Deployment list: it vanished
     assert state_of(service).state == S.FAILED and service.reason == VANISHED
-    tracker.relist(["Job"])  # now the Job view is fresh, and the Job is in it
+    TrackerCursor.objects.filter(resource="jobs").delete()
+    tracker.run_for(0.5)  # now the Jobs are listed again, and the Job is in them
+    assert tracker.stats.lists == 1  # the Jobs only: the other kinds resumed
     assert state_of(job).state in (S.PENDING, S.RUNNING), job.reason
 
 
@@ -276,13 +281,13 @@ def test_a_stopping_workload_whose_objects_are_gone_is_stopped(tenants, owner, g
     Workload.objects.filter(pk=workload.pk).update(state=S.STOPPING, reason="stopped by lead")
     tracker = Tracker()
     # stopping with no objects: the tracker has no objects to derive from, so it leaves it
-    tracker.cycle(0.5)
+    tracker.run_for(0.5)
     assert state_of(workload).state == S.STOPPING
     # with objects that then go, the DELETED events finish the stop
     Workload.objects.filter(pk=workload.pk).update(state=S.CREATING)
     workload_objects_create(workload)
     Workload.objects.filter(pk=workload.pk).update(state=S.STOPPING)
-    tracker.cycle(0.5)
+    tracker.run_for(0.5)
     Kube().delete("Job", workload.object_name, tenant.namespace)
     track_until(tracker, lambda: state_of(workload).state == S.STOPPED)
     assert workload.reason == "stopped by lead"
@@ -296,7 +301,7 @@ def test_relist_after_410(kubesim_factory, settings, gpu_types, owner):
         tenant = make_tenant()
         kube, calls = counting_kube(small)
         tracker = Tracker(kube)
-        tracker.cycle(0.2)  # a list: the view and the cursors are at the list's version
+        tracker.run_for(0.2)  # a list: the stores and the cursors are at the list's version
         listed = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
         # meanwhile far more than 20 changes happen: a batch job starts, secrets churn
         workload = launch(tenant, owner, gpu_types, name="after",
@@ -305,7 +310,7 @@ def test_relist_after_410(kubesim_factory, settings, gpu_types, owner):
             kube.create({"apiVersion": "v1", "kind": "Secret",
                          "metadata": {"name": f"churn-{i}", "namespace": tenant.namespace}})
         calls.clear()
-        stats = tracker.cycle(1.5)
+        stats = tracker.run_for(1.5)
         # every kind resumed from its stored version, got 410, relisted, watched again
         assert (stats.expired, stats.lists, stats.watches) == (6, 6, 12)
         assert stats.requests == len(calls) == 18
@@ -322,12 +327,12 @@ def test_requests_per_cycle_do_not_grow_with_workloads(tenants, owner, gpu_types
 
     def one_cycle() -> tuple[int, list]:
         kube, calls = counting_kube(cluster)
-        tracker = Tracker(kube)  # a fresh view: a relist, then watches
-        stats = tracker.cycle(2.0)
+        tracker = Tracker(kube)  # fresh stores: a list, then a watch, per kind
+        stats = tracker.run_for(2.0)
         assert stats.requests == len(calls)
         relist_and_watch = len(calls)
         calls.clear()
-        tracker.cycle(1.5)  # resume from the stored versions: watches only
+        tracker.run_for(1.5)  # resume from the stored versions: watches only
         return relist_and_watch, list(calls)
 
     with_one, resumed_one = one_cycle()
@@ -341,40 +346,90 @@ def test_requests_per_cycle_do_not_grow_with_workloads(tenants, owner, gpu_types
         "apis/networking.k8s.io/v1/ingresses", "api/v1/events"}
 
 
-def test_the_command_and_the_task_run_a_cycle_under_the_lock(tenants, owner, gpu_types,
-                                                             settings):
-    from django.core.cache import cache
+def test_the_command_leads_under_the_lease_and_a_standby_takes_over(tenants, owner, gpu_types):
+    """`track_workloads` leads while it holds the lease (renewed while it leads: one term
+    however long it runs), stands by while another holds it, and takes over once that one's
+    lease lapses."""
     from django.core.management import call_command
-
-    from workloads.tasks import workloads_track
-    from workloads.tracking.index import LOCK_KEY
-    from workloads.tracking.tracker import tracking_cycle
 
     tenant = tenants()
     workload = launch(tenant, owner, gpu_types, name="cmd", gpu="t4", count=8)
-    out = StringIO()
-    call_command("track_workloads", "--once", "--duration", "1", stdout=out)
-    assert "lists=" in out.getvalue()
+
+    def command(*args: str) -> str:
+        out = StringIO()
+        call_command("track_workloads", *args, stdout=out)
+        return out.getvalue()
+
+    led = command("--duration", "4", "--lease", "1.5")
+    assert led.count("tracker leading") == 1, led  # renewed: never lapsed and taken again
+    assert "standing by" not in led
     assert state_of(workload).reason == UNFIT_8_T4
-    assert cache.get(LOCK_KEY) is None  # released
-    settings.PORTAL_TRACKER_PERIOD_SECONDS = 2.0
-    assert workloads_track.apply().get()["watches"] == 6
-    # another tracker holds the lock: this one does nothing (and waits no longer than asked)
-    cache.add(LOCK_KEY, "someone-else", timeout=30)
-    try:
-        assert tracking_cycle(duration=1, wait=0.3) is None
-    finally:
-        cache.delete(LOCK_KEY)
+    assert Lease.holder() is None  # given up on the way out
+    # another process holds the lease and renews it: this one stands by
+    other = Lease(seconds=3)
+    assert other.acquire()
+    stood_by = command("--duration", "1")
+    assert "standing by" in stood_by and "tracker leading" not in stood_by, stood_by
+    # it stops renewing (it crashed): the lease lapses, and the standby takes over
+    took_over = command("--duration", "6")
+    assert took_over.index("standing by") < took_over.index("tracker leading"), took_over
+    assert not other.renew()  # the old leader learns it lost the lease
+
+
+def test_a_lease_is_held_while_renewed_and_lapses_when_not(db):
+    leader, standby = Lease(seconds=1), Lease(seconds=1)
+    assert leader.acquire() and not standby.acquire()
+    for _ in range(3):  # renewed: held past its length
+        time.sleep(0.5)
+        assert leader.renew() and not standby.acquire()
+    assert eventually(standby.acquire, timeout=5, interval=0.2)  # no longer renewed: lapsed
+    assert not leader.renew()
+    standby.release()
+    assert Lease.holder() is None
 
 
 def test_a_cluster_outage_is_logged_not_raised(kubesim_factory, settings, db):
-    from workloads.tracking.tracker import tracking_cycle
-
     gone = kubesim_factory()
     settings.KUBECONFIG = gone.kubeconfig
     gone.stop()
-    stats = tracking_cycle(duration=1, instance=Tracker())
-    assert stats is not None and stats.errors == 1 and stats.lists == 0
+    stats = Tracker().run_for(1)
+    assert stats.failing == 6 and stats.lists == 0
+
+
+def test_a_burst_of_changes_to_one_workload_costs_one_reconcile(gpu_types, owner):
+    """The reflectors' callbacks only mark a workload dirty: N changes between two drains are
+    one reconcile."""
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Burst Lab")
+    workload = launch(tenant, owner, gpu_types, create=False)
+    Workload.objects.filter(pk=workload.pk).update(state=S.RUNNING)
+    tracker = Tracker(kube=Kube())
+    for phase in ("Pending", "Running", "Running", "Running", "Running"):
+        seen(tracker, "Pod", ours(workload, tenant, pod(phase, state=running())))
+    seen(tracker, "Job", ours(workload, tenant, job(COMPLETE,
+                                                     completion="2025-05-01T10:01:06Z")))
+    tracker.drain()
+    assert tracker.stats.reconciles == 1
+    assert state_of(workload).state == S.SUCCEEDED
+    tracker.drain()  # nothing new: nothing derived
+    assert tracker.stats.reconciles == 1
+
+
+def ours(workload: Workload, tenant, obj: dict) -> dict:
+    """`obj` as one of the workload's objects."""
+    obj["metadata"].update(name=workload.object_name, namespace=tenant.namespace,
+                           labels={"gpu-portal.io/workload-id": str(workload.pk)})
+    return obj
+
+
+def seen(tracker: Tracker, kind: str, obj: dict) -> None:
+    """The tracker's store of `kind` holds `obj` now, and the tracker is told (as its reflector
+    does when a watch brings the object)."""
+    before = tracker.reflectors.get(kind)
+    items = before.store() if before is not None else {}
+    items[object_key(obj)] = obj
+    tracker.reflectors[kind] = Reflector(kind, kube=lambda: tracker.kube, resource_version="1",
+                                         items=items)
+    tracker._changed(kind, "MODIFIED", obj)
 
 
 @pytest.mark.parametrize(("state", "kind", "finished_minutes_ago", "deleted", "orphan"), [
@@ -416,7 +471,7 @@ def test_a_row_moved_while_the_tracker_derived_it_is_derived_again(gpu_types, ow
     Workload.objects.filter(pk=workload.pk).update(state=S.PENDING)  # the create task's write
     tracker = Tracker(kube=Kube())
     reads = []
-    real_rows = tracker._rows
+    real_rows = tracking.workload_rows
 
     def rows_as_first_read(wids):
         rows = real_rows(wids)
@@ -425,10 +480,10 @@ def test_a_row_moved_while_the_tracker_derived_it_is_derived_again(gpu_types, ow
         reads.append(sorted(rows))
         return rows
 
-    monkeypatch.setattr(tracker, "_rows", rows_as_first_read)
+    monkeypatch.setattr(tracking, "workload_rows", rows_as_first_read)
     monkeypatch.setattr(tracking, "workload_outcome", lambda current, observed: lifecycle.Outcome(
         S.RUNNING, "", {"node": "gpu-a100-1", "address": "192.168.1.240"}))
-    tracker._apply([workload.pk])
+    tracker.reconcile(workload.pk)
     assert reads == [[workload.pk], [workload.pk]]  # read again after the lost claim
     assert state_of(workload).state == S.RUNNING
     assert workload.node == "gpu-a100-1"
@@ -444,25 +499,20 @@ def test_a_job_decided_before_its_pods_exit_code_arrives_takes_it_after(gpu_type
     workload = launch(tenant, owner, gpu_types, create=False)
     Workload.objects.filter(pk=workload.pk).update(state=S.RUNNING)
 
-    def ours(obj: dict) -> dict:
-        obj["metadata"].update(name=workload.object_name, namespace=tenant.namespace,
-                               labels={"gpu-portal.io/workload-id": str(workload.pk)})
-        return obj
-
     tracker = Tracker(kube=Kube())
-    tracker.index.put("Pod", ours(pod("Running", state=running())))
-    tracker.index.put("Job", ours(job(COMPLETE, completion="2025-05-01T10:01:06Z")))
-    tracker._apply([workload.pk])  # the Job's event first: the pod still shows running
+    seen(tracker, "Pod", ours(workload, tenant, pod("Running", state=running())))
+    seen(tracker, "Job", ours(workload, tenant, job(COMPLETE, completion="2025-05-01T10:01:06Z")))
+    tracker.reconcile(workload.pk)  # the Job's event first: the pod still shows running
     assert (state_of(workload).state, workload.exit_code) == (S.SUCCEEDED, None)
     finished = workload.finished_at
     assert finished == dt.datetime(2025, 5, 1, 10, 1, 6, tzinfo=dt.UTC)
 
-    tracker.index.put("Pod", ours(pod("Succeeded", state=terminated(0))))
-    tracker._apply([workload.pk])  # then the pod's
+    seen(tracker, "Pod", ours(workload, tenant, pod("Succeeded", state=terminated(0))))
+    tracker.reconcile(workload.pk)  # then the pod's
     assert (state_of(workload).state, workload.exit_code) == (S.SUCCEEDED, 0)
     assert workload.finished_at == finished and workload.reason == "Completed."
     assert list(workload.events.values_list("reason", flat=True)) == ["Succeeded"]
     # a fact it has is kept: a replayed or later pod does not rewrite it
-    tracker.index.put("Pod", ours(pod("Failed", state=terminated(3))))
-    tracker._apply([workload.pk])
+    seen(tracker, "Pod", ours(workload, tenant, pod("Failed", state=terminated(3))))
+    tracker.reconcile(workload.pk)
     assert (state_of(workload).state, workload.exit_code) == (S.SUCCEEDED, 0)

@@ -1,9 +1,9 @@
-"""The tracker loses no cycle and no change to lock contention (issue 15: 45 "database is
-locked" tracebacks in ten minutes of the demo, each a lost cycle, and a finished Job shown
-pending for 90 s). A row lock another transaction holds past this connection's lock_timeout
-(PostgreSQL's contention error, as "database is locked" is SQLite's) is waited out and
-retried; a database that stays locked through every retry drops the view, so that the next
-cycle relists and writes what this one could not."""
+"""The tracker loses no change to lock contention (issue 15: 45 "database is locked"
+tracebacks in ten minutes of the demo, each a lost cycle, and a finished Job shown pending for
+90 s). A row lock another transaction holds past this connection's lock_timeout (PostgreSQL's
+contention error, as "database is locked" is SQLite's) is waited out and retried; a database
+that stays locked through every retry keeps the work to do and the cursors where they were, so
+that the tracker writes what it could not once the database answers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.db import connection, connections
 
 from tests.workloads.test_tracking import launch, make_tenant, owner, state_of, track_until  # noqa: F401
 from workloads.models import TrackerCursor, Workload
-from workloads.tracking.tracker import Tracker, tracking_cycle
+from workloads.tracking.tracker import Tracker, track
 
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True),
               pytest.mark.timeout(180)]
@@ -108,22 +108,20 @@ def test_a_locked_row_is_waited_out_and_the_change_written(notebook, short_lock_
 
 def test_a_database_locked_through_every_retry_loses_no_change(notebook, short_lock_timeout,
                                                                 caplog, row_lock):
-    lock = row_lock(notebook.pk)  # held through the whole cycle
+    lock = row_lock(notebook.pk)  # held through the whole run
     tracker = Tracker()
     try:
         with caplog.at_level(logging.WARNING):
-            stats = tracking_cycle(duration=3, instance=tracker)
-        assert stats is not None and stats.errors == 1
-        assert "tracking cycle stopped, the database is unavailable" in caplog.text
+            track(duration=3, tracker=tracker)
+        assert tracker.stats.errors >= 1
+        assert "tracker: the database is unavailable" in caplog.text
         assert state_of(notebook).state == Workload.State.PENDING  # not written …
-        assert tracker.versions == {}  # … so the view is dropped: the next cycle relists
+        assert not TrackerCursor.objects.exists()  # … so no cursor was stored past it
     finally:
         lock.release()
-    cursors_before = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
 
-    stats = tracking_cycle(duration=2, instance=tracker)
+    track(duration=2, tracker=tracker)
 
-    assert stats.lists == 6 and stats.errors == 0  # every watched kind
+    assert tracker.stats.lists == 6 and tracker.stats.errors == 0  # no cursor: every kind
     assert state_of(notebook).state == Workload.State.RUNNING
-    assert dict(TrackerCursor.objects.values_list("resource", "resource_version")) != \
-        cursors_before
+    assert TrackerCursor.objects.count() == 6

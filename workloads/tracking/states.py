@@ -1,5 +1,6 @@
 """State derivation: a workload's objects as the tracker sees them → its state, written
-through workload_transition; vanished objects after a relist."""
+through workload_transition; vanished objects after a list. Plain functions: the tracker
+(tracker.py) holds the stores and calls them."""
 
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import transaction
@@ -18,113 +20,114 @@ from ..lifecycle import LATE_FACTS, Observed, Outcome, derive, expires_at_for
 from ..manifests import BATCH, SERVICE
 from ..models import Workload
 from ..transitions import workload_transition
-from .index import (
-    LIVE,
-    VANISHED,
-    Obj,
-    State,
-)
+from .index import CHUNK, VANISHED, Obj, State
 
 log = logging.getLogger(__name__)
 
 
-class StateDerivation:
-    """The Tracker's part that turns what it sees into workload states (tracker.py)."""
+def workload_rows(wids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """The rows the tracker derives from, by id (ids that are not in the database are left
+    out)."""
+    ids = sorted(wids)
+    rows: dict[int, dict[str, Any]] = {}
+    for start in range(0, len(ids), CHUNK):
+        for row in Workload.objects.filter(pk__in=ids[start:start + CHUNK]).values(
+                "id", "state", "kind", "reason", "node", "address", "exit_code",
+                "started_at", "finished_at", "updated_at", "deleted_at",
+                "max_runtime_minutes", "tenant__namespace"):
+            rows[row["id"]] = row
+    return rows
 
-    def _vanished_outcome(self, row: dict[str, Any], observed: Observed, last: Obj) -> Outcome:
-        """The primary object was deleted while the workload was live: its last state may hold
-        a verdict (a Job deleted right after it finished); otherwise it vanished."""
-        kind = last.get("kind") or ("Job" if row["kind"] == BATCH else "Deployment")
-        with_last = dataclasses.replace(observed, **{"job" if kind == "Job" else "deployment":
-                                                     last})
-        verdict = derive(with_last, row["state"])
-        if verdict is not None and verdict.state in Workload.FINAL_STATES:
-            return verdict
-        self.stats.vanished += 1
-        return Outcome(State.FAILED, VANISHED)
 
-    def _sweep_vanished(self, kind: str, listed_at: dt.datetime) -> None:
-        """After a relist of `kind` (Job or Deployment): live workloads of that kind without
-        their object failed. Only the kind just listed is judged: a 410 relists one kind at a
-        time, and the other kind's view may predate workloads launched since. Only those that
-        were already pending before the list began count — the create task marks a workload
-        pending after creating its objects, so those objects were in the list — with room
-        for clocks of different hosts."""
-        cutoff = listed_at - dt.timedelta(seconds=self.clock_skew)
-        workload_kind = BATCH if kind == "Job" else SERVICE
-        live = Workload.objects.filter(state__in=LIVE,
-                                       kind=workload_kind, updated_at__lt=cutoff)
-        gone = []
-        for wid, namespace in live.values_list("id", "tenant__namespace"):
-            observed = self.index.observed(wid, workload_kind, namespace)
-            if (observed.job if kind == "Job" else observed.deployment) is None:
-                gone.append(wid)
-        for row in self._rows(gone).values():
-            if row["state"] in LIVE:
-                self.stats.vanished += 1
-                self._mark(row, Outcome(State.FAILED, VANISHED))
+def vanished_outcome(row: dict[str, Any], observed: Observed, last: Obj) -> Outcome:
+    """The primary object was deleted while the workload was live: its last state may hold a
+    verdict (a Job deleted right after it finished); otherwise it vanished."""
+    kind = last.get("kind") or ("Job" if row["kind"] == BATCH else "Deployment")
+    with_last = (dataclasses.replace(observed, job=last) if kind == "Job"
+                 else dataclasses.replace(observed, deployment=last))
+    verdict = derive(with_last, row["state"])
+    if verdict is not None and verdict.state in Workload.FINAL_STATES:
+        return verdict
+    return Outcome(State.FAILED, VANISHED)
 
-    def _mark(self, row: dict[str, Any], outcome: Outcome) -> bool:
-        """Write an outcome unless it says nothing new; re-checked under a row lock so that a
-        stop (or another writer) in between wins. False when the row had moved since it was
-        read: the caller derives again from what it is now (no later event may come for it:
-        the create task's `pending` can land after the pod it created is already running)."""
-        if row["state"] in Workload.FINAL_STATES:
-            return self._mark_later_facts(row, outcome)
-        reason = row["reason"] if outcome.reason is None else outcome.reason
-        facts = {k: v for k, v in outcome.fields.items() if k in ("node", "address", "exit_code")}
-        if (outcome.state == row["state"] and reason == row["reason"]
-                and all(row[k] == v for k, v in facts.items())):
-            return True
-        with transaction.atomic():
-            locked = (Workload.objects.select_for_update()
-                      .filter(pk=row["id"], state=row["state"]).first())
-            if locked is None:
-                return False  # moved meanwhile: derive again from the new state
-            fields: dict[str, Any] = dict(facts)
-            if outcome.state == State.RUNNING or outcome.state in Workload.FINAL_STATES:
-                started = locked.started_at or outcome.fields.get("started_at")
-                if outcome.state == State.RUNNING:
-                    started = started or timezone.now()
-                    if locked.started_at is None:
-                        # the maximum runtime counts from when it started running
-                        fields["expires_at"] = expires_at_for(locked, started)
-                if started is not None:
-                    fields["started_at"] = started
-            if outcome.state in Workload.FINAL_STATES and outcome.fields.get("finished_at"):
-                fields["finished_at"] = outcome.fields["finished_at"]
-            moved = workload_transition(
-                workload_id=locked.pk, allowed_from=(row["state"],), to=outcome.state,
-                reason=reason,
-                event={"reason": outcome.state.capitalize(),
-                       "message": _transition_text(outcome, reason),
-                       "type": "Warning" if outcome.state == State.FAILED else "Normal",
-                       "source": "tracker"},
-                **fields)
-            if not moved:
-                return True  # an edge the table refuses (logged there)
-            if row["state"] == State.RUNNING and outcome.state == State.QUEUED:
-                # Kueue took its GPUs back for the tenant that lent them: tell its owner
-                workload_reclaimed(workload=locked, reason=reason)
-        self.stats.changes += 1
-        return True
 
-    def _mark_later_facts(self, row: dict[str, Any], outcome: Outcome) -> bool:
-        """A finished workload takes the facts of its pod's end that arrived after its verdict
-        (the Job's Complete condition was seen before the pod's exit code): only those it lacks,
-        never a state, a reason or a fact it has. Through workload_transition, as the same state
-        (no event)."""
-        facts = {k: v for k, v in outcome.fields.items()
-                 if k in LATE_FACTS and row.get(k) is None}
-        if outcome.state != row["state"] or not facts:
-            return True
-        if not workload_transition(workload_id=row["id"], allowed_from=(row["state"],),
-                                   to=row["state"], **facts):
-            return False  # gone meanwhile
-        self.stats.changes += 1
-        return True
+def vanished_since(kind: str, listed_at: dt.datetime,
+                   has_primary: Callable[[int, str, str], bool]) -> list[dict[str, Any]]:
+    """After a list of `kind` (Job or Deployment): the live workloads of that kind without their
+    object. Only the kind just listed is judged: a 410 relists one kind at a time, and the other
+    kind's store may predate workloads launched since (the real-cluster 410 test met a batch
+    workload failed by a Deployment relist). Only those that were already live before the list
+    began count — the create task marks a workload pending after creating its objects, so
+    those objects were in the list; `listed_at` leaves room for the clocks of different hosts.
+    `has_primary(workload id, workload kind, namespace)` answers from the store."""
+    workload_kind = BATCH if kind == "Job" else SERVICE
+    live = Workload.objects.filter(state__in=Workload.LIVE_STATES, kind=workload_kind,
+                                   updated_at__lt=listed_at)
+    gone = [wid for wid, namespace in live.values_list("id", "tenant__namespace")
+            if not has_primary(wid, workload_kind, namespace)]
+    return [row for row in workload_rows(gone).values()
+            if row["state"] in Workload.LIVE_STATES]
 
-    # -- events ----------------------------------------------------------------------------
+
+def mark(row: dict[str, Any], outcome: Outcome) -> bool | None:
+    """Write an outcome unless it says nothing new; re-checked under a row lock so that a stop
+    (or another writer) in between wins. True when it wrote, None when there was nothing to
+    write, False when the row had moved since it was read: the caller derives again from what
+    it is now (no later event may come for it: the create task's `pending` can land after the
+    pod it created is already running)."""
+    if row["state"] in Workload.FINAL_STATES:
+        return _mark_later_facts(row, outcome)
+    reason = row["reason"] if outcome.reason is None else outcome.reason
+    facts = {k: v for k, v in outcome.fields.items() if k in ("node", "address", "exit_code")}
+    if (outcome.state == row["state"] and reason == row["reason"]
+            and all(row[k] == v for k, v in facts.items())):
+        return None
+    with transaction.atomic():
+        locked = (Workload.objects.select_for_update()
+                  .filter(pk=row["id"], state=row["state"]).first())
+        if locked is None:
+            return False  # moved meanwhile: derive again from the new state
+        fields: dict[str, Any] = dict(facts)
+        if outcome.state == State.RUNNING or outcome.state in Workload.FINAL_STATES:
+            started = locked.started_at or outcome.fields.get("started_at")
+            if outcome.state == State.RUNNING:
+                started = started or timezone.now()
+                if locked.started_at is None:
+                    # the maximum runtime counts from when it started running
+                    fields["expires_at"] = expires_at_for(locked, started)
+            if started is not None:
+                fields["started_at"] = started
+        if outcome.state in Workload.FINAL_STATES and outcome.fields.get("finished_at"):
+            fields["finished_at"] = outcome.fields["finished_at"]
+        moved = workload_transition(
+            workload_id=locked.pk, allowed_from=(row["state"],), to=outcome.state,
+            reason=reason,
+            event={"reason": outcome.state.capitalize(),
+                   "message": _transition_text(outcome, reason),
+                   "type": "Warning" if outcome.state == State.FAILED else "Normal",
+                   "source": "tracker"},
+            **fields)
+        if not moved:
+            return None  # an edge the table refuses (logged there)
+        if row["state"] == State.RUNNING and outcome.state == State.QUEUED:
+            # Kueue took its GPUs back for the tenant that lent them: tell its owner
+            workload_reclaimed(workload=locked, reason=reason)
+    return True
+
+
+def _mark_later_facts(row: dict[str, Any], outcome: Outcome) -> bool | None:
+    """A finished workload takes the facts of its pod's end that arrived after its verdict (the
+    Job's Complete condition was seen before the pod's exit code): only those it lacks, never a
+    state, a reason or a fact it has. Through workload_transition, as the same state (no
+    event)."""
+    facts = {k: v for k, v in outcome.fields.items()
+             if k in LATE_FACTS and row.get(k) is None}
+    if outcome.state != row["state"] or not facts:
+        return None
+    if not workload_transition(workload_id=row["id"], allowed_from=(row["state"],),
+                               to=row["state"], **facts):
+        return False  # gone meanwhile
+    return True
 
 
 def _transition_text(outcome: Outcome, reason: str) -> str:

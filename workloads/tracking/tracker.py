@@ -1,359 +1,499 @@
-"""Lifecycle tracking: the cluster's objects of every workload, followed by list + watch.
+"""Lifecycle tracking: the cluster's objects of every workload, followed through reflectors.
 
-One tracker runs at a time (a cache lock). A cycle LISTs each watched kind once when it has no
-current view of it, stores the list's resourceVersion in `TrackerCursor`, then WATCHes every
-kind from the stored resourceVersion for most of the period (one streamed request per kind, in
-threads, so a pod's phase change reaches the database within a moment). A 410 Expired relists
-that kind. Its API cost per cycle is therefore one list (only when needed) and one watch per
-kind, whatever the number of workloads: no per-object GETs, ever.
-
-What it watches, all namespaces at once:
-- pods, jobs, deployments, services labelled `app.kubernetes.io/managed-by=gpu-portal`, mapped
-  to their workload by the `gpu-portal.io/workload-id` label;
+One reflector (kube/reflector.py) per watched kind, all namespaces at once, keeps the kind in
+memory by list + watch:
+- pods, jobs, deployments, services and ingresses labelled
+  `app.kubernetes.io/managed-by=gpu-portal`, mapped to their workload by the
+  `gpu-portal.io/workload-id` label;
 - events. Events carry no labels of the object they are about, so no label selector can pick
   ours. They are mapped by the involved object's name instead: every object of a workload is
   named `wl-<id>-…` (a Deployment's ReplicaSet and pods and a Job's pods extend that name), and
   `naming.py` guarantees that prefix reads back to exactly one id. An event counts only when it
-  is in that workload's own tenant namespace, so a look-alike name elsewhere is ignored. (Looking
-  the involved object up by uid would miss ReplicaSets, which are not watched, and pods refused
-  by quota, which never existed.) The cost is that every event of the cluster is streamed and
-  dropped here when it is not ours; the request count does not change.
+  is in that workload's own tenant namespace, so a look-alike name elsewhere is ignored. Every
+  event of the cluster is streamed; the store keeps only ours.
 
-The view (an index of objects per workload id) lives in the tracker's memory. It survives from
-one cycle to the next in the same process, and is trusted only while the stored cursors still
-equal what this process last saw (no other process tracked in between) and it is younger than
-`relist_seconds`; otherwise the cycle relists first. A relist is also when vanished workloads
-are found (see `_sweep_vanished`).
+The reflectors' change callbacks file each object under its workload (index.py) and add the
+workload's id to a set of dirty ids; one worker loop drains that set and calls `reconcile` once
+per id, however many changes came for it meanwhile. `reconcile(workload_id)` derives the state
+from the stores and writes it through workload_transition (states.py). The same loop records
+events (events.py), deletes orphans (orphans.py) and, after a list of Jobs or Deployments, fails
+the live workloads of that kind whose object is gone (only that kind: a 410 relists one kind at
+a time). Its API cost is one list per kind (at start and after a 410) and one watch per kind
+and watch period, whatever the number of workloads: no per-object GETs, ever.
+
+Cursors: after every drain, each kind's resourceVersion up to which every change has been
+written is stored in `TrackerCursor` (a reflector moves its resourceVersion only after its
+callback ran, so the cursor never passes an unwritten change). A tracker that stops (it lost
+the lead) and starts again in the same process resumes every kind whose stored cursor still
+equals where its store is, instead of listing; another kind (or a new process) lists.
+
+One tracker leads at a time: `track()` (the `track_workloads` command) holds a Redis lock as its
+lease, renews it while leading, and stands by while another process holds it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import functools
 import logging
-import queue
 import threading
 import time
-import uuid
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
-from django.db import DatabaseError, InterfaceError, OperationalError
-from django.utils import timezone
+from django.db import DatabaseError, close_old_connections, connection
 
 from core.contention import retry_on_contention
-from kube.client import Expired, Kube, KubeError
+from kube.client import Kube
+from kube.reflector import Reflector, object_key
 
-from ..lifecycle import Outcome, workload_outcome
+from ..lifecycle import Observed, Outcome, workload_outcome
 from ..manifests import BATCH
 from ..models import TrackerCursor, Workload
-from .events import EventRecording
+from .events import EventRecorder
 from .index import (
-    CHUNK,
-    LIVE,
     LOCK_KEY,
     PRIMARY,
     SELECTOR,
-    WATCH_RESTARTS,
+    VANISHED,
     WATCHED,
     Index,
     Obj,
+    namespace_of,
+    workload_id_of,
 )
-from .orphans import OrphanCleanup
-from .states import StateDerivation
+from .orphans import OrphanCollector
+from .states import mark, vanished_outcome, vanished_since, workload_rows
 
 log = logging.getLogger(__name__)
 
 # how often one workload is derived again when another writer moves it in between (the create
 # task, a stop); each attempt reads the row anew, so a few always suffice
 MARK_ATTEMPTS = 3
+# a sweep from the stores (no list) judges only workloads live for longer than the watches may
+# lag behind the cluster
+SWEEP_LAG_SECONDS = 30.0
+STATS_EVERY_SECONDS = 15.0  # how often a leading tracker logs its counters
 
 
 @dataclasses.dataclass
-class CycleStats:
+class TrackerStats:
+    """What a tracker did since it started (its reflectors' requests included)."""
     requests: int = 0  # Kubernetes API requests made (lists + watches + deletes)
     lists: int = 0
     watches: int = 0
     expired: int = 0  # 410s answered by a relist
+    reconciles: int = 0  # workloads derived
     changes: int = 0  # workload state/reason changes written
     events: int = 0  # WorkloadEvent rows created or updated
     orphans: int = 0  # objects deleted because no live workload owns them
     vanished: int = 0
-    errors: int = 0
+    errors: int = 0  # drains the database refused, deletes refused
+    failing: int = 0  # reflectors whose last try failed (the cluster does not answer)
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)
 
 
-class Tracker(StateDerivation, EventRecording, OrphanCleanup):
-    """Follows the cluster for the portal. Not thread-safe: one cycle at a time per instance
-    (and, across processes, one at a time per cluster: `tracking_cycle` holds a lock)."""
+def _slim(obj: Obj) -> Obj | None:
+    """What a store keeps of an object: events only when they are about a workload, and no
+    object's managedFields (the portal never reads them; on a real API server they are close
+    to half of every object)."""
+    if obj.get("kind") == "Event" and workload_id_of(obj) is None:
+        return None
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
 
-    def __init__(self, kube: Kube | None = None, *, relist_seconds: float = 300.0,
+
+class Tracker:
+    """Follows the cluster for the portal: reflectors feeding one reconcile per dirty workload.
+    `start` starts the reflectors, `stop` stops them (their stores are kept, to resume from);
+    `step` runs the worker loop once, in the calling thread, which alone writes to the
+    database."""
+
+    def __init__(self, kube: Kube | None = None, *, resync_seconds: float = 300.0,
                  clock_skew_seconds: float = 5.0,
-                 failed_service_grace_seconds: float = 600.0) -> None:
+                 failed_service_grace_seconds: float = 600.0,
+                 watch_seconds: int = 30) -> None:
         self.kube = kube or Kube()
-        self.failed_service_grace = failed_service_grace_seconds
-        self.index = Index()
-        self.versions: dict[str, str] = {}  # kind → resourceVersion this view is at
-        self.listed_at: dict[str, float] = {}  # kind → monotonic time of its last list
-        self.relist_seconds = relist_seconds
+        self.resync_seconds = resync_seconds
         # how far apart the clocks of the processes writing `updated_at` may be
         self.clock_skew = clock_skew_seconds
-        self._recorded: dict[str, int] = {}  # event uid → count already in the database
-        self._deleted: set[str] = set()  # uids of orphans already deleted
-        self.stats = CycleStats()
+        self.watch_seconds = watch_seconds
+        self.index = Index()
+        self.events = EventRecorder()
+        self.orphans = OrphanCollector(self.kube,
+                                       failed_service_grace_seconds=failed_service_grace_seconds)
+        self.reflectors: dict[str, Reflector] = {}
+        # the work the callbacks leave for the worker, under one condition
+        self._work = threading.Condition()
+        self._dirty: set[int] = set()
+        self._tombstones: dict[int, Obj] = {}  # workload id → its primary object, deleted
+        self._new_events: dict[str, Obj] = {}  # key → event, to record
+        self._listed: dict[str, float] = {}  # kind → when its last list began (wall clock)
+        self._all_orphans = False  # a list came in: look at every object for orphans
+        self._counts = TrackerStats()
+        self._resynced_at = time.monotonic()
+        self.running = False
 
-    # -- the cycle -------------------------------------------------------------------------
+    # -- the reflectors ----------------------------------------------------------------------
 
-    def cycle(self, duration: float) -> CycleStats:
-        """Bring the view up to date (relist what is stale), then watch for `duration`
-        seconds, writing what changes as it arrives. Raises KubeError when the cluster cannot
-        be reached (the view is then dropped, so the next cycle relists)."""
-        self.stats = CycleStats()
-        deadline = time.monotonic() + duration
+    def start(self, *, wait: float = 60.0) -> None:
+        """Start a reflector per kind (resuming where the stored cursor still matches this
+        process's store) and wait up to `wait` seconds for their first lists."""
+        if self.running:
+            return
+        stored = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
+        self._counts = TrackerStats()
+        for kind, resource in WATCHED.items():
+            old = self.reflectors.get(kind)
+            resume = (old is not None and old.synced and old.resource_version is not None
+                      and stored.get(resource) == old.resource_version)
+            self.reflectors[kind] = Reflector(
+                kind, kube=lambda: self.kube,
+                label_selector=None if kind == "Event" else SELECTOR, project=_slim,
+                watch_seconds=self.watch_seconds,
+                on_change=functools.partial(self._changed, kind),
+                on_list=functools.partial(self._list_done, kind),
+                # a store kept from before: resumed from the cursor, or the base a list is
+                # compared with (what it no longer has was deleted meanwhile)
+                resource_version=old.resource_version if resume and old is not None else None,
+                items=old.store() if old is not None else None)
+        self.running = True
+        self._resynced_at = time.monotonic()
+        for reflector in self.reflectors.values():
+            reflector.start()
+        deadline = time.monotonic() + wait
+        for reflector in self.reflectors.values():
+            reflector.wait_synced(max(0.0, deadline - time.monotonic()))
+
+    def stop(self) -> None:
+        """Stop the reflectors, write what they delivered, store the cursors. The stores are
+        kept: a later `start` resumes from them."""
+        if not self.running:
+            return
+        for reflector in self.reflectors.values():
+            reflector.stop()
+        self.running = False
         try:
-            stored = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
-            now = time.monotonic()
-            stale = [kind for kind, resource in WATCHED.items()
-                     if not self.versions.get(kind)
-                     or stored.get(resource) != self.versions[kind]
-                     or now - self.listed_at.get(kind, 0.0) >= self.relist_seconds]
-            if stale:
-                self.relist(stale)
-            self._watch_until(deadline)
-        except (KubeError, DatabaseError):
-            # whatever we have may have missed changes, or holds changes the database did not
-            # take: relist next time (and store no resourceVersion past them)
-            self.versions.clear()
-            raise
+            self.drain()
+        except DatabaseError as exc:
+            log.warning("tracker stopped with changes unwritten (the next start lists): %s", exc)
+
+    def _changed(self, kind: str, event_type: str, obj: Obj) -> None:
+        """A reflector's callback (its thread): file the object, mark its workload dirty."""
+        if event_type == "DELETED":
+            wid = self.index.remove(kind, obj)
+        else:
+            wid = self.index.put(kind, obj)
+        if wid is None:
+            return
+        with self._work:
+            self._dirty.add(wid)
+            if event_type == "DELETED" and kind in PRIMARY:
+                self._tombstones[wid] = obj
+            elif kind == "Event" and event_type != "DELETED":
+                self._new_events[object_key(obj)] = obj
+            self._work.notify()
+
+    def _list_done(self, kind: str, started: float) -> None:
+        with self._work:
+            self._listed[kind] = started
+            self._all_orphans = True
+            self._work.notify()
+
+    @property
+    def stats(self) -> TrackerStats:
+        counts = dataclasses.replace(self._counts)
+        for reflector in self.reflectors.values():
+            counts.lists += reflector.lists
+            counts.watches += reflector.watches
+            counts.expired += reflector.expired
+            counts.failing += reflector.error is not None
+        counts.requests += counts.lists + counts.watches + self.orphans.requests
+        counts.errors += self.orphans.errors
+        return counts
+
+    # -- the worker ---------------------------------------------------------------------------
+
+    def step(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for work, then do all there is (one drain)."""
+        with self._work:
+            if not self._pending():
+                self._work.wait(timeout)
+        if time.monotonic() - self._resynced_at >= self.resync_seconds:
+            self.resync()
+        self.drain()
+
+    def run_for(self, seconds: float) -> TrackerStats:
+        """One bounded term: start (resuming where the cursors allow), work for `seconds`, stop
+        (write what came, store the cursors); its stats. Tests and benchmarks use it; `track`
+        runs the same steps for as long as it holds the lease."""
+        self.start()
+        try:
+            deadline = time.monotonic() + seconds
+            while (left := deadline - time.monotonic()) > 0:
+                self.step(min(left, 0.2))
         finally:
-            self._save_cursors()
+            self.stop()
         return self.stats
 
-    def relist(self, kinds: Iterable[str]) -> None:
-        """LIST the kinds (one request each), rebuild their part of the view, store their
-        resourceVersions, and reconcile every workload they touch."""
-        kinds = list(kinds)
-        touched: set[int] = set()
-        started_wall = timezone.now()
-        events: list[Obj] = []
-        for kind in kinds:
-            listed = self.kube.list(kind, label_selector=None if kind == "Event" else SELECTOR)
-            self.stats.requests += 1
-            self.stats.lists += 1
-            items = listed.get("items") or []
-            touched |= self.index.replace(kind, items)
-            self.versions[kind] = (listed.get("metadata") or {}).get("resourceVersion") or ""
-            self.listed_at[kind] = time.monotonic()
-            if kind == "Event":
-                events = items
-        self._save_cursors(kinds)
-        if events:
-            self._write(self._record_events, events)
-        self._write(self._apply, touched)
-        self._write(self._delete_orphans, None)
-        for kind in PRIMARY.intersection(kinds):
-            if self.versions.get(kind):
-                self._write(self._sweep_vanished, kind, started_wall)
+    def resync(self) -> None:
+        """Every workload in the stores is derived again, every object looked at for orphans,
+        and the live workloads whose object is not in the store failed: what a change lost on
+        its way (a workload marked pending after its objects were deleted) is caught here."""
+        self._resynced_at = time.monotonic()
+        now = time.time() - SWEEP_LAG_SECONDS
+        with self._work:
+            self._dirty.update(self.index.workloads())
+            self._all_orphans = True
+            for kind in PRIMARY:
+                reflector = self.reflectors.get(kind)
+                if reflector is not None and reflector.synced and reflector.error is None:
+                    self._listed.setdefault(kind, now)
 
-    def _watch_until(self, deadline: float) -> None:
-        """Watch every kind from its resourceVersion until the deadline, in threads feeding
-        one queue; this thread applies what arrives (it alone touches the database)."""
-        inbox: queue.Queue[tuple[str, str, Any]] = queue.Queue()
-        restarts: dict[str, int] = defaultdict(int)
-        running: dict[str, threading.Thread] = {}
-        failure: KubeError | None = None
+    def _pending(self) -> bool:
+        return bool(self._dirty or self._new_events or self._listed or self._all_orphans)
 
-        def start(kind: str, least: float = 0.5) -> None:
-            # the server's timeoutSeconds is whole seconds: round, so a watch ends within half
-            # a second of the deadline
-            remaining = deadline - time.monotonic()
-            if remaining < least:
-                return
-            self.stats.requests += 1
-            self.stats.watches += 1
-            thread = threading.Thread(target=self._watch_one, daemon=True,
-                                      name=f"watch-{WATCHED[kind]}",
-                                      args=(kind, self.versions[kind], max(1, round(remaining)),
-                                            inbox))
-            running[kind] = thread
-            thread.start()
-
-        for kind in WATCHED:
-            start(kind)
-        while running:
-            try:
-                batch = [inbox.get(timeout=0.5)]
-            except queue.Empty:
-                if time.monotonic() > deadline + 15.0:
-                    log.warning("watches did not end at their timeout; leaving them")
-                    break
-                continue
-            while True:  # drain: what arrived together is applied together
-                try:
-                    batch.append(inbox.get_nowait())
-                except queue.Empty:
-                    break
-            dirty: set[int] = set()
-            events: list[Obj] = []
-            tombstones: dict[int, Obj] = {}
-            ended: list[tuple[str, Exception | None]] = []
-            for kind, event_type, payload in batch:
-                if event_type == "END":
-                    ended.append((kind, payload))
-                    continue
-                rv = (payload.get("metadata") or {}).get("resourceVersion")
-                if rv:
-                    self.versions[kind] = rv
-                if event_type == "BOOKMARK":
-                    continue
-                if event_type == "DELETED":
-                    wid = self.index.remove(kind, payload)
-                    if kind in PRIMARY and wid is not None:
-                        tombstones[wid] = payload
-                else:
-                    wid = self.index.put(kind, payload)
-                    if kind == "Event" and wid is not None:
-                        events.append(payload)
-                if wid is not None:
-                    dirty.add(wid)
-            if events:
-                self._write(self._record_events, events)
-            if dirty:
-                self._write(self._apply, dirty, tombstones)
-                self._write(self._delete_orphans, dirty)
-            for kind, error in ended:
-                running.pop(kind, None)
-                if isinstance(error, Expired):
-                    # the stream fell behind the server's history: relist, watch again
-                    log.info("watch of %s expired (%s); relisting", WATCHED[kind], error)
-                    self.stats.expired += 1
-                    self.relist([kind])
-                    start(kind)
-                elif error is not None:
-                    failure = failure or error  # type: ignore[assignment]
-                elif restarts[kind] < WATCH_RESTARTS:
-                    restarts[kind] += 1  # the server ended it early: carry on
-                    start(kind, least=1.0)
-        if failure is not None:
-            raise failure
-
-    def _watch_one(self, kind: str, version: str, timeout: int,
-                   inbox: queue.Queue[tuple[str, str, Any]]) -> None:
-        error: Exception | None = None
+    def drain(self) -> None:
+        """Write everything the reflectors delivered: events, one reconcile per dirty workload,
+        orphans, vanished workloads after a list; then store the cursors. What the database
+        refused (through every retry) stays to do, and the cursors stay where they were."""
+        # first the versions, then the work: every change up to these versions is in the work
+        versions = {kind: r.resource_version for kind, r in self.reflectors.items()
+                    if r.synced and r.resource_version is not None}
+        with self._work:
+            dirty, self._dirty = self._dirty, set()
+            tombstones, self._tombstones = self._tombstones, {}
+            events, self._new_events = self._new_events, {}
+            listed, self._listed = self._listed, {}
+            all_orphans, self._all_orphans = self._all_orphans, False
         try:
-            for event_type, obj in self.kube.watch(
-                    kind, label_selector=None if kind == "Event" else SELECTOR,
-                    resource_version=version, timeout_seconds=timeout):
-                inbox.put((kind, event_type, obj))
-        except KubeError as exc:
-            error = exc
-        except Exception as exc:  # noqa: BLE001 - reported to the cycle, never lost in a thread
-            error = KubeError(f"watch of {WATCHED[kind]} failed: {exc!r}")
-        inbox.put((kind, "END", error))
+            if events:
+                self._counts.events += _write(self.events.record, list(events.values()))
+            if dirty:
+                _write(self._reconcile_all, dirty, tombstones)
+            if dirty or all_orphans:
+                self._counts.orphans += _write(
+                    self.orphans.collect, self._objects(None if all_orphans else dirty))
+            for kind, started in listed.items():
+                _write(self.sweep_vanished, kind, started)
+        except DatabaseError:
+            with self._work:  # nothing is lost: it is done at the next drain
+                self._dirty |= dirty
+                self._tombstones = {**tombstones, **self._tombstones}
+                self._new_events = {**events, **self._new_events}
+                self._listed = {**listed, **self._listed}
+                self._all_orphans |= all_orphans
+            self._counts.errors += 1
+            raise
+        for kind, version in versions.items():
+            retry_on_contention(TrackerCursor.objects.update_or_create, resource=WATCHED[kind],
+                                defaults={"resource_version": version}, what="tracker cursor")
+
+    # -- one workload ------------------------------------------------------------------------
+
+    def observed(self, wid: int, kind: str, namespace: str) -> Observed:
+        """The workload's objects in its own namespace, from the stores (a look-alike elsewhere
+        is an orphan)."""
+        objects: dict[str, list[Obj]] = {}
+        for k, keys in self.index.keys(wid).items():
+            found = (self.reflectors[k].get(key) for key in keys) if k in self.reflectors else ()
+            objects[k] = [o for o in found if o is not None and namespace_of(o) == namespace]
+
+        def first(k: str) -> Obj | None:
+            found = objects.get(k)
+            return found[0] if found else None
+
+        return Observed(kind=kind, pods=objects.get("Pod") or [], job=first("Job"),
+                        deployment=first("Deployment"), service=first("Service"),
+                        ingress=first("Ingress"), events=objects.get("Event") or [])
+
+    def reconcile(self, workload_id: int, *, row: dict[str, Any] | None = None,
+                  tombstone: Obj | None = None) -> None:
+        """Derive one workload's state from the stores and write what changed. `row` saves a
+        query when the caller read it already; `tombstone` is its primary object when a
+        reflector saw it deleted."""
+        self._counts.reconciles += 1
+        current = row or workload_rows([workload_id]).get(workload_id)
+        for _ in range(MARK_ATTEMPTS):
+            if current is None:
+                return
+            observed = self.observed(workload_id, current["kind"], current["tenant__namespace"])
+            primary = observed.job if current["kind"] == BATCH else observed.deployment
+            outcome: Outcome | None
+            if (tombstone is not None and primary is None
+                    and current["state"] in Workload.LIVE_STATES):
+                outcome = vanished_outcome(current, observed, tombstone)
+                self._counts.vanished += outcome.reason == VANISHED
+            else:
+                outcome = workload_outcome(current["state"], observed)
+            if outcome is None:
+                return
+            written = mark(current, outcome)
+            if written is not False:
+                self._counts.changes += bool(written)
+                return
+            # another writer moved it: read it again
+            current = workload_rows([workload_id]).get(workload_id)
+
+    def _reconcile_all(self, wids: Iterable[int], tombstones: dict[int, Obj]) -> None:
+        for wid, row in workload_rows(wids).items():
+            self.reconcile(wid, row=row, tombstone=tombstones.get(wid))
+
+    def sweep_vanished(self, kind: str, started: float) -> None:
+        """After a list of `kind` (Job or Deployment) that began at `started` (wall clock):
+        the live workloads of that kind whose object is not in the store failed."""
+        listed_at = dt.datetime.fromtimestamp(started - self.clock_skew, tz=dt.UTC)
+
+        def has_primary(wid: int, workload_kind: str, namespace: str) -> bool:
+            observed = self.observed(wid, workload_kind, namespace)
+            return (observed.job if kind == "Job" else observed.deployment) is not None
+
+        for row in vanished_since(kind, listed_at, has_primary):
+            self._counts.vanished += 1
+            if mark(row, Outcome(Workload.State.FAILED, VANISHED)):
+                self._counts.changes += 1
+
+    def _objects(self, wids: Iterable[int] | None) -> list[tuple[str, Obj]]:
+        """(kind, object) of the given workloads (None: of every workload) from the stores."""
+        result: list[tuple[str, Obj]] = []
+        for wid in self.index.workloads() if wids is None else wids:
+            for kind, keys in self.index.keys(wid).items():
+                if kind == "Event" or kind not in self.reflectors:
+                    continue
+                result.extend((kind, obj) for key in keys
+                              if (obj := self.reflectors[kind].get(key)) is not None)
+        return result
+
+
+def _write(step: Callable[..., Any], *args: Any) -> Any:
+    """A step that writes to the database, run again when another writer's lock ends it (each
+    step is idempotent: it re-reads what it writes). Lock contention must not cost a change."""
+    return retry_on_contention(step, *args, what=f"tracker {step.__name__}")
+
+
+# -- leading: the lease and the loop ------------------------------------------------------------
+
+LEASE_SECONDS = 15.0  # a leader that stops renewing is replaced this long after its last renewal
+
+
+class Lease:
+    """The tracker's lease: a Redis lock with an expiry that its holder renews. Whoever holds it
+    leads; when the holder stops renewing (crashed, cut off), it lapses and a standby takes it."""
+
+    def __init__(self, *, seconds: float = LEASE_SECONDS) -> None:
+        self.seconds = seconds
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1,
+                                      socket_connect_timeout=1)
+        self._lock = client.lock(cache.make_and_validate_key(LOCK_KEY), timeout=seconds)
+
+    def acquire(self) -> bool:
+        """Take the lease if it is free; False when another holds it or Redis is away."""
+        try:
+            return bool(self._lock.acquire(blocking=False))
+        except redis.RedisError as exc:
+            log.warning("tracker lease unavailable (Redis): %s", exc)
+            return False
+
+    def renew(self) -> bool:
+        """Extend the lease to its full length; False when it is no longer ours (it lapsed and
+        another took it) or Redis is away."""
+        try:
+            self._lock.reacquire()
+            return True
+        except (redis.RedisError, redis.exceptions.LockError) as exc:
+            log.warning("tracker lease lost: %s", exc)
+            return False
+
+    def release(self) -> None:
+        try:
+            self._lock.release()
+        except (redis.RedisError, redis.exceptions.LockError):
+            pass  # it lapses by itself
 
     @staticmethod
-    def _write(step, *args) -> None:
-        """A step that writes to the database, run again when another writer's lock ends it
-        (each step is idempotent: it re-reads what it writes). Lock contention must not cost a
-        cycle: the changes it carries would wait for the next relist."""
-        retry_on_contention(step, *args, what=f"tracker {step.__name__}")
-
-    def _save_cursors(self, kinds: Iterable[str] | None = None) -> None:
-        for kind in kinds or WATCHED:
-            version = self.versions.get(kind)
-            if version:
-                retry_on_contention(
-                    TrackerCursor.objects.update_or_create, resource=WATCHED[kind],
-                    defaults={"resource_version": version}, what="tracker cursor")
-
-    # -- workloads -------------------------------------------------------------------------
-
-    def _rows(self, wids: Iterable[int]) -> dict[int, dict[str, Any]]:
-        ids = sorted(wids)
-        rows: dict[int, dict[str, Any]] = {}
-        for start in range(0, len(ids), CHUNK):
-            for row in Workload.objects.filter(pk__in=ids[start:start + CHUNK]).values(
-                    "id", "state", "kind", "reason", "node", "address", "exit_code",
-                    "started_at", "finished_at", "updated_at", "deleted_at",
-                    "max_runtime_minutes", "tenant__namespace"):
-                rows[row["id"]] = row
-        return rows
-
-    def _apply(self, wids: Iterable[int], tombstones: dict[int, Obj] | None = None) -> None:
-        """Derive each workload's state from the view and write what changed."""
-        tombstones = tombstones or {}
-        for wid, first in self._rows(wids).items():
-            row: dict[str, Any] | None = first
-            for _ in range(MARK_ATTEMPTS):
-                if row is None:
-                    break
-                observed = self.index.observed(wid, row["kind"], row["tenant__namespace"])
-                primary = observed.job if row["kind"] == BATCH else observed.deployment
-                outcome: Outcome | None
-                if wid in tombstones and primary is None and row["state"] in LIVE:
-                    outcome = self._vanished_outcome(row, observed, tombstones[wid])
-                else:
-                    outcome = workload_outcome(row["state"], observed)
-                if outcome is None or self._mark(row, outcome):
-                    break
-                row = self._rows([wid]).get(wid)  # another writer moved it: read it again
+    def holder() -> str | None:
+        """Who holds the lease now (its token), None when no one does."""
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1,
+                                      socket_connect_timeout=1)
+        value = client.get(cache.make_and_validate_key(LOCK_KEY))
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
 
 
-# -- the periodic task and the command ---------------------------------------------------------
-
-_trackers: dict[str, Tracker] = {}  # per kubeconfig: the view kept between cycles
-
-
-def tracker() -> Tracker:
-    """This process's tracker (its view survives between cycles of the same process)."""
-    key = settings.KUBECONFIG or "in-cluster"
-    if key not in _trackers:
-        _trackers[key] = Tracker(
-            relist_seconds=float(getattr(settings, "PORTAL_TRACKER_RELIST_SECONDS", 300)),
-            failed_service_grace_seconds=float(
-                getattr(settings, "PORTAL_TRACKER_FAILED_SERVICE_GRACE_SECONDS", 600)))
-    return _trackers[key]
+def tracker_from_settings() -> Tracker:
+    return Tracker(
+        resync_seconds=float(getattr(settings, "PORTAL_TRACKER_RESYNC_SECONDS", 300)),
+        failed_service_grace_seconds=float(
+            getattr(settings, "PORTAL_TRACKER_FAILED_SERVICE_GRACE_SECONDS", 600)))
 
 
-def tracking_cycle(*, duration: float, wait: float = 0.0,
-                   instance: Tracker | None = None) -> CycleStats | None:
-    """One cycle under the cluster-wide lock; None when another tracker holds it for longer
-    than `wait` seconds (a periodic cycle waits a moment for the previous one to finish, so
-    that the watches stay nearly continuous). Never raises for the cluster or the cache being
-    away: logs, and the next cycle resumes or relists."""
-    token = uuid.uuid4().hex
-    give_up = time.monotonic() + wait
-    try:
-        # a crashed holder's lock expires on its own, shortly after its cycle would have ended
-        while not cache.add(LOCK_KEY, token, timeout=int(duration) + 60):
-            if time.monotonic() >= give_up:
-                return None
-            time.sleep(0.2)
-    except Exception:  # noqa: BLE001 - the cache (Redis) is away: no lock, no cycle
-        log.exception("tracker lock unavailable; skipping this cycle")
-        return None
-    instance = instance or tracker()
-    try:
-        stats = instance.cycle(duration)
-        log.info("tracking cycle: %s", stats.as_dict())
-        return stats
-    except KubeError as exc:
-        log.warning("tracking cycle stopped, the cluster is unavailable: %s", exc)
-        instance.stats.errors += 1
-        return instance.stats
-    except (OperationalError, InterfaceError) as exc:
-        # the database is down, or stayed locked through every retry: the view was dropped
-        # (cycle), so the next cycle relists and loses nothing
-        log.warning("tracking cycle stopped, the database is unavailable: %s", exc)
-        instance.stats.errors += 1
-        return instance.stats
-    finally:
+def track(*, stop: threading.Event | None = None, duration: float | None = None,
+          lease_seconds: float = LEASE_SECONDS, tracker: Tracker | None = None,
+          say: Callable[[str], None] = log.info) -> None:
+    """Lead the tracking while holding the lease, stand by while another process holds it,
+    until `stop` is set or `duration` seconds have passed (forever by default). Never raises
+    for the cluster, the cache or the database being away: the reflectors retry, a lost lease
+    is stood down from, a refused drain is done again."""
+    stop = stop or threading.Event()
+    deadline = None if duration is None else time.monotonic() + duration
+    renew_every = lease_seconds / 3
+
+    def done() -> bool:
+        return stop.is_set() or (deadline is not None and time.monotonic() >= deadline)
+
+    tracker = tracker or tracker_from_settings()
+    lease = Lease(seconds=lease_seconds)
+    standing_by = False
+    while not done():
+        if not connection.in_atomic_block:
+            close_old_connections()  # long-lived: drop a connection the database closed
+        if not lease.acquire():
+            if not standing_by:
+                say("another tracker leads; standing by")
+                standing_by = True
+            stop.wait(min(renew_every, 1.0))
+            continue
+        standing_by = False
+        say("tracker leading")
         try:
-            if cache.get(LOCK_KEY) == token:
-                cache.delete(LOCK_KEY)
-        except Exception:  # noqa: BLE001 - it expires by itself
-            log.warning("could not release the tracker lock; it expires by itself")
+            _lead(tracker, lease, done, renew_every, say)
+        finally:
+            try:
+                tracker.stop()
+            finally:
+                lease.release()
+        say(f"tracker stood down: {tracker.stats.as_dict()}")
+
+
+def _lead(tracker: Tracker, lease: Lease, done: Callable[[], bool], renew_every: float,
+          say: Callable[[str], None]) -> None:
+    tracker.start(wait=0.0)  # not waited for: the lease is renewed meanwhile
+    renewed = logged = time.monotonic()
+    synced = False
+    while not done():
+        try:
+            tracker.step(min(renew_every, 0.5))
+        except DatabaseError as exc:
+            # the database is down, or stayed locked through every retry: the work stays
+            # to do, the cursors where they were
+            log.warning("tracker: the database is unavailable: %s", exc)
+            time.sleep(1.0)
+            close_old_connections()
+        now = time.monotonic()
+        if now - renewed >= renew_every:
+            if not lease.renew():
+                return
+            renewed = now
+        if not synced and all(r.synced for r in tracker.reflectors.values()):
+            synced = True
+            say(f"tracker synced: {tracker.stats.as_dict()}")
+        if now - logged >= STATS_EVERY_SECONDS:
+            say(f"tracking: {tracker.stats.as_dict()}")
+            logged = now

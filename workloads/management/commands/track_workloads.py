@@ -1,38 +1,39 @@
-"""`manage.py track_workloads [--once] [--duration S]`: the lifecycle tracker in the foreground.
+"""`manage.py track_workloads [--duration S]`: the lifecycle tracker, a long-lived process.
 
-The same cycle the periodic `workloads_track` task runs, under the same lock, so running it
-beside a worker never tracks twice. Useful for tests, the demo and debugging.
+Leads while it holds the tracker's lease (a Redis lock it renews), stands by while another
+process holds it, and takes over when that one's lease lapses; so running two never tracks
+twice. Runs until stopped (SIGTERM, Ctrl-C), or for `--duration` seconds.
 """
 
 from __future__ import annotations
 
-import time
+import signal
+import threading
 
 from django.core.management.base import BaseCommand
-from django.db import close_old_connections, connection
 
-from workloads.tracking.tracker import tracking_cycle
+from workloads.tracking.tracker import LEASE_SECONDS, track
 
 
 class Command(BaseCommand):
-    help = "Track workloads (list + watch the cluster) in the foreground."
+    help = "Track workloads (reflectors over the cluster, one reconcile per workload)."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--once", action="store_true", help="run one cycle, then exit")
-        parser.add_argument("--duration", type=float, default=13.0,
-                            help="seconds each cycle watches (default 13)")
+        parser.add_argument("--duration", type=float, default=None,
+                            help="stop after this many seconds (default: run until stopped)")
+        parser.add_argument("--lease", type=float, default=LEASE_SECONDS,
+                            help=f"seconds a leader's lease lasts unrenewed (default "
+                                 f"{LEASE_SECONDS:g})")
 
-    def handle(self, *args, once: bool = False, duration: float = 13.0, **options) -> None:
-        while True:
-            if not connection.in_atomic_block:
-                # long-lived, outside any request: drop a connection the database closed
-                # (Celery's Django fix-up does the same around each task)
-                close_old_connections()
-            stats = tracking_cycle(duration=duration)
-            if stats is None:
-                self.stdout.write("another tracker holds the lock; waiting")
-                time.sleep(min(duration, 5.0))
-            else:
-                self.stdout.write(" ".join(f"{k}={v}" for k, v in stats.as_dict().items()))
-            if once:
-                return
+    def handle(self, *args, duration: float | None = None, lease: float = LEASE_SECONDS,
+               **options) -> None:
+        stop = threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop.set())
+
+        def say(text: str) -> None:
+            self.stdout.write(text)
+            self.stdout.flush()
+
+        track(stop=stop, duration=duration, lease_seconds=lease, say=say)
