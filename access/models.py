@@ -51,7 +51,7 @@ class WorkloadAccess(models.Model):
 
     @property
     def client_id(self) -> str:
-        return self.application.client_id
+        return str(self.application.client_id)  # django-oauth-toolkit ships no types
 
 
 class ProxySession(models.Model):

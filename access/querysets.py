@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from identity.scoping import TenantScopedQuerySet
 
+if TYPE_CHECKING:
+    # the type arguments below, written as strings: models.py imports this module
+    from .models import TenantServiceAccess, WorkloadAccess  # noqa: F401
 
-class TenantServiceAccessQuerySet(TenantScopedQuerySet):
+
+class TenantServiceAccessQuerySet(TenantScopedQuerySet["TenantServiceAccess"]):
     pass  # its change is the tenant's managers' (a row without an owner)
 
 
-class WorkloadAccessQuerySet(TenantScopedQuerySet):
+class WorkloadAccessQuerySet(TenantScopedQuerySet["WorkloadAccess"]):
     tenant_field = "workload__tenant"
     owner_field = "workload__owner"

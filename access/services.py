@@ -18,21 +18,30 @@ import re
 import secrets
 import time
 import uuid
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 from jwcrypto import jwk, jwt
 from oauth2_provider.models import Application
 
 from audit.services import audit_record
+from identity.models import User
 from identity.roles import PortalRole
 from tenants.models import Tenant
+from tenants.services import Actor
 
 from .models import ServiceAccess, TenantServiceAccess, WorkloadAccess
 from .proxy import CLIENT_SECRET_KEY, COOKIE_SECRET_KEY, PROXY_PORT, ProxySpec
 from .rules import Decision, may_open
 
 log = logging.getLogger(__name__)
+
+# a workloads.models.Workload: workloads/ imports this module, so it cannot be named here
+# (tests/architecture), not even for the type checker
+Workload = Any
 
 CALLBACK_PATH = "/oauth2/callback"
 
@@ -53,7 +62,7 @@ def tenant_service_access(tenant: Tenant) -> TenantServiceAccess:
         return TenantServiceAccess(tenant=tenant, who=settings.PORTAL_SERVICE_ACCESS_DEFAULT)
 
 
-def service_access_update(*, tenant: Tenant, actor, who: str | None = None,
+def service_access_update(*, tenant: Tenant, actor: Actor, who: str | None = None,
                           allow_public: bool | None = None) -> TenantServiceAccess:
     """Change who may open the tenant's workloads (managers, admins) and whether it may open
     them to anyone (admins only: the caller checks). Audited."""
@@ -90,7 +99,7 @@ def cookie_secret_for(client_id: str) -> str:
     return base64.urlsafe_b64encode(_derived("auth-proxy-cookie", client_id)).decode()
 
 
-def workload_access_create(*, workload, actor, public: bool = False) -> WorkloadAccess:
+def workload_access_create(*, workload: Workload, actor: Actor, public: bool = False) -> WorkloadAccess:
     """The OAuth client of a new service workload (inside the launch's transaction). `public`
     only where the tenant's rule allows it; audited."""
     if public and not tenant_service_access(workload.tenant).allow_public:
@@ -116,20 +125,21 @@ def workload_access_create(*, workload, actor, public: bool = False) -> Workload
     return access
 
 
-def workload_access(workload) -> WorkloadAccess | None:
+def workload_access(workload: Workload) -> WorkloadAccess | None:
     try:
-        return workload.access
+        access: WorkloadAccess = workload.access
     except WorkloadAccess.DoesNotExist:
         return None
+    return access
 
 
-def callback_url(workload) -> str:
+def callback_url(workload: Workload) -> str:
     """Where the workload's proxy receives the login's answer: its own address."""
     base = workload.base_url
     return f"{base}{CALLBACK_PATH}" if base else ""
 
 
-def workload_proxy(workload, *, token_env: str | None = None,
+def workload_proxy(workload: Workload, *, token_env: str | None = None,
                    ) -> tuple[ProxySpec, dict[str, str]] | None:
     """The proxy of a service workload and the values its Secret holds; None for a batch
     workload (or one launched before proxies, which has no client). `token_env`: the variable
@@ -166,8 +176,9 @@ def workload_proxy(workload, *, token_env: str | None = None,
 
 # --- decisions ------------------------------------------------------------------------------
 
-def access_decision(*, workload, user, role: PortalRole | None, is_admin: bool,
-                    who: str | None = None) -> Decision:
+def access_decision(*, workload: Workload, user: AbstractBaseUser | AnonymousUser,
+                    role: PortalRole | None, is_admin: bool, who: str | None = None
+                    ) -> Decision:
     """May `user`, holding `role` in the workload's project, open it now? `who`: the tenant's
     rule when the caller has read it already (a page of many workloads)."""
     who = who or tenant_service_access(workload.tenant).who
@@ -189,7 +200,7 @@ def _signing_key() -> jwk.JWK:
     return jwk.JWK.from_pem(settings.PORTAL_OIDC_PRIVATE_KEY.encode())
 
 
-def workload_token_issue(*, workload, user, role: PortalRole | None,
+def workload_token_issue(*, workload: Workload, user: User, role: PortalRole | None,
                          is_admin: bool) -> IssuedToken:
     """A bearer token for this workload only (its client id is the audience), signed with the
     portal's OIDC key, living PORTAL_WORKLOAD_TOKEN_SECONDS: a user who loses access gets no
@@ -216,7 +227,7 @@ def workload_token_issue(*, workload, user, role: PortalRole | None,
                        audience=access.client_id)
 
 
-def identity_claims(user) -> dict[str, object]:
+def identity_claims(user: User) -> dict[str, object]:
     """What the proxies learn of a user: the name, and an e-mail address (oauth2-proxy keys
     sessions by it; Keystone users often have none, so one is made up under `.invalid`)."""
     domain = re.sub(r"[^a-z0-9-]+", "-", (getattr(user, "domain_name", "") or "keystone").lower())
@@ -226,7 +237,7 @@ def identity_claims(user) -> dict[str, object]:
             "email": email.lower(), "email_verified": True}
 
 
-def workload_access_summary(workload) -> dict[str, object] | None:
+def workload_access_summary(workload: Workload) -> dict[str, object] | None:
     """What the workload page and the API say about how it is reached (None: a batch job)."""
     if workload.kind != "service":
         return None

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import cast
 
 from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 from rest_framework.request import Request
 
-from identity.client import KeystoneUnavailable, Project, TokenInvalid
+from identity.access import SignedInRequest
+from identity.client import KeystoneUnavailable, Project, Token, TokenInvalid
 from identity.identity import Identity
+from identity.models import User
 from identity.roles import is_portal_admin
 from identity.services import user_sync
 from identity.signals import projects_seen
@@ -40,7 +43,7 @@ def www_authenticate() -> str:
 class KeystoneTokenAuthentication(BaseAuthentication):
     """`X-Auth-Token: <Keystone token scoped to a project>`; the token's project is the tenant."""
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[User, Token] | None:
         token_id = request.META.get("HTTP_X_AUTH_TOKEN")
         if token_id is None:
             return None
@@ -62,7 +65,7 @@ class KeystoneTokenAuthentication(BaseAuthentication):
         user = user_sync(token=token)
         # the token's identity, for the whole request (as the session's comes from
         # KeystoneSessionMiddleware); its tenant follows from it (tenants/middleware.py)
-        request._request.identity = Identity(
+        cast(SignedInRequest, request._request).identity = Identity(
             unscoped=token, projects=projects, scoped=token if token.project_id else None,
             is_admin=admin, validated_at=dt.datetime.now(dt.UTC),
         )

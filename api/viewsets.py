@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.db.models import QuerySet
 from rest_framework import exceptions, generics, viewsets
 
 from identity.scoping import Action
@@ -35,13 +36,13 @@ class TenantScoped(_View):
         name = getattr(self, "action", None) or (self.request.method or "").lower()
         return Action.CHANGE if name in self.change_actions else Action.VIEW
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Any]:
         queryset: Any = super().get_queryset()  # a TenantScopedQuerySet (identity/scoping.py)
         if getattr(self, "swagger_fake_view", False):  # the schema generator: no request
             return queryset.none()
         return queryset.restrict(self.request.identity, Action.VIEW)
 
-    def get_object(self):
+    def get_object(self) -> Any:  # a row of the view's model
         obj = super().get_object()
         action = self.scope_action()
         if action is not Action.VIEW and not type(obj).objects.permits(

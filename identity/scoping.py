@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from django.db import models
 from django.db.models import Q
@@ -94,10 +94,14 @@ def _follow(obj: Any, path: str) -> Any:
     return obj
 
 
-class TenantScopedQuerySet(models.QuerySet):
+_M = TypeVar("_M", bound=models.Model)
+
+
+class TenantScopedQuerySet(models.QuerySet[_M]):
     """A tenant-owned model's queryset. Subclasses name the path to the tenant and, where rows
     have one, to the owner; `objects = XQuerySet.as_manager()` puts `restrict` and `permits`
-    on the model's manager."""
+    on the model's manager. Parameterised by the model (`TenantScopedQuerySet["Tenant"]`), its
+    rows come out typed."""
 
     tenant_field: str = "tenant"  # the lookup path to the Tenant ("" on Tenant itself)
     owner_field: str | None = None  # the lookup path to the owning user, if rows have one
@@ -108,7 +112,7 @@ class TenantScopedQuerySet(models.QuerySet):
         return scope_for(identity, action, owned=self.owner_field is not None,
                          admin_only=action in self.admin_only)
 
-    def restrict(self, identity, action: Action | str = Action.VIEW):
+    def restrict(self, identity, action: Action | str = Action.VIEW) -> Self:
         """Only the rows `identity` may `action` (none for no identity)."""
         scope = self.scope(identity, action)
         if scope.nothing:

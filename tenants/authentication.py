@@ -8,8 +8,15 @@ after the middleware ran. portal/settings.py names this class for DRF.
 
 from __future__ import annotations
 
-from api.authentication import APIRequest, KeystoneTokenAuthentication
+from typing import cast
 
+from rest_framework.request import Request
+
+from api.authentication import APIRequest, KeystoneTokenAuthentication
+from identity.client import Token
+from identity.models import User
+
+from .middleware import ProjectRequest
 from .models import Tenant
 from .selectors import tenant_current
 
@@ -21,8 +28,9 @@ class TenantAPIRequest(APIRequest):
 
 
 class TenantTokenAuthentication(KeystoneTokenAuthentication):
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[User, Token] | None:
         result = super().authenticate(request)
         if result is not None:
-            request._request.tenant = tenant_current(request._request.identity)
+            django_request = cast(ProjectRequest, request._request)
+            django_request.tenant = tenant_current(django_request.identity)
         return result

@@ -1,7 +1,10 @@
 import re
+from collections.abc import Sequence
+from typing import Any
 
+from django.apps import AppConfig
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import CheckMessage, Error, register
 
 from kube.labels import is_valid_prefix
 
@@ -9,7 +12,8 @@ from .manifests import POD_SECURITY_LEVELS, egress_destination
 
 
 @register()
-def namespace_prefix_check(app_configs, **kwargs):
+def namespace_prefix_check(app_configs: Sequence[AppConfig] | None,
+                           **kwargs: Any) -> list[CheckMessage]:
     if is_valid_prefix(settings.PORTAL_NAMESPACE_PREFIX):
         return []
     return [Error("PORTAL_NAMESPACE_PREFIX must be empty or up to 20 of [a-z0-9-], "
@@ -17,10 +21,11 @@ def namespace_prefix_check(app_configs, **kwargs):
 
 
 @register()
-def workload_egress_check(app_configs, **kwargs):
+def workload_egress_check(app_configs: Sequence[AppConfig] | None,
+                          **kwargs: Any) -> list[CheckMessage]:
     """The egress settings of tenant pods: a bad entry would make every namespace's policy
     fail to apply; say so at start-up instead."""
-    errors = []
+    errors: list[CheckMessage] = []
     for entry in settings.PORTAL_WORKLOAD_EGRESS_CIDRS:
         try:
             egress_destination(entry)
@@ -45,8 +50,9 @@ def workload_egress_check(app_configs, **kwargs):
 
 
 @register()
-def pod_security_check(app_configs, **kwargs):
-    errors = []
+def pod_security_check(app_configs: Sequence[AppConfig] | None,
+                       **kwargs: Any) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
     for name in ("PORTAL_POD_SECURITY_ENFORCE", "PORTAL_POD_SECURITY_WARN",
                  "PORTAL_POD_SECURITY_AUDIT"):
         value = getattr(settings, name)

@@ -1,7 +1,9 @@
 """One filterset per model, used by the admin pages and the API alike."""
 
+from __future__ import annotations
+
 import django_filters
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from .models import Tenant
 
@@ -18,6 +20,6 @@ class TenantFilterSet(django_filters.FilterSet):
         model = Tenant
         fields = ["state"]
 
-    def search(self, queryset, name, value):
+    def search(self, queryset: QuerySet[Tenant], name: str, value: str) -> QuerySet[Tenant]:
         return queryset.filter(Q(name__icontains=value) | Q(namespace__icontains=value) |
                                Q(keystone_project_id__iexact=value))

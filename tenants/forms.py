@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
 from catalogue.forms import AccessibleForm
 from catalogue.images import validate_image_prefix
+
+from .models import Tenant
 
 # a tenant's image registries and prefixes: at most this many
 MAX_IMAGE_PREFIXES = 50
@@ -18,7 +22,7 @@ class ImagePrefixesForm(AccessibleForm):
                                      "placeholder": "nvcr.io/nvidia\nquay.io/jupyter"}),
         help_text="One per line, e.g. nvcr.io/nvidia or registry.example.org. Empty: any image.")
 
-    def __init__(self, *args, tenant=None, **kwargs):
+    def __init__(self, *args: Any, tenant: Tenant | None = None, **kwargs: Any) -> None:
         if tenant is not None:
             kwargs.setdefault("initial", {"image_prefixes": "\n".join(tenant.image_prefixes)})
         super().__init__(*args, **kwargs)

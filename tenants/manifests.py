@@ -209,6 +209,16 @@ def make_limit_range(spec: NamespaceSpec) -> dict[str, Any]:
     }
 
 
+def _subnet_of(cidr: str, other: str) -> bool:
+    """Whether the range `cidr` lies inside `other` (of either family; never across them)."""
+    inner, outer = ipaddress.ip_network(cidr), ipaddress.ip_network(other)
+    if isinstance(inner, ipaddress.IPv4Network) and isinstance(outer, ipaddress.IPv4Network):
+        return inner.subnet_of(outer)
+    if isinstance(inner, ipaddress.IPv6Network) and isinstance(outer, ipaddress.IPv6Network):
+        return inner.subnet_of(outer)
+    return False
+
+
 def _internet(excluded: tuple[str, ...]) -> list[dict[str, Any]]:
     """Every address of each family but the excluded ranges (and the metadata address)."""
     blocks = []
@@ -220,8 +230,7 @@ def _internet(excluded: tuple[str, ...]) -> list[dict[str, Any]]:
                           key=lambda cidr: ipaddress.ip_network(cidr))
         # a range inside another one that is left out adds nothing
         left_out = [cidr for cidr in left_out if not any(
-            other != cidr and ipaddress.ip_network(cidr).subnet_of(ipaddress.ip_network(other))
-            for other in left_out)]
+            other != cidr and _subnet_of(cidr, other) for other in left_out)]
         blocks.append({"ipBlock": {"cidr": everything, "except": left_out}})
     return [{"to": blocks}]
 

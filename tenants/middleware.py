@@ -8,6 +8,10 @@ them when DRF authenticates the request.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponseBase
+
 from identity.access import SignedInRequest
 
 from .models import Tenant
@@ -28,9 +32,9 @@ class TenantRequest(ProjectRequest):
 
 
 class CurrentTenantMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: ProjectRequest) -> HttpResponseBase:
         request.tenant = tenant_current(getattr(request, "identity", None))
         return self.get_response(request)

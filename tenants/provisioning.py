@@ -107,7 +107,7 @@ def _contains(desired: Any, live: Any) -> bool:
     if isinstance(desired, list):
         return (isinstance(live, list) and len(desired) == len(live)
                 and all(_contains(d, v) for d, v in zip(desired, live, strict=True)))
-    return desired == live
+    return bool(desired == live)
 
 
 def _exact(desired: Any, live: Any) -> bool:

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from identity.scoping import Action, TenantScopedQuerySet
 
+if TYPE_CHECKING:
+    # the type arguments below, written as strings: models.py imports this module
+    from .models import GpuQuota, Quota, Tenant  # noqa: F401
 
-class TenantQuerySet(TenantScopedQuerySet):
+
+class TenantQuerySet(TenantScopedQuerySet["Tenant"]):
     tenant_field = ""  # a tenant is its own
 
 
-class QuotaQuerySet(TenantScopedQuerySet):
+class QuotaQuerySet(TenantScopedQuerySet["Quota"]):
     admin_only = frozenset({Action.CHANGE})  # a tenant reads its quota; admins set it
 
 
-class GpuQuotaQuerySet(TenantScopedQuerySet):
+class GpuQuotaQuerySet(TenantScopedQuerySet["GpuQuota"]):
     tenant_field = "quota__tenant"
     admin_only = frozenset({Action.CHANGE})

@@ -17,6 +17,7 @@ from .kueue import (
     make_priority_classes,
     make_resource_flavors,
 )
+from .models import Quota, Tenant
 
 
 def flavor_specs() -> list[FlavorSpec]:
@@ -25,7 +26,7 @@ def flavor_specs() -> list[FlavorSpec]:
             for t in GpuType.objects.filter(enabled=True).order_by("slug")]
 
 
-def queue_spec(tenant, quota) -> QueueSpec:
+def queue_spec(tenant: Tenant, quota: Quota) -> QueueSpec:
     return QueueSpec(
         name=tenant.namespace, namespace=tenant.namespace,
         gpus=tuple(sorted(quota.gpus_by_type().items())),
@@ -39,13 +40,13 @@ def cluster_queueing_objects() -> list[dict[str, Any]]:
     return make_resource_flavors(flavor_specs()) + make_priority_classes()
 
 
-def tenant_queue_objects(tenant, quota) -> list[dict[str, Any]]:
+def tenant_queue_objects(tenant: Tenant, quota: Quota) -> list[dict[str, Any]]:
     """A tenant's ClusterQueue and the LocalQueue in its namespace."""
     spec = queue_spec(tenant, quota)
     return [make_cluster_queue(spec, flavor_specs()), make_local_queue(spec)]
 
 
-def gpu_reach(quota, gpu_slug: str) -> int | None:
+def gpu_reach(quota: Quota, gpu_slug: str) -> int | None:
     """The most GPUs of a type the tenant's queue can ever hold at once: its nominal quota plus
     what it may borrow (None: no borrowing limit, so only the cluster's size bounds it)."""
     if quota.gpu_borrowing_limit is None:

@@ -8,7 +8,7 @@ errors per field; nothing is written either way. No web framework is needed to c
 from __future__ import annotations
 
 import decimal
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -83,7 +83,7 @@ def _weight(value: Any) -> Decimal:
 def _idle_action(value: Any) -> str:
     if value not in Quota.IdleAction.values:
         raise _Refused(f"One of: {', '.join(Quota.IdleAction.values)}.")
-    return value
+    return str(value)
 
 
 def _gpus_by_type(value: Any) -> dict[str, int]:
@@ -175,6 +175,6 @@ def over_capacity_errors(changes: dict[str, Any]) -> dict[str, list[str]]:
     return errors
 
 
-def unknown_gpu_types(slugs) -> list[str]:
+def unknown_gpu_types(slugs: Iterable[str]) -> list[str]:
     known = set(GpuType.objects.filter(slug__in=list(slugs)).values_list("slug", flat=True))
     return sorted(set(slugs) - known)

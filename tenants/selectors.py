@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from identity.identity import Identity
+
 from .manifests import enforced_level, level_admits_root
 from .models import Tenant
 
@@ -21,7 +23,7 @@ def tenant_admits_root(tenant: Tenant) -> bool:
     return level_admits_root(tenant_pod_security(tenant))
 
 
-def tenant_current(identity) -> Tenant | None:
+def tenant_current(identity: Identity | None) -> Tenant | None:
     """The tenant of the identity's current project (None: none, or not yet known). The
     request's tenant (tenants/middleware.py, api/authentication.py) comes from here."""
     if identity is None or identity.project is None:

@@ -7,12 +7,15 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.services import audit_record
 from catalogue.models import GpuType
 from core.tasks import send_on_commit
+from identity.client import Project
 from kube.labels import namespace_name
 
 from .models import GpuQuota, Quota, Tenant
@@ -23,6 +26,9 @@ QUOTA_FIELDS = ("gpus_total", "cpu", "memory_gb", "max_workloads", "max_runtime_
                 "idle_threshold_percent", "idle_minutes", "idle_action", "idle_grace_minutes",
                 "allow_over_capacity", "gpu_borrowing_limit", "gpu_lending_limit",
                 "fair_share_weight")
+
+# who made a change, for the audit trail: a signed-in user, or None for the portal itself
+Actor = AbstractBaseUser | AnonymousUser | None
 
 
 def _enqueue_reconcile(tenant_id: int) -> None:
@@ -93,7 +99,7 @@ def tenant_ensure(*, keystone_project_id: str, name: str, domain_id: str = "defa
     raise RuntimeError(f"no free namespace name for project {keystone_project_id}")
 
 
-def quota_update(*, tenant: Tenant, acting_user, changes: dict[str, Any]) -> Quota:
+def quota_update(*, tenant: Tenant, acting_user: Actor, changes: dict[str, Any]) -> Quota:
     """Apply validated quota changes at once: in portal admission right away (same row), and
     in the namespace's ResourceQuota by the reconcile enqueued on commit. Lowering a quota
     below what is in use is allowed: it blocks new launches, never stops running work."""
@@ -118,7 +124,7 @@ def quota_update(*, tenant: Tenant, acting_user, changes: dict[str, Any]) -> Quo
     return quota
 
 
-def tenant_mark_deleting(*, tenant: Tenant, acting_user, reason: str) -> Tenant:
+def tenant_mark_deleting(*, tenant: Tenant, acting_user: Actor, reason: str) -> Tenant:
     """Start deleting a tenant: its workloads stop now; the namespace goes after the grace."""
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
@@ -128,7 +134,8 @@ def tenant_mark_deleting(*, tenant: Tenant, acting_user, reason: str) -> Tenant:
         if not tenant_transition(tenant=tenant, allowed_from=ACTIVE, to=Tenant.State.DELETING,
                                  reason=reason, delete_after=delete_after):
             return tenant  # deleting or deleted already
-        answers = tenant_deleting.send(sender=Tenant, tenant=tenant, user=acting_user,
+        # what each receiver returned (the stubs say `str | None`; it is whatever they return)
+        answers: list[tuple[Any, Any]] = tenant_deleting.send(sender=Tenant, tenant=tenant, user=acting_user,
                                        reason=f"The tenant is being deleted: {reason}")
         stopped = sum(answer for _, answer in answers if isinstance(answer, int))
         audit_record(actor=acting_user, action="tenant.delete", tenant=tenant,
@@ -139,7 +146,7 @@ def tenant_mark_deleting(*, tenant: Tenant, acting_user, reason: str) -> Tenant:
     return tenant
 
 
-def tenant_restore(*, tenant: Tenant, acting_user) -> Tenant:
+def tenant_restore(*, tenant: Tenant, acting_user: Actor) -> Tenant:
     """Undo a pending deletion (the project came back, or the admin changed their mind)."""
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
@@ -153,7 +160,7 @@ def tenant_restore(*, tenant: Tenant, acting_user) -> Tenant:
     return tenant
 
 
-def tenant_root_templates_update(*, tenant: Tenant, acting_user, allow: bool) -> Tenant:
+def tenant_root_templates_update(*, tenant: Tenant, acting_user: Actor, allow: bool) -> Tenant:
     """Let the tenant run templates that may run as root, or stop it. Its namespace's Pod
     Security level follows at the reconcile enqueued on commit ("baseline" where the site's is
     "restricted"): pods already running stay; a new root pod is refused under "restricted".
@@ -173,7 +180,7 @@ def tenant_root_templates_update(*, tenant: Tenant, acting_user, allow: bool) ->
 
 # --- the images a tenant may use ------------------------------------------------------------
 
-def tenant_image_prefixes_update(*, tenant: Tenant, acting_user, prefixes: list[str]) -> Tenant:
+def tenant_image_prefixes_update(*, tenant: Tenant, acting_user: Actor, prefixes: list[str]) -> Tenant:
     """Set the registries/prefixes a tenant's launches must use (validated, qualified entries
     such as `nvcr.io/nvidia`; empty: any image). Admission checks them from the next launch."""
     with transaction.atomic():
@@ -187,7 +194,7 @@ def tenant_image_prefixes_update(*, tenant: Tenant, acting_user, prefixes: list[
     return tenant
 
 
-def tenants_ensure_for_projects(*, projects, **_signal: Any) -> None:
+def tenants_ensure_for_projects(*, projects: list[Project], **_signal: Any) -> None:
     """Every Keystone project seen gets its tenant: the receiver of identity's
     `projects_seen` (login, an API caller's token), connected in apps.py."""
     for project in projects:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from celery import shared_task
-
+from core.tasks import task
 from kube.client import KubeError
 
 from . import provisioning
@@ -14,15 +13,15 @@ from .models import Tenant
 log = logging.getLogger(__name__)
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=(KubeError,), retry_backoff=2,
-             retry_backoff_max=300, retry_jitter=True, max_retries=12, ignore_result=True)
-def tenant_reconcile_task(self, tenant_id: int) -> None:
+@task(acks_late=True, autoretry_for=(KubeError,), retry_backoff=2, retry_backoff_max=300,
+      retry_jitter=True, max_retries=12, ignore_result=True)
+def tenant_reconcile_task(tenant_id: int) -> None:
     """Reconcile one tenant's namespace; on cluster errors the tenant shows "failed" and the
     task retries with exponential backoff (the periodic sweep catches whatever is left)."""
     provisioning.tenant_reconcile(tenant_id=tenant_id)
 
 
-@shared_task(ignore_result=True)
+@task(ignore_result=True)
 def tenants_reconcile_all() -> int:
     """Periodic: every active tenant, so drift made by hand is put back."""
     ids = list(Tenant.objects.exclude(state__in=[Tenant.State.DELETING, Tenant.State.DELETED])
@@ -32,15 +31,15 @@ def tenants_reconcile_all() -> int:
     return len(ids)
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=(KubeError,), retry_backoff=5,
-             retry_backoff_max=300, max_retries=12, ignore_result=True)
-def tenants_delete_due(self) -> int:
+@task(acks_late=True, autoretry_for=(KubeError,), retry_backoff=5, retry_backoff_max=300,
+      max_retries=12, ignore_result=True)
+def tenants_delete_due() -> int:
     """Periodic: delete the namespaces of tenants whose deletion grace has passed."""
     due = Tenant.objects.filter(state=Tenant.State.DELETING).values_list("pk", flat=True)
     return sum(provisioning.tenant_namespace_delete(tenant_id=pk) for pk in due)
 
 
-@shared_task(ignore_result=True)
+@task(ignore_result=True)
 def tenants_sync_keystone() -> dict[str, int]:
     """Periodic: record new Keystone projects as tenants; start deleting vanished ones."""
     from .keystone_sync import tenants_sync_from_keystone

@@ -20,7 +20,7 @@ import logging
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from django.core.cache import cache
@@ -188,7 +188,7 @@ def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
         seconds, source = _expected(workload, memo)
         waiters.append(Waiter(workload.pk, workload.tenant_id, workload.gpu_count, seconds, source))
     tenants = {w.tenant_id for w in queued}
-    reach = {}
+    reach: dict[Hashable, int] = {}
     for quota in Quota.objects.filter(tenant_id__in=tenants):
         limit = gpu_reach(quota, gpu_type.slug)
         if limit is not None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from rest_framework import serializers
 
@@ -8,7 +9,7 @@ from ..models import Quota, Tenant
 from ..quota_validation import MAX_VALUE, QuotaInvalid, quota_changes_clean
 
 
-class TenantSerializer(serializers.ModelSerializer):
+class TenantSerializer(serializers.ModelSerializer[Tenant]):
     class Meta:
         model = Tenant
         fields = ["id", "keystone_project_id", "name", "namespace", "state", "state_reason",
@@ -16,11 +17,11 @@ class TenantSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-def _count(**kwargs) -> serializers.IntegerField:
+def _count(**kwargs: Any) -> serializers.IntegerField:
     return serializers.IntegerField(min_value=0, max_value=MAX_VALUE, **kwargs)
 
 
-class QuotaSerializer(serializers.Serializer):
+class QuotaSerializer(serializers.Serializer[Quota]):
     """A tenant's quota. `memory` is in GiB; `max_runtime_minutes` 0 means no limit."""
 
     gpus_total = _count()
@@ -48,15 +49,16 @@ class QuotaSerializer(serializers.Serializer):
         max_digits=6, decimal_places=2, min_value=Decimal("0.01"), required=False,
         help_text="Queueing: its weight in fair sharing of borrowed GPUs (default 1).")
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
         """The domain's validation (tenants/quota_validation.py), the page's too; the fields
         above describe the API (OpenAPI) and its answers. May raise CapacityUnknown."""
+        assert self.instance is not None, "a quota is only ever updated"
         try:
             return quota_changes_clean(quota=self.instance, data=data, partial=self.partial)
         except QuotaInvalid as exc:
             raise serializers.ValidationError(exc.errors) from exc
 
-    def to_representation(self, quota: Quota):
+    def to_representation(self, quota: Quota) -> dict[str, Any]:
         data = super().to_representation(quota)
         data["gpus_by_type"] = quota.gpus_by_type()
         return data

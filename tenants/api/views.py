@@ -7,6 +7,7 @@ from rest_framework import exceptions, mixins
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from api.authentication import APIRequest
 from api.viewsets import TenantScopedViewSet
 from identity.scoping import Action
 
@@ -34,7 +35,7 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
 
     @extend_schema(request=QuotaSerializer, responses=QuotaSerializer)
     @action(detail=True, methods=["get", "put", "patch"])
-    def quota(self, request, pk=None):
+    def quota(self, request: APIRequest, pk: str | None = None) -> Response:
         tenant = self.get_object()  # another tenant's: 404
         quota = get_object_or_404(Quota.objects.restrict(request.identity, Action.VIEW),
                                   tenant=tenant)

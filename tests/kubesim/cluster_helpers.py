@@ -1,32 +1,20 @@
-"""Helpers for the cluster-half tests: bounded waits and small manifest builders."""
+"""Helpers for the cluster-half tests: small manifest builders (waits: tests/waiting.py's
+`eventually`, with `ignoring=(ApiException,)` where the object may not be there yet)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.waiting import eventually
-
-T = TypeVar("T")
-
 REPO = Path(__file__).resolve().parents[2]
 DEMO_INVENTORY = REPO / "deploy" / "kubesim" / "demo-inventory.yaml"
 MIG_INVENTORY = REPO / "deploy" / "kubesim" / "mig-inventory.yaml"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-
-
-def wait_for(check: Callable[[], T | None], timeout: float = 10.0, what: str = "condition",
-              interval: float = 0.05) -> T:
-    """`eventually` (tests/waiting.py) for the cluster half: an ApiException (the object is not
-    there yet) counts as "not yet"."""
-    return eventually(check, timeout=timeout, interval=interval,
-                      message=f"waiting for {what}", ignoring=(ApiException,))
 
 
 def status_body(exc: ApiException) -> dict:

@@ -17,9 +17,9 @@ from tests.kubesim.cluster_helpers import (
     pod,
     pod_spec,
     status_body,
-    wait_for,
     write_inventory,
 )
+from tests.waiting import eventually
 
 DCGM = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED",
         "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
@@ -70,8 +70,9 @@ def run_pod(core, name: str, *, annotations: dict | None = None, gpus: int = 1,
             image: str = "busybox:1.36", env: dict | None = None, ns: str = "default") -> None:
     core.create_namespaced_pod(ns, pod(name, pod_spec(container(gpus=gpus, image=image, env=env)),
                                        annotations=annotations))
-    wait_for(lambda: (p := core.read_namespaced_pod(name, ns)).status.phase == "Running"
-             and p.status.container_statuses[0].ready, what=f"{name} running and ready")
+    eventually(lambda: (p := core.read_namespaced_pod(name, ns)).status.phase == "Running"
+               and p.status.container_statuses[0].ready,
+               message=f"waiting for {name} running and ready", ignoring=(ApiException,))
 
 
 def test_metrics_format_and_labels(small, core):
@@ -111,8 +112,8 @@ def test_metrics_format_and_labels(small, core):
               for _ in range(2) if time.sleep(0.05) is None]
     assert energy[1] > energy[0]  # a counter
     core.delete_namespaced_pod("busy", "default", grace_period_seconds=0)
-    wait_for(lambda: not samples_for(scrape(small), "DCGM_FI_DEV_GPU_UTIL", pod="busy"),
-             what="GPU released")
+    eventually(lambda: not samples_for(scrape(small), "DCGM_FI_DEV_GPU_UTIL", pod="busy"),
+               message="waiting for GPU released", ignoring=(ApiException,))
 
 
 def test_idle_trace_stays_below_two_percent(small, core):
@@ -144,8 +145,8 @@ def test_xid_ecc_and_lost_gpu_faults(small, core):
         assert samples_for(metrics, "DCGM_FI_DEV_XID_ERRORS", gpu="1")[0].value == 79
         assert samples_for(metrics, "DCGM_FI_DEV_XID_ERRORS", gpu="0")[0].value == 0
         # The device plugin stops advertising an unhealthy GPU.
-        wait_for(lambda: core.read_node("t4-1").status.allocatable["nvidia.com/gpu"] == "1",
-                 what="allocatable drops")
+        eventually(lambda: core.read_node("t4-1").status.allocatable["nvidia.com/gpu"] == "1",
+                   message="waiting for allocatable drops", ignoring=(ApiException,))
         assert core.read_node("t4-1").status.capacity["nvidia.com/gpu"] == "2"
 
         http(small, "POST", "/kubesim/v1/gpus/t4-1/0/ecc", {"dbe": 2})
@@ -159,16 +160,17 @@ def test_xid_ecc_and_lost_gpu_faults(small, core):
         assert [(g["index"], g["healthy"]) for g in listing] == [(0, False), (1, False)]
         # No healthy GPU left: a GPU pod cannot be scheduled.
         core.create_namespaced_pod("default", pod("blocked", pod_spec(container(gpus=1))))
-        wait_for(lambda: (c := core.read_namespaced_pod("blocked", "default").status.conditions)
-                 and c[0].reason == "Unschedulable", what="unschedulable")
+        eventually(lambda: (c := core.read_namespaced_pod("blocked", "default").status.conditions)
+                   and c[0].reason == "Unschedulable", message="waiting for unschedulable",
+                   ignoring=(ApiException,))
     finally:
         for index in (0, 1):
             status, _ = http(small, "DELETE", f"/kubesim/v1/gpus/t4-1/{index}/fault")
             assert status == 200
-    wait_for(lambda: core.read_node("t4-1").status.allocatable["nvidia.com/gpu"] == "2",
-             what="allocatable restored")
-    wait_for(lambda: core.read_namespaced_pod("blocked", "default").spec.node_name,
-             what="scheduled once the GPUs are healthy")
+    eventually(lambda: core.read_node("t4-1").status.allocatable["nvidia.com/gpu"] == "2",
+               message="waiting for allocatable restored", ignoring=(ApiException,))
+    eventually(lambda: core.read_namespaced_pod("blocked", "default").spec.node_name,
+               message="waiting for scheduled once the GPUs are healthy", ignoring=(ApiException,))
     assert len(scrape(small)["DCGM_FI_DEV_GPU_UTIL"]) == 2
     core.delete_namespaced_pod("blocked", "default", grace_period_seconds=0)
     assert http(small, "POST", "/kubesim/v1/gpus/t4-1/9/xid", {"xid": 1})[0] == 404
@@ -194,8 +196,8 @@ def test_jupyter_logs_show_the_token(core, small):
 def test_follow_streams_a_batch_pods_log_until_it_exits(core):
     core.create_namespaced_pod("default", pod("count", pod_spec(
         container(env={"KUBESIM_RUN_SECONDS": "3"}), restart="Never")))
-    wait_for(lambda: core.read_namespaced_pod("count", "default").status.phase == "Running",
-             what="running")
+    eventually(lambda: core.read_namespaced_pod("count", "default").status.phase == "Running",
+               message="waiting for running", ignoring=(ApiException,))
     start = time.monotonic()
     resp = core.read_namespaced_pod_log("count", "default", follow=True, _preload_content=False)
     lines = [line.decode() for line in resp.stream() if line]

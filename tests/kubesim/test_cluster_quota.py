@@ -16,8 +16,8 @@ from tests.kubesim.cluster_helpers import (
     pod,
     pod_spec,
     status_body,
-    wait_for,
 )
+from tests.waiting import eventually
 
 
 def quota(name: str, hard: dict[str, str]) -> dict:
@@ -45,15 +45,16 @@ def test_pod_over_gpu_quota_is_forbidden(core, kube_namespace):
                    "requests.nvidia.com/gpu=2",
         "reason": "Forbidden", "details": {"name": "second", "kind": "pods"}, "code": 403,
     }
-    used = wait_for(lambda: (q := core.read_namespaced_resource_quota("gpu-quota", ns))
-                    .status.used.get("pods") == "1" and q.status.used,
-                    what="quota usage recorded")
+    used = eventually(lambda: (q := core.read_namespaced_resource_quota("gpu-quota", ns))
+                      .status.used.get("pods") == "1" and q.status.used,
+                      message="waiting for quota usage recorded", ignoring=(ApiException,))
     assert used == {"requests.nvidia.com/gpu": "2", "pods": "1"}
     # CPU pods do not count against the GPU limit, only against `pods`.
     core.create_namespaced_pod(ns, pod("cpu", pod_spec(container())))
     core.delete_namespaced_pod("first", ns, grace_period_seconds=0)
-    wait_for(lambda: core.read_namespaced_resource_quota("gpu-quota", ns).status.used
-             == {"requests.nvidia.com/gpu": "0", "pods": "1"}, what="usage released")
+    eventually(lambda: core.read_namespaced_resource_quota("gpu-quota", ns).status.used
+               == {"requests.nvidia.com/gpu": "0", "pods": "1"},
+               message="waiting for usage released", ignoring=(ApiException,))
 
 
 def test_only_exceeded_resources_are_named_sorted(core, kube_namespace):
@@ -87,9 +88,9 @@ def test_limit_range_defaults_make_pods_count(core, kube_namespace):
     resources = created.spec.containers[0].resources
     assert resources.requests == {"cpu": "250m", "memory": "128Mi"}
     assert resources.limits == {"cpu": "500m", "memory": "256Mi"}
-    wait_for(lambda: core.read_namespaced_resource_quota("compute", ns).status.used
-             == {"requests.cpu": "250m", "limits.cpu": "500m", "requests.memory": "128Mi"},
-             what="defaults counted")
+    eventually(lambda: core.read_namespaced_resource_quota("compute", ns).status.used
+               == {"requests.cpu": "250m", "limits.cpu": "500m", "requests.memory": "128Mi"},
+               message="waiting for defaults counted", ignoring=(ApiException,))
 
 
 def test_status_unknown_for_quota(core, kube_namespace):
@@ -142,7 +143,8 @@ def test_deployment_pod_refused_shows_failed_create(core, apps, kube_namespace):
         rs = apps.list_namespaced_replica_set(ns).items
         return rs[0] if rs and condition(rs[0], "ReplicaFailure") else None
 
-    rs = wait_for(refused, what="ReplicaFailure on the ReplicaSet")
+    rs = eventually(refused, message="waiting for ReplicaFailure on the ReplicaSet",
+                    ignoring=(ApiException,))
     failure = condition(rs, "ReplicaFailure")
     assert failure.status == "True" and failure.reason == "FailedCreate"
     prefix = f'pods "{rs.metadata.name}-'
@@ -154,17 +156,18 @@ def test_deployment_pod_refused_shows_failed_create(core, apps, kube_namespace):
     assert ("FailedCreate", f"Error creating: {failure.message}") in [
         (r, m) for r, m in events if r == "FailedCreate"] or any(
         r == "FailedCreate" and m.startswith(f"Error creating: {prefix}") for r, m in events)
-    d = wait_for(lambda: (d := apps.read_namespaced_deployment("web", ns))
-                 and condition(d, "ReplicaFailure") and d, what="copied to the Deployment")
+    d = eventually(lambda: (d := apps.read_namespaced_deployment("web", ns))
+                   and condition(d, "ReplicaFailure") and d,
+                   message="waiting for copied to the Deployment", ignoring=(ApiException,))
     assert condition(d, "ReplicaFailure").reason == "FailedCreate"
     assert len(core.list_namespaced_pod(ns).items) == 1
     # More quota: the ReplicaSet creates the missing pod and the condition goes away.
     core.patch_namespaced_resource_quota("gpu-quota", ns,
                                          {"spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
-    wait_for(lambda: len(core.list_namespaced_pod(ns).items) == 2, timeout=15,
-             what="the second pod after the quota grew")
-    wait_for(lambda: not condition(apps.read_namespaced_deployment("web", ns), "ReplicaFailure"),
-             what="ReplicaFailure cleared")
+    eventually(lambda: len(core.list_namespaced_pod(ns).items) == 2, timeout=15,
+               message="waiting for the second pod after the quota grew", ignoring=(ApiException,))
+    eventually(lambda: not condition(apps.read_namespaced_deployment("web", ns), "ReplicaFailure"),
+               message="waiting for ReplicaFailure cleared", ignoring=(ApiException,))
 
 
 def test_job_pod_refused_shows_failed_create(core, kube_namespace):
@@ -172,7 +175,9 @@ def test_job_pod_refused_shows_failed_create(core, kube_namespace):
     batch = client.BatchV1Api(core.api_client)
     core.create_namespaced_resource_quota(ns, quota("p", {"pods": "0"}))
     batch.create_namespaced_job(ns, job("j", pod_spec(container())))
-    wait_for(lambda: any(r == "FailedCreate" and "exceeded quota: p, requested: pods=1" in m
-                         for r, m in event_reasons(core, ns, "j")), what="FailedCreate on the job")
+    eventually(lambda: any(r == "FailedCreate" and "exceeded quota: p, requested: pods=1" in m
+                           for r, m in event_reasons(core, ns, "j")),
+               message="waiting for FailedCreate on the job", ignoring=(ApiException,))
     core.patch_namespaced_resource_quota("p", ns, {"spec": {"hard": {"pods": "1"}}})
-    wait_for(lambda: core.list_namespaced_pod(ns).items, timeout=15, what="the retried pod")
+    eventually(lambda: core.list_namespaced_pod(ns).items, timeout=15,
+               message="waiting for the retried pod", ignoring=(ApiException,))

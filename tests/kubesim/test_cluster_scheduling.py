@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from tests.kubesim.cluster_helpers import (
     DEMO_INVENTORY,
@@ -21,9 +22,9 @@ from tests.kubesim.cluster_helpers import (
     job,
     pod,
     pod_spec,
-    wait_for,
     write_inventory,
 )
+from tests.waiting import eventually
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,8 @@ def ns(core):
     yield name
     core.delete_namespace(name)
     # Deleted pods free their GPUs for the next test at once.
-    wait_for(lambda: not core.list_namespaced_pod(name).items, what="namespace emptied")
+    eventually(lambda: not core.list_namespaced_pod(name).items,
+               message="waiting for namespace emptied", ignoring=(ApiException,))
 
 
 def unschedulable(core, ns: str, name: str) -> str:
@@ -53,7 +55,7 @@ def unschedulable(core, ns: str, name: str) -> str:
         cond = condition(p, "PodScheduled")
         return cond if cond and cond.status == "False" else None
 
-    cond = wait_for(check, what=f"{name} unschedulable")
+    cond = eventually(check, message=f"waiting for {name} unschedulable", ignoring=(ApiException,))
     assert cond.reason == "Unschedulable"
     events = [e for e in events_for(core, ns, name) if e.reason == "FailedScheduling"]
     assert len(events) == 1
@@ -63,8 +65,8 @@ def unschedulable(core, ns: str, name: str) -> str:
 
 
 def scheduled_node(core, ns: str, name: str) -> str:
-    return wait_for(lambda: core.read_namespaced_pod(name, ns).spec.node_name,
-                    what=f"{name} scheduled")
+    return eventually(lambda: core.read_namespaced_pod(name, ns).spec.node_name,
+                      message=f"waiting for {name} scheduled", ignoring=(ApiException,))
 
 
 def test_too_big_for_any_node(core, ns):
@@ -135,8 +137,8 @@ def test_retried_when_capacity_frees(core, ns, demo):
     batch.create_namespaced_job(ns, job("hog", pod_spec(container(gpus=4), tolerate_gpu=True,
                                                         node_selector=t4),
                                         annotations={"kubesim.io/run-seconds": "1.0"}))
-    wait_for(lambda: any(p.spec.node_name for p in core.list_namespaced_pod(ns).items),
-             what="the hog scheduled")
+    eventually(lambda: any(p.spec.node_name for p in core.list_namespaced_pod(ns).items),
+               message="waiting for the hog scheduled", ignoring=(ApiException,))
     core.create_namespaced_pod(ns, pod("waiter", pod_spec(container(gpus=1), tolerate_gpu=True,
                                                           node_selector=t4)))
     assert unschedulable(core, ns, "waiter") == (
@@ -151,8 +153,8 @@ def test_retried_when_capacity_frees(core, ns, demo):
     assert len(failed) == 1 and failed[0].count == 1
     cond = condition(core.read_namespaced_pod("waiter", ns), "PodScheduled")
     assert cond.status == "True"
-    wait_for(lambda: core.read_namespaced_pod("waiter", ns).status.phase == "Running",
-             what="waiter running")
+    eventually(lambda: core.read_namespaced_pod("waiter", ns).status.phase == "Running",
+               message="waiting for waiter running", ignoring=(ApiException,))
     gpus = _get(demo, "/kubesim/v1/gpus/gpu-t4-1")["items"]
     held = [g for g in gpus if g["holder"]]
     assert len(held) == 1 and held[0]["holder"] == {"namespace": ns, "pod": "waiter",
@@ -164,8 +166,8 @@ def test_gpus_are_assigned_exclusively(core, ns, demo):
         core.create_namespaced_pod(ns, pod(name, pod_spec(
             container(gpus=4), tolerate_gpu=True, node_selector={"kubernetes.io/hostname": "gpu-a100-2"})))
     for name in ("left", "right"):
-        wait_for(lambda n=name: core.read_namespaced_pod(n, ns).status.phase == "Running",
-                 what=f"{name} running")
+        eventually(lambda n=name: core.read_namespaced_pod(n, ns).status.phase == "Running",
+                   message=f"waiting for {name} running", ignoring=(ApiException,))
     gpus = _get(demo, "/kubesim/v1/gpus/gpu-a100-2")["items"]
     holders = sorted((g["index"], g["holder"]["pod"]) for g in gpus if g["holder"])
     assert holders == [(0, "left"), (1, "left"), (2, "left"), (3, "left"),
@@ -208,8 +210,8 @@ def test_mig_resources(kubesim_factory):
         assert unschedulable(core, "default", "big") == (
             "0/3 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb. preemption: 0/3 "
             "nodes are available: 3 Preemption is not helpful for scheduling.")  # 2 > 1 slice
-        wait_for(lambda: core.read_namespaced_pod("slice", "default").status.phase == "Running",
-                 what="MIG pod running")
+        eventually(lambda: core.read_namespaced_pod("slice", "default").status.phase == "Running",
+                   message="waiting for MIG pod running", ignoring=(ApiException,))
         held = [g for g in _get(server, "/kubesim/v1/gpus/gpu-a100-mig-1")["items"]
                 if g["holder"]]
         assert len(held) == 2

@@ -7,15 +7,16 @@ import urllib.request
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from tests.kubesim.cluster_helpers import (
     container,
     deployment,
     event_reasons,
     pod_spec,
-    wait_for,
     write_inventory,
 )
+from tests.waiting import eventually
 
 
 def lb_service(name: str, *, annotations: dict | None = None, selector: dict | None = None,
@@ -63,15 +64,17 @@ def core(small):
 def test_allocation_exhaustion_and_release(core, small):
     ns = "default"
     core.create_namespaced_service(ns, lb_service("a"))
-    wait_for(lambda: ingress_ips(core, ns, "a") == ["10.20.0.10"], what="first address")
+    eventually(lambda: ingress_ips(core, ns, "a") == ["10.20.0.10"],
+               message="waiting for first address", ignoring=(ApiException,))
     raw = get_json(small, f"/api/v1/namespaces/{ns}/services/a")
     assert raw["status"]["loadBalancer"] == {"ingress": [{"ip": "10.20.0.10", "ipMode": "VIP"}]}
     assert ("IPAllocated", 'Assigned IP ["10.20.0.10"]') in event_reasons(core, ns, "a")
     core.create_namespaced_service(ns, lb_service("b"))
-    wait_for(lambda: ingress_ips(core, ns, "b") == ["10.20.0.11"], what="second address")
+    eventually(lambda: ingress_ips(core, ns, "b") == ["10.20.0.11"],
+               message="waiting for second address", ignoring=(ApiException,))
     core.create_namespaced_service(ns, lb_service("c"))
-    wait_for(lambda: any(r == "AllocationFailed" for r, _ in event_reasons(core, ns, "c")),
-             what="AllocationFailed")
+    eventually(lambda: any(r == "AllocationFailed" for r, _ in event_reasons(core, ns, "c")),
+               message="waiting for AllocationFailed", ignoring=(ApiException,))
     failed = [e for e in core.list_namespaced_event(
         ns, field_selector="involvedObject.name=c").items if e.reason == "AllocationFailed"]
     assert failed[0].type == "Warning"
@@ -79,7 +82,8 @@ def test_allocation_exhaustion_and_release(core, small):
     raw = get_json(small, f"/api/v1/namespaces/{ns}/services/c")
     assert raw["status"]["loadBalancer"] == {}
     delete_service(core, "a", ns)
-    wait_for(lambda: ingress_ips(core, ns, "c") == ["10.20.0.10"], what="released address reused")
+    eventually(lambda: ingress_ips(core, ns, "c") == ["10.20.0.10"],
+               message="waiting for released address reused", ignoring=(ApiException,))
     for name in ("b", "c"):
         delete_service(core, name, ns)
 
@@ -88,24 +92,27 @@ def test_pool_annotation_and_requested_ip(core):
     ns = "default"
     core.create_namespaced_service(ns, lb_service("g", annotations={
         "metallb.io/address-pool": "gpu-pool"}))
-    wait_for(lambda: ingress_ips(core, ns, "g") == ["10.30.0.5"], what="address from gpu-pool")
+    eventually(lambda: ingress_ips(core, ns, "g") == ["10.30.0.5"],
+               message="waiting for address from gpu-pool", ignoring=(ApiException,))
     # the pool it names has none left: MetalLB v0.15.2's words for that (its search finds no
     # address and no error; the nil address it then assigns is refused)
     core.create_namespaced_service(ns, lb_service("g2", annotations={
         "metallb.io/address-pool": "gpu-pool"}))
-    wait_for(lambda: any(r == "AllocationFailed" for r, _ in event_reasons(core, ns, "g2")),
-             what="AllocationFailed")
+    eventually(lambda: any(r == "AllocationFailed" for r, _ in event_reasons(core, ns, "g2")),
+               message="waiting for AllocationFailed", ignoring=(ApiException,))
     assert ("AllocationFailed", 'Failed to allocate IP for "default/g2": ["<nil>"] is not '
             "allowed in config") in event_reasons(core, ns, "g2")
     delete_service(core, "g2", ns)
     delete_service(core, "g", ns)
     core.create_namespaced_service(ns, lb_service("old", annotations={
         "metallb.universe.tf/address-pool": "gpu-pool"}))
-    wait_for(lambda: ingress_ips(core, ns, "old") == ["10.30.0.5"], what="legacy annotation")
+    eventually(lambda: ingress_ips(core, ns, "old") == ["10.30.0.5"],
+               message="waiting for legacy annotation", ignoring=(ApiException,))
     delete_service(core, "old", ns)
     core.create_namespaced_service(ns, lb_service("pinned", annotations={
         "metallb.io/loadBalancerIPs": "10.20.0.11"}))
-    wait_for(lambda: ingress_ips(core, ns, "pinned") == ["10.20.0.11"], what="requested address")
+    eventually(lambda: ingress_ips(core, ns, "pinned") == ["10.20.0.11"],
+               message="waiting for requested address", ignoring=(ApiException,))
     delete_service(core, "pinned", ns)
 
 
@@ -123,11 +130,13 @@ def test_endpoints_follow_ready_pods(api_client, kube_namespace):
         subsets = ep.subsets or []
         return subsets if subsets and len(subsets[0].addresses or []) == 2 else None
 
-    subsets = wait_for(ready_addresses, what="two ready addresses")
+    subsets = eventually(ready_addresses, message="waiting for two ready addresses",
+                         ignoring=(ApiException,))
     pods = {p.status.pod_ip: p for p in core.list_namespaced_pod(ns).items}
     assert {a.ip for a in subsets[0].addresses} == set(pods)
     assert all(a.target_ref.kind == "Pod" and a.node_name for a in subsets[0].addresses)
     assert [(p.name, p.port, p.protocol) for p in subsets[0].ports] == [("http", 8080, "TCP")]
     apps.patch_namespaced_deployment("web", ns, {"spec": {"replicas": 1}})
-    wait_for(lambda: len((core.read_namespaced_endpoints("web", ns).subsets or [None])[0]
-                         .addresses or []) == 1, what="endpoints shrink with the pods")
+    eventually(lambda: len((core.read_namespaced_endpoints("web", ns).subsets or [None])[0]
+                           .addresses or []) == 1,
+               message="waiting for endpoints shrink with the pods", ignoring=(ApiException,))

@@ -20,8 +20,8 @@ from tests.kubesim.cluster_helpers import (
     pod,
     pod_spec,
     status_body,
-    wait_for,
 )
+from tests.waiting import eventually
 
 
 def test_deployment_replicaset_pods_running_and_ready(core, apps, kube_namespace):
@@ -33,15 +33,16 @@ def test_deployment_replicaset_pods_running_and_ready(core, apps, kube_namespace
         d = apps.read_namespaced_deployment("web", ns)
         return d if (d.status.available_replicas or 0) == 2 else None
 
-    d = wait_for(available, what="2 available replicas")
+    d = eventually(available, message="waiting for 2 available replicas", ignoring=(ApiException,))
     assert d.status.ready_replicas == 2 and d.status.updated_replicas == 2
     assert d.status.replicas == 2 and d.status.observed_generation == 1
     assert not d.status.unavailable_replicas
     assert condition(d, "Available").status == "True"
     assert condition(d, "Available").reason == "MinimumReplicasAvailable"
-    progressing = wait_for(lambda: (c := condition(apps.read_namespaced_deployment("web", ns),
-                                                   "Progressing")) and
-                           c.reason == "NewReplicaSetAvailable" and c, what="progressed")
+    progressing = eventually(lambda: (c := condition(apps.read_namespaced_deployment("web", ns),
+                                                     "Progressing")) and
+                             c.reason == "NewReplicaSetAvailable" and c,
+                             message="waiting for progressed", ignoring=(ApiException,))
     rs_list = apps.list_namespaced_replica_set(ns).items
     assert len(rs_list) == 1
     rs = rs_list[0]
@@ -84,8 +85,8 @@ def test_deployment_replicaset_pods_running_and_ready(core, apps, kube_namespace
 def test_deployment_template_change_rolls_to_a_new_replicaset(core, apps, kube_namespace):
     ns = kube_namespace
     apps.create_namespaced_deployment(ns, deployment("app", pod_spec(container())))
-    wait_for(lambda: apps.read_namespaced_deployment("app", ns).status.available_replicas,
-             what="first rollout")
+    eventually(lambda: apps.read_namespaced_deployment("app", ns).status.available_replicas,
+               message="waiting for first rollout", ignoring=(ApiException,))
     first = apps.list_namespaced_replica_set(ns).items[0].metadata.name
     apps.patch_namespaced_deployment("app", ns, {"spec": {"template": {"spec": {
         "containers": [container(image="busybox:1.37")]}}}})
@@ -98,7 +99,8 @@ def test_deployment_template_change_rolls_to_a_new_replicaset(core, apps, kube_n
             return new[0]
         return None
 
-    new = wait_for(rolled, what="new ReplicaSet ready and old scaled to 0")
+    new = eventually(rolled, message="waiting for new ReplicaSet ready and old scaled to 0",
+                     ignoring=(ApiException,))
     assert new.metadata.annotations["deployment.kubernetes.io/revision"] == "2"
     pods = core.list_namespaced_pod(ns).items
     assert [p.spec.containers[0].image for p in pods] == ["busybox:1.37"]
@@ -111,9 +113,11 @@ def test_deployment_template_change_rolls_to_a_new_replicaset(core, apps, kube_n
 def test_scaling_a_deployment_down_deletes_pods(core, apps, kube_namespace):
     ns = kube_namespace
     apps.create_namespaced_deployment(ns, deployment("s", pod_spec(container()), replicas=3))
-    wait_for(lambda: len(core.list_namespaced_pod(ns).items) == 3, what="3 pods")
+    eventually(lambda: len(core.list_namespaced_pod(ns).items) == 3, message="waiting for 3 pods",
+               ignoring=(ApiException,))
     apps.patch_namespaced_deployment("s", ns, {"spec": {"replicas": 1}})
-    wait_for(lambda: len(core.list_namespaced_pod(ns).items) == 1, what="scaled to 1")
+    eventually(lambda: len(core.list_namespaced_pod(ns).items) == 1,
+               message="waiting for scaled to 1", ignoring=(ApiException,))
     rs = apps.list_namespaced_replica_set(ns).items[0]
     assert any(r == "SuccessfulDelete" for r, _ in event_reasons(core, ns, rs.metadata.name))
 
@@ -128,7 +132,7 @@ def test_job_runs_to_completion(core, batch, kube_namespace):
         j = batch.read_namespaced_job("train", ns)
         return j if condition(j, "Complete") else None
 
-    j = wait_for(complete, what="job complete")
+    j = eventually(complete, message="waiting for job complete", ignoring=(ApiException,))
     assert j.status.succeeded == 2 and not j.status.failed and not j.status.active
     assert j.status.start_time is not None and j.status.completion_time is not None
     types = [c.type for c in j.status.conditions]
@@ -154,7 +158,7 @@ def test_job_fails_after_backoff_limit(core, batch, kube_namespace):
         j = batch.read_namespaced_job("bad", ns)
         return j if condition(j, "Failed") else None
 
-    j = wait_for(failed, timeout=15, what="job failed")
+    j = eventually(failed, timeout=15, message="waiting for job failed", ignoring=(ApiException,))
     assert j.status.failed == 2 and not j.status.succeeded
     assert [c.type for c in j.status.conditions] == ["FailureTarget", "Failed"]
     cond = condition(j, "Failed")
@@ -171,17 +175,19 @@ def test_job_deadline_exceeded_kills_its_pods(core, batch, kube_namespace):
     ns = kube_namespace
     batch.create_namespaced_job(ns, job("slow", pod_spec(container()), activeDeadlineSeconds=1,
                                         annotations={"kubesim.io/run-seconds": "60"}))
-    wait_for(lambda: core.list_namespaced_pod(ns).items, what="the job's pod")
+    eventually(lambda: core.list_namespaced_pod(ns).items, message="waiting for the job's pod",
+               ignoring=(ApiException,))
 
     def failed():
         j = batch.read_namespaced_job("slow", ns)
         return j if condition(j, "Failed") else None
 
-    j = wait_for(failed, timeout=6, what="deadline")
+    j = eventually(failed, timeout=6, message="waiting for deadline", ignoring=(ApiException,))
     assert condition(j, "Failed").reason == "DeadlineExceeded"
     assert condition(j, "Failed").message == "Job was active longer than specified deadline"
     assert condition(j, "FailureTarget").reason == "DeadlineExceeded"
-    wait_for(lambda: not core.list_namespaced_pod(ns).items, what="pods deleted")
+    eventually(lambda: not core.list_namespaced_pod(ns).items, message="waiting for pods deleted",
+               ignoring=(ApiException,))
     assert any(r == "DeadlineExceeded" for r, _ in event_reasons(core, ns, "slow"))
 
 
@@ -197,8 +203,9 @@ def test_job_ttl_after_finished_deletes_job_and_pods(core, batch, kube_namespace
             return exc.status == 404
         return False
 
-    wait_for(gone, what="job deleted by its TTL")
-    wait_for(lambda: not core.list_namespaced_pod(ns).items, what="its pods collected")
+    eventually(gone, message="waiting for job deleted by its TTL", ignoring=(ApiException,))
+    eventually(lambda: not core.list_namespaced_pod(ns).items,
+               message="waiting for its pods collected", ignoring=(ApiException,))
 
 
 def test_onfailure_job_restarts_in_place_and_counts_restarts(core, batch, kube_namespace):
@@ -207,8 +214,9 @@ def test_onfailure_job_restarts_in_place_and_counts_restarts(core, batch, kube_n
                                         backoffLimit=1,
                                         annotations={"kubesim.io/run-seconds": "0.05",
                                                      "kubesim.io/exit-code": "1"}))
-    j = wait_for(lambda: (j := batch.read_namespaced_job("crash", ns)) and condition(j, "Failed")
-                 and j, timeout=15, what="failed through restarts")
+    j = eventually(lambda: (j := batch.read_namespaced_job("crash", ns)) and condition(j, "Failed")
+                   and j, timeout=15, message="waiting for failed through restarts",
+                   ignoring=(ApiException,))
     assert condition(j, "Failed").reason == "BackoffLimitExceeded"
 
 
@@ -216,16 +224,17 @@ def test_garbage_collection_background_foreground_orphan(core, apps, kube_namesp
     ns = kube_namespace
     for name in ("bg", "fg", "orphan"):
         apps.create_namespaced_deployment(ns, deployment(name, pod_spec(container())))
-    wait_for(lambda: len(core.list_namespaced_pod(ns).items) == 3, what="3 pods")
+    eventually(lambda: len(core.list_namespaced_pod(ns).items) == 3, message="waiting for 3 pods",
+               ignoring=(ApiException,))
 
     apps.delete_namespaced_deployment("bg", ns, propagation_policy="Background")
-    wait_for(lambda: not core.list_namespaced_pod(ns, label_selector="app=bg").items
-             and not apps.list_namespaced_replica_set(ns, label_selector="app=bg").items,
-             what="background GC of RS and pods")
+    eventually(lambda: not core.list_namespaced_pod(ns, label_selector="app=bg").items
+               and not apps.list_namespaced_replica_set(ns, label_selector="app=bg").items,
+               message="waiting for background GC of RS and pods", ignoring=(ApiException,))
 
     apps.delete_namespaced_deployment("fg", ns, propagation_policy="Foreground")
-    wait_for(lambda: not apps.list_namespaced_replica_set(ns, label_selector="app=fg").items,
-             what="foreground deletion")
+    eventually(lambda: not apps.list_namespaced_replica_set(ns, label_selector="app=fg").items,
+               message="waiting for foreground deletion", ignoring=(ApiException,))
 
     apps.delete_namespaced_deployment("orphan", ns, propagation_policy="Orphan")
     time.sleep(0.3)
@@ -241,13 +250,15 @@ def test_pod_with_missing_owner_is_collected(core, apps, kube_namespace):
     body["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                             "name": "gone", "uid": "0000-gone"}]
     core.create_namespaced_pod(ns, body)
-    wait_for(lambda: not core.list_namespaced_pod(ns).items, what="dangling dependent deleted")
+    eventually(lambda: not core.list_namespaced_pod(ns).items,
+               message="waiting for dangling dependent deleted", ignoring=(ApiException,))
 
 
 def test_deleting_a_running_pod_is_graceful(core, kube_namespace):
     ns = kube_namespace
     core.create_namespaced_pod(ns, pod("p", pod_spec(container())))
-    wait_for(lambda: core.read_namespaced_pod("p", ns).status.phase == "Running", what="running")
+    eventually(lambda: core.read_namespaced_pod("p", ns).status.phase == "Running",
+               message="waiting for running", ignoring=(ApiException,))
     deleted = core.delete_namespaced_pod("p", ns)
     assert deleted.metadata.deletion_timestamp is not None
     assert deleted.metadata.deletion_grace_period_seconds == 30
@@ -259,7 +270,8 @@ def test_deleting_a_running_pod_is_graceful(core, kube_namespace):
             return exc.status == 404
         return False
 
-    wait_for(gone, timeout=5, what="pod removed after its containers stopped")
+    eventually(gone, timeout=5, message="waiting for pod removed after its containers stopped",
+               ignoring=(ApiException,))
     assert ("Killing", "Stopping container app") in event_reasons(core, ns, "p")
 
 
@@ -271,7 +283,8 @@ def test_image_pull_errors(core, kube_namespace):
         found = {r: m for r, m in event_reasons(core, ns, "bad")}
         return found if "BackOff" in found else None
 
-    found = wait_for(reasons, what="image pull back-off events")
+    found = eventually(reasons, message="waiting for image pull back-off events",
+                       ignoring=(ApiException,))
     assert found["BackOff"] == 'Back-off pulling image "nginx:nope"'
     messages = [m for r, m in event_reasons(core, ns, "bad") if r == "Failed"]
     assert "Error: ErrImagePull" in messages and "Error: ImagePullBackOff" in messages
@@ -294,8 +307,8 @@ def test_logs_of_a_waiting_container_are_refused(kubesim_factory):
     with server.api_client() as api:
         core = client.CoreV1Api(api)
         core.create_namespaced_pod("default", pod("x", pod_spec(container())))
-        wait_for(lambda: core.read_namespaced_pod("x", "default").status.container_statuses,
-                 what="ContainerCreating")
+        eventually(lambda: core.read_namespaced_pod("x", "default").status.container_statuses,
+                   message="waiting for ContainerCreating", ignoring=(ApiException,))
         with pytest.raises(ApiException) as err:
             core.read_namespaced_pod_log("x", "default")
         assert err.value.status == 400
@@ -311,8 +324,9 @@ def test_restart_from_state_file_keeps_pods_running(kubesim_factory):
         apps.create_namespaced_deployment("default", deployment(
             "gpu", pod_spec(container(gpus=2), tolerate_gpu=True,
                             node_selector={"gputype": "a100"})))
-        wait_for(lambda: apps.read_namespaced_deployment("gpu", "default").status
-                 .available_replicas, what="running before the restart")
+        eventually(lambda: apps.read_namespaced_deployment("gpu", "default").status
+                   .available_replicas, message="waiting for running before the restart",
+                   ignoring=(ApiException,))
         before = core.list_namespaced_pod("default").items[0]
     server.stop()
     server.start()
@@ -331,10 +345,11 @@ def test_restart_from_state_file_keeps_pods_running(kubesim_factory):
         core.create_namespaced_pod("default", pod("more", pod_spec(
             container(gpus=6), tolerate_gpu=True,
             node_selector={"kubernetes.io/hostname": before.spec.node_name})))
-        wait_for(lambda: core.read_namespaced_pod("more", "default").status.phase == "Running",
-                 what="the second pod on the same node")
+        eventually(lambda: core.read_namespaced_pod("more", "default").status.phase == "Running",
+                   message="waiting for the second pod on the same node", ignoring=(ApiException,))
         core.create_namespaced_pod("default", pod("no-room", pod_spec(
             container(gpus=1), tolerate_gpu=True,
             node_selector={"kubernetes.io/hostname": before.spec.node_name})))
-        wait_for(lambda: (c := core.read_namespaced_pod("no-room", "default").status.conditions)
-                 and c[0].reason == "Unschedulable", what="the node is full")
+        eventually(lambda: (c := core.read_namespaced_pod("no-room", "default").status.conditions)
+                   and c[0].reason == "Unschedulable", message="waiting for the node is full",
+                   ignoring=(ApiException,))

@@ -11,15 +11,13 @@ from kubernetes import client as k8s
 from cluster.addresses import address_pools
 from stack.k8s.build import apply_object
 from stack.k8s.metallb import NAMESPACE as METALLB_NAMESPACE
+from tests.workloads.addresses import until_the_pool_is_full
 from tests.workloads.api_calls import launch as api_launch
 from tests.workloads.api_calls import vision_lab_ready
 from tests.workloads.test_tracking import (  # noqa: F401 - owner: the fixture
     launch,
     owner,
-    state_of,
-    track_until,
 )
-from workloads.models import Workload
 from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
@@ -50,17 +48,7 @@ def test_past_the_pool_metallbs_counts_its_words_and_a_refusal(pool_of_two, logi
     assert address_pools(fresh=True).free == 2  # MetalLB has read the pool
     notebooks = [launch(tenant, owner, gpu_types, name=f"nb{i}", template="jupyter",
                         kind="service") for i in range(3)]
-    tracker = Tracker()
-
-    def settled() -> bool:
-        rows = [state_of(n) for n in notebooks]
-        return (all(n.state == Workload.State.RUNNING for n in rows)
-                and sum(1 for n in rows if n.address) == 2
-                and any("none free" in n.reason for n in rows))
-
-    track_until(tracker, settled, timeout=120,
-                describe=lambda: repr([(n.state, n.address, n.reason) for n in notebooks]))
-    (waiting,) = [n for n in notebooks if not n.address]
+    waiting = until_the_pool_is_full(Tracker(), notebooks, addresses=2, timeout=120)
     assert waiting.reason.startswith("Running; waiting for an address: the address pool has "
                                      "none free (the load balancer: Failed to allocate IP for ")
     # MetalLB's own words, from a pool the Service names (v0.15.2)

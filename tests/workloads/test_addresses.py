@@ -16,6 +16,7 @@ from tests.fixtures.kubesim import DEMO_INVENTORY
 from tests.fixtures.portal import remove_workload_objects
 from tests.gpuctl.test_cli import openrc
 from tests.gpuctl.test_cli import run as run_gpuctl
+from tests.workloads.addresses import until_the_pool_is_full
 from tests.workloads.api_calls import DEMO_QUOTA, vision_lab_ready
 from tests.workloads.api_calls import launch as api_launch
 from tests.workloads.test_tracking import (  # noqa: F401 - owner: the fixture
@@ -90,16 +91,7 @@ def test_a_running_service_without_an_address_says_the_pool_has_none(
     notebooks = [launch(tenant, owner, gpu_types, name=f"nb{i}", template="jupyter",
                         kind="service") for i in range(3)]
     tracker = Tracker()
-
-    def settled() -> bool:
-        rows = [state_of(n) for n in notebooks]
-        return (all(n.state == S.RUNNING for n in rows)
-                and sum(1 for n in rows if n.address) == 2
-                and any("none free" in n.reason for n in rows))
-
-    track_until(tracker, settled, timeout=40,
-                describe=lambda: repr([(n.state, n.address, n.reason) for n in notebooks]))
-    (waiting,) = [n for n in notebooks if not n.address]
+    waiting = until_the_pool_is_full(tracker, notebooks, addresses=2, timeout=40)
     assert waiting.reason.startswith("Running; waiting for an address: the address pool has "
                                      "none free")
     assert "no available IPs" in waiting.reason  # MetalLB's own words, as its event says

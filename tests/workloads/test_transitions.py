@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from identity.models import User
 from tenants.services import tenant_ensure
 from tests.state_machines import app_imports, modules_above, project_modules
 from tests.state_machines import state_writes as writes_of_any_state
+from tests.waiting import eventually
 from workloads.models import Workload, WorkloadEvent
 from workloads.transitions import (
     STOPPABLE,
@@ -241,10 +241,8 @@ def test_two_claims_at_once_one_wins(gpu_types, case):
     try:
         for thread in threads:
             thread.start()
-        deadline = time.monotonic() + 60
-        while waiting_for_locks() < len(threads):
-            assert time.monotonic() < deadline, "the claims never waited for the row lock"
-            time.sleep(0.05)
+        eventually(lambda: waiting_for_locks() >= len(threads), timeout=60, interval=0.05,
+                   message="the claims never waited for the row lock")
     finally:
         holder.rollback()
         holder.close()
