@@ -219,7 +219,7 @@ def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
     procs.append(DemoProcess("web", web, web_env))
     celery = [python, "-m", "celery", "-A", "portal"]
     procs += [
-        DemoProcess("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "4",
+        DemoProcess("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2",
                                "--queues", "celery", "--hostname", "demo-worker@%h"], env),
         # the lifecycle tracker: a long-lived process (reflectors, one reconcile per workload)
         DemoProcess("tracker", [python, "manage.py", "track_workloads"], env),
