@@ -20,7 +20,8 @@ quota reserved, pod running, Job finished and quota released; the portal side ad
 and the portal's seeing it finished. It reports, for both sides:
 
 - **drain**: the time from the first submission to the last job finished (the portal: to the
-  last workload the portal shows finished; and to the last Job finished on the cluster), the
+  last workload the portal shows finished, from its row's last write; and to the last Job
+  finished on the cluster, and to the end of the tracker cycle that brought the last), the
   ratio portal / Kueue alone, and the breakdown per job (medians): submitted → Job created →
   quota reserved → pod running → Job finished (less its run time) → quota released, and the
   portal's lag seeing it finished;
@@ -248,6 +249,26 @@ def kueue_alone(plan, clock: ClusterClock, kubeconfig: Path, timeout: float, *,
             "jobs": jobs, "began": began}
 
 
+class LoadSampler:
+    """The machine's 1-minute load average every 2 s, in a thread: what else was running on it
+    while each side drained (other work on a small machine slows the cluster's controllers)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.samples: list[tuple[float, float]] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self.stopping.wait(2.0):
+            self.samples.append((time.monotonic(), os.getloadavg()[0]))
+
+    def mean(self, start: float, end: float) -> float | None:
+        inside = [load for at, load in self.samples if start <= at <= end]
+        return round(statistics.mean(inside), 1) if inside else None
+
+
 STEPS = (("submitted", "created"), ("created", "reserved"), ("reserved", "running"),
          ("running", "finished"), ("finished", "released"))
 
@@ -315,6 +336,8 @@ def run(args, admin_kubeconfig: Path) -> dict:
     plan = [(rng.choice(tenants), rng.randint(3, 12)) for _ in range(args.launches)]
     gpus = min(16, len(tenants))  # the cohort's nominal quotas: one A100 for each of 16 tenants
     clock = ClusterClock(admin_kubeconfig, args.workdir / "stamps.txt").start()
+    load = LoadSampler()
+    load.thread.start()
     # the cluster's first jobs pay its warming up (informers, caches): one short job per
     # tenant straight to Kueue, drained before either side, so that neither side pays it
     kueue_alone([(t, 1) for t in tenants], clock, admin_kubeconfig, args.timeout,
@@ -370,7 +393,7 @@ def run(args, admin_kubeconfig: Path) -> dict:
                     estimated_ids.add(pk)
         if time.monotonic() - began > args.timeout:
             raise SystemExit("the queue did not drain in time")
-    drain = time.monotonic() - began
+    loop_ended = time.monotonic() - began
     cpu = time.process_time() - cpu0
     if args.portal_first and not args.portal_only:
         alone = kueue_alone(plan, clock, admin_kubeconfig, args.timeout)
@@ -379,6 +402,12 @@ def run(args, admin_kubeconfig: Path) -> dict:
         job.update({k: v for k, v in clock.stamps.get(job["key"], {}).items()})
     on_cluster = max((j["finished"] for j in jobs.values() if "finished" in j), default=began)
     rows = {w.pk: w for w in Workload.objects.all()}
+    # when the portal wrote each final state (the row's last write), on the monotonic clock:
+    # the loop above sees it only at the end of the tracker's cycle it came in
+    offset = time.time() - time.monotonic()
+    for pk, job in jobs.items():
+        job["seen"] = min(job["seen"], rows[pk].updated_at.timestamp() - offset)
+    drain = max(j["seen"] for j in jobs.values()) - began
     started = {pk: w.started_at for pk, w in rows.items()}
     inversions = apart = pairs = 0
     for tenant in tenants:
@@ -409,13 +438,18 @@ def run(args, admin_kubeconfig: Path) -> dict:
         "ideal_seconds": round(busy / gpus, 1),
         "kueue_alone": {"submitting_seconds": alone["submitting_seconds"],
                         "drain_seconds": alone["drain_seconds"],
+                        "mean_load": load.mean(alone["began"],
+                                               alone["began"] + alone["drain_seconds"]),
                         "breakdown": breakdown(alone["jobs"])} if alone else None,
         "portal": {"launching_seconds": round(launches_took, 1),
                    "drain_seconds": round(drain, 1),
+                   "loop_ended_seconds": round(loop_ended, 1),
+                   "mean_load": load.mean(began, began + loop_ended),
                    "drain_on_cluster_seconds": round(on_cluster - began, 1),
                    "breakdown": breakdown(list(jobs.values()))},
         "ratio_portal_to_kueue_alone": round(drain / alone["drain_seconds"], 2)
         if alone else None,
+        "order": "portal first" if args.portal_first else "Kueue alone first",
         "order_inversions": {"pairs": pairs, "inverted": inversions,
                              "inverted_launched_1s_apart": apart},
         # average GPUs held while it had work waiting: the 16 tenants with one GPU of their own,
