@@ -350,6 +350,12 @@ def run(args, admin_kubeconfig: Path) -> dict:
     cpu0, began = time.process_time(), time.monotonic()
     launched: dict[int, float] = {}
     jobs: dict[int, dict] = {}
+    profile = None
+    if args.profile_launches:
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
     for n, (tenant, seconds) in enumerate(plan):
         submitted = time.monotonic()
         workload, _ = workload_launch(tenant=tenant, user=owner, request={
@@ -361,6 +367,9 @@ def run(args, admin_kubeconfig: Path) -> dict:
         workload.refresh_from_db(fields=["object_name"])
         jobs[workload.pk] = {"key": (tenant.namespace, workload.object_name),
                              "seconds": seconds, "submitted": submitted}
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(str(args.profile_launches))
     launches_done = timezone.now()
     launches_took = time.monotonic() - began
     print(f"portal: {len(plan)} launches in {launches_took:.1f} s", flush=True)
@@ -484,6 +493,8 @@ def main() -> None:
     parser.add_argument("--per-job", type=Path, help="write every job's stamps to PATH.portal.csv "
                         "and PATH.kueue.csv")
     parser.add_argument("--portal-only", action="store_true", help="skip the Kueue-alone side")
+    parser.add_argument("--profile-launches", type=Path,
+                        help="write a cProfile of the portal's launch loop to PATH")
     parser.add_argument("--portal-first", action="store_true",
                         help="the portal's side first, then Kueue alone (to see the order's part)")
     args = parser.parse_args()
