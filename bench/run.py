@@ -78,8 +78,10 @@ def controlplane_figures(_text: str, f: dict | None) -> str:
 
 def queueing_figures(_text: str, f: dict | None) -> str:
     order, eta = f["order_inversions"], f["eta_median_abs_error_seconds"]
-    return (f"{f['launches']} launches, {f['tenants']} tenants: drained in {f['drain_seconds']} s "
-            f"(ideal {f['ideal_seconds']} s); order inversions {order['inverted_launched_1s_apart']}"
+    alone = f["kueue_alone"] or {}
+    return (f"{f['launches']} launches, {f['tenants']} tenants: drained in "
+            f"{f['portal']['drain_seconds']} s, Kueue alone {alone.get('drain_seconds')} s "
+            f"(ratio {f['ratio_portal_to_kueue_alone']}; ideal {f['ideal_seconds']} s); order inversions {order['inverted_launched_1s_apart']}"
             f" (≥ 1 s apart); portal {f['portal_cpu_ms_per_workload']} ms CPU/workload; ETA "
             f"median error {eta} s, coverage {f['eta_coverage']:.0%}")
 
