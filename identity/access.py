@@ -21,13 +21,13 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Model, QuerySet
+from django.db.models import Model
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
 from .identity import Identity
-from .scoping import Action, TenantScopedQuerySet
+from .scoping import Action, TenantScopedQuerySet, tenant_scoped
 
 __all__ = ["PortalRequest", "SignedInRequest", "admin_required", "login_required", "project_required",
            "scoped_object", "tenant_required"]
@@ -106,20 +106,14 @@ def tenant_required(action: Action = Action.VIEW,
             tenant: Model | None = getattr(request, "tenant", None)
             if tenant is None:
                 raise Http404("The current project has no tenant in the portal.")
-            if not _scoped(type(tenant)._default_manager.all()).permits(_identity(request), action, tenant):
+            tenants = tenant_scoped(type(tenant)._default_manager.all())
+            if not tenants.permits(_identity(request), action, tenant):
                 raise PermissionDenied(REFUSALS.get(action, "You may not do this here."))
             return view(request, *args, **kwargs)
 
         return wrapper
 
     return decorate
-
-
-def _scoped(rows: QuerySet[_M]) -> TenantScopedQuerySet[_M]:
-    """`rows` as the tenant-scoped queryset that every tenant-owned model's manager gives."""
-    if not isinstance(rows, TenantScopedQuerySet):
-        raise TypeError(f"{rows.model.__name__} is not tenant-scoped (identity/scoping.py)")
-    return rows
 
 
 def scoped_object(model: type[_M], action: Action = Action.VIEW, *, kwarg: str = "pk",
@@ -139,7 +133,7 @@ def scoped_object(model: type[_M], action: Action = Action.VIEW, *, kwarg: str =
         def wrapper(request: _Request, /, *args: Any, **kwargs: Any) -> _Response | HttpResponse:
             # the URL's captured values, as Django's resolver passes them
             pk: int = kwargs.pop(kwarg)
-            rows = _scoped(model._default_manager.all())  # `objects`, its only manager
+            rows = tenant_scoped(model._default_manager.all())  # `objects`, its only manager
             base = queryset(rows) if queryset is not None else rows
             identity = _identity(request)
             obj = base.restrict(identity, Action.VIEW).filter(pk=pk).first()

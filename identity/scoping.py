@@ -139,3 +139,11 @@ class TenantScopedQuerySet(models.QuerySet[_M]):
                  if scope.owner_id is not None and self.owner_field is not None else None)
         return scope.admits(project_id=getattr(tenant, "keystone_project_id", None),
                             owner_id=getattr(owner, "keystone_user_id", None))
+
+
+def tenant_scoped(rows: models.QuerySet[_M]) -> TenantScopedQuerySet[_M]:
+    """`rows` as the `TenantScopedQuerySet` that every tenant-owned model's manager gives (for
+    code that reaches a model generically: the page decorators, the API's base views)."""
+    if not isinstance(rows, TenantScopedQuerySet):
+        raise TypeError(f"{rows.model.__name__}'s rows are not tenant-scoped (identity/scoping.py)")
+    return rows

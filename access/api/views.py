@@ -21,7 +21,7 @@ def _shape(rule: TenantServiceAccess) -> dict[str, object]:
     return {"who": rule.who, "allow_public": rule.allow_public}
 
 
-class ServiceAccessView(TenantScopedAPIView):
+class ServiceAccessView(TenantScopedAPIView[Tenant]):
     """The tenant comes from TenantScopedAPIView: another tenant's is a 404; a PATCH is for
     those who may change the tenant (its managers, admins), else 403."""
 
