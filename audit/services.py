@@ -12,8 +12,11 @@ from identity.models import User
 
 from .models import AuditRecord
 
+# who made a change, for the audit trail: a signed-in user, or None for the portal itself
+Actor = AbstractBaseUser | AnonymousUser | None
 
-def audit_record(*, actor: AbstractBaseUser | AnonymousUser | None, action: str,
+
+def audit_record(*, actor: Actor, action: str,
                  tenant: Model | None = None, target: str = "",
                  before: Any = None, after: Any = None) -> AuditRecord:
     """Write one record. `actor` is a user, or None for the portal itself ("system"); `tenant`
