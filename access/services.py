@@ -27,11 +27,10 @@ from django.db import transaction
 from jwcrypto import jwk, jwt
 from oauth2_provider.models import Application
 
-from audit.services import audit_record
+from audit.services import Actor, audit_record
 from identity.models import User
 from identity.roles import PortalRole
 from tenants.models import Tenant
-from tenants.services import Actor
 
 from .models import ServiceAccess, TenantServiceAccess, WorkloadAccess
 from .proxy import CLIENT_SECRET_KEY, COOKIE_SECRET_KEY, PROXY_PORT, ProxySpec

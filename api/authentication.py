@@ -71,14 +71,14 @@ class KeystoneTokenAuthentication(BaseAuthentication):
         )
         return user, token
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return www_authenticate()
 
 
 class PortalSessionAuthentication(SessionAuthentication):
     """The browser's session, valid only while it carries a live Keystone identity."""
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[User, None] | None:
         result = super().authenticate(request)
         if result is None or getattr(request._request, "identity", None) is None:
             return None

@@ -37,7 +37,7 @@ class RequestTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_code = "request_too_large"
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(f"The request body is larger than the API accepts "
                          f"({settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes).")
 
@@ -57,7 +57,7 @@ def _flatten(detail: Any) -> list[Any] | dict[str, Any]:
     return [str(detail)]
 
 
-def exception_handler(exc, context):
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     response: Response | None
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()

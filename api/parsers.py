@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from typing import IO, Any, NoReturn
 
 from django.conf import settings
 from rest_framework import exceptions, parsers
@@ -49,7 +51,8 @@ def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
 class BoundedJSONParser(parsers.JSONParser):
     """application/json, refused past MAX_JSON_DEPTH levels of nesting (TooDeeplyNested)."""
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(self, stream: IO[Any], media_type: str | None = None,
+              parser_context: Mapping[str, Any] | None = None) -> Any:  # any JSON value
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
             text = stream.read().decode(encoding)
@@ -66,5 +69,5 @@ class BoundedJSONParser(parsers.JSONParser):
             raise exceptions.ParseError(f"JSON parse error - {exc}") from exc
 
 
-def _refuse_constant(value: str):
+def _refuse_constant(value: str) -> NoReturn:
     raise ValueError(f"{value} is not valid JSON")

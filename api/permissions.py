@@ -1,4 +1,14 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from rest_framework.permissions import BasePermission
+
+if TYPE_CHECKING:  # DRF imports this module from its settings, while rest_framework.views loads
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
+
+    from identity.identity import Identity
 
 
 class HasProject(BasePermission):
@@ -6,8 +16,8 @@ class HasProject(BasePermission):
 
     message = "You have no project in the portal. Ask your OpenStack administrator for one."
 
-    def has_permission(self, request, view) -> bool:
-        identity = getattr(request, "identity", None)
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        identity: Identity | None = getattr(request, "identity", None)
         if identity is None:
             return False
         return identity.project is not None or identity.is_admin
@@ -16,6 +26,6 @@ class HasProject(BasePermission):
 class IsPortalAdmin(BasePermission):
     message = "Only portal administrators may do this."
 
-    def has_permission(self, request, view) -> bool:
-        identity = getattr(request, "identity", None)
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        identity: Identity | None = getattr(request, "identity", None)
         return bool(identity is not None and identity.is_admin)

@@ -1,6 +1,13 @@
 """OpenAPI descriptions of the portal's authentication schemes (drf-spectacular extensions)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+
+if TYPE_CHECKING:
+    from drf_spectacular.openapi import AutoSchema
 
 
 class KeystoneTokenScheme(OpenApiAuthenticationExtension):
@@ -8,7 +15,7 @@ class KeystoneTokenScheme(OpenApiAuthenticationExtension):
     match_subclasses = True  # tenants.authentication.TenantTokenAuthentication, which DRF uses
     name = "keystoneToken"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
         return {
             "type": "apiKey",
             "in": "header",
@@ -21,5 +28,5 @@ class PortalSessionScheme(OpenApiAuthenticationExtension):
     target_class = "api.authentication.PortalSessionAuthentication"
     name = "portalSession"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
         return {"type": "apiKey", "in": "cookie", "name": "gpuportal_sessionid"}

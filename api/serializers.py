@@ -1,13 +1,17 @@
+from __future__ import annotations
+
 from rest_framework import serializers
 
+from identity.client import Project
 
-class ProjectSerializer(serializers.Serializer):
+
+class ProjectSerializer(serializers.Serializer[Project]):
     id = serializers.CharField()
     name = serializers.CharField()
     domain_id = serializers.CharField()
 
 
-class MeSerializer(serializers.Serializer):
+class MeSerializer(serializers.Serializer[dict[str, object]]):
     """Who the caller is in the portal: their Keystone user, current project and role."""
 
     user_id = serializers.CharField()

@@ -10,9 +10,14 @@ serving, unthrottled, rather than failing.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from rest_framework.throttling import UserRateThrottle
+
+if TYPE_CHECKING:  # DRF imports this module from its settings, while rest_framework.views loads
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +30,7 @@ class PortalUserRateThrottle(UserRateThrottle):
     def get_rate(self) -> str | None:
         return getattr(settings, "PORTAL_API_THROTTLE_RATE", None) or None
 
-    def allow_request(self, request, view) -> bool:
+    def allow_request(self, request: Request, view: APIView) -> bool:
         self.rate = self.get_rate()
         if self.rate is None:
             return True

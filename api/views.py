@@ -1,3 +1,7 @@
+from __future__ import annotations
+
+from typing import Protocol
+
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.urls import Resolver404, resolve
 from django.views.decorators.csrf import csrf_exempt
@@ -5,16 +9,24 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from .authentication import APIRequest
 from .serializers import MeSerializer
+
+
+class _Namespaced(Protocol):
+    """The request's tenant (tenants/middleware.py, above this package): its namespace."""
+
+    namespace: str
 
 
 class MeView(APIView):
     """The caller's identity as the portal sees it."""
 
     @extend_schema(responses=MeSerializer)
-    def get(self, request):
-        identity, tenant = request.identity, request.tenant
-        data = {
+    def get(self, request: APIRequest) -> Response:
+        identity = request.identity
+        tenant: _Namespaced | None = getattr(request, "tenant", None)
+        data: dict[str, object] = {
             "user_id": identity.unscoped.user_id,
             "user_name": identity.unscoped.user_name,
             "domain": identity.unscoped.user_domain_name,

@@ -11,23 +11,26 @@ is a 403.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from rest_framework import exceptions, generics, viewsets
 
-from identity.scoping import Action
+from identity.scoping import Action, tenant_scoped
 
 from .authentication import APIRequest
 
-# a mixin of GenericAPIView's subclasses: the checker sees the base whose methods it extends
+_M = TypeVar("_M", bound=Model)
+
+# a mixin of GenericAPIView's subclasses: the checker sees the base whose methods it extends;
+# at run time it is a plain mixin, generic in the view's model
 if TYPE_CHECKING:
     _View = generics.GenericAPIView
 else:
-    _View = object
+    _View = Generic
 
 
-class TenantScoped(_View):
+class TenantScoped(_View[_M]):
     request: APIRequest
     change_actions: frozenset[str] = frozenset()
     refusal = "Your role in this project may not change this."
@@ -36,24 +39,24 @@ class TenantScoped(_View):
         name = getattr(self, "action", None) or (self.request.method or "").lower()
         return Action.CHANGE if name in self.change_actions else Action.VIEW
 
-    def get_queryset(self) -> QuerySet[Any]:
-        queryset: Any = super().get_queryset()  # a TenantScopedQuerySet (identity/scoping.py)
+    def get_queryset(self) -> QuerySet[_M]:
+        queryset = tenant_scoped(super().get_queryset())
         if getattr(self, "swagger_fake_view", False):  # the schema generator: no request
             return queryset.none()
         return queryset.restrict(self.request.identity, Action.VIEW)
 
-    def get_object(self) -> Any:  # a row of the view's model
+    def get_object(self) -> _M:
         obj = super().get_object()
         action = self.scope_action()
-        if action is not Action.VIEW and not type(obj).objects.permits(
+        if action is not Action.VIEW and not tenant_scoped(type(obj)._default_manager.all()).permits(
                 self.request.identity, action, obj):
             raise exceptions.PermissionDenied(self.refusal)
         return obj
 
 
-class TenantScopedViewSet(TenantScoped, viewsets.GenericViewSet):
+class TenantScopedViewSet(TenantScoped[_M], viewsets.GenericViewSet[_M]):
     pass
 
 
-class TenantScopedAPIView(TenantScoped, generics.GenericAPIView):
+class TenantScopedAPIView(TenantScoped[_M], generics.GenericAPIView[_M]):
     pass

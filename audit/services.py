@@ -4,14 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import Model
+
+from identity.models import User
+
 from .models import AuditRecord
 
+# who made a change, for the audit trail: a signed-in user, or None for the portal itself
+Actor = AbstractBaseUser | AnonymousUser | None
 
-def audit_record(*, actor, action: str, tenant=None, target: str = "",
+
+def audit_record(*, actor: Actor, action: str,
+                 tenant: Model | None = None, target: str = "",
                  before: Any = None, after: Any = None) -> AuditRecord:
-    """Write one record. `actor` is a user, or None for the portal itself ("system")."""
+    """Write one record. `actor` is a user, or None for the portal itself ("system"); `tenant`
+    a tenants.Tenant (a layer above this one: by its id)."""
     return AuditRecord.objects.create(
-        actor=actor if getattr(actor, "pk", None) else None,
+        actor=actor if isinstance(actor, User) and actor.pk else None,
         actor_name=getattr(actor, "username", None) or "system",
-        tenant=tenant, action=action, target=target[:255], before=before, after=after,
+        tenant_id=tenant.pk if tenant is not None else None,
+        action=action, target=target[:255], before=before, after=after,
     )

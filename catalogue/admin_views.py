@@ -251,6 +251,7 @@ def template_enabled(request: SignedInRequest, pk: int) -> HttpResponse:
     return render(request, "catalogue/_template_row.html", {"template": template})
 
 
-def _form_page(request: SignedInRequest, page: str, form, **context) -> HttpResponse:
+def _form_page(request: SignedInRequest, page: str, form: GpuTypeForm | TemplateForm,
+               **context: object) -> HttpResponse:
     status = 400 if form.is_bound and form.errors else 200
     return render(request, page, {"form": form, **context}, status=status)

@@ -92,7 +92,7 @@ def env_text(env: dict[str, str]) -> str:
 class AccessibleForm(forms.Form):
     """Hints and errors announced with their field: `hint-<name>`, `err-<name>`."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # forms.Form's
         super().__init__(*args, **kwargs)
         for name, field in self.fields.items():
             if field.help_text:
@@ -149,7 +149,7 @@ class GpuTypeForm(AccessibleForm):
                                  help_text="Disabled types cannot be launched; running "
                                            "workloads keep running.")
 
-    def __init__(self, *args, gpu_type: GpuType | None = None, **kwargs):
+    def __init__(self, *args: Any, gpu_type: GpuType | None = None, **kwargs: Any) -> None:
         self.gpu_type = gpu_type
         if gpu_type is not None:
             kwargs.setdefault("initial", {
@@ -164,7 +164,7 @@ class GpuTypeForm(AccessibleForm):
             self.fields["slug"].help_text = "Fixed: quotas and the API name the type by it."
 
     def clean_slug(self) -> str:
-        slug = self.cleaned_data["slug"].strip()
+        slug: str = self.cleaned_data["slug"].strip()
         if self.gpu_type is not None:
             return self.gpu_type.slug
         if not SLUG.fullmatch(slug):
@@ -240,7 +240,7 @@ class TemplateForm(AccessibleForm):
     enabled = forms.BooleanField(required=False, initial=True, label="Enabled",
                                  help_text="Disabled templates cannot be launched.")
 
-    def __init__(self, *args, template: Template | None = None, **kwargs):
+    def __init__(self, *args: Any, template: Template | None = None, **kwargs: Any) -> None:
         self.template = template
         if template is not None:
             kwargs.setdefault("initial", {
@@ -283,7 +283,7 @@ class TemplateForm(AccessibleForm):
     def clean_slug(self) -> str:
         if self.template is not None:
             return self.template.slug
-        slug = self.cleaned_data["slug"].strip()
+        slug: str = self.cleaned_data["slug"].strip()
         if not SLUG.fullmatch(slug):
             raise forms.ValidationError(
                 "Use lower-case letters, digits and dashes, starting and ending with a letter "

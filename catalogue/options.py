@@ -26,6 +26,10 @@ checked against the same words again, so a template saved before this rule canno
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .models import Template
 
 # an option's name as an admin declares it: one or two dashes, letters, digits, ".", "_", "-"
 OPTION_NAME = re.compile(r"--?[A-Za-z][A-Za-z0-9._-]*[A-Za-z0-9]|-[A-Za-z0-9]", re.ASCII)
@@ -40,7 +44,8 @@ _WORD = re.compile(r"[A-Za-z0-9]+")
 def listening_word(name: str) -> str | None:
     """The word of option `name` that chooses where a program listens or how it logs users
     in (or abbreviates such a word), or None."""
-    for word in _WORD.findall(name):
+    words: list[str] = _WORD.findall(name)
+    for word in words:
         word = word.lower()
         for refused in LISTENING_WORDS:
             if word.startswith(refused) or refused.startswith(word):
@@ -82,7 +87,7 @@ def allowed_options_problems(names: list[str], *, command: list[str], args: list
     return problems
 
 
-def launch_args_problems(args: list[str], *, template) -> list[str]:
+def launch_args_problems(args: list[str], *, template: Template) -> list[str]:
     """Why a researcher's launch of `template` may not add `args`, or []."""
     if not args or template.custom:
         return []
@@ -101,7 +106,7 @@ def launch_args_problems(args: list[str], *, template) -> list[str]:
     return problems
 
 
-def launch_argv(*, template, args: list[str]) -> list[str]:
+def launch_argv(*, template: Template, args: list[str]) -> list[str]:
     """The arguments a launch runs: a custom template's are the launch's (or the template's
     when it gives none); any other's are the template's followed by the launch's options."""
     if template.custom:

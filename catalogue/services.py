@@ -10,11 +10,12 @@ name types by slug).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.db import transaction
 
-from audit.services import audit_record
+from audit.services import Actor, audit_record
 from catalogue.models import GpuType, Template
 from catalogue.options import allowed_options_problems
 
@@ -26,6 +27,9 @@ TEMPLATE_FIELDS = ("name", "description", "kind", "image", "image_replaceable", 
 # fixed once created: other records, the API and the demo contract name rows by them
 GPU_TYPE_FIXED = ("slug",)
 TEMPLATE_FIXED = ("slug", "custom")
+
+
+_Row = TypeVar("_Row", GpuType, Template)
 
 
 class CatalogueRefused(ValueError):
@@ -42,7 +46,7 @@ def template_snapshot(template: Template) -> dict[str, Any]:
 
 
 def _check_changes(changes: dict[str, Any], allowed: tuple[str, ...], fixed: tuple[str, ...],
-                   current: Any) -> None:
+                   current: GpuType | Template) -> None:
     for field in changes:
         if field in fixed and changes[field] != getattr(current, field):
             raise CatalogueRefused(f"The {field} of {current.slug} cannot change.")
@@ -53,7 +57,7 @@ def _check_changes(changes: dict[str, Any], allowed: tuple[str, ...], fixed: tup
 # --- GPU types ------------------------------------------------------------------------------
 
 @transaction.atomic
-def gpu_type_create(*, acting_user, slug: str, name: str, resource_name: str,
+def gpu_type_create(*, acting_user: Actor, slug: str, name: str, resource_name: str,
                     node_selector: dict[str, str], memory_gb: int,
                     enabled: bool = True) -> GpuType:
     """A new GPU type. Tenants may use none of it until an admin raises their quota."""
@@ -74,9 +78,10 @@ def _template_check(template: Template) -> None:
         raise CatalogueRefused(" ".join(problems))
 
 
-def _audited_change(obj, acting_user, changes: dict[str, Any], action: str, *,
+def _audited_change(obj: _Row, acting_user: Actor, changes: dict[str, Any], action: str, *,
                     kind: str, allowed: tuple[str, ...], fixed: tuple[str, ...],
-                    snapshot, check=None) -> Any:
+                    snapshot: Callable[[_Row], dict[str, Any]],
+                    check: Callable[[_Row], None] | None = None) -> _Row:
     """Apply `changes` to a locked GPU type or template; `check` refuses the result
     (CatalogueRefused); save and audit only when it changed."""
     _check_changes(changes, allowed, fixed, obj)
@@ -96,23 +101,23 @@ def _audited_change(obj, acting_user, changes: dict[str, Any], action: str, *,
     return obj
 
 
-def _gpu_type_change(gpu_type: GpuType, acting_user, changes: dict[str, Any],
+def _gpu_type_change(gpu_type: GpuType, acting_user: Actor, changes: dict[str, Any],
                      action: str) -> GpuType:
     return _audited_change(gpu_type, acting_user, changes, action, kind="gpu_type",
                            allowed=GPU_TYPE_FIELDS, fixed=GPU_TYPE_FIXED,
                            snapshot=gpu_type_snapshot)
 
 
-def gpu_type_update(*, gpu_type: GpuType, acting_user, changes: dict[str, Any]) -> GpuType:
+def gpu_type_update(*, gpu_type: GpuType, acting_user: Actor, changes: dict[str, Any]) -> GpuType:
     """Change a GPU type. Running workloads keep their placement; new launches use the change."""
     return _gpu_type_change(gpu_type, acting_user, changes, "gpu_type.update")
 
 
-def gpu_type_enable(*, gpu_type: GpuType, acting_user) -> GpuType:
+def gpu_type_enable(*, gpu_type: GpuType, acting_user: Actor) -> GpuType:
     return _gpu_type_change(gpu_type, acting_user, {"enabled": True}, "gpu_type.enable")
 
 
-def gpu_type_disable(*, gpu_type: GpuType, acting_user) -> GpuType:
+def gpu_type_disable(*, gpu_type: GpuType, acting_user: Actor) -> GpuType:
     """No new launches of this type; what runs keeps running."""
     return _gpu_type_change(gpu_type, acting_user, {"enabled": False}, "gpu_type.disable")
 
@@ -120,7 +125,7 @@ def gpu_type_disable(*, gpu_type: GpuType, acting_user) -> GpuType:
 # --- templates ------------------------------------------------------------------------------
 
 @transaction.atomic
-def template_create(*, acting_user, slug: str, custom: bool = False,
+def template_create(*, acting_user: Actor, slug: str, custom: bool = False,
                     values: dict[str, Any]) -> Template:
     """A new template; `values` holds fields of TEMPLATE_FIELDS (the rest keep their defaults)."""
     _check_changes(values, TEMPLATE_FIELDS, (), Template(slug=slug))
@@ -132,22 +137,22 @@ def template_create(*, acting_user, slug: str, custom: bool = False,
     return template
 
 
-def _template_change(template: Template, acting_user, changes: dict[str, Any],
+def _template_change(template: Template, acting_user: Actor, changes: dict[str, Any],
                      action: str) -> Template:
     return _audited_change(template, acting_user, changes, action, kind="template",
                            allowed=TEMPLATE_FIELDS, fixed=TEMPLATE_FIXED,
                            snapshot=template_snapshot, check=_template_check)
 
 
-def template_update(*, template: Template, acting_user, changes: dict[str, Any]) -> Template:
+def template_update(*, template: Template, acting_user: Actor, changes: dict[str, Any]) -> Template:
     """Change a template. Launches from now on use it; running workloads are not touched."""
     return _template_change(template, acting_user, changes, "template.update")
 
 
-def template_enable(*, template: Template, acting_user) -> Template:
+def template_enable(*, template: Template, acting_user: Actor) -> Template:
     return _template_change(template, acting_user, {"enabled": True}, "template.enable")
 
 
-def template_disable(*, template: Template, acting_user) -> Template:
+def template_disable(*, template: Template, acting_user: Actor) -> Template:
     """No new launches from this template; what runs keeps running."""
     return _template_change(template, acting_user, {"enabled": False}, "template.disable")

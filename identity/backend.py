@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.http import HttpRequest
 
 from .client import CredentialsRejected, KeystoneClient
+from .models import User
 from .services import identity_start, user_sync
 
 LOGIN_IDENTITY_ATTR = "_keystone_identity"
@@ -20,7 +22,9 @@ class KeystoneBackend:
     unreachable Keystone raises `KeystoneUnavailable`, for the view to report as such.
     """
 
-    def authenticate(self, request, username=None, password=None, domain=None, **kwargs):
+    def authenticate(self, request: HttpRequest | None, username: str | None = None,
+                     password: str | None = None, domain: str | None = None,
+                     **kwargs: object) -> User | None:
         if not username or not password:
             return None
         client = KeystoneClient()
@@ -36,5 +40,5 @@ class KeystoneBackend:
             setattr(request, LOGIN_IDENTITY_ATTR, identity)
         return user
 
-    def get_user(self, user_id):
+    def get_user(self, user_id: int) -> User | None:
         return get_user_model().objects.filter(pk=user_id, is_active=True).first()

@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 from keystoneauth1.access import access as ks_access
+from keystoneauth1.identity import base as ks_base
 from keystoneauth1.identity import v3
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,16 @@ class Project:
     enabled: bool = True
 
 
+_T = TypeVar("_T")
+
+
+def _carried(value: _T | None, what: str) -> _T:
+    """A field that every Keystone v3 token carries (keystoneauth1 types them all optional)."""
+    if value is None:
+        raise KeystoneUnavailable(f"Keystone answered with a token without its {what}")
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class Token:
     """What the portal keeps of a Keystone token. Its id is a credential: left out of the repr
@@ -64,14 +75,14 @@ class Token:
     system_scoped: bool = False
 
     @classmethod
-    def from_access(cls, access: ks_access.AccessInfoV3) -> Token:
+    def from_access(cls, access: ks_access.AccessInfo) -> Token:
         return cls(
-            id=access.auth_token,
-            expires_at=access.expires,
-            user_id=access.user_id,
-            user_name=access.username,
-            user_domain_id=access.user_domain_id,
-            user_domain_name=access.user_domain_name,
+            id=_carried(access.auth_token, "id"),
+            expires_at=_carried(access.expires, "expiry"),
+            user_id=_carried(access.user_id, "user id"),
+            user_name=_carried(access.username, "user name"),
+            user_domain_id=_carried(access.user_domain_id, "user domain id"),
+            user_domain_name=_carried(access.user_domain_name, "user domain name"),
             project_id=access.project_id,
             project_name=access.project_name,
             project_domain_id=access.project_domain_id,
@@ -117,10 +128,10 @@ class KeystoneClient:
         self.url = (url or settings.KEYSTONE_URL).rstrip("/")
         self.timeout = timeout if timeout is not None else settings.KEYSTONE_TIMEOUT
 
-    def _session(self, auth: Any = None) -> ks_session.Session:
+    def _session(self, auth: ks_base.BaseIdentityPlugin | None = None) -> ks_session.Session:
         return ks_session.Session(auth=auth, timeout=self.timeout)
 
-    def _access(self, auth: Any) -> ks_access.AccessInfoV3:
+    def _access(self, auth: ks_base.BaseIdentityPlugin) -> ks_access.AccessInfo:
         try:
             return auth.get_access(self._session(auth))
         except ks_exc.ClientException as exc:
@@ -129,9 +140,10 @@ class KeystoneClient:
     # --- authentication -------------------------------------------------------------------
     def authenticate(self, username: str, password: str, domain: str) -> Token:
         """An unscoped token for a user name and password in a domain (by name or id)."""
-        domain_kw = {"user_domain_id": domain} if domain == "default" else {"user_domain_name": domain}
+        by_id = domain == "default"
         auth = v3.Password(
-            auth_url=self.url, username=username, password=password, unscoped=True, **domain_kw
+            auth_url=self.url, username=username, password=password, unscoped=True,
+            user_domain_id=domain if by_id else None, user_domain_name=None if by_id else domain,
         )
         return Token.from_access(self._access(auth))
 
@@ -193,7 +205,8 @@ class KeystoneClient:
             if isinstance(error, CredentialsRejected):
                 raise TokenInvalid(str(exc)) from exc
             raise error from exc
-        return resp.json()
+        body: dict[str, Any] = resp.json()
+        return body
 
     def service_token(self) -> Token:
         """A token of the portal's own service identity, for validating callers' tokens."""

@@ -1,6 +1,13 @@
-def identity(request):
+from __future__ import annotations
+
+from django.http import HttpRequest
+
+from .identity import Identity
+
+
+def identity(request: HttpRequest) -> dict[str, object]:
     """The signed-in user's projects, current project and role, for the page header."""
-    ident = getattr(request, "identity", None)
+    ident: Identity | None = getattr(request, "identity", None)
     if ident is None:
         return {"identity": None}
     return {

@@ -11,7 +11,8 @@ class LoginForm(forms.Form):
                              help_text="Your OpenStack user domain.")
 
     def clean_domain(self) -> str:
-        return self.cleaned_data.get("domain") or settings.KEYSTONE_DEFAULT_DOMAIN
+        domain: str = self.cleaned_data.get("domain") or settings.KEYSTONE_DEFAULT_DOMAIN
+        return domain
 
 
 class SwitchProjectForm(forms.Form):

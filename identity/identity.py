@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Mapping
 from typing import Any
+
+from django.contrib.sessions.backends.base import SessionBase
 
 from .client import Project, Token
 from .roles import PortalRole, effective_role, project_role
@@ -66,7 +69,8 @@ class Identity:
         )
 
 
-def load(session) -> Identity | None:
+def load(session: SessionBase | Mapping[str, Any]) -> Identity | None:
+    """The identity kept in a session (or in a session's decoded data), None if none."""
     data = session.get(SESSION_KEY)
     if not data:
         return None
@@ -76,5 +80,5 @@ def load(session) -> Identity | None:
         return None
 
 
-def store(session, identity: Identity) -> None:
+def store(session: SessionBase, identity: Identity) -> None:
     session[SESSION_KEY] = identity.to_session()

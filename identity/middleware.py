@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import logout
+from django.http import HttpRequest, HttpResponseBase
 
 from . import identity as identity_store
+from .access import PortalRequest
 from .client import KeystoneClient, KeystoneUnavailable, TokenInvalid
 
 log = logging.getLogger(__name__)
@@ -24,16 +27,16 @@ REVOKED_MESSAGE = "Your Keystone token is no longer valid (it was revoked). Plea
 
 
 class KeystoneSessionMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: PortalRequest) -> HttpResponseBase:
         request.identity = None
         if request.user.is_authenticated:
             self._attach(request)
         return self.get_response(request)
 
-    def _attach(self, request) -> None:
+    def _attach(self, request: PortalRequest) -> None:
         identity = identity_store.load(request.session)
         if identity is None:
             # a session without Keystone tokens (e.g. from before an upgrade): start over
@@ -57,7 +60,7 @@ class KeystoneSessionMiddleware:
         request.identity = identity
 
     @staticmethod
-    def _end(request, message: str) -> None:
+    def _end(request: HttpRequest, message: str) -> None:
         logout(request)
         if not request.path.startswith("/api/"):
             messages.warning(request, message)

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from django.db import models
 from django.db.models import Q
 
 from .roles import PortalRole
+
+if TYPE_CHECKING:
+    from .identity import Identity
 
 
 class Action(enum.StrEnum):
@@ -64,7 +67,7 @@ EVERYTHING = Scope(everything=True)
 NOTHING = Scope()
 
 
-def scope_for(identity, action: Action | str, *, owned: bool = False,
+def scope_for(identity: Identity | None, action: Action | str, *, owned: bool = False,
               admin_only: bool = False) -> Scope:
     """The rule above. `owned`: the rows have an owner; `admin_only`: the model keeps this
     action to portal admins."""
@@ -107,12 +110,12 @@ class TenantScopedQuerySet(models.QuerySet[_M]):
     owner_field: str | None = None  # the lookup path to the owning user, if rows have one
     admin_only: frozenset[Action] = frozenset()
 
-    def scope(self, identity, action: Action | str) -> Scope:
+    def scope(self, identity: Identity | None, action: Action | str) -> Scope:
         action = Action(action)
         return scope_for(identity, action, owned=self.owner_field is not None,
                          admin_only=action in self.admin_only)
 
-    def restrict(self, identity, action: Action | str = Action.VIEW) -> Self:
+    def restrict(self, identity: Identity | None, action: Action | str = Action.VIEW) -> Self:
         """Only the rows `identity` may `action` (none for no identity)."""
         scope = self.scope(identity, action)
         if scope.nothing:
@@ -125,13 +128,22 @@ class TenantScopedQuerySet(models.QuerySet[_M]):
             condition &= Q(**{f"{self.owner_field}__keystone_user_id": scope.owner_id})
         return self.filter(condition)
 
-    def permits(self, identity, action: Action | str, obj: models.Model) -> bool:
+    def permits(self, identity: Identity | None, action: Action | str, obj: models.Model) -> bool:
         """`restrict` for a row already in hand, without a query (when its tenant and owner
         are loaded)."""
         scope = self.scope(identity, action)
         if scope.everything or scope.nothing:
             return scope.everything
         tenant = _follow(obj, self.tenant_field)
-        owner = _follow(obj, self.owner_field) if scope.owner_id is not None else None
+        owner = (_follow(obj, self.owner_field)
+                 if scope.owner_id is not None and self.owner_field is not None else None)
         return scope.admits(project_id=getattr(tenant, "keystone_project_id", None),
                             owner_id=getattr(owner, "keystone_user_id", None))
+
+
+def tenant_scoped(rows: models.QuerySet[_M]) -> TenantScopedQuerySet[_M]:
+    """`rows` as the `TenantScopedQuerySet` that every tenant-owned model's manager gives (for
+    code that reaches a model generically: the page decorators, the API's base views)."""
+    if not isinstance(rows, TenantScopedQuerySet):
+        raise TypeError(f"{rows.model.__name__}'s rows are not tenant-scoped (identity/scoping.py)")
+    return rows

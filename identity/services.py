@@ -8,18 +8,20 @@ import logging
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.http import HttpRequest
 
 from . import identity as identity_store
 from .client import KeystoneClient, KeystoneError, KeystoneUnavailable, Project, Token
 from .identity import Identity
+from .models import User
 from .roles import is_portal_admin
 from .signals import projects_seen
 
 log = logging.getLogger(__name__)
 
-def user_sync(*, token: Token, is_admin: bool | None = None):
+def user_sync(*, token: Token, is_admin: bool | None = None) -> User:
     """Create or update the local mirror of the Keystone user behind `token`."""
-    User = get_user_model()
+    users = get_user_model()
     username = token.user_name
     if token.user_domain_id != "default":
         username = f"{token.user_name}@{token.user_domain_name}"
@@ -29,19 +31,19 @@ def user_sync(*, token: Token, is_admin: bool | None = None):
               "domain_name": token.user_domain_name, "is_active": True}
     if is_admin is not None:
         wanted.update(is_staff=is_admin, is_superuser=is_admin)
-    user = User.objects.filter(keystone_user_id=token.user_id).first()
+    user = users.objects.filter(keystone_user_id=token.user_id).first()
     if user is not None and all(getattr(user, field) == value for field, value in wanted.items()):
         return user
     with transaction.atomic():
-        user = User.objects.select_for_update().filter(keystone_user_id=token.user_id).first()
+        user = users.objects.select_for_update().filter(keystone_user_id=token.user_id).first()
         if user is None:
             # a user renamed in Keystone keeps their row; a new name that collides with a
             # stale local row (a deleted Keystone user) takes it over
-            User.objects.filter(username=username).exclude(keystone_user_id=token.user_id).update(
+            users.objects.filter(username=username).exclude(keystone_user_id=token.user_id).update(
                 username=f"{username}~stale-{dt.datetime.now(dt.UTC):%Y%m%d%H%M%S%f}",
                 is_active=False,
             )
-            user = User(keystone_user_id=token.user_id)
+            user = users(keystone_user_id=token.user_id)
             user.set_unusable_password()
         user.username = username
         user.domain_id = token.user_domain_id
@@ -128,7 +130,7 @@ def _revoke_quietly(client: KeystoneClient, token_id: str) -> None:
         log.info("token revocation refused: %s", exc)
 
 
-def session_store(request, identity: Identity) -> None:
+def session_store(request: HttpRequest, identity: Identity) -> None:
     """Keep the identity in the server-side session; remember the project for the next login."""
     identity_store.store(request.session, identity)
     if identity.scoped is not None and request.user.is_authenticated:

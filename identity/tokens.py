@@ -89,11 +89,12 @@ def _outcome_key(flight: str) -> str:
 def _flight_seconds() -> float:
     """The longest one validation may take: Keystone's answer, and once more after renewing
     the service token."""
-    return 2 * settings.KEYSTONE_TIMEOUT + 2
+    timeout: float = settings.KEYSTONE_TIMEOUT
+    return 2 * timeout + 2
 
 
 
-def _cache_call(method: str, *args, **kwargs) -> Any:
+def _cache_call(method: str, *args: object, **kwargs: object) -> Any:
     """A cache call; None (and a warning) when Redis is away: validation still works."""
     try:
         return getattr(cache, method)(*args, **kwargs)
@@ -223,7 +224,8 @@ def _wait_for_flight(key: str, deadline: float) -> dict[str, Any] | None:
         if found is None:
             return None  # Redis went away
         if _outcome_key(flight) in found:
-            return found[_outcome_key(flight)]
+            outcome: dict[str, Any] | None = found[_outcome_key(flight)]
+            return outcome
         if found.get(_flight_key(key)) != flight:
             return None
         time.sleep(pause)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import unicodedata
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -56,7 +57,8 @@ def login_view(request: HttpRequest) -> HttpResponse:
     return render(request, "keystone/login.html", {"form": form}, status=status)
 
 
-def login_throttle_username(request: HttpRequest, credentials=None) -> str | None:
+def login_throttle_username(request: HttpRequest,
+                            credentials: dict[str, Any] | None = None) -> str | None:
     """The user name django-axes counts failed logins under (AXES_USERNAME_CALLABLE): folded
     (Unicode NFKC, case-folded, trimmed), so that `Student`, `STUDENT ` and `student` share one
     lock. Keystone's LDAP and MySQL back ends find users by name without regard to case, so
@@ -69,7 +71,8 @@ def login_throttle_username(request: HttpRequest, credentials=None) -> str | Non
     return unicodedata.normalize("NFKC", username).casefold().strip()
 
 
-def login_locked_out(request: HttpRequest, credentials=None, *args, **kwargs) -> HttpResponse:
+def login_locked_out(request: HttpRequest, credentials: dict[str, Any] | None = None,
+                     *args: object, **kwargs: object) -> HttpResponse:
     """django-axes calls this once a user name has failed too often from one address."""
     minutes = int(settings.AXES_COOLOFF_TIME * 60)
     form = LoginForm(initial={"username": (credentials or {}).get("username", "")})
@@ -108,5 +111,6 @@ def switch_project_view(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Keystone did not let you into that project.")
         return redirect("home")
     session_store(request, identity)
+    assert identity.project is not None  # scoped to one of its projects just now
     messages.success(request, f"Switched to project {identity.project.name}.")
     return redirect(safe_redirect_target(request, form.cleaned_data.get("next")) or "home")

@@ -4,6 +4,7 @@ records; the audit page is audit/admin_views.py)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -18,7 +19,7 @@ from catalogue.models import GpuType, Template
 from cluster.capacity import gpus_in_use_by_namespace
 from identity.access import SignedInRequest, admin_required, scoped_object
 from identity.client import KeystoneClient, KeystoneError
-from identity.scoping import Action
+from identity.scoping import Action, TenantScopedQuerySet
 from kube.client import KubeError
 from kube.kueue import queueing_shown
 
@@ -39,11 +40,11 @@ from .services import (
 log = logging.getLogger(__name__)
 
 
-def _not_deleted(tenants):
+def _not_deleted(tenants: TenantScopedQuerySet[Tenant]) -> TenantScopedQuerySet[Tenant]:
     return tenants.exclude(state=Tenant.State.DELETED)
 
 
-def _usage(tenants) -> tuple[dict[str, dict[str, int]], str | None]:
+def _usage(tenants: Iterable[Tenant]) -> tuple[dict[str, dict[str, int]], str | None]:
     """GPUs in use per namespace from the cluster; (usage, error message or None)."""
     try:
         return gpus_in_use_by_namespace({t.namespace for t in tenants}), None
@@ -52,7 +53,7 @@ def _usage(tenants) -> tuple[dict[str, dict[str, int]], str | None]:
         return {}, "The cluster is unreachable: GPUs in use are not shown."
 
 
-def _form_values(quota: Quota, posted) -> dict:
+def _form_values(quota: Quota, posted: Mapping[str, str]) -> dict[str, object]:
     """The quota form's values: after a refused save what was typed, else what is stored."""
     values = {field: posted.get(field, getattr(quota, field)) for field in QUOTA_FIELDS}
     if posted:
@@ -60,7 +61,8 @@ def _form_values(quota: Quota, posted) -> dict:
     return values
 
 
-def _row(tenant: Tenant, gpu_types, usage: dict[str, dict[str, int]], posted=None) -> dict:
+def _row(tenant: Tenant, gpu_types: Iterable[GpuType], usage: dict[str, dict[str, int]],
+         posted: Mapping[str, str] | None = None) -> dict[str, object]:
     """One tenant's table row; after a refused inline save it carries what was typed."""
     quota = tenant.quota
     by_type = quota.gpus_by_type()
@@ -78,9 +80,9 @@ def _row(tenant: Tenant, gpu_types, usage: dict[str, dict[str, int]], posted=Non
     }
 
 
-def _form_data(post) -> dict:
+def _form_data(post: Mapping[str, str]) -> dict[str, object]:
     """The page's form fields → the quota API's shape (one validation for both)."""
-    data = {field: post[field] for field in QUOTA_FIELDS if field in post}
+    data: dict[str, object] = {field: post[field] for field in QUOTA_FIELDS if field in post}
     for field in ("gpu_borrowing_limit", "gpu_lending_limit"):
         if data.get(field) == "":
             data[field] = None  # an empty box: no limit

@@ -7,12 +7,10 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.base_user import AbstractBaseUser
-from django.contrib.auth.models import AnonymousUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from audit.services import audit_record
+from audit.services import Actor, audit_record
 from catalogue.models import GpuType
 from core.tasks import send_on_commit
 from identity.client import Project
@@ -26,9 +24,6 @@ QUOTA_FIELDS = ("gpus_total", "cpu", "memory_gb", "max_workloads", "max_runtime_
                 "idle_threshold_percent", "idle_minutes", "idle_action", "idle_grace_minutes",
                 "allow_over_capacity", "gpu_borrowing_limit", "gpu_lending_limit",
                 "fair_share_weight")
-
-# who made a change, for the audit trail: a signed-in user, or None for the portal itself
-Actor = AbstractBaseUser | AnonymousUser | None
 
 
 def _enqueue_reconcile(tenant_id: int) -> None:

@@ -1,11 +1,11 @@
-"""API shapes of workload access."""
+"""API shapes of workload access (each serializes a plain dict)."""
 
 from rest_framework import serializers
 
 from ..models import ServiceAccess
 
 
-class WorkloadAccessSerializer(serializers.Serializer):
+class WorkloadAccessSerializer(serializers.Serializer[dict[str, object]]):
     protected = serializers.BooleanField(help_text="the portal's login is in front of it")
     public = serializers.BooleanField(help_text="open to anyone (an admin allowed it)")
     who = serializers.ChoiceField(choices=ServiceAccess.choices,
@@ -13,7 +13,7 @@ class WorkloadAccessSerializer(serializers.Serializer):
     who_label = serializers.CharField()
 
 
-class WorkloadTokenSerializer(serializers.Serializer):
+class WorkloadTokenSerializer(serializers.Serializer[dict[str, object]]):
     token = serializers.CharField(help_text="send as `Authorization: Bearer <token>` to the "
                                             "workload's address")
     token_type = serializers.CharField()
@@ -22,7 +22,7 @@ class WorkloadTokenSerializer(serializers.Serializer):
     url = serializers.CharField(help_text="the workload's address")
 
 
-class ServiceAccessSerializer(serializers.Serializer):
+class ServiceAccessSerializer(serializers.Serializer[dict[str, object]]):
     who = serializers.ChoiceField(choices=ServiceAccess.choices, required=False)
     allow_public = serializers.BooleanField(required=False,
                                             help_text="admins only: the project may open "

@@ -8,18 +8,20 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
 from rest_framework.response import Response
 
+from api.authentication import APIRequest
 from api.viewsets import TenantScopedAPIView
 from tenants.models import Tenant
 
+from ..models import TenantServiceAccess
 from ..services import service_access_update, tenant_service_access
 from .serializers import ServiceAccessSerializer
 
 
-def _shape(rule) -> dict[str, object]:
+def _shape(rule: TenantServiceAccess) -> dict[str, object]:
     return {"who": rule.who, "allow_public": rule.allow_public}
 
 
-class ServiceAccessView(TenantScopedAPIView):
+class ServiceAccessView(TenantScopedAPIView[Tenant]):
     """The tenant comes from TenantScopedAPIView: another tenant's is a 404; a PATCH is for
     those who may change the tenant (its managers, admins), else 403."""
 
@@ -29,11 +31,11 @@ class ServiceAccessView(TenantScopedAPIView):
                "its workloads.")
 
     @extend_schema(responses=ServiceAccessSerializer)
-    def get(self, request, pk: int):
+    def get(self, request: APIRequest, pk: int) -> Response:
         return Response(_shape(tenant_service_access(self.get_object())))
 
     @extend_schema(request=ServiceAccessSerializer, responses=ServiceAccessSerializer)
-    def patch(self, request, pk: int):
+    def patch(self, request: APIRequest, pk: int) -> Response:
         tenant = self.get_object()
         serializer = ServiceAccessSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -11,7 +11,7 @@ from ..models import AuditRecord
 from .serializers import AuditRecordSerializer
 
 
-class AuditRecordViewSet(mixins.ListModelMixin, TenantScopedViewSet):
+class AuditRecordViewSet(mixins.ListModelMixin, TenantScopedViewSet[AuditRecord]):
     """The audit trail (admins)."""
 
     serializer_class = AuditRecordSerializer

@@ -6,8 +6,11 @@ from rest_framework import serializers
 
 from ..models import Template
 
+# a GPU type's row, as catalogue/api/views.py builds it: the type and its live capacity
+GpuTypeRow = dict[str, object]
 
-class GpuTypeSerializer(serializers.Serializer):
+
+class GpuTypeSerializer(serializers.Serializer[GpuTypeRow]):
     """A GPU type with the cluster's live capacity (null when the cluster is unreachable)."""
 
     slug = serializers.SlugField()
@@ -27,7 +30,7 @@ class GpuTypeSerializer(serializers.Serializer):
     nodes = serializers.IntegerField(allow_null=True)
 
 
-class TemplateSerializer(serializers.ModelSerializer):
+class TemplateSerializer(serializers.ModelSerializer[Template]):
     cpu = serializers.IntegerField(source="default_cpu")
     memory = serializers.IntegerField(source="default_memory_gb")
     image_replaceable = serializers.BooleanField(

@@ -4,29 +4,32 @@ GET /api/v1/templates/, for every signed-in caller."""
 from __future__ import annotations
 
 from rest_framework import mixins, viewsets
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cluster.capacity import gpu_capacity
 from kube.client import KubeError
 
 from ..models import GpuType, Template
-from .serializers import GpuTypeSerializer, TemplateSerializer
+from .serializers import GpuTypeRow, GpuTypeSerializer, TemplateSerializer
 
 
-class GpuTypeViewSet(viewsets.GenericViewSet):
+class GpuTypeViewSet(viewsets.GenericViewSet[GpuType]):
     """The GPU type catalogue with live capacity and free GPUs per type."""
 
-    serializer_class = GpuTypeSerializer
+    # DRF's stubs tie a view's serializer to its queryset's model; this one shapes the rows
+    # that list() builds (the queryset only names the model, for the schema)
+    serializer_class = GpuTypeSerializer  # type: ignore[assignment]
     pagination_class = None
     queryset = GpuType.objects.none()
 
-    def list(self, request):
+    def list(self, request: Request) -> Response:
         types = list(GpuType.objects.filter(enabled=True))
         try:
             capacity = gpu_capacity()
         except KubeError:
             capacity = {}  # the catalogue still answers; live figures are null
-        rows = []
+        rows: list[GpuTypeRow] = []
         for gpu_type in types:
             cap = capacity.get(gpu_type.slug)
             rows.append({
@@ -41,10 +44,11 @@ class GpuTypeViewSet(viewsets.GenericViewSet):
                 "largest_free_block": cap.largest_free_block if cap else None,
                 "nodes": cap.nodes if cap else None,
             })
-        return Response(GpuTypeSerializer(rows, many=True).data)
+        # (DRF's stubs take one instance, also with many=True)
+        return Response(GpuTypeSerializer(rows, many=True).data)  # type: ignore[arg-type]
 
 
-class TemplateViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class TemplateViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Template]):
     """The templates researchers launch from."""
 
     serializer_class = TemplateSerializer

@@ -25,7 +25,8 @@ class CapacityUnavailable(exceptions.APIException):
                       "be checked against it. Retry, or set allow_over_capacity.")
 
 
-class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                    TenantScopedViewSet[Tenant]):
     """Tenants: the caller's current project's (admins: all)."""
 
     serializer_class = TenantSerializer
