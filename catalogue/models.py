@@ -57,6 +57,11 @@ class Template(models.Model):
         SERVICE = "service", "service (Deployment + LoadBalancer Service)"
         BATCH = "batch", "batch (Job)"
 
+    class Engine(models.TextChoices):
+        SINGLE = "", "one pod"
+        JOBSET = "jobset", "JobSet (torchrun on every node)"
+        MPI = "mpi", "MPIJob (mpirun from a launcher)"
+
     slug = models.SlugField(max_length=40, unique=True)
     name = models.CharField(max_length=120)
     description = models.TextField(blank=True, default="")
@@ -86,6 +91,10 @@ class Template(models.Model):
     # how to open it: "{base}" is http://<address>:<port>. No token: the proxy's login stands in
     # front of every service and hands the application its token itself (Workload.url)
     url_format = models.CharField(max_length=255, blank=True, default="{base}/")
+    # how a launch runs on many nodes (issue 25): "" one pod (a Job or a Deployment), "jobset"
+    # a JobSet of indexed pods under torchrun, "mpi" an MPIJob (a launcher and its workers).
+    # Such a template runs the researcher's program (command and args), as the custom one does
+    engine = models.CharField(max_length=8, choices=Engine.choices, blank=True, default="")
     enabled = models.BooleanField(default=True)
 
     class Meta:
@@ -94,6 +103,17 @@ class Template(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def distributed(self) -> bool:
+        """Whether it runs on several nodes at once (a JobSet or an MPIJob)."""
+        return bool(self.engine)
+
+    @property
+    def takes_program(self) -> bool:
+        """Whether a launch gives the program (command, any args): the custom template's, and
+        a distributed one's, which runs the researcher's training under torchrun or mpirun."""
+        return self.custom or self.distributed
 
     @property
     def takes_image(self) -> bool:

@@ -89,7 +89,7 @@ def allowed_options_problems(names: list[str], *, command: list[str], args: list
 
 def launch_args_problems(args: list[str], *, template: Template) -> list[str]:
     """Why a researcher's launch of `template` may not add `args`, or []."""
-    if not args or template.custom:
+    if not args or template.takes_program:
         return []
     allowed = list(template.allowed_args or [])
     if not allowed or not (template.command or template.args):
@@ -109,6 +109,6 @@ def launch_args_problems(args: list[str], *, template: Template) -> list[str]:
 def launch_argv(*, template: Template, args: list[str]) -> list[str]:
     """The arguments a launch runs: a custom template's are the launch's (or the template's
     when it gives none); any other's are the template's followed by the launch's options."""
-    if template.custom:
+    if template.takes_program:
         return list(args or template.args or [])
     return [*(template.args or []), *(args or [])]

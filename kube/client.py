@@ -135,6 +135,12 @@ KINDS: dict[str, Kind] = {
     "WorkloadPriorityClass": _kueue("workload_priority_class", "workloadpriorityclasses",
                                     namespaced=False),
     "Workload": _kueue("workload", "workloads", namespaced=True),
+    # distributed training (workloads/manifests.py): served only where JobSet and the MPI
+    # operator are installed (kube/engines.py)
+    "JobSet": Kind(k8s.CustomObjectsApi, "jobset", group="jobset.x-k8s.io", version="v1alpha2",
+                   plural="jobsets"),
+    "MPIJob": Kind(k8s.CustomObjectsApi, "mpijob", group="kubeflow.org", version="v2beta1",
+                   plural="mpijobs"),
     # MetalLB's address pools, only read (cluster/addresses.py): where it is installed
     "IPAddressPool": Kind(k8s.CustomObjectsApi, "ip_address_pool", group="metallb.io",
                           version="v1beta1", plural="ipaddresspools"),

@@ -7,49 +7,20 @@ any cluster. Detection is one discovery request, remembered for a minute.
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-
 from django.conf import settings
 
-from .client import Kube, KubeError, NotFound
+from .client import Kube, KubeError
+from .discovery import api_served
 from .labels import KUEUE_API_VERSION as API_VERSION
 
-log = logging.getLogger(__name__)
-
-DETECTED_SECONDS = 60
 MODES = ("auto", "kueue", "off")
-
-
-# the answer per cluster (API server URL): (served, asked at, monotonic). In the process, not in
-# the shared cache: a launch must not depend on Redis (it may be restarting) for this answer
-_served: dict[str, tuple[bool, float]] = {}
-_served_lock = threading.Lock()
 
 
 def kueue_served(kube: Kube | None = None, *, fresh: bool = False) -> bool:
     """Whether the cluster serves Kueue's API (its CRDs are installed); asked once a minute.
     When the cluster does not answer, the last answer stands (a launch must not be created
     outside the queue because one discovery request failed); with none, KubeError."""
-    kube = kube or Kube()
-    server = kube.server
-    with _served_lock:
-        known = _served.get(server)
-    if known is not None and not fresh and time.monotonic() - known[1] < DETECTED_SECONDS:
-        return known[0]
-    try:
-        kube.server_get(f"/apis/{API_VERSION}")
-        served = True
-    except NotFound:
-        served = False
-    except KubeError:
-        if known is None:
-            raise
-        return known[0]
-    with _served_lock:
-        _served[server] = (served, time.monotonic())
-    return served
+    return api_served(API_VERSION, kube, fresh=fresh)
 
 
 def queueing_on(kube: Kube | None = None) -> bool:

@@ -38,6 +38,7 @@ from cluster.capacity import (
 )
 from identity.access import SignedInRequest, admin_required
 from kube.client import KubeError
+from workloads.querysets import GPU_TOTAL
 from kube.quantity import parse_quantity
 from workloads.models import Workload
 
@@ -148,8 +149,8 @@ def gpu_type_rows(nodes: list[dict[str, Any]] | None, now: dt.datetime,
                                                    unhealthy_gpus_by_node()))
     active = Workload.objects.filter(state__in=Workload.ACTIVE_STATES).order_by()
     totals = active.values("gpu_type__slug").annotate(
-        running=Sum("gpu_count", filter=Q(state=Workload.State.RUNNING)),
-        waiting=Sum("gpu_count", filter=~Q(state=Workload.State.RUNNING)))
+        running=Sum(GPU_TOTAL, filter=Q(state=Workload.State.RUNNING)),
+        waiting=Sum(GPU_TOTAL, filter=~Q(state=Workload.State.RUNNING)))
     held = {r["gpu_type__slug"]: r["running"] for r in totals}
     asked = {r["gpu_type__slug"]: r["waiting"] for r in totals}
     used, mean, _ = _recent_use(now)
@@ -211,8 +212,8 @@ def tenant_allocations(now: dt.datetime) -> list[dict[str, Any]]:
     _, _, tenant_mean = _recent_use(now)
     rows = (Workload.objects.filter(state__in=Workload.ACTIVE_STATES).order_by()
             .values("tenant_id", "tenant__name", "gpu_type__slug")
-            .annotate(running=Sum("gpu_count", filter=Q(state=Workload.State.RUNNING)),
-                      waiting=Sum("gpu_count", filter=~Q(state=Workload.State.RUNNING)),
+            .annotate(running=Sum(GPU_TOTAL, filter=Q(state=Workload.State.RUNNING)),
+                      waiting=Sum(GPU_TOTAL, filter=~Q(state=Workload.State.RUNNING)),
                       workloads=Count("id"))
             .order_by("tenant__name", "gpu_type__slug"))
     return [{"tenant": r["tenant__name"], "gpu_type": r["gpu_type__slug"],

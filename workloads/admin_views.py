@@ -24,6 +24,8 @@ from kube.quantity import parse_quantity
 from tenants.kueue import flavor_name
 from tenants.models import Tenant
 
+from .querysets import GPU_TOTAL
+
 
 @dataclasses.dataclass
 class QueueRow:
@@ -95,7 +97,7 @@ def queues(request: HttpRequest) -> HttpResponse:
             (row["tenant__namespace"], row["gpu_type__slug"]): (row["n"], row["gpus"] or 0)
             for row in Workload.objects.filter(state=Workload.State.QUEUED)
             .values("tenant__namespace", "gpu_type__slug")
-            .annotate(n=Count("id"), gpus=Sum("gpu_count"))}
+            .annotate(n=Count("id"), gpus=Sum(GPU_TOTAL))}
         slugs = list(GpuType.objects.filter(enabled=True).order_by("slug")
                      .values_list("slug", flat=True))
         names = dict(Tenant.objects.values_list("namespace", "name"))

@@ -23,14 +23,14 @@ from django.conf import settings
 from catalogue.options import launch_argv
 from kube.labels import workload_host
 
-VERSION = 2  # 2: how a service is reached (exposure, host)
+VERSION = 3  # 2: how a service is reached (exposure, host); 3: nodes and engine
 
 
 def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: list[str],
                         args: list[str], env: dict[str, str], port: int | None, gpu_count: int,
                         cpu: int, memory_gb: int, max_runtime_minutes: int | None,
                         retries: int, use_home: bool, exposure: str = "loadbalancer",
-                        host: str = "") -> dict[str, Any]:
+                        host: str = "", nodes: int = 1) -> dict[str, Any]:
     """The spec as JSON from the launch's own values and its template and GPU type rows now.
     The env is a list of [name, value] pairs: the template's, then the launch's (overriding a
     template's variable in place), in that order (a JSON object would not keep it in
@@ -53,7 +53,11 @@ def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: l
         "port": port,
         "gpu_type": gpu_type.slug,
         "gpu_resource": gpu_type.resource_name,
-        "gpu_count": gpu_count,
+        "gpu_count": gpu_count,  # per node
+        # how many nodes, and how they run together: "" one pod, "jobset" torchrun on each
+        # node, "mpi" mpirun from a launcher (catalogue Template.engine)
+        "nodes": nodes,
+        "engine": template.engine,
         "node_selector": dict(gpu_type.node_selector or {}),
         "cpu": cpu,
         "memory_gb": memory_gb,
@@ -78,7 +82,8 @@ def launch_spec_from_rows(workload) -> dict[str, Any]:
         image=workload.image, command=workload.command, args=workload.args, env=workload.env,
         port=workload.port, gpu_count=workload.gpu_count, cpu=workload.cpu,
         memory_gb=workload.memory_gb, max_runtime_minutes=workload.max_runtime_minutes,
-        retries=workload.retries, use_home=workload.use_home, exposure=exposure, host=host)
+        retries=workload.retries, use_home=workload.use_home, exposure=exposure, host=host,
+        nodes=workload.nodes)
 
 
 def launch_spec_of(workload) -> dict[str, Any]:

@@ -56,6 +56,10 @@ Manifest = dict[str, Any]
 SERVICE = "service"
 BATCH = "batch"
 KINDS = (SERVICE, BATCH)
+# how a batch workload runs on its nodes (catalogue Template.engine): one pod (a Job), a JobSet
+# of one indexed pod per node under torchrun, an MPIJob (a launcher and one worker per node)
+SINGLE, JOBSET, MPI = "", "jobset", "mpi"
+ENGINES = (SINGLE, JOBSET, MPI)
 
 
 CONTAINER_NAME = "app"
@@ -97,7 +101,9 @@ class WorkloadSpec:
     secret_data: tuple[tuple[str, str], ...] = ()
     port: int | None = None  # the application's port ("http", or "app" behind a proxy)
     gpu_resource: str = "nvidia.com/gpu"  # or a MIG resource such as nvidia.com/mig-1g.10gb
-    gpu_count: int = 1
+    gpu_count: int = 1  # per node
+    nodes: int = 1  # a distributed workload's nodes (one rank each)
+    engine: str = SINGLE  # SINGLE | JOBSET | MPI
     node_selector: tuple[tuple[str, str], ...] = ()
     cpu: str = "4"  # requests = limits
     memory: str = "16Gi"
@@ -131,6 +137,14 @@ class WorkloadSpec:
             raise ValueError(f"port {self.port} is outside 1-65535")
         if self.gpu_count < 0:
             raise ValueError("gpu_count cannot be negative")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, not {self.engine!r}")
+        if self.nodes < 1:
+            raise ValueError("nodes must be at least 1")
+        if self.engine and self.kind != BATCH:
+            raise ValueError("a distributed workload runs as a batch job")
+        if self.nodes > 1 and not self.engine:
+            raise ValueError("only a distributed workload (a JobSet or an MPIJob) spans nodes")
         if self.max_runtime_seconds is not None and self.max_runtime_seconds <= 0:
             raise ValueError("max_runtime_seconds must be positive")
         parse_image_reference(self.image)  # ValueError with the grammar's message

@@ -35,7 +35,9 @@ class Workload(models.Model):
     template = models.ForeignKey(Template, on_delete=models.PROTECT, related_name="+")
     kind = models.CharField(max_length=8, choices=Template.Kind.choices)
     gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="+")
-    gpu_count = models.PositiveIntegerField()
+    gpu_count = models.PositiveIntegerField()  # per node
+    # how many nodes it spans (distributed templates, issue 25): `gpu_count` GPUs on each
+    nodes = models.PositiveIntegerField(default=1)
     image = models.CharField(max_length=512)
     command = models.JSONField(default=list, blank=True)
     args = models.JSONField(default=list, blank=True)
@@ -53,6 +55,9 @@ class Workload(models.Model):
     address = models.CharField(max_length=64, blank=True, default="")
     node = models.CharField(max_length=253, blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
+    # a distributed workload's pods as the tracker last saw them, one entry per rank (and the
+    # MPI launcher): {rank, role, pod, node, state, reason, exit_code}; [] for one pod
+    ranks = models.JSONField(default=list, blank=True)
     # the access token of templates that have one (also in the workload's Secret)
     access_token = models.CharField(max_length=128, blank=True, default="")
     # NULL, not "": the unique constraint must ignore launches without a key
@@ -86,6 +91,15 @@ class Workload(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.object_name or self.pk})"
+
+    @property
+    def gpu_total(self) -> int:
+        """Every GPU it holds: `gpu_count` on each of its nodes (GPU_TOTAL in queries)."""
+        return self.gpu_count * self.nodes
+
+    @property
+    def distributed(self) -> bool:
+        return bool((self.launch_spec or {}).get("engine"))
 
     @property
     def is_active(self) -> bool:

@@ -23,7 +23,10 @@ from .models import Workload
 
 log = logging.getLogger(__name__)
 
-DELETE_ORDER = ("Deployment", "Job", "Ingress", "Service", "Secret")
+# a group's own objects (a JobSet's Jobs, Service and pods; an MPIJob's launcher, workers,
+# keys and hostfile) go with it: they are owned by it
+DELETE_ORDER = ("JobSet", "MPIJob", "Deployment", "Job", "Ingress", "Service",
+                "NetworkPolicy", "Secret")
 
 
 def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
@@ -58,6 +61,8 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         port=spec["port"],
         gpu_resource=spec["gpu_resource"],
         gpu_count=spec["gpu_count"],
+        nodes=spec.get("nodes", 1),
+        engine=spec.get("engine", ""),
         node_selector=tuple(sorted(spec["node_selector"].items())),
         cpu=str(spec["cpu"]),
         memory=f"{spec['memory_gb']}Gi",

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from django.db.models import F
+
 from identity.scoping import Action, TenantScopedQuerySet
+
+# every GPU a workload holds, in a query: `gpu_count` on each of its `nodes` (Workload.gpu_total)
+GPU_TOTAL = F("gpu_count") * F("nodes")
+CPU_TOTAL = F("cpu") * F("nodes")  # cores and memory are per node (per rank) too
+MEMORY_TOTAL = F("memory_gb") * F("nodes")
 
 
 class WorkloadQuerySet(TenantScopedQuerySet):

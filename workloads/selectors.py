@@ -15,6 +15,7 @@ from identity.scoping import Action
 from kube.client import KubeError
 
 from .models import Workload
+from .querysets import GPU_TOTAL
 
 
 def workload_project_elsewhere(identity, pk: int):
@@ -71,7 +72,7 @@ class GpuAvailability:
 def gpus_held_by_type(workloads: QuerySet[Workload]) -> dict[str, int]:
     """GPUs per type slug that these workloads were admitted with (quota use, not the
     cluster's held GPUs: those are cluster.capacity's)."""
-    return dict(workloads.order_by().values_list("gpu_type__slug").annotate(n=Sum("gpu_count")))
+    return dict(workloads.order_by().values_list("gpu_type__slug").annotate(n=Sum(GPU_TOTAL)))
 
 
 def gpu_availability(tenant, quota, *, ask_cluster: bool = True
@@ -109,7 +110,7 @@ def workloads_admitted() -> list[tuple[int, str, int]]:
     """(id, GPU type slug, GPUs) of every admitted, active workload: the capacity view's
     "admitted" source (cluster.capacity; registered in apps.py)."""
     return list(Workload.objects.filter(state__in=Workload.ACTIVE_STATES).order_by()
-                .values_list("pk", "gpu_type__slug", "gpu_count"))
+                .annotate(gpus=GPU_TOTAL).values_list("pk", "gpu_type__slug", "gpus"))
 
 
 @dataclasses.dataclass(frozen=True)

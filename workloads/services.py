@@ -31,6 +31,7 @@ from . import metrics
 from .journal import workload_event
 from .launch_spec import launch_spec_from_rows
 from .models import Workload
+from .querysets import CPU_TOTAL, GPU_TOTAL, MEMORY_TOTAL
 from .selectors import service_addresses
 from .transitions import STOPPABLE, workload_transition
 
@@ -125,8 +126,8 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
     # one query for every total: it runs while the tenant row is locked
     totals = Workload.objects.filter(
         tenant=tenant, state__in=Workload.ACTIVE_STATES, deleted_at__isnull=True,
-    ).aggregate(gpus=Sum("gpu_count"), cpu=Sum("cpu"), memory=Sum("memory_gb"),
-                count=Count("id"), of_type=Sum("gpu_count", filter=Q(gpu_type=gpu_type)))
+    ).aggregate(gpus=Sum(GPU_TOTAL), cpu=Sum(CPU_TOTAL), memory=Sum(MEMORY_TOTAL),
+                count=Count("id"), of_type=Sum(GPU_TOTAL, filter=Q(gpu_type=gpu_type)))
     limit = quota.gpus_by_type().get(gpu_type.slug, 0)
     used = totals["of_type"] or 0
     if used + wanted > limit:

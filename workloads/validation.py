@@ -128,8 +128,8 @@ def launch_clean(*, request: dict[str, Any], tenant=None, quota=None,
     image = given or template.image
     if template.custom and not given:
         errors["image"] = ["The custom template needs an image."]
-    if not template.custom and data.get("command"):
-        errors["command"] = ["Only the custom template takes a command."]
+    if not template.takes_program and data.get("command"):
+        errors["command"] = ["Only the custom and the distributed templates take a command."]
     # other templates run their own program: a launch appends only the options they declare
     args_refused = launch_args_problems(data.get("args") or [], template=template)
     if args_refused:
@@ -173,7 +173,7 @@ def launch_clean(*, request: dict[str, Any], tenant=None, quota=None,
             f"namespace does not admit (Pod Security “{tenant_pod_security(tenant)}”); "
             "an admin can allow root for the project.")
     env_refused = env_template_problems(data.get("env", {}), token_env=template.token_env,
-                                        fixed_command=not template.custom)
+                                        fixed_command=not template.takes_program)
     if env_refused:
         errors["env"] = env_refused
     _launch_size(data, errors)

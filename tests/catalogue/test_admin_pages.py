@@ -317,6 +317,7 @@ def test_a_template_edit_changes_what_a_launch_uses(admin, api):
 
 
 def test_invalid_templates_show_field_errors_and_change_nothing(admin):
+    templates_before = Template.objects.count()
     jupyter = Template.objects.get(slug="jupyter")
     before = Template.objects.filter(pk=jupyter.pk).values().get()
     response = admin.post(f"/admin/templates/{jupyter.pk}/", template_form(
@@ -340,7 +341,7 @@ def test_invalid_templates_show_field_errors_and_change_nothing(admin):
     page = response.content.decode()
     assert "A template jupyter exists already." in field_error(page, "slug")
     assert "A template needs an image" in field_error(page, "image")
-    assert Template.objects.count() == 4
+    assert Template.objects.count() == templates_before
     assert not AuditRecord.objects.filter(action__startswith="template").exists()
 
 
@@ -491,7 +492,7 @@ def test_image_prefixes_restrict_a_tenants_launches(admin, api):
     record = AuditRecord.objects.get(action="tenant.image_prefixes", tenant=tenant)
     assert (record.before, record.after) == ([], ["nvcr.io/nvidia", "docker.io/pytorch"])
     page = admin.get(f"/admin/tenants/{tenant.pk}/").content.decode()
-    assert "Its launches of Jupyter, TensorBoard will be refused" in page
+    assert "Its launches of Jupyter, TensorBoard, MPI (mpirun) will be refused" in page
     assert "nvcr.io/nvidia\ndocker.io/pytorch</textarea>" in page
     # outside the list: 400 on image (the template's own image, and a custom one)
     refused = api(JUPYTER)

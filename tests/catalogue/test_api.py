@@ -44,12 +44,12 @@ def test_gpu_types_report_capacity_and_free(vision, api_headers, eager_celery, c
                message=lambda: f"the GPU counts are not this test's alone: {rows}")
     assert Workload.objects.get(pk=workload_id).gpu_count == 2
     templates = [t["slug"] for t in Client().get("/api/v1/templates/", **headers).json()]
-    assert templates == ["jupyter", "digits", "tensorboard", "custom"]
+    assert templates == ["jupyter", "digits", "tensorboard", "custom", "pytorch-ddp", "mpi"]
 
 
 def test_the_templates_api_says_what_a_launch_may_add(vision, api_headers):
     rows = Client().get("/api/v1/templates/", **api_headers("researcher")).json()
     rows = rows["results"] if isinstance(rows, dict) else rows
     assert {row["slug"]: row["allowed_args"] for row in rows} == {
-        "jupyter": [], "digits": [], "custom": [],
+        "jupyter": [], "digits": [], "custom": [], "pytorch-ddp": [], "mpi": [],
         "tensorboard": ["--logdir", "--reload_interval"]}
