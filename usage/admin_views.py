@@ -38,9 +38,9 @@ from cluster.capacity import (
 )
 from identity.access import SignedInRequest, admin_required
 from kube.client import KubeError
-from workloads.querysets import GPU_TOTAL
 from kube.quantity import parse_quantity
 from workloads.models import Workload
+from workloads.querysets import GPU_TOTAL
 
 from .culling import idle_workloads
 from .health import UNHEALTHY, node_cordoned_by_portal, unhealthy_devices, unhealthy_gpus_by_node
