@@ -2,7 +2,9 @@
 
 For each tenant's ClusterQueue and each GPU flavor: its nominal quota, what it uses, how much of
 that is borrowed, what it has idle to lend, and what waits (workloads and GPUs, from the portal's
-records); per GPU type the cohort's sums. Below, the trail of reclaims (preemptions).
+records); per GPU type the cohort's sums. Then every queued workload, one entry each: a
+distributed group (N nodes × G GPUs) is one entry with its GPU total, as Kueue admits it whole.
+Below, the trail of reclaims (preemptions).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from tenants.kueue import flavor_name
 from tenants.models import Tenant
 
 from .querysets import GPU_TOTAL
+from .queue import annotate_queue
+
+WAITING_SHOWN = 100
 
 
 @dataclasses.dataclass
@@ -109,6 +114,11 @@ def queues(request: HttpRequest) -> HttpResponse:
                 queued_workloads=sum(r.queued_workloads for r in per),
                 queued_gpus=sum(r.queued_gpus for r in per))}
             for slug, per in queue_rows(listed, slugs, names, waiting).items()]
+    waiting_list = list(Workload.objects.with_relations()
+                        .filter(state=Workload.State.QUEUED, deleted_at__isnull=True)
+                        .order_by("created_at", "pk")[:WAITING_SHOWN])
+    annotate_queue(waiting_list)
+    context["waiting_list"] = waiting_list
     context["reclaims"] = AuditRecord.objects.filter(action="workload.reclaim") \
         .select_related("tenant").order_by("-at")[:50]
     return render(request, "queueing/queues.html", context)

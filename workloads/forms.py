@@ -21,6 +21,7 @@ from .validation import (
     IMAGE_MAX_LENGTH,
     NAME_MAX_LENGTH,
     NUMBER_BOUNDS,
+    DistributedUnavailable,
     LaunchInvalid,
     field_clean,
     launch_clean,
@@ -29,7 +30,7 @@ from .validation import (
 # the form's fields in page order, with their labels (the error summary links to them)
 FIELD_LABELS = {
     "name": "Name", "template": "Template", "gpu_type": "GPU type", "gpu_count": "GPUs",
-    "cpu": "CPU cores", "memory": "Memory (GiB)", "max_runtime_minutes": "Maximum runtime",
+    "nodes": "Nodes", "cpu": "CPU cores", "memory": "Memory (GiB)", "max_runtime_minutes": "Maximum runtime",
     "use_home": "Home volume", "kind": "Kind", "image": "Image", "command": "Command",
     "args": "Arguments", "env": "Environment", "port": "Port", "retries": "Retries",
     "public": "Public",
@@ -37,9 +38,12 @@ FIELD_LABELS = {
 
 # fields the page always sends (blank numbers are left out so the template defaults apply)
 COMMON_FIELDS = ("name", "template", "gpu_type", "gpu_count")
-OPTIONAL_NUMBERS = ("cpu", "memory", "max_runtime_minutes")
+# blank: one node (a template that runs one pod never shows the field; the rules refuse more)
+OPTIONAL_NUMBERS = ("nodes", "cpu", "memory", "max_runtime_minutes")
 # fields only the custom template shows
 CUSTOM_TEXT_FIELDS = ("kind", "image", "port", "retries")
+# and a distributed one (pytorch-ddp, mpi): its image field is the replaceable templates' one
+DISTRIBUTED_TEXT_FIELDS = ("retries",)
 
 
 def launch_request(post, template: Template | None) -> tuple[dict[str, Any], dict[str, list[str]]]:
@@ -58,8 +62,9 @@ def launch_request(post, template: Template | None) -> tuple[dict[str, Any], dic
             data["image"] = image
     if template is not None and template.allowed_args and not template.custom:
         data["args"] = argv_lines(post.get("args", ""))  # the options it declares, if any
-    if template is not None and template.custom:
-        for field in CUSTOM_TEXT_FIELDS:
+    if template is not None and template.takes_program:
+        # the custom template's program, or the one a group runs on every node
+        for field in CUSTOM_TEXT_FIELDS if template.custom else DISTRIBUTED_TEXT_FIELDS:
             value = post.get(field, "").strip()
             if value:
                 data[field] = value
@@ -100,7 +105,8 @@ class LaunchForm(forms.Form):
     name = forms.CharField(max_length=NAME_MAX_LENGTH, error_messages=BLANK)
     template = forms.ModelChoiceField(Template.objects.all(), to_field_name="slug")
     gpu_type = forms.ModelChoiceField(GpuType.objects.all(), to_field_name="slug")
-    gpu_count = _number("gpu_count", required=True)
+    gpu_count = _number("gpu_count", required=True)  # per node
+    nodes = _number("nodes")
     kind = forms.ChoiceField(choices=Template.Kind.choices, required=False)
     image = forms.CharField(max_length=IMAGE_MAX_LENGTH, required=False)
     port = _number("port")
@@ -146,6 +152,8 @@ class LaunchForm(forms.Form):
         except LaunchInvalid as exc:
             for field, messages in exc.errors.items():
                 self._error(field, messages)
+        except DistributedUnavailable as exc:  # the API's 400 distributed_unavailable
+            self._error("template", [str(exc)])
         return cleaned
 
     def _rule(self, field: str, values: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from django.db.models import QuerySet, Sum
 
 from catalogue.models import GpuType
 from cluster.addresses import address_pools
-from cluster.capacity import gpu_capacity
+from cluster.capacity import GpuTypeCapacity, gpu_capacity
 from identity.scoping import Action
 from kube.client import KubeError
 
@@ -58,6 +58,9 @@ class GpuAvailability:
     allocatable: int | None = None  # None: the cluster was not asked or did not answer
     free: int | None = None
     largest_node: int | None = None
+    # the capacity view's (its nodes_offering / nodes_free check a group of nodes); None
+    # when the cluster was not asked or did not answer
+    capacity: GpuTypeCapacity | None = None
 
     @property
     def known(self) -> bool:
@@ -102,6 +105,7 @@ def gpu_availability(tenant, quota, *, ask_cluster: bool = True
             row.allocatable = cap.allocatable
             row.largest_node = cap.largest_node
             row.free = cap.free
+            row.capacity = cap
         rows.append(row)
     return rows, cluster_error
 

@@ -19,6 +19,7 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -32,6 +33,7 @@ from core.redirects import safe_redirect_target
 from identity.access import project_required, scoped_object, tenant_required
 from identity.scoping import Action
 from kube.client import KubeError
+from kube.engines import engine_refusal
 from kube.kueue import queueing_shown
 from tenants.middleware import ProjectRequest, TenantRequest
 from tenants.models import Quota, Tenant
@@ -49,7 +51,13 @@ from .selectors import (
     workload_may_change,
     workload_may_see_secrets,
 )
-from .services import AdmissionRefused, workload_delete, workload_launch, workload_stop
+from .services import (
+    AdmissionRefused,
+    workload_delete,
+    workload_launch,
+    workload_stop,
+)
+from .templatetags.workload_format import gpus as gpus_text
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +87,14 @@ def gpu_availability(tenant: Tenant, quota: Quota, *, ask_cluster: bool = True
                   "the workload starts when the cluster answers.")
 
 
-def fit_notes(row: GpuAvailability, count: int, tenant: Tenant) -> list[tuple[str, str]]:
-    """What to tell before submitting: (level, message), level error | warning | info."""
+def fit_notes(row: GpuAvailability, count: int, tenant: Tenant, nodes: int = 1
+              ) -> list[tuple[str, str]]:
+    """What to tell before submitting: (level, message), level error | warning | info.
+    `count` GPUs on each of `nodes` nodes (a distributed template's group)."""
     slug = row.gpu_type.slug
     notes: list[tuple[str, str]] = []
     never = False
+    wanted = count * nodes  # what the quota counts
     if row.known and row.largest_node == 0:
         never = True
         notes.append(("error", f"No node of the cluster offers {slug} GPUs; this request can "
@@ -92,32 +103,64 @@ def fit_notes(row: GpuAvailability, count: int, tenant: Tenant) -> list[tuple[st
         never = True
         notes.append(("error", f"No {slug} node has {count} GPUs (the largest has "
                                f"{row.largest_node}); this request can never run."))
-    if row.quota_used + count > row.quota_limit:
+    elif nodes > 1 and row.capacity is not None:
+        offering = row.capacity.nodes_offering(count)
+        if offering < nodes:
+            never = True
+            notes.append(("error", f"Needs {nodes} nodes with {count} {slug} GPUs each; the "
+                                   f"cluster has {offering} such node{pluralize(offering)}, so "
+                                   "this request can never run."))
+    if nodes > 1:
+        notes.insert(0, ("info", _group_summary(row, count, nodes)))
+    if row.quota_used + wanted > row.quota_limit:
         notes.append(("warning", f"Beyond the quota: {tenant.name} uses {row.quota_used} of "
-                                 f"{row.quota_limit} {slug} GPUs; {count} more would exceed it."))
-    elif row.total_used + count > row.total_limit:
+                                 f"{row.quota_limit} {slug} GPUs; {wanted} more would exceed it."))
+    elif row.total_used + wanted > row.total_limit:
         notes.append(("warning", f"Beyond the quota: {tenant.name} uses {row.total_used} of "
-                                 f"{row.total_limit} GPUs in all; {count} more would exceed it."))
-    elif row.free is not None and not never and count > row.free:
+                                 f"{row.total_limit} GPUs in all; {wanted} more would exceed it."))
+    elif nodes > 1 and row.capacity is not None and not never \
+            and row.capacity.nodes_free(count) < nodes:
+        notes.append(("info", f"It waits (queued whole, no rank started) until {nodes} nodes "
+                              f"have {count} {slug} GPUs free, then every rank starts at once."))
+    elif nodes == 1 and row.free is not None and not never and count > row.free:
         notes.append(("info", f"Only {row.free} {slug} GPUs are free right now: it will wait "
                               "(pending) until enough are, then start by itself."))
     return notes
 
 
-def _check_context(rows: list[GpuAvailability], slug: str, count_text: str,
-                   tenant: Tenant) -> dict:
-    row = next((r for r in rows if r.gpu_type.slug == slug), None)
+def _group_summary(row: GpuAvailability, count: int, nodes: int) -> str:
+    """"2 nodes × 4 a100: 8 GPUs of the quota; 2 nodes have 4 free now"."""
+    text = f"{nodes} nodes × {count} {row.gpu_type.slug}: {count * nodes} GPUs of the quota"
+    if row.capacity is None:
+        return text + "; free nodes unknown"
+    free = row.capacity.nodes_free(count)
+    return text + f"; {free} node{pluralize(free)} {'has' if free == 1 else 'have'} " \
+                  f"{count} free now"
+
+
+def _whole_number(text: str | None) -> int | None:
     try:
-        count = int(count_text)
-    except (TypeError, ValueError):
-        count = None
+        return int(text or "")
+    except ValueError:
+        return None
+
+
+def _check_context(rows: list[GpuAvailability], slug: str, count_text: str,
+                   tenant: Tenant, nodes_text: str | None = None) -> dict:
+    """The live check; `nodes_text` only for a distributed template (None: one pod)."""
+    row = next((r for r in rows if r.gpu_type.slug == slug), None)
+    count = _whole_number(count_text)
+    nodes = 1 if nodes_text is None else _whole_number(nodes_text)
     if row is None:
         return {"row": None, "count": count, "notes": [("warning", "Choose a GPU type.")]}
     if count is None or count < 1:
         return {"row": row, "count": count,
                 "notes": [("warning", "Give the number of GPUs as a whole number, 1 or more.")]}
-    notes = fit_notes(row, count, tenant)
-    return {"row": row, "count": count, "notes": notes,
+    if nodes is None or nodes < 1:
+        return {"row": row, "count": count,
+                "notes": [("warning", "Give the number of nodes as a whole number, 1 or more.")]}
+    notes = fit_notes(row, count, tenant, nodes)
+    return {"row": row, "count": count, "nodes": nodes, "notes": notes,
             "never": any(level == "error" for level, _ in notes)}
 
 
@@ -129,12 +172,13 @@ def _template_named(templates: list[Template], slug: str | None) -> Template | N
 
 def _initial_values(request: TenantRequest, templates: list[Template],
                     rows: list[GpuAvailability]) -> dict[str, str]:
-    template = _template_named(templates, request.GET.get("template")) or \
-        (templates[0] if templates else None)
+    available = [t for t in templates if not getattr(t, "unavailable", "")]
+    template = _template_named(available, request.GET.get("template")) or \
+        (available[0] if available else None)
     wanted_type = request.GET.get("gpu_type")
     row = next((r for r in rows if r.gpu_type.slug == wanted_type), None) or \
         next((r for r in rows if r.may_use > 0), None) or (rows[0] if rows else None)
-    values = {"name": "", "gpu_count": "1", "max_runtime_minutes": "", "retries": "",
+    values = {"name": "", "gpu_count": "1", "nodes": "1", "max_runtime_minutes": "", "retries": "",
               "image": "", "command": "", "args": "", "env": "", "port": "",
               "gpu_type": row.gpu_type.slug if row else "",
               "idempotency_key": secrets.token_urlsafe(18)}
@@ -167,6 +211,21 @@ def _error_summary(errors: dict[str, list[str]]) -> list[dict[str, str]]:
             for field in FIELD_LABELS for message in errors.get(field, [])]
 
 
+def _nodes_text(template: Template | None, values) -> str | None:
+    """The nodes the live check counts: a distributed template's field (None: one pod)."""
+    return (values.get("nodes") or "1") if template is not None and template.distributed \
+        else None
+
+
+def _with_availability(templates: list[Template]) -> list[Template]:
+    """Each template with `unavailable`: why a distributed one cannot run on this cluster
+    (no JobSet or MPI operator, or no Kueue), else "". The page disables it, with the reason."""
+    for template in templates:
+        setattr(template, "unavailable",  # noqa: B010 (a page attribute, not the model's)
+                (engine_refusal(template.engine) or "") if template.distributed else "")
+    return templates
+
+
 def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Template],
                    values: dict[str, str], *, errors: dict[str, list[str]] | None = None,
                    refused: str = "", status: int = 200,
@@ -175,16 +234,17 @@ def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Templ
     if rows is None:
         rows, cluster_error = gpu_availability(tenant, tenant.quota)
     errors = errors or {}
+    template = _template_named(templates, values.get("template"))
     return render(request, "workloads/launch.html", {
         "tenant": tenant, "quota": tenant.quota, "templates": templates,
         "may_go_public": tenant_service_access(tenant).allow_public,
         "site_registries": settings.PORTAL_IMAGE_REGISTRIES,
         "root_admitted": tenant_admits_root(tenant),
-        "template": _template_named(templates, values.get("template")),
+        "template": template,
         "gpu_rows": rows, "cluster_error": cluster_error, "values": values,
         "errors": errors, "error_summary": _error_summary(errors), "refused": refused,
         "check": _check_context(rows, values.get("gpu_type", ""), values.get("gpu_count", ""),
-                                tenant),
+                                tenant, _nodes_text(template, values)),
         "queueing": queueing_shown(),
         "addresses": service_addresses(),
     }, status=status)
@@ -195,7 +255,7 @@ def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Templ
 @tenant_required(Action.LAUNCH)
 def launch(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
-    templates = list(Template.objects.filter(enabled=True))
+    templates = _with_availability(list(Template.objects.filter(enabled=True)))
     if request.method == "GET":
         rows, cluster_error = gpu_availability(tenant, tenant.quota)
         return _launch_render(request, tenant, templates,
@@ -233,8 +293,8 @@ def _launch_submit(request: TenantRequest, tenant: Tenant, templates: list[Templ
         return _launch_render(request, tenant, templates, values, refused=str(exc),
                               errors={"form": [str(exc)]}, status=403)
     if created:
-        messages.success(request, f"{workload.name} was submitted: {workload.gpu_count}× "
-                                  f"{workload.gpu_type.slug}, {workload.template.name}.")
+        messages.success(request, f"{workload.name} was submitted: {gpus_text(workload)}, "
+                                  f"{workload.template.name}.")
     else:
         messages.info(request, f"{workload.name} was already submitted by this form.")
     return redirect("workloads:detail", pk=workload.pk)
@@ -256,12 +316,15 @@ def _idempotency_key(post: QueryDict) -> str | None:
 @require_GET
 @tenant_required(Action.LAUNCH)
 def launch_check(request: TenantRequest) -> HttpResponse:
-    """htmx: free GPUs and quota left for the chosen type and count, with warnings."""
+    """htmx: free GPUs and quota left for the chosen type and count (on each of the nodes, for
+    a distributed template), with warnings."""
     tenant = request.tenant
     rows, cluster_error = gpu_availability(tenant, tenant.quota)
+    template = Template.objects.filter(enabled=True, slug=request.GET.get("template")).first()
     return render(request, "workloads/_launch_check.html", {
         "check": _check_context(rows, request.GET.get("gpu_type", ""),
-                                request.GET.get("gpu_count", ""), tenant),
+                                request.GET.get("gpu_count", ""), tenant,
+                                _nodes_text(template, request.GET)),
         "cluster_error": cluster_error, "tenant": tenant,
     })
 
@@ -270,13 +333,14 @@ def launch_check(request: TenantRequest) -> HttpResponse:
 @require_POST
 @tenant_required(Action.LAUNCH)
 def launch_fields(request: TenantRequest) -> HttpResponse:
-    """htmx: the chosen template's fields (CPU and memory defaults, the custom image part)."""
+    """htmx: the chosen template's fields (CPU and memory defaults, the custom image part, a
+    distributed template's program), and out of band the nodes field beside the GPU count."""
     if not request.htmx:
         return redirect("workloads:launch")
     tenant = request.tenant
     templates = list(Template.objects.filter(enabled=True))
     values = _posted_values(request.POST, templates)
-    return render(request, "workloads/_template_fields.html", {
+    return render(request, "workloads/_template_fields_swap.html", {
         "template": _template_named(templates, values.get("template")), "values": values,
         "errors": {}, "quota": tenant.quota, "tenant": tenant,
         "may_go_public": tenant_service_access(tenant).allow_public,
@@ -341,10 +405,37 @@ def _may_open(request: ProjectRequest, workload: Workload, rules: dict[int, str]
                            is_admin=identity.is_admin, who=rules[workload.tenant_id]).allowed
 
 
+def _ranks_shown(workload: Workload) -> list[dict]:
+    """A distributed workload's ranks as the tracker last saw them, in rank order, the MPI
+    launcher last; each with `choice`, the value of the log viewer's ?rank= for it."""
+    workers = sorted((r for r in workload.ranks if r.get("role") != "launcher"),
+                     key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
+    launchers = [r for r in workload.ranks if r.get("role") == "launcher"]
+    return [{**r, "choice": "launcher" if r.get("role") == "launcher" else str(r.get("rank"))}
+            for r in workers + launchers]
+
+
+def _rank_chosen(request: ProjectRequest, ranks: list[dict]) -> str | None:
+    """The rank whose logs the page shows (?rank=N or ?rank=launcher), None: the default
+    (what GET workloads/{id}/logs/ without ?rank= answers)."""
+    wanted = request.GET.get("rank")
+    return wanted if any(r["choice"] == wanted for r in ranks) else None
+
+
+def _logs(workload: Workload, rank: str | None) -> list[str]:
+    if rank is None:
+        return workload_logs(workload, tail=LOG_TAIL)
+    # one rank's pod, as GET workloads/{id}/logs/?rank= reads it (workloads/logs.py)
+    return workload_logs(workload, tail=LOG_TAIL,
+                         rank=rank if rank == "launcher" else int(rank))
+
+
 def _detail_context(request: ProjectRequest, workload: Workload) -> dict:
     logs, logs_error = None, None
+    ranks = _ranks_shown(workload)
+    rank = _rank_chosen(request, ranks)
     try:
-        logs = workload_logs(workload, tail=LOG_TAIL)
+        logs = _logs(workload, rank)
     except KubeError as exc:
         log.warning("cluster unreachable for the logs of workload %s: %s", workload.pk, exc)
         logs_error = f"{CLUSTER_UNREACHABLE}: the logs cannot be read. The state shown is " \
@@ -368,6 +459,9 @@ def _detail_context(request: ProjectRequest, workload: Workload) -> dict:
         "access": workload_access_summary(workload),
         "events": events, "logs": logs, "logs_error": logs_error,
         "polling": workload.is_active, "poll_seconds": POLL_SECONDS, "log_tail": LOG_TAIL,
+        "ranks": ranks, "rank": rank,
+        "ranks_running": sum(1 for r in ranks if r.get("state") == "running"
+                             and r.get("role") != "launcher"),
     }
 
 
