@@ -5,7 +5,8 @@ plus GPU_PORTAL_URL. Output is a table by default, JSON with `-o json`.
 
 Exit codes (stable, for scripts):
   0  success
-  1  the API refused the request (validation, permission, conflict, throttled, server error)
+  1  the API refused the request (validation, permission, conflict, throttled, server error;
+     distributed_unavailable: the cluster cannot run a group of nodes)
   2  usage error: bad arguments or missing configuration
   3  authentication failed (Keystone refused the credentials, or the portal the token)
   4  refused at admission: over the quota (quota_exceeded), or no address free for a
@@ -123,12 +124,18 @@ def _state(workload: dict) -> str:
     return workload.get("state", "")
 
 
+def gpus_text(workload: dict) -> str:
+    """"1x a100", or for a distributed workload "2 nodes x 4x a100 (8)": GPUs per node × nodes."""
+    each = f"{workload['gpu_count']}x {workload['gpu_type']}"
+    nodes = workload.get("nodes") or 1
+    return each if nodes == 1 else f"{nodes} nodes x {each} ({nodes * workload['gpu_count']})"
+
+
 WORKLOAD_COLUMNS = [("id", "id"), ("name", "name"), ("state", _state),
-                    ("template", "template"),
-                    ("gpus", lambda w: f"{w['gpu_count']}x {w['gpu_type']}"),
+                    ("template", "template"), ("gpus", gpus_text),
                     ("owner", "owner"), ("age", _age), ("url", "url")]
 WORKLOAD_FIELDS = ["id", "name", "tenant", "owner", "template", "kind", "gpu_type", "gpu_count",
-                   "image", "command", "args", "port", "cpu", "memory", "max_runtime_minutes",
+                   "nodes", "gpus", "image", "command", "args", "port", "cpu", "memory", "max_runtime_minutes",
                    "state", "reason", "url", "address", "node", "exit_code", "created_at",
                    "started_at", "finished_at", "expires_at", "queue_position", "queue_length",
                    "eta", "eta_basis"]
@@ -184,7 +191,14 @@ def launch_body(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {"name": args.name or f"{args.template}-{args.gpu_type}",
                             "template": args.template, "gpu_type": args.gpu_type,
                             "gpu_count": args.gpus}
-    if args.command is not None:
+    if args.nodes is not None:
+        body["nodes"] = args.nodes
+    if args.command is not None and args.program:
+        raise argparse.ArgumentTypeError("give the program either after -- or as --command, "
+                                         "not both")
+    if args.program:  # after --: each word one argv item, as typed (no shell)
+        body["command"] = list(args.program)
+    elif args.command is not None:
         body["command"] = shlex.split(args.command)
     optional = {"kind": args.kind, "image": args.image, "args": args.arg or None,
                 "env": _env_pairs(args.env) if args.env else None, "port": args.port,
@@ -227,7 +241,7 @@ def cmd_launch(api: PortalClient, args: argparse.Namespace) -> int:
         until = {"succeeded"} if args.wait_done else {"running", "succeeded"}
         workload = wait_for(api, workload["id"], until=until, timeout=args.timeout,
                             interval=args.interval, err=args.err)
-    emit(args, workload, lambda out: print_record(workload, WORKLOAD_FIELDS, out))
+    emit(args, workload, lambda out: print_workload(workload, out))
     return EXIT_OK
 
 
@@ -242,13 +256,37 @@ def cmd_list(api: PortalClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def shown_ranks(ranks: list[dict]) -> list[dict]:
+    """A distributed workload's ranks in rank order, the MPI launcher last."""
+    workers = sorted((r for r in ranks if r.get("role") != "launcher"),
+                     key=lambda r: r.get("rank") or 0)
+    return workers + [r for r in ranks if r.get("role") == "launcher"]
+
+
+RANK_COLUMNS = [("rank", lambda r: "launcher" if r.get("role") == "launcher" else r.get("rank")),
+                ("pod", "pod"), ("node", lambda r: r.get("node") or None),
+                ("state", "state"), ("reason", lambda r: r.get("reason") or None),
+                ("exit code", "exit_code")]
+
+
+def print_workload(workload: dict, out: TextIO) -> None:
+    """The record, then (a distributed workload) its ranks as a table."""
+    print_record({**workload, "gpus": gpus_text(workload)}, WORKLOAD_FIELDS, out)
+    ranks = workload.get("ranks") or []
+    if ranks:
+        running = sum(1 for r in ranks if r.get("state") == "running"
+                      and r.get("role") != "launcher")
+        out.write(f"\nranks: {running} of {workload.get('nodes')} running\n")
+        print_table(shown_ranks(ranks), RANK_COLUMNS, out)
+
+
 def cmd_show(api: PortalClient, args: argparse.Namespace) -> int:
     workload = api.get(f"workloads/{args.id}/")
     events = api.get(f"workloads/{args.id}/events/") if args.events else None
     data = {**workload, "events": events} if events is not None else workload
 
     def table(out: TextIO) -> None:
-        print_record(workload, WORKLOAD_FIELDS, out)
+        print_workload(workload, out)
         if events is not None:
             out.write("\n")
             print_table(events, [("at", "at"), ("type", "type"), ("reason", "reason"),
@@ -270,7 +308,11 @@ def _new_lines(previous: list[str], current: list[str]) -> list[str]:
 
 
 def cmd_logs(api: PortalClient, args: argparse.Namespace) -> int:
-    lines = api.get(f"workloads/{args.id}/logs/", tail=args.tail)["lines"]
+    def read() -> list[str]:
+        # a distributed workload's rank (or the MPI launcher); the API's default without it
+        return api.get(f"workloads/{args.id}/logs/", tail=args.tail, rank=args.rank)["lines"]
+
+    lines = read()
     if args.output == "json" and not args.follow:
         emit(args, {"lines": lines}, lambda out: None)
         return EXIT_OK
@@ -281,7 +323,7 @@ def cmd_logs(api: PortalClient, args: argparse.Namespace) -> int:
     while args.follow:
         state = api.get(f"workloads/{args.id}/")["state"]
         time.sleep(args.interval)
-        current = api.get(f"workloads/{args.id}/logs/", tail=args.tail)["lines"]
+        current = read()
         for line in _new_lines(lines, current):
             args.out.write(line + "\n")
         args.out.flush()
@@ -320,6 +362,12 @@ def cmd_delete(api: PortalClient, args: argparse.Namespace) -> int:
     emit(args, {"id": args.id, "deleted": True},
          lambda out: out.write(f"workload {args.id} deleted\n"))
     return EXIT_OK
+
+
+def rank_value(text: str) -> str:
+    if text == "launcher" or text.isdigit():
+        return text
+    raise argparse.ArgumentTypeError(f"--rank {text!r}: a rank number (0, 1, …) or launcher")
 
 
 def _tenant(api: PortalClient, wanted: str | None) -> dict:
@@ -436,11 +484,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--template", required=True, help="jupyter, digits, tensorboard, custom …")
     p.add_argument("--gpu-type", required=True, help="a GPU type slug (see gpu-types)")
     p.add_argument("--gpus", "--gpu-count", dest="gpus", type=int, default=1,
-                   help="number of GPUs (default 1)")
+                   help="number of GPUs (default 1); per node with --nodes")
+    p.add_argument("--nodes", type=int, metavar="N",
+                   help="how many nodes a distributed template (pytorch-ddp, mpi) spans, "
+                        "--gpus on each (default 1); every node starts at once or none does")
     p.add_argument("--name", help="display name (default: TEMPLATE-GPU_TYPE)")
     p.add_argument("--kind", choices=["service", "batch"], help="default: the template's")
     p.add_argument("--image", help="container image (custom template)")
-    p.add_argument("--command", help="the command, split like a shell would (never run by one)")
+    p.add_argument("--command", help="the command, split like a shell would (never run by one); "
+                                     "or give it after --, as in -- python train.py")
     p.add_argument("--arg", action="append", metavar="ARG",
                    help="an argument (repeatable); write --arg=--logdir=/x for one that starts "
                         "with a dash. The custom template takes any; another template only the "
@@ -453,6 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-runtime", type=int, metavar="MINUTES", help="stop after this long")
     p.add_argument("--retries", type=int, help="batch: retries of a failed run")
     p.add_argument("--use-home", action="store_true", help="mount the project's home volume")
+    p.add_argument("program", nargs="*", metavar="-- PROGRAM",
+                   help="the program and its arguments after --, each word one item (custom "
+                        "and distributed templates; a distributed one runs it on every node)")
     p.add_argument("--idempotency-key", metavar="KEY",
                    help="the same key again returns the same workload, launches nothing new")
     p.add_argument("--wait", action="store_true",
@@ -486,6 +541,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("logs", cmd_logs, "the last log lines of a workload")
     p.add_argument("id", type=int)
     p.add_argument("--tail", type=int, default=100, help="lines (default 100, at most 10000)")
+    p.add_argument("--rank", type=rank_value, metavar="N|launcher",
+                   help="a distributed workload's rank (0, 1, …) or the MPI launcher "
+                        "(default: what the portal shows first)")
     p.add_argument("-f", "--follow", action="store_true",
                    help="keep printing new lines until the workload ends (polls)")
     waiting(p, default_timeout=0)
@@ -542,6 +600,11 @@ def main(argv: Sequence[str] | None = None, *, env: dict[str, str] | None = None
         err.write(f"gpuctl: {exc}\n")
         return EXIT_WAIT
     except ApiError as exc:
+        if exc.code == "distributed_unavailable":  # the cluster has no engine for a group
+            err.write(f"gpuctl: cannot launch on several nodes here: {exc.detail}\n"
+                      "gpuctl: (400 distributed_unavailable) launch a one-pod template, or ask "
+                      "an admin to install the engine\n")
+            return EXIT_API
         err.write(f"gpuctl: {exc}\n")
         if exc.code in ("quota_exceeded", "no_address_free"):  # refused at admission
             return EXIT_QUOTA
