@@ -50,7 +50,8 @@ def test_a_new_tenant_gets_the_full_set_of_objects(tenant, cluster):
     assert limits.spec.limits[0].default == {"cpu": "1", "memory": "4Gi"}
     policies = k8s.NetworkingV1Api(api).list_namespaced_network_policy(ns)
     assert sorted(p.metadata.name for p in policies.items) == [
-        "gpu-portal-egress", "gpu-portal-exposed-services", "gpu-portal-same-namespace"]
+        "gpu-portal-egress", "gpu-portal-exposed-services", "gpu-portal-isolated-groups",
+        "gpu-portal-same-namespace"]
     sa = k8s.CoreV1Api(api).read_namespaced_service_account("workload", ns)
     assert sa.automount_service_account_token is False
     bindings = k8s.RbacAuthorizationV1Api(api).list_namespaced_role_binding(ns)
@@ -128,7 +129,8 @@ def test_a_namespace_provisioned_before_the_proxies_gets_the_new_isolation(tenan
                    if o["metadata"]["name"] == "gpu-portal-same-namespace")
     assert live["spec"] == desired["spec"]
     assert live["spec"]["podSelector"] == {"matchExpressions": [
-        {"key": "gpu-portal.io/exposed", "operator": "NotIn", "values": ["true"]}]}
+        {"key": "gpu-portal.io/exposed", "operator": "NotIn", "values": ["true"]},
+        {"key": "gpu-portal.io/isolated", "operator": "NotIn", "values": ["true"]}]}
     assert not tenant_reconcile(tenant_id=tenant.pk).changed
 
 
