@@ -31,7 +31,7 @@ def core(cluster):
 
 def test_a_new_tenant_gets_the_full_set_of_objects(tenant, cluster):
     result = tenant_reconcile(tenant_id=tenant.pk)
-    assert len(result.created) == 11 and not result.repaired
+    assert len(result.created) == 12 and not result.repaired
     tenant.refresh_from_db()
     assert tenant.state == Tenant.State.PROVISIONED
     api = cluster.api_client()
@@ -60,7 +60,7 @@ def test_a_new_tenant_gets_the_full_set_of_objects(tenant, cluster):
     assert by_name["gpu-portal-project-members"] == ("gpu-portal-tenant-reader",
                                                      tenant.keystone_project_id)
     record = AuditRecord.objects.get(tenant=tenant, action="namespace.reconcile")
-    assert len(record.after["created"]) == 11 and record.actor_name == "system"
+    assert len(record.after["created"]) == 12 and record.actor_name == "system"
 
 
 def test_the_second_reconcile_writes_nothing(tenant, cluster):
@@ -70,7 +70,7 @@ def test_the_second_reconcile_writes_nothing(tenant, cluster):
     kube = Kube()
     result = tenant_reconcile(tenant_id=tenant.pk, kube=kube)
     assert kube.writes == 0
-    assert len(result.unchanged) == 11 and not result.changed
+    assert len(result.unchanged) == 12 and not result.changed
     after = {o.metadata.name: o.metadata.resource_version for o in
              k8s.CoreV1Api(cluster.api_client()).list_namespaced_resource_quota(tenant.namespace).items}
     assert before == after
