@@ -130,7 +130,7 @@ def watch_cluster(kubeconfig: str, path: str) -> None:
     """The watcher process of ClusterClock: one thread per kind, one line per step seen."""
     import threading
 
-    from kubernetes import client, config, watch
+    from kubernetes import client, config
 
     api = config.new_client_from_config(config_file=kubeconfig)
     out = open(path, "a")  # noqa: SIM115 - open for the process's life
@@ -175,6 +175,17 @@ def watch_cluster(kubeconfig: str, path: str) -> None:
         "workloads": lambda **kw: custom.list_cluster_custom_object(
             "kueue.x-k8s.io", "v1beta2", "workloads", **kw)}
 
+    follow_all(listers, lambda kind, obj, now, deleted: None if deleted else see(kind, obj, now))
+
+
+def follow_all(listers: dict, see) -> None:
+    """List + watch every kind of `listers` (name → list function of the client), one thread
+    each, for ever: `see(kind, obj, monotonic time, deleted)` for every object listed and every
+    change; a 410 or a dropped connection lists again. The benchmarks' watcher processes."""
+    import threading
+
+    from kubernetes import watch
+
     def follow(kind: str) -> None:
         lister = listers[kind]
         while True:
@@ -182,7 +193,7 @@ def watch_cluster(kubeconfig: str, path: str) -> None:
                 body = json.loads(lister(_preload_content=False).data)
                 now = time.monotonic()
                 for obj in body["items"]:
-                    see(kind, obj, now)
+                    see(kind, obj, now, False)
                 version = body["metadata"]["resourceVersion"]
                 while True:
                     for event in watch.Watch().stream(
@@ -192,8 +203,8 @@ def watch_cluster(kubeconfig: str, path: str) -> None:
                         if event["type"] == "ERROR":
                             raise RuntimeError(obj)
                         version = obj["metadata"]["resourceVersion"]
-                        if event["type"] in ("ADDED", "MODIFIED"):
-                            see(kind, obj, time.monotonic())
+                        if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                            see(kind, obj, time.monotonic(), event["type"] == "DELETED")
             except Exception:  # a 410 or a dropped connection: list again
                 time.sleep(0.2)
 

@@ -38,6 +38,9 @@ class GpuTypeCapacity:
     matching_nodes: int = 0
     installed: int = 0
     unhealthy: int = 0
+    # per schedulable node offering the type: (GPUs it offers, GPUs free on it), largest first;
+    # what a distributed launch of N nodes × G GPUs is checked against
+    node_gpus: tuple[tuple[int, int], ...] = ()
 
     @property
     def held(self) -> int:
@@ -46,6 +49,15 @@ class GpuTypeCapacity:
     @property
     def free(self) -> int:
         return max(self.allocatable - self.held, 0)
+
+    def nodes_offering(self, gpus: int) -> int:
+        """How many nodes offer at least `gpus` of the type (free or not)."""
+        return sum(1 for offered, _ in self.node_gpus if offered >= gpus)
+
+    def nodes_free(self, gpus: int) -> int:
+        """How many nodes have at least `gpus` of the type free now (admitted workloads
+        without pods are not placed on a node, so this may count a node they will take)."""
+        return sum(1 for _, free in self.node_gpus if free >= gpus)
 
 
 def node_matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
@@ -79,6 +91,7 @@ def capacity_by_type(gpu_types: Iterable[Any], nodes: Iterable[Obj],
             if name in resources:
                 held[(pod.node_name, name)] += count
     fields: dict[str, dict[str, int]] = {t.slug: defaultdict(int) for t in gpu_types}
+    per_node: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for node in nodes:
         meta = node.get("metadata") or {}
         name, labels = meta.get("name") or "", meta.get("labels") or {}
@@ -107,7 +120,10 @@ def capacity_by_type(gpu_types: Iterable[Any], nodes: Iterable[Obj],
             entry["largest_node"] = max(entry["largest_node"], allocatable)
             entry["largest_free_block"] = max(entry["largest_free_block"],
                                               max(allocatable - used, 0))
-    return ({slug: GpuTypeCapacity(slug=slug, **values) for slug, values in fields.items()},
+            per_node[gpu_type.slug].append((allocatable, max(allocatable - used, 0)))
+    return ({slug: GpuTypeCapacity(slug=slug, **values,
+                                   node_gpus=tuple(sorted(per_node[slug], reverse=True)))
+             for slug, values in fields.items()},
             frozenset(bound))
 
 

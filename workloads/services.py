@@ -100,7 +100,8 @@ def _queue_admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]
     """With queueing on Kueue: refuse only what can never be admitted — more GPUs than the
     tenant's queue can ever hold (its quota plus its borrowing limit) — or more workloads at
     once, queued ones included, than the quota allows. Everything else waits its turn."""
-    gpu_type, wanted = request["gpu_type"], request["gpu_count"]
+    gpu_type = request["gpu_type"]
+    wanted = request["gpu_count"] * request.get("nodes", 1)
     reach = gpu_reach(quota, gpu_type.slug)
     if reach is not None and wanted > reach:
         nominal = quota.gpus_by_type().get(gpu_type.slug, 0)
@@ -122,7 +123,8 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
         _queue_admission_check(tenant, quota, request)
         return
     gpu_type = request["gpu_type"]
-    wanted = request["gpu_count"]
+    nodes = request.get("nodes", 1)
+    wanted = request["gpu_count"] * nodes  # every node's
     # one query for every total: it runs while the tenant row is locked
     totals = Workload.objects.filter(
         tenant=tenant, state__in=Workload.ACTIVE_STATES, deleted_at__isnull=True,
@@ -141,13 +143,20 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
         raise AdmissionRefused(f"{tenant.name} runs {totals['count']} of {quota.max_workloads} "
                                "workloads allowed at once.")
     used_cpu = totals["cpu"] or 0
-    if used_cpu + request["cpu"] > quota.cpu:
+    used_cpu, cpu = totals["cpu"] or 0, request["cpu"] * nodes
+    if used_cpu + cpu > quota.cpu:
         raise AdmissionRefused(f"{tenant.name} uses {used_cpu} of {quota.cpu} CPU cores; "
-                               f"{request['cpu']} more would exceed the quota.")
-    used_memory = totals["memory"] or 0
-    if used_memory + request["memory"] > quota.memory_gb:
+                               f"{cpu} more would exceed the quota.")
+    used_memory, memory = totals["memory"] or 0, request["memory"] * nodes
+    if used_memory + memory > quota.memory_gb:
         raise AdmissionRefused(f"{tenant.name} uses {used_memory} of {quota.memory_gb} GiB of "
-                               f"memory; {request['memory']} GiB more would exceed the quota.")
+                               f"memory; {memory} GiB more would exceed the quota.")
+
+
+def _gpus_text(workload: Workload) -> str:
+    """"2× a100", or for a group "2 nodes × 4× a100"."""
+    gpus = f"{workload.gpu_count}× {workload.gpu_type.slug}"
+    return f"{workload.nodes} nodes × {gpus}" if workload.nodes > 1 else gpus
 
 
 def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
@@ -187,7 +196,8 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
             workload = Workload.objects.create(
                 tenant=tenant, owner=user, name=request["name"], template=template,
                 kind=request["kind"], gpu_type=request["gpu_type"],
-                gpu_count=request["gpu_count"], image=request["image"],
+                gpu_count=request["gpu_count"], nodes=request.get("nodes", 1),
+                image=request["image"],
                 command=request.get("command") or [], args=request.get("args") or [],
                 env=request.get("env") or {}, port=request.get("port"), cpu=request["cpu"],
                 memory_gb=request["memory"],
@@ -206,13 +216,14 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 workload_access_create(workload=workload, actor=user,
                                        public=bool(request.get("public")))
             workload_event(workload=workload, reason="Submitted",
-                           message=f"{user.username} launched {workload.gpu_count}× "
-                                   f"{workload.gpu_type.slug} ({template.slug})")
+                           message=f"{user.username} launched {_gpus_text(workload)} "
+                                   f"({template.slug})")
             audit_record(actor=user, action="workload.launch", tenant=tenant,
                          target=workload.object_name,
                          after={"id": workload.pk, "template": template.slug,
                                 "gpu_type": workload.gpu_type.slug,
-                                "gpu_count": workload.gpu_count, "image": workload.image})
+                                "gpu_count": workload.gpu_count, "nodes": workload.nodes,
+                                "image": workload.image})
             send_on_commit(workload_create_task, workload.pk)
     except AdmissionRefused:
         metrics.admission_refused(gpu_type=request["gpu_type"].slug)

@@ -25,6 +25,7 @@ from catalogue.models import GpuType, Template
 from catalogue.options import launch_args_problems
 from cluster.capacity import gpu_capacity
 from kube.client import KubeError
+from kube.engines import engine_refusal
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
 from .naming import display_name_clean
@@ -33,7 +34,8 @@ from .naming import display_name_clean
 NAME_MAX_LENGTH = 200
 IMAGE_MAX_LENGTH = 512
 NUMBER_BOUNDS = {  # field → (least, most)
-    "gpu_count": (1, 64),
+    "gpu_count": (1, 64),  # per node
+    "nodes": (1, 64),
     "port": (1, 65535),
     "cpu": (1, 256),
     "memory": (1, 4096),  # GiB
@@ -44,6 +46,13 @@ NUMBER_BOUNDS = {  # field → (least, most)
 # its NUL): execve takes at most 2 MiB and etcd an object of 1.5 MiB, so a launch past this
 # would be admitted and then fail in the cluster
 MAX_LAUNCH_BYTES = 256 * 1024
+
+
+class DistributedUnavailable(Exception):
+    """A distributed launch on a cluster that cannot run it (no JobSet or MPI operator, or no
+    Kueue to admit a group whole): the message says what is missing (kube/engines.py)."""
+
+    code = "distributed_unavailable"
 
 
 class LaunchInvalid(ValueError):
@@ -117,6 +126,10 @@ def launch_clean(*, request: dict[str, Any], tenant=None, quota=None,
     if errors:
         raise LaunchInvalid(errors)
     template: Template = data["template"]
+    if template.distributed and check_capacity:
+        refusal = engine_refusal(template.engine)
+        if refusal:
+            raise DistributedUnavailable(refusal)
     kind = data.get("kind") or template.kind
     if not template.custom and kind != template.kind:
         errors["kind"] = [f"The {template.name} template runs as a {template.kind}."]
@@ -144,6 +157,7 @@ def launch_clean(*, request: dict[str, Any], tenant=None, quota=None,
             if refusal:
                 errors["image"] = [refusal]
     data["image"] = image
+    _nodes(data, errors, template)
     # fields that belong to one kind only
     port = data.get("port")
     if kind == Template.Kind.BATCH:
@@ -185,6 +199,19 @@ def launch_clean(*, request: dict[str, Any], tenant=None, quota=None,
     if errors:
         raise LaunchInvalid(errors)
     return data
+
+
+def _nodes(data: dict[str, Any], errors: dict[str, list[str]], template: Template) -> None:
+    """How many nodes: one, unless the template runs a group (a JobSet or an MPIJob), which
+    runs the researcher's program on each."""
+    nodes = data.get("nodes") or 1
+    data["nodes"] = nodes
+    if nodes > 1 and not template.distributed:
+        errors["nodes"] = [f"The {template.name} template runs on one node; launch "
+                           "pytorch-ddp or mpi to span several."]
+    if template.distributed and not data.get("command"):
+        errors["command"] = [f"Give the program {template.name} runs on every node, for "
+                             "example python train.py."]
 
 
 def _image_refusal(template: Template, image: str, tenant, *, replaced: bool) -> str | None:
@@ -233,3 +260,11 @@ def _never_fits(data: dict[str, Any], errors: dict[str, list[str]]) -> None:
         errors["gpu_count"] = [
             f"No {gpu_type.slug} node has {data['gpu_count']} GPUs "
             f"(the largest has {capacity.largest_node}); this request can never run."]
+    elif data.get("nodes", 1) > 1:
+        nodes, each = data["nodes"], data["gpu_count"]
+        offering = capacity.nodes_offering(each)
+        if offering < nodes:
+            such = "such node" if offering == 1 else "such nodes"
+            errors["nodes"] = [
+                f"Needs {nodes} nodes with {each} {gpu_type.slug} GPUs each; the cluster has "
+                f"{offering} {such}, so this request can never run."]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers
+from rest_framework import exceptions, serializers, status
 
 from access.api.serializers import WorkloadAccessSerializer
 from access.services import workload_access_summary
@@ -26,6 +26,7 @@ from ..validation import (
     IMAGE_MAX_LENGTH,
     NAME_MAX_LENGTH,
     NUMBER_BOUNDS,
+    DistributedUnavailable,
     LaunchInvalid,
     field_clean,
     launch_clean,
@@ -52,11 +53,21 @@ class ArgvField(serializers.ListField):
         return values
 
 
+class DistributedUnavailableError(exceptions.APIException):
+    """400: a distributed launch on a cluster without its engine (or without Kueue)."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = DistributedUnavailable.code
+
+
 class LaunchSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=NAME_MAX_LENGTH)
     template = serializers.SlugRelatedField(slug_field="slug", queryset=Template.objects.all())
     gpu_type = serializers.SlugRelatedField(slug_field="slug", queryset=GpuType.objects.all())
-    gpu_count = serializers.IntegerField(**_bounds("gpu_count"))
+    gpu_count = serializers.IntegerField(**_bounds("gpu_count"), help_text="GPUs per node")
+    nodes = serializers.IntegerField(**_bounds("nodes"), required=False, default=1,
+                                     help_text="how many nodes (distributed templates: "
+                                               "pytorch-ddp, mpi); gpu_count GPUs on each")
     kind = serializers.ChoiceField(choices=Template.Kind.choices, required=False)
     image = serializers.CharField(max_length=IMAGE_MAX_LENGTH, required=False, allow_blank=True)
     command = ArgvField()
@@ -109,6 +120,8 @@ class LaunchSerializer(serializers.Serializer):
                                 check_capacity=self.check_capacity)
         except LaunchInvalid as exc:
             raise serializers.ValidationError(exc.errors) from exc
+        except DistributedUnavailable as exc:
+            raise DistributedUnavailableError(str(exc)) from exc
 
 
 class WorkloadListSerializer(serializers.ListSerializer):
@@ -122,6 +135,18 @@ class WorkloadListSerializer(serializers.ListSerializer):
         return super().to_representation(items)
 
 
+class RankSerializer(serializers.Serializer):
+    """One pod of a distributed workload, as the tracker last saw it."""
+
+    rank = serializers.IntegerField(allow_null=True, help_text="null: the MPI launcher")
+    role = serializers.ChoiceField(choices=["worker", "launcher"])
+    pod = serializers.CharField()
+    node = serializers.CharField(allow_blank=True)
+    state = serializers.CharField()
+    reason = serializers.CharField(allow_blank=True)
+    exit_code = serializers.IntegerField(allow_null=True)
+
+
 class WorkloadSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.name")
     tenant_id = serializers.IntegerField()
@@ -129,6 +154,9 @@ class WorkloadSerializer(serializers.ModelSerializer):
     template = serializers.CharField(source="template.slug")
     gpu_type = serializers.CharField(source="gpu_type.slug")
     memory = serializers.IntegerField(source="memory_gb")
+    ranks = RankSerializer(many=True, read_only=True,
+                           help_text="a distributed workload's pods, one per rank (and the MPI "
+                                     "launcher); empty for one pod")
     url = serializers.SerializerMethodField()
     access = serializers.SerializerMethodField()
     queue_position = serializers.SerializerMethodField(
@@ -144,7 +172,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
     class Meta:
         model = Workload
         fields = ["id", "name", "tenant", "tenant_id", "owner", "template", "kind", "gpu_type",
-                  "gpu_count", "image", "command", "args", "port", "cpu", "memory",
+                  "gpu_count", "nodes", "ranks", "image", "command", "args", "port", "cpu",
+                  "memory",
                   "max_runtime_minutes", "state", "reason", "url", "address", "node",
                   "exit_code", "object_name", "created_at", "started_at", "finished_at",
                   "expires_at", "access", "queue_position", "queue_length", "eta",
