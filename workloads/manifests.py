@@ -17,6 +17,10 @@ port is named "app" and is reached only by the proxy, over the pod's loopback. T
 credentials are `secret_data` (keys of the same Secret that are no environment variable of the
 application), and its files (configuration, error page) are keys of that Secret too, derived
 from the spec.
+
+A distributed batch workload (issue 25, `engine`) is one object its engine expands into pods:
+a JobSet of one indexed pod per node under torchrun (make_jobset), or an MPIJob of a launcher
+running mpirun and one worker per node (make_mpijob) behind a NetworkPolicy of its own.
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ TORCHRUN_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NODE_RANK", "NPROC_
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # the Job controller's annotation
 # the MPI operator's Open MPI image (docker.io/mpioperator/openmpi, build/base of the operator):
 # user mpiuser (uid 1000), an SSH server for that user on port 2222 with this configuration;
-# the operator mounts the group's SSH keys at SSH_PATH
+# the operator mounts the group's SSH keys at MPI_SSH_PATH
 MPI_HOME = "/home/mpiuser"
 MPI_SSH_PATH = f"{MPI_HOME}/.ssh"
 MPI_SSHD = ("/usr/sbin/sshd", "-De", "-f", f"{MPI_HOME}/.sshd_config")
@@ -206,8 +210,8 @@ class WorkloadSpec:
         taken = set(TORCHRUN_ENV if self.engine == JOBSET else ()) & {
             key for key, _ in (*self.env, *self.secret_env)}
         if taken:
-            raise ValueError(f"{', '.join(sorted(taken))} is set by the portal in every pod "
-                             "of the group")
+            raise ValueError(f"{', '.join(sorted(taken))} {'is' if len(taken) == 1 else 'are'} "
+                             "set by the portal in every pod of the group")
 
     def _check_proxy(self, proxy: ProxySpec, secret_names: set[str],
                      data_keys: set[str]) -> None:
