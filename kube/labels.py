@@ -24,6 +24,10 @@ LABEL_PROJECT_ID = "gpu-portal.io/project-id"
 LABEL_PROJECT_NAME = "gpu-portal.io/project-name"
 ANNOTATION_PROJECT_NAME = "gpu-portal.io/project-display-name"
 LABEL_EXPOSED = "gpu-portal.io/exposed"
+# on the pods of a group reached only by its own pods (an MPIJob's launcher and workers: the
+# workers' SSH servers): the tenant's namespace-wide NetworkPolicy leaves them out, its
+# isolated-groups policy admits nothing to them, and the group's own policy admits its pods
+LABEL_ISOLATED = "gpu-portal.io/isolated"
 # on a tenant's namespace: "true" while the portal queues on Kueue (deploy/base/tenant-admission.yaml)
 LABEL_QUEUED = "gpu-portal.io/queued"
 LABEL_WORKLOAD_ID = "gpu-portal.io/workload-id"
@@ -41,6 +45,9 @@ KUEUE_API_VERSION = f"{KUEUE_GROUP}/v1beta2"
 QUEUE_LABEL = f"{KUEUE_GROUP}/queue-name"
 PRIORITY_LABEL = f"{KUEUE_GROUP}/priority-class"
 ADMISSION_GATE = f"{KUEUE_GROUP}/admission"  # the scheduling gate on pods Kueue has not admitted
+
+# what the MPI operator (kubeflow.org MPIJob) labels its pods with: "launcher" or "worker"
+MPI_ROLE_LABEL = "training.kubeflow.org/job-role"
 
 
 def label_value(text: str) -> str:
@@ -93,20 +100,29 @@ def is_valid_namespace(name: str) -> bool:
 # controllers add to pod names)
 MAX_OBJECT_NAME = 52
 PREFIX = "wl"
+# A JobSet's pods are `<jobset>-<replicated job>-<job index>-<pod index>-<5 chars>`, and JobSet's
+# webhook refuses a JobSet whose longest such name is over 63 characters: with the replicated
+# job "r" (workloads/manifests.py), job index 0 and pod indexes up to 9999, the JobSet's name
+# has 63 - len("-r-0-") - 4 - len("-abcde") = 48 characters. An MPIJob's workers are
+# `<name>-worker-<index>`, 52 + 8 + 3: up to 1000 workers under the common limit.
+JOBSET_REPLICATED_JOB = "r"
+MAX_GROUP_OBJECT_NAME = MAX_LABEL - len(f"-{JOBSET_REPLICATED_JOB}-0-") - 4 - len("-abcde")
 
 
-def workload_object_name(workload_id: int, display_name: str) -> str:
+def workload_object_name(workload_id: int, display_name: str, *,
+                         max_length: int = MAX_OBJECT_NAME) -> str:
     """`wl-42-my-notebook`: the base name of every Kubernetes object of workload 42.
 
     Deterministic (a retried launch finds what an earlier try created) and always valid, whatever
-    the display name holds: one with nothing ASCII left after folding gives `wl-42`.
+    the display name holds: one with nothing ASCII left after folding gives `wl-42`. A
+    distributed workload's name is shorter: `max_length=MAX_GROUP_OBJECT_NAME`.
     """
     if isinstance(workload_id, bool) or not isinstance(workload_id, int) or workload_id < 0:
         raise ValueError(f"a workload id is a non-negative integer, not {workload_id!r}")
     head = f"{PREFIX}-{workload_id}"
-    if len(head) > MAX_OBJECT_NAME:
+    if len(head) > max_length:
         raise ValueError(f"workload id {workload_id} is too large for a Kubernetes name")
-    room = MAX_OBJECT_NAME - len(head) - 1
+    room = max_length - len(head) - 1
     tail = slug(display_name)[:room].strip("-") if room > 0 else ""
     return f"{head}-{tail}" if tail else head
 

@@ -13,6 +13,7 @@ from typing import Any
 from kube.labels import (
     ANNOTATION_PROJECT_NAME,
     LABEL_EXPOSED,
+    LABEL_ISOLATED,
     LABEL_PROJECT_ID,
     LABEL_PROJECT_NAME,
     LABEL_QUEUED,
@@ -33,6 +34,7 @@ METADATA_ADDRESS = "169.254.169.254/32"
 PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
                   "169.254.0.0/16", "127.0.0.0/8", "fc00::/7", "fe80::/10")
 EGRESS_POLICY = "gpu-portal-egress"
+ISOLATED_POLICY = "gpu-portal-isolated-groups"
 # Pod Security admission levels, from the most permissive to the least
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -272,7 +274,11 @@ def make_network_policies(spec: NamespaceSpec) -> list[dict[str, Any]]:
 
     Policies add up: a pod selected by two policies admits what either admits. So the
     namespace-wide policy must leave the exposed pods out, or it would open every port of
-    theirs to the namespace around the proxy."""
+    theirs to the namespace around the proxy; and the isolated ones (the pods of an MPIJob,
+    whose workers run SSH servers), which nothing here admits: only their group's own policy
+    does (workloads/manifests.py make_group_network_policy). A pod selected by no policy would
+    admit everyone, so one selects them and admits nothing: an isolated pod whose group's
+    policy is missing is closed, not open."""
 
     def policy(name: str, body: dict[str, Any]) -> dict[str, Any]:
         return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
@@ -282,7 +288,8 @@ def make_network_policies(spec: NamespaceSpec) -> list[dict[str, Any]]:
         policy("gpu-portal-same-namespace", {
             # NotIn also matches pods without the label: every pod but the exposed ones
             "podSelector": {"matchExpressions": [
-                {"key": LABEL_EXPOSED, "operator": "NotIn", "values": ["true"]}]},
+                {"key": LABEL_EXPOSED, "operator": "NotIn", "values": ["true"]},
+                {"key": LABEL_ISOLATED, "operator": "NotIn", "values": ["true"]}]},
             "policyTypes": ["Ingress"],
             "ingress": [{"from": [{"podSelector": {}}]}],
         }),
@@ -290,6 +297,10 @@ def make_network_policies(spec: NamespaceSpec) -> list[dict[str, Any]]:
             "podSelector": {"matchLabels": {LABEL_EXPOSED: "true"}},
             "policyTypes": ["Ingress"],
             "ingress": [{"ports": [{"protocol": "TCP", "port": EXPOSED_PORT_NAME}]}],
+        }),
+        policy(ISOLATED_POLICY, {
+            "podSelector": {"matchLabels": {LABEL_ISOLATED: "true"}},
+            "policyTypes": ["Ingress"],
         }),
         policy(EGRESS_POLICY, {
             "podSelector": {},

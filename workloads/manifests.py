@@ -17,6 +17,10 @@ port is named "app" and is reached only by the proxy, over the pod's loopback. T
 credentials are `secret_data` (keys of the same Secret that are no environment variable of the
 application), and its files (configuration, error page) are keys of that Secret too, derived
 from the spec.
+
+A distributed batch workload (issue 25, `engine`) is one object its engine expands into pods:
+a JobSet of one indexed pod per node under torchrun (make_jobset), or an MPIJob of a launcher
+running mpirun and one worker per node (make_mpijob) behind a NetworkPolicy of its own.
 """
 
 from __future__ import annotations
@@ -39,14 +43,18 @@ from catalogue.images import DEFAULT_TAG, parse_image_reference
 from kube.labels import (
     ANNOTATION_ADDRESS_POOL,
     EXPOSURES,
+    JOBSET_REPLICATED_JOB,
     LABEL_EXPOSED,
     LABEL_INSTANCE,
+    LABEL_ISOLATED,
     LABEL_NAME,
     LABEL_OWNER,
     LABEL_OWNER_ID,
     LABEL_PROJECT_ID,
     LABEL_WORKLOAD_ID,
     MANAGED_BY,
+    MAX_LABEL,
+    MPI_ROLE_LABEL,
     label_value,
 )
 from tenants.manifests import EXPOSED_PORT_NAME, SERVICE_ACCOUNT_NAME
@@ -60,6 +68,22 @@ KINDS = (SERVICE, BATCH)
 # of one indexed pod per node under torchrun, an MPIJob (a launcher and one worker per node)
 SINGLE, JOBSET, MPI = "", "jobset", "mpi"
 ENGINES = (SINGLE, JOBSET, MPI)
+
+# torchrun's rendezvous on rank 0 (the port PyTorch's own examples and Kubeflow use), and the
+# variables every pod of a JobSet gets, which its torchrun command line reads
+MASTER_PORT = 29500
+TORCHRUN_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NODE_RANK", "NPROC_PER_NODE")
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # the Job controller's annotation
+# the MPI operator's Open MPI image (docker.io/mpioperator/openmpi, build/base of the operator):
+# user mpiuser (uid 1000), an SSH server for that user on port 2222 with this configuration;
+# the operator mounts the group's SSH keys at MPI_SSH_PATH
+MPI_HOME = "/home/mpiuser"
+MPI_SSH_PATH = f"{MPI_HOME}/.ssh"
+MPI_SSHD = ("/usr/sbin/sshd", "-De", "-f", f"{MPI_HOME}/.sshd_config")
+MPI_SSH_PORT = 2222
+# the launcher only runs mpirun: no GPU, a core and a little memory, on any node
+MPI_LAUNCHER_CPU = "1"
+MPI_LAUNCHER_MEMORY = "1Gi"
 
 
 CONTAINER_NAME = "app"
@@ -145,6 +169,7 @@ class WorkloadSpec:
             raise ValueError("a distributed workload runs as a batch job")
         if self.nodes > 1 and not self.engine:
             raise ValueError("only a distributed workload (a JobSet or an MPIJob) spans nodes")
+        self._check_group()
         if self.max_runtime_seconds is not None and self.max_runtime_seconds <= 0:
             raise ValueError("max_runtime_seconds must be positive")
         parse_image_reference(self.image)  # ValueError with the grammar's message
@@ -169,6 +194,24 @@ class WorkloadSpec:
             raise ValueError(f"exposure must be one of {EXPOSURES}, not {self.exposure!r}")
         if self.kind == SERVICE and self.exposure == "shared" and not self.host:
             raise ValueError("a service behind the shared gateway needs its host name")
+
+    def _check_group(self) -> None:
+        # The names the engines give the group's pods must be DNS labels, or their webhooks
+        # refuse the whole object (JobSet's counts a 5-character suffix, kube/labels.py)
+        if self.engine == JOBSET:
+            longest = f"{jobset_host(self, self.nodes - 1)}-abcde"
+        elif self.engine == MPI:
+            longest = f"{self.name}-worker-{self.nodes - 1}"
+        else:
+            return
+        if len(longest) > MAX_LABEL:
+            raise ValueError(f"the name {self.name!r} is too long for {self.nodes} nodes: its "
+                             f"pods would be named {longest!r}, over {MAX_LABEL} characters")
+        taken = set(TORCHRUN_ENV if self.engine == JOBSET else ()) & {
+            key for key, _ in (*self.env, *self.secret_env)}
+        if taken:
+            raise ValueError(f"{', '.join(sorted(taken))} {'is' if len(taken) == 1 else 'are'} "
+                             "set by the portal in every pod of the group")
 
     def _check_proxy(self, proxy: ProxySpec, secret_names: set[str],
                      data_keys: set[str]) -> None:
@@ -458,6 +501,179 @@ def make_job(spec: WorkloadSpec) -> Manifest:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
 
+# --- distributed workloads (issue 25): a JobSet under torchrun, an MPIJob under mpirun ------
+
+def jobset_host(spec: WorkloadSpec, rank: int) -> str:
+    """The host name of a JobSet's pod `rank`: `<jobset>-<replicated job>-<job>-<pod index>`
+    (one replicated job, one Job of it, one pod per node)."""
+    return f"{spec.name}-{JOBSET_REPLICATED_JOB}-0-{rank}"
+
+
+def master_addr(spec: WorkloadSpec) -> str:
+    """Rank 0's name in the JobSet's headless Service (its subdomain, named as the JobSet):
+    resolved by every pod of the namespace, before rank 0 is ready too."""
+    return f"{jobset_host(spec, 0)}.{spec.name}"
+
+
+def torchrun_argv(spec: WorkloadSpec) -> list[str]:
+    """torchrun with the group's shape from the pod's own variables (Kubernetes expands
+    `$(VAR)` in a container's command and arguments; no shell), then the researcher's program
+    as it is: `--no-python` runs its first word, not `python <it>`."""
+    return ["torchrun", "--nnodes=$(WORLD_SIZE)", "--nproc-per-node=$(NPROC_PER_NODE)",
+            "--node-rank=$(NODE_RANK)", "--master-addr=$(MASTER_ADDR)",
+            "--master-port=$(MASTER_PORT)", "--no-python", *spec.command, *spec.args]
+
+
+def processes_per_node(spec: WorkloadSpec) -> int:
+    """One process per GPU (torchrun's, mpirun's slots); one on a node without GPUs."""
+    return max(spec.gpu_count, 1)
+
+
+def _torchrun_env(spec: WorkloadSpec) -> list[Manifest]:
+    # WORLD_SIZE counts nodes (torchrun's --nnodes), as Kubeflow's PyTorchJob sets it; torchrun
+    # gives each of its processes the world of processes itself
+    return [
+        {"name": "MASTER_ADDR", "value": master_addr(spec)},
+        {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
+        {"name": "WORLD_SIZE", "value": str(spec.nodes)},
+        {"name": "NODE_RANK", "valueFrom": {"fieldRef": {
+            "fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}},
+        {"name": "NPROC_PER_NODE", "value": str(processes_per_node(spec))},
+    ]
+
+
+def _one_per_node(match: dict[str, str]) -> Manifest:
+    """Required anti-affinity among the pods `match` picks: no two on one node."""
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": match}, "topologyKey": "kubernetes.io/hostname"}]}}
+
+
+def _group_metadata(spec: WorkloadSpec) -> Manifest:
+    metadata = _metadata(spec)
+    metadata["labels"].update(spec.queue_labels)
+    return metadata
+
+
+def make_jobset(spec: WorkloadSpec) -> Manifest:
+    """A `pytorch-ddp` workload: a JobSet of one Job of `nodes` indexed pods, one per node,
+    each running the program under torchrun (torchrun_argv) with `gpu_count` GPUs.
+
+    JobSet names the pods `<name>-r-0-<rank>` in a headless Service of its own named like the
+    JobSet (network.enableDNSHostnames), which is how the ranks find rank 0. A failed rank
+    fails its Job (backoffLimit 0), and the JobSet restarts the whole group up to
+    `backoff_limit` times (failurePolicy.maxRestarts), then fails. The maximum runtime bounds
+    each attempt (the Job's activeDeadlineSeconds). Queued, it is created suspended with the
+    queue's labels: Kueue admits the group whole, as one Workload."""
+    pod = make_pod_template(spec)
+    pod_spec = pod["spec"]
+    container = pod_spec["containers"][0]
+    container["command"] = ["torchrun"]
+    container["args"] = torchrun_argv(spec)[1:]
+    container["env"] = [*container.get("env", []), *_torchrun_env(spec)]
+    pod_spec["affinity"] = _one_per_node(selector(spec))
+    job_spec: Manifest = {
+        "completionMode": "Indexed",
+        "completions": spec.nodes,
+        "parallelism": spec.nodes,
+        "backoffLimit": 0,  # a failed rank fails the group: the JobSet restarts it whole
+        "template": pod,
+    }
+    if spec.max_runtime_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = spec.max_runtime_seconds
+    jobset_spec: Manifest = {
+        "network": {"enableDNSHostnames": True, "subdomain": spec.name},
+        "failurePolicy": {"maxRestarts": spec.backoff_limit},
+        "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
+        # its Job carries JobSet's labels, not the portal's: the workload is the JobSet
+        "replicatedJobs": [{"name": JOBSET_REPLICATED_JOB, "replicas": 1,
+                            "template": {"spec": job_spec}}],
+    }
+    if spec.queue_labels:
+        jobset_spec["suspend"] = True  # Kueue unsuspends it when it admits the group
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": _group_metadata(spec), "spec": jobset_spec}
+
+
+def mpirun_argv(spec: WorkloadSpec) -> list[str]:
+    """mpirun over every slot of every worker, passing the workload's variables on to the
+    ranks (a process that sshd starts does not inherit the worker container's environment),
+    then the researcher's program as it is."""
+    forwarded = [arg for key, _ in (*spec.env, *spec.secret_env) for arg in ("-x", key)]
+    return ["mpirun", "-n", str(spec.nodes * processes_per_node(spec)), *forwarded, *spec.command,
+            *spec.args]
+
+
+def _mpi_pod(spec: WorkloadSpec) -> Manifest:
+    pod = make_pod_template(spec)
+    # set per replica by the operator (it warns about one given in the pod), and the group's
+    # pods are reached only by one another (make_group_network_policy)
+    del pod["spec"]["restartPolicy"]
+    pod["metadata"]["labels"][LABEL_ISOLATED] = "true"
+    return pod
+
+
+def make_mpijob(spec: WorkloadSpec) -> Manifest:
+    """An `mpi` workload: an MPIJob of `nodes` workers, one per node with `gpu_count` GPUs and
+    as many MPI slots, each running the image's SSH server as its user, and a launcher (no
+    GPU, on any node) running the program under mpirun (mpirun_argv) once every worker is
+    ready. The operator adds the group's SSH keys (a Secret `<name>-ssh`, mounted at
+    MPI_SSH_PATH), the hostfile (a ConfigMap `<name>-config` at /etc/mpi, launcher only) and a
+    headless Service `<name>`; nothing here has those names or paths. The launcher is retried
+    `backoff_limit` times; the maximum runtime bounds the group; queued, it is created
+    suspended with the queue's labels and Kueue admits the launcher and workers whole."""
+    launcher = _mpi_pod(dataclasses.replace(
+        spec, gpu_count=0, cpu=MPI_LAUNCHER_CPU, memory=MPI_LAUNCHER_MEMORY, node_selector=()))
+    launcher_container = launcher["spec"]["containers"][0]
+    launcher_container["command"] = ["mpirun"]
+    launcher_container["args"] = mpirun_argv(spec)[1:]
+
+    worker = _mpi_pod(dataclasses.replace(spec, command=MPI_SSHD[:1], args=MPI_SSHD[1:]))
+    worker_container = worker["spec"]["containers"][0]
+    worker_container["ports"] = [{"name": "ssh", "containerPort": MPI_SSH_PORT,
+                                  "protocol": "TCP"}]
+    # ready once sshd answers: the launcher starts only then (WaitForWorkersReady)
+    worker_container["readinessProbe"] = {"tcpSocket": {"port": "ssh"}, "periodSeconds": 2}
+    worker["spec"]["affinity"] = _one_per_node({**selector(spec), MPI_ROLE_LABEL: "worker"})
+
+    run_policy: Manifest = {
+        "cleanPodPolicy": "Running",
+        "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
+        "backoffLimit": spec.backoff_limit,
+    }
+    if spec.max_runtime_seconds is not None:
+        run_policy["activeDeadlineSeconds"] = spec.max_runtime_seconds
+    if spec.queue_labels:
+        run_policy["suspend"] = True  # Kueue unsuspends it when it admits the group
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": _group_metadata(spec),
+        "spec": {
+            "slotsPerWorker": processes_per_node(spec),
+            "runPolicy": run_policy,
+            "sshAuthMountPath": MPI_SSH_PATH,
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "mpiImplementation": "OpenMPI",
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
+                "Worker": {"replicas": spec.nodes, "restartPolicy": "Never",
+                           "template": worker},
+            },
+        },
+    }
+
+
+def make_group_network_policy(spec: WorkloadSpec) -> Manifest:
+    """An MPIJob's pods (launcher and workers) admit traffic from one another and nothing
+    else: the workers' SSH servers take the launcher's key, and Open MPI's daemons call back
+    to the launcher. The tenant's namespace-wide policy leaves pods labelled LABEL_ISOLATED
+    out (tenants/manifests.py), so this is the only way in."""
+    pods = {"podSelector": {"matchLabels": {**selector(spec), LABEL_ISOLATED: "true"}}}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": _metadata(spec),
+            "spec": {**pods, "policyTypes": ["Ingress"], "ingress": [{"from": [pods]}]}}
+
+
 def make_home_claim(namespace: str, name: str, size: str, storage_class: str | None,
                     labels: dict[str, str], *,
                     access_mode: str = "ReadWriteMany") -> Manifest:
@@ -481,10 +697,16 @@ def make_home_claim(namespace: str, name: str, size: str, storage_class: str | N
 def workload_objects(spec: WorkloadSpec) -> list[Manifest]:
     """Every object of the workload, in creation order: the Secret first (the pod needs it),
     then the Deployment and Service of a service (and its Ingress behind the shared gateway),
-    or the Job of a batch workload."""
+    or the Job of a batch workload, the JobSet of a `jobset` one, or the NetworkPolicy and
+    MPIJob of an `mpi` one (the policy first: no pod of the group is ever reachable from the
+    rest of the namespace)."""
     secret = make_secret(spec)
     objects = [secret] if secret else []
-    if spec.kind == SERVICE:
+    if spec.engine == JOBSET:
+        objects.append(make_jobset(spec))
+    elif spec.engine == MPI:
+        objects += [make_group_network_policy(spec), make_mpijob(spec)]
+    elif spec.kind == SERVICE:
         objects += [make_deployment(spec), make_service(spec)]
         if spec.exposure == "shared":
             objects.append(make_ingress(spec))

@@ -42,6 +42,7 @@ def test_the_set_of_objects():
         ("LimitRange", "gpu-portal-defaults"),
         ("NetworkPolicy", "gpu-portal-same-namespace"),
         ("NetworkPolicy", "gpu-portal-exposed-services"),
+        ("NetworkPolicy", "gpu-portal-isolated-groups"),
         ("NetworkPolicy", "gpu-portal-egress"),
         ("ServiceAccount", "workload"),
         ("RoleBinding", "gpu-portal-project-members"),
@@ -94,10 +95,12 @@ def test_network_policies_isolate_and_limit_egress():
                 if o["kind"] == "NetworkPolicy"}
     assert policies == {
         # the namespace's pods reach one another, except the exposed ones: policies add up, so
-        # selecting those here would open every port of theirs around the proxy
+        # selecting those here would open every port of theirs around the proxy; and the
+        # isolated ones (an MPIJob's), reached only by their own group
         "gpu-portal-same-namespace": {
             "podSelector": {"matchExpressions": [
-                {"key": "gpu-portal.io/exposed", "operator": "NotIn", "values": ["true"]}]},
+                {"key": "gpu-portal.io/exposed", "operator": "NotIn", "values": ["true"]},
+                {"key": "gpu-portal.io/isolated", "operator": "NotIn", "values": ["true"]}]},
             "policyTypes": ["Ingress"],
             "ingress": [{"from": [{"podSelector": {}}]}],
         },
@@ -106,6 +109,12 @@ def test_network_policies_isolate_and_limit_egress():
             "podSelector": {"matchLabels": {"gpu-portal.io/exposed": "true"}},
             "policyTypes": ["Ingress"],
             "ingress": [{"ports": [{"protocol": "TCP", "port": "http"}]}],
+        },
+        # an isolated pod: nothing (its group's own policy admits its group's pods); selected
+        # here so that one whose group's policy is missing is closed, not open to all
+        "gpu-portal-isolated-groups": {
+            "podSelector": {"matchLabels": {"gpu-portal.io/isolated": "true"}},
+            "policyTypes": ["Ingress"],
         },
         # out of the namespace: DNS, its own pods, and the internet without the cluster's
         # private ranges (the metadata address is in the link-local one)
@@ -219,6 +228,9 @@ def test_bad_egress_destinations_are_refused(entry):
     # an exposed pod: anyone, only on "http", and nothing else; not even the namespace's pods
     # reach the application's own port
     ({"gpu-portal.io/exposed": "true"}, [("anyone", "http")]),
+    # a pod of an MPIJob: nothing the tenant's policies admit (its group's own policy does)
+    ({"gpu-portal.io/isolated": "true"}, []),
+    ({"gpu-portal.io/isolated": "false"}, [("same-namespace pod", "any port")]),
 ])
 def test_only_the_proxy_port_of_an_exposed_pod_is_reachable(pod_labels, admitted):
     got = []
@@ -227,7 +239,7 @@ def test_only_the_proxy_port_of_an_exposed_pod_is_reachable(pod_labels, admitted
             continue
         if not selector_from_match(policy["spec"]["podSelector"]).matches(pod_labels):
             continue
-        for rule in policy["spec"]["ingress"]:
+        for rule in policy["spec"].get("ingress", []):
             source = "same-namespace pod" if rule.get("from") == [{"podSelector": {}}] else \
                 "anyone" if "from" not in rule else rule["from"]
             ports = [p["port"] for p in rule.get("ports", [])] or ["any port"]

@@ -31,7 +31,7 @@ def core(cluster):
 
 def test_a_new_tenant_gets_the_full_set_of_objects(tenant, cluster):
     result = tenant_reconcile(tenant_id=tenant.pk)
-    assert len(result.created) == 11 and not result.repaired
+    assert len(result.created) == 12 and not result.repaired
     tenant.refresh_from_db()
     assert tenant.state == Tenant.State.PROVISIONED
     api = cluster.api_client()
@@ -50,7 +50,8 @@ def test_a_new_tenant_gets_the_full_set_of_objects(tenant, cluster):
     assert limits.spec.limits[0].default == {"cpu": "1", "memory": "4Gi"}
     policies = k8s.NetworkingV1Api(api).list_namespaced_network_policy(ns)
     assert sorted(p.metadata.name for p in policies.items) == [
-        "gpu-portal-egress", "gpu-portal-exposed-services", "gpu-portal-same-namespace"]
+        "gpu-portal-egress", "gpu-portal-exposed-services", "gpu-portal-isolated-groups",
+        "gpu-portal-same-namespace"]
     sa = k8s.CoreV1Api(api).read_namespaced_service_account("workload", ns)
     assert sa.automount_service_account_token is False
     bindings = k8s.RbacAuthorizationV1Api(api).list_namespaced_role_binding(ns)
@@ -59,7 +60,7 @@ def test_a_new_tenant_gets_the_full_set_of_objects(tenant, cluster):
     assert by_name["gpu-portal-project-members"] == ("gpu-portal-tenant-reader",
                                                      tenant.keystone_project_id)
     record = AuditRecord.objects.get(tenant=tenant, action="namespace.reconcile")
-    assert len(record.after["created"]) == 11 and record.actor_name == "system"
+    assert len(record.after["created"]) == 12 and record.actor_name == "system"
 
 
 def test_the_second_reconcile_writes_nothing(tenant, cluster):
@@ -69,7 +70,7 @@ def test_the_second_reconcile_writes_nothing(tenant, cluster):
     kube = Kube()
     result = tenant_reconcile(tenant_id=tenant.pk, kube=kube)
     assert kube.writes == 0
-    assert len(result.unchanged) == 11 and not result.changed
+    assert len(result.unchanged) == 12 and not result.changed
     after = {o.metadata.name: o.metadata.resource_version for o in
              k8s.CoreV1Api(cluster.api_client()).list_namespaced_resource_quota(tenant.namespace).items}
     assert before == after
@@ -128,7 +129,8 @@ def test_a_namespace_provisioned_before_the_proxies_gets_the_new_isolation(tenan
                    if o["metadata"]["name"] == "gpu-portal-same-namespace")
     assert live["spec"] == desired["spec"]
     assert live["spec"]["podSelector"] == {"matchExpressions": [
-        {"key": "gpu-portal.io/exposed", "operator": "NotIn", "values": ["true"]}]}
+        {"key": "gpu-portal.io/exposed", "operator": "NotIn", "values": ["true"]},
+        {"key": "gpu-portal.io/isolated", "operator": "NotIn", "values": ["true"]}]}
     assert not tenant_reconcile(tenant_id=tenant.pk).changed
 
 
