@@ -284,3 +284,31 @@ def test_without_kueue_neither_kind_is_served(real_cluster):
         groups = {g.name for g in client.ApisApi(api).get_api_versions().groups}
     assert "jobset.x-k8s.io" not in groups and "kubeflow.org" not in groups
     assert "apps" in groups  # the question is answered by a serving API server
+
+
+def test_the_portals_service_account_manages_jobsets_and_mpijobs(queue, kueue_cluster):
+    """deploy/base/portal-rbac.yaml, as the cluster applied it: the portal's own identity
+    creates, reads, patches and deletes both kinds, and reads their status; no more."""
+    from kubernetes import client, config
+
+    with config.new_client_from_config(str(kueue_cluster.portal_kubeconfig)) as portal:
+        reviews = client.AuthorizationV1Api(portal)
+
+        def allowed(group: str, resource: str, verb: str, subresource: str = "") -> bool:
+            return reviews.create_self_subject_access_review({"spec": {"resourceAttributes": {
+                "group": group, "resource": resource, "subresource": subresource, "verb": verb,
+                "namespace": queue.namespace}}}).status.allowed
+
+        for group, _, plural in (JOBSET, MPIJOB):
+            for verb in ("create", "get", "list", "watch", "patch", "delete"):
+                assert allowed(group, plural, verb), (plural, verb)
+            assert allowed(group, plural, "get", "status")
+            assert not allowed(group, plural, "update", "status")
+        custom = client.CustomObjectsApi(portal)
+        custom.create_namespaced_custom_object(*JOBSET[:2], queue.namespace, JOBSET[2],
+                                               jobset("mine", {"w": pod_template(1)}))
+        custom.patch_namespaced_custom_object(*JOBSET[:2], queue.namespace, JOBSET[2], "mine",
+                                              {"metadata": {"labels": {"seen": "yes"}}})
+        assert custom.get_namespaced_custom_object_status(
+            *JOBSET[:2], queue.namespace, JOBSET[2], "mine")["metadata"]["labels"]["seen"] == "yes"
+        custom.delete_namespaced_custom_object(*JOBSET[:2], queue.namespace, JOBSET[2], "mine")
