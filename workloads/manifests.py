@@ -634,6 +634,10 @@ def make_mpijob(spec: WorkloadSpec) -> Manifest:
     # ready once sshd answers: the launcher starts only then (WaitForWorkersReady)
     worker_container["readinessProbe"] = {"tcpSocket": {"port": "ssh"}, "periodSeconds": 2}
     worker["spec"]["affinity"] = _one_per_node({**selector(spec), MPI_ROLE_LABEL: "worker"})
+    # the tenant's guard admits a pod asking for GPUs in a queued namespace only with the
+    # queue's label (deploy/base/tenant-admission.yaml); the operator creates the workers as
+    # itself from this template. Kueue still admits them as the MPIJob's pods, one Workload
+    worker["metadata"]["labels"].update(spec.queue_labels)
 
     run_policy: Manifest = {
         "cleanPodPolicy": "Running",

@@ -209,10 +209,17 @@ def test_a_queued_group_is_created_suspended_with_its_queue():
     assert mpijob["spec"]["runPolicy"]["suspend"] is True
     assert mpijob["metadata"]["labels"] == {**LABELS_52, **dict(QUEUE)}
     assert "suspend" not in make_mpijob(MPIJOB)["spec"]["runPolicy"]
-    # the pods carry no queue label: Kueue admits the group through its JobSet or MPIJob
-    for pod in pod_templates(dataclasses.replace(DDP, queue_labels=QUEUE)) + \
-            pod_templates(dataclasses.replace(MPIJOB, queue_labels=QUEUE)):
+    # Kueue admits the group through its JobSet or MPIJob; only the MPI workers carry the
+    # queue's label too: the operator creates them as itself, and the tenant's guard admits a
+    # GPU pod in a queued namespace only with that label (JobSet's pods come from its Jobs)
+    for pod in pod_templates(dataclasses.replace(DDP, queue_labels=QUEUE)):
         assert "kueue.x-k8s.io/queue-name" not in pod["metadata"]["labels"]
+    queued = make_mpijob(dataclasses.replace(MPIJOB, queue_labels=QUEUE))["spec"]
+    replicas = queued["mpiReplicaSpecs"]
+    assert "kueue.x-k8s.io/queue-name" not in \
+        replicas["Launcher"]["template"]["metadata"]["labels"]
+    assert replicas["Worker"]["template"]["metadata"]["labels"][
+        "kueue.x-k8s.io/queue-name"] == dict(QUEUE)["kueue.x-k8s.io/queue-name"]
 
 
 # --- the MPIJob ------------------------------------------------------------------------------
