@@ -16,6 +16,13 @@ Rules that are not obvious:
   object is gone (the task may have died after deleting them).
 - No objects at all is not decided here: whether they vanished or were never created needs the
   database's view of time (tracking/states.py).
+- A distributed workload (a JobSet or an MPIJob: `Observed.group`) goes through the same states,
+  judged for the group: queued while the group is suspended (Kueue admits it whole), pending
+  until every rank runs ("1 of 2 ranks running; rank 1: <the scheduler's words>"), running when
+  all run, succeeded or failed as the group's conditions say. A rank that failed while the group
+  has restarts left is a restart (pending, naming the rank); the final failure names it too.
+  `group_ranks` gives the ranks themselves, each judged by the same rules as a one-pod batch
+  workload's pod.
 - A service whose container keeps crashing is `failed` only once the crash loop has persisted:
   the container was restarted `CRASH_LOOP_RESTARTS` times and is again in CrashLoopBackOff. The
   kubelet's back-off doubles from 10 s (10+20+40+80+160 s), so that is about five minutes of
@@ -25,6 +32,7 @@ Rules that are not obvious:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +41,7 @@ from typing import Any, TypeGuard
 from kube.labels import ADMISSION_GATE, QUEUE_LABEL
 from tenants.kueue import QUEUED_REASON
 
-from .manifests import BATCH, CONTAINER_NAME, SERVICE
+from .manifests import BATCH, COMPLETION_INDEX, CONTAINER_NAME, SERVICE
 from .models import Workload
 
 State = Workload.State
@@ -62,11 +70,13 @@ class Observed:
     service: Obj | None = None
     ingress: Obj | None = None  # its route through the shared gateway, if it has one
     events: Sequence[Obj] = ()  # Kubernetes events about any of its objects, any order
+    group: Obj | None = None  # a distributed workload's JobSet or MPIJob
 
     @property
     def empty(self) -> bool:
         """No object of the workload exists (events alone do not count)."""
-        return not (self.pods or self.job or self.deployment or self.service or self.ingress)
+        return not (self.pods or self.job or self.deployment or self.service or self.ingress
+                    or self.group)
 
 
 @dataclass(frozen=True)
@@ -381,6 +391,8 @@ def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
     `current` (see `workload_outcome`). None when there is nothing to go on."""
     if observed.empty:
         return None
+    if observed.group is not None:
+        return _group_outcome(observed, current)
     pod = current_pod(observed.pods)
     address = workload_address(observed)
 
@@ -441,11 +453,245 @@ def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
     return outcome(State.PENDING, f"Starting on {node}.", facts)
 
 
+# -- distributed groups (a JobSet or an MPIJob) -------------------------------------------------
+
+# what JobSet (sigs.k8s.io/jobset v0.12.0) labels its pods with: which restart of the whole
+# set they belong to (status.restarts when their Job was made)
+JOBSET_RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+# what the MPI operator (kubeflow.org v2beta1) labels its pods with: launcher or worker, and a
+# worker's index (its rank)
+MPI_ROLE = "training.kubeflow.org/job-role"
+MPI_INDEX = "training.kubeflow.org/replica-index"
+WORKER, LAUNCHER = "worker", "launcher"
+
+
+def _labels(obj: Obj) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _group_size(group: Obj) -> int:
+    """How many ranks (workers) the group has: a JobSet's indexed pods, an MPIJob's workers."""
+    spec = group.get("spec") or {}
+    if group.get("kind") == "MPIJob":
+        worker = (spec.get("mpiReplicaSpecs") or {}).get("Worker") or {}
+        return int(worker.get("replicas") or 0)
+    total = 0
+    for replicated in spec.get("replicatedJobs") or ():
+        job_spec = (replicated.get("template") or {}).get("spec") or {}
+        per_job = job_spec.get("completions") or job_spec.get("parallelism") or 1
+        total += int(replicated.get("replicas") or 1) * int(per_job)
+    return total
+
+
+def _pod_rank(pod: Obj, kind: str) -> int | None:
+    """A worker pod's rank: its completion index (JobSet), its replica index (MPI)."""
+    meta = pod.get("metadata") or {}
+    if kind == "MPIJob":
+        value = _labels(pod).get(MPI_INDEX, "")
+    else:
+        value = ((meta.get("annotations") or {}).get(COMPLETION_INDEX)
+                 or _labels(pod).get(COMPLETION_INDEX, ""))
+    return int(value) if str(value).isdigit() else None
+
+
+def _group_pods(observed: Observed) -> dict[int | None, list[Obj]]:
+    """The group's pods of its current attempt by rank (None: the MPI launcher). A JobSet's
+    pods of an earlier attempt (being deleted by its restart) are left out."""
+    group = observed.group or {}
+    kind = group.get("kind") or "JobSet"
+    restarts = str(int((group.get("status") or {}).get("restarts") or 0))
+    by_rank: dict[int | None, list[Obj]] = {}
+    for pod in observed.pods:
+        labels = _labels(pod)
+        if kind == "JobSet" and labels.get(JOBSET_RESTART_LABEL, restarts) != restarts:
+            continue
+        if kind == "MPIJob" and labels.get(MPI_ROLE) == LAUNCHER:
+            by_rank.setdefault(None, []).append(pod)
+            continue
+        rank = _pod_rank(pod, kind)
+        if rank is not None:
+            by_rank.setdefault(rank, []).append(pod)
+    return by_rank
+
+
+def _rank_entry(rank: int | None, pod: Obj | None, observed: Observed) -> dict[str, Any]:
+    """One rank as the one-pod rules judge its pod (a batch pod of no Job of its own)."""
+    role = LAUNCHER if rank is None else WORKER
+    if pod is None:
+        refusal = creation_refusal(dataclasses.replace(observed, group=None, job=None))
+        return {"rank": rank, "role": role, "pod": "", "node": "", "state": State.PENDING,
+                "reason": refusal or "Waiting for its pod to be created.", "exit_code": None}
+    judged = derive(Observed(kind=BATCH, pods=(pod,))) or Outcome(State.PENDING, "")
+    return {"rank": rank, "role": role, "pod": (pod.get("metadata") or {}).get("name") or "",
+            "node": judged.fields.get("node", ""), "state": judged.state,
+            "reason": judged.reason or "", "exit_code": judged.fields.get("exit_code")}
+
+
+def group_ranks(observed: Observed) -> list[dict[str, Any]]:
+    """A distributed workload's ranks: {rank, role ("worker" | "launcher"), pod, node, state,
+    reason, exit_code}, by rank, an MPIJob's launcher last (rank None). A rank whose pod is not
+    there yet is pending, saying why. [] for a one-pod workload."""
+    group = observed.group
+    if group is None:
+        return []
+    by_rank = _group_pods(observed)
+    ranks = set(range(_group_size(group))) | {r for r in by_rank if r is not None}
+    entries = [_rank_entry(rank, current_pod(by_rank.get(rank, ())), observed)
+               for rank in sorted(ranks)]
+    if group.get("kind") == "MPIJob":
+        entries.append(_rank_entry(None, current_pod(by_rank.get(None, ())), observed))
+    return entries
+
+
+def _rank_name(entry: dict[str, Any]) -> str:
+    return "the launcher" if entry["role"] == LAUNCHER else f"rank {entry['rank']}"
+
+
+def _rank_pod(observed: Observed, entry: dict[str, Any]) -> Obj | None:
+    return next((p for p in observed.pods
+                 if (p.get("metadata") or {}).get("name") == entry["pod"]), None)
+
+
+def _rank_failure(observed: Observed, entry: dict[str, Any]) -> str:
+    """"rank 1 exited with code 3 (Error)", or why its pod failed without an exit code."""
+    pod = _rank_pod(observed, entry)
+    terminated = last_termination(app_container(pod)) if pod else {}
+    if "exitCode" in terminated:
+        why = terminated.get("reason") or ("Completed" if terminated["exitCode"] == 0
+                                           else "Error")
+        return f"{_rank_name(entry)} exited with code {terminated['exitCode']} ({why})"
+    status = (pod or {}).get("status") or {}
+    why = status.get("message") or status.get("reason") or entry["reason"] or "its pod failed"
+    return f"{_rank_name(entry)} failed: {why.rstrip('.')}"
+
+
+def _first_failed(observed: Observed, ranks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The rank that failed first (the others may fail after it, as the group is torn down)."""
+    failed = [r for r in ranks if r["state"] == State.FAILED]
+
+    def finished(entry: dict[str, Any]) -> str:
+        pod = _rank_pod(observed, entry)
+        return last_termination(app_container(pod)).get("finishedAt") or "~" if pod else "~"
+
+    return min(failed, key=lambda r: (finished(r), r["rank"] is None, r["rank"] or 0),
+               default=None)
+
+
+def _group_attempts(observed: Observed) -> tuple[int, int]:
+    """(this attempt, how many it may have), from 1: a JobSet restarts whole up to
+    failurePolicy.maxRestarts times; an MPIJob's launcher Job retries its launcher up to
+    runPolicy.backoffLimit times."""
+    group = observed.group or {}
+    spec, status = group.get("spec") or {}, group.get("status") or {}
+    if group.get("kind") == "MPIJob":
+        limit = int((spec.get("runPolicy") or {}).get("backoffLimit") or 0)
+        launcher = (status.get("replicaStatuses") or {}).get("Launcher") or {}
+        # one launcher pod per attempt (its Job's pods are kept: restartPolicy Never)
+        tried = sum(1 for p in observed.pods if _labels(p).get(MPI_ROLE) == LAUNCHER)
+        return max(tried, int(launcher.get("failed") or 0), 1), limit + 1
+    limit = int((spec.get("failurePolicy") or {}).get("maxRestarts") or 0)
+    return int(status.get("restarts") or 0) + 1, limit + 1
+
+
+def _group_suspended(group: Obj) -> bool:
+    """Waiting in Kueue's queue: created suspended, unsuspended when Kueue admits the group
+    whole, suspended again when it is preempted."""
+    spec = group.get("spec") or {}
+    if group.get("kind") == "MPIJob":
+        return bool((spec.get("runPolicy") or {}).get("suspend"))
+    return bool(spec.get("suspend"))
+
+
+def _speaker(ranks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The rank whose node and exit code the workload shows: the MPI launcher, else rank 0."""
+    launcher = [r for r in ranks if r["role"] == LAUNCHER]
+    return (launcher or ranks or [None])[0]
+
+
+def _group_verdict(observed: Observed, ranks: list[dict[str, Any]]) -> Outcome | None:
+    """Succeeded or failed as the group's conditions say: a JobSet's Completed / Failed, an
+    MPIJob's Succeeded / Failed. A failure names the rank that failed first."""
+    group = observed.group or {}
+    conditions = _conditions(group)
+    status = group.get("status") or {}
+    facts: dict[str, Any] = {}
+    speaker = _speaker(ranks)
+    success = conditions.get("Succeeded" if group.get("kind") == "MPIJob" else "Completed")
+    failure = conditions.get("Failed")
+    decided = success if _true(success) else failure if _true(failure) else None
+    if decided is None:
+        return None
+    finished = parse_time(status.get("completionTime") or decided.get("lastTransitionTime"))
+    if finished:
+        facts["finished_at"] = finished
+    if decided is success:
+        if speaker and speaker["exit_code"] is not None:
+            facts["exit_code"] = speaker["exit_code"]
+        if speaker and speaker["node"]:
+            facts["node"] = speaker["node"]
+        return Outcome(State.SUCCEEDED, "Completed.", facts)
+    # the MPI operator appends ": <the launcher pod's message>", which may be empty
+    message = (decided.get("message") or decided.get("reason") or "").strip().rstrip(".:").strip()
+    failed = _first_failed(observed, ranks)
+    if failed is None:
+        return Outcome(State.FAILED, f"The group failed: {message}." if message else
+                       "The group failed.", facts)
+    if failed["exit_code"] is not None:
+        facts["exit_code"] = failed["exit_code"]
+    if failed["node"]:
+        facts["node"] = failed["node"]
+    attempt, _ = _group_attempts(observed)
+    tried = f" after {attempt} attempts" if attempt > 1 else ""
+    return Outcome(State.FAILED, f"{_rank_failure(observed, failed)}; the group "
+                                 f"failed{tried} ({message}).", facts)
+
+
+def _group_outcome(observed: Observed, current: str) -> Outcome:
+    """A distributed workload's state, judged for the whole group (see the module's rules)."""
+    ranks = group_ranks(observed)
+    verdict = _group_verdict(observed, ranks)
+    if verdict is not None:
+        return verdict
+    group = observed.group or {}
+    if _group_suspended(group):
+        return Outcome(State.QUEUED, queue_reason(observed))
+    attempt, attempts = _group_attempts(observed)
+    failed = _first_failed(observed, ranks)
+    if failed is not None:
+        facts = {k: failed[k] for k in ("node", "exit_code") if failed[k] not in ("", None)}
+        what = _rank_failure(observed, failed)
+        if attempt < attempts:
+            again = ("the launcher runs again" if group.get("kind") == "MPIJob"
+                     else "the group restarts")
+            return Outcome(State.PENDING, f"{what}; {again}, attempt "
+                                          f"{attempt + 1} of {attempts}.", facts)
+        # out of restarts: the group's Failed condition, with its own message, is a moment away
+        state = State.RUNNING if current == State.RUNNING else State.PENDING
+        return Outcome(state, f"{what}; waiting for the group's verdict.", facts)
+    workers = [r for r in ranks if r["role"] == WORKER]
+    waiting = [r for r in ranks if r["state"] != State.RUNNING]
+    speaker = _speaker(ranks)
+    facts = {"node": speaker["node"]} if speaker and speaker["node"] else {}
+    if not waiting:
+        starts = [started for r in ranks
+                  if (started := _exit_facts(_rank_pod(observed, r)).get("started_at"))]
+        if starts:
+            facts["started_at"] = max(starts)
+        return Outcome(State.RUNNING, "", facts)
+    ready = sum(1 for r in workers if r["state"] == State.RUNNING)
+    first = waiting[0]
+    text = (f"{ready} of {len(workers)} ranks running; {_rank_name(first)}: "
+            f"{first['reason'] or first['state']}")
+    if attempt > 1:
+        text += f" (attempt {attempt} of {attempts})"
+    return Outcome(State.PENDING, text, facts)
+
+
 def later_facts(observed: Observed) -> dict[str, Any]:
     """The exit code and finish time of a batch workload's pod whose container has ended
     (empty while it has not): what its verdict may have been decided without."""
-    if observed.kind != BATCH:
-        return {}
+    if observed.kind != BATCH or observed.group is not None:
+        return {}  # a group's verdict carries the facts of the rank that speaks for it
     pod = current_pod(observed.pods)
     if pod is None or not (app_container(pod).get("state") or {}).get("terminated"):
         return {}
