@@ -603,9 +603,10 @@ def _group_suspended(group: Obj) -> bool:
 
 
 def _speaker(ranks: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The rank whose node and exit code the workload shows: the MPI launcher, else rank 0."""
+    """The rank whose exit code a group that succeeded shows: the MPI launcher (the program
+    under mpirun), else rank 0."""
     launcher = [r for r in ranks if r["role"] == LAUNCHER]
-    return (launcher or ranks or [None])[0]
+    return (launcher or ranks)[0] if ranks else None
 
 
 def _group_verdict(observed: Observed, ranks: list[dict[str, Any]]) -> Outcome | None:
@@ -627,8 +628,8 @@ def _group_verdict(observed: Observed, ranks: list[dict[str, Any]]) -> Outcome |
     if decided is success:
         if speaker and speaker["exit_code"] is not None:
             facts["exit_code"] = speaker["exit_code"]
-        if speaker and speaker["node"]:
-            facts["node"] = speaker["node"]
+        if ranks and ranks[0]["node"]:
+            facts["node"] = ranks[0]["node"]  # rank 0's (the launcher, last, holds no GPU)
         return Outcome(State.SUCCEEDED, "Completed.", facts)
     # the MPI operator appends ": <the launcher pod's message>", which may be empty
     message = (decided.get("message") or decided.get("reason") or "").strip().rstrip(".:").strip()
@@ -670,8 +671,7 @@ def _group_outcome(observed: Observed, current: str) -> Outcome:
         return Outcome(state, f"{what}; waiting for the group's verdict.", facts)
     workers = [r for r in ranks if r["role"] == WORKER]
     waiting = [r for r in ranks if r["state"] != State.RUNNING]
-    speaker = _speaker(ranks)
-    facts = {"node": speaker["node"]} if speaker and speaker["node"] else {}
+    facts = {"node": ranks[0]["node"]} if ranks and ranks[0]["node"] else {}
     if not waiting:
         starts = [started for r in ranks
                   if (started := _exit_facts(_rank_pod(observed, r)).get("started_at"))]

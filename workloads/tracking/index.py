@@ -23,10 +23,18 @@ Obj = dict[str, Any]
 # kind → the TrackerCursor resource name
 WATCHED = {"Pod": "pods", "Job": "jobs", "Deployment": "deployments", "Service": "services",
            "Ingress": "ingresses", "Event": "events"}
-PRIMARY = {"Job", "Deployment"}  # the object that is the workload (batch / service)
+# a distributed workload's group, watched too where the cluster serves its API (kube/engines.py):
+# engine (launch spec) → the kind of its group, and that kind → its TrackerCursor resource
+GROUP_KINDS = {"jobset": "JobSet", "mpi": "MPIJob"}
+GROUP_WATCHED = {"JobSet": "jobsets", "MPIJob": "mpijobs"}
+RESOURCES = {**WATCHED, **GROUP_WATCHED}
+# the object that is the workload: a service's Deployment, a batch workload's Job, a distributed
+# one's JobSet or MPIJob (whose own Jobs carry JobSet's or the operator's labels, not ours)
+PRIMARY = {"Job", "Deployment", *GROUP_WATCHED}
 SELECTOR = MANAGED_BY_SELECTOR
 OBJECT_NAME = re.compile(rf"^{PREFIX}-(\d+)(?:-|$)")
-KUEUE_WORKLOAD_PREFIX = re.compile(r"^(?:job|pod|deployment)-")
+# Kueue's Workload of a Job, a pod, a Deployment's pods, a JobSet, an MPIJob
+KUEUE_WORKLOAD_PREFIX = re.compile(r"^(?:job|pod|deployment|jobset|mpijob)-")
 
 VANISHED = "Its Kubernetes objects were deleted outside the portal."
 CHUNK = 500  # ids per database query
@@ -40,7 +48,8 @@ def workload_id_of(obj: Obj) -> int | None:
         involved = obj.get("involvedObject") or {}
         name = involved.get("name") or ""
         if involved.get("kind") == "Workload":
-            # Kueue's Workload of a Job or pod: "job-<job name>-<hash>", "pod-<pod name>-<hash>"
+            # Kueue's Workload of a Job, a pod or a group: "job-<job name>-<hash>",
+            # "pod-<pod name>-<hash>", "jobset-<JobSet name>-<hash>", "mpijob-<MPIJob name>-…"
             name = KUEUE_WORKLOAD_PREFIX.sub("", name)
         match = OBJECT_NAME.match(name)
         return int(match.group(1)) if match else None
@@ -58,7 +67,7 @@ class Index:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._owner: dict[str, dict[str, int]] = {kind: {} for kind in WATCHED}
+        self._owner: dict[str, dict[str, int]] = defaultdict(dict)
         self._keys: dict[int, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
 
     def put(self, kind: str, obj: Obj) -> int | None:

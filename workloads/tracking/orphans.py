@@ -78,6 +78,9 @@ class OrphanCollector:
                 if kind in PRIMARY:  # its Secret (a Jupyter token) has the same name
                     self.kube.delete("Secret", meta["name"], meta["namespace"])
                     self.requests += 1
+                if kind == "MPIJob":  # and an MPIJob's NetworkPolicy (not owned by it)
+                    self.kube.delete("NetworkPolicy", meta["name"], meta["namespace"])
+                    self.requests += 1
             except KubeRefused as exc:  # e.g. RBAC: say so, and carry on with the others
                 log.error("could not delete orphan %s %s/%s: %s", kind, meta["namespace"],
                           meta["name"], exc)

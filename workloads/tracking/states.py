@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from workloads.notices import workload_reclaimed
@@ -20,7 +22,7 @@ from ..lifecycle import LATE_FACTS, Observed, Outcome, derive, expires_at_for
 from ..manifests import BATCH, SERVICE
 from ..models import Workload
 from ..transitions import workload_transition
-from .index import CHUNK, VANISHED, Obj, State
+from .index import CHUNK, GROUP_KINDS, GROUP_WATCHED, VANISHED, Obj, State
 
 log = logging.getLogger(__name__)
 
@@ -34,35 +36,65 @@ def workload_rows(wids: Iterable[int]) -> dict[int, dict[str, Any]]:
         for row in Workload.objects.filter(pk__in=ids[start:start + CHUNK]).values(
                 "id", "state", "kind", "reason", "node", "address", "exit_code",
                 "started_at", "finished_at", "updated_at", "deleted_at",
-                "max_runtime_minutes", "tenant__namespace"):
+                "max_runtime_minutes", "tenant__namespace", "ranks",
+                engine=KT("launch_spec__engine")):
+            row["engine"] = row["engine"] or ""
             rows[row["id"]] = row
     return rows
+
+
+def mark_ranks(row: dict[str, Any], ranks: list[dict[str, Any]]) -> bool:
+    """Write a distributed workload's ranks as the tracker sees them now, when they changed.
+    Not its state (transitions.py writes that): a plain update of the one column."""
+    if ranks == row.get("ranks"):
+        return False
+    Workload.objects.filter(pk=row["id"]).update(ranks=ranks)
+    row["ranks"] = ranks
+    return True
 
 
 def vanished_outcome(row: dict[str, Any], observed: Observed, last: Obj) -> Outcome:
     """The primary object was deleted while the workload was live: its last state may hold a
     verdict (a Job deleted right after it finished); otherwise it vanished."""
-    kind = last.get("kind") or ("Job" if row["kind"] == BATCH else "Deployment")
-    with_last = (dataclasses.replace(observed, job=last) if kind == "Job"
-                 else dataclasses.replace(observed, deployment=last))
+    kind = last.get("kind") or primary_kind(row)
+    if kind in GROUP_WATCHED:
+        with_last = dataclasses.replace(observed, group=last)
+    elif kind == "Job":
+        with_last = dataclasses.replace(observed, job=last)
+    else:
+        with_last = dataclasses.replace(observed, deployment=last)
     verdict = derive(with_last, row["state"])
     if verdict is not None and verdict.state in Workload.FINAL_STATES:
         return verdict
     return Outcome(State.FAILED, VANISHED)
 
 
+def primary_kind(row: dict[str, Any]) -> str:
+    """The kind of the object that is the workload: its group's (a distributed workload), a
+    Job (batch) or a Deployment (service)."""
+    if row.get("engine"):
+        return GROUP_KINDS[row["engine"]]
+    return "Job" if row["kind"] == BATCH else "Deployment"
+
+
 def vanished_since(kind: str, listed_at: dt.datetime,
                    has_primary: Callable[[int, str, str], bool]) -> list[dict[str, Any]]:
-    """After a list of `kind` (Job or Deployment): the live workloads of that kind without their
-    object. Only the kind just listed is judged: a 410 relists one kind at a time, and the other
+    """After a list of `kind` (Job, Deployment, JobSet or MPIJob): the live workloads whose
+    object is of that kind, without it. Only the kind just listed is judged: a 410 relists one kind at a time, and the other
     kind's store may predate workloads launched since (the real-cluster 410 test met a batch
     workload failed by a Deployment relist). Only those that were already live before the list
     began count — the create task marks a workload pending after creating its objects, so
     those objects were in the list; `listed_at` leaves room for the clocks of different hosts.
     `has_primary(workload id, workload kind, namespace)` answers from the store."""
-    workload_kind = BATCH if kind == "Job" else SERVICE
+    workload_kind = SERVICE if kind == "Deployment" else BATCH
     live = Workload.objects.filter(state__in=Workload.LIVE_STATES, kind=workload_kind,
                                    updated_at__lt=listed_at)
+    engines = {group: engine for engine, group in GROUP_KINDS.items()}
+    live = live.annotate(engine=KT("launch_spec__engine"))
+    if kind in engines:
+        live = live.filter(engine=engines[kind])
+    else:  # a distributed workload has no Job of ours: its group is judged by its own list
+        live = live.filter(Q(engine__isnull=True) | ~Q(engine__in=list(GROUP_KINDS)))
     gone = [wid for wid, namespace in live.values_list("id", "tenant__namespace")
             if not has_primary(wid, workload_kind, namespace)]
     return [row for row in workload_rows(gone).values()

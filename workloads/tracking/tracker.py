@@ -5,6 +5,12 @@ memory by list + watch:
 - pods, jobs, deployments, services and ingresses labelled
   `app.kubernetes.io/managed-by=gpu-portal`, mapped to their workload by the
   `gpu-portal.io/workload-id` label;
+- where the cluster serves them (kube/engines.py) and the portal has launched a distributed
+  workload, JobSets and MPIJobs labelled the same way: a distributed workload's group, which is
+  the workload (its primary object) as a Job is a batch workload's. The question is asked once
+  per tracker, and only once such a workload exists: on a cluster without them (kubesim) the
+  tracker makes no request more than before. A JobSet pod seen before (the tracker started
+  before the first launch) starts the group reflectors there and then;
 - events. Events carry no labels of the object they are about, so no label selector can pick
   ours. They are mapped by the involved object's name instead: every object of a workload is
   named `wl-<id>-…` (a Deployment's ReplicaSet and pods and a Job's pods extend that name), and
@@ -48,16 +54,27 @@ from django.core.cache import cache
 from django.db import DatabaseError, close_old_connections, connection
 
 from core.contention import retry_on_contention
-from kube.client import Kube
+from kube.client import Kube, KubeError
+from kube.discovery import api_served
+from kube.engines import ENGINE_APIS
 from kube.reflector import Reflector, object_key
 
-from ..lifecycle import Observed, Outcome, workload_outcome
-from ..manifests import BATCH
+from ..lifecycle import (
+    JOBSET_RESTART_LABEL,
+    MPI_ROLE,
+    Observed,
+    Outcome,
+    group_ranks,
+    workload_outcome,
+)
 from ..models import TrackerCursor, Workload
 from .events import EventRecorder
 from .index import (
+    GROUP_KINDS,
+    GROUP_WATCHED,
     LOCK_KEY,
     PRIMARY,
+    RESOURCES,
     SELECTOR,
     VANISHED,
     WATCHED,
@@ -67,7 +84,14 @@ from .index import (
     workload_id_of,
 )
 from .orphans import OrphanCollector
-from .states import mark, vanished_outcome, vanished_since, workload_rows
+from .states import (
+    mark,
+    mark_ranks,
+    primary_kind,
+    vanished_outcome,
+    vanished_since,
+    workload_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +107,13 @@ STATS_EVERY_SECONDS = 15.0  # how often a leading tracker logs its counters
 @dataclasses.dataclass
 class TrackerStats:
     """What a tracker did since it started (its reflectors' requests included)."""
-    requests: int = 0  # Kubernetes API requests made (lists + watches + deletes)
+    requests: int = 0  # Kubernetes API requests made (lists + watches + deletes + discovery)
     lists: int = 0
     watches: int = 0
     expired: int = 0  # 410s answered by a relist
     reconciles: int = 0  # workloads derived
     changes: int = 0  # workload state/reason changes written
+    ranks: int = 0  # distributed workloads' ranks written
     events: int = 0  # WorkloadEvent rows created or updated
     orphans: int = 0  # objects deleted because no live workload owns them
     vanished: int = 0
@@ -139,6 +164,9 @@ class Tracker:
         self._counts = TrackerStats()
         self._resynced_at = time.monotonic()
         self.running = False
+        # the group kinds (JobSet, MPIJob) the cluster serves, once asked (None: not yet)
+        self._groups_served: set[str] | None = None
+        self._groups_seen = False  # a group's pod came: watch the groups (the worker's job)
 
     # -- the reflectors ----------------------------------------------------------------------
 
@@ -149,27 +177,60 @@ class Tracker:
             return
         stored = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
         self._counts = TrackerStats()
-        for kind, resource in WATCHED.items():
-            old = self.reflectors.get(kind)
-            resume = (old is not None and old.synced and old.resource_version is not None
-                      and stored.get(resource) == old.resource_version)
-            self.reflectors[kind] = Reflector(
-                kind, kube=lambda: self.kube,
-                label_selector=None if kind == "Event" else SELECTOR, project=_slim,
-                watch_seconds=self.watch_seconds,
-                on_change=functools.partial(self._changed, kind),
-                on_list=functools.partial(self._list_done, kind),
-                # a store kept from before: resumed from the cursor, or the base a list is
-                # compared with (what it no longer has was deleted meanwhile)
-                resource_version=old.resource_version if resume and old is not None else None,
-                items=old.store() if old is not None else None)
+        kinds = [*WATCHED, *self._group_kinds()]
+        for kind in kinds:
+            self._make_reflector(kind, stored)
         self.running = True
         self._resynced_at = time.monotonic()
-        for reflector in self.reflectors.values():
-            reflector.start()
+        for kind in kinds:
+            self.reflectors[kind].start()
         deadline = time.monotonic() + wait
-        for reflector in self.reflectors.values():
-            reflector.wait_synced(max(0.0, deadline - time.monotonic()))
+        for kind in kinds:
+            self.reflectors[kind].wait_synced(max(0.0, deadline - time.monotonic()))
+
+    def _make_reflector(self, kind: str, stored: dict[str, str]) -> Reflector:
+        old = self.reflectors.get(kind)
+        resume = (old is not None and old.synced and old.resource_version is not None
+                  and stored.get(RESOURCES[kind]) == old.resource_version)
+        self.reflectors[kind] = reflector = Reflector(
+            kind, kube=lambda: self.kube,
+            label_selector=None if kind == "Event" else SELECTOR, project=_slim,
+            watch_seconds=self.watch_seconds,
+            on_change=functools.partial(self._changed, kind),
+            on_list=functools.partial(self._list_done, kind),
+            # a store kept from before: resumed from the cursor, or the base a list is
+            # compared with (what it no longer has was deleted meanwhile)
+            resource_version=old.resource_version if resume and old is not None else None,
+            items=old.store() if old is not None else None)
+        return reflector
+
+    def _group_kinds(self, *, seen: bool = False) -> list[str]:
+        """The group kinds to watch: those the cluster serves, asked once per tracker (one
+        discovery request per engine, counted) and only once a distributed workload exists
+        (or a group's pod was `seen`); [] until then, and while the cluster does not answer."""
+        if self._groups_served is None and (seen or _distributed_launched()):
+            served = set()
+            try:
+                for engine, api in ENGINE_APIS.items():
+                    self._counts.requests += 1
+                    if api_served(api, self.kube, fresh=True):
+                        served.add(GROUP_KINDS[engine])
+            except KubeError as exc:
+                log.warning("tracker: cannot tell whether JobSet and MPIJob are served: %s", exc)
+                return []  # asked again at the next start or resync
+            self._groups_served = served
+        return sorted(self._groups_served or ())
+
+    def _watch_groups(self) -> None:
+        """Start watching the group kinds the cluster serves that are not watched yet (a
+        distributed workload came after the tracker started)."""
+        seen, self._groups_seen = self._groups_seen, False
+        kinds = [k for k in self._group_kinds(seen=seen) if k not in self.reflectors]
+        if not kinds:
+            return
+        stored = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
+        for kind in kinds:
+            self._make_reflector(kind, stored).start()
 
     def stop(self) -> None:
         """Stop the reflectors, write what they delivered, store the cursors. The stores are
@@ -192,6 +253,9 @@ class Tracker:
             wid = self.index.put(kind, obj)
         if wid is None:
             return
+        if (kind == "Pod" and self._groups_served is None and event_type != "DELETED"
+                and _group_pod(obj)):
+            self._groups_seen = True  # the worker starts watching the groups
         with self._work:
             self._dirty.add(wid)
             if event_type == "DELETED" and kind in PRIMARY:
@@ -227,6 +291,8 @@ class Tracker:
                 self._work.wait(timeout)
         if time.monotonic() - self._resynced_at >= self.resync_seconds:
             self.resync()
+        if self._groups_seen:
+            self._watch_groups()
         self.drain()
 
     def run_for(self, seconds: float) -> TrackerStats:
@@ -248,6 +314,8 @@ class Tracker:
         its way (a workload marked pending after its objects were deleted) is caught here."""
         self._resynced_at = time.monotonic()
         now = time.time() - SWEEP_LAG_SECONDS
+        if self._groups_served is None:
+            self._watch_groups()
         with self._work:
             self._dirty.update(self.index.workloads())
             self._all_orphans = True
@@ -292,7 +360,7 @@ class Tracker:
             self._counts.errors += 1
             raise
         for kind, version in versions.items():
-            retry_on_contention(TrackerCursor.objects.update_or_create, resource=WATCHED[kind],
+            retry_on_contention(TrackerCursor.objects.update_or_create, resource=RESOURCES[kind],
                                 defaults={"resource_version": version}, what="tracker cursor")
 
     # -- one workload ------------------------------------------------------------------------
@@ -311,7 +379,8 @@ class Tracker:
 
         return Observed(kind=kind, pods=objects.get("Pod") or [], job=first("Job"),
                         deployment=first("Deployment"), service=first("Service"),
-                        ingress=first("Ingress"), events=objects.get("Event") or [])
+                        ingress=first("Ingress"), events=objects.get("Event") or [],
+                        group=first("JobSet") or first("MPIJob"))
 
     def reconcile(self, workload_id: int, *, row: dict[str, Any] | None = None,
                   tombstone: Obj | None = None) -> None:
@@ -323,8 +392,13 @@ class Tracker:
         for _ in range(MARK_ATTEMPTS):
             if current is None:
                 return
+            kind = primary_kind(current)
+            if kind in GROUP_WATCHED and not self._synced(kind):
+                return  # its group is not watched (yet): nothing to judge it by
             observed = self.observed(workload_id, current["kind"], current["tenant__namespace"])
-            primary = observed.job if current["kind"] == BATCH else observed.deployment
+            primary = _primary(observed, kind)
+            if current["engine"] and current["state"] not in Workload.FINAL_STATES:
+                self._counts.ranks += mark_ranks(current, group_ranks(observed))
             outcome: Outcome | None
             if (tombstone is not None and primary is None
                     and current["state"] in Workload.LIVE_STATES):
@@ -345,14 +419,18 @@ class Tracker:
         for wid, row in workload_rows(wids).items():
             self.reconcile(wid, row=row, tombstone=tombstones.get(wid))
 
+    def _synced(self, kind: str) -> bool:
+        reflector = self.reflectors.get(kind)
+        return reflector is not None and reflector.synced
+
     def sweep_vanished(self, kind: str, started: float) -> None:
-        """After a list of `kind` (Job or Deployment) that began at `started` (wall clock):
-        the live workloads of that kind whose object is not in the store failed."""
+        """After a list of `kind` (Job, Deployment, JobSet or MPIJob) that began at `started`
+        (wall clock): the live workloads whose object is of that kind and is not in the store
+        failed."""
         listed_at = dt.datetime.fromtimestamp(started - self.clock_skew, tz=dt.UTC)
 
         def has_primary(wid: int, workload_kind: str, namespace: str) -> bool:
-            observed = self.observed(wid, workload_kind, namespace)
-            return (observed.job if kind == "Job" else observed.deployment) is not None
+            return _primary(self.observed(wid, workload_kind, namespace), kind) is not None
 
         for row in vanished_since(kind, listed_at, has_primary):
             self._counts.vanished += 1
@@ -369,6 +447,24 @@ class Tracker:
                 result.extend((kind, obj) for key in keys
                               if (obj := self.reflectors[kind].get(key)) is not None)
         return result
+
+
+def _primary(observed: Observed, kind: str) -> Obj | None:
+    """The observed object of `kind` that is the workload."""
+    if kind in GROUP_WATCHED:
+        return observed.group if (observed.group or {}).get("kind") == kind else None
+    return observed.job if kind == "Job" else observed.deployment
+
+
+def _group_pod(pod: Obj) -> bool:
+    """A pod of a JobSet or an MPIJob (their controllers' labels)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return JOBSET_RESTART_LABEL in labels or MPI_ROLE in labels
+
+
+def _distributed_launched() -> bool:
+    """Whether the portal has launched a distributed workload (one query)."""
+    return Workload.objects.filter(launch_spec__engine__in=list(GROUP_KINDS)).exists()
 
 
 def _write(step: Callable[..., Any], *args: Any) -> Any:

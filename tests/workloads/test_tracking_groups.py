@@ -1,0 +1,69 @@
+"""The tracker and distributed workloads where the cluster does not serve JobSet or the MPI
+operator (kubesim): it asks once, only when such a workload exists, counts what it asked, and
+never judges a group by the Job list (a group has no Job of ours). The groups themselves are
+tracked on the real control plane (tests/distributed/)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from tests.workloads.test_tracking import counting_kube, launch, owner, state_of, tenants
+from workloads.models import Workload
+from workloads.tracking.index import workload_id_of
+from workloads.tracking.tracker import Tracker
+
+pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
+
+__all__ = ["owner", "tenants"]  # fixtures, used by name
+
+S = Workload.State
+
+
+def distributed(tenant, owner, gpu_types, *, engine: str) -> Workload:
+    """A live distributed workload whose group the cluster never had (the tracker must not
+    fail it as vanished by a Job list)."""
+    workload = launch(tenant, owner, gpu_types, name=f"group-{engine}", create=False,
+                      nodes=2, launch_spec={"engine": engine})
+    Workload.objects.filter(pk=workload.pk).update(
+        state=S.PENDING, updated_at=timezone.now() - dt.timedelta(minutes=2))
+    return workload
+
+
+def test_without_distributed_workloads_no_discovery_request(tenants, cluster):
+    tenants()
+    kube, calls = counting_kube(cluster)
+    stats = Tracker(kube).run_for(1.0)
+    assert stats.requests == len(calls) == 12  # 6 lists + 6 watches, as ever
+    assert not [path for _, path in calls if "jobset" in path or "kubeflow" in path]
+
+
+def test_a_cluster_without_the_engines_is_asked_once_and_a_group_is_not_judged_by_jobs(
+        tenants, owner, gpu_types, cluster):
+    tenant = tenants()
+    group = distributed(tenant, owner, gpu_types, engine="jobset")
+    lost = launch(tenant, owner, gpu_types, name="lost", create=False)
+    Workload.objects.filter(pk=lost.pk).update(
+        state=S.PENDING, updated_at=timezone.now() - dt.timedelta(minutes=2))
+    kube, calls = counting_kube(cluster)
+    tracker = Tracker(kube)
+    stats = tracker.run_for(1.0)
+    asked = [path for _, path in calls if "jobset" in path or "kubeflow" in path]
+    assert asked == ["apis/jobset.x-k8s.io/v1alpha2", "apis/kubeflow.org/v2beta1"]
+    assert stats.requests == len(calls) == 14  # the two questions, 6 lists, 6 watches
+    assert set(tracker.reflectors) == {"Pod", "Job", "Deployment", "Service", "Ingress",
+                                       "Event"}
+    # the Job list failed the batch workload without its Job, not the group
+    assert (state_of(lost).state, state_of(group).state) == (S.FAILED, S.PENDING)
+    calls.clear()
+    assert tracker.run_for(0.5).requests == len(calls) == 6  # resumed: watches, no question
+
+
+@pytest.mark.parametrize(("name", "wid"), [
+    ("jobset-wl-42-ddp-5f1e2", 42), ("mpijob-wl-7-allreduce-0c9d1", 7),
+    ("job-wl-3-train-1a2b3", 3), ("jobset-other-1a2b3", None)])
+def test_kueue_workload_events_of_groups_map_to_the_workload(name, wid):
+    event = {"involvedObject": {"kind": "Workload", "name": name}, "reason": "Pending"}
+    assert workload_id_of(event) == wid
