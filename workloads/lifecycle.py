@@ -494,6 +494,14 @@ def _pod_rank(pod: Obj, kind: str) -> int | None:
     return int(value) if str(value).isdigit() else None
 
 
+def pod_rank(pod: Obj) -> int | str | None:
+    """Which rank a group's pod runs, from what its controller labels it with: a JobSet pod's
+    completion index, an MPI worker's replica index, "launcher"; None for another pod."""
+    if _labels(pod).get(MPI_ROLE) == LAUNCHER:
+        return LAUNCHER
+    return _pod_rank(pod, "MPIJob" if MPI_ROLE in _labels(pod) else "JobSet")
+
+
 def _group_pods(observed: Observed) -> dict[int | None, list[Obj]]:
     """The group's pods of its current attempt by rank (None: the MPI launcher). A JobSet's
     pods of an earlier attempt (being deleted by its restart) are left out."""

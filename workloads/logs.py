@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from kube.client import Kube, KubeRefused
 from kube.labels import LABEL_WORKLOAD_ID
 
-from .manifests import CONTAINER_NAME
+from .lifecycle import pod_rank
+from .manifests import CONTAINER_NAME, MPI
 from .models import Workload
 
 REDACTED = "[redacted]"
@@ -18,11 +19,54 @@ REDACTED = "[redacted]"
 TOKEN_ASSIGNMENT = re.compile(r"(?i)(\b[\w.-]*token=)[^\s&\"'<>#]+")
 
 
-def workload_logs(workload: Workload, *, tail: int = 100, kube: Kube | None = None) -> list[str]:
-    """The newest pod's last `tail` lines; [] before it has any (waiting, or no pod yet)."""
+Rank = int | str | None  # a distributed workload's rank, "launcher" (MPI), None: the default
+
+
+class RankUnknown(ValueError):
+    """A rank the workload does not have; the message says which it has."""
+
+
+def ranks_of(workload: Workload) -> list[int | str]:
+    """The ranks whose logs can be read: 0 … nodes-1, and an MPIJob's launcher; [] for one pod."""
+    engine = (workload.launch_spec or {}).get("engine") or ""
+    if not engine:
+        return []
+    return [*range(workload.nodes), *(["launcher"] if engine == MPI else [])]
+
+
+def rank_chosen(workload: Workload, rank: Rank) -> Rank:
+    """The rank whose logs are read: a distributed workload's rank 0 unless another is asked
+    for; RankUnknown for one it does not have (a one-pod workload has none)."""
+    ranks = ranks_of(workload)
+    if rank is None:
+        return 0 if ranks else None
+    if rank in ranks:
+        return rank
+    if not ranks:
+        raise RankUnknown("This workload runs as one pod: it has no ranks.")
+    has = f"ranks 0 to {workload.nodes - 1}" if workload.nodes > 1 else "rank 0"
+    if "launcher" in ranks:
+        has += " and the launcher (rank=launcher)"
+    raise RankUnknown(f"This workload has {has}; there is no rank {rank}.")
+
+
+def _rank_pods(pods: list[dict], rank: Rank) -> list[dict]:
+    """The pods of `rank` (every attempt's: the newest speaks); all of them for None."""
+    if rank is None:
+        return pods
+    return [p for p in pods if pod_rank(p) == rank]
+
+
+def workload_logs(workload: Workload, *, tail: int = 100, rank: Rank = None,
+                  kube: Kube | None = None) -> list[str]:
+    """The newest pod's last `tail` lines; [] before it has any (waiting, or no pod yet). A
+    distributed workload's: that of `rank` (rank 0 by default, "launcher" for an MPIJob's);
+    RankUnknown for a rank it does not have."""
+    rank = rank_chosen(workload, rank)
     kube = kube or Kube()
     pods = kube.list("Pod", workload.tenant.namespace,
                      label_selector=f"{LABEL_WORKLOAD_ID}={workload.pk}")["items"]
+    pods = _rank_pods(pods, rank)
     if not pods:
         return []
     newest = max(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""))

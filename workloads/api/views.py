@@ -16,7 +16,7 @@ from tenants.authentication import TenantAPIRequest
 from tenants.models import Quota, Tenant
 
 from ..filtersets import WorkloadFilterSet
-from ..logs import redact, workload_logs, workload_redact
+from ..logs import RankUnknown, redact, workload_logs, workload_redact
 from ..models import Workload
 from ..selectors import (
     workload_may_see_secrets,
@@ -60,6 +60,11 @@ class ClusterUnavailable(exceptions.APIException):
     status_code = 503
     default_code = "cluster_unavailable"
     default_detail = "The cluster is unreachable right now."
+
+
+def _rank_invalid(message: str) -> exceptions.ValidationError:
+    """A 400 whose detail says what is wrong with `rank`, and names the field."""
+    return exceptions.ValidationError({"non_field_errors": [message], "rank": [message]})
 
 
 class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -156,12 +161,16 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
             "token": issued.token, "token_type": "Bearer", "expires_at": issued.expires_at,
             "expires_in": seconds, "url": workload.url}).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(parameters=[OpenApiParameter("tail", int)], responses={200: str})
+    @extend_schema(parameters=[
+        OpenApiParameter("tail", int),
+        OpenApiParameter("rank", str, description="a distributed workload's rank (0, 1, …) or "
+                                                  "`launcher` (an MPI job's); default: rank 0")],
+        responses={200: str})
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
-        """The last `tail` lines of the workload's container. Those who may not manage the
-        workload (other members, readers) read them with its access token and every
-        `…token=` value replaced by `[redacted]`."""
+        """The last `tail` lines of the workload's container (a distributed workload's: of
+        its rank `rank`). Those who may not manage the workload (other members, readers) read
+        them with its access token and every `…token=` value replaced by `[redacted]`."""
         workload = self.get_object()
         try:
             tail = int(request.query_params.get("tail", 100))
@@ -169,8 +178,15 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
             raise exceptions.ValidationError({"tail": ["A whole number."]}) from exc
         if not 1 <= tail <= 10000:
             raise exceptions.ValidationError({"tail": ["Between 1 and 10000."]})
+        rank: int | str | None = request.query_params.get("rank")
+        if rank is not None and rank != "launcher":
+            if not rank.isdigit():
+                raise _rank_invalid("rank: a rank number (0, 1, …) or `launcher`.")
+            rank = int(rank)
         try:
-            lines = workload_logs(workload, tail=tail)
+            lines = workload_logs(workload, tail=tail, rank=rank)
+        except RankUnknown as exc:
+            raise _rank_invalid(str(exc)) from exc
         except KubeError as exc:
             raise ClusterUnavailable() from exc
         if not self._may_see_secrets(workload):
