@@ -92,12 +92,12 @@ class NodeRow:
 
 def _allocated_devices(now: dt.datetime) -> list[dict[str, Any]]:
     """Per GPU of a running workload sampled in the last RECENT: its mean utilisation. At most
-    `gpu_count` GPUs per workload, the ones sampled last (a pod that moved leaves samples on
+    `gpu_total` GPUs per workload (every rank's), the ones sampled last (a pod that moved leaves samples on
     GPUs it no longer holds)."""
     per_device = (GpuSample.objects.filter(at__gte=now - RECENT,
                                            workload__state=Workload.State.RUNNING)
-                  .values("workload_id", "workload__gpu_count", "workload__gpu_type__slug",
-                          "tenant_id", "uuid", "mig_instance")
+                  .values("workload_id", "workload__gpu_count", "workload__nodes",
+                          "workload__gpu_type__slug", "tenant_id", "uuid", "mig_instance")
                   .annotate(mean=Avg("util"), last=Max("at")).order_by())
     by_workload: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in per_device:
@@ -105,7 +105,7 @@ def _allocated_devices(now: dt.datetime) -> list[dict[str, Any]]:
     held = []
     for rows in by_workload.values():
         rows.sort(key=lambda r: (r["last"], r["uuid"], r["mig_instance"]), reverse=True)
-        held += rows[:rows[0]["workload__gpu_count"]]
+        held += rows[:rows[0]["workload__gpu_count"] * rows[0]["workload__nodes"]]
     return held
 
 

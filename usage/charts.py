@@ -12,9 +12,10 @@ import datetime as dt
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Avg, Max
+from django.db.models import Avg, Count, Max, Sum
 from django.utils import timezone
 
+from workloads.lifecycle import pod_name_rank
 from workloads.models import Workload
 
 from .models import GpuSample, GpuUsageRollup
@@ -36,6 +37,43 @@ def chart_window(value: str | None) -> int:
 
 def _epoch(t: dt.datetime) -> int:
     return int(t.timestamp())
+
+
+def rank_gpu_series(workload: Workload, start: dt.datetime, end: dt.datetime
+                    ) -> dict[str, Any]:
+    """A distributed workload's GPU samples in [start, end) per rank (the pod that held the
+    GPU names it): {"ranks": [{rank, t, util_avg, util_max, memory_used_mib}] by rank, "sum":
+    {t, gpus_busy (Σ utilisation over every GPU of every rank, in GPUs), memory_used_mib (Σ),
+    gpus (how many GPUs reported)}}."""
+    rows = (GpuSample.objects.filter(workload_id=workload.pk, at__gte=start, at__lte=end)
+            .values("at", "pod").annotate(mean=Avg("util"), peak=Max("util"),
+                                          mem=Avg("memory_used_mib"), busy=Sum("util"),
+                                          mem_sum=Sum("memory_used_mib"), gpus=Count("id"))
+            .order_by("at", "pod"))
+    per_rank: dict[int, dict[str, list]] = {}
+    totals: dict[int, list[float]] = {}
+    for row in rows:
+        at = _epoch(row["at"])
+        total = totals.setdefault(at, [0.0, 0.0, 0])
+        total[0] += row["busy"] / 100.0
+        total[1] += row["mem_sum"]
+        total[2] += row["gpus"]
+        rank = pod_name_rank(workload.object_name, row["pod"])
+        if not isinstance(rank, int):
+            continue  # not a rank's GPU (an MPI launcher holds none)
+        series = per_rank.setdefault(rank, {"t": [], "util_avg": [], "util_max": [],
+                                            "memory_used_mib": []})
+        series["t"].append(at)
+        series["util_avg"].append(round(row["mean"], 1))
+        series["util_max"].append(round(row["peak"], 1))
+        series["memory_used_mib"].append(round(row["mem"], 1))
+    times = sorted(totals)
+    return {
+        "ranks": [{"rank": rank, **series} for rank, series in sorted(per_rank.items())],
+        "sum": {"t": times, "gpus_busy": [round(totals[t][0], 2) for t in times],
+                "memory_used_mib": [totals[t][1] for t in times],
+                "gpus": [totals[t][2] for t in times]},
+    }
 
 
 def workload_gpu_series(workload: Workload, *, minutes: int = DEFAULT_WINDOW_MINUTES,
@@ -83,8 +121,14 @@ def workload_gpu_series(workload: Workload, *, minutes: int = DEFAULT_WINDOW_MIN
     if not memory_total and workload.gpu_type.memory_gb:
         memory_total = workload.gpu_type.memory_gb * 1024
     running = workload.state == Workload.State.RUNNING
+    ranks = (rank_gpu_series(workload, start, end)
+             if workload.distributed and source == "samples" else None)
     return {
         "workload": workload.pk, "state": workload.state, "gpu_count": workload.gpu_count,
+        "nodes": workload.nodes, "gpu_total": workload.gpu_total,
+        # a distributed workload's: per rank, and the group's sums (raw samples only: the
+        # rollups are per workload)
+        **(ranks or {}),
         "source": source, "minutes": minutes, "from": _epoch(start), "to": _epoch(end),
         "t": t, "util_avg": util_avg, "util_max": util_max, "memory_used_mib": memory,
         "memory_total_mib": memory_total,

@@ -159,7 +159,8 @@ def _locked_state(workload: Workload) -> WorkloadIdle:
 def _warning_text(workload: Workload, quota: Quota, window: IdleWindow,
                   stop_at: dt.datetime | None) -> str:
     peak = f"{window.util_max:.1f}" if window.util_max is not None else "0"
-    text = (f"Its {workload.gpu_count} GPU{'s' if workload.gpu_count != 1 else ''} stayed under "
+    gpus = workload.gpu_total
+    text = (f"Its {gpus} GPU{'s' if gpus != 1 else ''} stayed under "
             f"{quota.idle_threshold_percent}% utilisation for {quota.idle_minutes} minutes "
             f"(at most {peak}%).")
     if stop_at is not None:

@@ -9,7 +9,8 @@ Shapes other features build on (idle culling, GPU health, charts) — keep them 
   pod held the device; free GPUs are stored with workload = tenant = NULL. Raw samples are kept
   PORTAL_USAGE_RAW_RETENTION_HOURS.
 - `GpuUsageRollup`: per workload and minute or hour bucket; allocated GPU-seconds come from the
-  workload's started/finished times × gpu_count, used GPU-seconds from utilisation-weighted
+  workload's started/finished times × every GPU it holds (`gpu_count` on each of its `nodes`,
+  also what its `gpu_count` column holds), used GPU-seconds from utilisation-weighted
   sample intervals. Rows are upserted, so re-running a rollup never double-counts.
 """
 

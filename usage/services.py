@@ -2,7 +2,8 @@
 
 GPU-hours, and why they never double-count:
 - allocated GPU-seconds come only from the workload's own times — overlap of
-  [started_at, finished_at or now) with the bucket, × gpu_count — never from samples;
+  [started_at, finished_at or now) with the bucket, × every GPU it holds (gpu_total: `gpu_count`
+  on each of a distributed workload's nodes) — never from samples;
 - used GPU-seconds are Σ utilisation × the span each sample stands for: the time since the
   previous sample of the same device and holder, capped at `interval_cap()` (1.5 scrape
   intervals, so a gap — exporter down, missed scrapes — counts at most that), clipped to the
@@ -32,6 +33,7 @@ from django.utils import timezone
 from cluster.cache import cluster_cache
 from kube.client import Kube, KubeError
 from workloads.models import Workload
+from workloads.querysets import GPU_TOTAL
 
 from .models import GpuDevice, GpuSample, GpuUsageRollup, ScrapeTarget
 from .scrape import DeviceReading, TargetResult, discover_targets, scrape_targets
@@ -310,8 +312,8 @@ def _workloads_running(start: dt.datetime, end: dt.datetime, ids: set[int]) -> d
     rows = Workload.objects.filter(
         Q(pk__in=ids) | (Q(started_at__lt=end) & (Q(finished_at__isnull=True)
                                                   | Q(finished_at__gt=start)))
-    ).values("id", "tenant_id", "owner_id", "gpu_type_id", "gpu_count", "started_at",
-             "finished_at")
+    ).annotate(gpus=GPU_TOTAL).values("id", "tenant_id", "owner_id", "gpu_type_id", "gpus",
+                                      "started_at", "finished_at")
     return {row["id"]: row for row in rows}
 
 
@@ -386,7 +388,7 @@ def _minute_rollup_chunk(start: dt.datetime, end: dt.datetime, now: dt.datetime)
         while bucket < end and bucket < run_end:
             seconds = _overlap(w["started_at"], run_end, bucket, bucket + MINUTE)
             if seconds > 0:
-                buckets[(workload_id, bucket)].allocated = seconds * w["gpu_count"]
+                buckets[(workload_id, bucket)].allocated = seconds * w["gpus"]
             bucket += MINUTE
     stamp = timezone.now()
     rows = []
@@ -395,7 +397,7 @@ def _minute_rollup_chunk(start: dt.datetime, end: dt.datetime, now: dt.datetime)
         rows.append(GpuUsageRollup(
             granularity=GpuUsageRollup.Granularity.MINUTE, bucket_start=bucket,
             workload_id=workload_id, tenant_id=w["tenant_id"], user_id=w["owner_id"],
-            gpu_type_id=w["gpu_type_id"], gpu_count=w["gpu_count"], samples=b.samples,
+            gpu_type_id=w["gpu_type_id"], gpu_count=w["gpus"], samples=b.samples,
             util_avg=b.util_sum / b.samples if b.samples else None, util_max=b.util_max,
             memory_avg_mib=b.memory_sum / b.samples if b.samples else None,
             memory_max_mib=b.memory_max, gpu_seconds_allocated=b.allocated,

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from kube.labels import ADMISSION_GATE, QUEUE_LABEL
+from kube.labels import ADMISSION_GATE, JOBSET_REPLICATED_JOB, QUEUE_LABEL
 from tenants.kueue import QUEUED_REASON
 
 from .manifests import BATCH, COMPLETION_INDEX, CONTAINER_NAME, SERVICE
@@ -500,6 +500,23 @@ def pod_rank(pod: Obj) -> int | str | None:
     if _labels(pod).get(MPI_ROLE) == LAUNCHER:
         return LAUNCHER
     return _pod_rank(pod, "MPIJob" if MPI_ROLE in _labels(pod) else "JobSet")
+
+
+def pod_name_rank(object_name: str, pod_name: str) -> int | str | None:
+    """Which rank a group's pod runs, from its name alone (what a GPU sample keeps of it):
+    JobSet's `<name>-r-0-<rank>-<5 chars>`, the MPI operator's `<name>-worker-<rank>` and
+    `<name>-launcher-<5 chars>`; None for another name."""
+    rest = pod_name.removeprefix(f"{object_name}-")
+    if rest == pod_name:
+        return None
+    parts = rest.split("-")
+    if parts[0] == LAUNCHER:
+        return LAUNCHER
+    if parts[0] == WORKER and len(parts) == 2 and parts[1].isdigit():
+        return int(parts[1])
+    if len(parts) == 4 and parts[:2] == [JOBSET_REPLICATED_JOB, "0"] and parts[2].isdigit():
+        return int(parts[2])  # <replicated job>-<job index>-<completion index>-<suffix>
+    return None
 
 
 def _group_pods(observed: Observed) -> dict[int | None, list[Obj]]:

@@ -106,7 +106,8 @@ def _cached(key: str) -> Any:
 
 
 def owner_name(pending: dict[str, Any]) -> str:
-    """The name of the Job (or pod) a pending Kueue Workload stands for."""
+    """The name of the Job, pod, JobSet or MPIJob a pending Kueue Workload stands for (a
+    group's one Workload is owned by its JobSet or MPIJob, named as the workload is)."""
     owners = (pending.get("metadata") or {}).get("ownerReferences") or []
     return owners[0].get("name", "") if owners else ""
 
@@ -173,12 +174,12 @@ def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
     for workload in live.filter(state__in=[Workload.State.RUNNING, Workload.State.PENDING,
                                            Workload.State.STOPPING]):
         if workload.expires_at:
-            running.append(Holder(workload.tenant_id, workload.gpu_count, workload.expires_at))
+            running.append(Holder(workload.tenant_id, workload.gpu_total, workload.expires_at))
             continue
         seconds, source = _expected(workload, memo)
         started = workload.started_at or now
         ends = None if seconds is None else started + dt.timedelta(seconds=seconds)
-        running.append(Holder(workload.tenant_id, workload.gpu_count, ends, source))
+        running.append(Holder(workload.tenant_id, workload.gpu_total, ends, source))
     queued = list(live.filter(state=Workload.State.QUEUED))
     rank = {name: value for name, (value, _) in PRIORITIES.items()}
     queued.sort(key=lambda w: (-rank.get(priority_class(w.kind), rank[INTERACTIVE]),
@@ -186,7 +187,8 @@ def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
     waiters = []
     for workload in queued:
         seconds, source = _expected(workload, memo)
-        waiters.append(Waiter(workload.pk, workload.tenant_id, workload.gpu_count, seconds, source))
+        # a group is one entry holding every GPU of every rank (Kueue admits it whole)
+        waiters.append(Waiter(workload.pk, workload.tenant_id, workload.gpu_total, seconds, source))
     tenants = {w.tenant_id for w in queued}
     reach: dict[Hashable, int] = {}
     for quota in Quota.objects.filter(tenant_id__in=tenants):
