@@ -3,7 +3,11 @@
 - MetalLB's controller: LoadBalancer addresses from the inventory's address pools;
 - the GPU metrics: one gpuagent (fake NVML) and one pod-resources socket per GPU node;
 - k8s-keystone-auth, when there is a Keystone: `kubectl --token <Keystone token>`;
-- Kueue, when asked (`kueue=True`): queueing of the portal's launches (tenants/kueue.py, workloads/queue.py).
+- Kueue, when asked (`kueue=True`): queueing of the portal's launches (tenants/kueue.py, workloads/queue.py),
+  and with it the engines of distributed training it admits whole: JobSet and the MPI operator,
+  started before Kueue (Kueue enables its JobSet and MPIJob integrations only for CRDs it finds
+  served when it starts). Without Kueue neither runs: their CRDs are not served, and the
+  portal offers no distributed training.
 """
 
 from __future__ import annotations
@@ -12,18 +16,21 @@ from pathlib import Path
 
 from .cluster import DEMO_INVENTORY
 from .gpumetrics import GpuMetrics
+from .jobset import JobSet
 from .keystone_auth import KeystoneAuthWebhook
-from .kueue import Kueue
+from .kueue import DEFAULT_PODS_READY_TIMEOUT, Kueue
 from .metallb import MetalLB
+from .mpi_operator import MPIOperator
 
 
 def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_INVENTORY,
-                   kueue: bool = False) -> list:
+                   kueue: bool = False,
+                   pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> list:
     addons: list = [MetalLB(inventory), GpuMetrics(inventory)]
     if keystone_url:
         addons.append(KeystoneAuthWebhook(keystone_url))
     if kueue:
-        addons.append(Kueue())
+        addons += [JobSet(), MPIOperator(), Kueue(pods_ready_timeout=pods_ready_timeout)]
     return addons
 
 

@@ -116,6 +116,19 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
     Component(name="kueue", version="v0.19.2", module="sigs.k8s.io/kueue",
               binaries={"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
               ldflags="-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.19.2"),
+    # distributed training (stack/k8s/jobset.py): a JobSet starts, restarts and completes a
+    # group of Jobs as one, and Kueue admits the group whole; its Makefile sets the version the
+    # same way (and the commit, which a module zip has not)
+    Component(name="jobset", version="v0.12.0", module="sigs.k8s.io/jobset",
+              binaries={"jobset": "sigs.k8s.io/jobset"},
+              ldflags="-X sigs.k8s.io/jobset/pkg/version.GitVersion=v0.12.0"),
+    # MPI jobs (stack/k8s/mpi_operator.py): MPIJob kubeflow.org/v2beta1, a launcher and its
+    # workers, admitted whole by Kueue. The wrapper's main is upstream's with a flag for its
+    # health port (fixed upstream: stack/k8s/mpi-operator/main.go says why); its Makefile sets
+    # the version the same way (and the commit and build date, which a module zip has not)
+    Component(name="mpi-operator", version="v0.8.2", module="github.com/kubeflow/mpi-operator",
+              binaries={"mpi-operator": "."},
+              ldflags="-X github.com/kubeflow/mpi-operator/pkg/version.Version=v0.8.2"),
     # the gateway of the shared-address mode (stack/k8s/traefik.py): one address, a host name
     # per workload, its Kubernetes Ingress provider reading the portal's Ingresses; its
     # Makefile sets the version the same way
@@ -245,6 +258,77 @@ def service_account_token(api, namespace: str, name: str, seconds: int) -> str:
             if exc.status != 404 or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def apply_crds(api, docs: list[dict], *, what: str) -> None:
+    """Create (or replace) an addon's CustomResourceDefinitions and wait until each is
+    Established: served, so that its controller's informers and Kueue find it."""
+    from kubernetes import client
+
+    from ..procs import wait_for
+
+    for doc in docs:
+        apply_object(api, doc)
+    extensions = client.ApiextensionsV1Api(api)
+
+    def established() -> bool:
+        for doc in docs:
+            status = extensions.read_custom_resource_definition(doc["metadata"]["name"]).status
+            if not any(c.type == "Established" and c.status == "True"
+                       for c in status.conditions or ()):
+                return False
+        return True
+
+    wait_for(established, timeout=30, what=f"{what}'s CRDs established", interval=0.2)
+
+
+def serving_cert_dir(cp, stem: str) -> Path:
+    """A folder with tls.crt and tls.key for 127.0.0.1, issued by the cluster's CA: the
+    `certDir` of a controller whose webhooks the API server calls on loopback (its own
+    certificate management off)."""
+    folder = cp.workdir / f"{stem}-certs"
+    folder.mkdir(parents=True, exist_ok=True)
+    cert, key = cp.ca.server_cert(f"{stem}-webhook")
+    shutil.copyfile(cert, folder / "tls.crt")
+    shutil.copyfile(key, folder / "tls.key")
+    return folder
+
+
+def start_controller(cp, name: str, command: list[str], ready, *,
+                     env: dict[str, str] | None = None, timeout: float = 90
+                     ) -> subprocess.Popen:
+    """Start an addon's controller, logging to logs/<name>.log, and wait until `ready()`;
+    stopped again, with its log's tail in the error, if it exits or is not ready in time."""
+    from ..procs import stop, wait_for
+
+    log_path = cp.workdir / "logs" / f"{name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=cp.workdir,
+                                start_new_session=True, env={**os.environ, **(env or {})})
+    try:
+        wait_for(ready, timeout=timeout, what=name, proc=proc, interval=0.2)
+    except StackError as exc:
+        stop(proc)
+        tail = log_path.read_text(errors="replace")[-3000:]
+        raise StackError(f"{exc}\n{tail}") from None
+    return proc
+
+
+def webhook_server_ready(health_url: str, webhook_port: int) -> bool:
+    """A controller-runtime manager's readiness probe passes and its webhook port takes
+    connections."""
+    import contextlib
+    import socket
+
+    from ..procs import http_ok
+
+    if not http_ok(health_url):
+        return False
+    with contextlib.suppress(OSError), socket.create_connection(
+            ("127.0.0.1", webhook_port), timeout=1):
+        return True
+    return False
 
 
 def ensure(*names: str, quiet: bool = False) -> dict[str, Path]:

@@ -10,12 +10,17 @@ its config/components):
   clusterqueues, cohorts, workloads and multikueueclusters, pointed at the process;
 - its Mutating/ValidatingWebhookConfigurations (config/components/webhook/manifests.yaml):
   those of Kueue's own kinds and of the frameworks the portal uses (batch/job, pod,
-  deployment), pointed at https://127.0.0.1:<port> with this cluster's CA. The pod and
+  deployment, and for distributed training JobSet and MPIJob), pointed at https://127.0.0.1:<port> with this cluster's CA. The pod and
   deployment webhooks only see objects that carry a queue name (an objectSelector), so that a
   stopped Kueue does not stop every pod of the cluster from being created;
 - a Configuration: leader election off, its own certificate management off (the serving
   certificate comes from the cluster's CA, `webhook.certDir`), health and metrics on free
-  loopback ports, `manageJobsWithoutQueueName: false`, fair sharing;
+  loopback ports, `manageJobsWithoutQueueName: false`, fair sharing, and `waitForPodsReady`
+  (all or nothing: an admitted workload whose pods are not all Ready within `pods_ready_timeout`
+  is evicted, its quota freed, and requeued after a backoff; v0.19 runs it always, 30 minutes
+  unless told, unless the DisableWaitForPodsReady feature gate is on). The JobSet and MPIJob
+  integrations need their CRDs served when Kueue starts: stack/k8s/jobset.py and
+  stack/k8s/mpi_operator.py start first (stack/k8s/addons.py);
 - the feature gate VisibilityOnDemand off: its visibility API server reads its certificate from
   the fixed path /visibility and is reached through an APIService whose Service must have a
   non-loopback endpoint; the portal orders the pending Workloads itself where that API is
@@ -32,7 +37,6 @@ registered, failing closed): the Kueue-outage fault test.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 import tempfile
@@ -42,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..procs import StackError, free_port, http_ok, stop, wait_for
+from ..procs import StackError, free_port, stop
 from . import build
 
 if TYPE_CHECKING:
@@ -51,13 +55,19 @@ if TYPE_CHECKING:
 NAMESPACE = "kueue-system"
 CONVERTED = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
 # webhook paths of the kinds the portal queues, and of Kueue's own kinds
-WEBHOOK_PATHS = ("-kueue-x-k8s-io-", "-batch-v1-job", "-apps-v1-deployment", "--v1-pod")
+WEBHOOK_PATHS = ("-kueue-x-k8s-io-", "-batch-v1-job", "-apps-v1-deployment", "--v1-pod",
+                 "-jobset-x-k8s-io-v1alpha2-jobset", "-kubeflow-org-v2beta1-mpijob")
+FRAMEWORKS = ["batch/job", "pod", "deployment", "jobset.x-k8s.io/jobset", "kubeflow.org/mpijob"]
+# an admitted workload has this long to get all its pods Ready before Kueue evicts and requeues
+# it (waitForPodsReady): a gang that cannot start whole gives its GPUs back
+DEFAULT_PODS_READY_TIMEOUT = 300
 QUEUED_ONLY = ("--v1-pod", "-apps-v1-deployment")  # see the module's docstring
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 def configuration(*, webhook_port: int, health_port: int, metrics_port: int,
-                  cert_dir: Path) -> dict[str, Any]:
+                  cert_dir: Path, pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT
+                  ) -> dict[str, Any]:
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
         "namespace": NAMESPACE,
@@ -67,7 +77,11 @@ def configuration(*, webhook_port: int, health_port: int, metrics_port: int,
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "manageJobsWithoutQueueName": False,
-        "integrations": {"frameworks": ["batch/job", "pod", "deployment"]},
+        "integrations": {"frameworks": FRAMEWORKS},
+        # requeued from the eviction, after a backoff of about 60 s, 120 s, … (Kueue's
+        # defaults); never deactivated; admission of others is not blocked meanwhile
+        "waitForPodsReady": {"timeout": f"{pods_ready_timeout:g}s", "blockAdmission": False,
+                             "requeuingStrategy": {"timestamp": "Eviction"}},
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare",
                                                  "LessThanInitialShare"]},
     }
@@ -139,14 +153,14 @@ class Kueue:
 
     name = "kueue"
 
-    def __init__(self) -> None:
+    def __init__(self, *, pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> None:
         self.version = build.COMPONENTS["kueue"].version
+        self.pods_ready_timeout = pods_ready_timeout
         self.proc: subprocess.Popen | None = None
         self.cp: ControlPlane | None = None
         self.webhook_port = 0
         self.health_url = ""
         self.command: list[str] = []
-        self.log_path: Path | None = None
 
     def apiserver_args(self, cp: ControlPlane) -> list[str]:
         return []
@@ -154,28 +168,13 @@ class Kueue:
     def _install(self, cp: ControlPlane, folder: Path) -> None:
         import base64
 
-        from kubernetes import client
-
         ca_bundle = base64.b64encode(cp.ca.pem).decode()
         url = f"https://127.0.0.1:{self.webhook_port}"
         with cp.api_client() as api:
             build.apply_object(api, {"apiVersion": "v1", "kind": "Namespace",
                         "metadata": {"name": NAMESPACE}})
-            crds = custom_resource_definitions(folder, url=url, ca_bundle=ca_bundle)
-            for doc in crds:
-                build.apply_object(api, doc)
-            extensions = client.ApiextensionsV1Api(api)
-
-            def established() -> bool:
-                for doc in crds:
-                    status = extensions.read_custom_resource_definition(
-                        doc["metadata"]["name"]).status
-                    if not any(c.type == "Established" and c.status == "True"
-                               for c in status.conditions or ()):
-                        return False
-                return True
-
-            wait_for(established, timeout=30, what="Kueue's CRDs established", interval=0.2)
+            build.apply_crds(api, custom_resource_definitions(folder, url=url,
+                                                              ca_bundle=ca_bundle), what="Kueue")
             for doc in webhook_configurations(folder, url=url, ca_bundle=ca_bundle):
                 build.apply_object(api, doc)
 
@@ -186,47 +185,26 @@ class Kueue:
         self.webhook_port = free_port()
         health_port, metrics_port = free_port(), free_port()
         self.health_url = f"http://127.0.0.1:{health_port}/readyz"
-        cert_dir = cp.workdir / "kueue-certs"
-        cert_dir.mkdir(parents=True, exist_ok=True)
-        cert, key = cp.ca.server_cert("kueue-webhook")
-        shutil.copyfile(cert, cert_dir / "tls.crt")
-        shutil.copyfile(key, cert_dir / "tls.key")
+        cert_dir = build.serving_cert_dir(cp, "kueue")
         config = cp.workdir / "kueue-config.yaml"
         config.write_text(yaml.safe_dump(configuration(
             webhook_port=self.webhook_port, health_port=health_port, metrics_port=metrics_port,
-            cert_dir=cert_dir), sort_keys=False))
+            cert_dir=cert_dir, pods_ready_timeout=self.pods_ready_timeout), sort_keys=False))
         ensure_metrics_certificate(cp)
         self._install(cp, folder)
         self.command = [str(binary), f"--config={config}", f"--kubeconfig={cp.admin_kubeconfig}",
                         "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info"]
-        self.log_path = cp.workdir / "logs" / "kueue.log"
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.start_process()
 
     def start_process(self) -> None:
         """Start the controller (again) and wait until its webhooks answer."""
-        assert self.cp is not None and self.log_path is not None
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                         cwd=self.cp.workdir, start_new_session=True,
-                                         env={**os.environ, "NAMESPACE": NAMESPACE})
-        try:
-            wait_for(self.ready, timeout=90, what="kueue", proc=self.proc, interval=0.2)
-        except StackError as exc:
-            self.stop()
-            tail = self.log_path.read_text(errors="replace")[-3000:]
-            raise StackError(f"{exc}\n{tail}") from None
+        assert self.cp is not None
+        self.proc = build.start_controller(self.cp, "kueue", self.command, self.ready,
+                                           env={"NAMESPACE": NAMESPACE})
 
     def ready(self) -> bool:
         """Its readiness probe passes and its webhook port takes connections."""
-        import socket
-
-        if not http_ok(self.health_url):
-            return False
-        with contextlib.suppress(OSError), socket.create_connection(
-                ("127.0.0.1", self.webhook_port), timeout=1):
-            return True
-        return False
+        return build.webhook_server_ready(self.health_url, self.webhook_port)
 
     def stop_process(self) -> None:
         """Stop the controller alone: its webhooks stay registered and fail closed."""

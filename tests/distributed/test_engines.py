@@ -1,0 +1,314 @@
+"""The engines of distributed training on the real control plane (stack/k8s/jobset.py,
+stack/k8s/mpi_operator.py) and Kueue admitting their groups whole (stack/k8s/kueue.py).
+
+Raw objects, as an operator would apply them, in a namespace with the Pod Security level of the
+tenants' (restricted) and a LocalQueue of a ClusterQueue of its own: a JobSet and an MPIJob
+each become one Kueue Workload, admitted whole, run and succeed; a group that does not fit waits
+suspended without a pod; one that cannot start whole is evicted and requeued (waitForPodsReady);
+and a cluster without Kueue serves neither kind (the portal's "distributed unavailable").
+
+The demo inventory has two A100 nodes of 8 GPUs each (gputype=a100, tainted nvidia.com/gpu).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.fixtures.portal import namespace_gone
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(300)]
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+LOCAL_QUEUE = "default"
+JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+MPIJOB = ("kubeflow.org", "v2beta1", "mpijobs")
+WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
+RESTRICTED = {"runAsNonRoot": True, "runAsUser": 1000, "allowPrivilegeEscalation": False,
+              "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+class Queue:
+    """A namespace (Pod Security `restricted`) with a LocalQueue of its own ClusterQueue
+    holding `gpus` A100s (no cohort: nothing to borrow) and CPUs and memory enough."""
+
+    def __init__(self, api: Any, gpus: int) -> None:
+        from kubernetes import client
+
+        self.api = api
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.namespace = f"dist-{uuid.uuid4().hex[:8]}"
+        self.core.create_namespace({"metadata": {"name": self.namespace, "labels": {
+            "pod-security.kubernetes.io/enforce": "restricted"}}})
+        # as the portal's (tenants/kueue.py): CPU and memory in a flavor of any node, GPUs
+        # in one of the A100 nodes (whose labels Kueue gives the pods it admits)
+        self.flavors = {f"{self.namespace}-cpu": {}, f"{self.namespace}-a100": {
+            "nodeLabels": {"gputype": "a100"}}}
+        for name, spec in self.flavors.items():
+            self.custom.create_cluster_custom_object(
+                "kueue.x-k8s.io", "v1beta2", "resourceflavors", {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                    "metadata": {"name": name}, "spec": spec})
+        self.custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": self.namespace},
+            "spec": {"namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": self.namespace}},
+                "resourceGroups": [
+                    {"coveredResources": ["cpu", "memory"],
+                     "flavors": [{"name": f"{self.namespace}-cpu", "resources": [
+                         {"name": "cpu", "nominalQuota": "64"},
+                         {"name": "memory", "nominalQuota": "256Gi"}]}]},
+                    {"coveredResources": ["nvidia.com/gpu"],
+                     "flavors": [{"name": f"{self.namespace}-a100", "resources": [
+                         {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}]}]}})
+        self.custom.create_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", self.namespace, "localqueues", {
+                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                "metadata": {"name": LOCAL_QUEUE, "namespace": self.namespace},
+                "spec": {"clusterQueue": self.namespace}})
+
+    def create(self, kind: tuple[str, str, str], body: dict) -> dict:
+        return self.custom.create_namespaced_custom_object(*kind[:2], self.namespace, kind[2],
+                                                           body)
+
+    def get(self, kind: tuple[str, str, str], name: str) -> dict:
+        return self.custom.get_namespaced_custom_object(*kind[:2], self.namespace, kind[2], name)
+
+    def workloads_of(self, owner: dict) -> list[dict]:
+        """The Kueue Workloads owned by `owner` (a JobSet or MPIJob as created)."""
+        items = self.custom.list_namespaced_custom_object(*WORKLOADS[:2], self.namespace,
+                                                          WORKLOADS[2])["items"]
+        uid = owner["metadata"]["uid"]
+        return [w for w in items
+                if any(o["uid"] == uid for o in w["metadata"].get("ownerReferences") or ())]
+
+    def workload_of(self, owner: dict) -> dict:
+        """Its one Workload (waited for: Kueue makes it when it sees the owner)."""
+        found = eventually(lambda: self.workloads_of(owner), timeout=30,
+                           message=f"a Workload for {owner['metadata']['name']}")
+        assert len(found) == 1, [w["metadata"]["name"] for w in found]
+        return found[0]
+
+    def pods(self, selector: str) -> list:
+        return self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+
+    def delete(self) -> None:
+        from kubernetes.client.rest import ApiException
+
+        with contextlib.suppress(ApiException):
+            self.core.delete_namespace(self.namespace)
+        namespace_gone(self.core, self.namespace)
+        for plural, name in (("clusterqueues", self.namespace),
+                             *(("resourceflavors", f) for f in self.flavors)):
+            with contextlib.suppress(ApiException):
+                self.custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural,
+                                                         name)
+
+
+@pytest.fixture
+def queue(kueue_cluster) -> Iterator[Queue]:
+    with kueue_cluster.api_client() as api:
+        made = Queue(api, gpus=6)
+        try:
+            yield made
+        finally:
+            made.delete()
+
+
+def condition(obj: dict, kind: str) -> str | None:
+    """The status ("True"/"False") of a condition of an object's status, or None."""
+    return next((c["status"] for c in (obj.get("status") or {}).get("conditions") or ()
+                 if c["type"] == kind), None)
+
+
+def pod_template(gpus: int, *, run_seconds: int = 5, image: str = "busybox:1.36",
+                 labels: dict | None = None) -> dict:
+    """A restricted-compliant pod on an A100 node asking for `gpus` GPUs (none: anywhere)."""
+    resources = {"cpu": "1", "memory": "1Gi", **({"nvidia.com/gpu": str(gpus)} if gpus else {})}
+    placement: dict = {"nodeSelector": {"gputype": "a100"}, "tolerations": [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]} if gpus else {}
+    return {
+        "metadata": {"annotations": {"kubesim.io/run-seconds": str(run_seconds)},
+                     "labels": labels or {}},
+        "spec": {
+            "restartPolicy": "Never", **placement,
+            "securityContext": {"runAsNonRoot": True,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "train", "image": image, "command": ["sleep", "3600"],
+                            "securityContext": RESTRICTED,
+                            "resources": {"requests": resources, "limits": dict(resources)}}]}}
+
+
+def jobset(name: str, replicated: dict[str, dict]) -> dict:
+    """A queued JobSet: for each replicated job (name → pod template), one Job of 2 pods."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": name, "labels": {QUEUE_LABEL: LOCAL_QUEUE}},
+        "spec": {"replicatedJobs": [
+            {"name": job, "replicas": 1, "template": {"spec": {
+                "parallelism": 2, "completions": 2, "backoffLimit": 0, "template": template}}}
+            for job, template in replicated.items()]}}
+
+
+def running(queue: Queue, selector: str, count: int) -> list:
+    pods = queue.pods(selector)
+    assert len(pods) == count and all(p.status.phase == "Running" for p in pods), \
+        [(p.metadata.name, p.status.phase) for p in pods]
+    return pods
+
+
+def test_a_jobset_is_one_workload_admitted_whole_and_completes(queue):
+    created = queue.create(JOBSET, jobset("train", {"workers": pod_template(2)}))
+    workload = queue.workload_of(created)
+    assert [(p["name"], p["count"]) for p in workload["spec"]["podSets"]] == [("workers", 2)]
+    eventually(lambda: condition(queue.workload_of(created), "Admitted") == "True", timeout=30,
+               message="the JobSet's Workload admitted")
+    pods = eventually(lambda: running(queue, "jobset.sigs.k8s.io/jobset-name=train", 2),
+                      timeout=30, message="both pods Running")
+    nodes = {queue.core.read_node(p.spec.node_name).metadata.labels["gputype"] for p in pods}
+    assert nodes == {"a100"}
+    assert sorted(p.metadata.labels["batch.kubernetes.io/job-completion-index"]
+                  for p in pods) == ["0", "1"]
+    eventually(lambda: condition(queue.get(JOBSET, "train"), "Completed") == "True",
+               timeout=60, message="the JobSet Completed")
+    assert condition(queue.workload_of(created), "Finished") == "True"
+
+
+def test_an_mpijob_is_one_workload_admitted_whole_and_succeeds(queue):
+    launcher = pod_template(0, run_seconds=3)
+    launcher["spec"]["restartPolicy"] = "OnFailure"
+    launcher["spec"]["containers"][0]["command"] = ["mpirun", "-np", "8", "train"]
+    worker = pod_template(2)
+    worker["spec"]["containers"][0]["command"] = ["/usr/sbin/sshd", "-De"]
+    created = queue.create(MPIJOB, {
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+        "metadata": {"name": "allreduce", "labels": {QUEUE_LABEL: LOCAL_QUEUE}},
+        "spec": {"slotsPerWorker": 4, "runPolicy": {"cleanPodPolicy": "Running"},
+                 "mpiReplicaSpecs": {
+                     "Launcher": {"replicas": 1, "template": launcher},
+                     "Worker": {"replicas": 2, "restartPolicy": "Never",
+                                "template": worker}}}})
+    workload = queue.workload_of(created)
+    assert sorted((p["name"], p["count"]) for p in workload["spec"]["podSets"]) == \
+        [("launcher", 1), ("worker", 2)]
+    eventually(lambda: condition(queue.workload_of(created), "Admitted") == "True", timeout=30,
+               message="the MPIJob's Workload admitted")
+    # the operator's pods are admitted under `restricted`: the workers, made from the template
+    workers = eventually(lambda: running(
+        queue, "training.kubeflow.org/job-name=allreduce,training.kubeflow.org/job-role=worker",
+        2), timeout=30, message="both workers Running")
+    assert sorted(p.metadata.name for p in workers) == ["allreduce-worker-0",
+                                                        "allreduce-worker-1"]
+    done = eventually(lambda: condition(got := queue.get(MPIJOB, "allreduce"),
+                                        "Succeeded") == "True" and got,
+                      timeout=60, message="the MPIJob Succeeded")
+    assert done["status"]["replicaStatuses"]["Launcher"]["succeeded"] == 1
+    assert condition(queue.workload_of(created), "Finished") == "True"
+
+
+def test_a_group_that_does_not_fit_waits_suspended_without_a_pod(queue):
+    """Quota 6: the first takes 4; the second (2 × 2) would find 2 free, enough for one of its
+    pods, and starts none until the first is done; a third (2 × 4 = 8) is more than the
+    quota and is never admitted."""
+    queue.create(JOBSET, jobset("first", {"w": pod_template(2, run_seconds=8)}))
+    second = queue.create(JOBSET, jobset("second", {"w": pod_template(2)}))
+    third = queue.create(JOBSET, jobset("third", {"w": pod_template(4)}))
+    eventually(lambda: running(queue, "jobset.sigs.k8s.io/jobset-name=first", 2), timeout=30,
+               message="the first JobSet's pods Running")
+    for waiting in (second, third):
+        workload = eventually(
+            lambda w=waiting: condition(wl := queue.workload_of(w), "QuotaReserved") == "False"
+            and wl, timeout=30, message="Kueue's verdict on the waiting JobSets")
+        assert condition(workload, "Admitted") != "True"
+        assert queue.get(JOBSET, waiting["metadata"]["name"])["spec"]["suspend"] is True
+        assert queue.pods(f"jobset.sigs.k8s.io/jobset-name={waiting['metadata']['name']}") == []
+    assert "couldn't assign flavors" in next(
+        c["message"] for c in queue.workload_of(third)["status"]["conditions"]
+        if c["type"] == "QuotaReserved")
+    # the first one done, the second starts whole; the third still has no pod
+    eventually(lambda: condition(queue.get(JOBSET, "first"), "Completed") == "True",
+               timeout=60, message="the first JobSet Completed")
+    eventually(lambda: running(queue, "jobset.sigs.k8s.io/jobset-name=second", 2), timeout=30,
+               message="the second JobSet's pods Running")
+    assert queue.pods("jobset.sigs.k8s.io/jobset-name=third") == []
+    assert condition(queue.workload_of(third), "Admitted") != "True"
+
+
+def test_a_group_that_cannot_start_whole_is_evicted_and_requeued(queue, kueue_cluster):
+    """One of its two Jobs has an image that does not exist: admitted, its pods are created,
+    two never become Ready; after waitForPodsReady's timeout Kueue evicts the Workload (its
+    quota freed), the JobSet is suspended again, its pods deleted, and it is requeued."""
+    from stack.k8s.addons import addon
+
+    assert addon(kueue_cluster, "kueue").pods_ready_timeout <= 30
+    created = queue.create(JOBSET, jobset("half", {
+        "ok": pod_template(1, run_seconds=600),
+        "bad": pod_template(1, image="registry.example/does-not-exist:1")}))
+    eventually(lambda: running(queue, "jobset.sigs.k8s.io/jobset-name=half,"
+                                      "jobset.sigs.k8s.io/replicatedjob-name=ok", 2),
+               timeout=30, message="the good half Running")
+
+    def evicted() -> dict:
+        workload = queue.workload_of(created)
+        evictions = [c for c in workload["status"].get("conditions") or ()
+                     if c["type"] == "Evicted" and c["status"] == "True"]
+        assert evictions and evictions[0]["reason"] == "PodsReadyTimeout", evictions
+        return workload
+
+    workload = eventually(evicted, timeout=90, message="evicted for PodsReadyTimeout")
+    assert workload["status"]["requeueState"]["count"] == 1
+    eventually(lambda: queue.get(JOBSET, "half")["spec"]["suspend"] is True, timeout=30,
+               message="the JobSet suspended again")
+    eventually(lambda: queue.pods("jobset.sigs.k8s.io/jobset-name=half") == [], timeout=30,
+               message="its pods deleted")
+    assert condition(queue.workload_of(created), "QuotaReserved") != "True"
+
+
+def test_without_kueue_neither_kind_is_served(real_cluster):
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    with real_cluster.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        for group, version, plural in (JOBSET, MPIJOB):
+            with pytest.raises(ApiException) as missing:
+                custom.list_cluster_custom_object(group, version, plural)
+            assert missing.value.status == 404
+        groups = {g.name for g in client.ApisApi(api).get_api_versions().groups}
+    assert "jobset.x-k8s.io" not in groups and "kubeflow.org" not in groups
+    assert "apps" in groups  # the question is answered by a serving API server
+
+
+def test_the_portals_service_account_manages_jobsets_and_mpijobs(queue, kueue_cluster):
+    """deploy/base/portal-rbac.yaml, as the cluster applied it: the portal's own identity
+    creates, reads, patches and deletes both kinds, and reads their status; no more."""
+    from kubernetes import client, config
+
+    with config.new_client_from_config(str(kueue_cluster.portal_kubeconfig)) as portal:
+        reviews = client.AuthorizationV1Api(portal)
+
+        def allowed(group: str, resource: str, verb: str, subresource: str = "") -> bool:
+            return reviews.create_self_subject_access_review({"spec": {"resourceAttributes": {
+                "group": group, "resource": resource, "subresource": subresource, "verb": verb,
+                "namespace": queue.namespace}}}).status.allowed
+
+        for group, _, plural in (JOBSET, MPIJOB):
+            for verb in ("create", "get", "list", "watch", "patch", "delete"):
+                assert allowed(group, plural, verb), (plural, verb)
+            assert allowed(group, plural, "get", "status")
+            assert not allowed(group, plural, "update", "status")
+        custom = client.CustomObjectsApi(portal)
+        custom.create_namespaced_custom_object(*JOBSET[:2], queue.namespace, JOBSET[2],
+                                               jobset("mine", {"w": pod_template(1)}))
+        custom.patch_namespaced_custom_object(*JOBSET[:2], queue.namespace, JOBSET[2], "mine",
+                                              {"metadata": {"labels": {"seen": "yes"}}})
+        assert custom.get_namespaced_custom_object_status(
+            *JOBSET[:2], queue.namespace, JOBSET[2], "mine")["metadata"]["labels"]["seen"] == "yes"
+        custom.delete_namespaced_custom_object(*JOBSET[:2], queue.namespace, JOBSET[2], "mine")
