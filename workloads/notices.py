@@ -22,8 +22,9 @@ log = logging.getLogger(__name__)
 
 
 def reclaim_text(workload, reason: str) -> str:
-    return (f"Its {workload.gpu_count} {workload.gpu_type.slug} GPU"
-            f"{'s were' if workload.gpu_count != 1 else ' was'} borrowed from another project, "
+    gpus = workload.gpu_total  # a group gives back every node's
+    return (f"Its {gpus} {workload.gpu_type.slug} GPU"
+            f"{'s were' if gpus != 1 else ' was'} borrowed from another project, "
             "which needs them now. "
             + ("It was stopped and is back in the queue; it starts again when GPUs are free."
                if workload.kind == "batch" else
@@ -39,7 +40,8 @@ def workload_reclaimed(*, workload, reason: str) -> None:
     audit_record(actor=None, action="workload.reclaim", tenant=workload.tenant,
                  target=workload.object_name,
                  after={"id": workload.pk, "gpu_type": workload.gpu_type.slug,
-                        "gpu_count": workload.gpu_count, "reason": reason})
+                        "gpu_count": workload.gpu_count, "nodes": workload.nodes,
+                        "reason": reason})
     transaction.on_commit(lambda: mail_owner(
         workload, subject=f"{workload.name} in {workload.tenant.name} was preempted",
         lead="gave its GPUs back", text=text, what="preemption"))

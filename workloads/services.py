@@ -23,7 +23,7 @@ from catalogue.models import Template
 from core.tasks import send_on_commit
 from kube.client import KubeError
 from kube.kueue import queueing_on
-from kube.labels import workload_object_name
+from kube.labels import MAX_GROUP_OBJECT_NAME, workload_object_name
 from tenants.models import Quota, Tenant
 from tenants.queueing import gpu_reach
 
@@ -207,7 +207,10 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 idempotency_key=idempotency_key or None,
                 idempotency_fingerprint=request_fingerprint if idempotency_key else "",
             )
-            workload.object_name = workload_object_name(workload.pk, workload.name)
+            # a group's pods add its replicated job and ranks to its name (JobSet's limit)
+            workload.object_name = workload_object_name(
+                workload.pk, workload.name,
+                **({"max_length": MAX_GROUP_OBJECT_NAME} if template.distributed else {}))
             # what it will run, frozen now: later edits of the template or GPU type leave it be
             workload.launch_spec = launch_spec_from_rows(workload)
             workload.save(update_fields=["object_name", "launch_spec"])

@@ -224,3 +224,36 @@ def test_stopping_a_group_removes_every_object_of_it(groups_cluster, kueue_clust
     eventually(lambda: not left(), timeout=60, interval=0.5,
                message=lambda: f"objects of the stopped group are left: {left()}")
     track_until(tracker, lambda: state_of(workload).state == S.STOPPED, timeout=30)
+
+
+def test_deleting_the_tenant_removes_every_object_of_its_groups(
+        groups_cluster, kueue_cluster, owner, gpu_types, settings, eager_celery):
+    """Its workloads are stopped at once (the stop path), and the namespace goes with whatever
+    the groups made (the JobSet's Jobs and Service, the MPI operator's keys and hostfile)."""
+    from django.test import TestCase
+
+    from tenants.provisioning import tenant_namespace_delete
+    from tenants.services import tenant_mark_deleting
+
+    settings.PORTAL_TENANT_DELETE_GRACE_MINUTES = 0
+    tenant = make_tenant(groups_cluster, a100=8)
+    ddp = launch_group(tenant, owner, gpu_types, gpus=2)
+    mpi = launch_group(tenant, owner, gpu_types, template="mpi", gpus=2)
+    tracker = Tracker()
+    track_until(tracker, lambda: {state_of(ddp).state, state_of(mpi).state} == {S.RUNNING},
+                timeout=90, describe=lambda: f"{ddp.state} {ddp.reason} / {mpi.state} "
+                                             f"{mpi.reason}")
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        tenant_mark_deleting(tenant=tenant, acting_user=None, reason="the project ended")
+    assert {state_of(ddp).state, state_of(mpi).state} <= {S.STOPPING, S.STOPPED}
+    assert tenant_namespace_delete(tenant_id=tenant.pk)
+    with kueue_cluster.api_client() as client:
+        kube = Kube(client)
+
+        def left() -> list[str]:
+            return [f"{kind} {o['metadata']['name']}" for kind in ("JobSet", "MPIJob", "Pod")
+                    for o in kube.list(kind, tenant.namespace)["items"]]
+
+        eventually(lambda: not left() and kube.get("Namespace", tenant.namespace) is None,
+                   timeout=90, interval=0.5,
+                   message=lambda: f"the deleted tenant's objects are left: {left()}")

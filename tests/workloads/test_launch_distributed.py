@@ -98,3 +98,22 @@ def test_a_group_no_set_of_nodes_can_hold_is_refused_naming_the_nodes(cluster, g
     errors = {}
     _never_fits({"gpu_type": a100, "gpu_count": 8, "nodes": 2}, errors)
     assert errors == {}
+
+
+def test_a_groups_kubernetes_name_leaves_room_for_its_ranks(vision):
+    """JobSet names a rank's pod `<name>-r-<job>-<rank>-<5 chars>`, at most 63 characters: a
+    group's name is shorter than a one-pod workload's, and its objects can be built."""
+    from kube.labels import MAX_GROUP_OBJECT_NAME
+    from workloads.manifests import workload_objects
+    from workloads.objects import workload_spec
+
+    user = get_user_model().objects.get(username="researcher")
+    ddp = Template.objects.get(slug="pytorch-ddp")
+    workload, _ = workload_launch(
+        tenant=Tenant.objects.get(pk=vision.pk), user=user,
+        request={"name": "a very long name " * 5, "template": ddp, "kind": "batch",
+                 "gpu_type": GpuType.objects.get(slug="a100"), "gpu_count": 1, "nodes": 2,
+                 "image": ddp.image, "command": ["python", "t.py"], "cpu": 1, "memory": 1})
+    assert len(workload.object_name) <= MAX_GROUP_OBJECT_NAME < 52
+    kinds = [o["kind"] for o in workload_objects(workload_spec(workload, queued=True))]
+    assert kinds == ["JobSet"]
