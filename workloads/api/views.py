@@ -178,11 +178,10 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
             raise exceptions.ValidationError({"tail": ["A whole number."]}) from exc
         if not 1 <= tail <= 10000:
             raise exceptions.ValidationError({"tail": ["Between 1 and 10000."]})
-        rank: int | str | None = request.query_params.get("rank")
-        if rank is not None and rank != "launcher":
-            if not rank.isdigit():
-                raise _rank_invalid("rank: a rank number (0, 1, …) or `launcher`.")
-            rank = int(rank)
+        given = request.query_params.get("rank")
+        if given is not None and given != "launcher" and not given.isdigit():
+            raise _rank_invalid("rank: a rank number (0, 1, …) or `launcher`.")
+        rank = int(given) if given is not None and given.isdigit() else given
         try:
             lines = workload_logs(workload, tail=tail, rank=rank)
         except RankUnknown as exc:
