@@ -425,9 +425,8 @@ def _rank_chosen(request: ProjectRequest, ranks: list[dict]) -> str | None:
 def _logs(workload: Workload, rank: str | None) -> list[str]:
     if rank is None:
         return workload_logs(workload, tail=LOG_TAIL)
-    # one rank's pod, as GET workloads/{id}/logs/?rank= reads it (workloads/logs.py). The
-    # ignore goes when workload_logs takes `rank` (issue 25's tracking; mypy then says so)
-    return workload_logs(workload, tail=LOG_TAIL,  # type: ignore[call-arg]
+    # one rank's pod, as GET workloads/{id}/logs/?rank= reads it (workloads/logs.py)
+    return workload_logs(workload, tail=LOG_TAIL,
                          rank=rank if rank == "launcher" else int(rank))
 
 

@@ -171,11 +171,13 @@ def test_with_room_for_one_group_the_other_waits_whole_without_a_pod(
 def test_a_failing_rank_restarts_the_group_then_fails_it_naming_the_rank(
         groups_cluster, kueue_cluster, owner, gpu_types):
     tenant = make_tenant(groups_cluster, a100=8)
-    workload = launch_group(tenant, owner, gpu_types, run_seconds=1, retries=1,
+    workload = launch_group(tenant, owner, gpu_types, run_seconds=4, retries=1,
                             env={"KUBESIM_EXIT_CODE": "3"})
     tracker = Tracker()
     track_until(tracker, lambda: state_of(workload).state == S.FAILED, timeout=120,
-                describe=lambda: f"{workload.state}: {workload.reason}")
+                describe=lambda: f"{workload.state}: {workload.reason} " + " | ".join(
+                    f"{e.at:%S.%f} {e.source} {e.reason}: {e.message}"
+                    for e in workload.events.all()))
     assert "rank" in workload.reason and "code 3" in workload.reason
     reasons = " ".join(workload.events.values_list("message", flat=True))
     assert "restart" in reasons.lower()
