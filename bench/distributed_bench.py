@@ -22,14 +22,16 @@ scheduled and running, and its JobSet completed. It reports for both sides:
   pod was running (p50, p95), and the ratio portal / Kueue alone (the goal: ≤ 1.1);
 - **drain**: from the first submission to the last group completed, and its ratio;
 - **partial starts**: groups that ever had a rank running while another rank of theirs could
-  not be scheduled (Unschedulable), and Kueue's evictions of groups whose pods were not ready in
-  time (waitForPodsReady). Gang admission means both are 0;
+  not be scheduled (Unschedulable): gang admission means 0; and Kueue's evictions by reason
+  (Preempted: a lender reclaimed its quota from a borrowing group, which is requeued whole;
+  PodsReadyTimeout: not every rank ready in time);
 - the portal's lag from the last rank running to the workload shown `running` (p50, p95).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import random
@@ -65,11 +67,10 @@ def inventory(path: Path) -> Path:
 
 
 def start_cluster(workdir: Path):
-    from stack.k8s.jobset import JobSet
-    from stack.k8s.mpi_operator import MPIOperator
-
     from stack.k8s.cluster import ControlPlane
+    from stack.k8s.jobset import JobSet
     from stack.k8s.kueue import Kueue
+    from stack.k8s.mpi_operator import MPIOperator
 
     cp = ControlPlane(workdir / "kube", inventory=inventory(workdir / "inventory.yaml"),
                       addons=[JobSet(), MPIOperator(), Kueue()], pod_start_seconds=0.5)
@@ -107,12 +108,12 @@ class GroupClock:
         groups: dict[tuple[str, str], dict] = {}
         for line in self.path.read_text().splitlines():
             namespace, name, step, at = line.split()
-            group = groups.setdefault((namespace, name), {"running": {}, "evictions": 0,
+            group = groups.setdefault((namespace, name), {"running": {}, "evictions": [],
                                                           "partial": False})
             if step.startswith("running:"):
                 group["running"].setdefault(step.split(":", 1)[1], float(at))
             elif step.startswith("evicted@"):
-                group["evictions"] += 1
+                group["evictions"].append(step.split("@")[1])
             elif step == "partial":
                 group["partial"] = True
             else:
@@ -174,8 +175,9 @@ def watch_groups(kubeconfig: str, path: str) -> None:
                       if o["kind"] == "JobSet"]
             evicted = [c for c in status.get("conditions") or ()
                        if c["type"] == "Evicted" and c["status"] == "True"]
-            if owners and evicted:
-                stamp(namespace, owners[0], "evicted@" + evicted[0]["lastTransitionTime"], now)
+            if owners and evicted:  # one line per eviction, its reason with it
+                stamp(namespace, owners[0], f"evicted@{evicted[0].get('reason', '')}@"
+                                            + evicted[0]["lastTransitionTime"], now)
 
     custom = client.CustomObjectsApi(api)
     listers = {
@@ -263,7 +265,10 @@ def summary(side: dict) -> dict:
                                                 "p95": percentile(starts, 0.95)},
         "drain_seconds": round(max(g["completed"] for g in side["groups"]) - side["began"], 1),
         "partial_starts": sum(g["partial"] for g in side["groups"]),
-        "evictions": sum(g["evictions"] for g in side["groups"]),
+        # by reason: Preempted (a lender took its quota back: fair sharing), PodsReadyTimeout
+        # (not every rank ready in time: waitForPodsReady)
+        "evictions": dict(collections.Counter(
+            reason for g in side["groups"] for reason in g["evictions"])),
     }
 
 

@@ -86,6 +86,16 @@ def queueing_figures(_text: str, f: dict | None) -> str:
             f"median error {eta} s, coverage {f['eta_coverage']:.0%}")
 
 
+def distributed_figures(_text: str, f: dict | None) -> str:
+    portal, alone = f["portal"], f["kueue_alone"]
+    return (f"{f['jobs']} groups of {f['group']}, {f['tenants']} tenants: launch → all ranks "
+            f"running p50 {portal['launch_to_all_ranks_running_seconds']['p50']} s, Kueue alone "
+            f"{alone['launch_to_all_ranks_running_seconds']['p50']} s (ratio "
+            f"{f['ratio_p50_portal_to_kueue_alone']}); drain ratio "
+            f"{f['ratio_drain_portal_to_kueue_alone']}; partial starts "
+            f"{portal['partial_starts']} / {alone['partial_starts']}")
+
+
 def usage_figures(text: str, _figures: dict | None) -> str:
     ingest = re.search(r"^ingest \(samples/s\): (.*)$", text, re.M)
     rates = ast.literal_eval(ingest.group(1)) if ingest else {}
@@ -169,6 +179,8 @@ BENCHES = [
                           "--warmup", "2"], 300, launch_figures, json=True, real_cluster=True),
     Bench("queueing", ["bench/queueing_bench.py", "--launches", "60", "--tenants", "10"], 300,
           queueing_figures, json=True, real_cluster=True),
+    Bench("distributed", ["bench/distributed_bench.py", "--jobs", "10", "--tenants", "5"], 300,
+          distributed_figures, json=True, real_cluster=True),
     Bench("capacity", ["bench/capacity_bench.py", "--sizes", "100,5000", "--requests", "50"],
           600, capacity_figures),
     Bench("usage", ["bench/usage_bench.py", "--samples", "400000", "--cycles", "100"], 300,
