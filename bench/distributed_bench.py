@@ -32,12 +32,9 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -48,8 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.queueing_bench import follow_all  # noqa: E402
-from bench.tracking_bench import start_postgres  # noqa: E402
+from bench.queueing_bench import follow_all, with_portal_on_kueue  # noqa: E402
 
 NODES, GPUS_PER_NODE, RANKS, RANK_GPUS = 16, 8, 2, 8
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -357,40 +353,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    from stack.procs import free_port, stop
-    from stack.redis import start_redis
-
-    workdir = Path(tempfile.mkdtemp(prefix="distributed-bench-"))
-    postgres = start_postgres(workdir)
-    redis_port = free_port()
-    redis = start_redis(redis_port, workdir / "redis", workdir / "redis.log")
-    cp = start_cluster(workdir)
-    os.environ.update({
-        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-        "DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": postgres.url,
-        "PORTAL_SECRET_KEY": "bench-" + "k" * 60, "PORTAL_TLS": "0",
-        "KUBECONFIG": str(cp.portal_kubeconfig), "PORTAL_QUEUEING": "kueue",
-    })
-    try:
-        import logging
-
-        import django
-
-        django.setup()
-        logging.getLogger("workloads.tracking").setLevel(logging.WARNING)
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
-        args.workdir = workdir
-        figures = run(args, cp.admin_kubeconfig)
-        print(json.dumps(figures, indent=2), flush=True)
-        if args.json:
-            args.json.write_text(json.dumps(figures, indent=2))
-    finally:
-        cp.stop()
-        stop(redis)
-        postgres.destroy()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with_portal_on_kueue(args, prefix="distributed-bench-", start_cluster=start_cluster,
+                         run=run)
 
 
 if __name__ == "__main__":

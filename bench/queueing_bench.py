@@ -509,10 +509,18 @@ def main() -> None:
     parser.add_argument("--portal-first", action="store_true",
                         help="the portal's side first, then Kueue alone (to see the order's part)")
     args = parser.parse_args()
+    with_portal_on_kueue(args, prefix="queueing-bench-", start_cluster=start_cluster, run=run)
+
+
+def with_portal_on_kueue(args, *, prefix: str, start_cluster, run) -> None:
+    """A benchmark's run against a real control plane with Kueue (`start_cluster(workdir)`)
+    and the portal on PostgreSQL and Redis in this process (Django set up, migrated):
+    `run(args, admin_kubeconfig)` gives the figures, printed and written to `--json`; then
+    everything is stopped and removed."""
     from stack.procs import free_port, stop
     from stack.redis import start_redis
 
-    workdir = Path(tempfile.mkdtemp(prefix="queueing-bench-"))
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
     postgres = start_postgres(workdir)
     redis_port = free_port()
     redis = start_redis(redis_port, workdir / "redis", workdir / "redis.log")

@@ -16,9 +16,8 @@ import pytest
 from catalogue.models import Template
 from kube.client import Kube
 from kube.labels import LABEL_WORKLOAD_ID
-from tenants.provisioning import tenant_reconcile
-from tenants.services import quota_update, tenant_ensure
 from tests.fixtures.portal import remove_workload_objects
+from tests.queueing.test_kueue_cluster import make_tenant as queue_tenant
 from tests.waiting import eventually
 from tests.workloads.test_tracking import state_of, track_until
 from workloads.models import Workload
@@ -54,14 +53,8 @@ def groups_cluster(kueue_cluster, settings, gpu_types) -> Iterator[list]:
 
 
 def make_tenant(made: list, *, a100: int, borrowing: int | None = 0):
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"group-{len(made)}")
-    quota_update(tenant=tenant, acting_user=None, changes={
-        "gpus_total": 16, "max_workloads": 10, "cpu": 64, "memory_gb": 256,
-        "gpus_by_type": {"a100": a100, "v100": 0, "t4": 0}, "gpu_borrowing_limit": borrowing})
-    tenant_reconcile(tenant_id=tenant.pk)
-    tenant.refresh_from_db()
-    made.append(tenant)
-    return tenant
+    """A tenant provisioned by the portal (tests/queueing's), borrowing nothing by default."""
+    return queue_tenant(made, a100=a100, borrowing=borrowing)
 
 
 def launch_group(tenant, user, gpu_types, *, template: str = "pytorch-ddp", nodes: int = 2,
