@@ -243,8 +243,8 @@ def test_a_group_that_does_not_fit_waits_suspended_without_a_pod(queue):
 
 def test_a_group_that_cannot_start_whole_is_evicted_and_requeued(queue, kueue_cluster):
     """One of its two Jobs has an image that does not exist: admitted, its pods are created,
-    two never become Ready; after waitForPodsReady's timeout Kueue evicts the Workload (its
-    quota freed), the JobSet is suspended again, its pods deleted, and it is requeued."""
+    two never become Ready; after waitForPodsReady's timeout Kueue evicts the Workload, the
+    JobSet is suspended again, its pods deleted, and it is requeued."""
     from stack.k8s.addons import addon
 
     assert addon(kueue_cluster, "kueue").pods_ready_timeout <= 30
@@ -268,7 +268,8 @@ def test_a_group_that_cannot_start_whole_is_evicted_and_requeued(queue, kueue_cl
                message="the JobSet suspended again")
     eventually(lambda: queue.pods("jobset.sigs.k8s.io/jobset-name=half") == [], timeout=30,
                message="its pods deleted")
-    assert condition(queue.workload_of(created), "QuotaReserved") != "True"
+    # (whether it holds quota again by now depends on how long that took: Kueue admits a
+    # requeued Workload again once its back-off has passed)
 
 
 def test_without_kueue_neither_kind_is_served(real_cluster):
