@@ -28,6 +28,7 @@ from workloads.manifests import WorkloadSpec, workload_objects
 from workloads.models import TrackerCursor, Workload, WorkloadEvent
 from workloads.objects import workload_objects_create
 from workloads.tracking.index import VANISHED
+from workloads.tracking.states import vanished_since
 from workloads.tracking.tracker import Lease, Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
@@ -273,6 +274,23 @@ def test_a_relist_of_one_kind_judges_only_that_kinds_workloads(tenants, owner, g
     tracker.run_for(0.5)  # now the Jobs are listed again, and the Job is in them
     assert tracker.stats.lists == 1  # the Jobs only: the other kinds resumed
     assert state_of(job).state in (S.PENDING, S.RUNNING), job.reason
+
+
+def test_a_relist_of_pods_or_events_fails_no_workload(tenants, owner, gpu_types):
+    """Every reflector's list ends with the tracker's sweep; only a list of a workload's own
+    kind (Job, Deployment, JobSet, MPIJob) can show it vanished. A relist of pods after a
+    cluster outage once failed every running batch workload as deleted outside the portal
+    (the outage tests under load)."""
+    tenant = tenants()
+    job = launch(tenant, owner, gpu_types, name="running", env={"KUBESIM_RUN_SECONDS": "600"})
+    tracker = Tracker()
+    track_until(tracker, lambda: state_of(job).state == S.RUNNING)
+    Workload.objects.filter(pk=job.pk).update(updated_at=timezone.now() - dt.timedelta(minutes=2))
+    for kind in ("Pod", "Event", "Service", "Ingress"):
+        tracker.sweep_vanished(kind, time.time())  # how a list of that kind ends
+    assert state_of(job).state == S.RUNNING, job.reason
+    with pytest.raises(ValueError, match="a list of Pod says nothing"):
+        vanished_since("Pod", timezone.now(), lambda *_: False)
 
 
 def test_a_stopping_workload_whose_objects_are_gone_is_stopped(tenants, owner, gpu_types):

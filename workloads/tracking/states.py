@@ -86,6 +86,8 @@ def vanished_since(kind: str, listed_at: dt.datetime,
     began count — the create task marks a workload pending after creating its objects, so
     those objects were in the list; `listed_at` leaves room for the clocks of different hosts.
     `has_primary(workload id, workload kind, namespace)` answers from the store."""
+    if kind not in ("Job", "Deployment", *GROUP_WATCHED):
+        raise ValueError(f"a list of {kind} says nothing of vanished workloads")
     workload_kind = SERVICE if kind == "Deployment" else BATCH
     live = Workload.objects.filter(state__in=Workload.LIVE_STATES, kind=workload_kind,
                                    updated_at__lt=listed_at)

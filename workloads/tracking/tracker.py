@@ -427,6 +427,8 @@ class Tracker:
         """After a list of `kind` (Job, Deployment, JobSet or MPIJob) that began at `started`
         (wall clock): the live workloads whose object is of that kind and is not in the store
         failed."""
+        if kind not in PRIMARY:
+            return  # a list of pods, events, Services or Ingresses says nothing of that
         listed_at = dt.datetime.fromtimestamp(started - self.clock_skew, tz=dt.UTC)
 
         def has_primary(wid: int, workload_kind: str, namespace: str) -> bool:
