@@ -45,7 +45,11 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.queueing_bench import follow_all, with_portal_on_kueue  # noqa: E402
+from bench.queueing_bench import (  # noqa: E402
+    WatcherProcess,
+    follow_all,
+    with_portal_on_kueue,
+)
 
 NODES, GPUS_PER_NODE, RANKS, RANK_GPUS = 16, 8, 2, 8
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -77,28 +81,10 @@ def start_cluster(workdir: Path):
     return cp
 
 
-class GroupClock:
+class GroupClock(WatcherProcess):
     """Per group (namespace, JobSet name), the monotonic time a watcher process first saw:
     `created`, `completed`, `running:<pod>` per pod, `evicted` (Kueue's), and `partial` when a
     rank ran while another could not be scheduled. One line per stamp in a file."""
-
-    def __init__(self, kubeconfig: Path, path: Path) -> None:
-        self.kubeconfig, self.path = kubeconfig, path
-        self.proc = None
-
-    def start(self) -> GroupClock:
-        import multiprocessing
-
-        self.path.write_text("")
-        self.proc = multiprocessing.get_context("spawn").Process(
-            target=watch_groups, args=(str(self.kubeconfig), str(self.path)), daemon=True)
-        self.proc.start()
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.join(timeout=10)
 
     def stamps(self) -> dict[tuple[str, str], dict]:
         groups: dict[tuple[str, str], dict] = {}
@@ -184,6 +170,9 @@ def watch_groups(kubeconfig: str, path: str) -> None:
             "kueue.x-k8s.io", "v1beta2", "workloads", **kw)}
 
     follow_all(listers, see)
+
+
+GroupClock.target = staticmethod(watch_groups)
 
 
 def group_spec(*, name: str, namespace: str, seconds: int, workload_id: int = 0, **extra):

@@ -56,6 +56,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -78,7 +79,33 @@ def start_cluster(workdir: Path):
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
-class ClusterClock:
+class WatcherProcess:
+    """A watcher in a process of its own (`target(kubeconfig, path)`), writing one line per stamp
+    to `path`: the benchmarks' clocks of the cluster (CLOCK_MONOTONIC, shared by the
+    processes of the machine)."""
+
+    target: Any = None  # the watcher function, set by each clock
+
+    def __init__(self, kubeconfig: Path, path: Path) -> None:
+        self.kubeconfig, self.path = kubeconfig, path
+        self.proc: Any = None
+
+    def start(self) -> Any:
+        import multiprocessing
+
+        self.path.write_text("")
+        self.proc = multiprocessing.get_context("spawn").Process(
+            target=type(self).target, args=(str(self.kubeconfig), str(self.path)), daemon=True)
+        self.proc.start()
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.join(timeout=10)
+
+
+class ClusterClock(WatcherProcess):
     """Stamps, per Job (namespace, name), the monotonic time a watcher first saw each step:
     `created` (the Job), `reserved` (its Kueue Workload's QuotaReserved), `running` (its pod),
     `finished` (the Job Complete or Failed), `released` (its Workload Finished: the quota is
@@ -89,24 +116,9 @@ class ClusterClock:
     shared by the processes of the machine."""
 
     def __init__(self, kubeconfig: Path, path: Path) -> None:
-        self.kubeconfig, self.path = kubeconfig, path
+        super().__init__(kubeconfig, path)
         self._stamps: dict[tuple[str, str], dict[str, float]] = {}
         self._read = 0
-        self.proc = None
-
-    def start(self) -> ClusterClock:
-        import multiprocessing
-
-        self.path.write_text("")
-        self.proc = multiprocessing.get_context("spawn").Process(
-            target=watch_cluster, args=(str(self.kubeconfig), str(self.path)), daemon=True)
-        self.proc.start()
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.join(timeout=10)
 
     @property
     def stamps(self) -> dict[tuple[str, str], dict[str, float]]:
@@ -213,6 +225,9 @@ def follow_all(listers: dict, see) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+ClusterClock.target = staticmethod(watch_cluster)
 
 
 def straight_job(*, name: str, namespace: str, seconds: int) -> dict:
