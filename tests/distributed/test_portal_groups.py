@@ -205,20 +205,27 @@ def test_stopping_a_group_removes_every_object_of_it(groups_cluster, kueue_clust
     tracker = Tracker()
     track_until(tracker, lambda: state_of(workload).state == S.RUNNING, timeout=60,
                 describe=lambda: f"{workload.state}: {workload.reason}")
-    workload_stop(workload=workload, user=owner)
-    workload_stop_task(workload.pk)
-    selector = f"{LABEL_WORKLOAD_ID}={workload.pk}"
 
     def left() -> list[str]:
+        """Every object of the kinds a group makes in the tenant's namespace, which holds
+        this group alone (its Job and pods carry JobSet's labels, not the portal's)."""
         with kueue_cluster.api_client() as client:
             kube = Kube(client)
-            return [f"{kind} {o['metadata']['name']}"
-                    for kind in ("JobSet", "Job", "Pod", "Secret")
-                    for o in kube.list(kind, tenant.namespace, label_selector=selector)["items"]]
+            return sorted(f"{kind} {o['metadata']['name']}"
+                          for kind in ("JobSet", "Job", "Pod", "Service")
+                          for o in kube.list(kind, tenant.namespace)["items"])
 
+    before = left()
+    name = workload.object_name
+    assert [o.split()[0] for o in before] == ["Job", "JobSet", "Pod", "Pod", "Service"]
+    assert f"JobSet {name}" in before and f"Service {name}" in before
+    workload_stop(workload=workload, user=owner)
+    workload_stop_task(workload.pk)
     eventually(lambda: not left(), timeout=60, interval=0.5,
                message=lambda: f"objects of the stopped group are left: {left()}")
+    assert left() == []
     track_until(tracker, lambda: state_of(workload).state == S.STOPPED, timeout=30)
+    assert state_of(workload).reason.startswith("stopped by")
 
 
 def test_deleting_the_tenant_removes_every_object_of_its_groups(
