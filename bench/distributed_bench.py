@@ -48,6 +48,7 @@ if str(REPO) not in sys.path:
 from bench.queueing_bench import (  # noqa: E402
     WatcherProcess,
     follow_all,
+    stamp_writer,
     with_portal_on_kueue,
 )
 
@@ -105,22 +106,11 @@ class GroupClock(WatcherProcess):
 
 def watch_groups(kubeconfig: str, path: str) -> None:
     """The watcher process of GroupClock: JobSets, pods and Kueue Workloads, every namespace."""
-    import threading
-
     from kubernetes import client, config
 
     api = config.new_client_from_config(config_file=kubeconfig)
-    out = open(path, "a")  # noqa: SIM115 - open for the process's life
-    lock = threading.Lock()
-    seen: set[tuple[str, str, str]] = set()
+    stamp = stamp_writer(path)
     pods: dict[tuple[str, str], dict[str, str]] = {}  # group → pod → running|unschedulable|…
-
-    def stamp(namespace: str, name: str, step: str, at: float) -> None:
-        with lock:
-            if (namespace, name, step) not in seen:
-                seen.add((namespace, name, step))
-                out.write(f"{namespace} {name} {step} {at:.3f}\n")
-                out.flush()
 
     def see(kind: str, obj: dict, now: float, deleted: bool = False) -> None:
         meta = obj["metadata"]

@@ -140,21 +140,11 @@ class ClusterClock(WatcherProcess):
 
 def watch_cluster(kubeconfig: str, path: str) -> None:
     """The watcher process of ClusterClock: one thread per kind, one line per step seen."""
-    import threading
 
     from kubernetes import client, config
 
     api = config.new_client_from_config(config_file=kubeconfig)
-    out = open(path, "a")  # noqa: SIM115 - open for the process's life
-    lock = threading.Lock()
-    seen: set[tuple[str, str, str]] = set()
-
-    def stamp(namespace: str, name: str, step: str, at: float) -> None:
-        with lock:
-            if (namespace, name, step) not in seen:
-                seen.add((namespace, name, step))
-                out.write(f"{namespace} {name} {step} {at:.3f}\n")
-                out.flush()
+    stamp = stamp_writer(path)
 
     def see(kind: str, obj: dict, now: float) -> None:
         meta = obj["metadata"]
@@ -188,6 +178,25 @@ def watch_cluster(kubeconfig: str, path: str) -> None:
             "kueue.x-k8s.io", "v1beta2", "workloads", **kw)}
 
     follow_all(listers, lambda kind, obj, now, deleted: None if deleted else see(kind, obj, now))
+
+
+def stamp_writer(path: str):
+    """`stamp(namespace, name, step, at)`: one line per (namespace, name, step), the first time
+    it is seen, appended to `path` (the watchers' file, read by their clocks); thread-safe."""
+    import threading
+
+    out = open(path, "a")  # noqa: SIM115 - open for the process's life
+    lock = threading.Lock()
+    seen: set[tuple[str, str, str]] = set()
+
+    def stamp(namespace: str, name: str, step: str, at: float) -> None:
+        with lock:
+            if (namespace, name, step) not in seen:
+                seen.add((namespace, name, step))
+                out.write(f"{namespace} {name} {step} {at:.3f}\n")
+                out.flush()
+
+    return stamp
 
 
 def follow_all(listers: dict, see) -> None:
