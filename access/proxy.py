@@ -36,6 +36,8 @@ import yaml
 
 from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
 
+from .ssh_server import SSH_PATH
+
 Manifest = dict[str, Any]
 
 PROXY_CONTAINER = "auth-proxy"
@@ -89,7 +91,8 @@ class ProxySpec:
     backend_url: str            # the portal as the proxy reaches it (token, JWKS): …/o
     client_id: str              # the workload's OAuth client; the audience of its tokens
     secret_name: str            # the workload's Secret (CLIENT_SECRET_KEY, COOKIE_SECRET_KEY)
-    upstream_port: int          # the application's port, on the pod's loopback
+    upstream_port: int | None   # the application's port, on the pod's loopback (None: a
+                                # batch job, reached only for SSH)
     listen_port: int = PROXY_PORT
     # the application's own token (Jupyter's), from this env var of the Secret, sent upstream as
     # "Authorization: token <value>" so that no URL has to carry it
@@ -103,6 +106,9 @@ class ProxySpec:
     # where the login's answer comes back (…/oauth2/callback), when the address is known at
     # launch (behind the shared gateway); None: the request's own host and scheme
     redirect_url: str | None = None
+    # the workload's SSH server on the pod's loopback (access/ssh_server.py): the proxy routes
+    # SSH_PATH, a WebSocket, to it, behind the same login and the same bearer tokens
+    ssh_port: int | None = None
 
 
 def cookie_name(spec: ProxySpec) -> str:
@@ -140,11 +146,28 @@ def proxy_args(spec: ProxySpec) -> list[str]:
     if spec.redirect_url:
         args.append(f"--redirect-url={spec.redirect_url}")
     if spec.public:
-        args.append("--skip-auth-route=^/")  # no login for any path; still proxied
+        # no login for any path (still proxied), except SSH's: a public workload's shell is
+        # not everyone's
+        route = "^/" if spec.ssh_port is None else paths_outside(SSH_PATH)
+        args.append(f"--skip-auth-route={route}")
     else:
         # a script's bearer token (a JWT the portal signed, audience = this client) is a session
         args.append("--skip-jwt-bearer-tokens=true")
     return args
+
+
+def paths_outside(prefix: str) -> str:
+    """A regular expression matching every path that does not start with `prefix` (an
+    absolute path), written without look-ahead, which Go's RE2 has not: at each character of
+    the prefix, the path may end or differ."""
+    if not prefix.startswith("/") or len(prefix) < 2:
+        raise ValueError("the prefix is an absolute path below /")
+    pattern = ""
+    for char in reversed(prefix[1:]):
+        escaped = re.escape(char)
+        different = f"[^{escaped}]"
+        pattern = f"(?:$|{different}|{escaped}{pattern})" if pattern else f"(?:$|{different})"
+    return f"^/{pattern}"
 
 
 class _Literal(str):
@@ -177,12 +200,18 @@ def proxy_config(spec: ProxySpec) -> Manifest:
     authorization: Manifest = {"name": "Authorization"}
     if spec.upstream_token_env:
         authorization["values"] = [{"secretSource": {"fromEnv": UPSTREAM_AUTHORIZATION_ENV}}]
+    upstreams: list[Manifest] = []
+    if spec.upstream_port is not None:
+        upstreams.append({"id": "app", "path": "/",
+                          "uri": f"http://127.0.0.1:{spec.upstream_port}/",
+                          "timeout": UPSTREAM_TIMEOUT})
+    if spec.ssh_port is not None:
+        # the longer path wins over "/" whatever the order (oauth2-proxy sorts them)
+        upstreams.append({"id": "ssh", "path": SSH_PATH,
+                          "uri": f"http://127.0.0.1:{spec.ssh_port}/"})
     return {
         "server": server,
-        "upstreamConfig": {"upstreams": [{
-            "id": "app", "path": "/", "uri": f"http://127.0.0.1:{spec.upstream_port}/",
-            "timeout": UPSTREAM_TIMEOUT,
-        }]},
+        "upstreamConfig": {"upstreams": upstreams},
         "injectRequestHeaders": [authorization],
         "providers": [{
             "id": "portal",

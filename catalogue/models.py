@@ -95,6 +95,13 @@ class Template(models.Model):
     # a JobSet of indexed pods under torchrun, "mpi" an MPIJob (a launcher and its workers).
     # Such a template runs the researcher's program (command and args), as the custom one does
     engine = models.CharField(max_length=8, choices=Engine.choices, blank=True, default="")
+    # SSH into a running workload (issue 26): the portal's SSH server starts beside the
+    # application, reached through the workload's authenticating proxy. It wraps the program the
+    # container runs: the launch's command, else `entrypoint` (what the image's ENTRYPOINT
+    # runs; the wrapper replaces it, and it reaps orphans as tini would). A template with
+    # neither offers SSH only to launches that give a command.
+    ssh = models.BooleanField(default=False)
+    entrypoint = models.JSONField(default=list, blank=True)
     enabled = models.BooleanField(default=True)
 
     class Meta:
@@ -114,6 +121,12 @@ class Template(models.Model):
         """Whether a launch gives the program (command, any args): the custom template's, and
         a distributed one's, which runs the researcher's training under torchrun or mpirun."""
         return self.custom or self.distributed
+
+    @property
+    def ssh_program(self) -> list[str]:
+        """What SSH's wrapper runs when a launch gives no command: the template's command, else
+        the image's entrypoint as the template names it (empty: unknown)."""
+        return list(self.command or self.entrypoint)
 
     @property
     def takes_image(self) -> bool:

@@ -347,6 +347,10 @@ PORTAL_AUTH_PROXY_SESSION_SECONDS = env.int("PORTAL_AUTH_PROXY_SESSION_SECONDS",
 PORTAL_AUTH_PROXY_OFFLINE_SECONDS = env.int("PORTAL_AUTH_PROXY_OFFLINE_SECONDS", default=900)
 # a script's bearer token for one workload lives this long (it asks for another)
 PORTAL_WORKLOAD_TOKEN_SECONDS = env.int("PORTAL_WORKLOAD_TOKEN_SECONDS", default=60)
+# the image of the SSH server an init container puts into workloads with SSH (sshd/Dockerfile:
+# the static gpu-portal-sshd binary alone)
+PORTAL_SSH_SERVER_IMAGE = env.str("PORTAL_SSH_SERVER_IMAGE",
+                                  default="ghcr.io/gpu-portal/gpu-portal-sshd:0.26.0")
 # who of a tenant gets through a workload's proxy unless the tenant says otherwise:
 # owner (the owner, the project's managers, admins) | members | readers
 PORTAL_SERVICE_ACCESS_DEFAULT = env.str("PORTAL_SERVICE_ACCESS_DEFAULT", default="members")

@@ -33,7 +33,7 @@ FIELD_LABELS = {
     "nodes": "Nodes", "cpu": "CPU cores", "memory": "Memory (GiB)", "max_runtime_minutes": "Maximum runtime",
     "use_home": "Home volume", "kind": "Kind", "image": "Image", "command": "Command",
     "args": "Arguments", "env": "Environment", "port": "Port", "retries": "Retries",
-    "public": "Public",
+    "public": "Public", "ssh": "SSH",
 }
 
 # fields the page always sends (blank numbers are left out so the template defaults apply)
@@ -56,6 +56,9 @@ def launch_request(post, template: Template | None) -> tuple[dict[str, Any], dic
             data[field] = value
     data["use_home"] = bool(post.get("use_home"))
     data["public"] = bool(post.get("public"))
+    if template is not None and template.ssh:
+        # a checkbox: left unticked, the launch asks for no SSH
+        data["ssh"] = "true" if post.get("ssh") else "false"
     if template is not None and template.image_replaceable and not template.custom:
         image = post.get("image", "").strip()
         if image:  # blank: the template's own
@@ -116,6 +119,7 @@ class LaunchForm(forms.Form):
     retries = _number("retries")
     use_home = forms.BooleanField(required=False)
     public = forms.BooleanField(required=False)
+    ssh = forms.NullBooleanField(required=False)
 
     # read from text areas by launch_request, typed already
     LISTS = ("command", "args", "env")

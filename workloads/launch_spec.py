@@ -23,14 +23,14 @@ from django.conf import settings
 from catalogue.options import launch_argv
 from kube.labels import workload_host
 
-VERSION = 3  # 2: how a service is reached (exposure, host); 3: nodes and engine
+VERSION = 4  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh
 
 
 def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: list[str],
                         args: list[str], env: dict[str, str], port: int | None, gpu_count: int,
                         cpu: int, memory_gb: int, max_runtime_minutes: int | None,
                         retries: int, use_home: bool, exposure: str = "loadbalancer",
-                        host: str = "", nodes: int = 1) -> dict[str, Any]:
+                        host: str = "", nodes: int = 1, ssh: bool = False) -> dict[str, Any]:
     """The spec as JSON from the launch's own values and its template and GPU type rows now.
     The env is a list of [name, value] pairs: the template's, then the launch's (overriding a
     template's variable in place), in that order (a JSON object would not keep it in
@@ -67,6 +67,10 @@ def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: l
         # a service: "loadbalancer" (an address of its own) or "shared" (the gateway, `host`)
         "exposure": exposure if kind == "service" else "",
         "host": host if kind == "service" and exposure == "shared" else "",
+        # the portal's SSH server beside the program (issue 26), and the program it wraps when
+        # there is no command: the image's entrypoint as the template names it
+        "ssh": ssh,
+        "entrypoint": list(template.entrypoint or []) if ssh else [],
     }
 
 
@@ -83,7 +87,7 @@ def launch_spec_from_rows(workload) -> dict[str, Any]:
         port=workload.port, gpu_count=workload.gpu_count, cpu=workload.cpu,
         memory_gb=workload.memory_gb, max_runtime_minutes=workload.max_runtime_minutes,
         retries=workload.retries, use_home=workload.use_home, exposure=exposure, host=host,
-        nodes=workload.nodes)
+        nodes=workload.nodes, ssh=workload.ssh)
 
 
 def launch_spec_of(workload) -> dict[str, Any]:

@@ -18,6 +18,11 @@ credentials are `secret_data` (keys of the same Secret that are no environment v
 application), and its files (configuration, error page) are keys of that Secret too, derived
 from the spec.
 
+A workload with `ssh` (issue 26) runs the portal's SSH server inside its application container
+(access/ssh_server.py): an init container puts the binary in place, the container's command
+becomes the server's wrapper around the program (the command, else the image's `entrypoint`),
+and the server's keys are keys of the same Secret. The proxy routes SSH's WebSocket to it.
+
 A distributed batch workload (issue 25, `engine`) is one object its engine expands into pods:
 a JobSet of one indexed pod per node under torchrun (make_jobset), or an MPIJob of a launcher
 running mpirun and one worker per node (make_mpijob) behind a NetworkPolicy of its own.
@@ -37,6 +42,14 @@ from access.proxy import (
     make_proxy_container,
     make_proxy_volumes,
     proxy_files,
+)
+from access.ssh_server import (
+    SECRET_FILES,
+    SSHServerSpec,
+    make_init_container,
+    make_volume_mounts,
+    make_volumes,
+    run_argv,
 )
 from catalogue.environment import ENV_NAME
 from catalogue.images import DEFAULT_TAG, parse_image_reference
@@ -146,6 +159,10 @@ class WorkloadSpec:
     backoff_limit: int = 0
     ttl_seconds_after_finished: int = 3600
     proxy: ProxySpec | None = None  # the authenticating proxy in front of a service
+    # the SSH server beside the program (issue 26); `entrypoint`: the program it wraps when
+    # `command` is empty (the image's ENTRYPOINT, as its template names it)
+    ssh: SSHServerSpec | None = None
+    entrypoint: tuple[str, ...] = ()
     # queueing on Kueue: the labels naming the tenant's queue and the priority class
     # (tenants/kueue.py); on the Job (created suspended: Kueue starts it when it admits
     # it) or on the Deployment and its pods (held by Kueue's scheduling gate until admitted)
@@ -190,6 +207,8 @@ class WorkloadSpec:
             raise ValueError("a key of the Secret is given twice")
         if self.proxy is not None:
             self._check_proxy(self.proxy, set(secret_names), set(data_keys))
+        if self.ssh is not None:
+            self._check_ssh(self.ssh, set(data_keys))
         if self.exposure not in EXPOSURES:
             raise ValueError(f"exposure must be one of {EXPOSURES}, not {self.exposure!r}")
         if self.kind == SERVICE and self.exposure == "shared" and not self.host:
@@ -212,6 +231,24 @@ class WorkloadSpec:
         if taken:
             raise ValueError(f"{', '.join(sorted(taken))} {'is' if len(taken) == 1 else 'are'} "
                              "set by the portal in every pod of the group")
+
+    def _check_ssh(self, ssh: SSHServerSpec, data_keys: set[str]) -> None:
+        # an SSH server nobody can reach, or one that would not start, is refused here
+        if self.engine:
+            raise ValueError("a distributed workload's ranks have no SSH server")
+        if not (self.command or self.entrypoint):
+            raise ValueError("the SSH server wraps the program, and none is known (no command, "
+                             "no entrypoint)")
+        if self.proxy is None or self.proxy.ssh_port != ssh.port:
+            raise ValueError("the SSH server is reached only through the proxy, which must "
+                             f"route to its port {ssh.port}")
+        if ssh.port == self.port:
+            raise ValueError(f"the SSH server and the application both want port {ssh.port}")
+        if ssh.secret_name != self.name:
+            raise ValueError("the SSH server's keys must be in the workload's own Secret")
+        missing = set(SECRET_FILES) - data_keys
+        if missing:
+            raise ValueError(f"the Secret lacks the SSH server's {', '.join(sorted(missing))}")
 
     def _check_proxy(self, proxy: ProxySpec, secret_names: set[str],
                      data_keys: set[str]) -> None:
@@ -324,7 +361,9 @@ def _container(spec: WorkloadSpec) -> Manifest:
         "volumeMounts": _volume_mounts(spec),
     }
     # argv lists, handed to the runtime as they are: no shell ever parses them
-    if spec.command:
+    if spec.ssh is not None:
+        container["command"] = run_argv(spec.ssh, spec.command or spec.entrypoint)
+    elif spec.command:
         container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
@@ -355,6 +394,8 @@ def _volume_mounts(spec: WorkloadSpec) -> list[Manifest]:
     mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
     if spec.home_claim:
         mounts.append({"name": HOME_VOLUME, "mountPath": HOME_MOUNT_PATH})
+    if spec.ssh is not None:
+        mounts += make_volume_mounts()
     return mounts
 
 
@@ -367,6 +408,8 @@ def _volumes(spec: WorkloadSpec) -> list[Manifest]:
                         "persistentVolumeClaim": {"claimName": spec.home_claim}})
     if spec.proxy is not None:
         volumes += make_proxy_volumes(spec.proxy)
+    if spec.ssh is not None:
+        volumes += make_volumes(spec.ssh)
     return volumes
 
 
@@ -410,6 +453,8 @@ def make_pod_template(spec: WorkloadSpec) -> Manifest:
         "containers": _containers(spec),
         "volumes": _volumes(spec),
     }
+    if spec.ssh is not None:
+        pod_spec["initContainers"] = [make_init_container(spec.ssh)]
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
     if spec.gpu_count:

@@ -48,6 +48,8 @@ class Workload(models.Model):
     max_runtime_minutes = models.PositiveIntegerField(null=True, blank=True)
     retries = models.PositiveIntegerField(default=0)
     use_home = models.BooleanField(default=False)
+    # the portal's SSH server runs beside the program (issue 26; its template offers it)
+    ssh = models.BooleanField(default=False)
     # where it runs and how to reach it
     state = models.CharField(max_length=12, choices=State.choices, default=State.SUBMITTED,
                              db_index=True)

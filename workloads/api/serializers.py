@@ -83,6 +83,10 @@ class LaunchSerializer(serializers.Serializer):
     retries = serializers.IntegerField(**_bounds("retries"), required=False,
                                        help_text="batch only: how often a failed run is retried")
     use_home = serializers.BooleanField(required=False, default=False)
+    ssh = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="run the portal's SSH server beside the program (templates that offer it: "
+                  "jupyter, code-server, custom services); default: the template's choice")
     public = serializers.BooleanField(
         required=False, default=False,
         help_text="service only: open it to anyone, without the portal's login in front "
@@ -174,7 +178,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "tenant", "tenant_id", "owner", "template", "kind", "gpu_type",
                   "gpu_count", "nodes", "ranks", "image", "command", "args", "port", "cpu",
                   "memory",
-                  "max_runtime_minutes", "state", "reason", "url", "address", "node",
+                  "max_runtime_minutes", "ssh", "state", "reason", "url", "address", "node",
                   "exit_code", "object_name", "created_at", "started_at", "finished_at",
                   "expires_at", "access", "queue_position", "queue_length", "eta",
                   "eta_basis"]
