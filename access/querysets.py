@@ -9,7 +9,7 @@ from identity.scoping import TenantScopedQuerySet
 
 if TYPE_CHECKING:
     # the type arguments below, written as strings: models.py imports this module
-    from .models import TenantServiceAccess, WorkloadAccess  # noqa: F401
+    from .models import SSHCertificate, SSHSession, TenantServiceAccess, WorkloadAccess  # noqa: F401
 
 
 class TenantServiceAccessQuerySet(TenantScopedQuerySet["TenantServiceAccess"]):
@@ -19,3 +19,13 @@ class TenantServiceAccessQuerySet(TenantScopedQuerySet["TenantServiceAccess"]):
 class WorkloadAccessQuerySet(TenantScopedQuerySet["WorkloadAccess"]):
     tenant_field = "workload__tenant"
     owner_field = "workload__owner"
+
+
+class SSHCertificateQuerySet(TenantScopedQuerySet["SSHCertificate"]):
+    tenant_field = "workload__tenant"
+    owner_field = "user"
+
+
+class SSHSessionQuerySet(TenantScopedQuerySet["SSHSession"]):
+    tenant_field = "workload__tenant"
+    owner_field = "user"

@@ -58,23 +58,30 @@ def tenant_service_access(tenant: Tenant) -> TenantServiceAccess:
     try:
         return tenant.service_access  # loaded with the tenant where the query selected it
     except TenantServiceAccess.DoesNotExist:
-        return TenantServiceAccess(tenant=tenant, who=settings.PORTAL_SERVICE_ACCESS_DEFAULT)
+        return TenantServiceAccess(tenant=tenant, who=settings.PORTAL_SERVICE_ACCESS_DEFAULT,
+                                   ssh_enabled=settings.PORTAL_SSH_ENABLED_DEFAULT)
 
 
 def service_access_update(*, tenant: Tenant, actor: Actor, who: str | None = None,
-                          allow_public: bool | None = None) -> TenantServiceAccess:
-    """Change who may open the tenant's workloads (managers, admins) and whether it may open
-    them to anyone (admins only: the caller checks). Audited."""
+                          allow_public: bool | None = None,
+                          ssh_enabled: bool | None = None) -> TenantServiceAccess:
+    """Change who may open the tenant's workloads (managers, admins), whether it may open
+    them to anyone and whether its users may SSH into them (admins only: the caller checks).
+    Audited."""
     if who is not None and who not in ServiceAccess.values:
         raise ValueError(f"who must be one of {', '.join(ServiceAccess.values)}")
     with transaction.atomic():
         current = tenant_service_access(tenant)
-        before = {"who": current.who, "allow_public": current.allow_public}
+        before = {"who": current.who, "allow_public": current.allow_public,
+                  "ssh_enabled": current.ssh_enabled}
         if who is not None:
             current.who = who
         if allow_public is not None:
             current.allow_public = allow_public
-        after = {"who": current.who, "allow_public": current.allow_public}
+        if ssh_enabled is not None:
+            current.ssh_enabled = ssh_enabled
+        after = {"who": current.who, "allow_public": current.allow_public,
+                 "ssh_enabled": current.ssh_enabled}
         if after != before or current.pk is None:
             current.save()
             audit_record(actor=actor, action="tenant.service_access", tenant=tenant,

@@ -347,6 +347,15 @@ PORTAL_AUTH_PROXY_SESSION_SECONDS = env.int("PORTAL_AUTH_PROXY_SESSION_SECONDS",
 PORTAL_AUTH_PROXY_OFFLINE_SECONDS = env.int("PORTAL_AUTH_PROXY_OFFLINE_SECONDS", default=900)
 # a script's bearer token for one workload lives this long (it asks for another)
 PORTAL_WORKLOAD_TOKEN_SECONDS = env.int("PORTAL_WORKLOAD_TOKEN_SECONDS", default=60)
+# SSH into workloads (issue 26, access/ssh.py): the CA that signs users' certificates (an
+# ed25519 private key, or a file holding one; default: derived from SECRET_KEY), how long a
+# certificate lives, whether a new tenant allows SSH, and where a workload's SSH server reports
+# its sessions (default: the OIDC backend address without /o)
+PORTAL_SSH_CA_KEY = env.str("PORTAL_SSH_CA_KEY", default="", multiline=True)
+PORTAL_SSH_CA_KEY_FILE = env.str("PORTAL_SSH_CA_KEY_FILE", default="")
+PORTAL_SSH_CERTIFICATE_SECONDS = env.int("PORTAL_SSH_CERTIFICATE_SECONDS", default=900)
+PORTAL_SSH_ENABLED_DEFAULT = env.bool("PORTAL_SSH_ENABLED_DEFAULT", default=True)
+PORTAL_SSH_REPORT_URL = env.str("PORTAL_SSH_REPORT_URL", default="")
 # the image of the SSH server an init container puts into workloads with SSH (sshd/Dockerfile:
 # the static gpu-portal-sshd binary alone)
 PORTAL_SSH_SERVER_IMAGE = env.str("PORTAL_SSH_SERVER_IMAGE",

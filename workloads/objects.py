@@ -6,12 +6,15 @@ carries this workload's id, so a retried or duplicated task never creates twice.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
+from access.ssh import ca_public_key, host_key_for, report_base_url, report_token_for
 from django.conf import settings
 
-from access.services import workload_proxy
+from access.services import workload_access, workload_proxy
+from access.ssh_server import SSHServerSpec, ssh_port_beside
 from kube.client import Conflict, Kube, KubeRefused
 from kube.kueue import queueing_on
 from kube.labels import LABEL_PROJECT_ID, LABEL_WORKLOAD_ID, MANAGED_BY, label_value
@@ -41,6 +44,9 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
     # a service's proxy and its credentials; None for a batch workload, and for a service
     # launched before proxies existed (it has no OAuth client): that one keeps running as it was
     proxy, proxy_secrets = workload_proxy(workload, token_env=token_env) or (None, {})
+    ssh, ssh_secrets = _ssh_server(workload, spec)
+    if ssh is not None and proxy is not None:
+        proxy = dataclasses.replace(proxy, ssh_port=ssh.port)
     kind = spec["kind"]
     max_runtime = spec["max_runtime_minutes"] * 60 if spec["max_runtime_minutes"] else None
     return WorkloadSpec(
@@ -57,7 +63,7 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         args=tuple(spec["args"]),
         env=tuple((name, value) for name, value in spec["env"]),
         secret_env=secret_env,
-        secret_data=tuple(sorted(proxy_secrets.items())),
+        secret_data=tuple(sorted({**proxy_secrets, **ssh_secrets}.items())),
         port=spec["port"],
         gpu_resource=spec["gpu_resource"],
         gpu_count=spec["gpu_count"],
@@ -77,8 +83,28 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         home_claim=HOME_CLAIM_NAME if spec["use_home"] else None,
         backoff_limit=spec["backoff_limit"],
         proxy=proxy,
+        ssh=ssh,
+        entrypoint=tuple(spec.get("entrypoint") or ()),
         queue_labels=tuple(sorted(queue_labels(kind).items())) if queued else (),
     )
+
+
+def _ssh_server(workload: Workload, spec: dict[str, Any],
+                ) -> tuple[SSHServerSpec | None, dict[str, str]]:
+    """The SSH server of a workload launched with it, and its keys for the Secret: the portal
+    CA's public key, the workload's host key and report token (derived from SECRET_KEY and its
+    OAuth client id, so a retried create writes the same Secret)."""
+    access = workload_access(workload)
+    if not spec.get("ssh") or access is None:
+        return None, {}
+    client_id = access.client_id
+    host_key, _ = host_key_for(client_id)
+    values = {"ssh-ca.pub": ca_public_key() + "\n", "ssh-host-key": host_key,
+              "ssh-report-token": report_token_for(client_id) + "\n"}
+    server = SSHServerSpec(image=settings.PORTAL_SSH_SERVER_IMAGE, workload_id=workload.pk,
+                           portal_url=report_base_url(), secret_name=workload.object_name,
+                           port=ssh_port_beside(spec["port"]))
+    return server, values
 
 
 def _owned_by(obj: dict[str, Any], workload: Workload) -> bool:

@@ -158,6 +158,7 @@ def launch_clean(*, request: dict[str, Any], tenant=None, quota=None,
                 errors["image"] = [refusal]
     data["image"] = image
     _nodes(data, errors, template)
+    _ssh(data, errors, template, tenant)
     # fields that belong to one kind only
     port = data.get("port")
     if kind == Template.Kind.BATCH:
@@ -212,6 +213,35 @@ def _nodes(data: dict[str, Any], errors: dict[str, list[str]], template: Templat
     if template.distributed and not data.get("command"):
         errors["command"] = [f"Give the program {template.name} runs on every node, for "
                              "example python train.py."]
+
+
+def ssh_refusal(*, template: Template, command: list[str] | None, kind: str,
+                tenant=None) -> str | None:
+    """Why a launch of `template` cannot have SSH, or None."""
+    if not template.ssh:
+        return f"The {template.name} template does not offer SSH."
+    if kind != Template.Kind.SERVICE:
+        return ("SSH reaches a workload through its address and its login, which a batch job "
+                "has not; launch it as a service.")
+    if tenant is not None and not tenant_service_access(tenant).ssh_enabled:
+        return f"SSH is turned off for {tenant.name}; an admin can turn it on."
+    if not (command or template.ssh_program):
+        return ("SSH starts beside the program the container runs, and this image's is not "
+                "known: give the command.")
+    return None
+
+
+def _ssh(data: dict[str, Any], errors: dict[str, list[str]], template: Template,
+         tenant) -> None:
+    """Whether the SSH server runs beside the program: what the launch asked, else the
+    template's default where the launch allows it (a default that cannot hold is off, not an
+    error)."""
+    asked = data.get("ssh")
+    refusal = ssh_refusal(template=template, command=data.get("command"),
+                          kind=data["kind"], tenant=tenant)
+    if asked and refusal:
+        errors["ssh"] = [refusal]
+    data["ssh"] = bool(template.ssh if asked is None else asked) and refusal is None
 
 
 def _image_refusal(template: Template, image: str, tenant, *, replaced: bool) -> str | None:

@@ -92,3 +92,40 @@ def test_a_template_that_may_run_as_root_runs_only_where_the_project_allows_it(
     workload = track_until(workload_id, lambda w: w.state == S.RUNNING and w.address)
     assert workload.address.startswith("192.168.1.")
     assert refused_pods(cluster, vision.namespace) == []
+
+
+def _dry_run_pod(cluster, namespace: str, name: str, pod: dict) -> dict:
+    """The real API server's answer to creating the pod, admission included, storing nothing."""
+    api = k8s.CoreV1Api(cluster.api_client())
+    return api.api_client.sanitize_for_serialization(
+        api.create_namespaced_pod(namespace, {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, **pod["metadata"]}, "spec": pod["spec"]},
+            dry_run="All"))
+
+
+@pytest.mark.parametrize("body", [
+    {"name": "nb", "template": "jupyter"},
+    {"name": "code", "template": "code-server"},
+    {"name": "web", "template": "custom", "kind": "service", "image": "nginx:1.27",
+     "port": 8080, "command": ["nginx", "-g", "daemon off;"]},
+], ids=["jupyter", "code-server", "custom-service"])
+def test_every_template_with_ssh_passes_restricted(vision, researcher, cluster, body):  # noqa: F811
+    """Issue 26: the pod with the SSH server — its init container, the wrapped application,
+    the proxy — is admitted by the real PodSecurity admission in a "restricted" namespace
+    (a server-side dry run: the pod the portal's Deployment would make)."""
+    assert enforced(cluster, vision.namespace) == "restricted"
+    response = launch(researcher, {**body, "gpu_type": "a100", "gpu_count": 1})
+    assert response.status_code == 201, response.json()
+    workload = Workload.objects.get(pk=response.json()["id"])
+    assert workload.ssh
+    pod = make_pod_template(workload_spec(workload))
+    created = _dry_run_pod(cluster, vision.namespace, f"ssh-check-{workload.pk}", pod)
+    assert [c["name"] for c in created["spec"]["initContainers"]] == ["ssh-install"]
+    assert [c["name"] for c in created["spec"]["containers"]] == ["app", "auth-proxy"]
+    assert created["spec"]["containers"][0]["command"][1] == "run"
+    # and what "restricted" refuses is refused here: the check is real
+    pod["spec"]["initContainers"][0]["securityContext"]["allowPrivilegeEscalation"] = True
+    with pytest.raises(ApiException) as denied:
+        _dry_run_pod(cluster, vision.namespace, f"ssh-bad-{workload.pk}", pod)
+    assert "allowPrivilegeEscalation != false" in json.loads(denied.value.body)["message"]

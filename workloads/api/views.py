@@ -7,8 +7,14 @@ from rest_framework import exceptions, mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from access.api.serializers import WorkloadTokenSerializer
+from access.api.serializers import (
+    SSHCertificateRequestSerializer,
+    SSHCertificateSerializer,
+    WorkloadTokenSerializer,
+)
 from access.services import AccessRefused, workload_token_issue
+from access.ssh import KeyRefused
+from access.ssh_services import SSHRefused, ssh_certificate_issue
 from api.viewsets import TenantScopedViewSet
 from identity.scoping import Action
 from kube.client import KubeError
@@ -160,6 +166,33 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         return Response(WorkloadTokenSerializer({
             "token": issued.token, "token_type": "Bearer", "expires_at": issued.expires_at,
             "expires_in": seconds, "url": workload.url}).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=SSHCertificateRequestSerializer,
+                   responses={201: SSHCertificateSerializer})
+    @action(detail=True, methods=["post"], url_path="ssh-certificate")
+    def ssh_certificate(self, request, pk=None):
+        """A short-lived OpenSSH user certificate for your public key, for this workload only
+        (its principal: your Keystone user), with the Host block and known_hosts line that
+        reach it through its login (`gpuctl ssh ID` does all of it). Only those the
+        project's rule lets open the workload get one."""
+        workload = self.get_object()
+        serializer = SSHCertificateRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        identity = request.identity
+        try:
+            issued = ssh_certificate_issue(
+                workload=workload, user=request.user, role=identity.role,
+                is_admin=identity.is_admin, public_key=serializer.validated_data["public_key"],
+                from_address=request.META.get("REMOTE_ADDR", ""))
+        except SSHRefused as exc:
+            raise exceptions.PermissionDenied(str(exc), code=exc.code) from exc
+        except KeyRefused as exc:
+            raise exceptions.ValidationError({"public_key": [str(exc)]}) from exc
+        return Response(SSHCertificateSerializer({
+            "certificate": issued.certificate.text, "principal": issued.principal,
+            "valid_until": issued.certificate.valid_before, "ssh_config": issued.ssh_config,
+            "known_hosts": issued.known_hosts, "host_alias": issued.host_alias}).data,
+            status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[
         OpenApiParameter("tail", int),
