@@ -46,11 +46,6 @@ def _derived_seed(purpose: str) -> bytes:
     return hmac.new(settings.SECRET_KEY.encode(), purpose.encode(), hashlib.sha256).digest()
 
 
-def _openssh_private(key: ed25519.Ed25519PrivateKey) -> str:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                             serialization.NoEncryption()).decode()
-
-
 def _openssh_public(key: ed25519.Ed25519PublicKey, comment: str) -> str:
     line = key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     return f"{line.decode()} {comment}"
@@ -81,9 +76,12 @@ def ca_public_key() -> str:
 
 
 def host_key_for(client_id: str) -> tuple[str, str]:
-    """The workload's host key: (OpenSSH private key text, public key line)."""
+    """The workload's host key: (private key, PKCS#8 PEM; public key line). PKCS#8, not
+    OpenSSH's own format, whose random check bytes would change the Secret at each create."""
     key = ed25519.Ed25519PrivateKey.from_private_bytes(_derived_seed(f"ssh-host:{client_id}"))
-    return _openssh_private(key), _openssh_public(key.public_key(), "gpu-portal-workload")
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+    return private, _openssh_public(key.public_key(), "gpu-portal-workload")
 
 
 def report_token_for(client_id: str) -> str:

@@ -235,7 +235,8 @@ def test_only_managers_change_the_rule_and_only_admins_allow_public(vision, proj
     assert patch("researcher", {"who": "readers"}).status_code == 403
     changed = patch("lead", {"who": "readers"})
     assert changed.status_code == 200 and changed.json() == {"who": "readers",
-                                                             "allow_public": False}
+                                                             "allow_public": False,
+                                                             "ssh_enabled": True}
     assert patch("lead", {"allow_public": True}).status_code == 403
     assert patch("admin", {"allow_public": True}).json()["allow_public"] is True
     assert patch("lead", {"who": "everyone"}).status_code == 400
