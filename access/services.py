@@ -152,7 +152,10 @@ def workload_proxy(workload: Workload, *, token_env: str | None = None,
     that carries the application's access token, as its launch spec froze it (default: its
     template's now)."""
     access = workload_access(workload)
-    if workload.kind != "service" or access is None or not workload.port:
+    # a batch job has a proxy only for SSH (issue 26): no application behind it
+    ssh_only = workload.kind != "service"
+    if access is None or (ssh_only and not (workload.launch_spec or {}).get("ssh")) or \
+            (not ssh_only and not workload.port):
         return None
     client_id = access.client_id
     spec = ProxySpec(
@@ -161,7 +164,7 @@ def workload_proxy(workload: Workload, *, token_env: str | None = None,
         backend_url=settings.PORTAL_OIDC_BACKEND_URL or settings.PORTAL_OIDC_ISSUER,
         client_id=client_id,
         secret_name=workload.object_name,
-        upstream_port=workload.port,
+        upstream_port=None if ssh_only else workload.port,
         # a custom service may listen on the proxy's own port: the proxy moves aside
         listen_port=PROXY_PORT if workload.port != PROXY_PORT else PROXY_PORT + 1,
         upstream_token_env=(workload.template.token_env if token_env is None

@@ -64,9 +64,10 @@ def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: l
         "max_runtime_minutes": max_runtime_minutes,
         "backoff_limit": retries,
         "use_home": use_home,
-        # a service: "loadbalancer" (an address of its own) or "shared" (the gateway, `host`)
-        "exposure": exposure if kind == "service" else "",
-        "host": host if kind == "service" and exposure == "shared" else "",
+        # a service, or a batch job with SSH: "loadbalancer" (an address of its own) or
+        # "shared" (the gateway, `host`)
+        "exposure": exposure if kind == "service" or ssh else "",
+        "host": host if (kind == "service" or ssh) and exposure == "shared" else "",
         # the portal's SSH server beside the program (issue 26), and the program it wraps when
         # there is no command: the image's entrypoint as the template names it
         "ssh": ssh,

@@ -170,9 +170,9 @@ def ingress_host(ingress: Obj | None) -> str:
 
 
 def workload_address(observed: Observed) -> str:
-    """Where a service is reached: its host name behind the shared gateway, else the address
-    its load balancer assigned."""
-    if observed.kind != SERVICE:
+    """Where a service (or a batch job with SSH) is reached: its host name behind the shared
+    gateway, else the address its load balancer assigned."""
+    if observed.kind != SERVICE and observed.service is None:
         return ""
     return ingress_host(observed.ingress) or service_address(observed.service)
 

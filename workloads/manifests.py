@@ -211,8 +211,22 @@ class WorkloadSpec:
             self._check_ssh(self.ssh, set(data_keys))
         if self.exposure not in EXPOSURES:
             raise ValueError(f"exposure must be one of {EXPOSURES}, not {self.exposure!r}")
-        if self.kind == SERVICE and self.exposure == "shared" and not self.host:
+        if self.exposed and self.exposure == "shared" and not self.host:
             raise ValueError("a service behind the shared gateway needs its host name")
+
+    @property
+    def exposed(self) -> bool:
+        """Reached from outside the pod: a service, or a batch job with SSH (through its
+        proxy, on the Service's port)."""
+        return self.kind == SERVICE or self.proxy is not None
+
+    @property
+    def service_port(self) -> int:
+        """The Service's port: the application's, or the proxy's for a batch job's SSH."""
+        if self.port is not None:
+            return self.port
+        assert self.proxy is not None  # only an exposed workload has a Service
+        return self.proxy.listen_port
 
     def _check_group(self) -> None:
         # The names the engines give the group's pods must be DNS labels, or their webhooks
@@ -255,9 +269,10 @@ class WorkloadSpec:
         # A proxy that could not reach the application, or whose pod would wait forever for a
         # Secret key that is not there, is refused here rather than found as a pod that never
         # becomes ready.
-        if self.kind != SERVICE:
-            raise ValueError("only a service workload has a proxy in front of it")
-        if proxy.upstream_port != self.port:
+        if self.kind != SERVICE and (proxy.upstream_port is not None or proxy.ssh_port is None):
+            raise ValueError("a batch job's proxy is there for SSH only: no application "
+                             "behind it, a route to the SSH server")
+        if self.kind == SERVICE and proxy.upstream_port != self.port:
             raise ValueError(f"the proxy forwards to port {proxy.upstream_port}, but the "
                              f"application listens on {self.port}")
         if proxy.listen_port == self.port:
@@ -426,15 +441,27 @@ def _pod_security_context(spec: WorkloadSpec) -> Manifest:
 
 def _containers(spec: WorkloadSpec) -> list[Manifest]:
     containers = [_container(spec)]
-    if spec.proxy is not None:
+    if spec.proxy is not None and spec.kind == SERVICE:
         containers.append(make_proxy_container(spec.proxy))
     return containers
+
+
+def _init_containers(spec: WorkloadSpec) -> list[Manifest]:
+    """The SSH server's installer, and a batch job's proxy as a native sidecar (an init
+    container that runs beside the application, restartPolicy Always): the Job completes when
+    the application ends, whatever the proxy does."""
+    init: list[Manifest] = []
+    if spec.ssh is not None:
+        init.append(make_init_container(spec.ssh))
+    if spec.proxy is not None and spec.kind != SERVICE:
+        init.append({**make_proxy_container(spec.proxy), "restartPolicy": "Always"})
+    return init
 
 
 def make_pod_template(spec: WorkloadSpec) -> Manifest:
     """The pod of the workload, shared by its Deployment and its Job."""
     pod_labels = labels(spec)
-    if spec.kind == SERVICE:
+    if spec.exposed:
         # the tenant's NetworkPolicy admits traffic to port "http" of pods labelled so, and
         # nothing else: behind a proxy, port "http" is the proxy's
         pod_labels[LABEL_EXPOSED] = "true"
@@ -453,8 +480,9 @@ def make_pod_template(spec: WorkloadSpec) -> Manifest:
         "containers": _containers(spec),
         "volumes": _volumes(spec),
     }
-    if spec.ssh is not None:
-        pod_spec["initContainers"] = [make_init_container(spec.ssh)]
+    init_containers = _init_containers(spec)
+    if init_containers:
+        pod_spec["initContainers"] = init_containers
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
     if spec.gpu_count:
@@ -492,7 +520,7 @@ def make_service(spec: WorkloadSpec) -> Manifest:
     It targets the pod's port "http": the proxy's where there is one, the application's
     otherwise. Its own port stays the application's, so the address the user opens is the same
     with or without a proxy."""
-    ports = [{"name": EXPOSED_PORT_NAME, "protocol": "TCP", "port": spec.port,
+    ports = [{"name": EXPOSED_PORT_NAME, "protocol": "TCP", "port": spec.service_port,
               "targetPort": EXPOSED_PORT_NAME}]
     if spec.exposure == "shared":
         return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(spec),
@@ -761,4 +789,8 @@ def workload_objects(spec: WorkloadSpec) -> list[Manifest]:
             objects.append(make_ingress(spec))
     else:
         objects.append(make_job(spec))
+        if spec.exposed:  # SSH into the job while it runs, through its proxy
+            objects.append(make_service(spec))
+            if spec.exposure == "shared":
+                objects.append(make_ingress(spec))
     return objects

@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.db import models
 
+from access.proxy import PROXY_PORT
 from catalogue.models import GpuType, Template, open_url
 
 from .querysets import WorkloadEventQuerySet, WorkloadQuerySet
@@ -109,7 +110,10 @@ class Workload(models.Model):
 
     @property
     def url(self) -> str:
-        """What users open, once the tracker saw it reachable (its address recorded)."""
+        """What users open, once the tracker saw it reachable (its address recorded); a batch
+        job has nothing to open (its address, with SSH, is for SSH only)."""
+        if self.kind != Template.Kind.SERVICE:
+            return ""
         base = self.base_url
         return open_url(self.template.url_format or "{base}/", base) \
             if base and self.address else ""
@@ -127,10 +131,19 @@ class Workload(models.Model):
             port = settings.PORTAL_SERVICE_PORT
             default = {"http": 80, "https": 443}.get(scheme)
             return f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
-        if not self.address or not self.port:
+        port = self.service_port
+        if not self.address or not port:
             return ""
         scheme = "https" if settings.PORTAL_AUTH_PROXY_TLS_SECRET else "http"
-        return f"{scheme}://{self.address}:{self.port}"
+        return f"{scheme}://{self.address}:{port}"
+
+    @property
+    def service_port(self) -> int | None:
+        """The port of its Service: the application's, or, for a batch job with SSH, its
+        proxy's (access/proxy.py)."""
+        if self.port:
+            return self.port
+        return PROXY_PORT if self.ssh and self.kind == Template.Kind.BATCH else None
 
 
 class WorkloadEvent(models.Model):

@@ -10,10 +10,10 @@ import dataclasses
 import logging
 from typing import Any
 
-from access.ssh import ca_public_key, host_key_for, report_base_url, report_token_for
 from django.conf import settings
 
 from access.services import workload_access, workload_proxy
+from access.ssh import ca_public_key, host_key_for, report_base_url, report_token_for
 from access.ssh_server import SSHServerSpec, ssh_port_beside
 from kube.client import Conflict, Kube, KubeRefused
 from kube.kueue import queueing_on
@@ -150,6 +150,18 @@ def workload_objects_create(workload: Workload, kube: Kube | None = None, *,
                 raise KubeRefused(f"{obj['kind']} {meta['name']} exists and belongs to "
                                   "something else", code=409) from exc
     return created
+
+
+ADDRESS_KINDS = ("Ingress", "Service")
+
+
+def workload_address_release(workload: Workload, kube: Kube | None = None) -> int:
+    """Delete what gives a finished batch job its address (its Service, its Ingress): a job
+    reached for SSH gives its load balancer address back when it ends, not at the Job's TTL.
+    Returns how many were there."""
+    kube = kube or Kube()
+    namespace = workload.tenant.namespace
+    return sum(kube.delete(kind, workload.object_name, namespace) for kind in ADDRESS_KINDS)
 
 
 def workload_objects_delete(workload: Workload, kube: Kube | None = None) -> int:

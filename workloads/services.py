@@ -215,8 +215,9 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
             # what it will run, frozen now: later edits of the template or GPU type leave it be
             workload.launch_spec = launch_spec_from_rows(workload)
             workload.save(update_fields=["object_name", "launch_spec"])
-            if workload.kind == Template.Kind.SERVICE:
-                # its OAuth client: the authenticating proxy in front of it logs users in
+            if workload.kind == Template.Kind.SERVICE or workload.ssh:
+                # its OAuth client: the authenticating proxy in front of it logs users in (a
+                # batch job's, with SSH, admits only SSH)
                 workload_access_create(workload=workload, actor=user,
                                        public=bool(request.get("public")))
             workload_event(workload=workload, reason="Submitted",

@@ -19,7 +19,7 @@ from tenants.provisioning import tenant_reconcile
 
 from .journal import workload_event
 from .models import Workload
-from .objects import workload_objects_create, workload_objects_delete
+from .objects import workload_address_release, workload_objects_create, workload_objects_delete
 from .services import workload_launch_spec_freeze, workload_stop
 from .transitions import workload_transition
 
@@ -181,6 +181,24 @@ def workload_remove_objects_task(self, workload_id: int) -> None:
     if removed:
         workload_event(workload=workload, reason="Removed",
                        message="its objects were deleted from the cluster with the workload")
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
+             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
+def workload_address_release_task(self, workload_id: int) -> None:
+    """A finished batch job reached for SSH gives its address back (its Service and Ingress).
+    Retries until the cluster answers; deleting what is gone already is no error."""
+    workload = Workload.objects.select_related("tenant").filter(
+        pk=workload_id, state__in=Workload.FINAL_STATES).first()
+    if workload is None:
+        return
+    try:
+        released = workload_address_release(workload)
+    except (KubeUnavailable, NotAuthorized) as exc:
+        raise self.retry(exc=exc, countdown=_backoff(min(self.request.retries, 6))) from exc
+    if released:
+        workload_event(workload=workload, reason="AddressReleased",
+                       message="it ended: its address for SSH was given back")
 
 
 @shared_task(ignore_result=True)

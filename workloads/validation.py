@@ -220,9 +220,6 @@ def ssh_refusal(*, template: Template, command: list[str] | None, kind: str,
     """Why a launch of `template` cannot have SSH, or None."""
     if not template.ssh:
         return f"The {template.name} template does not offer SSH."
-    if kind != Template.Kind.SERVICE:
-        return ("SSH reaches a workload through its address and its login, which a batch job "
-                "has not; launch it as a service.")
     if tenant is not None and not tenant_service_access(tenant).ssh_enabled:
         return f"SSH is turned off for {tenant.name}; an admin can turn it on."
     if not (command or template.ssh_program):
@@ -235,13 +232,14 @@ def _ssh(data: dict[str, Any], errors: dict[str, list[str]], template: Template,
          tenant) -> None:
     """Whether the SSH server runs beside the program: what the launch asked, else the
     template's default where the launch allows it (a default that cannot hold is off, not an
-    error)."""
+    error). A batch job gets SSH only when asked: it would hold an address of its own."""
     asked = data.get("ssh")
     refusal = ssh_refusal(template=template, command=data.get("command"),
                           kind=data["kind"], tenant=tenant)
     if asked and refusal:
         errors["ssh"] = [refusal]
-    data["ssh"] = bool(template.ssh if asked is None else asked) and refusal is None
+    default = template.ssh and data["kind"] == Template.Kind.SERVICE
+    data["ssh"] = bool(default if asked is None else asked) and refusal is None
 
 
 def _image_refusal(template: Template, image: str, tenant, *, replaced: bool) -> str | None:

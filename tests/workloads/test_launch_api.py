@@ -183,7 +183,7 @@ def test_a_template_runs_its_own_image_unless_an_admin_lets_researchers_choose(v
     takes = {t["slug"]: t["image_replaceable"]
              for t in Client().get("/api/v1/templates/", **headers).json()}
     assert takes == {"jupyter": False, "digits": False, "tensorboard": False, "custom": True,
-                     "pytorch-ddp": True, "mpi": True}
+                     "pytorch-ddp": True, "mpi": True, "code-server": False}
     Template.objects.filter(slug="jupyter").update(image_replaceable=True)
     accepted = launch(headers, {**JUPYTER, "name": "scipy", "image": other})
     assert accepted.status_code == 201, accepted.json()

@@ -4,13 +4,16 @@ the field `ssh` and changes nothing. Real Keystone logins, PostgreSQL and kubesi
 Deployment kubesim stores has the server's init container and the wrapped program."""
 
 import pytest
-from django.test import Client
+from django.test import Client, TestCase
 from kubernetes import client as k8s
 
-from access.services import service_access_update
+from access.proxy import PROXY_PORT
+from access.services import service_access_update, workload_access
 from access.ssh_server import BIN_DIR, INIT_CONTAINER, SSH_PORT
 from tests.workloads.api_calls import launch, vision_lab_ready
+from workloads.lifecycle import Outcome
 from workloads.models import Workload
+from workloads.tracking.states import mark, workload_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -71,9 +74,8 @@ def test_code_server_is_a_service_with_ssh(vision, api_headers):
 @pytest.mark.parametrize(("body", "reason"), [
     ({**JUPYTER, "template": "tensorboard", "ssh": True}, "does not offer SSH"),
     ({**CUSTOM_SERVICE, "ssh": True}, "give the command"),
-    ({**CUSTOM_SERVICE, "kind": "batch", "port": None, "command": ["python", "train.py"],
-      "ssh": True}, "batch job"),
-], ids=["tensorboard", "custom-without-command", "batch"])
+    ({**CUSTOM_SERVICE, "kind": "batch", "port": None, "ssh": True}, "give the command"),
+], ids=["tensorboard", "custom-without-command", "batch-without-command"])
 def test_ssh_where_it_cannot_hold_is_refused(vision, api_headers, body, reason):
     fields = refused(launch(api_headers("researcher"), body))
     assert reason in fields["ssh"][0]
@@ -104,3 +106,30 @@ def test_the_server_moves_aside_for_an_application_on_its_port(vision, api_heade
     pod = k8s.AppsV1Api(cluster.api_client()).read_namespaced_deployment(
         workload.object_name, vision.namespace).spec.template.spec
     assert f"--listen=127.0.0.1:{SSH_PORT + 1}" in pod.containers[0].command
+
+
+def test_a_batch_job_with_ssh_has_an_address_while_it_runs_and_gives_it_back(
+        vision, api_headers, eager_celery, cluster):
+    workload = launched(launch(api_headers("researcher"), {
+        **CUSTOM_SERVICE, "kind": "batch", "port": None, "command": ["python", "train.py"],
+        "ssh": True}))
+    assert workload.ssh and workload.kind == "batch" and workload_access(workload) is not None
+    core = k8s.CoreV1Api(cluster.api_client())
+    service = core.read_namespaced_service(workload.object_name, vision.namespace)
+    assert service.spec.ports[0].port == PROXY_PORT
+    job = k8s.BatchV1Api(cluster.api_client()).read_namespaced_job(
+        workload.object_name, vision.namespace)
+    assert [c.name for c in job.spec.template.spec.init_containers] == [INIT_CONTAINER,
+                                                                        "auth-proxy"]
+    Workload.objects.filter(pk=workload.pk).update(state="running", address="192.168.1.20")
+    workload.refresh_from_db()
+    assert workload.url == ""  # nothing to open in a browser
+    assert workload.base_url == f"http://192.168.1.20:{PROXY_PORT}"  # where SSH goes
+    # it ends: the tracker's verdict gives its address back
+    row = workload_rows([workload.pk])[workload.pk]
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        assert mark(row, Outcome("succeeded", "Completed.")) is True
+    with pytest.raises(k8s.ApiException) as gone:
+        core.read_namespaced_service(workload.object_name, vision.namespace)
+    assert gone.value.status == 404
+    assert workload.events.filter(reason="AddressReleased").exists()

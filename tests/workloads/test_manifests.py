@@ -450,7 +450,7 @@ def test_home_claim():
     ({"secret_data": (*PROXY_SECRETS, ("JUPYTER_TOKEN", "x"))}, "given twice"),
     ({"secret_data": (*PROXY_SECRETS, PROXY_SECRETS[0])}, "given twice"),
     # a proxy that could not work: refused here, not found as a pod that is never ready
-    ({"kind": "batch"}, "only a service workload has a proxy"),
+    ({"kind": "batch"}, "a batch job.s proxy is there for SSH only"),
     ({"port": 8889}, "forwards to port 8888, but the application listens on 8889"),
     ({"proxy": dataclasses.replace(JUPYTER_PROXY, upstream_port=4180), "port": 4180},
      "both want port 4180"),

@@ -22,7 +22,7 @@ from access.ssh_server import (
 )
 from workloads.manifests import make_pod_template, make_secret, workload_objects
 
-from .test_manifests import CUSTOM_SERVICE, JUPYTER, PROXY_SECRETS, proxy_for
+from .test_manifests import CUSTOM_BATCH, CUSTOM_SERVICE, JUPYTER, PROXY_SECRETS, proxy_for
 
 SSH_SECRETS = (("ssh-ca.pub", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBcA gpu-portal-ca\n"),
                ("ssh-host-key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn==\n"
@@ -30,13 +30,13 @@ SSH_SECRETS = (("ssh-ca.pub", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBcA gpu-port
                ("ssh-report-token", "workload-42-0123456789abcdef.bWFj\n"))
 
 
-def with_ssh(spec, *, entrypoint=(), port=SSH_PORT):
+def with_ssh(spec, *, entrypoint=(), port=SSH_PORT, proxy=None):
     server = SSHServerSpec(image="ghcr.io/gpu-portal/gpu-portal-sshd:0.26.0",
                            workload_id=spec.workload_id, portal_url="http://portal.example:8000",
                            secret_name=spec.name, port=port)
     return dataclasses.replace(
         spec, ssh=server, entrypoint=tuple(entrypoint),
-        proxy=dataclasses.replace(spec.proxy, ssh_port=port),
+        proxy=dataclasses.replace(proxy or spec.proxy, ssh_port=port),
         secret_data=tuple(sorted((*PROXY_SECRETS, *SSH_SECRETS))))
 
 
@@ -143,3 +143,36 @@ def test_a_public_workload_asks_the_login_for_the_ssh_path_only():
     assert "--skip-auth-route=^/" in proxy_args(plain)
     with pytest.raises(ValueError):
         paths_outside("relative")
+
+
+BATCH_SSH = with_ssh(CUSTOM_BATCH, proxy=dataclasses.replace(proxy_for("wl-7-train", 0),
+                                                             upstream_port=None))
+
+
+def test_a_batch_job_with_ssh_has_its_proxy_as_a_native_sidecar_and_a_service():
+    objects = workload_objects(BATCH_SSH)
+    assert [o["kind"] for o in objects] == ["Secret", "Job", "Service"]
+    for obj in objects:
+        kubernetes_validate.validate(obj, kubernetes_validate.utils.latest_version(),
+                                     strict=True)
+    pod = objects[1]["spec"]["template"]
+    # the Job completes when the program ends: the proxy runs beside it as a sidecar
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["app"]
+    init = pod["spec"]["initContainers"]
+    assert [c["name"] for c in init] == ["ssh-install", "auth-proxy"]
+    assert init[1]["restartPolicy"] == "Always" and "restartPolicy" not in init[0]
+    assert pod["metadata"]["labels"]["gpu-portal.io/exposed"] == "true"
+    # no application behind its proxy: only the route to the SSH server
+    config = yaml.safe_load(proxy_files(BATCH_SSH.proxy)[CONFIG_KEY])
+    assert [u["id"] for u in config["upstreamConfig"]["upstreams"]] == ["ssh"]
+    service = objects[2]
+    assert service["spec"]["ports"][0]["port"] == BATCH_SSH.proxy.listen_port
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    # without SSH a batch job has neither
+    assert [o["kind"] for o in workload_objects(CUSTOM_BATCH)] == ["Job"]
+
+
+def test_a_batch_proxy_without_ssh_is_refused():
+    with pytest.raises(ValueError, match="for SSH only"):
+        dataclasses.replace(BATCH_SSH, ssh=None,
+                            proxy=dataclasses.replace(BATCH_SSH.proxy, ssh_port=None))

@@ -165,7 +165,8 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         seconds = max(0, int((issued.expires_at - timezone.now()).total_seconds()))
         return Response(WorkloadTokenSerializer({
             "token": issued.token, "token_type": "Bearer", "expires_at": issued.expires_at,
-            "expires_in": seconds, "url": workload.url}).data, status=status.HTTP_201_CREATED)
+            "expires_in": seconds, "url": workload.url or workload.base_url}).data,
+            status=status.HTTP_201_CREATED)
 
     @extend_schema(request=SSHCertificateRequestSerializer,
                    responses={201: SSHCertificateSerializer})

@@ -16,11 +16,13 @@ from django.db.models import Q
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
+from core.tasks import send_on_commit
 from workloads.notices import workload_reclaimed
 
 from ..lifecycle import LATE_FACTS, Observed, Outcome, derive, expires_at_for
 from ..manifests import BATCH, SERVICE
 from ..models import Workload
+from ..tasks import workload_address_release_task
 from ..transitions import workload_transition
 from .index import CHUNK, GROUP_KINDS, GROUP_WATCHED, VANISHED, Obj, State
 
@@ -143,6 +145,9 @@ def mark(row: dict[str, Any], outcome: Outcome) -> bool | None:
             **fields)
         if not moved:
             return None  # an edge the table refuses (logged there)
+        if outcome.state in Workload.FINAL_STATES and locked.kind == BATCH and locked.ssh:
+            # its Service held an address for SSH while it ran: give it back now
+            send_on_commit(workload_address_release_task, locked.pk)
         if row["state"] == State.RUNNING and outcome.state == State.QUEUED:
             # Kueue took its GPUs back for the tenant that lent them: tell its owner
             workload_reclaimed(workload=locked, reason=reason)
