@@ -244,7 +244,8 @@ func (sess *session) sftp() {
 	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
 		dir = "/"
 	}
-	server, err := sftp.NewServer(sess.ch, sftp.WithServerWorkingDirectory(dir))
+	// the channel stays open for the exit status: the SFTP server's Close must not close it
+	server, err := sftp.NewServer(keepOpen{sess.ch}, sftp.WithServerWorkingDirectory(dir))
 	if err != nil {
 		sess.exit(1, 0)
 		return
@@ -253,6 +254,10 @@ func (sess *session) sftp() {
 	_ = server.Close()
 	sess.exit(0, 0)
 }
+
+type keepOpen struct{ io.ReadWriter }
+
+func (keepOpen) Close() error { return nil }
 
 // exit tells the client how the session's process ended, then closes the channel.
 func (sess *session) exit(code int, sig syscall.Signal) {
