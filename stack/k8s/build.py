@@ -1,7 +1,8 @@
 """Build the real cluster's Go components from the Go module proxy, once, into a cache outside the clone.
 
 Each component is a small wrapper module under stack/k8s/<name>/ (go.mod, go.sum and a main or a
-tools.go naming the upstream command): no upstream code lives in this repository. Binaries go to
+tools.go naming the upstream command): no upstream code lives in this repository. One is our own
+program in a folder of its own (portal-sshd: the repository's sshd/). Binaries go to
 
     $GPU_PORTAL_CACHE (default ~/.cache/gpu-portal)/k8s/<name>-<version>-<hash>/bin/
 
@@ -62,16 +63,19 @@ class Component:
     # a module whose go.mod replaces a package with a folder of its own tree, which no wrapper
     # can require; the wrapper's go.mod pins the version and its go.sum the module's hash
     in_module: bool = False
+    folder: Path | None = None   # the module's folder when not stack/k8s/<name> (our own code)
 
     @property
     def source(self) -> Path:
-        return HERE / self.name
+        return self.folder or HERE / self.name
 
     def fingerprint(self) -> str:
+        """Over every file of the module's folder, subfolders (Go packages) included."""
         digest = hashlib.sha256()
-        for path in sorted(self.source.iterdir()):
+        for path in sorted(self.source.rglob("*")):
             if path.is_file():
-                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+                name = path.relative_to(self.source).as_posix()
+                digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
         digest.update(repr((self.binaries, self.ldflags, self.tags, self.cgo,
                             self.in_module)).encode())
         return digest.hexdigest()[:12]
@@ -135,6 +139,11 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
     Component(name="traefik", version="v3.6.12", module="github.com/traefik/traefik/v3",
               binaries={"traefik": "./cmd/traefik"}, in_module=True,
               ldflags="-X github.com/traefik/traefik/v3/pkg/version.Version=v3.6.12"),
+    # the SSH server inside every workload with SSH, and its entrypoint wrapper (sshd/main.go
+    # says why this and not openssh-server): our own module at the repository's sshd/, built
+    # static (cgo off) so that it runs in any image
+    Component(name="portal-sshd", version="v1", module="gpu-portal.local/sshd",
+              binaries={"gpu-portal-sshd": "."}, folder=HERE.parent.parent / "sshd"),
 )}
 
 
@@ -192,14 +201,18 @@ def _explain(component: Component, binary: str, stderr: str) -> str:
     if "not available" in lowered or "unknown revision" in lowered or "404" in lowered \
             or "410 gone" in lowered:
         hint = (f"the Go module proxy does not serve a version this build pins: change the pin in "
-                f"stack/k8s/{component.name}/go.mod to one it serves "
+                f"{_shown(component.source)}/go.mod to one it serves "
                 f"(`go list -m -versions {component.module}`) and run `go mod tidy` there")
     elif "missing go.sum entry" in lowered or "updates to go.mod needed" in lowered:
-        hint = f"stack/k8s/{component.name}/go.sum is out of date: run `go mod tidy` there"
+        hint = f"{_shown(component.source)}/go.sum is out of date: run `go mod tidy` there"
     elif "requires go >=" in lowered or "go.mod requires go" in lowered:
         hint = "this Go toolchain is older than the module needs: install a newer Go"
     return (f"building {binary} of {component.module} {component.version} failed "
-            f"(stack/k8s/{component.name}): {hint}.\n{tail}")
+            f"({_shown(component.source)}): {hint}.\n{tail}")
+
+
+def _shown(folder: Path) -> str:
+    return folder.relative_to(HERE.parent.parent).as_posix()
 
 
 def module_dir(name: str) -> Path:
