@@ -108,7 +108,7 @@ func (p *portal) check(sessions []string) (map[string]string, error) {
 func (p *portal) end(session, reason string) error {
 	body := map[string]string{"event": "end", "session": session, "reason": reason}
 	var err error
-	for attempt, pause := 0, 500*time.Millisecond; attempt < 4; attempt, pause = attempt+1, pause*2 {
+	for attempt, pause := 0, 250*time.Millisecond; attempt < 4; attempt, pause = attempt+1, pause*2 {
 		if attempt > 0 {
 			time.Sleep(pause)
 		}

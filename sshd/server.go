@@ -241,6 +241,17 @@ func (s *server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.live.Add(1)
 	s.mu.Unlock()
 	defer s.live.Done()
+	// a connection that has not authenticated in time is dropped (not a deadline on the conn:
+	// gliderlabs/ssh resets those on every read)
+	unauthenticated := time.AfterFunc(handshakeTimeout, func() {
+		c.mu.Lock()
+		admitted := c.admitted
+		c.mu.Unlock()
+		if !admitted {
+			c.nc.Close()
+		}
+	})
+	defer unauthenticated.Stop()
 	s.ssh.HandleConn(&trackedConn{Conn: c.nc, conn: c})
 	close(c.closed)
 	s.finish(c)
@@ -261,7 +272,6 @@ func (s *server) connCallback(ctx ssh.Context, nc net.Conn) net.Conn {
 	c := nc.(*trackedConn).conn
 	c.ctx = ctx
 	ctx.SetValue(connKey{}, c)
-	_ = nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	return nc
 }
 
@@ -321,7 +331,6 @@ func (s *server) verified(ctx ssh.Context, user string, cert *gossh.Certificate,
 	c.mu.Lock()
 	c.admitted, c.user, c.cert, c.started = true, user, cert, time.Now()
 	c.mu.Unlock()
-	_ = c.nc.SetDeadline(time.Time{})
 	s.log.Printf("session start: session=%s user=%q from=%s key_id=%q serial=%d",
 		c.id, user, c.from, cert.KeyId, cert.Serial)
 	go s.keepalive(c)

@@ -1,18 +1,20 @@
-"""Install the Debian packages the test suite runs for real (Redis, PostgreSQL, Chromium), Keystone,
-and build the real Kubernetes control plane (stack/k8s/build.py).
+"""Install the Debian packages the test suite runs for real (Redis, PostgreSQL, Chromium, the OpenSSH
+client), Keystone, and build the real Kubernetes control plane and gpu-portal-sshd
+(stack/k8s/build.py).
 
 Run by `make test` before pytest, so a fresh machine needs nothing but this repository.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 
 from .browser import chromium_binary
 from .k8s import build as k8s_build
 from .keystone import KeystoneInstall
 from .postgres import postgres_bindir
-from .procs import REPO, StackError
+from .procs import REPO, StackError, apt_install
 from .redis import redis_server_binary
 
 
@@ -21,6 +23,8 @@ def main() -> int:
         redis_server_binary(install=True)
         postgres_bindir(install=True)
         chromium_binary(install=True)  # the browser journeys (tests/browser)
+        if not all(shutil.which(tool) for tool in ("ssh", "scp", "sftp")):
+            apt_install("openssh-client")  # tests/sshd: the real ssh, scp and sftp
         # Keystone's own virtualenv, shared with the demo; bootstrapped per test run
         KeystoneInstall(venv=REPO / ".demo" / "keystone-venv", state_dir=REPO / ".demo" / "x",
                         port=0).ensure_venv()

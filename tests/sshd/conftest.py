@@ -7,7 +7,14 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from stack.k8s import build
-from tests.sshd.harness import Client, ScriptedPortal, Sshd, UserKey, openssh_private, openssh_public
+from tests.sshd.harness import (
+    Client,
+    ScriptedPortal,
+    Sshd,
+    UserKey,
+    openssh_private,
+    openssh_public,
+)
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,12 @@ def test_a_command_runs_and_its_output_and_exit_status_come_back(start_sshd, cli
     assert [r["session"] for r in portal.of("start")] == [session]
 
 
+def test_only_locale_and_term_variables_pass_from_the_client(start_sshd, client, alice):
+    result = client(start_sshd()).ssh(alice, "-o", "SetEnv=LC_GPU_TEST=fr_FR FOO_GPU_TEST=bar",
+                                      'echo "[$LC_GPU_TEST] [$FOO_GPU_TEST]"')
+    assert result.stdout == b"[fr_FR] []\n", result.stderr
+
+
 def test_a_process_killed_by_a_signal_is_told_as_such(start_sshd, client, alice):
     result = client(start_sshd()).ssh(alice, "-v", "kill -TERM $$")
     # OpenSSH's client exits 255 on an exit-signal; -v shows the request it got
