@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import dsa, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import ssh as ssh_format
 from django.conf import settings
 
@@ -101,9 +101,10 @@ def report_token_client(token: str) -> str | None:
 def report_base_url() -> str:
     """Where a pod reaches the portal's API: PORTAL_SSH_REPORT_URL, else the OIDC backend
     address the proxies use, without its /o."""
-    if settings.PORTAL_SSH_REPORT_URL:
-        return settings.PORTAL_SSH_REPORT_URL.rstrip("/")
-    backend = settings.PORTAL_OIDC_BACKEND_URL or settings.PORTAL_OIDC_ISSUER
+    configured: str = settings.PORTAL_SSH_REPORT_URL
+    if configured:
+        return configured.rstrip("/")
+    backend: str = settings.PORTAL_OIDC_BACKEND_URL or settings.PORTAL_OIDC_ISSUER
     return backend.rstrip("/").removesuffix("/o")
 
 
@@ -112,7 +113,10 @@ def host_alias(workload_id: int) -> str:
     return f"gpu-portal-workload-{workload_id}"
 
 
-def parse_public_key(text: str) -> ssh_format.SSHPublicKeyTypes:
+CertifiableKey = ec.EllipticCurvePublicKey | rsa.RSAPublicKey | ed25519.Ed25519PublicKey
+
+
+def parse_public_key(text: str) -> CertifiableKey:
     """A user's public key, or KeyRefused: one OpenSSH public key line, not a certificate,
     ed25519, ECDSA or RSA of at least MIN_RSA_BITS (no DSA)."""
     line = (text or "").strip()
@@ -129,6 +133,8 @@ def parse_public_key(text: str) -> ssh_format.SSHPublicKeyTypes:
         raise KeyRefused("DSA keys are not accepted; use ed25519.")
     if isinstance(key, rsa.RSAPublicKey) and key.key_size < MIN_RSA_BITS:
         raise KeyRefused(f"An RSA key needs at least {MIN_RSA_BITS} bits; use ed25519.")
+    if not isinstance(key, ec.EllipticCurvePublicKey | rsa.RSAPublicKey | ed25519.Ed25519PublicKey):
+        raise KeyRefused("Use an ed25519, ECDSA or RSA key.")
     return key
 
 
@@ -153,7 +159,7 @@ def new_serial() -> int:
     return secrets.randbits(63)
 
 
-def certificate_for(*, public_key: ssh_format.SSHPublicKeyTypes, principal: str,
+def certificate_for(*, public_key: CertifiableKey, principal: str,
                     workload_id: int, now: dt.datetime, serial: int | None = None,
                     seconds: int | None = None) -> Certificate:
     """A user certificate for `public_key`, signed by the portal's CA: `principal` only, on

@@ -96,7 +96,9 @@ def ssh_certificate_issue(*, workload: Workload, user: User, role: PortalRole | 
                             "from": from_address})
     log.info("ssh certificate issued: workload=%s user=%s serial=%s key=%s", workload.pk,
              user.username, certificate.serial, key_fingerprint)
-    _, host_public = host_key_for(workload_access(workload).client_id)
+    access = workload_access(workload)
+    assert access is not None  # ssh_refusal said so
+    _, host_public = host_key_for(access.client_id)
     alias = host_alias(workload.pk)
     return IssuedCertificate(
         certificate=certificate, principal=user.username,

@@ -21,14 +21,20 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
+import re
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from . import config as config_mod
+from . import ssh as ssh_mod
 from .client import ApiError, AuthError, PortalClient, Unreachable
+from .ssh_transport import relay
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_AUTH, EXIT_QUOTA, EXIT_WAIT, EXIT_NOT_FOUND, \
     EXIT_UNREACHABLE = range(8)
@@ -348,6 +354,75 @@ def cmd_token(api: PortalClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _portal_options(args: argparse.Namespace) -> list[str]:
+    """The options that chose this portal and cloud, for a gpuctl that OpenSSH runs again."""
+    options = []
+    if args.portal_url:
+        options += ["--portal-url", args.portal_url]
+    if args.os_cloud:
+        options += ["--os-cloud", args.os_cloud]
+    return options
+
+
+def _ssh_block(api: PortalClient, args: argparse.Namespace) -> tuple[Path, str]:
+    """A certificate that serves (renewed if needed) and the workload's Host block for this
+    machine: (key directory, block)."""
+    directory = ssh_mod.key_dir(args.environ)
+    ssh_mod.ensure_certificate(api, args.id, directory)
+    portal_block = ssh_mod.portal_block_path(directory, args.id).read_text()
+    command = ssh_mod.gpuctl_command(_portal_options(args))
+    return directory, ssh_mod.config_block(portal_block, directory=directory, command=command)
+
+
+def cmd_ssh_config(api: PortalClient, args: argparse.Namespace) -> int:
+    """The workload's OpenSSH Host block: plain ssh, scp, sftp, VS Code Remote-SSH and
+    JetBrains Gateway then reach it as `gpu-portal-ID`."""
+    _, block = _ssh_block(api, args)
+    if args.write:
+        target = Path(args.write).expanduser()
+        begin, end = f"# gpu-portal workload {args.id}", f"# end gpu-portal workload {args.id}"
+        text = target.read_text() if target.exists() else ""
+        text = re.sub(rf"(?ms)^{re.escape(begin)}\n.*?^{re.escape(end)}\n?", "", text)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text + ("\n" if text and not text.endswith("\n") else "")
+                          + f"{begin}\n{block.rstrip()}\n{end}\n")
+        args.err.write(f"wrote Host {ssh_mod.host_alias(args.id)} to {target}\n")
+    else:
+        args.out.write(block.rstrip() + "\n")
+    return EXIT_OK
+
+
+def cmd_ssh(api: PortalClient, args: argparse.Namespace) -> int:
+    """ssh into the workload: the key made once, the certificate fetched or renewed, then
+    OpenSSH with the workload's Host block (its exit status is gpuctl's)."""
+    directory, block = _ssh_block(api, args)
+    config = directory / f"workload-{args.id}.config"
+    config.write_text(block.rstrip() + "\n")
+    argv = [args.ssh_binary, "-F", str(config)]
+    for spec in args.forward or []:
+        argv += ["-L", spec]
+    argv.append(ssh_mod.host_alias(args.id))
+    if args.remote_command:
+        argv += ["--", *args.remote_command]
+    # OpenSSH runs the ProxyCommand (gpuctl again) with this environment: the same credentials
+    return subprocess.call(argv, env={**args.environ, "GPUCTL_SSH_DIR": str(directory)})
+
+
+def cmd_ssh_proxy(api: PortalClient, args: argparse.Namespace) -> int:
+    """OpenSSH's ProxyCommand: a WebSocket to the workload's SSH server through its proxy,
+    relayed to stdin and stdout. Writes nothing but the SSH stream to stdout."""
+    directory = ssh_mod.key_dir(args.environ)
+    ssh_mod.ensure_certificate(api, args.id, directory)  # before OpenSSH offers it
+    issued = api.post(f"workloads/{args.id}/access-token/")
+    try:
+        url = ssh_mod.websocket_url(issued.get("url") or "")
+    except ValueError as exc:
+        args.err.write(f"gpuctl: {exc}\n")
+        return EXIT_API
+    return relay(url, headers={"Authorization": f"Bearer {issued['token']}"},
+                 ssl_context=api.ssl_context() if url.startswith("wss://") else None)
+
+
 def cmd_stop(api: PortalClient, args: argparse.Namespace) -> int:
     workload = api.post(f"workloads/{args.id}/stop/")
     if args.wait:
@@ -538,6 +613,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--header", action="store_true",
                    help="print it as an HTTP header line (Authorization: Bearer …)")
 
+    p = command("ssh", cmd_ssh,
+                "SSH into a running workload through its login (shell, command, -L "
+                "forwarding); a key is made once, a short-lived certificate fetched as needed")
+    p.add_argument("id", type=int)
+    p.add_argument("-L", dest="forward", action="append", metavar="[BIND:]PORT:HOST:HOSTPORT",
+                   help="forward a local port to HOST:HOSTPORT as the workload sees it "
+                        "(repeatable), as ssh -L")
+    p.add_argument("--ssh", dest="ssh_binary", default="ssh", help="the OpenSSH client to run")
+    p.add_argument("remote_command", nargs="*", metavar="-- COMMAND",
+                   help="a command to run instead of a shell, after --")
+
+    p = command("ssh-config", cmd_ssh_config,
+                "the workload's OpenSSH Host block (ProxyCommand gpuctl ssh-proxy ID), for "
+                "ssh, scp, sftp, VS Code Remote-SSH and JetBrains Gateway")
+    p.add_argument("id", type=int)
+    p.add_argument("--write", metavar="FILE",
+                   help="put the block into FILE (e.g. ~/.ssh/config), replacing this "
+                        "workload's earlier one, instead of printing it")
+
+    p = command("ssh-proxy", cmd_ssh_proxy,
+                "OpenSSH's ProxyCommand for a workload: relays stdin/stdout over a WebSocket "
+                "through the workload's proxy (ssh-config writes it for you)")
+    p.add_argument("id", type=int)
+
     p = command("logs", cmd_logs, "the last log lines of a workload")
     p.add_argument("id", type=int)
     p.add_argument("--tail", type=int, default=100, help="lines (default 100, at most 10000)")
@@ -579,6 +678,7 @@ def main(argv: Sequence[str] | None = None, *, env: dict[str, str] | None = None
     except SystemExit as exc:  # --help (0) or a usage error (2)
         return int(exc.code or 0)
     args.out, args.err = out, err
+    args.environ = dict(os.environ if env is None else env)
     try:
         cfg = config_mod.load(env=env, cloud=args.os_cloud, portal_url=args.portal_url)
     except config_mod.ConfigError as exc:

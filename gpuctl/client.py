@@ -7,6 +7,7 @@ more. Errors come back as the API's `{code, detail, fields}` in ApiError.
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import httpx
@@ -82,6 +83,17 @@ class PortalClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """TLS as the portal's own requests do it: the configured CA, or none checked with
+        `insecure` (for a workload's wss:// address)."""
+        c = self.config.credentials
+        if c.insecure:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            return context
+        return ssl.create_default_context(cafile=c.cacert or None)
 
     def token(self, *, fresh: bool = False) -> str:
         if fresh:

@@ -1,5 +1,7 @@
 """API shapes of workload access (each serializes a plain dict)."""
 
+from typing import Any
+
 from rest_framework import serializers
 
 from ..models import ServiceAccess
@@ -64,16 +66,16 @@ class SSHReportSerializer(serializers.Serializer[dict[str, object]]):
                                      required=False)
     reason = serializers.CharField(max_length=255, required=False, allow_blank=True)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
         # "from" is a keyword in Python: read it beside the declared fields
-        value = super().to_internal_value(data)
+        value: dict[str, Any] = super().to_internal_value(data)
         given = data.get("from", "") if hasattr(data, "get") else ""
         if not isinstance(given, str) or len(given) > 255:
             raise serializers.ValidationError({"from": ["An address, at most 255 characters."]})
         value["from"] = given
         return value
 
-    def validate(self, data):
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         needed = {"start": ("session", "user", "serial"), "check": ("sessions",),
                   "end": ("session",)}[data["event"]]
         missing = [field for field in needed if field not in data]

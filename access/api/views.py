@@ -4,11 +4,14 @@ only). Another tenant's id is a 404, as everywhere."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -62,7 +65,7 @@ class WorkloadReportAuthentication(BaseAuthentication):
     """A workload's SSH server: `Authorization: Bearer <client id>.<mac>` (its report token,
     access/ssh.py), and nothing else: no Keystone token, no session, no CSRF."""
 
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[AnonymousUser, Any]:
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -74,12 +77,12 @@ class WorkloadReportAuthentication(BaseAuthentication):
             raise exceptions.AuthenticationFailed("That is not a workload's report token.")
         return AnonymousUser(), access.workload
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="gpu-portal-ssh-reports"'
 
 
 class HasWorkloadToken(BasePermission):
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: Any) -> bool:
         return request.auth is not None
 
 
@@ -91,10 +94,10 @@ class SSHSessionReportView(APIView):
 
     authentication_classes = [WorkloadReportAuthentication]
     permission_classes = [HasWorkloadToken]
-    throttle_classes: list = []  # one request per server every check interval
+    throttle_classes: list[type] = []  # one request per server every check interval
 
     @extend_schema(request=SSHReportSerializer, responses={200: dict})
-    def post(self, request) -> Response:
+    def post(self, request: Request) -> Response:
         serializer = SSHReportSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
