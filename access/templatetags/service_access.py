@@ -4,6 +4,8 @@ but cannot import (access sits above it)."""
 
 from django import template
 
+from tenants.models import Tenant
+
 from ..models import TenantServiceAccess
 from ..services import tenant_service_access as rule_of
 
@@ -11,5 +13,5 @@ register = template.Library()
 
 
 @register.simple_tag
-def tenant_service_access(tenant) -> TenantServiceAccess:
+def tenant_service_access(tenant: Tenant) -> TenantServiceAccess:
     return rule_of(tenant)
