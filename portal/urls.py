@@ -14,6 +14,7 @@ urlpatterns = [
     path("admin/", include("catalogue.admin_urls")),
     path("admin/", include("audit.admin_urls")),
     path("admin/", include("workloads.admin_urls")),
+    path("admin/", include("access.admin_urls")),
     path("api/", include("api.urls")),
     # the OpenID Connect provider of the workloads' authenticating proxies (access)
     path("o/", include("access.urls")),

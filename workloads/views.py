@@ -192,6 +192,9 @@ def _with_template_defaults(values: dict[str, str], template: Template | None) -
                       kind=template.kind)
         if not template.custom:
             values["image"] = ""  # blank: the template's own (a custom image is not carried over)
+        # SSH ticked where the template offers it and it can hold: a service (the custom
+        # template starts as a batch job, which has no SSH)
+        values["ssh"] = "on" if template.ssh and template.kind == Template.Kind.SERVICE else ""
     return values
 
 
@@ -200,6 +203,7 @@ def _posted_values(post: QueryDict, templates: list[Template]) -> dict[str, str]
     values = {key: post.get(key, "") for key in post if key != "csrfmiddlewaretoken"}
     values["use_home"] = "on" if post.get("use_home") else ""
     values["public"] = "on" if post.get("public") else ""
+    values["ssh"] = "on" if post.get("ssh") else ""
     template = _template_named(templates, values.get("template"))
     if template is not None and values.get("shown_template") != template.slug:
         _with_template_defaults(values, template)
@@ -226,6 +230,12 @@ def _with_availability(templates: list[Template]) -> list[Template]:
     return templates
 
 
+def _service_access_context(tenant: Tenant) -> dict[str, bool]:
+    """What the tenant's rule lets its launches choose: public services, SSH."""
+    rule = tenant_service_access(tenant)
+    return {"may_go_public": rule.allow_public, "ssh_off": not rule.ssh_enabled}
+
+
 def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Template],
                    values: dict[str, str], *, errors: dict[str, list[str]] | None = None,
                    refused: str = "", status: int = 200,
@@ -237,7 +247,7 @@ def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Templ
     template = _template_named(templates, values.get("template"))
     return render(request, "workloads/launch.html", {
         "tenant": tenant, "quota": tenant.quota, "templates": templates,
-        "may_go_public": tenant_service_access(tenant).allow_public,
+        **_service_access_context(tenant),
         "site_registries": settings.PORTAL_IMAGE_REGISTRIES,
         "root_admitted": tenant_admits_root(tenant),
         "template": template,
@@ -343,7 +353,7 @@ def launch_fields(request: TenantRequest) -> HttpResponse:
     return render(request, "workloads/_template_fields_swap.html", {
         "template": _template_named(templates, values.get("template")), "values": values,
         "errors": {}, "quota": tenant.quota, "tenant": tenant,
-        "may_go_public": tenant_service_access(tenant).allow_public,
+        **_service_access_context(tenant),
         "site_registries": settings.PORTAL_IMAGE_REGISTRIES,
     })
 
@@ -457,6 +467,9 @@ def _detail_context(request: ProjectRequest, workload: Workload) -> dict:
         "may_open": _may_open(request, workload),
         "argv": argv,
         "access": workload_access_summary(workload),
+        # the SSH panel: the commands while it runs, for those the rule lets in (the portal
+        # refuses a certificate to anyone else); SSH turned off for the project since
+        "ssh_off": workload.ssh and not tenant_service_access(workload.tenant).ssh_enabled,
         "events": events, "logs": logs, "logs_error": logs_error,
         "polling": workload.is_active, "poll_seconds": POLL_SECONDS, "log_tail": LOG_TAIL,
         "ranks": ranks, "rank": rank,

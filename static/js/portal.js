@@ -3,6 +3,8 @@
  * - <data value data-unit>: numbers in the reader's number format.
  * - forms with data-busy-text on their submit button: the button says what is happening and
  *   cannot be pressed twice while the server works (launch, stop, save).
+ * - <button class="copy" data-copy="ID" hidden>: shown, it copies the text of the element ID
+ *   (a command to paste) to the clipboard and says so.
  * Runs on load and on every piece of content htmx swaps in. */
 (function () {
   "use strict";
@@ -72,11 +74,50 @@
     }
   }
 
+  // copy buttons exist only with this script: without it the command is there to select
+  function showCopyButtons(root) {
+    root.querySelectorAll("button.copy[data-copy][hidden]").forEach(function (button) {
+      button.hidden = false;
+    });
+  }
+
+  function copied(button, ok) {
+    button.textContent = ok ? "Copied" : "Select and copy it";
+    button.classList.toggle("copied", ok);
+  }
+
+  function copyText(button) {
+    var source = document.getElementById(button.getAttribute("data-copy"));
+    if (!source) { return; }
+    var text = source.textContent.trim();
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { copied(button, true); },
+                                                function () { copied(button, false); });
+      return;
+    }
+    // a page served over plain HTTP has no clipboard API: select the text and copy that
+    var range = document.createRange();
+    range.selectNodeContents(source);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    var ok = false;
+    try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+    copied(button, ok);
+  }
+
+  // one listener for the page: copy buttons swapped in by htmx (the live workload page) work too
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("button.copy[data-copy]") : null;
+    if (button) { copyText(button); }
+  });
+
   function enhance(root) {
     markChecked(root);
     localiseTimes(root);
     localiseNumbers(root);
     busyForms(root);
+    showCopyButtons(root);
   }
 
   // back from the browser's cache (after Back): buttons are usable again
