@@ -150,8 +150,9 @@ def proxy_args(spec: ProxySpec) -> list[str]:
         # not everyone's
         route = "^/" if spec.ssh_port is None else paths_outside(SSH_PATH)
         args.append(f"--skip-auth-route={route}")
-    else:
-        # a script's bearer token (a JWT the portal signed, audience = this client) is a session
+    if not spec.public or spec.ssh_port is not None:
+        # a script's bearer token (a JWT the portal signed, audience = this client) is a
+        # session: gpuctl's for SSH too
         args.append("--skip-jwt-bearer-tokens=true")
     return args
 

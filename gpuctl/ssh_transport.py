@@ -17,7 +17,7 @@ import sys
 import threading
 from typing import BinaryIO
 
-from websockets.exceptions import ConnectionClosedOK, InvalidHandshake, InvalidStatus
+from websockets.exceptions import ConnectionClosedOK, InvalidStatus
 from websockets.sync.client import connect
 
 CHUNK = 64 * 1024
@@ -35,9 +35,10 @@ def relay(url: str, *, headers: dict[str, str], ssl_context: ssl.SSLContext | No
     try:
         socket = connect(url, additional_headers=headers, ssl=ssl_context, max_size=None,
                          compression=None, open_timeout=30, user_agent_header="gpuctl-ssh")
-    except InvalidStatus as exc:
-        return _fail(f"the workload's proxy refused the connection: {exc.response.status_code}")
-    except (InvalidHandshake, OSError, TimeoutError) as exc:
+    except Exception as exc:  # noqa: BLE001 - every way it fails is said in one line
+        refusal = _refusal(exc)
+        if refusal is not None:
+            return _fail(f"the workload's proxy refused the connection: {refusal}")
         return _fail(f"cannot reach the workload's SSH server: {_plain(exc)}")
 
     def upstream() -> None:
@@ -73,6 +74,21 @@ def _read(source: BinaryIO) -> bytes:
         read1 = getattr(source, "read1", None)
         return read1(CHUNK) if read1 is not None else source.read(CHUNK)
     return os.read(fd, CHUNK)
+
+
+def _refusal(exc: BaseException) -> str | None:
+    """The HTTP status that refused the upgrade, where one did: also when websockets went on
+    to follow a redirect (the proxy sends a refused token to the portal's login, which is no
+    WebSocket) and failed there."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, InvalidStatus):
+            status = seen.response.status_code
+            if 300 <= status < 400:
+                return f"{status} (it asked for a login: the token was not accepted)"
+            return str(status)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _plain(exc: BaseException) -> str:

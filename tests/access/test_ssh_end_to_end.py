@@ -38,7 +38,7 @@ from django.test import TestCase
 from access import ssh as portal_ssh
 from access.models import SSHSession
 from access.services import service_access_update
-from access.ssh_server import SECRET_FILES
+from access.ssh_server import SECRET_FILES, SSH_PATH
 from audit.models import AuditRecord
 from identity import assignments
 from stack.authproxy import AuthProxy
@@ -355,3 +355,28 @@ def test_sessions_are_audited_and_no_secret_is_logged(ssh_workload, keystone, li
     for where, text in logs.items():
         for what, secret in secret_texts.items():
             assert secret not in text, f"{what} in {where}'s log"
+
+
+def test_a_public_workload_keeps_its_login_in_front_of_ssh(ssh_workload, keystone, live_server,
+                                                           tmp_path):
+    """An admin let the project open the workload to anyone: its pages need no login, its SSH
+    path still does (the proxy's route for it keeps the login and takes the bearer token)."""
+    workload = ssh_workload.workload
+    spec = dataclasses.replace(ssh_workload.proxy.spec, public=True)
+    public = AuthProxy(spec, secrets=ssh_workload.proxy.secrets, workdir=tmp_path / "public")
+    public.start()
+    try:
+        assert requests.get(public.url + "/index.txt", timeout=10).text.startswith(
+            "the application inside")  # no login for the application
+        anonymous = requests.get(public.url + SSH_PATH, timeout=10, allow_redirects=False,
+                                 headers={"Connection": "Upgrade", "Upgrade": "websocket",
+                                          "Sec-WebSocket-Version": "13",
+                                          "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+        assert anonymous.status_code in (302, 401, 403), anonymous.status_code
+        Workload.objects.filter(pk=workload.pk).update(port=public.spec.listen_port)
+        done = gpuctl(gpuctl_env(keystone, live_server, tmp_path), "ssh", str(workload.pk),
+                      "--", "echo through the public proxy")
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode() == "through the public proxy\n"
+    finally:
+        public.stop()

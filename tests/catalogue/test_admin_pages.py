@@ -492,7 +492,8 @@ def test_image_prefixes_restrict_a_tenants_launches(admin, api):
     record = AuditRecord.objects.get(action="tenant.image_prefixes", tenant=tenant)
     assert (record.before, record.after) == ([], ["nvcr.io/nvidia", "docker.io/pytorch"])
     page = admin.get(f"/admin/tenants/{tenant.pk}/").content.decode()
-    assert "Its launches of Jupyter, TensorBoard, MPI (mpirun) will be refused" in page
+    assert ("Its launches of Jupyter, TensorBoard, MPI (mpirun), VS Code (code-server) will "
+            "be refused") in page
     assert "nvcr.io/nvidia\ndocker.io/pytorch</textarea>" in page
     # outside the list: 400 on image (the template's own image, and a custom one)
     refused = api(JUPYTER)

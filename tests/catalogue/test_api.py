@@ -44,7 +44,8 @@ def test_gpu_types_report_capacity_and_free(vision, api_headers, eager_celery, c
                message=lambda: f"the GPU counts are not this test's alone: {rows}")
     assert Workload.objects.get(pk=workload_id).gpu_count == 2
     templates = [t["slug"] for t in Client().get("/api/v1/templates/", **headers).json()]
-    assert templates == ["jupyter", "digits", "tensorboard", "custom", "pytorch-ddp", "mpi"]
+    assert templates == ["jupyter", "digits", "tensorboard", "custom", "pytorch-ddp", "mpi",
+                         "code-server"]
 
 
 def test_the_templates_api_says_what_a_launch_may_add(vision, api_headers):
@@ -52,4 +53,5 @@ def test_the_templates_api_says_what_a_launch_may_add(vision, api_headers):
     rows = rows["results"] if isinstance(rows, dict) else rows
     assert {row["slug"]: row["allowed_args"] for row in rows} == {
         "jupyter": [], "digits": [], "custom": [], "pytorch-ddp": [], "mpi": [],
+        "code-server": [],
         "tensorboard": ["--logdir", "--reload_interval"]}

@@ -33,4 +33,5 @@ def test_only_digits_is_seeded_to_run_as_root():
     seeded = {t.slug: (t.allow_root, t.run_as_user) for t in Template.objects.all()}
     assert seeded == {"jupyter": (False, 1000), "digits": (True, None),
                       "tensorboard": (False, 1000), "custom": (False, 1000),
-                      "pytorch-ddp": (False, 1000), "mpi": (False, 1000)}
+                      "pytorch-ddp": (False, 1000), "mpi": (False, 1000),
+                      "code-server": (False, 1000)}

@@ -52,7 +52,8 @@ def test_options_need_a_program_to_follow():
 def test_the_seeded_tensorboard_declares_its_logs_and_the_others_nothing(db):
     declared = dict(Template.objects.values_list("slug", "allowed_args"))
     assert declared == {"jupyter": [], "digits": [], "custom": [], "pytorch-ddp": [],
-                        "mpi": [], "tensorboard": ["--logdir", "--reload_interval"]}
+                        "mpi": [], "tensorboard": ["--logdir", "--reload_interval"],
+                        "code-server": []}
 
 
 # --- the admin's template ---------------------------------------------------------------------
