@@ -213,6 +213,8 @@ def launch_body(args: argparse.Namespace) -> dict[str, Any]:
     body.update({key: value for key, value in optional.items() if value is not None})
     if args.use_home:
         body["use_home"] = True
+    if args.ssh is not None:
+        body["ssh"] = args.ssh
     return body
 
 
@@ -580,6 +582,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-runtime", type=int, metavar="MINUTES", help="stop after this long")
     p.add_argument("--retries", type=int, help="batch: retries of a failed run")
     p.add_argument("--use-home", action="store_true", help="mount the project's home volume")
+    p.add_argument("--ssh", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the portal's SSH server beside the program (gpuctl ssh ID); "
+                        "default: the template's choice (on for jupyter, code-server and "
+                        "custom services with a command; a batch job only when asked)")
     p.add_argument("program", nargs="*", metavar="-- PROGRAM",
                    help="the program and its arguments after --, each word one item (custom "
                         "and distributed templates; a distributed one runs it on every node)")
