@@ -45,7 +45,7 @@ def test_the_ssh_box_is_there_for_the_templates_that_offer_ssh(researcher):
         assert 'aria-describedby="hint-ssh"' in box and " disabled" not in box
         assert '<label class="inline-check" for="id_ssh">' in page
         assert HINT in page
-        assert ("For a service with a command." in page) is (slug == "custom")
+        assert ("Needs a command; a batch job with SSH" in page) is (slug == "custom")
     for slug in ("digits", "tensorboard"):
         page = researcher.get(f"/workloads/new/?template={slug}").content.decode()
         assert ssh_box(page) is None and 'name="ssh"' not in page, slug
@@ -85,12 +85,12 @@ def test_a_launch_from_the_page_has_ssh_as_the_box_says(researcher, vision_lab):
 
 
 def test_a_refused_ssh_is_shown_under_the_box_with_the_box_kept(researcher, vision_lab):
-    # a batch job cannot have SSH (it is reached through a service's address and login)
-    batch = {**CUSTOM_SERVICE, "kind": "batch", "port": ""}
+    # a batch job without a command: the program SSH would wrap is not known
+    batch = {**CUSTOM_SERVICE, "kind": "batch", "port": "", "command": ""}
     response = researcher.post("/workloads/new/", launch_form(name="job", ssh="on", **batch))
     assert response.status_code == 400
     page = response.content.decode()
-    assert "launch it as a service" in field_error(page, "ssh")
+    assert "give the command" in field_error(page, "ssh")
     box = ssh_box(page)
     assert " checked" in box and 'aria-invalid="true"' in box and "err-ssh" in box
     assert '<a href="#id_ssh">SSH</a>:' in page  # in the summary at the top, linked to the box
@@ -158,3 +158,15 @@ def test_the_ssh_panel_waits_for_the_workload_and_is_absent_without_ssh(research
     panel = ssh_panel(researcher.get(f"/workloads/{running.pk}/").content.decode())
     assert "SSH is turned off for vision-lab; an admin can turn it on." in panel
     assert "gpuctl ssh" not in panel
+
+
+def test_a_batch_job_with_a_command_gets_ssh_when_the_box_is_ticked(researcher, vision_lab):
+    batch = {**CUSTOM_SERVICE, "kind": "batch", "port": ""}
+    response = researcher.post("/workloads/new/", launch_form(name="job", ssh="on", **batch))
+    assert response.status_code == 302
+    job = Workload.objects.get(tenant=vision_lab, name="job")
+    assert job.kind == "batch" and job.ssh
+    # left unticked, a batch job has none (its default: it would hold an address)
+    response = researcher.post("/workloads/new/", launch_form(name="job2", **batch))
+    assert response.status_code == 302
+    assert Workload.objects.get(tenant=vision_lab, name="job2").ssh is False
