@@ -24,6 +24,16 @@ class KeystoneTokenScheme(OpenApiAuthenticationExtension):
         }
 
 
+class WorkloadReportTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "access.api.views.WorkloadReportAuthentication"
+    name = "workloadReportToken"
+
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer",
+                "description": "A workload's SSH server's report token (from its pod's "
+                               "Secret): POST /api/v1/ssh-sessions/ only."}
+
+
 class PortalSessionScheme(OpenApiAuthenticationExtension):
     target_class = "api.authentication.PortalSessionAuthentication"
     name = "portalSession"

@@ -42,10 +42,16 @@ SENSITIVE_LOCAL = re.compile(
     r"token|secret|passw|signature|cookie|session|csrf|credential|private|identity|auth|"
     r"api_?key|bearer",
     flags=re.IGNORECASE)
-# token-shaped strings: Keystone's Fernet tokens, JSON Web Tokens
+# token-shaped strings: Keystone's Fernet tokens, JSON Web Tokens; SSH certificates (the line,
+# or an ed25519 one's blob alone), private keys (OpenSSH's and PKCS#8: a workload's host key)
+# and workloads' SSH report tokens (access/ssh.py)
 TOKEN_SHAPED = re.compile(
     r"gAAAAA[A-Za-z0-9_\-]{20,}={0,2}"
-    r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*")
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"
+    r"|[a-z0-9.@-]+-cert-v01@openssh\.com\s+[A-Za-z0-9+/]{16,}={0,2}"
+    r"|AAAAIHNzaC1lZDI1NTE5LWNlcnQt[A-Za-z0-9+/]+={0,2}"
+    r"|-----BEGIN (?:OPENSSH )?PRIVATE KEY-----[\s\S]*?(?:-----END (?:OPENSSH )?PRIVATE KEY-----|$)"
+    r"|workload-\d+-[0-9a-f]{16}\.[A-Za-z0-9_\-]{40,}")
 MIN_SECRET_LENGTH = 8  # shorter values (an empty cookie, "1") would blank out half the page
 
 

@@ -18,6 +18,8 @@ import dataclasses
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.test import Client, TestCase
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
@@ -63,6 +65,8 @@ class Endpoint:
 FULL_QUOTA = "full-quota"
 LAUNCH = {"name": "probe", "template": "jupyter", "gpu_type": "a100", "gpu_count": 1}
 QUOTA_PATCH = {"max_workloads": 7}
+SSH_PUBLIC_KEY = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
+    serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
 
 ENDPOINTS = [
     Endpoint("GET", "/api/v1/me/"),
@@ -88,12 +92,18 @@ ENDPOINTS = [
     Endpoint("GET", "/api/v1/workloads/{id}/logs/", target="workload"),
     # a bearer token for the workload's address: only for those the project's rule admits
     Endpoint("POST", "/api/v1/workloads/{id}/access-token/", target="workload", ok=201),
+    # an SSH certificate for the workload: the same rule (the role asked of Keystone now)
+    Endpoint("POST", "/api/v1/workloads/{id}/ssh-certificate/", target="workload",
+             body={"public_key": SSH_PUBLIC_KEY}, ok=201),
     Endpoint("GET", "/api/v1/workloads/{id}/usage/", target="workload"),
     # usage names its objects in the query: each way is a row of its own
     Endpoint("GET", "/api/v1/usage/", target="tenant", query_param="tenant"),
     Endpoint("GET", "/api/v1/usage/", target="workload", query_param="workload"),
 ]
 BY_KEY = {endpoint.key: endpoint for endpoint in ENDPOINTS}
+# operations no Keystone token reaches: a workload's SSH server reports its sessions with the
+# pod's report token (access/ssh.py), a caller with no tenant and no user
+REPORT_TOKEN_ONLY = ["POST /api/v1/ssh-sessions/"]
 
 
 def ids(endpoints) -> list[str]:
@@ -109,10 +119,10 @@ def schema_operations() -> set[str]:
 
 
 def test_every_api_operation_has_an_entry_in_the_matrix():
-    missing = schema_operations() - set(BY_KEY)
+    missing = schema_operations() - set(BY_KEY) - set(REPORT_TOKEN_ONLY)
     assert not missing, (f"add these operations to ENDPOINTS in {__file__} (what they address, "
                          f"whether they write, whether they are admin-only): {sorted(missing)}")
-    stale = set(BY_KEY) - schema_operations()
+    stale = (set(BY_KEY) | set(REPORT_TOKEN_ONLY)) - schema_operations()
     assert not stale, f"ENDPOINTS lists operations the API no longer has: {sorted(stale)}"
 
 
@@ -177,7 +187,9 @@ def world(tokens, gpu_types, cluster) -> World:
         response = world.call(who, BY_KEY["POST /api/v1/workloads/"],
                               body={**LAUNCH, "name": f"{key} notebook"})
         assert response.status_code == 201, response.json()
-        world.workloads[key] = Workload.objects.get(pk=response.json()["id"])
+        workload = Workload.objects.get(pk=response.json()["id"])
+        assert workload.ssh  # Jupyter's default: its SSH certificate is in the matrix
+        world.workloads[key] = workload
     return world
 
 
@@ -274,6 +286,15 @@ def test_a_reader_gets_no_token_for_a_members_workload(world):
     """The project's default rule admits members: a reader sees the workload, not a way in."""
     assert_error(world.call("viewer@vision", BY_KEY["POST /api/v1/workloads/{id}/access-token/"]),
                  403, "access_denied")
+
+
+@pytest.mark.parametrize("operation", REPORT_TOKEN_ONLY)
+@pytest.mark.parametrize("who", ["researcher@vision", "lead@vision", "admin@admin"])
+def test_a_keystone_token_reaches_no_report_token_operation(world, operation, who):
+    method, path = operation.split(" ", 1)
+    response = getattr(Client(HTTP_X_AUTH_TOKEN=world.tokens[who]), method.lower())(
+        path, {"event": "check", "sessions": []}, content_type="application/json")
+    assert_error(response, 401)
 
 
 OTHERS_WORKLOAD = [e for e in TARGETED if e.target == "workload" and e.writes]

@@ -114,6 +114,9 @@ PAGES = [
     Page("catalogue:template-enabled", ADMIN, method="POST", target="template", ok=302,
          data={"enabled": "on"}),
     Page("tenants:image-prefixes", ADMIN, target="tenant", ok=302),
+    # the tenant page's SSH switch (issue 26): admins only
+    Page("access-admin:tenant-ssh", ADMIN, method="POST", target="tenant", ok=302,
+         data={"ssh_enabled": "on"}),
 ]
 BY_NAME = {page.name: page for page in PAGES}
 SKIPPED_PREFIXES = ("api/", "o/", "static/")
