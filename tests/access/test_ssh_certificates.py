@@ -19,6 +19,7 @@ from access.models import SSHCertificate, SSHSession
 from access.services import service_access_update, workload_access
 from audit.models import AuditRecord
 from identity import assignments
+from portal.error_reports import SUBSTITUTE, scrub
 from stack.identities import admin_client
 from tests.workloads.api_calls import launch, vision_lab_ready
 from workloads.models import Workload
@@ -306,3 +307,44 @@ def test_only_admins_turn_ssh_off(running, api_headers):
     assert admin.status_code == 200 and admin.json()["ssh_enabled"] is False
     record = AuditRecord.objects.filter(action="tenant.service_access").latest("pk")
     assert record.before["ssh_enabled"] is True and record.after["ssh_enabled"] is False
+
+
+def test_openssh_reads_the_host_block(tmp_path):
+    config = tmp_path / "config"
+    config.write_text(portal_ssh.ssh_config_block(workload_id=42, principal="Jane Doe",
+                                                  key_dir=str(tmp_path)))
+    result = subprocess.run(["ssh", "-G", "-F", str(config), "gpu-portal-42"],
+                            capture_output=True, text=True, check=True)
+    resolved = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+    assert resolved["user"] == "Jane Doe"
+    assert resolved["proxycommand"] == "gpuctl ssh-proxy 42"
+    assert resolved["hostkeyalias"] == "gpu-portal-workload-42"
+    assert resolved["certificatefile"] == f"{tmp_path}/workload-42-cert.pub"
+    assert resolved["identityfile"] == f"{tmp_path}/id_ed25519"
+    assert resolved["stricthostkeychecking"] == "true"
+
+
+def test_the_report_address_defaults_to_the_oidc_backend(settings):
+    settings.PORTAL_SSH_REPORT_URL = ""
+    settings.PORTAL_OIDC_BACKEND_URL = ""
+    settings.PORTAL_OIDC_ISSUER = "https://portal.example.org/o"
+    assert portal_ssh.report_base_url() == "https://portal.example.org"
+    settings.PORTAL_OIDC_BACKEND_URL = "http://gpu-portal-web.gpu-portal:8000/o"
+    assert portal_ssh.report_base_url() == "http://gpu-portal-web.gpu-portal:8000"
+    settings.PORTAL_SSH_REPORT_URL = "http://portal-internal:8000/"
+    assert portal_ssh.report_base_url() == "http://portal-internal:8000"
+
+
+def test_certificates_private_keys_and_report_tokens_are_scrubbed_from_logs():
+    key = ed25519.Ed25519PrivateKey.generate()
+    certificate = portal_ssh.certificate_for(public_key=key.public_key(), principal="me",
+                                             workload_id=7, now=dt.datetime.now(dt.UTC)).text
+    token = portal_ssh.report_token_for("workload-7-0123456789abcdef")
+    private = portal_ssh.host_key_for("workload-7-0123456789abcdef")[0]
+    blob = certificate.split()[1]
+    for secret in (certificate, blob, token, private):
+        cleaned = scrub(f"before {secret} after")
+        assert cleaned.startswith("before ") and SUBSTITUTE in cleaned
+        assert secret not in cleaned and blob[20:60] not in cleaned
+    # a public key is not a secret
+    assert scrub(public_line(key)) == public_line(key)
