@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
+from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB, restricted_container_security
 
 from .ssh_server import SSH_PATH
 
@@ -319,15 +319,7 @@ def make_proxy_container(spec: ProxySpec) -> Manifest:
             "failureThreshold": 3,
         },
         "resources": {"requests": dict(PROXY_RESOURCES), "limits": dict(PROXY_RESOURCES)},
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": NONROOT_UID,
-            "runAsGroup": NONROOT_UID,
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-            "readOnlyRootFilesystem": True,
-        },
+        "securityContext": restricted_container_security(NONROOT_UID),
         "volumeMounts": mounts,
     }
 

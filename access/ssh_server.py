@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tenants.manifests import restricted_container_security
+
 Manifest = dict[str, Any]
 
 SSH_PATH = "/.gpu-portal/ssh"  # the WebSocket's path behind the proxy
@@ -70,15 +72,7 @@ def make_init_container(spec: SSHServerSpec) -> Manifest:
         "image": spec.image,
         "command": [f"/{BINARY}", "install", BIN_DIR],
         "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)},
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": IMAGE_UID,
-            "runAsGroup": IMAGE_UID,
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-            "readOnlyRootFilesystem": True,
-        },
+        "securityContext": restricted_container_security(IMAGE_UID),
         "volumeMounts": [{"name": BIN_VOLUME, "mountPath": BIN_DIR}],
     }
 

@@ -55,6 +55,21 @@ LIMIT_RANGE_NAME = "gpu-portal-defaults"
 SERVICE_ACCOUNT_NAME = "workload"
 
 
+def restricted_container_security(uid: int) -> dict[str, Any]:
+    """The securityContext of a container the portal adds beside a workload's application (its
+    proxy, the SSH server's installer): Pod Security "restricted" in every field, as `uid`, on a
+    read-only root."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "readOnlyRootFilesystem": True,
+    }
+
+
 def egress_destination(entry: str) -> tuple[str, int | None]:
     """An operator's egress entry, `CIDR` (every port) or `CIDR:PORT` (TCP and UDP on that
     port), as (the network, normalised; the port or None), or ValueError."""

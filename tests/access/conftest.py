@@ -4,6 +4,8 @@ proxies sign users in against the live portal (tests/access/proxies.py has the h
 from __future__ import annotations
 
 import dataclasses
+import uuid
+from collections.abc import Callable
 from typing import NamedTuple
 from urllib.parse import urlparse
 
@@ -14,6 +16,7 @@ from django.test import TestCase
 from access.proxy import CLIENT_SECRET_KEY
 from access.services import workload_proxy
 from stack.authproxy import AuthProxy
+from stack.identities import admin_client
 from tests.access.proxies import ID_TOKEN_SECONDS, RECHECK, Application, Relay
 from tests.workloads.api_calls import vision_lab_ready
 from workloads.models import Workload
@@ -89,3 +92,29 @@ def launch_notebook(login, gpu_types, cluster, project_token, issuer, live_serve
 def notebook(launch_notebook) -> Notebook:
     """researcher's Jupyter "nb" behind its proxy: (workload, proxy, relay)."""
     return launch_notebook()
+
+
+class TemporaryMember(NamedTuple):
+    name: str  # its password: "<name>-demo-pass", as the demo users'
+    remove: Callable[[], None]  # revoke its role in the project, in Keystone
+
+
+@pytest.fixture
+def temporary_member(keystone):
+    """make(project_id): a Keystone user made for the test, a member of that project until its
+    `remove()`; every one made is deleted after the test."""
+    ks = admin_client(keystone.url)
+    member = next(r for r in ks.roles.list() if r.name == "member")
+    made = []
+
+    def make(project_id: str) -> TemporaryMember:
+        name = f"temp-{uuid.uuid4().hex[:8]}"
+        user = ks.users.create(name=name, domain="default", password=f"{name}-demo-pass")
+        made.append(user)
+        ks.roles.grant(member, user=user, project=project_id)
+        return TemporaryMember(name, lambda: ks.roles.revoke(member, user=user,
+                                                             project=project_id))
+
+    yield make
+    for user in made:
+        ks.users.delete(user)

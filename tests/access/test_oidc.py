@@ -9,7 +9,6 @@ import base64
 import hashlib
 import json
 import secrets
-import uuid
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
@@ -20,7 +19,6 @@ from access import services as access_services
 from access.models import ProxySession, TenantServiceAccess
 from audit.models import AuditRecord
 from identity import assignments
-from stack.identities import admin_client
 from tests.workloads.api_calls import launch, vision_lab_ready
 from workloads.models import Workload
 
@@ -161,22 +159,14 @@ def test_signing_out_of_the_portal_ends_the_proxy_session_at_its_next_refresh(lo
 
 
 def test_a_user_removed_from_the_project_is_refused_at_the_next_refresh(
-        keystone, login, notebook, no_role_cache):
-    ks = admin_client(keystone.url)
-    name = f"temp-{uuid.uuid4().hex[:8]}"
-    user = ks.users.create(name=name, domain="default", password=f"{name}-demo-pass")
-    member = next(r for r in ks.roles.list() if r.name == "member")
-    project = notebook.tenant.keystone_project_id
-    ks.roles.grant(member, user=user, project=project)
-    try:
-        proxy = Proxy(notebook)
-        tokens = proxy.redeem(proxy.code_from(proxy.authorize(login(name))))
-        assert proxy.refresh(tokens).status_code == 200
-        ks.roles.revoke(member, user=user, project=project)
-        refused = proxy.refresh(tokens)
-        assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"
-    finally:
-        ks.users.delete(user)
+        login, notebook, no_role_cache, temporary_member):
+    user = temporary_member(notebook.tenant.keystone_project_id)
+    proxy = Proxy(notebook)
+    tokens = proxy.redeem(proxy.code_from(proxy.authorize(login(user.name))))
+    assert proxy.refresh(tokens).status_code == 200
+    user.remove()
+    refused = proxy.refresh(tokens)
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"
 
 
 def test_a_stopped_workload_refuses_refreshes(login, notebook):

@@ -20,7 +20,6 @@ from access.services import service_access_update, workload_access
 from audit.models import AuditRecord
 from identity import assignments
 from portal.error_reports import SUBSTITUTE, scrub
-from stack.identities import admin_client
 from tests.workloads.api_calls import launch, vision_lab_ready
 from workloads.models import Workload
 
@@ -268,30 +267,21 @@ def test_bad_reports_are_400_json(running, body):
 
 
 def test_a_check_ends_the_sessions_of_a_removed_user_and_when_ssh_is_turned_off(
-        running, api_headers, keystone, monkeypatch):
+        running, api_headers, monkeypatch, temporary_member):
     monkeypatch.setattr(assignments, "ASSIGNMENT_CACHE_SECONDS", 0.001)
-    ks = admin_client(keystone.url)
-    name = f"temp-{uuid.uuid4().hex[:8]}"
-    user = ks.users.create(name=name, domain="default", password=f"{name}-demo-pass")
-    member = next(r for r in ks.roles.list() if r.name == "member")
-    project = running.tenant.keystone_project_id
-    ks.roles.grant(member, user=user, project=project)
-    try:
-        temp = issued(running, api_headers, name)
-        mine = issued(running, api_headers)
-        theirs, own = uuid.uuid4(), uuid.uuid4()
-        assert start(running, temp, theirs).json()["allowed"] is True
-        assert start(running, mine, own).json()["allowed"] is True
-        ks.roles.revoke(member, user=user, project=project)
-        answer = report(running, {"event": "check",
-                                  "sessions": [str(theirs), str(own)]}).json()
-        assert set(answer["end"]) == {str(theirs)}
-        assert "no role" in answer["end"][str(theirs)]
-        assert SSHSession.objects.get(session=theirs).ended_at is not None
-        # and their next connection is refused at its start
-        assert start(running, temp).json()["allowed"] is False
-    finally:
-        ks.users.delete(user)
+    user = temporary_member(running.tenant.keystone_project_id)
+    temp = issued(running, api_headers, user.name)
+    mine = issued(running, api_headers)
+    theirs, own = uuid.uuid4(), uuid.uuid4()
+    assert start(running, temp, theirs).json()["allowed"] is True
+    assert start(running, mine, own).json()["allowed"] is True
+    user.remove()
+    answer = report(running, {"event": "check", "sessions": [str(theirs), str(own)]}).json()
+    assert set(answer["end"]) == {str(theirs)}
+    assert "no role" in answer["end"][str(theirs)]
+    assert SSHSession.objects.get(session=theirs).ended_at is not None
+    # and their next connection is refused at its start
+    assert start(running, temp).json()["allowed"] is False
     service_access_update(tenant=running.tenant, actor=None, ssh_enabled=False)
     answer = report(running, {"event": "check", "sessions": [str(own)]}).json()
     assert "turned off" in answer["end"][str(own)]

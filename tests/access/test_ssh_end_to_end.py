@@ -42,7 +42,6 @@ from access.ssh_server import SECRET_FILES, SSH_PATH
 from audit.models import AuditRecord
 from identity import assignments
 from stack.authproxy import AuthProxy
-from stack.identities import admin_client
 from stack.k8s.build import ensure
 from tests.access.proxies import Relay
 from tests.gpuctl.test_cli import openrc
@@ -295,37 +294,32 @@ def test_an_expired_certificate_and_another_cas_are_refused(ssh_workload, keysto
 
 
 def test_a_removed_user_is_cut_off_at_the_next_check_and_refused_after(
-        ssh_workload, keystone, live_server, tmp_path, no_role_cache):
+        ssh_workload, keystone, live_server, tmp_path, no_role_cache, temporary_member):
     workload = ssh_workload.workload
-    ks = admin_client(keystone.url)
-    name = f"temp-{uuid.uuid4().hex[:8]}"
-    user = ks.users.create(name=name, domain="default", password=f"{name}-demo-pass")
-    member = next(r for r in ks.roles.list() if r.name == "member")
-    project = workload.tenant.keystone_project_id
-    ks.roles.grant(member, user=user, project=project)
-    env = gpuctl_env(keystone, live_server, tmp_path, name)
+    user = temporary_member(workload.tenant.keystone_project_id)
+    env = gpuctl_env(keystone, live_server, tmp_path, user.name)
+    session = subprocess.Popen([sys.executable, "-m", "gpuctl", "ssh", str(workload.pk),
+                                "--", "echo started; sleep 120"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        session = subprocess.Popen([sys.executable, "-m", "gpuctl", "ssh", str(workload.pk),
-                                    "--", "echo started; sleep 120"], env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        eventually(lambda: SSHSession.objects.filter(workload=workload, principal=name,
+        eventually(lambda: SSHSession.objects.filter(workload=workload, principal=user.name,
                                                      ended_at__isnull=True).exists(),
                    timeout=60, message="the session never started")
-        ks.roles.revoke(member, user=user, project=project)
+        user.remove()
         removed = time.monotonic()
         session.wait(timeout=60)
-        assert time.monotonic() - removed <= CHECK_SECONDS + 10
-        assert session.returncode != 0
-        ended = SSHSession.objects.get(workload=workload, principal=name)
-        assert ended.ended_at is not None and ended.end_reason
-        # and a new connection, with the certificate still valid, is refused at its start
-        again = subprocess.run(["ssh", "-F", str(tmp_path / "gpuctl-ssh" /
-                                                f"workload-{workload.pk}.config"),
-                                "-o", "BatchMode=yes", f"gpu-portal-{workload.pk}", "true"],
-                               env=env, capture_output=True, timeout=60)
-        assert again.returncode == 255, again.stderr.decode()
     finally:
-        ks.users.delete(user)
+        session.kill()
+    assert time.monotonic() - removed <= CHECK_SECONDS + 10
+    assert session.returncode != 0
+    ended = SSHSession.objects.get(workload=workload, principal=user.name)
+    assert ended.ended_at is not None and ended.end_reason
+    # and a new connection, with the certificate still valid, is refused at its start
+    again = subprocess.run(["ssh", "-F", str(tmp_path / "gpuctl-ssh" /
+                                            f"workload-{workload.pk}.config"),
+                            "-o", "BatchMode=yes", f"gpu-portal-{workload.pk}", "true"],
+                           env=env, capture_output=True, timeout=60)
+    assert again.returncode == 255, again.stderr.decode()
 
 
 def test_sessions_are_audited_and_no_secret_is_logged(ssh_workload, keystone, live_server,
