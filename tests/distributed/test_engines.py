@@ -210,7 +210,9 @@ def test_an_mpijob_is_one_workload_admitted_whole_and_succeeds(queue):
                                         "Succeeded") == "True" and got,
                       timeout=60, message="the MPIJob Succeeded")
     assert done["status"]["replicaStatuses"]["Launcher"]["succeeded"] == 1
-    assert condition(queue.workload_of(created), "Finished") == "True"
+    # Kueue marks its Workload finished once it has seen the MPIJob's end: a moment later
+    eventually(lambda: condition(queue.workload_of(created), "Finished") == "True", timeout=30,
+               message="the MPIJob's Workload finished")
 
 
 def test_a_group_that_does_not_fit_waits_suspended_without_a_pod(queue):
