@@ -34,8 +34,8 @@ def workload_env(live_server, keystone, login, gpu_types, cluster, tmp_path, eag
     return env, workload
 
 
-def test_ssh_config_makes_the_key_once_and_renews_the_certificate_only_when_short(workload_env,
-                                                                               tmp_path):
+def test_ssh_config_makes_the_key_once_and_reuses_a_certificate_while_it_lasts(workload_env,
+                                                                             tmp_path):
     env, workload = workload_env
     code, block, err = run(["ssh-config", str(workload.pk)], env)
     assert code == 0, err
