@@ -123,20 +123,22 @@ def ssh_workload(login, gpu_types, cluster, project_token, issuer, live_server, 
                                      backend_url=f"http://127.0.0.1:{relay.port}/o")
     proxy = AuthProxy(proxy_spec, secrets={**secrets, "JUPYTER_TOKEN": workload.access_token},
                       workdir=tmp_path / "proxy")
-    proxy.start()
-    Workload.objects.filter(pk=workload.pk).update(address="127.0.0.1", state="running",
-                                                   port=proxy.spec.listen_port)
-    workload.refresh_from_db()
-    eventually(lambda: _get(f"http://127.0.0.1:{app_port}/index.txt"),
-               timeout=30, message="the application did not start under the wrapper")
-    yield SSHWorkload(workload, proxy, server, server_log, app_port, app_dir, secrets)
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    proxy.stop()
-    relay.close()
+    try:  # whatever fails from here on, the server, its program and the proxy are stopped
+        proxy.start()
+        Workload.objects.filter(pk=workload.pk).update(address="127.0.0.1", state="running",
+                                                       port=proxy.spec.listen_port)
+        workload.refresh_from_db()
+        eventually(lambda: _get(f"http://127.0.0.1:{app_port}/index.txt"),
+                   timeout=30, message="the application did not start under the wrapper")
+        yield SSHWorkload(workload, proxy, server, server_log, app_port, app_dir, secrets)
+    finally:
+        server.send_signal(signal.SIGTERM)  # the wrapper ends its program with it
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        proxy.stop()
+        relay.close()
 
 
 def gpuctl_env(keystone, live_server, home: Path, user: str = "researcher",
