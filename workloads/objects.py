@@ -155,17 +155,19 @@ def workload_objects_create(workload: Workload, kube: Kube | None = None, *,
 ADDRESS_KINDS = ("Ingress", "Service")
 
 
+def _delete_kinds(workload: Workload, kinds: tuple[str, ...], kube: Kube | None) -> int:
+    kube = kube or Kube()
+    namespace = workload.tenant.namespace
+    return sum(kube.delete(kind, workload.object_name, namespace) for kind in kinds)
+
+
 def workload_address_release(workload: Workload, kube: Kube | None = None) -> int:
     """Delete what gives a finished batch job its address (its Service, its Ingress): a job
     reached for SSH gives its load balancer address back when it ends, not at the Job's TTL.
     Returns how many were there."""
-    kube = kube or Kube()
-    namespace = workload.tenant.namespace
-    return sum(kube.delete(kind, workload.object_name, namespace) for kind in ADDRESS_KINDS)
+    return _delete_kinds(workload, ADDRESS_KINDS, kube)
 
 
 def workload_objects_delete(workload: Workload, kube: Kube | None = None) -> int:
     """Delete the workload's objects (pods go with their owners). Returns how many were there."""
-    kube = kube or Kube()
-    namespace = workload.tenant.namespace
-    return sum(kube.delete(kind, workload.object_name, namespace) for kind in DELETE_ORDER)
+    return _delete_kinds(workload, DELETE_ORDER, kube)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 
 from celery import shared_task
 from django.conf import settings
@@ -172,15 +173,21 @@ def workload_remove_objects_task(self, workload_id: int) -> None:
     the cluster answers; the tracker removes what is left of a deleted workload too."""
     workload = Workload.objects.select_related("tenant").filter(
         pk=workload_id, deleted_at__isnull=False, state__in=Workload.FINAL_STATES).first()
-    if workload is None:
-        return
+    if workload is not None:
+        _delete_finished(self, workload, workload_objects_delete, reason="Removed",
+                         message="its objects were deleted from the cluster with the workload")
+
+
+def _delete_finished(task, workload: Workload, delete: Callable[[Workload], int], *,
+                     reason: str, message: str) -> None:
+    """Delete some of a finished workload's objects (`delete` says which), retried until the
+    cluster answers; an event when there was something to delete."""
     try:
-        removed = workload_objects_delete(workload)
+        deleted = delete(workload)
     except (KubeUnavailable, NotAuthorized) as exc:
-        raise self.retry(exc=exc, countdown=_backoff(min(self.request.retries, 6))) from exc
-    if removed:
-        workload_event(workload=workload, reason="Removed",
-                       message="its objects were deleted from the cluster with the workload")
+        raise task.retry(exc=exc, countdown=_backoff(min(task.request.retries, 6))) from exc
+    if deleted:
+        workload_event(workload=workload, reason=reason, message=message)
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
@@ -190,15 +197,9 @@ def workload_address_release_task(self, workload_id: int) -> None:
     Retries until the cluster answers; deleting what is gone already is no error."""
     workload = Workload.objects.select_related("tenant").filter(
         pk=workload_id, state__in=Workload.FINAL_STATES).first()
-    if workload is None:
-        return
-    try:
-        released = workload_address_release(workload)
-    except (KubeUnavailable, NotAuthorized) as exc:
-        raise self.retry(exc=exc, countdown=_backoff(min(self.request.retries, 6))) from exc
-    if released:
-        workload_event(workload=workload, reason="AddressReleased",
-                       message="it ended: its address for SSH was given back")
+    if workload is not None:
+        _delete_finished(self, workload, workload_address_release, reason="AddressReleased",
+                         message="it ended: its address for SSH was given back")
 
 
 @shared_task(ignore_result=True)

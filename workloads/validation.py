@@ -215,7 +215,7 @@ def _nodes(data: dict[str, Any], errors: dict[str, list[str]], template: Templat
                              "example python train.py."]
 
 
-def ssh_refusal(*, template: Template, command: list[str] | None, kind: str,
+def ssh_refusal(*, template: Template, command: list[str] | None,
                 tenant=None) -> str | None:
     """Why a launch of `template` cannot have SSH, or None."""
     if not template.ssh:
@@ -234,12 +234,17 @@ def _ssh(data: dict[str, Any], errors: dict[str, list[str]], template: Template,
     template's default where the launch allows it (a default that cannot hold is off, not an
     error). A batch job gets SSH only when asked: it would hold an address of its own."""
     asked = data.get("ssh")
-    refusal = ssh_refusal(template=template, command=data.get("command"),
-                          kind=data["kind"], tenant=tenant)
+    refusal = ssh_refusal(template=template, command=data.get("command"), tenant=tenant)
     if asked and refusal:
         errors["ssh"] = [refusal]
-    default = template.ssh and data["kind"] == Template.Kind.SERVICE
+    default = ssh_by_default(template, data["kind"])
     data["ssh"] = bool(default if asked is None else asked) and refusal is None
+
+
+def ssh_by_default(template: Template, kind: str) -> bool:
+    """A launch that says nothing of SSH has it where its template offers it, for a service
+    only: a batch job with SSH would hold an address of its own."""
+    return template.ssh and kind == Template.Kind.SERVICE
 
 
 def _image_refusal(template: Template, image: str, tenant, *, replaced: bool) -> str | None:

@@ -58,6 +58,7 @@ from .services import (
     workload_stop,
 )
 from .templatetags.workload_format import gpus as gpus_text
+from .validation import ssh_by_default
 
 log = logging.getLogger(__name__)
 
@@ -192,9 +193,9 @@ def _with_template_defaults(values: dict[str, str], template: Template | None) -
                       kind=template.kind)
         if not template.custom:
             values["image"] = ""  # blank: the template's own (a custom image is not carried over)
-        # SSH ticked where the template offers it and it can hold: a service (the custom
-        # template starts as a batch job, which has no SSH)
-        values["ssh"] = "on" if template.ssh and template.kind == Template.Kind.SERVICE else ""
+        # the box starts as the API's default: ticked for a service whose template offers SSH
+        # (the custom template starts as a batch job, which gets SSH only when asked)
+        values["ssh"] = "on" if ssh_by_default(template, template.kind) else ""
     return values
 
 

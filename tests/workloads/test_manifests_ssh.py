@@ -47,9 +47,16 @@ CUSTOM_SSH = with_ssh(dataclasses.replace(CUSTOM_SERVICE, command=("python", "se
 
 @pytest.mark.parametrize("spec", [JUPYTER_SSH, CUSTOM_SSH], ids=["jupyter", "custom"])
 def test_every_object_is_valid_against_the_kubernetes_schema(spec):
-    for obj in workload_objects(spec):
+    objects = workload_objects(spec)
+    for obj in objects:  # raises ValidationError on any field the schema does not know
         kubernetes_validate.validate(obj, kubernetes_validate.utils.latest_version(),
                                      strict=True)
+    assert [o["kind"] for o in objects] == ["Secret", "Deployment", "Service"]
+    # what was validated holds the SSH pieces: the installer, the wrapper, the server's keys
+    pod = objects[1]["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == ["ssh-install"]
+    assert pod["containers"][0]["command"][1] == "run"
+    assert CONFIG_DIR in {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
 
 
 def test_the_wrapper_runs_the_images_entrypoint_and_keeps_the_arguments():
