@@ -193,9 +193,11 @@ def _translate(exc: Exception) -> KubeError:
     return _unavailable(f"Kubernetes API unreachable: {exc}")
 
 
-# the RBAC authorizer's words; admission's refusals read "is forbidden: exceeded quota: …" or
-# "is forbidden: violates PodSecurity …"
-_AUTHORIZER_REFUSAL = re.compile(r'is forbidden: User "[^"]*" cannot ')
+# the RBAC authorizer's words, for a resource ('jobs.batch is forbidden: User "…" cannot create
+# resource …') and for a path ('forbidden: User "…" cannot get path "/apis/…"', discovery);
+# admission's refusals read "is forbidden: exceeded quota: …" or "is forbidden: violates
+# PodSecurity …"
+_AUTHORIZER_REFUSAL = re.compile(r'(?:^|is )forbidden: User "[^"]*" cannot ')
 
 
 def _unavailable(message: str, **kwargs: Any) -> KubeUnavailable:

@@ -21,6 +21,9 @@ def api_error(code: int, message: str, reason: str = "Forbidden") -> ApiExceptio
 @pytest.mark.parametrize(("code", "message", "expected"), [
     (403, 'jobs.batch is forbidden: User "system:serviceaccount:gpu-portal:gpu-portal" cannot '
           'create resource "jobs" in API group "batch" in the namespace "gpu-a"', NotAuthorized),
+    # discovery on an API server whose RBAC caches are not in yet (seen after a restart)
+    (403, 'forbidden: User "system:serviceaccount:gpu-portal:gpu-portal" cannot get path '
+          '"/apis/kueue.x-k8s.io/v1beta2"', NotAuthorized),
     (401, "Unauthorized", NotAuthorized),
     (403, 'pods "w-1" is forbidden: exceeded quota: gpu-portal-quota, requested: '
           'requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=0, limited: '
