@@ -57,6 +57,7 @@ class QueueSpec:
     borrowing_limit: int | None           # GPUs of each type it may borrow (None: no limit)
     lending_limit: int | None             # GPUs of each type it lends at most (None: all idle)
     weight: str = "1"                     # fair sharing
+    held: bool = False                    # nothing new admitted (an exhausted hard budget)
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -120,6 +121,9 @@ def make_cluster_queue(queue: QueueSpec, flavors: list[FlavorSpec]) -> dict[str,
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never",
                            "borrowWithinCohort": {"policy": "Never"}},
             "fairSharing": {"weight": queue.weight},
+            # held (an exhausted hard budget): admitted workloads run to completion, nothing
+            # new is admitted and nothing is borrowed; "None" (Kueue's default) admits
+            "stopPolicy": "Hold" if queue.held else "None",
         },
     }
 

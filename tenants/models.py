@@ -79,6 +79,9 @@ class Quota(models.Model):
         max_digits=6, decimal_places=2, default=1,
         validators=[MinValueValidator(Decimal("0.01"))],
         help_text="its share of what is borrowed, against the other tenants' weights")
+    # why the tenant's Kueue ClusterQueue is held (stopPolicy Hold: nothing new admitted, the
+    # admitted run on), e.g. an exhausted hard budget; empty: not held
+    queue_held_reason = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = QuotaQuerySet.as_manager()

@@ -32,7 +32,8 @@ def queue_spec(tenant: Tenant, quota: Quota) -> QueueSpec:
         gpus=tuple(sorted(quota.gpus_by_type().items())),
         cpu=quota.cpu, memory_gb=quota.memory_gb,
         borrowing_limit=quota.gpu_borrowing_limit, lending_limit=quota.gpu_lending_limit,
-        weight=f"{Decimal(str(quota.fair_share_weight)).normalize():f}")
+        weight=f"{Decimal(str(quota.fair_share_weight)).normalize():f}",
+        held=bool(quota.queue_held_reason))
 
 
 def cluster_queueing_objects() -> list[dict[str, Any]]:

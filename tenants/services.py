@@ -119,6 +119,25 @@ def quota_update(*, tenant: Tenant, acting_user: Actor, changes: dict[str, Any])
     return quota
 
 
+def quota_queue_hold(*, tenant: Tenant, acting_user: Actor, reason: str) -> bool:
+    """Hold the tenant's Kueue queue (`reason`: why, e.g. its hard budget is used up) or lift
+    the hold (`reason` ""). Where the cluster queues on Kueue, the reconcile enqueued on commit
+    sets the ClusterQueue's stopPolicy (Hold: admitted workloads run on, nothing new is
+    admitted, nothing borrowed). Returns whether anything changed; audited when it did."""
+    with transaction.atomic():
+        quota = Quota.objects.select_for_update().get(tenant=tenant)
+        if quota.queue_held_reason == reason:
+            return False
+        before = quota.queue_held_reason
+        quota.queue_held_reason = reason
+        quota.save(update_fields=["queue_held_reason", "updated_at"])
+        audit_record(actor=acting_user, action="quota.queue_hold", tenant=tenant,
+                     target=tenant.namespace, before={"queue_held_reason": before},
+                     after={"queue_held_reason": reason})
+        _enqueue_reconcile(tenant.pk)
+    return True
+
+
 def tenant_mark_deleting(*, tenant: Tenant, acting_user: Actor, reason: str) -> Tenant:
     """Start deleting a tenant: its workloads stop now; the namespace goes after the grace."""
     with transaction.atomic():

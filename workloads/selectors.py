@@ -4,6 +4,7 @@ launch page's GPU availability (the cluster's figures come from cluster.capacity
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db.models import QuerySet, Sum
@@ -152,3 +153,26 @@ def service_addresses() -> ServiceAddresses:
         state__in=(State.SUBMITTED, State.CREATING, State.QUEUED, State.PENDING, State.RUNNING),
     ).count()
     return ServiceAddresses(known=True, total=pools.total, free=pools.free, waiting=waiting)
+
+
+# What apps above this one (budgets) tell before a launch is submitted, without refusing it:
+# each advisor is called as `advisor(tenant=, user=, gpu_type=, gpus=, max_runtime_minutes=)`
+# and answers [(level, message)], level error | warning | info. The launch page's live check
+# and `POST workloads/check/` show the same notes. Registered in AppConfig.ready.
+LaunchAdvisor = Callable[..., list[tuple[str, str]]]
+LAUNCH_ADVISORS: dict[str, LaunchAdvisor] = {}
+
+
+def register_launch_advisor(name: str, advisor: LaunchAdvisor) -> None:
+    LAUNCH_ADVISORS[name] = advisor
+
+
+def launch_advice(*, tenant, user, gpu_type: GpuType, gpus: int,
+                  max_runtime_minutes: int | None) -> list[tuple[str, str]]:
+    """Every registered advisor's notes on a launch of `gpus` GPUs (all nodes') of `gpu_type`
+    that may run up to `max_runtime_minutes` (None: no limit)."""
+    notes: list[tuple[str, str]] = []
+    for advisor in LAUNCH_ADVISORS.values():
+        notes += advisor(tenant=tenant, user=user, gpu_type=gpu_type, gpus=gpus,
+                         max_runtime_minutes=max_runtime_minutes)
+    return notes

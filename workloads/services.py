@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -153,6 +154,19 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
                                f"memory; {memory} GiB more would exceed the quota.")
 
 
+# Checks of apps above this one (budgets) that may refuse a launch: each is called as
+# `check(tenant=, user=, request=)` inside the launch's transaction, after the quota check, with
+# the tenant row locked (so concurrent launches of a tenant are serialised), and raises an
+# AdmissionRefused (a subclass with its own `code`) to refuse. Registered in AppConfig.ready.
+AdmissionCheck = Callable[..., None]
+ADMISSION_CHECKS: dict[str, AdmissionCheck] = {}
+
+
+def register_admission_check(name: str, check: AdmissionCheck) -> None:
+    """Call `check` at every launch (registering a name again replaces its check)."""
+    ADMISSION_CHECKS[name] = check
+
+
 def _gpus_text(workload: Workload) -> str:
     """"2× a100", or for a group "2 nodes × 4× a100"."""
     gpus = f"{workload.gpu_count}× {workload.gpu_type.slug}"
@@ -192,6 +206,8 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 raise AdmissionRefused(f"{tenant.name} is being deleted; nothing can be launched.")
             quota = Quota.objects.get(tenant=tenant)
             _admission_check(tenant, quota, request, queued=queued)
+            for check in ADMISSION_CHECKS.values():
+                check(tenant=tenant, user=user, request=request)
             template = request["template"]
             workload = Workload.objects.create(
                 tenant=tenant, owner=user, name=request["name"], template=template,
