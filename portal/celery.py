@@ -44,6 +44,8 @@ app.conf.beat_schedule = {
     "usage-rollup": {"task": "usage.tasks.usage_rollup_task", "schedule": 60.0,
                      "options": {"expires": 55.0}},
     "usage-prune": {"task": "usage.tasks.usage_prune_task", "schedule": crontab(minute=41)},
+    "notifications-dispatch-stale": {"task": "notifications.tasks.notifications_dispatch_stale",
+                                     "schedule": 60.0, "options": {"expires": 55.0}},
     "usage-idle-check": {"task": "usage.tasks.usage_idle_check_task",
                          "schedule": float(os.environ.get("PORTAL_IDLE_CHECK_SECONDS", 60)),
                          "options": {"expires": 55.0}},

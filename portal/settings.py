@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "usage",
     "tenants",
     "access",
+    "notifications",
     "api",
     "portal",
 ]
@@ -356,6 +357,15 @@ PORTAL_SSH_CA_KEY_FILE = env.str("PORTAL_SSH_CA_KEY_FILE", default="")
 PORTAL_SSH_CERTIFICATE_SECONDS = env.int("PORTAL_SSH_CERTIFICATE_SECONDS", default=900)
 PORTAL_SSH_ENABLED_DEFAULT = env.bool("PORTAL_SSH_ENABLED_DEFAULT", default=True)
 PORTAL_SSH_REPORT_URL = env.str("PORTAL_SSH_REPORT_URL", default="")
+
+# --- notifications (issue 27) ------------------------------------------------------------------
+# the portal's address as its users' browsers know it: the links in e-mails and webhook posts
+PORTAL_PUBLIC_URL = env.str("PORTAL_PUBLIC_URL",
+                            default=PORTAL_OIDC_ISSUER.removesuffix("/o")).rstrip("/")
+# a webhook receiver that is down or answers 5xx/429 is tried again with exponential back-off
+# (1 s, 2 s, 4 s … at most 10 min apart, jittered) this many times, then the delivery fails
+PORTAL_WEBHOOK_RETRIES = env.int("PORTAL_WEBHOOK_RETRIES", default=8)
+PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", default=5.0)
 # the image of the SSH server an init container puts into workloads with SSH (sshd/Dockerfile:
 # the static gpu-portal-sshd binary alone)
 PORTAL_SSH_SERVER_IMAGE = env.str("PORTAL_SSH_SERVER_IMAGE",

@@ -1,0 +1,26 @@
+"""A user's own notifications: nobody else reads them, admins included (identity/scoping.py's
+tenant rule does not apply: a notification is addressed to one person, whatever the project)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import models
+
+if TYPE_CHECKING:
+    from identity.identity import Identity
+
+
+class PersonalQuerySet(models.QuerySet):
+    """Rows addressed to one user (`user`): `restrict(identity)` keeps the caller's own."""
+
+    def restrict(self, identity: Identity | None, action: object = None) -> PersonalQuerySet:
+        user_id = getattr(getattr(identity, "unscoped", None), "user_id", None)
+        if not user_id:
+            return self.none()
+        return self.filter(user__keystone_user_id=user_id)
+
+
+class NotificationQuerySet(PersonalQuerySet):
+    def unread(self) -> NotificationQuerySet:
+        return self.filter(read_at__isnull=True)
