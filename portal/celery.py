@@ -52,6 +52,8 @@ app.conf.beat_schedule = {
     "usage-gpu-health": {"task": "usage.tasks.usage_gpu_health_task",
                          "schedule": float(os.environ.get("PORTAL_USAGE_SCRAPE_INTERVAL", 15)),
                          "options": {"expires": 14.0}},
+    # GPU-hour budgets: thresholds, the queue hold and its reset, stop at exhaustion
+    "budgets-check": {"task": "budgets.tasks.budgets_check_task", "schedule": 60.0},
     "tenants-reconcile-all": {"task": "tenants.tasks.tenants_reconcile_all", "schedule": 300.0},
     "tenants-delete-due": {"task": "tenants.tasks.tenants_delete_due", "schedule": 60.0},
     "tenants-sync-keystone": {"task": "tenants.tasks.tenants_sync_keystone", "schedule": 600.0},

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "tenants",
     "access",
     "notifications",
+    "budgets",
     "api",
     "portal",
 ]
@@ -366,6 +367,10 @@ PORTAL_PUBLIC_URL = env.str("PORTAL_PUBLIC_URL",
 # (1 s, 2 s, 4 s … at most 10 min apart, jittered) this many times, then the delivery fails
 PORTAL_WEBHOOK_RETRIES = env.int("PORTAL_WEBHOOK_RETRIES", default=8)
 PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", default=5.0)
+# --- GPU-hour budgets (issue 27) ---------------------------------------------------------------
+# a budget with "stop at exhaustion" warns the running workloads when it is used up, and stops
+# them this many minutes later
+PORTAL_BUDGET_STOP_GRACE_MINUTES = env.int("PORTAL_BUDGET_STOP_GRACE_MINUTES", default=15)
 # the image of the SSH server an init container puts into workloads with SSH (sshd/Dockerfile:
 # the static gpu-portal-sshd binary alone)
 PORTAL_SSH_SERVER_IMAGE = env.str("PORTAL_SSH_SERVER_IMAGE",

@@ -147,8 +147,11 @@ def _whole_number(text: str | None) -> int | None:
 
 
 def _check_context(rows: list[GpuAvailability], slug: str, count_text: str,
-                   tenant: Tenant, nodes_text: str | None = None) -> dict:
-    """The live check; `nodes_text` only for a distributed template (None: one pod)."""
+                   tenant: Tenant, nodes_text: str | None = None, *, user=None,
+                   runtime_text: str | None = None) -> dict:
+    """The live check; `nodes_text` only for a distributed template (None: one pod). With
+    `user`, the launch advisors' notes too (a budget its maximum runtime would cross:
+    `runtime_text` minutes, blank for the project's limit)."""
     row = next((r for r in rows if r.gpu_type.slug == slug), None)
     count = _whole_number(count_text)
     nodes = 1 if nodes_text is None else _whole_number(nodes_text)
@@ -161,6 +164,12 @@ def _check_context(rows: list[GpuAvailability], slug: str, count_text: str,
         return {"row": row, "count": count,
                 "notes": [("warning", "Give the number of nodes as a whole number, 1 or more.")]}
     notes = fit_notes(row, count, tenant, nodes)
+    if user is not None:
+        runtime = _whole_number(runtime_text)
+        notes += selectors.launch_advice(
+            tenant=tenant, user=user, gpu_type=row.gpu_type, gpus=count * nodes,
+            max_runtime_minutes=(runtime if runtime and runtime > 0 else None)
+            or tenant.quota.max_runtime_minutes or None)
     return {"row": row, "count": count, "nodes": nodes, "notes": notes,
             "never": any(level == "error" for level, _ in notes)}
 
@@ -255,7 +264,8 @@ def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Templ
         "gpu_rows": rows, "cluster_error": cluster_error, "values": values,
         "errors": errors, "error_summary": _error_summary(errors), "refused": refused,
         "check": _check_context(rows, values.get("gpu_type", ""), values.get("gpu_count", ""),
-                                tenant, _nodes_text(template, values)),
+                                tenant, _nodes_text(template, values), user=request.user,
+                                runtime_text=values.get("max_runtime_minutes")),
         "queueing": queueing_shown(),
         "addresses": service_addresses(),
     }, status=status)
@@ -335,7 +345,8 @@ def launch_check(request: TenantRequest) -> HttpResponse:
     return render(request, "workloads/_launch_check.html", {
         "check": _check_context(rows, request.GET.get("gpu_type", ""),
                                 request.GET.get("gpu_count", ""), tenant,
-                                _nodes_text(template, request.GET)),
+                                _nodes_text(template, request.GET), user=request.user,
+                                runtime_text=request.GET.get("max_runtime_minutes")),
         "cluster_error": cluster_error, "tenant": tenant,
     })
 

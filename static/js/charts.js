@@ -115,10 +115,43 @@
     if (this.summaryEl) { this.summaryEl.textContent = summary(data); }
   };
 
+  /* A project's GPU-hour budget (budgets:chart): cumulative weighted GPU-hours per day of the
+   * period, the budget line, the forecast at the current rate. */
+  function BudgetChart(el) {
+    var section = el.closest("section") || document;
+    var summaryEl = section.querySelector("[data-chart-summary]");
+    fetch(el.getAttribute("data-url"), { credentials: "same-origin",
+                                         headers: { Accept: "application/json" } })
+      .then(function (response) {
+        if (!response.ok) { throw new Error("HTTP " + response.status); }
+        return response.json();
+      }).then(function (data) {
+        var budget = data.x.map(function () { return data.budget; });
+        var opts = {
+          width: Math.max(el.clientWidth || 600, 320), height: 260,
+          scales: { x: { time: true } },
+          series: [{}, { label: "Used, GPU-hours", stroke: "#1f6feb", width: 2,
+                         fill: "rgba(31,111,235,0.08)" },
+                   { label: "Forecast", stroke: "#8250df", width: 1, dash: [4, 4] },
+                   { label: "Budget", stroke: "#cf222e", width: 1 }],
+          axes: [{}, { label: "GPU-hours" }],
+        };
+        new window.uPlot(opts, [data.x, data.used, data.forecast, budget], el);
+        if (summaryEl && data.budget == null) {
+          summaryEl.textContent = "No budget is set: the line shows the use alone.";
+        }
+      }).catch(function (err) {
+        if (summaryEl) { summaryEl.textContent = "The chart could not be loaded (" + err.message + ")."; }
+      });
+  }
+
   function start() {
     if (!window.uPlot) { return; }
     document.querySelectorAll("[data-gpu-chart]").forEach(function (el) {
       if (!el.gpuChart) { el.gpuChart = new GpuChart(el); }
+    });
+    document.querySelectorAll("[data-budget-chart]").forEach(function (el) {
+      if (!el.budgetChart) { el.budgetChart = new BudgetChart(el); }
     });
   }
 

@@ -237,3 +237,15 @@ class WorkloadEventSerializer(serializers.ModelSerializer):
         model = WorkloadEvent
         fields = ["at", "type", "reason", "message", "source", "count"]
         read_only_fields = fields
+
+
+class LaunchNoteSerializer(serializers.Serializer):
+    level = serializers.ChoiceField(choices=["error", "warning", "info"])
+    message = serializers.CharField()
+
+
+class LaunchCheckSerializer(serializers.Serializer):
+    """What a launch would be told before it is submitted (nothing is launched): the notes of
+    the apps that advise on launches, e.g. a GPU-hour budget its maximum runtime would cross."""
+
+    notes = LaunchNoteSerializer(many=True)

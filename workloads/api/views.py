@@ -25,6 +25,7 @@ from ..filtersets import WorkloadFilterSet
 from ..logs import RankUnknown, redact, workload_logs, workload_redact
 from ..models import Workload
 from ..selectors import (
+    launch_advice,
     workload_may_see_secrets,
 )
 from ..services import (
@@ -37,6 +38,7 @@ from ..services import (
     workload_stop,
 )
 from .serializers import (
+    LaunchCheckSerializer,
     LaunchSerializer,
     WorkloadEventSerializer,
     WorkloadSerializer,
@@ -119,12 +121,27 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                                                     request.data))
         except AddressesExhausted as exc:
             raise NoAddressFree(str(exc)) from exc
-        except AdmissionRefused as exc:
-            raise QuotaExceeded(str(exc)) from exc
+        except AdmissionRefused as exc:  # its code: quota_exceeded, budget_exhausted …
+            raise QuotaExceeded(str(exc), code=exc.code) from exc
         except IdempotencyKeyReused as exc:
             raise IdempotencyConflict(str(exc)) from exc
         return Response(WorkloadSerializer(workload).data,
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(request=LaunchSerializer, responses=LaunchCheckSerializer)
+    @action(detail=False, methods=["post"])
+    def check(self, request):
+        """What this launch would be told before submitting it; nothing is launched."""
+        tenant = self._tenant()
+        serializer = LaunchSerializer(data=request.data, tenant=tenant,
+                                      quota=Quota.objects.get(tenant=tenant))
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        notes = launch_advice(tenant=tenant, user=request.user, gpu_type=data["gpu_type"],
+                              gpus=data["gpu_count"] * data.get("nodes", 1),
+                              max_runtime_minutes=data.get("max_runtime_minutes") or None)
+        return Response(LaunchCheckSerializer(
+            {"notes": [{"level": level, "message": message} for level, message in notes]}).data)
 
     @extend_schema(request=None, responses={202: WorkloadSerializer})
     @action(detail=True, methods=["post"])

@@ -1,0 +1,227 @@
+"""Reads of the budgets domain: a tenant's consumption in the current period and its budget's
+standing (used, remaining, forecast, reset), its top users, the burn-down series.
+
+Consumption is weighted GPU-hours: each workload's run (started_at .. finished_at, or now while
+it runs) clipped to [period start, now], × its GPUs (gpu_count × nodes) × the weight of its GPU
+type. One SQL aggregate, grouped by GPU type and GPU total (PostgreSQL and SQLite alike); the
+weights apply to its few groups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, DateTimeField, DurationField, ExpressionWrapper, Q, Sum, Value
+from django.db.models.functions import Coalesce, Greatest, Least
+from django.utils import timezone
+
+from tenants.models import Tenant
+from workloads.models import Workload
+from workloads.querysets import GPU_TOTAL
+
+from .models import Budget
+from .periods import period_bounds, period_label
+
+TOP_USERS = 5
+
+
+def _clipped_run(start: dt.datetime, now: dt.datetime) -> ExpressionWrapper:
+    """A workload's run inside [start, now], as a duration (negative never: rows are filtered
+    to the ones that overlap)."""
+    at_start = Value(start, output_field=DateTimeField())
+    at_now = Value(now, output_field=DateTimeField())
+    return ExpressionWrapper(
+        Least(Coalesce("finished_at", at_now), at_now) - Greatest("started_at", at_start),
+        output_field=DurationField())
+
+
+def _runs(tenant: Tenant | int, start: dt.datetime, now: dt.datetime):
+    """The tenant's workloads that ran in [start, now] (deleted ones too: they were used)."""
+    return (Workload.objects.filter(tenant=tenant, started_at__isnull=False, started_at__lt=now)
+            .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start)).order_by())
+
+
+@dataclasses.dataclass(frozen=True)
+class Consumption:
+    used: float  # weighted GPU-hours in the period so far
+    rate: float  # weighted GPUs running now: GPU-hours per hour
+    user_used: float | None = None  # the one user's part, when asked
+
+
+def consumption(tenant: Tenant | int, *, weights: dict[str, Any], start: dt.datetime,
+                now: dt.datetime, user: Any = None) -> Consumption:
+    """The tenant's weighted GPU-hours in [start, now] (and `user`'s part of them): one
+    aggregate query."""
+    run = _clipped_run(start, now)
+    sums: dict[str, Any] = {"run": Sum(run),
+                            "running": Count("id", filter=Q(finished_at__isnull=True))}
+    if user is not None:
+        sums["user_run"] = Sum(run, filter=Q(owner=user))
+    groups = (_runs(tenant, start, now).values("gpu_type__slug", gpus=GPU_TOTAL)
+              .annotate(**sums))
+    used = rate = user_used = 0.0
+    for group in groups:
+        factor = group["gpus"] * float(weights.get(group["gpu_type__slug"], 1.0))
+        used += _hours(group["run"]) * factor
+        rate += group["running"] * factor
+        if user is not None:
+            user_used += _hours(group["user_run"]) * factor
+    return Consumption(used=used, rate=rate, user_used=user_used if user is not None else None)
+
+
+def _hours(duration: dt.timedelta | None) -> float:
+    return duration.total_seconds() / 3600 if duration else 0.0
+
+
+def consumption_by_user(tenant: Tenant | int, *, weights: dict[str, Any], start: dt.datetime,
+                        now: dt.datetime) -> list[tuple[str, float]]:
+    """(username, weighted GPU-hours) of everyone who used GPUs in [start, now], most first."""
+    groups = (_runs(tenant, start, now)
+              .values("owner__username", "gpu_type__slug", gpus=GPU_TOTAL)
+              .annotate(run=Sum(_clipped_run(start, now))))
+    by_user: dict[str, float] = defaultdict(float)
+    for group in groups:
+        by_user[group["owner__username"]] += (_hours(group["run"]) * group["gpus"]
+                                              * float(weights.get(group["gpu_type__slug"], 1.0)))
+    return sorted(by_user.items(), key=lambda item: (-item[1], item[0]))
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetStatus:
+    """A budget's standing now (or a tenant without one: `budget` None, used still counted)."""
+
+    tenant: Tenant
+    budget: Budget | None
+    period: str
+    period_start: dt.datetime
+    resets_at: dt.datetime
+    now: dt.datetime
+    used: float
+    rate: float
+    user_used: float | None = None
+
+    @property
+    def gpu_hours(self) -> float | None:
+        return float(self.budget.gpu_hours) if self.budget is not None else None
+
+    @property
+    def remaining(self) -> float | None:
+        return None if self.gpu_hours is None else max(self.gpu_hours - self.used, 0.0)
+
+    @property
+    def percent(self) -> float | None:
+        if self.gpu_hours is None:
+            return None
+        if self.gpu_hours == 0:
+            return 100.0
+        return 100.0 * self.used / self.gpu_hours
+
+    @property
+    def exhausted(self) -> bool:
+        return self.gpu_hours is not None and self.used >= self.gpu_hours
+
+    @property
+    def forecast_exhausted_at(self) -> dt.datetime | None:
+        """When `used` reaches the budget at the current burn rate: None when nothing runs,
+        when it is used up already, or when the period resets first."""
+        if self.gpu_hours is None or self.exhausted or self.rate <= 0:
+            return None
+        at = self.now + dt.timedelta(hours=(self.gpu_hours - self.used) / self.rate)
+        return at if at < self.resets_at else None
+
+    @property
+    def label(self) -> str:
+        """The period in words: "November 2026"."""
+        return period_label(self.period, self.period_start)
+
+    def user_cap(self, username: str) -> float | None:
+        if self.budget is None:
+            return None
+        cap = (self.budget.user_caps or {}).get(username)
+        return None if cap is None else float(cap)
+
+
+def budget_of(tenant: Tenant) -> Budget | None:
+    return Budget.objects.filter(tenant=tenant).first()
+
+
+def budget_status(tenant: Tenant, *, budget: Budget | None = None, user: Any = None,
+                  now: dt.datetime | None = None, lookup: bool = True) -> BudgetStatus:
+    """The tenant's budget now (`budget` given, or looked up unless `lookup` is False); a
+    tenant without one is counted by the month."""
+    now = now or timezone.now()
+    if budget is None and lookup:
+        budget = budget_of(tenant)
+    period = budget.period if budget is not None else Budget.Period.MONTH
+    start, resets_at = period_bounds(period, now)
+    counted = consumption(tenant, weights=budget.weights if budget is not None else {},
+                          start=start, now=now, user=user)
+    return BudgetStatus(tenant=tenant, budget=budget, period=period, period_start=start,
+                        resets_at=resets_at, now=now, used=counted.used, rate=counted.rate,
+                        user_used=counted.user_used)
+
+
+def top_users(status: BudgetStatus, limit: int = TOP_USERS) -> list[dict[str, Any]]:
+    rows = consumption_by_user(status.tenant,
+                               weights=status.budget.weights if status.budget else {},
+                               start=status.period_start, now=status.now)
+    return [{"username": name, "gpu_hours": round(hours, 2), "cap": status.user_cap(name)}
+            for name, hours in rows[:limit]]
+
+
+def budget_statuses(budgets: Iterable[Budget], *, now: dt.datetime | None = None
+                    ) -> list[BudgetStatus]:
+    """Every budget's standing (the admin's overview, the periodic check): one aggregate each."""
+    now = now or timezone.now()
+    return [budget_status(budget.tenant, budget=budget, now=now) for budget in budgets]
+
+
+def burn_down(status: BudgetStatus) -> dict[str, Any]:
+    """The chart's series: per day of the period, cumulative weighted GPU-hours at that day's
+    end (till now), the budget line, and the forecast at the current rate from now to the
+    reset (capped at the budget). One aggregate: a sum per elapsed day. Times in Unix seconds
+    (uPlot's x)."""
+    ends: list[dt.datetime] = []
+    day = timezone.localtime(status.period_start)
+    while day < status.resets_at:
+        day = (day + dt.timedelta(days=1, hours=2)).replace(hour=0, minute=0, second=0,
+                                                            microsecond=0)
+        ends.append(min(day, status.resets_at))
+    elapsed = [min(end, status.now) for end in ends if end - dt.timedelta(days=1) < status.now]
+    weights = status.budget.weights if status.budget is not None else {}
+    sums = {f"d{i}": Sum(_clipped_run(status.period_start, upto), filter=Q(started_at__lt=upto))
+            for i, upto in enumerate(elapsed)}
+    cumulative = [0.0] * len(elapsed)
+    if sums:
+        groups = (_runs(status.tenant, status.period_start, status.now)
+                  .values("gpu_type__slug", gpus=GPU_TOTAL).annotate(**sums))
+        for group in groups:
+            factor = group["gpus"] * float(weights.get(group["gpu_type__slug"], 1.0))
+            for i in range(len(elapsed)):
+                cumulative[i] += _hours(group[f"d{i}"]) * factor
+    used: list[float | None] = [round(v, 3) for v in cumulative]
+    used += [None] * (len(ends) - len(used))
+    forecast: list[float | None] = []
+    for end in ends:
+        if end < status.now:
+            forecast.append(None)
+            continue
+        projected = status.used + status.rate * (end - status.now).total_seconds() / 3600
+        if status.gpu_hours is not None:
+            projected = min(projected, max(status.gpu_hours, status.used))
+        forecast.append(round(projected, 3))
+    return {"x": [end.timestamp() for end in ends], "used": used, "forecast": forecast,
+            "budget": status.gpu_hours, "resets_at": status.resets_at.isoformat(),
+            "period_start": status.period_start.isoformat()}
+
+
+def gpu_hours_text(value: float | Decimal | None) -> str:
+    """"120", "120.5", "0.25": a figure of GPU-hours as people write it."""
+    if value is None:
+        return "no limit"
+    return f"{Decimal(str(round(float(value), 2))).normalize():f}"

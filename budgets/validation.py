@@ -1,0 +1,156 @@
+"""The one validation of budget writes: the API's serializer and the admin page both wrap it.
+
+`budget_clean` takes what the caller sent, as JSON types (the page turns its form fields into
+that shape first), and answers the budget's fields, or raises BudgetInvalid with the errors per
+field; nothing is written either way.
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from catalogue.models import GpuType
+
+from .models import DEFAULT_WARN_AT, Budget
+
+MAX_GPU_HOURS = Decimal("1000000000")
+MAX_WEIGHT = 1000.0
+
+
+class BudgetInvalid(ValueError):
+    """A budget write refused: `errors` maps each field to what is wrong with it."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__("; ".join(f"{field}: {' '.join(messages)}"
+                                   for field, messages in errors.items()))
+        self.errors = errors
+
+
+class _Refused(ValueError):
+    pass
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+        raise _Refused("A number is required.")
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise _Refused("A number is required.") from None
+    if not math.isfinite(number):
+        raise _Refused("A number is required.")
+    return number
+
+
+def _gpu_hours(value: Any) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+        raise _Refused("A number of GPU-hours is required.")
+    try:
+        hours = Decimal(str(value).strip())
+    except decimal.InvalidOperation:
+        raise _Refused("A number of GPU-hours is required.") from None
+    if not hours.is_finite() or not Decimal(0) <= hours <= MAX_GPU_HOURS:
+        raise _Refused(f"Give a number of GPU-hours from 0 to {MAX_GPU_HOURS}.")
+    return hours.quantize(Decimal("0.01"), rounding=decimal.ROUND_HALF_UP)
+
+
+def _period(value: Any) -> str:
+    if value not in Budget.Period.values:
+        raise _Refused(f"One of: {', '.join(Budget.Period.values)}.")
+    return str(value)
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "on", "off"):
+        return value.lower() in ("true", "1", "on")
+    raise _Refused("true or false is required.")
+
+
+def _weights(value: Any) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise _Refused("A map of GPU type to a weight is required, e.g. {\"t4\": 0.25}.")
+    cleaned: dict[str, float] = {}
+    for slug, weight in value.items():
+        try:
+            number = _number(weight)
+        except _Refused as exc:
+            raise _Refused(f"{slug}: {exc}") from None
+        if not 0 <= number <= MAX_WEIGHT:
+            raise _Refused(f"{slug}: give a weight from 0 to {MAX_WEIGHT:g}.")
+        cleaned[str(slug)] = number
+    known = set(GpuType.objects.filter(slug__in=list(cleaned)).values_list("slug", flat=True))
+    unknown = sorted(set(cleaned) - known)
+    if unknown:
+        raise _Refused(f"unknown GPU type(s): {', '.join(unknown)}")
+    return cleaned
+
+
+def _warn_at(value: Any) -> list[int]:
+    if isinstance(value, str):  # the page's field: "50, 80, 100"
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list):
+        raise _Refused("A list of percentages is required, e.g. [50, 80, 100].")
+    cleaned = set()
+    for item in value:
+        if isinstance(item, str) and item.isdigit():
+            item = int(item)
+        if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 100:
+            raise _Refused(f"{item!r}: each threshold is a whole percentage from 1 to 100.")
+        cleaned.add(item)
+    return sorted(cleaned)
+
+
+def _user_caps(value: Any) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise _Refused("A map of user name to GPU-hours is required.")
+    cleaned: dict[str, float] = {}
+    for username, hours in value.items():
+        if not str(username).strip():
+            raise _Refused("A user name is required for each cap.")
+        try:
+            cleaned[str(username).strip()] = float(_gpu_hours(hours))
+        except _Refused as exc:
+            raise _Refused(f"{username}: {exc}") from None
+    return cleaned
+
+
+# field → (how it is read, default when a whole write leaves it out; None: required)
+FIELDS: dict[str, tuple[Any, Any]] = {
+    "period": (_period, None),
+    "gpu_hours": (_gpu_hours, None),
+    "weights": (_weights, dict),
+    "hard": (_flag, lambda: False),
+    "warn_at": (_warn_at, lambda: list(DEFAULT_WARN_AT)),
+    "stop_at_exhaustion": (_flag, lambda: False),
+    "user_caps": (_user_caps, dict),
+}
+
+
+def budget_clean(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A budget write (API body, or the page's fields in the same shape) → the budget's
+    fields, every one (a budget is written whole: left out, a field takes its default).
+    Raises BudgetInvalid with the errors per field. Unknown fields are ignored."""
+    if not isinstance(data, Mapping):
+        raise BudgetInvalid({"non_field_errors": ["Expected a JSON object."]})
+    cleaned: dict[str, Any] = {}
+    errors: dict[str, list[str]] = {}
+    for field, (read, default) in FIELDS.items():
+        if field not in data or data[field] is None:
+            if default is None:
+                errors[field] = ["This field is required."]
+            else:
+                cleaned[field] = default()
+            continue
+        try:
+            cleaned[field] = read(data[field])
+        except _Refused as exc:
+            errors[field] = [str(exc)]
+    if errors:
+        raise BudgetInvalid(errors)
+    return cleaned
