@@ -215,7 +215,7 @@ def burn_down(status: BudgetStatus) -> dict[str, Any]:
         if status.gpu_hours is not None:
             projected = min(projected, max(status.gpu_hours, status.used))
         forecast.append(round(projected, 3))
-    return {"x": [end.timestamp() for end in ends], "used": used, "forecast": forecast,
+    return {"tenant": status.tenant.name, "x": [end.timestamp() for end in ends], "used": used, "forecast": forecast,
             "budget": status.gpu_hours, "resets_at": status.resets_at.isoformat(),
             "period_start": status.period_start.isoformat()}
 

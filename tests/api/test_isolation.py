@@ -25,6 +25,7 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
 from access.models import TenantServiceAccess
+from budgets.models import Budget
 from tenants.models import Quota, Tenant
 from tenants.services import quota_update
 from workloads.models import Workload
@@ -80,11 +81,19 @@ ENDPOINTS = [
     Endpoint("PATCH", "/api/v1/tenants/{id}/quota/", target="tenant", writes=True,
              admin_only=True, body=QUOTA_PATCH),
     Endpoint("GET", "/api/v1/tenants/{id}/service-access/", target="tenant"),
+    # the GPU-hour budget: its tenant reads it, admins set and remove it
+    Endpoint("GET", "/api/v1/tenants/{id}/budget/", target="tenant"),
+    Endpoint("PUT", "/api/v1/tenants/{id}/budget/", target="tenant", writes=True,
+             admin_only=True, body={"period": "month", "gpu_hours": 100}),
+    Endpoint("DELETE", "/api/v1/tenants/{id}/budget/", target="tenant", writes=True,
+             admin_only=True, ok=204),
     Endpoint("PATCH", "/api/v1/tenants/{id}/service-access/", target="tenant", writes=True,
              manager_only=True, body={"who": "readers"}),
     Endpoint("GET", "/api/v1/audit/", admin_only=True),
     Endpoint("GET", "/api/v1/workloads/", lists="workload"),
     Endpoint("POST", "/api/v1/workloads/", writes=True, body=LAUNCH, ok=201),
+    # what a launch would be told before submitting it (a budget it would cross): no write
+    Endpoint("POST", "/api/v1/workloads/check/", body=LAUNCH),
     Endpoint("GET", "/api/v1/workloads/{id}/", target="workload"),
     Endpoint("DELETE", "/api/v1/workloads/{id}/", target="workload", writes=True, ok=204),
     Endpoint("POST", "/api/v1/workloads/{id}/stop/", target="workload", writes=True, ok=202),
@@ -199,6 +208,7 @@ def snapshot(world: World) -> tuple:
         sorted(Workload.objects.filter(deleted_at__isnull=True).values_list("pk", "state")),
         sorted(Quota.objects.values_list("tenant_id", "max_workloads", "gpus_total")),
         sorted(TenantServiceAccess.objects.values_list("tenant_id", "who", "allow_public")),
+        sorted(Budget.objects.values_list("tenant_id", "gpu_hours", "hard")),
     )
 
 

@@ -8,6 +8,8 @@ a rule; the first test fails when a page is added without one, so no page escape
 - ADMIN: portal admins only; everyone else 403, whatever the object;
 - TENANT_LIST: the current project's rows only (the other tenant's workload is not listed);
 - LAUNCH: the current project's tenant, for those who may launch in it (a reader: 403);
+- PROJECT: a page about the current project's tenant (its budget), for every role in it: it
+  names that project and no other;
 - WORKLOAD: one workload, through `scoped_object`: another tenant's is a 404 (never a 403),
   for every method; a write by a reader, or by a member on another member's workload, is 403.
 For each, with real Keystone users of two tenants (vision-lab, nlp-lab): an anonymous caller is
@@ -41,8 +43,8 @@ from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC, LOGIN, ADMIN, TENANT_LIST, LAUNCH, WORKLOAD = (
-    "public", "login", "admin", "tenant-list", "launch", "workload")
+PUBLIC, LOGIN, ADMIN, TENANT_LIST, LAUNCH, WORKLOAD, PROJECT = (
+    "public", "login", "admin", "tenant-list", "launch", "workload", "project")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,8 +91,13 @@ PAGES = [
     Page("usage:workload-series", WORKLOAD, target="workload"),
     Page("usage:workload-still-needed", WORKLOAD, method="POST", target="workload",
          writes=True, ok=302),
+    Page("budgets:mine", PROJECT),
+    Page("budgets:chart", PROJECT),
     # the admins'
     Page("usage:admin", ADMIN),
+    Page("budgets:admin", ADMIN),
+    Page("budgets:admin-edit", ADMIN, target="tenant"),
+    Page("budgets:admin-remove", ADMIN, method="POST", target="tenant", ok=302),
     Page("usage:gpu-dashboard", ADMIN),
     Page("usage:workload-cull-exempt", ADMIN, method="POST", target="workload", ok=302,
          data={"exempt": "0"}),
@@ -344,6 +351,23 @@ def test_positive_control_a_list_shows_the_current_projects_rows(world, page):
     url = page.url(world) + ("?group_by=workload" if page.name == "usage:mine" else "")
     body = world.call("researcher@vision", page, url).content.decode()
     assert NAMES["vision"] in body and NAMES["nlp"] not in body
+
+
+PROJECT_PAGES = [p for p in PAGES if p.rule == PROJECT]
+
+
+@pytest.mark.parametrize("page", PROJECT_PAGES, ids=ids(PROJECT_PAGES))
+@pytest.mark.parametrize(("who", "shown", "hidden"), [
+    ("student@nlp", "nlp-lab", "vision-lab"), ("researcher@nlp", "nlp-lab", "vision-lab"),
+    ("viewer@vision", "vision-lab", "nlp-lab"), ("researcher@vision", "vision-lab", "nlp-lab")])
+def test_a_project_page_shows_the_current_project_alone(world, page, who, shown, hidden):
+    response = world.call(who, page)
+    assert response.status_code == 200, (response.status_code, response.content[:300])
+    body = response.content.decode()
+    # what it is about (the project switcher names every project of the user's elsewhere)
+    about = (lambda name: f'"tenant": "{name}"') if response["Content-Type"].startswith(
+        "application/json") else (lambda name: f"budget of {name}")
+    assert about(shown) in body and about(hidden) not in body
 
 
 @pytest.mark.parametrize("page", READER_REFUSED, ids=ids(READER_REFUSED))
