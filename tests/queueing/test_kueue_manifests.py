@@ -94,3 +94,10 @@ def test_the_local_queue_and_the_labels_workloads_carry():
     assert queue_labels("service") == {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: INTERACTIVE}
     values = {p["metadata"]["name"]: p["value"] for p in make_priority_classes()}
     assert values[INTERACTIVE] > values[BATCH]
+
+
+def test_a_held_queue_admits_nothing_new():
+    """An exhausted hard budget (Quota.queue_held_reason): Kueue's stopPolicy Hold; otherwise
+    Kueue's own default written out, so that lifting a hold is a change the reconcile sees."""
+    assert make_cluster_queue(spec(), FLAVORS)["spec"]["stopPolicy"] == "None"
+    assert make_cluster_queue(spec(held=True), FLAVORS)["spec"]["stopPolicy"] == "Hold"
