@@ -511,6 +511,77 @@ def cmd_usage(api: PortalClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _weights(pairs: list[str], option: str) -> dict[str, float]:
+    """["a100=1", "t4=0.25"] → {"a100": 1.0, "t4": 0.25}."""
+    out: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} {pair!r}: NAME=NUMBER") from None
+    return out
+
+
+def _percentages(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--warn-at {text!r}: percentages separated by commas, e.g. 50,80,100") from None
+
+
+def _hours(value: float | None) -> str:
+    return "no limit" if value is None else f"{value:g}"
+
+
+def cmd_budget(api: PortalClient, args: argparse.Namespace) -> int:
+    tenant = _tenant(api, args.project)
+    path = f"tenants/{tenant['id']}/budget/"
+    if args.action == "set":
+        if args.gpu_hours is None:
+            raise argparse.ArgumentTypeError("budget set: --gpu-hours is required")
+        body: dict[str, Any] = {"period": args.period, "gpu_hours": args.gpu_hours,
+                                "weights": _weights(args.weight or [], "--weight"),
+                                "hard": args.hard, "stop_at_exhaustion": args.stop_at_exhaustion,
+                                "user_caps": _weights(args.user_cap or [], "--user-cap")}
+        if args.warn_at is not None:
+            body["warn_at"] = _percentages(args.warn_at)
+        budget = api.put(path, body)
+    elif args.action == "remove":
+        api.delete(path)
+        budget = api.get(path)
+    else:
+        budget = api.get(path)
+    data = {**budget, "tenant": tenant["name"], "tenant_id": tenant["id"]}
+
+    def table(out: TextIO) -> None:
+        if budget["gpu_hours"] is None:
+            out.write(f"tenant {tenant['name']}: no budget; {budget['used']:g} GPU-hours used "
+                      f"since {budget['period_start'][:10]}\n")
+            return
+        kind = "hard" if budget["hard"] else "soft"
+        out.write(f"tenant {tenant['name']}: {kind} budget of {_hours(budget['gpu_hours'])} "
+                  f"weighted GPU-hours per {budget['period']}\n")
+        weights = budget.get("weights") or {}
+        print_record({**budget, "percent": f"{budget['percent']:g} %",
+                      "used": f"{budget['used']:g}", "remaining": f"{budget['remaining']:g}",
+                      "forecast": budget["forecast_exhausted_at"] or "not before the reset",
+                      "weights": ", ".join(f"{k}={v:g}" for k, v in weights.items()) or "all 1",
+                      "warn_at": ",".join(str(p) for p in budget["warn_at"])},
+                     ["used", "remaining", "percent", "exhausted", "forecast", "resets_at",
+                      "weights", "warn_at", "stop_at_exhaustion"], out)
+        if budget.get("by_user"):
+            out.write("top users:\n")
+            print_table(budget["by_user"], [("USER", "username"), ("GPU-HOURS", "gpu_hours"),
+                                            ("CAP", "cap")], out)
+
+    emit(args, data, table)
+    return EXIT_OK
+
+
 # --- the parser -------------------------------------------------------------------------------
 
 def _common_options(suppress: bool) -> argparse.ArgumentParser:
@@ -664,6 +735,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("quota", cmd_quota, "your project's quota (admins: --tenant)")
     p.add_argument("--tenant", help="tenant id, name or Keystone project id")
 
+    p = command("budget", cmd_budget, "your project's GPU-hour budget; `budget set` (admins) "
+                                      "sets it, `budget remove` removes it")
+    p.add_argument("action", nargs="?", choices=["show", "set", "remove"], default="show")
+    p.add_argument("--project", "--tenant", dest="project",
+                   help="tenant id, name or Keystone project id (default: your token's)")
+    p.add_argument("--gpu-hours", type=float, metavar="N", help="set: weighted GPU-hours")
+    p.add_argument("--period", choices=["month", "quarter", "year"], default="month",
+                   help="set: the period it resets after (default month)")
+    p.add_argument("--weight", action="append", metavar="GPU_TYPE=W",
+                   help="set: what an hour of a GPU type counts (repeatable; unnamed: 1)")
+    p.add_argument("--hard", action="store_true",
+                   help="set: refuse launches when it is used up (default: warn only)")
+    p.add_argument("--warn-at", metavar="P,P,…", help="set: percentages to warn at "
+                                                      "(default 50,80,100)")
+    p.add_argument("--stop-at-exhaustion", action="store_true",
+                   help="set: stop running workloads when it is used up (after a grace)")
+    p.add_argument("--user-cap", action="append", metavar="USER=HOURS",
+                   help="set: a user's own cap inside it (repeatable)")
+
     p = command("usage", cmd_usage, "GPU-hours allocated and used")
     p.add_argument("--since", help="ISO date or date-time (default: 30 days ago)")
     p.add_argument("--until", help="ISO date or date-time (default: now)")
@@ -712,7 +802,8 @@ def main(argv: Sequence[str] | None = None, *, env: dict[str, str] | None = None
                       "an admin to install the engine\n")
             return EXIT_API
         err.write(f"gpuctl: {exc}\n")
-        if exc.code in ("quota_exceeded", "no_address_free"):  # refused at admission
+        if exc.code in ("quota_exceeded", "no_address_free",
+                        "budget_exhausted"):  # refused at admission
             return EXIT_QUOTA
         if exc.status == 401:
             return EXIT_AUTH

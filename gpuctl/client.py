@@ -141,6 +141,10 @@ class PortalClient:
                                 headers=headers)
         return response.json() if response.content else None
 
+    def put(self, path: str, body: Any) -> Any:
+        response = self.request("PUT", path, json=body)
+        return response.json() if response.content else None
+
     def delete(self, path: str) -> None:
         self.request("DELETE", path)
 

@@ -42,7 +42,7 @@ def openrc(keystone, live_server, user: str = "researcher", project: str = "visi
 
 @pytest.mark.parametrize("argv", [["--help"], *[[name, "--help"] for name in (
     "whoami", "gpu-types", "templates", "launch", "list", "show", "logs", "stop", "delete",
-    "quota", "usage", "token")]])
+    "quota", "usage", "token", "budget")]])
 def test_help_everywhere(argv, capsys):
     assert cli.main(argv) == 0
     assert "usage: gpuctl" in capsys.readouterr().out
