@@ -147,7 +147,8 @@ class BudgetStatus:
 
 
 def budget_of(tenant: Tenant) -> Budget | None:
-    return Budget.objects.filter(tenant=tenant).first()
+    # by its unique tenant, without the model's ordering (a join to the tenant's name)
+    return Budget.objects.filter(tenant=tenant).order_by().first()
 
 
 def budget_status(tenant: Tenant, *, budget: Budget | None = None, user: Any = None,
@@ -159,11 +160,39 @@ def budget_status(tenant: Tenant, *, budget: Budget | None = None, user: Any = N
         budget = budget_of(tenant)
     period = budget.period if budget is not None else Budget.Period.MONTH
     start, resets_at = period_bounds(period, now)
-    counted = consumption(tenant, weights=budget.weights if budget is not None else {},
-                          start=start, now=now, user=user)
+    weights = budget.weights if budget is not None else {}
+    settled = _settled(budget, start, now)
+    if settled is None:
+        counted = consumption(tenant, weights=weights, start=start, now=now, user=user)
+        used, user_used = counted.used, counted.user_used
+    else:  # what the check settled, and what ran since
+        counted = consumption(tenant, weights=weights, start=settled, now=now, user=user)
+        assert budget is not None
+        used = budget.settled_used + counted.used
+        user_used = None if user is None else (
+            float((budget.settled_by_user or {}).get(user.username, 0.0))
+            + (counted.user_used or 0.0))
     return BudgetStatus(tenant=tenant, budget=budget, period=period, period_start=start,
-                        resets_at=resets_at, now=now, used=counted.used, rate=counted.rate,
-                        user_used=counted.user_used)
+                        resets_at=resets_at, now=now, used=used, rate=counted.rate,
+                        user_used=user_used)
+
+
+def _settled(budget: Budget | None, start: dt.datetime, now: dt.datetime) -> dt.datetime | None:
+    """Until when the budget's settled GPU-hours of this period hold, if they do."""
+    if budget is None or budget.settled_until is None or budget.settled_start != start:
+        return None
+    return budget.settled_until if start <= budget.settled_until <= now else None
+
+
+def budget_settlement(budget: Budget, *, until: dt.datetime) -> dict[str, Any]:
+    """The weighted GPU-hours of the budget's period until `until`, in all and by user name:
+    what the periodic check stores (services.budget_settle). One aggregate."""
+    start, _ = period_bounds(budget.period, until)
+    by_user = consumption_by_user(budget.tenant, weights=budget.weights or {}, start=start,
+                                  now=until) if until > start else []
+    return {"settled_start": start, "settled_until": max(until, start),
+            "settled_used": sum(hours for _, hours in by_user),
+            "settled_by_user": {name: hours for name, hours in by_user}}
 
 
 def top_users(status: BudgetStatus, limit: int = TOP_USERS) -> list[dict[str, Any]]:

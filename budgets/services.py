@@ -27,9 +27,15 @@ from workloads.services import workload_stop
 
 from .admission import exhausted_text
 from .models import Budget, BudgetThresholdCrossed
-from .selectors import BudgetStatus, budget_status, gpu_hours_text
+from .selectors import BudgetStatus, budget_settlement, budget_status, gpu_hours_text
 
 HOLD_PREFIX = "GPU-hour budget: "  # the queue holds this app set (and alone lifts)
+# the periodic check settles the period's GPU-hours until this long ago: the tracker writes a
+# run's start and end a moment after they happen, and what it writes later than this is not
+# in a settled sum (selectors.budget_status adds what ran since)
+SETTLE_MARGIN = dt.timedelta(minutes=5)
+UNSETTLED = {"settled_start": None, "settled_until": None, "settled_used": 0.0,
+             "settled_by_user": {}}
 
 
 def budget_snapshot(budget: Budget | None) -> dict[str, Any] | None:
@@ -62,7 +68,7 @@ def budget_set(*, tenant: Tenant, acting_user: Actor, fields: dict[str, Any]) ->
         before = budget_snapshot(budget)
         if budget is None:
             budget = Budget(tenant=tenant)
-        for field, value in fields.items():
+        for field, value in {**fields, **UNSETTLED}.items():  # weights or period may change
             setattr(budget, field, value)
         budget.save()
         budget.refresh_from_db()
@@ -204,12 +210,24 @@ def _stop_at_exhaustion(budget: Budget, status: BudgetStatus, result: CheckResul
             result.stopped.append(workload.pk)
 
 
+def budget_settle(*, budget: Budget, now: dt.datetime) -> None:
+    """Store the period's GPU-hours until SETTLE_MARGIN ago on the budget (derived data, not
+    audited): a launch's check then reads only the runs since. Written only where the budget
+    was not changed meanwhile (its settlement cleared by budget_set)."""
+    settlement = budget_settlement(budget, until=now - SETTLE_MARGIN)
+    Budget.objects.filter(pk=budget.pk, updated_at=budget.updated_at).update(**settlement)
+    for field, value in settlement.items():
+        setattr(budget, field, value)
+
+
 def budget_check(*, budget_id: int, now: dt.datetime | None = None) -> CheckResult:
     """One budget's periodic check (idempotent: run it as often as you like)."""
     result = CheckResult()
     budget = Budget.objects.select_related("tenant").filter(pk=budget_id).first()
     if budget is None:
         return result
+    now = now or timezone.now()
+    budget_settle(budget=budget, now=now)
     status = budget_status(budget.tenant, budget=budget, now=now)
     _thresholds(budget, status, result)
     _hold(budget, status, result)

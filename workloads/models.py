@@ -90,7 +90,10 @@ class Workload(models.Model):
                                     name="one_workload_per_idempotency_key",
                                     condition=models.Q(idempotency_key__isnull=False)),
         ]
-        indexes = [models.Index(fields=["tenant", "state"])]
+        indexes = [models.Index(fields=["tenant", "state"]),
+                   # a tenant's runs that end after a moment, or run still: what a launch's
+                   # budget check adds to the period's settled GPU-hours (budgets.selectors)
+                   models.Index(fields=["tenant", "finished_at"], name="workloads_tenant_finished")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.object_name or self.pk})"

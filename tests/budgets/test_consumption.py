@@ -7,6 +7,7 @@ import datetime as dt
 
 import pytest
 from django.db import connection
+from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
 
 from budgets.periods import period_bounds, period_label
@@ -114,3 +115,35 @@ def test_periods_start_at_midnight_in_the_portals_time_zone(settings, period, st
     bounds = period_bounds(period, at)
     assert bounds == (start.replace(tzinfo=berlin), end.replace(tzinfo=berlin))
     assert period_label(period, bounds[0]) == label
+
+
+def test_the_settled_period_plus_what_ran_since_is_the_whole_count(november, users, clock):
+    """The periodic check settles the period until 5 minutes ago; a launch's check adds the
+    runs since (running ones, ones that finished since): the same figure as counting all."""
+    from budgets.services import budget_settle
+
+    row = budget(november, 30, weights=WEIGHTS)
+    budget_settle(budget=row, now=NOW)
+    row.refresh_from_db()
+    assert row.settled_until == NOW - dt.timedelta(minutes=5)
+    assert row.settled_used == pytest.approx(20 - 5 / 60)  # the t4s' last 5 minutes not yet
+    # later: the t4s finish, another run starts and ends, all after the settlement
+    clock.move_to(NOW + dt.timedelta(hours=1))
+    later = NOW + dt.timedelta(hours=1)
+    november.workloads.filter(finished_at__isnull=True, started_at__isnull=False).update(
+        finished_at=NOW + dt.timedelta(minutes=30), state="succeeded")
+    run(november, users["bob"], start=NOW, end=NOW + dt.timedelta(minutes=45), gpus=4)
+    settled = budget_status(november, budget=row, user=users["bob"])
+    whole = consumption(november, weights=WEIGHTS, start=settled.period_start, now=later,
+                        user=users["bob"])
+    assert settled.used == pytest.approx(whole.used) == pytest.approx(20 + 0.5 + 3)
+    assert settled.user_used == pytest.approx(whole.user_used) == pytest.approx(10 + 3)
+    assert settled.rate == whole.rate == 0
+    # a changed budget drops its settlement (weights may differ): counted whole again
+    from budgets.services import budget_set
+
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        changed = budget_set(tenant=november, acting_user=None,
+                             fields={"gpu_hours": 30, "weights": {}})
+    assert changed.settled_until is None
+    assert budget_status(november).used == pytest.approx(8 + 10 + 20 + 3)  # unweighted
