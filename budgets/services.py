@@ -34,7 +34,7 @@ HOLD_PREFIX = "GPU-hour budget: "  # the queue holds this app set (and alone lif
 # run's start and end a moment after they happen, and what it writes later than this is not
 # in a settled sum (selectors.budget_status adds what ran since)
 SETTLE_MARGIN = dt.timedelta(minutes=5)
-UNSETTLED = {"settled_start": None, "settled_until": None, "settled_used": 0.0,
+UNSETTLED: dict[str, Any] = {"settled_start": None, "settled_until": None, "settled_used": 0.0,
              "settled_by_user": {}}
 
 

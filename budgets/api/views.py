@@ -21,7 +21,7 @@ class BudgetView(TenantScopedAPIView[Tenant]):
     (no limit) with the month's use."""
 
     queryset = Tenant.objects.all()
-    serializer_class = BudgetStatusSerializer
+    serializer_class = BudgetStatusSerializer  # type: ignore[assignment] # it reads a status
     request: APIRequest
 
     def _may_change(self, tenant: Tenant) -> None:
