@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core.tasks import task
+from core.tasks import send_on_commit, task
 
 from .models import Channel, Delivery, Notification, Webhook
 from .selectors import channels_for
@@ -70,12 +70,12 @@ def _dispatch(pk: int) -> int:
     if Channel.EMAIL in wanted and settings.EMAIL_HOST and notification.user.email:
         delivery = _delivery(notification, Channel.EMAIL, None)
         if delivery is not None:
-            transaction.on_commit(lambda d=delivery.pk: email_send_task.delay(d))
+            send_on_commit(email_send_task, delivery.pk)
     if Channel.WEBHOOK in wanted:
         for webhook in _webhooks_for(notification):
             delivery = _delivery(notification, Channel.WEBHOOK, webhook)
             if delivery is not None:
-                transaction.on_commit(lambda d=delivery.pk: webhook_post_task.delay(d))
+                send_on_commit(webhook_post_task, delivery.pk)
     return 1
 
 
