@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import secrets
 from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from audit.services import audit_record
 from core.tasks import send_on_commit
 
-from .models import Channel, Notification, NotificationPreference
+from .models import Channel, Kind, Notification, NotificationPreference, Webhook
+from .webhook_urls import url_host, webhook_target
+from .webhooks import PostResult, webhook_post, webhook_test_payload
 
 log = logging.getLogger(__name__)
 
@@ -73,3 +77,80 @@ def preferences_set(*, user: Any, choices: dict[tuple[str, str], bool]) -> None:
         for (kind, channel), enabled in choices.items():
             NotificationPreference.objects.update_or_create(
                 user=user, kind=kind, channel=channel, defaults={"enabled": enabled})
+
+
+class PreferencesInvalid(ValueError):
+    """Unknown kinds or channels in a preferences change: `fields` names each (nothing stored)."""
+
+    def __init__(self, fields: dict[str, list[str]]) -> None:
+        super().__init__("; ".join(f"{key}: {' '.join(msgs)}" for key, msgs in fields.items()))
+        self.fields = fields
+
+
+def preferences_clean(raw: Any) -> dict[tuple[str, str], bool]:
+    """{kind: {channel: bool}} → {(kind, channel): bool}; PreferencesInvalid names what is
+    unknown or not a boolean (the API's 400 and the page's form both go through it)."""
+    if not isinstance(raw, dict):
+        raise PreferencesInvalid({"non_field_errors": [
+            "Expected an object {kind: {channel: true|false}}."]})
+    errors: dict[str, list[str]] = {}
+    choices: dict[tuple[str, str], bool] = {}
+    for kind, channels in raw.items():
+        if kind not in Kind.values:
+            errors[str(kind)] = [f"Unknown kind; the kinds are {', '.join(Kind.values)}."]
+            continue
+        if not isinstance(channels, dict):
+            errors[kind] = ["Expected an object {channel: true|false}."]
+            continue
+        for channel, enabled in channels.items():
+            if channel not in Channel.values:
+                errors[f"{kind}.{channel}"] = [
+                    f"Unknown channel; the channels are {', '.join(Channel.values)}."]
+            elif not isinstance(enabled, bool):
+                errors[f"{kind}.{channel}"] = ["Expected true or false."]
+            else:
+                choices[(kind, channel)] = enabled
+    if errors:
+        raise PreferencesInvalid(errors)
+    return choices
+
+
+def _webhook_audit(webhook: Webhook) -> dict[str, Any]:
+    """What the audit trail keeps of a webhook: never its URL's path or its secret."""
+    return {"host": url_host(webhook.url), "kinds": list(webhook.kinds),
+            "owner": webhook.user.username if webhook.user else None,
+            "project": webhook.tenant.name if webhook.tenant else None}
+
+
+def webhook_create(*, acting_user: Any, url: str, kinds: Iterable[str] = (),
+                   tenant: Any | None = None) -> Webhook:
+    """A webhook of `acting_user`'s own, or of `tenant` (the caller checked that they may manage
+    the project's). The URL is checked against SSRF here (WebhookURLRefused) and again at each
+    POST. The secret is the caller's to see once, from the returned row."""
+    kinds = sorted(set(kinds))
+    unknown = [kind for kind in kinds if kind not in Kind.values]
+    if unknown:
+        raise ValueError(f"Unknown kinds: {', '.join(unknown)}.")
+    webhook_target(url)  # raises WebhookURLRefused with the reason
+    with transaction.atomic():
+        webhook = Webhook.objects.create(
+            user=None if tenant is not None else acting_user, tenant=tenant, url=url.strip(),
+            secret=secrets.token_hex(32), kinds=kinds, created_by=acting_user)
+        audit_record(actor=acting_user, action="notifications.webhook_create", tenant=tenant,
+                     target=f"webhook {webhook.pk}", after=_webhook_audit(webhook))
+    log.info("webhook %s created for %s (host %s)", webhook.pk,
+             tenant.name if tenant is not None else acting_user.username, url_host(webhook.url))
+    return webhook
+
+
+def webhook_delete(*, acting_user: Any, webhook: Webhook) -> None:
+    with transaction.atomic():
+        audit_record(actor=acting_user, action="notifications.webhook_delete",
+                     tenant=webhook.tenant, target=f"webhook {webhook.pk}",
+                     before=_webhook_audit(webhook))
+        webhook.delete()
+
+
+def webhook_test(*, webhook: Webhook) -> PostResult:
+    """Send a signed test POST now (the receiver's answer is the caller's to see)."""
+    return webhook_post(webhook, webhook_test_payload(webhook), event="test")
