@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+# the fault tests' real portal processes (a Celery worker as deployed) and their provisioned lab
+from tests.faults.conftest import fault_cluster, lab, portal_processes  # noqa: F401
+
 
 @dataclasses.dataclass
 class Received:
@@ -28,8 +31,9 @@ class Receiver:
     """Answers each POST with the next of `statuses` (then 200); `hang` set: accepts the request
     and answers only once `release` is set."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.received: list[Received] = []
+        self.answered = 0
         self.statuses: list[int] = []
         self.hang = threading.Event()
         self.release = threading.Event()
@@ -48,11 +52,12 @@ class Receiver:
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")
+                receiver.answered += 1
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
