@@ -112,6 +112,7 @@ TEMPLATES = [
                 "identity.context_processors.identity",
                 "usage.context_processors.gpu_alerts",
                 "kube.context_processors.cluster_status",
+                "notifications.context_processors.notifications_bell",
             ],
         },
     },
@@ -486,6 +487,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # "kind" names a workload's kind (service/batch) and a notification's: one enum each
+    "ENUM_NAME_OVERRIDES": {"NotificationKindEnum": "notifications.models.Kind",
+                            "KindEnum": "catalogue.models.Template.Kind"},
 }
 
 # --- static files -------------------------------------------------------------------------
