@@ -14,7 +14,9 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from audit.services import audit_record
@@ -35,20 +37,23 @@ def notify(*, kind: str, users: Iterable[Any], tenant: Any | None, title: str, t
     recipients = {user.pk: user for user in users if user is not None}
     if not recipients:
         return 0
+    key = key[:200]  # as stored: the dispatch task looks the event up by it
     with transaction.atomic():
-        told = set(Notification.objects.filter(key=key, user_id__in=recipients)
-                   .values_list("user_id", flat=True))
-        new = [pk for pk in recipients if pk not in told]
+        # one query: who was told of this event already, and who turned the portal channel
+        # off for this kind (their row is kept: the event's record, the outside channels'
+        # source; it arrives read, so the bell stays quiet)
+        states = list(get_user_model().objects.filter(pk__in=recipients).annotate(
+            told=Exists(Notification.objects.filter(user=OuterRef("pk"), key=key)),
+            quiet=Exists(NotificationPreference.objects.filter(
+                user=OuterRef("pk"), kind=kind, channel=Channel.PORTAL, enabled=False)))
+            .values_list("pk", "told", "quiet"))
+        new = [pk for pk, told, _ in states if not told]
         if not new:
             return 0
-        # who turned the portal channel off for this kind: their row is kept (the event's
-        # record, the outside channels' source) but arrives read, so the bell stays quiet
-        quiet = set(NotificationPreference.objects.filter(
-            user_id__in=new, kind=kind, channel=Channel.PORTAL, enabled=False)
-            .values_list("user_id", flat=True))
+        quiet = {pk for pk, _, off in states if off}
         now = timezone.now()
         fresh = [Notification(user_id=pk, tenant=tenant, kind=kind, title=title[:255],
-                              text=text, key=key[:200], workload_id=workload_id,
+                              text=text, key=key, workload_id=workload_id,
                               link=link[:500], read_at=now if pk in quiet else None)
                  for pk in new]
         # two senders of one event at once: the unique (user, key) keeps one row; the

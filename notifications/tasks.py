@@ -18,7 +18,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -40,39 +40,35 @@ class ReceiverUnavailable(Exception):
 @task(ignore_result=True)
 def notifications_dispatch_task(key: str) -> int:
     """Hand out the undispatched notifications of one event; returns how many."""
-    handed = 0
-    for pk in list(Notification.objects.filter(key=key, dispatched_at__isnull=True)
-                   .values_list("pk", flat=True)):
-        handed += _dispatch(pk)
-    return handed
+    return sum(_dispatch(notification) for notification in Notification.objects.filter(
+        key=key, dispatched_at__isnull=True).select_related("user", "tenant"))
 
 
 @task(ignore_result=True)
 def notifications_dispatch_stale() -> int:
     """The beat's sweep: notifications older than a minute that no task handed out."""
     since = timezone.now() - dt.timedelta(seconds=STALE_SECONDS)
-    handed = 0
-    for pk in list(Notification.objects.filter(dispatched_at__isnull=True, created_at__lt=since)
-                   .values_list("pk", flat=True)[:1000]):
-        handed += _dispatch(pk)
-    return handed
+    return sum(_dispatch(notification) for notification in Notification.objects.filter(
+        dispatched_at__isnull=True, created_at__lt=since).select_related("user", "tenant")[:1000])
 
 
-def _dispatch(pk: int) -> int:
-    if not Notification.objects.filter(pk=pk, dispatched_at__isnull=True).update(
+def _dispatch(notification: Notification) -> int:
+    if not Notification.objects.filter(pk=notification.pk, dispatched_at__isnull=True).update(
             dispatched_at=timezone.now()):
         return 0  # another worker has it
-    notification = Notification.objects.select_related("user", "tenant").get(pk=pk)
+    # the claim is this worker's alone: the deliveries below are made once, by it
     wanted = channels_for(notification.user, notification.kind)
+    deliveries = []
     if Channel.EMAIL in wanted and settings.EMAIL_HOST and notification.user.email:
-        delivery = _delivery(notification, Channel.EMAIL, None)
-        if delivery is not None:
-            send_on_commit(email_send_task, delivery.pk)
+        deliveries.append(Delivery(notification=notification, channel=Channel.EMAIL))
     if Channel.WEBHOOK in wanted:
-        for webhook in _webhooks_for(notification):
-            delivery = _delivery(notification, Channel.WEBHOOK, webhook)
-            if delivery is not None:
-                send_on_commit(webhook_post_task, delivery.pk)
+        deliveries += [Delivery(notification=notification, channel=Channel.WEBHOOK, webhook=hook)
+                       for hook in _webhooks_for(notification)]
+    if deliveries:
+        with transaction.atomic():
+            for delivery in Delivery.objects.bulk_create(deliveries):
+                send_on_commit(email_send_task if delivery.webhook is None else webhook_post_task,
+                               delivery.pk)
     return 1
 
 
@@ -82,16 +78,6 @@ def _webhooks_for(notification: Notification) -> list[Webhook]:
         owners |= Q(tenant_id=notification.tenant_id)
     return [hook for hook in Webhook.objects.filter(owners, active=True)
             if not hook.kinds or notification.kind in hook.kinds]
-
-
-def _delivery(notification: Notification, channel: str, webhook: Webhook | None
-              ) -> Delivery | None:
-    try:
-        with transaction.atomic():
-            return Delivery.objects.create(notification=notification, channel=channel,
-                                           webhook=webhook)
-    except IntegrityError:
-        return None  # made already
 
 
 @task(ignore_result=True)
