@@ -141,6 +141,9 @@ class PortalClient:
                                 headers=headers)
         return response.json() if response.content else None
 
+    def put(self, path: str, body: Any) -> Any:
+        return self.request("PUT", path, json=body).json()
+
     def delete(self, path: str) -> None:
         self.request("DELETE", path)
 

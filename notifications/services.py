@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import secrets
 from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from audit.services import audit_record
 from core.tasks import send_on_commit
 
-from .models import Channel, Notification, NotificationPreference
+from .models import Channel, Kind, Notification, NotificationPreference, Webhook
+from .webhook_urls import url_host, webhook_target
+from .webhooks import PostResult, webhook_post, webhook_test_payload
 
 log = logging.getLogger(__name__)
 
@@ -31,20 +37,23 @@ def notify(*, kind: str, users: Iterable[Any], tenant: Any | None, title: str, t
     recipients = {user.pk: user for user in users if user is not None}
     if not recipients:
         return 0
+    key = key[:200]  # as stored: the dispatch task looks the event up by it
     with transaction.atomic():
-        told = set(Notification.objects.filter(key=key, user_id__in=recipients)
-                   .values_list("user_id", flat=True))
-        new = [pk for pk in recipients if pk not in told]
+        # one query: who was told of this event already, and who turned the portal channel
+        # off for this kind (their row is kept: the event's record, the outside channels'
+        # source; it arrives read, so the bell stays quiet)
+        states = list(get_user_model().objects.filter(pk__in=recipients).annotate(
+            told=Exists(Notification.objects.filter(user=OuterRef("pk"), key=key)),
+            quiet=Exists(NotificationPreference.objects.filter(
+                user=OuterRef("pk"), kind=kind, channel=Channel.PORTAL, enabled=False)))
+            .values_list("pk", "told", "quiet"))
+        new = [pk for pk, told, _ in states if not told]
         if not new:
             return 0
-        # who turned the portal channel off for this kind: their row is kept (the event's
-        # record, the outside channels' source) but arrives read, so the bell stays quiet
-        quiet = set(NotificationPreference.objects.filter(
-            user_id__in=new, kind=kind, channel=Channel.PORTAL, enabled=False)
-            .values_list("user_id", flat=True))
+        quiet = {pk for pk, _, off in states if off}
         now = timezone.now()
         fresh = [Notification(user_id=pk, tenant=tenant, kind=kind, title=title[:255],
-                              text=text, key=key[:200], workload_id=workload_id,
+                              text=text, key=key, workload_id=workload_id,
                               link=link[:500], read_at=now if pk in quiet else None)
                  for pk in new]
         # two senders of one event at once: the unique (user, key) keeps one row; the
@@ -73,3 +82,80 @@ def preferences_set(*, user: Any, choices: dict[tuple[str, str], bool]) -> None:
         for (kind, channel), enabled in choices.items():
             NotificationPreference.objects.update_or_create(
                 user=user, kind=kind, channel=channel, defaults={"enabled": enabled})
+
+
+class PreferencesInvalid(ValueError):
+    """Unknown kinds or channels in a preferences change: `fields` names each (nothing stored)."""
+
+    def __init__(self, fields: dict[str, list[str]]) -> None:
+        super().__init__("; ".join(f"{key}: {' '.join(msgs)}" for key, msgs in fields.items()))
+        self.fields = fields
+
+
+def preferences_clean(raw: Any) -> dict[tuple[str, str], bool]:
+    """{kind: {channel: bool}} → {(kind, channel): bool}; PreferencesInvalid names what is
+    unknown or not a boolean (the API's 400 and the page's form both go through it)."""
+    if not isinstance(raw, dict):
+        raise PreferencesInvalid({"non_field_errors": [
+            "Expected an object {kind: {channel: true|false}}."]})
+    errors: dict[str, list[str]] = {}
+    choices: dict[tuple[str, str], bool] = {}
+    for kind, channels in raw.items():
+        if kind not in Kind.values:
+            errors[str(kind)] = [f"Unknown kind; the kinds are {', '.join(Kind.values)}."]
+            continue
+        if not isinstance(channels, dict):
+            errors[kind] = ["Expected an object {channel: true|false}."]
+            continue
+        for channel, enabled in channels.items():
+            if channel not in Channel.values:
+                errors[f"{kind}.{channel}"] = [
+                    f"Unknown channel; the channels are {', '.join(Channel.values)}."]
+            elif not isinstance(enabled, bool):
+                errors[f"{kind}.{channel}"] = ["Expected true or false."]
+            else:
+                choices[(kind, channel)] = enabled
+    if errors:
+        raise PreferencesInvalid(errors)
+    return choices
+
+
+def _webhook_audit(webhook: Webhook) -> dict[str, Any]:
+    """What the audit trail keeps of a webhook: never its URL's path or its secret."""
+    return {"host": url_host(webhook.url), "kinds": list(webhook.kinds),
+            "owner": webhook.user.username if webhook.user else None,
+            "project": webhook.tenant.name if webhook.tenant else None}
+
+
+def webhook_create(*, acting_user: Any, url: str, kinds: Iterable[str] = (),
+                   tenant: Any | None = None) -> Webhook:
+    """A webhook of `acting_user`'s own, or of `tenant` (the caller checked that they may manage
+    the project's). The URL is checked against SSRF here (WebhookURLRefused) and again at each
+    POST. The secret is the caller's to see once, from the returned row."""
+    kinds = sorted(set(kinds))
+    unknown = [kind for kind in kinds if kind not in Kind.values]
+    if unknown:
+        raise ValueError(f"Unknown kinds: {', '.join(unknown)}.")
+    webhook_target(url)  # raises WebhookURLRefused with the reason
+    with transaction.atomic():
+        webhook = Webhook.objects.create(
+            user=None if tenant is not None else acting_user, tenant=tenant, url=url.strip(),
+            secret=secrets.token_hex(32), kinds=kinds, created_by=acting_user)
+        audit_record(actor=acting_user, action="notifications.webhook_create", tenant=tenant,
+                     target=f"webhook {webhook.pk}", after=_webhook_audit(webhook))
+    log.info("webhook %s created for %s (host %s)", webhook.pk,
+             tenant.name if tenant is not None else acting_user.username, url_host(webhook.url))
+    return webhook
+
+
+def webhook_delete(*, acting_user: Any, webhook: Webhook) -> None:
+    with transaction.atomic():
+        audit_record(actor=acting_user, action="notifications.webhook_delete",
+                     tenant=webhook.tenant, target=f"webhook {webhook.pk}",
+                     before=_webhook_audit(webhook))
+        webhook.delete()
+
+
+def webhook_test(*, webhook: Webhook) -> PostResult:
+    """Send a signed test POST now (the receiver's answer is the caller's to see)."""
+    return webhook_post(webhook, webhook_test_payload(webhook), event="test")

@@ -112,6 +112,7 @@ TEMPLATES = [
                 "identity.context_processors.identity",
                 "usage.context_processors.gpu_alerts",
                 "kube.context_processors.cluster_status",
+                "notifications.context_processors.notifications_bell",
             ],
         },
     },
@@ -366,6 +367,9 @@ PORTAL_PUBLIC_URL = env.str("PORTAL_PUBLIC_URL",
 # (1 s, 2 s, 4 s … at most 10 min apart, jittered) this many times, then the delivery fails
 PORTAL_WEBHOOK_RETRIES = env.int("PORTAL_WEBHOOK_RETRIES", default=8)
 PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", default=5.0)
+# webhooks may post to loopback, link-local, private and the cluster's own addresses (off: only
+# the public internet, checked at creation and again at each POST; notifications/webhook_urls.py)
+PORTAL_WEBHOOK_ALLOW_PRIVATE = env.bool("PORTAL_WEBHOOK_ALLOW_PRIVATE", default=False)
 # the image of the SSH server an init container puts into workloads with SSH (sshd/Dockerfile:
 # the static gpu-portal-sshd binary alone)
 PORTAL_SSH_SERVER_IMAGE = env.str("PORTAL_SSH_SERVER_IMAGE",
@@ -483,6 +487,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # "kind" names a workload's kind (service/batch) and a notification's: one enum each
+    "ENUM_NAME_OVERRIDES": {"NotificationKindEnum": "notifications.models.Kind",
+                            "KindEnum": "catalogue.models.Template.Kind"},
 }
 
 # --- static files -------------------------------------------------------------------------

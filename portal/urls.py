@@ -10,6 +10,7 @@ urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
     path("", include("workloads.urls")),
     path("", include("usage.urls")),
+    path("", include("notifications.urls")),
     path("admin/", include("tenants.admin_urls")),
     path("admin/", include("catalogue.admin_urls")),
     path("admin/", include("audit.admin_urls")),
