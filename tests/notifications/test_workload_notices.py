@@ -107,3 +107,23 @@ def test_the_maximum_runtime_near_is_told_once_30_minutes_before(gpu_types):
     # a run no longer than the notice's lead is not told ahead (its owner chose that end);
     # it hears of the stop itself
     assert [kind for kind, _ in told(short)] == ["stopped"]
+
+
+def test_only_recipients_with_an_outside_channel_get_a_dispatch(
+        gpu_types, settings, django_capture_on_commit_callbacks):
+    """A notice to an owner with no e-mail and no webhook is written handed out (no task for
+    the broker, nothing for the beat's sweep); one with an address, where e-mail is on, waits
+    for its dispatch task."""
+    from notifications.services import notify
+
+    settings.EMAIL_HOST = "mail.example.org"
+    quiet, mailed = row(gpu_types), row(gpu_types)
+    mailed.owner.email = "owner@example.org"
+    mailed.owner.save(update_fields=["email"])
+    for workload, expected_tasks in ((quiet, 0), (mailed, 1)):
+        with django_capture_on_commit_callbacks() as sent:
+            notify(kind="finished", users=[workload.owner], tenant=workload.tenant,
+                   title="t", text="x", key=f"k:{workload.pk}")
+        assert len(sent) == expected_tasks
+    assert Notification.objects.get(key=f"k:{quiet.pk}").dispatched_at is not None
+    assert Notification.objects.get(key=f"k:{mailed.pk}").dispatched_at is None
