@@ -37,7 +37,7 @@ def unread_count(user: Any) -> int:
 def webhook_manageable(identity: Any, webhook: Webhook) -> bool:
     """May `identity` see the URL of, delete and test `webhook`: their own, or their project's
     as its manager or an admin (a member only learns that the project has one)."""
-    if webhook.tenant_id is None:
+    if webhook.tenant is None:
         return bool(webhook.user and webhook.user.keystone_user_id
                     and webhook.user.keystone_user_id == identity.unscoped.user_id)
     return Tenant.objects.permits(identity, Action.CHANGE, webhook.tenant)
