@@ -126,6 +126,11 @@ def api_auth_figures(_text: str, f: dict | None) -> str:
             f"{f['cache_steady']['hit_rate']:.0%}")
 
 
+def notifications_figures(_text: str, f: dict | None) -> str:
+    return (f"notify() {f['notify_per_second']}/s (p95 {f['notify_ms']['p95']} ms), dispatch "
+            f"{f['dispatch_per_second']}/s, end to end {f['end_to_end_per_second']}/s")
+
+
 def load_figures(_text: str, f: dict | None) -> str:
     total = f["endpoints"][-1]
     out = (f"{f['steady']['signed_in']} users: {total['rps']:.1f} req/s, p50/p95/p99 "
@@ -185,6 +190,8 @@ BENCHES = [
           600, capacity_figures),
     Bench("usage", ["bench/usage_bench.py", "--samples", "400000", "--cycles", "100"], 300,
           usage_figures),
+    Bench("notifications", ["bench/notifications_bench.py", "--events", "2000", "--owners",
+                            "200"], 300, notifications_figures, json=True),
     Bench("api_auth", ["bench/api_auth_bench.py", "--requests", "100", "--warmup", "10",
                        "--misses", "5"], 240, api_auth_figures, json=True),
     Bench("load", ["bench/load/load_bench.py", "--users", "20", "--duration", "30",

@@ -584,6 +584,97 @@ def cmd_budget(api: PortalClient, args: argparse.Namespace) -> int:
 
 # --- the parser -------------------------------------------------------------------------------
 
+# --- notifications and webhooks (issue 27) ----------------------------------------------------
+
+NOTIFICATION_COLUMNS = [("id", "id"), ("read", "read"), ("kind", "kind"), ("title", "title"),
+                        ("project", "project"), ("workload", "workload"), ("age", _age)]
+WEBHOOK_COLUMNS = [("id", "id"), ("project", "project"), ("kinds", "kinds"),
+                   ("url", lambda row: row.get("url") or ("(the project's managers')"
+                                                          if row.get("project") else None))]
+
+
+def _usage(args: argparse.Namespace, message: str) -> int:
+    args.err.write(f"gpuctl: {message}\n")
+    return EXIT_USAGE
+
+
+def cmd_notifications(api: PortalClient, args: argparse.Namespace) -> int:
+    if args.action == "read":
+        if args.all == (args.id is not None):
+            return _usage(args, "notifications read: give one ID or --all")
+        if args.all:
+            marked = api.post("notifications/read-all/")
+            emit(args, marked, lambda out: out.write(f"{marked['marked']} marked read\n"))
+        else:
+            row = api.post(f"notifications/{args.id}/read/")
+            emit(args, row, lambda out: out.write(f"notification {row['id']} read\n"))
+        return EXIT_OK
+    if args.action == "preferences":
+        return _preferences(api, args)
+    if args.id is not None or args.all or args.set:
+        return _usage(args, "notifications: ID, --all and --set go with read / preferences")
+    rows = api.get_all("notifications/", unread="true" if args.unread else None,
+                       kind=args.kind, limit=args.limit)
+    emit(args, rows, lambda out: print_table(rows, NOTIFICATION_COLUMNS, out))
+    return EXIT_OK
+
+
+def _preferences(api: PortalClient, args: argparse.Namespace) -> int:
+    if args.set:
+        change: dict[str, dict[str, bool]] = {}
+        for item in args.set:
+            name, _, value = item.partition("=")
+            kind, _, channel = name.partition(".")
+            if not kind or not channel or value not in ("on", "off"):
+                return _usage(args, f"--set {item!r}: write KIND.CHANNEL=on|off, e.g. "
+                                    "started.email=on")
+            change.setdefault(kind, {})[channel] = value == "on"
+        chosen = api.put("notifications/preferences/", change)
+    else:
+        chosen = api.get("notifications/preferences/")
+    channels = list(next(iter(chosen.values()), {}))
+    rows = [{"kind": kind, **{c: "on" if on else "off" for c, on in by_channel.items()}}
+            for kind, by_channel in chosen.items()]
+    emit(args, chosen, lambda out: print_table(
+        rows, [("kind", "kind"), *[(c, c) for c in channels]], out))
+    return EXIT_OK
+
+
+def cmd_webhook(api: PortalClient, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        rows = api.get_all("notifications/webhooks/")
+        emit(args, rows, lambda out: print_table(rows, WEBHOOK_COLUMNS, out))
+        return EXIT_OK
+    if args.target is None:
+        return _usage(args, f"webhook {args.action}: "
+                            f"{'the URL' if args.action == 'add' else 'the webhook ID'} is missing")
+    if args.action == "add":
+        body: dict[str, Any] = {"url": args.target, "kinds": args.kind or []}
+        if args.project:
+            body["tenant"] = _tenant(api, None)["id"]
+        made = api.post("notifications/webhooks/", body)
+
+        def shown(out: TextIO) -> None:
+            print_record(made, ["id", "project", "kinds", "url", "secret"], out)
+            out.write("The secret signs every POST (X-GPU-Portal-Signature); it is shown this "
+                      "once.\n")
+
+        emit(args, made, shown)
+        return EXIT_OK
+    if not args.target.isdigit():
+        return _usage(args, f"webhook {args.action}: {args.target!r} is not a webhook ID")
+    if args.action == "delete":
+        api.delete(f"notifications/webhooks/{args.target}/")
+        emit(args, {"id": int(args.target), "deleted": True},
+             lambda out: out.write(f"webhook {args.target} deleted\n"))
+        return EXIT_OK
+    result = api.post(f"notifications/webhooks/{args.target}/test/")
+    emit(args, result, lambda out: out.write(
+        f"delivered ({result['status']})\n" if result["sent"]
+        else f"not delivered: {result['error']}\n"))
+    return EXIT_OK if result["sent"] else EXIT_API
+
+
 def _common_options(suppress: bool) -> argparse.ArgumentParser:
     """The global options, accepted before and after the command. After it, their defaults
     are suppressed, so that a value given before the command is not reset."""
@@ -761,6 +852,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", help="tenant id or name (admins)")
     p.add_argument("--workload", type=int)
     p.add_argument("--csv", action="store_true", help="CSV, as the portal exports it")
+
+    p = command("notifications", cmd_notifications,
+                "your notifications (the bell's); `read ID|--all`; `preferences [--set "
+                "KIND.CHANNEL=on|off …]`")
+    p.add_argument("action", nargs="?", choices=["list", "read", "preferences"], default="list")
+    p.add_argument("id", nargs="?", type=int, help="read: the notification's id")
+    p.add_argument("--unread", action="store_true", help="list: only unread ones")
+    p.add_argument("--kind", help="list: one kind (failed, finished, idle_warning …)")
+    p.add_argument("--limit", type=int, help="list: at most this many (newest first)")
+    p.add_argument("--all", action="store_true", help="read: mark every one read")
+    p.add_argument("--set", action="append", metavar="KIND.CHANNEL=on|off",
+                   help="preferences: change one (repeatable); channels: portal, email, webhook")
+    p.add_argument("--json", dest="output", action="store_const", const="json",
+                   default=argparse.SUPPRESS,
+                   help="JSON, as -o json")
+
+    p = command("webhook", cmd_webhook,
+                "your webhooks and your project's: add URL (prints the secret once), list, "
+                "delete ID, test ID (a signed test POST)")
+    p.add_argument("action", choices=["add", "list", "delete", "test"])
+    p.add_argument("target", nargs="?", metavar="URL|ID")
+    p.add_argument("--project", action="store_true",
+                   help="add: the current project's webhook (its managers and admins)")
+    p.add_argument("--kind", action="append", metavar="KIND",
+                   help="add: only this kind (repeatable; default every kind)")
+    p.add_argument("--json", dest="output", action="store_const", const="json",
+                   default=argparse.SUPPRESS,
+                   help="JSON, as -o json")
     return parser
 
 

@@ -142,8 +142,7 @@ class PortalClient:
         return response.json() if response.content else None
 
     def put(self, path: str, body: Any) -> Any:
-        response = self.request("PUT", path, json=body)
-        return response.json() if response.content else None
+        return self.request("PUT", path, json=body).json()
 
     def delete(self, path: str) -> None:
         self.request("DELETE", path)

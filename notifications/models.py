@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from .querysets import NotificationQuerySet, PersonalQuerySet
+from .querysets import NotificationQuerySet, PersonalQuerySet, WebhookQuerySet
 
 
 class Kind(models.TextChoices):
@@ -118,6 +118,8 @@ class Webhook(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WebhookQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]

@@ -24,3 +24,18 @@ class PersonalQuerySet(models.QuerySet):
 class NotificationQuerySet(PersonalQuerySet):
     def unread(self) -> NotificationQuerySet:
         return self.filter(read_at__isnull=True)
+
+
+class WebhookQuerySet(models.QuerySet):
+    """A webhook is a user's (theirs alone) or a project's (its people see that it exists; its
+    managers and admins manage it: webhook_manageable)."""
+
+    def restrict(self, identity: Identity | None, action: object = None) -> WebhookQuerySet:
+        user_id = getattr(getattr(identity, "unscoped", None), "user_id", None)
+        if not user_id:
+            return self.none()
+        mine = models.Q(user__keystone_user_id=user_id)
+        project_id = getattr(getattr(identity, "scoped", None), "project_id", None)
+        if project_id:
+            mine |= models.Q(tenant__keystone_project_id=project_id)
+        return self.filter(mine)

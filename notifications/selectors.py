@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .models import DEFAULTS, Notification, NotificationPreference
+from identity.scoping import Action
+from tenants.models import Tenant
+
+from .models import DEFAULTS, Notification, NotificationPreference, Webhook
 
 
 def channels_for(user: Any, kind: str) -> set[str]:
@@ -29,3 +32,17 @@ def preferences_of(user: Any) -> dict[tuple[str, str], bool]:
 
 def unread_count(user: Any) -> int:
     return Notification.objects.filter(user=user, read_at__isnull=True).count()
+
+
+def webhook_manageable(identity: Any, webhook: Webhook) -> bool:
+    """May `identity` see the URL of, delete and test `webhook`: their own, or their project's
+    as its manager or an admin (a member only learns that the project has one)."""
+    if webhook.tenant is None:
+        return bool(webhook.user and webhook.user.keystone_user_id
+                    and webhook.user.keystone_user_id == identity.unscoped.user_id)
+    return Tenant.objects.permits(identity, Action.CHANGE, webhook.tenant)
+
+
+def project_webhooks_manageable(identity: Any, tenant: Any) -> bool:
+    """May `identity` add webhooks to `tenant` (its managers, admins)."""
+    return tenant is not None and Tenant.objects.permits(identity, Action.CHANGE, tenant)

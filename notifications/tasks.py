@@ -12,24 +12,21 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
-import time
 from typing import Any
 
-import httpx
 from celery import shared_task
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core.tasks import task
+from core.tasks import send_on_commit, task
 
 from .models import Channel, Delivery, Notification, Webhook
 from .selectors import channels_for
-from .signing import EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature
+from .webhooks import webhook_payload, webhook_post
 
 log = logging.getLogger(__name__)
 
@@ -43,39 +40,35 @@ class ReceiverUnavailable(Exception):
 @task(ignore_result=True)
 def notifications_dispatch_task(key: str) -> int:
     """Hand out the undispatched notifications of one event; returns how many."""
-    handed = 0
-    for pk in list(Notification.objects.filter(key=key, dispatched_at__isnull=True)
-                   .values_list("pk", flat=True)):
-        handed += _dispatch(pk)
-    return handed
+    return sum(_dispatch(notification) for notification in Notification.objects.filter(
+        key=key, dispatched_at__isnull=True).select_related("user", "tenant"))
 
 
 @task(ignore_result=True)
 def notifications_dispatch_stale() -> int:
     """The beat's sweep: notifications older than a minute that no task handed out."""
     since = timezone.now() - dt.timedelta(seconds=STALE_SECONDS)
-    handed = 0
-    for pk in list(Notification.objects.filter(dispatched_at__isnull=True, created_at__lt=since)
-                   .values_list("pk", flat=True)[:1000]):
-        handed += _dispatch(pk)
-    return handed
+    return sum(_dispatch(notification) for notification in Notification.objects.filter(
+        dispatched_at__isnull=True, created_at__lt=since).select_related("user", "tenant")[:1000])
 
 
-def _dispatch(pk: int) -> int:
-    if not Notification.objects.filter(pk=pk, dispatched_at__isnull=True).update(
+def _dispatch(notification: Notification) -> int:
+    if not Notification.objects.filter(pk=notification.pk, dispatched_at__isnull=True).update(
             dispatched_at=timezone.now()):
         return 0  # another worker has it
-    notification = Notification.objects.select_related("user", "tenant").get(pk=pk)
+    # the claim is this worker's alone: the deliveries below are made once, by it
     wanted = channels_for(notification.user, notification.kind)
+    deliveries = []
     if Channel.EMAIL in wanted and settings.EMAIL_HOST and notification.user.email:
-        delivery = _delivery(notification, Channel.EMAIL, None)
-        if delivery is not None:
-            transaction.on_commit(lambda d=delivery.pk: email_send_task.delay(d))
+        deliveries.append(Delivery(notification=notification, channel=Channel.EMAIL))
     if Channel.WEBHOOK in wanted:
-        for webhook in _webhooks_for(notification):
-            delivery = _delivery(notification, Channel.WEBHOOK, webhook)
-            if delivery is not None:
-                transaction.on_commit(lambda d=delivery.pk: webhook_post_task.delay(d))
+        deliveries += [Delivery(notification=notification, channel=Channel.WEBHOOK, webhook=hook)
+                       for hook in _webhooks_for(notification)]
+    if deliveries:
+        with transaction.atomic():
+            for delivery in Delivery.objects.bulk_create(deliveries):
+                send_on_commit(email_send_task if delivery.webhook is None else webhook_post_task,
+                               delivery.pk)
     return 1
 
 
@@ -85,16 +78,6 @@ def _webhooks_for(notification: Notification) -> list[Webhook]:
         owners |= Q(tenant_id=notification.tenant_id)
     return [hook for hook in Webhook.objects.filter(owners, active=True)
             if not hook.kinds or notification.kind in hook.kinds]
-
-
-def _delivery(notification: Notification, channel: str, webhook: Webhook | None
-              ) -> Delivery | None:
-    try:
-        with transaction.atomic():
-            return Delivery.objects.create(notification=notification, channel=channel,
-                                           webhook=webhook)
-    except IntegrityError:
-        return None  # made already
 
 
 @task(ignore_result=True)
@@ -119,24 +102,6 @@ def email_send_task(delivery_id: int) -> None:
     delivery.save(update_fields=["state", "attempts", "last_error", "sent_at"])
 
 
-def webhook_payload(notification: Notification) -> dict[str, Any]:
-    """The JSON a receiver gets: `text` for Slack and Mattermost, the fields for the rest."""
-    link = (f"{settings.PORTAL_PUBLIC_URL.rstrip('/')}{notification.link}"
-            if notification.link else "")
-    return {
-        "text": f"*{notification.title}*\n{notification.text}" + (f"\n{link}" if link else ""),
-        "id": notification.pk,
-        "kind": notification.kind,
-        "title": notification.title,
-        "message": notification.text,
-        "user": notification.user.username,
-        "project": notification.tenant.name if notification.tenant else None,
-        "workload": notification.workload_id,
-        "url": link or None,
-        "created_at": notification.created_at.isoformat(),
-    }
-
-
 @shared_task(bind=True, ignore_result=True, autoretry_for=(ReceiverUnavailable,),
              retry_backoff=True, retry_backoff_max=600, retry_jitter=True,
              max_retries=settings.PORTAL_WEBHOOK_RETRIES)
@@ -145,29 +110,19 @@ def webhook_post_task(self, delivery_id: int) -> None:
         "webhook", "notification__user", "notification__tenant").get(pk=delivery_id)
     if delivery.state != Delivery.State.PENDING or delivery.webhook is None:
         return
-    body = json.dumps(webhook_payload(delivery.notification), separators=(",", ":")).encode()
-    stamp = int(time.time())
-    headers = {"Content-Type": "application/json", "User-Agent": "gpu-portal-webhook/1",
-               TIMESTAMP_HEADER: str(stamp), EVENT_HEADER: delivery.notification.kind,
-               SIGNATURE_HEADER: signature(delivery.webhook.secret, stamp, body)}
     delivery.attempts += 1
-    try:
-        answer = httpx.post(delivery.webhook.url, content=body, headers=headers,
-                            timeout=settings.PORTAL_WEBHOOK_TIMEOUT_SECONDS,
-                            follow_redirects=False)
-    except httpx.HTTPError as exc:
-        _attempt_failed(self, delivery, f"{type(exc).__name__}: {exc}", None)
+    result = webhook_post(delivery.webhook, webhook_payload(delivery.notification),
+                          event=delivery.notification.kind)
+    if result.retry:
+        _attempt_failed(self, delivery, result.error, result.status)
         return
-    if answer.status_code >= 500 or answer.status_code == 429:
-        _attempt_failed(self, delivery, f"answered {answer.status_code}", answer.status_code)
-        return
-    delivery.last_status = answer.status_code
-    if answer.is_success:
+    delivery.last_status = result.status
+    if result.sent:
         delivery.state, delivery.sent_at, delivery.last_error = (
             Delivery.State.SENT, timezone.now(), "")
-    else:  # 4xx: the receiver refuses this request; sending it again changes nothing
-        delivery.state = Delivery.State.FAILED
-        delivery.last_error = f"answered {answer.status_code}"
+    else:  # 4xx, a redirect, a refused address: sending it again changes nothing
+        delivery.state, delivery.last_error = Delivery.State.FAILED, result.error[:2000]
+        log.warning("webhook delivery %s failed: %s", delivery.pk, result.error)
     delivery.save(update_fields=["state", "attempts", "last_status", "last_error", "sent_at"])
 
 

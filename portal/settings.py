@@ -113,6 +113,7 @@ TEMPLATES = [
                 "identity.context_processors.identity",
                 "usage.context_processors.gpu_alerts",
                 "kube.context_processors.cluster_status",
+                "notifications.context_processors.notifications_bell",
             ],
         },
     },
@@ -371,6 +372,9 @@ PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", def
 # a budget with "stop at exhaustion" warns the running workloads when it is used up, and stops
 # them this many minutes later
 PORTAL_BUDGET_STOP_GRACE_MINUTES = env.int("PORTAL_BUDGET_STOP_GRACE_MINUTES", default=15)
+# webhooks may post to loopback, link-local, private and the cluster's own addresses (off: only
+# the public internet, checked at creation and again at each POST; notifications/webhook_urls.py)
+PORTAL_WEBHOOK_ALLOW_PRIVATE = env.bool("PORTAL_WEBHOOK_ALLOW_PRIVATE", default=False)
 # the image of the SSH server an init container puts into workloads with SSH (sshd/Dockerfile:
 # the static gpu-portal-sshd binary alone)
 PORTAL_SSH_SERVER_IMAGE = env.str("PORTAL_SSH_SERVER_IMAGE",
@@ -488,6 +492,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # "kind" names a workload's kind (service/batch) and a notification's: one enum each
+    "ENUM_NAME_OVERRIDES": {"NotificationKindEnum": "notifications.models.Kind",
+                            "KindEnum": "catalogue.models.Template.Kind"},
 }
 
 # --- static files -------------------------------------------------------------------------

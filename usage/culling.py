@@ -22,8 +22,8 @@ The cycle (`idle_check`, every PORTAL_IDLE_CHECK_SECONDS by beat), per running w
   under the threshold): stopped through `workload_stop`
   (the record, events and usage stay), audited `workload.idle_stop`;
 - not warned and idle: warned — a Warning event, the banner on the workload page (with
-  "I still need it"), an e-mail to the owner when e-mail is configured (EMAIL_HOST) and the
-  owner's address is known, audited `workload.idle_warn`.
+  "I still need it"), a notification to the owner (notifications.notify: in the portal, by
+  e-mail and webhooks as they chose), audited `workload.idle_warn`.
 
 "I still need it" (`workload_idle_extend`) withdraws the warning and starts the idle window
 again from that moment: the workload can be warned again only after a whole new idle
@@ -43,7 +43,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from tenants.models import Quota
-from workloads.journal import mail_owner, workload_event
+from workloads.journal import notify_owner, workload_event
 from workloads.models import Workload
 from workloads.services import workload_stop
 
@@ -171,15 +171,9 @@ def _warning_text(workload: Workload, quota: Quota, window: IdleWindow,
     return text
 
 
-def _send_warning_mail(workload: Workload, text: str) -> None:
-    """The warning by e-mail: only with EMAIL_HOST set and the owner's address known."""
-    mail_owner(workload, subject=f"{workload.name} in {workload.tenant.name} is idle",
-               lead="is idle", text=text, what="idle warning")
-
-
 def workload_idle_warn(*, workload: Workload, quota: Quota, window: IdleWindow,
                        now: dt.datetime) -> WorkloadIdle:
-    """Warn an idle workload: event, banner (the state's warned_at), e-mail, audit."""
+    """Warn an idle workload: event, banner (the state's warned_at), notification, audit."""
     with transaction.atomic():
         state = _locked_state(workload)
         if state.warned_at is not None or state.cull_exempt:
@@ -200,7 +194,9 @@ def workload_idle_warn(*, workload: Workload, quota: Quota, window: IdleWindow,
                             "threshold": quota.idle_threshold_percent,
                             "idle_minutes": quota.idle_minutes, "action": quota.idle_action,
                             "stop_at": stop_at.isoformat() if stop_at else None})
-        transaction.on_commit(lambda: _send_warning_mail(workload, text))
+        notify_owner(workload, kind="idle_warning",
+                     title=f"{workload.name} (#{workload.pk}) is idle", text=text,
+                     key=f"idle:{workload.pk}:{now.isoformat()}")
     return state
 
 

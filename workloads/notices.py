@@ -5,18 +5,19 @@ is suspended (its pod is stopped with its termination grace period, Kubernetes' 
 its work) and goes back to the queue, where it starts again when GPUs are
 free; nothing is lost. The tracker sees the move from running back to queued and calls
 `workload_reclaimed`: a Warning event (on the workload page and in its events), an audit record
-(the admins' trail of reclaims) and, where mail is configured, an e-mail, as idle culling warns.
+(the admins' trail of reclaims) and a notification to the owner (notifications: in the portal,
+by e-mail and webhooks as they chose), as idle culling warns.
 """
 
 from __future__ import annotations
 
 import logging
 
-from django.db import transaction
+from django.utils import timezone
 
 from audit.services import audit_record
 
-from .journal import mail_owner, workload_event
+from .journal import notify_owner, workload_event
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def reclaim_text(workload, reason: str) -> str:
 
 
 def workload_reclaimed(*, workload, reason: str) -> None:
-    """The notice of a preemption: event, audit record, e-mail (after the commit)."""
+    """The notice of a preemption: event, audit record, notification."""
     text = reclaim_text(workload, reason)
     workload_event(workload=workload, reason="Preempted", message=text, type="Warning",
                    source="queue")
@@ -42,6 +43,5 @@ def workload_reclaimed(*, workload, reason: str) -> None:
                  after={"id": workload.pk, "gpu_type": workload.gpu_type.slug,
                         "gpu_count": workload.gpu_count, "nodes": workload.nodes,
                         "reason": reason})
-    transaction.on_commit(lambda: mail_owner(
-        workload, subject=f"{workload.name} in {workload.tenant.name} was preempted",
-        lead="gave its GPUs back", text=text, what="preemption"))
+    notify_owner(workload, kind="reclaim", title=f"{workload.name} (#{workload.pk}) was preempted",
+                 text=text, key=f"reclaim:{workload.pk}:{timezone.now().isoformat()}")

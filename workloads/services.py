@@ -29,7 +29,7 @@ from tenants.models import Quota, Tenant
 from tenants.queueing import gpu_reach
 
 from . import metrics
-from .journal import workload_event
+from .journal import notify_owner, workload_event
 from .launch_spec import launch_spec_from_rows
 from .models import Workload
 from .querysets import CPU_TOTAL, GPU_TOTAL, MEMORY_TOTAL
@@ -277,6 +277,12 @@ def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
         audit_record(actor=user, action="workload.stop", tenant=workload.tenant,
                      target=workload.object_name, before={"state": before},
                      after={"state": workload.state, "reason": workload.reason})
+        if user is None or user.pk != workload.owner_id:
+            # the owner hears of a stop they did not make (the portal's: idle, runtime limit,
+            # budget; a manager's)
+            notify_owner(workload, kind="stopped", key=f"stopped:{workload.pk}",
+                         title=f"{workload.name} (#{workload.pk}) was stopped",
+                         text=f"{workload.name} in {workload.tenant.name}: {reason}")
         send_on_commit(workload_stop_task, workload.pk)
     return workload
 

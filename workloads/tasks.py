@@ -18,7 +18,7 @@ from kube.kueue import queueing_on
 from tenants.kueue import QUEUED_REASON
 from tenants.provisioning import tenant_reconcile
 
-from .journal import workload_event
+from .journal import notify_owner, workload_event
 from .models import Workload
 from .objects import workload_address_release, workload_objects_create, workload_objects_delete
 from .services import workload_launch_spec_freeze, workload_stop
@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 # A launch keeps trying for about three minutes (1 + 2 + 4 + 8 + 16 + 30 × 5 s) before it fails
 # with "the cluster could not be reached".
+# the owner of a workload with a maximum runtime hears this long before it is stopped
+RUNTIME_NEAR = dt.timedelta(minutes=30)
 MAX_RETRIES = 10
 MAX_BACKOFF_SECONDS = 30
 
@@ -107,10 +109,32 @@ def workload_create_task(self, workload_id: int) -> None:
         next_state, reason = Workload.State.QUEUED, QUEUED_REASON
     else:
         next_state, reason = Workload.State.PENDING, "Waiting for the cluster to start it."
-    workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
-                        to=next_state, reason=reason)
+    moved = workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
+                                to=next_state, reason=reason)
     workload_event(workload=workload, reason="Created",
                    message=", ".join(created) if created else "objects already present (adopted)")
+    if moved and queued:
+        _queued_notice(workload)
+
+
+def _queued_notice(workload: Workload) -> None:
+    """The owner hears that the launch waits in the queue, with its place and estimate where
+    they are known (Kueue may not list it yet: then the estimate alone)."""
+    from .queue import queue_places, queue_text
+
+    workload.refresh_from_db()
+    if workload.state != Workload.State.QUEUED:
+        return  # admitted already: "started" tells it
+    try:
+        place = queue_places([workload]).get(workload.pk)
+    except Exception:  # noqa: BLE001 - the place is a courtesy; the notice goes without it
+        log.info("workload %s: no queue place for its notice", workload.pk, exc_info=True)
+        place = None
+    notify_owner(workload, kind="queued", key=f"queued:{workload.pk}:{workload.launch_attempts}",
+                 title=f"{workload.name} (#{workload.pk}) is queued",
+                 text=f"{workload.name} in {workload.tenant.name} waits for "
+                      f"{workload.gpu_total}× {workload.gpu_type.slug}: "
+                      f"{queue_text(workload, place)}.")
 
 
 def _creating_reason(workload_id: int, reason: str) -> None:
@@ -221,10 +245,31 @@ def workloads_requeue_stale() -> int:
 
 
 @shared_task(ignore_result=True)
+def _runtime_near_notices(now: dt.datetime) -> int:
+    """The owners of workloads that reach their maximum runtime within RUNTIME_NEAR are told
+    once (the key names the limit: a limit moved later is told again)."""
+    told = 0
+    near = Workload.objects.filter(
+        state=Workload.State.RUNNING, expires_at__gt=now, expires_at__lte=now + RUNTIME_NEAR,
+        # a run no longer than the notice's lead: its owner knew the end when they launched it
+        max_runtime_minutes__gt=RUNTIME_NEAR.total_seconds() / 60,
+    ).select_related("owner", "tenant", "gpu_type")
+    for workload in near:
+        left = max(round((workload.expires_at - now).total_seconds() / 60), 1)
+        told += notify_owner(
+            workload, kind="runtime_near", key=f"runtime:{workload.pk}:{int(workload.expires_at.timestamp())}",
+            title=f"{workload.name} (#{workload.pk}) stops in {left} min",
+            text=f"{workload.name} in {workload.tenant.name} reaches its maximum runtime of "
+                 f"{workload.max_runtime_minutes} minutes at {workload.expires_at:%Y-%m-%d %H:%M %Z}"
+                 " and will be stopped then. Save your work.")
+    return told
+
+
 def workloads_enforce_runtime() -> int:
-    """Periodic: stop services that reached their maximum runtime (Jobs have
-    activeDeadlineSeconds for that)."""
+    """Periodic: tell the owners of workloads near their maximum runtime (once each), and stop
+    services that reached it (Jobs have activeDeadlineSeconds for that)."""
     now = timezone.now()
+    _runtime_near_notices(now)
     due = Workload.objects.filter(state=Workload.State.RUNNING, expires_at__lte=now)
     count = 0
     for workload in due:

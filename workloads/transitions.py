@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from core.contention import retry_on_contention
 
-from .journal import workload_event
+from .journal import state_notice, workload_event
 from .models import Workload
 
 log = logging.getLogger(__name__)
@@ -120,4 +120,7 @@ def _transition(pk: int, allowed: frozenset[str], to: str, reason: str | None,
         Workload.objects.filter(pk=pk).update(**updates)
         if event is not None and current != to:
             workload_event(workload=locked, **event)
+        if current != to:
+            state_notice(locked, before=current, after=to,
+                         reason=updates.get("reason", locked.reason), at=now)
     return True

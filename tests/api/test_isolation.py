@@ -10,6 +10,9 @@ fails when an operation is added without an entry here, so no endpoint escapes t
 - a member cannot change another member's workload; a manager can;
 - and the positive controls: the same requests succeed for those allowed to make them, so the
   404s and 403s above are not an artefact of a missing object.
+A user's own rows (notifications, their webhooks: PERSONAL targets) belong to the person, not
+the project: another user's is a 404 whoever asks (admins and the project's managers included),
+their owner reaches them with any of their projects' tokens, and a reader may change their own.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from django.contrib.auth import get_user_model
 from django.test import Client, TestCase
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
 from access.models import TenantServiceAccess
 from budgets.models import Budget
+from notifications.models import Kind, Notification, Webhook
 from tenants.models import Quota, Tenant
 from tenants.services import quota_update
 from workloads.models import Workload
@@ -37,12 +42,14 @@ pytestmark = pytest.mark.django_db
 class Endpoint:
     method: str
     path: str  # as in the schema: /api/v1/workloads/{id}/stop/
-    target: str | None = None  # what {id} (or the query parameter) names: "workload"/"tenant"
+    target: str | None = None  # what {id} (or the query parameter) names: "workload"/"tenant",
+    # or one of a user's own rows (PERSONAL: "notification"/"webhook", researcher's in vision)
     query_param: str | None = None  # the object is named by this query parameter, not {id}
     writes: bool = False
     admin_only: bool = False
     manager_only: bool = False  # the project's managers (and admins)
-    lists: str | None = None  # a list of tenant-owned objects: "workload" or "tenant"
+    lists: str | None = None  # a list of tenant-owned objects: "workload" or "tenant"; or
+    # of a user's own rows: "notification", "webhook"
     body: dict[str, Any] | str | None = None  # FULL_QUOTA: the tenant's whole quota, changed
     ok: int = 200  # the status of the positive control
 
@@ -57,13 +64,18 @@ class Endpoint:
     def url(self, world: World, tenant: str = "vision") -> str:
         if self.target is None:
             return self.path
-        obj = world.workloads[tenant] if self.target == "workload" else world.tenants[tenant]
+        obj = (world.personal[self.target][tenant] if self.target in PERSONAL
+               else world.workloads[tenant] if self.target == "workload"
+               else world.tenants[tenant])
         if self.query_param:
             return f"{self.path}?{self.query_param}={obj.pk}"
         return self.path.replace("{id}", str(obj.pk))
 
 
 FULL_QUOTA = "full-quota"
+PROJECT_WEBHOOK = "project-webhook"  # a webhook of vision-lab's: its managers' and admins'
+PERSONAL = ("notification", "webhook")
+PUBLIC_WEBHOOK_URL = "https://93.184.215.14/services/T0/B0/secret"
 LAUNCH = {"name": "probe", "template": "jupyter", "gpu_type": "a100", "gpu_count": 1}
 QUOTA_PATCH = {"max_workloads": 7}
 SSH_PUBLIC_KEY = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
@@ -108,6 +120,19 @@ ENDPOINTS = [
     # usage names its objects in the query: each way is a row of its own
     Endpoint("GET", "/api/v1/usage/", target="tenant", query_param="tenant"),
     Endpoint("GET", "/api/v1/usage/", target="workload", query_param="workload"),
+    # the caller's own notifications and webhooks (PERSONAL): marking read, preferences and
+    # one's own webhooks change only the caller's rows (writes=False: a reader may)
+    Endpoint("GET", "/api/v1/notifications/", lists="notification"),
+    Endpoint("POST", "/api/v1/notifications/{id}/read/", target="notification"),
+    Endpoint("POST", "/api/v1/notifications/read-all/"),
+    Endpoint("GET", "/api/v1/notifications/unread-count/"),
+    Endpoint("GET", "/api/v1/notifications/preferences/"),
+    Endpoint("PUT", "/api/v1/notifications/preferences/", body={"failed": {"email": False}}),
+    Endpoint("GET", "/api/v1/notifications/webhooks/", lists="webhook"),
+    Endpoint("POST", "/api/v1/notifications/webhooks/", writes=True, manager_only=True,
+             body=PROJECT_WEBHOOK, ok=201),
+    Endpoint("DELETE", "/api/v1/notifications/webhooks/{id}/", target="webhook", ok=204),
+    Endpoint("POST", "/api/v1/notifications/webhooks/{id}/test/", target="webhook"),
 ]
 BY_KEY = {endpoint.key: endpoint for endpoint in ENDPOINTS}
 # operations no Keystone token reaches: a workload's SSH server reports its sessions with the
@@ -160,13 +185,17 @@ class World:
     tokens: dict[str, str]
     tenants: dict[str, Tenant]
     workloads: dict[str, Workload]
+    # "notification"/"webhook" → "vision": researcher's (vision-lab), "nlp": student's
+    personal: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def call(self, who: str, endpoint: Endpoint, url: str | None = None, *,
              body: dict[str, Any] | None = None, query: dict[str, str] | None = None):
         url = url or endpoint.url(self)
         client = Client(HTTP_X_AUTH_TOKEN=self.tokens[who])
         if body is None and endpoint.body is not None:
-            body = endpoint.body if isinstance(endpoint.body, dict) else self.full_quota()
+            body = (endpoint.body if isinstance(endpoint.body, dict)
+                    else {"url": PUBLIC_WEBHOOK_URL, "tenant": self.tenants["vision"].pk}
+                    if endpoint.body == PROJECT_WEBHOOK else self.full_quota())
         method = getattr(client, endpoint.method.lower())
         # side effects (tasks) are queued on commit: capture them, run none
         with TestCase.captureOnCommitCallbacks(execute=False):
@@ -199,6 +228,14 @@ def world(tokens, gpu_types, cluster) -> World:
         workload = Workload.objects.get(pk=response.json()["id"])
         assert workload.ssh  # Jupyter's default: its SSH certificate is in the matrix
         world.workloads[key] = workload
+    for key, username in (("vision", "researcher"), ("nlp", "student")):
+        owner = get_user_model().objects.get(username=username)
+        world.personal.setdefault("notification", {})[key] = Notification.objects.create(
+            user=owner, tenant=world.tenants[key], kind=Kind.FINISHED, key=f"probe:{key}",
+            title=f"{key} probe finished")
+        # a loopback URL: the test button's POST is refused at send time, no packet leaves
+        world.personal.setdefault("webhook", {})[key] = Webhook.objects.create(
+            user=owner, url="http://127.0.0.1:9/hook", secret="s" * 64)
     return world
 
 
@@ -209,6 +246,8 @@ def snapshot(world: World) -> tuple:
         sorted(Quota.objects.values_list("tenant_id", "max_workloads", "gpus_total")),
         sorted(TenantServiceAccess.objects.values_list("tenant_id", "who", "allow_public")),
         sorted(Budget.objects.values_list("tenant_id", "gpu_hours", "hard")),
+        sorted(Notification.objects.values_list("pk", "read_at")),
+        sorted(Webhook.objects.values_list("pk", "user_id", "tenant_id", "url")),
     )
 
 
@@ -220,11 +259,13 @@ def assert_error(response, status: int, code: str | None = None) -> None:
         assert body["code"] == code, body
 
 
-TARGETED = [e for e in ENDPOINTS if e.target is not None]
+TARGETED = [e for e in ENDPOINTS if e.target is not None and e.target not in PERSONAL]
 WRITES = [e for e in ENDPOINTS if e.writes]
 ADMIN = [e for e in ENDPOINTS if e.admin_only]
 MANAGER = [e for e in ENDPOINTS if e.manager_only]
-LISTS = [e for e in ENDPOINTS if e.lists]
+LISTS = [e for e in ENDPOINTS if e.lists and e.lists not in PERSONAL]
+OWN_ROWS = [e for e in ENDPOINTS if e.target in PERSONAL]
+OWN_LISTS = [e for e in ENDPOINTS if e.lists in PERSONAL]
 
 
 @pytest.mark.parametrize("endpoint", TARGETED, ids=ids(TARGETED))
@@ -323,6 +364,32 @@ def test_a_member_cannot_change_another_members_workload(world, endpoint):
 def test_a_manager_may_change_every_workload_of_the_project(world, endpoint):
     response = world.call("lead@vision", endpoint)
     assert response.status_code == endpoint.ok, response.content[:500]
+
+
+@pytest.mark.parametrize("endpoint", OWN_ROWS, ids=ids(OWN_ROWS))
+@pytest.mark.parametrize("who", ["student@nlp", "lead@vision", "admin@admin"])
+def test_another_users_own_row_is_404_whoever_asks(world, endpoint, who):
+    """researcher's notification and webhook: their project's manager and an admin get a 404
+    as anyone else does."""
+    before = snapshot(world)
+    assert_error(world.call(who, endpoint), 404, "not_found")
+    assert snapshot(world) == before
+
+
+@pytest.mark.parametrize("endpoint", OWN_ROWS, ids=ids(OWN_ROWS))
+def test_a_users_own_rows_are_theirs_with_any_projects_token(world, endpoint):
+    response = world.call("researcher@nlp", endpoint)
+    assert response.status_code == endpoint.ok, (response.status_code, response.content[:500])
+
+
+@pytest.mark.parametrize("endpoint", OWN_LISTS, ids=ids(OWN_LISTS))
+@pytest.mark.parametrize("who", ["student@nlp", "lead@vision", "admin@admin"])
+def test_own_lists_show_only_the_callers_rows(world, endpoint, who):
+    body = world.call(who, endpoint, query={"page_size": "500"}).json()
+    listed = {row["id"] for row in body["results"]}
+    assert world.personal[endpoint.lists or ""]["vision"].pk not in listed
+    if who == "student@nlp":  # their own is there: the list does list rows
+        assert world.personal[endpoint.lists or ""]["nlp"].pk in listed
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS, ids=ids(ENDPOINTS))

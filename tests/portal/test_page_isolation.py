@@ -11,7 +11,9 @@ a rule; the first test fails when a page is added without one, so no page escape
 - PROJECT: a page about the current project's tenant (its budget), for every role in it: it
   names that project and no other;
 - WORKLOAD: one workload, through `scoped_object`: another tenant's is a 404 (never a 403),
-  for every method; a write by a reader, or by a member on another member's workload, is 403.
+  for every method; a write by a reader, or by a member on another member's workload, is 403;
+- PERSONAL: one of a user's own rows (a notification, their webhook): another user's is a 404,
+  whoever asks (the project's manager and admins included).
 For each, with real Keystone users of two tenants (vision-lab, nlp-lab): an anonymous caller is
 sent to the login page; and the positive controls: the same requests succeed for those allowed
 to make them, so the 404s and 403s are not an artefact of a missing object.
@@ -36,6 +38,7 @@ from identity.client import KeystoneClient
 from identity.identity import Identity
 from identity.roles import is_portal_admin
 from identity.services import user_sync
+from notifications.models import Kind, Notification, Webhook
 from tenants.models import Quota, Tenant
 from tenants.services import quota_update, tenant_ensure
 from usage.models import GpuUsageRollup
@@ -43,8 +46,9 @@ from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC, LOGIN, ADMIN, TENANT_LIST, LAUNCH, WORKLOAD, PROJECT = (
-    "public", "login", "admin", "tenant-list", "launch", "workload", "project")
+PUBLIC, LOGIN, ADMIN, TENANT_LIST, LAUNCH, WORKLOAD, PERSONAL, PROJECT = (
+    "public", "login", "admin", "tenant-list", "launch", "workload", "personal",
+    "project")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +66,8 @@ class Page:
     def url(self, world: World, tenant: str = "vision") -> str:
         if self.target is None:
             return reverse(self.name)
-        obj = {"workload": world.workloads, "tenant": world.tenants}.get(self.target)
+        obj = {"workload": world.workloads, "tenant": world.tenants,
+               **world.personal}.get(self.target)
         pk = obj[tenant].pk if obj is not None else world.catalogue[self.target].pk
         return reverse(self.name, kwargs={"pk": pk})
 
@@ -124,6 +129,16 @@ PAGES = [
     # the tenant page's SSH switch (issue 26): admins only
     Page("access-admin:tenant-ssh", ADMIN, method="POST", target="tenant", ok=302,
          data={"ssh_enabled": "on"}),
+    # a user's own notifications, settings and webhooks (issue 27)
+    Page("notifications:list", LOGIN),
+    Page("notifications:bell", LOGIN, htmx=True),
+    Page("notifications:read-all", LOGIN, method="POST", ok=302),
+    Page("notifications:preferences", LOGIN),
+    Page("notifications:webhook-add", LOGIN, method="POST", ok=400),  # no URL: the form again
+    Page("notifications:read", PERSONAL, method="POST", target="notification", ok=302),
+    Page("notifications:webhook-delete", PERSONAL, method="POST", target="webhook", ok=302),
+    # a loopback URL: refused at send time, the page says so
+    Page("notifications:webhook-test", PERSONAL, method="POST", target="webhook", ok=302),
 ]
 BY_NAME = {page.name: page for page in PAGES}
 SKIPPED_PREFIXES = ("api/", "o/", "static/")
@@ -166,6 +181,8 @@ class World:
     workloads: dict[str, Workload]
     catalogue: dict[str, object]
     clients: dict[str, Client] = dataclasses.field(default_factory=dict)
+    # "notification"/"webhook" → "vision": researcher's, "nlp": student's
+    personal: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
 
     def client(self, who: str) -> Client:
         """`who`'s browser, signed in on first use."""
@@ -263,6 +280,12 @@ def world(identities, gpu_types, cluster) -> World:
                               "max_workloads": 10})
         world.tenants[key] = tenant
         world.workloads[key] = make_workload(tenant, owner, NAMES[key])
+        user = get_user_model().objects.get(username=owner)
+        world.personal.setdefault("notification", {})[key] = Notification.objects.create(
+            user=user, tenant=tenant, kind=Kind.FINISHED, key=f"probe:{key}",
+            title=f"{NAMES[key]} finished")
+        world.personal.setdefault("webhook", {})[key] = Webhook.objects.create(
+            user=user, url="http://127.0.0.1:9/hook", secret="s" * 64)
     return world
 
 
@@ -272,6 +295,8 @@ def snapshot() -> tuple:
         sorted(Workload.objects.values_list("pk", "state", "deleted_at")),
         sorted(Quota.objects.values_list("tenant_id", "max_workloads", "gpus_total")),
         sorted(Tenant.objects.values_list("pk", "state", "allow_root_templates")),
+        sorted(Notification.objects.values_list("pk", "read_at")),
+        sorted(Webhook.objects.values_list("pk", "url")),
     )
 
 
@@ -285,6 +310,16 @@ WORKLOAD_PAGES = [p for p in PAGES if p.rule == WORKLOAD]
 LIST_PAGES = [p for p in PAGES if p.rule == TENANT_LIST]
 READER_REFUSED = [p for p in PAGES if p.rule == LAUNCH or (p.rule == WORKLOAD and p.writes)]
 OTHERS_WORKLOAD = [p for p in WORKLOAD_PAGES if p.writes]
+PERSONAL_PAGES = [p for p in PAGES if p.rule == PERSONAL]
+
+
+@pytest.mark.parametrize("page", PERSONAL_PAGES, ids=ids(PERSONAL_PAGES))
+@pytest.mark.parametrize("who", ["student@nlp", "lead@vision", "admin@admin"])
+def test_another_users_own_row_is_404_whoever_asks(world, page, who):
+    world.client(who)  # signed in first: an admin's first sign-in records the admin project
+    before = snapshot()
+    assert world.call(who, page).status_code == 404
+    assert snapshot() == before
 
 
 @pytest.mark.parametrize("page", NOT_PUBLIC, ids=ids(NOT_PUBLIC))
@@ -400,8 +435,10 @@ def test_positive_control_the_allowed_caller_succeeds(world, page):
         assert urlsplit(response["Location"]).path != reverse("login"), response["Location"]
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if p.target is not None],
-                         ids=ids([p for p in PAGES if p.target is not None]))
+TENANT_TARGETED = [p for p in PAGES if p.target is not None and p.rule != PERSONAL]
+
+
+@pytest.mark.parametrize("page", TENANT_TARGETED, ids=ids(TENANT_TARGETED))
 def test_an_admin_reaches_every_tenants_objects(world, page):
     """An admin, signed in to the admin project, reaches nlp-lab's objects on the admins'
     pages; on the researcher's pages, an admin sees every tenant's workload too."""

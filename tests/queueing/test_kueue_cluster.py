@@ -19,6 +19,7 @@ from audit.models import AuditRecord
 from catalogue.models import Template
 from kube.client import Kube, KubeUnavailable
 from kube.labels import QUEUE_LABEL
+from notifications.models import Notification
 from stack.k8s.addons import addon
 from tenants.kueue import COHORT, LOCAL_QUEUE
 from tenants.models import Quota
@@ -131,6 +132,11 @@ def test_a_borrower_is_preempted_warned_requeued_and_finishes(queued_cluster, ow
     # requeued, not lost: it runs again once the GPUs are free, and finishes
     track_until(tracker, lambda: state_of(big).state == S.SUCCEEDED, timeout=90,
                 describe=lambda: f"{big.state}: {big.reason}")
+    # its owner heard each step once: queued at launch, running, preempted, running again,
+    # finished
+    assert list(Notification.objects.filter(workload_id=big.pk).order_by("id")
+                .values_list("kind", flat=True)) == ["queued", "started", "reclaim",
+                                                     "started", "finished"]
 
 
 def test_queue_place_and_estimate_and_a_launch_that_can_never_be_admitted(
@@ -219,6 +225,9 @@ def test_a_service_waits_gated_ahead_of_batch_and_starts_when_gpus_are_free(
         return found if None not in found else []
 
     assert eventually(places, timeout=30, message="Kueue does not list both") == [1, 2]
+    # the launch's owner was told it waits, once, with where it stands
+    queued, = Notification.objects.filter(workload_id=notebook.pk, kind="queued")
+    assert "waits for 1× a100: queued" in queued.text
     # the GPU comes back: the notebook is admitted, the batch job waits on
     workload_stop(workload=job, user=owner)
     workload_stop_task(job.pk)

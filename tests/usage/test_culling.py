@@ -142,7 +142,11 @@ def test_an_idle_workload_is_warned_then_stopped(vision, kube, settings, researc
     # the stop task removed its objects from the cluster
     assert not kube.list("Deployment", vision.namespace,
                          label_selector=f"gpu-portal.io/workload-id={workload.pk}")["items"]
-    assert len(mail.outbox) == 1
+    # one warning, then the stop's own notice (the portal stopped it, not its owner)
+    assert [m.subject for m in mail.outbox] == [
+        f"[GPU portal] idle-nb (#{workload.pk}) is idle",
+        f"[GPU portal] idle-nb (#{workload.pk}) was stopped"]
+    assert "stopped as idle" in mail.outbox[1].body
 
 
 def test_i_still_need_it_prevents_the_stop(vision, kube, researcher_page):

@@ -148,8 +148,10 @@ def mark(row: dict[str, Any], outcome: Outcome) -> bool | None:
         if outcome.state in Workload.FINAL_STATES and locked.kind == BATCH and locked.ssh:
             # its Service held an address for SSH while it ran: give it back now
             send_on_commit(workload_address_release_task, locked.pk)
-        if row["state"] == State.RUNNING and outcome.state == State.QUEUED:
-            # Kueue took its GPUs back for the tenant that lent them: tell its owner
+        if outcome.state == State.QUEUED and row["state"] in (State.RUNNING, State.PENDING) \
+                and locked.started_at is not None:
+            # Kueue took its GPUs back for the tenant that lent them: tell its owner (seen
+            # straight from running, or through pending while its pod was being stopped)
             workload_reclaimed(workload=locked, reason=reason)
     return True
 

@@ -1,0 +1,91 @@
+"""API shapes of notifications, preferences and webhooks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from ..models import Kind, Notification, Webhook
+
+
+class NotificationSerializer(serializers.ModelSerializer[Notification]):
+    workload = serializers.IntegerField(source="workload_id", allow_null=True)
+    project = serializers.SerializerMethodField(help_text="the project's name, if any")
+    read = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Notification
+        fields = ["id", "kind", "title", "text", "workload", "project", "link", "created_at",
+                  "read", "read_at"]
+        read_only_fields = fields
+
+    def get_project(self, obj: Notification) -> str | None:
+        return obj.tenant.name if obj.tenant_id and obj.tenant else None
+
+    def get_read(self, obj: Notification) -> bool:
+        return obj.read_at is not None
+
+
+class UnreadCountSerializer(serializers.Serializer[dict[str, int]]):
+    unread = serializers.IntegerField()
+
+
+class ReadAllSerializer(serializers.Serializer[dict[str, int]]):
+    marked = serializers.IntegerField(help_text="how many were unread")
+
+
+class PreferencesSerializer(serializers.Serializer[dict[str, Any]]):
+    """{kind: {channel: bool}} for every kind and channel (the schema's shape; the view
+    validates through services.preferences_clean)."""
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        return instance
+
+
+class WebhookSerializer(serializers.ModelSerializer[Webhook]):
+    url = serializers.SerializerMethodField(
+        help_text="only for who may manage the webhook (its owner; a project's managers)")
+    project = serializers.SerializerMethodField()
+    manageable = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Webhook
+        fields = ["id", "url", "project", "kinds", "active", "manageable", "created_at"]
+        read_only_fields = fields
+
+    def _manageable(self, obj: Webhook) -> bool:
+        return bool(self.context.get("manageable", {}).get(obj.pk))
+
+    def get_url(self, obj: Webhook) -> str | None:
+        return obj.url if self._manageable(obj) else None
+
+    def get_project(self, obj: Webhook) -> str | None:
+        return obj.tenant.name if obj.tenant_id and obj.tenant else None
+
+    def get_manageable(self, obj: Webhook) -> bool:
+        return self._manageable(obj)
+
+
+class WebhookCreateSerializer(serializers.Serializer[dict[str, Any]]):
+    url = serializers.CharField(max_length=500)
+    kinds = serializers.ListField(child=serializers.ChoiceField(choices=Kind.choices),
+                                  required=False, default=list,
+                                  help_text="the kinds it gets; empty: every kind")
+    tenant = serializers.IntegerField(required=False, allow_null=True,
+                                      help_text="a project's id: the project's webhook "
+                                                "(its managers and admins); none: your own")
+
+
+class WebhookCreatedSerializer(WebhookSerializer):
+    secret = serializers.CharField(help_text="the HMAC signing key: shown this once")
+
+    class Meta(WebhookSerializer.Meta):
+        fields = [*WebhookSerializer.Meta.fields, "secret"]
+        read_only_fields = fields
+
+
+class WebhookTestSerializer(serializers.Serializer[dict[str, Any]]):
+    sent = serializers.BooleanField(help_text="the receiver answered 2xx")
+    status = serializers.IntegerField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)

@@ -1,0 +1,14 @@
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from .views import NotificationViewSet, PreferencesView, WebhookViewSet
+
+router = SimpleRouter()
+router.register("notifications/webhooks", WebhookViewSet, basename="notification-webhook")
+router.register("notifications", NotificationViewSet, basename="notification")
+
+urlpatterns = [
+    path("notifications/preferences/", PreferencesView.as_view(),
+         name="notification-preferences"),
+    *router.urls,
+]

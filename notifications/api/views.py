@@ -1,0 +1,171 @@
+"""`/api/v1/notifications/`: the caller's own notifications, their preferences and webhooks.
+
+A notification is addressed to one person: every lookup starts from the caller's own rows
+(PersonalQuerySet.restrict), whatever the project and the role, admins included: another
+user's notification or webhook is a 404. A project's webhooks are seen by its people (that one
+exists) and managed (URL, delete, test) by its managers and admins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api.authentication import APIRequest
+from identity.scoping import Action
+from tenants.models import Tenant
+
+from ..filtersets import NotificationFilterSet
+from ..models import Channel, Kind, Notification, Webhook
+from ..selectors import preferences_of, unread_count, webhook_manageable
+from ..services import (
+    PreferencesInvalid,
+    notification_read,
+    notifications_read_all,
+    preferences_clean,
+    preferences_set,
+    webhook_create,
+    webhook_delete,
+    webhook_test,
+)
+from ..webhook_urls import WebhookURLRefused
+from .serializers import (
+    NotificationSerializer,
+    ReadAllSerializer,
+    UnreadCountSerializer,
+    WebhookCreatedSerializer,
+    WebhookCreateSerializer,
+    WebhookSerializer,
+    WebhookTestSerializer,
+)
+
+
+class OwnRows:
+    """get_queryset(): the model's rows restricted to the caller (`restrict(identity)`)."""
+
+    request: APIRequest
+    queryset: QuerySet[Any]
+
+    def get_queryset(self) -> QuerySet[Any]:
+        if getattr(self, "swagger_fake_view", False):  # the schema generator: no request
+            return self.queryset.none()
+        return self.queryset.all().restrict(self.request.identity)  # type: ignore[attr-defined]
+
+
+class NotificationViewSet(OwnRows, mixins.ListModelMixin,
+                          viewsets.GenericViewSet[Notification]):
+    """Your notifications, newest first (`?unread=true`, `?kind=`)."""
+
+    queryset = Notification.objects.select_related("tenant")
+    serializer_class = NotificationSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = NotificationFilterSet
+    lookup_value_regex = r"\d+"
+
+    @extend_schema(request=None, responses=NotificationSerializer)
+    @action(detail=True, methods=["post"])
+    def read(self, request: APIRequest, pk: str) -> Response:
+        notification = self.get_object()
+        notification_read(notification=notification)
+        notification.refresh_from_db(fields=["read_at"])
+        return Response(NotificationSerializer(notification).data)
+
+    @extend_schema(request=None, responses=ReadAllSerializer)
+    @action(detail=False, methods=["post"], url_path="read-all")
+    def read_all(self, request: APIRequest) -> Response:
+        return Response({"marked": notifications_read_all(user=request.user)})
+
+    @extend_schema(responses=UnreadCountSerializer)
+    @action(detail=False, methods=["get"], url_path="unread-count")
+    def unread_count(self, request: APIRequest) -> Response:
+        return Response({"unread": unread_count(request.user)})
+
+
+def _preferences_body(user: Any) -> dict[str, dict[str, bool]]:
+    chosen = preferences_of(user)
+    return {kind: {channel: chosen[(kind, channel)] for channel in Channel.values}
+            for kind in Kind.values}
+
+
+PREFERENCES = inline_serializer("NotificationPreferences", fields={
+    kind: inline_serializer(f"NotificationPreferences_{kind}", fields={
+        channel: serializers.BooleanField() for channel in Channel.values})
+    for kind in Kind.values})
+
+
+class PreferencesView(APIView):
+    """Which kinds reach you on which channel: {kind: {channel: bool}}, defaults filled in. A
+    PUT may name some kinds and channels; an unknown one is a 400 and nothing is stored."""
+
+    @extend_schema(responses=PREFERENCES)
+    def get(self, request: APIRequest) -> Response:
+        return Response(_preferences_body(request.user))
+
+    @extend_schema(request=PREFERENCES, responses=PREFERENCES)
+    def put(self, request: APIRequest) -> Response:
+        try:
+            choices = preferences_clean(request.data)
+        except PreferencesInvalid as exc:
+            raise exceptions.ValidationError(exc.fields) from exc
+        preferences_set(user=request.user, choices=choices)
+        return Response(_preferences_body(request.user))
+
+
+class WebhookViewSet(OwnRows, mixins.ListModelMixin, mixins.DestroyModelMixin,
+                     viewsets.GenericViewSet[Webhook]):
+    """Your webhooks and your current project's (whose URL only its managers see)."""
+
+    queryset = Webhook.objects.select_related("user", "tenant")
+    serializer_class = WebhookSerializer
+    lookup_value_regex = r"\d+"
+    refusal = "Only the project's managers and portal administrators manage its webhooks."
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        if not getattr(self, "swagger_fake_view", False):
+            context["manageable"] = {hook.pk: webhook_manageable(self.request.identity, hook)
+                                     for hook in self.get_queryset()}
+        return context
+
+    def get_object(self) -> Webhook:
+        webhook = super().get_object()
+        if not webhook_manageable(self.request.identity, webhook):
+            raise exceptions.PermissionDenied(self.refusal)
+        return webhook
+
+    @extend_schema(request=WebhookCreateSerializer, responses={201: WebhookCreatedSerializer})
+    def create(self, request: APIRequest) -> Response:
+        body = WebhookCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        tenant = None
+        if data.get("tenant") is not None:
+            tenant = Tenant.objects.restrict(request.identity, Action.VIEW).filter(
+                pk=data["tenant"]).first()
+            if tenant is None:
+                raise exceptions.ValidationError({"tenant": ["No such project."]})
+            if not Tenant.objects.permits(request.identity, Action.CHANGE, tenant):
+                raise exceptions.PermissionDenied(self.refusal)
+        try:
+            webhook = webhook_create(acting_user=request.user, url=data["url"],
+                                     kinds=data["kinds"], tenant=tenant)
+        except WebhookURLRefused as exc:
+            raise exceptions.ValidationError({"url": [str(exc)]}) from exc
+        shown = WebhookCreatedSerializer(webhook, context={"manageable": {webhook.pk: True}})
+        return Response({**shown.data, "secret": webhook.secret}, status=status.HTTP_201_CREATED)
+
+    def perform_destroy(self, instance: Webhook) -> None:
+        webhook_delete(acting_user=self.request.user, webhook=instance)
+
+    @extend_schema(request=None, responses=WebhookTestSerializer)
+    @action(detail=True, methods=["post"])
+    def test(self, request: APIRequest, pk: str) -> Response:
+        """Send a signed test POST now; the receiver's answer."""
+        result = webhook_test(webhook=self.get_object())
+        return Response({"sent": result.sent, "status": result.status, "error": result.error})
