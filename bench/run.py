@@ -131,6 +131,15 @@ def notifications_figures(_text: str, f: dict | None) -> str:
             f"{f['dispatch_per_second']}/s, end to end {f['end_to_end_per_second']}/s")
 
 
+def budget_figures(_text: str, f: dict | None) -> str:
+    def added(key: str) -> str:
+        return (f"{f[key]['p50_ms'] - f['lock_only']['p50_ms']:.1f} / "
+                f"{f[key]['p95_ms'] - f['lock_only']['p95_ms']:.1f} ms")
+    return (f"budget check adds p50/p95 {added('budget_check')} (with a user cap "
+            f"{added('budget_check_with_user_cap')}; unsettled {added('budget_check_unsettled')}"
+            f"; quota check {added('quota_check')}) at {f['workloads_in_period']:,} workloads")
+
+
 def load_figures(_text: str, f: dict | None) -> str:
     total = f["endpoints"][-1]
     out = (f"{f['steady']['signed_in']} users: {total['rps']:.1f} req/s, p50/p95/p99 "
@@ -192,6 +201,8 @@ BENCHES = [
           usage_figures),
     Bench("notifications", ["bench/notifications_bench.py", "--events", "2000", "--owners",
                             "200"], 300, notifications_figures, json=True),
+    Bench("budget", ["bench/budget_bench.py", "--workloads", "5000", "--calls", "200"], 300,
+          budget_figures, json=True),
     Bench("api_auth", ["bench/api_auth_bench.py", "--requests", "100", "--warmup", "10",
                        "--misses", "5"], 240, api_auth_figures, json=True),
     Bench("load", ["bench/load/load_bench.py", "--users", "20", "--duration", "30",
