@@ -199,7 +199,7 @@ def top_users(status: BudgetStatus, limit: int = TOP_USERS) -> list[dict[str, An
     rows = consumption_by_user(status.tenant,
                                weights=status.budget.weights if status.budget else {},
                                start=status.period_start, now=status.now)
-    return [{"username": name, "gpu_hours": round(hours, 2), "cap": status.user_cap(name)}
+    return [{"username": name, "gpu_hours": round(hours, 4), "cap": status.user_cap(name)}
             for name, hours in rows[:limit]]
 
 

@@ -137,6 +137,8 @@
           axes: [{}, { label: "GPU-hours" }],
         };
         new window.uPlot(opts, [data.x, data.used, data.forecast, budget], el);
+        var legend = el.querySelector("table");
+        if (legend) { legend.setAttribute("aria-label", "Chart legend: the values under the cursor"); }
         if (summaryEl && data.budget == null) {
           summaryEl.textContent = "No budget is set: the line shows the use alone.";
         }

@@ -82,7 +82,7 @@ def test_the_researchers_pages_at_full_and_half_screen(page, log_in, live_server
     for name, path in (("home", "/"), ("launch", "/workloads/new/"),
                        ("launch-custom", "/workloads/new/?template=custom"),
                        ("workloads", "/workloads/"), ("workload", f"/workloads/{workload.pk}/"),
-                       ("usage", "/usage/")):
+                       ("usage", "/usage/"), ("budget", "/budget/")):
         review(page, live_server.url + path, name)
 
 
@@ -92,7 +92,8 @@ def test_the_admins_pages_at_full_and_half_screen(page, log_in, live_server, vis
                        ("tenant", f"/admin/tenants/{vision_lab.pk}/"),
                        ("gpu-types", "/admin/gpu-types/"), ("templates", "/admin/templates/"),
                        ("usage-report", "/admin/usage/"), ("gpus", "/admin/gpus/"),
-                       ("audit", "/admin/audit/")):
+                       ("audit", "/admin/audit/"), ("budgets", "/admin/budgets/"),
+                       ("budget-form", f"/admin/budgets/{vision_lab.pk}/")):
         review(page, live_server.url + path, name)
     page.context.clear_cookies()
     review(page, live_server.url + "/login/", "login")
