@@ -24,9 +24,12 @@ pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeou
 
 
 def active(kube: Kube, name: str) -> tuple[str, str]:
+    """(its stopPolicy, "status/reason" of its Active condition; "" before Kueue wrote one)."""
     queue = kube.get("ClusterQueue", name)
-    condition = next(c for c in queue["status"]["conditions"] if c["type"] == "Active")
-    return queue["spec"].get("stopPolicy", "None"), f"{condition['status']}/{condition['reason']}"
+    condition = next((c for c in (queue.get("status") or {}).get("conditions") or []
+                      if c["type"] == "Active"), None)
+    return (queue["spec"].get("stopPolicy", "None"),
+            f"{condition['status']}/{condition['reason']}" if condition else "")
 
 
 def test_an_exhausted_hard_budget_holds_the_queue_and_the_reset_lifts_it(
