@@ -38,6 +38,7 @@ COPY kube/ kube/
 COPY cluster/ cluster/
 COPY identity/ identity/
 COPY access/ access/
+COPY notifications/ notifications/
 COPY workloads/ workloads/
 COPY usage/ usage/
 COPY api/ api/
