@@ -41,6 +41,7 @@ COPY access/ access/
 COPY notifications/ notifications/
 COPY workloads/ workloads/
 COPY usage/ usage/
+COPY budgets/ budgets/
 COPY api/ api/
 COPY tenants/ tenants/
 COPY catalogue/ catalogue/
