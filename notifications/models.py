@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from .querysets import NotificationQuerySet, PersonalQuerySet, WebhookQuerySet
+from .querysets import NotificationQuerySet, PreferenceQuerySet, WebhookQuerySet
 
 
 class Kind(models.TextChoices):
@@ -93,7 +93,7 @@ class NotificationPreference(models.Model):
     channel = models.CharField(max_length=16, choices=Channel.choices)
     enabled = models.BooleanField()
 
-    objects = PersonalQuerySet.as_manager()
+    objects = PreferenceQuerySet.as_manager()
 
     class Meta:
         ordering = ["kind", "channel"]

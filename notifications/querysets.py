@@ -3,34 +3,43 @@ tenant rule does not apply: a notification is addressed to one person, whatever 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self, TypeVar
 
 from django.db import models
 
 if TYPE_CHECKING:
+    # the type arguments below, written as strings: models.py imports this module
     from identity.identity import Identity
 
+    from .models import Notification, NotificationPreference, Webhook  # noqa: F401
 
-class PersonalQuerySet(models.QuerySet):
+_M = TypeVar("_M", bound=models.Model)
+
+
+class PersonalQuerySet(models.QuerySet[_M]):
     """Rows addressed to one user (`user`): `restrict(identity)` keeps the caller's own."""
 
-    def restrict(self, identity: Identity | None, action: object = None) -> PersonalQuerySet:
+    def restrict(self, identity: Identity | None, action: object = None) -> Self:
         user_id = getattr(getattr(identity, "unscoped", None), "user_id", None)
         if not user_id:
             return self.none()
         return self.filter(user__keystone_user_id=user_id)
 
 
-class NotificationQuerySet(PersonalQuerySet):
-    def unread(self) -> NotificationQuerySet:
+class NotificationQuerySet(PersonalQuerySet["Notification"]):
+    def unread(self) -> Self:
         return self.filter(read_at__isnull=True)
 
 
-class WebhookQuerySet(models.QuerySet):
+class PreferenceQuerySet(PersonalQuerySet["NotificationPreference"]):
+    pass
+
+
+class WebhookQuerySet(models.QuerySet["Webhook"]):
     """A webhook is a user's (theirs alone) or a project's (its people see that it exists; its
     managers and admins manage it: webhook_manageable)."""
 
-    def restrict(self, identity: Identity | None, action: object = None) -> WebhookQuerySet:
+    def restrict(self, identity: Identity | None, action: object = None) -> Self:
         user_id = getattr(getattr(identity, "unscoped", None), "user_id", None)
         if not user_id:
             return self.none()
