@@ -59,7 +59,10 @@ def consumption(tenant: Tenant | int, *, weights: dict[str, Any], start: dt.date
     aggregate query."""
     run = _clipped_run(start, now)
     sums: dict[str, Any] = {"run": Sum(run),
-                            "running": Count("id", filter=Q(finished_at__isnull=True))}
+                            # the burn rate: what holds GPUs now (a preempted run waiting in
+                            # the queue again has no finish yet, but holds none)
+                            "running": Count("id", filter=Q(finished_at__isnull=True,
+                                                            state=Workload.State.RUNNING))}
     if user is not None:
         sums["user_run"] = Sum(run, filter=Q(owner=user))
     groups = (_runs(tenant, start, now).values("gpu_type__slug", gpus=GPU_TOTAL)

@@ -147,3 +147,14 @@ def test_the_settled_period_plus_what_ran_since_is_the_whole_count(november, use
                              fields={"gpu_hours": 30, "weights": {}})
     assert changed.settled_until is None
     assert budget_status(november).used == pytest.approx(8 + 10 + 20 + 3)  # unweighted
+
+
+def test_a_preempted_run_back_in_the_queue_adds_nothing_to_the_burn_rate(november, users):
+    """Kueue took its GPUs back: it waits queued again with its first start and no finish; it
+    holds no GPUs, so the forecast does not count it (its past run still counts as used)."""
+    preempted = run(november, users["bob"], start=NOW - dt.timedelta(hours=1), gpus=8)
+    preempted.state = "queued"
+    preempted.save(update_fields=["state"])
+    counted = consumption(november, weights=WEIGHTS, start=dt.datetime(2026, 11, 1, tzinfo=UTC),
+                          now=NOW)
+    assert counted.rate == pytest.approx(4 * 0.25)  # the t4 run alone
