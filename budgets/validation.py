@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from catalogue.models import GpuType
+from core.validation import FieldsInvalid
 
 from .models import DEFAULT_WARN_AT, Budget
 
@@ -21,13 +22,8 @@ MAX_GPU_HOURS = Decimal("1000000000")
 MAX_WEIGHT = 1000.0
 
 
-class BudgetInvalid(ValueError):
+class BudgetInvalid(FieldsInvalid):
     """A budget write refused: `errors` maps each field to what is wrong with it."""
-
-    def __init__(self, errors: dict[str, list[str]]):
-        super().__init__("; ".join(f"{field}: {' '.join(messages)}"
-                                   for field, messages in errors.items()))
-        self.errors = errors
 
 
 class _Refused(ValueError):

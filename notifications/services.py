@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from core.tasks import send_on_commit
+from core.validation import FieldsInvalid
 
 from .models import Channel, Kind, Notification, NotificationPreference, Webhook
 from .webhook_urls import url_host, webhook_target
@@ -111,12 +112,8 @@ def preferences_set(*, user: Any, choices: dict[tuple[str, str], bool]) -> None:
                 user=user, kind=kind, channel=channel, defaults={"enabled": enabled})
 
 
-class PreferencesInvalid(ValueError):
-    """Unknown kinds or channels in a preferences change: `fields` names each (nothing stored)."""
-
-    def __init__(self, fields: dict[str, list[str]]) -> None:
-        super().__init__("; ".join(f"{key}: {' '.join(msgs)}" for key, msgs in fields.items()))
-        self.fields = fields
+class PreferencesInvalid(FieldsInvalid):
+    """Unknown kinds or channels in a preferences change: `errors` names each (nothing stored)."""
 
 
 def preferences_clean(raw: Any) -> dict[tuple[str, str], bool]:

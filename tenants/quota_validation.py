@@ -14,6 +14,7 @@ from typing import Any
 
 from catalogue.models import GpuType
 from cluster.capacity import gpu_capacity
+from core.validation import FieldsInvalid
 from kube.client import KubeError
 
 from .models import Quota
@@ -26,13 +27,8 @@ class CapacityUnknown(Exception):
     """The cluster could not be asked how many GPUs it has."""
 
 
-class QuotaInvalid(ValueError):
+class QuotaInvalid(FieldsInvalid):
     """A quota write refused: `errors` maps each field to what is wrong with it."""
-
-    def __init__(self, errors: dict[str, list[str]]):
-        super().__init__("; ".join(f"{field}: {' '.join(messages)}"
-                                   for field, messages in errors.items()))
-        self.errors = errors
 
 
 class _Refused(ValueError):

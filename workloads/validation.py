@@ -24,6 +24,7 @@ from catalogue.images import image_refusal, validate_image_reference
 from catalogue.models import GpuType, Template
 from catalogue.options import launch_args_problems
 from cluster.capacity import gpu_capacity
+from core.validation import FieldsInvalid
 from kube.client import KubeError
 from kube.engines import engine_refusal
 from tenants.selectors import tenant_admits_root, tenant_pod_security
@@ -55,13 +56,8 @@ class DistributedUnavailable(Exception):
     code = "distributed_unavailable"
 
 
-class LaunchInvalid(ValueError):
+class LaunchInvalid(FieldsInvalid):
     """A launch refused before admission: `errors` maps each field to what is wrong."""
-
-    def __init__(self, errors: dict[str, list[str]]):
-        super().__init__("; ".join(f"{field}: {' '.join(messages)}"
-                                   for field, messages in errors.items()))
-        self.errors = errors
 
 
 def name_clean(name: str) -> str:

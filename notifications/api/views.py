@@ -121,7 +121,7 @@ class PreferencesView(APIView):
         try:
             choices = preferences_clean(request.data)
         except PreferencesInvalid as exc:
-            raise exceptions.ValidationError(exc.fields) from exc
+            raise exceptions.ValidationError(exc.errors) from exc
         preferences_set(user=request.user, choices=choices)
         return Response(_preferences_body(request.user))
 
