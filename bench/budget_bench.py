@@ -32,15 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-
-def start_postgres(workdir: Path):
-    from stack.postgres import PostgresServer
-    from stack.procs import free_port
-
-    os.chmod(workdir, 0o755)
-    server = PostgresServer(workdir / "pg", free_port())
-    server.start(workdir / "postgres.log", durable=False)
-    return server
+from bench.portal_db import portal_django, start_postgres  # noqa: E402
 
 
 def populate(n_workloads: int):
@@ -115,18 +107,8 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="budget-bench-"))
     postgres = start_postgres(workdir)
-    os.environ.update({
-        "DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": postgres.url,
-        "PORTAL_SECRET_KEY": "bench-" + "k" * 60, "PORTAL_TLS": "0",
-        "PORTAL_LOG_LEVEL": "WARNING",
-    })
     try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
+        portal_django(postgres.url)
         from django.db import connection
 
         from budgets.admission import budget_admission_check

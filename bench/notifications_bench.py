@@ -32,15 +32,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.portal_db import portal_django, start_postgres  # noqa: E402
+
 
 def start_services(workdir: Path, durable: bool) -> tuple[object, subprocess.Popen, str]:
-    from stack.postgres import PostgresServer
     from stack.procs import free_port
     from stack.redis import start_redis
 
-    os.chmod(workdir, 0o755)
-    postgres = PostgresServer(workdir / "pg", free_port())
-    postgres.start(workdir / "postgres.log", durable=durable)
+    postgres = start_postgres(workdir, durable)
     port = free_port()
     redis = start_redis(port, workdir / "redis", workdir / "redis.log")
     return postgres, redis, f"redis://127.0.0.1:{port}/0"
@@ -122,18 +121,8 @@ def main() -> None:
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="notifications-bench-"))
     postgres, redis, redis_url = start_services(workdir, args.durable)
-    os.environ.update({
-        "DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": postgres.url,
-        "REDIS_URL": redis_url, "PORTAL_SECRET_KEY": "bench-" + "k" * 60, "PORTAL_TLS": "0",
-        "PORTAL_LOG_LEVEL": "WARNING", "PORTAL_EMAIL_HOST": "mail.example.org",
-    })
     try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
+        portal_django(postgres.url, REDIS_URL=redis_url, PORTAL_EMAIL_HOST="mail.example.org")
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
               f"{platform.python_version()}; PostgreSQL "
               f"{'durable' if args.durable else 'fsync off'}, Redis broker", flush=True)

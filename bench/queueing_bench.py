@@ -62,7 +62,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.tracking_bench import start_postgres  # noqa: E402
+from bench.portal_db import start_postgres  # noqa: E402
 
 
 def start_cluster(workdir: Path):

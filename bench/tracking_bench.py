@@ -51,6 +51,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.portal_db import start_postgres  # noqa: E402
+
 BULK_INVENTORY = """
 nodePools:
   - {name: a100, count: 2, namePrefix: gpu-a100-, labels: {gputype: a100}, cpu: 128,
@@ -137,16 +139,6 @@ class LoadSampler:
         return (f"load average (1 min) min {min(values):.2f}, median "
                 f"{statistics.median(values):.2f}, max {max(values):.2f} "
                 f"({len(values)} samples)")
-
-
-def start_postgres(workdir: Path):
-    from stack.postgres import PostgresServer
-    from stack.procs import free_port
-
-    os.chmod(workdir, 0o755)
-    server = PostgresServer(workdir / "pg", free_port())
-    server.start(workdir / "postgres.log")
-    return server
 
 
 def start_kubesim(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:

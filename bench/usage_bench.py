@@ -38,19 +38,11 @@ from types import SimpleNamespace
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.portal_db import portal_django, start_postgres  # noqa: E402
+
 T_END = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
 DAYS = 90
 STEP = dt.timedelta(seconds=15)
-
-
-def start_postgres(workdir: Path, durable: bool):
-    from stack.postgres import PostgresServer
-    from stack.procs import free_port
-
-    os.chmod(workdir, 0o755)
-    server = PostgresServer(workdir / "pg", free_port())
-    server.start(workdir / "postgres.log", durable=durable)
-    return server
 
 
 def rss_mib() -> float:
@@ -311,18 +303,8 @@ def main() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix="usage-bench-"))
     postgres = start_postgres(workdir, args.durable)
-    os.environ.update({
-        "DJANGO_SETTINGS_MODULE": "portal.settings", "DATABASE_URL": postgres.url,
-        "PORTAL_SECRET_KEY": "bench-" + "k" * 60, "PORTAL_TLS": "0",
-        "PORTAL_LOG_LEVEL": "WARNING",
-    })
     try:
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
+        portal_django(postgres.url)
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
               f"{platform.python_version()}; PostgreSQL "
               f"{'durable' if args.durable else 'fsync off'} ({postgres.url})", flush=True)
