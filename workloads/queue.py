@@ -74,11 +74,14 @@ def pending_order(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted((w for w in workloads if waiting(w)), key=key)
 
 
-def pending_in_queue(namespace: str, kube: Kube | None = None) -> list[dict[str, Any]]:
+def pending_in_queue(namespace: str, kube: Kube | None = None, *,
+                     remembered: bool = True) -> list[dict[str, Any]]:
     """The pending Kueue Workloads of a tenant's queue, in order ([] when Kueue cannot say):
-    from Kueue's visibility API, or where it is not served, from the Workloads themselves."""
+    from Kueue's visibility API, or where it is not served, from the Workloads themselves.
+    `remembered=False`: asked afresh and not remembered (a launch just created, which a list
+    remembered a moment ago lacks, and which Kueue may not list yet either)."""
     key = f"queueing:pending:{namespace}"
-    known = _cached(key)
+    known = _cached(key) if remembered else None
     if known is not None:
         return known
     kube = kube or Kube()
@@ -93,8 +96,9 @@ def pending_in_queue(namespace: str, kube: Kube | None = None) -> list[dict[str,
         except KubeError:
             log.info("queue positions of %s unknown: %s", namespace, exc)
             return []
-    with contextlib.suppress(Exception):  # a cache outage costs a request, never the answer
-        cache.set(key, items, POSITIONS_SECONDS)
+    if remembered:
+        with contextlib.suppress(Exception):  # a cache outage costs a request, never the answer
+            cache.set(key, items, POSITIONS_SECONDS)
     return items
 
 
@@ -117,15 +121,15 @@ def _matches(object_name: str, owner: str) -> bool:
     return owner == object_name or owner.startswith(object_name + "-")
 
 
-def positions(workloads: Iterable[Any], kube: Kube | None = None) -> dict[int, tuple[int | None,
-                                                                                   int]]:
+def positions(workloads: Iterable[Any], kube: Kube | None = None, *, remembered: bool = True
+              ) -> dict[int, tuple[int | None, int]]:
     """workload id → (position from 1, queue length), for queued workloads."""
     by_namespace: dict[str, list[Any]] = defaultdict(list)
     for workload in workloads:
         by_namespace[workload.tenant.namespace].append(workload)
     result: dict[int, tuple[int | None, int]] = {}
     for namespace, members in by_namespace.items():
-        pending = pending_in_queue(namespace, kube)
+        pending = pending_in_queue(namespace, kube, remembered=remembered)
         owners = [owner_name(p) for p in pending]
         for workload in members:
             place = next((i for i, owner in enumerate(owners)
@@ -212,14 +216,16 @@ def cohort_quota(gpu_type) -> int:
     return total or 0
 
 
-def queue_places(workloads: Iterable[Any], kube: Kube | None = None) -> dict[int, QueuePlace]:
-    """workload id → its QueuePlace, for the queued ones among `workloads`."""
+def queue_places(workloads: Iterable[Any], kube: Kube | None = None, *,
+                 remembered: bool = True) -> dict[int, QueuePlace]:
+    """workload id → its QueuePlace, for the queued ones among `workloads` (`remembered`:
+    pending_in_queue's)."""
     from cluster.capacity import gpu_capacity
 
     queued = [w for w in workloads if w.state == "queued"]
     if not queued:
         return {}
-    places = positions(queued, kube)
+    places = positions(queued, kube, remembered=remembered)
     try:
         capacity = gpu_capacity()
     except KubeError:

@@ -126,7 +126,9 @@ def _queued_notice(workload: Workload) -> None:
     if workload.state != Workload.State.QUEUED:
         return  # admitted already: "started" tells it
     try:
-        place = queue_places([workload]).get(workload.pk)
+        # asked afresh: a list remembered from a moment ago lacks this launch, and would be
+        # shown to the pages for its few seconds
+        place = queue_places([workload], remembered=False).get(workload.pk)
     except Exception:  # noqa: BLE001 - the place is a courtesy; the notice goes without it
         log.info("workload %s: no queue place for its notice", workload.pk, exc_info=True)
         place = None

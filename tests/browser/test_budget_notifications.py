@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from budgets.services import budget_set
 from notifications.services import notify
 
-from .conftest import switch_project
+from .conftest import STATE_TIMEOUT_MS, switch_project
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -36,10 +36,14 @@ def test_the_launch_page_tells_a_runtime_that_would_cross_the_budget(page, log_i
     # the GPU type's check has answered (no runtime yet: the budget may be overrun)
     expect(check).to_contain_text("No maximum runtime: running on, it may use more than the "
                                   "10.0 GPU-hours left of vision-lab's budget")
-    page.get_by_label("Maximum runtime (minutes)").fill("900")  # 15 h × 1 a100 > 10 left
+    # and no request of the check is still out (the GPU type's, under load)
+    expect(check).not_to_have_class(re.compile(r"\bhtmx-request\b"), timeout=STATE_TIMEOUT_MS)
+    runtime = page.get_by_label("Maximum runtime (minutes)")
+    runtime.fill("900")  # 15 h × 1 a100 > 10 left
+    runtime.press("Tab")  # typed, then left: the box's "change" asks again too
     expect(check).to_contain_text(re.compile(
         r"Its maximum runtime \(15 h × 1 a100 GPUs = 15\.0 GPU-hours\) would cross what is "
-        r"left of vision-lab's budget: 10\.0 of 10 GPU-hours"))
+        r"left of vision-lab's budget: 10\.0 of 10 GPU-hours"), timeout=STATE_TIMEOUT_MS)
     page.get_by_label("Maximum runtime (minutes)").fill("300")  # 5 h: within it
     expect(check).not_to_contain_text("would cross")
 

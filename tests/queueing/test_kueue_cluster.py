@@ -149,7 +149,14 @@ def test_queue_place_and_estimate_and_a_launch_that_can_never_be_admitted(
     second = launch(tenant, owner, gpu_types, name="second", gpus=2, max_runtime=10)
     tracker.run_for(1.0)
     assert state_of(second).state == S.QUEUED
-    data = WorkloadSerializer(second).data
+
+    def listed() -> dict:
+        # asked afresh each time: Kueue lists the Job's Workload a moment after it is made
+        cache.delete(f"queueing:pending:{tenant.namespace}")
+        found = WorkloadSerializer(second).data
+        return found if found["queue_position"] is not None else {}
+
+    data = eventually(listed, timeout=30, message="Kueue does not list the second launch")
     assert (data["queue_position"], data["queue_length"]) == (1, 1)
     assert data["eta_basis"] == "from maximum runtimes"
     first.refresh_from_db()
