@@ -246,7 +246,6 @@ def workloads_requeue_stale() -> int:
     return count
 
 
-@shared_task(ignore_result=True)
 def _runtime_near_notices(now: dt.datetime) -> int:
     """The owners of workloads that reach their maximum runtime within RUNTIME_NEAR are told
     once (the key names the limit: a limit moved later is told again)."""
@@ -267,6 +266,7 @@ def _runtime_near_notices(now: dt.datetime) -> int:
     return told
 
 
+@shared_task(ignore_result=True)
 def workloads_enforce_runtime() -> int:
     """Periodic: tell the owners of workloads near their maximum runtime (once each), and stop
     services that reached it (Jobs have activeDeadlineSeconds for that)."""
