@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from catalogue.models import GpuType
 from core.validation import FieldsInvalid
+from tenants.quota_validation import unknown_gpu_types
 
 from .models import DEFAULT_WARN_AT, Budget
 
@@ -80,8 +80,7 @@ def _weights(value: Any) -> dict[str, float]:
         if not 0 <= number <= MAX_WEIGHT:
             raise _Refused(f"{slug}: give a weight from 0 to {MAX_WEIGHT:g}.")
         cleaned[str(slug)] = number
-    known = set(GpuType.objects.filter(slug__in=list(cleaned)).values_list("slug", flat=True))
-    unknown = sorted(set(cleaned) - known)
+    unknown = unknown_gpu_types(cleaned)
     if unknown:
         raise _Refused(f"unknown GPU type(s): {', '.join(unknown)}")
     return cleaned
