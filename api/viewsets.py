@@ -25,12 +25,12 @@ _M = TypeVar("_M", bound=Model)
 # a mixin of GenericAPIView's subclasses: the checker sees the base whose methods it extends;
 # at run time it is a plain mixin, generic in the view's model
 if TYPE_CHECKING:
-    _View = generics.GenericAPIView
+    ViewMixin = generics.GenericAPIView
 else:
-    _View = Generic
+    ViewMixin = Generic
 
 
-class TenantScoped(_View[_M]):
+class TenantScoped(ViewMixin[_M]):
     request: APIRequest
     change_actions: frozenset[str] = frozenset()
     refusal = "Your role in this project may not change this."

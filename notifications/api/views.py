@@ -7,17 +7,18 @@ exists) and managed (URL, delete, test) by its managers and admins."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import exceptions, generics, mixins, serializers, status, viewsets
+from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.authentication import APIRequest
+from api.viewsets import ViewMixin
 from identity.scoping import Action
 from tenants.models import Tenant
 
@@ -47,15 +48,8 @@ from .serializers import (
 
 _M = TypeVar("_M", bound=Model)
 
-# a mixin of GenericAPIView's subclasses: the checker sees the base whose methods it extends
-# (as api/viewsets.py does); at run time it is a plain mixin
-if TYPE_CHECKING:
-    _View = generics.GenericAPIView
-else:
-    _View = Generic
 
-
-class OwnRows(_View[_M]):
+class OwnRows(ViewMixin[_M]):
     """get_queryset(): the model's rows restricted to the caller (`restrict(identity)`)."""
 
     request: APIRequest
