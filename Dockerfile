@@ -42,6 +42,7 @@ COPY notifications/ notifications/
 COPY workloads/ workloads/
 COPY usage/ usage/
 COPY budgets/ budgets/
+COPY calendars/ calendars/
 COPY api/ api/
 COPY tenants/ tenants/
 COPY catalogue/ catalogue/

@@ -31,6 +31,8 @@ class Kind(models.TextChoices):
     RUNTIME_NEAR = "runtime_near", "maximum runtime near"
     BUDGET_THRESHOLD = "budget_threshold", "budget threshold"
     BUDGET_EXHAUSTED = "budget_exhausted", "budget exhausted"
+    RESERVATION = "reservation", "reservations"
+    MAINTENANCE = "maintenance", "maintenance windows"
 
 
 class Channel(models.TextChoices):

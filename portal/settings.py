@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "access",
     "notifications",
     "budgets",
+    "calendars",
     "api",
     "portal",
 ]

@@ -1,0 +1,158 @@
+"""Reads of the calendar: which nodes a window covers, the bookings and windows of a GPU type as
+intervals, what the cluster has of a type, and the calendar of a type (the page's, the API's).
+
+The cluster part reads the cluster read model (cluster/), never the API server per request."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import Q
+
+from catalogue.models import GpuType
+from cluster.capacity import cluster_nodes, node_matches
+from kube.labels import CORDON_ANNOTATION
+from kube.quantity import parse_quantity
+
+from .models import MaintenanceWindow, Reservation, ReservationOccurrence
+from .timeline import Interval, Segment, segments
+
+Obj = dict[str, Any]
+# how far ahead a weekly reservation's occurrences are checked and shown (it may run on; the
+# beat keeps acting on each as it comes)
+HORIZON = dt.timedelta(days=366)
+MAINTENANCE_CORDON_PREFIX = "maintenance-"
+
+
+def node_gpus(node: Obj, gpu_type: GpuType) -> int:
+    """The GPUs of `gpu_type` a node offers (0: not one of its nodes)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if not gpu_type.node_selector or not node_matches(labels, gpu_type.node_selector):
+        return 0
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return int(parse_quantity(allocatable.get(gpu_type.resource_name, "0")))
+
+
+def cordoned_by_others(node: Obj) -> bool:
+    """Cordoned by someone (an admin, the GPU health check), not by a maintenance window."""
+    if not (node.get("spec") or {}).get("unschedulable"):
+        return False
+    by = ((node.get("metadata") or {}).get("annotations") or {}).get(CORDON_ANNOTATION, "")
+    return not by.startswith(MAINTENANCE_CORDON_PREFIX)
+
+
+def type_nodes(gpu_type: GpuType, nodes: Iterable[Obj] | None = None) -> dict[str, int]:
+    """{node name: GPUs of the type} for the type's nodes in service: cordoned ones too when a
+    maintenance window cordoned them (the window counts them down for its own time)."""
+    nodes = cluster_nodes() if nodes is None else nodes
+    found = {}
+    for node in nodes:
+        gpus = node_gpus(node, gpu_type)
+        if gpus and not cordoned_by_others(node):
+            found[node["metadata"]["name"]] = gpus
+    return found
+
+
+def type_capacity(gpu_type: GpuType, nodes: Iterable[Obj] | None = None) -> int:
+    return sum(type_nodes(gpu_type, nodes).values())
+
+
+def window_nodes(window: MaintenanceWindow, nodes: Iterable[Obj] | None = None,
+                 gpu_types: Iterable[GpuType] | None = None) -> dict[str, dict[str, Any]]:
+    """The nodes a window covers now: {name: {"gpu_type": slug or None, "gpus": n}}. Named
+    nodes are kept even while absent from the cluster (0 GPUs)."""
+    nodes = list(cluster_nodes() if nodes is None else nodes)
+    types = list(GpuType.objects.all() if gpu_types is None else gpu_types)
+    covered: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        name = node["metadata"]["name"]
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if window.nodes:
+            hit = name in window.nodes
+        elif window.node_selector:
+            hit = node_matches(labels, window.node_selector)
+        else:
+            hit = window.gpu_type is not None and node_gpus(node, window.gpu_type) > 0
+        if not hit:
+            continue
+        entry: dict[str, Any] = {"gpu_type": None, "gpus": 0}
+        for gpu_type in types:
+            gpus = node_gpus(node, gpu_type)
+            if gpus:
+                entry = {"gpu_type": gpu_type.slug, "gpus": gpus}
+                break
+        covered[name] = entry
+    for name in window.nodes or []:
+        covered.setdefault(name, {"gpu_type": None, "gpus": 0})
+    return covered
+
+
+def windows_between(since: dt.datetime, until: dt.datetime) -> list[MaintenanceWindow]:
+    return list(MaintenanceWindow.objects.live().exclude(state=MaintenanceWindow.State.ENDED)
+                .filter(start__lt=until, end__gt=since).select_related("gpu_type"))
+
+
+def down_intervals(gpu_type: GpuType, since: dt.datetime, until: dt.datetime,
+                   windows: Iterable[MaintenanceWindow] | None = None) -> list[Interval]:
+    """The GPUs of the type the windows take out of service, as intervals."""
+    windows = windows_between(since, until) if windows is None else windows
+    out = []
+    for window in windows:
+        gpus = sum(entry["gpus"] for entry in (window.affected or {}).values()
+                   if entry.get("gpu_type") == gpu_type.slug)
+        if gpus:
+            out.append(Interval(window.start, window.end, gpus,
+                                f"maintenance #{window.pk}: {window.reason}"))
+    return out
+
+
+def booked_intervals(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
+                     exclude: int | None = None, tenant_names: bool = True) -> list[Interval]:
+    """Every live reservation occurrence of the type overlapping [since, until); one released
+    unused books only until its release."""
+    live = (Reservation.objects.live().filter(gpu_type=gpu_type, start__lt=until)
+                    .filter(Q(recurrence="", end__gt=since)
+                            | Q(recurrence=Reservation.Recurrence.WEEKLY,
+                                until__gt=since - HORIZON))
+                    .select_related("tenant"))
+    if exclude is not None:
+        live = live.exclude(pk=exclude)
+    reservations = list(live)
+    released = {(pk, start): at for pk, start, at in ReservationOccurrence.objects
+                .filter(reservation__in=reservations, released_at__isnull=False)
+                .values_list("reservation_id", "start", "released_at")} if reservations else {}
+    out = []
+    for reservation in reservations:
+        label = (f"reservation #{reservation.pk} ({reservation.tenant.name})" if tenant_names
+                 else f"reservation #{reservation.pk}")
+        for start, end in reservation.occurrences(since, until):
+            cut = released.get((reservation.pk, start))
+            if cut is not None:
+                end = min(end, cut)
+            if end > start:
+                out.append(Interval(start, end, reservation.count, label))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class TypeCalendar:
+    gpu_type: GpuType
+    capacity: int
+    since: dt.datetime
+    until: dt.datetime
+    segments: list[Segment]
+    reservations: list[Interval]
+    windows: list[Interval]
+
+
+def type_calendar(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
+                  tenant_names: bool = True, nodes: Iterable[Obj] | None = None) -> TypeCalendar:
+    """A GPU type's calendar over [since, until): its capacity, what is reserved and what is in
+    maintenance, cut where anything changes."""
+    booked = booked_intervals(gpu_type, since, until, tenant_names=tenant_names)
+    down = down_intervals(gpu_type, since, until)
+    return TypeCalendar(gpu_type, type_capacity(gpu_type, nodes), since, until,
+                        segments(since, until, booked, down), booked, down)
