@@ -109,15 +109,24 @@ def down_intervals(gpu_type: GpuType, since: dt.datetime, until: dt.datetime,
     return out
 
 
-def booked_intervals(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
-                     exclude: int | None = None, tenant_names: bool = True) -> list[Interval]:
-    """Every live reservation occurrence of the type overlapping [since, until); one released
-    unused books only until its release."""
+@dataclasses.dataclass(frozen=True)
+class Occurrence:
+    """One occurrence of a reservation as it books: until its end, or its release."""
+
+    reservation: Reservation
+    start: dt.datetime
+    end: dt.datetime
+    released: bool = False
+
+
+def occurrences_between(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
+                        exclude: int | None = None) -> list[Occurrence]:
+    """Every live reservation occurrence of the type overlapping [since, until), in order of
+    start; one released unused books only until its release."""
     live = (Reservation.objects.live().filter(gpu_type=gpu_type, start__lt=until)
-                    .filter(Q(recurrence="", end__gt=since)
-                            | Q(recurrence=Reservation.Recurrence.WEEKLY,
-                                until__gt=since - HORIZON))
-                    .select_related("tenant"))
+            .filter(Q(recurrence="", end__gt=since)
+                    | Q(recurrence=Reservation.Recurrence.WEEKLY, until__gt=since - HORIZON))
+            .select_related("tenant", "gpu_type", "created_by"))
     if exclude is not None:
         live = live.exclude(pk=exclude)
     reservations = list(live)
@@ -126,15 +135,23 @@ def booked_intervals(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, 
                 .values_list("reservation_id", "start", "released_at")} if reservations else {}
     out = []
     for reservation in reservations:
-        label = (f"reservation #{reservation.pk} ({reservation.tenant.name})" if tenant_names
-                 else f"reservation #{reservation.pk}")
         for start, end in reservation.occurrences(since, until):
             cut = released.get((reservation.pk, start))
             if cut is not None:
                 end = min(end, cut)
-            if end > start:
-                out.append(Interval(start, end, reservation.count, label))
+            if end > start and end > since:
+                out.append(Occurrence(reservation, start, end, released=cut is not None))
+    out.sort(key=lambda o: (o.start, o.reservation.pk))
     return out
+
+
+def booked_intervals(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
+                     exclude: int | None = None, tenant_names: bool = True) -> list[Interval]:
+    """The reservation occurrences of the type as intervals of GPUs booked."""
+    return [Interval(o.start, o.end, o.reservation.count,
+                     f"reservation #{o.reservation.pk} ({o.reservation.tenant.name})"
+                     if tenant_names else f"reservation #{o.reservation.pk}")
+            for o in occurrences_between(gpu_type, since, until, exclude=exclude)]
 
 
 @dataclasses.dataclass(frozen=True)
