@@ -5,3 +5,13 @@ class CalendarsConfig(AppConfig):
     name = "calendars"
     label = "calendars"
     verbose_name = "The cluster's calendar: reservations and maintenance windows"
+
+    def ready(self) -> None:
+        from workloads.selectors import register_launch_advisor
+        from workloads.services import register_admission_check
+
+        from .admission import maintenance_admission_check, maintenance_launch_advice
+
+        # workloads cannot import this app: it calls these at every launch and launch check
+        register_admission_check("maintenance", maintenance_admission_check)
+        register_launch_advisor("maintenance", maintenance_launch_advice)
