@@ -290,6 +290,62 @@ def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
     return workload
 
 
+REQUEUE_KEY = "requeue-of-{}"  # the idempotency key of the copy that replaces a requeued run
+
+
+def workload_requeue(*, workload: Workload, reason: str,
+                     avoid_nodes: list[str] | tuple[str, ...] = ()) -> Workload | None:
+    """Put a running batch workload back in line elsewhere or later (a maintenance drain): the
+    run is stopped with `reason`, and a copy of it — its frozen launch spec, the same owner,
+    name and tenant, kept off `avoid_nodes` — is submitted in the same transaction, in place
+    of the stopped one: no admission check (it held its admission already; under Kueue it
+    waits its turn again). Once per run: the copy's idempotency key names the run, so a
+    retried drain finds the copy it made. Returns the copy, or None when the run was not
+    live (stopped or finished meanwhile) and no copy was made."""
+    from .tasks import workload_create_task
+
+    key = REQUEUE_KEY.format(workload.pk)
+    with transaction.atomic():
+        Tenant.objects.select_for_update().get(pk=workload.tenant_id)  # as a launch does
+        copy = Workload.objects.filter(tenant=workload.tenant_id, owner=workload.owner_id,
+                                       idempotency_key=key).first()
+        if copy is not None:
+            return copy
+        current = Workload.objects.select_related("template", "gpu_type", "tenant", "owner") \
+            .get(pk=workload.pk)
+        if current.state not in STOPPABLE:
+            return None
+        copy = Workload.objects.create(
+            tenant=current.tenant, owner=current.owner, name=current.name,
+            template=current.template, kind=current.kind, gpu_type=current.gpu_type,
+            gpu_count=current.gpu_count, nodes=current.nodes, image=current.image,
+            command=current.command, args=current.args, env=current.env, port=current.port,
+            cpu=current.cpu, memory_gb=current.memory_gb,
+            max_runtime_minutes=current.max_runtime_minutes, retries=current.retries,
+            use_home=current.use_home, ssh=current.ssh,
+            access_token=secrets.token_urlsafe(32) if current.access_token else "",
+            idempotency_key=key)
+        copy.object_name = workload_object_name(
+            copy.pk, copy.name,
+            **({"max_length": MAX_GROUP_OBJECT_NAME} if current.template.distributed else {}))
+        spec = current.launch_spec or launch_spec_from_rows(current)
+        avoid = sorted(set(spec.get("avoid_nodes") or ()) | set(avoid_nodes))
+        copy.launch_spec = {**spec, "avoid_nodes": avoid}
+        copy.save(update_fields=["object_name", "launch_spec"])
+        if copy.ssh:
+            workload_access_create(workload=copy, actor=None, public=False)
+        workload_stop(workload=current, user=None,
+                      reason=f"{reason} It was put back in line as #{copy.pk}.")
+        workload_event(workload=copy, reason="Submitted",
+                       message=f"requeued from #{current.pk}: {reason}")
+        audit_record(actor=None, action="workload.requeue", tenant=current.tenant,
+                     target=copy.object_name,
+                     before={"id": current.pk, "state": current.state},
+                     after={"id": copy.pk, "avoid_nodes": avoid})
+        send_on_commit(workload_create_task, copy.pk)
+    return copy
+
+
 def workload_delete(*, workload: Workload, user) -> None:
     """Remove a workload from the lists; a live one is stopped first (the stop deletes its
     objects). A finished one's objects go at once too: a batch workload's Job and pod, which
