@@ -192,7 +192,7 @@ def _managers(tenant: Tenant) -> list[User]:
     from identity.client import KeystoneError
     from identity.roles import PortalRole
 
-    found = []
+    found: list[User] = []
     for user in User.objects.filter(last_project_id=tenant.keystone_project_id,
                                     keystone_user_id__isnull=False):
         try:
