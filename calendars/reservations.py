@@ -21,6 +21,9 @@ audits only what differs and reconciles the tenant's ResourceQuota or, on Kueue,
 ClusterQueue's nominal quota. Where the cluster queues on Kueue, the raised nominal quota is
 what takes borrowed GPUs back: Kueue preempts borrowers (reclaimWithinCohort) as soon as the
 tenant's workloads need them, and the tracker tells their owners (workloads/notices.py).
+Kueue reclaims within the cohort's nominal quotas, not the nodes: where the tenants' quotas and
+the reservations running together exceed the cluster's GPUs of a type, a reserving tenant's
+workload can be admitted by Kueue and wait for the scheduler instead of reclaiming.
 """
 
 from __future__ import annotations
