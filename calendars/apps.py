@@ -8,8 +8,12 @@ class CalendarsConfig(AppConfig):
 
     def ready(self) -> None:
         from workloads.selectors import register_launch_advisor
+        from workloads.services import register_admission_check
 
+        from .admission import maintenance_admission_check, maintenance_launch_advice
         from .reservations import reservation_launch_advice
 
-        # workloads cannot import this app: it asks this at every launch check
+        # workloads cannot import this app: it calls these at every launch and launch check
+        register_admission_check("maintenance", maintenance_admission_check)
+        register_launch_advisor("maintenance", maintenance_launch_advice)
         register_launch_advisor("reservation", reservation_launch_advice)

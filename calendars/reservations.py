@@ -2,7 +2,7 @@
 reservations run, warns borrowers an hour ahead, and releases what goes unused; a launch on
 borrowed GPUs is told before submit when a reservation starts within its maximum runtime.
 
-Every minute (tasks.calendars_reservations_task) `reservations_tick` acts on each occurrence
+Every minute (tasks.reservations_task) `reservations_tick` acts on each occurrence
 of a live reservation that runs now or starts within the hour. Each step is a conditional update
 of its own ReservationOccurrence column (the row made with get_or_create on (reservation,
 start)), so a beat run twice, or two at once, does each step once:

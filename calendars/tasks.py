@@ -1,23 +1,48 @@
-"""Celery tasks of the calendar: the beats that act on reservations and maintenance windows.
-Each is idempotent (every step a conditional update of its own column)."""
+"""Celery tasks of the calendar. Each takes an id (or nothing), fetches and calls one function;
+each is idempotent (the steps claim their columns, notify() tells each user once per event)."""
 
 from __future__ import annotations
 
 import logging
 
-from core.tasks import task
+from celery import shared_task
 
+from .maintenance import window_advance, window_announce, windows_advance
 from .reservations import reservations_tick
 
 log = logging.getLogger(__name__)
 
 
-# --- reservations: the quota raised while one runs, borrowers warned, unused ones released ---
+# --- maintenance windows (calendars/maintenance.py) ------------------------------------------
+
+@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+def maintenance_announce_task(window_id: int) -> None:
+    """Sent when a window is announced: the owners of the workloads it would reach are told."""
+    told = window_announce(window_id=window_id)
+    if told:
+        log.info("maintenance #%s announced to %s owners", window_id, told)
 
 
-@task(ignore_result=True, soft_time_limit=50, time_limit=60)
-def calendars_reservations_task() -> None:
-    """Every minute: reservations_tick (calendars/reservations.py)."""
+@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+def maintenance_window_task(window_id: int) -> None:
+    """One window taken as far as the clock says (sent when one is cancelled: called off, or
+    ended at once)."""
+    window_advance(window_id=window_id)
+
+
+@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+def maintenance_windows_task() -> None:
+    """The beat, every minute: notices 24 h and 1 h ahead, the start (cordon, drain), the end
+    (uncordon), the cancelled ones called off."""
+    windows_advance()
+
+
+# --- reservations (calendars/reservations.py): the quota raised while one runs, borrowers
+# warned an hour ahead, unused ones released after the grace ----------------------------------
+
+@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+def reservations_task() -> None:
+    """The beat, every minute: reservations_tick."""
     result = reservations_tick()
     if result.acted:
         log.info("reservations: warned %s, applied %s, released %s, ended %s, quotas %s",
