@@ -11,7 +11,9 @@ class CalendarsConfig(AppConfig):
         from workloads.services import register_admission_check
 
         from .admission import maintenance_admission_check, maintenance_launch_advice
+        from .reservations import reservation_launch_advice
 
         # workloads cannot import this app: it calls these at every launch and launch check
         register_admission_check("maintenance", maintenance_admission_check)
         register_launch_advisor("maintenance", maintenance_launch_advice)
+        register_launch_advisor("reservation", reservation_launch_advice)

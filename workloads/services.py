@@ -105,11 +105,12 @@ def _queue_admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]
     wanted = request["gpu_count"] * request.get("nodes", 1)
     reach = gpu_reach(quota, gpu_type.slug)
     if reach is not None and wanted > reach:
-        nominal = quota.gpus_by_type().get(gpu_type.slug, 0)
+        figures = quota.effective()
+        nominal = figures.gpus_by_type.get(gpu_type.slug, 0)
         raise AdmissionRefused(
             f"{tenant.name} can hold at most {reach} {gpu_type.slug} GPUs at once (its quota "
-            f"of {nominal} plus borrowing up to {quota.gpu_borrowing_limit}); {wanted} can "
-            "never be admitted.")
+            f"of {nominal}{figures.reserved_text(gpu_type.slug)} plus borrowing up to "
+            f"{quota.gpu_borrowing_limit}); {wanted} can never be admitted.")
     count = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
                                     deleted_at__isnull=True).count()
     if count + 1 > quota.max_workloads:
@@ -119,7 +120,8 @@ def _queue_admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]
 
 def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
                      queued: bool = False) -> None:
-    """Raise AdmissionRefused unless the tenant's quota leaves room for this request."""
+    """Raise AdmissionRefused unless the tenant's quota leaves room for this request: the
+    figures in effect (Quota.effective), raised while a reservation of the tenant runs."""
     if queued:
         _queue_admission_check(tenant, quota, request)
         return
@@ -131,26 +133,27 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
         tenant=tenant, state__in=Workload.ACTIVE_STATES, deleted_at__isnull=True,
     ).aggregate(gpus=Sum(GPU_TOTAL), cpu=Sum(CPU_TOTAL), memory=Sum(MEMORY_TOTAL),
                 count=Count("id"), of_type=Sum(GPU_TOTAL, filter=Q(gpu_type=gpu_type)))
-    limit = quota.gpus_by_type().get(gpu_type.slug, 0)
+    figures = quota.effective()
+    limit = figures.gpus_by_type.get(gpu_type.slug, 0)
     used = totals["of_type"] or 0
     if used + wanted > limit:
-        raise AdmissionRefused(f"{tenant.name} uses {used} of {limit} {gpu_type.slug} GPUs; "
-                               f"{wanted} more would exceed the quota.")
+        raise AdmissionRefused(f"{tenant.name} uses {used} of {limit} {gpu_type.slug} GPUs"
+                               f"{figures.reserved_text(gpu_type.slug)}; {wanted} more would "
+                               "exceed the quota.")
     used_total = totals["gpus"] or 0
-    if used_total + wanted > quota.gpus_total:
-        raise AdmissionRefused(f"{tenant.name} uses {used_total} of {quota.gpus_total} GPUs in "
-                               f"all; {wanted} more would exceed the quota.")
+    if used_total + wanted > figures.gpus_total:
+        raise AdmissionRefused(f"{tenant.name} uses {used_total} of {figures.gpus_total} GPUs "
+                               f"in all; {wanted} more would exceed the quota.")
     if (totals["count"] or 0) + 1 > quota.max_workloads:
         raise AdmissionRefused(f"{tenant.name} runs {totals['count']} of {quota.max_workloads} "
                                "workloads allowed at once.")
-    used_cpu = totals["cpu"] or 0
     used_cpu, cpu = totals["cpu"] or 0, request["cpu"] * nodes
-    if used_cpu + cpu > quota.cpu:
-        raise AdmissionRefused(f"{tenant.name} uses {used_cpu} of {quota.cpu} CPU cores; "
+    if used_cpu + cpu > figures.cpu:
+        raise AdmissionRefused(f"{tenant.name} uses {used_cpu} of {figures.cpu} CPU cores; "
                                f"{cpu} more would exceed the quota.")
     used_memory, memory = totals["memory"] or 0, request["memory"] * nodes
-    if used_memory + memory > quota.memory_gb:
-        raise AdmissionRefused(f"{tenant.name} uses {used_memory} of {quota.memory_gb} GiB of "
+    if used_memory + memory > figures.memory_gb:
+        raise AdmissionRefused(f"{tenant.name} uses {used_memory} of {figures.memory_gb} GiB of "
                                f"memory; {memory} GiB more would exceed the quota.")
 
 
