@@ -37,10 +37,12 @@ from catalogue.models import GpuType, Template
 from cluster.cache import cluster_cache
 from cluster.capacity import cluster_nodes
 from kube.client import Conflict, Kube, KubeError, NotFound
+from kube.kueue import queueing_on
 from kube.labels import LABEL_WORKLOAD_ID
 from notifications.models import Kind, Notification
 from notifications.services import notify
 from tenants.models import Quota
+from tenants.services import quota_withheld_set
 from workloads.journal import notify_owner
 from workloads.launch_spec import launch_spec_of
 from workloads.models import Workload
@@ -48,8 +50,14 @@ from workloads.services import workload_requeue, workload_stop
 
 from .cordons import cordoned_by, node_cordon, node_uncordon
 from .models import MaintenanceWindow
-from .selectors import MAINTENANCE_CORDON_PREFIX, type_nodes, window_nodes
-from .timeline import Interval, crosses
+from .selectors import (
+    MAINTENANCE_CORDON_PREFIX,
+    down_intervals,
+    type_capacity,
+    type_nodes,
+    window_nodes,
+)
+from .timeline import Interval, crosses, shares
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -468,6 +476,45 @@ def window_advance(*, window_id: int, now: dt.datetime | None = None,
     return State.ENDED
 
 
+def queues_withhold(now: dt.datetime, *, queued: bool | None = None) -> dict[str, dict[str, int]]:
+    """Where the cluster queues on Kueue: while windows take GPUs of a type out of service and
+    the tenants' queues together could admit more of it than the nodes left hold, each
+    tenant's nominal quota of the type is lowered by its share of the difference (in
+    proportion to its nominal quota), so that Kueue admits nothing onto the nodes in
+    maintenance; at the end it is put back. Kueue lowers no admitted workload's quota: what
+    runs runs on (the drain is what stops it). Returns {tenant namespace: withheld} as set."""
+    if queued is None:
+        try:
+            queued = queueing_on()
+        except KubeError:
+            return {}  # not known now: the next run decides
+    quotas = [q for q in Quota.objects.select_related("tenant") if q.tenant.is_active]
+    desired: dict[int, dict[str, int]] = defaultdict(dict)
+    why: dict[str, str] = {}
+    active = [w for w in live_windows(now) if w.start <= now < w.end] if queued else []
+    if active:
+        nodes = list(cluster_nodes())
+        for gpu_type in GpuType.objects.filter(enabled=True):
+            down = sum(i.gpus for i in down_intervals(gpu_type, now, now + dt.timedelta(seconds=1),
+                                                      active))
+            if not down:
+                continue
+            in_service = max(type_capacity(gpu_type, nodes) - down, 0)
+            nominal = {q.tenant_id: q.effective().gpus_by_type.get(gpu_type.slug, 0)
+                       for q in quotas}
+            for tenant_id, gpus in shares(sum(nominal.values()) - in_service, nominal).items():
+                desired[tenant_id][gpu_type.slug] = gpus
+            why[gpu_type.slug] = (f"{down} {gpu_type.slug} GPUs in maintenance, {in_service} in "
+                                  f"service, the queues' nominal quotas {sum(nominal.values())}")
+    result = {}
+    for quota in quotas:
+        withheld = desired.get(quota.tenant_id, {})
+        reason = "; ".join(why[slug] for slug in sorted(withheld)) or "maintenance over"
+        if quota_withheld_set(tenant=quota.tenant, withheld=withheld, reason=reason):
+            result[quota.tenant.namespace] = withheld
+    return result
+
+
 def windows_advance(*, now: dt.datetime | None = None) -> dict[int, str]:
     """The beat's cycle: every window not yet over or called off, as far as the clock says.
     One that fails (the cluster away) is tried again at the next run."""
@@ -480,4 +527,9 @@ def windows_advance(*, now: dt.datetime | None = None) -> dict[int, str]:
         except KubeError as exc:
             log.warning("maintenance #%s: the cluster did not answer (%s); tried again later",
                         pk, exc)
+    try:
+        queues_withhold(now)
+    except KubeError as exc:
+        log.warning("maintenance: the queues' quotas were not adjusted (%s); tried again later",
+                    exc)
     return results

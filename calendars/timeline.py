@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +107,21 @@ def overbooking(capacity: int, wanted: Sequence[Interval], booked: Iterable[Inte
             if seg.booked + occurrence.gpus > capacity - seg.down:
                 return Overbooking(seg, capacity, occurrence.gpus)
     return None
+
+
+def shares(cut: int, weights: dict[Any, int]) -> dict[Any, int]:
+    """`cut` split over the keys in proportion to their weights (largest remainders first, ties
+    by key), no key given more than its weight; keys given nothing are left out."""
+    total = sum(w for w in weights.values() if w > 0)
+    cut = min(max(cut, 0), total)
+    if not cut:
+        return {}
+    raw = {key: cut * w / total for key, w in weights.items() if w > 0}
+    given = {key: int(value) for key, value in raw.items()}
+    left = cut - sum(given.values())
+    for key in sorted(raw, key=lambda k: (-(raw[k] - given[k]), str(k)))[:left]:
+        given[key] += 1
+    return {key: n for key, n in given.items() if n}
 
 
 def gpu_hours(intervals: Iterable[Interval]) -> float:

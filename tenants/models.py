@@ -90,6 +90,10 @@ class Quota(models.Model):
     # GPUs per type slug that the tenant's reservations running now add to the quota (the
     # calendar's beat writes it through services.quota_reserved_set; derived, never edited)
     reserved_gpus = models.JSONField(default=dict, blank=True)
+    # GPUs per type slug taken off the Kueue queue's nominal quota while maintenance leaves
+    # fewer GPUs of the type in service than the queues together could admit (the calendar's
+    # beat writes it through services.quota_withheld_set; derived, never edited)
+    withheld_gpus = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = QuotaQuerySet.as_manager()

@@ -27,11 +27,15 @@ def flavor_specs() -> list[FlavorSpec]:
 
 
 def queue_spec(tenant: Tenant, quota: Quota) -> QueueSpec:
-    """The nominal quotas are the figures in effect: a running reservation raises them."""
+    """The nominal quotas are the figures in effect: a running reservation raises them, and
+    maintenance that leaves too few GPUs of a type in service lowers them (withheld_gpus)."""
     figures = quota.effective()
+    withheld = quota.withheld_gpus or {}
+    gpus = {slug: max(n - int(withheld.get(slug, 0)), 0)
+            for slug, n in figures.gpus_by_type.items()}
     return QueueSpec(
         name=tenant.namespace, namespace=tenant.namespace,
-        gpus=tuple(sorted(figures.gpus_by_type.items())),
+        gpus=tuple(sorted(gpus.items())),
         cpu=figures.cpu, memory_gb=figures.memory_gb,
         borrowing_limit=quota.gpu_borrowing_limit, lending_limit=quota.gpu_lending_limit,
         weight=f"{Decimal(str(quota.fair_share_weight)).normalize():f}",

@@ -138,26 +138,41 @@ def quota_queue_hold(*, tenant: Tenant, acting_user: Actor, reason: str) -> bool
     return True
 
 
+def _quota_calendar_set(*, tenant: Tenant, field: str, action: str, gpus: dict[str, int],
+                        reason: str) -> bool:
+    """Set one of the calendar's derived figures of the quota ({GPU type slug: GPUs}) when it
+    differs; audited with `reason`; the tenant's objects reconciled on commit."""
+    gpus = {slug: int(n) for slug, n in sorted(gpus.items()) if int(n) > 0}
+    with transaction.atomic():
+        Tenant.objects.select_for_update().get(pk=tenant.pk)  # serialise with admission
+        quota = Quota.objects.select_for_update().get(tenant=tenant)
+        before = getattr(quota, field) or {}
+        if before == gpus:
+            return False
+        setattr(quota, field, gpus)
+        quota.save(update_fields=[field, "updated_at"])
+        audit_record(actor=None, action=action, tenant=tenant, target=tenant.namespace,
+                     before={field: before}, after={field: gpus, "reason": reason})
+        _enqueue_reconcile(tenant.pk)
+    return True
+
+
 def quota_reserved_set(*, tenant: Tenant, reserved: dict[str, int], reason: str) -> bool:
     """Set what the tenant's running reservations add to its quota ({GPU type slug: GPUs};
     the calendar's beat derives it). At once in portal admission (same row); in the namespace's
     ResourceQuota, or where the cluster queues on Kueue its ClusterQueue's nominal quota, by
     the reconcile enqueued on commit. Returns whether anything changed; audited when it did,
     with `reason` (which reservations, started or ended)."""
-    reserved = {slug: int(gpus) for slug, gpus in sorted(reserved.items()) if int(gpus) > 0}
-    with transaction.atomic():
-        Tenant.objects.select_for_update().get(pk=tenant.pk)  # serialise with admission
-        quota = Quota.objects.select_for_update().get(tenant=tenant)
-        if (quota.reserved_gpus or {}) == reserved:
-            return False
-        before = quota.reserved_gpus or {}
-        quota.reserved_gpus = reserved
-        quota.save(update_fields=["reserved_gpus", "updated_at"])
-        audit_record(actor=None, action="quota.reserved", tenant=tenant,
-                     target=tenant.namespace, before={"reserved_gpus": before},
-                     after={"reserved_gpus": reserved, "reason": reason})
-        _enqueue_reconcile(tenant.pk)
-    return True
+    return _quota_calendar_set(tenant=tenant, field="reserved_gpus", action="quota.reserved",
+                               gpus=reserved, reason=reason)
+
+
+def quota_withheld_set(*, tenant: Tenant, withheld: dict[str, int], reason: str) -> bool:
+    """Set what maintenance takes off the tenant's Kueue nominal quota now ({GPU type slug:
+    GPUs}; the calendar's beat derives it, so that the queues together admit no more than the
+    nodes left in service hold). Returns whether anything changed; audited when it did."""
+    return _quota_calendar_set(tenant=tenant, field="withheld_gpus", action="quota.withheld",
+                               gpus=withheld, reason=reason)
 
 
 def tenant_mark_deleting(*, tenant: Tenant, acting_user: Actor, reason: str) -> Tenant:

@@ -165,3 +165,40 @@ def test_notices_then_cordon_drain_killed_midway_resumed_and_uncordon(
             track_until(tracker, lambda copy=copy: state_of(copy).state == S.RUNNING,
                         timeout=90, describe=lambda copy=copy: f"{copy.state}: {copy.reason}")
             assert set(pod_nodes(admin, copy)) <= set(A100_NODES)
+
+
+def test_kueue_admits_only_what_the_nodes_left_in_service_hold(queued_cluster, kueue_cluster,
+                                                               owner, gpu_types, eager_celery):
+    """Two projects of 8 a100 each fill the cluster's 16; a window takes gpu-a100-1 (8) out:
+    their queues go down to 4 each, so when the second project asks for its 4 Kueue takes back
+    what the first borrowed instead of admitting 4 GPUs no node has."""
+    from tests.realcluster.test_reservations import nominal_a100
+
+    first, second = make_tenant(queued_cluster, a100=8), make_tenant(queued_cluster, a100=8)
+    start = timezone.now().replace(microsecond=0) + dt.timedelta(minutes=2)
+    window = announce(nodes=["gpu-a100-1"], start=start, end=start + dt.timedelta(hours=2))
+    with kueue_cluster.api_client() as client:
+        admin = Kube(client)
+        with time_machine.travel(start + dt.timedelta(seconds=5), tick=True), \
+                TestCase.captureOnCommitCallbacks(execute=False) as reconciles:
+            windows_advance()
+        for callback in reconciles:  # the tenants' reconciles, on the real clock
+            callback()
+        assert (nominal_a100(admin, first), nominal_a100(admin, second)) == ("4", "4")
+        tracker = Tracker()
+        big = launch(first, owner, gpu_types, name="big", gpus=8, run_seconds=900)
+        track_until(tracker, lambda: state_of(big).state == S.RUNNING, timeout=60,
+                    describe=lambda: f"big {big.state}: {big.reason}")
+        assert pod_nodes(admin, big) == ["gpu-a100-2"]  # the other one is cordoned
+        small = launch(second, owner, gpu_types, name="small", gpus=4, run_seconds=900)
+        track_until(tracker, lambda: state_of(big).state == S.QUEUED, timeout=90,
+                    describe=lambda: f"big {big.state}: {big.reason}")
+        track_until(tracker, lambda: state_of(small).state == S.RUNNING, timeout=90,
+                    describe=lambda: f"small {small.state}: {small.reason}")
+        with time_machine.travel(window.end + dt.timedelta(seconds=5), tick=True), \
+                TestCase.captureOnCommitCallbacks(execute=False) as reconciles:
+            windows_advance()
+        for callback in reconciles:
+            callback()
+        assert (nominal_a100(admin, first), nominal_a100(admin, second)) == ("8", "8")
+        assert not admin.get("Node", "gpu-a100-1")["spec"].get("unschedulable")
