@@ -85,7 +85,7 @@ def upcoming(gpu_type: GpuType, free_now: int, *, tenant: Tenant | None = None,
     for at in sorted({t for i in down + reserved for t in (i.start, i.end) if now < t < until}):
         more_down = _out_at(down, at) - base_down
         more_reserved = _out_at(reserved, at) - base_reserved
-        free = max(free_now - max(more_down, 0) - max(more_reserved, 0), 0)
+        free = max(free_now - more_down - more_reserved, 0)
         if free == last:
             continue
         starting_down = any(i.start == at for i in down)

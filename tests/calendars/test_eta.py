@@ -99,7 +99,7 @@ def tenant(db, gpu_types) -> Tenant:
 def window(start: dt.datetime, end: dt.datetime, gpus: int, **fields) -> MaintenanceWindow:
     return MaintenanceWindow.objects.create(
         start=start, end=end, reason="driver update",
-        affected={"gpu-a100-0": {"gpu_type": "a100", "gpus": gpus}}, **fields)
+        affected={"gpu-a100-1": {"gpu_type": "a100", "gpus": gpus}}, **fields)
 
 
 def test_the_registry_is_filled_by_calendars():
