@@ -14,6 +14,7 @@ urlpatterns = [
     path("v1/", include("usage.api.urls")),
     path("v1/", include("access.api.urls")),
     path("v1/", include("budgets.api.urls")),
+    path("v1/", include("calendars.api.urls")),
     path("v1/", include("notifications.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI from local assets (drf-spectacular-sidecar), public like the schema; the split

@@ -173,3 +173,35 @@ def type_calendar(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
     down = down_intervals(gpu_type, since, until)
     return TypeCalendar(gpu_type, type_capacity(gpu_type, nodes), since, until,
                         segments(since, until, booked, down), booked, down)
+
+
+def calendar_data(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
+                  shows: Any = None, nodes: Iterable[Obj] | None = None) -> dict[str, Any]:
+    """A type's calendar as plain data (the API's GET calendar/, the page's chart). `shows`:
+    whether the viewer may see a reservation's tenant and note (a callable on the
+    reservation); others' bookings appear as GPUs reserved, nameless."""
+    occurrences = occurrences_between(gpu_type, since, until)
+    windows = [w for w in windows_between(since, until)]
+    down = down_intervals(gpu_type, since, until, windows)
+    capacity = type_capacity(gpu_type, nodes)
+    booked = [Interval(o.start, o.end, o.reservation.count) for o in occurrences]
+    entries = []
+    for o in occurrences:
+        visible = shows is None or shows(o.reservation)
+        entries.append({"id": o.reservation.pk if visible else None,
+                        "tenant": o.reservation.tenant.name if visible else None,
+                        "count": o.reservation.count, "start": o.start, "end": o.end,
+                        "note": o.reservation.note if visible else "", "released": o.released})
+    window_rows = []
+    for window in windows:
+        gpus = sum(e["gpus"] for e in (window.affected or {}).values()
+                   if e.get("gpu_type") == gpu_type.slug)
+        if gpus or window.gpu_type_id == gpu_type.pk:
+            window_rows.append({"id": window.pk, "start": window.start, "end": window.end,
+                                "gpus": gpus, "reason": window.reason,
+                                "covers": window.target_text})
+    return {"gpu_type": gpu_type.slug, "capacity": capacity, "since": since, "until": until,
+            "segments": [{"start": s.start, "end": s.end, "reserved": s.booked,
+                          "maintenance": s.down, "bookable": max(s.left(capacity), 0)}
+                         for s in segments(since, until, booked, down)],
+            "reservations": entries, "windows": window_rows}

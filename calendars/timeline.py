@@ -41,18 +41,39 @@ class Segment:
 
 def segments(start: dt.datetime, end: dt.datetime, booked: Iterable[Interval],
              down: Iterable[Interval] = ()) -> list[Segment]:
-    """[start, end) cut where a booking or a window begins or ends, with the sums in each."""
-    booked = [i for i in booked if i.overlaps(start, end)]
-    down = [i for i in down if i.overlaps(start, end)]
-    cuts = sorted({start, end} | {t for i in booked + down for t in (i.start, i.end)
-                                  if start < t < end})
-    out = []
-    for left, right in zip(cuts, cuts[1:], strict=False):
-        here_booked = [i for i in booked if i.overlaps(left, right)]
-        here_down = [i for i in down if i.overlaps(left, right)]
-        out.append(Segment(left, right, sum(i.gpus for i in here_booked),
-                           sum(i.gpus for i in here_down),
-                           tuple(i.label for i in here_down + here_booked if i.label)))
+    """[start, end) cut where a booking or a window begins or ends, with the sums in each: one
+    sweep over the sorted begin and end points (a year of weekly bookings is thousands)."""
+    # (when, order, kind, interval index): ends sort before begins at the same instant
+    events: list[tuple[dt.datetime, int, int, int]] = []
+    intervals: list[tuple[int, Interval]] = []
+    for kind, group in ((0, booked), (1, down)):
+        for interval in group:
+            if interval.overlaps(start, end):
+                index = len(intervals)
+                intervals.append((kind, interval))
+                events.append((max(interval.start, start), 1, kind, index))
+                events.append((min(interval.end, end), 0, kind, index))
+    events.sort(key=lambda e: (e[0], e[1]))
+    sums = [0, 0]
+    active: dict[int, None] = {}  # insertion-ordered: the labels in order of beginning
+    out: list[Segment] = []
+    clock = start
+    position = 0
+    while clock < end:
+        while position < len(events) and events[position][0] <= clock:
+            _, begins, kind, index = events[position]
+            gpus = intervals[index][1].gpus
+            sums[kind] += gpus if begins else -gpus
+            if begins:
+                active[index] = None
+            else:
+                active.pop(index, None)
+            position += 1
+        following = events[position][0] if position < len(events) else end
+        labels = tuple(intervals[i][1].label for i in sorted(active, key=lambda i: -intervals[i][0])
+                       if intervals[i][1].label)
+        out.append(Segment(clock, min(following, end), sums[0], sums[1], labels))
+        clock = following
     return out
 
 

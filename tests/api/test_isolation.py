@@ -18,6 +18,7 @@ their owner reaches them with any of their projects' tokens, and a reader may ch
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from keystoneauth1.identity import v3
 
 from access.models import TenantServiceAccess
 from budgets.models import Budget
+from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
 from notifications.models import Kind, Notification, Webhook
 from tenants.models import Quota, Tenant
 from tenants.services import quota_update
@@ -51,6 +53,7 @@ class Endpoint:
     lists: str | None = None  # a list of tenant-owned objects: "workload" or "tenant"; or
     # of a user's own rows: "notification", "webhook"
     body: dict[str, Any] | str | None = None  # FULL_QUOTA: the tenant's whole quota, changed
+    params: dict[str, str] | None = None  # a GET's query
     ok: int = 200  # the status of the positive control
 
     @property
@@ -65,7 +68,9 @@ class Endpoint:
         if self.target is None:
             return self.path
         obj = (world.personal[self.target][tenant] if self.target in PERSONAL
+               else world.window if self.target == "window"
                else world.workloads[tenant] if self.target == "workload"
+               else world.reservations[tenant] if self.target == "reservation"
                else world.tenants[tenant])
         if self.query_param:
             return f"{self.path}?{self.query_param}={obj.pk}"
@@ -75,6 +80,12 @@ class Endpoint:
 FULL_QUOTA = "full-quota"
 PROJECT_WEBHOOK = "project-webhook"  # a webhook of vision-lab's: its managers' and admins'
 PERSONAL = ("notification", "webhook")
+CLUSTER_WIDE = ("window",)  # the cluster's own objects (maintenance windows): everyone's to see
+SOON = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(days=2)
+BOOKING = {"gpu_type": "a100", "count": 1, "start": SOON.isoformat(),
+           "end": (SOON + dt.timedelta(hours=1)).isoformat()}
+WINDOW = {"nodes": ["gpu-t4-1"], "start": SOON.isoformat(),
+          "end": (SOON + dt.timedelta(hours=2)).isoformat(), "reason": "probe"}
 PUBLIC_WEBHOOK_URL = "https://93.184.215.14/services/T0/B0/secret"
 LAUNCH = {"name": "probe", "template": "jupyter", "gpu_type": "a100", "gpu_count": 1}
 QUOTA_PATCH = {"max_workloads": 7}
@@ -133,6 +144,25 @@ ENDPOINTS = [
              body=PROJECT_WEBHOOK, ok=201),
     Endpoint("DELETE", "/api/v1/notifications/webhooks/{id}/", target="webhook", ok=204),
     Endpoint("POST", "/api/v1/notifications/webhooks/{id}/test/", target="webhook"),
+    # the calendar: a tenant's reservations (its managers book within the allowance and
+    # cancel), the allowance (admins set it), the maintenance windows (everyone reads them,
+    # admins write), a GPU type's calendar
+    Endpoint("GET", "/api/v1/reservations/", lists="reservation"),
+    Endpoint("POST", "/api/v1/reservations/", writes=True, manager_only=True, body=BOOKING,
+             ok=201),
+    Endpoint("GET", "/api/v1/reservations/{id}/", target="reservation"),
+    Endpoint("DELETE", "/api/v1/reservations/{id}/", target="reservation", writes=True,
+             manager_only=True, ok=204),
+    Endpoint("GET", "/api/v1/tenants/{id}/reservation-allowance/", target="tenant"),
+    Endpoint("PUT", "/api/v1/tenants/{id}/reservation-allowance/", target="tenant", writes=True,
+             admin_only=True, body={"gpu_hours": 10}),
+    Endpoint("GET", "/api/v1/maintenance-windows/"),
+    Endpoint("POST", "/api/v1/maintenance-windows/", writes=True, admin_only=True, body=WINDOW,
+             ok=201),
+    Endpoint("GET", "/api/v1/maintenance-windows/{id}/", target="window"),
+    Endpoint("DELETE", "/api/v1/maintenance-windows/{id}/", target="window", writes=True,
+             admin_only=True, ok=204),
+    Endpoint("GET", "/api/v1/calendar/", params={"gpu_type": "a100"}),
 ]
 BY_KEY = {endpoint.key: endpoint for endpoint in ENDPOINTS}
 # operations no Keystone token reaches: a workload's SSH server reports its sessions with the
@@ -187,6 +217,8 @@ class World:
     workloads: dict[str, Workload]
     # "notification"/"webhook" → "vision": researcher's (vision-lab), "nlp": student's
     personal: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    reservations: dict[str, Reservation] = dataclasses.field(default_factory=dict)
+    window: MaintenanceWindow | None = None
 
     def call(self, who: str, endpoint: Endpoint, url: str | None = None, *,
              body: dict[str, Any] | None = None, query: dict[str, str] | None = None):
@@ -200,7 +232,8 @@ class World:
         # side effects (tasks) are queued on commit: capture them, run none
         with TestCase.captureOnCommitCallbacks(execute=False):
             if endpoint.method in ("GET", "DELETE"):
-                return method(url, query or {}) if endpoint.method == "GET" else method(url)
+                return (method(url, query or endpoint.params or {}) if endpoint.method == "GET"
+                        else method(url))
             return method(url, body or {}, content_type="application/json")
 
     def full_quota(self) -> dict[str, Any]:
@@ -221,6 +254,13 @@ def world(tokens, gpu_types, cluster) -> World:
                      changes={"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 4},
                               "max_workloads": 10})
         world.tenants[key] = tenant
+        ReservationAllowance.objects.create(tenant=tenant, gpu_hours=1000)
+        world.reservations[key] = Reservation.objects.create(
+            tenant=tenant, gpu_type=gpu_types["a100"], count=1, start=SOON,
+            end=SOON + dt.timedelta(hours=1), note=f"{key} probe")
+    world.window = MaintenanceWindow.objects.create(
+        nodes=["gpu-t4-1"], start=SOON, end=SOON + dt.timedelta(hours=1), reason="probe",
+        affected={"gpu-t4-1": {"gpu_type": "t4", "gpus": 4}})
     for key, who in (("vision", "researcher@vision"), ("nlp", "student@nlp")):
         response = world.call(who, BY_KEY["POST /api/v1/workloads/"],
                               body={**LAUNCH, "name": f"{key} notebook"})
@@ -248,6 +288,9 @@ def snapshot(world: World) -> tuple:
         sorted(Budget.objects.values_list("tenant_id", "gpu_hours", "hard")),
         sorted(Notification.objects.values_list("pk", "read_at")),
         sorted(Webhook.objects.values_list("pk", "user_id", "tenant_id", "url")),
+        sorted(Reservation.objects.values_list("pk", "tenant_id", "cancelled_at")),
+        sorted(ReservationAllowance.objects.values_list("tenant_id", "gpu_hours")),
+        sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at", "state")),
     )
 
 
@@ -259,7 +302,8 @@ def assert_error(response, status: int, code: str | None = None) -> None:
         assert body["code"] == code, body
 
 
-TARGETED = [e for e in ENDPOINTS if e.target is not None and e.target not in PERSONAL]
+TARGETED = [e for e in ENDPOINTS
+            if e.target is not None and e.target not in PERSONAL + CLUSTER_WIDE]
 WRITES = [e for e in ENDPOINTS if e.writes]
 ADMIN = [e for e in ENDPOINTS if e.admin_only]
 MANAGER = [e for e in ENDPOINTS if e.manager_only]
@@ -291,6 +335,8 @@ PROBES = {
                  {"gpu_type": "a100"}, {"ordering": "-created"}, {"page_size": "500"}],
     "tenant": [{}, {"q": "vision"}, {"state": "new"}, {"ordering": "name"},
                {"page_size": "500"}],
+    "reservation": [{}, {"gpu_type": "a100"}, {"include_past": "1"},
+                    {"page_size": "500"}],
 }
 LIST_CASES = [(e, query) for e in LISTS for query in PROBES[e.lists or ""]]
 
@@ -304,7 +350,8 @@ def test_lists_show_only_the_callers_tenant(world, endpoint, query, who):
     body = response.json()
     assert set(body) >= {"count", "next", "previous", "results"}
     listed = {row["id"] for row in body["results"]}
-    hidden = world.workloads["vision"] if endpoint.lists == "workload" else world.tenants["vision"]
+    hidden = {"workload": world.workloads, "tenant": world.tenants,
+              "reservation": world.reservations}[endpoint.lists or ""]["vision"]
     assert hidden.pk not in listed
     if endpoint.lists == "workload":
         assert all(row["tenant"] == "nlp-lab" for row in body["results"])

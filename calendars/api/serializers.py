@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import serializers
+
+from ..models import MaintenanceWindow, Reservation, ReservationAllowance
+from ..validation import ReservationInvalid, WindowInvalid, reservation_clean, window_clean
+
+
+class ReservationWriteSerializer(serializers.Serializer[Reservation]):
+    """A booking. `tenant`: a tenant id (admins book for any tenant; a manager for their
+    current project, which is the default)."""
+
+    tenant = serializers.IntegerField(required=False)
+    gpu_type = serializers.SlugField()
+    count = serializers.IntegerField(min_value=1)
+    start = serializers.DateTimeField(help_text="ISO 8601 with a zone")
+    end = serializers.DateTimeField()
+    recurrence = serializers.ChoiceField(choices=Reservation.Recurrence.choices, required=False,
+                                         allow_blank=True, help_text="\"weekly\": every week "
+                                         "at the same time until `until`")
+    until = serializers.DateTimeField(required=False, allow_null=True)
+    note = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError({"non_field_errors": ["A JSON object is required."]})
+        try:
+            fields = reservation_clean(data)
+        except ReservationInvalid as exc:
+            raise serializers.ValidationError(exc.errors) from exc
+        tenant = data.get("tenant")
+        if tenant is not None and (isinstance(tenant, bool) or not isinstance(tenant, int)):
+            raise serializers.ValidationError({"tenant": ["A tenant id is required."]})
+        return {**fields, "tenant": tenant}
+
+
+class ReservationSerializer(serializers.ModelSerializer[Reservation]):
+    tenant = serializers.IntegerField(source="tenant.pk")
+    tenant_name = serializers.CharField(source="tenant.name")
+    gpu_type = serializers.CharField(source="gpu_type.slug")
+    created_by = serializers.CharField(source="created_by.username", default=None)
+    state = serializers.SerializerMethodField()
+    next_occurrence = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Reservation
+        fields = ["id", "tenant", "tenant_name", "gpu_type", "count", "start", "end",
+                  "recurrence", "until", "note", "created_by", "created_at", "cancelled_at",
+                  "state", "next_occurrence"]
+
+    def _next(self, reservation: Reservation) -> tuple[Any, Any] | None:
+        now = timezone.now()
+        return next(reservation.occurrences(now, reservation.last_end + reservation.duration),
+                    None)
+
+    def get_state(self, reservation: Reservation) -> str:
+        """cancelled, active (an occurrence runs now), upcoming, or ended."""
+        if reservation.cancelled_at is not None:
+            return "cancelled"
+        occurrence = self._next(reservation)
+        if occurrence is None:
+            return "ended"
+        return "active" if occurrence[0] <= timezone.now() else "upcoming"
+
+    def get_next_occurrence(self, reservation: Reservation) -> dict[str, Any] | None:
+        occurrence = self._next(reservation) if reservation.cancelled_at is None else None
+        if occurrence is None:
+            return None
+        return {"start": occurrence[0].isoformat(), "end": occurrence[1].isoformat()}
+
+
+class WindowWriteSerializer(serializers.Serializer[MaintenanceWindow]):
+    """Exactly one of nodes, node_selector or gpu_type says what it covers."""
+
+    nodes = serializers.ListField(child=serializers.CharField(), required=False)
+    node_selector = serializers.DictField(child=serializers.CharField(), required=False,
+                                          help_text="{label: value}, or \"k=v,k2=v2\"")
+    gpu_type = serializers.SlugField(required=False)
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    reason = serializers.CharField(max_length=500)
+    drain = serializers.BooleanField(required=False, default=False,
+                                     help_text="at the start, stop what still runs on the "
+                                               "nodes (batch jobs requeued)")
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError({"non_field_errors": ["A JSON object is required."]})
+        try:
+            return window_clean(data)
+        except WindowInvalid as exc:
+            raise serializers.ValidationError(exc.errors) from exc
+
+
+class WindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):
+    gpu_type = serializers.CharField(source="gpu_type.slug", default=None)
+    created_by = serializers.CharField(source="created_by.username", default=None)
+    covers = serializers.CharField(source="target_text")
+
+    class Meta:
+        model = MaintenanceWindow
+        fields = ["id", "nodes", "node_selector", "gpu_type", "covers", "start", "end", "reason",
+                  "drain", "state", "affected", "created_by", "created_at", "cancelled_at",
+                  "cordoned", "cordoned_at", "drained_at", "ended_at"]
+
+
+class AllowanceSerializer(serializers.ModelSerializer[ReservationAllowance]):
+    gpu_hours = serializers.IntegerField(min_value=0, max_value=10_000_000,
+                                         help_text="GPU-hours of reservations to come that the "
+                                                   "tenant's managers may hold at once")
+    max_days_ahead = serializers.IntegerField(min_value=0, max_value=366, required=False,
+                                              default=90)
+
+    class Meta:
+        model = ReservationAllowance
+        fields = ["gpu_hours", "max_days_ahead"]
+
+
+class SegmentSerializer(serializers.Serializer[Any]):
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    reserved = serializers.IntegerField()
+    maintenance = serializers.IntegerField()
+    bookable = serializers.IntegerField(help_text="what a further reservation could book")
+
+
+class CalendarEntrySerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField(allow_null=True)
+    tenant = serializers.CharField(allow_null=True, help_text="null: another project's")
+    count = serializers.IntegerField()
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    note = serializers.CharField()
+    released = serializers.BooleanField()
+
+
+class CalendarWindowSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    gpus = serializers.IntegerField()
+    reason = serializers.CharField()
+    covers = serializers.CharField()
+
+
+class CalendarSerializer(serializers.Serializer[Any]):
+    gpu_type = serializers.CharField()
+    capacity = serializers.IntegerField()
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    segments = SegmentSerializer(many=True)
+    reservations = CalendarEntrySerializer(many=True)
+    windows = CalendarWindowSerializer(many=True)
