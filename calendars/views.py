@@ -8,7 +8,6 @@ The admin's pages are admin_views.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -27,39 +26,12 @@ from tenants.middleware import TenantRequest
 from tenants.models import Tenant
 
 from .forms import local_input, reservation_form_data
-from .models import Reservation, ReservationAllowance
-from .selectors import occurrences_between, type_calendar, windows_between
+from .models import MaintenanceWindow, Reservation, ReservationAllowance
+from .selectors import calendar_data
 from .services import CalendarRefused, reservation_cancel, reservation_create
 from .validation import ReservationInvalid, reservation_clean
 
 SPAN = dt.timedelta(days=14)
-
-
-@dataclasses.dataclass(frozen=True)
-class Booking:
-    """A reservation occurrence as the viewer may see it."""
-
-    reservation: Reservation
-    start: dt.datetime
-    end: dt.datetime
-    released: bool
-    named: bool  # the viewer may see whose it is and its note
-    cancellable: bool
-
-    @property
-    def who(self) -> str:
-        return self.reservation.tenant.name if self.named else "reserved"
-
-
-def _window_rows(gpu_type: GpuType, since: dt.datetime, until: dt.datetime
-                 ) -> list[dict[str, Any]]:
-    rows = []
-    for window in windows_between(since, until):
-        gpus = sum(entry.get("gpus", 0) for entry in (window.affected or {}).values()
-                   if entry.get("gpu_type") == gpu_type.slug)
-        if gpus or window.gpu_type_id == gpu_type.pk:
-            rows.append({"window": window, "gpus": gpus})
-    return rows
 
 
 def _since(request: TenantRequest) -> dt.datetime:
@@ -81,27 +53,26 @@ def calendar_context(request: TenantRequest, gpu_type: GpuType | None, since: dt
         return {**context, **extra}
     until = since + SPAN
     admin = identity.is_admin
-    calendar = type_calendar(gpu_type, since, until, tenant_names=admin)
-    bookings = []
-    for occurrence in occurrences_between(gpu_type, since, until):
-        reservation = occurrence.reservation
-        own = tenant is not None and reservation.tenant_id == tenant.pk
-        bookings.append(Booking(
-            reservation, occurrence.start, occurrence.end, occurrence.released,
-            named=admin or own,
-            cancellable=(admin or own) and Reservation.objects.permits(
-                identity, Action.CHANGE, reservation)))
+    data = calendar_data(gpu_type, since, until, shows=lambda r: Reservation.objects.permits(
+        identity, Action.VIEW, r))
+    shown = {r.pk: r for r in Reservation.objects.filter(
+        pk__in={e["id"] for e in data["reservations"] if e["id"] is not None})}
+    cancellable = set(Reservation.objects.restrict(identity, Action.CHANGE)
+                      .filter(pk__in=shown).values_list("pk", flat=True))
+    bookings = [{**entry, "reservation": shown.get(entry["id"]),
+                 "cancellable": entry["id"] in cancellable} for entry in data["reservations"]]
+    windows = {w.pk: w for w in MaintenanceWindow.objects.filter(
+        pk__in=[w["id"] for w in data["windows"]])}
     manager = tenant is not None and Tenant.objects.permits(identity, Action.CHANGE, tenant)
     allowance = (ReservationAllowance.objects.filter(tenant=tenant).first()
                  if tenant is not None else None)
     day = timezone.localtime(since).date()
     now = timezone.now()
     context.update(
-        calendar=calendar, capacity=calendar.capacity,
-        segments=[{"segment": s, "left": max(s.left(calendar.capacity), 0),
-                   "now": s.start <= now < s.end}
-                  for s in calendar.segments],
-        bookings=bookings, windows=_window_rows(gpu_type, since, until),
+        capacity=data["capacity"],
+        segments=[{**s, "now": s["start"] <= now < s["end"]} for s in data["segments"]],
+        bookings=bookings,
+        windows=[{**w, "window": windows[w["id"]]} for w in data["windows"]],
         previous=(day - SPAN).isoformat(), next=(day + SPAN).isoformat(),
         may_book=admin or (manager and allowance is not None and allowance.gpu_hours > 0),
         manager=manager, allowance=allowance, admin=admin,
