@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from audit.services import Actor, audit_record
 from catalogue.models import GpuType
+from core.tasks import send_on_commit
 from identity.models import User
 from tenants.models import Tenant
 
@@ -149,6 +150,8 @@ def allowance_set(*, tenant: Tenant, acting_user: Actor, gpu_hours: int,
 def window_create(*, acting_user: Actor, fields: dict[str, Any]) -> MaintenanceWindow:
     """Announce a validated window (validation.window_clean): the nodes it covers are resolved
     now from the cluster's read model (again at its start)."""
+    from .tasks import maintenance_announce_task
+
     with transaction.atomic():
         window = MaintenanceWindow(created_by=_user(acting_user), **fields)
         window.affected = window_nodes(window)
@@ -156,12 +159,16 @@ def window_create(*, acting_user: Actor, fields: dict[str, Any]) -> MaintenanceW
         audit_record(actor=acting_user, action="maintenance.announce",
                      target=f"maintenance #{window.pk}", before=None,
                      after=window_snapshot(window))
+        # the owners of the workloads it would reach are told (calendars/maintenance.py)
+        send_on_commit(maintenance_announce_task, window.pk)
     return window
 
 
 def window_cancel(*, window: MaintenanceWindow, acting_user: Actor) -> bool:
     """Cancel a window not yet ended. One in progress ends at once (the beat uncordons what it
     cordoned). False: already cancelled or ended."""
+    from .tasks import maintenance_window_task
+
     with transaction.atomic():
         now = timezone.now()
         done = MaintenanceWindow.objects.filter(
@@ -174,4 +181,6 @@ def window_cancel(*, window: MaintenanceWindow, acting_user: Actor) -> bool:
         audit_record(actor=acting_user, action="maintenance.cancel",
                      target=f"maintenance #{window.pk}", before=window_snapshot(window),
                      after=None)
+        # called off (those told are told), or, in progress, ended: uncordoned now
+        send_on_commit(maintenance_window_task, window.pk)
     return True

@@ -54,6 +54,10 @@ app.conf.beat_schedule = {
                          "options": {"expires": 14.0}},
     # GPU-hour budgets: thresholds, the queue hold and its reset, stop at exhaustion
     "budgets-check": {"task": "budgets.tasks.budgets_check_task", "schedule": 60.0},
+    # maintenance windows: notices 24 h and 1 h ahead, cordon and drain at the start, uncordon
+    # at the end
+    "maintenance-windows": {"task": "calendars.tasks.maintenance_windows_task", "schedule": 60.0,
+                            "options": {"expires": 55.0}},
     "tenants-reconcile-all": {"task": "tenants.tasks.tenants_reconcile_all", "schedule": 300.0},
     "tenants-delete-due": {"task": "tenants.tasks.tenants_delete_due", "schedule": 60.0},
     "tenants-sync-keystone": {"task": "tenants.tasks.tenants_sync_keystone", "schedule": 600.0},

@@ -39,6 +39,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from audit.services import audit_record
+from calendars.cordons import node_cordon, node_uncordon
 from kube.client import Kube, KubeError
 from kube.labels import CORDON_ANNOTATION
 
@@ -141,27 +142,6 @@ def _nodes(kube: Kube) -> dict[str, dict[str, Any]] | None:
         return None
 
 
-def node_cordon(*, kube: Kube, node: dict[str, Any], reason: str) -> None:
-    name = node["metadata"]["name"]
-    kube.patch("Node", name, {"spec": {"unschedulable": True},
-                              "metadata": {"annotations": {CORDON_ANNOTATION: CORDON_BY}}})
-    audit_record(actor=None, action="node.cordon", target=name,
-                 before={"unschedulable": bool((node.get("spec") or {}).get("unschedulable"))},
-                 after={"unschedulable": True, "reason": reason})
-
-
-def node_uncordon(*, kube: Kube, node: dict[str, Any]) -> None:
-    name = node["metadata"]["name"]
-    unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
-    patch: dict[str, Any] = {"metadata": {"annotations": {CORDON_ANNOTATION: None}}}
-    if unschedulable:
-        patch["spec"] = {"unschedulable": None}
-    kube.patch("Node", name, patch)
-    audit_record(actor=None, action="node.uncordon", target=name,
-                 before={"unschedulable": unschedulable},
-                 after={"unschedulable": False, "reason": "its GPUs are healthy again"})
-
-
 def _cordon_nodes(kube: Kube, nodes: dict[str, dict[str, Any]],
                   devices: list[GpuDevice], report: HealthReport) -> None:
     unhealthy: dict[str, list[GpuDevice]] = defaultdict(list)
@@ -175,10 +155,10 @@ def _cordon_nodes(kube: Kube, nodes: dict[str, dict[str, Any]],
             if unhealthy.get(name) and settings.PORTAL_GPU_HEALTH_CORDON and not cordoned \
                     and not ours:
                 reason = "; ".join(f"gpu{d.index}: {d.health_reason}" for d in unhealthy[name])
-                node_cordon(kube=kube, node=node, reason=reason)
+                node_cordon(kube=kube, node=node, by=CORDON_BY, reason=reason)
                 report.cordoned.append(name)
             elif not unhealthy.get(name) and ours:
-                node_uncordon(kube=kube, node=node)
+                node_uncordon(kube=kube, node=node, reason="its GPUs are healthy again")
                 report.uncordoned.append(name)
         except KubeError as exc:
             log.warning("GPU health: node %s not (un)cordoned: %s", name, exc)

@@ -23,14 +23,16 @@ from django.conf import settings
 from catalogue.options import launch_argv
 from kube.labels import workload_host
 
-VERSION = 4  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh
+VERSION = 5  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh;
+# 5: avoid_nodes
 
 
 def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: list[str],
                         args: list[str], env: dict[str, str], port: int | None, gpu_count: int,
                         cpu: int, memory_gb: int, max_runtime_minutes: int | None,
                         retries: int, use_home: bool, exposure: str = "loadbalancer",
-                        host: str = "", nodes: int = 1, ssh: bool = False) -> dict[str, Any]:
+                        host: str = "", nodes: int = 1, ssh: bool = False,
+                        avoid_nodes: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """The spec as JSON from the launch's own values and its template and GPU type rows now.
     The env is a list of [name, value] pairs: the template's, then the launch's (overriding a
     template's variable in place), in that order (a JSON object would not keep it in
@@ -59,6 +61,9 @@ def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: l
         "nodes": nodes,
         "engine": template.engine,
         "node_selector": dict(gpu_type.node_selector or {}),
+        # the nodes it must not run on: those of a maintenance window its maximum runtime
+        # would cross (calendars/admission.py), as admission saw them
+        "avoid_nodes": sorted(set(avoid_nodes)),
         "cpu": cpu,
         "memory_gb": memory_gb,
         "max_runtime_minutes": max_runtime_minutes,
@@ -75,10 +80,11 @@ def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: l
     }
 
 
-def launch_spec_from_rows(workload) -> dict[str, Any]:
+def launch_spec_from_rows(workload, *, avoid_nodes: list[str] | tuple[str, ...] = ()
+                          ) -> dict[str, Any]:
     """The spec resolved from the workload's row and its template and GPU type as they are
     now, and the site's way of reaching services (PORTAL_SERVICE_EXPOSURE): what admission
-    freezes."""
+    freezes, with the nodes its admission checks told it to avoid."""
     exposure = settings.PORTAL_SERVICE_EXPOSURE
     host = workload_host(workload.pk, settings.PORTAL_SERVICE_DOMAIN) \
         if exposure == "shared" and workload.pk is not None else ""
@@ -88,7 +94,7 @@ def launch_spec_from_rows(workload) -> dict[str, Any]:
         port=workload.port, gpu_count=workload.gpu_count, cpu=workload.cpu,
         memory_gb=workload.memory_gb, max_runtime_minutes=workload.max_runtime_minutes,
         retries=workload.retries, use_home=workload.use_home, exposure=exposure, host=host,
-        nodes=workload.nodes, ssh=workload.ssh)
+        nodes=workload.nodes, ssh=workload.ssh, avoid_nodes=avoid_nodes)
 
 
 def launch_spec_of(workload) -> dict[str, Any]:

@@ -104,6 +104,7 @@ CONTAINER_NAME = "app"
 # the NetworkPolicy reach, so that nothing outside the pod addresses the application by name
 APP_PORT_NAME = "app"
 GPU_TAINT_KEY = "nvidia.com/gpu"
+HOSTNAME_LABEL = "kubernetes.io/hostname"  # every node's, set by its kubelet
 
 # The tenant's persistent home volume is mounted here in every workload that asks for it. A
 # path of its own rather than the image's home directory (/home/jovyan, /root, /workspace in
@@ -142,6 +143,9 @@ class WorkloadSpec:
     nodes: int = 1  # a distributed workload's nodes (one rank each)
     engine: str = SINGLE  # SINGLE | JOBSET | MPI
     node_selector: tuple[tuple[str, str], ...] = ()
+    # nodes its pods must not land on (a maintenance window it would cross): required node
+    # affinity `kubernetes.io/hostname NotIn` them
+    avoid_nodes: tuple[str, ...] = ()
     cpu: str = "4"  # requests = limits
     memory: str = "16Gi"
     max_runtime_seconds: int | None = None  # Job activeDeadlineSeconds (services: the portal)
@@ -458,6 +462,13 @@ def _init_containers(spec: WorkloadSpec) -> list[Manifest]:
     return init
 
 
+def _avoiding(nodes: tuple[str, ...]) -> Manifest:
+    """Required node affinity: none of these nodes (by their host name label)."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": sorted(nodes)}]}]}}}
+
+
 def make_pod_template(spec: WorkloadSpec) -> Manifest:
     """The pod of the workload, shared by its Deployment and its Job."""
     pod_labels = labels(spec)
@@ -485,6 +496,8 @@ def make_pod_template(spec: WorkloadSpec) -> Manifest:
         pod_spec["initContainers"] = init_containers
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
+    if spec.avoid_nodes:
+        pod_spec["affinity"] = _avoiding(spec.avoid_nodes)
     if spec.gpu_count:
         # GPU nodes are tainted so that only pods asking for GPUs land there
         pod_spec["tolerations"] = [
@@ -618,7 +631,7 @@ def _torchrun_env(spec: WorkloadSpec) -> list[Manifest]:
 def _one_per_node(match: dict[str, str]) -> Manifest:
     """Required anti-affinity among the pods `match` picks: no two on one node."""
     return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": match}, "topologyKey": "kubernetes.io/hostname"}]}}
+        {"labelSelector": {"matchLabels": match}, "topologyKey": HOSTNAME_LABEL}]}}
 
 
 def _group_metadata(spec: WorkloadSpec) -> Manifest:
@@ -643,7 +656,7 @@ def make_jobset(spec: WorkloadSpec) -> Manifest:
     container["command"] = ["torchrun"]
     container["args"] = torchrun_argv(spec)[1:]
     container["env"] = [*container.get("env", []), *_torchrun_env(spec)]
-    pod_spec["affinity"] = _one_per_node(selector(spec))
+    pod_spec["affinity"] = {**pod_spec.get("affinity", {}), **_one_per_node(selector(spec))}
     job_spec: Manifest = {
         "completionMode": "Indexed",
         "completions": spec.nodes,
@@ -706,7 +719,8 @@ def make_mpijob(spec: WorkloadSpec) -> Manifest:
                                   "protocol": "TCP"}]
     # ready once sshd answers: the launcher starts only then (WaitForWorkersReady)
     worker_container["readinessProbe"] = {"tcpSocket": {"port": "ssh"}, "periodSeconds": 2}
-    worker["spec"]["affinity"] = _one_per_node({**selector(spec), MPI_ROLE_LABEL: "worker"})
+    worker["spec"]["affinity"] = {**worker["spec"].get("affinity", {}),
+                                  **_one_per_node({**selector(spec), MPI_ROLE_LABEL: "worker"})}
     # the tenant's guard admits a pod asking for GPUs in a queued namespace only with the
     # queue's label (deploy/base/tenant-admission.yaml); the operator creates the workers as
     # itself from this template. Kueue still admits them as the MPIJob's pods, one Workload

@@ -70,6 +70,7 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         nodes=spec.get("nodes", 1),
         engine=spec.get("engine", ""),
         node_selector=tuple(sorted(spec["node_selector"].items())),
+        avoid_nodes=tuple(spec.get("avoid_nodes") or ()),
         cpu=str(spec["cpu"]),
         memory=f"{spec['memory_gb']}Gi",
         max_runtime_seconds=max_runtime if kind == "batch" else None,

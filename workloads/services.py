@@ -157,7 +157,9 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
 # Checks of apps above this one (budgets) that may refuse a launch: each is called as
 # `check(tenant=, user=, request=)` inside the launch's transaction, after the quota check, with
 # the tenant row locked (so concurrent launches of a tenant are serialised), and raises an
-# AdmissionRefused (a subclass with its own `code`) to refuse. Registered in AppConfig.ready.
+# AdmissionRefused (a subclass with its own `code`) to refuse. A check may also place it: node
+# names it puts in request["avoid_nodes"] are frozen into its launch spec, and its pods are kept
+# off them (a maintenance window, calendars/admission.py). Registered in AppConfig.ready.
 AdmissionCheck = Callable[..., None]
 ADMISSION_CHECKS: dict[str, AdmissionCheck] = {}
 
@@ -229,7 +231,8 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 workload.pk, workload.name,
                 **({"max_length": MAX_GROUP_OBJECT_NAME} if template.distributed else {}))
             # what it will run, frozen now: later edits of the template or GPU type leave it be
-            workload.launch_spec = launch_spec_from_rows(workload)
+            workload.launch_spec = launch_spec_from_rows(
+                workload, avoid_nodes=request.get("avoid_nodes") or ())
             workload.save(update_fields=["object_name", "launch_spec"])
             if workload.kind == Template.Kind.SERVICE or workload.ssh:
                 # its OAuth client: the authenticating proxy in front of it logs users in (a

@@ -1,0 +1,62 @@
+"""What the maintenance windows say at launch: registered with workloads in apps.py (workloads
+cannot import this app).
+
+- `maintenance_admission_check` runs inside the launch's transaction (the tenant row locked):
+  a launch whose maximum runtime would still run at a live window's start is placed off that
+  window's nodes (request["avoid_nodes"], frozen into its launch spec: its pods get a required
+  node affinity `kubernetes.io/hostname NotIn`), or refused with 403 `maintenance_window` when
+  the type's other nodes could never hold it — 403 as every admission refusal is (the API maps
+  them all to one status): the launch as asked is not allowed; the message says what would be
+  (a shorter maximum runtime, a later launch).
+- `maintenance_launch_advice` tells the same before submit (the launch page's live check,
+  `POST workloads/check/`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from catalogue.models import GpuType
+from tenants.models import Quota, Tenant
+from workloads.services import AdmissionRefused
+
+from .maintenance import duration_text, launch_placement, runtime_seconds, when_text
+
+
+class MaintenanceWindowRefused(AdmissionRefused):
+    """A launch that would cross a maintenance window and that no node outside it can hold."""
+
+    code = "maintenance_window"
+
+
+def maintenance_admission_check(*, tenant: Tenant, user: Any, request: dict[str, Any]) -> None:
+    quota = Quota.objects.filter(tenant=tenant).first()
+    placement = launch_placement(
+        gpu_type=request["gpu_type"], gpus_per_node=request["gpu_count"],
+        nodes=request.get("nodes", 1),
+        seconds=runtime_seconds(request.get("max_runtime_minutes") or None, quota))
+    if placement.refusal:
+        raise MaintenanceWindowRefused(placement.refusal)
+    if placement.avoid:
+        request["avoid_nodes"] = sorted(set(request.get("avoid_nodes") or ()) |
+                                        set(placement.avoid))
+
+
+def maintenance_launch_advice(*, tenant: Tenant, user: Any, gpu_type: GpuType, gpus: int,
+                              max_runtime_minutes: int | None) -> list[tuple[str, str]]:
+    """`gpus`: every node's (the advisors are not told how many nodes): judged as one node's,
+    so a refusal that more GPUs than outside the windows in all would get is an error, one
+    that a single node cannot hold a warning (a group of smaller nodes may still fit)."""
+    seconds = runtime_seconds(max_runtime_minutes, getattr(tenant, "quota", None))
+    placement = launch_placement(gpu_type=gpu_type, gpus_per_node=gpus, seconds=seconds)
+    if placement.refusal:
+        return [("error" if placement.never else "warning", placement.refusal)]
+    if not placement.windows:
+        return []
+    first = min(placement.windows, key=lambda w: w.start)
+    runtime = (f"Its maximum runtime ({duration_text(dt.timedelta(seconds=seconds))})" if seconds is not None
+               else "With no maximum runtime it")
+    return [("info", f"{runtime} would cross maintenance #{first.pk} ({first.reason}) from "
+                     f"{when_text(first.start)} to {when_text(first.end)}: it is placed on other "
+                     f"{gpu_type.slug} nodes than {', '.join(placement.avoid)}.")]

@@ -1,0 +1,36 @@
+"""Celery tasks of the calendar. Each takes an id (or nothing), fetches and calls one function;
+each is idempotent (the steps claim their columns, notify() tells each user once per event)."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from .maintenance import window_advance, window_announce, windows_advance
+
+log = logging.getLogger(__name__)
+
+
+# --- maintenance windows (calendars/maintenance.py) ------------------------------------------
+
+@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+def maintenance_announce_task(window_id: int) -> None:
+    """Sent when a window is announced: the owners of the workloads it would reach are told."""
+    told = window_announce(window_id=window_id)
+    if told:
+        log.info("maintenance #%s announced to %s owners", window_id, told)
+
+
+@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+def maintenance_window_task(window_id: int) -> None:
+    """One window taken as far as the clock says (sent when one is cancelled: called off, or
+    ended at once)."""
+    window_advance(window_id=window_id)
+
+
+@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+def maintenance_windows_task() -> None:
+    """The beat, every minute: notices 24 h and 1 h ahead, the start (cordon, drain), the end
+    (uncordon), the cancelled ones called off."""
+    windows_advance()

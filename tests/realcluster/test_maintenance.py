@@ -1,0 +1,152 @@
+"""Maintenance windows on the real control plane with Kueue (the portal as its ServiceAccount,
+deploy/base/portal-rbac.yaml): a crossing launch is placed off the window's node by its pod's
+affinity and the real scheduler puts it on the other one, or refused when no other node can
+hold it; the owners are told at the announcement, 24 h and 1 h ahead; at the start the nodes
+are cordoned and the workloads on them stopped through the stop path (a drain killed midway
+resumes without stopping anything twice); at the end the nodes are uncordoned. The portal's
+clock is moved with time-machine; Kubernetes keeps its own."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import time_machine
+from django.test import TestCase
+from django.utils import timezone
+
+from audit.models import AuditRecord
+from calendars import maintenance
+from calendars.admission import MaintenanceWindowRefused
+from calendars.maintenance import windows_advance
+from calendars.models import MaintenanceWindow
+from calendars.services import window_create
+from calendars.validation import window_clean
+from kube.client import Kube
+from kube.labels import CORDON_ANNOTATION, LABEL_WORKLOAD_ID
+from notifications.models import Kind, Notification
+from tests.queueing.test_kueue_cluster import (  # noqa: F401 - fixtures
+    S,
+    launch,
+    make_tenant,
+    owner,
+    queued_cluster,
+)
+from tests.workloads.test_tracking import state_of, track_until
+from workloads.tasks import workload_stop_task
+from workloads.tracking.tracker import Tracker
+
+pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
+A100_NODES = ("gpu-a100-1", "gpu-a100-2")
+
+
+def announce(**data) -> MaintenanceWindow:
+    data = {"reason": "driver update", "drain": False, **data}
+    for key in ("start", "end"):
+        data[key] = data[key].isoformat()
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return window_create(acting_user=None, fields=window_clean(data))
+
+
+def pod_nodes(admin: Kube, workload) -> list[str]:
+    return [p["spec"].get("nodeName", "") for p in admin.list(
+        "Pod", workload.tenant.namespace,
+        label_selector=f"{LABEL_WORKLOAD_ID}={workload.pk}")["items"]]
+
+
+def test_a_crossing_launch_is_redirected_or_refused(queued_cluster, kueue_cluster, owner,
+                                                     gpu_types, eager_celery):
+    tenant = make_tenant(queued_cluster, a100=16)
+    now = timezone.now()
+    announce(nodes=["gpu-a100-1"], start=now + dt.timedelta(hours=2),
+             end=now + dt.timedelta(hours=6))
+    tracker = Tracker()
+    job = launch(tenant, owner, gpu_types, name="crossing", gpus=4, max_runtime=180)
+    assert job.launch_spec["avoid_nodes"] == ["gpu-a100-1"]
+    track_until(tracker, lambda: state_of(job).state == S.RUNNING, timeout=60,
+                describe=lambda: f"{job.state}: {job.reason}")
+    with kueue_cluster.api_client() as client:
+        assert pod_nodes(Kube(client), job) == ["gpu-a100-2"]  # the real scheduler kept off
+    # every a100 node in a window: a launch with no limit cannot run anywhere
+    announce(gpu_type="a100", start=now + dt.timedelta(hours=2), end=now + dt.timedelta(hours=6))
+    with pytest.raises(MaintenanceWindowRefused, match="launch after"):
+        launch(tenant, owner, gpu_types, name="refused", gpus=2)
+
+
+def test_notices_then_cordon_drain_killed_midway_resumed_and_uncordon(
+        queued_cluster, kueue_cluster, owner, gpu_types, eager_celery, monkeypatch):
+    tenant = make_tenant(queued_cluster, a100=16)
+    tracker = Tracker()
+    jobs = [launch(tenant, owner, gpu_types, name=f"long-{i}", gpus=4, run_seconds=3600)
+            for i in range(2)]
+    for job in jobs:
+        track_until(tracker, lambda job=job: state_of(job).state == S.RUNNING, timeout=60,
+                    describe=lambda job=job: f"{job.state}: {job.reason}")
+    start = timezone.now().replace(microsecond=0) + dt.timedelta(hours=30)
+    window = announce(gpu_type="a100", drain=True, start=start, end=start + dt.timedelta(hours=4))
+
+    def keys(notice: str) -> list[str]:
+        return sorted(Notification.objects.filter(kind=Kind.MAINTENANCE,
+                                                  key__contains=f":{notice}:")
+                      .values_list("key", flat=True))
+
+    assert keys("announced") == sorted(f"maintenance:{window.pk}:announced:{j.pk}" for j in jobs)
+    with time_machine.travel(start - dt.timedelta(hours=23), tick=True):
+        windows_advance()
+        windows_advance()
+    assert len(keys("24h")) == 2
+    with time_machine.travel(start - dt.timedelta(minutes=30), tick=True):
+        windows_advance()
+    assert len(keys("1h")) == 2
+
+    real_stop = maintenance.workload_stop
+    stopped_by_first_run = []
+
+    def killed_after_one(**kwargs):
+        if stopped_by_first_run:
+            raise SystemExit("worker killed mid-drain")
+        stopped_by_first_run.append(kwargs["workload"].pk)
+        return real_stop(**kwargs)
+
+    with kueue_cluster.api_client() as client:
+        admin = Kube(client)
+        with time_machine.travel(start + dt.timedelta(seconds=5), tick=True):
+            monkeypatch.setattr(maintenance, "workload_stop", killed_after_one)
+            with TestCase.captureOnCommitCallbacks(execute=False), pytest.raises(SystemExit):
+                windows_advance()
+            monkeypatch.setattr(maintenance, "workload_stop", real_stop)
+            with TestCase.captureOnCommitCallbacks(execute=False):
+                windows_advance()  # the restarted worker
+                windows_advance()
+        window.refresh_from_db()
+        used = {node for job in jobs for node in pod_nodes(admin, job)}
+        assert set(window.cordoned) == set(A100_NODES)
+        for name in A100_NODES:
+            node = admin.get("Node", name)
+            assert node["spec"]["unschedulable"] is True
+            assert node["metadata"]["annotations"][CORDON_ANNOTATION] == \
+                f"maintenance-{window.pk}"
+        assert used <= set(A100_NODES) and used
+        assert [state_of(job).state for job in jobs] == [S.STOPPING, S.STOPPING]
+        assert f"maintenance #{window.pk}" in state_of(jobs[0]).reason
+        stops = AuditRecord.objects.filter(action="workload.stop").values_list("target",
+                                                                               flat=True)
+        assert sorted(stops) == sorted(job.object_name for job in jobs)  # once each
+        assert sorted(AuditRecord.objects.filter(action="node.cordon")
+                      .values_list("target", flat=True)) == list(A100_NODES)
+        for job in jobs:
+            workload_stop_task(job.pk)
+            track_until(tracker, lambda job=job: state_of(job).state == S.STOPPED, timeout=60,
+                        describe=lambda job=job: f"{job.state}: {job.reason}")
+
+        with time_machine.travel(window.end + dt.timedelta(seconds=5), tick=True):
+            windows_advance()
+            windows_advance()
+        window.refresh_from_db()
+        assert window.state == MaintenanceWindow.State.ENDED
+        for name in A100_NODES:
+            node = admin.get("Node", name)
+            assert not node["spec"].get("unschedulable")
+            assert CORDON_ANNOTATION not in (node["metadata"].get("annotations") or {})
+        assert sorted(AuditRecord.objects.filter(action="node.uncordon")
+                      .values_list("target", flat=True)) == list(A100_NODES)
