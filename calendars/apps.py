@@ -13,11 +13,13 @@ class CalendarsConfig(AppConfig):
 
         from .admission import maintenance_admission_check, maintenance_launch_advice
         from .capacity_plan import capacity_advice, queue_blocks
+        from .reservations import reservation_launch_advice
 
         # workloads cannot import this app: it calls these at every launch and launch check,
         # and plays the queue estimate around the blocks (maintenance windows, other tenants'
         # reservations)
         register_admission_check("maintenance", maintenance_admission_check)
         register_launch_advisor("maintenance", maintenance_launch_advice)
+        register_launch_advisor("reservation", reservation_launch_advice)
         register_launch_advisor("calendar-capacity", capacity_advice)
         register_capacity_blocks("calendar", queue_blocks)

@@ -33,7 +33,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from catalogue.models import GpuType
+from catalogue.models import GpuType, Template
 from cluster.cache import cluster_cache
 from cluster.capacity import cluster_nodes
 from kube.client import Conflict, Kube, KubeError, NotFound
@@ -44,7 +44,7 @@ from tenants.models import Quota
 from workloads.journal import notify_owner
 from workloads.launch_spec import launch_spec_of
 from workloads.models import Workload
-from workloads.services import workload_stop
+from workloads.services import workload_requeue, workload_stop
 
 from .cordons import cordoned_by, node_cordon, node_uncordon
 from .models import MaintenanceWindow
@@ -382,10 +382,26 @@ def drain_reason(window: MaintenanceWindow) -> str:
             f"Launch it again: it runs on other nodes, or after {when_text(window.end)}.")
 
 
+def requeue_reason(window: MaintenanceWindow) -> str:
+    return f"Its node is being serviced ({window_text(window)})."
+
+
+def _requeue(workload: Workload, window: MaintenanceWindow, now: dt.datetime) -> Workload | None:
+    """A batch run on a window's node, put back in line: kept off the window's nodes where the
+    type's other nodes can hold it (it runs elsewhere), else free to take them again once
+    they are back (it runs later; the cordon keeps it off them until then)."""
+    placement = launch_placement(gpu_type=workload.gpu_type, gpus_per_node=workload.gpu_count,
+                                 nodes=workload.nodes, seconds=_workload_seconds(workload),
+                                 now=now, windows=[window])
+    avoid = placement.avoid if not placement.refusal else ()
+    return workload_requeue(workload=workload, reason=requeue_reason(window), avoid_nodes=avoid)
+
+
 def _drain(window: MaintenanceWindow, kube: Kube, now: dt.datetime) -> int:
-    """Every portal workload with a live pod on the window's nodes, stopped through the stop
-    path (which does nothing to one stopping already: a restarted drain stops, audits and
-    tells each once), then recorded."""
+    """Every portal workload with a live pod on the window's nodes: a batch job put back in
+    line (workloads.services.workload_requeue: stopped, and a copy submitted once), anything
+    else stopped through the stop path (which does nothing to one stopping already: a
+    restarted drain stops, audits and tells each once), then recorded."""
     covered = set(window.affected or {})
     pods = kube.list("Pod", label_selector=LABEL_WORKLOAD_ID)["items"]
     ids = set()
@@ -396,9 +412,14 @@ def _drain(window: MaintenanceWindow, kube: Kube, now: dt.datetime) -> int:
             if value.isdigit():
                 ids.add(int(value))
     stopped = 0
-    for workload in Workload.objects.filter(pk__in=ids).order_by("pk"):
+    for workload in Workload.objects.filter(pk__in=ids).select_related("gpu_type") \
+            .order_by("pk"):
         before = workload.state
-        workload = workload_stop(workload=workload, user=None, reason=drain_reason(window))
+        if workload.kind == Template.Kind.BATCH:
+            _requeue(workload, window, now)
+            workload.refresh_from_db(fields=["state"])
+        else:
+            workload = workload_stop(workload=workload, user=None, reason=drain_reason(window))
         stopped += before != workload.state
     MaintenanceWindow.objects.filter(pk=window.pk, drained_at__isnull=True).update(drained_at=now)
     window.drained_at = window.drained_at or now

@@ -8,6 +8,7 @@ import logging
 from celery import shared_task
 
 from .maintenance import window_advance, window_announce, windows_advance
+from .reservations import reservations_tick
 
 log = logging.getLogger(__name__)
 
@@ -34,3 +35,15 @@ def maintenance_windows_task() -> None:
     """The beat, every minute: notices 24 h and 1 h ahead, the start (cordon, drain), the end
     (uncordon), the cancelled ones called off."""
     windows_advance()
+
+
+# --- reservations (calendars/reservations.py): the quota raised while one runs, borrowers
+# warned an hour ahead, unused ones released after the grace ----------------------------------
+
+@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+def reservations_task() -> None:
+    """The beat, every minute: reservations_tick."""
+    result = reservations_tick()
+    if result.acted:
+        log.info("reservations: warned %s, applied %s, released %s, ended %s, quotas %s",
+                 result.warned, result.applied, result.released, result.ended, result.quotas)

@@ -58,6 +58,9 @@ app.conf.beat_schedule = {
     # at the end
     "maintenance-windows": {"task": "calendars.tasks.maintenance_windows_task", "schedule": 60.0,
                             "options": {"expires": 55.0}},
+    # the calendar: reservations raise quotas while they run, warn borrowers, release unused
+    "reservations": {"task": "calendars.tasks.reservations_task", "schedule": 60.0,
+                     "options": {"expires": 55.0}},
     "tenants-reconcile-all": {"task": "tenants.tasks.tenants_reconcile_all", "schedule": 300.0},
     "tenants-delete-due": {"task": "tenants.tasks.tenants_delete_due", "schedule": 60.0},
     "tenants-sync-keystone": {"task": "tenants.tasks.tenants_sync_keystone", "schedule": 600.0},

@@ -373,6 +373,10 @@ PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", def
 # a budget with "stop at exhaustion" warns the running workloads when it is used up, and stops
 # them this many minutes later
 PORTAL_BUDGET_STOP_GRACE_MINUTES = env.int("PORTAL_BUDGET_STOP_GRACE_MINUTES", default=15)
+# --- the calendar (issue 28) -----------------------------------------------------------------
+# a reservation occurrence still unused this many minutes after its start is released (its GPUs
+# leave the tenant's quota and are bookable again; calendars/reservations.py says "unused")
+PORTAL_RESERVATION_GRACE_MINUTES = env.int("PORTAL_RESERVATION_GRACE_MINUTES", default=30)
 # webhooks may post to loopback, link-local, private and the cluster's own addresses (off: only
 # the public internet, checked at creation and again at each POST; notifications/webhook_urls.py)
 PORTAL_WEBHOOK_ALLOW_PRIVATE = env.bool("PORTAL_WEBHOOK_ALLOW_PRIVATE", default=False)

@@ -1,7 +1,12 @@
 """Tenants (Keystone projects with a namespace), their quotas, and the audit trail."""
 
+from __future__ import annotations
+
+import dataclasses
+import math
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -82,6 +87,9 @@ class Quota(models.Model):
     # why the tenant's Kueue ClusterQueue is held (stopPolicy Hold: nothing new admitted, the
     # admitted run on), e.g. an exhausted hard budget; empty: not held
     queue_held_reason = models.TextField(blank=True, default="")
+    # GPUs per type slug that the tenant's reservations running now add to the quota (the
+    # calendar's beat writes it through services.quota_reserved_set; derived, never edited)
+    reserved_gpus = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = QuotaQuerySet.as_manager()
@@ -90,7 +98,50 @@ class Quota(models.Model):
         return f"quota of {self.tenant}"
 
     def gpus_by_type(self) -> dict[str, int]:
+        """The admin's quota per GPU type (what the pages show as the quota)."""
         return {g.gpu_type.slug: g.gpus for g in self.gpu_limits.select_related("gpu_type")}
+
+    def effective(self) -> QuotaFigures:
+        """The figures admission and Kueue use now: the admin's quota plus what the tenant's
+        running reservations add (`reserved_gpus`).
+
+        A reserved GPU comes with CPU and memory: the quota's own share per GPU (its cores and
+        GiB over its GPUs in all; for a quota of no GPUs, the default quota's share), rounded
+        up. Reserved GPUs that could not be used for want of CPU or memory quota would be held
+        for nothing."""
+        reserved = {slug: int(n) for slug, n in (self.reserved_gpus or {}).items() if int(n) > 0}
+        by_type = self.gpus_by_type()
+        for slug, gpus in reserved.items():
+            by_type[slug] = by_type.get(slug, 0) + gpus
+        extra = sum(reserved.values())
+        cpu, memory_gb = self.cpu, self.memory_gb
+        if extra:
+            if self.gpus_total:
+                per_cpu, per_memory = self.cpu / self.gpus_total, self.memory_gb / self.gpus_total
+            else:
+                gpus = max(settings.PORTAL_DEFAULT_QUOTA_GPUS_TOTAL, 1)
+                per_cpu = settings.PORTAL_DEFAULT_QUOTA_CPU / gpus
+                per_memory = settings.PORTAL_DEFAULT_QUOTA_MEMORY_GB / gpus
+            cpu += math.ceil(per_cpu * extra)
+            memory_gb += math.ceil(per_memory * extra)
+        return QuotaFigures(gpus_by_type=by_type, gpus_total=self.gpus_total + extra, cpu=cpu,
+                            memory_gb=memory_gb, reserved=reserved)
+
+
+@dataclasses.dataclass(frozen=True)
+class QuotaFigures:
+    """A quota's figures in effect now (Quota.effective): the admin's plus the reserved."""
+
+    gpus_by_type: dict[str, int]
+    gpus_total: int
+    cpu: int
+    memory_gb: int
+    reserved: dict[str, int]  # per GPU type slug: what running reservations add
+
+    def reserved_text(self, slug: str) -> str:
+        """" (4 of them reserved)" while reservations add GPUs of the type, else ""."""
+        gpus = self.reserved.get(slug, 0)
+        return f" ({gpus} of them reserved)" if gpus else ""
 
 
 class GpuQuota(models.Model):

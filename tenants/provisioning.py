@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.services import audit_record
+from catalogue.models import GpuType
 from kube.client import Conflict, Kube, KubeError
 from kube.kueue import queueing_on
 from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
@@ -66,18 +67,20 @@ def egress_spec() -> EgressSpec:
 
 
 def namespace_spec(tenant: Tenant, quota: Quota, *, queued: bool = False) -> NamespaceSpec:
+    """The ResourceQuota holds the figures in effect: a running reservation raises them."""
+    figures = quota.effective()
     by_resource: dict[str, int] = {}
-    for limit in quota.gpu_limits.select_related("gpu_type"):
-        resource = limit.gpu_type.resource_name
-        by_resource[resource] = by_resource.get(resource, 0) + limit.gpus
+    for gpu_type in GpuType.objects.filter(slug__in=figures.gpus_by_type):
+        resource = gpu_type.resource_name
+        by_resource[resource] = by_resource.get(resource, 0) + figures.gpus_by_type[gpu_type.slug]
     return NamespaceSpec(
         namespace=tenant.namespace,
         project_id=tenant.keystone_project_id,
         project_name=tenant.name,
-        gpus_total=quota.gpus_total,
+        gpus_total=figures.gpus_total,
         gpus_by_resource=by_resource,
-        cpu=quota.cpu,
-        memory_gb=quota.memory_gb,
+        cpu=figures.cpu,
+        memory_gb=figures.memory_gb,
         max_workloads=quota.max_workloads,
         pod_security=(tenant_pod_security(tenant), settings.PORTAL_POD_SECURITY_WARN,
                       settings.PORTAL_POD_SECURITY_AUDIT),

@@ -27,10 +27,12 @@ def flavor_specs() -> list[FlavorSpec]:
 
 
 def queue_spec(tenant: Tenant, quota: Quota) -> QueueSpec:
+    """The nominal quotas are the figures in effect: a running reservation raises them."""
+    figures = quota.effective()
     return QueueSpec(
         name=tenant.namespace, namespace=tenant.namespace,
-        gpus=tuple(sorted(quota.gpus_by_type().items())),
-        cpu=quota.cpu, memory_gb=quota.memory_gb,
+        gpus=tuple(sorted(figures.gpus_by_type.items())),
+        cpu=figures.cpu, memory_gb=figures.memory_gb,
         borrowing_limit=quota.gpu_borrowing_limit, lending_limit=quota.gpu_lending_limit,
         weight=f"{Decimal(str(quota.fair_share_weight)).normalize():f}",
         held=bool(quota.queue_held_reason))
@@ -48,8 +50,9 @@ def tenant_queue_objects(tenant: Tenant, quota: Quota) -> list[dict[str, Any]]:
 
 
 def gpu_reach(quota: Quota, gpu_slug: str) -> int | None:
-    """The most GPUs of a type the tenant's queue can ever hold at once: its nominal quota plus
-    what it may borrow (None: no borrowing limit, so only the cluster's size bounds it)."""
+    """The most GPUs of a type the tenant's queue can hold at once now: its nominal quota (with
+    what running reservations add) plus what it may borrow (None: no borrowing limit, so only
+    the cluster's size bounds it)."""
     if quota.gpu_borrowing_limit is None:
         return None
-    return quota.gpus_by_type().get(gpu_slug, 0) + quota.gpu_borrowing_limit
+    return quota.effective().gpus_by_type.get(gpu_slug, 0) + quota.gpu_borrowing_limit

@@ -138,6 +138,28 @@ def quota_queue_hold(*, tenant: Tenant, acting_user: Actor, reason: str) -> bool
     return True
 
 
+def quota_reserved_set(*, tenant: Tenant, reserved: dict[str, int], reason: str) -> bool:
+    """Set what the tenant's running reservations add to its quota ({GPU type slug: GPUs};
+    the calendar's beat derives it). At once in portal admission (same row); in the namespace's
+    ResourceQuota, or where the cluster queues on Kueue its ClusterQueue's nominal quota, by
+    the reconcile enqueued on commit. Returns whether anything changed; audited when it did,
+    with `reason` (which reservations, started or ended)."""
+    reserved = {slug: int(gpus) for slug, gpus in sorted(reserved.items()) if int(gpus) > 0}
+    with transaction.atomic():
+        Tenant.objects.select_for_update().get(pk=tenant.pk)  # serialise with admission
+        quota = Quota.objects.select_for_update().get(tenant=tenant)
+        if (quota.reserved_gpus or {}) == reserved:
+            return False
+        before = quota.reserved_gpus or {}
+        quota.reserved_gpus = reserved
+        quota.save(update_fields=["reserved_gpus", "updated_at"])
+        audit_record(actor=None, action="quota.reserved", tenant=tenant,
+                     target=tenant.namespace, before={"reserved_gpus": before},
+                     after={"reserved_gpus": reserved, "reason": reason})
+        _enqueue_reconcile(tenant.pk)
+    return True
+
+
 def tenant_mark_deleting(*, tenant: Tenant, acting_user: Actor, reason: str) -> Tenant:
     """Start deleting a tenant: its workloads stop now; the namespace goes after the grace."""
     with transaction.atomic():

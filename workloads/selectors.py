@@ -94,12 +94,13 @@ def gpu_availability(tenant, quota, *, ask_cluster: bool = True
             cluster_error = str(exc) or type(exc).__name__
     active = Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
     tenant_held = gpus_held_by_type(active.filter(tenant=tenant, deleted_at__isnull=True))
-    limits = quota.gpus_by_type()
+    figures = quota.effective()  # with what running reservations add, as admission counts
+    limits = figures.gpus_by_type
     rows = []
     for gpu_type in GpuType.objects.filter(enabled=True):
         row = GpuAvailability(gpu_type=gpu_type, quota_limit=limits.get(gpu_type.slug, 0),
                               quota_used=tenant_held.get(gpu_type.slug, 0),
-                              total_limit=quota.gpus_total,
+                              total_limit=figures.gpus_total,
                               total_used=sum(tenant_held.values()))
         cap = capacity.get(gpu_type.slug) if capacity is not None else None
         if cap is not None:

@@ -105,11 +105,12 @@ def _queue_admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]
     wanted = request["gpu_count"] * request.get("nodes", 1)
     reach = gpu_reach(quota, gpu_type.slug)
     if reach is not None and wanted > reach:
-        nominal = quota.gpus_by_type().get(gpu_type.slug, 0)
+        figures = quota.effective()
+        nominal = figures.gpus_by_type.get(gpu_type.slug, 0)
         raise AdmissionRefused(
             f"{tenant.name} can hold at most {reach} {gpu_type.slug} GPUs at once (its quota "
-            f"of {nominal} plus borrowing up to {quota.gpu_borrowing_limit}); {wanted} can "
-            "never be admitted.")
+            f"of {nominal}{figures.reserved_text(gpu_type.slug)} plus borrowing up to "
+            f"{quota.gpu_borrowing_limit}); {wanted} can never be admitted.")
     count = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
                                     deleted_at__isnull=True).count()
     if count + 1 > quota.max_workloads:
@@ -119,7 +120,8 @@ def _queue_admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]
 
 def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
                      queued: bool = False) -> None:
-    """Raise AdmissionRefused unless the tenant's quota leaves room for this request."""
+    """Raise AdmissionRefused unless the tenant's quota leaves room for this request: the
+    figures in effect (Quota.effective), raised while a reservation of the tenant runs."""
     if queued:
         _queue_admission_check(tenant, quota, request)
         return
@@ -131,26 +133,27 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
         tenant=tenant, state__in=Workload.ACTIVE_STATES, deleted_at__isnull=True,
     ).aggregate(gpus=Sum(GPU_TOTAL), cpu=Sum(CPU_TOTAL), memory=Sum(MEMORY_TOTAL),
                 count=Count("id"), of_type=Sum(GPU_TOTAL, filter=Q(gpu_type=gpu_type)))
-    limit = quota.gpus_by_type().get(gpu_type.slug, 0)
+    figures = quota.effective()
+    limit = figures.gpus_by_type.get(gpu_type.slug, 0)
     used = totals["of_type"] or 0
     if used + wanted > limit:
-        raise AdmissionRefused(f"{tenant.name} uses {used} of {limit} {gpu_type.slug} GPUs; "
-                               f"{wanted} more would exceed the quota.")
+        raise AdmissionRefused(f"{tenant.name} uses {used} of {limit} {gpu_type.slug} GPUs"
+                               f"{figures.reserved_text(gpu_type.slug)}; {wanted} more would "
+                               "exceed the quota.")
     used_total = totals["gpus"] or 0
-    if used_total + wanted > quota.gpus_total:
-        raise AdmissionRefused(f"{tenant.name} uses {used_total} of {quota.gpus_total} GPUs in "
-                               f"all; {wanted} more would exceed the quota.")
+    if used_total + wanted > figures.gpus_total:
+        raise AdmissionRefused(f"{tenant.name} uses {used_total} of {figures.gpus_total} GPUs "
+                               f"in all; {wanted} more would exceed the quota.")
     if (totals["count"] or 0) + 1 > quota.max_workloads:
         raise AdmissionRefused(f"{tenant.name} runs {totals['count']} of {quota.max_workloads} "
                                "workloads allowed at once.")
-    used_cpu = totals["cpu"] or 0
     used_cpu, cpu = totals["cpu"] or 0, request["cpu"] * nodes
-    if used_cpu + cpu > quota.cpu:
-        raise AdmissionRefused(f"{tenant.name} uses {used_cpu} of {quota.cpu} CPU cores; "
+    if used_cpu + cpu > figures.cpu:
+        raise AdmissionRefused(f"{tenant.name} uses {used_cpu} of {figures.cpu} CPU cores; "
                                f"{cpu} more would exceed the quota.")
     used_memory, memory = totals["memory"] or 0, request["memory"] * nodes
-    if used_memory + memory > quota.memory_gb:
-        raise AdmissionRefused(f"{tenant.name} uses {used_memory} of {quota.memory_gb} GiB of "
+    if used_memory + memory > figures.memory_gb:
+        raise AdmissionRefused(f"{tenant.name} uses {used_memory} of {figures.memory_gb} GiB of "
                                f"memory; {memory} GiB more would exceed the quota.")
 
 
@@ -288,6 +291,62 @@ def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
                          text=f"{workload.name} in {workload.tenant.name}: {reason}")
         send_on_commit(workload_stop_task, workload.pk)
     return workload
+
+
+REQUEUE_KEY = "requeue-of-{}"  # the idempotency key of the copy that replaces a requeued run
+
+
+def workload_requeue(*, workload: Workload, reason: str,
+                     avoid_nodes: list[str] | tuple[str, ...] = ()) -> Workload | None:
+    """Put a running batch workload back in line elsewhere or later (a maintenance drain): the
+    run is stopped with `reason`, and a copy of it — its frozen launch spec, the same owner,
+    name and tenant, kept off `avoid_nodes` — is submitted in the same transaction, in place
+    of the stopped one: no admission check (it held its admission already; under Kueue it
+    waits its turn again). Once per run: the copy's idempotency key names the run, so a
+    retried drain finds the copy it made. Returns the copy, or None when the run was not
+    live (stopped or finished meanwhile) and no copy was made."""
+    from .tasks import workload_create_task
+
+    key = REQUEUE_KEY.format(workload.pk)
+    with transaction.atomic():
+        Tenant.objects.select_for_update().get(pk=workload.tenant_id)  # as a launch does
+        copy = Workload.objects.filter(tenant=workload.tenant_id, owner=workload.owner_id,
+                                       idempotency_key=key).first()
+        if copy is not None:
+            return copy
+        current = Workload.objects.select_related("template", "gpu_type", "tenant", "owner") \
+            .get(pk=workload.pk)
+        if current.state not in STOPPABLE:
+            return None
+        copy = Workload.objects.create(
+            tenant=current.tenant, owner=current.owner, name=current.name,
+            template=current.template, kind=current.kind, gpu_type=current.gpu_type,
+            gpu_count=current.gpu_count, nodes=current.nodes, image=current.image,
+            command=current.command, args=current.args, env=current.env, port=current.port,
+            cpu=current.cpu, memory_gb=current.memory_gb,
+            max_runtime_minutes=current.max_runtime_minutes, retries=current.retries,
+            use_home=current.use_home, ssh=current.ssh,
+            access_token=secrets.token_urlsafe(32) if current.access_token else "",
+            idempotency_key=key)
+        copy.object_name = workload_object_name(
+            copy.pk, copy.name,
+            **({"max_length": MAX_GROUP_OBJECT_NAME} if current.template.distributed else {}))
+        spec = current.launch_spec or launch_spec_from_rows(current)
+        avoid = sorted(set(spec.get("avoid_nodes") or ()) | set(avoid_nodes))
+        copy.launch_spec = {**spec, "avoid_nodes": avoid}
+        copy.save(update_fields=["object_name", "launch_spec"])
+        if copy.ssh:
+            workload_access_create(workload=copy, actor=None, public=False)
+        workload_stop(workload=current, user=None,
+                      reason=f"{reason} It was put back in line as #{copy.pk}.")
+        workload_event(workload=copy, reason="Submitted",
+                       message=f"requeued from #{current.pk}: {reason}")
+        audit_record(actor=None, action="workload.requeue", tenant=current.tenant,
+                     target=copy.object_name,
+                     before={"id": current.pk, "state": current.state},
+                     after={"id": copy.pk, "avoid_nodes": avoid})
+        send_on_commit(workload_create_task, copy.pk)
+    return copy
 
 
 def workload_delete(*, workload: Workload, user) -> None:

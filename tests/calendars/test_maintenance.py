@@ -358,3 +358,57 @@ def test_a_node_gone_from_the_cluster_is_not_cordoned(lab, kube, clock):
     assert (window.state, window.cordoned) == ("active", [])
     with pytest.raises(NotFound):
         kube.patch("Node", "gpu-gone-9", {})
+
+
+def test_a_drained_batch_job_is_put_back_in_line_elsewhere_once(lab, users, kube, clock,
+                                                                 eager_celery, monkeypatch):
+    """A window on gpu-v100-1 only: ann's batch job there is stopped and a copy of it is
+    submitted, kept off gpu-v100-1 (gpu-v100-2 can hold it); a drain run again makes no second
+    copy. Her service there is stopped, not copied."""
+    sent = []
+    monkeypatch.setattr("workloads.tasks.workload_create_task.delay",
+                        lambda pk: sent.append(("create", pk)))
+    monkeypatch.setattr("workloads.tasks.workload_stop_task.delay",
+                        lambda pk: sent.append(("stop", pk)))
+    job = factories.make_workload(lab, "ann", name="sweep", template="custom", kind="batch",
+                                  gpu_type="v100", gpu_count=2, image="busybox:1.36", port=None,
+                                  max_runtime_minutes=600, started_at=NOW - dt.timedelta(hours=1))
+    service = factories.make_workload(lab, "ann", name="nb", gpu_type="v100",
+                                      started_at=NOW - dt.timedelta(hours=1))
+    for workload in (job, service):
+        bound_pod(kube, workload, "gpu-v100-1")
+    window = announce(nodes=["gpu-v100-1"], drain=True, start=NOW + dt.timedelta(minutes=30),
+                      end=NOW + dt.timedelta(hours=2))
+    clock.move_to(window.start + dt.timedelta(seconds=5))
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        windows_advance()
+    job.refresh_from_db()
+    service.refresh_from_db()
+    assert (job.state, service.state) == ("stopping", "stopping")
+    copy = Workload.objects.get(idempotency_key=f"requeue-of-{job.pk}")
+    assert f"put back in line as #{copy.pk}" in job.reason
+    assert (copy.state, copy.owner, copy.name, copy.gpu_count, copy.kind) == \
+        ("submitted", job.owner, "sweep", 2, "batch")
+    assert copy.launch_spec["avoid_nodes"] == ["gpu-v100-1"]
+    assert sorted(sent) == [("create", copy.pk), ("stop", job.pk), ("stop", service.pk)]
+    assert not Workload.objects.filter(idempotency_key=f"requeue-of-{service.pk}").exists()
+    MaintenanceWindow.objects.filter(pk=window.pk).update(drained_at=None)  # a drain again
+    windows_advance()
+    assert Workload.objects.filter(idempotency_key__startswith="requeue-of-").count() == 1
+    assert actions("workload.requeue") == [copy.object_name]
+
+
+def test_a_drained_batch_job_no_other_node_can_hold_waits_for_the_nodes(lab, users, kube,
+                                                                         clock, eager_celery):
+    """Every v100 node in maintenance: the copy is free to take them again once they are back
+    (the cordon keeps it off them until then)."""
+    job = factories.make_workload(lab, "ann", name="sweep", template="custom", kind="batch",
+                                  gpu_type="v100", image="busybox:1.36", port=None,
+                                  started_at=NOW - dt.timedelta(hours=1))
+    bound_pod(kube, job, "gpu-v100-1")
+    window = announce(gpu_type="v100", drain=True, start=NOW + dt.timedelta(minutes=30),
+                      end=NOW + dt.timedelta(hours=2))
+    clock.move_to(window.start + dt.timedelta(seconds=5))
+    windows_advance()
+    copy = Workload.objects.get(idempotency_key=f"requeue-of-{job.pk}")
+    assert copy.launch_spec["avoid_nodes"] == []

@@ -2,8 +2,9 @@
 deploy/base/portal-rbac.yaml): a crossing launch is placed off the window's node by its pod's
 affinity and the real scheduler puts it on the other one, or refused when no other node can
 hold it; the owners are told at the announcement, 24 h and 1 h ahead; at the start the nodes
-are cordoned and the workloads on them stopped through the stop path (a drain killed midway
-resumes without stopping anything twice); at the end the nodes are uncordoned. The portal's
+are cordoned and the batch jobs on them put back in line (stopped, and a copy submitted that
+waits while every node of its type is cordoned; a drain killed midway resumes without stopping
+or copying anything twice); at the end the nodes are uncordoned and the copies run. The portal's
 clock is moved with time-machine; Kubernetes keeps its own."""
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from tests.queueing.test_kueue_cluster import (  # noqa: F401 - fixtures
     queued_cluster,
 )
 from tests.workloads.test_tracking import state_of, track_until
-from workloads.tasks import workload_stop_task
+from workloads.models import Workload
+from workloads.tasks import workload_create_task, workload_stop_task
 from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
@@ -99,22 +101,22 @@ def test_notices_then_cordon_drain_killed_midway_resumed_and_uncordon(
         windows_advance()
     assert len(keys("1h")) == 2
 
-    real_stop = maintenance.workload_stop
-    stopped_by_first_run = []
+    real_requeue = maintenance.workload_requeue
+    requeued_by_first_run = []
 
     def killed_after_one(**kwargs):
-        if stopped_by_first_run:
+        if requeued_by_first_run:
             raise SystemExit("worker killed mid-drain")
-        stopped_by_first_run.append(kwargs["workload"].pk)
-        return real_stop(**kwargs)
+        requeued_by_first_run.append(kwargs["workload"].pk)
+        return real_requeue(**kwargs)
 
     with kueue_cluster.api_client() as client:
         admin = Kube(client)
         with time_machine.travel(start + dt.timedelta(seconds=5), tick=True):
-            monkeypatch.setattr(maintenance, "workload_stop", killed_after_one)
+            monkeypatch.setattr(maintenance, "workload_requeue", killed_after_one)
             with TestCase.captureOnCommitCallbacks(execute=False), pytest.raises(SystemExit):
                 windows_advance()
-            monkeypatch.setattr(maintenance, "workload_stop", real_stop)
+            monkeypatch.setattr(maintenance, "workload_requeue", real_requeue)
             with TestCase.captureOnCommitCallbacks(execute=False):
                 windows_advance()  # the restarted worker
                 windows_advance()
@@ -134,10 +136,19 @@ def test_notices_then_cordon_drain_killed_midway_resumed_and_uncordon(
         assert sorted(stops) == sorted(job.object_name for job in jobs)  # once each
         assert sorted(AuditRecord.objects.filter(action="node.cordon")
                       .values_list("target", flat=True)) == list(A100_NODES)
-        for job in jobs:
+        copies = [Workload.objects.get(idempotency_key=f"requeue-of-{job.pk}") for job in jobs]
+        assert AuditRecord.objects.filter(action="workload.requeue").count() == 2
+        for job, copy in zip(jobs, copies, strict=True):
+            assert f"put back in line as #{copy.pk}" in state_of(job).reason
+            assert copy.launch_spec["avoid_nodes"] == []  # no other a100 node: later
             workload_stop_task(job.pk)
             track_until(tracker, lambda job=job: state_of(job).state == S.STOPPED, timeout=60,
                         describe=lambda job=job: f"{job.state}: {job.reason}")
+        for copy in copies:  # submitted while both a100 nodes are cordoned: they wait
+            workload_create_task(copy.pk)
+            track_until(tracker, lambda copy=copy: state_of(copy).state in (S.PENDING, S.QUEUED),
+                        timeout=60, describe=lambda copy=copy: f"{copy.state}: {copy.reason}")
+            assert not any(pod_nodes(admin, copy))
 
         with time_machine.travel(window.end + dt.timedelta(seconds=5), tick=True):
             windows_advance()
@@ -150,3 +161,7 @@ def test_notices_then_cordon_drain_killed_midway_resumed_and_uncordon(
             assert CORDON_ANNOTATION not in (node["metadata"].get("annotations") or {})
         assert sorted(AuditRecord.objects.filter(action="node.uncordon")
                       .values_list("target", flat=True)) == list(A100_NODES)
+        for copy in copies:  # the nodes are back: the copies run on them
+            track_until(tracker, lambda copy=copy: state_of(copy).state == S.RUNNING,
+                        timeout=90, describe=lambda copy=copy: f"{copy.state}: {copy.reason}")
+            assert set(pod_nodes(admin, copy)) <= set(A100_NODES)

@@ -1,0 +1,331 @@
+"""Reservations in effect (issue 28): the calendar's beat raises a tenant's quota while its
+reservations run, warns borrowers an hour ahead, and releases what goes unused; a launch on
+borrowed GPUs is told before submit when a reservation starts within its maximum runtime.
+
+Every minute (tasks.reservations_task) `reservations_tick` acts on each occurrence
+of a live reservation that runs now or starts within the hour. Each step is a conditional update
+of its own ReservationOccurrence column (the row made with get_or_create on (reservation,
+start)), so a beat run twice, or two at once, does each step once:
+
+- warned_at, an hour before its start: the owners of borrowing workloads of other tenants on
+  the type that would still run at the start are told ("reservation" notifications).
+- applied_at, at its start: it counts in its tenant's `Quota.reserved_gpus`.
+- released_at, once unused through the grace (PORTAL_RESERVATION_GRACE_MINUTES from when it
+  was applied; `occurrence_unused` says what unused means): it stops counting, its GPUs are
+  bookable again (selectors cut it there) and its booker is told.
+- ended_at: it no longer counts — its end passed, it was cancelled, or it was released.
+
+Then each tenant's `reserved_gpus` is set to the sum over its occurrences running now (not
+cancelled, not released) through tenants.services.quota_reserved_set, which changes and
+audits only what differs and reconciles the tenant's ResourceQuota or, on Kueue, its
+ClusterQueue's nominal quota. Where the cluster queues on Kueue, the raised nominal quota is
+what takes borrowed GPUs back: Kueue preempts borrowers (reclaimWithinCohort) as soon as the
+tenant's workloads need them, and the tracker tells their owners (workloads/notices.py).
+Kueue reclaims within the cohort's nominal quotas, not the nodes: where the tenants' quotas and
+the reservations running together exceed the cluster's GPUs of a type, a reserving tenant's
+workload can be admitted by Kueue and wait for the scheduler instead of reclaiming.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from collections import defaultdict
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from catalogue.models import GpuType
+from identity.models import User
+from kube.kueue import queueing_shown
+from notifications.models import Kind
+from notifications.services import notify
+from tenants.models import Quota, Tenant
+from tenants.services import quota_reserved_set
+from workloads.models import Workload
+from workloads.querysets import GPU_TOTAL
+from workloads.selectors import gpus_held_by_type
+
+from .models import Reservation, ReservationOccurrence
+from .selectors import HORIZON, Occurrence, occurrences_between
+from .timeline import Interval, crosses, segments
+
+log = logging.getLogger(__name__)
+
+WARN_AHEAD = dt.timedelta(hours=1)
+S = Workload.State
+HOLDING = (S.PENDING, S.RUNNING)  # admitted: they hold their GPUs
+WAITING = (S.SUBMITTED, S.CREATING, S.QUEUED)  # launched, not (yet, or again) holding GPUs
+
+
+def _when(at: dt.datetime) -> str:
+    return f"{timezone.localtime(at, dt.UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def reservation_text(reservation: Reservation) -> str:
+    """"vision-lab's reservation of 4 a100"."""
+    return (f"{reservation.tenant.name}'s reservation of {reservation.count} "
+            f"{reservation.gpu_type.slug}")
+
+
+@dataclasses.dataclass
+class TickResult:
+    """What one tick did, by occurrence (reservation id, start)."""
+
+    warned: list[tuple[int, dt.datetime]] = dataclasses.field(default_factory=list)
+    applied: list[tuple[int, dt.datetime]] = dataclasses.field(default_factory=list)
+    released: list[tuple[int, dt.datetime]] = dataclasses.field(default_factory=list)
+    ended: list[tuple[int, dt.datetime]] = dataclasses.field(default_factory=list)
+    quotas: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # changed
+
+    @property
+    def acted(self) -> bool:
+        return bool(self.warned or self.applied or self.released or self.ended or self.quotas)
+
+
+def _row(occurrence: Occurrence) -> ReservationOccurrence:
+    row, _ = ReservationOccurrence.objects.get_or_create(
+        reservation=occurrence.reservation, start=occurrence.start,
+        defaults={"end": occurrence.end})
+    return row
+
+
+def _claim(row: ReservationOccurrence, column: str, now: dt.datetime) -> bool:
+    """Set `column` to now unless it is set already; True for the one caller that set it."""
+    done = ReservationOccurrence.objects.filter(pk=row.pk, **{f"{column}__isnull": True}) \
+        .update(**{column: now})
+    if done:
+        setattr(row, column, now)
+    return bool(done)
+
+
+# --- borrowers: who runs on GPUs another tenant's reservation takes back ----------------------
+
+def borrowing_tenants(gpu_type: GpuType, *, exclude: int | None = None) -> dict[int, int]:
+    """{tenant id: GPUs of the type it holds beyond its own quota in effect} for the tenants
+    that hold more of the type than their quota (with their own reservations): what Kueue lent
+    them from others' idle quota."""
+    held = dict(Workload.objects.filter(state__in=HOLDING, gpu_type=gpu_type,
+                                        deleted_at__isnull=True)
+                .exclude(tenant_id=exclude).order_by()
+                .values_list("tenant_id").annotate(n=Sum(GPU_TOTAL)))
+    borrowing = {}
+    for quota in Quota.objects.filter(tenant_id__in=held):
+        own = quota.effective().gpus_by_type.get(gpu_type.slug, 0)
+        if held[quota.tenant_id] > own:
+            borrowing[quota.tenant_id] = held[quota.tenant_id] - own
+    return borrowing
+
+
+def borrowers_warn(occurrence: Occurrence, now: dt.datetime) -> int:
+    """Tell the owners of the borrowing tenants' workloads on the type that would still run at
+    the occurrence's start (their maximum runtime ends after it, or they have none). Returns how
+    many were told (once per workload and occurrence: the notification's key)."""
+    reservation = occurrence.reservation
+    borrowing = borrowing_tenants(reservation.gpu_type, exclude=reservation.tenant_id)
+    if not borrowing:
+        return 0
+    window = Interval(occurrence.start, occurrence.end, reservation.count)
+    told = 0
+    workloads = (Workload.objects.filter(state__in=HOLDING, gpu_type=reservation.gpu_type,
+                                         tenant_id__in=borrowing, deleted_at__isnull=True)
+                 .select_related("owner", "tenant", "gpu_type").order_by("pk"))
+    for workload in workloads:
+        if workload.expires_at is not None:
+            if workload.expires_at <= occurrence.start:
+                continue
+        elif not crosses(workload.started_at or now,
+                         workload.max_runtime_minutes * 60 if workload.max_runtime_minutes
+                         else None, window):
+            continue
+        text = (f"{reservation_text(reservation)} starts at {_when(occurrence.start)}; "
+                f"#{workload.pk} runs on borrowed GPUs and may be reclaimed then.")
+        told += notify(kind=Kind.RESERVATION, users=[workload.owner], tenant=workload.tenant,
+                       title=f"{workload.name} (#{workload.pk}) may be reclaimed at "
+                             f"{_when(occurrence.start)}",
+                       text=text, workload_id=workload.pk, link=f"/workloads/{workload.pk}/",
+                       key=f"reservation-warn:{reservation.pk}:"
+                           f"{int(occurrence.start.timestamp())}:{workload.pk}")
+    return told
+
+
+# --- unused: the grace release -----------------------------------------------------------------
+
+def occurrence_unused(occurrence: Occurrence, *, since: dt.datetime, now: dt.datetime,
+                      reserved_besides: int) -> bool:
+    """Whether a running occurrence went unused from `since` (when it was applied) until now.
+
+    Unused means both:
+    - at no instant since then did the tenant hold more GPUs of the type than it may without
+      this occurrence — its own quota of the type plus `reserved_besides` (what its other
+      occurrences of the type running now add). "Holding": a workload of the type from its
+      start (started_at) to its finish, and an admitted one (pending, running) now;
+    - nothing of the type waits now: no launch of it submitted, being created or queued (on
+      Kueue, the tenant's queue would want the GPUs).
+    Within its own quota the tenant never needed the reservation; once used beyond it, an
+    occurrence is kept to its end (a gap between two jobs does not lose it)."""
+    reservation = occurrence.reservation
+    workloads = Workload.objects.filter(tenant_id=reservation.tenant_id,
+                                        gpu_type_id=reservation.gpu_type_id)
+    if workloads.filter(state__in=WAITING, deleted_at__isnull=True).exists():
+        return False
+    quota = Quota.objects.get(tenant_id=reservation.tenant_id)
+    allowed = quota.gpus_by_type().get(reservation.gpu_type.slug, 0) + reserved_besides
+    until = now + dt.timedelta(seconds=1)  # what holds GPUs now counts
+    held = []
+    for workload in workloads.filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since)) \
+            .filter(Q(started_at__lt=until) | Q(state__in=HOLDING)):
+        begin = workload.started_at or now
+        end = workload.finished_at or (until if workload.state in Workload.ACTIVE_STATES
+                                       else begin)
+        if end > max(begin, since):
+            held.append(Interval(max(begin, since), end, workload.gpu_total))
+    peak = max((seg.booked for seg in segments(since, until, held)), default=0)
+    return peak <= allowed
+
+
+def _managers(tenant: Tenant) -> list[User]:
+    """The tenant's managers the portal can find: the users who last worked in its project
+    and whom Keystone names its managers now (none when Keystone cannot be asked)."""
+    from identity.assignments import project_role_now
+    from identity.client import KeystoneError
+    from identity.roles import PortalRole
+
+    found: list[User] = []
+    for user in User.objects.filter(last_project_id=tenant.keystone_project_id,
+                                    keystone_user_id__isnull=False):
+        try:
+            role = project_role_now(user.keystone_user_id or "", tenant.keystone_project_id)
+        except KeystoneError as exc:
+            log.warning("the managers of %s cannot be asked of Keystone: %s", tenant.name, exc)
+            return found
+        if role is not None and role >= PortalRole.MANAGER:
+            found.append(user)
+    return found
+
+
+def booker_release_notify(occurrence: Occurrence, *, at: dt.datetime) -> int:
+    """Tell the booker (else the tenant's managers) that an occurrence was released unused."""
+    reservation = occurrence.reservation
+    users = [reservation.created_by] if reservation.created_by is not None else \
+        _managers(reservation.tenant)
+    grace = settings.PORTAL_RESERVATION_GRACE_MINUTES
+    text = (f"{reservation_text(reservation)} from {_when(occurrence.start)} to "
+            f"{_when(occurrence.end)} was released at {_when(at)}: nothing used its GPUs in "
+            f"the first {grace} minutes (the project held no more {reservation.gpu_type.slug} "
+            "GPUs than its own quota and had none waiting). They are back in the pool and can "
+            "be booked again.")
+    return notify(kind=Kind.RESERVATION, users=users, tenant=reservation.tenant,
+                  title=f"Reservation #{reservation.pk} released unused", text=text,
+                  key=f"reservation-released:{reservation.pk}:"
+                      f"{int(occurrence.start.timestamp())}")
+
+
+# --- the beat ----------------------------------------------------------------------------------
+
+def reservations_tick(now: dt.datetime | None = None) -> TickResult:
+    """One pass of the calendar's reservations beat (idempotent; see the module's text)."""
+    now = now or timezone.now()
+    result = TickResult()
+    grace = dt.timedelta(minutes=settings.PORTAL_RESERVATION_GRACE_MINUTES)
+    running: list[tuple[Occurrence, ReservationOccurrence]] = []
+    for gpu_type in GpuType.objects.filter(
+            pk__in=Reservation.objects.live().values("gpu_type")).order_by("slug"):
+        for occurrence in occurrences_between(gpu_type, now, now + WARN_AHEAD):
+            key = (occurrence.reservation.pk, occurrence.start)
+            if occurrence.start > now:
+                with transaction.atomic():
+                    if _claim(_row(occurrence), "warned_at", now):
+                        borrowers_warn(occurrence, now)
+                        result.warned.append(key)
+                continue
+            row = _row(occurrence)
+            if row.applied_at is None and _claim(row, "applied_at", now):
+                result.applied.append(key)
+            running.append((occurrence, row))
+    # the grace: judged from when each was applied, with the others of its tenant and type
+    for occurrence, row in list(running):
+        if row.released_at is not None or row.applied_at is None or \
+                now < row.applied_at + grace:
+            continue
+        reservation = occurrence.reservation
+        besides = sum(o.reservation.count for o, r in running if r.pk != row.pk
+                      and o.reservation.tenant_id == reservation.tenant_id
+                      and o.reservation.gpu_type_id == reservation.gpu_type_id)
+        if not occurrence_unused(occurrence, since=row.applied_at, now=now,
+                                 reserved_besides=besides):
+            continue
+        with transaction.atomic():
+            if _claim(row, "released_at", now):
+                booker_release_notify(occurrence, at=now)
+                result.released.append((reservation.pk, occurrence.start))
+        running.remove((occurrence, row))
+    # what no longer counts: ended, cancelled or released
+    counting = {row.pk for _, row in running}
+    for row in (ReservationOccurrence.objects.filter(applied_at__isnull=False,
+                                                     ended_at__isnull=True)
+                .exclude(pk__in=counting)):
+        if _claim(row, "ended_at", now):
+            result.ended.append((row.reservation_id, row.start))
+    result.quotas = _quotas_set(running)
+    return result
+
+
+def _quotas_set(running: list[tuple[Occurrence, ReservationOccurrence]]) -> dict[str, dict]:
+    """Each tenant's reserved GPUs: the sum over its occurrences running now. Tenants with
+    GPUs reserved and none running now go back to nothing."""
+    wanted: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    names: dict[int, list[str]] = defaultdict(list)
+    for occurrence, _ in running:
+        reservation = occurrence.reservation
+        wanted[reservation.tenant_id][reservation.gpu_type.slug] += reservation.count
+        names[reservation.tenant_id].append(f"#{reservation.pk} ({reservation.count} "
+                                            f"{reservation.gpu_type.slug})")
+    boosted = set(Quota.objects.exclude(reserved_gpus={}).values_list("tenant_id", flat=True))
+    changed = {}
+    for tenant in Tenant.objects.filter(pk__in=set(wanted) | boosted).order_by("pk"):
+        reserved = dict(wanted.get(tenant.pk, {}))
+        reason = (f"reservations running: {', '.join(names[tenant.pk])}" if names[tenant.pk]
+                  else "no reservation running")
+        if quota_reserved_set(tenant=tenant, reserved=reserved, reason=reason):
+            changed[tenant.name] = reserved
+    return changed
+
+
+# --- before a launch ---------------------------------------------------------------------------
+
+def reservation_launch_advice(*, tenant: Tenant, user: Any, gpu_type: GpuType, gpus: int,
+                              max_runtime_minutes: int | None) -> list[tuple[str, str]]:
+    """A launch beyond the tenant's own quota of the type (where the cluster queues on Kueue:
+    it borrows others' idle GPUs) whose maximum runtime (or no limit) runs into the start of
+    another tenant's reservation of the type: it may be reclaimed then (a warning)."""
+    if queueing_shown() is False:
+        return []  # without Kueue, nothing beyond the quota is admitted: nothing is borrowed
+    quota = Quota.objects.filter(tenant=tenant).first()
+    if quota is None:
+        return []
+    own = quota.effective().gpus_by_type.get(gpu_type.slug, 0)
+    held = gpus_held_by_type(Workload.objects.filter(tenant=tenant, state__in=HOLDING,
+                                                     deleted_at__isnull=True))
+    if held.get(gpu_type.slug, 0) + gpus <= own:
+        return []
+    now = timezone.now()
+    reach = now + (dt.timedelta(minutes=max_runtime_minutes) if max_runtime_minutes
+                   else HORIZON)
+    seconds = max_runtime_minutes * 60 if max_runtime_minutes else None
+    for occurrence in occurrences_between(gpu_type, now, reach):
+        reservation = occurrence.reservation
+        if reservation.tenant_id == tenant.pk or occurrence.start <= now:
+            continue
+        if crosses(now, seconds, Interval(occurrence.start, occurrence.end, reservation.count)):
+            runtime = (f"within its maximum runtime ({max_runtime_minutes} min)"
+                       if max_runtime_minutes else "and it has no maximum runtime")
+            return [("warning",
+                     f"Beyond {tenant.name}'s quota of {own} {gpu_type.slug} GPUs this launch "
+                     f"runs on borrowed GPUs; {reservation_text(reservation)} starts at "
+                     f"{_when(occurrence.start)}, {runtime}: it may be reclaimed then.")]
+    return []

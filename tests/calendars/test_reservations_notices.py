@@ -1,0 +1,184 @@
+"""What reservations tell people: the owners of borrowing workloads an hour ahead (once), a
+launch on borrowed GPUs that would run into another tenant's reservation (before submit), and
+the booker of an occurrence released unused after the grace (its GPUs bookable again).
+
+Workloads are rows made in the database (tests/fixtures/factories.py); the time is moved with
+time-machine."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import time_machine
+from django.contrib.auth import get_user_model
+from django.test import TestCase
+
+from calendars.models import Reservation, ReservationOccurrence
+from calendars.reservations import reservations_tick
+from calendars.selectors import booked_intervals
+from notifications.models import Notification
+from tenants.models import Quota, Tenant
+from tests.calendars.test_reservations import END, START, book
+from tests.fixtures import factories
+from workloads.models import Workload
+from workloads.selectors import launch_advice
+
+pytestmark = pytest.mark.django_db
+
+S = Workload.State
+
+
+@pytest.fixture
+def tenants(db, gpu_types) -> dict[str, Tenant]:
+    made = {}
+    for name in ("vision-lab", "nlp-lab", "bio-lab"):
+        tenant = Tenant.objects.create(keystone_project_id=f"project-{name}", name=name,
+                                       namespace=f"gp-{name}", state="provisioned")
+        quota = Quota.objects.create(tenant=tenant, gpus_total=16, cpu=64, memory_gb=256,
+                                     max_workloads=20)
+        quota.gpu_limits.create(gpu_type=gpu_types["a100"], gpus=4)
+        made[name] = tenant
+    return made
+
+
+@pytest.fixture
+def users(db):
+    model = get_user_model()
+    return {name: model.objects.create(username=name, keystone_user_id=f"id-{name}")
+            for name in ("ann", "bob", "cid", "dee")}
+
+
+def tick(at: dt.datetime):
+    with time_machine.travel(at, tick=False), TestCase.captureOnCommitCallbacks(execute=False):
+        return reservations_tick()
+
+
+def running(tenant, owner, *, gpus: int, started: dt.datetime, max_runtime: int | None = None,
+            name: str = "train", state: str = S.RUNNING) -> Workload:
+    return factories.make_workload(
+        tenant, owner, name=name, gpu_count=gpus, state=state, started_at=started,
+        max_runtime_minutes=max_runtime,
+        expires_at=started + dt.timedelta(minutes=max_runtime) if max_runtime else None)
+
+
+def told(kind: str = "reservation") -> list[tuple[str, int | None, str]]:
+    return list(Notification.objects.filter(kind=kind).order_by("pk")
+                .values_list("user__username", "workload_id", "text"))
+
+
+def test_borrowers_are_warned_an_hour_ahead_once(tenants, users, gpu_types):
+    vision, nlp, bio = tenants["vision-lab"], tenants["nlp-lab"], tenants["bio-lab"]
+    reservation = Reservation.objects.create(tenant=vision, gpu_type=gpu_types["a100"],
+                                             count=4, start=START, end=END)
+    early = START - dt.timedelta(hours=3)
+    # nlp-lab holds 6 a100 of its 4: borrowing; its runs that go on past 09:00 are warned
+    endless = running(nlp, users["ann"], gpus=4, started=early)
+    long = running(nlp, users["bob"], gpus=1, started=early, max_runtime=4 * 60)
+    running(nlp, users["cid"], gpus=1, started=early, max_runtime=60)  # ends 07:00: not told
+    # bio-lab holds 3 of its 4, vision-lab is the one reserving: neither is told
+    running(bio, users["dee"], gpus=3, started=early)
+    running(vision, users["dee"], gpus=8, started=early, name="own")
+
+    assert not tick(START - dt.timedelta(minutes=61)).warned
+    assert told() == []
+    result = tick(START - dt.timedelta(minutes=59))
+    assert result.warned == [(reservation.pk, START)]
+    assert told() == [
+        ("ann", endless.pk, f"vision-lab's reservation of 4 a100 starts at 2030-03-04 09:00 UTC; "
+                            f"#{endless.pk} runs on borrowed GPUs and may be reclaimed then."),
+        ("bob", long.pk, f"vision-lab's reservation of 4 a100 starts at 2030-03-04 09:00 UTC; "
+                         f"#{long.pk} runs on borrowed GPUs and may be reclaimed then.")]
+    # the next minutes' beats tell nobody again
+    assert not tick(START - dt.timedelta(minutes=58)).warned
+    assert not tick(START - dt.timedelta(minutes=30)).warned
+    assert len(told()) == 2
+    assert ReservationOccurrence.objects.get(reservation=reservation).warned_at == \
+        START - dt.timedelta(minutes=59)
+
+
+def test_an_unused_reservation_is_released_after_the_grace_and_its_booker_told(
+        cluster, tenants, users, gpu_types, settings):
+    settings.PORTAL_RESERVATION_GRACE_MINUTES = 30
+    vision = tenants["vision-lab"]
+    with time_machine.travel(START - dt.timedelta(days=1), tick=True):
+        reservation = book(vision, gpu_types, count=16, user=users["ann"])
+        # the cluster's 16 a100 are all booked: no one else gets any of that time
+        with pytest.raises(Exception, match="0 of its 16 a100 GPUs left"):
+            book(tenants["nlp-lab"], gpu_types, count=1, start=START + dt.timedelta(hours=1))
+    # vision-lab runs within its own quota of 4: that never needed the reservation
+    running(vision, users["bob"], gpus=4, started=START - dt.timedelta(hours=1))
+    assert tick(START + dt.timedelta(minutes=1)).quotas == {"vision-lab": {"a100": 16}}
+    assert not tick(START + dt.timedelta(minutes=30)).released  # 29 minutes applied
+    assert told() == []
+
+    release_at = START + dt.timedelta(minutes=31)
+    result = tick(release_at)
+    assert result.released == [(reservation.pk, START)]
+    assert result.quotas == {"vision-lab": {}}  # the boost off at once
+    assert Quota.objects.get(tenant=vision).reserved_gpus == {}
+    row = ReservationOccurrence.objects.get(reservation=reservation)
+    assert (row.released_at, row.ended_at) == (release_at, release_at)
+    assert told() == [("ann", None,
+                       "vision-lab's reservation of 16 a100 from 2030-03-04 09:00 UTC to "
+                       "2030-03-04 17:00 UTC was released at 2030-03-04 09:31 UTC: nothing "
+                       "used its GPUs in the first 30 minutes (the project held no more a100 "
+                       "GPUs than its own quota and had none waiting). They are back in the "
+                       "pool and can be booked again.")]
+    assert not tick(START + dt.timedelta(minutes=32)).acted  # once
+    assert len(told()) == 1
+    # bookable again from the release on
+    assert [(i.start, i.end) for i in booked_intervals(gpu_types["a100"], START, END)] == \
+        [(START, release_at)]
+    with time_machine.travel(START + dt.timedelta(minutes=40), tick=True):
+        later = book(tenants["nlp-lab"], gpu_types, count=16,
+                     start=START + dt.timedelta(hours=1))
+    assert later.pk
+
+
+@pytest.mark.parametrize("use", ["beyond", "waiting", "earlier"])
+def test_a_used_reservation_is_kept(tenants, users, gpu_types, use):
+    """Used: beyond the own quota of 4 at some moment since it was applied (a job that has
+    finished since counts), or something of the type waiting in the queue now."""
+    vision = tenants["vision-lab"]
+    reservation = Reservation.objects.create(tenant=vision, gpu_type=gpu_types["a100"],
+                                             count=4, start=START, end=END)
+    tick(START + dt.timedelta(minutes=1))
+    if use == "beyond":
+        running(vision, users["ann"], gpus=6, started=START + dt.timedelta(minutes=5))
+    elif use == "waiting":
+        running(vision, users["ann"], gpus=2, started=START, state=S.QUEUED)
+    else:
+        job = running(vision, users["ann"], gpus=5, started=START + dt.timedelta(minutes=2),
+                      state=S.SUCCEEDED)
+        Workload.objects.filter(pk=job.pk).update(finished_at=START + dt.timedelta(minutes=9))
+    for minutes in (31, 45, 120):
+        assert not tick(START + dt.timedelta(minutes=minutes)).released
+    assert ReservationOccurrence.objects.get(reservation=reservation).released_at is None
+    assert Quota.objects.get(tenant=vision).reserved_gpus == {"a100": 4}
+
+
+def test_a_borrowing_launch_is_told_of_a_reservation_within_its_runtime(
+        tenants, users, gpu_types, settings):
+    settings.PORTAL_QUEUEING = "kueue"
+    vision, nlp = tenants["vision-lab"], tenants["nlp-lab"]
+    Reservation.objects.create(tenant=vision, gpu_type=gpu_types["a100"], count=4,
+                               start=START, end=END)
+    running(nlp, users["ann"], gpus=3, started=START - dt.timedelta(hours=5))
+
+    def advice(tenant, gpus: int, runtime: int | None) -> list[tuple[str, str]]:
+        with time_machine.travel(START - dt.timedelta(hours=2), tick=False):
+            return launch_advice(tenant=tenant, user=users["bob"], gpu_type=gpu_types["a100"],
+                                 gpus=gpus, max_runtime_minutes=runtime)
+
+    # 3 held + 2 = 5 of nlp-lab's 4: borrowed; 3 hours run into 09:00
+    assert advice(nlp, 2, 180) == [(
+        "warning", "Beyond nlp-lab's quota of 4 a100 GPUs this launch runs on borrowed GPUs; "
+                   "vision-lab's reservation of 4 a100 starts at 2030-03-04 09:00 UTC, within "
+                   "its maximum runtime (180 min): it may be reclaimed then.")]
+    assert "and it has no maximum runtime: it may be reclaimed" in advice(nlp, 2, None)[0][1]
+    assert advice(nlp, 2, 60) == []  # done by 08:00
+    assert advice(nlp, 1, 180) == []  # within its own quota
+    assert advice(vision, 8, 180) == []  # its own reservation
+    settings.PORTAL_QUEUEING = "off"  # nothing is borrowed without Kueue
+    assert advice(nlp, 2, 180) == []
