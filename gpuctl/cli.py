@@ -675,6 +675,140 @@ def cmd_webhook(api: PortalClient, args: argparse.Namespace) -> int:
     return EXIT_OK if result["sent"] else EXIT_API
 
 
+# --- the cluster's calendar: reservations and maintenance windows (issue 28) -----------------
+
+RESERVATION_COLUMNS = [("id", "id"), ("project", "tenant_name"), ("gpu_type", "gpu_type"),
+                       ("gpus", "count"), ("start", "start"), ("end", "end"),
+                       ("repeats", lambda r: f"weekly until {r['until']}" if r.get("recurrence")
+                        else "once"), ("state", "state"), ("note", "note")]
+WINDOW_COLUMNS = [("id", "id"), ("covers", "covers"), ("start", "start"), ("end", "end"),
+                  ("drain", "drain"), ("state", "state"), ("nodes", lambda w: len(w["affected"])),
+                  ("reason", "reason")]
+
+
+def when(text: str) -> str:
+    """A date and time as the API takes it (ISO 8601 with a zone): "2026-12-01T09:00" without
+    one is this machine's local time; "2026-12-01" is its midnight."""
+    try:
+        parsed = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a date and time, e.g. 2026-12-01T09:00 or 2026-12-01T09:00+01:00"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.astimezone()  # the local zone
+    return parsed.isoformat()
+
+
+def _need(args: argparse.Namespace, what: str, *options: str) -> str | None:
+    missing = [o for o in options if getattr(args, o.lstrip("-").replace("-", "_")) is None]
+    return f"{what}: {', '.join(missing)} required" if missing else None
+
+
+def cmd_reservations(api: PortalClient, args: argparse.Namespace) -> int:
+    if args.action == "cancel":
+        if args.id is None:
+            return _usage(args, "reservations cancel: the reservation's ID is missing")
+        api.delete(f"reservations/{args.id}/")
+        emit(args, {"id": args.id, "cancelled": True},
+             lambda out: out.write(f"reservation {args.id} cancelled\n"))
+        return EXIT_OK
+    if args.action == "create":
+        problem = _need(args, "reservations create", "--gpu-type", "--count", "--start", "--end")
+        if problem or (args.weekly and args.until is None):
+            return _usage(args, problem or "reservations create: --weekly needs --until")
+        body: dict[str, Any] = {"gpu_type": args.gpu_type, "count": args.count,
+                                "start": args.start, "end": args.end, "note": args.note or ""}
+        if args.weekly:
+            body.update(recurrence="weekly", until=args.until)
+        if args.tenant:
+            body["tenant"] = _tenant(api, args.tenant)["id"]
+        made = api.post("reservations/", body)
+        emit(args, made, lambda out: print_record(
+            made, ["id", "tenant_name", "gpu_type", "count", "start", "end", "recurrence",
+                   "until", "note", "state"], out))
+        return EXIT_OK
+    tenant = _tenant(api, args.tenant)["id"] if args.tenant else None
+    rows = api.get_all("reservations/", gpu_type=args.gpu_type, tenant=tenant,
+                       include_past="1" if args.all else None)
+    emit(args, rows, lambda out: print_table(rows, RESERVATION_COLUMNS, out))
+    return EXIT_OK
+
+
+def cmd_maintenance(api: PortalClient, args: argparse.Namespace) -> int:
+    if args.action == "cancel":
+        if args.id is None:
+            return _usage(args, "maintenance cancel: the window's ID is missing")
+        api.delete(f"maintenance-windows/{args.id}/")
+        emit(args, {"id": args.id, "cancelled": True},
+             lambda out: out.write(f"maintenance window {args.id} cancelled\n"))
+        return EXIT_OK
+    if args.action == "create":
+        problem = _need(args, "maintenance create", "--start", "--end", "--reason")
+        covers = [o for o in ("nodes", "selector", "gpu_type") if getattr(args, o)]
+        if problem or len(covers) != 1:
+            return _usage(args, problem or "maintenance create: exactly one of --nodes, "
+                                           "--selector or --gpu-type says what it covers")
+        body: dict[str, Any] = {"start": args.start, "end": args.end, "reason": args.reason,
+                                "drain": args.drain}
+        if args.nodes:
+            body["nodes"] = [n.strip() for n in args.nodes.split(",") if n.strip()]
+        elif args.selector:
+            body["node_selector"] = args.selector
+        else:
+            body["gpu_type"] = args.gpu_type
+        made = api.post("maintenance-windows/", body)
+        emit(args, made, lambda out: print_record(
+            {**made, "affected": ",".join(sorted(made["affected"]))},
+            ["id", "covers", "start", "end", "reason", "drain", "state", "affected"], out))
+        return EXIT_OK
+    rows = api.get_all("maintenance-windows/", include_past="1" if args.all else None)
+    if args.gpu_type:
+        rows = [w for w in rows if w.get("gpu_type") == args.gpu_type or any(
+            (e or {}).get("gpu_type") == args.gpu_type for e in w["affected"].values())]
+    emit(args, rows, lambda out: print_table(rows, WINDOW_COLUMNS, out))
+    return EXIT_OK
+
+
+BAR = 40  # the widest timeline bar, in characters
+
+
+def timeline_text(calendar: dict[str, Any], out: TextIO) -> None:
+    """A type's calendar as text: each stretch with what is reserved, down and left to book,
+    a bar of what is left (#) and taken (= reserved, x maintenance), then the bookings and
+    the windows."""
+    capacity = calendar["capacity"]
+    out.write(f"{calendar['gpu_type']}: {capacity} GPUs in service, "
+              f"{calendar['since']} .. {calendar['until']}\n")
+    scale = BAR / capacity if capacity else 0
+
+    def bar(row: dict[str, Any]) -> str:
+        left, reserved = row["bookable"], row["reserved"]
+        down = max(capacity - left - reserved, 0)
+        return ("#" * round(left * scale) + "=" * round(reserved * scale)
+                + "x" * round(down * scale))
+
+    print_table(calendar["segments"], [("from", "start"), ("to", "end"),
+                                       ("reserved", "reserved"), ("maintenance", "maintenance"),
+                                       ("free to book", "bookable"), ("", bar)], out)
+    if calendar["reservations"]:
+        out.write("reservations:\n")
+        print_table(calendar["reservations"], [
+            ("id", "id"), ("project", lambda r: r["tenant"] or "(another project)"),
+            ("gpus", "count"), ("start", "start"), ("end", "end"), ("note", "note")], out)
+    if calendar["windows"]:
+        out.write("maintenance:\n")
+        print_table(calendar["windows"], [("id", "id"), ("gpus", "gpus"), ("start", "start"),
+                                          ("end", "end"), ("covers", "covers"),
+                                          ("reason", "reason")], out)
+
+
+def cmd_calendar(api: PortalClient, args: argparse.Namespace) -> int:
+    calendar = api.get("calendar/", gpu_type=args.gpu_type, since=args.since, until=args.until)
+    emit(args, calendar, lambda out: timeline_text(calendar, out))
+    return EXIT_OK
+
+
 def _common_options(suppress: bool) -> argparse.ArgumentParser:
     """The global options, accepted before and after the command. After it, their defaults
     are suppressed, so that a value given before the command is not reset."""
@@ -880,6 +1014,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", dest="output", action="store_const", const="json",
                    default=argparse.SUPPRESS,
                    help="JSON, as -o json")
+
+    p = command("reservations", cmd_reservations,
+                "GPU reservations: list (your project's; admins every one), create (managers "
+                "within the project's allowance, admins for any project), cancel ID")
+    p.add_argument("action", nargs="?", choices=["list", "create", "cancel"], default="list")
+    p.add_argument("id", nargs="?", type=int, help="cancel: the reservation's id")
+    p.add_argument("--gpu-type", help="create: the type to book; list: only this type")
+    p.add_argument("--count", type=int, help="create: how many GPUs")
+    p.add_argument("--start", type=when, help="create: ISO date and time (no zone: local)")
+    p.add_argument("--end", type=when, help="create: ISO date and time")
+    p.add_argument("--weekly", action="store_true", help="create: every week, until --until")
+    p.add_argument("--until", type=when, help="create: --weekly's last start is before this")
+    p.add_argument("--note", help="create: what it is for (course, deadline, demo)")
+    p.add_argument("--tenant", "--project", dest="tenant",
+                   help="create (admins): the project booked for; list: only its own "
+                        "(tenant id, name or Keystone project id)")
+    p.add_argument("--all", action="store_true", help="list: past and cancelled ones too")
+    p.add_argument("--json", dest="output", action="store_const", const="json",
+                   default=argparse.SUPPRESS, help="JSON, as -o json")
+
+    p = command("maintenance", cmd_maintenance,
+                "maintenance windows: list, create (admins), cancel ID (admins; one in "
+                "progress ends now)")
+    p.add_argument("action", nargs="?", choices=["list", "create", "cancel"], default="list")
+    p.add_argument("id", nargs="?", type=int, help="cancel: the window's id")
+    p.add_argument("--nodes", metavar="NAME,NAME", help="create: these nodes")
+    p.add_argument("--selector", metavar="KEY=VALUE,…", help="create: nodes with these labels")
+    p.add_argument("--gpu-type", help="create: every node of this type; list: only this type")
+    p.add_argument("--start", type=when, help="create: ISO date and time (no zone: local)")
+    p.add_argument("--end", type=when, help="create: ISO date and time")
+    p.add_argument("--reason", help="create: told to everyone affected")
+    p.add_argument("--drain", action="store_true",
+                   help="create: at the start, stop what still runs on the nodes")
+    p.add_argument("--all", action="store_true", help="list: ended and cancelled ones too")
+    p.add_argument("--json", dest="output", action="store_const", const="json",
+                   default=argparse.SUPPRESS, help="JSON, as -o json")
+
+    p = command("calendar", cmd_calendar,
+                "a GPU type's calendar as a text timeline: what is reserved, in maintenance "
+                "and free to book")
+    p.add_argument("--gpu-type", required=True)
+    p.add_argument("--since", type=when, help="default: now")
+    p.add_argument("--until", type=when, help="default: two weeks after --since")
+    p.add_argument("--json", dest="output", action="store_const", const="json",
+                   default=argparse.SUPPRESS, help="JSON, as -o json")
     return parser
 
 

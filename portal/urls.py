@@ -11,6 +11,7 @@ urlpatterns = [
     path("", include("workloads.urls")),
     path("", include("usage.urls")),
     path("", include("budgets.urls")),
+    path("", include("calendars.urls")),
     path("", include("notifications.urls")),
     path("admin/", include("tenants.admin_urls")),
     path("admin/", include("catalogue.admin_urls")),

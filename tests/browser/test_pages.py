@@ -82,7 +82,8 @@ def test_the_researchers_pages_at_full_and_half_screen(page, log_in, live_server
     for name, path in (("home", "/"), ("launch", "/workloads/new/"),
                        ("launch-custom", "/workloads/new/?template=custom"),
                        ("workloads", "/workloads/"), ("workload", f"/workloads/{workload.pk}/"),
-                       ("usage", "/usage/"), ("budget", "/budget/")):
+                       ("usage", "/usage/"), ("budget", "/budget/"),
+                       ("calendar", "/calendar/")):
         review(page, live_server.url + path, name)
 
 
@@ -93,7 +94,8 @@ def test_the_admins_pages_at_full_and_half_screen(page, log_in, live_server, vis
                        ("gpu-types", "/admin/gpu-types/"), ("templates", "/admin/templates/"),
                        ("usage-report", "/admin/usage/"), ("gpus", "/admin/gpus/"),
                        ("audit", "/admin/audit/"), ("budgets", "/admin/budgets/"),
-                       ("budget-form", f"/admin/budgets/{vision_lab.pk}/")):
+                       ("budget-form", f"/admin/budgets/{vision_lab.pk}/"),
+                       ("calendar-admin", "/admin/calendar/"), ("calendar-book", "/calendar/")):
         review(page, live_server.url + path, name)
     page.context.clear_cookies()
     review(page, live_server.url + "/login/", "login")

@@ -171,6 +171,10 @@ def test_a_distributed_launch_needs_enough_nodes_outside(lab, users, kube, clock
         launch(lab, users["ann"], gpus=4, nodes=2, minutes=90)
     notes = launch_advice(tenant=lab, user=users["ann"], gpu_type=lab_type("a100"), gpus=4,
                           max_runtime_minutes=90)
+    # beside the calendar's capacity text (capacity_plan.py): the GPUs the window takes
+    assert any(text.endswith("0 from 13:00 (maintenance), 8 from 15:00 (maintenance ends) — "
+                             "see the calendar.") for _, text in notes), notes
+    notes = [note for note in notes if "maintenance #" in note[1]]
     assert notes == [("info", "Its maximum runtime (1 h 30 min) would cross maintenance "
                               f"#{MaintenanceWindow.objects.get().pk} (driver update) from "
                               "2026-11-20 13:00 UTC to 2026-11-20 15:00 UTC: it is placed on "

@@ -13,7 +13,9 @@ a rule; the first test fails when a page is added without one, so no page escape
 - WORKLOAD: one workload, through `scoped_object`: another tenant's is a 404 (never a 403),
   for every method; a write by a reader, or by a member on another member's workload, is 403;
 - PERSONAL: one of a user's own rows (a notification, their webhook): another user's is a 404,
-  whoever asks (the project's manager and admins included).
+  whoever asks (the project's manager and admins included);
+- MANAGE: the current project's managers (and admins): a member or reader is refused (403);
+  one of another tenant's rows (a reservation) is a 404.
 For each, with real Keystone users of two tenants (vision-lab, nlp-lab): an anonymous caller is
 sent to the login page; and the positive controls: the same requests succeed for those allowed
 to make them, so the 404s and 403s are not an artefact of a missing object.
@@ -32,6 +34,7 @@ from django.test import Client, TestCase
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
+from calendars.models import MaintenanceWindow, Reservation
 from catalogue.models import GpuType, Template
 from identity import identity as identity_store
 from identity.client import KeystoneClient
@@ -46,9 +49,9 @@ from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC, LOGIN, ADMIN, TENANT_LIST, LAUNCH, WORKLOAD, PERSONAL, PROJECT = (
+PUBLIC, LOGIN, ADMIN, TENANT_LIST, LAUNCH, WORKLOAD, PERSONAL, PROJECT, MANAGE = (
     "public", "login", "admin", "tenant-list", "launch", "workload", "personal",
-    "project")
+    "project", "manage")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +101,16 @@ PAGES = [
          writes=True, ok=302),
     Page("budgets:mine", PROJECT),
     Page("budgets:chart", PROJECT),
+    # the calendar (issue 28): everyone's to read; bookings and cancels are managers'
+    Page("calendars:calendar", LOGIN),
+    Page("calendars:book", MANAGE, method="POST", ok=400),  # nothing asked: the form again
+    Page("calendars:cancel", MANAGE, method="POST", target="reservation", ok=302),
     # the admins'
+    Page("calendars:admin", ADMIN),
+    Page("calendars:admin-announce", ADMIN, method="POST", ok=400),
+    Page("calendars:admin-window-cancel", ADMIN, method="POST", target="window", ok=302),
+    Page("calendars:admin-allowance", ADMIN, method="POST", target="tenant", ok=302,
+         data={"gpu_hours": "10", "max_days_ahead": "30"}),
     Page("usage:admin", ADMIN),
     Page("budgets:admin", ADMIN),
     Page("budgets:admin-edit", ADMIN, target="tenant"),
@@ -286,6 +298,12 @@ def world(identities, gpu_types, cluster) -> World:
             title=f"{NAMES[key]} finished")
         world.personal.setdefault("webhook", {})[key] = Webhook.objects.create(
             user=user, url="http://127.0.0.1:9/hook", secret="s" * 64)
+        start = timezone.now() + dt.timedelta(days=2)
+        world.personal.setdefault("reservation", {})[key] = Reservation.objects.create(
+            tenant=tenant, gpu_type=gpu_types["a100"], count=1, start=start,
+            end=start + dt.timedelta(hours=2), note=f"{NAMES[key]} course")
+        world.personal.setdefault("window", {})[key] = MaintenanceWindow.objects.create(
+            start=start, end=start + dt.timedelta(hours=2), reason=f"{key} maintenance")
     return world
 
 
@@ -297,6 +315,8 @@ def snapshot() -> tuple:
         sorted(Tenant.objects.values_list("pk", "state", "allow_root_templates")),
         sorted(Notification.objects.values_list("pk", "read_at")),
         sorted(Webhook.objects.values_list("pk", "url")),
+        sorted(Reservation.objects.values_list("pk", "cancelled_at")),
+        sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at")),
     )
 
 
@@ -311,6 +331,7 @@ LIST_PAGES = [p for p in PAGES if p.rule == TENANT_LIST]
 READER_REFUSED = [p for p in PAGES if p.rule == LAUNCH or (p.rule == WORKLOAD and p.writes)]
 OTHERS_WORKLOAD = [p for p in WORKLOAD_PAGES if p.writes]
 PERSONAL_PAGES = [p for p in PAGES if p.rule == PERSONAL]
+MANAGE_PAGES = [p for p in PAGES if p.rule == MANAGE]
 
 
 @pytest.mark.parametrize("page", PERSONAL_PAGES, ids=ids(PERSONAL_PAGES))
@@ -428,11 +449,33 @@ def test_a_manager_may_change_every_workload_of_the_project(world, page):
 @pytest.mark.parametrize("page", PAGES, ids=ids(PAGES))
 def test_positive_control_the_allowed_caller_succeeds(world, page):
     """The same requests, by someone allowed: the refusals above are not missing objects."""
-    who = {PUBLIC: None, ADMIN: "admin@admin"}.get(page.rule, "researcher@vision")
+    who = {PUBLIC: None, ADMIN: "admin@admin", MANAGE: "lead@vision"}.get(page.rule,
+                                                                         "researcher@vision")
     response = world.call(who, page)
     assert response.status_code == page.ok, (response.status_code, response.content[:300])
     if page.ok == 302 and who is not None:
         assert urlsplit(response["Location"]).path != reverse("login"), response["Location"]
+
+
+@pytest.mark.parametrize("page", MANAGE_PAGES, ids=ids(MANAGE_PAGES))
+@pytest.mark.parametrize("who", ["researcher@vision", "viewer@vision"])
+def test_only_managers_book_and_cancel(world, page, who):
+    before = snapshot()
+    assert world.call(who, page).status_code == 403
+    assert snapshot() == before
+
+
+MANAGE_TARGETED = [p for p in MANAGE_PAGES if p.target is not None]
+
+
+@pytest.mark.parametrize("page", MANAGE_TARGETED, ids=ids(MANAGE_TARGETED))
+def test_another_tenants_row_is_404_for_a_manager(world, page):
+    """lead manages vision-lab; nlp-lab's reservation is not there for them."""
+    before = snapshot()
+    response = world.call("lead@vision", page, page.url(world, "nlp"))
+    assert response.status_code == 404
+    assert NAMES["nlp"] not in response.content.decode()
+    assert snapshot() == before
 
 
 TENANT_TARGETED = [p for p in PAGES if p.target is not None and p.rule != PERSONAL]
