@@ -36,7 +36,10 @@ SPAN = dt.timedelta(days=14)
 
 def _since(request: TenantRequest) -> dt.datetime:
     today = timezone.localdate()
-    day = parse_date(request.GET.get("from") or "") or today
+    try:
+        day = parse_date(request.GET.get("from") or "") or today
+    except ValueError:  # well formed, no such day (2026-02-31)
+        day = today
     if abs((day - today).days) > 400:
         day = today
     return timezone.make_aware(dt.datetime.combine(day, dt.time()))

@@ -70,6 +70,9 @@ def test_a_member_sees_capacity_reservations_and_windows(lab, gpu_types, as_user
     # a member books nothing: no form, and the booking address refuses
     assert 'id="book-form"' not in body
     assert as_user("researcher").post("/calendar/book/", {}).status_code == 403
+    # a day that does not exist shows today's two weeks, not an error page
+    assert as_user("researcher").get("/calendar/?gpu_type=a100&from=2026-02-31").status_code \
+        == 200
 
 
 def test_an_admin_sees_every_projects_name_and_note(lab, gpu_types, login):
