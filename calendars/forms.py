@@ -7,6 +7,7 @@ say which)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,7 +78,7 @@ def allowance_form_data(post: Mapping[str, Any]) -> tuple[dict[str, int], dict[s
     errors: dict[str, list[str]] = {}
     for field, most in (("gpu_hours", MAX_ALLOWANCE_HOURS), ("max_days_ahead", MAX_DAYS_AHEAD)):
         text = (post.get(field) or "").strip()
-        if not text.isdigit() or int(text) > most:
+        if not re.fullmatch(r"[0-9]{1,9}", text) or int(text) > most:
             errors[field] = [f"A whole number from 0 to {most}."]
         else:
             clean[field] = int(text)

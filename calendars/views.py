@@ -9,6 +9,7 @@ The admin's pages are admin_views.py."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from django.contrib import messages
@@ -125,7 +126,7 @@ def book(request: TenantRequest) -> HttpResponse:
     if identity.is_admin and request.POST.get("tenant"):
         tenant = (Tenant.objects.restrict(identity, Action.CHANGE)
                   .filter(pk=request.POST["tenant"]).first()
-                  if request.POST["tenant"].isdigit() else None)
+                  if re.fullmatch(r"[0-9]{1,18}", request.POST["tenant"]) else None)
     gpu_type = _type_named(request.POST.get("gpu_type"))
     values = {**{k: request.POST.get(k, "") for k in
                  ("gpu_type", "count", "start", "end", "until", "note", "tenant")},

@@ -4,6 +4,7 @@ calendar of a GPU type."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from django.utils import timezone
@@ -98,7 +99,7 @@ class ReservationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         if self.action == "list":
             if params.get("gpu_type"):
                 queryset = queryset.filter(gpu_type__slug=params["gpu_type"])
-            if params.get("tenant", "").isdigit():
+            if re.fullmatch(r"[0-9]{1,18}", params.get("tenant", "")):
                 queryset = queryset.filter(tenant_id=int(params["tenant"]))
             if params.get("include_past") not in ("1", "true"):
                 now = timezone.now()

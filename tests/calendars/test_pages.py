@@ -195,6 +195,9 @@ def test_the_admin_announces_and_cancels_a_window_and_sets_allowances(lab, gpu_t
     with TestCase.captureOnCommitCallbacks(execute=False):
         admin.post(f"/admin/calendar/allowances/{vision.pk}/",
                    {"gpu_hours": "-1", "max_days_ahead": "30"})
+        # digits that str.isdigit takes and int() does not: refused, not a server error
+        assert admin.post(f"/admin/calendar/allowances/{vision.pk}/",
+                          {"gpu_hours": "\u00b2", "max_days_ahead": "30"}).status_code == 302
     allowance.refresh_from_db()
     assert allowance.gpu_hours == 100
 
