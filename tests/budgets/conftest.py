@@ -11,7 +11,7 @@ import time_machine
 from django.contrib.auth import get_user_model
 
 from budgets.models import Budget
-from tenants.models import Quota, Tenant
+from tenants.models import Tenant
 from tests.fixtures import factories
 from workloads.models import Workload
 
@@ -28,11 +28,8 @@ def clock():
 def tenants(db, gpu_types) -> dict[str, Tenant]:
     made = {}
     for name in ("vision-lab", "nlp-lab"):
-        tenant = Tenant.objects.create(keystone_project_id=f"project-{name}", name=name,
-                                       namespace=f"gp-{name}", state="provisioned")
-        Quota.objects.create(tenant=tenant, gpus_total=64, cpu=256, memory_gb=1024,
-                             max_workloads=100)
-        made[name] = tenant
+        made[name] = factories.make_tenant(name, gpus_total=64, cpu=256, memory_gb=1024,
+                                           max_workloads=100)
     return made
 
 

@@ -12,7 +12,8 @@ from django.contrib.auth import get_user_model
 
 from calendars.capacity_plan import queue_blocks
 from calendars.models import MaintenanceWindow, Reservation
-from tenants.models import Quota, Tenant
+from tenants.models import Tenant
+from tests.fixtures import factories
 from tests.fixtures.factories import make_workload
 from workloads.eta import MAINTENANCE, RESERVATION, Block, Holder, Waiter, estimate_starts
 from workloads.models import Workload
@@ -89,9 +90,7 @@ def test_the_reserving_tenants_own_runs_count_towards_its_reservation():
 
 @pytest.fixture
 def tenant(db, gpu_types) -> Tenant:
-    tenant = Tenant.objects.create(keystone_project_id="project-vision", name="vision-lab",
-                                   namespace="gp-vision-lab", state="provisioned")
-    Quota.objects.create(tenant=tenant, gpus_total=8, cpu=64, memory_gb=256, max_workloads=10)
+    tenant = factories.make_tenant("vision-lab", gpus_total=8, max_workloads=10)
     get_user_model().objects.create(username="ann", keystone_user_id="id-ann")
     return tenant
 

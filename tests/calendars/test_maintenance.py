@@ -23,7 +23,6 @@ from catalogue.models import GpuType, Template
 from kube.client import Conflict, Kube, NotFound
 from kube.labels import CORDON_ANNOTATION, LABEL_WORKLOAD_ID
 from notifications.models import Kind, Notification
-from tenants.models import GpuQuota, Quota, Tenant
 from tests.fixtures import factories
 from tests.fixtures.portal import cluster_cache_caught_up
 from tests.waiting import eventually
@@ -69,13 +68,9 @@ def kube(cluster):
 
 @pytest.fixture
 def lab(db, gpu_types):
-    tenant = Tenant.objects.create(keystone_project_id="project-maint", name="maint-lab",
-                                   namespace=NAMESPACE, state="provisioned")
-    quota = Quota.objects.create(tenant=tenant, gpus_total=64, cpu=256, memory_gb=1024,
-                                 max_workloads=100)
-    for slug in ("a100", "v100"):
-        GpuQuota.objects.create(quota=quota, gpu_type=gpu_types[slug], gpus=16)
-    return tenant
+    return factories.make_tenant("maint-lab", namespace=NAMESPACE, gpus_total=64, cpu=256,
+                                 memory_gb=1024, max_workloads=100,
+                                 gpus_by_type={"a100": 16, "v100": 16})
 
 
 @pytest.fixture

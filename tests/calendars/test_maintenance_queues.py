@@ -18,6 +18,7 @@ from calendars.timeline import shares
 from tenants.models import Quota, Tenant
 from tenants.queueing import queue_spec
 from tenants.services import quota_update
+from tests.fixtures import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -28,13 +29,8 @@ NOW = dt.datetime(2026, 11, 20, 12, 0, tzinfo=dt.UTC)
 def tenants(gpu_types, cluster):
     made = []
     for name, a100 in (("vision-lab", 10), ("nlp-lab", 6), ("idle-lab", 0)):
-        tenant = Tenant.objects.create(keystone_project_id=f"p-{name}", name=name,
-                                       namespace=f"gp-{name}", state="provisioned")
-        Quota.objects.create(tenant=tenant, gpus_total=16, cpu=64, memory_gb=256,
-                             max_workloads=10)
-        quota_update(tenant=tenant, acting_user=None,
-                     changes={"gpus_by_type": {"a100": a100, "v100": 2, "t4": 0}})
-        made.append(tenant)
+        made.append(factories.make_tenant(name, max_workloads=10,
+                                          gpus_by_type={"a100": a100, "v100": 2, "t4": 0}))
     return made
 
 

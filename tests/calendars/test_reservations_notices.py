@@ -33,12 +33,7 @@ S = Workload.State
 def tenants(db, gpu_types) -> dict[str, Tenant]:
     made = {}
     for name in ("vision-lab", "nlp-lab", "bio-lab"):
-        tenant = Tenant.objects.create(keystone_project_id=f"project-{name}", name=name,
-                                       namespace=f"gp-{name}", state="provisioned")
-        quota = Quota.objects.create(tenant=tenant, gpus_total=16, cpu=64, memory_gb=256,
-                                     max_workloads=20)
-        quota.gpu_limits.create(gpu_type=gpu_types["a100"], gpus=4)
-        made[name] = tenant
+        made[name] = factories.make_tenant(name, gpus_by_type={"a100": 4})
     return made
 
 
