@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from catalogue.forms import GpuTypeForm, TemplateForm
 from catalogue.models import GpuType, Template
+from catalogue.selectors import capacity_outlook
 from catalogue.services import (
     gpu_type_create,
     gpu_type_disable,
@@ -64,6 +65,7 @@ class GpuTypeRow:
     held: int = 0  # GPUs held (the capacity view's; without the cluster: admitted workloads')
     largest_node: int | None = None
     problem: str = ""  # why no workload of this type can run, for the admin
+    outlook: str = ""  # the calendar's next 24 hours: "16 free now, 8 from 14:00 (maintenance)"
 
     @property
     def free(self) -> int | None:
@@ -113,6 +115,9 @@ def gpu_type_rows(gpu_types: list[GpuType], nodes: list[dict[str, Any]] | None,
             row.nodes, row.allocatable, row.largest_node = cap.nodes, cap.allocatable, \
                 cap.largest_node
             row.problem = _problem(gpu_type, nodes, cap.nodes)
+            outlook = capacity_outlook(gpu_type)
+            if outlook is not None and outlook["changes"]:
+                row.outlook = outlook["text"]
         elif not gpu_type.node_selector:
             row.problem = _problem(gpu_type, [], 0)
         rows.append(row)

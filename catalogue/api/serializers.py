@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from ..models import Template
 
 # a GPU type's row, as catalogue/api/views.py builds it: the type and its live capacity
 GpuTypeRow = dict[str, object]
+
+
+class CapacityChangeSerializer(serializers.Serializer[Any]):
+    at = serializers.DateTimeField()
+    free = serializers.IntegerField(help_text="GPUs free from then, as far as the calendar "
+                                              "changes it")
+    why = serializers.CharField(help_text="maintenance, reserved, maintenance ends, "
+                                          "reservation ends")
+
+
+class UpcomingSerializer(serializers.Serializer[Any]):
+    free_now = serializers.IntegerField()
+    changes = CapacityChangeSerializer(many=True)
+    text = serializers.CharField(help_text="\"4 a100 free now, 0 from 14:00 (maintenance)\"")
 
 
 class GpuTypeSerializer(serializers.Serializer[GpuTypeRow]):
@@ -28,6 +44,9 @@ class GpuTypeSerializer(serializers.Serializer[GpuTypeRow]):
     largest_free_block = serializers.IntegerField(
         allow_null=True, help_text="the most GPUs free on one node: the largest request that fits now")
     nodes = serializers.IntegerField(allow_null=True)
+    upcoming = UpcomingSerializer(
+        allow_null=True, help_text="the calendar's changes to the free GPUs in the next 24 hours "
+                                   "(maintenance windows, other projects' reservations)")
 
 
 class TemplateSerializer(serializers.ModelSerializer[Template]):

@@ -11,6 +11,7 @@ from cluster.capacity import gpu_capacity
 from kube.client import KubeError
 
 from ..models import GpuType, Template
+from ..selectors import capacity_outlook
 from .serializers import GpuTypeRow, GpuTypeSerializer, TemplateSerializer
 
 
@@ -30,6 +31,7 @@ class GpuTypeViewSet(viewsets.GenericViewSet[GpuType]):
         except KubeError:
             capacity = {}  # the catalogue still answers; live figures are null
         rows: list[GpuTypeRow] = []
+        tenant = getattr(request, "tenant", None)
         for gpu_type in types:
             cap = capacity.get(gpu_type.slug)
             rows.append({
@@ -43,6 +45,7 @@ class GpuTypeViewSet(viewsets.GenericViewSet[GpuType]):
                 "largest_node": cap.largest_node if cap else None,
                 "largest_free_block": cap.largest_free_block if cap else None,
                 "nodes": cap.nodes if cap else None,
+                "upcoming": capacity_outlook(gpu_type, tenant=tenant) if cap else None,
             })
         # (DRF's stubs take one instance, also with many=True)
         return Response(GpuTypeSerializer(rows, many=True).data)  # type: ignore[arg-type]

@@ -232,3 +232,22 @@ def test_the_calendar_shows_another_projects_booking_without_its_name(tenants, c
     assert ours["reservations"][0]["tenant"] == "vision-lab"
     assert ours["reservations"][0]["note"] == "course"
     assert caller("researcher", "get", "/api/v1/calendar/?gpu_type=nope").status_code == 400
+
+
+def test_the_gpu_types_say_what_the_calendar_changes_ahead(tenants, caller, login):
+    start = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=3)).replace(second=0, microsecond=0)
+    caller("admin", "post", "/api/v1/maintenance-windows/",
+           {"nodes": ["gpu-a100-1"], "start": start.isoformat(),
+            "end": (start + dt.timedelta(hours=2)).isoformat(), "reason": "PSU"},
+           project="admin")
+    with time_machine.travel(dt.datetime.now(dt.UTC), tick=True):  # the real clock
+        types = {t["slug"]: t for t in caller("student", "get", "/api/v1/gpu-types/",
+                                               project="nlp-lab").json()}
+        page = login("admin", "admin-demo-pass").get("/admin/gpu-types/").content.decode()
+    a100 = types["a100"]["upcoming"]
+    assert a100["free_now"] == 16
+    assert [(c["free"], c["why"]) for c in a100["changes"]] == \
+        [(8, "maintenance"), (16, "maintenance ends")]
+    assert a100["text"].startswith("16 a100 free now, 8 from ")
+    assert types["v100"]["upcoming"]["changes"] == []
+    assert a100["text"] in page.replace("&#x27;", "'")
