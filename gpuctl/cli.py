@@ -163,8 +163,17 @@ def cmd_gpu_types(api: PortalClient, args: argparse.Namespace) -> int:
     emit(args, rows, lambda out: print_table(rows, [
         ("slug", "slug"), ("name", "name"), ("resource", "resource_name"),
         ("memory", lambda r: f"{r['memory_gb']} GB"), ("capacity", "capacity"),
-        ("free", "free"), ("largest node", "largest_node")], out))
+        ("free", "free"), ("largest node", "largest_node"), ("next 24 h", gpu_type_ahead)], out))
     return EXIT_OK
+
+
+def gpu_type_ahead(row: dict[str, Any]) -> str:
+    """How the calendar changes the type's free GPUs in the next 24 hours ("" when it does not),
+    without the "free now" that the table has already: "8 from 14:00 (maintenance), …"."""
+    upcoming = row.get("upcoming") or {}
+    if not upcoming.get("changes"):
+        return ""
+    return str(upcoming.get("text", "")).split(", ", 1)[-1]
 
 
 def cmd_templates(api: PortalClient, args: argparse.Namespace) -> int:
