@@ -130,3 +130,28 @@ def test_an_unused_reservation_is_released_after_its_grace_and_the_queue_goes_ba
                                (kube.get("ClusterQueue", tenant.namespace).get("status") or {})
                                .get("conditions") or []),
                    timeout=30, message="the lowered queue is not active")
+
+
+def test_an_overbooking_is_refused_against_the_real_clusters_gpus(
+        queued_cluster, kueue_cluster, gpu_types):  # noqa: F811
+    """The capacity a booking is checked against is the real cluster's: its KWOK nodes' 16
+    A100s (read through the portal's cluster cache), less a maintenance window on one node."""
+    from calendars.services import Overbooked, window_create
+    from calendars.validation import window_clean
+    from tests.fixtures.portal import cluster_cache_caught_up
+
+    cluster_cache_caught_up()
+    vision, nlp = make_tenant(queued_cluster, a100=4), make_tenant(queued_cluster, a100=4)
+    ann = user("ann")
+    start = (timezone.now() + dt.timedelta(days=1)).replace(second=0, microsecond=0)
+    book(vision, gpu_types, count=12, start=start, booker=ann)
+    with pytest.raises(Overbooked, match="4 of its 16 a100 GPUs left to book"):
+        book(nlp, gpu_types, count=5, start=start + dt.timedelta(hours=1), booker=ann)
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        window_create(acting_user=None, fields=window_clean({
+            "nodes": ["gpu-a100-2"], "reason": "PSU",
+            "start": (start + dt.timedelta(hours=8)).isoformat(),
+            "end": (start + dt.timedelta(hours=10)).isoformat()}))
+    with pytest.raises(Overbooked, match=r"8 in maintenance\); 9 do not fit"):
+        book(nlp, gpu_types, count=9, start=start + dt.timedelta(hours=7), booker=ann)
+    assert book(nlp, gpu_types, count=8, start=start + dt.timedelta(hours=7), booker=ann).pk
