@@ -61,11 +61,12 @@ def queued_cluster(kueue_cluster, settings, gpu_types) -> Iterator:
             kube.delete("Namespace", tenant.namespace)
 
 
-def make_tenant(made: list, *, a100: int, borrowing: int | None = None):
+def make_tenant(made: list, *, a100: int, borrowing: int | None = None, weight: str = "1"):
     tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"team-{len(made)}")
     quota_update(tenant=tenant, acting_user=None, changes={
         "gpus_total": 16, "max_workloads": 10, "cpu": 64, "memory_gb": 256,
-        "gpus_by_type": {"a100": a100, "v100": 0, "t4": 0}, "gpu_borrowing_limit": borrowing})
+        "gpus_by_type": {"a100": a100, "v100": 0, "t4": 0}, "gpu_borrowing_limit": borrowing,
+        "fair_share_weight": weight})
     tenant_reconcile(tenant_id=tenant.pk)
     tenant.refresh_from_db()
     made.append(tenant)
@@ -243,16 +244,27 @@ def test_a_service_waits_gated_ahead_of_batch_and_starts_when_gpus_are_free(
     assert state_of(batch).state == S.QUEUED
 
 
-def test_borrowed_gpus_are_shared_by_the_tenants_weights(queued_cluster, owner, gpu_types,
-                                                         login):
+def test_borrowed_gpus_are_shared_by_the_tenants_weights(queued_cluster, kueue_cluster, owner,
+                                                         gpu_types, login):
     """A lender's 8 idle A100s, two borrowers with nothing of their own queueing 8 one-GPU jobs
     each: Kueue's fair sharing admits them so that each one's borrowing over its weight stays
-    even, 3 : 1 for weights 3 and 1."""
-    make_tenant(queued_cluster, a100=8)  # the lender, idle
+    even, 3 : 1 for weights 3 and 1. The queues are made with their weights, and the launches
+    wait until Kueue has taken all three (a weight changed a moment before the launches, or a
+    queue Kueue has not seen yet, let some be admitted on the old shares: 3 : 5, seen once
+    under load)."""
+    lender = make_tenant(queued_cluster, a100=8)  # idle
     light = make_tenant(queued_cluster, a100=0)
-    heavy = make_tenant(queued_cluster, a100=0)
-    Quota.objects.filter(tenant=heavy).update(fair_share_weight=3)
-    tenant_reconcile(tenant_id=heavy.pk)
+    heavy = make_tenant(queued_cluster, a100=0, weight="3")
+    with kueue_cluster.api_client() as client:
+        kube = Kube(client)
+
+        def active(tenant) -> bool:
+            conditions = (kube.get("ClusterQueue", tenant.namespace).get("status") or {}) \
+                .get("conditions") or []
+            return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
+
+        eventually(lambda: all(active(t) for t in (lender, light, heavy)), timeout=30,
+                   message="Kueue has not taken the three queues")
     tracker = Tracker()
     for i in range(8):  # interleaved, the light one first each time
         for tenant in (light, heavy):
