@@ -44,6 +44,9 @@ class Reservation(models.Model):
     note = models.CharField(max_length=500, blank=True, default="")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
+    # booked by one of the tenant's managers, within its allowance (an admin's booking is
+    # not counted against it)
+    against_allowance = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
 

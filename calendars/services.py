@@ -80,7 +80,7 @@ def _allowance_check(tenant: Tenant, wanted: list[Interval], now: dt.datetime) -
                                 f"{allowance.max_days_ahead} days ahead; an occurrence starts "
                                 f"{late[0].start:%Y-%m-%d %H:%M} UTC.")
     held = 0.0
-    for other in Reservation.objects.live().filter(tenant=tenant):
+    for other in Reservation.objects.live().filter(tenant=tenant, against_allowance=True):
         held += gpu_hours(Interval(max(s, now), e, other.count)
                           for s, e in other.occurrences(now, now + HORIZON))
     asked = gpu_hours(Interval(max(i.start, now), i.end, i.gpus) for i in wanted)
@@ -93,13 +93,15 @@ def _allowance_check(tenant: Tenant, wanted: list[Interval], now: dt.datetime) -
 def reservation_create(*, tenant: Tenant, acting_user: Actor, fields: dict[str, Any],
                        within_allowance: bool) -> Reservation:
     """Book validated fields (validation.reservation_clean) for `tenant`. `within_allowance`:
-    the booker is one of its managers, not an admin (AllowanceExceeded beyond it). Overbooked
+    the booker is one of its managers, not an admin (AllowanceExceeded beyond it; what admins
+    booked for the tenant does not count against it). Overbooked
     when at any instant of any occurrence the type's capacity, less its maintenance windows
     then, cannot hold it beside the other reservations."""
     now = timezone.now()
     with transaction.atomic():
         gpu_type = GpuType.objects.select_for_update().get(pk=fields["gpu_type"].pk)
-        reservation = Reservation(tenant=tenant, created_by=_user(acting_user), **fields)
+        reservation = Reservation(tenant=tenant, created_by=_user(acting_user),
+                                  against_allowance=within_allowance, **fields)
         wanted = _wanted(reservation, now)
         if not wanted:
             raise Overbooked("No occurrence of this reservation is still to come.")

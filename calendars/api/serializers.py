@@ -48,8 +48,8 @@ class ReservationSerializer(serializers.ModelSerializer[Reservation]):
     class Meta:
         model = Reservation
         fields = ["id", "tenant", "tenant_name", "gpu_type", "count", "start", "end",
-                  "recurrence", "until", "note", "created_by", "created_at", "cancelled_at",
-                  "state", "next_occurrence"]
+                  "recurrence", "until", "note", "created_by", "against_allowance",
+                  "created_at", "cancelled_at", "state", "next_occurrence"]
 
     def _next(self, reservation: Reservation) -> tuple[Any, Any] | None:
         now = timezone.now()

@@ -165,6 +165,12 @@ def test_managers_book_within_the_allowance_that_admins_set(tenants, caller):
     assert AuditRecord.objects.filter(action="reservation.cancel").count() == 1
     assert caller("lead", "get", "/api/v1/reservations/").json()["results"] == []
     assert ReservationAllowance.objects.get(tenant=vision).gpu_hours == 40
+    # what an admin books for the project is not the managers' allowance
+    assert caller("admin", "post", "/api/v1/reservations/", booking(vision, count=8, start=at(5),
+                                                                   end=at(6)),
+                  project="admin").json()["against_allowance"] is False
+    again = caller("lead", "post", "/api/v1/reservations/", booking())  # 32 of 40 again
+    assert again.status_code == 201 and again.json()["against_allowance"] is True
 
 
 @pytest.mark.parametrize("fields, field", [
