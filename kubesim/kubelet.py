@@ -197,6 +197,12 @@ class Kubelet:
                     self.queue.add(self._kill_key(key, meta["uid"]))
                     grace = meta.get("deletionGracePeriodSeconds") or 0
                     self.queue.add_after((_STOPPED, key, meta["uid"]), min(float(grace), self.scale))
+                elif run is None and (pod.get("spec") or {}).get("nodeName") and \
+                        not is_terminal(pod) and key not in self.stopping:
+                    # kubesim was restarted while its containers were stopping: nothing runs
+                    # it here any more, so its end is reported now (which removes it)
+                    self.stopping.add(key)
+                    self.queue.add((_STOPPED, key, meta["uid"]))
             elif (pod.get("spec") or {}).get("nodeName"):
                 self.queue.add(key)
         for waiter in self.followers.get(key, ()):
@@ -281,7 +287,11 @@ class Kubelet:
         """The containers of a pod being deleted have exited: report it (which removes it)."""
         pod = self.cluster.peek(POD, *key)
         run = self.runs.get(key)
-        if pod is None or pod["metadata"]["uid"] != uid or run is None:
+        if pod is None or pod["metadata"]["uid"] != uid:
+            return
+        if run is None:
+            if key in self.stopping:
+                self._stopped_unrun(pod)
             return
         wall = time.time()
         for c in run.containers.values():
@@ -302,6 +312,26 @@ class Kubelet:
         # Terminated container states always change the status, so this write happens and,
         # the pod being marked for deletion, removes it (unless finalizers hold it).
         self._write(pod, run)
+
+    def _stopped_unrun(self, pod: dict) -> None:
+        """A pod being deleted that no container of this kubelet runs (marked before a
+        restart): its containers reported gone, as a kubelet reports what it lost track of."""
+        wall = rfc3339(time.time())
+        status = clone(pod.get("status") or {})
+        known = {cs.get("name"): cs for cs in status.get("containerStatuses") or ()}
+        statuses = []
+        for container in (pod.get("spec") or {}).get("containers") or ():
+            previous = known.get(container["name"]) or {}
+            running = (previous.get("state") or {}).get("running") or {}
+            statuses.append({
+                **previous, "name": container["name"], "image": container.get("image", ""),
+                "imageID": previous.get("imageID", ""), "ready": False, "started": False,
+                "restartCount": previous.get("restartCount", 0),
+                "state": {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+                                         "startedAt": running.get("startedAt", wall),
+                                         "finishedAt": wall}}})
+        status.update(phase="Failed", containerStatuses=statuses)
+        self.cluster.write_status(POD, pod, status)
 
     def _admit(self, pod: dict, node: str) -> PodRun | None:
         meta = pod["metadata"]

@@ -353,3 +353,32 @@ def test_restart_from_state_file_keeps_pods_running(kubesim_factory):
         eventually(lambda: (c := core.read_namespaced_pod("no-room", "default").status.conditions)
                    and c[0].reason == "Unschedulable", message="waiting for the node is full",
                    ignoring=(ApiException,))
+
+
+def test_a_pod_being_deleted_when_kubesim_stopped_is_removed_after_the_restart(kubesim_factory):
+    """A pod marked for deletion (its containers stopping) when kubesim was stopped is not
+    left terminating forever by the restarted one (its GPUs counted in the namespace's quota)."""
+    # a slow kubelet: the containers take 3 s to stop, time enough to stop kubesim first
+    server = kubesim_factory(inventory=DEMO_INVENTORY,
+                             extra_args=["--container-create-delay", "3"])
+    with server.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespaced_pod("default", pod("p", pod_spec(
+            container(gpus=1), tolerate_gpu=True, node_selector={"gputype": "a100"})))
+        eventually(lambda: core.read_namespaced_pod("p", "default").status.phase == "Running",
+                   timeout=15, message="waiting for running", ignoring=(ApiException,))
+        assert core.delete_namespaced_pod("p", "default").metadata.deletion_timestamp
+    server.stop()
+    server.start()
+    with server.api_client() as api:
+        core = client.CoreV1Api(api)
+
+        def gone() -> bool:
+            try:
+                core.read_namespaced_pod("p", "default")
+            except ApiException as exc:
+                return exc.status == 404
+            return False
+
+        eventually(gone, timeout=10, message="the pod marked for deletion before the restart "
+                                             "is still there", ignoring=(ApiException,))
