@@ -79,6 +79,23 @@ def primary_kind(row: dict[str, Any]) -> str:
     return "Job" if row["kind"] == BATCH else "Deployment"
 
 
+def live_of_kind(kind: str, listed_at: dt.datetime) -> Any:
+    """(id, namespace) of the live workloads, last written before `listed_at`, whose object is
+    of `kind` (Job, Deployment, JobSet or MPIJob). The key's JSON lookups, not KT(): on SQLite
+    (the demo's database) KT() compared with a string wraps the string in JSON_EXTRACT(…, '$'),
+    which fails as malformed JSON (the demo's tracker failed every sweep so)."""
+    workload_kind = SERVICE if kind == "Deployment" else BATCH
+    live = Workload.objects.filter(state__in=Workload.LIVE_STATES, kind=workload_kind,
+                                   updated_at__lt=listed_at)
+    engines = {group: engine for engine, group in GROUP_KINDS.items()}
+    if kind in engines:
+        live = live.filter(launch_spec__engine=engines[kind])
+    else:  # a distributed workload has no Job of ours: its group is judged by its own list
+        live = live.filter(Q(launch_spec__engine__isnull=True)
+                           | ~Q(launch_spec__engine__in=list(GROUP_KINDS)))
+    return live.values_list("id", "tenant__namespace")
+
+
 def vanished_since(kind: str, listed_at: dt.datetime,
                    has_primary: Callable[[int, str, str], bool]) -> list[dict[str, Any]]:
     """After a list of `kind` (Job, Deployment, JobSet or MPIJob): the live workloads whose
@@ -91,15 +108,7 @@ def vanished_since(kind: str, listed_at: dt.datetime,
     if kind not in ("Job", "Deployment", *GROUP_WATCHED):
         raise ValueError(f"a list of {kind} says nothing of vanished workloads")
     workload_kind = SERVICE if kind == "Deployment" else BATCH
-    live = Workload.objects.filter(state__in=Workload.LIVE_STATES, kind=workload_kind,
-                                   updated_at__lt=listed_at)
-    engines = {group: engine for engine, group in GROUP_KINDS.items()}
-    live = live.annotate(engine=KT("launch_spec__engine"))
-    if kind in engines:
-        live = live.filter(engine=engines[kind])
-    else:  # a distributed workload has no Job of ours: its group is judged by its own list
-        live = live.filter(Q(engine__isnull=True) | ~Q(engine__in=list(GROUP_KINDS)))
-    gone = [wid for wid, namespace in live.values_list("id", "tenant__namespace")
+    gone = [wid for wid, namespace in live_of_kind(kind, listed_at)
             if not has_primary(wid, workload_kind, namespace)]
     return [row for row in workload_rows(gone).values()
             if row["state"] in Workload.LIVE_STATES]
