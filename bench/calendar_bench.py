@@ -14,8 +14,9 @@ The Celery broker is `memory://`: tasks handed out on commit (a tenant's quota r
 notification's dispatch) go to an in-process queue nobody consumes.
 
 Populated: 4 tenants with quotas (GPU quotas on each type, no maximum runtime), N reservations
-of one type (default 500: a fifth weekly until a year ahead, the rest one-off over the year,
-accepted only where they fit beside the others and the windows, so nothing is overbooked), W
+of one type (default 500: a fifth weekly for a year, some begun last week and running now, the
+rest one-off over the year, accepted only where they fit beside the others and the windows, so
+nothing is overbooked; the reservations are rows written directly, some start in the past), W
 maintenance windows announced a week ago (default 20, over the next month: every other one
 by node names of that type, the rest every node of one of the two other types; the first
 starts within the hour), 48 running workloads (the benchmark's tenant holding its whole quota
@@ -34,10 +35,12 @@ Measured, p50/p95 over --calls:
 4. calendars.selectors.calendar_data for 14 days of the type (the API's GET calendar/, the
    page's chart);
 5. calendars.capacity_plan.queue_blocks for the type (the queue estimate's blocks).
-And one pass of each beat (wall time): calendars.maintenance.windows_advance at a minute when no
-window starts or ends (so nothing is cordoned: that would reach the cluster; the 24 h and 1 h
-notices are due for the first windows) and calendars.reservations.reservations_tick (first pass:
-the occurrences running now applied and the quotas raised; second pass: a quiet minute).
+And one pass of each beat (wall time and queries): calendars.maintenance.windows_advance at a
+minute when no window starts or ends (so nothing is cordoned: that would reach the cluster; the
+24 h and 1 h notices are due for the first windows), then again; and
+calendars.reservations.reservations_tick at the busiest instant of the coming week (the
+occurrences running then applied, the quotas raised: their reconciles go to the memory broker),
+again at that minute, and after the grace (each running occurrence judged used or not).
 
 Goal: the calendar adds ≤ 10 ms p95 to a launch (items 1 + 2) with 500 reservations and 20
 windows.
@@ -203,11 +206,12 @@ def populate(n_reservations: int, n_windows: int, seed: int = 28) -> dict[str, A
     # reservations of a100 over the next year, accepted only where they fit (hourly slots)
     gpu_type = types[SLUG]
     capacity = type_capacity(gpu_type)
-    span = 366 * 24
+    base = origin - dt.timedelta(days=7)  # booked a while ago: some run now
+    span = 373 * 24
     left = [capacity - HEADROOM] * span
-    for interval in down_intervals(gpu_type, origin, origin + span * HOUR):
+    for interval in down_intervals(gpu_type, base, base + span * HOUR):
         for h in hours_of(interval.start, interval.end + HOUR - dt.timedelta(seconds=1),
-                          origin):
+                          base):
             if 0 <= h < span:
                 left[h] -= interval.gpus
     made = []
@@ -216,11 +220,11 @@ def populate(n_reservations: int, n_windows: int, seed: int = 28) -> dict[str, A
         tries += 1
         assert tries < n_reservations * 50, "the calendar is too full to place the reservations"
         weekly = len(made) % 5 == 0
-        begin = origin + dt.timedelta(hours=rng.randrange(0, (7 if weekly else 360) * 24))
+        begin = base + dt.timedelta(hours=rng.randrange(0, (7 if weekly else 367) * 24))
         length = dt.timedelta(hours=rng.randrange(2, 11) if weekly else rng.randrange(2, 120))
         count = rng.choice((2, 4, 8, 16, 32))
         starts = [begin + dt.timedelta(weeks=w) for w in range(52 if weekly else 1)]
-        slots = [h for s in starts for h in hours_of(s, s + length, origin)]
+        slots = [h for s in starts for h in hours_of(s, s + length, base)]
         if any(h >= span or left[h] < count for h in slots):
             continue
         for h in slots:
@@ -271,7 +275,8 @@ def queries(fn: Callable[[], Any]) -> int:
     with CaptureQueriesContext(connection) as captured, transaction.atomic():
         fn()
         transaction.set_rollback(True)
-    return len(captured.captured_queries)
+    return sum(1 for q in captured.captured_queries  # not BEGIN, ROLLBACK
+               if q["sql"].split(None, 1)[0].upper() in ("SELECT", "INSERT", "UPDATE", "DELETE"))
 
 
 def main() -> None:
@@ -294,6 +299,7 @@ def main() -> None:
 
 def run(args: argparse.Namespace) -> None:
     from django.db import connection
+    from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
     from calendars.admission import maintenance_admission_check, maintenance_launch_advice
@@ -343,6 +349,9 @@ def run(args: argparse.Namespace) -> None:
             placed[minutes] = asked.get("avoid_nodes") or []
         return check
 
+    def admission_alone(minutes: int | None) -> Callable[[], None]:
+        return lambda: admission(minutes)(tenant)
+
     placed: dict[int | None, list[str]] = {}
     figures["lock_only"] = timed(locked(None), calls)
     admission_runs = {"admission_not_crossing_30min": 30, "admission_crossing_24h": 24 * 60,
@@ -350,7 +359,7 @@ def run(args: argparse.Namespace) -> None:
     for name, minutes in admission_runs.items():
         figures[name] = timed(locked(admission(minutes)), calls)
         figures[name]["avoid_nodes"] = len(placed[minutes])
-        figures[name]["queries"] = queries(locked(admission(minutes))) - 1  # less the lock
+        figures[name]["queries"] = queries(admission_alone(minutes))
     assert not placed[30] and placed[24 * 60] and placed[None], placed
 
     # 2. the launch check (no lock): every advisor, then the calendar's alone
@@ -419,25 +428,46 @@ def run(args: argparse.Namespace) -> None:
     figures["queue_blocks"] = {**timed(blocks, calls, atomic=False), "queries": queries(blocks),
                                "blocks": len(blocks())}
 
-    # the beats, once each (a minute when no window starts or ends: nothing to cordon)
+    # the beats, once each: windows_advance at a minute when no window starts or ends (nothing
+    # to cordon, which would reach the cluster; the first windows' 24 h and 1 h notices are
+    # due), then again (nothing to do); reservations_tick at the busiest instant of the week to
+    # come (its occurrences running then applied, the quotas raised; the beat takes its `now`),
+    # again at that minute (nothing to do), and after the grace (each running occurrence judged
+    # used or not)
+    from django.conf import settings
+
+    from calendars.selectors import booked_intervals
+    from calendars.timeline import segments
+
     now = timezone.now()
     assert all(w.start > now + dt.timedelta(minutes=5) for w in world["windows"])
-    beats = {}
+    week = segments(now, now + dt.timedelta(days=7), booked_intervals(gpu_type, now,
+                                                                      now + dt.timedelta(days=7)))
+    busiest = max(week, key=lambda s: s.booked)
+    tick_at = busiest.start + dt.timedelta(minutes=1)
+    grace = dt.timedelta(minutes=settings.PORTAL_RESERVATION_GRACE_MINUTES + 1)
+    beats: dict[str, Any] = {"reservations_tick_at": tick_at.isoformat(),
+                             "gpus_reserved_then": busiest.booked}
     for name, beat in (("windows_advance", lambda: windows_advance(now=now)),
-                       ("reservations_tick_first", lambda: reservations_tick(now)),
-                       ("reservations_tick_again", lambda: reservations_tick(now))):
+                       ("windows_advance_again", lambda: windows_advance(now=now)),
+                       ("reservations_tick", lambda: reservations_tick(tick_at)),
+                       ("reservations_tick_again", lambda: reservations_tick(tick_at)),
+                       ("reservations_tick_after_grace",
+                        lambda: reservations_tick(tick_at + grace))):
         t0 = time.perf_counter()
-        out = beat()
-        beats[name] = {"s": round(time.perf_counter() - t0, 3)}
-        if name == "windows_advance":
+        with CaptureQueriesContext(connection) as captured:
+            out = beat()
+        beats[name] = {"s": round(time.perf_counter() - t0, 3),
+                       "queries": len(captured.captured_queries)}
+        if name.startswith("windows"):
             beats[name]["states"] = sorted(set(out.values()))
         else:
             beats[name].update(applied=len(out.applied), warned=len(out.warned),
+                               released=len(out.released), ended=len(out.ended),
                                quotas_changed=len(out.quotas))
     from notifications.models import Notification
 
-    beats["windows_advance"]["notices"] = Notification.objects.filter(
-        kind="maintenance").count()
+    beats["maintenance_notices_sent"] = Notification.objects.filter(kind="maintenance").count()
     figures["beats"] = beats
 
     def added(key: str) -> float:
