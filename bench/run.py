@@ -140,6 +140,18 @@ def budget_figures(_text: str, f: dict | None) -> str:
             f"; quota check {added('quota_check')}) at {f['workloads_in_period']:,} workloads")
 
 
+def calendar_figures(_text: str, f: dict | None) -> str:
+    g = f["goal"]
+    return (f"{f['reservations']} reservations, {f['windows']} windows: the calendar adds p95 "
+            f"{g['admission_added_p95_ms_worst']} ms to a launch (admission) + "
+            f"{g['calendar_advisors_p95_ms_worst']} ms to its check (advisors) = "
+            f"{g['calendar_added_p95_ms']} ms (goal ≤ {g['goal_ms']}: "
+            f"{'met' if g['met'] else 'not met'}); weekly booking over a year p95 "
+            f"{f['booking_weekly_year_admin']['p95_ms']:.0f} ms; calendar 14 d p95 "
+            f"{f['calendar_data_14d']['p95_ms']:.1f} ms; queue blocks p95 "
+            f"{f['queue_blocks']['p95_ms']:.1f} ms")
+
+
 def load_figures(_text: str, f: dict | None) -> str:
     total = f["endpoints"][-1]
     out = (f"{f['steady']['signed_in']} users: {total['rps']:.1f} req/s, p50/p95/p99 "
@@ -203,6 +215,8 @@ BENCHES = [
                             "200"], 300, notifications_figures, json=True),
     Bench("budget", ["bench/budget_bench.py", "--workloads", "5000", "--calls", "200"], 300,
           budget_figures, json=True),
+    Bench("calendar", ["bench/calendar_bench.py", "--reservations", "500", "--windows", "20",
+                       "--calls", "100"], 300, calendar_figures, json=True),
     Bench("api_auth", ["bench/api_auth_bench.py", "--requests", "100", "--warmup", "10",
                        "--misses", "5"], 240, api_auth_figures, json=True),
     Bench("load", ["bench/load/load_bench.py", "--users", "20", "--duration", "30",

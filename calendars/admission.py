@@ -31,11 +31,12 @@ class MaintenanceWindowRefused(AdmissionRefused):
 
 
 def maintenance_admission_check(*, tenant: Tenant, user: Any, request: dict[str, Any]) -> None:
-    quota = Quota.objects.filter(tenant=tenant).first()
+    minutes = request.get("max_runtime_minutes") or None
+    # the quota's maximum runtime counts only for a launch without one of its own
+    quota = None if minutes else Quota.objects.filter(tenant=tenant).first()
     placement = launch_placement(
         gpu_type=request["gpu_type"], gpus_per_node=request["gpu_count"],
-        nodes=request.get("nodes", 1),
-        seconds=runtime_seconds(request.get("max_runtime_minutes") or None, quota))
+        nodes=request.get("nodes", 1), seconds=runtime_seconds(minutes, quota))
     if placement.refusal:
         raise MaintenanceWindowRefused(placement.refusal)
     if placement.avoid:

@@ -55,6 +55,7 @@ from .selectors import (
     down_intervals,
     type_capacity,
     type_nodes,
+    window_node_names,
     window_nodes,
 )
 from .timeline import Interval, crosses, shares
@@ -108,12 +109,23 @@ def runtime_seconds(max_runtime_minutes: int | None, quota: Quota | None) -> flo
     return minutes * 60 if minutes else None
 
 
-def covered_nodes(window: MaintenanceWindow, nodes: list[Obj] | None) -> set[str]:
+def covered_nodes(window: MaintenanceWindow, nodes: list[Obj] | None,
+                  matched: dict[Any, set[str]] | None = None) -> set[str]:
     """The nodes a window covers: as resolved when announced (or at its start), and as the
-    cluster's nodes match it now (`nodes` None: the cluster is not known now)."""
+    cluster's nodes match it now (`nodes` None: the cluster is not known now). `matched`: what
+    the nodes matched for the windows of the same target already looked at (a launch checks
+    every live window against the same nodes: every node is matched once per target, not once
+    per window)."""
     names = set(window.affected or {})
     if nodes is not None:
-        names |= set(window_nodes(window, nodes))
+        target = (tuple(window.nodes or ()), tuple(sorted((window.node_selector or {}).items())),
+                  window.gpu_type_id)
+        found = matched.get(target) if matched is not None else None
+        if found is None:
+            found = window_node_names(window, nodes)
+            if matched is not None:
+                matched[target] = found
+        names |= found
     return names
 
 
@@ -174,8 +186,9 @@ def launch_placement(*, gpu_type: GpuType, gpus_per_node: int, nodes: int = 1,
     inside = type_nodes(gpu_type, cluster) if cluster is not None else {}
     avoid: set[str] = set()
     hit = []
+    matched: dict[Any, set[str]] = {}
     for window in crossing:
-        covered = covered_nodes(window, cluster)
+        covered = covered_nodes(window, cluster, matched)
         of_type = {name for name, entry in (window.affected or {}).items()
                    if entry.get("gpu_type") == gpu_type.slug} | (covered & set(inside))
         if of_type:

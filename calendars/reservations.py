@@ -51,7 +51,7 @@ from workloads.querysets import GPU_TOTAL
 from workloads.selectors import gpus_held_by_type
 
 from .models import Reservation, ReservationOccurrence
-from .selectors import HORIZON, Occurrence, occurrences_between
+from .selectors import HORIZON, Occurrence, next_occurrence, occurrences_between
 from .timeline import Interval, crosses, segments
 
 log = logging.getLogger(__name__)
@@ -317,15 +317,16 @@ def reservation_launch_advice(*, tenant: Tenant, user: Any, gpu_type: GpuType, g
     reach = now + (dt.timedelta(minutes=max_runtime_minutes) if max_runtime_minutes
                    else HORIZON)
     seconds = max_runtime_minutes * 60 if max_runtime_minutes else None
-    for occurrence in occurrences_between(gpu_type, now, reach):
-        reservation = occurrence.reservation
-        if reservation.tenant_id == tenant.pk or occurrence.start <= now:
-            continue
-        if crosses(now, seconds, Interval(occurrence.start, occurrence.end, reservation.count)):
-            runtime = (f"within its maximum runtime ({max_runtime_minutes} min)"
-                       if max_runtime_minutes else "and it has no maximum runtime")
-            return [("warning",
-                     f"Beyond {tenant.name}'s quota of {own} {gpu_type.slug} GPUs this launch "
-                     f"runs on borrowed GPUs; {reservation_text(reservation)} starts at "
-                     f"{_when(occurrence.start)}, {runtime}: it may be reclaimed then.")]
-    return []
+    # the first to start is the one to tell of: if it does not cross, no later one does
+    occurrence = next_occurrence(gpu_type, now, reach, other_than_tenant=tenant.pk)
+    if occurrence is None:
+        return []
+    reservation = occurrence.reservation
+    if not crosses(now, seconds, Interval(occurrence.start, occurrence.end, reservation.count)):
+        return []
+    runtime = (f"within its maximum runtime ({max_runtime_minutes} min)"
+               if max_runtime_minutes else "and it has no maximum runtime")
+    return [("warning",
+             f"Beyond {tenant.name}'s quota of {own} {gpu_type.slug} GPUs this launch "
+             f"runs on borrowed GPUs; {reservation_text(reservation)} starts at "
+             f"{_when(occurrence.start)}, {runtime}: it may be reclaimed then.")]

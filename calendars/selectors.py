@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from catalogue.models import GpuType
 from cluster.capacity import cluster_nodes, node_matches
@@ -60,6 +60,25 @@ def type_capacity(gpu_type: GpuType, nodes: Iterable[Obj] | None = None) -> int:
     return sum(type_nodes(gpu_type, nodes).values())
 
 
+def covers(window: MaintenanceWindow, node: Obj) -> bool:
+    """Whether a window covers a node of the cluster (by name, label selector or GPU type)."""
+    if window.nodes:
+        return node["metadata"]["name"] in window.nodes
+    if window.node_selector:
+        return node_matches((node.get("metadata") or {}).get("labels") or {},
+                            window.node_selector)
+    return window.gpu_type is not None and node_gpus(node, window.gpu_type) > 0
+
+
+def window_node_names(window: MaintenanceWindow, nodes: Iterable[Obj]) -> set[str]:
+    """The names of the nodes a window covers now (`window_nodes` without what each offers:
+    no query). Named nodes are kept even while absent from the cluster: those names are the
+    answer, whatever the cluster has."""
+    if window.nodes:
+        return set(window.nodes)
+    return {node["metadata"]["name"] for node in nodes if covers(window, node)}
+
+
 def window_nodes(window: MaintenanceWindow, nodes: Iterable[Obj] | None = None,
                  gpu_types: Iterable[GpuType] | None = None) -> dict[str, dict[str, Any]]:
     """The nodes a window covers now: {name: {"gpu_type": slug or None, "gpus": n}}. Named
@@ -68,15 +87,7 @@ def window_nodes(window: MaintenanceWindow, nodes: Iterable[Obj] | None = None,
     types = list(GpuType.objects.all() if gpu_types is None else gpu_types)
     covered: dict[str, dict[str, Any]] = {}
     for node in nodes:
-        name = node["metadata"]["name"]
-        labels = (node.get("metadata") or {}).get("labels") or {}
-        if window.nodes:
-            hit = name in window.nodes
-        elif window.node_selector:
-            hit = node_matches(labels, window.node_selector)
-        else:
-            hit = window.gpu_type is not None and node_gpus(node, window.gpu_type) > 0
-        if not hit:
+        if not covers(window, node):
             continue
         entry: dict[str, Any] = {"gpu_type": None, "gpus": 0}
         for gpu_type in types:
@@ -84,7 +95,7 @@ def window_nodes(window: MaintenanceWindow, nodes: Iterable[Obj] | None = None,
             if gpus:
                 entry = {"gpu_type": gpu_type.slug, "gpus": gpus}
                 break
-        covered[name] = entry
+        covered[node["metadata"]["name"]] = entry
     for name in window.nodes or []:
         covered.setdefault(name, {"gpu_type": None, "gpus": 0})
     return covered
@@ -119,17 +130,31 @@ class Occurrence:
     released: bool = False
 
 
+def _live_reservations(gpu_type: GpuType, since: dt.datetime, until: dt.datetime
+                       ) -> QuerySet[Reservation]:
+    """The live reservations of the type that may have an occurrence in [since, until), with
+    their tenant (their type is `gpu_type`: see `_of_type`; their booker is rarely needed)."""
+    return (Reservation.objects.live().filter(gpu_type=gpu_type, start__lt=until)
+            .filter(Q(recurrence="", end__gt=since)
+                    | Q(recurrence=Reservation.Recurrence.WEEKLY, until__gt=since - HORIZON))
+            .select_related("tenant"))
+
+
+def _of_type(reservations: list[Reservation], gpu_type: GpuType) -> list[Reservation]:
+    """`reservations` (all of `gpu_type`) given that type's row rather than one each."""
+    for reservation in reservations:
+        reservation.gpu_type = gpu_type
+    return reservations
+
+
 def occurrences_between(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
                         exclude: int | None = None) -> list[Occurrence]:
     """Every live reservation occurrence of the type overlapping [since, until), in order of
     start; one released unused books only until its release."""
-    live = (Reservation.objects.live().filter(gpu_type=gpu_type, start__lt=until)
-            .filter(Q(recurrence="", end__gt=since)
-                    | Q(recurrence=Reservation.Recurrence.WEEKLY, until__gt=since - HORIZON))
-            .select_related("tenant", "gpu_type", "created_by"))
+    live = _live_reservations(gpu_type, since, until)
     if exclude is not None:
         live = live.exclude(pk=exclude)
-    reservations = list(live)
+    reservations = _of_type(list(live), gpu_type)
     released = {(pk, start): at for pk, start, at in ReservationOccurrence.objects
                 .filter(reservation__in=reservations, released_at__isnull=False)
                 .values_list("reservation_id", "start", "released_at")} if reservations else {}
@@ -143,6 +168,34 @@ def occurrences_between(gpu_type: GpuType, since: dt.datetime, until: dt.datetim
                 out.append(Occurrence(reservation, start, end, released=cut is not None))
     out.sort(key=lambda o: (o.start, o.reservation.pk))
     return out
+
+
+def next_occurrence(gpu_type: GpuType, after: dt.datetime, before: dt.datetime, *,
+                    other_than_tenant: int | None = None) -> Occurrence | None:
+    """The live reservation occurrence of the type that starts first in (after, before) (ties:
+    the lower reservation id), of a tenant other than `other_than_tenant`; None: none does.
+    The first one-off comes from the database (ordered, one row), each weekly one's next
+    occurrence is computed (at most two per reservation): not every occurrence of a year
+    (a launch check with no maximum runtime looks a year ahead). None is released: a release
+    comes after an occurrence's start."""
+    live = _live_reservations(gpu_type, after, before)
+    if other_than_tenant is not None:
+        live = live.exclude(tenant_id=other_than_tenant)
+    found: list[tuple[dt.datetime, int, dt.datetime]] = []
+    one_off = (live.filter(recurrence="", start__gt=after).order_by("start", "pk")
+               .values_list("start", "pk", "end").first())
+    if one_off is not None:
+        found.append(one_off)
+    for reservation in live.filter(recurrence=Reservation.Recurrence.WEEKLY).select_related(None) \
+            .only("start", "end", "recurrence", "until"):
+        for start, end in reservation.occurrences(after, before):
+            if start > after:  # not the one running now
+                found.append((start, reservation.pk, end))
+                break
+    if not found:
+        return None
+    start, pk, end = min(found)
+    return Occurrence(_of_type([live.get(pk=pk)], gpu_type)[0], start, end)
 
 
 def booked_intervals(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,

@@ -109,7 +109,8 @@ def reservation_create(*, tenant: Tenant, acting_user: Actor, fields: dict[str, 
             _allowance_check(tenant, wanted, now)
         since, until = wanted[0].start, wanted[-1].end
         capacity = type_capacity(gpu_type)
-        conflict = overbooking(capacity, wanted, booked_intervals(gpu_type, since, until),
+        conflict = overbooking(capacity, wanted, booked_intervals(gpu_type, since, until,
+                                                                  tenant_names=False),
                                down_intervals(gpu_type, since, until))
         if conflict is not None:
             raise Overbooked(conflict.text(gpu_type.slug))

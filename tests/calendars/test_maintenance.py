@@ -10,7 +10,9 @@ import datetime as dt
 import pytest
 import time_machine
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import TestCase
+from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditRecord
 from calendars import maintenance
@@ -174,6 +176,35 @@ def test_a_distributed_launch_needs_enough_nodes_outside(lab, users, kube, clock
                               f"#{MaintenanceWindow.objects.get().pk} (driver update) from "
                               "2026-11-20 13:00 UTC to 2026-11-20 15:00 UTC: it is placed on "
                               "other a100 nodes than gpu-a100-2.")]
+
+
+
+def test_a_launch_is_checked_against_every_window_in_memory(lab, users, kube, clock):
+    """Each live window is matched against the read model's nodes in memory: a launch checked
+    against six windows makes no more queries than against one (the first cut asked for the
+    GPU types once per window), and only the windows on its type's nodes place it."""
+    cluster_cache_caught_up()
+    hours = iter(range(2, 100, 3))
+
+    def window(**target) -> MaintenanceWindow:
+        start = NOW + dt.timedelta(hours=next(hours))
+        return announce(start=start, end=start + dt.timedelta(hours=2), **target)
+
+    a100 = lab_type("a100")
+
+    def placement() -> maintenance.Placement:  # no maximum runtime: it crosses every window
+        return maintenance.launch_placement(gpu_type=a100, gpus_per_node=1, seconds=None)
+
+    named = window(nodes=["gpu-a100-1"])
+    with CaptureQueriesContext(connection) as one:
+        assert placement().avoid == ("gpu-a100-1",)
+    ours = [named, window(nodes=["gpu-a100-2"]), window(node_selector={"gputype": "a100"})]
+    window(gpu_type="v100"), window(gpu_type="t4"), window(node_selector={"gputype": "v100"})
+    with CaptureQueriesContext(connection) as six:
+        placed = placement()
+    assert len(six) == len(one) == 1  # the live windows
+    assert {w.pk for w in placed.windows} == {w.pk for w in ours}
+    assert set(placed.avoid) == set(ours[-1].affected)  # every a100 node
 
 
 # --- notices ---------------------------------------------------------------------------------

@@ -177,3 +177,50 @@ def test_a_borrowing_launch_is_told_of_a_reservation_within_its_runtime(
     assert advice(vision, 8, 180) == []  # its own reservation
     settings.PORTAL_QUEUEING = "off"  # nothing is borrowed without Kueue
     assert advice(nlp, 2, 180) == []
+
+
+def test_the_launch_check_looks_a_year_ahead_for_the_first_reservation_only(
+        tenants, users, gpu_types, settings, monkeypatch):
+    """With no maximum runtime a borrowing launch is checked against a year of reservations:
+    the first occurrence to start is found from at most two of each reservation's occurrences
+    (the first cut listed every occurrence of the year, and every week of a weekly one), the
+    one running now not counted."""
+    settings.PORTAL_QUEUEING = "kueue"
+    vision, nlp, bio = tenants["vision-lab"], tenants["nlp-lab"], tenants["bio-lab"]
+    now = START - dt.timedelta(hours=2)
+    week = dt.timedelta(days=7)
+    # vision-lab's weekly booking runs now (since an hour) and again in a week
+    weekly = Reservation.objects.create(
+        tenant=vision, gpu_type=gpu_types["a100"], count=4,
+        start=now - week - dt.timedelta(hours=1), end=now - week + dt.timedelta(hours=7),
+        recurrence="weekly", until=now + dt.timedelta(days=300))
+    later = Reservation.objects.create(tenant=bio, gpu_type=gpu_types["a100"], count=2,
+                                       start=now + dt.timedelta(days=3),
+                                       end=now + dt.timedelta(days=3, hours=4))
+    for day in range(10, 300, 10):  # and a year of bookings after those
+        start = now + dt.timedelta(days=day)
+        Reservation.objects.create(tenant=bio, gpu_type=gpu_types["a100"], count=1, start=start,
+                                   end=start + dt.timedelta(hours=2))
+    running(nlp, users["ann"], gpus=4, started=now - dt.timedelta(hours=5))
+    computed = []
+    occurrences = Reservation.occurrences
+
+    def counted(self, since, until):
+        for occurrence in occurrences(self, since, until):
+            computed.append(self.pk)
+            yield occurrence
+
+    monkeypatch.setattr(Reservation, "occurrences", counted)
+
+    def advice() -> str:
+        with time_machine.travel(now, tick=False):
+            notes = launch_advice(tenant=nlp, user=users["bob"], gpu_type=gpu_types["a100"],
+                                  gpus=1, max_runtime_minutes=None)
+        return next(text for level, text in notes if level == "warning")
+
+    assert "bio-lab's reservation of 2 a100 starts at 2030-03-07 07:00 UTC" in advice()
+    assert max(computed.count(pk) for pk in set(computed)) <= 2
+    Reservation.objects.filter(pk=later.pk).update(cancelled_at=now)
+    computed.clear()
+    assert "vision-lab's reservation of 4 a100 starts at 2030-03-11 06:00 UTC" in advice()
+    assert computed.count(weekly.pk) == 2  # the one running now, and the next
