@@ -152,6 +152,15 @@ def calendar_figures(_text: str, f: dict | None) -> str:
             f"{f['queue_blocks']['p95_ms']:.1f} ms")
 
 
+def ssh_figures(_text: str, f: dict | None) -> str:
+    s, up, down = f["setup_s"], f["upload_mb_s"], f["download_mb_s"]
+    return (f"set-up p50 proxy {s['proxy']['p50'] * 1000:.0f} ms vs direct "
+            f"{s['direct']['p50'] * 1000:.0f} ms; scp {f['size_mb']} MB up {up['proxy']:.1f} vs "
+            f"{up['direct']:.1f} MB/s ({up['ratio']:.2f}), down {down['proxy']:.1f} vs "
+            f"{down['direct']:.1f} MB/s ({down['ratio']:.2f}); goal ≥ "
+            f"{f['goal']['throughput_ratio_min']}: {'met' if f['goal']['met'] else 'not met'}")
+
+
 def load_figures(_text: str, f: dict | None) -> str:
     total = f["endpoints"][-1]
     out = (f"{f['steady']['signed_in']} users: {total['rps']:.1f} req/s, p50/p95/p99 "
@@ -217,6 +226,8 @@ BENCHES = [
           budget_figures, json=True),
     Bench("calendar", ["bench/calendar_bench.py", "--reservations", "500", "--windows", "20",
                        "--calls", "100"], 300, calendar_figures, json=True),
+    Bench("ssh", ["bench/ssh_bench.py", "--size-mb", "20", "--runs", "1"], 300, ssh_figures,
+          json=True),
     Bench("api_auth", ["bench/api_auth_bench.py", "--requests", "100", "--warmup", "10",
                        "--misses", "5"], 240, api_auth_figures, json=True),
     Bench("load", ["bench/load/load_bench.py", "--users", "20", "--duration", "30",
