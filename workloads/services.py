@@ -207,6 +207,14 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
     try:
         with transaction.atomic():
             tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+            if idempotency_key:
+                # claimed again under the tenant's lock: a request with the same key that
+                # committed while this one waited for the lock has its workload counted in
+                # the quota now, and this one must answer with it, not be refused by it
+                existing = Workload.objects.filter(tenant=tenant, owner=user,
+                                                   idempotency_key=idempotency_key).first()
+                if existing is not None:
+                    return _same_launch(existing, request_fingerprint, idempotency_key), False
             if not tenant.is_active:
                 raise AdmissionRefused(f"{tenant.name} is being deleted; nothing can be launched.")
             quota = Quota.objects.get(tenant=tenant)

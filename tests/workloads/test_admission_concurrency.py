@@ -57,3 +57,45 @@ def test_fifty_parallel_launches_against_a_quota_of_four_admit_exactly_four():
     assert len(refused) == LAUNCHES - QUOTA
     assert all("uses 4 of 4 a100 GPUs" in message for message in refused)
     assert Workload.objects.filter(tenant=tenant).count() == QUOTA
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_ten_launches_with_one_idempotency_key_make_one_workload_and_answer_it_nine_times():
+    """The key is claimed again under the tenant lock: a request that waited for the lock while
+    the first one committed answers with the first one's workload. Claimed only before the lock,
+    the waiters met the first workload in the quota and were refused (`quota_exceeded`) although
+    their launch had succeeded."""
+    assert connection.vendor == "postgresql"
+    a100 = GpuType.objects.create(slug="a100", name="A100", node_selector={"gputype": "a100"})
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="retry-lab")
+    quota_update(tenant=tenant, acting_user=None,
+                 changes={"gpus_total": 1, "gpus_by_type": {"a100": 1},
+                          "max_workloads": 100, "cpu": 1000, "memory_gb": 10000})
+    user = User.objects.create(username="retrier", keystone_user_id=uuid.uuid4().hex)
+    request = {"name": "once", "template": Template.objects.get(slug="custom"), "kind": "batch",
+               "gpu_type": a100, "gpu_count": 1, "image": "busybox:1.36", "cpu": 1, "memory": 1}
+    copies = 10
+    barrier = threading.Barrier(copies)
+    answers, errors = [], []
+
+    def attempt() -> None:
+        try:
+            barrier.wait(timeout=30)
+            workload, created = workload_launch(tenant=tenant, user=user, request=request,
+                                                idempotency_key="train-once",
+                                                request_fingerprint="same-body")
+            answers.append((workload.pk, created))
+        except Exception as exc:  # noqa: BLE001 - a refusal or any failure fails the test below
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=attempt) for _ in range(copies)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors[:3]
+    assert sorted(created for _, created in answers) == [False] * (copies - 1) + [True]
+    assert len({pk for pk, _ in answers}) == 1
+    assert Workload.objects.filter(tenant=tenant).count() == 1
