@@ -51,11 +51,16 @@ def _find_or_create_project(ks, name: str, description: str):
 
 
 def _find_or_create_user(ks, name: str, password: str, description: str):
+    # the portal's own identity is never locked out by Keystone's lockout: wrong passwords
+    # sent in its name by anyone would otherwise stop every token validation of the portal
+    options = {"ignore_lockout_failure_attempts": True} if name == SERVICE_USER else {}
     found = ks.users.list(name=name, domain="default")
     if found:
+        if options and not all(getattr(found[0], "options", {}).get(k) == v for k, v in options.items()):
+            ks.users.update(found[0], options=options)
         return found[0]
     return ks.users.create(name=name, domain="default", password=password,
-                           description=description, enabled=True)
+                           description=description, enabled=True, options=options)
 
 
 def seed_identities(url: str, admin_password: str = ADMIN_PASSWORD,

@@ -27,7 +27,8 @@ KEYSTONE_PACKAGES = ["keystone", "waitress"]
 class KeystoneInstall:
     def __init__(self, *, venv: Path, state_dir: Path, port: int, host: str = "127.0.0.1",
                  token_expiration: int = 3600, threads: int = 8,
-                 token_cache: bool = True) -> None:
+                 token_cache: bool = True, lockout_attempts: int = 6,
+                 lockout_seconds: int = 300) -> None:
         """`threads`: the runner's request threads. Keystone writes the user's last_active_at
         at every password login and SQLite takes one writer at a time, so logins that come
         together may fail with "database is locked" unless it serves one request at a time
@@ -45,6 +46,10 @@ class KeystoneInstall:
         self.token_expiration = token_expiration
         self.threads = threads
         self.token_cache = token_cache
+        # Keystone's own lockout: its API has none by default, so a script that goes to
+        # Keystone directly would pass the portal's login throttle; 0 turns it off
+        self.lockout_attempts = lockout_attempts
+        self.lockout_seconds = lockout_seconds
 
     @property
     def url(self) -> str:
@@ -82,6 +87,11 @@ class KeystoneInstall:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         cache = ("enabled = true\n            backend = dogpile.cache.memory" if self.token_cache
                  else "enabled = false")
+        # a user who failed this many passwords in a row is refused, the right one included,
+        # for this long (Keystone resets the count at a success)
+        lockout = (f"lockout_failure_attempts = {self.lockout_attempts}\n"
+                   f"            lockout_duration = {self.lockout_seconds}"
+                   if self.lockout_attempts else "")
         self.config_file.write_text(textwrap.dedent(f"""\
             [DEFAULT]
             debug = false
@@ -106,6 +116,9 @@ class KeystoneInstall:
             [identity]
             # the embedded demo/test Keystone only: cheap bcrypt keeps logins fast on 2 cores
             password_hash_rounds = 4
+
+            [security_compliance]
+            {lockout}
 
             [cache]
             {cache}
