@@ -68,13 +68,13 @@ WEB_THREADS = 4
 
 
 # the registries the demo's images come from (PORTAL_IMAGE_REGISTRIES): the seeded templates'
-# (NVIDIA's, Jupyter's, TensorFlow's on Docker Hub) and Docker Hub's official images and
-# PyTorch's for the custom template, the MPI operator's Open MPI image for the mpi template,
-# Coder's for code-server; anything else (`localhost:5000/…`, a look-alike host such as `docker.io.evil.com/…`) is
-# refused at launch
+# (NVIDIA's, Jupyter's, TensorFlow's on Docker Hub), and for the custom template Docker Hub's
+# official images, NVIDIA's (nvidia/cuda, where most CUDA examples start) and PyTorch's, the MPI
+# operator's Open MPI image for the mpi template, Coder's for code-server; anything else
+# (`localhost:5000/…`, a look-alike host such as `docker.io.evil.com/…`) is refused at launch
 DEMO_REGISTRIES = ("nvcr.io/nvidia", "quay.io/jupyter", "docker.io/library",
-                   "docker.io/tensorflow", "docker.io/pytorch", "docker.io/mpioperator",
-                   "docker.io/codercom")
+                   "docker.io/tensorflow", "docker.io/pytorch", "docker.io/nvidia",
+                   "docker.io/mpioperator", "docker.io/codercom")
 
 
 @dataclasses.dataclass(frozen=True)

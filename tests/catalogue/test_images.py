@@ -175,3 +175,17 @@ def test_a_typo_in_the_sites_registries_stops_the_start(settings):
     assert error.id == "workloads.E001" and "lower-case" in error.msg
     settings.PORTAL_IMAGE_REGISTRIES = ["nvcr.io/nvidia", "quay.io"]
     assert image_registries_valid(None) == []
+
+
+@pytest.mark.parametrize(("ref", "allowed"), [
+    ("nvidia/cuda:12.4.1-runtime-ubuntu22.04", True),  # where most CUDA examples start
+    ("docker.io/nvidia/cuda:12.4.1-devel-ubuntu22.04", True),
+    ("nvcr.io/nvidia/pytorch:24.01-py3", True),
+    ("python:3.12", True),
+    ("nvidia-evil/cuda:12", False),
+    ("localhost:5000/nvidia/cuda:12", False),
+])
+def test_the_demos_registries(ref, allowed):
+    from stack.demo import DEMO_REGISTRIES
+
+    assert image_allowed(ref, list(DEMO_REGISTRIES)) is allowed

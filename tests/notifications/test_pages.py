@@ -58,6 +58,15 @@ def test_the_bell_counts_unread_on_every_page_with_one_query(as_user):
     assert bell(client.get("/workloads/").content.decode()) == "1"
 
 
+def test_the_bell_is_drawn_by_the_page_not_by_a_font(as_user):
+    # an emoji needs a font that has it: Debian's Chromium showed an empty box
+    html = as_user("researcher").get("/workloads/").content.decode()
+    anchor = re.search(r'<a id="notifications-bell".*?</a>', html, re.S)
+    assert anchor and "<svg" in anchor.group(0) and 'aria-hidden="true"' in anchor.group(0)
+    assert not any(ord(char) > 0xFFFF or 0x2600 <= ord(char) <= 0x27BF
+                   for char in anchor.group(0)), "a symbol only a font can draw"
+
+
 def test_the_list_marks_unread_and_links_to_the_workload(as_user):
     client = as_user("researcher")
     tell("researcher", "old")
