@@ -9,7 +9,7 @@ from django.conf import settings
 from identity.client import KeystoneClient
 
 from .models import Tenant
-from .services import tenant_ensure, tenant_mark_deleting, tenant_restore
+from .services import TenantNameConfusable, tenant_ensure, tenant_mark_deleting, tenant_restore
 
 log = logging.getLogger(__name__)
 
@@ -20,10 +20,15 @@ def tenants_sync_from_keystone(*, client: KeystoneClient | None = None) -> dict[
     projects = [p for p in client.all_projects(token.id)
                 if p.enabled and p.name != settings.KEYSTONE_SERVICE_PROJECT]
     seen = set()
-    counts = {"seen": 0, "deleting": 0, "restored": 0}
+    counts = {"seen": 0, "deleting": 0, "restored": 0, "refused": 0}
     for project in projects:
-        tenant = tenant_ensure(keystone_project_id=project.id, name=project.name,
-                               domain_id=project.domain_id)
+        try:
+            tenant = tenant_ensure(keystone_project_id=project.id, name=project.name,
+                                   domain_id=project.domain_id)
+        except TenantNameConfusable as exc:
+            log.warning("%s", exc)
+            counts["refused"] += 1
+            continue
         seen.add(tenant.pk)
         counts["seen"] += 1
         if tenant.state == Tenant.State.DELETING:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from decimal import Decimal
 from typing import Any
 
@@ -17,6 +18,7 @@ from identity.client import Project
 from kube.labels import namespace_name
 
 from .models import GpuQuota, Quota, Tenant
+from .names import name_skeleton
 from .signals import tenant_deleting
 from .transitions import ACTIVE, tenant_transition
 
@@ -24,6 +26,8 @@ QUOTA_FIELDS = ("gpus_total", "cpu", "memory_gb", "max_workloads", "max_runtime_
                 "idle_threshold_percent", "idle_minutes", "idle_action", "idle_grace_minutes",
                 "allow_over_capacity", "gpu_borrowing_limit", "gpu_lending_limit",
                 "fair_share_weight")
+
+log = logging.getLogger(__name__)
 
 
 def _enqueue_reconcile(tenant_id: int) -> None:
@@ -58,16 +62,47 @@ def quota_create_default(*, tenant: Tenant) -> Quota:
     return quota
 
 
+class TenantNameConfusable(Exception):
+    """A Keystone project whose name looks like another tenant's: no tenant is made for it."""
+
+    def __init__(self, *, name: str, project_id: str, other: Tenant) -> None:
+        super().__init__(
+            f"The project {name!r} ({project_id}) has no tenant: its name looks like that of "
+            f"{other.name!r} ({other.keystone_project_id}). Rename one of them in Keystone.")
+        self.other = other
+
+
+def tenant_name_lookalike(name: str, *, exclude_project_id: str) -> Tenant | None:
+    """Another tenant whose name looks like `name` (tenants/names.py), if there is one."""
+    skeleton = name_skeleton(name)
+    others = Tenant.objects.exclude(keystone_project_id=exclude_project_id).exclude(
+        state=Tenant.State.DELETED).only("pk", "name", "keystone_project_id")
+    return next((other for other in others if name_skeleton(other.name) == skeleton), None)
+
+
 def tenant_ensure(*, keystone_project_id: str, name: str, domain_id: str = "default") -> Tenant:
     """The tenant row of a Keystone project, created on first sight (with the default quota,
     and its namespace provisioned right after commit). A renamed project keeps its namespace
-    (a namespace cannot be renamed); only the display name follows Keystone."""
+    (a namespace cannot be renamed); only the display name follows Keystone.
+
+    A project whose name looks like another tenant's (`vision‐lab` beside `vision-lab`) gets no
+    tenant: TenantNameConfusable. A tenant renamed in Keystone to such a name keeps its old
+    name in the portal."""
     tenant = Tenant.objects.filter(keystone_project_id=keystone_project_id).first()
     if tenant is not None:
+        if tenant.name != name and tenant_name_lookalike(
+                name, exclude_project_id=keystone_project_id) is not None:
+            log.warning("project %s was renamed in Keystone to a name that looks like another "
+                        "tenant's; the portal keeps its old name %r", keystone_project_id,
+                        tenant.name)
+            name = tenant.name
         if tenant.name != name or tenant.domain_id != domain_id:
             tenant.name, tenant.domain_id = name, domain_id
             tenant.save(update_fields=["name", "domain_id", "updated_at"])
         return tenant
+    other = tenant_name_lookalike(name, exclude_project_id=keystone_project_id)
+    if other is not None:
+        raise TenantNameConfusable(name=name, project_id=keystone_project_id, other=other)
     # The digest makes collisions between projects all but impossible; should two ids still
     # share a digest prefix, a longer digest settles it.
     for digest_length in (6, 10, 16, 32):
@@ -249,5 +284,8 @@ def tenants_ensure_for_projects(*, projects: list[Project], **_signal: Any) -> N
     """Every Keystone project seen gets its tenant: the receiver of identity's
     `projects_seen` (login, an API caller's token), connected in apps.py."""
     for project in projects:
-        tenant_ensure(keystone_project_id=project.id, name=project.name,
-                      domain_id=project.domain_id)
+        try:
+            tenant_ensure(keystone_project_id=project.id, name=project.name,
+                          domain_id=project.domain_id)
+        except TenantNameConfusable as exc:
+            log.warning("%s", exc)  # the project is left without a tenant; the rest go on

@@ -34,6 +34,9 @@ def test_the_table_shows_quota_and_use_per_gpu_type(admin_client):
                     page, re.S).group(0)
     assert re.search(r'data-gpu-type="a100">0 / 1<', row)
     assert re.search(r'data-total>0 / 2<', row)
+    # the project id beside the name: names can look alike
+    project_id = Tenant.objects.get(name="vision-lab").keystone_project_id
+    assert f'title="Keystone project {project_id}">{project_id[:8]}</code>' in row
 
 
 def test_search_and_sort(admin_client):

@@ -43,3 +43,45 @@ def test_a_taken_namespace_makes_the_digest_longer(settings):
     assert second.namespace != squatted
     assert second.namespace.startswith("gpu-y-")
     assert len(second.namespace.rsplit("-", 1)[1]) == 10
+
+
+@pytest.mark.parametrize("lookalike", [
+    "vision\u2010lab",  # U+2010 HYPHEN
+    "vis\u0456on-lab",  # Cyrillic і
+    "vision-1ab",
+    "Vision-Lab",
+    "\uff56ision-lab",  # fullwidth v
+    "vision-la\u200bb",  # a zero-width space inside
+])
+def test_a_project_whose_name_looks_like_anothers_gets_no_tenant(lookalike):
+    from tenants.services import TenantNameConfusable
+
+    first = tenant_ensure(keystone_project_id="p-1", name="vision-lab")
+    with pytest.raises(TenantNameConfusable) as refused:
+        tenant_ensure(keystone_project_id="p-2", name=lookalike)
+    assert "p-1" in str(refused.value) and "p-2" in str(refused.value)
+    assert list(Tenant.objects.values_list("pk", flat=True)) == [first.pk]
+
+
+@pytest.mark.parametrize("different", ["vision-labs", "vision lab", "nlp-lab", "vision-lab-2"])
+def test_names_that_only_resemble_are_kept_apart(different):
+    tenant_ensure(keystone_project_id="p-1", name="vision-lab")
+    assert tenant_ensure(keystone_project_id="p-2", name=different).name == different
+
+
+def test_a_project_renamed_to_anothers_lookalike_keeps_its_name():
+    tenant_ensure(keystone_project_id="p-1", name="vision-lab")
+    renamed = tenant_ensure(keystone_project_id="p-2", name="nlp-lab")
+    assert tenant_ensure(keystone_project_id="p-2", name="vision\u2010lab").name == "nlp-lab"
+    assert Tenant.objects.get(pk=renamed.pk).name == "nlp-lab"
+
+
+def test_the_projects_seen_at_login_skip_a_lookalike_and_record_the_rest():
+    from identity.client import Project
+    from tenants.services import tenants_ensure_for_projects
+
+    tenant_ensure(keystone_project_id="p-1", name="vision-lab")
+    tenants_ensure_for_projects(projects=[
+        Project(id="p-2", name="vision\u2010lab", domain_id="default"),
+        Project(id="p-3", name="nlp-lab", domain_id="default")])
+    assert sorted(Tenant.objects.values_list("keystone_project_id", flat=True)) == ["p-1", "p-3"]
