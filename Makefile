@@ -11,7 +11,7 @@ help:
 	@echo "make demo   - run the portal with Keystone, Redis, kubesim and Celery on 127.0.0.1"
 	@echo "              (CLUSTER=kube: on a real Kubernetes 1.37 control plane with KWOK GPU nodes)"
 	@echo "make test   - install what the tests need and run the whole suite"
-	@echo "make lint   - ruff and mypy (CI runs it before the tests)"
+	@echo "make lint   - ruff, mypy and go vet (CI runs it before the tests)"
 	@echo "make bench  - the quick benchmarks (bench/)"
 
 $(STAMP): pyproject.toml
@@ -37,9 +37,13 @@ test: $(STAMP) $(ASSETS)
 	$(PY) -m stack.system_deps
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
+# go vet: gpu-portal-sshd (sshd/), the one Go module of ours with code; its tests run in `make
+# test` (tests/sshd/test_go.py). The wrapper modules under stack/k8s hold only imports of
+# upstream commands, and vetting them would compile those whole.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	go -C sshd vet ./...
 
 bench: $(STAMP)
 	$(PY) -m stack.system_deps

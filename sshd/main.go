@@ -1,4 +1,4 @@
-// Command gpu-portal-sshd is the SSH server inside every workload that has SSH (issue 26): the
+// Command gpu-portal-sshd is the SSH server inside every workload that has SSH: the
 // portal's authenticating proxy forwards a WebSocket at /.gpu-portal/ssh to it on the pod's
 // loopback, and it speaks SSH over that WebSocket. It is also the container's entrypoint
 // wrapper: it starts the application as its child, forwards signals and reaps orphans (PID 1).
@@ -11,10 +11,11 @@
 // any user under Pod Security "restricted" cannot be assumed to have. This is one static binary
 // (pure Go, cgo off) that an init container copies into a shared emptyDir and that runs in any
 // image as the workload's own user. Its parts are well kept and pure Go:
-// golang.org/x/crypto/ssh (the Go team's SSH, with its certificate checker),
-// github.com/gliderlabs/ssh (the server loop and direct-tcpip on top of it), github.com/pkg/sftp
-// (the SFTP server that scp and sftp of OpenSSH ≥ 9 use), github.com/creack/pty (PTYs without
-// cgo) and github.com/coder/websocket (the WebSocket, as a net.Conn for the SSH server).
+// github.com/gliderlabs/ssh (the whole SSH server: authentication, sessions and their requests,
+// the sftp subsystem, local forwarding) over golang.org/x/crypto/ssh (the Go team's SSH: the
+// certificate checker, the host key), github.com/pkg/sftp (the SFTP server that scp and sftp of
+// OpenSSH ≥ 9 use), github.com/creack/pty (PTYs without cgo) and github.com/coder/websocket (the
+// WebSocket, as a net.Conn for the SSH server).
 //
 // No environment variable configures it: the application's environment stays as the user gave
 // it, and sessions inherit it.
@@ -61,28 +62,31 @@ func main() {
 func install(dir string) error {
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return fmt.Errorf("finding this executable: %w", err)
 	}
 	src, err := os.Open(self)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading this executable: %w", err)
 	}
 	defer src.Close()
 	tmp, err := os.CreateTemp(dir, ".gpu-portal-sshd-*")
 	if err != nil {
-		return err
+		return fmt.Errorf("the copy: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := io.Copy(tmp, src); err != nil {
 		tmp.Close()
-		return err
+		return fmt.Errorf("the copy: %w", err)
 	}
 	if err := tmp.Chmod(0o555); err != nil {
 		tmp.Close()
-		return err
+		return fmt.Errorf("the copy's mode: %w", err)
 	}
 	if err := tmp.Close(); err != nil {
-		return err
+		return fmt.Errorf("the copy: %w", err)
 	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, "gpu-portal-sshd"))
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, "gpu-portal-sshd")); err != nil {
+		return fmt.Errorf("putting the copy in place: %w", err)
+	}
+	return nil
 }

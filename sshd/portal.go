@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,28 +30,28 @@ func newPortal(base, token string) *portal {
 func (p *portal) post(body any, answer any) (int, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("encoding the report: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(data))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("the report's request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+p.token)
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, err // names the method, the address and what failed
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("reading the portal's answer: %w", err)
 	}
 	if resp.StatusCode == http.StatusOK && answer != nil {
 		if err := json.Unmarshal(raw, answer); err != nil {
-			return resp.StatusCode, fmt.Errorf("the portal's answer is not the JSON expected: %v", err)
+			return resp.StatusCode, fmt.Errorf("the portal's answer is not the JSON expected: %w", err)
 		}
 	}
 	return resp.StatusCode, nil
@@ -65,10 +66,11 @@ type startReport struct {
 	From    string `json:"from"`
 }
 
-// start asks whether a session may begin. Unreachable, timed out or 5xx: admitted on the
-// certificate alone (valid minutes), with a note to log. 401/403 (a wrong report token: a
-// misconfigured pod) and any other answer the portal's contract does not have: refused.
-func (p *portal) start(report startReport) (allowed bool, note string) {
+// start asks whether a session may begin; why says what the decision rests on when it is not
+// the portal's plain yes. Unreachable, timed out or 5xx: admitted on the certificate alone
+// (valid minutes). 401/403 (a wrong report token: a misconfigured pod) and any other answer the
+// portal's contract does not have: refused.
+func (p *portal) start(report startReport) (allowed bool, why error) {
 	report.Event = "start"
 	var answer struct {
 		Allowed *bool  `json:"allowed"`
@@ -77,19 +79,19 @@ func (p *portal) start(report startReport) (allowed bool, note string) {
 	status, err := p.post(report, &answer)
 	switch {
 	case err != nil && status == 0:
-		return true, fmt.Sprintf("the portal did not answer the start report (%v): admitted on the certificate alone", err)
+		return true, fmt.Errorf("the portal did not answer the start report: %w", err)
 	case status >= 500:
-		return true, fmt.Sprintf("the portal answered the start report with %d: admitted on the certificate alone", status)
+		return true, fmt.Errorf("the portal answered the start report with %d", status)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return false, fmt.Sprintf("the portal refused this pod's report token (%d): check its report_token", status)
+		return false, fmt.Errorf("the portal refused this pod's report token (%d): check its report_token", status)
 	case err != nil:
-		return false, err.Error()
+		return false, err
 	case status != http.StatusOK || answer.Allowed == nil:
-		return false, fmt.Sprintf("the portal answered the start report with %d and no decision", status)
+		return false, fmt.Errorf("the portal answered the start report with %d and no decision", status)
 	case !*answer.Allowed:
-		return false, "the portal refused: " + answer.Reason
+		return false, errors.New("the portal refused: " + answer.Reason)
 	}
-	return true, ""
+	return true, nil
 }
 
 // check asks which of the open sessions must end: session id → reason.

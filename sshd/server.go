@@ -5,11 +5,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,7 +35,7 @@ type config struct {
 
 type server struct {
 	cfg     config
-	log     *log.Logger
+	log     *slog.Logger
 	reaper  *reaper
 	checker *gossh.CertChecker
 	portal  *portal // nil without --portal: no reports
@@ -51,7 +52,7 @@ type server struct {
 
 // newServer reads the config folder: ca.pub (the trusted user CAs, authorized_keys lines),
 // host_key (an OpenSSH private key) and report_token.
-func newServer(cfg config, logger *log.Logger, r *reaper) (*server, error) {
+func newServer(cfg config, logger *slog.Logger, r *reaper) (*server, error) {
 	if cfg.configDir == "" {
 		return nil, errors.New("--config-dir is missing")
 	}
@@ -63,14 +64,14 @@ func newServer(cfg config, logger *log.Logger, r *reaper) (*server, error) {
 	}
 	raw, err := os.ReadFile(filepath.Join(cfg.configDir, "ca.pub"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the trusted CAs: %w", err)
 	}
 	var authorities [][]byte
 	for rest := raw; len(bytes.TrimSpace(rest)) > 0; {
 		var key gossh.PublicKey
 		key, _, _, rest, err = gossh.ParseAuthorizedKey(rest)
 		if err != nil {
-			return nil, fmt.Errorf("ca.pub: %v", err)
+			return nil, fmt.Errorf("ca.pub: %w", err)
 		}
 		authorities = append(authorities, key.Marshal())
 	}
@@ -79,18 +80,18 @@ func newServer(cfg config, logger *log.Logger, r *reaper) (*server, error) {
 	}
 	raw, err = os.ReadFile(filepath.Join(cfg.configDir, "host_key"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the host key: %w", err)
 	}
 	hostKey, err := gossh.ParsePrivateKey(raw)
 	if err != nil {
-		return nil, fmt.Errorf("host_key: %v", err)
+		return nil, fmt.Errorf("host_key: %w", err)
 	}
 	s := &server{cfg: cfg, log: logger, reaper: r, conns: map[string]*connection{},
 		stop: make(chan struct{})}
 	if cfg.portal != "" {
 		raw, err = os.ReadFile(filepath.Join(cfg.configDir, "report_token"))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("the report token: %w", err)
 		}
 		token := strings.TrimSpace(string(raw))
 		if token == "" {
@@ -109,20 +110,26 @@ func newServer(cfg config, logger *log.Logger, r *reaper) (*server, error) {
 			return false
 		},
 	}
+	// gliderlabs/ssh serves the connection whole: authentication (checkKey, then verified once
+	// the client proved it holds the key), sessions (its own handler: env, pty-req,
+	// window-change, shell, exec, signal, the sftp subsystem), local forwarding (direct-tcpip,
+	// under permitForwarding). No tcpip-forward (remote forwarding): no request handler, so
+	// every global request is answered no; no channel type but these two is accepted.
 	s.ssh = &ssh.Server{
 		Version:                     "gpu-portal",
 		HostSigners:                 []ssh.Signer{hostKey},
 		ConnCallback:                s.connCallback,
 		PublicKeyHandler:            s.checkKey,
 		ServerConfigCallback:        s.serverConfig,
+		Handler:                     s.runSession,
+		PtyCallback:                 s.permitTerminal,
 		LocalPortForwardingCallback: s.permitForwarding,
 		ChannelHandlers: map[string]ssh.ChannelHandler{
 			"session":      s.sessionChannel,
 			"direct-tcpip": ssh.DirectTCPIPHandler,
 		},
-		// no tcpip-forward (remote forwarding): every global request is answered no
 		RequestHandlers:   map[string]ssh.RequestHandler{},
-		SubsystemHandlers: map[string]ssh.SubsystemHandler{},
+		SubsystemHandlers: map[string]ssh.SubsystemHandler{"sftp": s.serveSFTP},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", s.serveHTTP)
@@ -134,10 +141,10 @@ func (s *server) serve(l net.Listener) {
 	if s.portal != nil {
 		go s.checkLoop()
 	} else {
-		s.log.Printf("no --portal: sessions are admitted on the certificate alone and not reported")
+		s.log.Warn("no --portal: sessions are admitted on the certificate alone and not reported")
 	}
 	if err := s.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		s.log.Printf("the SSH listener stopped: %v", err)
+		s.log.Error("the SSH listener stopped", "error", err)
 	}
 }
 
@@ -277,29 +284,31 @@ func (s *server) connCallback(ctx ssh.Context, nc net.Conn) net.Conn {
 
 // checkKey is the first look at an offered key: an OpenSSH user certificate of a trusted CA,
 // valid now, for the user asked for and for this workload. The client has not yet proven it
-// holds the key; verified (below) reports to the portal once it has.
+// holds the key; verified (below) reports to the portal once it has. The principal is compared
+// whole with the user asked for (CertChecker): whatever the portal puts there is its own.
 func (s *server) checkKey(ctx ssh.Context, key ssh.PublicKey) bool {
 	c := connOf(ctx)
+	attrs := []any{"session", c.id, "user", ctx.User(), "from", c.from}
 	refuse := func(why string) bool {
-		s.log.Printf("refused: session=%s user=%q from=%s: %s", c.id, ctx.User(), c.from, why)
+		s.log.Info("refused", append(attrs, "reason", why)...)
 		return false
 	}
 	cert, ok := key.(*gossh.Certificate)
 	if !ok {
 		return refuse("a plain key, not a certificate of the portal")
 	}
-	what := fmt.Sprintf("certificate key_id=%q serial=%d", cert.KeyId, cert.Serial)
+	attrs = append(attrs, "key_id", cert.KeyId, "serial", cert.Serial)
 	if cert.CertType != gossh.UserCert {
-		return refuse(what + " is not a user certificate")
+		return refuse("not a user certificate")
 	}
 	if !s.checker.IsUserAuthority(cert.SignatureKey) {
-		return refuse(what + " is signed by a CA this workload does not trust")
+		return refuse("the certificate is signed by a CA this workload does not trust")
 	}
 	if err := s.checker.CheckCert(ctx.User(), cert); err != nil {
-		return refuse(what + ": " + strings.TrimPrefix(err.Error(), "ssh: "))
+		return refuse(strings.TrimPrefix(err.Error(), "ssh: "))
 	}
 	if got := cert.CriticalOptions[workloadOption]; got != s.cfg.workload {
-		return refuse(fmt.Sprintf("%s is for workload %q, not %q", what, got, s.cfg.workload))
+		return refuse(fmt.Sprintf("the certificate is for workload %q, not %q", got, s.cfg.workload))
 	}
 	return true
 }
@@ -307,8 +316,13 @@ func (s *server) checkKey(ctx ssh.Context, key ssh.PublicKey) bool {
 func (s *server) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
 	return &gossh.ServerConfig{
 		MaxAuthTries: 6,
+		// called once the client has signed with the key checkKey let through
 		VerifiedPublicKeyCallback: func(meta gossh.ConnMetadata, key gossh.PublicKey, perms *gossh.Permissions, _ string) (*gossh.Permissions, error) {
-			return s.verified(ctx, meta.User(), key.(*gossh.Certificate), perms)
+			cert, ok := key.(*gossh.Certificate)
+			if !ok { // checkKey let only certificates through
+				return nil, errors.New("not a certificate")
+			}
+			return s.verified(ctx, meta.User(), cert, perms)
 		},
 	}
 }
@@ -316,31 +330,44 @@ func (s *server) serverConfig(ctx ssh.Context) *gossh.ServerConfig {
 // verified: the client holds the certificate's key. The portal has the last word (start report).
 func (s *server) verified(ctx ssh.Context, user string, cert *gossh.Certificate, perms *gossh.Permissions) (*gossh.Permissions, error) {
 	c := connOf(ctx)
+	attrs := []any{"session", c.id, "user", user, "from", c.from, "key_id", cert.KeyId, "serial", cert.Serial}
 	if s.portal != nil {
-		allowed, note := s.portal.start(startReport{Session: c.id, User: user, Serial: cert.Serial,
+		allowed, why := s.portal.start(startReport{Session: c.id, User: user, Serial: cert.Serial,
 			KeyID: cert.KeyId, From: c.from})
 		if !allowed {
-			s.log.Printf("refused: session=%s user=%q from=%s key_id=%q serial=%d: %s",
-				c.id, user, c.from, cert.KeyId, cert.Serial, note)
+			s.log.Info("refused", append(attrs, "reason", why)...)
 			return nil, errors.New("refused by the portal")
 		}
-		if note != "" {
-			s.log.Printf("session=%s: %s", c.id, note)
+		if why != nil {
+			s.log.Warn("admitted on the certificate alone", "session", c.id, "reason", why)
 		}
 	}
 	c.mu.Lock()
 	c.admitted, c.user, c.cert, c.started = true, user, cert, time.Now()
 	c.mu.Unlock()
-	s.log.Printf("session start: session=%s user=%q from=%s key_id=%q serial=%d",
-		c.id, user, c.from, cert.KeyId, cert.Serial)
+	s.log.Info("session start", attrs...)
 	go s.keepalive(c)
 	return perms, nil
 }
 
+// permitForwarding: local forwarding (ssh -L, -W) to whatever the container reaches, when the
+// certificate carries permit-port-forwarding.
 func (s *server) permitForwarding(ctx ssh.Context, host string, port uint32) bool {
 	c := connOf(ctx)
 	if !c.permits("permit-port-forwarding") {
-		s.log.Printf("session=%s: port forwarding to %s:%d refused: the certificate does not permit it", c.id, host, port)
+		s.log.Info("port forwarding refused", "session", c.id,
+			"target", net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10)),
+			"reason", "the certificate does not permit it")
+		return false
+	}
+	return true
+}
+
+// permitTerminal: a terminal (pty-req) when the certificate carries permit-pty.
+func (s *server) permitTerminal(ctx ssh.Context, _ ssh.Pty) bool {
+	c := connOf(ctx)
+	if !c.permits("permit-pty") {
+		s.log.Info("terminal refused", "session", c.id, "reason", "the certificate does not permit it")
 		return false
 	}
 	return true
@@ -395,8 +422,8 @@ func (s *server) finish(c *connection) {
 	if reason == "" {
 		reason = "client closed"
 	}
-	s.log.Printf("session end: session=%s user=%q duration=%s reason=%q",
-		c.id, user, time.Since(started).Round(time.Second), reason)
+	s.log.Info("session end", "session", c.id, "user", user,
+		"duration", time.Since(started).Round(time.Second), "reason", reason)
 	if s.portal == nil {
 		return
 	}
@@ -404,7 +431,7 @@ func (s *server) finish(c *connection) {
 	go func() {
 		defer s.reports.Done()
 		if err := s.portal.end(c.id, reason); err != nil {
-			s.log.Printf("session=%s: the end report did not reach the portal: %v", c.id, err)
+			s.log.Warn("the end report did not reach the portal", "session", c.id, "error", err)
 		}
 	}()
 }
@@ -439,12 +466,12 @@ func (s *server) checkLoop() {
 		}
 		ends, err := s.portal.check(ids)
 		if err != nil {
-			s.log.Printf("the session check did not reach the portal (sessions kept): %v", err)
+			s.log.Warn("the session check did not reach the portal: sessions kept", "error", err)
 			continue
 		}
 		for id, reason := range ends {
 			if c := open[id]; c != nil {
-				s.log.Printf("session=%s: the portal ended it: %s", id, reason)
+				s.log.Info("the portal ended a session", "session", id, "reason", reason)
 				go c.end("access ended: "+reason, "your access to this workload ended: "+reason)
 			}
 		}
@@ -485,7 +512,7 @@ func (s *server) shutdown() {
 	select {
 	case <-done:
 	case <-time.After(shutdownWait):
-		s.log.Printf("stopping without every session's end report")
+		s.log.Warn("stopping without every session's end report")
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,259 +23,272 @@ import (
 // keeps the pipe or terminal open does not hold the session open).
 const drainAfterExit = 2 * time.Second
 
-// session is one session channel: a shell, a command or the sftp subsystem, run as this
-// process's own user (the workload's) with the application's environment.
-type session struct {
-	s    *server
+// sessionChannel is gliderlabs/ssh's session handler, given the channel as this server keeps
+// it (sessionChan): known to its connection (an ending connection tells each open session why,
+// on its stderr), and marked gone once the client closed it (what still runs is hung up on).
+func (s *server) sessionChannel(srv *ssh.Server, conn *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {
+	accept := &acceptSession{NewChannel: nc, conn: connOf(ctx)}
+	ssh.DefaultSessionHandler(srv, conn, accept, ctx) // returns once the channel's requests end
+	if accept.ch != nil {
+		accept.conn.removeChannel(accept.ch.Channel)
+		close(accept.ch.gone)
+	}
+}
+
+type acceptSession struct {
+	gossh.NewChannel
 	conn *connection
-	ch   gossh.Channel
-
-	env     []string // accepted env requests (LANG, LC_*, TERM)
-	pty     *ptyRequest
-	ptmx    *os.File
-	started bool
-	pid     atomic.Int64
-	exited  atomic.Bool
-	mu      sync.Mutex // ptmx and the window
+	ch   *sessionChan
 }
 
-type ptyRequest struct {
-	Term                      string
-	Columns, Rows, Width, Hgt uint32
-	Modes                     string
-}
-
-type windowChange struct {
-	Columns, Rows, Width, Height uint32
-}
-
-func (s *server) sessionChannel(_ *ssh.Server, _ *gossh.ServerConn, nc gossh.NewChannel, ctx ssh.Context) {
-	ch, reqs, err := nc.Accept()
+func (a *acceptSession) Accept() (gossh.Channel, <-chan *gossh.Request, error) {
+	ch, reqs, err := a.NewChannel.Accept()
 	if err != nil {
-		return
+		return nil, nil, fmt.Errorf("accepting a session channel: %w", err)
 	}
-	c := connOf(ctx)
-	c.addChannel(ch)
-	defer c.removeChannel(ch)
-	sess := &session{s: s, conn: c, ch: ch}
-	for req := range reqs {
-		ok := sess.handle(req)
-		if req.WantReply {
-			_ = req.Reply(ok, nil)
-		}
-	}
-	// the client closed the channel: hang up on what still runs
-	if pid := int(sess.pid.Load()); pid > 0 && !sess.exited.Load() {
-		_ = syscall.Kill(-pid, syscall.SIGHUP)
-	}
+	a.conn.addChannel(ch)
+	a.ch = &sessionChan{Channel: ch, gone: make(chan struct{})}
+	return a.ch, reqs, nil
 }
 
-func (sess *session) handle(req *gossh.Request) bool {
-	switch req.Type {
-	case "env":
-		var kv struct{ Name, Value string }
-		if sess.started || gossh.Unmarshal(req.Payload, &kv) != nil || !acceptedEnv(kv.Name) {
-			return false
-		}
-		sess.env = append(sess.env, kv.Name+"="+kv.Value)
-		return true
-	case "pty-req":
-		var p ptyRequest
-		if sess.started || sess.pty != nil || gossh.Unmarshal(req.Payload, &p) != nil {
-			return false
-		}
-		if !sess.conn.permits("permit-pty") {
-			sess.s.log.Printf("session=%s: terminal refused: the certificate does not permit it", sess.conn.id)
-			return false
-		}
-		sess.pty = &p
-		return true
-	case "window-change":
-		var w windowChange
-		if sess.pty == nil || gossh.Unmarshal(req.Payload, &w) != nil {
-			return false
-		}
-		sess.mu.Lock()
-		defer sess.mu.Unlock()
-		sess.pty.Columns, sess.pty.Rows = w.Columns, w.Rows
-		if sess.ptmx != nil {
-			_ = pty.Setsize(sess.ptmx, &pty.Winsize{Rows: uint16(w.Rows), Cols: uint16(w.Columns)})
-		}
-		return true
-	case "shell", "exec":
-		var command struct{ Value string }
-		if sess.started {
-			return false
-		}
-		if req.Type == "exec" && gossh.Unmarshal(req.Payload, &command) != nil {
-			return false
-		}
-		sess.started = true
-		go sess.run(req.Type == "exec", command.Value)
-		return true
-	case "subsystem":
-		var name struct{ Value string }
-		if sess.started || gossh.Unmarshal(req.Payload, &name) != nil || name.Value != "sftp" {
-			return false
-		}
-		sess.started = true
-		go sess.sftp()
-		return true
-	case "signal":
-		var sig struct{ Name string }
-		pid := int(sess.pid.Load())
-		if gossh.Unmarshal(req.Payload, &sig) == nil && pid > 0 && !sess.exited.Load() {
-			if n, ok := signalNumbers[sig.Name]; ok {
-				_ = syscall.Kill(pid, n)
-			}
-		}
-		return true
+// sessionChan is a session's channel under gliderlabs' Session. Two things the Session does not
+// give are reached through it: the channel's own Write (the Session's rewrites every \n as \r\n
+// once a terminal was asked for, which is right for a program writing to the Session as if to
+// a terminal, and wrong here: a real terminal has already translated its output as its modes
+// say, and a program in raw mode, tmux or a full-screen editor, moves the cursor down with a
+// bare \n), and the end of the channel's requests (the client closed it: hang up on what runs).
+type sessionChan struct {
+	gossh.Channel
+	gone chan struct{}
+}
+
+// Stderr is the channel's own stderr; its value leads back to the channel (chanOf): gliderlabs'
+// Session passes Stderr through untouched.
+func (c *sessionChan) Stderr() io.ReadWriter {
+	return chanStderr{ReadWriter: c.Channel.Stderr(), ch: c}
+}
+
+type chanStderr struct {
+	io.ReadWriter
+	ch *sessionChan
+}
+
+// chanOf: the channel under a Session (nil for one this server did not accept).
+func chanOf(sess ssh.Session) *sessionChan {
+	if stderr, ok := sess.Stderr().(chanStderr); ok {
+		return stderr.ch
 	}
-	return false // x11-req, auth-agent-req@openssh.com and the rest: no
+	return nil
 }
 
-func acceptedEnv(name string) bool {
-	return name == "LANG" || name == "TERM" || strings.HasPrefix(name, "LC_")
+// output: where a session's standard output goes, byte for byte.
+func output(sess ssh.Session) io.Writer {
+	if ch := chanOf(sess); ch != nil {
+		return ch.Channel
+	}
+	return sess
 }
 
-// run runs the shell, or `shell -c command`, on a terminal when one was asked for, else on pipes.
-func (sess *session) run(isExec bool, command string) {
-	shell, err := sess.s.shell()
+// runSession runs the shell, or `shell -c command`, for a shell or exec request: as this
+// process's own user (the workload's), with the application's environment, on a terminal when
+// one was asked for, else on pipes.
+func (s *server) runSession(sess ssh.Session) {
+	c := connOf(sess.Context())
+	shell, err := s.shell()
 	if err != nil {
-		fmt.Fprintf(sess.ch.Stderr(), "gpu-portal-sshd: %v\r\n", err)
-		sess.exit(127, 0)
+		fmt.Fprintf(sess.Stderr(), "gpu-portal-sshd: %v\r\n", err)
+		_ = sess.Exit(127)
 		return
 	}
 	argv := []string{"-" + filepath.Base(shell)} // a login shell, as sshd starts it
-	if isExec {
+	if command := sess.RawCommand(); command != "" {
 		argv = []string{shell, "-c", command}
 	}
 	home := homeDir()
-	dir := home
-	if info, err := os.Stat(home); err != nil || !info.IsDir() {
-		dir = "/"
-	}
-	sess.mu.Lock()
-	term := ""
-	if sess.pty != nil {
-		term = sess.pty.Term
-	}
-	sess.mu.Unlock()
-	env := sessionEnv(os.Environ(), sess.env, map[string]string{
-		"HOME": home, "USER": sess.conn.user, "LOGNAME": sess.conn.user, "SHELL": shell,
-		"GPU_PORTAL_SSH_SESSION": sess.conn.id, "TERM": term})
-	attr := &os.ProcAttr{Dir: dir, Env: env, Sys: &syscall.SysProcAttr{Setsid: true}}
-	var copies sync.WaitGroup
-	var closeAfter []*os.File
-	if sess.pty != nil {
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			fmt.Fprintf(sess.ch.Stderr(), "gpu-portal-sshd: no terminal: %v\r\n", err)
-			sess.exit(1, 0)
-			return
-		}
-		sess.mu.Lock()
-		sess.ptmx = ptmx
-		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: uint16(sess.pty.Rows), Cols: uint16(sess.pty.Columns)})
-		sess.mu.Unlock()
-		attr.Files = []*os.File{tty, tty, tty}
-		attr.Sys.Setctty, attr.Sys.Ctty = true, 0
-		defer tty.Close()
-		closeAfter = append(closeAfter, ptmx)
-		go func() { _, _ = io.Copy(ptmx, sess.ch) }()
-		copies.Add(1)
-		go func() { defer copies.Done(); _, _ = io.Copy(sess.ch, ptmx) }()
+	term, windows, isTerminal := sess.Pty()
+	env := sessionEnv(os.Environ(), acceptedEnv(sess.Environ()), map[string]string{
+		"HOME": home, "USER": c.user, "LOGNAME": c.user, "SHELL": shell,
+		"GPU_PORTAL_SSH_SESSION": c.id, "TERM": term.Term})
+	attr := &os.ProcAttr{Dir: workingDir(home), Env: env, Sys: &syscall.SysProcAttr{Setsid: true}}
+	var streams *processStreams
+	if isTerminal {
+		streams, err = terminalStreams(sess, attr, term.Window, windows)
 	} else {
-		stdin, toStdin, err1 := os.Pipe()
-		fromStdout, stdout, err2 := os.Pipe()
-		fromStderr, stderr, err3 := os.Pipe()
-		for _, err := range []error{err1, err2, err3} {
-			if err != nil {
-				fmt.Fprintf(sess.ch.Stderr(), "gpu-portal-sshd: %v\r\n", err)
-				sess.exit(1, 0)
-				return
-			}
-		}
-		attr.Files = []*os.File{stdin, stdout, stderr}
-		defer stdin.Close()
-		defer stdout.Close()
-		defer stderr.Close()
-		closeAfter = append(closeAfter, fromStdout, fromStderr, toStdin)
-		go func() { _, _ = io.Copy(toStdin, sess.ch); toStdin.Close() }()
-		copies.Add(2)
-		go func() { defer copies.Done(); _, _ = io.Copy(sess.ch, fromStdout) }()
-		go func() { defer copies.Done(); _, _ = io.Copy(sess.ch.Stderr(), fromStderr) }()
-	}
-	proc, done, err := sess.s.reaper.start(shell, argv, attr)
-	for _, f := range attr.Files {
-		f.Close() // the child has them now
+		streams, err = pipeStreams(sess, attr)
 	}
 	if err != nil {
-		for _, f := range closeAfter {
-			f.Close()
-		}
-		fmt.Fprintf(sess.ch.Stderr(), "gpu-portal-sshd: cannot start %s: %v\r\n", shell, err)
-		sess.exit(127, 0)
+		fmt.Fprintf(sess.Stderr(), "gpu-portal-sshd: %v\r\n", err)
+		_ = sess.Exit(1)
 		return
 	}
-	sess.pid.Store(int64(proc.Pid))
-	status := <-done
-	sess.exited.Store(true)
-	_ = proc.Release()
-	drained := make(chan struct{})
-	go func() { copies.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drainAfterExit):
+	signals := make(chan ssh.Signal, 8)
+	sess.Signals(signals)
+	proc, done, err := s.reaper.start(shell, argv, attr)
+	streams.started()
+	if err != nil {
+		sess.Signals(nil)
+		streams.close()
+		fmt.Fprintf(sess.Stderr(), "gpu-portal-sshd: cannot start %s: %v\r\n", shell, err)
+		_ = sess.Exit(127)
+		return
 	}
-	for _, f := range closeAfter {
+	// hang up on what still runs once the client closed the channel or the connection ended
+	var gone <-chan struct{}
+	if ch := chanOf(sess); ch != nil {
+		gone = ch.gone
+	}
+	ended := sess.Context().Done()
+	var status syscall.WaitStatus
+	for waiting := true; waiting; {
+		select {
+		case status = <-done:
+			waiting = false
+		case name := <-signals:
+			if n, ok := signalNumbers[string(name)]; ok {
+				_ = syscall.Kill(proc.Pid, n)
+			}
+		case <-gone:
+			_ = syscall.Kill(-proc.Pid, syscall.SIGHUP)
+			gone = nil
+		case <-ended:
+			_ = syscall.Kill(-proc.Pid, syscall.SIGHUP)
+			ended = nil
+		}
+	}
+	sess.Signals(nil) // before no one reads signals: gliderlabs sends them under its lock
+	_ = proc.Release()
+	streams.drain(drainAfterExit)
+	tellExit(sess, status)
+}
+
+// processStreams: a session process's stdin, stdout and stderr, copied to and from the channel.
+type processStreams struct {
+	child  []*os.File // the process's ends: closed here once it has them
+	ours   []*os.File // closed once the output is drained
+	copies sync.WaitGroup
+
+	mu     sync.Mutex // a resize does not meet the close
+	closed bool
+}
+
+func (p *processStreams) started() {
+	for _, f := range p.child {
 		f.Close()
 	}
-	if status.Signaled() {
-		sess.exit(0, status.Signal())
-	} else {
-		sess.exit(status.ExitStatus(), 0)
+}
+
+func (p *processStreams) drain(wait time.Duration) {
+	drained := make(chan struct{})
+	go func() { p.copies.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(wait):
+	}
+	p.close()
+}
+
+func (p *processStreams) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, f := range p.ours {
+		f.Close()
 	}
 }
 
-// sftp serves the sftp subsystem (what scp and sftp of OpenSSH ≥ 9 use) from HOME.
-func (sess *session) sftp() {
-	dir := homeDir()
-	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-		dir = "/"
-	}
-	// the channel stays open for the exit status: the SFTP server's Close must not close it
-	server, err := sftp.NewServer(keepOpen{sess.ch}, sftp.WithServerWorkingDirectory(dir))
+// terminalStreams: a pseudo-terminal, its size following the client's window.
+func terminalStreams(sess ssh.Session, attr *os.ProcAttr, window ssh.Window, windows <-chan ssh.Window) (*processStreams, error) {
+	ptmx, tty, err := pty.Open()
 	if err != nil {
-		sess.exit(1, 0)
+		return nil, fmt.Errorf("no terminal: %w", err)
+	}
+	p := &processStreams{child: []*os.File{tty}, ours: []*os.File{ptmx}}
+	resize := func(w ssh.Window) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !p.closed {
+			_ = pty.Setsize(ptmx, &pty.Winsize{Rows: uint16(w.Height), Cols: uint16(w.Width)})
+		}
+	}
+	resize(window)
+	go func() { // gliderlabs closes it when the channel's requests end
+		for w := range windows {
+			resize(w)
+		}
+	}()
+	attr.Files = []*os.File{tty, tty, tty}
+	attr.Sys.Setctty, attr.Sys.Ctty = true, 0
+	go func() { _, _ = io.Copy(ptmx, sess) }()
+	p.copies.Add(1)
+	go func() { defer p.copies.Done(); _, _ = io.Copy(output(sess), ptmx) }()
+	return p, nil
+}
+
+// pipeStreams: three pipes, stdin closed when the client sends EOF.
+func pipeStreams(sess ssh.Session, attr *os.ProcAttr) (*processStreams, error) {
+	stdin, toStdin, err1 := os.Pipe()
+	fromStdout, stdout, err2 := os.Pipe()
+	fromStderr, stderr, err3 := os.Pipe()
+	p := &processStreams{child: []*os.File{stdin, stdout, stderr},
+		ours: []*os.File{fromStdout, fromStderr, toStdin}}
+	if err := errors.Join(err1, err2, err3); err != nil {
+		p.started()
+		p.close()
+		return nil, fmt.Errorf("no pipes: %w", err)
+	}
+	attr.Files = []*os.File{stdin, stdout, stderr}
+	go func() { _, _ = io.Copy(toStdin, sess); toStdin.Close() }()
+	p.copies.Add(2)
+	go func() { defer p.copies.Done(); _, _ = io.Copy(output(sess), fromStdout) }()
+	go func() { defer p.copies.Done(); _, _ = io.Copy(sess.Stderr(), fromStderr) }()
+	return p, nil
+}
+
+// tellExit tells the client how the session's process ended, then closes the channel: exit-signal
+// for a signal OpenSSH names, else exit-status (128 + the signal for another).
+func tellExit(sess ssh.Session, status syscall.WaitStatus) {
+	if !status.Signaled() {
+		_ = sess.Exit(status.ExitStatus())
 		return
 	}
-	_ = server.Serve()
-	_ = server.Close()
-	sess.exit(0, 0)
+	name, ok := signalNames[status.Signal()]
+	if !ok {
+		_ = sess.Exit(128 + int(status.Signal()))
+		return
+	}
+	// gliderlabs' Session has no exit-signal; once the channel is closed, its own Exit(0)
+	// after this handler sends nothing
+	_, _ = sess.SendRequest("exit-signal", false, gossh.Marshal(struct {
+		Signal     string
+		CoreDumped bool
+		Message    string
+		Lang       string
+	}{Signal: name}))
+	_ = sess.Close()
 }
 
-type keepOpen struct{ io.ReadWriter }
-
-func (keepOpen) Close() error { return nil }
-
-// exit tells the client how the session's process ended, then closes the channel.
-func (sess *session) exit(code int, sig syscall.Signal) {
-	if name, ok := signalNames[sig]; ok {
-		_, _ = sess.ch.SendRequest("exit-signal", false, gossh.Marshal(struct {
-			Signal     string
-			CoreDumped bool
-			Message    string
-			Lang       string
-		}{Signal: name}))
-	} else {
-		if sig != 0 {
-			code = 128 + int(sig)
-		}
-		_, _ = sess.ch.SendRequest("exit-status", false, gossh.Marshal(struct{ Status uint32 }{uint32(code)}))
+// serveSFTP serves the sftp subsystem (what scp and sftp of OpenSSH ≥ 9 use) from HOME.
+func (s *server) serveSFTP(sess ssh.Session) {
+	c := connOf(sess.Context())
+	server, err := sftp.NewServer(sftpStream{Reader: sess, Writer: output(sess), Closer: sess},
+		sftp.WithServerWorkingDirectory(workingDir(homeDir())))
+	if err != nil {
+		s.log.Error("sftp did not start", "session", c.id, "error", err)
+		_ = sess.Exit(1)
+		return
 	}
-	_ = sess.ch.CloseWrite()
-	_ = sess.ch.Close()
+	if err := server.Serve(); err != nil {
+		s.log.Info("sftp ended on an error", "session", c.id, "error", err)
+		_ = sess.Exit(1)
+		return
+	}
+	_ = sess.Exit(0)
+}
+
+type sftpStream struct {
+	io.Reader
+	io.Writer
+	io.Closer
 }
 
 var signalNames = map[syscall.Signal]string{
@@ -292,6 +305,19 @@ var signalNumbers = func() map[string]syscall.Signal {
 	}
 	return m
 }()
+
+// acceptedEnv: of the client's env requests, LANG, TERM and LC_* (as OpenSSH's AcceptEnv
+// is commonly set); the rest is dropped.
+func acceptedEnv(requested []string) []string {
+	var kept []string
+	for _, kv := range requested {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "LANG" || name == "TERM" || strings.HasPrefix(name, "LC_") {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
+}
 
 // sessionEnv: the application's environment with the session's variables set over it (an empty
 // value leaves the variable out), after the accepted env requests.
@@ -317,6 +343,14 @@ func sessionEnv(base, requested []string, set map[string]string) []string {
 		env = append(env, name+"="+value)
 	}
 	return env
+}
+
+// workingDir: HOME when it is a folder, else /.
+func workingDir(home string) string {
+	if info, err := os.Stat(home); err == nil && info.IsDir() {
+		return home
+	}
+	return "/"
 }
 
 // passwdEntry: this process's uid's line of /etc/passwd (home, shell), if there is one.

@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"flag"
-	"log"
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -19,7 +21,7 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, sys
 
 // run is `gpu-portal-sshd run`: serve SSH and supervise the program; its result is the exit code.
 func run(args []string) int {
-	logger := log.New(os.Stderr, "gpu-portal-sshd: ", 0)
+	logger := newLogger(os.Stderr)
 	flagArgs, program := args, []string(nil)
 	for i, a := range args {
 		if a == "--" {
@@ -53,18 +55,21 @@ func run(args []string) int {
 	}
 	var listener net.Listener
 	if err == nil {
-		listener, err = net.Listen("tcp", cfg.listen)
+		if listener, err = net.Listen("tcp", cfg.listen); err != nil {
+			err = fmt.Errorf("--listen: %w", err)
+		}
 	}
 	if err != nil {
 		if program == nil {
-			logger.Printf("cannot serve SSH: %v", err)
+			logger.Error("cannot serve SSH", "error", err)
 			return 1
 		}
-		logger.Printf("SSH is unavailable in this workload (the application runs all the same): %v", err)
+		logger.Error("SSH is unavailable in this workload (the application runs all the same)", "error", err)
 		srv = nil
 	} else {
 		go srv.serve(listener)
-		logger.Printf("serving SSH over WebSocket at http://%s%s for workload %s", listener.Addr(), wsPath, cfg.workload)
+		logger.Info("serving SSH over WebSocket", "url", fmt.Sprintf("http://%s%s", listener.Addr(), wsPath),
+			"workload", cfg.workload)
 	}
 	stopSSH := func() {
 		if srv != nil {
@@ -89,7 +94,7 @@ func run(args []string) int {
 			Env: os.Environ(), Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}})
 	}
 	if err != nil {
-		logger.Printf("cannot start the program %q: %v", program[0], err)
+		logger.Error("cannot start the program", "program", program[0], "error", err)
 		stopSSH()
 		return 127
 	}
@@ -97,7 +102,7 @@ func run(args []string) int {
 		select {
 		case sig := <-signals:
 			if err := proc.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-				logger.Printf("forwarding %v to the program: %v", sig, err)
+				logger.Warn("a signal did not reach the program", "signal", sig.String(), "error", err)
 			}
 		case status := <-done:
 			stopSSH()
@@ -105,6 +110,21 @@ func run(args []string) int {
 			return exitCode(status)
 		}
 	}
+}
+
+// newLogger: one structured line per event on stderr (log/slog's key=value text), marked as
+// this program's with logger=gpu-portal-sshd, since the application's own output shares the
+// stream. No time: the container runtime stamps every line of a pod's log.
+func newLogger(w io.Writer) *slog.Logger {
+	handler := slog.NewTextHandler(w, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	})
+	return slog.New(handler).With("logger", "gpu-portal-sshd")
 }
 
 func exitCode(status syscall.WaitStatus) int {

@@ -9,9 +9,11 @@ answers as the test says, and the ssh/scp/sftp command lines whose ProxyCommand 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -37,6 +39,8 @@ REPO = Path(__file__).resolve().parents[2]
 WORKLOAD = "42"
 REPORT_TOKEN = "report-token-5c0ffee-not-for-logs"
 WS_PATH = "/.gpu-portal/ssh"
+# one key=value of log/slog's text form: a value is bare, or quoted as Go quotes strings
+LOGFMT_FIELD = re.compile(r'([A-Za-z_][\w.]*)=("(?:[^"\\]|\\.)*"|\S*)')
 
 
 def free_port() -> int:
@@ -179,6 +183,21 @@ class Sshd:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def records(self) -> list[dict[str, str]]:
+        """The server's own log lines (logger=gpu-portal-sshd), each as its fields."""
+        records = []
+        for line in self.log().splitlines():
+            fields = {name: ast.literal_eval(value) if value.startswith('"') else value
+                      for name, value in LOGFMT_FIELD.findall(line)}
+            if fields.get("logger") == "gpu-portal-sshd":
+                records.append(fields)
+        return records
+
+    def logged(self, msg: str, **contains: str) -> list[dict[str, str]]:
+        """The records with this message whose named fields contain the texts given."""
+        return [r for r in self.records() if r.get("msg") == msg
+                and all(text in r.get(name, "") for name, text in contains.items())]
 
     def stop(self) -> int:
         if self.proc.poll() is None:

@@ -22,7 +22,7 @@ def refused(result) -> bool:
 @pytest.mark.parametrize(("case", "logged"), [
     ("expired", "cert has expired"),
     ("another CA", "signed by a CA this workload does not trust"),
-    ("another workload", 'is for workload "7", not "42"'),
+    ("another workload", 'the certificate is for workload "7", not "42"'),
     ("another principal", 'principal "alice" not in the set of valid principals'),
     ("a plain key", "a plain key, not a certificate of the portal"),
 ])
@@ -42,8 +42,8 @@ def test_refused_before_the_portal_is_asked(case, logged, start_sshd, client, al
     sshd = start_sshd()
     result = client(sshd).ssh(alice, "true", certificate=certificate)
     assert refused(result), result
-    assert logged in sshd.log()
-    assert "refused: session=" in sshd.log()
+    (record,) = sshd.logged("refused", reason=logged)
+    assert record["session"] and record["user"] == "alice"
     assert portal.reports == []
 
 
@@ -54,8 +54,8 @@ def test_the_portal_refusing_the_start_refuses_the_session(start_sshd, client, a
     assert refused(result), result
     assert b"in" not in result.stdout
     assert len(portal.of("start")) == 1
-    assert "the portal refused: not a member" in sshd.log()
-    assert "session start" not in sshd.log()
+    assert sshd.logged("refused", reason="the portal refused: not a member")
+    assert not sshd.logged("session start")
     assert portal.of("end") == []
 
 
@@ -64,7 +64,7 @@ def test_a_wrong_report_token_refuses(status, start_sshd, client, alice, portal)
     portal.answers["start"] = lambda body: (status, {"detail": "bad token"})
     sshd = start_sshd()
     assert refused(client(sshd).ssh(alice, "true"))
-    assert f"refused this pod's report token ({status})" in sshd.log()
+    assert sshd.logged("refused", reason=f"refused this pod's report token ({status})")
 
 
 def test_the_portal_down_at_start_admits_on_the_certificate(start_sshd, client, alice):
@@ -72,14 +72,16 @@ def test_the_portal_down_at_start_admits_on_the_certificate(start_sshd, client, 
     result = client(sshd).ssh(alice, "echo in")
     assert result.returncode == 0, result.stderr
     assert result.stdout == b"in\n"
-    assert "admitted on the certificate alone" in sshd.log()
+    assert sshd.logged("admitted on the certificate alone",
+                       reason="the portal did not answer the start report")
 
 
 def test_a_portal_error_at_start_admits_on_the_certificate(start_sshd, client, alice, portal):
     portal.answers["start"] = lambda body: (503, {})
     sshd = start_sshd()
     assert client(sshd).ssh(alice, "echo in").stdout == b"in\n"
-    assert "answered the start report with 503: admitted on the certificate alone" in sshd.log()
+    assert sshd.logged("admitted on the certificate alone",
+                       reason="the portal answered the start report with 503")
 
 
 def test_start_and_end_reports(start_sshd, client, alice, ca, portal):
@@ -94,9 +96,12 @@ def test_start_and_end_reports(start_sshd, client, alice, ca, portal):
     eventually(lambda: portal.of("end"))
     assert portal.of("end") == [{"event": "end", "session": session, "reason": "client closed"}]
     assert set(portal.authorizations) == {f"Bearer {REPORT_TOKEN}"}
-    log = sshd.log()
-    assert f'session start: session={session} user="alice" from=203.0.113.9' in log
-    assert f'session end: session={session} user="alice" duration=' in log
+    (started,) = sshd.logged("session start", session=session)
+    assert (started["user"], started["from"], started["key_id"], started["serial"]) == (
+        "alice", "203.0.113.9", "alice@portal wl-42", "987654321012")
+    eventually(lambda: sshd.logged("session end", session=session))
+    (ended,) = sshd.logged("session end", session=session)
+    assert ended["user"] == "alice" and ended["duration"] and ended["reason"] == "client closed"
 
 
 def test_without_forwarded_for_the_peer_address_is_reported(start_sshd, client, alice, portal):
@@ -136,7 +141,7 @@ def test_a_check_the_portal_does_not_answer_keeps_the_session(start_sshd, client
         assert session.stdout.readline() == b"started\n"
         eventually(lambda: len(portal.of("check")) >= 2)
         assert session.poll() is None
-        assert "sessions kept" in sshd.log()
+        assert sshd.logged("the session check did not reach the portal: sessions kept")
     finally:
         stop_process(session)
 
@@ -162,7 +167,7 @@ def test_no_key_certificate_or_token_in_any_log(start_sshd, client, alice, ca, h
     logs = {"sshd": sshd.log()}
     for name, result in (("admitted", admitted), ("refused", refused_result), ("plain", plain)):
         logs[name] = result.stderr.decode(errors="replace")
-    assert "refused" in logs["sshd"] and "session start" in logs["sshd"]
+    assert sshd.logged("refused") and sshd.logged("session start")
     for name, text in logs.items():
         for secret in secrets:
             assert secret not in text, f"a secret in the {name} log"

@@ -53,13 +53,21 @@ def test_a_terminal_session(start_sshd, client, alice):
     assert lines[1] == "xterm-256color"
 
 
+def test_a_terminal_passes_its_output_unchanged(start_sshd, client, alice):
+    """What the terminal writes reaches the client byte for byte: a program in raw mode (tmux,
+    a full-screen editor) moves the cursor down with a bare newline, which must stay bare."""
+    result = client(start_sshd()).ssh(alice, "-tt", "stty raw -echo; printf 'a\\nb\\r\\nc'")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith(b"a\nb\r\nc"), result.stdout
+
+
 def test_a_certificate_without_permit_pty_gets_no_terminal(start_sshd, client, alice, ca):
     alice.certify(ca, extensions=("permit-port-forwarding",))
     sshd = start_sshd()
     result = client(sshd).ssh(alice, "-tt", "tty")
     assert b"PTY allocation request failed" in result.stderr
     assert b"/dev/pts/" not in result.stdout
-    assert "terminal refused: the certificate does not permit it" in sshd.log()
+    assert sshd.logged("terminal refused", reason="the certificate does not permit it")
 
 
 def test_scp_both_ways_and_sftp(start_sshd, client, alice, home, tmp_path):
@@ -129,4 +137,5 @@ def test_forwarding_needs_the_certificates_permission(start_sshd, client, alice,
                               input=b"GET / HTTP/1.0\r\n\r\n")
     assert b"hello from inside" not in result.stdout
     assert result.returncode != 0
-    assert "port forwarding" in sshd.log() and "refused" in sshd.log()
+    assert sshd.logged("port forwarding refused", target=f"127.0.0.1:{web_server}",
+                       reason="the certificate does not permit it")
