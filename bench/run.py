@@ -184,6 +184,17 @@ def demo_burst_figures(_text: str, f: dict | None) -> str:
         f"{lag * 1000:.0f} ms; lost tracker cycles {len(r['tracker']['lost'])}")
 
 
+def webhooks_figures(_text: str, f: dict | None) -> str:
+    a, b = f["tests_at_once"], f["launch_beside_dead_hooks"]
+    return (f"{a['tests']} tests at once at a dead address: {a['answers']} in "
+            f"{a['burst_answered_in_seconds']} s, /healthz max "
+            f"{a['healthz_during_seconds']['max'] * 1000:.0f} ms (p95 "
+            f"{a['healthz_during_seconds']['p95'] * 1000:.0f} ms; 24 plain reads: "
+            f"{a['control_same_number_of_api_reads']['healthz_during_seconds']['max'] * 1000:.0f}"
+            f" ms); {b['hooks']} dead webhooks + a finished job: another project's launch "
+            f"creating ≤ {b['worst_to_creating_s'] * 1000:.0f} ms")
+
+
 @dataclasses.dataclass
 class Bench:
     name: str
@@ -234,6 +245,7 @@ BENCHES = [
                    "--burst", "50", "--settle", "90"], 420, load_figures, json=True),
     Bench("demo_burst", ["bench/demo_burst_bench.py", "--launches", "30", "--quota", "8",
                          "--gets", "100"], 300, demo_burst_figures, json=True),
+    Bench("webhooks", ["bench/webhooks_bench.py", "--fresh"], 300, webhooks_figures, json=True),
     Bench("browser", ["bench/browser_bench.py", "--loads", "3"], 300,
           _lines(r"^launch page, median", r"^repeat visit")),
 ]

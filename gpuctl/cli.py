@@ -11,7 +11,8 @@ Exit codes (stable, for scripts):
   3  authentication failed (Keystone refused the credentials, or the portal the token)
   4  refused at admission: over the quota (quota_exceeded), or no address free for a
      service (no_address_free)
-  5  --wait: timed out, or the workload ended in a state other than the one waited for
+  5  --wait: timed out, or the workload ended in a state other than the one waited for;
+     webhook test: no answer from the receiver within --timeout
   6  not found (no such workload or tenant, or not visible to you)
   7  the portal or Keystone cannot be reached (or is unavailable)
 """
@@ -598,6 +599,8 @@ def cmd_budget(api: PortalClient, args: argparse.Namespace) -> int:
 NOTIFICATION_COLUMNS = [("id", "id"), ("read", "read"), ("kind", "kind"), ("title", "title"),
                         ("project", "project"), ("workload", "workload"), ("age", _age)]
 WEBHOOK_COLUMNS = [("id", "id"), ("project", "project"), ("kinds", "kinds"),
+                   ("state", lambda row: row.get("state") or ("active" if row.get("active")
+                                                              else "disabled")),
                    ("url", lambda row: row.get("url") or ("(the project's managers')"
                                                           if row.get("project") else None))]
 
@@ -677,11 +680,31 @@ def cmd_webhook(api: PortalClient, args: argparse.Namespace) -> int:
         emit(args, {"id": int(args.target), "deleted": True},
              lambda out: out.write(f"webhook {args.target} deleted\n"))
         return EXIT_OK
-    result = api.post(f"notifications/webhooks/{args.target}/test/")
-    emit(args, result, lambda out: out.write(
-        f"delivered ({result['status']})\n" if result["sent"]
-        else f"not delivered: {result['error']}\n"))
-    return EXIT_OK if result["sent"] else EXIT_API
+    if args.action in ("enable", "confirm"):
+        row = api.post(f"notifications/webhooks/{args.target}/{args.action}/")
+        emit(args, row, lambda out: out.write(f"webhook {row['id']}: {row['state']}\n"))
+        return EXIT_OK
+    return _webhook_test(api, args)
+
+
+def _webhook_test(api: PortalClient, args: argparse.Namespace) -> int:
+    """Queue a test POST, then poll its delivery until the workers have the receiver's answer
+    (or --timeout: exit 5, the delivery still pending)."""
+    delivery = api.post(f"notifications/webhooks/{args.target}/test/")
+    deadline = time.monotonic() + args.timeout
+    while not delivery["done"] and time.monotonic() < deadline:
+        time.sleep(min(args.interval, max(deadline - time.monotonic(), 0.05)))
+        delivery = api.get(f"notifications/deliveries/{delivery['id']}/")
+    if not delivery["done"]:
+        emit(args, delivery, lambda out: out.write(
+            f"still {delivery['state']} after {args.timeout:g} s (delivery {delivery['id']}; "
+            f"gpuctl webhook list shows the webhook's state)\n"))
+        return EXIT_WAIT
+    sent = delivery["state"] == "sent"
+    emit(args, delivery, lambda out: out.write(
+        f"delivered ({delivery['last_status']})\n" if sent
+        else f"not delivered: {delivery['last_error'] or delivery['state']}\n"))
+    return EXIT_OK if sent else EXIT_API
 
 
 # --- the cluster's calendar: reservations and maintenance windows (issue 28) -----------------
@@ -1013,13 +1036,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("webhook", cmd_webhook,
                 "your webhooks and your project's: add URL (prints the secret once), list, "
-                "delete ID, test ID (a signed test POST)")
-    p.add_argument("action", choices=["add", "list", "delete", "test"])
+                "delete ID, test ID (a signed test POST, waited for), enable ID (a disabled "
+                "one), confirm ID (a project's, by a manager)")
+    p.add_argument("action", choices=["add", "list", "delete", "test", "enable", "confirm"])
     p.add_argument("target", nargs="?", metavar="URL|ID")
     p.add_argument("--project", action="store_true",
                    help="add: the current project's webhook (its managers and admins)")
     p.add_argument("--kind", action="append", metavar="KIND",
                    help="add: only this kind (repeatable; default every kind)")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="test: how long to wait for the receiver's answer (default 60 s)")
+    p.add_argument("--interval", type=float, default=1.0,
+                   help="test: seconds between looks at the delivery (default 1)")
     p.add_argument("--json", dest="output", action="store_const", const="json",
                    default=argparse.SUPPRESS,
                    help="JSON, as -o json")

@@ -6,9 +6,12 @@
   workers) is one notification.
 - NotificationPreference: a user's choice for one kind on one channel (no row: DEFAULTS).
 - Webhook: an outgoing JSON POST (Slack- and Mattermost-compatible), a user's own or a
-  project's, signed with its secret.
-- Delivery: one attempt record per notification and outside channel (e-mail, a webhook):
-  retried with back-off, never in a launch's way.
+  project's, signed with its secret. Its state says whether deliveries go out: `active`,
+  `disabled` (it failed PORTAL_WEBHOOK_DISABLE_AFTER deliveries in a row) or
+  `needs_confirmation` (a project's, whose creator is no longer one of its managers).
+- Delivery: one attempt record per notification and outside channel (e-mail, a webhook), or
+  one test POST of a webhook: retried with back-off on the workers of the `notifications`
+  queue, never in a launch's way.
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from .querysets import NotificationQuerySet, PreferenceQuerySet, WebhookQuerySet
+from .querysets import (
+    DeliveryQuerySet,
+    NotificationQuerySet,
+    PreferenceQuerySet,
+    WebhookQuerySet,
+)
 
 
 class Kind(models.TextChoices):
@@ -33,6 +41,7 @@ class Kind(models.TextChoices):
     BUDGET_EXHAUSTED = "budget_exhausted", "budget exhausted"
     RESERVATION = "reservation", "reservations"
     MAINTENANCE = "maintenance", "maintenance windows"
+    WEBHOOK = "webhook", "a webhook disabled or waiting"
 
 
 class Channel(models.TextChoices):
@@ -109,6 +118,11 @@ class NotificationPreference(models.Model):
 class Webhook(models.Model):
     """Where a user's (user set) or a project's (tenant set) notifications are POSTed."""
 
+    class State(models.TextChoices):
+        ACTIVE = "active", "active"
+        DISABLED = "disabled", "disabled: its deliveries kept failing"
+        NEEDS_CONFIRMATION = "needs_confirmation", "waiting for a manager's confirmation"
+
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                              on_delete=models.CASCADE, related_name="webhooks")
     tenant = models.ForeignKey("tenants.Tenant", null=True, blank=True,
@@ -116,7 +130,11 @@ class Webhook(models.Model):
     url = models.URLField(max_length=500)
     secret = models.CharField(max_length=64, help_text="the HMAC-SHA256 signing key")
     kinds = models.JSONField(default=list, blank=True, help_text="[] = every kind")
-    active = models.BooleanField(default=True)
+    state = models.CharField(max_length=24, choices=State.choices, default=State.ACTIVE)
+    failures = models.PositiveIntegerField(default=0, help_text="deliveries failed in a row")
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    # a project's webhook posts while its creator (or the manager who confirmed it last) is one
+    # of the project's managers
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -132,18 +150,27 @@ class Webhook(models.Model):
     def __str__(self) -> str:
         return f"webhook {self.pk} → {self.url}"
 
+    @property
+    def active(self) -> bool:
+        return self.state == self.State.ACTIVE
+
 
 class Delivery(models.Model):
     class State(models.TextChoices):
         PENDING = "pending", "pending"
         SENT = "sent", "sent"
         FAILED = "failed", "failed"
+        SKIPPED = "skipped", "not sent: the webhook is disabled or waits for a confirmation"
 
-    notification = models.ForeignKey(Notification, on_delete=models.CASCADE,
-                                     related_name="deliveries")
+    DONE = frozenset({State.SENT, State.FAILED, State.SKIPPED})
+
+    # none for a test POST (the "test" button)
+    notification = models.ForeignKey(Notification, null=True, blank=True,
+                                     on_delete=models.CASCADE, related_name="deliveries")
     channel = models.CharField(max_length=16, choices=Channel.choices)
     webhook = models.ForeignKey(Webhook, null=True, blank=True, on_delete=models.CASCADE,
                                 related_name="deliveries")
+    test = models.BooleanField(default=False, help_text="a test POST someone asked for")
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True, default="")
@@ -151,9 +178,14 @@ class Delivery(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
 
+    objects = DeliveryQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
+            models.CheckConstraint(
+                condition=Q(notification__isnull=False) | Q(test=True, webhook__isnull=False),
+                name="notifications_delivery_of_a_notification_or_a_test"),
             models.UniqueConstraint(fields=["notification", "channel"],
                                     condition=Q(webhook__isnull=True),
                                     name="notifications_one_mail_per_notification"),
@@ -163,4 +195,9 @@ class Delivery(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.channel} of {self.notification_id}: {self.state}"
+        about = f"test of webhook {self.webhook_id}" if self.test else self.notification_id
+        return f"{self.channel} of {about}: {self.state}"
+
+    @property
+    def done(self) -> bool:
+        return self.state in self.DONE

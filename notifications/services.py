@@ -17,15 +17,17 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from audit.services import audit_record
 from core.tasks import send_on_commit
 from core.validation import FieldsInvalid
+from tenants.models import Tenant
 
-from .models import Channel, Kind, Notification, NotificationPreference, Webhook
+from .models import Channel, Delivery, Kind, Notification, NotificationPreference, Webhook
+from .selectors import project_managers
 from .webhook_urls import url_host, webhook_target
-from .webhooks import PostResult, webhook_post, webhook_test_payload
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +37,7 @@ SELECT u.id, u.email,
   EXISTS (SELECT 1 FROM {notification} n WHERE n.user_id = u.id AND n.key = %s),
   EXISTS (SELECT 1 FROM {preference} p WHERE p.user_id = u.id AND p.kind = %s
           AND p.channel = %s AND NOT p.enabled),
-  EXISTS (SELECT 1 FROM {webhook} w WHERE w.active AND (w.user_id = u.id OR w.tenant_id = %s))
+  EXISTS (SELECT 1 FROM {webhook} w WHERE w.state = %s AND (w.user_id = u.id OR w.tenant_id = %s))
 FROM {user} u WHERE u.id IN ({ids})
 """
 
@@ -51,7 +53,7 @@ def _recipient_states(ids: list[int], *, kind: str, key: str, tenant_id: int | N
         webhook=Webhook._meta.db_table, user=get_user_model()._meta.db_table,
         ids=", ".join(["%s"] * len(ids)))
     with connection.cursor() as cursor:
-        cursor.execute(sql, [key, kind, Channel.PORTAL, tenant_id, *ids])
+        cursor.execute(sql, [key, kind, Channel.PORTAL, Webhook.State.ACTIVE, tenant_id, *ids])
         return [(pk, email, bool(told), bool(quiet), bool(hooked))
                 for pk, email, told, quiet, hooked in cursor.fetchall()]
 
@@ -151,17 +153,49 @@ def _webhook_audit(webhook: Webhook) -> dict[str, Any]:
             "project": webhook.tenant.name if webhook.tenant else None}
 
 
+class WebhookLimitReached(Exception):
+    """The user (or the project) has as many webhooks as PORTAL_WEBHOOKS_PER_* allows."""
+
+
+class WebhookStateRefused(Exception):
+    """The change does not apply to the webhook as it is (the message says what does)."""
+
+
+def _webhook_limit_refusal(*, acting_user: Any, tenant: Any | None) -> str | None:
+    """Why one more webhook is refused, or None. Called with the owner's row locked, so two
+    creations at once cannot both take the last place."""
+    if tenant is not None:
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+        limit, have = settings.PORTAL_WEBHOOKS_PER_PROJECT, Webhook.objects.filter(
+            tenant=tenant).count()
+        whose = f"the project {tenant.name} has"
+    else:
+        get_user_model().objects.select_for_update().filter(pk=acting_user.pk).first()
+        limit, have = settings.PORTAL_WEBHOOKS_PER_USER, Webhook.objects.filter(
+            user=acting_user).count()
+        whose = "you have"
+    if have < limit:
+        return None
+    return (f"A webhook limit is reached: {whose} {have} of at most {limit} "
+            f"(PORTAL_WEBHOOKS_PER_{'PROJECT' if tenant is not None else 'USER'}). "
+            "Delete one first.")
+
+
 def webhook_create(*, acting_user: Any, url: str, kinds: Iterable[str] = (),
                    tenant: Any | None = None) -> Webhook:
     """A webhook of `acting_user`'s own, or of `tenant` (the caller checked that they may manage
     the project's). The URL is checked against SSRF here (WebhookURLRefused) and again at each
-    POST. The secret is the caller's to see once, from the returned row."""
+    POST; a user or project past its number of webhooks is refused (WebhookLimitReached). The
+    secret is the caller's to see once, from the returned row."""
     kinds = sorted(set(kinds))
     unknown = [kind for kind in kinds if kind not in Kind.values]
     if unknown:
         raise ValueError(f"Unknown kinds: {', '.join(unknown)}.")
     webhook_target(url)  # raises WebhookURLRefused with the reason
     with transaction.atomic():
+        refusal = _webhook_limit_refusal(acting_user=acting_user, tenant=tenant)
+        if refusal is not None:
+            raise WebhookLimitReached(refusal)
         webhook = Webhook.objects.create(
             user=None if tenant is not None else acting_user, tenant=tenant, url=url.strip(),
             secret=secrets.token_hex(32), kinds=kinds, created_by=acting_user)
@@ -180,6 +214,150 @@ def webhook_delete(*, acting_user: Any, webhook: Webhook) -> None:
         webhook.delete()
 
 
-def webhook_test(*, webhook: Webhook) -> PostResult:
-    """Send a signed test POST now (the receiver's answer is the caller's to see)."""
-    return webhook_post(webhook, webhook_test_payload(webhook), event="test")
+def webhook_test(*, acting_user: Any, webhook: Webhook) -> Delivery:
+    """Queue a signed test POST (a Delivery, `test`): the webhook workers send it, the caller
+    polls the delivery for the receiver's answer. Sent whatever the webhook's state: an owner
+    tests a disabled webhook before enabling it again."""
+    from .tasks import webhook_post_task
+
+    with transaction.atomic():
+        delivery = Delivery.objects.create(channel=Channel.WEBHOOK, webhook=webhook, test=True)
+        audit_record(actor=acting_user, action="notifications.webhook_test",
+                     tenant=webhook.tenant, target=f"webhook {webhook.pk}",
+                     after={"delivery": delivery.pk})
+        send_on_commit(webhook_post_task, delivery.pk)
+    return delivery
+
+
+def _state_change(*, acting_user: Any, webhook: Webhook, action: str, **changes: Any) -> Webhook:
+    before = {"state": webhook.state, "failures": webhook.failures,
+              "confirmed_by": webhook.created_by.username if webhook.created_by else None}
+    with transaction.atomic():
+        Webhook.objects.filter(pk=webhook.pk).update(
+            state=Webhook.State.ACTIVE, failures=0, state_changed_at=timezone.now(), **changes)
+        webhook.refresh_from_db()
+        audit_record(actor=acting_user, action=action, tenant=webhook.tenant,
+                     target=f"webhook {webhook.pk}", before=before,
+                     after={"state": webhook.state, "failures": 0,
+                            "confirmed_by": webhook.created_by.username
+                            if webhook.created_by else None})
+    return webhook
+
+
+def webhook_enable(*, acting_user: Any, webhook: Webhook) -> Webhook:
+    """Deliveries go out again and the failures in a row count from 0 (its owner, a project's
+    manager: the caller checked). A project's webhook waiting for a confirmation needs that
+    instead (WebhookStateRefused)."""
+    if webhook.state == Webhook.State.NEEDS_CONFIRMATION:
+        raise WebhookStateRefused("This webhook waits for a project manager's confirmation "
+                                  "(confirm it: POST …/confirm/); enabling does not apply.")
+    return _state_change(acting_user=acting_user, webhook=webhook,
+                         action="notifications.webhook_enable")
+
+
+def webhook_confirm(*, acting_user: Any, webhook: Webhook) -> Webhook:
+    """A project manager takes a project's webhook on: it posts the project's news while they
+    are a manager (they become its `created_by`), whatever its state was."""
+    if webhook.tenant is None:
+        raise WebhookStateRefused("Only a project's webhook is confirmed; yours is enabled "
+                                  "(POST …/enable/).")
+    return _state_change(acting_user=acting_user, webhook=webhook, created_by=acting_user,
+                         action="notifications.webhook_confirm")
+
+
+# --- what the webhook workers record (notifications.tasks) -----------------------------------
+
+def _owners(webhook: Webhook) -> list[Any]:
+    """Who hears about a webhook's state: its user; a project's managers (else who made it)."""
+    if webhook.tenant is None:
+        return [webhook.user] if webhook.user is not None else []
+    return project_managers(webhook.tenant) or (
+        [webhook.created_by] if webhook.created_by is not None else [])
+
+
+def _webhook_notice(webhook: Webhook, users: list[Any], *, event: str, title: str,
+                    text: str) -> int:
+    stamp = int(webhook.state_changed_at.timestamp()) if webhook.state_changed_at else 0
+    return notify(kind=Kind.WEBHOOK, users=users, tenant=webhook.tenant, title=title, text=text,
+                  key=f"webhook-{event}:{webhook.pk}:{stamp}",
+                  link=f"/notifications/preferences/#webhook-{webhook.pk}")
+
+
+def delivery_skip(*, delivery: Delivery, reason: str) -> None:
+    """Not sent: the webhook is not active (it does not count as a failure)."""
+    delivery.state, delivery.last_error = Delivery.State.SKIPPED, reason
+    delivery.save(update_fields=["state", "last_error"])
+
+
+def delivery_sent(*, delivery: Delivery, status: int | None) -> None:
+    """The receiver took it: the webhook's failures in a row start again from 0."""
+    with transaction.atomic():
+        delivery.state, delivery.sent_at, delivery.last_error = (
+            Delivery.State.SENT, timezone.now(), "")
+        delivery.last_status = status
+        delivery.save(update_fields=["state", "attempts", "last_status", "last_error",
+                                     "sent_at"])
+        if delivery.webhook_id is not None:
+            Webhook.objects.filter(pk=delivery.webhook_id).exclude(failures=0).update(
+                failures=0)
+
+
+def delivery_failed(*, delivery: Delivery, error: str, status: int | None,
+                    counts: bool = True) -> bool:
+    """The delivery failed for good (after its retries, or at once for an answer a retry does
+    not change). `counts`: the receiver's failure (not the portal's: Keystone unable to say
+    whether a project's webhook may post). The webhook's failures in a row reach
+    PORTAL_WEBHOOK_DISABLE_AFTER: it is disabled and its owner told (True)."""
+    with transaction.atomic():
+        delivery.state, delivery.last_error, delivery.last_status = (
+            Delivery.State.FAILED, error[:2000], status)
+        delivery.save(update_fields=["state", "attempts", "last_status", "last_error"])
+        limit = settings.PORTAL_WEBHOOK_DISABLE_AFTER
+        if not counts or delivery.webhook_id is None:
+            return False
+        hooks = Webhook.objects.filter(pk=delivery.webhook_id)
+        hooks.update(failures=F("failures") + 1)
+        if not limit or not hooks.filter(state=Webhook.State.ACTIVE, failures__gte=limit).update(
+                state=Webhook.State.DISABLED, state_changed_at=timezone.now()):
+            return False
+        webhook = hooks.select_related("user", "tenant", "created_by").get()
+        audit_record(actor=None, action="notifications.webhook_disable", tenant=webhook.tenant,
+                     target=f"webhook {webhook.pk}",
+                     after={"state": webhook.state, "failures": webhook.failures})
+    log.warning("webhook %s disabled after %s failed deliveries in a row", webhook.pk,
+                webhook.failures)
+    # after the commit: who manages a project is asked of Keystone, outside the transaction
+    _webhook_notice(
+        webhook, _owners(webhook), event="disabled",
+        title=f"Webhook {webhook.pk} disabled: its deliveries kept failing",
+        text=f"The webhook to {url_host(webhook.url)} failed {webhook.failures} deliveries in "
+             f"a row (the last: {error[:200]}), so the portal stopped sending to it. Once the "
+             "receiver works, send a test and enable it again.")
+    return True
+
+
+def webhook_hold(*, webhook: Webhook) -> bool:
+    """A project's webhook whose creator is no longer a manager stops (`needs_confirmation`)
+    until a manager confirms it; the project's managers are told, once (True: this call made
+    the change)."""
+    tenant = webhook.tenant
+    assert tenant is not None, "only a project's webhook waits for a manager"
+    with transaction.atomic():
+        if not Webhook.objects.filter(pk=webhook.pk, state=Webhook.State.ACTIVE).update(
+                state=Webhook.State.NEEDS_CONFIRMATION, state_changed_at=timezone.now()):
+            return False
+        webhook.refresh_from_db()
+        creator = webhook.created_by.username if webhook.created_by else "its creator"
+        audit_record(actor=None, action="notifications.webhook_hold", tenant=webhook.tenant,
+                     target=f"webhook {webhook.pk}",
+                     after={"state": webhook.state, "creator": creator})
+    managers = project_managers(tenant)
+    log.warning("webhook %s of %s held: its creator is no longer a manager (%s managers told)",
+                webhook.pk, tenant.name, len(managers))
+    _webhook_notice(
+        webhook, managers, event="needs-confirmation",
+        title=f"Webhook {webhook.pk} of {tenant.name} waits for your confirmation",
+        text=f"{creator} set up this project's webhook to {url_host(webhook.url)} and is no "
+             "longer one of its managers, so the project's notifications stopped going there. "
+             "A manager who wants them to go on confirms it.")
+    return True

@@ -3,10 +3,15 @@
 - notifications_dispatch_task(key): claims each new notification of an event once
   (dispatched_at), then per recipient and channel they want: an e-mail, a POST to each webhook
   (theirs and their project's) — each a Delivery row, made once.
-- webhook_post_task(delivery_id): the signed JSON POST, retried with exponential back-off while
-  the receiver is down or answers 5xx/429 (PORTAL_WEBHOOK_RETRIES times), then marked failed.
+- webhook_post_task(delivery_id): the signed JSON POST (a notification's, or a test's), retried
+  with exponential back-off while the receiver is down or answers 5xx/429
+  (PORTAL_WEBHOOK_RETRIES times), then marked failed; the webhook's failures in a row decide
+  whether it is disabled (services.delivery_failed). A project's webhook posts only while its
+  creator is one of the project's managers (services.webhook_hold otherwise).
 - notifications_dispatch_stale: the beat's sweep for events whose task never ran (the broker
   was away at the commit).
+
+All of them run on the `notifications` queue (portal/celery.py), on workers of their own.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.tasks import send_on_commit, task
+from identity.client import KeystoneError
 
 from .models import Channel, Delivery, Notification, Webhook
-from .selectors import channels_for
-from .webhooks import webhook_payload, webhook_post
+from .selectors import channels_for, webhook_creator_manages
+from .services import delivery_failed, delivery_sent, delivery_skip, webhook_hold
+from .webhooks import webhook_payload, webhook_post, webhook_test_payload
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +83,7 @@ def _webhooks_for(notification: Notification) -> list[Webhook]:
     owners = Q(user=notification.user)
     if notification.tenant_id:
         owners |= Q(tenant_id=notification.tenant_id)
-    return [hook for hook in Webhook.objects.filter(owners, active=True)
+    return [hook for hook in Webhook.objects.filter(owners, state=Webhook.State.ACTIVE)
             if not hook.kinds or notification.kind in hook.kinds]
 
 
@@ -84,9 +91,9 @@ def _webhooks_for(notification: Notification) -> list[Webhook]:
 def email_send_task(delivery_id: int) -> None:
     delivery = Delivery.objects.select_related("notification__user", "notification__tenant").get(
         pk=delivery_id)
-    if delivery.state != Delivery.State.PENDING:
-        return
     notification = delivery.notification
+    if delivery.state != Delivery.State.PENDING or notification is None:
+        return
     body = f"Hello {notification.user.username},\n\n{notification.text}\n"
     if notification.link:
         body += f"\n{settings.PORTAL_PUBLIC_URL.rstrip('/')}{notification.link}\n"
@@ -103,37 +110,55 @@ def email_send_task(delivery_id: int) -> None:
 
 
 @shared_task(bind=True, ignore_result=True, autoretry_for=(ReceiverUnavailable,),
-             retry_backoff=True, retry_backoff_max=600, retry_jitter=True,
-             max_retries=settings.PORTAL_WEBHOOK_RETRIES)
+             retry_backoff=settings.PORTAL_WEBHOOK_RETRY_BACKOFF_SECONDS, retry_backoff_max=600,
+             retry_jitter=True, max_retries=settings.PORTAL_WEBHOOK_RETRIES)
 def webhook_post_task(self, delivery_id: int) -> None:
     delivery = Delivery.objects.select_related(
-        "webhook", "notification__user", "notification__tenant").get(pk=delivery_id)
-    if delivery.state != Delivery.State.PENDING or delivery.webhook is None:
+        "webhook__user", "webhook__tenant", "webhook__created_by", "notification__user",
+        "notification__tenant").filter(pk=delivery_id).first()
+    if delivery is None or delivery.state != Delivery.State.PENDING or delivery.webhook is None:
         return
+    webhook = delivery.webhook
+    if not delivery.test:  # a test goes out whatever the state: someone asked for it now
+        if webhook.state != Webhook.State.ACTIVE:
+            delivery_skip(delivery=delivery, reason=f"the webhook is {webhook.state}")
+            return
+        try:
+            manages = webhook_creator_manages(webhook)
+        except KeystoneError as exc:
+            _attempt_failed(self, delivery, f"the project's managers cannot be asked of "
+                                            f"Keystone now ({type(exc).__name__})", None,
+                            counts=False)
+            return
+        if not manages:
+            webhook_hold(webhook=webhook)
+            delivery_skip(delivery=delivery, reason="the webhook waits for a project manager's "
+                                                    "confirmation")
+            return
     delivery.attempts += 1
-    result = webhook_post(delivery.webhook, webhook_payload(delivery.notification),
-                          event=delivery.notification.kind)
+    if delivery.test:
+        result = webhook_post(webhook, webhook_test_payload(webhook), event="test")
+    else:
+        assert delivery.notification is not None  # the model's check: a test, or a notification
+        result = webhook_post(webhook, webhook_payload(delivery.notification),
+                              event=delivery.notification.kind)
     if result.retry:
         _attempt_failed(self, delivery, result.error, result.status)
-        return
-    delivery.last_status = result.status
-    if result.sent:
-        delivery.state, delivery.sent_at, delivery.last_error = (
-            Delivery.State.SENT, timezone.now(), "")
+    elif result.sent:
+        delivery_sent(delivery=delivery, status=result.status)
     else:  # 4xx, a redirect, a refused address: sending it again changes nothing
-        delivery.state, delivery.last_error = Delivery.State.FAILED, result.error[:2000]
         log.warning("webhook delivery %s failed: %s", delivery.pk, result.error)
-    delivery.save(update_fields=["state", "attempts", "last_status", "last_error", "sent_at"])
+        delivery_failed(delivery=delivery, error=result.error, status=result.status)
 
 
-def _attempt_failed(task_: Any, delivery: Delivery, error: str, status: int | None) -> None:
+def _attempt_failed(task_: Any, delivery: Delivery, error: str, status: int | None, *,
+                    counts: bool = True) -> None:
+    if task_.request.retries >= task_.max_retries:
+        log.warning("webhook delivery %s failed for good after %s tries: %s", delivery.pk,
+                    delivery.attempts, error)
+        delivery_failed(delivery=delivery, error=error, status=status, counts=counts)
+        return
     delivery.last_error, delivery.last_status = error[:2000], status
-    last = task_.request.retries >= task_.max_retries
-    if last:
-        delivery.state = Delivery.State.FAILED
-    delivery.save(update_fields=["state", "attempts", "last_status", "last_error"])
-    if not last:
-        log.info("webhook delivery %s: %s; retrying", delivery.pk, error)
-        raise ReceiverUnavailable(error)
-    log.warning("webhook delivery %s failed for good after %s tries: %s", delivery.pk,
-                delivery.attempts, error)
+    delivery.save(update_fields=["attempts", "last_status", "last_error"])
+    log.info("webhook delivery %s: %s; retrying", delivery.pk, error)
+    raise ReceiverUnavailable(error)

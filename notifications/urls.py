@@ -13,4 +13,8 @@ urlpatterns = [
     path("notifications/webhooks/", views.webhook_add, name="webhook-add"),
     path("notifications/webhooks/<int:pk>/delete/", views.webhook_remove, name="webhook-delete"),
     path("notifications/webhooks/<int:pk>/test/", views.webhook_try, name="webhook-test"),
+    path("notifications/webhooks/<int:pk>/enable/", views.webhook_turn_on,
+         name="webhook-enable"),
+    path("notifications/webhooks/<int:pk>/confirm/", views.webhook_take_on,
+         name="webhook-confirm"),
 ]

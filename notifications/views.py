@@ -1,15 +1,20 @@
 """The notifications pages: the list (`/notifications/`), the bell's live count, marking read,
 and the preferences page with the webhooks (the user's own; the current project's, managed by
-its managers). Server-rendered, every form a POST with CSRF; the bell polls with htmx. Every
-row is looked up among the caller's own (`restrict`): another user's is a 404."""
+its managers: test, enable, confirm, delete; each with its state and its last delivery).
+Server-rendered, every form a POST with CSRF; the bell polls with htmx. Every row is looked up
+among the caller's own (`restrict`): another user's is a 404. A test is queued for the webhook
+workers, its result on the page once they have it."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from identity.access import login_required
@@ -19,18 +24,24 @@ from .filtersets import NotificationFilterSet
 from .forms import WebhookForm
 from .models import Channel, Kind, Notification, Webhook
 from .selectors import (
+    last_deliveries,
     preferences_of,
     project_webhooks_manageable,
     webhook_manageable,
 )
 from .services import (
+    WebhookLimitReached,
+    WebhookStateRefused,
     notification_read,
     notifications_read_all,
     preferences_set,
+    webhook_confirm,
     webhook_create,
     webhook_delete,
+    webhook_enable,
     webhook_test,
 )
+from .throttling import WebhookTestThrottle
 from .webhook_urls import WebhookURLRefused
 
 PAGE_SIZE = 50
@@ -74,6 +85,9 @@ def _preferences_page(request: ProjectRequest, *, form: WebhookForm | None = Non
                       created: Webhook | None = None, status: int = 200) -> HttpResponse:
     chosen = preferences_of(request.user)
     hooks = list(Webhook.objects.restrict(request.identity).select_related("user", "tenant"))
+    last = last_deliveries([hook.pk for hook in hooks])
+    for hook in hooks:
+        hook.last_delivery = last.get(hook.pk)  # type: ignore[attr-defined]  # for the template
     return render(request, "notifications/preferences.html", {
         "channels": Channel.choices,
         "rows": [(kind, label, [(channel, chosen[(kind, channel)])
@@ -121,13 +135,16 @@ def webhook_add(request: ProjectRequest) -> HttpResponse:
     except WebhookURLRefused as exc:
         form.add_error("url", str(exc))
         return _preferences_page(request, form=form, status=400)
+    except WebhookLimitReached as exc:
+        form.add_error(None, str(exc))
+        return _preferences_page(request, form=form, status=403)
     # the secret is on this answer only (no redirect: it is never shown again)
     return _preferences_page(request, created=webhook, status=201)
 
 
 def _manageable_webhook(request: ProjectRequest, pk: int) -> Webhook:
     webhook = get_object_or_404(Webhook.objects.restrict(request.identity)
-                                .select_related("user", "tenant"), pk=pk)
+                                .select_related("user", "tenant", "created_by"), pk=pk)
     if not webhook_manageable(request.identity, webhook):
         raise PermissionDenied("Only the project's managers and portal administrators manage "
                                "its webhooks.")
@@ -145,9 +162,39 @@ def webhook_remove(request: ProjectRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def webhook_try(request: ProjectRequest, pk: int) -> HttpResponse:
-    result = webhook_test(webhook=_manageable_webhook(request, pk))
-    if result.sent:
-        messages.success(request, f"The test notification was delivered ({result.status}).")
+    """Queue a test POST; the page shows the webhook's last delivery (reload for its answer).
+    Past PORTAL_WEBHOOK_TEST_RATE (the API's and the page's tests together): 429."""
+    webhook = _manageable_webhook(request, pk)
+    throttle = WebhookTestThrottle()
+    if not throttle.allow_request(request, None):  # type: ignore[arg-type]  # reads .user only
+        messages.error(request, f"Too many tests: try again in {int(throttle.wait() or 1)} s.")
+        return _preferences_page(request, status=429)
+    delivery = webhook_test(acting_user=request.user, webhook=webhook)
+    messages.success(request, f"A test is on its way (delivery {delivery.pk}): reload this page "
+                              "for the receiver's answer.")
+    return redirect(f"{reverse('notifications:preferences')}#webhook-{webhook.pk}")
+
+
+def _state_change(request: ProjectRequest, pk: int, change: Any, done: str) -> HttpResponse:
+    try:
+        change(acting_user=request.user, webhook=_manageable_webhook(request, pk))
+    except WebhookStateRefused as exc:
+        messages.error(request, str(exc))
     else:
-        messages.error(request, f"The test notification was not delivered: {result.error}.")
-    return redirect("notifications:preferences")
+        messages.success(request, done)
+    return redirect(f"{reverse('notifications:preferences')}#webhook-{pk}")
+
+
+@login_required
+@require_POST
+def webhook_turn_on(request: ProjectRequest, pk: int) -> HttpResponse:
+    return _state_change(request, pk, webhook_enable,
+                         "The webhook is enabled: deliveries go out again.")
+
+
+@login_required
+@require_POST
+def webhook_take_on(request: ProjectRequest, pk: int) -> HttpResponse:
+    return _state_change(request, pk, webhook_confirm,
+                         "The webhook is confirmed: it posts the project's notifications while "
+                         "you are one of its managers.")

@@ -5,6 +5,7 @@ import os
 
 from celery import Celery, signals
 from celery.schedules import crontab
+from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -31,7 +32,20 @@ def _close_old_connections(sender=None, task=None, **kwargs) -> None:
 
 # The lifecycle tracker is no task: it is a long-lived process of its own (`manage.py
 # track_workloads`, leader-elected through a Redis lease), so it has no beat entry and no queue.
-app.conf.task_routes = {}
+# What waits on the outside world that users choose (their webhook receivers, the mail server)
+# runs on a queue of its own, `notifications`, served by workers of its own (the demo's
+# `notifications-worker`, deploy/'s gpu-portal-notifications-worker): a receiver that hangs or
+# a burst of tests holds those workers, never a launch, a stop or a provisioning on `celery`.
+NOTIFICATIONS_QUEUE = "notifications"
+# both declared: a purge (the tests' between runs) empties both, a worker started without
+# --queues serves both
+app.conf.task_queues = tuple(Queue(name, Exchange(name), routing_key=name)
+                             for name in (app.conf.task_default_queue, NOTIFICATIONS_QUEUE))
+app.conf.task_routes = {
+    f"notifications.tasks.{name}": {"queue": NOTIFICATIONS_QUEUE}
+    for name in ("notifications_dispatch_task", "notifications_dispatch_stale",
+                 "email_send_task", "webhook_post_task")
+}
 
 app.conf.beat_schedule = {
     "workloads-requeue-stale": {"task": "workloads.tasks.workloads_requeue_stale",

@@ -366,9 +366,22 @@ PORTAL_SSH_REPORT_URL = env.str("PORTAL_SSH_REPORT_URL", default="")
 PORTAL_PUBLIC_URL = env.str("PORTAL_PUBLIC_URL",
                             default=PORTAL_OIDC_ISSUER.removesuffix("/o")).rstrip("/")
 # a webhook receiver that is down or answers 5xx/429 is tried again with exponential back-off
-# (1 s, 2 s, 4 s … at most 10 min apart, jittered) this many times, then the delivery fails
-PORTAL_WEBHOOK_RETRIES = env.int("PORTAL_WEBHOOK_RETRIES", default=8)
+# (up to 30 s, 60 s, 120 s, 240 s: each wait drawn between 0 and that, at most 10 min) this many
+# times, then the delivery fails: about as long a spell as 8 tries from 1 s gave, in half the
+# POSTs (a dead receiver costs the webhook workers 5 POSTs a notification, not 9)
+PORTAL_WEBHOOK_RETRIES = env.int("PORTAL_WEBHOOK_RETRIES", default=4)
+PORTAL_WEBHOOK_RETRY_BACKOFF_SECONDS = env.int("PORTAL_WEBHOOK_RETRY_BACKOFF_SECONDS", default=30)
 PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", default=5.0)
+# a webhook whose deliveries failed this many times in a row (each after its retries) is
+# disabled and its owner told; re-enabling it starts the count again (0: never disabled)
+PORTAL_WEBHOOK_DISABLE_AFTER = env.int("PORTAL_WEBHOOK_DISABLE_AFTER", default=10)
+# how many webhooks a user may have of their own, and a project (a webhook costs the workers a
+# POST per notification: these bound what one user or project asks of them)
+PORTAL_WEBHOOKS_PER_USER = env.int("PORTAL_WEBHOOKS_PER_USER", default=5)
+PORTAL_WEBHOOKS_PER_PROJECT = env.int("PORTAL_WEBHOOKS_PER_PROJECT", default=10)
+# test POSTs ("Send a test", `POST …/webhooks/{id}/test/`) per user, API and pages together;
+# past it, 429 (empty: no limit of its own beyond PORTAL_API_THROTTLE_RATE)
+PORTAL_WEBHOOK_TEST_RATE = env.str("PORTAL_WEBHOOK_TEST_RATE", default="10/minute")
 # --- GPU-hour budgets (issue 27) ---------------------------------------------------------------
 # a budget with "stop at exhaustion" warns the running workloads when it is used up, and stops
 # them this many minutes later
@@ -499,7 +512,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # "kind" names a workload's kind (service/batch) and a notification's: one enum each
     "ENUM_NAME_OVERRIDES": {"NotificationKindEnum": "notifications.models.Kind",
-                            "KindEnum": "catalogue.models.Template.Kind"},
+                            "KindEnum": "catalogue.models.Template.Kind",
+                            "WebhookStateEnum": "notifications.models.Webhook.State",
+                            "DeliveryStateEnum": "notifications.models.Delivery.State"},
 }
 
 # --- static files -------------------------------------------------------------------------

@@ -193,7 +193,8 @@ def keystone_install(layout: DemoLayout = DemoLayout()) -> KeystoneInstall:
 def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
                    env: dict[str, str] | None = None) -> list[DemoProcess]:
     """Every process of the demo, in start order: Keystone, Redis, kubesim, the web server,
-    the Celery worker, the tracker and beat."""
+    the Celery workers (`celery`; `notifications`, portal/celery.py's route), the tracker and
+    beat."""
     env = env if env is not None else portal_env(layout)
     python = sys.executable
     (layout.root / "redis").mkdir(parents=True, exist_ok=True)
@@ -223,6 +224,12 @@ def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
     procs += [
         DemoProcess("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2",
                                "--queues", "celery", "--hostname", "demo-worker@%h"], env),
+        # the notifications' outside channels (webhook POSTs, e-mail) on workers of their own
+        # (portal/celery.py routes them): a dead receiver or a burst of tests holds these, never
+        # a launch. Threads: each POST mostly waits on the network
+        DemoProcess("notifications-worker", [
+            *celery, "worker", "--loglevel", "INFO", "--pool", "threads", "--concurrency", "8",
+            "--queues", "notifications", "--hostname", "demo-notifications@%h"], env),
         # the lifecycle tracker: a long-lived process (reflectors, one reconcile per workload)
         DemoProcess("tracker", [python, "manage.py", "track_workloads"], env),
         DemoProcess("beat", [*celery, "beat", "--loglevel", "INFO",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
 from rest_framework import serializers
 
-from ..models import Kind, Notification, Webhook
+from ..models import Delivery, Kind, Notification, Webhook
 
 
 class NotificationSerializer(serializers.ModelSerializer[Notification]):
@@ -48,10 +49,18 @@ class WebhookSerializer(serializers.ModelSerializer[Webhook]):
         help_text="only for who may manage the webhook (its owner; a project's managers)")
     project = serializers.SerializerMethodField()
     manageable = serializers.SerializerMethodField()
+    active = serializers.BooleanField(read_only=True, help_text="deliveries go out (state active)")
+    state = serializers.ChoiceField(
+        choices=Webhook.State.choices, read_only=True,
+        help_text="active; disabled (PORTAL_WEBHOOK_DISABLE_AFTER deliveries failed in a row: "
+                  "POST …/enable/); needs_confirmation (a project's, whose creator is no longer "
+                  "a manager: POST …/confirm/)")
+    failures = serializers.IntegerField(read_only=True, help_text="deliveries failed in a row")
 
     class Meta:
         model = Webhook
-        fields = ["id", "url", "project", "kinds", "active", "manageable", "created_at"]
+        fields = ["id", "url", "project", "kinds", "active", "state", "failures", "manageable",
+                  "created_at"]
         read_only_fields = fields
 
     def _manageable(self, obj: Webhook) -> bool:
@@ -85,7 +94,16 @@ class WebhookCreatedSerializer(WebhookSerializer):
         read_only_fields = fields
 
 
-class WebhookTestSerializer(serializers.Serializer[dict[str, Any]]):
-    sent = serializers.BooleanField(help_text="the receiver answered 2xx")
-    status = serializers.IntegerField(allow_null=True)
-    error = serializers.CharField(allow_blank=True)
+class DeliverySerializer(serializers.ModelSerializer[Delivery]):
+    done = serializers.BooleanField(read_only=True,
+                                    help_text="sent, failed or skipped: it will not change")
+    location = serializers.SerializerMethodField(help_text="where to poll it (GET)")
+
+    class Meta:
+        model = Delivery
+        fields = ["id", "webhook", "test", "state", "done", "attempts", "last_status",
+                  "last_error", "created_at", "sent_at", "location"]
+        read_only_fields = fields
+
+    def get_location(self, obj: Delivery) -> str:
+        return reverse("api:notification-delivery-detail", args=[obj.pk])

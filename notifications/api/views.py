@@ -3,7 +3,9 @@
 A notification is addressed to one person: every lookup starts from the caller's own rows
 (PersonalQuerySet.restrict), whatever the project and the role, admins included: another
 user's notification or webhook is a 404. A project's webhooks are seen by its people (that one
-exists) and managed (URL, delete, test) by its managers and admins."""
+exists) and managed (URL, delete, test, enable, confirm) by its managers and admins. A test is
+queued for the webhook workers (202 with the delivery to poll: `GET …/deliveries/{id}/`, seen
+by who manages its webhook), at most PORTAL_WEBHOOK_TEST_RATE per user."""
 
 from __future__ import annotations
 
@@ -18,32 +20,38 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.authentication import APIRequest
+from api.throttling import PortalUserRateThrottle
 from api.viewsets import ViewMixin
 from identity.scoping import Action
 from tenants.models import Tenant
 
 from ..filtersets import NotificationFilterSet
-from ..models import Channel, Kind, Notification, Webhook
+from ..models import Channel, Delivery, Kind, Notification, Webhook
 from ..selectors import preferences_of, unread_count, webhook_manageable
 from ..services import (
     PreferencesInvalid,
+    WebhookLimitReached,
+    WebhookStateRefused,
     notification_read,
     notifications_read_all,
     preferences_clean,
     preferences_set,
+    webhook_confirm,
     webhook_create,
     webhook_delete,
+    webhook_enable,
     webhook_test,
 )
+from ..throttling import WebhookTestThrottle
 from ..webhook_urls import WebhookURLRefused
 from .serializers import (
+    DeliverySerializer,
     NotificationSerializer,
     ReadAllSerializer,
     UnreadCountSerializer,
     WebhookCreatedSerializer,
     WebhookCreateSerializer,
     WebhookSerializer,
-    WebhookTestSerializer,
 )
 
 _M = TypeVar("_M", bound=Model)
@@ -120,14 +128,22 @@ class PreferencesView(APIView):
         return Response(_preferences_body(request.user))
 
 
+MANAGERS_ONLY = "Only the project's managers and portal administrators manage its webhooks."
+
+
+class WebhookStateConflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "webhook_state"
+
+
 class WebhookViewSet(OwnRows[Webhook], mixins.ListModelMixin, mixins.DestroyModelMixin,
                      viewsets.GenericViewSet[Webhook]):
     """Your webhooks and your current project's (whose URL only its managers see)."""
 
-    queryset = Webhook.objects.select_related("user", "tenant")
+    queryset = Webhook.objects.select_related("user", "tenant", "created_by")
     serializer_class = WebhookSerializer
     lookup_value_regex = r"\d+"
-    refusal = "Only the project's managers and portal administrators manage its webhooks."
+    refusal = MANAGERS_ONLY
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
@@ -160,15 +176,59 @@ class WebhookViewSet(OwnRows[Webhook], mixins.ListModelMixin, mixins.DestroyMode
                                      kinds=data["kinds"], tenant=tenant)
         except WebhookURLRefused as exc:
             raise exceptions.ValidationError({"url": [str(exc)]}) from exc
+        except WebhookLimitReached as exc:
+            raise exceptions.PermissionDenied(str(exc), code="webhook_limit") from exc
         shown = WebhookCreatedSerializer(webhook, context={"manageable": {webhook.pk: True}})
         return Response({**shown.data, "secret": webhook.secret}, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: Webhook) -> None:
         webhook_delete(acting_user=self.request.user, webhook=instance)
 
-    @extend_schema(request=None, responses=WebhookTestSerializer)
-    @action(detail=True, methods=["post"])
+    @extend_schema(request=None, responses={202: DeliverySerializer})
+    @action(detail=True, methods=["post"],
+            throttle_classes=[PortalUserRateThrottle, WebhookTestThrottle])
     def test(self, request: APIRequest, pk: str) -> Response:
-        """Send a signed test POST now; the receiver's answer."""
-        result = webhook_test(webhook=self.get_object())
-        return Response({"sent": result.sent, "status": result.status, "error": result.error})
+        """Queue a signed test POST; 202 with the delivery, to poll at its `location` until
+        `done` (the receiver's answer: `state`, `last_status`, `last_error`)."""
+        delivery = webhook_test(acting_user=request.user, webhook=self.get_object())
+        shown = DeliverySerializer(delivery).data
+        return Response(shown, status=status.HTTP_202_ACCEPTED,
+                        headers={"Location": shown["location"]})
+
+    def _changed(self, change: Any) -> Response:
+        try:
+            webhook = change(acting_user=self.request.user, webhook=self.get_object())
+        except WebhookStateRefused as exc:
+            raise WebhookStateConflict(str(exc)) from exc
+        return Response(WebhookSerializer(webhook, context={"manageable": {webhook.pk: True}})
+                        .data)
+
+    @extend_schema(request=None, responses=WebhookSerializer)
+    @action(detail=True, methods=["post"])
+    def enable(self, request: APIRequest, pk: str) -> Response:
+        """Deliveries go out again, the failures in a row from 0 (a disabled webhook); 409
+        `webhook_state` for a project's webhook that waits for a confirmation."""
+        return self._changed(webhook_enable)
+
+    @extend_schema(request=None, responses=WebhookSerializer)
+    @action(detail=True, methods=["post"])
+    def confirm(self, request: APIRequest, pk: str) -> Response:
+        """A project's webhook: you (a manager) take it on; it posts while you are a manager.
+        409 `webhook_state` for a webhook of a user's own."""
+        return self._changed(webhook_confirm)
+
+
+class DeliveryViewSet(OwnRows[Delivery], mixins.RetrieveModelMixin,
+                      viewsets.GenericViewSet[Delivery]):
+    """A webhook's delivery (a test's, a notification's): seen where its webhook is managed."""
+
+    queryset = Delivery.objects.select_related("webhook__user", "webhook__tenant")
+    serializer_class = DeliverySerializer
+    lookup_value_regex = r"\d+"
+
+    def get_object(self) -> Delivery:
+        delivery = super().get_object()
+        if delivery.webhook is None or not webhook_manageable(self.request.identity,
+                                                              delivery.webhook):
+            raise exceptions.PermissionDenied(MANAGERS_ONLY)
+        return delivery

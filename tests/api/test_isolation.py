@@ -10,9 +10,11 @@ fails when an operation is added without an entry here, so no endpoint escapes t
 - a member cannot change another member's workload; a manager can;
 - and the positive controls: the same requests succeed for those allowed to make them, so the
   404s and 403s above are not an artefact of a missing object.
-A user's own rows (notifications, their webhooks: PERSONAL targets) belong to the person, not
-the project: another user's is a 404 whoever asks (admins and the project's managers included),
-their owner reaches them with any of their projects' tokens, and a reader may change their own.
+A user's own rows (notifications, their webhooks and those webhooks' deliveries: PERSONAL
+targets) belong to the person, not the project: another user's is a 404 whoever asks (admins and
+the project's managers included), their owner reaches them with any of their projects' tokens,
+and a reader may change their own. A project's webhook (PROJECT_WEBHOOK target) is the
+project's: its managers and admins manage it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from keystoneauth1.identity import v3
 from access.models import TenantServiceAccess
 from budgets.models import Budget
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
-from notifications.models import Kind, Notification, Webhook
+from notifications.models import Channel, Delivery, Kind, Notification, Webhook
 from tenants.models import Quota, Tenant
 from tenants.services import quota_update
 from workloads.models import Workload
@@ -45,7 +47,8 @@ class Endpoint:
     method: str
     path: str  # as in the schema: /api/v1/workloads/{id}/stop/
     target: str | None = None  # what {id} (or the query parameter) names: "workload"/"tenant",
-    # or one of a user's own rows (PERSONAL: "notification"/"webhook", researcher's in vision)
+    # or one of a user's own rows (PERSONAL: "notification"/"webhook"/"delivery", researcher's
+    # in vision), or a project's webhook (PROJECT_WEBHOOK)
     query_param: str | None = None  # the object is named by this query parameter, not {id}
     writes: bool = False
     admin_only: bool = False
@@ -68,6 +71,7 @@ class Endpoint:
         if self.target is None:
             return self.path
         obj = (world.personal[self.target][tenant] if self.target in PERSONAL
+               else world.project_webhooks[tenant] if self.target == PROJECT_WEBHOOK
                else world.window if self.target == "window"
                else world.workloads[tenant] if self.target == "workload"
                else world.reservations[tenant] if self.target == "reservation"
@@ -79,7 +83,7 @@ class Endpoint:
 
 FULL_QUOTA = "full-quota"
 PROJECT_WEBHOOK = "project-webhook"  # a webhook of vision-lab's: its managers' and admins'
-PERSONAL = ("notification", "webhook")
+PERSONAL = ("notification", "webhook", "delivery")
 CLUSTER_WIDE = ("window",)  # the cluster's own objects (maintenance windows): everyone's to see
 SOON = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(days=2)
 BOOKING = {"gpu_type": "a100", "count": 1, "start": SOON.isoformat(),
@@ -143,7 +147,13 @@ ENDPOINTS = [
     Endpoint("POST", "/api/v1/notifications/webhooks/", writes=True, manager_only=True,
              body=PROJECT_WEBHOOK, ok=201),
     Endpoint("DELETE", "/api/v1/notifications/webhooks/{id}/", target="webhook", ok=204),
-    Endpoint("POST", "/api/v1/notifications/webhooks/{id}/test/", target="webhook"),
+    # a test is queued (202) with its delivery to poll, seen where the webhook is
+    Endpoint("POST", "/api/v1/notifications/webhooks/{id}/test/", target="webhook", ok=202),
+    Endpoint("POST", "/api/v1/notifications/webhooks/{id}/enable/", target="webhook"),
+    Endpoint("GET", "/api/v1/notifications/deliveries/{id}/", target="delivery"),
+    # a project's webhook whose creator is no longer a manager: a manager takes it on
+    Endpoint("POST", "/api/v1/notifications/webhooks/{id}/confirm/", target=PROJECT_WEBHOOK,
+             writes=True, manager_only=True),
     # the calendar: a tenant's reservations (its managers book within the allowance and
     # cancel), the allowance (admins set it), the maintenance windows (everyone reads them,
     # admins write), a GPU type's calendar
@@ -217,6 +227,8 @@ class World:
     workloads: dict[str, Workload]
     # "notification"/"webhook" → "vision": researcher's (vision-lab), "nlp": student's
     personal: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    # a webhook of each project: "vision" lead's, "nlp" nobody's now
+    project_webhooks: dict[str, Webhook] = dataclasses.field(default_factory=dict)
     reservations: dict[str, Reservation] = dataclasses.field(default_factory=dict)
     window: MaintenanceWindow | None = None
 
@@ -274,8 +286,14 @@ def world(tokens, gpu_types, cluster) -> World:
             user=owner, tenant=world.tenants[key], kind=Kind.FINISHED, key=f"probe:{key}",
             title=f"{key} probe finished")
         # a loopback URL: the test button's POST is refused at send time, no packet leaves
-        world.personal.setdefault("webhook", {})[key] = Webhook.objects.create(
+        hook = world.personal.setdefault("webhook", {})[key] = Webhook.objects.create(
             user=owner, url="http://127.0.0.1:9/hook", secret="s" * 64)
+        world.personal.setdefault("delivery", {})[key] = Delivery.objects.create(
+            channel=Channel.WEBHOOK, webhook=hook, test=True)
+        world.project_webhooks[key] = Webhook.objects.create(
+            tenant=world.tenants[key], url="http://127.0.0.1:9/hook", secret="s" * 64,
+            created_by=get_user_model().objects.get(username="lead") if key == "vision" else None,
+            state=Webhook.State.NEEDS_CONFIRMATION)
     return world
 
 
@@ -287,7 +305,9 @@ def snapshot(world: World) -> tuple:
         sorted(TenantServiceAccess.objects.values_list("tenant_id", "who", "allow_public")),
         sorted(Budget.objects.values_list("tenant_id", "gpu_hours", "hard")),
         sorted(Notification.objects.values_list("pk", "read_at")),
-        sorted(Webhook.objects.values_list("pk", "user_id", "tenant_id", "url")),
+        sorted(Webhook.objects.values_list("pk", "user_id", "tenant_id", "url", "state",
+                                           "failures", "created_by_id")),
+        sorted(Delivery.objects.values_list("pk", "webhook_id", "state")),
         sorted(Reservation.objects.values_list("pk", "tenant_id", "cancelled_at")),
         sorted(ReservationAllowance.objects.values_list("tenant_id", "gpu_hours")),
         sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at", "state")),

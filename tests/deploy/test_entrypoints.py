@@ -190,8 +190,12 @@ def test_the_worker_deployments_serve_exactly_the_queues_the_app_routes_to():
             "command"]
         if "worker" in command:
             queues[process] = set(command[command.index("--queues") + 1].split(","))
-    assert queues == {"worker": {default}}
-    assert routed | {default} == queues["worker"]
+    # the notifications' outside channels on workers of their own: a receiver that hangs holds
+    # those, never a launch on the default queue
+    assert queues == {"worker": {default}, "notifications-worker": {"notifications"}}
+    assert routed == {"notifications"} and default not in routed
+    notifier = deployment(objects, "notifications-worker")["spec"]["template"]["spec"]
+    assert notifier["automountServiceAccountToken"] is False  # no cluster credential to leak
     # the tracker is no worker: the long-lived command, leader-elected by its lease
     tracker = deployment(objects, "tracker")["spec"]["template"]["spec"]["containers"][0]
     assert tracker["command"] == ["python", "manage.py", "track_workloads"]

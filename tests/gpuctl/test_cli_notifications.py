@@ -8,8 +8,10 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from gpuctl import cli
-from notifications.models import Kind, Notification, Webhook
+from notifications.models import Delivery, Kind, Notification, Webhook
 from notifications.services import notify
+from notifications.tasks import webhook_post_task
+from tenants.models import Tenant
 from tests.gpuctl.test_cli import openrc, run
 from tests.notifications.conftest import Receiver
 
@@ -79,7 +81,9 @@ def test_preferences_show_and_set(env):
 
 
 @live
-def test_webhook_add_prints_the_secret_once_then_list_test_delete(env, settings):
+def test_webhook_add_prints_the_secret_once_then_list_test_delete(env, settings, eager_celery):
+    """`webhook test` waits for the queued delivery's answer (the worker's task runs inline
+    here, after the request's commit)."""
     settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = True
     receiver = Receiver()
     try:
@@ -89,15 +93,39 @@ def test_webhook_add_prints_the_secret_once_then_list_test_delete(env, settings)
         assert hook.secret in out and "shown this once" in out
         code, out, _ = run(["webhook", "list"], env)
         assert hook.secret not in out and receiver.url in out
+        assert out.splitlines()[0].split() == ["ID", "PROJECT", "KINDS", "STATE", "URL"]
         assert run(["webhook", "test", str(hook.pk)], env)[1] == "delivered (200)\n"
         assert receiver.received[0].json["kind"] == "test"
-        receiver.statuses = [503]
+        receiver.statuses = [503] * (webhook_post_task.max_retries + 1)
         code, out, _ = run(["webhook", "test", str(hook.pk)], env)
         assert code == 1 and out == "not delivered: answered 503\n"
         assert run(["webhook", "delete", str(hook.pk)], env)[0] == 0
         assert not Webhook.objects.exists()
     finally:
         receiver.stop()
+
+
+@live
+def test_webhook_test_gives_up_after_its_timeout_and_enable_confirm(env, keystone,
+                                                                     live_server):
+    """No notifications worker runs: the test stays queued, gpuctl says so and exits 5. A
+    disabled webhook is enabled; a project's is confirmed by a manager."""
+    hook = Webhook.objects.create(user=get_user_model().objects.get(username="researcher"),
+                                  url="https://93.184.215.14/x", secret="s" * 64,
+                                  state=Webhook.State.DISABLED, failures=10)
+    code, out, _ = run(["webhook", "test", str(hook.pk), "--timeout", "0.5",
+                        "--interval", "0.1"], env)
+    delivery = Delivery.objects.get(webhook=hook)
+    assert code == 5 and out.startswith(f"still pending after 0.5 s (delivery {delivery.pk};")
+    code, out, _ = run(["webhook", "list"], env)
+    assert out.splitlines()[1].split()[0] == str(hook.pk) and "disabled" in out.splitlines()[1]
+    assert run(["webhook", "enable", str(hook.pk)], env)[1] == f"webhook {hook.pk}: active\n"
+    vision = Tenant.objects.get(name="vision-lab")
+    held = Webhook.objects.create(tenant=vision, url="https://93.184.215.14/x", secret="s" * 64,
+                                  state=Webhook.State.NEEDS_CONFIRMATION)
+    assert run(["webhook", "confirm", str(held.pk)], env)[0] == 1  # a member
+    lead = openrc(keystone, live_server, user="lead")
+    assert run(["webhook", "confirm", str(held.pk)], lead)[1] == f"webhook {held.pk}: active\n"
 
 
 @live

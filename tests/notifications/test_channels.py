@@ -8,10 +8,12 @@ import threading
 import time
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core import mail
 from django.db import connection
 from django.test import TestCase
 
+from audit.models import AuditRecord
 from notifications.models import Channel, Delivery, Kind, Notification, Webhook
 from notifications.services import notify, preferences_set, webhook_create
 from notifications.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_valid
@@ -59,8 +61,6 @@ def test_an_event_told_twice_is_one_notification_and_one_delivery_each(
 def test_two_concurrent_senders_of_one_event_make_one_row_one_dispatch_one_post(
         receiver, eager_celery):
     """Two threads, each its own database connection, tell the same event at once."""
-    from django.contrib.auth import get_user_model
-
     ada = get_user_model().objects.create(username="ada", keystone_user_id="ks-ada",
                                           email="ada@example.org")
     webhook_create(acting_user=ada, url=receiver.url)
@@ -125,14 +125,16 @@ def test_a_webhooks_kinds_and_its_owners_preference_filter_it(people, receiver, 
 
 
 def test_a_projects_webhook_gets_its_peoples_notifications_once_per_person(
-        people, receiver, eager_celery):
-    lab = Tenant.objects.create(keystone_project_id="p-lab", name="lab", namespace="gpu-lab")
-    webhook_create(acting_user=people["ada"], url=receiver.url, tenant=lab)
+        people, receiver, eager_celery, login):
+    login("lead")  # vision-lab's manager, as the portal records him
+    lead, vision = get_user_model().objects.get(username="lead"), Tenant.objects.get(
+        name="vision-lab")
+    webhook_create(acting_user=lead, url=receiver.url, tenant=vision)
     sent(TestCase.captureOnCommitCallbacks, notify, kind=Kind.FAILED,
-         users=[people["ada"], people["bob"]], tenant=lab, title="failed", text="",
+         users=[people["ada"], people["bob"]], tenant=vision, title="failed", text="",
          key="failed:9")
     assert sorted(r.json["user"] for r in receiver.received) == ["ada", "bob"]
-    assert {r.json["project"] for r in receiver.received} == {"lab"}
+    assert {r.json["project"] for r in receiver.received} == {"vision-lab"}
 
 
 def test_the_receiver_gets_signed_slack_compatible_json(people, receiver, eager_celery,
@@ -212,3 +214,45 @@ def test_no_url_secret_or_token_reaches_a_log_line(people, receiver, eager_celer
     for secret in (hook.url, "secret-path-T0KEN", hook.secret):
         assert secret not in logged
     assert Webhook.objects.get().url == receiver.url
+
+
+def test_a_webhook_failing_deliveries_in_a_row_is_disabled_and_its_owner_told(
+        people, receiver, eager_celery, settings):
+    """PORTAL_WEBHOOK_DISABLE_AFTER failures in a row (each a delivery failed for good): a
+    success in between starts the count again; at the limit deliveries stop, the owner hears
+    of it once, and re-enabling counts from 0."""
+    from notifications.services import webhook_enable
+
+    settings.PORTAL_WEBHOOK_DISABLE_AFTER = 3
+    ada = people["ada"]
+    hook = webhook_create(acting_user=ada, url=receiver.url, kinds=[Kind.FINISHED])
+    receiver.statuses = [404, 404, 200, 404, 404, 404]
+    for n in range(6):
+        sent(TestCase.captureOnCommitCallbacks, finished, ada, key=f"finished:{n}")
+        hook.refresh_from_db()
+        if n < 5:
+            assert hook.state == "active", n
+    assert (hook.state, hook.failures) == ("disabled", 3)
+    assert len(receiver.received) == 6
+    [told] = Notification.objects.filter(user=ada, kind=Kind.WEBHOOK)
+    assert "disabled" in told.title and "failed 3 deliveries in a row" in told.text
+    assert receiver.url not in told.text and "secret-path-T0KEN" not in told.text
+    assert AuditRecord.objects.filter(action="notifications.webhook_disable").count() == 1
+    sent(TestCase.captureOnCommitCallbacks, finished, ada, key="finished:after")
+    assert len(receiver.received) == 6  # disabled: nothing more is posted
+    assert Delivery.objects.filter(webhook=hook).count() == 6
+    webhook_enable(acting_user=ada, webhook=hook)
+    sent(TestCase.captureOnCommitCallbacks, finished, ada, key="finished:again")
+    hook.refresh_from_db()
+    assert (hook.state, hook.failures, len(receiver.received)) == ("active", 0, 7)
+
+
+def test_a_failing_receiver_costs_the_retries_and_no_more(people, receiver, eager_celery,
+                                                           settings):
+    """A receiver that is down gets 1 + PORTAL_WEBHOOK_RETRIES POSTs per notification (5 by
+    default, where 9 were)."""
+    assert settings.PORTAL_WEBHOOK_RETRIES == webhook_post_task.max_retries == 4
+    receiver.statuses = [503] * 10
+    webhook_create(acting_user=people["ada"], url=receiver.url)
+    sent(TestCase.captureOnCommitCallbacks, finished, people["ada"])
+    assert len(receiver.received) == 5

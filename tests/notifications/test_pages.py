@@ -9,10 +9,10 @@ import re
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.test import Client
+from django.test import Client, TestCase
 from django.test.utils import CaptureQueriesContext
 
-from notifications.models import Kind, Notification, NotificationPreference, Webhook
+from notifications.models import Delivery, Kind, Notification, NotificationPreference, Webhook
 from notifications.services import notify
 from tenants.models import Tenant
 
@@ -149,3 +149,70 @@ def test_a_projects_webhook_url_is_for_its_managers_only(as_user):
     assert as_user("student", "nlp-lab").post(
         f"/notifications/webhooks/{hook.pk}/delete/").status_code == 404
     assert Webhook.objects.filter(pk=hook.pk).exists()
+
+
+def test_the_test_button_queues_the_post_and_the_page_shows_its_answer(as_user, receiver,
+                                                                        eager_celery):
+    client = as_user("researcher")
+    hook = Webhook.objects.create(user=get_user_model().objects.get(username="researcher"),
+                                  url=receiver.url, secret="s" * 64)
+    with TestCase.captureOnCommitCallbacks(execute=False) as queued:
+        answer = client.post(f"/notifications/webhooks/{hook.pk}/test/")
+    assert answer.status_code == 302 and answer["Location"].endswith(f"#webhook-{hook.pk}")
+    assert receiver.received == []  # queued, not sent inside the request
+    delivery = Delivery.objects.get(webhook=hook)
+    page = client.get("/notifications/preferences/").content.decode()
+    assert f"delivery {delivery.pk}" in page  # the message
+    assert f"test #{delivery.pk}: pending" in page
+    for send in queued:
+        send()
+    page = client.get("/notifications/preferences/").content.decode()
+    assert f"test #{delivery.pk}: sent (200)" in page
+    assert len(receiver.received) == 1
+
+
+def test_the_pages_test_button_shares_the_users_test_rate(as_user, settings):
+    settings.PORTAL_WEBHOOK_TEST_RATE = "1/minute"
+    client = as_user("researcher")
+    hook = Webhook.objects.create(user=get_user_model().objects.get(username="researcher"),
+                                  url=PUBLIC_URL, secret="s" * 64)
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        assert client.post(f"/notifications/webhooks/{hook.pk}/test/").status_code == 302
+        refused = client.post(f"/notifications/webhooks/{hook.pk}/test/")
+    assert refused.status_code == 429 and "Too many tests" in refused.content.decode()
+    assert Delivery.objects.filter(webhook=hook).count() == 1
+
+
+def test_past_the_number_of_webhooks_the_page_says_so(as_user, settings):
+    settings.PORTAL_WEBHOOKS_PER_USER = 1
+    client = as_user("researcher")
+    assert client.post("/notifications/webhooks/", {"url": PUBLIC_URL}).status_code == 201
+    refused = client.post("/notifications/webhooks/", {"url": PUBLIC_URL})
+    assert refused.status_code == 403
+    assert "A webhook limit is reached: you have 1 of at most 1" in refused.content.decode()
+    assert Webhook.objects.count() == 1
+
+
+def test_the_page_shows_each_webhooks_state_and_the_button_that_applies(as_user):
+    lead = as_user("lead")
+    owner = get_user_model().objects.get(username="lead")
+    vision = Tenant.objects.get(name="vision-lab")
+    off = Webhook.objects.create(user=owner, url=PUBLIC_URL, secret="s" * 64,
+                                 state=Webhook.State.DISABLED, failures=10)
+    held = Webhook.objects.create(tenant=vision, url=PUBLIC_URL, secret="s" * 64,
+                                  state=Webhook.State.NEEDS_CONFIRMATION)
+    html = lead.get("/notifications/preferences/").content.decode()
+    assert "<strong>disabled</strong>: 10 deliveries failed in a row" in html
+    assert "waiting for a manager's confirmation" in html
+    assert f'action="/notifications/webhooks/{off.pk}/enable/"' in html
+    assert f'action="/notifications/webhooks/{held.pk}/confirm/"' in html
+    assert f'action="/notifications/webhooks/{held.pk}/enable/"' not in html
+    assert lead.post(f"/notifications/webhooks/{off.pk}/enable/").status_code == 302
+    assert lead.post(f"/notifications/webhooks/{held.pk}/confirm/").status_code == 302
+    off.refresh_from_db(), held.refresh_from_db()
+    assert (off.state, off.failures, held.state, held.created_by) == ("active", 0, "active", owner)
+    # a member sees the project's webhook and its state, but no button to confirm it
+    member = as_user("researcher").get("/notifications/preferences/").content.decode()
+    assert f'action="/notifications/webhooks/{held.pk}/confirm/"' not in member
+    assert as_user("researcher").post(
+        f"/notifications/webhooks/{held.pk}/confirm/").status_code == 403

@@ -149,8 +149,12 @@ PAGES = [
     Page("notifications:webhook-add", LOGIN, method="POST", ok=400),  # no URL: the form again
     Page("notifications:read", PERSONAL, method="POST", target="notification", ok=302),
     Page("notifications:webhook-delete", PERSONAL, method="POST", target="webhook", ok=302),
-    # a loopback URL: refused at send time, the page says so
+    # queued for the notifications workers (none runs here)
     Page("notifications:webhook-test", PERSONAL, method="POST", target="webhook", ok=302),
+    Page("notifications:webhook-enable", PERSONAL, method="POST", target="webhook", ok=302),
+    # a project's webhook waiting for a manager: its managers (and admins) confirm it
+    Page("notifications:webhook-confirm", MANAGE, method="POST", target="project_webhook",
+         writes=True, ok=302),
 ]
 BY_NAME = {page.name: page for page in PAGES}
 SKIPPED_PREFIXES = ("api/", "o/", "static/")
@@ -298,6 +302,9 @@ def world(identities, gpu_types, cluster) -> World:
             title=f"{NAMES[key]} finished")
         world.personal.setdefault("webhook", {})[key] = Webhook.objects.create(
             user=user, url="http://127.0.0.1:9/hook", secret="s" * 64)
+        world.personal.setdefault("project_webhook", {})[key] = Webhook.objects.create(
+            tenant=tenant, url="http://127.0.0.1:9/hook", secret="s" * 64,
+            state=Webhook.State.NEEDS_CONFIRMATION)
         start = timezone.now() + dt.timedelta(days=2)
         world.personal.setdefault("reservation", {})[key] = Reservation.objects.create(
             tenant=tenant, gpu_type=gpu_types["a100"], count=1, start=start,
@@ -314,7 +321,7 @@ def snapshot() -> tuple:
         sorted(Quota.objects.values_list("tenant_id", "max_workloads", "gpus_total")),
         sorted(Tenant.objects.values_list("pk", "state", "allow_root_templates")),
         sorted(Notification.objects.values_list("pk", "read_at")),
-        sorted(Webhook.objects.values_list("pk", "url")),
+        sorted(Webhook.objects.values_list("pk", "url", "state", "created_by_id")),
         sorted(Reservation.objects.values_list("pk", "cancelled_at")),
         sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at")),
     )
