@@ -18,6 +18,9 @@ def _name_of(username: str, domain_id: str, domain_name: str) -> str:
 
 def keyed_by_id(apps, schema_editor):
     User = apps.get_model("keystone", "User")
+    for user in User.objects.filter(keystone_user_id=None, name=""):  # local rows: as they were
+        user.name = user.username
+        user.save(update_fields=["name"])
     for user in User.objects.exclude(keystone_user_id=None).order_by("pk"):
         user.name = _name_of(user.username, user.domain_id, user.domain_name)
         # a local row (no Keystone id) that happens to hold this id as its name steps aside
@@ -26,9 +29,6 @@ def keyed_by_id(apps, schema_editor):
             other.save(update_fields=["username"])
         user.username = user.keystone_user_id
         user.save(update_fields=["name", "username"])
-    for user in User.objects.filter(keystone_user_id=None, name=""):
-        user.name = user.username
-        user.save(update_fields=["name"])
 
 
 def keyed_by_name(apps, schema_editor):
