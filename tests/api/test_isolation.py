@@ -269,7 +269,7 @@ def world(tokens, gpu_types, cluster) -> World:
         assert workload.ssh  # Jupyter's default: its SSH certificate is in the matrix
         world.workloads[key] = workload
     for key, username in (("vision", "researcher"), ("nlp", "student")):
-        owner = get_user_model().objects.get(username=username)
+        owner = get_user_model().objects.get(name=username)
         world.personal.setdefault("notification", {})[key] = Notification.objects.create(
             user=owner, tenant=world.tenants[key], kind=Kind.FINISHED, key=f"probe:{key}",
             title=f"{key} probe finished")

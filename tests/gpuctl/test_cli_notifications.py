@@ -25,7 +25,7 @@ def env(live_server, keystone):
 
 
 def tell(key: str, kind: str = Kind.FAILED) -> Notification:
-    user = get_user_model().objects.get(username="researcher")
+    user = get_user_model().objects.get(name="researcher")
     notify(kind=kind, users=[user], tenant=None, title=f"{key} failed", text="OOMKilled",
            key=key, workload_id=3)
     return Notification.objects.get(user=user, key=key)

@@ -28,7 +28,7 @@ def users(login):
 
 
 def tell(name: str, key: str) -> Notification:
-    user = get_user_model().objects.get(username=name)
+    user = get_user_model().objects.get(name=name)
     notify(kind=Kind.FAILED, users=[user], tenant=None, title=f"{key} failed",
            text="OOMKilled", key=key, workload_id=5, link="/workloads/5/")
     return Notification.objects.get(user=user, key=key)
@@ -101,7 +101,7 @@ def test_the_preferences_table_saves_every_box(as_user):
     assert 'value="started.email" id="pref-started-email" aria-label="started: email" >' in html
     # everything off but failures in the portal
     assert client.post("/notifications/preferences/", {"on": ["failed.portal"]}).status_code == 302
-    user = get_user_model().objects.get(username="researcher")
+    user = get_user_model().objects.get(name="researcher")
     stored = dict(((p.kind, p.channel), p.enabled)
                   for p in NotificationPreference.objects.filter(user=user))
     assert stored[("failed", "portal")] is True and stored[("failed", "email")] is False

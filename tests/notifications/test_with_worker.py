@@ -25,7 +25,7 @@ def tell(user, tenant, key: str) -> None:
 def test_a_receiver_that_is_down_is_retried_until_it_comes_back(lab, portal_processes,
                                                                 settings):
     settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = True
-    researcher = get_user_model().objects.get(username="researcher")
+    researcher = get_user_model().objects.get(name="researcher")
     port = free_port()
     webhook_create(acting_user=researcher, url=f"http://127.0.0.1:{port}/hook")
     portal_processes.worker(env=WORKER_ENV).start()
@@ -52,7 +52,7 @@ def test_a_hanging_receiver_never_delays_a_launch(lab, portal_processes, setting
     """The worker holds a POST the receiver never answers; a launch through the API answers
     meanwhile (the receiver is released only after the launch's answer)."""
     settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = True
-    researcher = get_user_model().objects.get(username="researcher")
+    researcher = get_user_model().objects.get(name="researcher")
     receiver = Receiver()
     receiver.hang.set()
     try:
