@@ -50,14 +50,15 @@ def _workload_of(client_id: str):
     return access.workload if access else None
 
 
-def user_decision(*, workload, user, is_admin: bool) -> Decision:
-    """The rule, with the user's role on the workload's project as Keystone has it now."""
+def user_decision(*, workload, user, is_admin: bool, ssh: bool = False) -> Decision:
+    """The rule (`ssh`: SSH's), with the user's role on the workload's project as Keystone has
+    it now."""
     try:
         role = project_role_now(user.keystone_user_id or "", workload.tenant.keystone_project_id)
     except KeystoneUnavailable:
         return Decision(False, "Keystone cannot be reached to check your role; try again in "
                                "a moment.")
-    return access_decision(workload=workload, user=user, role=role, is_admin=is_admin)
+    return access_decision(workload=workload, user=user, role=role, is_admin=is_admin, ssh=ssh)
 
 
 class PortalOAuth2Validator(OAuth2Validator):

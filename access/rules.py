@@ -1,5 +1,6 @@
 """Who gets through a service workload's proxy: one pure rule, used at the portal's login
-(the authorization endpoint), at each proxy refresh and when a script asks for a token."""
+(the authorization endpoint), at each proxy refresh and when a script asks for a token; and who
+may SSH into it, the same rule narrowed to the project's members."""
 
 from __future__ import annotations
 
@@ -42,3 +43,21 @@ def may_open(*, who: str, role: PortalRole | None, is_owner: bool, is_admin: boo
         return Decision(False, "The project lets only its members open its workloads; "
                                "you are a reader.")
     return Decision(True, f"{role.label} of the project")
+
+
+SSH_READER_REFUSAL = ("SSH (a shell in the workload and port forwarding through it) is for the "
+                      "project's members, whatever its rule for opening workloads; you are a "
+                      "reader.")
+
+
+def may_ssh(*, who: str, role: PortalRole | None, is_owner: bool, is_admin: bool,
+            workload_active: bool = True) -> Decision:
+    """May the user SSH into the workload? Only if they may open it (`may_open`) and are a
+    member of its project or more (or a portal admin): a shell and `-L` forwarding reach
+    everything the workload can, which a reader never may, even where the tenant's rule lets
+    readers open its workloads' pages."""
+    decision = may_open(who=who, role=role, is_owner=is_owner, is_admin=is_admin,
+                        workload_active=workload_active)
+    if decision and not is_admin and (role is None or role < PortalRole.MEMBER):
+        return Decision(False, SSH_READER_REFUSAL)
+    return decision

@@ -34,7 +34,7 @@ from tenants.models import Tenant
 
 from .models import ServiceAccess, TenantServiceAccess, WorkloadAccess
 from .proxy import CLIENT_SECRET_KEY, COOKIE_SECRET_KEY, PROXY_PORT, ProxySpec
-from .rules import Decision, may_open
+from .rules import Decision, may_open, may_ssh
 
 log = logging.getLogger(__name__)
 
@@ -186,12 +186,14 @@ def workload_proxy(workload: Workload, *, token_env: str | None = None,
 # --- decisions ------------------------------------------------------------------------------
 
 def access_decision(*, workload: Workload, user: AbstractBaseUser | AnonymousUser,
-                    role: PortalRole | None, is_admin: bool, who: str | None = None
-                    ) -> Decision:
-    """May `user`, holding `role` in the workload's project, open it now? `who`: the tenant's
-    rule when the caller has read it already (a page of many workloads)."""
+                    role: PortalRole | None, is_admin: bool, who: str | None = None,
+                    ssh: bool = False) -> Decision:
+    """May `user`, holding `role` in the workload's project, open it now (`ssh`: SSH into it,
+    a member's right)? `who`: the tenant's rule when the caller has read it already (a page of
+    many workloads)."""
     who = who or tenant_service_access(workload.tenant).who
-    return may_open(who=who, role=role,
+    rule = may_ssh if ssh else may_open
+    return rule(who=who, role=role,
                     is_owner=workload.owner_id == user.pk, is_admin=is_admin,
                     workload_active=workload.is_active and workload.deleted_at is None)
 
@@ -240,9 +242,11 @@ def identity_claims(user: User) -> dict[str, object]:
     """What the proxies learn of a user: the name, and an e-mail address (oauth2-proxy keys
     sessions by it; Keystone users often have none, so one is made up under `.invalid`)."""
     domain = re.sub(r"[^a-z0-9-]+", "-", (getattr(user, "domain_name", "") or "keystone").lower())
+    # the made-up address from the Keystone user id (`username`): two users of one name in
+    # two domains must not share a proxy session
     local = re.sub(r"[^A-Za-z0-9._+-]+", ".", user.username)
     email = user.email or f"{local}@{domain.strip('-') or 'keystone'}.invalid"
-    return {"preferred_username": user.username, "name": user.get_full_name() or user.username,
+    return {"preferred_username": user.label, "name": user.get_full_name() or user.label,
             "email": email.lower(), "email_verified": True}
 
 

@@ -4,7 +4,8 @@
   PORTAL_SSH_CA_KEY_FILE names; without either, an ed25519 key derived from SECRET_KEY (its seed
   an HMAC of SECRET_KEY), so the demo and the tests need nothing. A site that wants to rotate it
   apart from SECRET_KEY sets its own.
-- A user certificate: one principal (the Keystone user name), bound to one workload by the
+- A user certificate: one principal (`principal_for`: from the Keystone user id, never the
+  name, which may be anything), bound to one workload by the
   critical option CRITICAL_OPTION (a server that does not know it refuses the certificate),
   `permit-pty` and `permit-port-forwarding`, valid minutes (PORTAL_SSH_CERTIFICATE_SECONDS).
 - A workload's host key and the token its server reports sessions with are derived from
@@ -20,6 +21,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import hmac
+import re
 import secrets
 from functools import cache
 from pathlib import Path
@@ -189,21 +191,47 @@ def certificate_for(*, public_key: CertifiableKey, principal: str,
                                                               dt.UTC))
 
 
-def _config_value(value: str) -> str:
-    return f'"{value}"' if any(c.isspace() for c in value) else value
+# a principal as it is: a plain word (Keystone's own ids are 32 hex digits)
+_PLAIN_PRINCIPAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# what one value of the Host block may be: a word that OpenSSH's config reader takes whole and
+# as it is (no blank, quote, `#`, `=`, `%` token, backslash or line break)
+CONFIG_WORD = re.compile(r"[A-Za-z0-9._/~][A-Za-z0-9._/~@:+-]*")
+
+
+def principal_for(user_id: str) -> str:
+    """The SSH principal of the user with this Keystone user id (models.User.username), and
+    their login name in the workload: the id itself where it is a plain word, else `u` and 32
+    hex digits of its SHA-256. Never the user's name, which may be anything (a line break, a
+    quote, another user's name in another domain)."""
+    if _PLAIN_PRINCIPAL.fullmatch(user_id):
+        return user_id
+    return "u" + hashlib.sha256(user_id.encode()).hexdigest()[:32]
+
+
+def _config_value(value: str | int) -> str:
+    """`value` for the Host block, refused (ValueError) unless OpenSSH reads it back exactly."""
+    text = str(value)
+    if not CONFIG_WORD.fullmatch(text):
+        raise ValueError(f"{text!r} cannot be written into an SSH config")
+    return text
 
 
 def ssh_config_block(*, workload_id: int, principal: str, key_dir: str = PORTAL_KEY_DIR) -> str:
-    """An OpenSSH Host block for the workload, its ProxyCommand `gpuctl ssh-proxy ID`."""
-    alias = f"gpu-portal-{workload_id}"
+    """An OpenSSH Host block for the workload, its ProxyCommand `gpuctl ssh-proxy ID`. The one
+    place that writes it: every value passes `_config_value`, so that `ssh -G` reads exactly
+    these lines (the principal comes from `principal_for`, a plain word by construction)."""
+    if isinstance(workload_id, bool) or not isinstance(workload_id, int) or workload_id < 0:
+        raise ValueError(f"{workload_id!r} is not a workload id")
+    alias = _config_value(f"gpu-portal-{workload_id}")
+    directory = _config_value(key_dir)
     lines = [f"Host {alias}",
              f"    HostName {alias}",
              f"    User {_config_value(principal)}",
              f"    ProxyCommand gpuctl ssh-proxy {workload_id}",
-             f"    IdentityFile {key_dir}/id_ed25519",
-             f"    CertificateFile {key_dir}/workload-{workload_id}-cert.pub",
-             f"    HostKeyAlias {host_alias(workload_id)}",
-             f"    UserKnownHostsFile {key_dir}/known_hosts",
+             f"    IdentityFile {_config_value(f'{directory}/id_ed25519')}",
+             f"    CertificateFile {_config_value(f'{directory}/workload-{workload_id}-cert.pub')}",
+             f"    HostKeyAlias {_config_value(host_alias(workload_id))}",
+             f"    UserKnownHostsFile {_config_value(f'{directory}/known_hosts')}",
              "    StrictHostKeyChecking yes",
              "    IdentitiesOnly yes",
              "    ServerAliveInterval 30"]

@@ -1,6 +1,7 @@
-"""SSH into workloads (issue 26): the certificates the portal issues, and the sessions a
-workload's SSH server reports (start, periodic check, end). Audited; the same rule as the
-workload's proxy decides (rules.may_open, with the user's role asked of Keystone now)."""
+"""SSH into workloads: the certificates the portal issues, and the sessions a workload's SSH
+server reports (start, periodic check, end). Audited; the workload's proxy's rule narrowed to
+members decides (rules.may_ssh, with the user's role asked of Keystone now). The principal is
+derived from the user's Keystone user id (ssh.principal_for), never from their name."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from .ssh import (
     host_alias,
     host_key_for,
     parse_public_key,
+    principal_for,
     ssh_config_block,
 )
 
@@ -75,44 +77,47 @@ def ssh_certificate_issue(*, workload: Workload, user: User, role: PortalRole | 
     refusal = ssh_refusal(workload)
     if refusal:
         raise refusal
-    decision = access_decision(workload=workload, user=user, role=role, is_admin=is_admin)
+    decision = access_decision(workload=workload, user=user, role=role, is_admin=is_admin,
+                               ssh=True)
     if not decision:
         raise SSHRefused(decision.reason)
     key = parse_public_key(public_key)
-    certificate = certificate_for(public_key=key, principal=user.username,
+    principal = principal_for(user.username)
+    certificate = certificate_for(public_key=key, principal=principal,
                                   workload_id=workload.pk, now=now or timezone.now())
     key_fingerprint = fingerprint(key)
     with transaction.atomic():
         SSHCertificate.objects.create(
-            workload=workload, user=user, serial=certificate.serial, principal=user.username,
+            workload=workload, user=user, serial=certificate.serial, principal=principal,
             key_id=certificate.key_id, key_fingerprint=key_fingerprint,
             valid_after=certificate.valid_after, valid_before=certificate.valid_before,
             from_address=from_address[:64], as_admin=is_admin)
         audit_record(actor=user, action="workload.ssh_certificate", tenant=workload.tenant,
                      target=workload.object_name or str(workload.pk),
                      after={"id": workload.pk, "serial": certificate.serial,
-                            "principal": user.username, "key": key_fingerprint,
+                            "principal": principal, "key": key_fingerprint,
                             "valid_until": certificate.valid_before.isoformat(),
                             "from": from_address})
     log.info("ssh certificate issued: workload=%s user=%s serial=%s key=%s", workload.pk,
-             user.username, certificate.serial, key_fingerprint)
+             principal, certificate.serial, key_fingerprint)
     access = workload_access(workload)
     assert access is not None  # ssh_refusal said so
     _, host_public = host_key_for(access.client_id)
     alias = host_alias(workload.pk)
     return IssuedCertificate(
-        certificate=certificate, principal=user.username,
-        ssh_config=ssh_config_block(workload_id=workload.pk, principal=user.username),
+        certificate=certificate, principal=principal,
+        ssh_config=ssh_config_block(workload_id=workload.pk, principal=principal),
         known_hosts=f"{alias} {' '.join(host_public.split()[:2])}", host_alias=alias)
 
 
 # --- the server's reports ---------------------------------------------------------------------
 
 def _live_decision(workload: Workload, certificate: SSHCertificate) -> Decision:
-    """The rule now for the certificate's user (their role asked of Keystone, cached briefly)."""
+    """SSH's rule now for the certificate's user (their role asked of Keystone, cached
+    briefly): a member demoted to reader loses their sessions at the next check."""
     from .oidc import user_decision  # oidc imports services; this module is below neither
     return user_decision(workload=workload, user=certificate.user,
-                         is_admin=certificate.as_admin)
+                         is_admin=certificate.as_admin, ssh=True)
 
 
 def _why_not(workload: Workload, certificate: SSHCertificate | None) -> str:

@@ -1,13 +1,14 @@
 """One filterset per model, used by the admin page and the API alike."""
 
 import django_filters
+from django.db.models import Q, QuerySet
 
 from .models import AuditRecord
 
 
 class AuditRecordFilterSet(django_filters.FilterSet):
     tenant = django_filters.NumberFilter(field_name="tenant_id")
-    user = django_filters.CharFilter(field_name="actor_name", lookup_expr="iexact")
+    user = django_filters.CharFilter(method="by_user", label="User (Keystone user id, or name)")
     action = django_filters.CharFilter(field_name="action", lookup_expr="istartswith")
     since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
     until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
@@ -15,3 +16,9 @@ class AuditRecordFilterSet(django_filters.FilterSet):
     class Meta:
         model = AuditRecord
         fields = ["tenant", "user", "action"]
+
+    def by_user(self, queryset: QuerySet[AuditRecord], name: str, value: str,
+                ) -> QuerySet[AuditRecord]:
+        """The records of the user with this Keystone user id, or of anyone shown by this name
+        (each record shows its actor's domain where it is not the default)."""
+        return queryset.filter(Q(actor_user_id=value) | Q(actor_name__iexact=value))

@@ -16,6 +16,9 @@ class AuditRecord(models.Model):
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                               on_delete=models.SET_NULL, related_name="+")
+    # who, as the record was written: the Keystone user id (what the actor is: it outlives the
+    # user's row and a rename) and the name shown (models.User.label), or 'system'
+    actor_user_id = models.CharField(max_length=150, blank=True, default="", db_index=True)
     actor_name = models.CharField(max_length=255, help_text="user name, or 'system'")
     tenant = models.ForeignKey("tenants.Tenant", null=True, blank=True, on_delete=models.SET_NULL,
                                related_name="audit_records")

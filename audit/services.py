@@ -21,9 +21,10 @@ def audit_record(*, actor: Actor, action: str,
                  before: Any = None, after: Any = None) -> AuditRecord:
     """Write one record. `actor` is a user, or None for the portal itself ("system"); `tenant`
     a tenants.Tenant (a layer above this one: by its id)."""
+    user = actor if isinstance(actor, User) and actor.pk else None
     return AuditRecord.objects.create(
-        actor=actor if isinstance(actor, User) and actor.pk else None,
-        actor_name=getattr(actor, "username", None) or "system",
+        actor=user, actor_user_id=user.username if user is not None else "",
+        actor_name=user.label if user is not None else "system",
         tenant_id=tenant.pk if tenant is not None else None,
         action=action, target=target[:255], before=before, after=after,
     )

@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from identity.access import SignedInRequest, admin_required
+from identity.client import KeystoneUnavailable
 from identity.scoping import Action
 from tenants.models import Tenant
 
@@ -44,9 +45,12 @@ def budget_edit(request: SignedInRequest, pk: int) -> HttpResponse:
                   "hard": bool(request.POST.get("hard")),
                   "stop_at_exhaustion": bool(request.POST.get("stop_at_exhaustion"))}
         try:
-            fields = budget_clean(data)
+            fields = budget_clean(data, tenant=tenant)
         except BudgetInvalid as exc:
             errors = {**exc.errors, **errors}
+        except KeystoneUnavailable:
+            errors = {"user_caps": ["Keystone cannot be reached to check the project's users; "
+                                    "try again in a moment."], **errors}
         if not errors:
             budget_set(tenant=tenant, acting_user=request.user, fields=fields)
             messages.success(request, f"The budget of {tenant.name} was saved.")

@@ -17,6 +17,7 @@ from django.utils import timezone
 from tenants.models import Tenant
 from workloads.services import AdmissionRefused
 
+from .models import Budget
 from .selectors import BudgetStatus, budget_of, budget_status, gpu_hours_text
 
 
@@ -42,28 +43,34 @@ def exhausted_text(status: BudgetStatus) -> str:
     return f"{text}; launches go on, and it starts again on {reset}."
 
 
-def cap_text(status: BudgetStatus, username: str, cap: float) -> str:
+def cap_text(status: BudgetStatus, who: str, cap: float) -> str:
     used = status.user_used or 0.0
     reset = f"{timezone.localtime(status.resets_at):%Y-%m-%d}"
     refusal = (f"your launches in {status.tenant.name} are refused until {reset}"
                if status.budget is not None and status.budget.hard
                else f"it starts again on {reset}")
-    return (f"{username} has used {used:.1f} of their cap of {gpu_hours_text(cap)} GPU-hours "
+    return (f"{who} has used {used:.1f} of their cap of {gpu_hours_text(cap)} GPU-hours "
             f"in {status.tenant.name} for {status.label} ({_kind(status)}); {refusal}.")
+
+
+def _capped(budget: Budget, user: Any) -> tuple[str, bool]:
+    """The user's key in the caps (their Keystone user id: identity/models.py) and whether
+    the budget caps them."""
+    user_id = getattr(user, "username", None) or ""
+    return user_id, bool(user_id) and user_id in (budget.user_caps or {})
 
 
 def budget_admission_check(*, tenant: Tenant, user: Any, request: dict[str, Any]) -> None:
     budget = budget_of(tenant)
     if budget is None or not budget.hard:
         return
-    username = getattr(user, "username", None)
-    capped = username is not None and username in (budget.user_caps or {})
+    user_id, capped = _capped(budget, user)
     status = budget_status(tenant, budget=budget, user=user if capped else None)
     if status.exhausted:
         raise BudgetExhausted(exhausted_text(status))
-    cap = status.user_cap(username) if capped and username else None
+    cap = status.user_cap(user_id) if capped else None
     if cap is not None and (status.user_used or 0.0) >= cap:
-        raise BudgetExhausted(cap_text(status, username or "", cap))
+        raise BudgetExhausted(cap_text(status, str(user), cap))
 
 
 def budget_launch_advice(*, tenant: Tenant, user: Any, gpu_type: Any, gpus: int,
@@ -71,14 +78,13 @@ def budget_launch_advice(*, tenant: Tenant, user: Any, gpu_type: Any, gpus: int,
     budget = budget_of(tenant)
     if budget is None:
         return []
-    username = getattr(user, "username", None)
-    capped = username is not None and username in (budget.user_caps or {})
+    user_id, capped = _capped(budget, user)
     status = budget_status(tenant, budget=budget, user=user if capped else None)
     if status.exhausted:
         return [("warning", exhausted_text(status))]
-    cap = status.user_cap(username) if capped and username else None
+    cap = status.user_cap(user_id) if capped else None
     if cap is not None and (status.user_used or 0.0) >= cap:
-        return [("warning", cap_text(status, username or "", cap))]
+        return [("warning", cap_text(status, str(user), cap))]
     weight = budget.weight(gpu_type.slug)
     left = status.remaining or 0.0
     if cap is not None:

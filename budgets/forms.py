@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from identity.models import User
+
 from .models import Budget
 
 
@@ -52,4 +54,15 @@ def budget_form_values(budget: Budget | None) -> dict[str, Any]:
             "weights": ", ".join(f"{k}={v:g}" for k, v in (budget.weights or {}).items()),
             "hard": budget.hard, "warn_at": ", ".join(str(p) for p in budget.warn_at or []),
             "stop_at_exhaustion": budget.stop_at_exhaustion,
-            "user_caps": ", ".join(f"{k}={v:g}" for k, v in (budget.user_caps or {}).items())}
+            "user_caps": ", ".join(f"{_cap_key(k)}={v:g}" for k, v in (budget.user_caps or {}).items())}
+
+
+def _cap_key(user_id: str) -> str:
+    """How the form writes a cap's user: their name where no other user the portal knows has
+    it (the form reads names back), else the Keystone user id the cap is kept under."""
+    user = User.objects.filter(username=user_id).first()
+    if user is None or not user.name or "=" in user.name or "," in user.name:
+        return user_id
+    if User.objects.filter(name__iexact=user.name).count() > 1:
+        return user_id
+    return user.name

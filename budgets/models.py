@@ -34,11 +34,11 @@ class Budget(models.Model):
     warn_at = models.JSONField(default=default_warn_at, blank=True)  # percentages, sorted
     # at 100 %: the running workloads are warned, then stopped after the grace
     stop_at_exhaustion = models.BooleanField(default=False)
-    # {username: GPU-hours}: a user's own cap inside the project's budget
+    # {Keystone user id: GPU-hours}: a user's own cap inside the project's budget
     user_caps = models.JSONField(default=dict, blank=True)
     # what the periodic check settled (derived, never audited): the weighted GPU-hours of the
     # period that starts at `settled_start` until `settled_until` (a few minutes before the
-    # check, past the tracker's late writes), in all and by user name. A launch's check adds
+    # check, past the tracker's late writes), in all and by Keystone user id. A launch's check adds
     # only what ran since, so it reads the workloads running or finished since then, not the
     # period's every one (selectors.budget_status). Cleared when the budget changes.
     settled_start = models.DateTimeField(null=True, blank=True)

@@ -20,6 +20,7 @@ from django.db.models import Count, DateTimeField, DurationField, ExpressionWrap
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
+from identity.models import User
 from tenants.models import Tenant
 from workloads.models import Workload
 from workloads.querysets import GPU_TOTAL
@@ -83,7 +84,8 @@ def _hours(duration: dt.timedelta | None) -> float:
 
 def consumption_by_user(tenant: Tenant | int, *, weights: dict[str, Any], start: dt.datetime,
                         now: dt.datetime) -> list[tuple[str, float]]:
-    """(username, weighted GPU-hours) of everyone who used GPUs in [start, now], most first."""
+    """(Keystone user id, weighted GPU-hours) of everyone who used GPUs in [start, now], most
+    first. (A user's `username` is their Keystone user id: identity/models.py.)"""
     groups = (_runs(tenant, start, now)
               .values("owner__username", "gpu_type__slug", gpus=GPU_TOTAL)
               .annotate(run=Sum(_clipped_run(start, now))))
@@ -142,10 +144,11 @@ class BudgetStatus:
         """The period in words: "November 2026"."""
         return period_label(self.period, self.period_start)
 
-    def user_cap(self, username: str) -> float | None:
+    def user_cap(self, user_id: str) -> float | None:
+        """The cap of the user with this Keystone user id (the caps' key), if they have one."""
         if self.budget is None:
             return None
-        cap = (self.budget.user_caps or {}).get(username)
+        cap = (self.budget.user_caps or {}).get(user_id)
         return None if cap is None else float(cap)
 
 
@@ -188,7 +191,7 @@ def _settled(budget: Budget | None, start: dt.datetime, now: dt.datetime) -> dt.
 
 
 def budget_settlement(budget: Budget, *, until: dt.datetime) -> dict[str, Any]:
-    """The weighted GPU-hours of the budget's period until `until`, in all and by user name:
+    """The weighted GPU-hours of the budget's period until `until`, in all and by user id:
     what the periodic check stores (services.budget_settle). One aggregate."""
     start, _ = period_bounds(budget.period, until)
     by_user = consumption_by_user(budget.tenant, weights=budget.weights or {}, start=start,
@@ -202,8 +205,12 @@ def top_users(status: BudgetStatus, limit: int = TOP_USERS) -> list[dict[str, An
     rows = consumption_by_user(status.tenant,
                                weights=status.budget.weights if status.budget else {},
                                start=status.period_start, now=status.now)
-    return [{"username": name, "gpu_hours": round(hours, 4), "cap": status.user_cap(name)}
-            for name, hours in rows[:limit]]
+    users = {user.username: user for user in User.objects.filter(
+        username__in=[user_id for user_id, _ in rows[:limit]])}
+    return [{"user_id": user_id, "user": users[user_id].label if user_id in users else user_id,
+             "domain": users[user_id].domain_name if user_id in users else "",
+             "gpu_hours": round(hours, 4), "cap": status.user_cap(user_id)}
+            for user_id, hours in rows[:limit]]
 
 
 def budget_statuses(budgets: Iterable[Budget], *, now: dt.datetime | None = None

@@ -14,6 +14,8 @@ from decimal import Decimal
 from typing import Any
 
 from core.validation import FieldsInvalid
+from identity.selectors import UserRefused, project_users, user_resolve
+from tenants.models import Tenant
 from tenants.quota_validation import unknown_gpu_types
 
 from .models import DEFAULT_WARN_AT, Budget
@@ -103,16 +105,43 @@ def _warn_at(value: Any) -> list[int]:
 
 def _user_caps(value: Any) -> dict[str, float]:
     if not isinstance(value, Mapping):
-        raise _Refused("A map of user name to GPU-hours is required.")
+        raise _Refused("A map of user (Keystone user id, or name) to GPU-hours is required.")
     cleaned: dict[str, float] = {}
-    for username, hours in value.items():
-        if not str(username).strip():
-            raise _Refused("A user name is required for each cap.")
+    for user, hours in value.items():
+        if not str(user).strip():
+            raise _Refused("A user is required for each cap.")
         try:
-            cleaned[str(username).strip()] = float(_gpu_hours(hours))
+            cleaned[str(user).strip()] = float(_gpu_hours(hours))
         except _Refused as exc:
-            raise _Refused(f"{username}: {exc}") from None
+            raise _Refused(f"{user}: {exc}") from None
     return cleaned
+
+
+def _caps_by_user_id(caps: dict[str, float], tenant: Tenant, *, fresh: bool = False,
+                     ) -> dict[str, float]:
+    """The caps keyed by Keystone user id, each for one user of the project (one the portal
+    has seen, with a role on it now): a cap for anyone else, or for a name that two of its
+    users share, is refused, naming them. Keystone is asked (KeystoneUnavailable); a refusal
+    on its cached answer is checked again on a fresh one (a role granted a moment ago)."""
+    if not caps:
+        return {}
+    users = project_users(tenant.keystone_project_id, fresh=fresh)
+    by_id: dict[str, float] = {}
+    refused: list[str] = []
+    for text, hours in caps.items():
+        try:
+            user = user_resolve(text, among=users, where=f"of {tenant.name}")
+        except UserRefused as exc:
+            refused.append(str(exc))
+            continue
+        if user.username in by_id:
+            refused.append(f"{user.label} has two caps.")
+        by_id[user.username] = hours
+    if refused and not fresh:
+        return _caps_by_user_id(caps, tenant, fresh=True)
+    if refused:
+        raise _Refused(" ".join(refused))
+    return by_id
 
 
 # field → (how it is read, default when a whole write leaves it out; None: required)
@@ -127,10 +156,10 @@ FIELDS: dict[str, tuple[Any, Any]] = {
 }
 
 
-def budget_clean(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A budget write (API body, or the page's fields in the same shape) → the budget's
-    fields, every one (a budget is written whole: left out, a field takes its default).
-    Raises BudgetInvalid with the errors per field. Unknown fields are ignored."""
+def budget_clean(data: Mapping[str, Any], *, tenant: Tenant) -> dict[str, Any]:
+    """A budget write (API body, or the page's fields in the same shape) for `tenant` → the
+    budget's fields, every one (a budget is written whole: left out, a field takes its
+    default). Raises BudgetInvalid with the errors per field. Unknown fields are ignored."""
     if not isinstance(data, Mapping):
         raise BudgetInvalid({"non_field_errors": ["Expected a JSON object."]})
     cleaned: dict[str, Any] = {}
@@ -144,6 +173,8 @@ def budget_clean(data: Mapping[str, Any]) -> dict[str, Any]:
             continue
         try:
             cleaned[field] = read(data[field])
+            if field == "user_caps":
+                cleaned[field] = _caps_by_user_id(cleaned[field], tenant)
         except _Refused as exc:
             errors[field] = [str(exc)]
     if errors:

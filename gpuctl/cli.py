@@ -376,20 +376,28 @@ def _portal_options(args: argparse.Namespace) -> list[str]:
     return options
 
 
-def _ssh_block(api: PortalClient, args: argparse.Namespace) -> tuple[Path, str]:
+def _ssh_block(api: PortalClient, args: argparse.Namespace) -> tuple[Path, str | None]:
     """A certificate that serves (renewed if needed) and the workload's Host block for this
-    machine: (key directory, block)."""
+    machine: (key directory, block); the block None (said on stderr) where a value of it
+    could not be written so that OpenSSH reads it back exactly."""
     directory = ssh_mod.key_dir(args.environ)
     ssh_mod.ensure_certificate(api, args.id, directory)
     portal_block = ssh_mod.portal_block_path(directory, args.id).read_text()
     command = ssh_mod.gpuctl_command(_portal_options(args))
-    return directory, ssh_mod.config_block(portal_block, directory=directory, command=command)
+    try:
+        return directory, ssh_mod.config_block(portal_block, workload_id=args.id,
+                                               directory=directory, command=command)
+    except ssh_mod.BlockRefused as exc:
+        args.err.write(f"gpuctl: nothing written: {exc}\n")
+        return directory, None
 
 
 def cmd_ssh_config(api: PortalClient, args: argparse.Namespace) -> int:
     """The workload's OpenSSH Host block: plain ssh, scp, sftp, VS Code Remote-SSH and
     JetBrains Gateway then reach it as `gpu-portal-ID`."""
     _, block = _ssh_block(api, args)
+    if block is None:
+        return EXIT_API
     if args.write:
         target = Path(args.write).expanduser()
         begin, end = f"# gpu-portal workload {args.id}", f"# end gpu-portal workload {args.id}"
@@ -408,6 +416,8 @@ def cmd_ssh(api: PortalClient, args: argparse.Namespace) -> int:
     """ssh into the workload: the key made once, the certificate fetched or renewed, then
     OpenSSH with the workload's Host block (its exit status is gpuctl's)."""
     directory, block = _ssh_block(api, args)
+    if block is None:
+        return EXIT_API
     config = directory / f"workload-{args.id}.config"
     config.write_text(block.rstrip() + "\n")
     argv = [args.ssh_binary, "-F", str(config)]
@@ -585,7 +595,7 @@ def cmd_budget(api: PortalClient, args: argparse.Namespace) -> int:
                       "weights", "warn_at", "stop_at_exhaustion"], out)
         if budget.get("by_user"):
             out.write("top users:\n")
-            print_table(budget["by_user"], [("USER", "username"), ("GPU-HOURS", "gpu_hours"),
+            print_table(budget["by_user"], [("USER", "user"), ("GPU-HOURS", "gpu_hours"),
                                             ("CAP", "cap")], out)
 
     emit(args, data, table)
@@ -928,7 +938,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("list", cmd_list, "your project's workloads")
     p.add_argument("--state", action="append", choices=STATES, help="repeatable")
-    p.add_argument("--owner", help="a user name")
+    p.add_argument("--owner", help="a Keystone user id, or a name only one owner has")
     p.add_argument("--gpu-type")
     p.add_argument("--template")
     p.add_argument("--mine", action="store_true", help="only your own")
@@ -1009,7 +1019,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-at-exhaustion", action="store_true",
                    help="set: stop running workloads when it is used up (after a grace)")
     p.add_argument("--user-cap", action="append", metavar="USER=HOURS",
-                   help="set: a user's own cap inside it (repeatable)")
+                   help="set: a user's own cap inside it, USER a user of the project by "
+                        "Keystone user id or a name only one of them has (repeatable)")
 
     p = command("usage", cmd_usage, "GPU-hours allocated and used")
     p.add_argument("--since", help="ISO date or date-time (default: 30 days ago)")

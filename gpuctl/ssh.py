@@ -130,10 +130,84 @@ def gpuctl_command(options: list[str]) -> str:
     return shlex.join([*argv, *options])
 
 
-def config_block(portal_block: str, *, directory: Path, command: str) -> str:
-    """The portal's Host block with this machine's key directory and gpuctl command."""
-    text = portal_block.replace(PORTAL_KEY_DIR, str(directory))
-    return re.sub(r"(?m)^(\s*ProxyCommand\s+)gpuctl\b", lambda m: m.group(1) + command, text)
+class BlockRefused(ValueError):
+    """A Host block gpuctl will not write: the message says which value and why."""
+
+
+# the portal's Host block, line by line: the options it may set, each once; any value but the
+# ProxyCommand a plain word (what the portal's own writer allows, access/ssh.py)
+PORTAL_OPTIONS = ("HostName", "User", "ProxyCommand", "IdentityFile", "CertificateFile",
+                  "HostKeyAlias", "UserKnownHostsFile", "StrictHostKeyChecking",
+                  "IdentitiesOnly", "ServerAliveInterval")
+PATH_OPTIONS = ("IdentityFile", "CertificateFile", "UserKnownHostsFile")
+_PORTAL_LINE = re.compile(r"    ([A-Za-z]+) ([A-Za-z0-9._/~][A-Za-z0-9._/~@:+-]*)")
+# what makes OpenSSH's config reader split, unquote or cut a value
+_NEEDS_QUOTES = re.compile(r"[\s\"'#=\\,]")
+
+
+def portal_options(portal_block: str, workload_id: int) -> list[tuple[str, str]]:
+    """The (option, value) lines of the portal's Host block for the workload, checked: BlockRefused
+    for anything else (another host, an option or a value it never writes, a line break or
+    a quote inside a value)."""
+    lines = portal_block.rstrip("\n").split("\n")
+    if not lines or lines[0] != f"Host {host_alias(workload_id)}":
+        raise BlockRefused(f"the portal's Host block is not for {host_alias(workload_id)}")
+    options: list[tuple[str, str]] = []
+    for line in lines[1:]:
+        if line == f"    ProxyCommand gpuctl ssh-proxy {workload_id}":
+            option, value = "ProxyCommand", f"gpuctl ssh-proxy {workload_id}"
+        else:
+            match = _PORTAL_LINE.fullmatch(line)
+            if match is None or match[1] == "ProxyCommand":
+                raise BlockRefused(f"the portal's Host block has a line gpuctl does not write: "
+                                   f"{line!r}")
+            option, value = match[1], match[2]
+        if option not in PORTAL_OPTIONS or option in dict(options):
+            raise BlockRefused(f"the portal's Host block sets {option!r}, which gpuctl does not "
+                               "write")
+        options.append((option, value))
+    return options
+
+
+def config_path(path: str) -> str:
+    """A local path as OpenSSH's config reader gives it back exactly: `%` doubled (a path
+    option expands %-tokens), quoted where it has a blank, quote, `#`, `=`, `,` or backslash
+    (a backslash or double quote escaped inside). A control character (a line break) cannot
+    be written: BlockRefused."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+        raise BlockRefused(f"{path!r} has a control character; it cannot go into an SSH config")
+    text = path.replace("%", "%%")
+    if _NEEDS_QUOTES.search(text):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
+def config_command(command: str) -> str:
+    """A ProxyCommand as OpenSSH runs it (the rest of the line, through the shell): `%` doubled
+    (its %-tokens); a control character, a leading blank or `=`, or quotes that do not pair
+    (OpenSSH refuses the whole file) cannot be written."""
+    try:
+        shlex.split(command)
+    except ValueError:
+        raise BlockRefused(f"{command!r} is not a shell command line") from None
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in command) or command[:1] in ("", " ", "="):
+        raise BlockRefused(f"{command!r} cannot be written as an SSH ProxyCommand")
+    return command.replace("%", "%%")
+
+
+def config_block(portal_block: str, *, workload_id: int, directory: Path, command: str) -> str:
+    """The portal's Host block (checked: portal_options) with this machine's key directory
+    and gpuctl command, each value written so that `ssh -G` reads back exactly it."""
+    lines = [f"Host {host_alias(workload_id)}"]
+    for option, value in portal_options(portal_block, workload_id):
+        if option == "ProxyCommand":
+            value = config_command(f"{command} ssh-proxy {workload_id}")
+        elif option in PATH_OPTIONS:
+            local = (str(directory) + value[len(PORTAL_KEY_DIR):]
+                     if value.startswith(PORTAL_KEY_DIR + "/") else value)
+            value = config_path(local)
+        lines.append(f"    {option} {value}")
+    return "\n".join(lines) + "\n"
 
 
 def websocket_url(workload_url: str) -> str:

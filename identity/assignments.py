@@ -42,3 +42,27 @@ def project_role_now(user_id: str, project_id: str, *,
         except Exception:  # noqa: BLE001
             pass
     return project_role(roles)
+
+
+def project_user_ids(project_id: str, *, fresh: bool = False,
+                     client: KeystoneClient | None = None) -> set[str]:
+    """The Keystone ids of everyone holding a role on the project now (through groups too),
+    cached like `project_role_now` (`fresh`: Keystone asked again). Raises
+    KeystoneUnavailable when Keystone cannot be asked and nothing recent is cached."""
+    key = "ks-members:" + hashlib.sha256(project_id.encode()).hexdigest()
+    try:
+        ids = None if fresh else cache.get(key)
+    except Exception:  # noqa: BLE001 - the cache is an optimisation
+        ids = None
+    if ids is None:
+        client = client or KeystoneClient()
+        try:
+            members = client.project_members(SYSTEM_TOKEN.id(client), project_id)
+        except (CredentialsRejected, TokenInvalid):
+            members = client.project_members(SYSTEM_TOKEN.id(client, refresh=True), project_id)
+        ids = sorted({member["user_id"] for member in members})
+        try:
+            cache.set(key, ids, ASSIGNMENT_CACHE_SECONDS)
+        except Exception:  # noqa: BLE001
+            pass
+    return set(ids)

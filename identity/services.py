@@ -20,15 +20,15 @@ from .signals import projects_seen
 log = logging.getLogger(__name__)
 
 def user_sync(*, token: Token, is_admin: bool | None = None) -> User:
-    """Create or update the local mirror of the Keystone user behind `token`."""
+    """Create or update the local mirror of the Keystone user behind `token`, found by the
+    Keystone user id (its `username`: see models.User). A rename in Keystone, or a user of
+    another domain with the same name, touches no other row."""
     users = get_user_model()
-    username = token.user_name
-    if token.user_domain_id != "default":
-        username = f"{token.user_name}@{token.user_domain_name}"
     # Every API request comes through here: when the mirror is already up to date (nearly
     # always), one read answers, with no row lock, no transaction and no write.
-    wanted = {"username": username, "domain_id": token.user_domain_id,
-              "domain_name": token.user_domain_name, "is_active": True}
+    wanted = {"username": token.user_id, "name": token.user_name,
+              "domain_id": token.user_domain_id, "domain_name": token.user_domain_name,
+              "is_active": True}
     if is_admin is not None:
         wanted.update(is_staff=is_admin, is_superuser=is_admin)
     user = users.objects.filter(keystone_user_id=token.user_id).first()
@@ -37,21 +37,10 @@ def user_sync(*, token: Token, is_admin: bool | None = None) -> User:
     with transaction.atomic():
         user = users.objects.select_for_update().filter(keystone_user_id=token.user_id).first()
         if user is None:
-            # a user renamed in Keystone keeps their row; a new name that collides with a
-            # stale local row (a deleted Keystone user) takes it over
-            users.objects.filter(username=username).exclude(keystone_user_id=token.user_id).update(
-                username=f"{username}~stale-{dt.datetime.now(dt.UTC):%Y%m%d%H%M%S%f}",
-                is_active=False,
-            )
             user = users(keystone_user_id=token.user_id)
             user.set_unusable_password()
-        user.username = username
-        user.domain_id = token.user_domain_id
-        user.domain_name = token.user_domain_name
-        user.is_active = True
-        if is_admin is not None:
-            user.is_staff = is_admin
-            user.is_superuser = is_admin
+        for field, value in wanted.items():
+            setattr(user, field, value)
         user.save()
     return user
 

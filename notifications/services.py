@@ -149,7 +149,7 @@ def preferences_clean(raw: Any) -> dict[tuple[str, str], bool]:
 def _webhook_audit(webhook: Webhook) -> dict[str, Any]:
     """What the audit trail keeps of a webhook: never its URL's path or its secret."""
     return {"host": url_host(webhook.url), "kinds": list(webhook.kinds),
-            "owner": webhook.user.username if webhook.user else None,
+            "owner": webhook.user.label if webhook.user else None,
             "project": webhook.tenant.name if webhook.tenant else None}
 
 
@@ -202,7 +202,7 @@ def webhook_create(*, acting_user: Any, url: str, kinds: Iterable[str] = (),
         audit_record(actor=acting_user, action="notifications.webhook_create", tenant=tenant,
                      target=f"webhook {webhook.pk}", after=_webhook_audit(webhook))
     log.info("webhook %s created for %s (host %s)", webhook.pk,
-             tenant.name if tenant is not None else acting_user.username, url_host(webhook.url))
+             tenant.name if tenant is not None else acting_user.label, url_host(webhook.url))
     return webhook
 
 
@@ -347,7 +347,7 @@ def webhook_hold(*, webhook: Webhook) -> bool:
                 state=Webhook.State.NEEDS_CONFIRMATION, state_changed_at=timezone.now()):
             return False
         webhook.refresh_from_db()
-        creator = webhook.created_by.username if webhook.created_by else "its creator"
+        creator = webhook.created_by.label if webhook.created_by else "its creator"
         audit_record(actor=None, action="notifications.webhook_hold", tenant=webhook.tenant,
                      target=f"webhook {webhook.pk}",
                      after={"state": webhook.state, "creator": creator})

@@ -94,7 +94,7 @@ def email_send_task(delivery_id: int) -> None:
     notification = delivery.notification
     if delivery.state != Delivery.State.PENDING or notification is None:
         return
-    body = f"Hello {notification.user.username},\n\n{notification.text}\n"
+    body = f"Hello {notification.user.label},\n\n{notification.text}\n"
     if notification.link:
         body += f"\n{settings.PORTAL_PUBLIC_URL.rstrip('/')}{notification.link}\n"
     delivery.attempts += 1

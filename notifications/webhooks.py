@@ -80,7 +80,8 @@ def webhook_payload(notification: Notification) -> dict[str, Any]:
         "kind": notification.kind,
         "title": notification.title,
         "message": notification.text,
-        "user": notification.user.username,
+        "user": notification.user.label,
+        "user_id": notification.user.username,  # the Keystone user id: the key, not the name
         "project": notification.tenant.name if notification.tenant else None,
         "workload": notification.workload_id,
         "url": link or None,
@@ -93,6 +94,7 @@ def webhook_test_payload(webhook: Webhook) -> dict[str, Any]:
     title = "Test notification from the GPU portal"
     text = "This webhook works: the portal's notifications will arrive here."
     return {"text": f"*{title}*\n{text}", "id": None, "kind": "test", "title": title,
-            "message": text, "user": webhook.user.username if webhook.user else None,
+            "message": text, "user": webhook.user.label if webhook.user else None,
+            "user_id": webhook.user.username if webhook.user else None,
             "project": webhook.tenant.name if webhook.tenant else None, "workload": None,
             "url": settings.PORTAL_PUBLIC_URL or None, "created_at": None}

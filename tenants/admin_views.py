@@ -215,7 +215,7 @@ def tenant_delete(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
         messages.error(request, "Type the tenant's name to confirm the deletion.")
         return redirect("tenants:detail", pk=tenant.pk)
     tenant_mark_deleting(tenant=tenant, acting_user=request.user,
-                         reason=f"deleted by {request.user.username}")
+                         reason=f"deleted by {request.user}")
     messages.warning(request, f"{tenant.name} will be deleted after the grace period.")
     return redirect("tenants:detail", pk=tenant.pk)
 

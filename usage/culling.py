@@ -242,7 +242,7 @@ def workload_idle_extend(*, workload: Workload, user) -> WorkloadIdle:
         state.extended_by = user
         state.save(update_fields=["extended_at", "extended_by", "updated_at"])
         _withdraw(state, workload, reason="IdleExtended",
-                  message=f"{user.username} still needs it: the idle warning is withdrawn and "
+                  message=f"{user.label} still needs it: the idle warning is withdrawn and "
                           "the idle period starts again.")
         audit_record(actor=user, action="workload.idle_extend", tenant=workload.tenant,
                      target=workload.object_name, before=before,

@@ -11,6 +11,7 @@ from django.db.models.functions import TruncDate
 from django.http import Http404
 from django.utils import timezone
 
+from identity.models import user_label
 from identity.scoping import Action
 from tenants.models import Tenant
 from workloads.models import Workload
@@ -22,15 +23,19 @@ MINUTE, HOUR = GpuUsageRollup.Granularity.MINUTE, GpuUsageRollup.Granularity.HOU
 # group_by → (the grouping columns, how they are named in the report)
 GROUPS: dict[str, list[tuple[str, str]]] = {
     "tenant": [("tenant_id", "tenant_id"), ("tenant__name", "tenant")],
-    "user": [("user_id", "user_id"), ("user__username", "user")],
+    # a user by their Keystone user id (`username`), shown by name and domain
+    "user": [("user__username", "user_id"), ("user__name", "user"),
+             ("user__domain_name", "domain")],
     "gpu_type": [("gpu_type__slug", "gpu_type"), ("gpu_type__name", "gpu_type_name")],
     "workload": [("workload_id", "workload_id"), ("workload__name", "workload"),
-                 ("tenant__name", "tenant"), ("user__username", "user"),
+                 ("tenant__name", "tenant"), ("user__name", "user"),
                  ("gpu_type__slug", "gpu_type")],
     "day": [("day", "day")],
 }
-ORDER = {"tenant": ["tenant__name"], "user": ["user__username"], "gpu_type": ["gpu_type__slug"],
-         "workload": ["workload_id"], "day": ["day"]}
+# the columns a user's label is made of (identity.models.user_label)
+USER_LABEL = ["user__username", "user__name", "user__domain_id", "user__domain_name"]
+ORDER = {"tenant": ["tenant__name"], "user": ["user__name", "user__domain_name", "user__username"],
+         "gpu_type": ["gpu_type__slug"], "workload": ["workload_id"], "day": ["day"]}
 COLUMNS = ["gpu_hours_allocated", "gpu_hours_used", "utilisation_percent", "util_avg",
            "util_max", "samples", "workloads"]
 
@@ -67,6 +72,8 @@ def usage_report(queryset: QuerySet[GpuUsageRollup], *, since: dt.datetime, unti
         rollups = rollups.annotate(day=TruncDate("bucket_start",
                                                  tzinfo=timezone.get_current_timezone()))
     fields = [field for field, _ in GROUPS[group_by]]
+    if "user__name" in fields:
+        fields += [field for field in USER_LABEL if field not in fields]
     rows = rollups.values(*fields).annotate(
         allocated=Sum("gpu_seconds_allocated"), used=Sum("gpu_seconds_used"),
         n_samples=Sum("samples"), util_weighted=Sum(F("util_avg") * F("samples")),
@@ -75,6 +82,9 @@ def usage_report(queryset: QuerySet[GpuUsageRollup], *, since: dt.datetime, unti
     report = []
     for row in rows:
         entry: dict[str, Any] = {name: row[field] for field, name in GROUPS[group_by]}
+        if "user__name" in row:  # two users of one name in two domains stay apart
+            entry["user"] = user_label(row["user__name"] or row["user__username"] or "",
+                                       row["user__domain_id"] or "", row["user__domain_name"] or "")
         allocated, used = row["allocated"] or 0.0, row["used"] or 0.0
         samples = row["n_samples"] or 0
         entry.update(

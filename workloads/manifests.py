@@ -126,7 +126,7 @@ class WorkloadSpec:
     name: str  # base name of every object (from naming.workload_object_name)
     namespace: str
     project_id: str  # Keystone project id (tenant)
-    owner: str  # user name
+    owner: str  # the Keystone user name (display: the owner-id label is the key)
     owner_id: str  # Keystone user id
     template: str  # template slug: jupyter | digits | tensorboard | custom
     kind: str  # "service" | "batch"

@@ -251,7 +251,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 workload_access_create(workload=workload, actor=user,
                                        public=bool(request.get("public")))
             workload_event(workload=workload, reason="Submitted",
-                           message=f"{user.username} launched {_gpus_text(workload)} "
+                           message=f"{user.label} launched {_gpus_text(workload)} "
                                    f"({template.slug})")
             audit_record(actor=user, action="workload.launch", tenant=tenant,
                          target=workload.object_name,
@@ -283,7 +283,7 @@ def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
         if workload.state not in STOPPABLE:
             return workload
         before = workload.state
-        reason = reason or f"stopped by {getattr(user, 'username', 'the portal')}"
+        reason = reason or f"stopped by {getattr(user, 'label', 'the portal')}"
         workload_transition(workload=workload, allowed_from=STOPPABLE,
                             to=Workload.State.STOPPING, reason=reason,
                             event={"reason": "Stopping", "message": reason},
@@ -364,7 +364,7 @@ def workload_delete(*, workload: Workload, user) -> None:
     accounting (the row is marked deleted, not removed)."""
     from .tasks import workload_remove_objects_task
 
-    workload = workload_stop(workload=workload, user=user, reason=f"deleted by {user.username}")
+    workload = workload_stop(workload=workload, user=user, reason=f"deleted by {user.label}")
     with transaction.atomic():
         Workload.objects.filter(pk=workload.pk).update(deleted_at=timezone.now())
         audit_record(actor=user, action="workload.delete", tenant=workload.tenant,

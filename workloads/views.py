@@ -413,10 +413,11 @@ def workload_rows(request: ProjectRequest) -> HttpResponse:
 
 # --- one workload ---------------------------------------------------------------------------
 
-def _may_open(request: ProjectRequest, workload: Workload, rules: dict[int, str] | None = None
-              ) -> bool:
-    """Whether the page offers to open the workload: it is of the current project and the
-    project's rule lets this user through its proxy (others would meet the proxy's 403)."""
+def _may_open(request: ProjectRequest, workload: Workload, rules: dict[int, str] | None = None,
+              *, ssh: bool = False) -> bool:
+    """Whether the page offers to open the workload (`ssh`: to SSH into it): it is of the
+    current project and the project's rule lets this user through its proxy (others would
+    meet the proxy's 403; SSH is a member's right whatever the rule)."""
     identity = request.identity
     if request.tenant is None or workload.tenant_id != request.tenant.pk:
         return False
@@ -424,7 +425,8 @@ def _may_open(request: ProjectRequest, workload: Workload, rules: dict[int, str]
     if workload.tenant_id not in rules:
         rules[workload.tenant_id] = tenant_service_access(workload.tenant).who
     return access_decision(workload=workload, user=request.user, role=identity.role,
-                           is_admin=identity.is_admin, who=rules[workload.tenant_id]).allowed
+                           is_admin=identity.is_admin, who=rules[workload.tenant_id],
+                           ssh=ssh).allowed
 
 
 def _ranks_shown(workload: Workload) -> list[dict]:
@@ -477,6 +479,7 @@ def _detail_context(request: ProjectRequest, workload: Workload) -> dict:
         "workload": workload,
         "may_change": workload_may_change(request.identity, workload),
         "may_open": _may_open(request, workload),
+        "may_ssh": _may_open(request, workload, ssh=True),
         "argv": argv,
         "access": workload_access_summary(workload),
         # the SSH panel: the commands while it runs, for those the rule lets in (the portal

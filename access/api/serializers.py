@@ -25,13 +25,17 @@ class WorkloadTokenSerializer(serializers.Serializer[dict[str, object]]):
 
 
 class ServiceAccessSerializer(serializers.Serializer[dict[str, object]]):
-    who = serializers.ChoiceField(choices=ServiceAccess.choices, required=False)
+    who = serializers.ChoiceField(
+        choices=ServiceAccess.choices, required=False,
+        help_text="who of the project opens its service workloads; SSH (a shell and port "
+                  "forwarding) is for members whatever this says: `readers` lets readers "
+                  "open the services, never SSH into them")
     allow_public = serializers.BooleanField(required=False,
                                             help_text="admins only: the project may open "
                                                       "workloads to everyone")
     ssh_enabled = serializers.BooleanField(required=False,
-                                           help_text="admins only: the project's users may "
-                                                     "SSH into its workloads")
+                                           help_text="admins only: the project's members "
+                                                     "may SSH into its workloads")
 
 
 class SSHCertificateRequestSerializer(serializers.Serializer[dict[str, object]]):
@@ -43,7 +47,8 @@ class SSHCertificateRequestSerializer(serializers.Serializer[dict[str, object]])
 class SSHCertificateSerializer(serializers.Serializer[dict[str, object]]):
     certificate = serializers.CharField(help_text="an OpenSSH user certificate for the key "
                                                   "(…-cert-v01@openssh.com …)")
-    principal = serializers.CharField(help_text="the user name it admits: your Keystone user")
+    principal = serializers.CharField(help_text="the login it admits: derived from your "
+                                                "Keystone user id, never your name")
     valid_until = serializers.DateTimeField()
     ssh_config = serializers.CharField(help_text="an OpenSSH Host block; its ProxyCommand is "
                                                  "`gpuctl ssh-proxy ID`")

@@ -8,9 +8,12 @@ from ..models import AuditRecord
 
 class AuditRecordSerializer(serializers.ModelSerializer[AuditRecord]):
     tenant: serializers.PrimaryKeyRelatedField[Model] = serializers.PrimaryKeyRelatedField(read_only=True)
-    user = serializers.CharField(source="actor_name")
+    user = serializers.CharField(source="actor_name", help_text="the actor's name as shown "
+                                 "when the record was written, or 'system'")
+    user_id = serializers.CharField(source="actor_user_id", help_text="the actor's Keystone "
+                                    "user id ('' for the portal itself)")
 
     class Meta:
         model = AuditRecord
-        fields = ["id", "at", "user", "tenant", "action", "target", "before", "after"]
+        fields = ["id", "at", "user", "user_id", "tenant", "action", "target", "before", "after"]
         read_only_fields = fields

@@ -5,6 +5,9 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from api.authentication import ServiceUnavailable
+from identity.client import KeystoneUnavailable
+
 from ..models import Budget
 from ..selectors import BudgetStatus, top_users
 from ..validation import BudgetInvalid, budget_clean
@@ -28,20 +31,26 @@ class BudgetSerializer(serializers.Serializer[Budget]):
     stop_at_exhaustion = serializers.BooleanField(
         required=False, help_text="At 100 %: running workloads are warned, then stopped after "
                                   "PORTAL_BUDGET_STOP_GRACE_MINUTES.")
-    user_caps = serializers.DictField(child=serializers.FloatField(min_value=0), required=False,
-                                      help_text="user name → GPU-hours of their own per period")
+    user_caps = serializers.DictField(
+        child=serializers.FloatField(min_value=0), required=False,
+        help_text="user → GPU-hours of their own per period, for users of the project: each "
+                  "by Keystone user id, or by a name only one of them has (stored by id)")
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         """The domain's validation (budgets/validation.py), the page's too; the fields above
-        describe the API (OpenAPI)."""
+        describe the API (OpenAPI). Its `tenant` comes in the context."""
         try:
-            return budget_clean(data)
+            return budget_clean(data, tenant=self.context["tenant"])
         except BudgetInvalid as exc:
             raise serializers.ValidationError(exc.errors) from exc
+        except KeystoneUnavailable as exc:
+            raise ServiceUnavailable() from exc
 
 
 class BudgetUserSerializer(serializers.Serializer[Any]):
-    username = serializers.CharField()
+    user_id = serializers.CharField(help_text="the Keystone user id")
+    user = serializers.CharField(help_text="the user's name, with the domain where needed")
+    domain = serializers.CharField()
     gpu_hours = serializers.FloatField()
     cap = serializers.FloatField(allow_null=True)
 

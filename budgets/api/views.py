@@ -39,7 +39,7 @@ class BudgetView(TenantScopedAPIView[Tenant]):
     def put(self, request: APIRequest, pk: int) -> Response:
         tenant = self.get_object()  # another tenant's: 404
         self._may_change(tenant)
-        serializer = BudgetSerializer(data=request.data)
+        serializer = BudgetSerializer(data=request.data, context={"tenant": tenant})
         serializer.is_valid(raise_exception=True)
         budget_set(tenant=tenant, acting_user=request.user, fields=serializer.validated_data)
         return self._answer(tenant)

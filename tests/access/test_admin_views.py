@@ -38,7 +38,7 @@ def test_an_admin_turns_ssh_off_and_on_from_the_tenant_page(login, vision_lab):
     assert response.status_code == 302 and response.url == f"/admin/tenants/{vision_lab.pk}/"
     assert tenant_service_access(vision_lab).ssh_enabled is False
     record = AuditRecord.objects.filter(action="tenant.service_access", tenant=vision_lab).get()
-    assert record.actor.username == "admin"
+    assert record.actor.name == "admin"
     assert record.before["ssh_enabled"] is True and record.after["ssh_enabled"] is False
     page = admin.get(response.url).content.decode()
     assert " checked" not in ssh_switch(page)

@@ -20,7 +20,7 @@ def test_a_launch_stores_its_client_secret_with_the_derived_key_hasher(login, gp
     vision = vision_lab_ready(login)
     workload = make_workload(vision, "researcher")
     access = workload_access_create(workload=workload,
-                                    actor=get_user_model().objects.get(username="researcher"))
+                                    actor=get_user_model().objects.get(name="researcher"))
     stored = Application.objects.get(pk=access.application_id).client_secret
     secret = client_secret_for(access.application.client_id)
     assert stored.startswith(f"{DerivedSecretHasher.algorithm}$1$")

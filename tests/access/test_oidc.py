@@ -103,7 +103,7 @@ def test_a_member_signs_in_and_the_id_token_names_them_for_this_workload(login, 
     assert claims["iss"].endswith("/o")
     assert claims["preferred_username"] == "researcher"
     assert claims["email"] and claims["email_verified"] is True
-    assert ProxySession.objects.filter(workload=notebook, user__username="researcher",
+    assert ProxySession.objects.filter(workload=notebook, user__name="researcher",
                                        token_family__isnull=False).count() == 1
     # the proxy's refresh a minute later: still allowed, new tokens
     refreshed = proxy.refresh(tokens)

@@ -12,7 +12,10 @@ import uuid
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ed25519, rsa
+from django.contrib.auth import get_user_model
 from django.test import Client
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
 
 from access import ssh as portal_ssh
 from access.models import SSHCertificate, SSHSession
@@ -117,7 +120,8 @@ def test_a_member_gets_a_certificate_a_host_block_and_the_host_key(running, api_
     response = ask(running, api_headers("researcher"), public_line(key))
     assert response.status_code == 201, response.json()
     body = response.json()
-    assert body["principal"] == "researcher"
+    researcher = get_user_model().objects.get(name="researcher")
+    assert body["principal"] == researcher.keystone_user_id  # from the id, never the name
     assert body["certificate"].startswith("ssh-ed25519-cert-v01@openssh.com ")
     alias = f"gpu-portal-workload-{running.pk}"
     assert body["host_alias"] == alias
@@ -128,7 +132,7 @@ def test_a_member_gets_a_certificate_a_host_block_and_the_host_key(running, api_
     assert f"ProxyCommand gpuctl ssh-proxy {running.pk}\n" in block
     assert f"HostKeyAlias {alias}\n" in block and "StrictHostKeyChecking yes" in block
     issued = SSHCertificate.objects.get(workload=running)
-    assert issued.principal == "researcher" and issued.key_fingerprint.startswith("SHA256:")
+    assert issued.principal == researcher.username and issued.key_fingerprint.startswith("SHA256:")
     record = AuditRecord.objects.get(action="workload.ssh_certificate")
     assert record.actor_name == "researcher" and record.after["serial"] == issued.serial
     assert public_line(key).split()[1] not in str(record.after)  # its fingerprint only
@@ -196,7 +200,7 @@ def report(workload: Workload, body: dict, token: str | None = None):
 def issued(running, api_headers, user: str = "researcher") -> SSHCertificate:
     response = ask(running, api_headers(user), public_line(ed25519.Ed25519PrivateKey.generate()))
     assert response.status_code == 201, response.json()
-    return SSHCertificate.objects.filter(workload=running, principal=user).latest("pk")
+    return SSHCertificate.objects.filter(workload=running, user__name=user).latest("pk")
 
 
 def start(workload, cert, session=None, user=None):
@@ -301,17 +305,64 @@ def test_only_admins_turn_ssh_off(running, api_headers):
 
 def test_openssh_reads_the_host_block(tmp_path):
     config = tmp_path / "config"
-    config.write_text(portal_ssh.ssh_config_block(workload_id=42, principal="Jane Doe",
+    config.write_text(portal_ssh.ssh_config_block(workload_id=42, principal="a1b2c3",
                                                   key_dir=str(tmp_path)))
     result = subprocess.run(["ssh", "-G", "-F", str(config), "gpu-portal-42"],
                             capture_output=True, text=True, check=True)
     resolved = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
-    assert resolved["user"] == "Jane Doe"
+    assert resolved["user"] == "a1b2c3"
     assert resolved["proxycommand"] == "gpuctl ssh-proxy 42"
     assert resolved["hostkeyalias"] == "gpu-portal-workload-42"
     assert resolved["certificatefile"] == f"{tmp_path}/workload-42-cert.pub"
     assert resolved["identityfile"] == f"{tmp_path}/id_ed25519"
     assert resolved["stricthostkeychecking"] == "true"
+
+
+HOSTILE_NAME = 'x"\n    ProxyCommand touch /tmp/p\n#'
+
+
+def test_a_user_named_to_inject_gets_a_block_openssh_reads_as_meant(running, keystone,
+                                                                     tmp_path):
+    ks = keystone.admin()
+    member = next(r for r in ks.roles.list() if r.name == "member")
+    user = ks.users.create(name=HOSTILE_NAME, domain="default", password="hostile-pass-1")
+    try:
+        ks.roles.grant(member, user=user, project=running.tenant.keystone_project_id)
+        auth = v3.Password(auth_url=keystone.url, username=HOSTILE_NAME,
+                           password="hostile-pass-1", user_domain_id="default",
+                           project_id=running.tenant.keystone_project_id)
+        token = auth.get_access(ks_session.Session(auth=auth)).auth_token
+        response = ask(running, {"HTTP_X_AUTH_TOKEN": token},
+                       public_line(ed25519.Ed25519PrivateKey.generate()))
+    finally:
+        ks.users.delete(user)
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["principal"] == user.id
+    config = tmp_path / "config"
+    config.write_text(body["ssh_config"])
+    resolved = subprocess.run(["ssh", "-G", "-F", str(config), f"gpu-portal-{running.pk}"],
+                              capture_output=True, text=True, check=True).stdout.splitlines()
+    assert f"user {user.id}" in resolved
+    assert [line for line in resolved if line.startswith("proxycommand ")] == [
+        f"proxycommand gpuctl ssh-proxy {running.pk}"]
+    assert "touch" not in body["ssh_config"] and '"' not in body["ssh_config"]
+
+
+def test_a_reader_gets_no_certificate_even_where_readers_open_the_services(running,
+                                                                            api_headers,
+                                                                            as_user):
+    service_access_update(tenant=running.tenant, actor=None, who="readers")
+    refused = ask(running, api_headers("viewer"),
+                  public_line(ed25519.Ed25519PrivateKey.generate()))
+    assert refused.status_code == 403 and refused.json()["code"] == "access_denied"
+    assert "members" in refused.json()["detail"] and "reader" in refused.json()["detail"]
+    assert not SSHCertificate.objects.exists()
+    # the page lets the reader open the workload, and says SSH is the members'
+    page = as_user("viewer").get(f"/workloads/{running.pk}/").content.decode()
+    assert 'id="ssh-members-only"' in page and 'id="ssh-command"' not in page
+    member_page = as_user("researcher").get(f"/workloads/{running.pk}/").content.decode()
+    assert 'id="ssh-command"' in member_page and 'id="ssh-members-only"' not in member_page
 
 
 def test_the_report_address_defaults_to_the_oidc_backend(settings):

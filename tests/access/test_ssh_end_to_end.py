@@ -33,6 +33,7 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import ssh as ssh_format
+from django.contrib.auth import get_user_model
 from django.test import TestCase
 
 from access import ssh as portal_ssh
@@ -159,7 +160,9 @@ def test_a_member_runs_a_command_and_gets_a_shell(ssh_workload, keystone, live_s
     env = gpuctl_env(keystone, live_server, tmp_path)
     done = gpuctl(env, "ssh", str(ssh_workload.workload.pk), "--", "echo hello from $USER; pwd")
     assert done.returncode == 0, done.stderr.decode()
-    assert done.stdout.decode().splitlines() == ["hello from researcher",
+    # the login is the principal, made from the Keystone user id (never the name)
+    principal = get_user_model().objects.get(name="researcher").username
+    assert done.stdout.decode().splitlines() == [f"hello from {principal}",
                                                  str(ssh_workload.app_dir)]
     # a shell: commands on its stdin, and an exit status that comes back
     shell = gpuctl(env, "ssh", str(ssh_workload.workload.pk), stdin=b"echo in a shell\nexit 3\n")
@@ -169,7 +172,7 @@ def test_a_member_runs_a_command_and_gets_a_shell(ssh_workload, keystone, live_s
     assert (key_dir / "id_ed25519").stat().st_mode & 0o077 == 0
     cert = ssh_format.load_ssh_public_identity(
         (key_dir / f"workload-{ssh_workload.workload.pk}-cert.pub").read_bytes())
-    assert cert.valid_principals == [b"researcher"]
+    assert cert.valid_principals == [principal.encode()]
     assert cert.critical_options == {b"workload@gpu-portal":
                                      str(ssh_workload.workload.pk).encode()}
 
@@ -275,22 +278,23 @@ def test_an_expired_certificate_and_another_cas_are_refused(ssh_workload, keysto
     env = gpuctl_env(keystone, live_server, tmp_path)
     now = dt.datetime.now(dt.UTC)
     portal_ca = portal_ssh.ca_private_key()
-    expired = _own_certificate(tmp_path, portal_ca, workload, principal="researcher",
+    researcher = get_user_model().objects.get(name="researcher").username  # the principal
+    expired = _own_certificate(tmp_path, portal_ca, workload, principal=researcher,
                                valid_after=now - dt.timedelta(hours=1),
                                valid_before=now - dt.timedelta(minutes=5))
-    done = _ssh_with(expired, env, workload, tmp_path, "researcher")
+    done = _ssh_with(expired, env, workload, tmp_path, researcher)
     assert done.returncode == 255 and b"Permission denied" in done.stderr, done.stderr.decode()
     other_ca = _own_certificate(tmp_path, ed25519.Ed25519PrivateKey.generate(), workload,
-                                principal="researcher", valid_after=now - dt.timedelta(minutes=1),
+                                principal=researcher, valid_after=now - dt.timedelta(minutes=1),
                                 valid_before=now + dt.timedelta(minutes=10))
-    done = _ssh_with(other_ca, env, workload, tmp_path, "researcher")
+    done = _ssh_with(other_ca, env, workload, tmp_path, researcher)
     assert done.returncode == 255 and b"Permission denied" in done.stderr, done.stderr.decode()
     # a certificate the portal's CA signed but never issued (no serial of its own) is refused
     # by the portal at the session's start
-    unissued = _own_certificate(tmp_path, portal_ca, workload, principal="researcher",
+    unissued = _own_certificate(tmp_path, portal_ca, workload, principal=researcher,
                                 valid_after=now - dt.timedelta(minutes=1),
                                 valid_before=now + dt.timedelta(minutes=10))
-    done = _ssh_with(unissued, env, workload, tmp_path, "researcher")
+    done = _ssh_with(unissued, env, workload, tmp_path, researcher)
     assert done.returncode == 255 and b"Permission denied" in done.stderr, done.stderr.decode()
     assert not SSHSession.objects.filter(workload=workload, ended_at__isnull=True).exists()
 
@@ -304,7 +308,7 @@ def test_a_removed_user_is_cut_off_at_the_next_check_and_refused_after(
                                 "--", "echo started; sleep 120"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        eventually(lambda: SSHSession.objects.filter(workload=workload, principal=user.name,
+        eventually(lambda: SSHSession.objects.filter(workload=workload, user__name=user.name,
                                                      ended_at__isnull=True).exists(),
                    timeout=60, message="the session never started")
         user.remove()
@@ -314,7 +318,7 @@ def test_a_removed_user_is_cut_off_at_the_next_check_and_refused_after(
         session.kill()
     assert time.monotonic() - removed <= CHECK_SECONDS + 10
     assert session.returncode != 0
-    ended = SSHSession.objects.get(workload=workload, principal=user.name)
+    ended = SSHSession.objects.get(workload=workload, user__name=user.name)
     assert ended.ended_at is not None and ended.end_reason
     # and a new connection, with the certificate still valid, is refused at its start
     again = subprocess.run(["ssh", "-F", str(tmp_path / "gpuctl-ssh" /

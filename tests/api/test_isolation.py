@@ -281,7 +281,7 @@ def world(tokens, gpu_types, cluster) -> World:
         assert workload.ssh  # Jupyter's default: its SSH certificate is in the matrix
         world.workloads[key] = workload
     for key, username in (("vision", "researcher"), ("nlp", "student")):
-        owner = get_user_model().objects.get(username=username)
+        owner = get_user_model().objects.get(name=username)
         world.personal.setdefault("notification", {})[key] = Notification.objects.create(
             user=owner, tenant=world.tenants[key], kind=Kind.FINISHED, key=f"probe:{key}",
             title=f"{key} probe finished")
@@ -292,7 +292,7 @@ def world(tokens, gpu_types, cluster) -> World:
             channel=Channel.WEBHOOK, webhook=hook, test=True)
         world.project_webhooks[key] = Webhook.objects.create(
             tenant=world.tenants[key], url="http://127.0.0.1:9/hook", secret="s" * 64,
-            created_by=get_user_model().objects.get(username="lead") if key == "vision" else None,
+            created_by=get_user_model().objects.get(name="lead") if key == "vision" else None,
             state=Webhook.State.NEEDS_CONFIRMATION)
     return world
 

@@ -49,7 +49,7 @@ def test_the_launch_page_tells_a_runtime_that_would_cross_the_budget(page, log_i
 
 
 def test_the_bell_counts_unread_notifications_down_to_none(page, log_in, vision_lab):
-    researcher = get_user_model().objects.get(username="researcher")
+    researcher = get_user_model().objects.get(name="researcher")
     for i in (1, 2):
         notify(kind="finished", users=[researcher], tenant=vision_lab, title=f"job {i} finished",
                text=f"job {i} in vision-lab finished successfully.", key=f"browser:{i}")

@@ -61,7 +61,10 @@ def test_an_admin_sets_reads_and_removes_a_budget_audited(vision, project_token)
     answer = call(admin, "put", url(vision), BODY)
     assert answer.status_code == 200, answer.json()
     body = answer.json()
-    assert {k: body[k] for k in BODY} == {**BODY, "warn_at": [50, 80]}
+    researcher = get_user_model().objects.get(name="researcher")
+    # caps are kept (and answered) by Keystone user id
+    assert {k: body[k] for k in BODY} == {**BODY, "warn_at": [50, 80],
+                                          "user_caps": {researcher.username: 8}}
     assert set(body) >= {"used", "remaining", "percent", "forecast_exhausted_at", "resets_at",
                          "period_start", "exhausted", "by_user", "burn_rate"}
     assert body["resets_at"] == "2026-12-01T00:00:00Z"
@@ -133,7 +136,7 @@ def test_a_missing_required_field_is_400(vision, project_token):
 @pytest.fixture
 def users_of(vision):
     model = get_user_model()
-    return lambda name: model.objects.get(username=name)
+    return lambda name: model.objects.get(name=name)
 
 
 def used_ten_hours(vision, users_of) -> None:
@@ -167,7 +170,8 @@ def test_a_soft_budget_used_up_does_not_refuse(vision, project_token, users_of):
 def test_a_user_over_their_cap_is_refused_others_are_not(vision, project_token, users_of):
     used_ten_hours(vision, users_of)
     Budget.objects.create(tenant=vision, gpu_hours=100, hard=True,
-                          user_caps={"researcher": 8, "student": 8})
+                          user_caps={users_of("researcher").username: 8,
+                                     users_of("student").username: 8})
     refused = call(project_token("researcher", "vision-lab"), "post", "/api/v1/workloads/",
                    LAUNCH)
     assert refused.status_code == 403 and refused.json()["code"] == "budget_exhausted"

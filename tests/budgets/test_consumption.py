@@ -70,8 +70,9 @@ def test_the_budgets_standing_forecast_reset_and_top_users(november):
     # 10 left at 1 weighted GPU: ten hours from now
     assert status.forecast_exhausted_at == NOW + dt.timedelta(hours=10)
     assert status.label == "November 2026"
-    assert top_users(status) == [{"username": "ann", "gpu_hours": 10.0, "cap": None},
-                                 {"username": "bob", "gpu_hours": 10.0, "cap": None}]
+    assert top_users(status) == [
+        {"user_id": "ann", "user": "ann", "domain": "Default", "gpu_hours": 10.0, "cap": None},
+        {"user_id": "bob", "user": "bob", "domain": "Default", "gpu_hours": 10.0, "cap": None}]
 
 
 def test_no_forecast_when_the_reset_comes_first_or_it_is_used_up(november):

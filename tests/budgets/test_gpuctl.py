@@ -27,19 +27,21 @@ def test_an_admin_sets_the_budget_and_a_member_reads_it(portal, keystone, live_s
     assert code == 0, err
     assert "tenant vision-lab: hard budget of 0.02 weighted GPU-hours per month" in out
     budget = Budget.objects.get(tenant__name="vision-lab")
+    researcher = get_user_model().objects.get(name="researcher")
     assert (budget.weights, budget.hard, budget.user_caps) == (
-        {"a100": 2.0, "t4": 0.25}, True, {"researcher": 40.0})
+        {"a100": 2.0, "t4": 0.25}, True, {researcher.username: 40.0})
 
     # a minute of one a100 (weight 2) this period, by the researcher
     now = timezone.now()
     start = max(period_bounds("month", now)[0], now - dt.timedelta(minutes=1))
     run_workload(Tenant.objects.get(name="vision-lab"),
-                 get_user_model().objects.get(username="researcher"), start=start, end=now)
+                 researcher, start=start, end=now)
     code, out, err = run(["budget", "-o", "json"], portal)
     assert code == 0, err
     shown = json.loads(out)
     assert shown["tenant"] == "vision-lab" and shown["hard"] is True
-    assert shown["used"] > 0 and shown["by_user"][0]["username"] == "researcher"
+    assert shown["used"] > 0 and shown["by_user"][0]["user"] == "researcher"
+    assert shown["by_user"][0]["user_id"] == researcher.username
     assert shown["by_user"][0]["cap"] == 40.0
     code, out, err = run(["budget"], portal)
     assert code == 0, err

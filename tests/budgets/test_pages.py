@@ -28,7 +28,7 @@ def clock():
 def vision(login, gpu_types) -> Tenant:
     login("researcher")
     tenant = Tenant.objects.get(name="vision-lab")
-    researcher = get_user_model().objects.get(username="researcher")
+    researcher = get_user_model().objects.get(name="researcher")
     # 3 hours of 2 a100 this month
     run(tenant, researcher, start=NOW - dt.timedelta(hours=5), end=NOW - dt.timedelta(hours=2),
         gpus=2)
@@ -73,7 +73,10 @@ def test_the_admins_overview_and_form(vision, login):
     budget = Budget.objects.get(tenant=vision)
     assert (budget.period, budget.gpu_hours, budget.weights, budget.warn_at, budget.user_caps,
             budget.hard, budget.stop_at_exhaustion) == (
-        "quarter", 100, {"a100": 1.0, "t4": 0.25}, [50, 90], {"researcher": 40.0}, True, False)
+        "quarter", 100, {"a100": 1.0, "t4": 0.25}, [50, 90],
+        {get_user_model().objects.get(name="researcher").username: 40.0}, True, False)
+    # the form shows the cap by the name it was given
+    assert 'value="researcher=40"' in admin.get(f"/admin/budgets/{vision.pk}/").content.decode()
     assert AuditRecord.objects.filter(action="budget.set").count() == 1
     # the API's validation: refused, nothing changed
     with TestCase.captureOnCommitCallbacks(execute=False):

@@ -80,7 +80,7 @@ def test_gpu_types_from_a_warm_cache_ask_the_cluster_nothing(sim, login, gpu_typ
     # an admitted workload counts at once, from the database ...
     workload = Workload.objects.create(
         tenant=Tenant.objects.get(name="vision-lab"),
-        owner=get_user_model().objects.get(username="researcher"), name="training",
+        owner=get_user_model().objects.get(name="researcher"), name="training",
         template=Template.objects.get(slug="custom"), kind="batch", gpu_type=gpu_types["a100"],
         gpu_count=4, image="nvcr.io/nvidia/pytorch:24.01-py3", cpu=4, memory_gb=16,
         state=Workload.State.CREATING)

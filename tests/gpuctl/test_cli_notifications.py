@@ -27,7 +27,7 @@ def env(live_server, keystone):
 
 
 def tell(key: str, kind: str = Kind.FAILED) -> Notification:
-    user = get_user_model().objects.get(username="researcher")
+    user = get_user_model().objects.get(name="researcher")
     notify(kind=kind, users=[user], tenant=None, title=f"{key} failed", text="OOMKilled",
            key=key, workload_id=3)
     return Notification.objects.get(user=user, key=key)
@@ -110,7 +110,7 @@ def test_webhook_test_gives_up_after_its_timeout_and_enable_confirm(env, keyston
                                                                      live_server):
     """No notifications worker runs: the test stays queued, gpuctl says so and exits 5. A
     disabled webhook is enabled; a project's is confirmed by a manager."""
-    hook = Webhook.objects.create(user=get_user_model().objects.get(username="researcher"),
+    hook = Webhook.objects.create(user=get_user_model().objects.get(name="researcher"),
                                   url="https://93.184.215.14/x", secret="s" * 64,
                                   state=Webhook.State.DISABLED, failures=10)
     code, out, _ = run(["webhook", "test", str(hook.pk), "--timeout", "0.5",

@@ -6,10 +6,12 @@ can tell apart. The whole path through the proxy and the server: tests/access/te
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import ssh as ssh_format
+from django.contrib.auth import get_user_model
 
 from gpuctl import config as config_mod
 from gpuctl import ssh as ssh_mod
@@ -94,6 +96,31 @@ def test_write_replaces_the_workloads_block_and_keeps_the_rest(workload_env, tmp
     assert text.startswith("Host elsewhere\n    User me\n")
     assert text.count(f"Host gpu-portal-{workload.pk}\n") == 1
     assert text.count(f"# gpu-portal workload {workload.pk}\n") == 1
+
+
+def test_write_puts_a_block_openssh_reads_as_meant_whatever_the_folder(workload_env,
+                                                                       tmp_path):
+    env, workload = workload_env
+    keys = tmp_path / 'k "q" #h %h =e'
+    config = tmp_path / "ssh_config"
+    code, _, err = run(["ssh-config", str(workload.pk), "--write", str(config)],
+                       {**env, "GPUCTL_SSH_DIR": str(keys)})
+    assert code == 0, err
+    read = subprocess.run(["ssh", "-G", "-F", str(config), f"gpu-portal-{workload.pk}"],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    shown = str(keys).replace("%", "%%")  # OpenSSH makes `%%` a `%` when it uses it
+    assert f"identityfile {shown}/id_ed25519" in read
+    assert f"certificatefile {shown}/workload-{workload.pk}-cert.pub" in read
+    assert f"userknownhostsfile {keys}/known_hosts" in read
+    principal = get_user_model().objects.get(name="researcher").username
+    assert f"user {principal}" in read
+    assert len([line for line in read if line.startswith("proxycommand ")]) == 1
+    # a folder OpenSSH cannot be told: nothing written, and said why
+    before = config.read_text()
+    code, _, err = run(["ssh-config", str(workload.pk), "--write", str(config)],
+                       {**env, "GPUCTL_SSH_DIR": str(tmp_path / "line\nbreak")})
+    assert code != 0 and "nothing written" in err
+    assert config.read_text() == before
 
 
 def test_refusals_exit_with_their_codes(workload_env, keystone, live_server, tmp_path):

@@ -85,14 +85,14 @@ def test_admin_is_a_portal_admin(login):
     ident = session_identity(client)
     assert ident.is_admin
     assert ident.role.label == "admin"
-    user = get_user_model().objects.get(username="admin")
+    user = get_user_model().objects.get(name="admin")
     assert user.is_staff and user.is_superuser
     assert "portal administrator" in client.get("/").content.decode()
 
 
 def test_login_records_tenants_and_mirrors_the_user_without_a_password(login, keystone):
     login("researcher")
-    user = get_user_model().objects.get(username="researcher")
+    user = get_user_model().objects.get(name="researcher")
     assert user.keystone_user_id
     assert not user.has_usable_password()
     assert set(Tenant.objects.values_list("name", flat=True)) >= {"vision-lab", "nlp-lab"}

@@ -35,7 +35,7 @@ def api(api_headers):
 
 
 def user(name: str):
-    return get_user_model().objects.get(username=name)
+    return get_user_model().objects.get(name=name)
 
 
 def tell(name: str, key: str, kind: str = Kind.FINISHED, tenant=None) -> Notification:

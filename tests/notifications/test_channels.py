@@ -127,7 +127,7 @@ def test_a_webhooks_kinds_and_its_owners_preference_filter_it(people, receiver, 
 def test_a_projects_webhook_gets_its_peoples_notifications_once_per_person(
         people, receiver, eager_celery, login):
     login("lead")  # vision-lab's manager, as the portal records him
-    lead, vision = get_user_model().objects.get(username="lead"), Tenant.objects.get(
+    lead, vision = get_user_model().objects.get(name="lead"), Tenant.objects.get(
         name="vision-lab")
     webhook_create(acting_user=lead, url=receiver.url, tenant=vision)
     sent(TestCase.captureOnCommitCallbacks, notify, kind=Kind.FAILED,

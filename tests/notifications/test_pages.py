@@ -28,7 +28,7 @@ def users(login):
 
 
 def tell(name: str, key: str) -> Notification:
-    user = get_user_model().objects.get(username=name)
+    user = get_user_model().objects.get(name=name)
     notify(kind=Kind.FAILED, users=[user], tenant=None, title=f"{key} failed",
            text="OOMKilled", key=key, workload_id=5, link="/workloads/5/")
     return Notification.objects.get(user=user, key=key)
@@ -110,7 +110,7 @@ def test_the_preferences_table_saves_every_box(as_user):
     assert 'value="started.email" id="pref-started-email" aria-label="started: email" >' in html
     # everything off but failures in the portal
     assert client.post("/notifications/preferences/", {"on": ["failed.portal"]}).status_code == 302
-    user = get_user_model().objects.get(username="researcher")
+    user = get_user_model().objects.get(name="researcher")
     stored = dict(((p.kind, p.channel), p.enabled)
                   for p in NotificationPreference.objects.filter(user=user))
     assert stored[("failed", "portal")] is True and stored[("failed", "email")] is False
@@ -154,7 +154,7 @@ def test_a_projects_webhook_url_is_for_its_managers_only(as_user):
 def test_the_test_button_queues_the_post_and_the_page_shows_its_answer(as_user, receiver,
                                                                         eager_celery):
     client = as_user("researcher")
-    hook = Webhook.objects.create(user=get_user_model().objects.get(username="researcher"),
+    hook = Webhook.objects.create(user=get_user_model().objects.get(name="researcher"),
                                   url=receiver.url, secret="s" * 64)
     with TestCase.captureOnCommitCallbacks(execute=False) as queued:
         answer = client.post(f"/notifications/webhooks/{hook.pk}/test/")
@@ -174,7 +174,7 @@ def test_the_test_button_queues_the_post_and_the_page_shows_its_answer(as_user, 
 def test_the_pages_test_button_shares_the_users_test_rate(as_user, settings):
     settings.PORTAL_WEBHOOK_TEST_RATE = "1/minute"
     client = as_user("researcher")
-    hook = Webhook.objects.create(user=get_user_model().objects.get(username="researcher"),
+    hook = Webhook.objects.create(user=get_user_model().objects.get(name="researcher"),
                                   url=PUBLIC_URL, secret="s" * 64)
     with TestCase.captureOnCommitCallbacks(execute=False):
         assert client.post(f"/notifications/webhooks/{hook.pk}/test/").status_code == 302
@@ -195,7 +195,7 @@ def test_past_the_number_of_webhooks_the_page_says_so(as_user, settings):
 
 def test_the_page_shows_each_webhooks_state_and_the_button_that_applies(as_user):
     lead = as_user("lead")
-    owner = get_user_model().objects.get(username="lead")
+    owner = get_user_model().objects.get(name="lead")
     vision = Tenant.objects.get(name="vision-lab")
     off = Webhook.objects.create(user=owner, url=PUBLIC_URL, secret="s" * 64,
                                  state=Webhook.State.DISABLED, failures=10)

@@ -28,7 +28,7 @@ def tell(user, tenant, key: str) -> None:
 def test_a_receiver_that_is_down_is_retried_until_it_comes_back(lab, portal_processes,
                                                                 settings):
     settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = True
-    researcher = get_user_model().objects.get(username="researcher")
+    researcher = get_user_model().objects.get(name="researcher")
     port = free_port()
     webhook_create(acting_user=researcher, url=f"http://127.0.0.1:{port}/hook")
     portal_processes.notifications_worker(env=WORKER_ENV).start()
@@ -57,8 +57,8 @@ def test_a_hanging_receiver_never_delays_a_launch(lab, login, portal_processes, 
     process alone, takes it to the cluster (the receiver is released only after that)."""
     settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = True
     login("lead")  # the project's webhook is its manager's
-    researcher = get_user_model().objects.get(username="researcher")
-    lead = get_user_model().objects.get(username="lead")
+    researcher = get_user_model().objects.get(name="researcher")
+    lead = get_user_model().objects.get(name="lead")
     receiver = Receiver()
     receiver.hang.set()
     # a POST waits for its answer as long as the test holds it
@@ -92,7 +92,7 @@ def test_a_test_post_is_sent_by_the_notifications_worker_and_polled(lab, portal_
     """`POST …/test/` answers 202 at once; the notifications worker sends it; the delivery,
     polled, says what the receiver answered."""
     settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = True
-    researcher = get_user_model().objects.get(username="researcher")
+    researcher = get_user_model().objects.get(name="researcher")
     receiver = Receiver()
     try:
         hook = webhook_create(acting_user=researcher, url=receiver.url)

@@ -220,7 +220,7 @@ class World:
 def make_workload(tenant: Tenant, username: str, name: str) -> Workload:
     """A running workload's row as the tracker would have left it (no cluster objects)."""
     workload = Workload.objects.create(
-        tenant=tenant, owner=get_user_model().objects.get(username=username), name=name,
+        tenant=tenant, owner=get_user_model().objects.get(name=username), name=name,
         template=Template.objects.get(slug="jupyter"), kind="service",
         gpu_type=GpuType.objects.get(slug="a100"), gpu_count=1,
         image="quay.io/jupyter/pytorch-notebook:cuda12-python-3.12", port=8888, cpu=4,
@@ -296,7 +296,7 @@ def world(identities, gpu_types, cluster) -> World:
                               "max_workloads": 10})
         world.tenants[key] = tenant
         world.workloads[key] = make_workload(tenant, owner, NAMES[key])
-        user = get_user_model().objects.get(username=owner)
+        user = get_user_model().objects.get(name=owner)
         world.personal.setdefault("notification", {})[key] = Notification.objects.create(
             user=user, tenant=tenant, kind=Kind.FINISHED, key=f"probe:{key}",
             title=f"{NAMES[key]} finished")

@@ -70,7 +70,7 @@ def test_a_template_that_may_run_as_root_runs_only_where_the_project_allows_it(
     # what the portal spares the researcher: the real admission refuses DIGITS's pod here
     template = Template.objects.get(slug="digits")
     row = Workload(pk=999_999, tenant=vision, name="digits", object_name="wl-999999-digits",
-                   owner=get_user_model().objects.get(username="researcher"),
+                   owner=get_user_model().objects.get(name="researcher"),
                    template=template, kind=template.kind, image=template.image,
                    gpu_type=GpuType.objects.get(slug="v100"), gpu_count=1, port=template.port,
                    cpu=1, memory_gb=2)

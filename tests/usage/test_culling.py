@@ -67,7 +67,7 @@ def researcher_page(as_user):
 def idle_workload(tenant: Tenant, kube: Kube, *, name: str, now: dt.datetime) -> Workload:
     """A running workload whose pod kubesim runs on the idle GPU trace (the annotation goes on
     the pod template through the workload's spec: the API does not offer annotations)."""
-    owner = get_user_model().objects.get(username="researcher")
+    owner = get_user_model().objects.get(name="researcher")
     owner.email = "researcher@example.org"
     owner.save(update_fields=["email"])
     workload = make_workload(tenant, owner, name=name, started_at=now - dt.timedelta(minutes=10))
@@ -206,7 +206,7 @@ def test_warn_only_busy_again_and_gaps(vision, settings):
     """No cluster needed: samples written directly. Warn-only never stops; use after the
     warning withdraws it; a gap in the samples is no idleness."""
     Quota.objects.filter(tenant=vision).update(idle_action=Quota.IdleAction.WARN)
-    owner = get_user_model().objects.get(username="researcher")
+    owner = get_user_model().objects.get(name="researcher")
     now = timezone.now().replace(microsecond=0)
     workload = make_workload(vision, owner, name="b", kind="batch", image="x:1", port=None,
                              cpu=1, memory_gb=1, started_at=now - dt.timedelta(minutes=30),

@@ -27,7 +27,7 @@ def usage(login, gpu_types, settings):
     settings.PORTAL_USAGE_SCRAPE_INTERVAL = 15.0
     for name in ("researcher", "lead", "student", "admin"):
         login(name)
-    users = {u.username: u for u in get_user_model().objects.all()}
+    users = {u.name or u.username: u for u in get_user_model().objects.all()}
     vision, nlp = Tenant.objects.get(name="vision-lab"), Tenant.objects.get(name="nlp-lab")
     workloads = {
         "train": make_workload(vision, users["researcher"], gpu_count=2, started_at=T0,

@@ -66,7 +66,7 @@ def test_nodes_are_bounded(vision, api_headers):
 def test_the_quota_counts_every_nodes_gpus(vision):
     """vision-lab may hold 4 a100s: 2 nodes × 4 is 8, refused before anything exists; 2 × 2
     is admitted and counts 4, so one more GPU is over."""
-    user = get_user_model().objects.get(username="researcher")
+    user = get_user_model().objects.get(name="researcher")
     ddp = Template.objects.get(slug="pytorch-ddp")
     a100 = GpuType.objects.get(slug="a100")
     request = {"name": "ddp", "template": ddp, "kind": "batch", "gpu_type": a100,
@@ -107,7 +107,7 @@ def test_a_groups_kubernetes_name_leaves_room_for_its_ranks(vision):
     from workloads.manifests import workload_objects
     from workloads.objects import workload_spec
 
-    user = get_user_model().objects.get(username="researcher")
+    user = get_user_model().objects.get(name="researcher")
     ddp = Template.objects.get(slug="pytorch-ddp")
     workload, _ = workload_launch(
         tenant=Tenant.objects.get(pk=vision.pk), user=user,

@@ -29,7 +29,7 @@ def vision(login, gpu_types, cluster):
 def group_workload(tenant, gpu_types, *, engine: str, nodes: int = 2) -> Workload:
     template = Template.objects.get(slug="pytorch-ddp" if engine == "jobset" else "mpi")
     workload = Workload.objects.create(
-        tenant=tenant, owner=User.objects.get(username="researcher"), name="ddp",
+        tenant=tenant, owner=User.objects.get(name="researcher"), name="ddp",
         template=template, kind="batch", gpu_type=gpu_types["a100"], gpu_count=0, nodes=nodes,
         image="docker.io/library/busybox:1.36", cpu=1, memory_gb=1, state=Workload.State.RUNNING,
         launch_spec={"engine": engine})

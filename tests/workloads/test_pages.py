@@ -118,7 +118,7 @@ def test_launch_jupyter_on_one_a100_from_the_form(researcher, vision_lab,
     assert response.status_code == 302 and response.url == f"/workloads/{workload.pk}/"
     assert (workload.template.slug, workload.gpu_type.slug, workload.gpu_count) == \
         ("jupyter", "a100", 1)
-    assert workload.owner.username == "researcher"
+    assert workload.owner.name == "researcher"
     assert workload.state == Workload.State.PENDING  # the create task ran inline
     kube = Kube()
     assert kube.get("Deployment", workload.object_name, vision_lab.namespace) is not None

@@ -154,7 +154,10 @@ class RankSerializer(serializers.Serializer):
 class WorkloadSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.name")
     tenant_id = serializers.IntegerField()
-    owner = serializers.CharField(source="owner.username")
+    owner = serializers.CharField(source="owner.label", help_text="the owner's name, with "
+                                  "their domain outside the default one")
+    owner_id = serializers.CharField(source="owner.username", help_text="the owner's Keystone "
+                                     "user id")
     template = serializers.CharField(source="template.slug")
     gpu_type = serializers.CharField(source="gpu_type.slug")
     memory = serializers.IntegerField(source="memory_gb")
@@ -175,7 +178,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Workload
-        fields = ["id", "name", "tenant", "tenant_id", "owner", "template", "kind", "gpu_type",
+        fields = ["id", "name", "tenant", "tenant_id", "owner", "owner_id", "template", "kind", "gpu_type",
                   "gpu_count", "nodes", "ranks", "image", "command", "args", "port", "cpu",
                   "memory",
                   "max_runtime_minutes", "ssh", "state", "reason", "url", "address", "node",
