@@ -231,7 +231,7 @@ def webhook_test(*, acting_user: Any, webhook: Webhook) -> Delivery:
 
 def _state_change(*, acting_user: Any, webhook: Webhook, action: str, **changes: Any) -> Webhook:
     before = {"state": webhook.state, "failures": webhook.failures,
-              "confirmed_by": webhook.created_by.username if webhook.created_by else None}
+              "confirmed_by": webhook.created_by.label if webhook.created_by else None}
     with transaction.atomic():
         Webhook.objects.filter(pk=webhook.pk).update(
             state=Webhook.State.ACTIVE, failures=0, state_changed_at=timezone.now(), **changes)
@@ -239,7 +239,7 @@ def _state_change(*, acting_user: Any, webhook: Webhook, action: str, **changes:
         audit_record(actor=acting_user, action=action, tenant=webhook.tenant,
                      target=f"webhook {webhook.pk}", before=before,
                      after={"state": webhook.state, "failures": 0,
-                            "confirmed_by": webhook.created_by.username
+                            "confirmed_by": webhook.created_by.label
                             if webhook.created_by else None})
     return webhook
 

@@ -26,7 +26,7 @@ S = Workload.State
 
 
 def row(gpu_types, state: str = S.PENDING, **fields) -> Workload:
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Vision Lab")
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"Vision Lab {uuid.uuid4().hex[:6]}")
     owner = User.objects.create(username=f"researcher-{uuid.uuid4().hex[:8]}")
     return Workload.objects.create(
         tenant=tenant, owner=owner, name="train", object_name="wl-train",

@@ -150,7 +150,7 @@ from workloads.transitions import workload_transition
 from tenants.services import quota_update, tenant_ensure
 assert connection.vendor == "sqlite"
 a100 = GpuType.objects.create(slug="a100", name="A100", node_selector={"gputype": "a100"})
-tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="race-lab")
+tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"race-lab {uuid.uuid4().hex[:6]}")
 quota_update(tenant=tenant, acting_user=None, changes={"gpus_total": 100, "gpus_by_type": {"a100": 4},
              "max_workloads": 100, "cpu": 1000, "memory_gb": 10000})
 user = User.objects.create(username="racer", keystone_user_id=uuid.uuid4().hex)

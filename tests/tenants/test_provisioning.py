@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def tenant(gpu_types, cluster):
     # a fresh Keystone-like project id per test: its own namespace in the shared kubesim
-    return tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Vision Lab")
+    return tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"Vision Lab {uuid.uuid4().hex[:6]}")
 
 
 def core(cluster):

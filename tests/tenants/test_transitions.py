@@ -23,7 +23,7 @@ THE_MACHINE = Path("tenants/transitions.py")
 
 
 def tenant_in(state: str, **fields) -> Tenant:
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Vision Lab")
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"Vision Lab {uuid.uuid4().hex[:6]}")
     Tenant.objects.filter(pk=tenant.pk).update(state=state, **fields)
     tenant.refresh_from_db()
     return tenant

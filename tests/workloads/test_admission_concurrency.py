@@ -22,7 +22,7 @@ QUOTA = 4
 def test_fifty_parallel_launches_against_a_quota_of_four_admit_exactly_four():
     assert connection.vendor == "postgresql"
     a100 = GpuType.objects.create(slug="a100", name="A100", node_selector={"gputype": "a100"})
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="race-lab")
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"race-lab {uuid.uuid4().hex[:6]}")
     quota_update(tenant=tenant, acting_user=None,
                  changes={"gpus_total": 100, "gpus_by_type": {"a100": QUOTA},
                           "max_workloads": 100, "cpu": 1000, "memory_gb": 10000})
@@ -67,7 +67,7 @@ def test_ten_launches_with_one_idempotency_key_make_one_workload_and_answer_it_n
     their launch had succeeded."""
     assert connection.vendor == "postgresql"
     a100 = GpuType.objects.create(slug="a100", name="A100", node_selector={"gputype": "a100"})
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="retry-lab")
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"retry-lab {uuid.uuid4().hex[:6]}")
     quota_update(tenant=tenant, acting_user=None,
                  changes={"gpus_total": 1, "gpus_by_type": {"a100": 1},
                           "max_workloads": 100, "cpu": 1000, "memory_gb": 10000})

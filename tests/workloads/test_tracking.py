@@ -43,7 +43,7 @@ UNFIT_8_T4 = (
 
 
 def make_tenant(*, gpus: int = 16, per_type: int = 8):
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Vision Lab")
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"Vision Lab {uuid.uuid4().hex[:6]}")
     quota_update(tenant=tenant, acting_user=None, changes={
         "gpus_total": gpus, "max_workloads": 40,
         "gpus_by_type": {"a100": per_type, "v100": per_type, "t4": per_type}})
@@ -417,7 +417,7 @@ def test_a_cluster_outage_is_logged_not_raised(kubesim_factory, settings, db):
 def test_a_burst_of_changes_to_one_workload_costs_one_reconcile(gpu_types, owner):
     """The reflectors' callbacks only mark a workload dirty: N changes between two drains are
     one reconcile."""
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Burst Lab")
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"Burst Lab {uuid.uuid4().hex[:6]}")
     workload = launch(tenant, owner, gpu_types, create=False)
     Workload.objects.filter(pk=workload.pk).update(state=S.RUNNING)
     tracker = Tracker(kube=Kube())
@@ -483,7 +483,7 @@ def test_a_row_moved_while_the_tracker_derived_it_is_derived_again(gpu_types, ow
     from workloads import lifecycle
     from workloads.tracking import tracker as tracking
 
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Race Lab")
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"Race Lab {uuid.uuid4().hex[:6]}")
     workload = launch(tenant, owner, gpu_types, kind="service", template="jupyter",
                       create=False)
     Workload.objects.filter(pk=workload.pk).update(state=S.PENDING)  # the create task's write
@@ -513,7 +513,7 @@ def test_a_job_decided_before_its_pods_exit_code_arrives_takes_it_after(gpu_type
     without it; the pod's update, applied next, must still give the succeeded workload its
     exit code (a final state took no later facts: it stayed `succeeded`, exit code empty).
     Replayed through the tracker's own view, in that order, with the objects' real shapes."""
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Race Lab")
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"Race Lab {uuid.uuid4().hex[:6]}")
     workload = launch(tenant, owner, gpu_types, create=False)
     Workload.objects.filter(pk=workload.pk).update(state=S.RUNNING)
 

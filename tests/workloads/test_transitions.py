@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def row(gpu_types, state: str = S.SUBMITTED, **fields) -> Workload:
     """A workload row in `state`, as the portal's writers would have left it."""
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name="Vision Lab")
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"Vision Lab {uuid.uuid4().hex[:6]}")
     owner = User.objects.create(username=f"researcher-{uuid.uuid4().hex[:8]}")
     return Workload.objects.create(
         tenant=tenant, owner=owner, name="w", object_name="wl-w",
