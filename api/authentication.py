@@ -12,11 +12,11 @@ from rest_framework.request import Request
 
 from identity.access import SignedInRequest
 from identity.client import KeystoneUnavailable, Project, Token, TokenInvalid
+from identity.hooks import projects_seen
 from identity.identity import Identity
 from identity.models import User
 from identity.roles import is_portal_admin
 from identity.services import user_sync
-from identity.signals import projects_seen
 from identity.tokens import validate_token
 
 
@@ -61,7 +61,7 @@ class KeystoneTokenAuthentication(BaseAuthentication):
         if token.project_id is not None:
             projects = [Project(id=token.project_id, name=token.project_name or token.project_id,
                                 domain_id=token.project_domain_id or "default")]
-            projects_seen.send(sender=type(self), projects=projects)  # its tenant is recorded
+            projects_seen(projects)  # its tenant is recorded
         user = user_sync(token=token)
         # the token's identity, for the whole request (as the session's comes from
         # KeystoneSessionMiddleware); its tenant follows from it (tenants/middleware.py)

@@ -1,5 +1,5 @@
-"""What a budget says at launch: registered with workloads in apps.py (workloads cannot import
-this app).
+"""What a budget says at launch: registered with workloads' hooks in apps.py (workloads cannot
+import this app).
 
 - `budget_admission_check` runs inside the launch's transaction, after the quota check, with
   the tenant row locked: a hard budget used up (or the user's cap inside it) refuses with 403
@@ -15,6 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from tenants.models import Tenant
+from workloads.advice import LaunchContext, Note
 from workloads.services import AdmissionRefused
 
 from .models import Budget
@@ -73,8 +74,11 @@ def budget_admission_check(*, tenant: Tenant, user: Any, request: dict[str, Any]
         raise BudgetExhausted(cap_text(status, str(user), cap))
 
 
-def budget_launch_advice(*, tenant: Tenant, user: Any, gpu_type: Any, gpus: int,
-                         max_runtime_minutes: int | None) -> list[tuple[str, str]]:
+def budget_launch_advice(launch: LaunchContext) -> list[Note]:
+    """A budget used up (or the user's cap in it), or one the launch's maximum runtime would
+    cross (or, with no maximum runtime, might)."""
+    tenant, user, gpu_type, gpus = launch.tenant, launch.user, launch.gpu_type, launch.gpus
+    max_runtime_minutes = launch.max_runtime_minutes
     budget = budget_of(tenant)
     if budget is None:
         return []

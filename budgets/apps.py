@@ -7,11 +7,10 @@ class BudgetsConfig(AppConfig):
     verbose_name = "GPU-hour budgets"
 
     def ready(self) -> None:
-        from workloads.selectors import register_launch_advisor
-        from workloads.services import register_admission_check
+        from workloads.hooks import ADMISSION_CHECKS, LAUNCH_ADVISORS
 
         from .admission import budget_admission_check, budget_launch_advice
 
         # workloads cannot import this app: it calls these at every launch and launch check
-        register_admission_check("budget", budget_admission_check)
-        register_launch_advisor("budget", budget_launch_advice)
+        ADMISSION_CHECKS.register("budget", budget_admission_check)
+        LAUNCH_ADVISORS.register("budget", budget_launch_advice)

@@ -14,11 +14,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from catalogue.models import GpuType
+from catalogue.selectors import capacity_outlook
+from core.registry import SharedReads
 from identity.access import SignedInRequest, admin_required
 from identity.scoping import Action
 from tenants.models import Tenant
 
-from .capacity_plan import type_upcoming
 from .forms import allowance_form_data, window_form_data
 from .models import MaintenanceWindow, ReservationAllowance
 from .services import allowance_set, window_cancel, window_create
@@ -38,9 +39,10 @@ def _render(request: SignedInRequest, *, values: dict[str, Any] | None = None,
     tenants = (Tenant.objects.restrict(request.identity, Action.VIEW)
                .filter(state__in=("new", "provisioned", "drifted")).order_by("name"))
     types = list(GpuType.objects.filter(enabled=True).order_by("slug"))
+    reads = SharedReads()  # the live windows, read once for every type
     return render(request, "calendars/admin.html", {
         "windows": windows, "types": types,
-        "capacity": [(t, type_upcoming(t, now=now)) for t in types],
+        "capacity": [(t, capacity_outlook(t, now=now, reads=reads)) for t in types],
         "tenants": [(t, allowances.get(t.pk)) for t in tenants],
         "values": values or BLANK_WINDOW, "errors": errors or {},
         "zone": timezone.get_current_timezone_name(),

@@ -1,5 +1,5 @@
-"""What the maintenance windows say at launch: registered with workloads in apps.py (workloads
-cannot import this app).
+"""What the maintenance windows say at launch: registered with workloads' hooks in apps.py
+(workloads cannot import this app).
 
 - `maintenance_admission_check` runs inside the launch's transaction (the tenant row locked):
   a launch whose maximum runtime would still run at a live window's start is placed off that
@@ -8,8 +8,8 @@ cannot import this app).
   the type's other nodes could never hold it — 403 as every admission refusal is (the API maps
   them all to one status): the launch as asked is not allowed; the message says what would be
   (a shorter maximum runtime, a later launch).
-- `maintenance_launch_advice` tells the same before submit (the launch page's live check,
-  `POST workloads/check/`).
+- `maintenance_launch_advice` tells the same before submit (the launch advice: the launch
+  page's live check, `POST workloads/check/`), from the windows the check reads once.
 """
 
 from __future__ import annotations
@@ -17,11 +17,17 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from catalogue.models import GpuType
 from tenants.models import Quota, Tenant
+from workloads.advice import LaunchContext, Note
 from workloads.services import AdmissionRefused
 
-from .maintenance import duration_text, launch_placement, runtime_seconds, when_text
+from .maintenance import (
+    duration_text,
+    launch_placement,
+    runtime_seconds,
+    shared_live_windows,
+    when_text,
+)
 
 
 class MaintenanceWindowRefused(AdmissionRefused):
@@ -44,20 +50,23 @@ def maintenance_admission_check(*, tenant: Tenant, user: Any, request: dict[str,
                                         set(placement.avoid))
 
 
-def maintenance_launch_advice(*, tenant: Tenant, user: Any, gpu_type: GpuType, gpus: int,
-                              max_runtime_minutes: int | None) -> list[tuple[str, str]]:
-    """`gpus`: every node's (the advisors are not told how many nodes): judged as one node's,
-    so a refusal that more GPUs than outside the windows in all would get is an error, one
-    that a single node cannot hold a warning (a group of smaller nodes may still fit)."""
-    seconds = runtime_seconds(max_runtime_minutes, getattr(tenant, "quota", None))
-    placement = launch_placement(gpu_type=gpu_type, gpus_per_node=gpus, seconds=seconds)
+def maintenance_launch_advice(launch: LaunchContext) -> list[Note]:
+    """A launch whose maximum runtime would cross a window: placed off its nodes (info), or
+    refused at submit as admission would (an error when the type's nodes outside the windows
+    have fewer GPUs in all than it asks for, else a warning: a shorter runtime or a later
+    launch fits)."""
+    minutes = launch.max_runtime_minutes  # its own, else its quota's
+    placement = launch_placement(
+        gpu_type=launch.gpu_type, gpus_per_node=launch.gpus_per_node, nodes=launch.nodes,
+        seconds=minutes * 60 if minutes else None, now=launch.now,
+        windows=shared_live_windows(launch.shared, launch.now))
     if placement.refusal:
         return [("error" if placement.never else "warning", placement.refusal)]
     if not placement.windows:
         return []
     first = min(placement.windows, key=lambda w: w.start)
-    runtime = (f"Its maximum runtime ({duration_text(dt.timedelta(seconds=seconds))})" if seconds is not None
-               else "With no maximum runtime it")
+    runtime = (f"Its maximum runtime ({duration_text(dt.timedelta(minutes=minutes))})"
+               if minutes else "With no maximum runtime it")
     return [("info", f"{runtime} would cross maintenance #{first.pk} ({first.reason}) from "
                      f"{when_text(first.start)} to {when_text(first.end)}: it is placed on other "
-                     f"{gpu_type.slug} nodes than {', '.join(placement.avoid)}.")]
+                     f"{launch.gpu_type.slug} nodes than {', '.join(placement.avoid)}.")]

@@ -7,21 +7,18 @@ class CalendarsConfig(AppConfig):
     verbose_name = "The cluster's calendar: reservations and maintenance windows"
 
     def ready(self) -> None:
-        from catalogue.selectors import register_capacity_outlook
-        from workloads.queue import register_capacity_blocks
-        from workloads.selectors import register_launch_advisor
-        from workloads.services import register_admission_check
+        from catalogue.hooks import CAPACITY_OUTLOOKS
+        from workloads.hooks import ADMISSION_CHECKS, CAPACITY_BLOCKS, LAUNCH_ADVISORS
 
         from .admission import maintenance_admission_check, maintenance_launch_advice
-        from .capacity_plan import capacity_advice, queue_blocks, type_upcoming
+        from .capacity_plan import calendar_taken, queue_blocks
         from .reservations import reservation_launch_advice
 
         # workloads cannot import this app: it calls these at every launch and launch check,
         # and plays the queue estimate around the blocks (maintenance windows, other tenants'
-        # reservations)
-        register_admission_check("maintenance", maintenance_admission_check)
-        register_launch_advisor("maintenance", maintenance_launch_advice)
-        register_launch_advisor("reservation", reservation_launch_advice)
-        register_launch_advisor("calendar-capacity", capacity_advice)
-        register_capacity_blocks("calendar", queue_blocks)
-        register_capacity_outlook("calendar", type_upcoming)
+        # reservations); the catalogue's capacity outlook takes out what the calendar takes
+        ADMISSION_CHECKS.register("maintenance", maintenance_admission_check)
+        LAUNCH_ADVISORS.register("maintenance", maintenance_launch_advice)
+        LAUNCH_ADVISORS.register("reservation", reservation_launch_advice)
+        CAPACITY_BLOCKS.register("calendars", queue_blocks)
+        CAPACITY_OUTLOOKS.register("calendars", calendar_taken)

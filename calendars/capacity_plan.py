@@ -1,13 +1,11 @@
-"""What the calendar means for capacity, in the portal's words (issue 28): "4 a100 free now, 0
-from 14:00 (maintenance)".
+"""What the calendar means for capacity, in the portal's words.
 
-- `upcoming`: a GPU type's free GPUs now (the capacity view) and how the calendar changes them
-  in the next 24 hours: a maintenance window taking GPUs down, another tenant's reservation
-  starting (each taken away from what is free now), either ending (given back).
-- `capacity_text`: those as one line; used by the launch page's live check (`capacity_advice`,
-  a launch advisor registered in apps.py), the GPU types' API and the admin's GPU page.
+- `calendar_taken`: what the maintenance windows and other tenants' reservations take out of a
+  GPU type's pool in the next hours: the calendar's entry of the catalogue's capacity outlook
+  (catalogue/selectors.py: "4 a100 free now, 0 from 14:00 (maintenance)", the launch check's
+  note, the GPU types' API, the admin's GPU and calendar pages), registered in apps.py.
 - `queue_blocks`: the blocks the queue estimate (workloads/eta.py) plays around, supplied to
-  workloads/queue.py through its registry (apps.py).
+  workloads/queue.py through its hook (apps.py).
 - `maintenance_notices`: the announced windows of the next days on the GPU types a tenant has
   quota for: the launch page's and the dashboard's banner.
 """
@@ -16,134 +14,56 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
+from catalogue.hooks import Taken
 from catalogue.models import GpuType
-from cluster.capacity import gpu_capacity
-from kube.client import KubeError
+from catalogue.selectors import when_text
+from core.registry import SharedReads
 from tenants.models import GpuQuota, Tenant
 from workloads.eta import MAINTENANCE, RESERVATION, Block
 
+from .maintenance import shared_live_windows
 from .models import MaintenanceWindow
-from .selectors import down_intervals, occurrences_between, windows_between
+from .selectors import (
+    Occurrence,
+    down_intervals,
+    occurrences_between,
+    shared_occurrences,
+    windows_between,
+)
 from .timeline import Interval
 
-AHEAD = dt.timedelta(hours=24)  # how far the capacity texts look
 BANNER_AHEAD = dt.timedelta(days=7)  # how far the maintenance banner looks
 QUEUE_AHEAD = dt.timedelta(days=14)  # how far the queue estimate plays around the calendar
 
 
-@dataclasses.dataclass(frozen=True)
-class Change:
-    """From `at`, `free` GPUs of the type are free (as far as the calendar changes it), because
-    of `why` ("maintenance", "reserved", "maintenance ends", "reservation ends")."""
-
-    at: dt.datetime
-    free: int
-    why: str
-
-
-def when_text(at: dt.datetime, now: dt.datetime) -> str:
-    """"14:00" today, "Tue 14:00" within the week, "2026-12-01 14:00" further (the portal's
-    time zone)."""
-    local, today = timezone.localtime(at), timezone.localtime(now)
-    if local.date() == today.date():
-        return f"{local:%H:%M}"
-    if (local.date() - today.date()).days < 7:
-        return f"{local:%a %H:%M}"
-    return f"{local:%Y-%m-%d %H:%M}"
-
-
-def reserved_by_tenant(gpu_type: GpuType, since: dt.datetime, until: dt.datetime
+def reserved_by_tenant(gpu_type: GpuType, since: dt.datetime, until: dt.datetime,
+                       occurrences: list[Occurrence] | None = None
                        ) -> list[tuple[int, Interval]]:
-    """(tenant id, occurrence) of every live reservation of the type in [since, until)."""
+    """(tenant id, occurrence) of every live reservation of the type in [since, until)
+    (`occurrences`: those, when the caller read them already)."""
+    if occurrences is None:
+        occurrences = occurrences_between(gpu_type, since, until)
     return [(o.reservation.tenant_id, Interval(o.start, o.end, o.reservation.count))
-            for o in occurrences_between(gpu_type, since, until)]
+            for o in occurrences]
 
 
-def _out_at(intervals: list[Interval], at: dt.datetime) -> int:
-    return sum(i.gpus for i in intervals if i.start <= at < i.end)
-
-
-def upcoming(gpu_type: GpuType, free_now: int, *, tenant: Tenant | None = None,
-             now: dt.datetime | None = None, within: dt.timedelta = AHEAD) -> list[Change]:
-    """How the calendar changes the type's free GPUs after now, within `within`. What is down
-    or reserved now is already out of `free_now` (cordoned nodes offer nothing); a change counts
-    against it what more is down or reserved then. `tenant`: the one asking, whose own
-    reservations give it GPUs rather than take them."""
-    now = now or timezone.now()
-    until = now + within
-    down = down_intervals(gpu_type, now, until)
-    reserved = [i for owner, i in reserved_by_tenant(gpu_type, now, until)
-                if tenant is None or owner != tenant.pk]
-    base_down, base_reserved = _out_at(down, now), _out_at(reserved, now)
-    changes: list[Change] = []
-    last = free_now
-    for at in sorted({t for i in down + reserved for t in (i.start, i.end) if now < t < until}):
-        more_down = _out_at(down, at) - base_down
-        more_reserved = _out_at(reserved, at) - base_reserved
-        free = max(free_now - more_down - more_reserved, 0)
-        if free == last:
-            continue
-        starting_down = any(i.start == at for i in down)
-        starting_reserved = any(i.start == at for i in reserved)
-        if free < last:
-            why = "maintenance" if starting_down or not starting_reserved else "reserved"
-        else:
-            why = "maintenance ends" if any(i.end == at for i in down) else "reservation ends"
-        changes.append(Change(at, free, why))
-        last = free
-    return changes
-
-
-def capacity_text(slug: str, free_now: int, changes: list[Change],
-                  now: dt.datetime | None = None) -> str:
-    """"4 a100 free now, 0 from 14:00 (maintenance), 4 from 18:00 (maintenance ends)"."""
-    now = now or timezone.now()
-    parts = [f"{free_now} {slug} free now"]
-    parts += [f"{c.free} from {when_text(c.at, now)} ({c.why})" for c in changes]
-    return ", ".join(parts)
-
-
-def free_now(slug: str) -> int | None:
-    """The capacity view's free GPUs of a type; None when the cluster cannot say."""
-    try:
-        pool = gpu_capacity().get(slug)
-    except KubeError:
-        return None
-    return pool.free if pool is not None else 0
-
-
-def type_upcoming(gpu_type: GpuType, *, tenant: Tenant | None = None,
-                  now: dt.datetime | None = None) -> dict[str, Any] | None:
-    """{free_now, changes: [{at, free, why}], text} for a type, None when the cluster cannot
-    say what is free now (the API's `upcoming`, the admin's GPU page)."""
-    free = free_now(gpu_type.slug)
-    if free is None:
-        return None
-    now = now or timezone.now()
-    changes = upcoming(gpu_type, free, tenant=tenant, now=now)
-    return {"free_now": free,
-            "changes": [{"at": c.at, "free": c.free, "why": c.why} for c in changes],
-            "text": capacity_text(gpu_type.slug, free, changes, now)}
-
-
-def capacity_advice(*, tenant: Tenant, user: Any, gpu_type: GpuType, gpus: int,
-                    max_runtime_minutes: int | None) -> list[tuple[str, str]]:
-    """The launch check's note (a launch advisor): the type's free GPUs now and the calendar's
-    changes in the next 24 hours; nothing when the calendar changes nothing."""
-    free = free_now(gpu_type.slug)
-    if free is None:
-        return []
-    now = timezone.now()
-    changes = upcoming(gpu_type, free, tenant=tenant, now=now)
-    if not changes:
-        return []
-    return [("info", f"{capacity_text(gpu_type.slug, free, changes, now)} — see the "
-                     f"calendar.")]
+def calendar_taken(gpu_type: GpuType, *, tenant: Tenant | None, since: dt.datetime,
+                   until: dt.datetime, reads: SharedReads) -> list[Taken]:
+    """What the calendar takes out of the type's pool in [since, until): the maintenance
+    windows' GPUs, then other tenants' reservations (`tenant`'s own give it GPUs rather than
+    take them). Read once per request with the launch check's advisors (`reads`)."""
+    windows = [w for w in shared_live_windows(reads, since) if w.start < until]
+    taken = [Taken(i.start, i.end, i.gpus, "maintenance", "maintenance ends")
+             for i in down_intervals(gpu_type, since, until, windows)]
+    occurrences = shared_occurrences(reads, gpu_type, since, until)
+    taken += [Taken(i.start, i.end, i.gpus, "reserved", "reservation ends")
+              for owner, i in reserved_by_tenant(gpu_type, since, until, occurrences)
+              if tenant is None or owner != tenant.pk]
+    return taken
 
 
 def queue_blocks(gpu_type: GpuType, now: dt.datetime) -> list[Block]:

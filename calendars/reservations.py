@@ -32,7 +32,6 @@ import dataclasses
 import datetime as dt
 import logging
 from collections import defaultdict
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -40,18 +39,25 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from catalogue.models import GpuType
+from catalogue.selectors import AHEAD as OUTLOOK_AHEAD
 from identity.models import User
 from kube.kueue import queueing_shown
 from notifications.models import Kind
 from notifications.services import notify
 from tenants.models import Quota, Tenant
 from tenants.services import quota_reserved_set
+from workloads.advice import LaunchContext, Note
 from workloads.models import Workload
 from workloads.querysets import GPU_TOTAL
-from workloads.selectors import gpus_held_by_type
 
 from .models import Reservation, ReservationOccurrence
-from .selectors import HORIZON, Occurrence, next_occurrence, occurrences_between
+from .selectors import (
+    HORIZON,
+    Occurrence,
+    next_occurrence,
+    occurrences_between,
+    shared_occurrences,
+)
 from .timeline import Interval, crosses, segments
 
 log = logging.getLogger(__name__)
@@ -298,35 +304,44 @@ def _quotas_set(running: list[tuple[Occurrence, ReservationOccurrence]]) -> dict
 
 # --- before a launch ---------------------------------------------------------------------------
 
-def reservation_launch_advice(*, tenant: Tenant, user: Any, gpu_type: GpuType, gpus: int,
-                              max_runtime_minutes: int | None) -> list[tuple[str, str]]:
+def reservation_launch_advice(launch: LaunchContext) -> list[Note]:
     """A launch beyond the tenant's own quota of the type (where the cluster queues on Kueue:
     it borrows others' idle GPUs) whose maximum runtime (or no limit) runs into the start of
     another tenant's reservation of the type: it may be reclaimed then (a warning)."""
     if queueing_shown() is False:
         return []  # without Kueue, nothing beyond the quota is admitted: nothing is borrowed
-    quota = Quota.objects.filter(tenant=tenant).first()
-    if quota is None:
+    tenant, gpu_type, minutes = launch.tenant, launch.gpu_type, launch.max_runtime_minutes
+    own = launch.figures.gpus_by_type.get(gpu_type.slug, 0)
+    if launch.reads.held_of(gpu_type.slug, HOLDING) + launch.gpus <= own:
         return []
-    own = quota.effective().gpus_by_type.get(gpu_type.slug, 0)
-    held = gpus_held_by_type(Workload.objects.filter(tenant=tenant, state__in=HOLDING,
-                                                     deleted_at__isnull=True))
-    if held.get(gpu_type.slug, 0) + gpus <= own:
-        return []
-    now = timezone.now()
-    reach = now + (dt.timedelta(minutes=max_runtime_minutes) if max_runtime_minutes
-                   else HORIZON)
-    seconds = max_runtime_minutes * 60 if max_runtime_minutes else None
+    now = launch.now
+    reach = now + (dt.timedelta(minutes=minutes) if minutes else HORIZON)
     # the first to start is the one to tell of: if it does not cross, no later one does
-    occurrence = next_occurrence(gpu_type, now, reach, other_than_tenant=tenant.pk)
+    occurrence = _first_of_others(launch, reach)
     if occurrence is None:
         return []
     reservation = occurrence.reservation
-    if not crosses(now, seconds, Interval(occurrence.start, occurrence.end, reservation.count)):
+    if not crosses(now, minutes * 60 if minutes else None,
+                   Interval(occurrence.start, occurrence.end, reservation.count)):
         return []
-    runtime = (f"within its maximum runtime ({max_runtime_minutes} min)"
-               if max_runtime_minutes else "and it has no maximum runtime")
+    runtime = (f"within its maximum runtime ({minutes} min)" if minutes
+               else "and it has no maximum runtime")
     return [("warning",
              f"Beyond {tenant.name}'s quota of {own} {gpu_type.slug} GPUs this launch "
              f"runs on borrowed GPUs; {reservation_text(reservation)} starts at "
              f"{_when(occurrence.start)}, {runtime}: it may be reclaimed then.")]
+
+
+def _first_of_others(launch: LaunchContext, reach: dt.datetime) -> Occurrence | None:
+    """The occurrence of another tenant's reservation of the type that starts first after
+    now, before `reach`: among those of the next hours, which the check reads anyway (the
+    capacity outlook's), else the first from then on (from the database)."""
+    now, soon = launch.now, launch.now + OUTLOOK_AHEAD
+    first = next((o for o in shared_occurrences(launch.shared, launch.gpu_type, now, soon)
+                  if now < o.start < reach and o.reservation.tenant_id != launch.tenant.pk),
+                 None)
+    if first is not None or reach <= soon:
+        return first
+    # none starts before `soon`: the first to start at `soon` or later
+    return next_occurrence(launch.gpu_type, soon - dt.timedelta(microseconds=1), reach,
+                           other_than_tenant=launch.tenant.pk)

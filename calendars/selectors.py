@@ -14,6 +14,7 @@ from django.db.models import Q, QuerySet
 
 from catalogue.models import GpuType
 from cluster.capacity import cluster_nodes, node_matches
+from core.registry import SharedReads
 from kube.labels import CORDON_ANNOTATION
 from kube.quantity import parse_quantity
 
@@ -168,6 +169,14 @@ def occurrences_between(gpu_type: GpuType, since: dt.datetime, until: dt.datetim
                 out.append(Occurrence(reservation, start, end, released=cut is not None))
     out.sort(key=lambda o: (o.start, o.reservation.pk))
     return out
+
+
+def shared_occurrences(reads: SharedReads, gpu_type: GpuType, since: dt.datetime,
+                       until: dt.datetime) -> list[Occurrence]:
+    """`occurrences_between(gpu_type, since, until)`, read once for everything that `reads`
+    serves (the launch check's advisors and the capacity outlook)."""
+    return reads.get(("calendars.occurrences", gpu_type.pk, since, until),
+                     lambda: occurrences_between(gpu_type, since, until))
 
 
 def next_occurrence(gpu_type: GpuType, after: dt.datetime, before: dt.datetime, *,

@@ -7,9 +7,9 @@ class CatalogueConfig(AppConfig):
     verbose_name = "GPU types and templates"
 
     def ready(self) -> None:
-        from cluster.capacity import register_source
+        from cluster.hooks import GPU_TYPES
 
         from .models import GpuType
 
         # the capacity view's GPU types (cluster is below the catalogue)
-        register_source("gpu_types", lambda: list(GpuType.objects.all()))
+        GPU_TYPES.register("catalogue", lambda: list(GpuType.objects.all()))

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from kube.quantity import parse_quantity
 
 from .cache import PodView, cluster_cache
+from .hooks import ADMITTED, GPU_TYPES, UNHEALTHY, CatalogueType
 
 Obj = dict[str, Any]
 
@@ -127,31 +128,24 @@ def capacity_by_type(gpu_types: Iterable[Any], nodes: Iterable[Obj],
             frozenset(bound))
 
 
-# What the apps above tell the capacity view, which may not import them (they import it):
-# "gpu_types": every GPU type of the catalogue (slug, resource_name, node_selector; catalogue);
-# "admitted": (workload id, GPU type slug, GPUs) of every admitted, active workload
-# (workloads); "unhealthy": whole GPUs per node name that GPU health took out of
-# service (usage). Registered in their AppConfig.ready; unregistered: none.
-SOURCES: dict[str, Callable[[], Any]] = {}
-SOURCE_NAMES = ("gpu_types", "admitted", "unhealthy")
+def gpu_types() -> list[CatalogueType]:
+    """Every GPU type of the catalogue (hooks.GPU_TYPES: every entry's)."""
+    return [gpu_type for source in GPU_TYPES for gpu_type in source()]
 
 
-def register_source(name: str, source: Callable[[], Any]) -> None:
-    if name not in SOURCE_NAMES:
-        raise ValueError(f"unknown capacity source {name!r}")
-    SOURCES[name] = source
-
-
-def _source(name: str, empty: Any) -> Any:
-    """What the source registered under `name` answers now; `empty` when none is registered."""
-    source = SOURCES.get(name)
-    return source() if source is not None else empty
+def unhealthy_gpus() -> dict[str, int]:
+    """Whole GPUs per node name out of service (hooks.UNHEALTHY: the most any entry says)."""
+    found: dict[str, int] = {}
+    for source in UNHEALTHY:
+        for node, gpus in source().items():
+            found[node] = max(found.get(node, 0), gpus)
+    return found
 
 
 def gpus_admitted_without_pods(bound: frozenset[int] = frozenset()) -> dict[str, int]:
     """GPUs per type slug of admitted workloads none of whose pods is bound to a node yet."""
     result: dict[str, int] = defaultdict(int)
-    for pk, slug, count in _source("admitted", ()):
+    for pk, slug, count in (row for source in ADMITTED for row in source()):
         if pk not in bound and slug:
             result[slug] += count
     return dict(result)
@@ -174,12 +168,12 @@ def gpu_capacity() -> dict[str, GpuTypeCapacity]:
     GPUs now. Raises KubeUnavailable (a KubeError) when the cluster's copy is not there."""
     cache = cluster_cache()
     cache.ready(cache.nodes, cache.pods)
-    gpu_types = list(_source("gpu_types", []))
-    unhealthy = _source("unhealthy", {})
-    key = (cache.nodes.version, cache.pods.version, _type_key(gpu_types),
+    types = gpu_types()
+    unhealthy = unhealthy_gpus()
+    key = (cache.nodes.version, cache.pods.version, _type_key(types),
            tuple(sorted(unhealthy.items())))
     by_type, bound = cache.memo("capacity", key, lambda: capacity_by_type(
-        gpu_types, cache.nodes.items(), cache.pods.items(), unhealthy))
+        types, cache.nodes.items(), cache.pods.items(), unhealthy))
     return with_admitted(by_type, bound)
 
 
@@ -195,7 +189,7 @@ def gpus_in_use_by_namespace(namespaces: set[str]) -> dict[str, dict[str, int]]:
     resource), bound to a node or not."""
     cache = cluster_cache()
     cache.ready(cache.pods)
-    gpu_types = list(_source("gpu_types", []))
+    types = gpu_types()
 
     def build() -> dict[str, dict[str, int]]:
         usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -203,12 +197,12 @@ def gpus_in_use_by_namespace(namespaces: set[str]) -> dict[str, dict[str, int]]:
             if not pod.live or not pod.resources:
                 continue
             selector = dict(pod.node_selector)
-            for gpu_type in gpu_types:
+            for gpu_type in types:
                 count = pod.count(gpu_type.resource_name)
                 if count and node_matches(selector, gpu_type.node_selector):
                     usage[pod.namespace][gpu_type.slug] += count
                     break
         return {ns: dict(by_type) for ns, by_type in usage.items()}
 
-    every = cache.memo("in-use", (cache.pods.version, _type_key(gpu_types)), build)
+    every = cache.memo("in-use", (cache.pods.version, _type_key(types)), build)
     return {ns: by_type for ns, by_type in every.items() if ns in namespaces}

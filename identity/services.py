@@ -12,10 +12,10 @@ from django.http import HttpRequest
 
 from . import identity as identity_store
 from .client import KeystoneClient, KeystoneError, KeystoneUnavailable, Project, Token
+from .hooks import projects_seen
 from .identity import Identity
 from .models import User
 from .roles import is_portal_admin
-from .signals import projects_seen
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def identity_start(*, unscoped: Token, preferred_project_id: str | None = None,
     """
     client = client or KeystoneClient()
     projects = client.user_projects(unscoped.id)
-    projects_seen.send(sender=Identity, projects=projects)  # tenants records each as a tenant
+    projects_seen(projects)  # tenants records each as a tenant
     admin_token = _admin_check(client, unscoped, projects)
     scoped = None
     if projects:

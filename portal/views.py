@@ -5,7 +5,7 @@ from django.shortcuts import render
 from identity.access import project_required
 from identity.scoping import Action
 from workloads.models import Workload
-from workloads.views import gpu_availability
+from workloads.selectors import gpu_availability
 
 
 @project_required

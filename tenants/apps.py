@@ -6,11 +6,11 @@ class TenantsConfig(AppConfig):
     verbose_name = "Tenants"
 
     def ready(self) -> None:
-        from identity.signals import projects_seen
+        from identity.hooks import PROJECTS_SEEN
 
         from . import checks  # noqa: F401  (registers the system checks)
         from .services import tenants_ensure_for_projects
 
         # every Keystone project a user is seen with gets its tenant (identity cannot
         # import tenants: it is below)
-        projects_seen.connect(tenants_ensure_for_projects, dispatch_uid="tenants_ensure")
+        PROJECTS_SEEN.register("tenants", tenants_ensure_for_projects)

@@ -1,7 +1,7 @@
 """The API's token authentication with the caller's tenant: the token's project is the tenant.
 
 api/authentication.py proves who the caller is (and, through identity's
-`projects_seen`, gets the token's project its tenant); this puts that tenant on the request
+PROJECTS_SEEN, gets the token's project its tenant); this puts that tenant on the request
 once, as tenants/middleware.py does for the browser's session, which DRF authenticates only
 after the middleware ran. portal/settings.py names this class for DRF.
 """

@@ -17,9 +17,9 @@ from core.tasks import send_on_commit
 from identity.client import Project
 from kube.labels import namespace_name
 
+from .hooks import TENANT_DELETING
 from .models import GpuQuota, Quota, Tenant
 from .names import name_skeleton
-from .signals import tenant_deleting
 from .transitions import ACTIVE, tenant_transition
 
 QUOTA_FIELDS = ("gpus_total", "cpu", "memory_gb", "max_workloads", "max_runtime_minutes",
@@ -220,10 +220,9 @@ def tenant_mark_deleting(*, tenant: Tenant, acting_user: Actor, reason: str) -> 
         if not tenant_transition(tenant=tenant, allowed_from=ACTIVE, to=Tenant.State.DELETING,
                                  reason=reason, delete_after=delete_after):
             return tenant  # deleting or deleted already
-        # what each receiver returned (the stubs say `str | None`; it is whatever they return)
-        answers: list[tuple[Any, Any]] = tenant_deleting.send(sender=Tenant, tenant=tenant, user=acting_user,
-                                       reason=f"The tenant is being deleted: {reason}")
-        stopped = sum(answer for _, answer in answers if isinstance(answer, int))
+        stopped = sum(stop(tenant=tenant, user=acting_user,
+                           reason=f"The tenant is being deleted: {reason}")
+                      for stop in TENANT_DELETING)
         audit_record(actor=acting_user, action="tenant.delete", tenant=tenant,
                      target=tenant.namespace, before=before,
                      after={"state": tenant.state, "reason": reason,
@@ -280,9 +279,9 @@ def tenant_image_prefixes_update(*, tenant: Tenant, acting_user: Actor, prefixes
     return tenant
 
 
-def tenants_ensure_for_projects(*, projects: list[Project], **_signal: Any) -> None:
-    """Every Keystone project seen gets its tenant: the receiver of identity's
-    `projects_seen` (login, an API caller's token), connected in apps.py."""
+def tenants_ensure_for_projects(*, projects: list[Project]) -> None:
+    """Every Keystone project seen gets its tenant: the entry of identity's PROJECTS_SEEN
+    hook (login, an API caller's token), registered in apps.py."""
     for project in projects:
         try:
             tenant_ensure(keystone_project_id=project.id, name=project.name,

@@ -7,9 +7,9 @@ class UsageConfig(AppConfig):
     verbose_name = "GPU usage"
 
     def ready(self) -> None:
-        from cluster.capacity import register_source
+        from cluster.hooks import UNHEALTHY
 
         from .health import unhealthy_gpus_by_node
 
         # GPUs that GPU health took out of service are not free (the capacity view's source)
-        register_source("unhealthy", unhealthy_gpus_by_node)
+        UNHEALTHY.register("usage", unhealthy_gpus_by_node)

@@ -7,14 +7,20 @@ class WorkloadsConfig(AppConfig):
     verbose_name = "Workloads"
 
     def ready(self) -> None:
-        from cluster.capacity import register_source
-        from tenants.signals import tenant_deleting
+        from cluster.hooks import ADMITTED
+        from tenants.hooks import TENANT_DELETING
 
         from . import checks  # noqa: F401 - registers the system checks
+        from .advice import capacity_outlook_advice, fit_advice
+        from .hooks import LAUNCH_ADVISORS
         from .selectors import workloads_admitted
         from .services import workloads_stop_for_tenant
 
         # a tenant being deleted stops its workloads (tenants cannot import this app)
-        tenant_deleting.connect(workloads_stop_for_tenant, dispatch_uid="workloads_stop_for_tenant")
+        TENANT_DELETING.register("workloads", workloads_stop_for_tenant)
         # the capacity view counts admitted workloads whose pods are not bound yet
-        register_source("admitted", workloads_admitted)
+        ADMITTED.register("workloads", workloads_admitted)
+        # this app's own advice before a launch: the cluster and the quota, the capacity
+        # outlook (the catalogue's, which the calendar adds to)
+        LAUNCH_ADVISORS.register("fit", fit_advice)
+        LAUNCH_ADVISORS.register("capacity-outlook", capacity_outlook_advice)

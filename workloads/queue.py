@@ -9,8 +9,8 @@ they start.
   queue is every tenant's queued workloads of that type in Kueue's order within a queue
   (priority, then age), each tenant held to its reach (nominal quota plus borrowing limit).
   The calendar's blocks (maintenance windows, other tenants' reservations) come from the
-  suppliers registered here (`register_capacity_blocks`: calendars, which this app cannot
-  import): a run that cannot fit beside one starts after it.
+  entries of hooks.CAPACITY_BLOCKS (calendars, which this app cannot import): a run that
+  cannot fit beside one starts after it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import logging
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from django.core.cache import cache
@@ -32,6 +32,7 @@ from django.utils import timezone
 from kube.client import Kube, KubeError
 from tenants.kueue import INTERACTIVE, LOCAL_QUEUE, PRIORITIES, priority_class
 from workloads.eta import HISTORY, LIMIT, UNKNOWN, Block, Estimate, Holder, Waiter, estimate_starts
+from workloads.hooks import CAPACITY_BLOCKS
 
 log = logging.getLogger(__name__)
 
@@ -42,19 +43,9 @@ HISTORY_LEAST = 3
 WORKLOAD_ID = re.compile(r"^wl-(\d+)-")  # the portal's object names (workloads/naming.py)
 
 
-# Who takes GPUs of a type out of the pool for a while (calendars: maintenance windows, the
-# tenants' reservations): `supplier(gpu_type, now)` answers eta.Blocks from `now` on.
-# Registered in AppConfig.ready.
-CapacityBlocks = Callable[[Any, dt.datetime], list[Block]]
-CAPACITY_BLOCKS: dict[str, CapacityBlocks] = {}
-
-
-def register_capacity_blocks(name: str, supplier: CapacityBlocks) -> None:
-    CAPACITY_BLOCKS[name] = supplier
-
-
 def capacity_blocks(gpu_type, now: dt.datetime) -> list[Block]:
-    return [block for supplier in CAPACITY_BLOCKS.values() for block in supplier(gpu_type, now)]
+    """Every entry's blocks of the type from `now` on (hooks.CAPACITY_BLOCKS)."""
+    return [block for supplier in CAPACITY_BLOCKS for block in supplier(gpu_type, now)]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,7 @@ launch page's GPU availability (the cluster's figures come from cluster.capacity
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.db.models import QuerySet, Sum
@@ -14,6 +14,7 @@ from cluster.addresses import address_pools
 from cluster.capacity import GpuTypeCapacity, gpu_capacity
 from identity.scoping import Action
 from kube.client import KubeError
+from tenants.models import Quota, QuotaFigures
 
 from .models import Workload
 from .querysets import GPU_TOTAL
@@ -79,37 +80,76 @@ def gpus_held_by_type(workloads: QuerySet[Workload]) -> dict[str, int]:
     return dict(workloads.order_by().values_list("gpu_type__slug").annotate(n=Sum(GPU_TOTAL)))
 
 
-def gpu_availability(tenant, quota, *, ask_cluster: bool = True
-                     ) -> tuple[list[GpuAvailability], str | None]:
-    """Per enabled GPU type: the tenant's quota use and (asking the cluster) free GPUs.
+@dataclasses.dataclass(frozen=True)
+class TenantGpuReads:
+    """What a tenant's GPU figures are read from, once per request: its quota and the figures
+    in force, the GPUs its workloads hold per type and state, the cluster's capacity view."""
 
-    Free is the capacity view's (cluster.capacity), as `GET gpu-types/` answers.
-    Quota use counts what admission counts: the tenant's active, not deleted workloads.
-    Returns (rows, the cluster's error when it did not answer, else None)."""
+    quota: Quota
+    figures: QuotaFigures
+    # {(GPU type slug, state): GPUs} of the tenant's active, not deleted workloads
+    held_by_state: dict[tuple[str, str], int]
+    capacity: dict[str, GpuTypeCapacity] | None  # None: the cluster was not asked or did not answer
+    cluster_error: str | None = None
+
+    def held_of(self, slug: str, states: Iterable[str] = Workload.ACTIVE_STATES) -> int:
+        """GPUs of the type the tenant's workloads in `states` hold (the active ones: what
+        admission counts)."""
+        wanted = set(states)
+        return sum(gpus for (held_slug, state), gpus in self.held_by_state.items()
+                   if held_slug == slug and state in wanted)
+
+    @property
+    def held_total(self) -> int:
+        return sum(self.held_by_state.values())
+
+    def type_capacity(self, slug: str) -> GpuTypeCapacity | None:
+        return self.capacity.get(slug) if self.capacity is not None else None
+
+
+def tenant_gpu_reads(tenant, quota: Quota | None = None, *, ask_cluster: bool = True
+                     ) -> TenantGpuReads:
+    """The reads above (quota: the tenant's, when the caller has it in hand)."""
     capacity, cluster_error = None, None
     if ask_cluster:
         try:
             capacity = gpu_capacity()
         except KubeError as exc:
             cluster_error = str(exc) or type(exc).__name__
-    active = Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
-    tenant_held = gpus_held_by_type(active.filter(tenant=tenant, deleted_at__isnull=True))
-    figures = quota.effective()  # with what running reservations add, as admission counts
-    limits = figures.gpus_by_type
+    quota = quota if quota is not None else Quota.objects.get(tenant=tenant)
+    held = (Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
+                                    deleted_at__isnull=True)
+            .order_by().values_list("gpu_type__slug", "state").annotate(n=Sum(GPU_TOTAL)))
+    return TenantGpuReads(quota=quota, figures=quota.effective(),  # with running reservations
+                          held_by_state={(slug, state): n for slug, state, n in held},
+                          capacity=capacity, cluster_error=cluster_error)
+
+
+def gpu_availability(tenant, quota, *, ask_cluster: bool = True,
+                     reads: TenantGpuReads | None = None
+                     ) -> tuple[list[GpuAvailability], str | None]:
+    """Per enabled GPU type: the tenant's quota use and (asking the cluster) free GPUs.
+
+    Free is the capacity view's (cluster.capacity), as `GET gpu-types/` answers.
+    Quota use counts what admission counts: the tenant's active, not deleted workloads.
+    Returns (rows, the cluster's error when it did not answer, else None). `reads`: the
+    tenant's GPU reads when the caller has them."""
+    reads = reads or tenant_gpu_reads(tenant, quota, ask_cluster=ask_cluster)
+    limits = reads.figures.gpus_by_type
     rows = []
     for gpu_type in GpuType.objects.filter(enabled=True):
         row = GpuAvailability(gpu_type=gpu_type, quota_limit=limits.get(gpu_type.slug, 0),
-                              quota_used=tenant_held.get(gpu_type.slug, 0),
-                              total_limit=figures.gpus_total,
-                              total_used=sum(tenant_held.values()))
-        cap = capacity.get(gpu_type.slug) if capacity is not None else None
+                              quota_used=reads.held_of(gpu_type.slug),
+                              total_limit=reads.figures.gpus_total,
+                              total_used=reads.held_total)
+        cap = reads.type_capacity(gpu_type.slug)
         if cap is not None:
             row.allocatable = cap.allocatable
             row.largest_node = cap.largest_node
             row.free = cap.free
             row.capacity = cap
         rows.append(row)
-    return rows, cluster_error
+    return rows, reads.cluster_error
 
 
 def workloads_admitted() -> list[tuple[int, str, int]]:
@@ -154,26 +194,3 @@ def service_addresses() -> ServiceAddresses:
         state__in=(State.SUBMITTED, State.CREATING, State.QUEUED, State.PENDING, State.RUNNING),
     ).count()
     return ServiceAddresses(known=True, total=pools.total, free=pools.free, waiting=waiting)
-
-
-# What apps above this one (budgets) tell before a launch is submitted, without refusing it:
-# each advisor is called as `advisor(tenant=, user=, gpu_type=, gpus=, max_runtime_minutes=)`
-# and answers [(level, message)], level error | warning | info. The launch page's live check
-# and `POST workloads/check/` show the same notes. Registered in AppConfig.ready.
-LaunchAdvisor = Callable[..., list[tuple[str, str]]]
-LAUNCH_ADVISORS: dict[str, LaunchAdvisor] = {}
-
-
-def register_launch_advisor(name: str, advisor: LaunchAdvisor) -> None:
-    LAUNCH_ADVISORS[name] = advisor
-
-
-def launch_advice(*, tenant, user, gpu_type: GpuType, gpus: int,
-                  max_runtime_minutes: int | None) -> list[tuple[str, str]]:
-    """Every registered advisor's notes on a launch of `gpus` GPUs (all nodes') of `gpu_type`
-    that may run up to `max_runtime_minutes` (None: no limit)."""
-    notes: list[tuple[str, str]] = []
-    for advisor in LAUNCH_ADVISORS.values():
-        notes += advisor(tenant=tenant, user=user, gpu_type=gpu_type, gpus=gpus,
-                         max_runtime_minutes=max_runtime_minutes)
-    return notes

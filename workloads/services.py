@@ -11,7 +11,6 @@ import hashlib
 import json
 import logging
 import secrets
-from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -29,6 +28,7 @@ from tenants.models import Quota, Tenant
 from tenants.queueing import gpu_reach
 
 from . import metrics
+from .hooks import ADMISSION_CHECKS
 from .journal import notify_owner, workload_event
 from .launch_spec import launch_spec_from_rows
 from .models import Workload
@@ -157,21 +157,6 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
                                f"memory; {memory} GiB more would exceed the quota.")
 
 
-# Checks of apps above this one (budgets) that may refuse a launch: each is called as
-# `check(tenant=, user=, request=)` inside the launch's transaction, after the quota check, with
-# the tenant row locked (so concurrent launches of a tenant are serialised), and raises an
-# AdmissionRefused (a subclass with its own `code`) to refuse. A check may also place it: node
-# names it puts in request["avoid_nodes"] are frozen into its launch spec, and its pods are kept
-# off them (a maintenance window, calendars/admission.py). Registered in AppConfig.ready.
-AdmissionCheck = Callable[..., None]
-ADMISSION_CHECKS: dict[str, AdmissionCheck] = {}
-
-
-def register_admission_check(name: str, check: AdmissionCheck) -> None:
-    """Call `check` at every launch (registering a name again replaces its check)."""
-    ADMISSION_CHECKS[name] = check
-
-
 def _gpus_text(workload: Workload) -> str:
     """"2× a100", or for a group "2 nodes × 4× a100"."""
     gpus = f"{workload.gpu_count}× {workload.gpu_type.slug}"
@@ -219,7 +204,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 raise AdmissionRefused(f"{tenant.name} is being deleted; nothing can be launched.")
             quota = Quota.objects.get(tenant=tenant)
             _admission_check(tenant, quota, request, queued=queued)
-            for check in ADMISSION_CHECKS.values():
+            for check in ADMISSION_CHECKS:  # the apps above's (hooks.py), in its order
                 check(tenant=tenant, user=user, request=request)
             template = request["template"]
             workload = Workload.objects.create(
@@ -383,9 +368,9 @@ def workload_launch_spec_freeze(*, workload: Workload) -> None:
         workload.refresh_from_db(fields=["launch_spec"])
 
 
-def workloads_stop_for_tenant(*, tenant: Tenant, user, reason: str, **_signal: Any) -> int:
-    """Stop every live workload of a tenant (it is being deleted): the receiver of tenants'
-    `tenant_deleting` (connected in apps.py)."""
+def workloads_stop_for_tenant(*, tenant: Tenant, user: Any, reason: str) -> int:
+    """Stop every live workload of a tenant (it is being deleted): the entry of tenants'
+    TENANT_DELETING hook (registered in apps.py). Returns how many it stopped."""
     live = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES)
     count = 0
     for workload in live:

@@ -29,6 +29,7 @@ from kube.client import KubeError
 from kube.engines import engine_refusal
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
+from .advice import never_fits
 from .naming import display_name_clean
 
 # the bounds of the typed fields, declared by the API's serializer and the page's form alike
@@ -116,7 +117,9 @@ def launch_clean(*, request: dict[str, Any], tenant=None, quota=None,
                  check_capacity: bool = True) -> dict[str, Any]:
     """The request, completed from its template, or LaunchInvalid. `tenant` and `quota` are
     the launching project's (None: rules that need them are not checked); `check_capacity`:
-    refuse a request larger than any node of its GPU type (asks the cluster's capacity)."""
+    refuse a distributed launch the cluster cannot run and a request larger than any node of
+    its GPU type (asks the cluster). The check before a launch leaves both to the launch
+    advice (advice.py), which tells them as notes with the same words."""
     data = dict(request)
     errors = _field_errors(data)
     if errors:
@@ -277,23 +280,14 @@ def _runtime(data: dict[str, Any], errors: dict[str, list[str]], tenant, quota) 
 
 
 def _never_fits(data: dict[str, Any], errors: dict[str, list[str]]) -> None:
-    """A request larger than any node of the type can never run: say so now."""
+    """A request larger than any node of the type can never run: say so now (the launch
+    advice's rule, advice.never_fits, which the checks before a launch show as an error)."""
     gpu_type: GpuType = data["gpu_type"]
     try:
         capacity = gpu_capacity().get(gpu_type.slug)
     except KubeError:
         return  # cannot ask the cluster: admission proceeds, the scheduler will tell
-    if capacity is None or capacity.nodes == 0:
-        errors["gpu_type"] = [f"No node of the cluster offers {gpu_type.slug} GPUs."]
-    elif data["gpu_count"] > capacity.largest_node:
-        errors["gpu_count"] = [
-            f"No {gpu_type.slug} node has {data['gpu_count']} GPUs "
-            f"(the largest has {capacity.largest_node}); this request can never run."]
-    elif data.get("nodes", 1) > 1:
-        nodes, each = data["nodes"], data["gpu_count"]
-        offering = capacity.nodes_offering(each)
-        if offering < nodes:
-            such = "such node" if offering == 1 else "such nodes"
-            errors["nodes"] = [
-                f"Needs {nodes} nodes with {each} {gpu_type.slug} GPUs each; the cluster has "
-                f"{offering} {such}, so this request can never run."]
+    refusal = never_fits(capacity, gpu_type.slug, data["gpu_count"], data.get("nodes", 1))
+    if refusal is not None:
+        field, why = refusal
+        errors[field] = [why]

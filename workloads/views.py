@@ -8,10 +8,12 @@ another tenant's workload is a 404; the current project's tenant is `request.ten
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
 import secrets
+from collections.abc import Mapping
 
 from django.conf import settings
 from django.contrib import messages
@@ -19,7 +21,6 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import redirect, render
-from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -41,13 +42,16 @@ from tenants.selectors import tenant_admits_root
 from workloads.queue import annotate_queue
 
 from . import selectors
+from .advice import launch_advice, launch_context
 from .filtersets import WorkloadFilterSet
 from .forms import FIELD_LABELS, LaunchForm, launch_request
 from .logs import redact, workload_logs, workload_redact
 from .models import Workload
 from .selectors import (
     GpuAvailability,
+    TenantGpuReads,
     service_addresses,
+    tenant_gpu_reads,
     workload_may_change,
     workload_may_see_secrets,
 )
@@ -77,66 +81,26 @@ def _project_workloads(request: ProjectRequest) -> QuerySet[Workload]:
 
 # --- GPUs: free in the cluster, left in the quota -----------------------------------------
 
-def gpu_availability(tenant: Tenant, quota: Quota, *, ask_cluster: bool = True
-                     ) -> tuple[list[GpuAvailability], str | None]:
+@dataclasses.dataclass(frozen=True)
+class Availability:
+    """The launch page's GPU figures: what it read once (the live check's advisors read it
+    too), its rows per type, the banner when the cluster did not answer."""
+
+    reads: TenantGpuReads
+    rows: list[GpuAvailability]
+    cluster_error: str | None
+
+
+def gpu_availability(tenant: Tenant, quota: Quota) -> Availability:
     """The selector's rows, with the banner the pages show when the cluster did not answer."""
-    rows, error = selectors.gpu_availability(tenant, quota, ask_cluster=ask_cluster)
+    reads = tenant_gpu_reads(tenant, quota)
+    rows, error = selectors.gpu_availability(tenant, quota, reads=reads)
     if error is None:
-        return rows, None
+        return Availability(reads, rows, None)
     log.warning("cluster unreachable for the GPU availability: %s", error)
-    return rows, (f"{CLUSTER_UNREACHABLE}: free GPUs are not known. You can still launch; "
-                  "the workload starts when the cluster answers.")
-
-
-def fit_notes(row: GpuAvailability, count: int, tenant: Tenant, nodes: int = 1
-              ) -> list[tuple[str, str]]:
-    """What to tell before submitting: (level, message), level error | warning | info.
-    `count` GPUs on each of `nodes` nodes (a distributed template's group)."""
-    slug = row.gpu_type.slug
-    notes: list[tuple[str, str]] = []
-    never = False
-    wanted = count * nodes  # what the quota counts
-    if row.known and row.largest_node == 0:
-        never = True
-        notes.append(("error", f"No node of the cluster offers {slug} GPUs; this request can "
-                               "never run."))
-    elif row.largest_node is not None and count > row.largest_node:
-        never = True
-        notes.append(("error", f"No {slug} node has {count} GPUs (the largest has "
-                               f"{row.largest_node}); this request can never run."))
-    elif nodes > 1 and row.capacity is not None:
-        offering = row.capacity.nodes_offering(count)
-        if offering < nodes:
-            never = True
-            notes.append(("error", f"Needs {nodes} nodes with {count} {slug} GPUs each; the "
-                                   f"cluster has {offering} such node{pluralize(offering)}, so "
-                                   "this request can never run."))
-    if nodes > 1:
-        notes.insert(0, ("info", _group_summary(row, count, nodes)))
-    if row.quota_used + wanted > row.quota_limit:
-        notes.append(("warning", f"Beyond the quota: {tenant.name} uses {row.quota_used} of "
-                                 f"{row.quota_limit} {slug} GPUs; {wanted} more would exceed it."))
-    elif row.total_used + wanted > row.total_limit:
-        notes.append(("warning", f"Beyond the quota: {tenant.name} uses {row.total_used} of "
-                                 f"{row.total_limit} GPUs in all; {wanted} more would exceed it."))
-    elif nodes > 1 and row.capacity is not None and not never \
-            and row.capacity.nodes_free(count) < nodes:
-        notes.append(("info", f"It waits (queued whole, no rank started) until {nodes} nodes "
-                              f"have {count} {slug} GPUs free, then every rank starts at once."))
-    elif nodes == 1 and row.free is not None and not never and count > row.free:
-        notes.append(("info", f"Only {row.free} {slug} GPUs are free right now: it will wait "
-                              "(pending) until enough are, then start by itself."))
-    return notes
-
-
-def _group_summary(row: GpuAvailability, count: int, nodes: int) -> str:
-    """"2 nodes × 4 a100: 8 GPUs of the quota; 2 nodes have 4 free now"."""
-    text = f"{nodes} nodes × {count} {row.gpu_type.slug}: {count * nodes} GPUs of the quota"
-    if row.capacity is None:
-        return text + "; free nodes unknown"
-    free = row.capacity.nodes_free(count)
-    return text + f"; {free} node{pluralize(free)} {'has' if free == 1 else 'have'} " \
-                  f"{count} free now"
+    return Availability(reads, rows, (
+        f"{CLUSTER_UNREACHABLE}: free GPUs are not known. You can still launch; the workload "
+        "starts when the cluster answers."))
 
 
 def _whole_number(text: str | None) -> int | None:
@@ -146,14 +110,18 @@ def _whole_number(text: str | None) -> int | None:
         return None
 
 
-def _check_context(rows: list[GpuAvailability], slug: str, count_text: str,
-                   tenant: Tenant, nodes_text: str | None = None, *, user=None,
-                   runtime_text: str | None = None) -> dict:
-    """The live check; `nodes_text` only for a distributed template (None: one pod). With
-    `user`, the launch advisors' notes too (a budget its maximum runtime would cross:
-    `runtime_text` minutes, blank for the project's limit)."""
-    row = next((r for r in rows if r.gpu_type.slug == slug), None)
+def _check_context(availability: Availability, values: Mapping[str, str], tenant: Tenant,
+                   template: Template | None, *, user) -> dict:
+    """The live check of what the form holds (`values`: its fields as typed) for a launch of
+    `template` (None: none chosen; the nodes field counts for a distributed one only). Its
+    notes are the launch advice's (advice.py), as `POST workloads/check/` answers them: the
+    cluster and the quota, a budget its maximum runtime would cross (blank: the project's
+    limit), the calendar."""
+    slug, count_text = values.get("gpu_type", ""), values.get("gpu_count", "")
+    runtime_text = values.get("max_runtime_minutes")
+    row = next((r for r in availability.rows if r.gpu_type.slug == slug), None)
     count = _whole_number(count_text)
+    nodes_text = _nodes_text(template, values)
     nodes = 1 if nodes_text is None else _whole_number(nodes_text)
     if row is None:
         return {"row": None, "count": count, "notes": [("warning", "Choose a GPU type.")]}
@@ -163,13 +131,12 @@ def _check_context(rows: list[GpuAvailability], slug: str, count_text: str,
     if nodes is None or nodes < 1:
         return {"row": row, "count": count,
                 "notes": [("warning", "Give the number of nodes as a whole number, 1 or more.")]}
-    notes = fit_notes(row, count, tenant, nodes)
-    if user is not None:
-        runtime = _whole_number(runtime_text)
-        notes += selectors.launch_advice(
-            tenant=tenant, user=user, gpu_type=row.gpu_type, gpus=count * nodes,
-            max_runtime_minutes=(runtime if runtime and runtime > 0 else None)
-            or tenant.quota.max_runtime_minutes or None)
+    runtime = _whole_number(runtime_text)
+    notes = launch_advice(launch_context(
+        tenant=tenant, user=user, gpu_type=row.gpu_type, template=template,
+        gpus_per_node=count, nodes=nodes,
+        max_runtime_minutes=runtime if runtime and runtime > 0 else None,
+        reads=availability.reads))
     return {"row": row, "count": count, "nodes": nodes, "notes": notes,
             "never": any(level == "error" for level, _ in notes)}
 
@@ -249,10 +216,9 @@ def _service_access_context(tenant: Tenant) -> dict[str, bool]:
 def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Template],
                    values: dict[str, str], *, errors: dict[str, list[str]] | None = None,
                    refused: str = "", status: int = 200,
-                   rows: list[GpuAvailability] | None = None,
-                   cluster_error: str | None = None) -> HttpResponse:
-    if rows is None:
-        rows, cluster_error = gpu_availability(tenant, tenant.quota)
+                   availability: Availability | None = None) -> HttpResponse:
+    if availability is None:
+        availability = gpu_availability(tenant, tenant.quota)
     errors = errors or {}
     template = _template_named(templates, values.get("template"))
     return render(request, "workloads/launch.html", {
@@ -261,11 +227,10 @@ def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Templ
         "site_registries": settings.PORTAL_IMAGE_REGISTRIES,
         "root_admitted": tenant_admits_root(tenant),
         "template": template,
-        "gpu_rows": rows, "cluster_error": cluster_error, "values": values,
+        "gpu_rows": availability.rows, "cluster_error": availability.cluster_error,
+        "values": values,
         "errors": errors, "error_summary": _error_summary(errors), "refused": refused,
-        "check": _check_context(rows, values.get("gpu_type", ""), values.get("gpu_count", ""),
-                                tenant, _nodes_text(template, values), user=request.user,
-                                runtime_text=values.get("max_runtime_minutes")),
+        "check": _check_context(availability, values, tenant, template, user=request.user),
         "queueing": queueing_shown(),
         "addresses": service_addresses(),
     }, status=status)
@@ -278,10 +243,10 @@ def launch(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
     templates = _with_availability(list(Template.objects.filter(enabled=True)))
     if request.method == "GET":
-        rows, cluster_error = gpu_availability(tenant, tenant.quota)
+        availability = gpu_availability(tenant, tenant.quota)
         return _launch_render(request, tenant, templates,
-                              _initial_values(request, templates, rows),
-                              rows=rows, cluster_error=cluster_error)
+                              _initial_values(request, templates, availability.rows),
+                              availability=availability)
     values = _posted_values(request.POST, templates)
     if request.POST.get("refresh"):  # without JavaScript: show the chosen template's fields
         return _launch_render(request, tenant, templates, values)
@@ -340,14 +305,12 @@ def launch_check(request: TenantRequest) -> HttpResponse:
     """htmx: free GPUs and quota left for the chosen type and count (on each of the nodes, for
     a distributed template), with warnings."""
     tenant = request.tenant
-    rows, cluster_error = gpu_availability(tenant, tenant.quota)
+    availability = gpu_availability(tenant, tenant.quota)
     template = Template.objects.filter(enabled=True, slug=request.GET.get("template")).first()
     return render(request, "workloads/_launch_check.html", {
-        "check": _check_context(rows, request.GET.get("gpu_type", ""),
-                                request.GET.get("gpu_count", ""), tenant,
-                                _nodes_text(template, request.GET), user=request.user,
-                                runtime_text=request.GET.get("max_runtime_minutes")),
-        "cluster_error": cluster_error, "tenant": tenant,
+        "check": _check_context(availability, request.GET, tenant, template,
+                                user=request.user),
+        "cluster_error": availability.cluster_error, "tenant": tenant,
     })
 
 

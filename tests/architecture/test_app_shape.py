@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tests.architecture.test_import_layers import LAYERS, ROOT
+from tests.architecture.test_import_layers import LAYERS, ROOT, imported_modules, module_name
 
 APPS = [app for app in LAYERS if app not in ("stack", "api")]
 ROUTE_FILES = {"urls.py", "admin_urls.py"}
@@ -104,3 +104,19 @@ def test_admin_pages_are_served_from_admin_views_and_only_under_admin():
     wrong = [f"/{route} ← {module}" for route, module in pages
              if route.startswith("admin/") != module.endswith(".admin_views")]
     assert not wrong, wrong
+
+
+def test_no_app_imports_another_apps_views():
+    """Views are leaves: what two apps' pages share lives in a selector (the dashboard's GPU
+    rows come from workloads.selectors, not from the launch page's view module)."""
+    views = ("views", "admin_views")
+    found = []
+    for path in app_modules():
+        if path.name in ROUTE_FILES or in_api(path) and path.name == "urls.py":
+            continue  # routes name the views they serve
+        here = module_name(path)[0].split(".")[0]
+        for module, line in imported_modules(path):
+            parts = module.split(".")
+            if parts[0] != here and parts[0] in APPS and parts[-1] in views:
+                found.append(f"{path.relative_to(ROOT)}:{line}: {module}")
+    assert not found, found

@@ -16,8 +16,9 @@ from tenants.models import Tenant
 from tests.fixtures import factories
 from tests.fixtures.factories import make_workload
 from workloads.eta import MAINTENANCE, RESERVATION, Block, Holder, Waiter, estimate_starts
+from workloads.hooks import CAPACITY_BLOCKS
 from workloads.models import Workload
-from workloads.queue import CAPACITY_BLOCKS, estimates, queue_text
+from workloads.queue import estimates, queue_text
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 
@@ -102,7 +103,7 @@ def window(start: dt.datetime, end: dt.datetime, gpus: int, **fields) -> Mainten
 
 
 def test_the_registry_is_filled_by_calendars():
-    assert CAPACITY_BLOCKS["calendar"] is queue_blocks
+    assert CAPACITY_BLOCKS.entries() == [("calendars", queue_blocks)]
 
 
 def test_an_announced_window_delays_the_queue_estimate(tenant, gpu_types):

@@ -17,22 +17,22 @@ from django.test.utils import CaptureQueriesContext
 from audit.models import AuditRecord
 from calendars import maintenance
 from calendars.admission import MaintenanceWindowRefused
-from calendars.capacity_plan import free_now
 from calendars.maintenance import windows_advance
 from calendars.models import MaintenanceWindow
 from calendars.services import window_cancel, window_create
 from calendars.validation import window_clean
 from catalogue.models import GpuType, Template
+from cluster.capacity import gpu_capacity
 from kube.client import Conflict, Kube, NotFound
 from kube.labels import CORDON_ANNOTATION, LABEL_WORKLOAD_ID
 from notifications.models import Kind, Notification
 from tests.fixtures import factories
 from tests.fixtures.portal import cluster_cache_caught_up
 from tests.waiting import eventually
+from workloads.advice import launch_advice, launch_context
 from workloads.manifests import SERVICE_ACCOUNT_NAME
 from workloads.models import Workload
 from workloads.objects import workload_objects_create
-from workloads.selectors import launch_advice
 from workloads.services import workload_launch
 
 pytestmark = pytest.mark.django_db
@@ -158,8 +158,8 @@ def test_a_launch_no_node_outside_can_hold_is_refused_naming_the_window(lab, use
     # one that ends before the start runs as ever
     assert launch(lab, users["ann"], gpus=2, minutes=120).launch_spec["avoid_nodes"] == []
     # the launch page's live check says the same before submit
-    notes = launch_advice(tenant=lab, user=users["ann"], gpu_type=lab_type("a100"), gpus=2,
-                          max_runtime_minutes=None)
+    notes = launch_advice(launch_context(tenant=lab, user=users["ann"], gpu_type=lab_type("a100"),
+                                         gpus_per_node=2))
     assert [level for level, text in notes if "maintenance #" in text] == ["error"]
 
 
@@ -170,12 +170,19 @@ def test_a_distributed_launch_needs_enough_nodes_outside(lab, users, kube, clock
     with pytest.raises(MaintenanceWindowRefused, match="1 other a100 node can hold 4 GPUs "
                                                        "each, and it needs 2"):
         launch(lab, users["ann"], gpus=4, nodes=2, minutes=90)
-    notes = launch_advice(tenant=lab, user=users["ann"], gpu_type=lab_type("a100"), gpus=4,
-                          max_runtime_minutes=90)
-    # beside the calendar's capacity text (capacity_plan.py): the 8 GPUs the window takes, from
-    # what is free now (what earlier tests of the session left running counts)
-    free = free_now("a100")
-    assert free is not None and free >= 8
+    # the check before submit says the same: it knows the nodes
+    notes = launch_advice(launch_context(tenant=lab, user=users["ann"], gpu_type=lab_type("a100"),
+                                         gpus_per_node=4, nodes=2, max_runtime_minutes=90))
+    assert [level for level, text in notes if "1 other a100 node can hold 4 GPUs each, and it "
+            "needs 2" in text] == ["warning"], notes
+    # one node of 4 is placed off the window's node
+    notes = launch_advice(launch_context(tenant=lab, user=users["ann"], gpu_type=lab_type("a100"),
+                                         gpus_per_node=4, max_runtime_minutes=90))
+    # beside the capacity outlook (catalogue/selectors.py, the calendar's entry): the 8 GPUs
+    # the window takes, from what is free now (what earlier tests of the session left running
+    # counts)
+    free = gpu_capacity()["a100"].free
+    assert free >= 8
     assert any(text.endswith(f"{free - 8} from 13:00 (maintenance), {free} from 15:00 "
                              "(maintenance ends) — see the calendar.") for _, text in notes), notes
     notes = [note for note in notes if "maintenance #" in note[1]]

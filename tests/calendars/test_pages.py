@@ -13,9 +13,9 @@ from django.test import TestCase
 from django.utils import timezone
 
 from audit.models import AuditRecord
-from calendars.capacity_plan import capacity_text, upcoming
 from calendars.forms import local_input
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
+from catalogue.selectors import capacity_outlook
 from tenants.models import Tenant
 from tenants.services import quota_update
 
@@ -239,6 +239,6 @@ def test_the_capacity_text_counts_what_is_down_now_once(lab, gpu_types):
     """A window already running is out of what is free now; its end gives the GPUs back."""
     now = timezone.now()
     announce(now - dt.timedelta(hours=1), 3, gpus=8)
-    changes = upcoming(gpu_types["a100"], 8, now=now)
-    assert [(c.free, c.why) for c in changes] == [(16, "maintenance ends")]
-    assert capacity_text("a100", 8, changes, now).startswith("8 a100 free now, 16 from ")
+    outlook = capacity_outlook(gpu_types["a100"], now=now, free_now=8)
+    assert [(c["free"], c["why"]) for c in outlook["changes"]] == [(16, "maintenance ends")]
+    assert outlook["text"].startswith("8 a100 free now, 16 from ")

@@ -15,14 +15,14 @@ from django.contrib.auth import get_user_model
 from django.test import TestCase
 
 from calendars.models import Reservation, ReservationOccurrence
-from calendars.reservations import reservations_tick
+from calendars.reservations import reservation_launch_advice, reservations_tick
 from calendars.selectors import booked_intervals
 from notifications.models import Notification
 from tenants.models import Quota, Tenant
 from tests.calendars.test_reservations import END, START, book
 from tests.fixtures import factories
+from workloads.advice import launch_context
 from workloads.models import Workload
-from workloads.selectors import launch_advice
 
 pytestmark = pytest.mark.django_db
 
@@ -163,8 +163,9 @@ def test_a_borrowing_launch_is_told_of_a_reservation_within_its_runtime(
 
     def advice(tenant, gpus: int, runtime: int | None) -> list[tuple[str, str]]:
         with time_machine.travel(START - dt.timedelta(hours=2), tick=False):
-            return launch_advice(tenant=tenant, user=users["bob"], gpu_type=gpu_types["a100"],
-                                 gpus=gpus, max_runtime_minutes=runtime)
+            return reservation_launch_advice(launch_context(
+                tenant=tenant, user=users["bob"], gpu_type=gpu_types["a100"],
+                gpus_per_node=gpus, max_runtime_minutes=runtime))
 
     # 3 held + 2 = 5 of nlp-lab's 4: borrowed; 3 hours run into 09:00
     assert advice(nlp, 2, 180) == [(
@@ -214,8 +215,8 @@ def test_the_launch_check_looks_a_year_ahead_for_the_first_reservation_only(
 
     def advice() -> str:
         with time_machine.travel(now, tick=False):
-            notes = launch_advice(tenant=nlp, user=users["bob"], gpu_type=gpu_types["a100"],
-                                  gpus=1, max_runtime_minutes=None)
+            notes = reservation_launch_advice(launch_context(
+                tenant=nlp, user=users["bob"], gpu_type=gpu_types["a100"], gpus_per_node=1))
         return next(text for level, text in notes if level == "warning")
 
     assert "bio-lab's reservation of 2 a100 starts at 2030-03-07 07:00 UTC" in advice()

@@ -21,13 +21,11 @@ from kube.client import KubeError
 from tenants.authentication import TenantAPIRequest
 from tenants.models import Quota, Tenant
 
+from ..advice import launch_advice, launch_context
 from ..filtersets import WorkloadFilterSet
 from ..logs import RankUnknown, redact, workload_logs, workload_redact
 from ..models import Workload
-from ..selectors import (
-    launch_advice,
-    workload_may_see_secrets,
-)
+from ..selectors import tenant_gpu_reads, workload_may_see_secrets
 from ..services import (
     AddressesExhausted,
     AdmissionRefused,
@@ -131,15 +129,20 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @extend_schema(request=LaunchSerializer, responses=LaunchCheckSerializer)
     @action(detail=False, methods=["post"])
     def check(self, request):
-        """What this launch would be told before submitting it; nothing is launched."""
+        """What this launch would be told before submitting it (the launch page's live check
+        tells the same); nothing is launched. What the cluster could never run (a group its
+        engine is missing for, a request no node could hold) is told as an error note."""
         tenant = self._tenant()
-        serializer = LaunchSerializer(data=request.data, tenant=tenant,
-                                      quota=Quota.objects.get(tenant=tenant))
+        quota = Quota.objects.get(tenant=tenant)
+        serializer = LaunchSerializer(data=request.data, tenant=tenant, quota=quota,
+                                      check_capacity=False)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        notes = launch_advice(tenant=tenant, user=request.user, gpu_type=data["gpu_type"],
-                              gpus=data["gpu_count"] * data.get("nodes", 1),
-                              max_runtime_minutes=data.get("max_runtime_minutes") or None)
+        notes = launch_advice(launch_context(
+            tenant=tenant, user=request.user, gpu_type=data["gpu_type"],
+            template=data["template"], gpus_per_node=data["gpu_count"], nodes=data.get("nodes", 1),
+            max_runtime_minutes=data.get("max_runtime_minutes") or None,
+            reads=tenant_gpu_reads(tenant, quota)))
         return Response(LaunchCheckSerializer(
             {"notes": [{"level": level, "message": message} for level, message in notes]}).data)
 

@@ -1,0 +1,26 @@
+"""What tenants tell the apps above them, which tenants may not import (they import tenants):
+a hook of core.registry.
+
+TENANT_DELETING: called inside the transaction that marks a tenant for deletion; every entry
+acts in that transaction and answers how many things it stopped (workloads registers
+`workloads_stop_for_tenant`, so a deleted tenant's workloads stop with it). The audit record
+counts them all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from core.registry import Hook
+
+if TYPE_CHECKING:
+    from .models import Tenant
+
+
+class TenantDeleting(Protocol):
+    """`user`: the acting user, None for the portal."""
+
+    def __call__(self, *, tenant: Tenant, user: Any, reason: str) -> int: ...
+
+
+TENANT_DELETING = Hook[TenantDeleting]("tenants.tenant_deleting", order=("workloads",))
