@@ -148,25 +148,35 @@ def _of_type(reservations: list[Reservation], gpu_type: GpuType) -> list[Reserva
     return reservations
 
 
+# what an occurrence and its text need of a reservation ("lab's reservation of 4 a100")
+BRIEF_FIELDS = ("tenant_id", "gpu_type_id", "count", "start", "end", "recurrence", "until",
+                "tenant__name")
+
+
 def occurrences_between(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
-                        exclude: int | None = None) -> list[Occurrence]:
+                        exclude: int | None = None, brief: bool = False) -> list[Occurrence]:
     """Every live reservation occurrence of the type overlapping [since, until), in order of
-    start; one released unused books only until its release."""
+    start; one released unused books only until its release. `brief`: the reservations
+    with BRIEF_FIELDS only (the launch check reads a day of them at every keystroke)."""
     live = _live_reservations(gpu_type, since, until)
     if exclude is not None:
         live = live.exclude(pk=exclude)
+    if brief:
+        live = live.only(*BRIEF_FIELDS)
     reservations = _of_type(list(live), gpu_type)
+    spans = [(reservation, start, end) for reservation in reservations
+             for start, end in reservation.occurrences(since, until)]
+    # the releases of the occurrences in the span only
     released = {(pk, start): at for pk, start, at in ReservationOccurrence.objects
-                .filter(reservation__in=reservations, released_at__isnull=False)
-                .values_list("reservation_id", "start", "released_at")} if reservations else {}
+                .filter(reservation__in={r.pk for r, _, _ in spans}, released_at__isnull=False)
+                .values_list("reservation_id", "start", "released_at")} if spans else {}
     out = []
-    for reservation in reservations:
-        for start, end in reservation.occurrences(since, until):
-            cut = released.get((reservation.pk, start))
-            if cut is not None:
-                end = min(end, cut)
-            if end > start and end > since:
-                out.append(Occurrence(reservation, start, end, released=cut is not None))
+    for reservation, start, end in spans:
+        cut = released.get((reservation.pk, start))
+        if cut is not None:
+            end = min(end, cut)
+        if end > start and end > since:
+            out.append(Occurrence(reservation, start, end, released=cut is not None))
     out.sort(key=lambda o: (o.start, o.reservation.pk))
     return out
 
@@ -176,7 +186,7 @@ def shared_occurrences(reads: SharedReads, gpu_type: GpuType, since: dt.datetime
     """`occurrences_between(gpu_type, since, until)`, read once for everything that `reads`
     serves (the launch check's advisors and the capacity outlook)."""
     return reads.get(("calendars.occurrences", gpu_type.pk, since, until),
-                     lambda: occurrences_between(gpu_type, since, until))
+                     lambda: occurrences_between(gpu_type, since, until, brief=True))
 
 
 def next_occurrence(gpu_type: GpuType, after: dt.datetime, before: dt.datetime, *,
