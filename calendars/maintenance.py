@@ -125,8 +125,9 @@ def covered_nodes(window: MaintenanceWindow, nodes: list[Obj] | None,
     per window)."""
     names = set(window.affected or {})
     if nodes is not None:
+        by_type = window.gpu_type
         target = (tuple(window.nodes or ()), tuple(sorted((window.node_selector or {}).items())),
-                  window.gpu_type_id)
+                  _type_key(by_type) if by_type is not None else None)
         found = matched.get(target) if matched is not None else None
         if found is None:
             found = window_node_names(window, nodes)
@@ -134,6 +135,26 @@ def covered_nodes(window: MaintenanceWindow, nodes: list[Obj] | None,
                 matched[target] = found
         names |= found
     return names
+
+
+def _type_key(gpu_type: GpuType) -> tuple[Any, ...]:
+    """What matching a node against a GPU type reads of the type."""
+    return (gpu_type.slug, gpu_type.resource_name,
+            tuple(sorted((gpu_type.node_selector or {}).items())))
+
+
+def nodes_matched() -> tuple[list[Obj] | None, dict[Any, Any]]:
+    """The cluster's nodes now (None: not known now) and what was matched against this very
+    copy of them already (a GPU type's nodes, a window target's), kept in the read model
+    until its nodes change: the launch check runs at every keystroke, and matching every
+    node against every live window each time was most of its cost."""
+    try:
+        cache = cluster_cache()
+        cache.ready(cache.nodes)
+        version, nodes = cache.nodes.snapshot()
+    except KubeError:
+        return None, {}
+    return nodes, cache.memo("calendars.nodes_matched", version, dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,14 +207,16 @@ def launch_placement(*, gpu_type: GpuType, gpus_per_node: int, nodes: int = 1,
     crossing = [w for w in windows if crosses(now, seconds, Interval(w.start, w.end, 0))]
     if not crossing:
         return Placement()
-    try:
-        cluster: list[Obj] | None = list(cluster_nodes())
-    except KubeError:  # not known now: avoid what the windows resolved to, refuse nothing
-        cluster = None
-    inside = type_nodes(gpu_type, cluster) if cluster is not None else {}
+    # the cluster not known now: avoid what the windows resolved to, refuse nothing
+    cluster, matched = nodes_matched()
+    inside: dict[str, int] = {}
+    if cluster is not None:
+        key = ("type", _type_key(gpu_type))
+        if key not in matched:
+            matched[key] = type_nodes(gpu_type, cluster)
+        inside = matched[key]
     avoid: set[str] = set()
     hit = []
-    matched: dict[Any, set[str]] = {}
     for window in crossing:
         covered = covered_nodes(window, cluster, matched)
         of_type = {name for name, entry in (window.affected or {}).items()
