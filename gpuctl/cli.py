@@ -768,12 +768,18 @@ def cmd_reservations(api: PortalClient, args: argparse.Namespace) -> int:
         made = api.post("reservations/", body)
         emit(args, made, lambda out: print_record(
             made, ["id", "tenant_name", "gpu_type", "count", "start", "end", "recurrence",
-                   "until", "note", "state"], out))
+                   "until", "note", "state", "at_end"], out))
         return EXIT_OK
     tenant = _tenant(api, args.tenant)["id"] if args.tenant else None
     rows = api.get_all("reservations/", gpu_type=args.gpu_type, tenant=tenant,
                        include_past="1" if args.all else None)
-    emit(args, rows, lambda out: print_table(rows, RESERVATION_COLUMNS, out))
+
+    def table(out: TextIO) -> None:
+        print_table(rows, RESERVATION_COLUMNS, out)
+        if rows and rows[0].get("at_end"):  # the same for every one: the portal's rule
+            out.write(f"\n{rows[0]['at_end']}\n")
+
+    emit(args, rows, table)
     return EXIT_OK
 
 

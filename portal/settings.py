@@ -390,6 +390,11 @@ PORTAL_BUDGET_STOP_GRACE_MINUTES = env.int("PORTAL_BUDGET_STOP_GRACE_MINUTES", d
 # a reservation occurrence still unused this many minutes after its start is released (its GPUs
 # leave the tenant's quota and are bookable again; calendars/reservations.py says "unused")
 PORTAL_RESERVATION_GRACE_MINUTES = env.int("PORTAL_RESERVATION_GRACE_MINUTES", default=30)
+# when an occurrence ends or is cancelled, the owners of the tenant's workloads beyond the quota
+# then in force are told at once, and those still beyond it this many minutes later are put
+# back in line (batch) or stopped (services): calendars/reservations.py
+PORTAL_RESERVATION_END_GRACE_MINUTES = env.int("PORTAL_RESERVATION_END_GRACE_MINUTES",
+                                               default=10)
 # webhooks may post to loopback, link-local, private and the cluster's own addresses (off: only
 # the public internet, checked at creation and again at each POST; notifications/webhook_urls.py)
 PORTAL_WEBHOOK_ALLOW_PRIVATE = env.bool("PORTAL_WEBHOOK_ALLOW_PRIVATE", default=False)

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 from rest_framework import serializers
 
 from ..models import MaintenanceWindow, Reservation, ReservationAllowance
+from ..reservations import end_rule_text
 from ..validation import ReservationInvalid, WindowInvalid, reservation_clean, window_clean
 
 
@@ -44,12 +46,24 @@ class ReservationSerializer(serializers.ModelSerializer[Reservation]):
     created_by = serializers.CharField(source="created_by.label", default=None)
     state = serializers.SerializerMethodField()
     next_occurrence = serializers.SerializerMethodField()
+    end_grace_minutes = serializers.SerializerMethodField()
+    at_end = serializers.SerializerMethodField()
 
     class Meta:
         model = Reservation
         fields = ["id", "tenant", "tenant_name", "gpu_type", "count", "start", "end",
                   "recurrence", "until", "note", "created_by", "against_allowance",
-                  "created_at", "cancelled_at", "state", "next_occurrence"]
+                  "created_at", "cancelled_at", "state", "next_occurrence",
+                  "end_grace_minutes", "at_end"]
+
+    def get_end_grace_minutes(self, reservation: Reservation) -> int:
+        """Minutes after an occurrence's end (or the cancellation) at which the project's
+        workloads still beyond its quota are put back in line or stopped."""
+        return int(settings.PORTAL_RESERVATION_END_GRACE_MINUTES)
+
+    def get_at_end(self, reservation: Reservation) -> str:
+        """What its end (or a cancellation) does to the workloads it let run, in words."""
+        return end_rule_text()
 
     def _next(self, reservation: Reservation) -> tuple[Any, Any] | None:
         now = timezone.now()
@@ -110,7 +124,9 @@ class WindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):
 class AllowanceSerializer(serializers.ModelSerializer[ReservationAllowance]):
     gpu_hours = serializers.IntegerField(min_value=0, max_value=10_000_000,
                                          help_text="GPU-hours of reservations to come that the "
-                                                   "tenant's managers may hold at once")
+                                                   "tenant's managers may hold at once (one "
+                                                   "cancelled while it ran keeps what it used "
+                                                   "until its planned end)")
     max_days_ahead = serializers.IntegerField(min_value=0, max_value=366, required=False,
                                               default=90)
 

@@ -70,6 +70,10 @@ def test_an_admin_books_for_a_tenant_whose_people_see_it_and_others_do_not(tenan
     assert (made["tenant"], made["gpu_type"], made["count"], made["state"]) == \
         (vision.pk, "a100", 4, "upcoming")
     assert made["next_occurrence"]["start"].startswith("2026-11-21T08:00")
+    # what its end does to the workloads beyond the quota, as the booking page says it
+    assert made["end_grace_minutes"] == 10
+    assert made["at_end"].endswith("10 minutes later those still beyond it are put back in "
+                                   "line (batch jobs) or stopped (services).")
     record = AuditRecord.objects.get(action="reservation.create")
     assert record.tenant_id == vision.pk and record.after["count"] == 4
     listed = caller("viewer", "get", "/api/v1/reservations/").json()

@@ -49,6 +49,7 @@ def test_the_calendar_through_gpuctl(portal, keystone, live_server):  # noqa: F8
     code, out, err = run(["reservations"], portal)
     assert code == 0, err
     assert "course lab" in out and f"\n{booked.pk} " in out
+    assert "are put back in line (batch jobs) or stopped (services)" in out  # at the end
     code, out, err = run(["maintenance", "list"], portal)
     assert code == 0, err
     assert "driver update" in out and "every a100 node" in out

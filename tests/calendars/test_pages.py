@@ -92,7 +92,14 @@ def test_a_manager_books_within_the_allowance(lab, gpu_types, as_user):
     body = lead.get("/calendar/").content.decode()
     assert "vision-lab has no reservation allowance" in body
     ReservationAllowance.objects.create(tenant=lab["vision-lab"], gpu_hours=40)
-    assert 'id="book-form"' in lead.get("/calendar/").content.decode()
+    body = lead.get("/calendar/").content.decode()
+    assert 'id="book-form"' in body
+    # what the end (or a cancellation) does, and that cancelling gives back only what is unused
+    assert "A reservation cancelled while it runs keeps counting what it used until its " \
+        "planned end" in body
+    assert "the reservation is cancelled, the project&#x27;s quota goes back down at once" in body
+    assert "10 minutes later those still beyond it are put back in line (batch jobs) or " \
+        "stopped (services)." in body
     with TestCase.captureOnCommitCallbacks(execute=False):
         booked = lead.post("/calendar/book/", book_form(soon(24), 4, 4))
     assert booked.status_code == 302, booked.content.decode()[-3000:]
