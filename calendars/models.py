@@ -2,7 +2,8 @@
 
 - Reservation: `count` GPUs of a type for a tenant (project) from `start` to `end`, once or
   every week until `until`. While an occurrence runs, the tenant's quota of that type is raised
-  by `count` (tenants.Quota.reserved_gpus; with Kueue, its ClusterQueue's nominal quota).
+  by `count` (a QuotaAdjustment of source "reservation"; with Kueue, its ClusterQueue's nominal
+  quota).
 - ReservationOccurrence: what happened to one occurrence (made when the calendar's beat first
   acts on it): borrowers warned, applied, its tenant's people warned of the end, released
   unused, ended, then the tenant's workloads beyond the quota left told and, after the end's

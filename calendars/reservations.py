@@ -9,7 +9,8 @@ start)), so a beat run twice, or two at once, does each step once:
 
 - warned_at, an hour before its start: the owners of borrowing workloads of other tenants on
   the type that would still run at the start are told ("reservation" notifications).
-- applied_at, at its start: it counts in its tenant's `Quota.reserved_gpus`.
+- applied_at, at its start: it counts in its tenant's quota (a QuotaAdjustment of source
+  "reservation", from its start to its end).
 - released_at, once unused through the grace (PORTAL_RESERVATION_GRACE_MINUTES from when it
   was applied; `occurrence_unused` says what unused means): it stops counting, its GPUs are
   bookable again (selectors cut it there) and its booker is told.
@@ -29,10 +30,12 @@ start)), so a beat run twice, or two at once, does each step once:
   what was admitted when a quota goes down: without this the GPUs of an ended (or cancelled)
   reservation stayed the tenant's for as long as its workloads ran.
 
-Then each tenant's `reserved_gpus` is set to the sum over its occurrences running now (not
-cancelled, not released) through tenants.services.quota_reserved_set, which changes and
-audits only what differs and reconciles the tenant's ResourceQuota or, on Kueue, its
-ClusterQueue's nominal quota. Where the cluster queues on Kueue, the raised nominal quota is
+Then each tenant's reservation adjustments are set to its occurrences running now (not
+cancelled, not released; one row each, in force from its start to its end) through
+tenants.services.quota_adjustments_set, which changes and audits only what differs and
+reconciles the tenant's ResourceQuota or, on Kueue, its ClusterQueue's nominal quota. A row
+whose end passed counts no more even before the beat removes it: a stalled beat lifts no
+quota for good. Where the cluster queues on Kueue, the raised nominal quota is
 what takes borrowed GPUs back: Kueue preempts borrowers (reclaimWithinCohort) as soon as the
 tenant's workloads need them, and the tracker tells their owners (workloads/notices.py).
 Kueue reclaims within the cohort's nominal quotas, not the nodes: where the tenants' quotas and
@@ -59,8 +62,10 @@ from identity.models import User
 from kube.kueue import queueing_shown
 from notifications.models import Kind
 from notifications.services import notify
-from tenants.models import Quota, Tenant
-from tenants.services import quota_reserved_set
+from tenants.figures import AdjustmentLine
+from tenants.models import Quota, QuotaAdjustment, Tenant
+from tenants.selectors import quota_figures, tenants_adjusted_by, tenants_with_quota_figures
+from tenants.services import quota_adjustments_set
 from workloads.journal import notify_owner
 from workloads.models import Workload
 from workloads.querysets import GPU_TOTAL
@@ -139,10 +144,11 @@ def borrowing_tenants(gpu_type: GpuType, *, exclude: int | None = None) -> dict[
                 .exclude(tenant_id=exclude).order_by()
                 .values_list("tenant_id").annotate(n=Sum(GPU_TOTAL)))
     borrowing = {}
-    for quota in Quota.objects.filter(tenant_id__in=held):
-        own = quota.effective().gpus_by_type.get(gpu_type.slug, 0)
-        if held[quota.tenant_id] > own:
-            borrowing[quota.tenant_id] = held[quota.tenant_id] - own
+    for tenant in tenants_with_quota_figures(Tenant.objects.filter(pk__in=held,
+                                                                   quota__isnull=False)):
+        own = quota_figures(tenant).gpus(gpu_type.slug)
+        if held[tenant.pk] > own:
+            borrowing[tenant.pk] = held[tenant.pk] - own
     return borrowing
 
 
@@ -289,8 +295,9 @@ def beyond_quota(holding: list[Workload], allowed: int, *,
 def _quota_now(tenant_id: int, slug: str) -> int | None:
     """The tenant's quota of the type in force now (its own and its running reservations'),
     None: it has no quota (gone)."""
-    quota = Quota.objects.filter(tenant_id=tenant_id).first()
-    return quota.effective().gpus_by_type.get(slug, 0) if quota is not None else None
+    tenant = Tenant.objects.select_related("quota").filter(pk=tenant_id,
+                                                           quota__isnull=False).first()
+    return quota_figures(tenant).gpus(slug) if tenant is not None else None
 
 
 def _quota_at(reservation: Reservation, at: dt.datetime) -> int | None:
@@ -499,23 +506,32 @@ def _excess(result: TickResult, now: dt.datetime) -> None:
 
 
 def _quotas_set(running: list[tuple[Occurrence, ReservationOccurrence]]) -> dict[str, dict]:
-    """Each tenant's reserved GPUs: the sum over its occurrences running now. Tenants with
-    GPUs reserved and none running now go back to nothing."""
-    wanted: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    """Each tenant's reservation adjustments: one per occurrence running now, from its start to
+    its end. Tenants with rows and none running now go back to none. Returns {tenant name:
+    {GPU type slug: GPUs reserved}} of the tenants whose rows changed."""
+    wanted: dict[int, list[AdjustmentLine]] = defaultdict(list)
     names: dict[int, list[str]] = defaultdict(list)
-    for occurrence, _ in running:
+    for occurrence, row in running:
         reservation = occurrence.reservation
-        wanted[reservation.tenant_id][reservation.gpu_type.slug] += reservation.count
-        names[reservation.tenant_id].append(f"#{reservation.pk} ({reservation.count} "
-                                            f"{reservation.gpu_type.slug})")
-    boosted = set(Quota.objects.exclude(reserved_gpus={}).values_list("tenant_id", flat=True))
+        text = f"#{reservation.pk} ({reservation.count} {reservation.gpu_type.slug})"
+        wanted[reservation.tenant_id].append(AdjustmentLine(
+            source=QuotaAdjustment.Source.RESERVATION, gpu_type=reservation.gpu_type.slug,
+            gpus=reservation.count, ref=f"occurrence:{row.pk}",
+            reason=f"reservation {text}", starts_at=occurrence.start, ends_at=occurrence.end))
+        names[reservation.tenant_id].append(text)
+    adjusted = set(tenants_adjusted_by(QuotaAdjustment.Source.RESERVATION)
+                   .values_list("pk", flat=True))
     changed = {}
-    for tenant in Tenant.objects.filter(pk__in=set(wanted) | boosted).order_by("pk"):
-        reserved = dict(wanted.get(tenant.pk, {}))
+    for tenant in Tenant.objects.filter(pk__in=set(wanted) | adjusted).order_by("pk"):
+        lines = wanted.get(tenant.pk, [])
         reason = (f"reservations running: {', '.join(names[tenant.pk])}" if names[tenant.pk]
                   else "no reservation running")
-        if quota_reserved_set(tenant=tenant, reserved=reserved, reason=reason):
-            changed[tenant.name] = reserved
+        if quota_adjustments_set(tenant=tenant, source=QuotaAdjustment.Source.RESERVATION,
+                                 adjustments=lines, reason=reason):
+            reserved: dict[str, int] = defaultdict(int)
+            for line in lines:
+                reserved[line.gpu_type or ""] += line.gpus
+            changed[tenant.name] = dict(reserved)
     return changed
 
 
@@ -528,10 +544,9 @@ def reservation_launch_advice(*, tenant: Tenant, user: Any, gpu_type: GpuType, g
     another tenant's reservation of the type: it may be reclaimed then (a warning)."""
     if queueing_shown() is False:
         return []  # without Kueue, nothing beyond the quota is admitted: nothing is borrowed
-    quota = Quota.objects.filter(tenant=tenant).first()
-    if quota is None:
+    if getattr(tenant, "quota", None) is None:
         return []
-    own = quota.effective().gpus_by_type.get(gpu_type.slug, 0)
+    own = quota_figures(tenant).gpus(gpu_type.slug)
     held = gpus_held_by_type(Workload.objects.filter(tenant=tenant, state__in=HOLDING,
                                                      deleted_at__isnull=True))
     if held.get(gpu_type.slug, 0) + gpus <= own:

@@ -497,9 +497,28 @@ def cmd_quota(api: PortalClient, args: argparse.Namespace) -> int:
                      ["gpus_total", *[f"gpus {slug}" for slug in by_type], "cpu", "memory",
                       "max_workloads", "max_runtime_minutes", "idle_threshold_percent",
                       "idle_minutes", "idle_action"], out)
+        _quota_in_force(quota, out)
 
     emit(args, data, table)
     return EXIT_OK
+
+
+def _quota_in_force(quota: dict, out: TextIO) -> None:
+    """What counts now where adjustments change the quota (the API's `in_force` and
+    `adjustments`: a running reservation, maintenance, a budget's hold)."""
+    adjustments = quota.get("adjustments") or []
+    in_force = quota.get("in_force") or {}
+    if not adjustments:
+        return
+    out.write("\nin force now\n")
+    by_type = in_force.get("gpus_by_type") or {}
+    print_record({**in_force, **{f"gpus {slug}": n for slug, n in by_type.items()}},
+                 ["gpus_total", *[f"gpus {slug}" for slug in by_type], "cpu", "memory"], out)
+    for item in adjustments:
+        what = ("queue held" if item.get("kind") == "hold" else
+                f"{item.get('gpus', 0):+d} {item.get('gpu_type') or 'GPUs in all'}")
+        until = f" until {item['ends_at']}" if item.get("ends_at") else ""
+        out.write(f"  {item.get('source')}: {what}{until} ({item.get('reason')})\n")
 
 
 def cmd_usage(api: PortalClient, args: argparse.Namespace) -> int:

@@ -7,16 +7,18 @@ import dataclasses
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db.models import QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum
 
 from catalogue.models import GpuType
 from cluster.addresses import address_pools
 from cluster.capacity import GpuTypeCapacity, gpu_capacity
 from identity.scoping import Action
 from kube.client import KubeError
+from tenants.figures import USE_ADMISSION, QuotaUse
+from tenants.selectors import quota_figures
 
 from .models import Workload
-from .querysets import GPU_TOTAL
+from .querysets import CPU_TOTAL, GPU_TOTAL, MEMORY_TOTAL
 
 
 def workload_project_elsewhere(identity, pk: int):
@@ -52,7 +54,7 @@ class GpuAvailability:
     """One GPU type as the launch page and the dashboard show it."""
 
     gpu_type: GpuType
-    quota_limit: int  # the tenant's quota for this type
+    quota_limit: int  # the tenant's quota in force for this type
     quota_used: int  # GPUs of this type the tenant's active workloads hold
     total_limit: int  # the tenant's quota of GPUs in all
     total_used: int
@@ -62,6 +64,8 @@ class GpuAvailability:
     # the capacity view's (its nodes_offering / nodes_free check a group of nodes); None
     # when the cluster was not asked or did not answer
     capacity: GpuTypeCapacity | None = None
+    # what adjusts the type's quota now, in words (QuotaFigures.adjusted_text), or ""
+    adjusted: str = ""
 
     @property
     def known(self) -> bool:
@@ -79,29 +83,45 @@ def gpus_held_by_type(workloads: QuerySet[Workload]) -> dict[str, int]:
     return dict(workloads.order_by().values_list("gpu_type__slug").annotate(n=Sum(GPU_TOTAL)))
 
 
+def quota_use(tenant) -> QuotaUse:
+    """What the tenant uses of its quota as the portal's admission counts it (source
+    USE_ADMISSION): its active, not deleted workloads, every node's share. One query."""
+    rows = (Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
+                                    deleted_at__isnull=True)
+            .order_by().values("gpu_type__slug")
+            .annotate(gpus=Sum(GPU_TOTAL), cpu=Sum(CPU_TOTAL), memory=Sum(MEMORY_TOTAL),
+                      n=Count("id")))
+    return QuotaUse(source=USE_ADMISSION,
+                    gpus_by_type={row["gpu_type__slug"]: row["gpus"] or 0 for row in rows},
+                    cpu=sum(row["cpu"] or 0 for row in rows),
+                    memory_gb=sum(row["memory"] or 0 for row in rows),
+                    workloads=sum(row["n"] for row in rows))
+
+
 def gpu_availability(tenant, quota, *, ask_cluster: bool = True
                      ) -> tuple[list[GpuAvailability], str | None]:
     """Per enabled GPU type: the tenant's quota use and (asking the cluster) free GPUs.
 
     Free is the capacity view's (cluster.capacity), as `GET gpu-types/` answers.
-    Quota use counts what admission counts: the tenant's active, not deleted workloads.
-    Returns (rows, the cluster's error when it did not answer, else None)."""
+    The quota is the one in force (tenants.selectors.quota_figures), its use what admission
+    counts (quota_use). Returns (rows, the cluster's error when it did not answer, else
+    None)."""
     capacity, cluster_error = None, None
     if ask_cluster:
         try:
             capacity = gpu_capacity()
         except KubeError as exc:
             cluster_error = str(exc) or type(exc).__name__
-    active = Workload.objects.filter(state__in=Workload.ACTIVE_STATES)
-    tenant_held = gpus_held_by_type(active.filter(tenant=tenant, deleted_at__isnull=True))
-    figures = quota.effective()  # with what running reservations add, as admission counts
-    limits = figures.gpus_by_type
+    figures = quota_figures(tenant, quota=quota, used=quota_use(tenant))
+    used = figures.used
+    assert used is not None
     rows = []
     for gpu_type in GpuType.objects.filter(enabled=True):
-        row = GpuAvailability(gpu_type=gpu_type, quota_limit=limits.get(gpu_type.slug, 0),
-                              quota_used=tenant_held.get(gpu_type.slug, 0),
-                              total_limit=figures.gpus_total,
-                              total_used=sum(tenant_held.values()))
+        row = GpuAvailability(gpu_type=gpu_type, quota_limit=figures.gpus(gpu_type.slug),
+                              quota_used=used.gpus(gpu_type.slug),
+                              total_limit=figures.in_force.gpus_total,
+                              total_used=used.gpus_total,
+                              adjusted=figures.adjusted_text(gpu_type.slug))
         cap = capacity.get(gpu_type.slug) if capacity is not None else None
         if cap is not None:
             row.allocatable = cap.allocatable

@@ -7,6 +7,7 @@ enqueued on commit: an accepted launch is in the database before anything else h
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -15,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from access.services import workload_access_create
@@ -25,15 +25,15 @@ from core.tasks import send_on_commit
 from kube.client import KubeError
 from kube.kueue import queueing_on
 from kube.labels import MAX_GROUP_OBJECT_NAME, workload_object_name
+from tenants.figures import QuotaFigures
 from tenants.models import Quota, Tenant
-from tenants.queueing import gpu_reach
+from tenants.selectors import quota_figures
 
 from . import metrics
 from .journal import notify_owner, workload_event
 from .launch_spec import launch_spec_from_rows
 from .models import Workload
-from .querysets import CPU_TOTAL, GPU_TOTAL, MEMORY_TOTAL
-from .selectors import service_addresses
+from .selectors import quota_use, service_addresses
 from .transitions import STOPPABLE, workload_transition
 
 log = logging.getLogger(__name__)
@@ -97,63 +97,68 @@ def _same_launch(existing: Workload, fingerprint: str, key: str) -> Workload:
     return existing
 
 
-def _queue_admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]) -> None:
-    """With queueing on Kueue: refuse only what can never be admitted — more GPUs than the
-    tenant's queue can ever hold (its quota plus its borrowing limit) — or more workloads at
-    once, queued ones included, than the quota allows. Everything else waits its turn."""
+def _queue_admission_check(figures: QuotaFigures, request: dict[str, Any]) -> None:
+    """With queueing on Kueue: refuse only what its queue cannot admit — more GPUs than the
+    tenant's queue can hold (its quota in force plus its borrowing limit) — or more workloads
+    at once, queued ones included, than the quota allows. Everything else waits its turn.
+
+    The quota in force is Kueue's nominal quota: while maintenance withholds GPUs of the type
+    from it, a launch that needs them is refused with the time they come back, as a launch
+    that would cross a maintenance window is (calendars.admission)."""
     gpu_type = request["gpu_type"]
+    slug, name = gpu_type.slug, figures.tenant_name
     wanted = request["gpu_count"] * request.get("nodes", 1)
-    reach = gpu_reach(quota, gpu_type.slug)
+    reach = figures.reach(slug)
     if reach is not None and wanted > reach:
-        figures = quota.effective()
-        nominal = figures.gpus_by_type.get(gpu_type.slug, 0)
+        withheld, until = figures.withheld(slug), figures.withheld_until(slug)
+        when = ("can never be admitted" if wanted > reach + withheld else
+                "cannot be admitted while they are withheld"
+                + (f": launch after {timezone.localtime(until, dt.UTC):%Y-%m-%d %H:%M} UTC"
+                   if until else ""))
         raise AdmissionRefused(
-            f"{tenant.name} can hold at most {reach} {gpu_type.slug} GPUs at once (its quota "
-            f"of {nominal}{figures.reserved_text(gpu_type.slug)} plus borrowing up to "
-            f"{quota.gpu_borrowing_limit}); {wanted} can never be admitted.")
-    count = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
-                                    deleted_at__isnull=True).count()
-    if count + 1 > quota.max_workloads:
-        raise AdmissionRefused(f"{tenant.name} has {count} of {quota.max_workloads} "
+            f"{name} can hold at most {reach} {slug} GPUs at once (its quota of "
+            f"{figures.gpus(slug)}{figures.adjusted_text(slug)} plus borrowing up to "
+            f"{figures.borrowing_limit}); {wanted} {when}.")
+    count = (figures.used.workloads if figures.used else None) or 0
+    if count + 1 > figures.max_workloads:
+        raise AdmissionRefused(f"{name} has {count} of {figures.max_workloads} "
                                "workloads allowed at once (queued ones count).")
 
 
 def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
                      queued: bool = False) -> None:
-    """Raise AdmissionRefused unless the tenant's quota leaves room for this request: the
-    figures in effect (Quota.effective), raised while a reservation of the tenant runs."""
+    """Raise AdmissionRefused unless the tenant's quota in force leaves room for this request
+    (tenants.selectors.quota_figures: raised while a reservation of the tenant runs, lowered
+    while maintenance withholds GPUs of a type), against what it uses as admission counts
+    (selectors.quota_use: one query, run while the tenant row is locked)."""
+    figures = quota_figures(tenant, quota=quota, used=quota_use(tenant))
     if queued:
-        _queue_admission_check(tenant, quota, request)
+        _queue_admission_check(figures, request)
         return
+    used = figures.used
+    assert used is not None
     gpu_type = request["gpu_type"]
+    slug, name, in_force = gpu_type.slug, tenant.name, figures.in_force
     nodes = request.get("nodes", 1)
     wanted = request["gpu_count"] * nodes  # every node's
-    # one query for every total: it runs while the tenant row is locked
-    totals = Workload.objects.filter(
-        tenant=tenant, state__in=Workload.ACTIVE_STATES, deleted_at__isnull=True,
-    ).aggregate(gpus=Sum(GPU_TOTAL), cpu=Sum(CPU_TOTAL), memory=Sum(MEMORY_TOTAL),
-                count=Count("id"), of_type=Sum(GPU_TOTAL, filter=Q(gpu_type=gpu_type)))
-    figures = quota.effective()
-    limit = figures.gpus_by_type.get(gpu_type.slug, 0)
-    used = totals["of_type"] or 0
-    if used + wanted > limit:
-        raise AdmissionRefused(f"{tenant.name} uses {used} of {limit} {gpu_type.slug} GPUs"
-                               f"{figures.reserved_text(gpu_type.slug)}; {wanted} more would "
+    limit = figures.gpus(slug)
+    if used.gpus(slug) + wanted > limit:
+        raise AdmissionRefused(f"{name} uses {used.gpus(slug)} of {limit} {slug} GPUs"
+                               f"{figures.adjusted_text(slug)}; {wanted} more would "
                                "exceed the quota.")
-    used_total = totals["gpus"] or 0
-    if used_total + wanted > figures.gpus_total:
-        raise AdmissionRefused(f"{tenant.name} uses {used_total} of {figures.gpus_total} GPUs "
+    if used.gpus_total + wanted > in_force.gpus_total:
+        raise AdmissionRefused(f"{name} uses {used.gpus_total} of {in_force.gpus_total} GPUs "
                                f"in all; {wanted} more would exceed the quota.")
-    if (totals["count"] or 0) + 1 > quota.max_workloads:
-        raise AdmissionRefused(f"{tenant.name} runs {totals['count']} of {quota.max_workloads} "
+    if (used.workloads or 0) + 1 > figures.max_workloads:
+        raise AdmissionRefused(f"{name} runs {used.workloads or 0} of {figures.max_workloads} "
                                "workloads allowed at once.")
-    used_cpu, cpu = totals["cpu"] or 0, request["cpu"] * nodes
-    if used_cpu + cpu > figures.cpu:
-        raise AdmissionRefused(f"{tenant.name} uses {used_cpu} of {figures.cpu} CPU cores; "
+    used_cpu, cpu = used.cpu or 0, request["cpu"] * nodes
+    if used_cpu + cpu > in_force.cpu:
+        raise AdmissionRefused(f"{name} uses {used_cpu} of {in_force.cpu} CPU cores; "
                                f"{cpu} more would exceed the quota.")
-    used_memory, memory = totals["memory"] or 0, request["memory"] * nodes
-    if used_memory + memory > figures.memory_gb:
-        raise AdmissionRefused(f"{tenant.name} uses {used_memory} of {figures.memory_gb} GiB of "
+    used_memory, memory = used.memory_gb or 0, request["memory"] * nodes
+    if used_memory + memory > in_force.memory_gb:
+        raise AdmissionRefused(f"{name} uses {used_memory} of {in_force.memory_gb} GiB of "
                                f"memory; {memory} GiB more would exceed the quota.")
 
 

@@ -18,10 +18,12 @@ from calendars.reservations import reservations_tick
 from calendars.services import reservation_cancel, reservation_create
 from catalogue.models import Template
 from kube.client import Kube
-from tenants.models import Quota
+from tenants.figures import AdjustmentLine
+from tenants.models import Quota, QuotaAdjustment, Tenant
 from tenants.provisioning import tenant_reconcile
-from tenants.queueing import gpu_reach, tenant_queue_objects
-from tenants.services import quota_update, tenant_ensure
+from tenants.queueing import tenant_queue_objects
+from tenants.selectors import quota_figures
+from tenants.services import quota_adjustments_set, quota_update, tenant_ensure
 from tests.workloads.test_tracking import state_of
 from workloads.models import Workload
 from workloads.services import AdmissionRefused, workload_launch
@@ -75,6 +77,13 @@ def tick(at: dt.datetime, *, reconcile: bool = False):
         return reservations_tick()
 
 
+def reserved(tenant) -> dict[str, int]:
+    """GPUs per type the tenant's reservations add now (its quota adjustments in force)."""
+    figures = quota_figures(Tenant.objects.get(pk=tenant.pk))
+    return {line.gpu_type or "": line.gpus for line in figures.adjustments
+            if line.source == QuotaAdjustment.Source.RESERVATION}
+
+
 def hard_gpus(tenant) -> str:
     quota = Kube().get("ResourceQuota", "gpu-portal-quota", tenant.namespace)
     return quota["spec"]["hard"]["requests.nvidia.com/gpu"]
@@ -96,9 +105,9 @@ def test_the_quota_is_raised_while_the_reservation_runs_and_back_after(
     assert result.applied == [(reservation.pk, START)]
     assert result.quotas == {"vision-lab": {"a100": 4}}
     quota = Quota.objects.get(tenant=tenant)
-    assert quota.reserved_gpus == {"a100": 4}
-    assert quota.gpus_by_type()["a100"] == 2  # the admin's quota, as the pages show it
-    assert quota.effective().gpus_by_type["a100"] == 6
+    assert reserved(tenant) == {"a100": 4}
+    assert quota.gpus_by_type()["a100"] == 2  # the admin's quota, as the form shows it
+    assert quota_figures(tenant).gpus("a100") == 6
     assert hard_gpus(tenant) == "6"
     workload = launch(tenant, owner, gpu_types, name="during", gpus=3)
     workload_create_task(workload.pk)  # kubesim's ResourceQuota admits its pod now
@@ -110,7 +119,7 @@ def test_the_quota_is_raised_while_the_reservation_runs_and_back_after(
     # after its end: back to 2 (what runs runs on; nothing more is admitted)
     result = tick(END + dt.timedelta(seconds=30), reconcile=True)
     assert result.ended == [(reservation.pk, START)] and result.quotas == {"vision-lab": {}}
-    assert Quota.objects.get(tenant=tenant).reserved_gpus == {}
+    assert reserved(tenant) == {}
     assert hard_gpus(tenant) == "2"
     with pytest.raises(AdmissionRefused, match="uses 3 of 2 a100 GPUs; 1 more would exceed"):
         launch(tenant, owner, gpu_types, name="late", gpus=1)
@@ -118,14 +127,17 @@ def test_the_quota_is_raised_while_the_reservation_runs_and_back_after(
     assert (row.applied_at is not None, row.ended_at is not None, row.released_at) == \
         (True, True, None)
     # audited each way, by the portal, with why
-    records = AuditRecord.objects.filter(action="quota.reserved", tenant_id=tenant.pk) \
+    records = AuditRecord.objects.filter(action="quota.adjust", tenant_id=tenant.pk) \
         .order_by("pk")
+    line = {"source": "reservation", "kind": "delta", "gpu_type": "a100", "gpus": 4,
+            "reason": f"reservation #{reservation.pk} (4 a100)", "ref": f"occurrence:{row.pk}",
+            "starts_at": START.isoformat(), "ends_at": END.isoformat()}
     assert [(r.actor_name, r.before, r.after) for r in records] == [
-        ("system", {"reserved_gpus": {}},
-         {"reserved_gpus": {"a100": 4},
+        ("system", {"source": "reservation", "adjustments": []},
+         {"source": "reservation", "adjustments": [line],
           "reason": f"reservations running: #{reservation.pk} (4 a100)"}),
-        ("system", {"reserved_gpus": {"a100": 4}},
-         {"reserved_gpus": {}, "reason": "no reservation running"})]
+        ("system", {"source": "reservation", "adjustments": [line]},
+         {"source": "reservation", "adjustments": [], "reason": "no reservation running"})]
 
 
 def test_the_beat_run_twice_does_each_step_once(gpu_types):
@@ -137,7 +149,7 @@ def test_the_beat_run_twice_does_each_step_once(gpu_types):
     assert first.applied == [(reservation.pk, START)] and first.quotas
     assert not second.acted
     assert ReservationOccurrence.objects.filter(reservation=reservation).count() == 1
-    assert AuditRecord.objects.filter(action="quota.reserved").count() == 1
+    assert AuditRecord.objects.filter(action="quota.adjust").count() == 1
     # two occurrences of one tenant and type at once add up
     Reservation.objects.create(tenant=tenant, gpu_type=gpu_types["a100"], count=2,
                                start=START + dt.timedelta(minutes=10), end=END)
@@ -163,21 +175,22 @@ def test_a_cancelled_reservation_comes_off_at_the_next_tick(gpu_types):
     reservation = Reservation.objects.create(tenant=tenant, gpu_type=gpu_types["a100"],
                                              count=4, start=START, end=END)
     tick(START + dt.timedelta(minutes=1))
-    assert Quota.objects.get(tenant=tenant).reserved_gpus == {"a100": 4}
+    assert reserved(tenant) == {"a100": 4}
     with time_machine.travel(START + dt.timedelta(minutes=5), tick=True):
         assert reservation_cancel(reservation=reservation, acting_user=None)
     result = tick(START + dt.timedelta(minutes=6))
     assert result.ended == [(reservation.pk, START)]
     assert result.quotas == {"vision-lab": {}}
-    assert Quota.objects.get(tenant=tenant).reserved_gpus == {}
+    assert reserved(tenant) == {}
 
 
 def test_reserved_gpus_come_with_cpu_and_memory_and_raise_the_cluster_queue(gpu_types):
     tenant = make_tenant("vision-lab", a100=2, gpus_total=4, reconcile=False)
+    quota_update(tenant=tenant, acting_user=None, changes={"gpu_borrowing_limit": 1})
     quota = Quota.objects.get(tenant=tenant)
-    quota.gpu_borrowing_limit = 1
-    quota.reserved_gpus = {"a100": 3}
-    figures = quota.effective()
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        reserve(tenant, 3)
+    figures = quota_figures(tenant, quota=quota).in_force
     # the quota's share per GPU: 16 cores and 64 GiB over 4 GPUs, 3 reserved
     assert (figures.gpus_total, figures.cpu, figures.memory_gb) == (7, 16 + 12, 64 + 48)
     queue = tenant_queue_objects(tenant, quota)[0]
@@ -186,7 +199,18 @@ def test_reserved_gpus_come_with_cpu_and_memory_and_raise_the_cluster_queue(gpu_
                                                     {"name": "memory", "nominalQuota": "112Gi"}]
     a100 = next(f for f in gpu_group["flavors"] if f["name"] == "gpu-a100")["resources"][0]
     assert (a100["nominalQuota"], a100["borrowingLimit"]) == ("5", "1")
-    assert gpu_reach(quota, "a100") == 6
+    assert quota_figures(tenant).reach("a100") == 6
     # a quota of no GPUs gets the default quota's share per GPU (32 cores, 256 GiB over 2)
-    quota.gpus_total, quota.reserved_gpus = 0, {"a100": 1}
-    assert (quota.effective().cpu, quota.effective().memory_gb) == (16 + 16, 64 + 128)
+    quota_update(tenant=tenant, acting_user=None, changes={"gpus_total": 0})
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        reserve(tenant, 1)
+    figures = quota_figures(tenant).in_force
+    assert (figures.cpu, figures.memory_gb) == (16 + 16, 64 + 128)
+
+
+def reserve(tenant, gpus: int) -> bool:
+    """What a running reservation of `gpus` a100 adds, written as the beat writes it."""
+    return quota_adjustments_set(
+        tenant=tenant, source=QuotaAdjustment.Source.RESERVATION, reason="a test's",
+        adjustments=[AdjustmentLine(source=QuotaAdjustment.Source.RESERVATION,
+                                    gpu_type="a100", gpus=gpus, ref="test")])
