@@ -19,10 +19,10 @@ from calendars.services import reservation_cancel, reservation_create
 from catalogue.models import Template
 from kube.client import Kube
 from tenants.figures import AdjustmentLine
-from tenants.models import Quota, QuotaAdjustment, Tenant
+from tenants.models import Quota, QuotaAdjustment
 from tenants.provisioning import tenant_reconcile
 from tenants.queueing import tenant_queue_objects
-from tenants.selectors import quota_figures
+from tenants.selectors import quota_adjustment_lines, quota_figures
 from tenants.services import quota_adjustments_set, quota_update, tenant_ensure
 from tests.workloads.test_tracking import state_of
 from workloads.models import Workload
@@ -78,9 +78,10 @@ def tick(at: dt.datetime, *, reconcile: bool = False):
 
 
 def reserved(tenant) -> dict[str, int]:
-    """GPUs per type the tenant's reservations add now (its quota adjustments in force)."""
-    figures = quota_figures(Tenant.objects.get(pk=tenant.pk))
-    return {line.gpu_type or "": line.gpus for line in figures.adjustments
+    """GPUs per type the tenant's reservations add (its quota adjustments of the source, as
+    the beat left them)."""
+    lines = quota_adjustment_lines(Quota.objects.get(tenant=tenant))
+    return {line.gpu_type or "": line.gpus for line in lines
             if line.source == QuotaAdjustment.Source.RESERVATION}
 
 
@@ -107,14 +108,17 @@ def test_the_quota_is_raised_while_the_reservation_runs_and_back_after(
     quota = Quota.objects.get(tenant=tenant)
     assert reserved(tenant) == {"a100": 4}
     assert quota.gpus_by_type()["a100"] == 2  # the admin's quota, as the form shows it
-    assert quota_figures(tenant).gpus("a100") == 6
+    assert quota_figures(tenant, now=START + dt.timedelta(minutes=1)).gpus("a100") == 6
     assert hard_gpus(tenant) == "6"
-    workload = launch(tenant, owner, gpu_types, name="during", gpus=3)
-    workload_create_task(workload.pk)  # kubesim's ResourceQuota admits its pod now
-    assert state_of(workload).state in (Workload.State.PENDING, Workload.State.RUNNING), \
-        workload.reason
-    with pytest.raises(AdmissionRefused, match=r"uses 3 of 6 a100 GPUs \(4 of them reserved\)"):
-        launch(tenant, owner, gpu_types, name="too many", gpus=4)
+    # (the row counts from the occurrence's start to its end: admission reads it in that time)
+    with time_machine.travel(START + dt.timedelta(minutes=1), tick=True):
+        workload = launch(tenant, owner, gpu_types, name="during", gpus=3)
+        workload_create_task(workload.pk)  # kubesim's ResourceQuota admits its pod now
+        assert state_of(workload).state in (Workload.State.PENDING, Workload.State.RUNNING), \
+            workload.reason
+        with pytest.raises(AdmissionRefused,
+                           match=r"uses 3 of 6 a100 GPUs \(4 of them reserved\)"):
+            launch(tenant, owner, gpu_types, name="too many", gpus=4)
 
     # after its end: back to 2 (what runs runs on; nothing more is admitted)
     result = tick(END + dt.timedelta(seconds=30), reconcile=True)
@@ -204,7 +208,7 @@ def test_reserved_gpus_come_with_cpu_and_memory_and_raise_the_cluster_queue(gpu_
     quota_update(tenant=tenant, acting_user=None, changes={"gpus_total": 0})
     with TestCase.captureOnCommitCallbacks(execute=False):
         reserve(tenant, 1)
-    figures = quota_figures(tenant).in_force
+    figures = quota_figures(tenant, quota=Quota.objects.get(tenant=tenant)).in_force
     assert (figures.cpu, figures.memory_gb) == (16 + 16, 64 + 128)
 
 

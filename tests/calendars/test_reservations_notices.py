@@ -18,8 +18,8 @@ from calendars.models import Reservation, ReservationOccurrence
 from calendars.reservations import reservations_tick
 from calendars.selectors import booked_intervals
 from notifications.models import Notification
-from tenants.models import Tenant
-from tenants.selectors import quota_figures
+from tenants.models import Quota, Tenant
+from tenants.selectors import quota_adjustment_lines
 from tests.calendars.test_reservations import END, START, book
 from tests.fixtures import factories
 from workloads.models import Workload
@@ -112,7 +112,7 @@ def test_an_unused_reservation_is_released_after_the_grace_and_its_booker_told(
     result = tick(release_at)
     assert result.released == [(reservation.pk, START)]
     assert result.quotas == {"vision-lab": {}}  # the boost off at once
-    assert quota_figures(vision).adjustments == ()
+    assert quota_adjustment_lines(Quota.objects.get(tenant=vision)) == []
     row = ReservationOccurrence.objects.get(reservation=reservation)
     assert (row.released_at, row.ended_at) == (release_at, release_at)
     assert told() == [("ann", None,
@@ -151,7 +151,8 @@ def test_a_used_reservation_is_kept(tenants, users, gpu_types, use):
     for minutes in (31, 45, 120):
         assert not tick(START + dt.timedelta(minutes=minutes)).released
     assert ReservationOccurrence.objects.get(reservation=reservation).released_at is None
-    assert [(a.source, a.gpu_type, a.gpus) for a in quota_figures(vision).adjustments] == \
+    assert [(a.source, a.gpu_type, a.gpus)
+            for a in quota_adjustment_lines(Quota.objects.get(tenant=vision))] == \
         [("reservation", "a100", 4)]
 
 
