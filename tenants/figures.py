@@ -56,8 +56,10 @@ class AdjustmentLine:
         return self.kind == "hold"
 
     def in_force(self, now: dt.datetime) -> bool:
-        return ((self.starts_at is None or self.starts_at <= now)
-                and (self.ends_at is None or now < self.ends_at))
+        """Until its end (none: until its writer removes it). Its start is when its writer
+        found it began (writers write no adjustment ahead of it): only the end is the readers'
+        to honour, so that an adjustment whose writer is late or gone ends all the same."""
+        return self.ends_at is None or now < self.ends_at
 
     def as_data(self) -> dict[str, Any]:
         """As plain data: what the API answers and the audit trail keeps."""

@@ -156,8 +156,9 @@ class QuotaAdjustment(models.Model):
                                  on_delete=models.CASCADE, related_name="+")
     gpus = models.IntegerField(default=0)
     reason = models.TextField(blank=True, default="")
-    # in force from–to (empty: open): one whose end passed counts no more, even before its
-    # writer comes back to remove it
+    # from when it counts (its writer writes it then, never ahead) to when it stops counting
+    # (empty: until its writer removes it); one whose end passed counts no more, even before
+    # its writer comes back to remove it
     starts_at = models.DateTimeField(null=True, blank=True)
     ends_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -62,10 +62,10 @@ def line(source: str, gpus: int = 0, gpu_type: str | None = "a100", **fields: An
     # a grant of no type raises the total (and CPU, memory); a cut of the total lowers it
     ((line(Source.ADMIN, 2, gpu_type=None),), ({"a100": 4, "v100": 4}, 10, 40, 160), False),
     ((line(Source.ADMIN, -10, gpu_type=None),), ({"a100": 4, "v100": 4}, 0, 32, 128), False),
-    # a row outside its from–to counts for nothing: a writer gone quiet lifts nothing for good
-    ((line(Source.RESERVATION, 4, ends_at=NOW),
-      line(Source.RESERVATION, 2, starts_at=NOW + dt.timedelta(seconds=1))),
-     ({"a100": 4, "v100": 4}, 8, 32, 128), False),
+    # a row past its end counts for nothing: a writer gone quiet lifts nothing for good
+    ((line(Source.RESERVATION, 4, starts_at=NOW - dt.timedelta(hours=1), ends_at=NOW),
+      line(Source.RESERVATION, 2, ends_at=NOW + dt.timedelta(seconds=1))),
+     ({"a100": 6, "v100": 4}, 10, 40, 160), False),
 ])
 def test_what_is_in_force(lines, in_force, held):
     result = figures(*lines)
