@@ -34,6 +34,10 @@ ADDED_WORDS = {"reservation": "reserved", "admin": "granted by an admin",
                "request": "granted on request"}
 
 
+def _utc(at: dt.datetime | None) -> str | None:
+    return at.astimezone(dt.UTC).isoformat() if at is not None else None
+
+
 def _when(at: dt.datetime) -> str:
     return f"{timezone.localtime(at, dt.UTC):%Y-%m-%d %H:%M} UTC"
 
@@ -62,11 +66,11 @@ class AdjustmentLine:
         return self.ends_at is None or now < self.ends_at
 
     def as_data(self) -> dict[str, Any]:
-        """As plain data: what the API answers and the audit trail keeps."""
+        """As plain data: what the API answers, the audit trail keeps and the writer compares
+        (times in UTC, as the database gives them back)."""
         return {"source": self.source, "kind": self.kind, "gpu_type": self.gpu_type,
                 "gpus": self.gpus, "reason": self.reason, "ref": self.ref,
-                "starts_at": self.starts_at.isoformat() if self.starts_at else None,
-                "ends_at": self.ends_at.isoformat() if self.ends_at else None}
+                "starts_at": _utc(self.starts_at), "ends_at": _utc(self.ends_at)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -98,8 +98,10 @@ def tenant(gpu_types) -> Tenant:
 
 
 def test_each_source_replaces_only_its_own_rows_and_once(tenant):
+    # ends at a reset in the portal's time zone: the database gives it back in UTC
+    reset = dt.datetime(2030, 4, 1, tzinfo=dt.timezone(dt.timedelta(hours=2)))
     held = line(Source.BUDGET_HOLD, kind="hold", gpu_type=None, reason="used up",
-                ref="budget:1")
+                ref="budget:1", ends_at=reset)
     with TestCase.captureOnCommitCallbacks(execute=False) as reconciles:
         assert quota_adjustments_set(tenant=tenant, source=Source.RESERVATION, reason="#1 runs",
                                      adjustments=[line(Source.RESERVATION, 4, ref="o:1")])
@@ -109,6 +111,8 @@ def test_each_source_replaces_only_its_own_rows_and_once(tenant):
         assert not quota_adjustments_set(tenant=tenant, source=Source.RESERVATION,
                                          reason="#1 runs",
                                          adjustments=[line(Source.RESERVATION, 4, ref="o:1")])
+        assert not quota_adjustments_set(tenant=tenant, source=Source.BUDGET_HOLD,
+                                         reason="held", adjustments=[held])
         assert quota_adjustments_set(tenant=tenant, source=Source.RESERVATION, reason="none",
                                      adjustments=[])
     assert len(reconciles) == 3
