@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import json
 import os
 import re
@@ -497,28 +498,32 @@ def cmd_quota(api: PortalClient, args: argparse.Namespace) -> int:
                      ["gpus_total", *[f"gpus {slug}" for slug in by_type], "cpu", "memory",
                       "max_workloads", "max_runtime_minutes", "idle_threshold_percent",
                       "idle_minutes", "idle_action"], out)
-        _quota_in_force(quota, out)
+        out.write(quota_in_force_text(quota))
 
     emit(args, data, table)
     return EXIT_OK
 
 
-def _quota_in_force(quota: dict, out: TextIO) -> None:
+def quota_in_force_text(quota: dict) -> str:
     """What counts now where adjustments change the quota (the API's `in_force` and
-    `adjustments`: a running reservation, maintenance, a budget's hold)."""
+    `adjustments`: a running reservation, maintenance, a budget's hold); "" when none do."""
     adjustments = quota.get("adjustments") or []
-    in_force = quota.get("in_force") or {}
     if not adjustments:
-        return
-    out.write("\nin force now\n")
+        return ""
+    in_force = quota.get("in_force") or {}
     by_type = in_force.get("gpus_by_type") or {}
+    out = io.StringIO()
+    out.write("\nin force now\n")
     print_record({**in_force, **{f"gpus {slug}": n for slug, n in by_type.items()}},
                  ["gpus_total", *[f"gpus {slug}" for slug in by_type], "cpu", "memory"], out)
+    if in_force.get("held"):
+        out.write(f"queue held: {in_force.get('held_reason')}\n")
     for item in adjustments:
         what = ("queue held" if item.get("kind") == "hold" else
                 f"{item.get('gpus', 0):+d} {item.get('gpu_type') or 'GPUs in all'}")
         until = f" until {item['ends_at']}" if item.get("ends_at") else ""
         out.write(f"  {item.get('source')}: {what}{until} ({item.get('reason')})\n")
+    return out.getvalue()
 
 
 def cmd_usage(api: PortalClient, args: argparse.Namespace) -> int:
