@@ -500,6 +500,9 @@ SPECTACULAR_SETTINGS = {
     # "kind" names a workload's kind (service/batch) and a notification's: one enum each
     "ENUM_NAME_OVERRIDES": {"NotificationKindEnum": "notifications.models.Kind",
                             "KindEnum": "catalogue.models.Template.Kind"},
+    # the default hook (enums as components), then every operation's error answers
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "api.schema.error_responses"],
 }
 
 # --- static files -------------------------------------------------------------------------

@@ -41,7 +41,8 @@ class ReservationSerializer(serializers.ModelSerializer[Reservation]):
     tenant = serializers.IntegerField(source="tenant.pk")
     tenant_name = serializers.CharField(source="tenant.name")
     gpu_type = serializers.CharField(source="gpu_type.slug")
-    created_by = serializers.CharField(source="created_by.username", default=None)
+    created_by = serializers.CharField(source="created_by.username", default=None,
+                                       allow_null=True)
     state = serializers.SerializerMethodField()
     next_occurrence = serializers.SerializerMethodField()
 
@@ -97,7 +98,8 @@ class WindowWriteSerializer(serializers.Serializer[MaintenanceWindow]):
 
 class WindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):
     gpu_type = serializers.CharField(source="gpu_type.slug", default=None)
-    created_by = serializers.CharField(source="created_by.username", default=None)
+    created_by = serializers.CharField(source="created_by.username", default=None,
+                                       allow_null=True)
     covers = serializers.CharField(source="target_text")
 
     class Meta:
