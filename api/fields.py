@@ -1,6 +1,7 @@
-"""The API's reading of times and numbers, through core/validation.py: DRF fields for bodies,
-and the query parameters that views read themselves. A value out of range or not ASCII digits
-is a 400 with the field named, never a 500 from arithmetic done with it later."""
+"""The API's reading of times and numbers, through core/validation.py: a DRF field for the
+bodies' whole numbers, and the query parameters that views read themselves. A value out of
+range or not ASCII digits is a 400 with the field named, never a 500 from arithmetic done with
+it later."""
 
 from __future__ import annotations
 
@@ -11,16 +12,6 @@ from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 
 from core.validation import Refused, ascii_digits, moment, whole_number
-
-
-class MomentField(serializers.DateTimeField):
-    """An ISO 8601 date-time with a zone, from 2000-01-01 to 2100-01-01 (core.validation)."""
-
-    def to_internal_value(self, value: Any) -> dt.datetime:
-        try:
-            return moment(value)
-        except Refused as exc:
-            raise serializers.ValidationError(str(exc)) from None
 
 
 class WholeNumberField(serializers.IntegerField):

@@ -5,6 +5,8 @@ from typing import Any
 from django.utils import timezone
 from rest_framework import serializers
 
+from api.fields import WholeNumberField
+
 from ..models import MaintenanceWindow, Reservation, ReservationAllowance
 from ..validation import ReservationInvalid, WindowInvalid, reservation_clean, window_clean
 
@@ -110,11 +112,10 @@ class WindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):
 
 
 class AllowanceSerializer(serializers.ModelSerializer[ReservationAllowance]):
-    gpu_hours = serializers.IntegerField(min_value=0, max_value=10_000_000,
-                                         help_text="GPU-hours of reservations to come that the "
-                                                   "tenant's managers may hold at once")
-    max_days_ahead = serializers.IntegerField(min_value=0, max_value=366, required=False,
-                                              default=90)
+    gpu_hours = WholeNumberField(min_value=0, max_value=10_000_000,
+                                 help_text="GPU-hours of reservations to come that the "
+                                           "tenant's managers may hold at once")
+    max_days_ahead = WholeNumberField(min_value=0, max_value=366, required=False, default=90)
 
     class Meta:
         model = ReservationAllowance

@@ -182,6 +182,15 @@ def test_quota_figures_are_ascii_digits(vision, api, login):
     assert vision.quota.gpus_total == 8
 
 
+def test_launch_and_allowance_figures_are_ascii_digits(vision, api):
+    launch = {"name": "n", "template": "jupyter", "gpu_type": "a100", "gpu_count": "\u0661"}
+    refused(api("researcher", "post", "/api/v1/workloads/", launch), "gpu_count")
+    refused(api("admin", "put", f"/api/v1/tenants/{vision.pk}/reservation-allowance/",
+                {"gpu_hours": "\u0661\u0660"}, project="admin"), "gpu_hours")
+    assert api("researcher", "post", "/api/v1/workloads/check/",
+               {**launch, "gpu_count": "1"}).status_code == 200
+
+
 def test_usage_of_a_tenant_named_in_unicode_digits_is_not_found(vision, api):
     answer = api("admin", "get", "/api/v1/usage/?tenant=²", project="admin")
     assert answer.status_code == 404 and answer.json()["category"] == "not_found"
