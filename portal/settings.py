@@ -520,6 +520,9 @@ SPECTACULAR_SETTINGS = {
                             "KindEnum": "catalogue.models.Template.Kind",
                             "WebhookStateEnum": "notifications.models.Webhook.State",
                             "DeliveryStateEnum": "notifications.models.Delivery.State"},
+    # the default hook (enums as components), then every operation's error answers
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "api.schema.error_responses"],
 }
 
 # --- static files -------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from access.services import (
 )
 from catalogue.models import Template
 from core.redirects import safe_redirect_target
+from core.validation import Refused, whole_number
 from identity.access import project_required, scoped_object, tenant_required
 from identity.scoping import Action
 from kube.client import KubeError
@@ -67,6 +68,7 @@ POLL_SECONDS = 3
 LOG_TAIL = 100
 EVENTS_SHOWN = 50
 PAGE_SIZE = 50
+CHECK_NUMBER_MAX = 1_000_000
 
 
 def _project_workloads(request: ProjectRequest) -> QuerySet[Workload]:
@@ -140,9 +142,11 @@ def _group_summary(row: GpuAvailability, count: int, nodes: int) -> str:
 
 
 def _whole_number(text: str | None) -> int | None:
+    """A live check's count, nodes or minutes: ASCII digits, bounded far above any quota (a
+    runtime of 10**30 minutes would overflow the budget advisor's arithmetic)."""
     try:
-        return int(text or "")
-    except ValueError:
+        return whole_number(text or "", low=0, high=CHECK_NUMBER_MAX)
+    except Refused:
         return None
 
 

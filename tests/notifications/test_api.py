@@ -110,7 +110,7 @@ def test_unknown_kinds_or_channels_are_400_and_change_nothing(api):
         answer = researcher.put("/api/v1/notifications/preferences/", body,
                                 content_type="application/json")
         assert answer.status_code == 400, body
-        assert set(answer.json()) == {"code", "detail", "fields"}
+        assert set(answer.json()) == {"code", "category", "detail", "fields"}
     assert answer.json()["code"] == "invalid"
     assert not NotificationPreference.objects.exists()
 

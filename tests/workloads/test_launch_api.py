@@ -59,7 +59,7 @@ def test_a_launch_beyond_the_quota_is_403_naming_the_limit(vision, api_headers):
     assert launch(headers, {**JUPYTER, "gpu_count": 4}).status_code == 201
     refused = launch(headers, {**JUPYTER, "name": "one more"})
     assert refused.status_code == 403
-    assert refused.json() == {"code": "quota_exceeded", "fields": {},
+    assert refused.json() == {"code": "quota_exceeded", "category": "admission", "fields": {},
                               "detail": "vision-lab uses 4 of 4 a100 GPUs; 1 more would exceed "
                                         "the quota."}
     assert Workload.objects.filter(tenant=vision).count() == 1

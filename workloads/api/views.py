@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions, mixins, status
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import exceptions, mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -15,6 +15,8 @@ from access.api.serializers import (
 from access.services import AccessRefused, workload_token_issue
 from access.ssh import KeyRefused
 from access.ssh_services import SSHRefused, ssh_certificate_issue
+from api.errors import Category
+from api.fields import query_digits, query_number
 from api.viewsets import TenantScopedViewSet
 from identity.scoping import Action
 from kube.client import KubeError
@@ -46,7 +48,11 @@ from .serializers import (
 
 
 class QuotaExceeded(exceptions.PermissionDenied):
+    """403 with the admission refusal's own code (quota_exceeded, budget_exhausted,
+    maintenance_window …): every one of them in the category `admission`."""
+
     default_code = "quota_exceeded"
+    category = Category.ADMISSION
 
 
 class NoAddressFree(exceptions.APIException):
@@ -54,6 +60,7 @@ class NoAddressFree(exceptions.APIException):
 
     status_code = status.HTTP_409_CONFLICT
     default_code = AddressesExhausted.code
+    category = Category.ADMISSION
 
 
 class IdempotencyConflict(exceptions.APIException):
@@ -62,6 +69,7 @@ class IdempotencyConflict(exceptions.APIException):
     status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
     default_code = IdempotencyKeyReused.code
     default_detail = "This Idempotency-Key was used for another request."
+    category = Category.CONFLICT
 
 
 class ClusterUnavailable(exceptions.APIException):
@@ -154,7 +162,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(responses=WorkloadEventSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)  # every event, one list
     def events(self, request, pk=None):
         workload = self.get_object()
         data = WorkloadEventSerializer(workload.events.all(), many=True).data
@@ -216,23 +224,19 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         OpenApiParameter("tail", int),
         OpenApiParameter("rank", str, description="a distributed workload's rank (0, 1, …) or "
                                                   "`launcher` (an MPI job's); default: rank 0")],
-        responses={200: str})
+        responses={200: inline_serializer("WorkloadLogs", {
+            "lines": serializers.ListField(child=serializers.CharField())})})
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
         """The last `tail` lines of the workload's container (a distributed workload's: of
         its rank `rank`). Those who may not manage the workload (other members, readers) read
         them with its access token and every `…token=` value replaced by `[redacted]`."""
         workload = self.get_object()
-        try:
-            tail = int(request.query_params.get("tail", 100))
-        except ValueError as exc:
-            raise exceptions.ValidationError({"tail": ["A whole number."]}) from exc
-        if not 1 <= tail <= 10000:
-            raise exceptions.ValidationError({"tail": ["Between 1 and 10000."]})
+        tail = query_number(request, "tail", low=1, high=10000, default=100)
         given = request.query_params.get("rank")
-        if given is not None and given != "launcher" and not given.isdigit():
+        rank: int | str | None = given if given == "launcher" else query_digits(request, "rank")
+        if given is not None and rank is None:
             raise _rank_invalid("rank: a rank number (0, 1, …) or `launcher`.")
-        rank = int(given) if given is not None and given.isdigit() else given
         try:
             lines = workload_logs(workload, tail=tail, rank=rank)
         except RankUnknown as exc:
