@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit.services import Actor, audit_record
+from core.tasks import send_on_commit
 from identity.models import User
 from notifications.models import Kind
 from notifications.services import notify
@@ -51,11 +52,7 @@ def budget_snapshot(budget: Budget | None) -> dict[str, Any] | None:
 
 
 def _enqueue_check(budget_id: int) -> None:
-    from core.tasks import send_on_commit
-
-    from .tasks import budget_check_task
-
-    send_on_commit(budget_check_task, budget_id)
+    send_on_commit("budgets.tasks.budget_check_task", budget_id)
 
 
 def budget_set(*, tenant: Tenant, acting_user: Actor, fields: dict[str, Any]) -> Budget:
