@@ -40,7 +40,10 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from catalogue.models import GpuType
+from identity.assignments import project_role_now
+from identity.client import KeystoneError
 from identity.models import User
+from identity.roles import PortalRole
 from kube.kueue import queueing_shown
 from notifications.models import Kind
 from notifications.services import notify
@@ -191,10 +194,6 @@ def occurrence_unused(occurrence: Occurrence, *, since: dt.datetime, now: dt.dat
 def _managers(tenant: Tenant) -> list[User]:
     """The tenant's managers the portal can find: the users who last worked in its project
     and whom Keystone names its managers now (none when Keystone cannot be asked)."""
-    from identity.assignments import project_role_now
-    from identity.client import KeystoneError
-    from identity.roles import PortalRole
-
     found: list[User] = []
     for user in User.objects.filter(last_project_id=tenant.keystone_project_id,
                                     keystone_user_id__isnull=False):

@@ -13,6 +13,9 @@ import logging
 
 from django.utils import timezone
 
+from notifications.models import Notification
+from notifications.services import notify
+
 from .models import Workload, WorkloadEvent
 
 log = logging.getLogger(__name__)
@@ -28,8 +31,6 @@ def workload_event(*, workload: Workload, reason: str, message: str, type: str =
 def notify_owner(workload: Workload, *, kind: str, title: str, text: str, key: str) -> int:
     """Tell the workload's owner (notifications.notify: in the portal, and by e-mail and
     webhooks as they chose), once per `key`; in the caller's transaction."""
-    from notifications.services import notify
-
     return notify(kind=kind, users=[workload.owner], tenant=workload.tenant, title=title,
                   text=text, key=key, workload_id=workload.pk, link=workload_path(workload))
 
@@ -53,8 +54,6 @@ def _gpus(workload: Workload) -> str:
 def _back_from_the_queue(workload: Workload, before: str) -> bool:
     """A run that starts again after a preemption (queued → running, or through pending),
     not a pod replaced in place (running → pending → running)."""
-    from notifications.models import Notification
-
     if before == Workload.State.QUEUED:
         return True
     last = (Notification.objects.filter(workload_id=workload.pk, user_id=workload.owner_id)
