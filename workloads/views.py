@@ -23,11 +23,7 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from access.services import (
-    access_decision,
-    tenant_service_access,
-    workload_access_summary,
-)
+from access.services import tenant_service_access
 from catalogue.models import Template
 from core.redirects import safe_redirect_target
 from identity.access import project_required, scoped_object, tenant_required
@@ -41,6 +37,7 @@ from tenants.selectors import tenant_admits_root
 from workloads.queue import annotate_queue
 
 from . import selectors
+from .access import access_decision, workload_access_summary
 from .filtersets import WorkloadFilterSet
 from .forms import FIELD_LABELS, LaunchForm, launch_request
 from .logs import redact, workload_logs, workload_redact
