@@ -22,7 +22,7 @@ from notifications.models import Kind
 from notifications.services import notify
 from tenants.models import Quota, Tenant
 from tenants.services import quota_queue_hold
-from workloads.journal import workload_event
+from workloads.journal import notify_owner, workload_event
 from workloads.models import Workload
 from workloads.services import workload_stop
 
@@ -196,10 +196,9 @@ def _stop_at_exhaustion(budget: Budget, status: BudgetStatus, result: CheckResul
                        f"{timezone.localtime(stop_at):%Y-%m-%d %H:%M}: "
                        f"{exhausted_text(status)}")
             with transaction.atomic():
-                if notify(kind=Kind.BUDGET_EXHAUSTED, users=[workload.owner],
-                          tenant=status.tenant, title=f"{workload.name} will be stopped",
-                          text=warning, key=key, workload_id=workload.pk,
-                          link=reverse("workloads:detail", kwargs={"pk": workload.pk})):
+                if notify_owner(workload, kind=Kind.BUDGET_EXHAUSTED,
+                                title=f"{workload.name} will be stopped", text=warning,
+                                key=key):
                     workload_event(workload=workload, reason="BudgetExhausted",
                                    message=warning, type="Warning")
         else:

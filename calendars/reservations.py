@@ -49,6 +49,7 @@ from notifications.models import Kind
 from notifications.services import notify
 from tenants.models import Quota, Tenant
 from tenants.services import quota_reserved_set
+from workloads.journal import notify_owner
 from workloads.models import Workload
 from workloads.querysets import GPU_TOTAL
 from workloads.selectors import gpus_held_by_type
@@ -147,12 +148,11 @@ def borrowers_warn(occurrence: Occurrence, now: dt.datetime) -> int:
             continue
         text = (f"{reservation_text(reservation)} starts at {_when(occurrence.start)}; "
                 f"#{workload.pk} runs on borrowed GPUs and may be reclaimed then.")
-        told += notify(kind=Kind.RESERVATION, users=[workload.owner], tenant=workload.tenant,
-                       title=f"{workload.name} (#{workload.pk}) may be reclaimed at "
-                             f"{_when(occurrence.start)}",
-                       text=text, workload_id=workload.pk, link=f"/workloads/{workload.pk}/",
-                       key=f"reservation-warn:{reservation.pk}:"
-                           f"{int(occurrence.start.timestamp())}:{workload.pk}")
+        told += notify_owner(workload, kind=Kind.RESERVATION,
+                             title=f"{workload.name} (#{workload.pk}) may be reclaimed at "
+                                   f"{_when(occurrence.start)}",
+                             text=text, key=f"reservation-warn:{reservation.pk}:"
+                                           f"{int(occurrence.start.timestamp())}:{workload.pk}")
     return told
 
 

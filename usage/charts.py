@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db.models import Avg, Count, Max, Sum
 from django.utils import timezone
 
-from workloads.lifecycle import pod_name_rank
+from kube.labels import pod_name_rank
 from workloads.models import Workload
 
 from .models import GpuSample, GpuUsageRollup

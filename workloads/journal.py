@@ -32,11 +32,7 @@ def notify_owner(workload: Workload, *, kind: str, title: str, text: str, key: s
     """Tell the workload's owner (notifications.notify: in the portal, and by e-mail and
     webhooks as they chose), once per `key`; in the caller's transaction."""
     return notify(kind=kind, users=[workload.owner], tenant=workload.tenant, title=title,
-                  text=text, key=key, workload_id=workload.pk, link=workload_path(workload))
-
-
-def workload_path(workload: Workload) -> str:
-    return f"/workloads/{workload.pk}/"
+                  text=text, key=key, workload_id=workload.pk, link=workload.get_absolute_url())
 
 
 def _duration(seconds: float) -> str:
@@ -44,11 +40,6 @@ def _duration(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60:02d} min"
-
-
-def _gpus(workload: Workload) -> str:
-    gpus = f"{workload.gpu_count}× {workload.gpu_type.slug}"
-    return f"{workload.nodes} nodes × {gpus}" if workload.nodes > 1 else gpus
 
 
 def _back_from_the_queue(workload: Workload, before: str) -> bool:
@@ -75,7 +66,7 @@ def state_notice(workload: Workload, *, before: str, after: str, reason: str,
         again = workload.started_at is not None
         notify_owner(workload, kind="started", key=key,
                      title=f"{name} {'started again' if again else 'is running'}",
-                     text=f"{name} in {workload.tenant.name} is running on {_gpus(workload)}.")
+                     text=f"{name} in {workload.tenant.name} is running on {workload.gpus_text}.")
     elif after == State.SUCCEEDED and before != after:
         ran = f" after {_duration((at - workload.started_at).total_seconds())}" \
             if workload.started_at else ""

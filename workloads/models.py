@@ -16,6 +16,7 @@ keep the names they were made with (access_*).
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 from access.proxy import PROXY_PORT
 from catalogue.models import GpuType, Template, open_url
@@ -118,10 +119,23 @@ class Workload(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.object_name or self.pk})"
 
+    def get_absolute_url(self) -> str:
+        """Its page: the one link to a workload, in pages, redirects and notifications."""
+        return reverse("workloads:detail", kwargs={"pk": self.pk})
+
     @property
     def gpu_total(self) -> int:
         """Every GPU it holds: `gpu_count` on each of its nodes (GPU_TOTAL in queries)."""
         return self.gpu_count * self.nodes
+
+    @property
+    def gpus_text(self) -> str:
+        """How every page, event and notice writes its GPUs: "1× a100", and for a distributed
+        workload (a group of nodes) "2 nodes × 4× a100 (8 GPUs)"."""
+        each = f"{self.gpu_count}× {self.gpu_type.slug}"
+        if self.nodes <= 1:
+            return each
+        return f"{self.nodes} nodes × {each} ({self.gpu_total} GPUs)"
 
     @property
     def distributed(self) -> bool:

@@ -172,12 +172,6 @@ def register_admission_check(name: str, check: AdmissionCheck) -> None:
     ADMISSION_CHECKS[name] = check
 
 
-def _gpus_text(workload: Workload) -> str:
-    """"2× a100", or for a group "2 nodes × 4× a100"."""
-    gpus = f"{workload.gpu_count}× {workload.gpu_type.slug}"
-    return f"{workload.nodes} nodes × {gpus}" if workload.nodes > 1 else gpus
-
-
 def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                     idempotency_key: str | None = None,
                     request_fingerprint: str = "") -> tuple[Workload, bool]:
@@ -249,8 +243,8 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 workload_access_create(workload=workload, actor=user,
                                        public=bool(request.get("public")))
             workload_event(workload=workload, reason="Submitted",
-                           message=f"{user.label} launched {_gpus_text(workload)} "
-                                   f"({template.slug})")
+                           message=f"{user.label} launched {template.slug} on "
+                                   f"{workload.gpus_text}")
             audit_record(actor=user, action="workload.launch", tenant=tenant,
                          target=workload.object_name,
                          after={"id": workload.pk, "template": template.slug,

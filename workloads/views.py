@@ -54,7 +54,6 @@ from .services import (
     workload_launch,
     workload_stop,
 )
-from .templatetags.workload_format import gpus as gpus_text
 from .validation import ssh_by_default
 
 log = logging.getLogger(__name__)
@@ -311,11 +310,11 @@ def _launch_submit(request: TenantRequest, tenant: Tenant, templates: list[Templ
         return _launch_render(request, tenant, templates, values, refused=str(exc),
                               errors={"form": [str(exc)]}, status=403)
     if created:
-        messages.success(request, f"{workload.name} was submitted: {gpus_text(workload)}, "
+        messages.success(request, f"{workload.name} was submitted: {workload.gpus_text}, "
                                   f"{workload.template.name}.")
     else:
         messages.info(request, f"{workload.name} was already submitted by this form.")
-    return redirect("workloads:detail", pk=workload.pk)
+    return redirect(workload)
 
 
 def _idempotency_key(post: QueryDict) -> str | None:
@@ -505,7 +504,7 @@ def _gone(request: ProjectRequest, pk: int) -> HttpResponse:
         response = HttpResponse(status=204)
         response["HX-Redirect"] = reverse("workloads:list")
         return response
-    return redirect("workloads:detail", pk=pk)
+    return redirect(Workload(pk=pk).get_absolute_url())
 
 
 def _with_relations(workloads):
@@ -538,7 +537,7 @@ def stop(request: ProjectRequest, workload: Workload) -> HttpResponse:
     else:
         messages.info(request, f"{workload.name} had already ended ({workload.state}).")
     return redirect(safe_redirect_target(request, request.POST.get("next"))
-                    or reverse("workloads:detail", args=[workload.pk]))
+                    or workload.get_absolute_url())
 
 
 @project_required
