@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from django.apps import apps
 
-from tests.architecture.test_import_layers import LAYERS, ROOT, module_name
+from tests.architecture.test_import_layers import LAYERS, ROOT, module_from, module_name
 
 APP_PACKAGES = tuple(unit for unit in LAYERS if unit != "stack")
 
@@ -63,12 +63,7 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> Iterator[Impo
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".") if is_package else name.split(".")[:-1]
-                base = base[:len(base) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = module_from(node, name, is_package)
             targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in modules
                        else module for alias in node.names]
         else:
