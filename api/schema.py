@@ -26,7 +26,7 @@ class KeystoneTokenScheme(OpenApiAuthenticationExtension):
 
 
 class WorkloadReportTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "access.api.views.WorkloadReportAuthentication"
+    target_class = "workloads.api.views.WorkloadReportAuthentication"
     name = "workloadReportToken"
 
     def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:

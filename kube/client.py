@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import urllib3
 from django.conf import settings
+from django.utils import timezone
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
@@ -380,3 +381,15 @@ def _watch_error(status: dict[str, Any]) -> KubeError:
     if isinstance(code, int) and 400 <= code < 500 and code != 429:
         return KubeRefused(message, code=code, status=status)
     return KubeUnavailable(message, code=code, status=status)
+
+
+def cluster_probe() -> cluster_status.ClusterOutage | None:
+    """Ask the cluster once (an authenticated GET) and record the answer; raises nothing."""
+    try:
+        Kube().get("Namespace", "default")  # a missing namespace is an answer too
+    except KubeUnavailable as exc:
+        cluster_status.record_unreachable(str(exc))
+        return cluster_status.cluster_outage() or cluster_status.ClusterOutage(
+            error=str(exc), since=timezone.now())
+    cluster_status.record_reachable(force=True)
+    return None

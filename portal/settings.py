@@ -430,7 +430,7 @@ OAUTH2_PROVIDER = {
     "CLIENT_SECRET_HASHER": "pbkdf2_sha256_derived_key",
     "OIDC_RSA_PRIVATE_KEY": PORTAL_OIDC_PRIVATE_KEY,
     "OIDC_ISS_ENDPOINT": PORTAL_OIDC_ISSUER,
-    "OAUTH2_VALIDATOR_CLASS": "access.oidc.PortalOAuth2Validator",
+    "OAUTH2_VALIDATOR_CLASS": "workloads.oidc.PortalOAuth2Validator",
     "SCOPES": {"openid": "sign in", "profile": "your name", "email": "your e-mail address"},
     "DEFAULT_SCOPES": ["openid"],
     "PKCE_REQUIRED": True,

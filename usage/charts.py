@@ -16,7 +16,7 @@ from django.db.models import Avg, Count, Max, Sum
 from django.utils import timezone
 
 from core.validation import as_whole
-from workloads.lifecycle import pod_name_rank
+from kube.labels import pod_name_rank
 from workloads.models import Workload
 
 from .models import GpuSample, GpuUsageRollup

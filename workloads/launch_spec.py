@@ -8,7 +8,7 @@ the template (image, command, args, env, token variable, run-as-root) or the GPU
 name, node selector) in between.
 
 Secrets are not in it: the access token stays in its column and the workload's Secret, the
-proxy's credentials are derived when the objects are made (access/services.py).
+proxy's credentials are derived when the objects are made (workloads/access.py).
 
 Migration 0009 has its own copy of `launch_spec_resolve` (a migration must not change when this
 module does); a new key here is a new VERSION, and the migration's copy stays as it is.

@@ -68,6 +68,8 @@ from kube.labels import (
     MANAGED_BY,
     MAX_LABEL,
     MPI_ROLE_LABEL,
+    MPI_WORKER,
+    jobset_pod_host,
     label_value,
 )
 from tenants.manifests import EXPOSED_PORT_NAME, SERVICE_ACCOUNT_NAME
@@ -590,9 +592,9 @@ def make_job(spec: WorkloadSpec) -> Manifest:
 # --- distributed workloads (issue 25): a JobSet under torchrun, an MPIJob under mpirun ------
 
 def jobset_host(spec: WorkloadSpec, rank: int) -> str:
-    """The host name of a JobSet's pod `rank`: `<jobset>-<replicated job>-<job>-<pod index>`
-    (one replicated job, one Job of it, one pod per node)."""
-    return f"{spec.name}-{JOBSET_REPLICATED_JOB}-0-{rank}"
+    """The host name of a JobSet's pod `rank` (kube/labels.py writes it, and reads its pods'
+    names back)."""
+    return jobset_pod_host(spec.name, rank)
 
 
 def master_addr(spec: WorkloadSpec) -> str:
@@ -720,7 +722,7 @@ def make_mpijob(spec: WorkloadSpec) -> Manifest:
     # ready once sshd answers: the launcher starts only then (WaitForWorkersReady)
     worker_container["readinessProbe"] = {"tcpSocket": {"port": "ssh"}, "periodSeconds": 2}
     worker["spec"]["affinity"] = {**worker["spec"].get("affinity", {}),
-                                  **_one_per_node({**selector(spec), MPI_ROLE_LABEL: "worker"})}
+                                  **_one_per_node({**selector(spec), MPI_ROLE_LABEL: MPI_WORKER})}
     # the tenant's guard admits a pod asking for GPUs in a queued namespace only with the
     # queue's label (deploy/base/tenant-admission.yaml); the operator creates the workers as
     # itself from this template. Kueue still admits them as the MPIJob's pods, one Workload

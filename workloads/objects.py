@@ -12,7 +12,6 @@ from typing import Any
 
 from django.conf import settings
 
-from access.services import workload_access, workload_proxy
 from access.ssh import ca_public_key, host_key_for, report_base_url, report_token_for
 from access.ssh_server import SSHServerSpec, ssh_port_beside
 from kube.client import Conflict, Kube, KubeRefused
@@ -20,6 +19,7 @@ from kube.kueue import queueing_on
 from kube.labels import LABEL_PROJECT_ID, LABEL_WORKLOAD_ID, MANAGED_BY, label_value
 from tenants.kueue import queue_labels
 
+from .access import workload_access, workload_proxy
 from .launch_spec import launch_spec_of
 from .manifests import HOME_CLAIM_NAME, WorkloadSpec, make_home_claim, workload_objects
 from .models import Workload

@@ -82,6 +82,9 @@ def _me(token: str) -> dict[str, Any]:
 def owned(project_token, gpu_types, cluster, settings):
     """Each role's token, and the objects the cases address: ids by kind, per role where the
     object is a user's own."""
+    # the webhook test's own rate (tested in tests/notifications) would answer the sweep's
+    # later cases 429 whatever they hold, and a replayed case otherwise
+    settings.PORTAL_WEBHOOK_TEST_RATE = None
     from calendars.services import reservation_create, window_create
     from calendars.validation import reservation_clean, window_clean
     from notifications.models import Kind, Webhook
@@ -230,7 +233,10 @@ def _hostile_bodies(operation, real_id: int, token: str) -> list[str]:
                 failures.append(where + f"{response.status_code} not the error format: "
                                         f"{response.get_data()[:300]!r}")
             elif error["code"] not in ("too_deeply_nested", "request_too_large",
-                                       "permission_denied", "method_not_allowed", "not_found"):
+                                       "permission_denied", "method_not_allowed", "not_found",
+                                       # an action that reads no body answers from the
+                                       # object's state before any parser runs
+                                       "webhook_state"):
                 failures.append(where + f"{response.status_code} {error['code']}")
     return failures
 

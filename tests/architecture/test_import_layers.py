@@ -40,6 +40,15 @@ def module_name(path: Path) -> tuple[str, bool]:
     return ".".join(parts), is_package
 
 
+def module_from(node: ast.ImportFrom, name: str, is_package: bool) -> str:
+    """The absolute module a `from … import` in module `name` reads from."""
+    if not node.level:
+        return node.module or ""
+    base = name.split(".") if is_package else name.split(".")[:-1]
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imported_modules(path: Path) -> list[tuple[str, int]]:
     """(absolute module, line) for every import in the file, relative ones resolved."""
     name, is_package = module_name(path)
@@ -48,13 +57,7 @@ def imported_modules(path: Path) -> list[tuple[str, int]]:
         if isinstance(node, ast.Import):
             found.extend((alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".") if is_package else name.split(".")[:-1]
-                base = base[:len(base) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            found.append((module, node.lineno))
+            found.append((module_from(node, name, is_package), node.lineno))
     return found
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from access.services import callback_url
 from cluster.addresses import address_pools, address_pools_forget
 from kube.client import Kube
 from tenants.models import Tenant
@@ -26,6 +25,7 @@ from tests.workloads.test_tracking import (  # noqa: F401 - owner: the fixture
     state_of,
     track_until,
 )
+from workloads.access import callback_url
 from workloads.models import Workload
 from workloads.objects import workload_objects_delete
 from workloads.services import workload_stop

@@ -38,7 +38,7 @@ from workloads.manifests import (
 
 
 def proxy_for(name: str, port: int, token_env: str | None = None, **changes) -> ProxySpec:
-    """The proxy as access.services.workload_proxy builds it (settings of the tests)."""
+    """The proxy as workloads.access.workload_proxy builds it (settings of the tests)."""
     return ProxySpec(image="quay.io/oauth2-proxy/oauth2-proxy:v7.15.4",
                      issuer_url="https://portal.example.org/o",
                      backend_url="http://gpu-portal-web.gpu-portal.svc:8000/o",

@@ -128,7 +128,7 @@ def test_launch_jupyter_on_one_a100_from_the_form(researcher, vision_lab,
     assert "<h1>My notebook</h1>" in page
     assert '<span class="state state-pending"' in page
     assert 'hx-trigger="every 3s"' in page  # live while active
-    assert re.search(r"<td>Submitted</td>\s*<td>researcher launched 1× a100 \(jupyter\)</td>",
+    assert re.search(r"<td>Submitted</td>\s*<td>researcher launched jupyter on 1× a100</td>",
                      page.replace('<td>Normal</td><td>', '<td>'))
     # the pod starts in kubesim and its log lines reach the page
     def logs_shown():

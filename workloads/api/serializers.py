@@ -11,7 +11,6 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import exceptions, serializers, status
 
 from access.api.serializers import WorkloadAccessSerializer
-from access.services import workload_access_summary
 from api.fields import WholeNumberField
 from catalogue.environment import (
     MAX_ENV_VALUE,
@@ -20,6 +19,7 @@ from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS
 from catalogue.models import GpuType, Template
 from workloads.queue import QueuePlace, queue_places
 
+from ..access import workload_access_summary
 from ..logs import redact
 from ..models import Workload, WorkloadEvent
 from ..selectors import workload_may_see_secrets
