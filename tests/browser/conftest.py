@@ -145,6 +145,7 @@ def celery_processes(django_db_setup, django_db_blocker, kubesim, keystone, redi
     app.control.purge()  # tasks other tests enqueued with no worker running
     try:
         processes.worker(queues="celery", concurrency=1, pool="solo").start(WORKER_START_TIMEOUT)
+        processes.launch_worker(concurrency=4).start(WORKER_START_TIMEOUT)
         processes.tracker().start(WORKER_START_TIMEOUT)
         processes.beat().start(WORKER_START_TIMEOUT)
         yield processes

@@ -64,6 +64,7 @@ def test_the_portal_deployments_become_available(site):
     state = eventually(available, timeout=60, interval=0.2,
                        message="the portal's Deployments did not become available")
     assert state == {"gpu-portal-web": (1, 1), "gpu-portal-worker": (1, 1),
+                     "gpu-portal-launch-worker": (1, 1),
                      "gpu-portal-notifications-worker": (1, 1),
                      "gpu-portal-tracker": (1, 1), "gpu-portal-beat": (1, 1)}
     pods = get_json(server, "pods", "-l", "app.kubernetes.io/name=gpu-portal")["items"]
