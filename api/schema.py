@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
+from .errors import CATEGORIES
+
 if TYPE_CHECKING:
     from drf_spectacular.openapi import AutoSchema
 
@@ -61,8 +63,6 @@ def error_responses(result: dict[str, Any], generator: Any, request: Any, public
                     ) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: the Error schema ({code, category, detail,
     fields}), and the error answers of every operation (what its view documents stays)."""
-    from .errors import CATEGORIES
-
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas["Error"] = {
         "type": "object", "required": ["code", "category", "detail", "fields"],
