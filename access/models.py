@@ -26,7 +26,7 @@ class TenantServiceAccess(models.Model):
     who = models.CharField(max_length=8, choices=ServiceAccess.choices)
     # set by admins only: the tenant may mark a service workload public (no login at all)
     allow_public = models.BooleanField(default=False)
-    # set by admins only: may the tenant's users SSH into its workloads (issue 26)
+    # set by admins only: may the tenant's users SSH into its workloads
     ssh_enabled = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """A script's burst of one-GPU notebooks on `make demo CLUSTER=kube`, beside JupyterHub's
-KubeSpawner starting the same notebooks on the same cluster, in one run (issue 24).
+KubeSpawner starting the same notebooks on the same cluster, in one run.
 
     .venv/bin/python bench/notebook_burst_bench.py [--count 8] [--rounds 3] [--json out.json]
 

@@ -1,4 +1,4 @@
-"""Reservations in effect (issue 28): the calendar's beat raises a tenant's quota while its
+"""Reservations in effect: the calendar's beat raises a tenant's quota while its
 reservations run, warns borrowers an hour ahead, and releases what goes unused; a launch on
 borrowed GPUs is told before submit when a reservation starts within its maximum runtime.
 

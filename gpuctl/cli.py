@@ -609,7 +609,7 @@ def cmd_budget(api: PortalClient, args: argparse.Namespace) -> int:
 
 # --- the parser -------------------------------------------------------------------------------
 
-# --- notifications and webhooks (issue 27) ----------------------------------------------------
+# --- notifications and webhooks ----------------------------------------------------
 
 NOTIFICATION_COLUMNS = [("id", "id"), ("read", "read"), ("kind", "kind"), ("title", "title"),
                         ("project", "project"), ("workload", "workload"), ("age", _age)]
@@ -722,7 +722,7 @@ def _webhook_test(api: PortalClient, args: argparse.Namespace) -> int:
     return EXIT_OK if sent else EXIT_API
 
 
-# --- the cluster's calendar: reservations and maintenance windows (issue 28) -----------------
+# --- the cluster's calendar: reservations and maintenance windows -----------------
 
 RESERVATION_COLUMNS = [("id", "id"), ("project", "tenant_name"), ("gpu_type", "gpu_type"),
                        ("gpus", "count"), ("start", "start"), ("end", "end"),

@@ -92,7 +92,7 @@ def workload_proxy(workload: Workload, *, token_env: str | None = None,
     that carries the application's access token, as its launch spec froze it (default: its
     template's now)."""
     access = workload_access(workload)
-    # a batch job has a proxy only for SSH (issue 26): no application behind it
+    # a batch job has a proxy only for SSH: no application behind it
     ssh_only = workload.kind != "service"
     if access is None or (ssh_only and not (workload.launch_spec or {}).get("ssh")) or \
             (not ssh_only and not workload.port):

@@ -73,7 +73,7 @@ def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: l
         # "shared" (the gateway, `host`)
         "exposure": exposure if kind == "service" or ssh else "",
         "host": host if (kind == "service" or ssh) and exposure == "shared" else "",
-        # the portal's SSH server beside the program (issue 26), and the program it wraps when
+        # the portal's SSH server beside the program, and the program it wraps when
         # there is no command: the image's entrypoint as the template names it
         "ssh": ssh,
         "entrypoint": list(template.entrypoint or []) if ssh else [],

@@ -58,7 +58,7 @@ class Workload(models.Model):
     kind = models.CharField(max_length=8, choices=Template.Kind.choices)
     gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="+")
     gpu_count = models.PositiveIntegerField()  # per node
-    # how many nodes it spans (distributed templates, issue 25): `gpu_count` GPUs on each
+    # how many nodes it spans (distributed templates): `gpu_count` GPUs on each
     nodes = models.PositiveIntegerField(default=1)
     image = models.CharField(max_length=512)
     command = models.JSONField(default=list, blank=True)
@@ -70,7 +70,7 @@ class Workload(models.Model):
     max_runtime_minutes = models.PositiveIntegerField(null=True, blank=True)
     retries = models.PositiveIntegerField(default=0)
     use_home = models.BooleanField(default=False)
-    # the portal's SSH server runs beside the program (issue 26; its template offers it)
+    # the portal's SSH server runs beside the program (its template offers it)
     ssh = models.BooleanField(default=False)
     # where it runs and how to reach it
     state = models.CharField(max_length=12, choices=State.choices, default=State.SUBMITTED,
