@@ -87,6 +87,11 @@ def launch_fingerprint(data: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _launched_with_key(tenant: Tenant, user: Any, key: str | None) -> Workload | None:
+    """The workload an earlier request of this user in this tenant made with this key."""
+    return Workload.objects.filter(tenant=tenant, owner=user, idempotency_key=key).first()
+
+
 def _same_launch(existing: Workload, fingerprint: str, key: str) -> Workload:
     """The workload an earlier request with this key made, if this request is that one."""
     if fingerprint and existing.idempotency_fingerprint and \
@@ -183,8 +188,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
     as sent) raises IdempotencyKeyReused.
     """
     if idempotency_key:
-        existing = Workload.objects.filter(tenant=tenant, owner=user,
-                                           idempotency_key=idempotency_key).first()
+        existing = _launched_with_key(tenant, user, idempotency_key)
         if existing is not None:
             return _same_launch(existing, request_fingerprint, idempotency_key), False
     try:
@@ -203,8 +207,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 # claimed again under the tenant's lock: a request with the same key that
                 # committed while this one waited for the lock has its workload counted in
                 # the quota now, and this one must answer with it, not be refused by it
-                existing = Workload.objects.filter(tenant=tenant, owner=user,
-                                                   idempotency_key=idempotency_key).first()
+                existing = _launched_with_key(tenant, user, idempotency_key)
                 if existing is not None:
                     return _same_launch(existing, request_fingerprint, idempotency_key), False
             if not tenant.is_active:
@@ -257,8 +260,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
         raise
     except IntegrityError:
         # the same idempotency key raced in from a concurrent request: return its workload
-        existing = Workload.objects.filter(tenant=tenant, owner=user,
-                                           idempotency_key=idempotency_key).first()
+        existing = _launched_with_key(tenant, user, idempotency_key)
         if existing is None:
             raise
         return _same_launch(existing, request_fingerprint, idempotency_key), False
