@@ -14,13 +14,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.architecture.layers import LAYERS, ROOT
 
-# top to bottom: a unit may import the ones after it, never one before it; stack (the embedded
-# stack and the real control plane) runs all of them, and takes the proxy's configuration
-LAYERS = ("stack", "portal", "usage", "calendars", "budgets", "workloads", "access", "notifications",
-          "tenants", "catalogue", "audit", "api",
-          "identity", "cluster", "kube", "core")
 # programs of their own: they import nothing of the project; only stack runs them
 STANDALONE = ("kubesim", "gpuagent", "gpuctl")
 PACKAGES = LAYERS + STANDALONE

@@ -15,22 +15,20 @@ from django.test import TestCase
 from audit.models import AuditRecord
 from calendars.models import Reservation, ReservationOccurrence
 from calendars.reservations import reservations_tick
-from calendars.services import reservation_cancel, reservation_create
+from calendars.services import reservation_cancel
 from catalogue.models import Template
 from kube.client import Kube
 from tenants.models import Quota
 from tenants.provisioning import tenant_reconcile
 from tenants.queueing import gpu_reach, tenant_queue_objects
 from tenants.services import quota_update, tenant_ensure
-from tests.workloads.test_tracking import state_of
+from tests.support.calendars import END, START, book
+from tests.support.tracking import state_of
 from workloads.models import Workload
 from workloads.services import AdmissionRefused, workload_launch
 from workloads.tasks import workload_create_task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
-
-START = dt.datetime(2030, 3, 4, 9, 0, tzinfo=dt.UTC)
-END = START + dt.timedelta(hours=8)
 
 
 @pytest.fixture
@@ -49,14 +47,6 @@ def make_tenant(name: str, *, a100: int = 2, gpus_total: int = 2, reconcile: boo
         tenant_reconcile(tenant_id=tenant.pk)
     tenant.refresh_from_db()
     return tenant
-
-
-def book(tenant, gpu_types, *, count: int = 4, start: dt.datetime = START,
-         end: dt.datetime = END, user=None, **fields) -> Reservation:
-    """A reservation booked now (an hour before START unless the clock says otherwise)."""
-    return reservation_create(tenant=tenant, acting_user=user, within_allowance=False,
-                              fields={"gpu_type": gpu_types["a100"], "count": count,
-                                      "start": start, "end": end, "note": "", **fields})
 
 
 def launch(tenant, user, gpu_types, *, name: str, gpus: int) -> Workload:

@@ -9,17 +9,16 @@ for one group only" is two such groups; ranks go one per node (required anti-aff
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from catalogue.models import Template
 from kube.client import Kube
 from kube.labels import LABEL_WORKLOAD_ID
-from tests.fixtures.portal import remove_workload_objects
-from tests.queueing.test_kueue_cluster import make_tenant as queue_tenant
-from tests.waiting import eventually
-from tests.workloads.test_tracking import state_of, track_until
+from tests.support.kueue import make_tenant as queue_tenant
+from tests.support.kueue import queued_cluster  # noqa: F401 - a fixture
+from tests.support.tracking import state_of, track_until
+from tests.support.waiting import eventually
 from workloads.models import Workload
 from workloads.services import AdmissionRefused, workload_launch, workload_stop
 from workloads.tasks import workload_create_task, workload_stop_task
@@ -39,17 +38,8 @@ def owner(db):
 
 
 @pytest.fixture
-def groups_cluster(kueue_cluster, settings, gpu_types) -> Iterator[list]:
-    settings.KUBECONFIG = str(kueue_cluster.portal_kubeconfig)
-    settings.PORTAL_QUEUEING = "auto"
-    made: list = []
-    yield made
-    with kueue_cluster.api_client() as client:
-        kube = Kube(client)
-        remove_workload_objects(kube, wait=60)
-        for tenant in made:
-            kube.delete("ClusterQueue", tenant.namespace)
-            kube.delete("Namespace", tenant.namespace)
+def groups_cluster(queued_cluster) -> list:  # noqa: F811 - the fixture
+    return queued_cluster
 
 
 def make_tenant(made: list, *, a100: int, borrowing: int | None = 0):

@@ -9,15 +9,8 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from tests.distributed.test_engines import (
-    JOBSET,
-    LOCAL_QUEUE,
-    MPIJOB,
-    QUEUE_LABEL,
-    Queue,
-    condition,
-)
-from tests.waiting import eventually
+from tests.support.distributed import JOBSET, LOCAL_QUEUE, MPIJOB, QUEUE_LABEL, Queue, condition
+from tests.support.waiting import eventually
 from workloads.manifests import JOBSET as ENGINE_JOBSET
 from workloads.manifests import MPI, WorkloadSpec, workload_objects
 

@@ -13,7 +13,7 @@ from gpuctl import cli
 from tenants.models import Tenant
 from tests.fixtures import factories
 from tests.gpuctl import test_cli
-from tests.gpuctl.test_cli import live, run
+from tests.support.gpuctl import live, run
 from workloads.models import Workload
 
 portal = test_cli.portal  # vision-lab ready to launch

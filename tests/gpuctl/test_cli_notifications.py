@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from gpuctl import cli
 from notifications.models import Kind, Notification, Webhook
 from notifications.services import notify
-from tests.gpuctl.test_cli import openrc, run
 from tests.notifications.conftest import Receiver
+from tests.support.gpuctl import openrc, run
 
 live = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 

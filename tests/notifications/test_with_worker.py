@@ -12,7 +12,7 @@ from notifications.services import notify, webhook_create
 from stack.procs import free_port
 from tests.faults.conftest import launch_body
 from tests.notifications.conftest import Receiver
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 WORKER_ENV = {"PORTAL_WEBHOOK_ALLOW_PRIVATE": "1"}
 

@@ -13,19 +13,13 @@ from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.fixtures.kubesim import DEMO_INVENTORY
-from tests.fixtures.portal import remove_workload_objects
-from tests.gpuctl.test_cli import openrc
-from tests.gpuctl.test_cli import run as run_gpuctl
+from tests.support.cluster import remove_workload_objects
+from tests.support.gpuctl import openrc
+from tests.support.gpuctl import run as run_gpuctl
+from tests.support.tracking import launch, make_tenant, state_of, track_until
 from tests.workloads.addresses import until_the_pool_is_full
 from tests.workloads.api_calls import DEMO_QUOTA, vision_lab_ready
 from tests.workloads.api_calls import launch as api_launch
-from tests.workloads.test_tracking import (  # noqa: F401 - owner: the fixture
-    launch,
-    make_tenant,
-    owner,
-    state_of,
-    track_until,
-)
 from workloads.models import Workload
 from workloads.objects import workload_objects_delete
 from workloads.services import workload_stop

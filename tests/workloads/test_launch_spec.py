@@ -7,7 +7,6 @@ import pytest
 
 from catalogue.models import Template
 from kube.client import Kube
-from tests.workloads.test_tracking import owner, tenants  # noqa: F401 - fixtures
 from workloads.launch_spec import launch_spec_from_rows
 from workloads.manifests import CONTAINER_NAME
 from workloads.models import Workload

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from kube.engines import engine_refusal
+from tests.support.pages import field_error, launch_form, make_workload
 from tests.workloads import test_pages
-from tests.workloads.test_pages import field_error, launch_form, make_workload
 from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
