@@ -17,6 +17,7 @@ from catalogue.models import GpuType, Template
 from tenants.models import Tenant
 from tenants.services import quota_update
 from tests.fixtures.factories import make_workload
+from tests.support.cluster import cluster_cache_caught_up
 from tests.support.pages import field_error, template_form
 from workloads.models import Workload
 
@@ -96,6 +97,7 @@ def test_the_admin_navigation_links_the_catalogue(admin):
 # --- GPU types: capacity ----------------------------------------------------------------------
 
 def test_the_capacity_table_for_the_demo_cluster(admin, gpu_types):
+    cluster_cache_caught_up(("Node", "Pod"))  # an earlier test's pods gone from its copy too
     tenant = Tenant.objects.get(name="vision-lab")
     make_workload(  # a running workload holding 2 a100 GPUs (as the tracker leaves it)
         tenant, "researcher", template="custom", kind="batch", gpu_count=2,

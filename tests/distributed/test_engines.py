@@ -23,6 +23,7 @@ from tests.support.distributed import (
     QUEUE_LABEL,
     Queue,
     condition,
+    launcher_succeeded,
 )
 from tests.support.waiting import eventually
 
@@ -123,10 +124,8 @@ def test_an_mpijob_is_one_workload_admitted_whole_and_succeeds(queue):
         2), timeout=30, message="both workers Running")
     assert sorted(p.metadata.name for p in workers) == ["allreduce-worker-0",
                                                         "allreduce-worker-1"]
-    done = eventually(lambda: condition(got := queue.get(MPIJOB, "allreduce"),
-                                        "Succeeded") == "True" and got,
-                      timeout=60, message="the MPIJob Succeeded")
-    assert done["status"]["replicaStatuses"]["Launcher"]["succeeded"] == 1
+    eventually(lambda: launcher_succeeded(queue.get(MPIJOB, "allreduce")), timeout=60,
+               message="the MPIJob Succeeded, its launcher with it")
     # Kueue marks its Workload finished once it has seen the MPIJob's end: a moment later
     eventually(lambda: condition(queue.workload_of(created), "Finished") == "True", timeout=30,
                message="the MPIJob's Workload finished")
@@ -148,9 +147,11 @@ def test_a_group_that_does_not_fit_waits_suspended_without_a_pod(queue):
         assert condition(workload, "Admitted") != "True"
         assert queue.get(JOBSET, waiting["metadata"]["name"])["spec"]["suspend"] is True
         assert queue.pods(f"jobset.sigs.k8s.io/jobset-name={waiting['metadata']['name']}") == []
-    assert "couldn't assign flavors" in next(
+    # why the third waits, in Kueue's words (awaited: a scheduling cycle that handled another
+    # Workload first may say it no longer fits, before the next cycle says why)
+    eventually(lambda: "couldn't assign flavors" in next(
         c["message"] for c in queue.workload_of(third)["status"]["conditions"]
-        if c["type"] == "QuotaReserved")
+        if c["type"] == "QuotaReserved"), timeout=30, message="the third's QuotaReserved reason")
     # the first one done, the second starts whole; the third still has no pod
     eventually(lambda: condition(queue.get(JOBSET, "first"), "Completed") == "True",
                timeout=60, message="the first JobSet Completed")
@@ -179,10 +180,11 @@ def test_a_group_that_cannot_start_whole_is_evicted_and_requeued(queue, kueue_cl
         evictions = [c for c in workload["status"].get("conditions") or ()
                      if c["type"] == "Evicted" and c["status"] == "True"]
         assert evictions and evictions[0]["reason"] == "PodsReadyTimeout", evictions
+        # requeued once, counted on the Workload (awaited with the eviction, not read after it)
+        assert (workload["status"].get("requeueState") or {}).get("count") == 1, workload
         return workload
 
-    workload = eventually(evicted, timeout=90, message="evicted for PodsReadyTimeout")
-    assert workload["status"]["requeueState"]["count"] == 1
+    eventually(evicted, timeout=90, message="evicted for PodsReadyTimeout and requeued once")
     eventually(lambda: queue.get(JOBSET, "half")["spec"]["suspend"] is True, timeout=30,
                message="the JobSet suspended again")
     eventually(lambda: queue.pods("jobset.sigs.k8s.io/jobset-name=half") == [], timeout=30,

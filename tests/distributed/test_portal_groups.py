@@ -130,7 +130,9 @@ def test_an_mpijob_with_two_workers_succeeds(groups_cluster, kueue_cluster, owne
 def test_with_room_for_one_group_the_other_waits_whole_without_a_pod(
         groups_cluster, kueue_cluster, owner, gpu_types):
     tenant = make_tenant(groups_cluster, a100=16)
-    first = launch_group(tenant, owner, gpu_types, gpus=8, run_seconds=12)
+    # the first runs well past the checks below, which hold only while it runs (at 12 s, a
+    # loaded run could see it end, and the second start, before they were done)
+    first = launch_group(tenant, owner, gpu_types, gpus=8, run_seconds=30)
     second = launch_group(tenant, owner, gpu_types, gpus=8, run_seconds=2)
     tracker = Tracker()
     track_until(tracker, lambda: state_of(first).state == S.RUNNING

@@ -100,3 +100,10 @@ def condition(obj: dict, kind: str) -> str | None:
     """The status ("True"/"False") of a condition of an object's status, or None."""
     return next((c["status"] for c in (obj.get("status") or {}).get("conditions") or ()
                  if c["type"] == kind), None)
+
+
+def launcher_succeeded(mpijob: dict) -> bool:
+    """The MPIJob Succeeded and its status counts the launcher's success (the operator may
+    write the two in separate updates)."""
+    launcher = ((mpijob.get("status") or {}).get("replicaStatuses") or {}).get("Launcher") or {}
+    return condition(mpijob, "Succeeded") == "True" and launcher.get("succeeded") == 1

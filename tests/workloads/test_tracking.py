@@ -278,6 +278,18 @@ def test_requests_per_cycle_do_not_grow_with_workloads(tenants, owner, gpu_types
         "apis/networking.k8s.io/v1/ingresses", "api/v1/events"}
 
 
+def unschedulable(workload: Workload) -> bool:
+    """The scheduler said why the workload's pod cannot be placed (its PodScheduled
+    condition), and recorded it (the FailedScheduling event)."""
+    kube = Kube()
+    selector = f"gpu-portal.io/workload-id={workload.pk}"
+    pods = kube.list("Pod", workload.tenant.namespace, label_selector=selector)["items"]
+    said = any(c.get("reason") == "Unschedulable" for p in pods
+               for c in (p.get("status") or {}).get("conditions") or ())
+    events = kube.list("Event", workload.tenant.namespace)["items"]
+    return said and any(e.get("reason") == "FailedScheduling" for e in events)
+
+
 def test_the_command_leads_under_the_lease_and_a_standby_takes_over(tenants, owner, gpu_types):
     """`track_workloads` leads while it holds the lease (renewed while it leads: one term
     however long it runs), stands by while another holds it, and takes over once that one's
@@ -292,6 +304,9 @@ def test_the_command_leads_under_the_lease_and_a_standby_takes_over(tenants, own
         call_command("track_workloads", *args, stdout=out)
         return out.getvalue()
 
+    # the scheduler's verdict is in the cluster before the command starts: what the command
+    # reads in its 4 s is then there to read, however slowly the scheduler came to it
+    eventually(lambda: unschedulable(workload), timeout=30, message="its pod not judged yet")
     led = command("--duration", "4", "--lease", "1.5")
     assert led.count("tracker leading") == 1, led  # renewed: never lapsed and taken again
     assert "standing by" not in led
