@@ -20,17 +20,26 @@ def is_test_module(module: str) -> bool:
 
 
 def imports_from_test_modules(source: str, path: Path) -> list[str]:
-    """What `source` (the text of `path`, relative to the repository) imports from test modules that it may not, as
-    "path:line module.name"; every import counts, those inside functions too."""
+    """What `source` (the text of `path`, relative to the repository) imports from test modules
+    that it may not, as "path:line module.name": `import tests.x.test_y`, `from tests.x import
+    test_y`, names from a test module, relative imports resolved; those inside functions too."""
+    package = list(path.with_suffix("").parts[:-1])
+    rerun = path.is_relative_to(RERUNS)
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found += [f"{path}:{node.lineno} {a.name}" for a in node.names
                       if is_test_module(a.name)]
-        elif isinstance(node, ast.ImportFrom) and node.module and is_test_module(node.module):
-            rerun = path.is_relative_to(RERUNS)
-            found += [f"{path}:{node.lineno} {node.module}.{a.name}" for a in node.names
-                      if not (rerun and a.name.startswith("test_"))]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            for alias in node.names:
+                name = f"{module}.{alias.name}"
+                if is_test_module(module):  # names from a test module
+                    if not (rerun and alias.name.startswith("test_")):
+                        found.append(f"{path}:{node.lineno} {name}")
+                elif is_test_module(name):  # a test module itself, from its package
+                    found.append(f"{path}:{node.lineno} {name}")
     return found
 
 
@@ -55,4 +64,16 @@ def test_the_check_sees_what_it_forbids():
         == ["tests/realcluster/test_x.py:1 tests.workloads.test_tracking.owner"]
     assert len(imports_from_test_modules(rerun, Path("tests/budgets/test_x.py"))) == 2
     assert imports_from_test_modules("from tests.support.tracking import state_of\n",
-                               Path("tests/x/test_y.py")) == []
+                                     Path("tests/x/test_y.py")) == []
+    # the module as a name, and relative imports
+    assert imports_from_test_modules("from tests.workloads import test_pages\n",
+                                     Path("tests/workloads/test_x.py")) == [
+        "tests/workloads/test_x.py:1 tests.workloads.test_pages"]
+    assert imports_from_test_modules("from .test_manifests import JUPYTER\n",
+                                     Path("tests/workloads/test_x.py")) == [
+        "tests/workloads/test_x.py:1 tests.workloads.test_manifests.JUPYTER"]
+    assert imports_from_test_modules("from . import test_pages\n",
+                                     Path("tests/workloads/test_x.py")) == [
+        "tests/workloads/test_x.py:1 tests.workloads.test_pages"]
+    assert imports_from_test_modules("from .conftest import OUTPUT\n",
+                                     Path("tests/browser/test_x.py")) == []

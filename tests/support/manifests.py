@@ -90,3 +90,28 @@ MPIJOB = WorkloadSpec(workload_id=52, name="wl-52-allreduce", template="mpi", en
                       image="docker.io/mpioperator/openmpi:v0.8.2",
                       command=("/home/portal/allreduce",), args=("--iterations", "10"),
                       env=(("OMP_NUM_THREADS", "1"),), **COMMON)
+
+
+CUSTOM_BATCH = WorkloadSpec(
+    workload_id=7,
+    name="wl-7-train",
+    namespace="gpu-vision-lab-abc123",
+    project_id="d964ebf8619749c3",
+    owner="researcher",
+    owner_id="5e1f0c6b2a",
+    template="custom",
+    kind="batch",
+    image="nvcr.io/nvidia/pytorch:24.01-py3",
+    command=("python", "-c", "print('héllo \"world\"; $(id)')"),
+    args=("--epochs", "3"),
+    gpu_resource="nvidia.com/mig-1g.10gb",
+    gpu_count=2,
+    node_selector=(("gputype", "v100"), ("zone", "b")),
+    cpu="8",
+    memory="32Gi",
+    max_runtime_seconds=3600,
+    run_as_non_root=False,
+    pod_annotations=(("kubesim.io/run-seconds", "1"),),
+    backoff_limit=1,
+    ttl_seconds_after_finished=600,
+)

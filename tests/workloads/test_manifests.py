@@ -22,6 +22,7 @@ from access.proxy import (
     proxy_files,
 )
 from tests.support.manifests import (
+    CUSTOM_BATCH,
     DIGITS,
     JUPYTER,
     JUPYTER_PROXY,
@@ -29,7 +30,6 @@ from tests.support.manifests import (
     SERVICES,
 )
 from workloads.manifests import (
-    WorkloadSpec,
     labels,
     make_deployment,
     make_home_claim,
@@ -44,30 +44,6 @@ from workloads.manifests import (
 # a service launched before the proxies: the application's port is the pod's "http"
 UNPROXIED = dataclasses.replace(JUPYTER, proxy=None, secret_data=())
 
-
-CUSTOM_BATCH = WorkloadSpec(
-    workload_id=7,
-    name="wl-7-train",
-    namespace="gpu-vision-lab-abc123",
-    project_id="d964ebf8619749c3",
-    owner="researcher",
-    owner_id="5e1f0c6b2a",
-    template="custom",
-    kind="batch",
-    image="nvcr.io/nvidia/pytorch:24.01-py3",
-    command=("python", "-c", "print('héllo \"world\"; $(id)')"),
-    args=("--epochs", "3"),
-    gpu_resource="nvidia.com/mig-1g.10gb",
-    gpu_count=2,
-    node_selector=(("gputype", "v100"), ("zone", "b")),
-    cpu="8",
-    memory="32Gi",
-    max_runtime_seconds=3600,
-    run_as_non_root=False,
-    pod_annotations=(("kubesim.io/run-seconds", "1"),),
-    backoff_limit=1,
-    ttl_seconds_after_finished=600,
-)
 
 JUPYTER_LABELS = {
     "app.kubernetes.io/managed-by": "gpu-portal",
