@@ -13,7 +13,7 @@ from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.fixtures.kubesim import DEMO_INVENTORY
-from tests.support.cluster import remove_workload_objects
+from tests.support.cluster import cluster_objects_of_the_test
 from tests.support.gpuctl import openrc
 from tests.support.gpuctl import run as run_gpuctl
 from tests.support.tracking import launch, make_tenant, state_of, track_until
@@ -48,9 +48,9 @@ def cluster_of_two(small_pool, settings, gpu_types, cache):
     settings.KUBECONFIG = str(small_pool.kubeconfig)
     settings.PORTAL_SERVICE_EXPOSURE = "loadbalancer"
     address_pools_forget()  # another test's figures of this cluster are not this one's
-    yield small_pool
-    with small_pool.api_client() as client:
-        remove_workload_objects(Kube(client))
+    # the next test counts the pool's free addresses: what this one made is gone by then
+    with cluster_objects_of_the_test(small_pool.api_client, timeout=30):
+        yield small_pool
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.fixtures.kubesim import DEMO_INVENTORY
+from tests.support import journeys
 from tests.support.cluster import cluster_objects_of_the_test, namespace_gone
 from tests.support.journeys import launched, track_until
 from tests.workloads.api_calls import post, vision_lab_ready
@@ -20,6 +21,8 @@ from workloads import tasks
 from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
+
+researcher = journeys.researcher  # the API's headers (not the pages' client of the conftest)
 
 
 @pytest.fixture(scope="module")
