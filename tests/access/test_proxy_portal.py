@@ -39,7 +39,7 @@ from tests.access.proxies import (
     session_cookie,
     sign_in,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import ProxySession
 
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True),

@@ -44,8 +44,8 @@ from identity import assignments
 from stack.authproxy import AuthProxy
 from stack.k8s.build import ensure
 from tests.access.proxies import Relay
-from tests.gpuctl.test_cli import openrc
-from tests.waiting import eventually
+from tests.support.gpuctl import openrc
+from tests.support.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
 from workloads.manifests import make_pod_template
 from workloads.models import SSHSession, Workload

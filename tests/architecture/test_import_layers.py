@@ -14,13 +14,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.architecture.layers import LAYERS, ROOT, module_from, module_name
 
-# top to bottom: a unit may import the ones after it, never one before it; stack (the embedded
-# stack and the real control plane) runs all of them, and takes the proxy's configuration
-LAYERS = ("stack", "portal", "usage", "calendars", "budgets", "workloads", "access", "notifications",
-          "tenants", "catalogue", "audit", "api",
-          "identity", "cluster", "kube", "core")
 # programs of their own: they import nothing of the project; only stack runs them
 STANDALONE = ("kubesim", "gpuagent", "gpuctl")
 PACKAGES = LAYERS + STANDALONE
@@ -30,23 +25,6 @@ def unit(module: str) -> str | None:
     """The unit a module belongs to, None for what is not the project's (django, stdlib …)."""
     top = module.split(".")[0]
     return top if top in PACKAGES else None
-
-
-def module_name(path: Path) -> tuple[str, bool]:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    is_package = parts[-1] == "__init__"
-    if is_package:
-        parts = parts[:-1]
-    return ".".join(parts), is_package
-
-
-def module_from(node: ast.ImportFrom, name: str, is_package: bool) -> str:
-    """The absolute module a `from … import` in module `name` reads from."""
-    if not node.level:
-        return node.module or ""
-    base = name.split(".") if is_package else name.split(".")[:-1]
-    base = base[:len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
 
 
 def imported_modules(path: Path) -> list[tuple[str, int]]:

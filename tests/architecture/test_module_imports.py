@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from django.apps import apps
 
-from tests.architecture.test_import_layers import LAYERS, ROOT, module_from, module_name
+from tests.architecture.layers import LAYERS, ROOT, module_from, module_name
 
 APP_PACKAGES = tuple(unit for unit in LAYERS if unit != "stack")
 

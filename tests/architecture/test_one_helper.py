@@ -17,7 +17,7 @@ from kube.labels import (
     workload_id_of_name,
     workload_object_name,
 )
-from tests.architecture.test_import_layers import LAYERS, ROOT
+from tests.architecture.layers import LAYERS, ROOT
 
 
 def app_sources() -> dict[str, str]:

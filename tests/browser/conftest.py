@@ -18,7 +18,7 @@ from django.core.management import call_command
 from stack.browser import chromium_binary
 from stack.procs import REPO
 from tests.fixtures.processes import PortalProcesses
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 OUTPUT = REPO / ".test-output" / "browser"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -171,7 +171,7 @@ def vision_lab(login, gpu_types, cluster, celery_processes):
     from kube.client import Kube
     from tenants.models import Tenant
     from tenants.services import quota_update
-    from tests.fixtures.portal import remove_workload_objects
+    from tests.support.cluster import remove_workload_objects
     from tests.workloads.api_calls import DEMO_QUOTA
 
     with cluster.api_client() as client:

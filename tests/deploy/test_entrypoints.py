@@ -27,7 +27,7 @@ from tests.deploy.manifests import (
     pod_specs,
     render,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 GUNICORN_CONF = REPO / "deploy" / "image" / "gunicorn.conf.py"
 

@@ -10,12 +10,10 @@ import pytest
 
 from tests.deploy.manifests import KUBECTL, PORTAL_PROCESSES, rendered_yaml
 from tests.fixtures.kubesim import DEMO_INVENTORY
-from tests.waiting import eventually
+from tests.support.deploy import OVERLAY, STATIC_KINDS
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kubectl]
-OVERLAY = "tests/deploy/overlays/kubesim"  # all-in-one + a throwaway gpu-portal-secrets
-# kinds no kubesim controller writes to: their resourceVersion moves only when apply changes them
-STATIC_KINDS = "pdb,statefulsets,ingresses,networkpolicies,configmaps,secrets"
 
 
 def kubectl(server, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ from django.test import Client
 
 from kube.client import Kube
 from tests.faults.conftest import cluster_objects, launch_body, launch_problems
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload
 from workloads.tasks import workloads_requeue_stale
 

@@ -8,7 +8,7 @@ import pytest
 from kube.client import Kube
 from stack.procs import free_port
 from tests.faults.conftest import browser_login, launch_body, launch_problems
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 State = Workload.State

@@ -10,7 +10,7 @@ import pytest
 from kube.client import Kube
 from tests.faults.conftest import Burst, launch_problems, launches_settled
 from tests.fixtures.processes import restarted_when_it_exits
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 STOP_AFTER = 6  # workloads in the cluster when Redis stops

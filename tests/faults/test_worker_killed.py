@@ -6,7 +6,7 @@ import pytest
 
 from kube.client import Kube
 from tests.faults.conftest import Burst, launch_problems, launches_settled
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 KILL_AFTER = 8  # workloads in the cluster when the worker is killed

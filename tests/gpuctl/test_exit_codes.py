@@ -12,15 +12,15 @@ from calendars.services import window_create
 from calendars.validation import window_clean
 from gpuctl import cli
 from gpuctl.client import ApiError
-from tests.fixtures.portal import cluster_cache_caught_up
-from tests.gpuctl.test_cli import live, portal, run  # noqa: F401 - the fixture
+from tests.support.cluster import cluster_cache_caught_up
+from tests.support.gpuctl import live, run
 from workloads.services import ADMISSION_CHECKS, AdmissionRefused
 
 LAUNCH = ["launch", "--template", "jupyter", "--gpu-type", "a100", "--gpus", "1"]
 
 
 @live
-def test_a_maintenance_window_refusal_exits_4(portal):  # noqa: F811
+def test_a_maintenance_window_refusal_exits_4(portal):
     cluster_cache_caught_up()
     start = timezone.now() + dt.timedelta(hours=2)
     window_create(acting_user=None, fields=window_clean({
@@ -36,7 +36,7 @@ class _Curfew(AdmissionRefused):
 
 
 @live
-def test_an_admission_refusal_of_a_code_gpuctl_never_heard_of_exits_4(portal, monkeypatch):  # noqa: F811
+def test_an_admission_refusal_of_a_code_gpuctl_never_heard_of_exits_4(portal, monkeypatch):
     def curfew(**_: object) -> None:
         raise _Curfew("No launches after midnight.")
 

@@ -13,7 +13,7 @@ from notifications.services import notify, webhook_create
 from stack.procs import free_port
 from tests.faults.conftest import launch_body
 from tests.notifications.conftest import Receiver
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 # retries a second or two apart (the default waits up to 30 s, then 60 s …)

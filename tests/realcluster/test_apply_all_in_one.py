@@ -12,8 +12,8 @@ import subprocess
 import pytest
 
 from tests.deploy.manifests import KUBECTL, PORTAL_PROCESSES, rendered_yaml
-from tests.deploy.test_kubesim_apply import OVERLAY, STATIC_KINDS
-from tests.waiting import eventually
+from tests.support.deploy import OVERLAY, STATIC_KINDS
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.kubectl, pytest.mark.timeout(240)]
 

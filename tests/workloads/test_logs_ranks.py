@@ -13,7 +13,7 @@ from catalogue.models import Template
 from identity.models import User
 from kube.client import Kube
 from kube.labels import LABEL_WORKLOAD_ID, MANAGED_BY, workload_object_name
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
 from workloads.logs import RankUnknown, rank_chosen
 from workloads.models import Workload

@@ -15,8 +15,7 @@ from django.db import connection
 from catalogue.models import Template
 from kube.client import Kube, KubeRefused
 from kube.labels import LABEL_WORKLOAD_ID
-from tests.workloads.test_launch_spec import admitted
-from tests.workloads.test_tracking import owner, tenants  # noqa: F401 - fixtures
+from tests.support.admission import admitted
 from workloads.models import Workload
 from workloads.objects import at_once, workload_objects_create
 from workloads.tasks import workload_create_task

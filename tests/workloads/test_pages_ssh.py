@@ -8,14 +8,11 @@ import re
 import pytest
 
 from access.services import service_access_update
-from tests.workloads import test_pages
-from tests.workloads.test_pages import field_error, launch_form, make_workload
+from tests.support.pages import field_error, launch_form, make_workload
 from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
-# the launch pages' fixtures: vision-lab ready, free of earlier tests' objects
-vision_lab, researcher = test_pages.vision_lab, test_pages.researcher
 
 HINT = ("Reach this workload with ssh, scp, VS Code Remote-SSH or JetBrains Gateway through the "
         "portal's login (<code>gpuctl ssh ID</code>).")
