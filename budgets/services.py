@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit.services import Actor, audit_record
+from core.tasks import send_on_commit
 from identity.models import User
 from notifications.models import Kind
 from notifications.services import notify
@@ -23,7 +24,7 @@ from tenants.figures import AdjustmentLine
 from tenants.models import QuotaAdjustment, Tenant
 from tenants.selectors import quota_figures, tenants_adjusted_by
 from tenants.services import quota_adjustments_set
-from workloads.journal import workload_event
+from workloads.journal import notify_owner, workload_event
 from workloads.models import Workload
 from workloads.services import workload_stop
 
@@ -54,11 +55,7 @@ def budget_snapshot(budget: Budget | None) -> dict[str, Any] | None:
 
 
 def _enqueue_check(budget_id: int) -> None:
-    from core.tasks import send_on_commit
-
-    from .tasks import budget_check_task
-
-    send_on_commit(budget_check_task, budget_id)
+    send_on_commit("budgets.tasks.budget_check_task", budget_id)
 
 
 def budget_set(*, tenant: Tenant, acting_user: Actor, fields: dict[str, Any]) -> Budget:
@@ -205,10 +202,9 @@ def _stop_at_exhaustion(budget: Budget, status: BudgetStatus, result: CheckResul
                        f"{timezone.localtime(stop_at):%Y-%m-%d %H:%M}: "
                        f"{exhausted_text(status)}")
             with transaction.atomic():
-                if notify(kind=Kind.BUDGET_EXHAUSTED, users=[workload.owner],
-                          tenant=status.tenant, title=f"{workload.name} will be stopped",
-                          text=warning, key=key, workload_id=workload.pk,
-                          link=reverse("workloads:detail", kwargs={"pk": workload.pk})):
+                if notify_owner(workload, kind=Kind.BUDGET_EXHAUSTED,
+                                title=f"{workload.name} will be stopped", text=warning,
+                                key=key):
                     workload_event(workload=workload, reason="BudgetExhausted",
                                    message=warning, type="Warning")
         else:

@@ -1,4 +1,4 @@
-"""What the calendar means for capacity, in the portal's words (issue 28): "4 a100 free now, 0
+"""What the calendar means for capacity, in the portal's words: "4 a100 free now, 0
 from 14:00 (maintenance)".
 
 - `upcoming`: a GPU type's free GPUs now (the capacity view) and how the calendar changes them

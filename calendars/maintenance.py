@@ -1,4 +1,4 @@
-"""Maintenance windows from announcement to the end (issue 28).
+"""Maintenance windows from announcement to the end.
 
 - Placement (`launch_placement`): from the moment a window is announced, a launch whose maximum
   runtime (the launch's, else its quota's, else none) would still run at a live window's start

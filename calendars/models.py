@@ -1,4 +1,4 @@
-"""The cluster's calendar (issue 28): GPU reservations and maintenance windows.
+"""The cluster's calendar: GPU reservations and maintenance windows.
 
 - Reservation: `count` GPUs of a type for a tenant (project) from `start` to `end`, once or
   every week until `until`. While an occurrence runs, the tenant's quota of that type is raised

@@ -1,4 +1,4 @@
-"""Reservations in effect (issue 28): the calendar's beat raises a tenant's quota while its
+"""Reservations in effect: the calendar's beat raises a tenant's quota while its
 reservations run, warns borrowers an hour ahead, and releases what goes unused; a launch on
 borrowed GPUs is told before submit when a reservation starts within its maximum runtime.
 
@@ -58,7 +58,10 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from catalogue.models import GpuType, Template
+from identity.assignments import project_role_now
+from identity.client import KeystoneError
 from identity.models import User
+from identity.roles import PortalRole
 from kube.kueue import queueing_shown
 from notifications.models import Kind
 from notifications.services import notify
@@ -175,12 +178,11 @@ def borrowers_warn(occurrence: Occurrence, now: dt.datetime) -> int:
             continue
         text = (f"{reservation_text(reservation)} starts at {_when(occurrence.start)}; "
                 f"#{workload.pk} runs on borrowed GPUs and may be reclaimed then.")
-        told += notify(kind=Kind.RESERVATION, users=[workload.owner], tenant=workload.tenant,
-                       title=f"{workload.name} (#{workload.pk}) may be reclaimed at "
-                             f"{_when(occurrence.start)}",
-                       text=text, workload_id=workload.pk, link=f"/workloads/{workload.pk}/",
-                       key=f"reservation-warn:{reservation.pk}:"
-                           f"{int(occurrence.start.timestamp())}:{workload.pk}")
+        told += notify_owner(workload, kind=Kind.RESERVATION,
+                             title=f"{workload.name} (#{workload.pk}) may be reclaimed at "
+                                   f"{_when(occurrence.start)}",
+                             text=text, key=f"reservation-warn:{reservation.pk}:"
+                                           f"{int(occurrence.start.timestamp())}:{workload.pk}")
     return told
 
 
@@ -222,10 +224,6 @@ def occurrence_unused(occurrence: Occurrence, *, since: dt.datetime, now: dt.dat
 def _managers(tenant: Tenant) -> list[User]:
     """The tenant's managers the portal can find: the users who last worked in its project
     and whom Keystone names its managers now (none when Keystone cannot be asked)."""
-    from identity.assignments import project_role_now
-    from identity.client import KeystoneError
-    from identity.roles import PortalRole
-
     found: list[User] = []
     for user in User.objects.filter(last_project_id=tenant.keystone_project_id,
                                     keystone_user_id__isnull=False):

@@ -147,8 +147,6 @@ def reservation_cancel(*, reservation: Reservation, acting_user: Actor) -> bool:
     stopped after the end's grace (calendars/reservations.py). What a running occurrence used
     until now still counts against the allowance until its planned end. False: it was
     cancelled already."""
-    from .tasks import reservations_task
-
     with transaction.atomic():
         done = Reservation.objects.filter(pk=reservation.pk, cancelled_at__isnull=True) \
             .update(cancelled_at=timezone.now())
@@ -158,7 +156,7 @@ def reservation_cancel(*, reservation: Reservation, acting_user: Actor) -> bool:
         audit_record(actor=acting_user, action="reservation.cancel", tenant=reservation.tenant,
                      target=f"reservation #{reservation.pk}",
                      before=reservation_snapshot(reservation), after=None)
-        send_on_commit(reservations_task)
+        send_on_commit("calendars.tasks.reservations_task")
     return True
 
 
@@ -179,8 +177,6 @@ def allowance_set(*, tenant: Tenant, acting_user: Actor, gpu_hours: int,
 def window_create(*, acting_user: Actor, fields: dict[str, Any]) -> MaintenanceWindow:
     """Announce a validated window (validation.window_clean): the nodes it covers are resolved
     now from the cluster's read model (again at its start)."""
-    from .tasks import maintenance_announce_task
-
     with transaction.atomic():
         window = MaintenanceWindow(created_by=_user(acting_user), **fields)
         window.affected = window_nodes(window)
@@ -189,15 +185,13 @@ def window_create(*, acting_user: Actor, fields: dict[str, Any]) -> MaintenanceW
                      target=f"maintenance #{window.pk}", before=None,
                      after=window_snapshot(window))
         # the owners of the workloads it would reach are told (calendars/maintenance.py)
-        send_on_commit(maintenance_announce_task, window.pk)
+        send_on_commit("calendars.tasks.maintenance_announce_task", window.pk)
     return window
 
 
 def window_cancel(*, window: MaintenanceWindow, acting_user: Actor) -> bool:
     """Cancel a window not yet ended. One in progress ends at once (the beat uncordons what it
     cordoned). False: already cancelled or ended."""
-    from .tasks import maintenance_window_task
-
     with transaction.atomic():
         now = timezone.now()
         done = MaintenanceWindow.objects.filter(
@@ -211,5 +205,5 @@ def window_cancel(*, window: MaintenanceWindow, acting_user: Actor) -> bool:
                      target=f"maintenance #{window.pk}", before=window_snapshot(window),
                      after=None)
         # called off (those told are told), or, in progress, ended: uncordoned now
-        send_on_commit(maintenance_window_task, window.pk)
+        send_on_commit("calendars.tasks.maintenance_window_task", window.pk)
     return True

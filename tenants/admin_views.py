@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from audit.models import AuditRecord
 from catalogue.images import image_allowed
 from catalogue.models import GpuType, Template
+from core.tasks import send_on_commit
 from identity.access import SignedInRequest, admin_required, scoped_object
 from identity.client import KeystoneClient, KeystoneError
 from identity.scoping import Action, TenantScopedQuerySet
@@ -215,9 +216,7 @@ def tenant_root_templates(request: SignedInRequest, tenant: Tenant) -> HttpRespo
 @require_POST
 @scoped_object(Tenant, Action.CHANGE)
 def tenant_reconcile_now(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
-    from .tasks import tenant_reconcile_task
-
-    tenant_reconcile_task.delay(tenant.pk)
+    send_on_commit("tenants.tasks.tenant_reconcile_task", tenant.pk)
     messages.info(request, f"Reconciling {tenant.namespace}; reload in a moment.")
     return redirect("tenants:detail", pk=tenant.pk)
 

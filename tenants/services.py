@@ -34,9 +34,7 @@ log = logging.getLogger(__name__)
 
 
 def _enqueue_reconcile(tenant_id: int) -> None:
-    from .tasks import tenant_reconcile_task
-
-    send_on_commit(tenant_reconcile_task, tenant_id)
+    send_on_commit("tenants.tasks.tenant_reconcile_task", tenant_id)
 
 
 def quota_snapshot(quota: Quota) -> dict[str, Any]:

@@ -18,7 +18,6 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from access.services import workload_access_create
 from audit.services import audit_record
 from catalogue.models import Template
 from core.tasks import send_on_commit
@@ -30,6 +29,7 @@ from tenants.models import Quota, Tenant
 from tenants.selectors import quota_figures
 
 from . import metrics
+from .access import workload_access_create
 from .journal import notify_owner, workload_event
 from .launch_spec import launch_spec_from_rows
 from .models import Workload
@@ -85,6 +85,11 @@ def launch_fingerprint(data: Any) -> str:
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                            default=str)
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _launched_with_key(tenant: Tenant, user: Any, key: str | None) -> Workload | None:
+    """The workload an earlier request of this user in this tenant made with this key."""
+    return Workload.objects.filter(tenant=tenant, owner=user, idempotency_key=key).first()
 
 
 def _same_launch(existing: Workload, fingerprint: str, key: str) -> Workload:
@@ -177,12 +182,6 @@ def register_admission_check(name: str, check: AdmissionCheck) -> None:
     ADMISSION_CHECKS[name] = check
 
 
-def _gpus_text(workload: Workload) -> str:
-    """"2× a100", or for a group "2 nodes × 4× a100"."""
-    gpus = f"{workload.gpu_count}× {workload.gpu_type.slug}"
-    return f"{workload.nodes} nodes × {gpus}" if workload.nodes > 1 else gpus
-
-
 def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                     idempotency_key: str | None = None,
                     request_fingerprint: str = "") -> tuple[Workload, bool]:
@@ -193,11 +192,8 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
     the same key with another request (`request_fingerprint`, `launch_fingerprint` of the body
     as sent) raises IdempotencyKeyReused.
     """
-    from .tasks import workload_create_task
-
     if idempotency_key:
-        existing = Workload.objects.filter(tenant=tenant, owner=user,
-                                           idempotency_key=idempotency_key).first()
+        existing = _launched_with_key(tenant, user, idempotency_key)
         if existing is not None:
             return _same_launch(existing, request_fingerprint, idempotency_key), False
     try:
@@ -216,8 +212,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 # claimed again under the tenant's lock: a request with the same key that
                 # committed while this one waited for the lock has its workload counted in
                 # the quota now, and this one must answer with it, not be refused by it
-                existing = Workload.objects.filter(tenant=tenant, owner=user,
-                                                   idempotency_key=idempotency_key).first()
+                existing = _launched_with_key(tenant, user, idempotency_key)
                 if existing is not None:
                     return _same_launch(existing, request_fingerprint, idempotency_key), False
             if not tenant.is_active:
@@ -256,22 +251,21 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 workload_access_create(workload=workload, actor=user,
                                        public=bool(request.get("public")))
             workload_event(workload=workload, reason="Submitted",
-                           message=f"{user.label} launched {_gpus_text(workload)} "
-                                   f"({template.slug})")
+                           message=f"{user.label} launched {template.slug} on "
+                                   f"{workload.gpus_text}")
             audit_record(actor=user, action="workload.launch", tenant=tenant,
                          target=workload.object_name,
                          after={"id": workload.pk, "template": template.slug,
                                 "gpu_type": workload.gpu_type.slug,
                                 "gpu_count": workload.gpu_count, "nodes": workload.nodes,
                                 "image": workload.image})
-            send_on_commit(workload_create_task, workload.pk)
+            send_on_commit("workloads.tasks.workload_create_task", workload.pk)
     except AdmissionRefused:
         metrics.admission_refused(gpu_type=request["gpu_type"].slug)
         raise
     except IntegrityError:
         # the same idempotency key raced in from a concurrent request: return its workload
-        existing = Workload.objects.filter(tenant=tenant, owner=user,
-                                           idempotency_key=idempotency_key).first()
+        existing = _launched_with_key(tenant, user, idempotency_key)
         if existing is None:
             raise
         return _same_launch(existing, request_fingerprint, idempotency_key), False
@@ -281,8 +275,6 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
 
 def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
     """Stop a workload: its objects go, its record and history stay."""
-    from .tasks import workload_stop_task
-
     with transaction.atomic():
         workload = Workload.objects.select_for_update().get(pk=workload.pk)
         if workload.state not in STOPPABLE:
@@ -302,7 +294,7 @@ def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
             notify_owner(workload, kind="stopped", key=f"stopped:{workload.pk}",
                          title=f"{workload.name} (#{workload.pk}) was stopped",
                          text=f"{workload.name} in {workload.tenant.name}: {reason}")
-        send_on_commit(workload_stop_task, workload.pk)
+        send_on_commit("workloads.tasks.workload_stop_task", workload.pk)
     return workload
 
 
@@ -318,8 +310,6 @@ def workload_requeue(*, workload: Workload, reason: str,
     waits its turn again). Once per run: the copy's idempotency key names the run, so a
     retried drain finds the copy it made. Returns the copy, or None when the run was not
     live (stopped or finished meanwhile) and no copy was made."""
-    from .tasks import workload_create_task
-
     key = REQUEUE_KEY.format(workload.pk)
     with transaction.atomic():
         Tenant.objects.select_for_update().get(pk=workload.tenant_id)  # as a launch does
@@ -358,7 +348,7 @@ def workload_requeue(*, workload: Workload, reason: str,
                      target=copy.object_name,
                      before={"id": current.pk, "state": current.state},
                      after={"id": copy.pk, "avoid_nodes": avoid})
-        send_on_commit(workload_create_task, copy.pk)
+        send_on_commit("workloads.tasks.workload_create_task", copy.pk)
     return copy
 
 
@@ -367,15 +357,13 @@ def workload_delete(*, workload: Workload, user) -> None:
     objects). A finished one's objects go at once too: a batch workload's Job and pod, which
     carry its environment, would otherwise stay until the Job's TTL. Its history is kept for
     accounting (the row is marked deleted, not removed)."""
-    from .tasks import workload_remove_objects_task
-
     workload = workload_stop(workload=workload, user=user, reason=f"deleted by {user.label}")
     with transaction.atomic():
         Workload.objects.filter(pk=workload.pk).update(deleted_at=timezone.now())
         audit_record(actor=user, action="workload.delete", tenant=workload.tenant,
                      target=workload.object_name, after={"id": workload.pk})
         if workload.state in Workload.FINAL_STATES:
-            send_on_commit(workload_remove_objects_task, workload.pk)
+            send_on_commit("workloads.tasks.workload_remove_objects_task", workload.pk)
 
 
 def workload_launch_spec_freeze(*, workload: Workload) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tests.architecture.test_import_layers import LAYERS, ROOT
+from tests.architecture.layers import LAYERS, ROOT
 
 APPS = [app for app in LAYERS if app not in ("stack", "api")]
 ROUTE_FILES = {"urls.py", "admin_urls.py"}

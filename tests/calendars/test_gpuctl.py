@@ -14,7 +14,7 @@ from django.utils import timezone
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
 from gpuctl.cli import when
 from tenants.models import Tenant
-from tests.gpuctl.test_cli import live, openrc, portal, run  # noqa: F401 - the fixture
+from tests.support.gpuctl import live, openrc, portal, run  # noqa: F401 - the fixture
 
 
 def iso(hours: float) -> str:

@@ -18,6 +18,7 @@ from calendars.forms import local_input
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
 from tenants.models import Tenant
 from tenants.services import quota_update
+from tests.support.cluster import cluster_cache_caught_up
 
 pytestmark = pytest.mark.django_db
 
@@ -232,6 +233,7 @@ def test_the_banner_tells_those_who_could_be_affected(lab, gpu_types, as_user):
 
 
 def test_the_launch_check_says_when_gpus_go(lab, gpu_types, as_user):
+    cluster_cache_caught_up(("Node", "Pod"))  # an earlier test's pods gone from its copy too
     start = soon(3)
     announce(start, 4, gpus=8)
     reserve(lab["nlp-lab"], gpu_types, 8, start + dt.timedelta(hours=1), 2)

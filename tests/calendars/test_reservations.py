@@ -15,24 +15,20 @@ from django.test import TestCase
 from audit.models import AuditRecord
 from calendars.models import Reservation, ReservationOccurrence
 from calendars.reservations import reservations_tick
-from calendars.services import reservation_cancel, reservation_create
-from catalogue.models import Template
+from calendars.services import reservation_cancel
 from kube.client import Kube
 from tenants.figures import AdjustmentLine
 from tenants.models import Quota, QuotaAdjustment
-from tenants.provisioning import tenant_reconcile
 from tenants.queueing import tenant_queue_objects
 from tenants.selectors import quota_adjustment_lines, quota_figures
-from tenants.services import quota_adjustments_set, quota_update, tenant_ensure
-from tests.workloads.test_tracking import state_of
+from tenants.services import quota_adjustments_set, quota_update
+from tests.support.calendars import END, START, book, launch, make_tenant
+from tests.support.tracking import state_of
 from workloads.models import Workload
-from workloads.services import AdmissionRefused, workload_launch
+from workloads.services import AdmissionRefused
 from workloads.tasks import workload_create_task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
-
-START = dt.datetime(2030, 3, 4, 9, 0, tzinfo=dt.UTC)
-END = START + dt.timedelta(hours=8)
 
 
 @pytest.fixture
@@ -40,33 +36,6 @@ def owner(db):
     from identity.models import User
 
     return User.objects.create(username=f"researcher-{uuid.uuid4().hex[:8]}")
-
-
-def make_tenant(name: str, *, a100: int = 2, gpus_total: int = 2, reconcile: bool = True):
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=name)
-    quota_update(tenant=tenant, acting_user=None, changes={
-        "gpus_total": gpus_total, "max_workloads": 10, "cpu": 16, "memory_gb": 64,
-        "gpus_by_type": {"a100": a100, "v100": 0, "t4": 0}})
-    if reconcile:
-        tenant_reconcile(tenant_id=tenant.pk)
-    tenant.refresh_from_db()
-    return tenant
-
-
-def book(tenant, gpu_types, *, count: int = 4, start: dt.datetime = START,
-         end: dt.datetime = END, user=None, **fields) -> Reservation:
-    """A reservation booked now (an hour before START unless the clock says otherwise)."""
-    return reservation_create(tenant=tenant, acting_user=user, within_allowance=False,
-                              fields={"gpu_type": gpu_types["a100"], "count": count,
-                                      "start": start, "end": end, "note": "", **fields})
-
-
-def launch(tenant, user, gpu_types, *, name: str, gpus: int) -> Workload:
-    request = {"template": Template.objects.get(slug="custom"), "name": name, "kind": "batch",
-               "gpu_type": gpu_types["a100"], "gpu_count": gpus, "image": "busybox:1.36",
-               "env": {"KUBESIM_RUN_SECONDS": "600"}, "cpu": 1, "memory": 1}
-    workload, _ = workload_launch(tenant=tenant, user=user, request=request)
-    return workload
 
 
 def tick(at: dt.datetime, *, reconcile: bool = False):

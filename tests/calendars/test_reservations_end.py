@@ -22,10 +22,10 @@ from kube.client import Kube
 from kube.labels import LABEL_WORKLOAD_ID
 from notifications.models import Notification
 from tenants.models import Tenant
-from tests.calendars.test_reservations import END, START, book, launch, make_tenant
 from tests.fixtures import factories
-from tests.waiting import eventually
-from tests.workloads.test_tracking import state_of
+from tests.support.calendars import END, START, book, launch, make_tenant
+from tests.support.tracking import state_of
+from tests.support.waiting import eventually
 from workloads.models import Workload
 from workloads.services import AdmissionRefused
 from workloads.tasks import workload_create_task

@@ -20,8 +20,8 @@ from calendars.selectors import booked_intervals
 from notifications.models import Notification
 from tenants.models import Quota, Tenant
 from tenants.selectors import quota_adjustment_lines
-from tests.calendars.test_reservations import END, START, book
 from tests.fixtures import factories
+from tests.support.calendars import END, START, book
 from workloads.models import Workload
 from workloads.selectors import launch_advice
 

@@ -24,9 +24,9 @@ from calendars.reservations import reservations_tick
 from calendars.services import reservation_create
 from kube.client import Kube
 from notifications.models import Notification
-from tests.queueing.test_kueue_cluster import launch, make_tenant, queued_cluster  # noqa: F401
-from tests.waiting import eventually
-from tests.workloads.test_tracking import state_of, track_until
+from tests.support.kueue import launch, make_tenant, nominal_a100, queued_cluster  # noqa: F401
+from tests.support.tracking import state_of, track_until
+from tests.support.waiting import eventually
 from workloads.models import Workload
 from workloads.tracking.tracker import Tracker
 
@@ -39,13 +39,6 @@ def user(name: str):
     from identity.models import User
 
     return User.objects.create(username=f"{name}-{uuid.uuid4().hex[:8]}")
-
-
-def nominal_a100(kube: Kube, tenant) -> str:
-    """The tenant's ClusterQueue's nominal quota of the a100 flavor, as the API server has it."""
-    queue = kube.get("ClusterQueue", tenant.namespace)
-    gpus = queue["spec"]["resourceGroups"][1]["flavors"]
-    return next(f for f in gpus if f["name"] == "gpu-a100")["resources"][0]["nominalQuota"]
 
 
 def tick(at: dt.datetime):
@@ -139,7 +132,7 @@ def test_an_overbooking_is_refused_against_the_real_clusters_gpus(
     A100s (read through the portal's cluster cache), less a maintenance window on one node."""
     from calendars.services import Overbooked, window_create
     from calendars.validation import window_clean
-    from tests.fixtures.portal import cluster_cache_caught_up
+    from tests.support.cluster import cluster_cache_caught_up
 
     cluster_cache_caught_up()
     vision, nlp = make_tenant(queued_cluster, a100=4), make_tenant(queued_cluster, a100=4)
