@@ -1,6 +1,8 @@
 # The portal's image: one image for every process of the portal.
 #   web      gunicorn portal.wsgi            (reads /app/gunicorn.conf.py)
 #   worker   celery -A portal worker -Q celery
+#   launches celery -A portal worker -Q launches -P threads -c 16
+#   notices  celery -A portal worker -Q notifications -P threads -c 16
 #   tracker  python manage.py track_workloads                                 (one leads)
 #   beat     celery -A portal beat                                            (exactly one)
 #   migrate  python manage.py migrate --noinput                               (a Job)

@@ -2,7 +2,7 @@
 
 oauth2-proxy (built from the Go module proxy: stack/k8s/oauth2-proxy/) runs as a sidecar of the
 workload's pod. The LoadBalancer Service and the tenant's NetworkPolicy reach only its port; the
-application listens behind it. The portal is its OpenID Connect provider (access/oidc.py):
+application listens behind it. The portal is its OpenID Connect provider (workloads/oidc.py):
 a browser is sent to the portal's login, a script brings a bearer token the portal issued for that
 workload (a short-lived JWT whose audience is the workload's client id).
 

@@ -1,4 +1,4 @@
-"""Who opens a project's services, per tenant and per workload: `restrict(identity, action)`
+"""Who changes a project's rule of who opens its services: `restrict(identity, action)`
 (identity/scoping.py)."""
 
 from __future__ import annotations
@@ -9,23 +9,8 @@ from identity.scoping import TenantScopedQuerySet
 
 if TYPE_CHECKING:
     # the type arguments below, written as strings: models.py imports this module
-    from .models import SSHCertificate, SSHSession, TenantServiceAccess, WorkloadAccess  # noqa: F401
+    from .models import TenantServiceAccess  # noqa: F401
 
 
 class TenantServiceAccessQuerySet(TenantScopedQuerySet["TenantServiceAccess"]):
     pass  # its change is the tenant's managers' (a row without an owner)
-
-
-class WorkloadAccessQuerySet(TenantScopedQuerySet["WorkloadAccess"]):
-    tenant_field = "workload__tenant"
-    owner_field = "workload__owner"
-
-
-class SSHCertificateQuerySet(TenantScopedQuerySet["SSHCertificate"]):
-    tenant_field = "workload__tenant"
-    owner_field = "user"
-
-
-class SSHSessionQuerySet(TenantScopedQuerySet["SSHSession"]):
-    tenant_field = "workload__tenant"
-    owner_field = "user"

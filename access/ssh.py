@@ -1,4 +1,4 @@
-"""The portal as an SSH certificate authority (issue 26), as functions of keys and values.
+"""The portal as an SSH certificate authority, as functions of keys and values.
 
 - The CA key: PORTAL_SSH_CA_KEY (an OpenSSH or PEM ed25519 private key) or the file
   PORTAL_SSH_CA_KEY_FILE names; without either, an ed25519 key derived from SECRET_KEY (its seed

@@ -1,4 +1,4 @@
-"""The SSH server in a workload's pod (issue 26), as pure functions: spec in, manifests out.
+"""The SSH server in a workload's pod, as pure functions: spec in, manifests out.
 
 `gpu-portal-sshd` (our Go program, sshd/) runs inside the application's container, as its user,
 so that a shell sees the application's files, processes and GPUs:

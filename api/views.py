@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .authentication import APIRequest
+from .errors import error_body
 from .serializers import MeSerializer
 
 
@@ -58,5 +59,5 @@ def not_found(request: HttpRequest, path: str = "") -> HttpResponse:
             if request.method not in ("GET", "HEAD"):
                 response.status_code = 308
             return response
-    return JsonResponse({"code": "not_found", "fields": {},
-                         "detail": "No API endpoint at this path."}, status=404)
+    return JsonResponse(error_body("not_found", "No API endpoint at this path.", status=404),
+                        status=404)

@@ -3,15 +3,23 @@
 import django_filters
 from django.db.models import Q, QuerySet
 
+from core.validation import MomentFormField
+
 from .models import AuditRecord
+
+
+class MomentFilter(django_filters.Filter):
+    field_class = MomentFormField
 
 
 class AuditRecordFilterSet(django_filters.FilterSet):
     tenant = django_filters.NumberFilter(field_name="tenant_id")
     user = django_filters.CharFilter(method="by_user", label="User (Keystone user id, or name)")
     action = django_filters.CharFilter(field_name="action", lookup_expr="istartswith")
-    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+    # ISO 8601 within core.validation's range (a year-1 time is refused here, not by the
+    # database)
+    since = MomentFilter(field_name="at", lookup_expr="gte")
+    until = MomentFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = AuditRecord

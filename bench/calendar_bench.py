@@ -1,4 +1,4 @@
-"""Calendar benchmark (not part of the test suite): what the calendar (issue 28: reservations
+"""Calendar benchmark (not part of the test suite): what the calendar (reservations
 and maintenance windows) costs the portal.
 
 Against a PostgreSQL server started here (stack.postgres.PostgresServer, fsync off like the

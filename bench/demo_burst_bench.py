@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The embedded demo under a script's burst (issue 15): `make demo`'s own configuration
+"""The embedded demo under a script's burst: `make demo`'s own configuration
 (stack/demo.py: SQLite, its web server, one Celery worker, the tracker, beat, Redis, Keystone,
 kubesim), started on a temporary folder and free ports (stack/demo_stack.py), then the burst of
 stack/burst.py: N one-GPU Jupyter launches at once with a fresh Keystone token (and a few batch

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Distributed training on the real control plane: two-node groups gang-admitted by Kueue, through
-the portal and straight to Kueue in the same run (issue 25).
+the portal and straight to Kueue in the same run.
 
     .venv/bin/python bench/distributed_bench.py [--jobs 20] [--tenants 5] [--json out.json]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """A script's burst of one-GPU notebooks on `make demo CLUSTER=kube`, beside JupyterHub's
-KubeSpawner starting the same notebooks on the same cluster, in one run (issue 24).
+KubeSpawner starting the same notebooks on the same cluster, in one run.
 
     .venv/bin/python bench/notebook_burst_bench.py [--count 8] [--rounds 3] [--json out.json]
 
@@ -22,8 +22,10 @@ Results: bench/results/notebook_burst.md.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -127,12 +129,41 @@ class Cluster:
         return None
 
 
+# the Celery workers that may run the create task (before the launch worker existed, `worker`)
+CREATE_WORKERS = ("launch-worker", "worker")
+CREATE_DONE = re.compile(r"workload_create_task\[[^]]+\] succeeded in ([0-9.]+)s")
+
+
+def _log_sizes(stack: DemoStack) -> dict[str, int]:
+    return {name: len(stack.log(name)) for name in CREATE_WORKERS}
+
+
+def _create_task_seconds(stack: DemoStack, since: dict[str, int]) -> list[float]:
+    """How long each create task of the round ran, as its worker logged it."""
+    return sorted(float(seconds) for name in CREATE_WORKERS
+                  for seconds in CREATE_DONE.findall(stack.log(name)[since[name]:]))
+
+
+def _created_at(portal: Portal, ids: list[int]) -> dict[int, float]:
+    """Per workload, the wall time of its "Created" event: its create task's end."""
+    found: dict[int, float] = {}
+    for wid in ids:
+        body = portal.timed("GET", f"/workloads/{wid}/events/")["body"] or {}
+        events = body.get("results", body) if isinstance(body, dict) else body
+        for event in events or []:
+            if event["reason"] == "Created":
+                found[wid] = dt.datetime.fromisoformat(event["at"]).timestamp()
+                break
+    return found
+
+
 def portal_side(stack: DemoStack, cluster: Cluster, namespace: str, count: int) -> dict:
     token = keystone_token(stack.keystone.url, USER, PASSWORD, PROJECT)
     portal = Portal(stack.url, token)
     watch = ClusterWatch(stack.kubeconfig, namespace).start()  # each pod's Ready, our clock
     launch = {"template": "jupyter", "gpu_type": "a100", "gpu_count": 1}
     try:
+        logs = _log_sizes(stack)
         started_wall, started = time.time(), time.monotonic()
         answers = all_at_once([lambda i=i: portal.timed("POST", "/workloads/", json={
             **launch, "name": f"burst {i}"}) for i in range(count)], count)
@@ -145,12 +176,18 @@ def portal_side(stack: DemoStack, cluster: Cluster, namespace: str, count: int) 
             _states(portal, ids)) == count, every=0.25)
         workloads = [portal.timed("GET", f"/workloads/{w}/")["body"] for w in ids]
         running_at = _running_events(portal, ids, ("running",))
+        created_at = _created_at(portal, ids)
         seconds = max(running_at.values()) - started_wall
         # from the pod Ready (as a watch on this machine saw it) to the portal's "running"
         lags = sorted(running_at[w] - watch.ready[w] for w in ids if w in watch.ready)
         figures = {"count": count, "answered_seconds": answered,
                    "seconds_to_all_running": seconds,
                    "each_seconds": sorted(t - started_wall for t in running_at.values()),
+                   # where the seconds go: each launch's objects created (its create task
+                   # ended: queued behind the others, then its requests), and each create
+                   # task's own run as its worker logged it
+                   "created_seconds": sorted(t - started_wall for t in created_at.values()),
+                   "create_task_seconds": _create_task_seconds(stack, logs),
                    "all_have_address": all(w["url"] for w in workloads),
                    "ready_to_running_seconds": lags}
         for wid in ids:
@@ -205,10 +242,19 @@ def run(args) -> dict:
                                 if side == "portal"
                                 else spawner_side(stack, cluster, image, args.count, n))
                 log(f"  all running in {result[side]['seconds_to_all_running']:.2f} s")
+                if side == "portal":
+                    created, tasks = (result[side]["created_seconds"],
+                                      result[side]["create_task_seconds"])
+                    log(f"  created {created[0]:.2f}–{created[-1]:.2f} s after the first POST;"
+                        f" create tasks ran {tasks[0]:.2f}–{tasks[-1]:.2f} s"
+                        if created and tasks else "  (no create timings)")
             result["ratio"] = (result["portal"]["seconds_to_all_running"]
                                / result["kubespawner"]["seconds_to_all_running"])
             result["first"] = sides[0]
-            log(f"round {n}: ratio portal / KubeSpawner = {result['ratio']:.2f}")
+            # the machine's other work (two cores shared) weighs on both sides alike
+            result["load_average"] = [round(v, 2) for v in os.getloadavg()]
+            log(f"round {n}: ratio portal / KubeSpawner = {result['ratio']:.2f} (load average"
+                f" {' '.join(map(str, result['load_average']))})")
             rounds.append(result)
         ratios = [r["ratio"] for r in rounds]
         return {"count": args.count, "rounds": rounds, "ratio_median": statistics.median(ratios),

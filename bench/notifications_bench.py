@@ -1,5 +1,5 @@
 """Notifications benchmark (not part of the test suite): 10,000 finishing workloads produce
-their notifications at ≥ 500/s (issue 27).
+their notifications at ≥ 500/s.
 
 Against a PostgreSQL server (fsync off like the tests unless --durable) and a Redis broker
 started here: `--owners` users (every 10th with an e-mail address, every 10th a webhook of

@@ -1,4 +1,4 @@
-"""SSH benchmark (issue 26; not part of the test suite): connection set-up time and scp
+"""SSH benchmark (not part of the test suite): connection set-up time and scp
 throughput through the workload's authenticating proxy against the same straight to the server.
 
 Everything real, on loopback, as tests/access/test_ssh_end_to_end.py runs it (the measurement is

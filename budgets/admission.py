@@ -15,7 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from tenants.models import Tenant
-from workloads.advice import LaunchContext, Note
+from workloads.hooks import LaunchContext, Note
 from workloads.services import AdmissionRefused
 
 from .models import Budget

@@ -136,8 +136,12 @@ class BudgetStatus:
         when it is used up already, or when the period resets first."""
         if self.gpu_hours is None or self.exhausted or self.rate <= 0:
             return None
-        at = self.now + dt.timedelta(hours=(self.gpu_hours - self.used) / self.rate)
-        return at if at < self.resets_at else None
+        hours = (self.gpu_hours - self.used) / self.rate
+        # compared before it becomes a time: a large budget at a small rate is centuries away,
+        # beyond what a datetime holds, and "not before the reset" all the same
+        if hours >= (self.resets_at - self.now).total_seconds() / 3600:
+            return None
+        return self.now + dt.timedelta(hours=hours)
 
     @property
     def label(self) -> str:

@@ -16,12 +16,15 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit.services import Actor, audit_record
+from core.tasks import send_on_commit
 from identity.models import User
 from notifications.models import Kind
 from notifications.services import notify
-from tenants.models import Quota, Tenant
-from tenants.services import quota_queue_hold
-from workloads.journal import workload_event
+from tenants.figures import AdjustmentLine
+from tenants.models import QuotaAdjustment, Tenant
+from tenants.selectors import quota_figures, tenants_adjusted_by
+from tenants.services import quota_adjustments_set
+from workloads.journal import notify_owner, workload_event
 from workloads.models import Workload
 from workloads.services import workload_stop
 
@@ -29,7 +32,8 @@ from .admission import exhausted_text
 from .models import Budget, BudgetThresholdCrossed
 from .selectors import BudgetStatus, budget_settlement, budget_status, gpu_hours_text
 
-HOLD_PREFIX = "GPU-hour budget: "  # the queue holds this app set (and alone lifts)
+HOLD_PREFIX = "GPU-hour budget: "  # how the reason of its queue hold begins
+HOLD = QuotaAdjustment.Source.BUDGET_HOLD  # the quota adjustments this app writes
 # the periodic check settles the period's GPU-hours until this long ago: the tracker writes a
 # run's start and end a moment after they happen, and what it writes later than this is not
 # in a settled sum (selectors.budget_status adds what ran since)
@@ -51,11 +55,7 @@ def budget_snapshot(budget: Budget | None) -> dict[str, Any] | None:
 
 
 def _enqueue_check(budget_id: int) -> None:
-    from core.tasks import send_on_commit
-
-    from .tasks import budget_check_task
-
-    send_on_commit(budget_check_task, budget_id)
+    send_on_commit("budgets.tasks.budget_check_task", budget_id)
 
 
 def budget_set(*, tenant: Tenant, acting_user: Actor, fields: dict[str, Any]) -> Budget:
@@ -105,10 +105,9 @@ class CheckResult:
 
 
 def _hold_lift(tenant: Tenant) -> bool:
-    held = Quota.objects.filter(tenant=tenant).values_list("queue_held_reason", flat=True).first()
-    if held and held.startswith(HOLD_PREFIX):
-        return quota_queue_hold(tenant=tenant, acting_user=None, reason="")
-    return False
+    """Remove the budget's hold of the tenant's queue, if it has one (in force or not)."""
+    return quota_adjustments_set(tenant=tenant, source=HOLD, adjustments=[],
+                                 reason="the GPU-hour budget is no longer used up")
 
 
 def _recipients(tenant: Tenant, status: BudgetStatus) -> list[User]:
@@ -168,11 +167,15 @@ def _thresholds(budget: Budget, status: BudgetStatus, result: CheckResult) -> No
 def _hold(budget: Budget, status: BudgetStatus, result: CheckResult) -> None:
     tenant = status.tenant
     if budget.hard and status.exhausted:
+        # held until the period's reset at the latest (the hold ends by itself then, should no
+        # check come); once held, the figures that grow in its reason do not rewrite it
         reason = HOLD_PREFIX + exhausted_text(status).split(";")[0]
-        held = Quota.objects.filter(tenant=tenant).values_list("queue_held_reason",
-                                                               flat=True).first()
-        if not (held and held.startswith(HOLD_PREFIX)) and \
-                quota_queue_hold(tenant=tenant, acting_user=None, reason=reason):
+        hold = AdjustmentLine(source=HOLD, kind=QuotaAdjustment.Kind.HOLD,
+                              ref=f"budget:{budget.pk}", reason=reason,
+                              starts_at=status.period_start, ends_at=status.resets_at)
+        if not quota_figures(tenant, now=status.now).held_by(HOLD) and \
+                quota_adjustments_set(tenant=tenant, source=HOLD, adjustments=[hold],
+                                      reason=reason):
             result.held = True
     elif _hold_lift(tenant):
         result.held = False
@@ -199,10 +202,9 @@ def _stop_at_exhaustion(budget: Budget, status: BudgetStatus, result: CheckResul
                        f"{timezone.localtime(stop_at):%Y-%m-%d %H:%M}: "
                        f"{exhausted_text(status)}")
             with transaction.atomic():
-                if notify(kind=Kind.BUDGET_EXHAUSTED, users=[workload.owner],
-                          tenant=status.tenant, title=f"{workload.name} will be stopped",
-                          text=warning, key=key, workload_id=workload.pk,
-                          link=reverse("workloads:detail", kwargs={"pk": workload.pk})):
+                if notify_owner(workload, kind=Kind.BUDGET_EXHAUSTED,
+                                title=f"{workload.name} will be stopped", text=warning,
+                                key=key):
                     workload_event(workload=workload, reason="BudgetExhausted",
                                    message=warning, type="Warning")
         else:
@@ -239,8 +241,6 @@ def budgets_check_all(*, now: dt.datetime | None = None) -> dict[int, CheckResul
     """Every budget's check, and the holds of budgets that are gone lifted."""
     results = {pk: budget_check(budget_id=pk, now=now)
                for pk in Budget.objects.values_list("pk", flat=True)}
-    orphaned = Quota.objects.filter(queue_held_reason__startswith=HOLD_PREFIX,
-                                    tenant__budget__isnull=True).select_related("tenant")
-    for quota in orphaned:
-        _hold_lift(quota.tenant)
+    for tenant in tenants_adjusted_by(HOLD).filter(budget__isnull=True):
+        _hold_lift(tenant)
     return results

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from core.validation import FieldsInvalid
+from core.validation import FieldsInvalid, Refused, excerpt, whole_number
 from identity.selectors import UserRefused, project_users, user_resolve
 from tenants.models import Tenant
-from tenants.quota_validation import unknown_gpu_types
+from tenants.quota_validation import unknown_gpu_types_refusal
 
 from .models import DEFAULT_WARN_AT, Budget
 
@@ -33,7 +33,8 @@ class _Refused(ValueError):
 
 
 def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)) or \
+            not str(value).isascii():  # float() reads "٣" as 3
         raise _Refused("A number is required.")
     try:
         number = float(str(value).strip())
@@ -45,7 +46,8 @@ def _number(value: Any) -> float:
 
 
 def _gpu_hours(value: Any) -> Decimal:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)) or \
+            not str(value).isascii():  # Decimal() reads "٣" as 3
         raise _Refused("A number of GPU-hours is required.")
     try:
         hours = Decimal(str(value).strip())
@@ -78,13 +80,13 @@ def _weights(value: Any) -> dict[str, float]:
         try:
             number = _number(weight)
         except _Refused as exc:
-            raise _Refused(f"{slug}: {exc}") from None
+            raise _Refused(f"{excerpt(slug)}: {exc}") from None
         if not 0 <= number <= MAX_WEIGHT:
-            raise _Refused(f"{slug}: give a weight from 0 to {MAX_WEIGHT:g}.")
+            raise _Refused(f"{excerpt(slug)}: give a weight from 0 to {MAX_WEIGHT:g}.")
         cleaned[str(slug)] = number
-    unknown = unknown_gpu_types(cleaned)
-    if unknown:
-        raise _Refused(f"unknown GPU type(s): {', '.join(unknown)}")
+    problem = unknown_gpu_types_refusal(cleaned)
+    if problem:
+        raise _Refused(problem)
     return cleaned
 
 
@@ -95,11 +97,11 @@ def _warn_at(value: Any) -> list[int]:
         raise _Refused("A list of percentages is required, e.g. [50, 80, 100].")
     cleaned = set()
     for item in value:
-        if isinstance(item, str) and item.isdigit():
-            item = int(item)
-        if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 100:
-            raise _Refused(f"{item!r}: each threshold is a whole percentage from 1 to 100.")
-        cleaned.add(item)
+        try:
+            cleaned.add(whole_number(item, low=1, high=100))
+        except Refused:
+            raise _Refused(f"{excerpt(item)}: each threshold is a whole percentage from 1 to "
+                           "100.") from None
     return sorted(cleaned)
 
 

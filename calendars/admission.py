@@ -18,7 +18,7 @@ import datetime as dt
 from typing import Any
 
 from tenants.models import Quota, Tenant
-from workloads.advice import LaunchContext, Note
+from workloads.hooks import LaunchContext, Note
 from workloads.services import AdmissionRefused
 
 from .maintenance import (

@@ -22,7 +22,8 @@ from catalogue.hooks import Taken
 from catalogue.models import GpuType
 from catalogue.selectors import when_text
 from core.registry import SharedReads
-from tenants.models import GpuQuota, Tenant
+from tenants.models import Tenant
+from tenants.selectors import quota_figures
 from workloads.eta import MAINTENANCE, RESERVATION, Block
 
 from .maintenance import shared_live_windows
@@ -102,12 +103,14 @@ class Notice:
 def maintenance_notices(tenant: Tenant | None, *, now: dt.datetime | None = None,
                         ahead: dt.timedelta = BANNER_AHEAD) -> list[Notice]:
     """The announced or running windows of the next `ahead` on the GPU types `tenant` has
-    quota for (those who could be affected)."""
-    if tenant is None:
+    quota for (those who could be affected): its own or what a running reservation adds,
+    whatever maintenance withholds of it."""
+    if tenant is None or getattr(tenant, "quota", None) is None:
         return []
     now = now or timezone.now()
-    slugs = set(GpuQuota.objects.filter(quota__tenant=tenant, gpus__gt=0)
-                .values_list("gpu_type__slug", flat=True))
+    figures = quota_figures(tenant, now=now)
+    slugs = {slug for slug in figures.in_force.gpus_by_type
+             if figures.before_withheld(slug) > 0}
     notices = []
     for window in windows_between(now, now + ahead):
         types = {entry.get("gpu_type") for entry in (window.affected or {}).values()}

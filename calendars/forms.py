@@ -7,12 +7,13 @@ say which)."""
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+
+from core.validation import Refused, as_whole, whole_number
 
 MAX_ALLOWANCE_HOURS = 1_000_000
 MAX_DAYS_AHEAD = 366
@@ -39,13 +40,11 @@ def local_input(when: dt.datetime | None) -> str:
 
 def reservation_form_data(post: Mapping[str, Any]) -> dict[str, Any]:
     """The booking form as a reservation body (the tenant is the view's business)."""
-    count: Any = (post.get("count") or "").strip()
-    try:
-        count = int(count)
-    except ValueError:
-        pass  # the validation says what a count must be
+    text = (post.get("count") or "").strip()
+    count = as_whole(text)  # otherwise the validation says what a count must be
     weekly = bool(post.get("weekly"))
-    data: dict[str, Any] = {"gpu_type": post.get("gpu_type", ""), "count": count,
+    data: dict[str, Any] = {"gpu_type": post.get("gpu_type", ""),
+                            "count": text if count is None else count,
                             "start": zoned(post.get("start", "")),
                             "end": zoned(post.get("end", "")),
                             "recurrence": "weekly" if weekly else "",
@@ -78,8 +77,8 @@ def allowance_form_data(post: Mapping[str, Any]) -> tuple[dict[str, int], dict[s
     errors: dict[str, list[str]] = {}
     for field, most in (("gpu_hours", MAX_ALLOWANCE_HOURS), ("max_days_ahead", MAX_DAYS_AHEAD)):
         text = (post.get(field) or "").strip()
-        if not re.fullmatch(r"[0-9]{1,9}", text) or int(text) > most:
-            errors[field] = [f"A whole number from 0 to {most}."]
-        else:
-            clean[field] = int(text)
+        try:
+            clean[field] = whole_number(text, low=0, high=most)
+        except Refused as exc:
+            errors[field] = [str(exc)]
     return clean, errors

@@ -1,4 +1,4 @@
-"""Maintenance windows from announcement to the end (issue 28).
+"""Maintenance windows from announcement to the end.
 
 - Placement (`launch_placement`): from the moment a window is announced, a launch whose maximum
   runtime (the launch's, else its quota's, else none) would still run at a live window's start
@@ -42,8 +42,10 @@ from kube.kueue import queueing_on
 from kube.labels import LABEL_WORKLOAD_ID
 from notifications.models import Kind, Notification
 from notifications.services import notify
-from tenants.models import Quota
-from tenants.services import quota_withheld_set
+from tenants.figures import AdjustmentLine
+from tenants.models import Quota, QuotaAdjustment, Tenant
+from tenants.selectors import quota_figures, tenants_adjusted_by, tenants_with_quota_figures
+from tenants.services import quota_adjustments_set
 from workloads.journal import notify_owner
 from workloads.launch_spec import launch_spec_of
 from workloads.models import Workload
@@ -522,39 +524,54 @@ def window_advance(*, window_id: int, now: dt.datetime | None = None,
 def queues_withhold(now: dt.datetime, *, queued: bool | None = None) -> dict[str, dict[str, int]]:
     """Where the cluster queues on Kueue: while windows take GPUs of a type out of service and
     the tenants' queues together could admit more of it than the nodes left hold, each
-    tenant's nominal quota of the type is lowered by its share of the difference (in
-    proportion to its nominal quota), so that Kueue admits nothing onto the nodes in
-    maintenance; at the end it is put back. Kueue lowers no admitted workload's quota: what
-    runs runs on (the drain is what stops it). Returns {tenant namespace: withheld} as set."""
+    tenant's quota of the type is lowered by its share of the difference (in proportion to its
+    quota with what reservations add), so that Kueue admits nothing onto the nodes in
+    maintenance; at the end it is put back. The withholding is a QuotaAdjustment of source
+    "maintenance" per type (negative, in force until the windows' last end), which the portal's
+    admission counts as Kueue does. Kueue lowers no admitted workload's quota: what runs runs
+    on (the drain is what stops it). Returns {tenant namespace: withheld} as set."""
     if queued is None:
         try:
             queued = queueing_on()
         except KubeError:
             return {}  # not known now: the next run decides
-    quotas = [q for q in Quota.objects.select_related("tenant") if q.tenant.is_active]
-    desired: dict[int, dict[str, int]] = defaultdict(dict)
+    tenants = [t for t in tenants_with_quota_figures(Tenant.objects.filter(quota__isnull=False))
+               if t.is_active]
+    figures = {t.pk: quota_figures(t, now=now) for t in tenants}
+    desired: dict[int, list[AdjustmentLine]] = defaultdict(list)
     why: dict[str, str] = {}
     active = [w for w in live_windows(now) if w.start <= now < w.end] if queued else []
     if active:
         nodes = list(cluster_nodes())
         for gpu_type in GpuType.objects.filter(enabled=True):
-            down = sum(i.gpus for i in down_intervals(gpu_type, now, now + dt.timedelta(seconds=1),
-                                                      active))
+            slug = gpu_type.slug
+            down_now = down_intervals(gpu_type, now, now + dt.timedelta(seconds=1), active)
+            down = sum(i.gpus for i in down_now)
             if not down:
                 continue
             in_service = max(type_capacity(gpu_type, nodes) - down, 0)
-            nominal = {q.tenant_id: q.effective().gpus_by_type.get(gpu_type.slug, 0)
-                       for q in quotas}
+            nominal = {pk: f.before_withheld(slug) for pk, f in figures.items()}
+            windows = sorted(w.pk for w in active if any(
+                entry.get("gpu_type") == slug for entry in (w.affected or {}).values()))
+            why[slug] = (f"{down} {slug} GPUs in maintenance, {in_service} in service, the "
+                         f"queues' nominal quotas {sum(nominal.values())}")
             for tenant_id, gpus in shares(sum(nominal.values()) - in_service, nominal).items():
-                desired[tenant_id][gpu_type.slug] = gpus
-            why[gpu_type.slug] = (f"{down} {gpu_type.slug} GPUs in maintenance, {in_service} in "
-                                  f"service, the queues' nominal quotas {sum(nominal.values())}")
+                desired[tenant_id].append(AdjustmentLine(
+                    source=QuotaAdjustment.Source.MAINTENANCE, gpu_type=slug, gpus=-gpus,
+                    ref="windows:" + ",".join(map(str, windows)), reason=why[slug],
+                    starts_at=min(i.start for i in down_now),
+                    ends_at=max(i.end for i in down_now)))
     result = {}
-    for quota in quotas:
-        withheld = desired.get(quota.tenant_id, {})
-        reason = "; ".join(why[slug] for slug in sorted(withheld)) or "maintenance over"
-        if quota_withheld_set(tenant=quota.tenant, withheld=withheld, reason=reason):
-            result[quota.tenant.namespace] = withheld
+    adjusted = set(tenants_adjusted_by(QuotaAdjustment.Source.MAINTENANCE)
+                   .values_list("pk", flat=True))
+    for tenant in tenants:
+        if tenant.pk not in desired and tenant.pk not in adjusted:
+            continue
+        lines = desired.get(tenant.pk, [])
+        reason = "; ".join(why[line.gpu_type or ""] for line in lines) or "maintenance over"
+        if quota_adjustments_set(tenant=tenant, source=QuotaAdjustment.Source.MAINTENANCE,
+                                 adjustments=lines, reason=reason):
+            result[tenant.namespace] = {line.gpu_type or "": -line.gpus for line in lines}
     return result
 
 

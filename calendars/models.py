@@ -1,11 +1,14 @@
-"""The cluster's calendar (issue 28): GPU reservations and maintenance windows.
+"""The cluster's calendar: GPU reservations and maintenance windows.
 
 - Reservation: `count` GPUs of a type for a tenant (project) from `start` to `end`, once or
   every week until `until`. While an occurrence runs, the tenant's quota of that type is raised
-  by `count` (tenants.Quota.reserved_gpus; with Kueue, its ClusterQueue's nominal quota).
+  by `count` (a QuotaAdjustment of source "reservation"; with Kueue, its ClusterQueue's nominal
+  quota).
 - ReservationOccurrence: what happened to one occurrence (made when the calendar's beat first
-  acts on it): borrowers warned, applied, released unused, ended. Each step is a conditional
-  update of its own column, so a retried or concurrent beat does each once.
+  acts on it): borrowers warned, applied, its tenant's people warned of the end, released
+  unused, ended, then the tenant's workloads beyond the quota left told and, after the end's
+  grace, put back in line or stopped. Each step is a conditional update of its own column, so a
+  retried or concurrent beat does each once.
 - ReservationAllowance: what a tenant's managers may book themselves (admins book anything).
 - MaintenanceWindow: nodes (names, a label selector, or every node of a GPU type) out of service
   from `start` to `end`; announced, then cordoned (and drained) at the start, uncordoned at the
@@ -104,6 +107,16 @@ class ReservationOccurrence(models.Model):
     applied_at = models.DateTimeField(null=True, blank=True)  # the quota raised
     released_at = models.DateTimeField(null=True, blank=True)  # unused after the grace
     ended_at = models.DateTimeField(null=True, blank=True)
+    # the owners of workloads that would hold GPUs beyond the quota at its end told, an hour
+    # ahead
+    end_warned_at = models.DateTimeField(null=True, blank=True)
+    # after it ended (or was cancelled): the workloads beyond the quota then in force, their
+    # owners told (excess_workloads: their ids, newest first), and the deadline after which
+    # those still beyond it are put back in line or stopped (excess_done_at: that step done)
+    excess_told_at = models.DateTimeField(null=True, blank=True)
+    excess_due_at = models.DateTimeField(null=True, blank=True)
+    excess_workloads = models.JSONField(default=list, blank=True)
+    excess_done_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["start"]

@@ -22,6 +22,7 @@ from tenants.models import Tenant
 from .models import MaintenanceWindow, Reservation, ReservationAllowance
 from .selectors import HORIZON, booked_intervals, down_intervals, type_capacity, window_nodes
 from .timeline import Interval, gpu_hours, overbooking
+from .validation import MAX_RESERVATION
 
 
 class CalendarRefused(Exception):
@@ -83,11 +84,30 @@ def _allowance_check(tenant: Tenant, wanted: list[Interval], now: dt.datetime) -
     for other in Reservation.objects.live().filter(tenant=tenant, against_allowance=True):
         held += gpu_hours(Interval(max(s, now), e, other.count)
                           for s, e in other.occurrences(now, now + HORIZON))
+    held += _cancelled_hours(tenant, now)
     asked = gpu_hours(Interval(max(i.start, now), i.end, i.gpus) for i in wanted)
     if held + asked > allowance.gpu_hours:
         raise AllowanceExceeded(
             f"{tenant.name} may hold {allowance.gpu_hours} GPU-hours of reservations to come; "
             f"it holds {held:.1f} and this one asks {asked:.1f}.")
+
+
+def _cancelled_hours(tenant: Tenant, now: dt.datetime) -> float:
+    """The GPU-hours the tenant's managers' reservations cancelled while an occurrence ran
+    had used by then, until that occurrence's planned end: cancelling gives back what was not
+    used yet, never what was (else cancelling and booking again would refill the allowance
+    while the same GPUs stay in use)."""
+    used = 0.0
+    for cancelled in Reservation.objects.filter(
+            tenant=tenant, against_allowance=True, cancelled_at__isnull=False,
+            cancelled_at__gt=now - MAX_RESERVATION, start__lt=now):
+        at = cancelled.cancelled_at
+        if at is None:  # not so: the filter says
+            continue
+        used += gpu_hours(Interval(start, at, cancelled.count)
+                          for start, end in cancelled.occurrences(at, at + MAX_RESERVATION)
+                          if start < at < end and end > now)
+    return used
 
 
 def reservation_create(*, tenant: Tenant, acting_user: Actor, fields: dict[str, Any],
@@ -122,8 +142,11 @@ def reservation_create(*, tenant: Tenant, acting_user: Actor, fields: dict[str, 
 
 
 def reservation_cancel(*, reservation: Reservation, acting_user: Actor) -> bool:
-    """Cancel a reservation (its occurrence running now too: the beat lowers the quota).
-    False: it was cancelled already."""
+    """Cancel a reservation, its occurrence running now too: the beat, sent at once, lowers the
+    quota and tells the owners of the workloads beyond it, which are put back in line or
+    stopped after the end's grace (calendars/reservations.py). What a running occurrence used
+    until now still counts against the allowance until its planned end. False: it was
+    cancelled already."""
     with transaction.atomic():
         done = Reservation.objects.filter(pk=reservation.pk, cancelled_at__isnull=True) \
             .update(cancelled_at=timezone.now())
@@ -133,6 +156,7 @@ def reservation_cancel(*, reservation: Reservation, acting_user: Actor) -> bool:
         audit_record(actor=acting_user, action="reservation.cancel", tenant=reservation.tenant,
                      target=f"reservation #{reservation.pk}",
                      before=reservation_snapshot(reservation), after=None)
+        send_on_commit("calendars.tasks.reservations_task")
     return True
 
 
@@ -153,8 +177,6 @@ def allowance_set(*, tenant: Tenant, acting_user: Actor, gpu_hours: int,
 def window_create(*, acting_user: Actor, fields: dict[str, Any]) -> MaintenanceWindow:
     """Announce a validated window (validation.window_clean): the nodes it covers are resolved
     now from the cluster's read model (again at its start)."""
-    from .tasks import maintenance_announce_task
-
     with transaction.atomic():
         window = MaintenanceWindow(created_by=_user(acting_user), **fields)
         window.affected = window_nodes(window)
@@ -163,15 +185,13 @@ def window_create(*, acting_user: Actor, fields: dict[str, Any]) -> MaintenanceW
                      target=f"maintenance #{window.pk}", before=None,
                      after=window_snapshot(window))
         # the owners of the workloads it would reach are told (calendars/maintenance.py)
-        send_on_commit(maintenance_announce_task, window.pk)
+        send_on_commit("calendars.tasks.maintenance_announce_task", window.pk)
     return window
 
 
 def window_cancel(*, window: MaintenanceWindow, acting_user: Actor) -> bool:
     """Cancel a window not yet ended. One in progress ends at once (the beat uncordons what it
     cordoned). False: already cancelled or ended."""
-    from .tasks import maintenance_window_task
-
     with transaction.atomic():
         now = timezone.now()
         done = MaintenanceWindow.objects.filter(
@@ -185,5 +205,5 @@ def window_cancel(*, window: MaintenanceWindow, acting_user: Actor) -> bool:
                      target=f"maintenance #{window.pk}", before=window_snapshot(window),
                      after=None)
         # called off (those told are told), or, in progress, ended: uncordoned now
-        send_on_commit(maintenance_window_task, window.pk)
+        send_on_commit("calendars.tasks.maintenance_window_task", window.pk)
     return True

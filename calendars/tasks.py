@@ -38,12 +38,17 @@ def maintenance_windows_task() -> None:
 
 
 # --- reservations (calendars/reservations.py): the quota raised while one runs, borrowers
-# warned an hour ahead, unused ones released after the grace ----------------------------------
+# warned an hour ahead, unused ones released after the grace, and at the end the workloads
+# beyond the lowered quota told, then put back in line or stopped ------------------------------
 
 @shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
 def reservations_task() -> None:
-    """The beat, every minute: reservations_tick."""
+    """The beat, every minute (and sent when a reservation is cancelled, so that its end is
+    acted on at once): reservations_tick."""
     result = reservations_tick()
     if result.acted:
-        log.info("reservations: warned %s, applied %s, released %s, ended %s, quotas %s",
-                 result.warned, result.applied, result.released, result.ended, result.quotas)
+        log.info("reservations: warned %s, applied %s, released %s, ended %s, quotas %s; "
+                 "told of the end %s, beyond the quota after it %s, put back in line %s, "
+                 "stopped %s", result.warned, result.applied, result.released, result.ended,
+                 result.quotas, result.end_warned, result.excess_told, result.requeued,
+                 result.stopped)

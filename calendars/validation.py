@@ -14,12 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from catalogue.fields import invisible_characters_refusal
 from catalogue.forms import label_key_error, label_value_error
 from catalogue.models import GpuType
-from core.validation import FieldsInvalid
+from core.validation import FieldsInvalid, Refused, excerpt, moment
 
 from .models import WEEK, Reservation
 
@@ -46,21 +45,10 @@ class _Refused(ValueError):
 
 
 def _when(value: Any) -> dt.datetime:
-    if isinstance(value, dt.datetime):
-        when = value
-    elif isinstance(value, str):
-        try:
-            parsed = parse_datetime(value.strip())
-        except ValueError:
-            parsed = None
-        if parsed is None:
-            raise _Refused("A date and time is required, e.g. 2026-12-01T09:00:00Z.")
-        when = parsed
-    else:
-        raise _Refused("A date and time is required, e.g. 2026-12-01T09:00:00Z.")
-    if timezone.is_naive(when):
-        raise _Refused("Give the time zone too (…Z or …+01:00).")
-    return when.astimezone(dt.UTC).replace(microsecond=0)
+    try:
+        return moment(value).replace(microsecond=0)
+    except Refused as exc:
+        raise _Refused(str(exc)) from None
 
 
 def _text(value: Any, field: str, *, required: bool, limit: int = 500) -> str:
@@ -158,7 +146,7 @@ def _node_names(value: Any) -> list[str]:
         raise _Refused(f"From 1 to {MAX_NODES} node names.")
     bad = [n for n in names if len(n) > 253 or not _NODE_NAME.fullmatch(n)]
     if bad:
-        raise _Refused(f"Not a node name: {', '.join(bad[:5])}.")
+        raise _Refused(f"Not a node name: {', '.join(excerpt(n) for n in bad[:5])}.")
     return names
 
 
@@ -169,7 +157,7 @@ def _selector(value: Any) -> dict[str, str]:
         for pair in pairs:
             key, eq, val = pair.partition("=")
             if not eq:
-                raise _Refused(f"“{pair}”: only key=value terms are understood.")
+                raise _Refused(f"{excerpt(pair)}: only key=value terms are understood.")
             value[key.strip()] = val.strip()
     if not isinstance(value, dict) or not value or \
             not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):

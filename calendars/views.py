@@ -28,6 +28,7 @@ from tenants.models import Tenant
 
 from .forms import local_input, reservation_form_data
 from .models import MaintenanceWindow, Reservation, ReservationAllowance
+from .reservations import end_rule_text
 from .selectors import calendar_data
 from .services import CalendarRefused, reservation_cancel, reservation_create
 from .validation import ReservationInvalid, reservation_clean
@@ -79,7 +80,7 @@ def calendar_context(request: TenantRequest, gpu_type: GpuType | None, since: dt
         windows=[{**w, "window": windows[w["id"]]} for w in data["windows"]],
         previous=(day - SPAN).isoformat(), next=(day + SPAN).isoformat(),
         may_book=admin or (manager and allowance is not None and allowance.gpu_hours > 0),
-        manager=manager, allowance=allowance, admin=admin,
+        manager=manager, allowance=allowance, admin=admin, end_rule=end_rule_text(),
         book_tenants=(list(Tenant.objects.restrict(identity, Action.CHANGE)
                            .filter(state__in=("new", "provisioned", "drifted")).order_by("name"))
                       if admin else []),

@@ -25,6 +25,7 @@ from catalogue.fields import (
 from catalogue.images import image_allowed, validate_image_reference
 from catalogue.models import RESOURCE_NAME, GpuType, Template
 from catalogue.options import allowed_options_problems
+from core.validation import excerpt
 
 # Kubernetes label syntax: key = [DNS-1123 subdomain "/"] name; value = "" or name
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
@@ -39,18 +40,19 @@ def label_key_error(key: str) -> str | None:
     prefix, slash, name = key.rpartition("/")
     if slash:
         if not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
-            return (f"“{key}”: the prefix before “/” must be a DNS subdomain such as "
+            return (f"{excerpt(key)}: the prefix before “/” must be a DNS subdomain such as "
                     "example.com (lower-case).")
     if not name or len(name) > 63 or not _LABEL_NAME.fullmatch(name):
-        return (f"“{key}” is not a label key: at most 63 letters, digits, “-”, “_” or “.”, "
+        return (f"{excerpt(key)} is not a label key: at most 63 letters, digits, “-”, “_” or “.”, "
                 "starting and ending with a letter or digit (optionally after prefix/).")
     return None
 
 
 def label_value_error(key: str, value: str) -> str | None:
     if value and (len(value) > 63 or not _LABEL_NAME.fullmatch(value)):
-        return (f"“{value}” (for {key}) is not a label value: at most 63 letters, digits, “-”, "
-                "“_” or “.”, starting and ending with a letter or digit.")
+        return (f"{excerpt(value)} (for {excerpt(key, quotes=False)}) is not a label value: "
+                "at most 63 letters, digits, “-”, “_” or “.”, starting and ending with a letter "
+                "or digit.")
     return None
 
 

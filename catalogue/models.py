@@ -17,7 +17,7 @@ RESOURCE_NAME = RegexValidator(
 )
 
 
-# a query parameter whose value is the access token, as url_format wrote it before issue 16
+# a query parameter whose value is the access token, as an older url_format wrote it
 TOKEN_PARAMETER = re.compile(r"[?&][-\w.]*=\{token\}")
 
 
@@ -91,11 +91,11 @@ class Template(models.Model):
     # how to open it: "{base}" is http://<address>:<port>. No token: the proxy's login stands in
     # front of every service and hands the application its token itself (Workload.url)
     url_format = models.CharField(max_length=255, blank=True, default="{base}/")
-    # how a launch runs on many nodes (issue 25): "" one pod (a Job or a Deployment), "jobset"
+    # how a launch runs on many nodes: "" one pod (a Job or a Deployment), "jobset"
     # a JobSet of indexed pods under torchrun, "mpi" an MPIJob (a launcher and its workers).
     # Such a template runs the researcher's program (command and args), as the custom one does
     engine = models.CharField(max_length=8, choices=Engine.choices, blank=True, default="")
-    # SSH into a running workload (issue 26): the portal's SSH server starts beside the
+    # SSH into a running workload: the portal's SSH server starts beside the
     # application, reached through the workload's authenticating proxy. It wraps the program the
     # container runs: the launch's command, else `entrypoint` (what the image's ENTRYPOINT
     # runs; the wrapper replaces it, and it reaps orphans as tini would). A template with

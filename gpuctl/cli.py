@@ -5,22 +5,24 @@ plus GPU_PORTAL_URL. Output is a table by default, JSON with `-o json`.
 
 Exit codes (stable, for scripts):
   0  success
-  1  the API refused the request (validation, permission, conflict, throttled, server error;
-     distributed_unavailable: the cluster cannot run a group of nodes)
+  1  the API refused the request (categories invalid, forbidden, conflict, rate_limited,
+     internal; e.g. distributed_unavailable: the cluster cannot run a group of nodes)
   2  usage error: bad arguments or missing configuration
-  3  authentication failed (Keystone refused the credentials, or the portal the token)
-  4  refused at admission: over the quota (quota_exceeded), or no address free for a
-     service (no_address_free)
+  3  authentication failed (Keystone refused the credentials, or the portal the token:
+     category auth)
+  4  refused at admission (category admission: quota_exceeded, budget_exhausted,
+     maintenance_window, no_address_free, and any refusal the portal adds to them)
   5  --wait: timed out, or the workload ended in a state other than the one waited for;
      webhook test: no answer from the receiver within --timeout
-  6  not found (no such workload or tenant, or not visible to you)
-  7  the portal or Keystone cannot be reached (or is unavailable)
+  6  not found (no such workload or tenant, or not visible to you: category not_found)
+  7  the portal or Keystone cannot be reached (or is unavailable: category unavailable)
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import json
 import os
 import re
@@ -39,6 +41,10 @@ from .ssh_transport import relay
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_AUTH, EXIT_QUOTA, EXIT_WAIT, EXIT_NOT_FOUND, \
     EXIT_UNREACHABLE = range(8)
+# the exit code of an API error follows its category (the API gives each error one); the
+# categories not named here (invalid, forbidden, conflict, rate_limited, internal) exit 1
+EXIT_BY_CATEGORY = {"admission": EXIT_QUOTA, "auth": EXIT_AUTH, "not_found": EXIT_NOT_FOUND,
+                    "unavailable": EXIT_UNREACHABLE}
 
 FINAL_STATES = {"succeeded", "failed", "stopped"}
 STATES = ["submitted", "creating", "queued", "pending", "running", "succeeded", "failed",
@@ -462,14 +468,14 @@ def cmd_delete(api: PortalClient, args: argparse.Namespace) -> int:
 
 
 def rank_value(text: str) -> str:
-    if text == "launcher" or text.isdigit():
+    if text == "launcher" or (text.isascii() and text.isdigit()):
         return text
     raise argparse.ArgumentTypeError(f"--rank {text!r}: a rank number (0, 1, …) or launcher")
 
 
 def _tenant(api: PortalClient, wanted: str | None) -> dict:
     if wanted:
-        if wanted.isdigit():
+        if wanted.isascii() and wanted.isdigit():
             return api.get(f"tenants/{wanted}/")
         for tenant in api.get_all("tenants/", q=wanted):
             if wanted in (tenant["name"], tenant["keystone_project_id"]):
@@ -497,9 +503,32 @@ def cmd_quota(api: PortalClient, args: argparse.Namespace) -> int:
                      ["gpus_total", *[f"gpus {slug}" for slug in by_type], "cpu", "memory",
                       "max_workloads", "max_runtime_minutes", "idle_threshold_percent",
                       "idle_minutes", "idle_action"], out)
+        out.write(quota_in_force_text(quota))
 
     emit(args, data, table)
     return EXIT_OK
+
+
+def quota_in_force_text(quota: dict) -> str:
+    """What counts now where adjustments change the quota (the API's `in_force` and
+    `adjustments`: a running reservation, maintenance, a budget's hold); "" when none do."""
+    adjustments = quota.get("adjustments") or []
+    if not adjustments:
+        return ""
+    in_force = quota.get("in_force") or {}
+    by_type = in_force.get("gpus_by_type") or {}
+    out = io.StringIO()
+    out.write("\nin force now\n")
+    print_record({**in_force, **{f"gpus {slug}": n for slug, n in by_type.items()}},
+                 ["gpus_total", *[f"gpus {slug}" for slug in by_type], "cpu", "memory"], out)
+    if in_force.get("held"):
+        out.write(f"queue held: {in_force.get('held_reason')}\n")
+    for item in adjustments:
+        what = ("queue held" if item.get("kind") == "hold" else
+                f"{item.get('gpus', 0):+d} {item.get('gpu_type') or 'GPUs in all'}")
+        until = f" until {item['ends_at']}" if item.get("ends_at") else ""
+        out.write(f"  {item.get('source')}: {what}{until} ({item.get('reason')})\n")
+    return out.getvalue()
 
 
 def cmd_usage(api: PortalClient, args: argparse.Namespace) -> int:
@@ -604,7 +633,7 @@ def cmd_budget(api: PortalClient, args: argparse.Namespace) -> int:
 
 # --- the parser -------------------------------------------------------------------------------
 
-# --- notifications and webhooks (issue 27) ----------------------------------------------------
+# --- notifications and webhooks ----------------------------------------------------
 
 NOTIFICATION_COLUMNS = [("id", "id"), ("read", "read"), ("kind", "kind"), ("title", "title"),
                         ("project", "project"), ("workload", "workload"), ("age", _age)]
@@ -683,7 +712,7 @@ def cmd_webhook(api: PortalClient, args: argparse.Namespace) -> int:
 
         emit(args, made, shown)
         return EXIT_OK
-    if not args.target.isdigit():
+    if not (args.target.isascii() and args.target.isdigit()):
         return _usage(args, f"webhook {args.action}: {args.target!r} is not a webhook ID")
     if args.action == "delete":
         api.delete(f"notifications/webhooks/{args.target}/")
@@ -717,7 +746,7 @@ def _webhook_test(api: PortalClient, args: argparse.Namespace) -> int:
     return EXIT_OK if sent else EXIT_API
 
 
-# --- the cluster's calendar: reservations and maintenance windows (issue 28) -----------------
+# --- the cluster's calendar: reservations and maintenance windows -----------------
 
 RESERVATION_COLUMNS = [("id", "id"), ("project", "tenant_name"), ("gpu_type", "gpu_type"),
                        ("gpus", "count"), ("start", "start"), ("end", "end"),
@@ -768,12 +797,18 @@ def cmd_reservations(api: PortalClient, args: argparse.Namespace) -> int:
         made = api.post("reservations/", body)
         emit(args, made, lambda out: print_record(
             made, ["id", "tenant_name", "gpu_type", "count", "start", "end", "recurrence",
-                   "until", "note", "state"], out))
+                   "until", "note", "state", "at_end"], out))
         return EXIT_OK
     tenant = _tenant(api, args.tenant)["id"] if args.tenant else None
     rows = api.get_all("reservations/", gpu_type=args.gpu_type, tenant=tenant,
                        include_past="1" if args.all else None)
-    emit(args, rows, lambda out: print_table(rows, RESERVATION_COLUMNS, out))
+
+    def table(out: TextIO) -> None:
+        print_table(rows, RESERVATION_COLUMNS, out)
+        if rows and rows[0].get("at_end"):  # the same for every one: the portal's rule
+            out.write(f"\n{rows[0]['at_end']}\n")
+
+    emit(args, rows, table)
     return EXIT_OK
 
 
@@ -1148,16 +1183,7 @@ def main(argv: Sequence[str] | None = None, *, env: dict[str, str] | None = None
                       "an admin to install the engine\n")
             return EXIT_API
         err.write(f"gpuctl: {exc}\n")
-        if exc.code in ("quota_exceeded", "no_address_free",
-                        "budget_exhausted"):  # refused at admission
-            return EXIT_QUOTA
-        if exc.status == 401:
-            return EXIT_AUTH
-        if exc.status == 404:
-            return EXIT_NOT_FOUND
-        if exc.status == 503:
-            return EXIT_UNREACHABLE
-        return EXIT_API
+        return EXIT_BY_CATEGORY.get(exc.category, EXIT_API)
     except KeyboardInterrupt:
         return 130
     finally:

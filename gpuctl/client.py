@@ -28,13 +28,26 @@ class Unreachable(Exception):
     """The portal or Keystone cannot be reached (exit code 7)."""
 
 
+# what an error's status says when the body names no category (a proxy's answer, an older
+# portal): the portal's own derivation, api/errors.py, for the statuses that decide exit codes
+_CATEGORY_BY_STATUS = {401: "auth", 403: "forbidden", 404: "not_found", 409: "conflict",
+                       429: "rate_limited", 500: "internal", 502: "unavailable",
+                       503: "unavailable", 504: "unavailable"}
+
+
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, detail: str, fields: dict | None = None):
+    """An error answer: `code` exactly what happened, `category` the kind of error (one of the
+    API's few: invalid, auth, forbidden, not_found, conflict, admission, rate_limited,
+    unavailable, internal), which gpuctl's exit codes follow."""
+
+    def __init__(self, status: int, code: str, detail: str, fields: dict | None = None,
+                 category: str | None = None):
         super().__init__(detail)
         self.status = status
         self.code = code
         self.detail = detail
         self.fields = fields or {}
+        self.category = category or _CATEGORY_BY_STATUS.get(status, "invalid")
 
     def __str__(self) -> str:
         text = f"{self.detail} ({self.status} {self.code})"
@@ -169,7 +182,8 @@ def _api_error(response: httpx.Response) -> ApiError:
         body = None
     if isinstance(body, dict) and "detail" in body:
         return ApiError(response.status_code, str(body.get("code") or "error"),
-                        str(body["detail"]), body.get("fields") or {})
+                        str(body["detail"]), body.get("fields") or {},
+                        category=str(body.get("category") or "") or None)
     text = response.text.strip().splitlines()[0][:200] if response.text.strip() else ""
     return ApiError(response.status_code, "error",
                     text or response.reason_phrase or "request failed")

@@ -1,4 +1,4 @@
-"""SSH into a running workload through the portal (issue 26): the client's keys and certificates.
+"""SSH into a running workload through the portal: the client's keys and certificates.
 
 - One ed25519 key per machine, made the first time (`ensure_key`), never sent anywhere: the
   portal signs its public half into a short-lived certificate for one workload

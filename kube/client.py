@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import urllib3
 from django.conf import settings
+from django.utils import timezone
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
@@ -146,6 +147,12 @@ KINDS: dict[str, Kind] = {
                           version="v1beta1", plural="ipaddresspools"),
 }
 
+# The keep-alive connections a process's ApiClient keeps to the API server. The client's
+# default (five per CPU) is below what a launch worker's threads ask at once (each launch's
+# objects are created together): a request beyond the pool still goes out, on a connection
+# made for it (a TLS handshake) and dropped after.
+POOL_CONNECTIONS = 64
+
 _lock = threading.Lock()
 _clients: dict[tuple[int, str | None], k8s.ApiClient] = {}
 
@@ -167,6 +174,8 @@ def api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
                 # no kubeconfig and not in a pod: the cluster is as good as unreachable
                 raise _unavailable(f"no cluster configured: {exc}") from exc
             configuration.retries = 1
+            configuration.connection_pool_maxsize = max(
+                configuration.connection_pool_maxsize or 0, POOL_CONNECTIONS)
             _clients[key] = k8s.ApiClient(configuration)
         return _clients[key]
 
@@ -207,11 +216,18 @@ def _unavailable(message: str, **kwargs: Any) -> KubeUnavailable:
 
 
 class Kube:
-    """CRUD over the kinds the portal manages, with a count of the writes it made."""
+    """CRUD over the kinds the portal manages, with a count of the writes it made. One may be
+    used from several threads at once (a launch's objects are created together): its
+    ApiClient's connection pool is thread-safe, and the count is kept under a lock."""
 
     def __init__(self, client: k8s.ApiClient | None = None) -> None:
         self._client = client
+        self._writes_lock = threading.Lock()
         self.writes = 0
+
+    def _wrote(self) -> None:
+        with self._writes_lock:
+            self.writes += 1
 
     @property
     def client(self) -> k8s.ApiClient:
@@ -244,20 +260,20 @@ class Kube:
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         result = self._call(obj["kind"], "create", obj["metadata"].get("namespace"), obj=obj)
-        self.writes += 1
+        self._wrote()
         return result
 
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         result = self._call(obj["kind"], "replace", meta.get("namespace"), meta["name"], obj)
-        self.writes += 1
+        self._wrote()
         return result
 
     def patch(self, kind: str, name: str, patch: dict[str, Any],
               namespace: str | None = None) -> dict[str, Any]:
         """A JSON merge patch (the client picks merge-patch for dict bodies)."""
         result = self._call(kind, "patch", namespace, name, patch)
-        self.writes += 1
+        self._wrote()
         return result
 
     def pod_log(self, name: str, namespace: str, *, container: str | None = None,
@@ -305,7 +321,7 @@ class Kube:
                        body={"propagationPolicy": propagation})
         except NotFound:
             return False
-        self.writes += 1
+        self._wrote()
         return True
 
     def watch(self, kind: str, namespace: str | None = None, *,
@@ -380,3 +396,15 @@ def _watch_error(status: dict[str, Any]) -> KubeError:
     if isinstance(code, int) and 400 <= code < 500 and code != 429:
         return KubeRefused(message, code=code, status=status)
     return KubeUnavailable(message, code=code, status=status)
+
+
+def cluster_probe() -> cluster_status.ClusterOutage | None:
+    """Ask the cluster once (an authenticated GET) and record the answer; raises nothing."""
+    try:
+        Kube().get("Namespace", "default")  # a missing namespace is an answer too
+    except KubeUnavailable as exc:
+        cluster_status.record_unreachable(str(exc))
+        return cluster_status.cluster_outage() or cluster_status.ClusterOutage(
+            error=str(exc), since=timezone.now())
+    cluster_status.record_reachable(force=True)
+    return None

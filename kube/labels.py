@@ -46,8 +46,11 @@ QUEUE_LABEL = f"{KUEUE_GROUP}/queue-name"
 PRIORITY_LABEL = f"{KUEUE_GROUP}/priority-class"
 ADMISSION_GATE = f"{KUEUE_GROUP}/admission"  # the scheduling gate on pods Kueue has not admitted
 
-# what the MPI operator (kubeflow.org MPIJob) labels its pods with: "launcher" or "worker"
+# what the MPI operator (kubeflow.org MPIJob, v2beta1) labels its pods with: their role,
+# "launcher" or "worker", and a worker's index (its rank)
 MPI_ROLE_LABEL = "training.kubeflow.org/job-role"
+MPI_INDEX_LABEL = "training.kubeflow.org/replica-index"
+MPI_WORKER, MPI_LAUNCHER = "worker", "launcher"
 
 
 def label_value(text: str) -> str:
@@ -125,6 +128,41 @@ def workload_object_name(workload_id: int, display_name: str, *,
     room = max_length - len(head) - 1
     tail = slug(display_name)[:room].strip("-") if room > 0 else ""
     return f"{head}-{tail}" if tail else head
+
+
+# `wl-<digits>` followed by `-` or the end reads back to exactly one id: the name's own shape
+OBJECT_NAME = re.compile(rf"^{PREFIX}-(\d+)(?:-|$)")
+
+
+def workload_id_of_name(name: str) -> int | None:
+    """The workload whose objects are named `name` (`wl-42-my-notebook` → 42), or whose
+    controllers named their own objects after it (`wl-42-…-r-0-1-x7k2p`); None for another
+    name."""
+    match = OBJECT_NAME.match(name)
+    return int(match.group(1)) if match else None
+
+
+def jobset_pod_host(object_name: str, rank: int) -> str:
+    """The host name of a JobSet's pod `rank`: `<jobset>-<replicated job>-<job>-<pod index>`
+    (one replicated job, one Job of it, one pod per node)."""
+    return f"{object_name}-{JOBSET_REPLICATED_JOB}-0-{rank}"
+
+
+def pod_name_rank(object_name: str, pod_name: str) -> int | str | None:
+    """Which rank a group's pod runs, from its name alone (what a GPU sample keeps of it):
+    JobSet's `<name>-r-0-<rank>-<5 chars>`, the MPI operator's `<name>-worker-<rank>` and
+    `<name>-launcher-<5 chars>` ("launcher"); None for another name."""
+    rest = pod_name.removeprefix(f"{object_name}-")
+    if rest == pod_name:
+        return None
+    parts = rest.split("-")
+    if parts[0] == MPI_LAUNCHER:
+        return MPI_LAUNCHER
+    if parts[0] == MPI_WORKER and len(parts) == 2 and parts[1].isdigit():
+        return int(parts[1])
+    if len(parts) == 4 and parts[:2] == [JOBSET_REPLICATED_JOB, "0"] and parts[2].isdigit():
+        return int(parts[2])  # <replicated job>-<job index>-<completion index>-<suffix>
+    return None
 
 
 # --- the shared-address mode (PORTAL_SERVICE_EXPOSURE=shared) ---------------------------------

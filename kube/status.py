@@ -1,9 +1,9 @@
 """Whether the cluster answers, as every process of the portal last saw it.
 
 Any process that fails to reach the Kubernetes API records the outage in the shared cache
-(Redis); the periodic probe (`portal.tasks.cluster_probe_task`, and /readyz) records both
-outages and recoveries, so a page can say "the cluster is unreachable" with one cache read
-instead of asking the cluster itself. A record expires by itself: if nobody has seen the
+(Redis); the periodic probe (`client.cluster_probe`, run by `portal.tasks.cluster_probe_task`
+and /readyz) records both outages and recoveries, so a page can say "the cluster is
+unreachable" with one cache read instead of asking the cluster itself. A record expires by itself: if nobody has seen the
 cluster fail for `RECORD_SECONDS`, the pages stop saying so.
 
 A cache that cannot be reached makes the status unknown (None), never an error: pages must
@@ -69,16 +69,3 @@ def record_reachable(*, force: bool = False) -> None:
         _recorded_here = False
     except Exception:  # noqa: BLE001
         log.warning("could not clear the cluster outage (cache unavailable)")
-
-
-def cluster_probe() -> ClusterOutage | None:
-    """Ask the cluster once (an authenticated GET) and record the answer; raises nothing."""
-    from .client import Kube, KubeUnavailable
-
-    try:
-        Kube().get("Namespace", "default")  # a missing namespace is an answer too
-    except KubeUnavailable as exc:
-        record_unreachable(str(exc))
-        return cluster_outage() or ClusterOutage(error=str(exc), since=timezone.now())
-    record_reachable(force=True)
-    return None

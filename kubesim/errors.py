@@ -2,7 +2,7 @@
 
 Every failure kubesim answers with is an `ApiError`; the HTTP layer turns it into the JSON
 body from `ApiError.status()` and the HTTP code from `ApiError.code`. Messages and details
-follow the real server (see shared/FACTS.md), because clients parse them: the official
+follow the real server's, because clients parse them: the official
 client raises `ApiException` with the body, kubectl prints `Error from server (Reason): msg`.
 """
 
@@ -174,7 +174,7 @@ def internal(message: str) -> ApiError:
 
 
 def invalid_list_options(causes: list[dict[str, Any]]) -> ApiError:
-    """422 for bad list options (kind ListOptions, group meta.k8s.io), as FACTS.md shows."""
+    """422 for bad list options (kind ListOptions, group meta.k8s.io), as the real API server answers."""
     parts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes]
     summary = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
     details = {"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes}

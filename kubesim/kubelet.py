@@ -2,7 +2,7 @@
 
 Per pod it keeps a small in-memory record (`PodRun`) with one `ContainerRun` per container:
 which stage it is in and when the next transition is due. `reconcile` applies the transitions
-that are due, writes the pod status derived from the record (the status shapes of FACTS.md)
+that are due, writes the pod status derived from the record (the real kubelet's status shapes)
 and asks its queue to come back at the next due time. Pod IPs come from the node's podCIDR;
 GPU devices are allocated at admission, like the kubelet's device manager does.
 

@@ -1,4 +1,4 @@
-"""What the portal tells people, and how it reaches them (issue 27).
+"""What the portal tells people, and how it reaches them.
 
 - Notification: one message to one user about one event (a workload queued, started, finished,
   failed, stopped; an idle warning, a reclaim, a runtime limit near; a budget threshold). Its

@@ -15,7 +15,7 @@ from identity.roles import PortalRole, project_role
 from identity.scoping import Action
 from tenants.models import Tenant
 
-from .models import DEFAULTS, Delivery, Notification, NotificationPreference, Webhook
+from .models import DEFAULTS, Channel, Delivery, Kind, Notification, NotificationPreference, Webhook
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,6 @@ def channels_for(user: Any, kind: str) -> set[str]:
 
 def preferences_of(user: Any) -> dict[tuple[str, str], bool]:
     """(kind, channel) → on/off for every kind and channel, defaults filled in."""
-    from .models import Channel, Kind
-
     chosen = dict(((kind, channel), enabled) for kind, channel, enabled in
                   NotificationPreference.objects.filter(user=user)
                   .values_list("kind", "channel", "enabled"))

@@ -89,9 +89,7 @@ def notify(*, kind: str, users: Iterable[Any], tenant: Any | None, title: str, t
     # task's claim (dispatched_at) hands each row out once
     Notification.objects.bulk_create(fresh, ignore_conflicts=True)
     if any(row.dispatched_at is None for row in fresh):
-        from .tasks import notifications_dispatch_task
-
-        send_on_commit(notifications_dispatch_task, key)
+        send_on_commit("notifications.tasks.notifications_dispatch_task", key)
     return len(fresh)
 
 
@@ -218,14 +216,12 @@ def webhook_test(*, acting_user: Any, webhook: Webhook) -> Delivery:
     """Queue a signed test POST (a Delivery, `test`): the webhook workers send it, the caller
     polls the delivery for the receiver's answer. Sent whatever the webhook's state: an owner
     tests a disabled webhook before enabling it again."""
-    from .tasks import webhook_post_task
-
     with transaction.atomic():
         delivery = Delivery.objects.create(channel=Channel.WEBHOOK, webhook=webhook, test=True)
         audit_record(actor=acting_user, action="notifications.webhook_test",
                      tenant=webhook.tenant, target=f"webhook {webhook.pk}",
                      after={"delivery": delivery.pk})
-        send_on_commit(webhook_post_task, delivery.pk)
+        send_on_commit("notifications.tasks.webhook_post_task", delivery.pk)
     return delivery
 
 

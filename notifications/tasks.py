@@ -74,8 +74,8 @@ def _dispatch(notification: Notification) -> int:
     if deliveries:
         with transaction.atomic():
             for delivery in Delivery.objects.bulk_create(deliveries):
-                send_on_commit(email_send_task if delivery.webhook is None else webhook_post_task,
-                               delivery.pk)
+                send_on_commit("notifications.tasks.email_send_task" if delivery.webhook is None
+                               else "notifications.tasks.webhook_post_task", delivery.pk)
     return 1
 
 

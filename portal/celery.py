@@ -35,16 +35,28 @@ def _close_old_connections(sender=None, task=None, **kwargs) -> None:
 # What waits on the outside world that users choose (their webhook receivers, the mail server)
 # runs on a queue of its own, `notifications`, served by workers of its own (the demo's
 # `notifications-worker`, deploy/'s gpu-portal-notifications-worker): a receiver that hangs or
-# a burst of tests holds those workers, never a launch, a stop or a provisioning on `celery`.
+# a burst of tests holds those workers, never a launch, a stop or a provisioning.
 NOTIFICATIONS_QUEUE = "notifications"
-# both declared: a purge (the tests' between runs) empties both, a worker started without
-# --queues serves both
-app.conf.task_queues = tuple(Queue(name, Exchange(name), routing_key=name)
-                             for name in (app.conf.task_default_queue, NOTIFICATIONS_QUEUE))
+# A workload's cluster I/O — its objects created (a launch), deleted (a stop, a removal, a
+# finished job's address given back) — runs on `launches`, served by workers with a pool of
+# threads (the demo's `launch-worker`, deploy/'s gpu-portal-launch-worker): such a task is
+# mostly waiting on the API server, so one process carries many at once, and a class's burst
+# of notebooks is created together rather than two at a time behind the processes of a prefork
+# pool. At most once still holds: each task claims its workload's transition first
+# (workloads/tasks.py) and creates under deterministic names (409 adopts), acked late.
+LAUNCHES_QUEUE = "launches"
+LAUNCH_TASKS = ("workload_create_task", "workload_stop_task", "workload_remove_objects_task",
+                "workload_address_release_task")
+# all declared: a purge (the tests' between runs) empties them all, a worker started without
+# --queues serves them all
+app.conf.task_queues = tuple(
+    Queue(name, Exchange(name), routing_key=name)
+    for name in (app.conf.task_default_queue, LAUNCHES_QUEUE, NOTIFICATIONS_QUEUE))
 app.conf.task_routes = {
-    f"notifications.tasks.{name}": {"queue": NOTIFICATIONS_QUEUE}
-    for name in ("notifications_dispatch_task", "notifications_dispatch_stale",
-                 "email_send_task", "webhook_post_task")
+    **{f"workloads.tasks.{name}": {"queue": LAUNCHES_QUEUE} for name in LAUNCH_TASKS},
+    **{f"notifications.tasks.{name}": {"queue": NOTIFICATIONS_QUEUE}
+       for name in ("notifications_dispatch_task", "notifications_dispatch_stale",
+                    "email_send_task", "webhook_post_task")},
 }
 
 app.conf.beat_schedule = {

@@ -14,20 +14,23 @@ retried first (core/contention.py), and what still ends in it is answered 503
 `database_busy` with a one-second Retry-After, marked so that ContentionRetryMiddleware may run
 the request again. `database_unavailable` stays for a database that is down.
 
-Under /api/ every answer of these handlers is JSON in the API's format ({code, detail,
-fields}); a body larger than DATA_UPLOAD_MAX_MEMORY_SIZE is 413, not Django's 400. None of
-them shows anything of the request (error reports are portal/error_reports.py's).
+Under /api/ every answer of these handlers is JSON in the API's format ({code, category, detail,
+fields}: api/errors.py's error_body); a body larger than DATA_UPLOAD_MAX_MEMORY_SIZE is 413, not
+Django's 400. None of them shows anything of the request (error reports are
+portal/error_reports.py's).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
+from api.errors import error_body
 from core.contention import is_lock_contention
 from core.outages import (
     BUSY_RETRY_AFTER_SECONDS,
@@ -55,11 +58,15 @@ BUSY_PAGE = PAGE.replace(
     "in a few seconds", "in a moment")
 
 
+def _outage_body(body: Mapping[str, object]) -> dict[str, object]:
+    return error_body(str(body["code"]), str(body["detail"]), status=503)
+
+
 def database_unavailable_response(request: HttpRequest) -> HttpResponse:
     """503 for a request that needed the database: JSON in the API's error format under /api/,
     a short page (no template: rendering one would ask the database again) elsewhere."""
     if request.path.startswith("/api/"):
-        response: HttpResponse = JsonResponse(DATABASE_UNAVAILABLE, status=503)
+        response: HttpResponse = JsonResponse(_outage_body(DATABASE_UNAVAILABLE), status=503)
     else:
         response = HttpResponse(PAGE, status=503, content_type="text/html; charset=utf-8")
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
@@ -69,7 +76,7 @@ def database_unavailable_response(request: HttpRequest) -> HttpResponse:
 def database_busy_response(request: HttpRequest) -> HttpResponse:
     """503 for a request that lock contention ended (after waiting and retrying)."""
     if request.path.startswith("/api/"):
-        response: HttpResponse = JsonResponse(DATABASE_BUSY, status=503)
+        response: HttpResponse = JsonResponse(_outage_body(DATABASE_BUSY), status=503)
     else:
         response = HttpResponse(BUSY_PAGE, status=503, content_type="text/html; charset=utf-8")
     response["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
@@ -77,8 +84,8 @@ def database_busy_response(request: HttpRequest) -> HttpResponse:
     return response
 
 
-SERVER_ERROR = {"code": "server_error", "fields": {},
-                "detail": "The portal failed to answer this request; the error is logged."}
+SERVER_ERROR = error_body("server_error", "The portal failed to answer this request; the error "
+                                          "is logged.", status=500)
 REQUEST_TOO_LARGE_PAGE = """<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>GPU portal: request too large</title></head>
@@ -95,7 +102,7 @@ def _is_api(request: HttpRequest) -> bool:
 
 
 def _api_error(code: str, detail: str, status: int) -> JsonResponse:
-    return JsonResponse({"code": code, "detail": detail, "fields": {}}, status=status)
+    return JsonResponse(error_body(code, detail, status=status), status=status)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

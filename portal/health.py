@@ -15,6 +15,7 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 
 from identity.client import KeystoneClient, KeystoneError
+from kube.client import cluster_probe
 
 
 @never_cache
@@ -39,8 +40,6 @@ def _check_cluster() -> None:
     # one authenticated GET through the portal's own client and credentials (kubeconfig or
     # service account), recorded for the pages' banner: a missing namespace is still an
     # answer, an unreachable API is not
-    from kube.status import cluster_probe
-
     outage = cluster_probe()
     if outage is not None:
         raise ConnectionError(outage.error)

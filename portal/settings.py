@@ -351,7 +351,7 @@ PORTAL_AUTH_PROXY_SESSION_SECONDS = env.int("PORTAL_AUTH_PROXY_SESSION_SECONDS",
 PORTAL_AUTH_PROXY_OFFLINE_SECONDS = env.int("PORTAL_AUTH_PROXY_OFFLINE_SECONDS", default=900)
 # a script's bearer token for one workload lives this long (it asks for another)
 PORTAL_WORKLOAD_TOKEN_SECONDS = env.int("PORTAL_WORKLOAD_TOKEN_SECONDS", default=60)
-# SSH into workloads (issue 26, access/ssh.py): the CA that signs users' certificates (an
+# SSH into workloads (access/ssh.py): the CA that signs users' certificates (an
 # ed25519 private key, or a file holding one; default: derived from SECRET_KEY), how long a
 # certificate lives, whether a new tenant allows SSH, and where a workload's SSH server reports
 # its sessions (default: the OIDC backend address without /o)
@@ -361,7 +361,7 @@ PORTAL_SSH_CERTIFICATE_SECONDS = env.int("PORTAL_SSH_CERTIFICATE_SECONDS", defau
 PORTAL_SSH_ENABLED_DEFAULT = env.bool("PORTAL_SSH_ENABLED_DEFAULT", default=True)
 PORTAL_SSH_REPORT_URL = env.str("PORTAL_SSH_REPORT_URL", default="")
 
-# --- notifications (issue 27) ------------------------------------------------------------------
+# --- notifications ------------------------------------------------------------------
 # the portal's address as its users' browsers know it: the links in e-mails and webhook posts
 PORTAL_PUBLIC_URL = env.str("PORTAL_PUBLIC_URL",
                             default=PORTAL_OIDC_ISSUER.removesuffix("/o")).rstrip("/")
@@ -382,14 +382,19 @@ PORTAL_WEBHOOKS_PER_PROJECT = env.int("PORTAL_WEBHOOKS_PER_PROJECT", default=10)
 # test POSTs ("Send a test", `POST …/webhooks/{id}/test/`) per user, API and pages together;
 # past it, 429 (empty: no limit of its own beyond PORTAL_API_THROTTLE_RATE)
 PORTAL_WEBHOOK_TEST_RATE = env.str("PORTAL_WEBHOOK_TEST_RATE", default="10/minute")
-# --- GPU-hour budgets (issue 27) ---------------------------------------------------------------
+# --- GPU-hour budgets ---------------------------------------------------------------
 # a budget with "stop at exhaustion" warns the running workloads when it is used up, and stops
 # them this many minutes later
 PORTAL_BUDGET_STOP_GRACE_MINUTES = env.int("PORTAL_BUDGET_STOP_GRACE_MINUTES", default=15)
-# --- the calendar (issue 28) -----------------------------------------------------------------
+# --- the calendar -----------------------------------------------------------------
 # a reservation occurrence still unused this many minutes after its start is released (its GPUs
 # leave the tenant's quota and are bookable again; calendars/reservations.py says "unused")
 PORTAL_RESERVATION_GRACE_MINUTES = env.int("PORTAL_RESERVATION_GRACE_MINUTES", default=30)
+# when an occurrence ends or is cancelled, the owners of the tenant's workloads beyond the quota
+# then in force are told at once, and those still beyond it this many minutes later are put
+# back in line (batch) or stopped (services): calendars/reservations.py
+PORTAL_RESERVATION_END_GRACE_MINUTES = env.int("PORTAL_RESERVATION_END_GRACE_MINUTES",
+                                               default=10)
 # webhooks may post to loopback, link-local, private and the cluster's own addresses (off: only
 # the public internet, checked at creation and again at each POST; notifications/webhook_urls.py)
 PORTAL_WEBHOOK_ALLOW_PRIVATE = env.bool("PORTAL_WEBHOOK_ALLOW_PRIVATE", default=False)
@@ -425,7 +430,7 @@ OAUTH2_PROVIDER = {
     "CLIENT_SECRET_HASHER": "pbkdf2_sha256_derived_key",
     "OIDC_RSA_PRIVATE_KEY": PORTAL_OIDC_PRIVATE_KEY,
     "OIDC_ISS_ENDPOINT": PORTAL_OIDC_ISSUER,
-    "OAUTH2_VALIDATOR_CLASS": "access.oidc.PortalOAuth2Validator",
+    "OAUTH2_VALIDATOR_CLASS": "workloads.oidc.PortalOAuth2Validator",
     "SCOPES": {"openid": "sign in", "profile": "your name", "email": "your e-mail address"},
     "DEFAULT_SCOPES": ["openid"],
     "PKCE_REQUIRED": True,
@@ -515,6 +520,9 @@ SPECTACULAR_SETTINGS = {
                             "KindEnum": "catalogue.models.Template.Kind",
                             "WebhookStateEnum": "notifications.models.Webhook.State",
                             "DeliveryStateEnum": "notifications.models.Delivery.State"},
+    # the default hook (enums as components), then every operation's error answers
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "api.schema.error_responses"],
 }
 
 # --- static files -------------------------------------------------------------------------

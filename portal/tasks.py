@@ -2,7 +2,7 @@ from celery import shared_task
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
-from kube.status import cluster_probe
+from kube.client import cluster_probe
 
 
 @shared_task(ignore_result=True)

@@ -23,5 +23,7 @@ def home(request):
             project_count=project_workloads.count(),
             gpu_rows=gpu_rows,
             gpus_used=sum(row.quota_used for row in gpu_rows),
+            # in force, as each type's (tenants.selectors.quota_figures)
+            gpus_limit=gpu_rows[0].total_limit if gpu_rows else tenant.quota.gpus_total,
         )
     return render(request, "portal/home.html", context)

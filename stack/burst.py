@@ -1,4 +1,4 @@
-"""A script's burst against a running demo (issue 15), as a newcomer would send it.
+"""A script's burst against a running demo, as a newcomer would send it.
 
 The admin raises vision-lab's quota through the API; then, with a Keystone token the portal has
 never seen, a researcher's script sends N one-GPU Jupyter launches at once (and a few batch jobs

@@ -65,6 +65,9 @@ KEYSTONE_THREADS = 1
 WEB_SERVER = "gunicorn"
 WEB_WORKERS = 2
 WEB_THREADS = 4
+# The launch worker's threads: launches (and stops) created at once. Each mostly waits on the
+# API server; 16 take a class's burst of notebooks together (bench/results/notebook_burst.md).
+LAUNCH_THREADS = 16
 
 
 # the registries the demo's images come from (PORTAL_IMAGE_REGISTRIES): the seeded templates'
@@ -193,8 +196,8 @@ def keystone_install(layout: DemoLayout = DemoLayout()) -> KeystoneInstall:
 def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
                    env: dict[str, str] | None = None) -> list[DemoProcess]:
     """Every process of the demo, in start order: Keystone, Redis, kubesim, the web server,
-    the Celery workers (`celery`; `notifications`, portal/celery.py's route), the tracker and
-    beat."""
+    the Celery workers (`celery`; `launches` and `notifications`, portal/celery.py's routes),
+    the tracker and beat."""
     env = env if env is not None else portal_env(layout)
     python = sys.executable
     (layout.root / "redis").mkdir(parents=True, exist_ok=True)
@@ -224,6 +227,12 @@ def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
     procs += [
         DemoProcess("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2",
                                "--queues", "celery", "--hostname", "demo-worker@%h"], env),
+        # the workloads' cluster I/O (portal/celery.py's `launches` route): threads, since a
+        # creation or a stop mostly waits on the API server; a class's burst of notebooks is
+        # created together, not two at a time behind the prefork worker's two processes
+        DemoProcess("launch-worker", [
+            *celery, "worker", "--loglevel", "INFO", "--pool", "threads", "--concurrency",
+            str(LAUNCH_THREADS), "--queues", "launches", "--hostname", "demo-launches@%h"], env),
         # the notifications' outside channels (webhook POSTs, e-mail) on workers of their own
         # (portal/celery.py routes them): a dead receiver or a burst of tests holds these, never
         # a launch. Threads: each POST mostly waits on the network

@@ -1,4 +1,4 @@
-"""The demo's Keystone identities (DESIGN.md), created through Keystone's own API. Idempotent."""
+"""The demo's Keystone identities (README.md's demo accounts), created through Keystone's own API. Idempotent."""
 
 from __future__ import annotations
 

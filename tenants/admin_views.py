@@ -16,18 +16,24 @@ from django.views.decorators.http import require_http_methods, require_POST
 from audit.models import AuditRecord
 from catalogue.images import image_allowed
 from catalogue.models import GpuType, Template
-from cluster.capacity import gpus_in_use_by_namespace
+from core.tasks import send_on_commit
 from identity.access import SignedInRequest, admin_required, scoped_object
 from identity.client import KeystoneClient, KeystoneError
 from identity.scoping import Action, TenantScopedQuerySet
 from kube.client import KubeError
 from kube.kueue import queueing_shown
 
+from .figures import QuotaUse
 from .filtersets import TenantFilterSet
 from .forms import ImagePrefixesForm
 from .models import Quota, Tenant
 from .quota_validation import CapacityUnknown, QuotaInvalid, quota_changes_clean
-from .selectors import tenant_pod_security
+from .selectors import (
+    quota_figures,
+    quota_uses_in_cluster,
+    tenant_pod_security,
+    tenants_with_quota_figures,
+)
 from .services import (
     QUOTA_FIELDS,
     quota_update,
@@ -44,10 +50,11 @@ def _not_deleted(tenants: TenantScopedQuerySet[Tenant]) -> TenantScopedQuerySet[
     return tenants.exclude(state=Tenant.State.DELETED)
 
 
-def _usage(tenants: Iterable[Tenant]) -> tuple[dict[str, dict[str, int]], str | None]:
-    """GPUs in use per namespace from the cluster; (usage, error message or None)."""
+def _usage(tenants: Iterable[Tenant]) -> tuple[dict[int, QuotaUse], str | None]:
+    """GPUs in use per tenant as its namespace's pods request them (source "cluster": what
+    runs, whether or not the portal launched it); (usage, error message or None)."""
     try:
-        return gpus_in_use_by_namespace({t.namespace for t in tenants}), None
+        return quota_uses_in_cluster(tenants), None
     except KubeError as exc:
         log.warning("cluster unreachable for the tenants page: %s", exc)
         return {}, "The cluster is unreachable: GPUs in use are not shown."
@@ -61,22 +68,27 @@ def _form_values(quota: Quota, posted: Mapping[str, str]) -> dict[str, object]:
     return values
 
 
-def _row(tenant: Tenant, gpu_types: Iterable[GpuType], usage: dict[str, dict[str, int]],
+def _row(tenant: Tenant, gpu_types: Iterable[GpuType], usage: dict[int, QuotaUse],
          posted: Mapping[str, str] | None = None) -> dict[str, object]:
-    """One tenant's table row; after a refused inline save it carries what was typed."""
+    """One tenant's table row: the admin's quota (what the form edits), what is in force where
+    adjustments change it, what the cluster's pods use; after a refused inline save it
+    carries what was typed."""
     quota = tenant.quota
-    by_type = quota.gpus_by_type()
-    used = usage.get(tenant.namespace, {})
+    figures = quota_figures(tenant, quota=quota, used=usage.get(tenant.pk))
+    used = figures.used
     posted = posted or {}
     values = _form_values(quota, posted)
     return {
         "tenant": tenant,
         "quota": quota,
+        "figures": figures,
         "values": values,
-        "cells": [{"slug": t.slug, "used": used.get(t.slug, 0),
-                   "limit": posted.get(f"gpu_{t.slug}", by_type.get(t.slug, 0))}
+        "cells": [{"slug": t.slug, "used": used.gpus(t.slug) if used else 0,
+                   "limit": posted.get(f"gpu_{t.slug}", figures.nominal.gpus(t.slug)),
+                   "in_force": figures.gpus(t.slug),
+                   "adjusted": figures.adjusted_text(t.slug).strip(" ()")}
                   for t in gpu_types],
-        "used_total": sum(used.values()),
+        "used_total": used.gpus_total if used else 0,
     }
 
 
@@ -103,7 +115,7 @@ def tenant_list(request: SignedInRequest) -> HttpResponse:
                                 queryset=Tenant.objects.select_related("quota").restrict(
                                     request.identity, Action.VIEW).exclude(
                                     state=Tenant.State.DELETED))
-    tenants = list(filterset.qs.prefetch_related("quota__gpu_limits__gpu_type"))
+    tenants = list(tenants_with_quota_figures(filterset.qs))
     gpu_types = list(GpuType.objects.filter(enabled=True))
     usage, cluster_error = _usage(tenants)
     return render(request, "tenants/tenant_list.html", {
@@ -165,12 +177,16 @@ def tenant_detail(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
         members_error = f"Keystone did not answer ({type(exc).__name__})."
     gpu_types = list(GpuType.objects.filter(enabled=True))
     quota = tenant.quota
-    by_type = quota.gpus_by_type()
+    figures = quota_figures(tenant, quota=quota)
+    by_type = figures.nominal.gpus_by_type
     # after a refused save the form shows what the admin typed, not the stored values
     posted = request.POST if errors else {}
     values = _form_values(quota, posted)
     return render(request, "tenants/tenant_detail.html", {
         "tenant": tenant, "quota": quota, "values": values, "errors": errors,
+        "figures": figures,
+        "in_force": [{"slug": t.slug, "nominal": figures.nominal.gpus(t.slug),
+                      "in_force": figures.gpus(t.slug)} for t in gpu_types],
         "gpu_limits": [{"type": t, "limit": posted.get(f"gpu_{t.slug}", by_type.get(t.slug, 0))}
                        for t in gpu_types],
         "members": members, "members_error": members_error,
@@ -200,9 +216,7 @@ def tenant_root_templates(request: SignedInRequest, tenant: Tenant) -> HttpRespo
 @require_POST
 @scoped_object(Tenant, Action.CHANGE)
 def tenant_reconcile_now(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
-    from .tasks import tenant_reconcile_task
-
-    tenant_reconcile_task.delay(tenant.pk)
+    send_on_commit("tenants.tasks.tenant_reconcile_task", tenant.pk)
     messages.info(request, f"Reconciling {tenant.namespace}; reload in a moment.")
     return redirect("tenants:detail", pk=tenant.pk)
 

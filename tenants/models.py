@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from decimal import Decimal
+from typing import Any
 
-from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from .querysets import GpuQuotaQuerySet, QuotaQuerySet, TenantQuerySet
+from .querysets import (
+    GpuQuotaQuerySet,
+    QuotaAdjustmentQuerySet,
+    QuotaQuerySet,
+    TenantQuerySet,
+)
 
 
 class Tenant(models.Model):
@@ -52,8 +55,9 @@ class Tenant(models.Model):
 
 
 class Quota(models.Model):
-    """What a tenant may use at once. Enforced by the portal at admission and by Kubernetes'
-    ResourceQuota in the tenant's namespace."""
+    """What a tenant may use at once, as the admin set it (the nominal quota). What is in force
+    now also counts its adjustments (QuotaAdjustment): tenants.selectors.quota_figures answers
+    both, for the portal's admission, the namespace's ResourceQuota and Kueue's ClusterQueue."""
 
     class IdleAction(models.TextChoices):
         WARN = "warn", "warn only"
@@ -84,16 +88,6 @@ class Quota(models.Model):
         max_digits=6, decimal_places=2, default=1,
         validators=[MinValueValidator(Decimal("0.01"))],
         help_text="its share of what is borrowed, against the other tenants' weights")
-    # why the tenant's Kueue ClusterQueue is held (stopPolicy Hold: nothing new admitted, the
-    # admitted run on), e.g. an exhausted hard budget; empty: not held
-    queue_held_reason = models.TextField(blank=True, default="")
-    # GPUs per type slug that the tenant's reservations running now add to the quota (the
-    # calendar's beat writes it through services.quota_reserved_set; derived, never edited)
-    reserved_gpus = models.JSONField(default=dict, blank=True)
-    # GPUs per type slug taken off the Kueue queue's nominal quota while maintenance leaves
-    # fewer GPUs of the type in service than the queues together could admit (the calendar's
-    # beat writes it through services.quota_withheld_set; derived, never edited)
-    withheld_gpus = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = QuotaQuerySet.as_manager()
@@ -102,50 +96,18 @@ class Quota(models.Model):
         return f"quota of {self.tenant}"
 
     def gpus_by_type(self) -> dict[str, int]:
-        """The admin's quota per GPU type (what the pages show as the quota)."""
-        return {g.gpu_type.slug: g.gpus for g in self.gpu_limits.select_related("gpu_type")}
-
-    def effective(self) -> QuotaFigures:
-        """The figures admission and Kueue use now: the admin's quota plus what the tenant's
-        running reservations add (`reserved_gpus`).
-
-        A reserved GPU comes with CPU and memory: the quota's own share per GPU (its cores and
-        GiB over its GPUs in all; for a quota of no GPUs, the default quota's share), rounded
-        up. Reserved GPUs that could not be used for want of CPU or memory quota would be held
-        for nothing."""
-        reserved = {slug: int(n) for slug, n in (self.reserved_gpus or {}).items() if int(n) > 0}
-        by_type = self.gpus_by_type()
-        for slug, gpus in reserved.items():
-            by_type[slug] = by_type.get(slug, 0) + gpus
-        extra = sum(reserved.values())
-        cpu, memory_gb = self.cpu, self.memory_gb
-        if extra:
-            if self.gpus_total:
-                per_cpu, per_memory = self.cpu / self.gpus_total, self.memory_gb / self.gpus_total
-            else:
-                gpus = max(settings.PORTAL_DEFAULT_QUOTA_GPUS_TOTAL, 1)
-                per_cpu = settings.PORTAL_DEFAULT_QUOTA_CPU / gpus
-                per_memory = settings.PORTAL_DEFAULT_QUOTA_MEMORY_GB / gpus
-            cpu += math.ceil(per_cpu * extra)
-            memory_gb += math.ceil(per_memory * extra)
-        return QuotaFigures(gpus_by_type=by_type, gpus_total=self.gpus_total + extra, cpu=cpu,
-                            memory_gb=memory_gb, reserved=reserved)
+        """The admin's quota per GPU type (the nominal quota: what the quota form edits; the
+        figures in force are tenants.selectors.quota_figures')."""
+        return {g.gpu_type.slug: g.gpus for g in prefetched_or(self, "gpu_limits", "gpu_type")}
 
 
-@dataclasses.dataclass(frozen=True)
-class QuotaFigures:
-    """A quota's figures in effect now (Quota.effective): the admin's plus the reserved."""
-
-    gpus_by_type: dict[str, int]
-    gpus_total: int
-    cpu: int
-    memory_gb: int
-    reserved: dict[str, int]  # per GPU type slug: what running reservations add
-
-    def reserved_text(self, slug: str) -> str:
-        """" (4 of them reserved)" while reservations add GPUs of the type, else ""."""
-        gpus = self.reserved.get(slug, 0)
-        return f" ({gpus} of them reserved)" if gpus else ""
+def prefetched_or(instance: models.Model, relation: str, *related: str) -> list[Any]:
+    """The rows of a many-side `relation` of `instance`: as prefetched where the caller
+    prefetched them (no query), else read in one query with `related` joined."""
+    manager = getattr(instance, relation)
+    if relation in getattr(instance, "_prefetched_objects_cache", {}):
+        return list(manager.all())
+    return list(manager.select_related(*related))
 
 
 class GpuQuota(models.Model):
@@ -162,3 +124,57 @@ class GpuQuota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpus} × {self.gpu_type_id}"
+
+
+class QuotaAdjustment(models.Model):
+    """A change to a tenant's quota in force that the admin's figures do not hold: GPUs a
+    running reservation adds, GPUs maintenance withholds from the queue, a budget's hold of the
+    queue, a grant. Each source writes only its own rows, and only through
+    tenants.services.quota_adjustments_set; tenants.selectors.quota_figures adds them up."""
+
+    class Source(models.TextChoices):
+        ADMIN = "admin", "an admin"
+        RESERVATION = "reservation", "a reservation"
+        MAINTENANCE = "maintenance", "maintenance"
+        BUDGET_HOLD = "budget_hold", "the GPU-hour budget"
+        REQUEST = "request", "a quota request"
+
+    class Kind(models.TextChoices):
+        # GPUs added to the quota (> 0: with the quota's CPU and memory share per GPU) or
+        # withheld from it (< 0: the type's GPUs only, never below none); of a type, or of
+        # the total where no type is named
+        DELTA = "delta", "GPUs added or withheld"
+        HOLD = "hold", "queue held"  # Kueue admits nothing new while one is in force
+
+    quota = models.ForeignKey(Quota, on_delete=models.CASCADE, related_name="adjustments")
+    source = models.CharField(max_length=16, choices=Source.choices)
+    # what of the source it stands for (an occurrence, the windows, a budget): a writer
+    # replaces all its rows at once, and the reference tells them apart in the audit trail
+    ref = models.CharField(max_length=128, blank=True, default="")
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.DELTA)
+    gpu_type = models.ForeignKey("catalogue.GpuType", null=True, blank=True,
+                                 on_delete=models.CASCADE, related_name="+")
+    gpus = models.IntegerField(default=0)
+    reason = models.TextField(blank=True, default="")
+    # from when it counts (its writer writes it then, never ahead) to when it stops counting
+    # (empty: until its writer removes it); one whose end passed counts no more, even before
+    # its writer comes back to remove it
+    starts_at = models.DateTimeField(null=True, blank=True)
+    ends_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = QuotaAdjustmentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["source", "ref", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(kind="hold", gpus=0, gpu_type__isnull=True)
+                           | (models.Q(kind="delta") & ~models.Q(gpus=0))),
+                name="quota_adjustment_delta_or_hold"),
+        ]
+
+    def __str__(self) -> str:
+        if self.kind == self.Kind.HOLD:
+            return f"hold by {self.source}"
+        return f"{self.gpus:+d} {self.gpu_type_id or 'GPUs'} by {self.source}"

@@ -31,7 +31,7 @@ from .manifests import (
     tenant_objects,
 )
 from .models import Quota, Tenant
-from .selectors import tenant_pod_security
+from .selectors import quota_figures, tenant_pod_security
 from .transitions import ACTIVE, tenant_transition
 
 log = logging.getLogger(__name__)
@@ -67,8 +67,9 @@ def egress_spec() -> EgressSpec:
 
 
 def namespace_spec(tenant: Tenant, quota: Quota, *, queued: bool = False) -> NamespaceSpec:
-    """The ResourceQuota holds the figures in effect: a running reservation raises them."""
-    figures = quota.effective()
+    """The ResourceQuota holds the figures in force (tenants.selectors.quota_figures): a
+    running reservation raises them."""
+    figures = quota_figures(tenant, quota=quota).in_force
     by_resource: dict[str, int] = {}
     for gpu_type in GpuType.objects.filter(slug__in=figures.gpus_by_type):
         resource = gpu_type.resource_name

@@ -1,5 +1,5 @@
-"""A tenant's quota as Kueue objects (made by kueue.py's pure functions), and what its queue
-may reach. tenants/provisioning.py reconciles them where the cluster queues
+"""A tenant's quota as Kueue objects (made by kueue.py's pure functions; what its queue may reach
+is QuotaFigures.reach). tenants/provisioning.py reconciles them where the cluster queues
 (kube/kueue.py says whether it does)."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from .kueue import (
     make_resource_flavors,
 )
 from .models import Quota, Tenant
+from .selectors import quota_figures
 
 
 def flavor_specs() -> list[FlavorSpec]:
@@ -27,19 +28,17 @@ def flavor_specs() -> list[FlavorSpec]:
 
 
 def queue_spec(tenant: Tenant, quota: Quota) -> QueueSpec:
-    """The nominal quotas are the figures in effect: a running reservation raises them, and
-    maintenance that leaves too few GPUs of a type in service lowers them (withheld_gpus)."""
-    figures = quota.effective()
-    withheld = quota.withheld_gpus or {}
-    gpus = {slug: max(n - int(withheld.get(slug, 0)), 0)
-            for slug, n in figures.gpus_by_type.items()}
+    """The nominal quotas are the figures in force (tenants.selectors.quota_figures): a running
+    reservation raises them, maintenance that leaves too few GPUs of a type in service lowers
+    them, a hold in force (an exhausted hard budget) holds the queue."""
+    figures = quota_figures(tenant, quota=quota)
     return QueueSpec(
         name=tenant.namespace, namespace=tenant.namespace,
-        gpus=tuple(sorted(gpus.items())),
-        cpu=figures.cpu, memory_gb=figures.memory_gb,
+        gpus=tuple(sorted(figures.in_force.gpus_by_type.items())),
+        cpu=figures.in_force.cpu, memory_gb=figures.in_force.memory_gb,
         borrowing_limit=quota.gpu_borrowing_limit, lending_limit=quota.gpu_lending_limit,
         weight=f"{Decimal(str(quota.fair_share_weight)).normalize():f}",
-        held=bool(quota.queue_held_reason))
+        held=figures.held)
 
 
 def cluster_queueing_objects() -> list[dict[str, Any]]:
@@ -51,12 +50,3 @@ def tenant_queue_objects(tenant: Tenant, quota: Quota) -> list[dict[str, Any]]:
     """A tenant's ClusterQueue and the LocalQueue in its namespace."""
     spec = queue_spec(tenant, quota)
     return [make_cluster_queue(spec, flavor_specs()), make_local_queue(spec)]
-
-
-def gpu_reach(quota: Quota, gpu_slug: str) -> int | None:
-    """The most GPUs of a type the tenant's queue can hold at once now: its nominal quota (with
-    what running reservations add) plus what it may borrow (None: no borrowing limit, so only
-    the cluster's size bounds it)."""
-    if quota.gpu_borrowing_limit is None:
-        return None
-    return quota.effective().gpus_by_type.get(gpu_slug, 0) + quota.gpu_borrowing_limit

@@ -14,7 +14,7 @@ from typing import Any
 
 from catalogue.models import GpuType
 from cluster.capacity import gpu_capacity
-from core.validation import FieldsInvalid
+from core.validation import FieldsInvalid, as_whole, excerpt
 from kube.client import KubeError
 
 from .models import Quota
@@ -37,17 +37,12 @@ class _Refused(ValueError):
 
 def _count(value: Any, *, low: int = 0, high: int = MAX_VALUE) -> int:
     """A whole number in [low, high]: an integer, or a string of one (the page's fields)."""
-    if isinstance(value, bool):
+    number = as_whole(int(value) if isinstance(value, float) and value.is_integer() else value)
+    if number is None:
         raise _Refused("A whole number is required.")
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value.strip())
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int):
-        raise _Refused("A whole number is required.")
-    if not low <= value <= high:
+    if not low <= number <= high:
         raise _Refused(f"Give a number from {low} to {high}.")
-    return value
+    return number
 
 
 def _optional_count(value: Any) -> int | None:
@@ -63,7 +58,8 @@ def _flag(value: Any) -> bool:
 
 
 def _weight(value: Any) -> Decimal:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)) or \
+            not str(value).isascii():  # Decimal() reads "٣" as 3
         raise _Refused("A number is required.")
     try:
         weight = Decimal(str(value).strip())
@@ -90,10 +86,10 @@ def _gpus_by_type(value: Any) -> dict[str, int]:
         try:
             cleaned[str(slug)] = _count(gpus)
         except _Refused as exc:
-            raise _Refused(f"{slug}: {exc}") from None
-    unknown = unknown_gpu_types(cleaned)
-    if unknown:
-        raise _Refused(f"unknown GPU type(s): {', '.join(unknown)}")
+            raise _Refused(f"{excerpt(slug)}: {exc}") from None
+    problem = unknown_gpu_types_refusal(cleaned)
+    if problem:
+        raise _Refused(problem)
     return cleaned
 
 
@@ -174,3 +170,13 @@ def over_capacity_errors(changes: dict[str, Any]) -> dict[str, list[str]]:
 def unknown_gpu_types(slugs: Iterable[str]) -> list[str]:
     known = set(GpuType.objects.filter(slug__in=list(slugs)).values_list("slug", flat=True))
     return sorted(set(slugs) - known)
+
+
+def unknown_gpu_types_refusal(slugs: Iterable[str]) -> str | None:
+    """What refuses `slugs` that name no GPU type (the first few of them), or None."""
+    unknown = unknown_gpu_types(slugs)
+    if not unknown:
+        return None
+    named = ", ".join(excerpt(slug, quotes=False) for slug in unknown[:5])
+    return f"unknown GPU type(s): {named}" + (f" and {len(unknown) - 5} more"
+                                               if len(unknown) > 5 else "")

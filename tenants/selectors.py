@@ -3,12 +3,22 @@
 
 from __future__ import annotations
 
-from django.conf import settings
+import datetime as dt
+from collections.abc import Iterable
 
+from django.conf import settings
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from cluster.capacity import gpus_in_use_by_namespace
 from identity.identity import Identity
 
+from .figures import USE_CLUSTER, AdjustmentLine, QuotaAmounts, QuotaFigures, QuotaUse, figures_of
 from .manifests import enforced_level, level_admits_root
-from .models import Tenant
+from .models import Quota, QuotaAdjustment, Tenant, prefetched_or
+
+# what to prefetch from Tenant for quota_figures to read nothing more (a page of tenants)
+QUOTA_FIGURES_PREFETCH = ("quota__gpu_limits__gpu_type", "quota__adjustments__gpu_type")
 
 
 def tenant_pod_security(tenant: Tenant) -> str:
@@ -30,3 +40,60 @@ def tenant_current(identity: Identity | None) -> Tenant | None:
         return None
     return (Tenant.objects.select_related("quota")
             .filter(keystone_project_id=identity.project.id).first())
+
+
+# --- the quota's figures ----------------------------------------------------------------------
+
+def adjustment_line(row: QuotaAdjustment) -> AdjustmentLine:
+    return AdjustmentLine(source=row.source, kind=row.kind,
+                          gpu_type=row.gpu_type.slug if row.gpu_type is not None else None,
+                          gpus=row.gpus, reason=row.reason, ref=row.ref,
+                          starts_at=row.starts_at, ends_at=row.ends_at)
+
+
+def quota_adjustment_lines(quota: Quota) -> list[AdjustmentLine]:
+    """Every adjustment row of the quota (in force or not), as prefetched where it was."""
+    return [adjustment_line(row) for row in prefetched_or(quota, "adjustments", "gpu_type")]
+
+
+def quota_figures(tenant: Tenant, *, quota: Quota | None = None, used: QuotaUse | None = None,
+                  now: dt.datetime | None = None) -> QuotaFigures:
+    """The tenant's quota figures now (tenants/figures.py): nominal, the adjustments in force,
+    in force, and `used` as the caller read it (workloads.selectors.quota_use: the portal's
+    rows, as admission counts; quota_uses_in_cluster: the namespace's pods).
+
+    `quota`: the tenant's quota row in hand (e.g. locked by admission), else tenant.quota.
+    Two queries (its GPU limits, its adjustments), none where QUOTA_FIGURES_PREFETCH was
+    prefetched."""
+    quota = quota if quota is not None else tenant.quota
+    default_gpus = max(settings.PORTAL_DEFAULT_QUOTA_GPUS_TOTAL, 1)
+    nominal = QuotaAmounts(gpus_by_type=quota.gpus_by_type(), gpus_total=quota.gpus_total,
+                           cpu=quota.cpu, memory_gb=quota.memory_gb)
+    return figures_of(
+        tenant_name=tenant.name, nominal=nominal, lines=quota_adjustment_lines(quota),
+        now=now or timezone.now(),
+        default_share=(settings.PORTAL_DEFAULT_QUOTA_CPU / default_gpus,
+                       settings.PORTAL_DEFAULT_QUOTA_MEMORY_GB / default_gpus),
+        max_workloads=quota.max_workloads, max_runtime_minutes=quota.max_runtime_minutes,
+        borrowing_limit=quota.gpu_borrowing_limit, used=used)
+
+
+def tenants_with_quota_figures(tenants: QuerySet[Tenant]) -> QuerySet[Tenant]:
+    """`tenants` with what quota_figures reads, in three queries for all of them."""
+    return tenants.select_related("quota").prefetch_related(*QUOTA_FIGURES_PREFETCH)
+
+
+def tenants_adjusted_by(source: str) -> QuerySet[Tenant]:
+    """The tenants with rows of `source` (in force or not): those its writer must look at
+    again, to keep or remove them."""
+    return Tenant.objects.filter(
+        pk__in=QuotaAdjustment.objects.filter(source=source).values("quota__tenant"))
+
+
+def quota_uses_in_cluster(tenants: Iterable[Tenant]) -> dict[int, QuotaUse]:
+    """{tenant id: the GPUs its namespace's pods request} (source USE_CLUSTER), in one read of
+    the cluster's cache; raises KubeError when the cluster cannot be read."""
+    tenants = list(tenants)
+    usage = gpus_in_use_by_namespace({t.namespace for t in tenants})
+    return {t.pk: QuotaUse(source=USE_CLUSTER, gpus_by_type=dict(usage.get(t.namespace, {})))
+            for t in tenants}

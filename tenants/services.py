@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -17,9 +18,11 @@ from core.tasks import send_on_commit
 from identity.client import Project
 from kube.labels import namespace_name
 
+from .figures import AdjustmentLine
 from .hooks import TENANT_DELETING
-from .models import GpuQuota, Quota, Tenant
+from .models import GpuQuota, Quota, QuotaAdjustment, Tenant
 from .names import name_skeleton
+from .selectors import adjustment_line as _line
 from .transitions import ACTIVE, tenant_transition
 
 QUOTA_FIELDS = ("gpus_total", "cpu", "memory_gb", "max_workloads", "max_runtime_minutes",
@@ -31,9 +34,7 @@ log = logging.getLogger(__name__)
 
 
 def _enqueue_reconcile(tenant_id: int) -> None:
-    from .tasks import tenant_reconcile_task
-
-    send_on_commit(tenant_reconcile_task, tenant_id)
+    send_on_commit("tenants.tasks.tenant_reconcile_task", tenant_id)
 
 
 def quota_snapshot(quota: Quota) -> dict[str, Any]:
@@ -154,60 +155,63 @@ def quota_update(*, tenant: Tenant, acting_user: Actor, changes: dict[str, Any])
     return quota
 
 
-def quota_queue_hold(*, tenant: Tenant, acting_user: Actor, reason: str) -> bool:
-    """Hold the tenant's Kueue queue (`reason`: why, e.g. its hard budget is used up) or lift
-    the hold (`reason` ""). Where the cluster queues on Kueue, the reconcile enqueued on commit
-    sets the ClusterQueue's stopPolicy (Hold: admitted workloads run on, nothing new is
-    admitted, nothing borrowed). Returns whether anything changed; audited when it did."""
-    with transaction.atomic():
-        quota = Quota.objects.select_for_update().get(tenant=tenant)
-        if quota.queue_held_reason == reason:
-            return False
-        before = quota.queue_held_reason
-        quota.queue_held_reason = reason
-        quota.save(update_fields=["queue_held_reason", "updated_at"])
-        audit_record(actor=acting_user, action="quota.queue_hold", tenant=tenant,
-                     target=tenant.namespace, before={"queue_held_reason": before},
-                     after={"queue_held_reason": reason})
-        _enqueue_reconcile(tenant.pk)
-    return True
+def _adjustments_now(tenant: Tenant, source: str) -> list[dict[str, Any]]:
+    rows = QuotaAdjustment.objects.filter(quota__tenant=tenant, source=source) \
+        .select_related("gpu_type")
+    return sorted((line.as_data() for line in map(_line, rows)), key=_order)
 
 
-def _quota_calendar_set(*, tenant: Tenant, field: str, action: str, gpus: dict[str, int],
-                        reason: str) -> bool:
-    """Set one of the calendar's derived figures of the quota ({GPU type slug: GPUs}) when it
-    differs; audited with `reason`; the tenant's objects reconciled on commit."""
-    gpus = {slug: int(n) for slug, n in sorted(gpus.items()) if int(n) > 0}
+def _order(data: dict[str, Any]) -> tuple[str, str, int, str]:
+    return (data["ref"], data["gpu_type"] or "", data["gpus"], data["kind"])
+
+
+def quota_adjustments_set(*, tenant: Tenant, source: str, adjustments: Sequence[AdjustmentLine],
+                          reason: str, acting_user: Actor = None) -> bool:
+    """Replace the tenant's quota adjustments of `source` (QuotaAdjustment.Source) by
+    `adjustments` (each of that source; none: remove them): the one way any of them is
+    written, each source writing only its own. At once in the portal's admission (it reads
+    the rows); in the namespace's ResourceQuota and, where the cluster queues on Kueue, its
+    ClusterQueue (nominal quotas, stopPolicy Hold) by the reconcile enqueued on commit.
+    Returns whether anything changed; audited (`quota.adjust`, with `reason`) when it did.
+    A writer may call it as often as it likes: the same rows again change nothing, and
+    cost one read without a lock."""
+    kinds = QuotaAdjustment.Kind
+    for line in adjustments:
+        if line.source != source:
+            raise ValueError(f"an adjustment of {line.source} given as one of {source}")
+        if line.kind == kinds.HOLD and (line.gpus or line.gpu_type):
+            raise ValueError("a hold names no GPU type and no GPUs")
+        if line.kind == kinds.DELTA and not line.gpus:
+            raise ValueError("a delta adds or withholds some GPUs")
+        if line.kind not in kinds.values:
+            raise ValueError(f"unknown kind of adjustment: {line.kind}")
+    if source not in QuotaAdjustment.Source.values:
+        raise ValueError(f"unknown source of adjustments: {source}")
+    wanted = sorted((line.as_data() for line in adjustments), key=_order)
+    if _adjustments_now(tenant, source) == wanted:
+        return False
+    slugs = {line.gpu_type for line in adjustments if line.gpu_type}
+    types = {t.slug: t for t in GpuType.objects.filter(slug__in=slugs)}
+    if slugs - set(types):
+        raise ValueError(f"unknown GPU type(s): {', '.join(sorted(slugs - set(types)))}")
     with transaction.atomic():
         Tenant.objects.select_for_update().get(pk=tenant.pk)  # serialise with admission
         quota = Quota.objects.select_for_update().get(tenant=tenant)
-        before = getattr(quota, field) or {}
-        if before == gpus:
+        before = _adjustments_now(tenant, source)
+        if before == wanted:
             return False
-        setattr(quota, field, gpus)
-        quota.save(update_fields=[field, "updated_at"])
-        audit_record(actor=None, action=action, tenant=tenant, target=tenant.namespace,
-                     before={field: before}, after={field: gpus, "reason": reason})
+        quota.adjustments.filter(source=source).delete()
+        QuotaAdjustment.objects.bulk_create(
+            QuotaAdjustment(quota=quota, source=source, ref=line.ref, kind=line.kind,
+                            gpu_type=types.get(line.gpu_type or ""), gpus=line.gpus,
+                            reason=line.reason, starts_at=line.starts_at,
+                            ends_at=line.ends_at)
+            for line in adjustments)
+        audit_record(actor=acting_user, action="quota.adjust", tenant=tenant,
+                     target=tenant.namespace, before={"source": source, "adjustments": before},
+                     after={"source": source, "adjustments": wanted, "reason": reason})
         _enqueue_reconcile(tenant.pk)
     return True
-
-
-def quota_reserved_set(*, tenant: Tenant, reserved: dict[str, int], reason: str) -> bool:
-    """Set what the tenant's running reservations add to its quota ({GPU type slug: GPUs};
-    the calendar's beat derives it). At once in portal admission (same row); in the namespace's
-    ResourceQuota, or where the cluster queues on Kueue its ClusterQueue's nominal quota, by
-    the reconcile enqueued on commit. Returns whether anything changed; audited when it did,
-    with `reason` (which reservations, started or ended)."""
-    return _quota_calendar_set(tenant=tenant, field="reserved_gpus", action="quota.reserved",
-                               gpus=reserved, reason=reason)
-
-
-def quota_withheld_set(*, tenant: Tenant, withheld: dict[str, int], reason: str) -> bool:
-    """Set what maintenance takes off the tenant's Kueue nominal quota now ({GPU type slug:
-    GPUs}; the calendar's beat derives it, so that the queues together admit no more than the
-    nodes left in service hold). Returns whether anything changed; audited when it did."""
-    return _quota_calendar_set(tenant=tenant, field="withheld_gpus", action="quota.withheld",
-                               gpus=withheld, reason=reason)
 
 
 def tenant_mark_deleting(*, tenant: Tenant, acting_user: Actor, reason: str) -> Tenant:

@@ -8,6 +8,7 @@ from core.tasks import task
 from kube.client import KubeError
 
 from . import provisioning
+from .keystone_sync import tenants_sync_from_keystone
 from .models import Tenant
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,4 @@ def tenants_delete_due() -> int:
 @task(ignore_result=True)
 def tenants_sync_keystone() -> dict[str, int]:
     """Periodic: record new Keystone projects as tenants; start deleting vanished ones."""
-    from .keystone_sync import tenants_sync_from_keystone
-
     return tenants_sync_from_keystone()

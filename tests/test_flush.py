@@ -1,14 +1,26 @@
-"""The test harness's flush after a transactional test (tests/fixtures/portal.py,
-`flush_survives_a_deadlock`): a deadlock with a portal process writing at that moment is tried
-again, whatever shape Django reports it in."""
+"""The test harness's database between tests (tests/fixtures/database.py): a transactional test
+rolls back by serialization, the migrations' rows come back after its flush, and a flush that
+met a deadlock with a portal process writing at that moment is tried again, whatever shape
+Django reports it in."""
 
 from __future__ import annotations
 
 import pytest
+from django.core.management.base import CommandError
 from django.db import OperationalError, connection
-from django.test import TransactionTestCase
 
 from catalogue.models import Template
+from tests.fixtures.database import deadlocked, migrated_rows_back
+
+DEADLOCK = OperationalError("deadlock detected\nDETAIL:  Process 1 waits for AccessExclusiveLock "
+                            "on relation 2; blocked by process 3.")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transactional_test_rolls_back_by_serialization(request):
+    marker = request.node.get_closest_marker("django_db")
+    assert marker.kwargs == {"transaction": True, "serialized_rollback": True}
+    assert Template.objects.filter(slug="jupyter").exists()  # put back before it started
 
 
 @pytest.mark.django_db(transaction=True)
@@ -23,25 +35,36 @@ def test_a_flush_that_met_a_deadlock_is_tried_again(monkeypatch):
     def deadlocked_once(self, sql_list):
         tries.append(len(sql_list))
         if len(tries) == 1:
-            raise OperationalError("deadlock detected\nDETAIL:  Process 1 waits for "
-                                   "AccessExclusiveLock on relation 2; blocked by process 3.")
+            raise DEADLOCK
         return original(self, sql_list)
 
     monkeypatch.setattr(operations, "execute_sql_flush", deadlocked_once)
-    TransactionTestCase("run")._fixture_teardown()
+    migrated_rows_back(flush=True)
     assert len(tries) == 2 and tries[1] > 0
     assert Template.objects.filter(slug="jupyter").exists()  # the seeded rows put back
 
 
 @pytest.mark.django_db(transaction=True)
 def test_other_flush_failures_are_not_hidden(monkeypatch):
-    from django.core.management.base import CommandError
-
     def broken(self, sql_list):
         raise OperationalError("relation does not exist")
 
     monkeypatch.setattr(type(connection.ops), "execute_sql_flush", broken)
     with pytest.raises(CommandError):
-        TransactionTestCase("run")._fixture_teardown()
+        migrated_rows_back(flush=True)
     monkeypatch.undo()
-    TransactionTestCase("run")._fixture_teardown()  # the database back as the next test expects
+    migrated_rows_back(flush=True)  # the database back as the next test expects
+
+
+def test_a_deadlock_is_seen_in_every_shape_a_teardown_reports_it():
+    try:
+        try:
+            raise DEADLOCK
+        except OperationalError as exc:
+            raise CommandError("Database test_portal couldn't be flushed.") from exc
+    except CommandError as exc:
+        reported = exc
+    assert deadlocked(DEADLOCK) and deadlocked(reported)
+    assert deadlocked(BaseExceptionGroup("teardown", [ValueError("x"), reported]))
+    assert not deadlocked(CommandError("Database test_portal couldn't be flushed."))
+    assert not deadlocked(OperationalError("relation does not exist"))

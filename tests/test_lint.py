@@ -45,3 +45,38 @@ def test_mypy_fails_on_a_type_error(tmp_path):
     result = _run(str(BIN / "mypy"), *config, str(bad))
     assert result.returncode != 0
     assert "[arg-type]" in result.stdout
+
+
+# the why lives in the repository: a comment or docstring of the code names no issue number and
+# no document that is not in the repository (the team's design notes live outside it)
+OUTSIDE_REFERENCE = re.compile(r"\bissues? ?#?\d+|\b(DESIGN|STYLE|FACTS|DEVELOPERS)\.md\b",
+                               re.IGNORECASE)
+CODE_SUFFIXES = {".py", ".go", ".html", ".js", ".css", ".yaml", ".yml", ".toml"}
+
+
+def outside_references(paths: list[Path]) -> list[str]:
+    found = []
+    for path in paths:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if OUTSIDE_REFERENCE.search(line):
+                found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()[:100]}")
+    return found
+
+
+def test_the_code_names_no_issue_number_and_no_outside_document():
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+    code = [REPO / name for name in tracked
+            if Path(name).suffix in CODE_SUFFIXES and not name.startswith("tests/")
+            and (REPO / name).is_file()]
+    assert len(code) > 300
+    assert outside_references(code) == []
+
+
+def test_the_rule_sees_an_issue_number_and_an_outside_document(tmp_path):
+    sample = REPO / "tests" / "__init__.py"  # a path inside the repository, read for its name
+    bad = tmp_path / "bad.py"
+    bad.write_text("# fixed for issue 34\n\"\"\"See DESIGN.md.\"\"\"\nx = 1  # issues\n")
+    lines = [line for line in bad.read_text().splitlines() if OUTSIDE_REFERENCE.search(line)]
+    assert lines == ["# fixed for issue 34", '"""See DESIGN.md."""']
+    assert outside_references([sample]) == []

@@ -1,7 +1,7 @@
 """The test helper that plays a Deployment's restartPolicy starts an exited process again."""
 
 from tests.fixtures.processes import PortalProcess, restarted_when_it_exits
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 def test_an_exited_process_is_started_again_while_the_block_runs(tmp_path):

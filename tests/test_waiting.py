@@ -1,10 +1,11 @@
-"""tests/waiting.py's `eventually`: what it returns, what counts as "not yet", how it fails."""
+"""tests/support/waiting.py's `eventually`: what it returns, what counts as "not yet", how it
+fails."""
 
 import itertools
 
 import pytest
 
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 def test_it_returns_the_first_truthy_value():

@@ -15,7 +15,8 @@ from django.conf import settings
 from django.db.models import Avg, Count, Max, Sum
 from django.utils import timezone
 
-from workloads.lifecycle import pod_name_rank
+from core.validation import as_whole
+from kube.labels import pod_name_rank
 from workloads.models import Workload
 
 from .models import GpuSample, GpuUsageRollup
@@ -28,10 +29,7 @@ MINUTE_UP_TO = dt.timedelta(days=2)
 
 def chart_window(value: str | None) -> int:
     """The `minutes` query parameter, one of WINDOWS_MINUTES (anything else: the default)."""
-    try:
-        minutes = int(value or DEFAULT_WINDOW_MINUTES)
-    except ValueError:
-        return DEFAULT_WINDOW_MINUTES
+    minutes = as_whole(value or DEFAULT_WINDOW_MINUTES)
     return minutes if minutes in WINDOWS_MINUTES else DEFAULT_WINDOW_MINUTES
 
 

@@ -6,7 +6,8 @@ import datetime as dt
 
 from django import forms
 from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
+
+from core.validation import OutOfRange, Refused, day, in_range, moment
 
 GROUP_BY = ("tenant", "user", "gpu_type", "workload", "day")
 DEFAULT_DAYS = 30
@@ -15,23 +16,21 @@ MAX_DAYS = 3660
 
 def _moment(text: str, *, end_of_day: bool) -> dt.datetime:
     """ISO 8601 date or date-time; a date is the start of that day (for `until`: of the next
-    one, so until=2025-01-31 includes the 31st); naive times are in the portal's time zone."""
+    one, so until=2025-01-31 includes the 31st); naive times are in the portal's time zone.
+    Within core.validation's range."""
     text = text.strip()
-    day = parse_date(text) if len(text) <= 10 else None
-    moment: dt.datetime | None
-    if day is not None:
-        moment = dt.datetime.combine(day + dt.timedelta(days=1 if end_of_day else 0), dt.time())
-    else:
-        try:
-            moment = parse_datetime(text.replace(" ", "T", 1))
-        except ValueError:
-            moment = None
-        if moment is None:
-            raise forms.ValidationError("Use an ISO 8601 date (2025-01-31) or date-time "
-                                        "(2025-01-31T12:00:00Z).")
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment)
-    return moment
+    zone = timezone.get_current_timezone()
+    try:
+        if len(text) > 10:
+            return moment(text.replace(" ", "T", 1), naive_zone=zone)
+        start = day(text)
+        return in_range(dt.datetime.combine(start + dt.timedelta(days=1 if end_of_day else 0),
+                                            dt.time(), tzinfo=zone))
+    except OutOfRange as exc:
+        raise forms.ValidationError(str(exc)) from None
+    except Refused:
+        raise forms.ValidationError("Use an ISO 8601 date (2025-01-31) or date-time "
+                                    "(2025-01-31T12:00:00Z).") from None
 
 
 class UsageQueryForm(forms.Form):

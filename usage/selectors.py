@@ -11,6 +11,7 @@ from django.db.models.functions import TruncDate
 from django.http import Http404
 from django.utils import timezone
 
+from core.validation import ascii_digits
 from identity.models import user_label
 from identity.scoping import Action
 from tenants.models import Tenant
@@ -112,8 +113,8 @@ def usage_rollups_for_query(identity, *, tenant: str = "", workload: int | None 
     queryset = GpuUsageRollup.objects.restrict(identity, Action.VIEW)
     if tenant:
         tenants = Tenant.objects.restrict(identity, Action.VIEW)
-        match = tenants.filter(pk=int(tenant)) if tenant.isdigit() else tenants.filter(
-            name=tenant)
+        match = tenants.filter(pk=int(tenant)) if ascii_digits(tenant) and len(tenant) <= 18 \
+            else tenants.filter(name=tenant)
         found = match.first()
         if found is None:
             raise Http404("No such tenant.")

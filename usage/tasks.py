@@ -13,6 +13,8 @@ from django.core.cache import cache
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from .culling import idle_check
+from .health import gpu_health_check
 from .services import usage_prune, usage_rollup, usage_scrape
 
 log = logging.getLogger(__name__)
@@ -79,16 +81,12 @@ def usage_prune_task() -> None:
 @shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)
 def usage_idle_check_task() -> None:
     """Warn idle workloads and stop those whose grace passed (per tenant's Quota settings)."""
-    from .culling import idle_check
-
     log.info("idle culling: %s", idle_check())
 
 
 @shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def usage_gpu_health_task() -> None:
     """Mark GPUs degraded/lost or healthy again from the last scrapes; (un)cordon nodes."""
-    from .health import gpu_health_check
-
     report = gpu_health_check()
     if report.degraded or report.lost or report.recovered or report.cordoned \
             or report.uncordoned:

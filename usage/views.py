@@ -93,7 +93,7 @@ def workload_still_needed(request: HttpRequest, workload: Workload) -> HttpRespo
         messages.info(request, str(exc))
     else:
         messages.success(request, f"{workload.name} is kept: the idle warning is withdrawn.")
-    return redirect(reverse("workloads:detail", args=[workload.pk]))
+    return redirect(workload)
 
 
 @admin_required
@@ -107,4 +107,4 @@ def workload_cull_exempt(request: HttpRequest, workload: Workload) -> HttpRespon
     messages.success(request, f"{workload.name} is {'now' if exempt else 'no longer'} exempt "
                               "from idle culling.")
     return redirect(safe_redirect_target(request, request.POST.get("next"))
-                    or reverse("workloads:detail", args=[workload.pk]))
+                    or workload.get_absolute_url())

@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from audit.models import AuditRecord
+from catalogue.models import GpuType
 from identity.access import admin_required
 from kube.client import Kube, KubeError
 from kube.kueue import queueing_shown
@@ -26,6 +27,7 @@ from kube.quantity import parse_quantity
 from tenants.kueue import flavor_name
 from tenants.models import Tenant
 
+from .models import Workload
 from .querysets import GPU_TOTAL
 from .queue import annotate_queue
 
@@ -87,9 +89,6 @@ def queue_rows(cluster_queues: list[dict[str, Any]], gpu_slugs: list[str],
 
 @admin_required
 def queues(request: HttpRequest) -> HttpResponse:
-    from catalogue.models import GpuType
-    from workloads.models import Workload
-
     on = queueing_shown()
     context: dict[str, Any] = {"queueing": on, "sections": [], "error": None}
     if on:

@@ -14,7 +14,6 @@ advisors of other apps read once between them (the calendar's windows and reserv
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -26,48 +25,10 @@ from catalogue.selectors import capacity_outlook
 from cluster.capacity import GpuTypeCapacity
 from core.registry import SharedReads
 from kube.engines import engine_refusal
-from tenants.models import Quota, QuotaFigures, Tenant
+from tenants.models import Tenant
 
-from .hooks import LAUNCH_ADVISORS
+from .hooks import LAUNCH_ADVISORS, LaunchContext, Note
 from .selectors import TenantGpuReads, tenant_gpu_reads
-
-# (level, message); level error (it can never run) | warning | info
-Note = tuple[str, str]
-
-
-@dataclasses.dataclass(frozen=True)
-class LaunchContext:
-    """A launch as its advisors see it, and what one check reads for all of them."""
-
-    tenant: Tenant
-    user: Any
-    gpu_type: GpuType
-    template: Template | None  # None: not chosen yet (the page's check)
-    gpus_per_node: int
-    nodes: int
-    # the launch's own maximum runtime, else its quota's; None: no limit
-    max_runtime_minutes: int | None
-    now: dt.datetime
-    reads: TenantGpuReads
-    shared: SharedReads
-
-    @property
-    def gpus(self) -> int:
-        """What the quota counts: the GPUs of every node."""
-        return self.gpus_per_node * self.nodes
-
-    @property
-    def quota(self) -> Quota:
-        return self.reads.quota
-
-    @property
-    def figures(self) -> QuotaFigures:
-        return self.reads.figures
-
-    @property
-    def capacity(self) -> GpuTypeCapacity | None:
-        """The type's capacity view; None when the cluster did not answer."""
-        return self.reads.type_capacity(self.gpu_type.slug)
 
 
 def launch_context(*, tenant: Tenant, user: Any, gpu_type: GpuType, gpus_per_node: int,
@@ -81,7 +42,7 @@ def launch_context(*, tenant: Tenant, user: Any, gpu_type: GpuType, gpus_per_nod
     return LaunchContext(
         tenant=tenant, user=user, gpu_type=gpu_type, template=template,
         gpus_per_node=gpus_per_node, nodes=nodes,
-        max_runtime_minutes=max_runtime_minutes or reads.quota.max_runtime_minutes or None,
+        max_runtime_minutes=max_runtime_minutes or reads.figures.max_runtime_minutes or None,
         now=now or timezone.now(), reads=reads, shared=SharedReads())
 
 
@@ -140,8 +101,8 @@ def fit_advice(launch: LaunchContext) -> list[Note]:
         never = never_fits(capacity, slug, count, nodes)
         if never is not None:
             notes.append(("error", never[1]))
-    used, limit = reads.held_of(slug), reads.figures.gpus_by_type.get(slug, 0)
-    used_total, limit_total = reads.held_total, reads.figures.gpus_total
+    used, limit = reads.used.gpus(slug), reads.figures.gpus(slug)
+    used_total, limit_total = reads.used.gpus_total, reads.figures.in_force.gpus_total
     if used + launch.gpus > limit:
         notes.append(("warning", f"Beyond the quota: {launch.tenant.name} uses {used} of "
                                  f"{limit} {slug} GPUs; {launch.gpus} more would exceed it."))

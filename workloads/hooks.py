@@ -1,5 +1,6 @@
 """What the apps above workloads add to a launch (they import workloads; it cannot import them):
-three hooks of core.registry, each with its Protocol and its order.
+three hooks of core.registry, each with its Protocol and its order, and the LaunchContext an
+advisor is given.
 
 - LAUNCH_ADVISORS: what a launch is told before it is submitted (advice.launch_advice: the
   launch page's live check and `POST workloads/check/` alike). Every advisor reads the one
@@ -15,17 +16,54 @@ three hooks of core.registry, each with its Protocol and its order.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from catalogue.models import GpuType
-from core.registry import Hook
+from catalogue.models import GpuType, Template
+from cluster.capacity import GpuTypeCapacity
+from core.registry import Hook, SharedReads
+from tenants.figures import QuotaFigures
 from tenants.models import Tenant
 
 from .eta import Block
+from .selectors import TenantGpuReads
 
-if TYPE_CHECKING:
-    from .advice import LaunchContext, Note
+# (level, message); level error (it can never run) | warning | info
+Note = tuple[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchContext:
+    """A launch as its advisors see it, and what one check reads for all of them."""
+
+    tenant: Tenant
+    user: Any
+    gpu_type: GpuType
+    template: Template | None  # None: not chosen yet (the page's check)
+    gpus_per_node: int
+    nodes: int
+    # the launch's own maximum runtime, else its quota's; None: no limit
+    max_runtime_minutes: int | None
+    now: dt.datetime
+    reads: TenantGpuReads
+    shared: SharedReads
+
+    @property
+    def gpus(self) -> int:
+        """What the quota counts: the GPUs of every node."""
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def figures(self) -> QuotaFigures:
+        """The tenant's quota figures in force, with their use."""
+        return self.reads.figures
+
+    @property
+    def capacity(self) -> GpuTypeCapacity | None:
+        """The type's capacity view; None when the cluster did not answer."""
+        return self.reads.type_capacity(self.gpu_type.slug)
+
 
 
 class LaunchAdvisor(Protocol):

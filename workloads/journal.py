@@ -13,6 +13,9 @@ import logging
 
 from django.utils import timezone
 
+from notifications.models import Notification
+from notifications.services import notify
+
 from .models import Workload, WorkloadEvent
 
 log = logging.getLogger(__name__)
@@ -28,14 +31,8 @@ def workload_event(*, workload: Workload, reason: str, message: str, type: str =
 def notify_owner(workload: Workload, *, kind: str, title: str, text: str, key: str) -> int:
     """Tell the workload's owner (notifications.notify: in the portal, and by e-mail and
     webhooks as they chose), once per `key`; in the caller's transaction."""
-    from notifications.services import notify
-
     return notify(kind=kind, users=[workload.owner], tenant=workload.tenant, title=title,
-                  text=text, key=key, workload_id=workload.pk, link=workload_path(workload))
-
-
-def workload_path(workload: Workload) -> str:
-    return f"/workloads/{workload.pk}/"
+                  text=text, key=key, workload_id=workload.pk, link=workload.get_absolute_url())
 
 
 def _duration(seconds: float) -> str:
@@ -45,16 +42,9 @@ def _duration(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
-def _gpus(workload: Workload) -> str:
-    gpus = f"{workload.gpu_count}× {workload.gpu_type.slug}"
-    return f"{workload.nodes} nodes × {gpus}" if workload.nodes > 1 else gpus
-
-
 def _back_from_the_queue(workload: Workload, before: str) -> bool:
     """A run that starts again after a preemption (queued → running, or through pending),
     not a pod replaced in place (running → pending → running)."""
-    from notifications.models import Notification
-
     if before == Workload.State.QUEUED:
         return True
     last = (Notification.objects.filter(workload_id=workload.pk, user_id=workload.owner_id)
@@ -76,7 +66,7 @@ def state_notice(workload: Workload, *, before: str, after: str, reason: str,
         again = workload.started_at is not None
         notify_owner(workload, kind="started", key=key,
                      title=f"{name} {'started again' if again else 'is running'}",
-                     text=f"{name} in {workload.tenant.name} is running on {_gpus(workload)}.")
+                     text=f"{name} in {workload.tenant.name} is running on {workload.gpus_text}.")
     elif after == State.SUCCEEDED and before != after:
         ran = f" after {_duration((at - workload.started_at).total_seconds())}" \
             if workload.started_at else ""

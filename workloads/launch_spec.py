@@ -8,7 +8,7 @@ the template (image, command, args, env, token variable, run-as-root) or the GPU
 name, node selector) in between.
 
 Secrets are not in it: the access token stays in its column and the workload's Secret, the
-proxy's credentials are derived when the objects are made (access/services.py).
+proxy's credentials are derived when the objects are made (workloads/access.py).
 
 Migration 0009 has its own copy of `launch_spec_resolve` (a migration must not change when this
 module does); a new key here is a new VERSION, and the migration's copy stays as it is.
@@ -73,7 +73,7 @@ def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: l
         # "shared" (the gateway, `host`)
         "exposure": exposure if kind == "service" or ssh else "",
         "host": host if (kind == "service" or ssh) and exposure == "shared" else "",
-        # the portal's SSH server beside the program (issue 26), and the program it wraps when
+        # the portal's SSH server beside the program, and the program it wraps when
         # there is no command: the image's entrypoint as the template names it
         "ssh": ssh,
         "entrypoint": list(template.entrypoint or []) if ssh else [],

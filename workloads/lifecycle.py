@@ -38,7 +38,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from kube.labels import ADMISSION_GATE, JOBSET_REPLICATED_JOB, QUEUE_LABEL
+from kube.labels import (
+    ADMISSION_GATE,
+    MPI_INDEX_LABEL,
+    MPI_LAUNCHER,
+    MPI_ROLE_LABEL,
+    MPI_WORKER,
+    QUEUE_LABEL,
+)
 from tenants.kueue import QUEUED_REASON
 
 from .manifests import BATCH, COMPLETION_INDEX, CONTAINER_NAME, SERVICE
@@ -458,11 +465,6 @@ def derive(observed: Observed, current: str = State.PENDING) -> Outcome | None:
 # what JobSet (sigs.k8s.io/jobset v0.12.0) labels its pods with: which restart of the whole
 # set they belong to (status.restarts when their Job was made)
 JOBSET_RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
-# what the MPI operator (kubeflow.org v2beta1) labels its pods with: launcher or worker, and a
-# worker's index (its rank)
-MPI_ROLE = "training.kubeflow.org/job-role"
-MPI_INDEX = "training.kubeflow.org/replica-index"
-WORKER, LAUNCHER = "worker", "launcher"
 
 
 def _labels(obj: Obj) -> dict[str, str]:
@@ -487,7 +489,7 @@ def _pod_rank(pod: Obj, kind: str) -> int | None:
     """A worker pod's rank: its completion index (JobSet), its replica index (MPI)."""
     meta = pod.get("metadata") or {}
     if kind == "MPIJob":
-        value = _labels(pod).get(MPI_INDEX, "")
+        value = _labels(pod).get(MPI_INDEX_LABEL, "")
     else:
         value = ((meta.get("annotations") or {}).get(COMPLETION_INDEX)
                  or _labels(pod).get(COMPLETION_INDEX, ""))
@@ -497,26 +499,9 @@ def _pod_rank(pod: Obj, kind: str) -> int | None:
 def pod_rank(pod: Obj) -> int | str | None:
     """Which rank a group's pod runs, from what its controller labels it with: a JobSet pod's
     completion index, an MPI worker's replica index, "launcher"; None for another pod."""
-    if _labels(pod).get(MPI_ROLE) == LAUNCHER:
-        return LAUNCHER
-    return _pod_rank(pod, "MPIJob" if MPI_ROLE in _labels(pod) else "JobSet")
-
-
-def pod_name_rank(object_name: str, pod_name: str) -> int | str | None:
-    """Which rank a group's pod runs, from its name alone (what a GPU sample keeps of it):
-    JobSet's `<name>-r-0-<rank>-<5 chars>`, the MPI operator's `<name>-worker-<rank>` and
-    `<name>-launcher-<5 chars>`; None for another name."""
-    rest = pod_name.removeprefix(f"{object_name}-")
-    if rest == pod_name:
-        return None
-    parts = rest.split("-")
-    if parts[0] == LAUNCHER:
-        return LAUNCHER
-    if parts[0] == WORKER and len(parts) == 2 and parts[1].isdigit():
-        return int(parts[1])
-    if len(parts) == 4 and parts[:2] == [JOBSET_REPLICATED_JOB, "0"] and parts[2].isdigit():
-        return int(parts[2])  # <replicated job>-<job index>-<completion index>-<suffix>
-    return None
+    if _labels(pod).get(MPI_ROLE_LABEL) == MPI_LAUNCHER:
+        return MPI_LAUNCHER
+    return _pod_rank(pod, "MPIJob" if MPI_ROLE_LABEL in _labels(pod) else "JobSet")
 
 
 def _group_pods(observed: Observed) -> dict[int | None, list[Obj]]:
@@ -530,7 +515,7 @@ def _group_pods(observed: Observed) -> dict[int | None, list[Obj]]:
         labels = _labels(pod)
         if kind == "JobSet" and labels.get(JOBSET_RESTART_LABEL, restarts) != restarts:
             continue
-        if kind == "MPIJob" and labels.get(MPI_ROLE) == LAUNCHER:
+        if kind == "MPIJob" and labels.get(MPI_ROLE_LABEL) == MPI_LAUNCHER:
             by_rank.setdefault(None, []).append(pod)
             continue
         rank = _pod_rank(pod, kind)
@@ -541,7 +526,7 @@ def _group_pods(observed: Observed) -> dict[int | None, list[Obj]]:
 
 def _rank_entry(rank: int | None, pod: Obj | None, observed: Observed) -> dict[str, Any]:
     """One rank as the one-pod rules judge its pod (a batch pod of no Job of its own)."""
-    role = LAUNCHER if rank is None else WORKER
+    role = MPI_LAUNCHER if rank is None else MPI_WORKER
     if pod is None:
         refusal = creation_refusal(dataclasses.replace(observed, group=None, job=None))
         return {"rank": rank, "role": role, "pod": "", "node": "", "state": State.PENDING,
@@ -569,7 +554,7 @@ def group_ranks(observed: Observed) -> list[dict[str, Any]]:
 
 
 def _rank_name(entry: dict[str, Any]) -> str:
-    return "the launcher" if entry["role"] == LAUNCHER else f"rank {entry['rank']}"
+    return "the launcher" if entry["role"] == MPI_LAUNCHER else f"rank {entry['rank']}"
 
 
 def _rank_pod(observed: Observed, entry: dict[str, Any]) -> Obj | None:
@@ -612,7 +597,7 @@ def _group_attempts(observed: Observed) -> tuple[int, int]:
         limit = int((spec.get("runPolicy") or {}).get("backoffLimit") or 0)
         launcher = (status.get("replicaStatuses") or {}).get("Launcher") or {}
         # one launcher pod per attempt (its Job's pods are kept: restartPolicy Never)
-        tried = sum(1 for p in observed.pods if _labels(p).get(MPI_ROLE) == LAUNCHER)
+        tried = sum(1 for p in observed.pods if _labels(p).get(MPI_ROLE_LABEL) == MPI_LAUNCHER)
         return max(tried, int(launcher.get("failed") or 0), 1), limit + 1
     limit = int((spec.get("failurePolicy") or {}).get("maxRestarts") or 0)
     return int(status.get("restarts") or 0) + 1, limit + 1
@@ -630,7 +615,7 @@ def _group_suspended(group: Obj) -> bool:
 def _speaker(ranks: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The rank whose exit code a group that succeeded shows: the MPI launcher (the program
     under mpirun), else rank 0."""
-    launcher = [r for r in ranks if r["role"] == LAUNCHER]
+    launcher = [r for r in ranks if r["role"] == MPI_LAUNCHER]
     return (launcher or ranks)[0] if ranks else None
 
 
@@ -694,7 +679,7 @@ def _group_outcome(observed: Observed, current: str) -> Outcome:
         # out of restarts: the group's Failed condition, with its own message, is a moment away
         state = State.RUNNING if current == State.RUNNING else State.PENDING
         return Outcome(state, f"{what}; waiting for the group's verdict.", facts)
-    workers = [r for r in ranks if r["role"] == WORKER]
+    workers = [r for r in ranks if r["role"] == MPI_WORKER]
     waiting = [r for r in ranks if r["state"] != State.RUNNING]
     facts = {"node": ranks[0]["node"]} if ranks and ranks[0]["node"] else {}
     if not waiting:

@@ -10,7 +10,7 @@ the pod reads through `secretKeyRef` so that the value is never in the pod spec.
 carries `labels(spec)`; the tracker finds them by `app.kubernetes.io/managed-by=gpu-portal` and
 maps them back to the workload by `gpu-portal.io/workload-id`.
 
-A service with a `proxy` (every service the portal launches: issue 16) has the authenticating
+A service with a `proxy` (every service the portal launches) has the authenticating
 proxy as a second container of its pod (access/proxy.py). The proxy's port is the pod's
 port named "http", the one the Service and the tenant's NetworkPolicy reach; the application's
 port is named "app" and is reached only by the proxy, over the pod's loopback. The proxy's
@@ -18,12 +18,12 @@ credentials are `secret_data` (keys of the same Secret that are no environment v
 application), and its files (configuration, error page) are keys of that Secret too, derived
 from the spec.
 
-A workload with `ssh` (issue 26) runs the portal's SSH server inside its application container
+A workload with `ssh` runs the portal's SSH server inside its application container
 (access/ssh_server.py): an init container puts the binary in place, the container's command
 becomes the server's wrapper around the program (the command, else the image's `entrypoint`),
 and the server's keys are keys of the same Secret. The proxy routes SSH's WebSocket to it.
 
-A distributed batch workload (issue 25, `engine`) is one object its engine expands into pods:
+A distributed batch workload (`engine`) is one object its engine expands into pods:
 a JobSet of one indexed pod per node under torchrun (make_jobset), or an MPIJob of a launcher
 running mpirun and one worker per node (make_mpijob) behind a NetworkPolicy of its own.
 """
@@ -68,6 +68,8 @@ from kube.labels import (
     MANAGED_BY,
     MAX_LABEL,
     MPI_ROLE_LABEL,
+    MPI_WORKER,
+    jobset_pod_host,
     label_value,
 )
 from tenants.manifests import EXPOSED_PORT_NAME, SERVICE_ACCOUNT_NAME
@@ -163,7 +165,7 @@ class WorkloadSpec:
     backoff_limit: int = 0
     ttl_seconds_after_finished: int = 3600
     proxy: ProxySpec | None = None  # the authenticating proxy in front of a service
-    # the SSH server beside the program (issue 26); `entrypoint`: the program it wraps when
+    # the SSH server beside the program; `entrypoint`: the program it wraps when
     # `command` is empty (the image's ENTRYPOINT, as its template names it)
     ssh: SSHServerSpec | None = None
     entrypoint: tuple[str, ...] = ()
@@ -587,12 +589,12 @@ def make_job(spec: WorkloadSpec) -> Manifest:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
 
-# --- distributed workloads (issue 25): a JobSet under torchrun, an MPIJob under mpirun ------
+# --- distributed workloads: a JobSet under torchrun, an MPIJob under mpirun ------
 
 def jobset_host(spec: WorkloadSpec, rank: int) -> str:
-    """The host name of a JobSet's pod `rank`: `<jobset>-<replicated job>-<job>-<pod index>`
-    (one replicated job, one Job of it, one pod per node)."""
-    return f"{spec.name}-{JOBSET_REPLICATED_JOB}-0-{rank}"
+    """The host name of a JobSet's pod `rank` (kube/labels.py writes it, and reads its pods'
+    names back)."""
+    return jobset_pod_host(spec.name, rank)
 
 
 def master_addr(spec: WorkloadSpec) -> str:
@@ -720,7 +722,7 @@ def make_mpijob(spec: WorkloadSpec) -> Manifest:
     # ready once sshd answers: the launcher starts only then (WaitForWorkersReady)
     worker_container["readinessProbe"] = {"tcpSocket": {"port": "ssh"}, "periodSeconds": 2}
     worker["spec"]["affinity"] = {**worker["spec"].get("affinity", {}),
-                                  **_one_per_node({**selector(spec), MPI_ROLE_LABEL: "worker"})}
+                                  **_one_per_node({**selector(spec), MPI_ROLE_LABEL: MPI_WORKER})}
     # the tenant's guard admits a pod asking for GPUs in a queued namespace only with the
     # queue's label (deploy/base/tenant-admission.yaml); the operator creates the workers as
     # itself from this template. Kueue still admits them as the MPIJob's pods, one Workload

@@ -1,12 +1,33 @@
-"""Workloads: what was launched, what happened to it, and where the tracker left off."""
+"""Workloads: what was launched, what happened to it, and where the tracker left off; and the
+records of who reaches each one (its OAuth client, its proxy's sessions, its SSH certificates
+and sessions), which the tenant's rule in access/ governs.
+
+- `WorkloadAccess`: a service workload's OAuth client (a django-oauth-toolkit Application whose
+  client id is the audience of the workload's tokens) and whether it is public.
+- `ProxySession`: one browser session admitted by a workload's proxy, tied to the portal
+  session it came from; each refresh re-checks both (workloads/oidc.py).
+- `SSHCertificate`: an SSH certificate the portal signed for a user's key and one workload
+  (access/ssh.py); `SSHSession`: one SSH connection to a workload's server, as the server
+  reported it (start, checks, end).
+
+These four were the access app's until they moved here, where their keys point: their tables
+keep the names they were made with (access_*).
+"""
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 from access.proxy import PROXY_PORT
 from catalogue.models import GpuType, Template, open_url
 
-from .querysets import WorkloadEventQuerySet, WorkloadQuerySet
+from .querysets import (
+    SSHCertificateQuerySet,
+    SSHSessionQuerySet,
+    WorkloadAccessQuerySet,
+    WorkloadEventQuerySet,
+    WorkloadQuerySet,
+)
 
 
 class Workload(models.Model):
@@ -37,7 +58,7 @@ class Workload(models.Model):
     kind = models.CharField(max_length=8, choices=Template.Kind.choices)
     gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="+")
     gpu_count = models.PositiveIntegerField()  # per node
-    # how many nodes it spans (distributed templates, issue 25): `gpu_count` GPUs on each
+    # how many nodes it spans (distributed templates): `gpu_count` GPUs on each
     nodes = models.PositiveIntegerField(default=1)
     image = models.CharField(max_length=512)
     command = models.JSONField(default=list, blank=True)
@@ -49,7 +70,7 @@ class Workload(models.Model):
     max_runtime_minutes = models.PositiveIntegerField(null=True, blank=True)
     retries = models.PositiveIntegerField(default=0)
     use_home = models.BooleanField(default=False)
-    # the portal's SSH server runs beside the program (issue 26; its template offers it)
+    # the portal's SSH server runs beside the program (its template offers it)
     ssh = models.BooleanField(default=False)
     # where it runs and how to reach it
     state = models.CharField(max_length=12, choices=State.choices, default=State.SUBMITTED,
@@ -98,10 +119,23 @@ class Workload(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.object_name or self.pk})"
 
+    def get_absolute_url(self) -> str:
+        """Its page: the one link to a workload, in pages, redirects and notifications."""
+        return reverse("workloads:detail", kwargs={"pk": self.pk})
+
     @property
     def gpu_total(self) -> int:
         """Every GPU it holds: `gpu_count` on each of its nodes (GPU_TOTAL in queries)."""
         return self.gpu_count * self.nodes
+
+    @property
+    def gpus_text(self) -> str:
+        """How every page, event and notice writes its GPUs: "1× a100", and for a distributed
+        workload (a group of nodes) "2 nodes × 4× a100 (8 GPUs)"."""
+        each = f"{self.gpu_count}× {self.gpu_type.slug}"
+        if self.nodes <= 1:
+            return each
+        return f"{self.nodes} nodes × {each} ({self.gpu_total} GPUs)"
 
     @property
     def distributed(self) -> bool:
@@ -180,3 +214,103 @@ class TrackerCursor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.resource}@{self.resource_version}"
+
+
+class WorkloadAccess(models.Model):
+    workload = models.OneToOneField(Workload, on_delete=models.CASCADE, related_name="access")
+    application = models.OneToOneField("oauth2_provider.Application",
+                                       on_delete=models.CASCADE, related_name="workload_access")
+    public = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = WorkloadAccessQuerySet.as_manager()
+
+    class Meta:
+        db_table = "access_workloadaccess"
+
+    def __str__(self) -> str:
+        return f"access to {self.workload}"
+
+    @property
+    def client_id(self) -> str:
+        return str(self.application.client_id)  # django-oauth-toolkit ships no types
+
+
+class ProxySession(models.Model):
+    """A proxy session: created with the authorization code, then tied to the family of
+    refresh tokens the proxy holds (one family across rotations, so two requests refreshing at
+    once with the same token find the same session)."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE,
+                                 related_name="proxy_sessions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="+")
+    # the portal session the user signed in with: when it ends (logout, expiry, revoked
+    # Keystone token) the proxy session ends at its next refresh
+    portal_session_key = models.CharField(max_length=64)
+    code = models.CharField(max_length=255, null=True, blank=True, unique=True)  # noqa: DJ001
+    # the refresh tokens the proxy holds, one family across rotations
+    token_family = models.UUIDField(null=True, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    checked_at = models.DateTimeField(auto_now=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    ended_reason = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        db_table = "access_proxysession"
+        indexes = [models.Index(fields=["portal_session_key"])]
+
+    def __str__(self) -> str:
+        return f"{self.user} on {self.workload}"
+
+
+class SSHCertificate(models.Model):
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE,
+                                 related_name="ssh_certificates")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="+")
+    serial = models.BigIntegerField(unique=True)
+    principal = models.CharField(max_length=255)
+    key_id = models.CharField(max_length=512)
+    key_fingerprint = models.CharField(max_length=80)  # SHA256:…, never the key itself
+    valid_after = models.DateTimeField()
+    valid_before = models.DateTimeField()
+    issued_at = models.DateTimeField(auto_now_add=True)
+    from_address = models.CharField(max_length=64, blank=True, default="")
+    # issued to a portal admin (who may open any workload): the sessions' checks apply the rule
+    # as they did at issue
+    as_admin = models.BooleanField(default=False)
+
+    objects = SSHCertificateQuerySet.as_manager()
+
+    class Meta:
+        db_table = "access_sshcertificate"
+
+    def __str__(self) -> str:
+        return f"SSH certificate {self.serial} of {self.principal}"
+
+
+class SSHSession(models.Model):
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE,
+                                 related_name="ssh_sessions")
+    session = models.UUIDField()  # the server's id for the connection
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                             related_name="+")
+    certificate = models.ForeignKey(SSHCertificate, on_delete=models.SET_NULL, null=True,
+                                    related_name="sessions")
+    principal = models.CharField(max_length=255)
+    from_address = models.CharField(max_length=64, blank=True, default="")
+    started_at = models.DateTimeField(auto_now_add=True)
+    last_checked_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=255, blank=True, default="")
+
+    objects = SSHSessionQuerySet.as_manager()
+
+    class Meta:
+        db_table = "access_sshsession"
+        constraints = [models.UniqueConstraint(fields=["workload", "session"],
+                                               name="ssh_session_once_per_workload")]
+
+    def __str__(self) -> str:
+        return f"SSH session of {self.principal} on {self.workload_id}"

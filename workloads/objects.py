@@ -2,17 +2,25 @@
 
 Idempotent under deterministic names: creating what already exists (409) adopts it when it
 carries this workload's id, so a retried or duplicated task never creates twice.
+
+A launch's objects are created in two steps, the objects of each step at once: a launch waits
+on the API server's answers, so it takes two round trips instead of one per object, and a
+burst of launches is not held up by each one's requests in turn. First what the pods need or
+are guarded by (`FIRST_KINDS`, and the tenant's home volume), then the rest: what makes the
+pods and what gives them their address. Each object is created or adopted alone, so the order
+within a step changes nothing a retried task finds.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from django.conf import settings
 
-from access.services import workload_access, workload_proxy
 from access.ssh import ca_public_key, host_key_for, report_base_url, report_token_for
 from access.ssh_server import SSHServerSpec, ssh_port_beside
 from kube.client import Conflict, Kube, KubeRefused
@@ -20,6 +28,7 @@ from kube.kueue import queueing_on
 from kube.labels import LABEL_PROJECT_ID, LABEL_WORKLOAD_ID, MANAGED_BY, label_value
 from tenants.kueue import queue_labels
 
+from .access import workload_access, workload_proxy
 from .launch_spec import launch_spec_of
 from .manifests import HOME_CLAIM_NAME, WorkloadSpec, make_home_claim, workload_objects
 from .models import Workload
@@ -30,6 +39,12 @@ log = logging.getLogger(__name__)
 # keys and hostfile) go with it: they are owned by it
 DELETE_ORDER = ("JobSet", "MPIJob", "Deployment", "Job", "Ingress", "Service",
                 "NetworkPolicy", "Secret")
+# created (and answered) before the objects that make pods: the Secret their environment and
+# keys come from (a pod started without it waits for the kubelet's next try), an MPI group's
+# NetworkPolicy (no pod of the group is ever reachable from the rest of the namespace)
+FIRST_KINDS = frozenset({"Secret", "NetworkPolicy"})
+
+T = TypeVar("T")
 
 
 def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
@@ -132,25 +147,62 @@ def home_claim_ensure(workload: Workload, kube: Kube) -> bool:
 
 def workload_objects_create(workload: Workload, kube: Kube | None = None, *,
                             queued: bool | None = None) -> list[str]:
-    """Create every object; those already there (and ours) are adopted. Returns what was made.
-    `queued`: in its tenant's Kueue queue (default: where the cluster queues)."""
+    """Create every object; those already there (and ours) are adopted. Returns what was made,
+    in creation order. `queued`: in its tenant's Kueue queue (default: where the cluster
+    queues). Two steps, each step's objects at once (the module's docstring says why): a
+    failure is raised once every request of its step has been answered, and the next step is
+    not begun, so nothing that makes pods exists before what they need."""
     kube = kube or Kube()
     if queued is None:
         queued = queueing_on(kube)
-    created = []
-    if workload.use_home and home_claim_ensure(workload, kube):
-        created.append(f"PersistentVolumeClaim {HOME_CLAIM_NAME}")
-    for obj in workload_objects(workload_spec(workload, queued=queued)):
-        meta = obj["metadata"]
+    objects = workload_objects(workload_spec(workload, queued=queued))
+    first: list[Callable[[], str | None]] = [
+        lambda: f"PersistentVolumeClaim {HOME_CLAIM_NAME}"
+        if home_claim_ensure(workload, kube) else None] if workload.use_home else []
+    first += [_creator(obj, workload, kube) for obj in objects if obj["kind"] in FIRST_KINDS]
+    rest = [_creator(obj, workload, kube) for obj in objects if obj["kind"] not in FIRST_KINDS]
+    return [made for step in (first, rest) for made in at_once(step) if made]
+
+
+def _creator(obj: dict[str, Any], workload: Workload, kube: Kube) -> Callable[[], str | None]:
+    """A call that creates `obj`, or adopts it when it is there and ours (None then)."""
+    meta = obj["metadata"]
+
+    def create() -> str | None:
         try:
             kube.create(obj)
-            created.append(f"{obj['kind']} {meta['name']}")
         except Conflict as exc:
             live = kube.get(obj["kind"], meta["name"], meta["namespace"])
             if live is None or not _owned_by(live, workload):
                 raise KubeRefused(f"{obj['kind']} {meta['name']} exists and belongs to "
                                   "something else", code=409) from exc
-    return created
+            return None
+        return f"{obj['kind']} {meta['name']}"
+
+    return create
+
+
+def at_once(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Run `calls` at the same time (the last in this thread, the others in threads of their
+    own: each one mostly waits on the API server) and return their results in order. Returns
+    or raises once every call has ended; what is raised is the first failure in order. The
+    calls must not touch the database: a thread of its own has its own connection, outside the
+    caller's transaction."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(max_workers=len(calls) - 1,
+                            thread_name_prefix="workload-objects") as pool:
+        futures = [pool.submit(call) for call in calls[:-1]]
+        last: Future[T] = Future()
+        try:
+            last.set_result(calls[-1]())
+        except Exception as exc:  # noqa: BLE001 - raised below, once the others have ended
+            last.set_exception(exc)
+    # the pool's end waited for every call
+    for future in (*futures, last):
+        if (failure := future.exception()) is not None:
+            raise failure
+    return [future.result() for future in (*futures, last)]
 
 
 ADDRESS_KINDS = ("Ingress", "Service")

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db.models import F
 
 from identity.scoping import Action, TenantScopedQuerySet
+
+if TYPE_CHECKING:
+    # the type arguments below, written as strings: models.py imports this module
+    from .models import SSHCertificate, SSHSession, WorkloadAccess  # noqa: F401
 
 # every GPU a workload holds, in a query: `gpu_count` on each of its `nodes` (Workload.gpu_total)
 GPU_TOTAL = F("gpu_count") * F("nodes")
@@ -27,3 +33,18 @@ class WorkloadQuerySet(TenantScopedQuerySet):
 
 class WorkloadEventQuerySet(TenantScopedQuerySet):
     tenant_field = "workload__tenant"
+
+
+class WorkloadAccessQuerySet(TenantScopedQuerySet["WorkloadAccess"]):
+    tenant_field = "workload__tenant"
+    owner_field = "workload__owner"
+
+
+class SSHCertificateQuerySet(TenantScopedQuerySet["SSHCertificate"]):
+    tenant_field = "workload__tenant"
+    owner_field = "user"
+
+
+class SSHSessionQuerySet(TenantScopedQuerySet["SSHSession"]):
+    tenant_field = "workload__tenant"
+    owner_field = "user"

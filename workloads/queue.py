@@ -29,10 +29,14 @@ from typing import Any
 from django.core.cache import cache
 from django.utils import timezone
 
+from cluster.capacity import gpu_capacity
 from kube.client import Kube, KubeError
 from tenants.kueue import INTERACTIVE, LOCAL_QUEUE, PRIORITIES, priority_class
+from tenants.models import Tenant
+from tenants.selectors import quota_figures, tenants_with_quota_figures
 from workloads.eta import HISTORY, LIMIT, UNKNOWN, Block, Estimate, Holder, Waiter, estimate_starts
 from workloads.hooks import CAPACITY_BLOCKS
+from workloads.models import Workload
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +153,6 @@ def positions(workloads: Iterable[Any], kube: Kube | None = None, *, remembered:
 
 def typical_seconds(template_id: int, gpu_type_id: int, tenant_id: int) -> float | None:
     """The median duration of the last similar finished workloads (the tenant's own first)."""
-    from workloads.models import Workload
-
     finished = Workload.objects.filter(
         template_id=template_id, gpu_type_id=gpu_type_id, state=Workload.State.SUCCEEDED,
         started_at__isnull=False, finished_at__isnull=False)
@@ -176,10 +178,6 @@ def _expected(workload, memo: dict[tuple[int, int, int], float | None]
 def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
               ) -> dict[int, Estimate]:
     """workload id → the estimated start of every queued workload of one GPU type."""
-    from tenants.models import Quota
-    from tenants.queueing import gpu_reach
-    from workloads.models import Workload
-
     now = now or timezone.now()
     memo: dict[tuple[int, int, int], float | None] = {}
     live = Workload.objects.filter(gpu_type=gpu_type, deleted_at__isnull=True)
@@ -204,33 +202,28 @@ def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
         waiters.append(Waiter(workload.pk, workload.tenant_id, workload.gpu_total, seconds, source))
     tenants = {w.tenant_id for w in queued}
     reach: dict[Hashable, int] = {}
-    for quota in Quota.objects.filter(tenant_id__in=tenants):
-        limit = gpu_reach(quota, gpu_type.slug)
+    for tenant in tenants_with_quota_figures(Tenant.objects.filter(pk__in=tenants,
+                                                                   quota__isnull=False)):
+        limit = quota_figures(tenant, now=now).reach(gpu_type.slug)
         if limit is not None:
-            reach[quota.tenant_id] = limit
+            reach[tenant.pk] = limit
     return estimate_starts(now=now, capacity=capacity, reach=reach, running=running,
                            queue=waiters, blocks=capacity_blocks(gpu_type, now))
 
 
 def cohort_quota(gpu_type) -> int:
-    """What the cohort can admit of a GPU type at most: the sum of the tenants' quotas of it
-    (Kueue lends only what some tenant's quota holds, however many GPUs the cluster has)."""
-    from django.db.models import Sum
-
-    from tenants.models import GpuQuota, Tenant
-
-    total = GpuQuota.objects.filter(gpu_type=gpu_type).exclude(
-        quota__tenant__state__in=[Tenant.State.DELETING, Tenant.State.DELETED]
-    ).aggregate(total=Sum("gpus"))["total"]
-    return total or 0
+    """What the cohort can admit of a GPU type at most: the sum of the tenants' quotas of it in
+    force — their ClusterQueues' nominal quotas (Kueue lends only what some tenant's quota
+    holds, however many GPUs the cluster has)."""
+    tenants = tenants_with_quota_figures(Tenant.objects.exclude(
+        state__in=[Tenant.State.DELETING, Tenant.State.DELETED]).filter(quota__isnull=False))
+    return sum(quota_figures(tenant).gpus(gpu_type.slug) for tenant in tenants)
 
 
 def queue_places(workloads: Iterable[Any], kube: Kube | None = None, *,
                  remembered: bool = True) -> dict[int, QueuePlace]:
     """workload id → its QueuePlace, for the queued ones among `workloads` (`remembered`:
     pending_in_queue's)."""
-    from cluster.capacity import gpu_capacity
-
     queued = [w for w in workloads if w.state == "queued"]
     if not queued:
         return {}

@@ -7,17 +7,19 @@ import dataclasses
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db.models import QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum
 
 from catalogue.models import GpuType
 from cluster.addresses import address_pools
 from cluster.capacity import GpuTypeCapacity, gpu_capacity
 from identity.scoping import Action
 from kube.client import KubeError
-from tenants.models import Quota, QuotaFigures
+from tenants.figures import USE_ADMISSION, QuotaFigures, QuotaUse
+from tenants.models import Quota
+from tenants.selectors import quota_figures
 
 from .models import Workload
-from .querysets import GPU_TOTAL
+from .querysets import CPU_TOTAL, GPU_TOTAL, MEMORY_TOTAL
 
 
 def workload_project_elsewhere(identity, pk: int):
@@ -53,7 +55,7 @@ class GpuAvailability:
     """One GPU type as the launch page and the dashboard show it."""
 
     gpu_type: GpuType
-    quota_limit: int  # the tenant's quota for this type
+    quota_limit: int  # the tenant's quota in force for this type
     quota_used: int  # GPUs of this type the tenant's active workloads hold
     total_limit: int  # the tenant's quota of GPUs in all
     total_used: int
@@ -63,6 +65,8 @@ class GpuAvailability:
     # the capacity view's (its nodes_offering / nodes_free check a group of nodes); None
     # when the cluster was not asked or did not answer
     capacity: GpuTypeCapacity | None = None
+    # what adjusts the type's quota now, in words (QuotaFigures.adjusted_text), or ""
+    adjusted: str = ""
 
     @property
     def known(self) -> bool:
@@ -80,17 +84,51 @@ def gpus_held_by_type(workloads: QuerySet[Workload]) -> dict[str, int]:
     return dict(workloads.order_by().values_list("gpu_type__slug").annotate(n=Sum(GPU_TOTAL)))
 
 
+def _use_rows(tenant) -> QuerySet:
+    """The tenant's active, not deleted workloads summed per GPU type and state (every node's
+    share): what admission counts as used."""
+    return (Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
+                                    deleted_at__isnull=True)
+            .order_by().values("gpu_type__slug", "state")
+            .annotate(gpus=Sum(GPU_TOTAL), cpu=Sum(CPU_TOTAL), memory=Sum(MEMORY_TOTAL),
+                      n=Count("id")))
+
+
+def _quota_use_of(rows: Iterable[dict]) -> QuotaUse:
+    gpus: dict[str, int] = {}
+    cpu = memory = count = 0
+    for row in rows:
+        slug = row["gpu_type__slug"]
+        gpus[slug] = gpus.get(slug, 0) + (row["gpus"] or 0)
+        cpu += row["cpu"] or 0
+        memory += row["memory"] or 0
+        count += row["n"]
+    return QuotaUse(source=USE_ADMISSION, gpus_by_type=gpus, cpu=cpu, memory_gb=memory,
+                    workloads=count)
+
+
+def quota_use(tenant) -> QuotaUse:
+    """What the tenant uses of its quota as the portal's admission counts it (source
+    USE_ADMISSION): its active, not deleted workloads, every node's share. One query."""
+    return _quota_use_of(_use_rows(tenant))
+
+
 @dataclasses.dataclass(frozen=True)
 class TenantGpuReads:
-    """What a tenant's GPU figures are read from, once per request: its quota and the figures
-    in force, the GPUs its workloads hold per type and state, the cluster's capacity view."""
+    """What a tenant's GPU figures are read from, once per request: its quota figures in force
+    with their use, the GPUs its workloads hold per type and state, the cluster's capacity
+    view."""
 
-    quota: Quota
-    figures: QuotaFigures
+    figures: QuotaFigures  # with `used` (quota_use's)
     # {(GPU type slug, state): GPUs} of the tenant's active, not deleted workloads
     held_by_state: dict[tuple[str, str], int]
     capacity: dict[str, GpuTypeCapacity] | None  # None: the cluster was not asked or did not answer
     cluster_error: str | None = None
+
+    @property
+    def used(self) -> QuotaUse:
+        assert self.figures.used is not None
+        return self.figures.used
 
     def held_of(self, slug: str, states: Iterable[str] = Workload.ACTIVE_STATES) -> int:
         """GPUs of the type the tenant's workloads in `states` hold (the active ones: what
@@ -99,30 +137,25 @@ class TenantGpuReads:
         return sum(gpus for (held_slug, state), gpus in self.held_by_state.items()
                    if held_slug == slug and state in wanted)
 
-    @property
-    def held_total(self) -> int:
-        return sum(self.held_by_state.values())
-
     def type_capacity(self, slug: str) -> GpuTypeCapacity | None:
         return self.capacity.get(slug) if self.capacity is not None else None
 
 
 def tenant_gpu_reads(tenant, quota: Quota | None = None, *, ask_cluster: bool = True
                      ) -> TenantGpuReads:
-    """The reads above (quota: the tenant's, when the caller has it in hand)."""
+    """The reads above (quota: the tenant's, when the caller has it in hand): the quota
+    figures and their use in one query of the workloads, and the capacity view."""
     capacity, cluster_error = None, None
     if ask_cluster:
         try:
             capacity = gpu_capacity()
         except KubeError as exc:
             cluster_error = str(exc) or type(exc).__name__
-    quota = quota if quota is not None else Quota.objects.get(tenant=tenant)
-    held = (Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
-                                    deleted_at__isnull=True)
-            .order_by().values_list("gpu_type__slug", "state").annotate(n=Sum(GPU_TOTAL)))
-    return TenantGpuReads(quota=quota, figures=quota.effective(),  # with running reservations
-                          held_by_state={(slug, state): n for slug, state, n in held},
-                          capacity=capacity, cluster_error=cluster_error)
+    rows = list(_use_rows(tenant))
+    return TenantGpuReads(
+        figures=quota_figures(tenant, quota=quota, used=_quota_use_of(rows)),
+        held_by_state={(row["gpu_type__slug"], row["state"]): row["gpus"] or 0 for row in rows},
+        capacity=capacity, cluster_error=cluster_error)
 
 
 def gpu_availability(tenant, quota, *, ask_cluster: bool = True,
@@ -131,17 +164,18 @@ def gpu_availability(tenant, quota, *, ask_cluster: bool = True,
     """Per enabled GPU type: the tenant's quota use and (asking the cluster) free GPUs.
 
     Free is the capacity view's (cluster.capacity), as `GET gpu-types/` answers.
-    Quota use counts what admission counts: the tenant's active, not deleted workloads.
-    Returns (rows, the cluster's error when it did not answer, else None). `reads`: the
-    tenant's GPU reads when the caller has them."""
+    The quota is the one in force (tenants.selectors.quota_figures), its use what admission
+    counts (quota_use). Returns (rows, the cluster's error when it did not answer, else
+    None). `reads`: the tenant's GPU reads when the caller has them."""
     reads = reads or tenant_gpu_reads(tenant, quota, ask_cluster=ask_cluster)
-    limits = reads.figures.gpus_by_type
+    figures, used = reads.figures, reads.used
     rows = []
     for gpu_type in GpuType.objects.filter(enabled=True):
-        row = GpuAvailability(gpu_type=gpu_type, quota_limit=limits.get(gpu_type.slug, 0),
-                              quota_used=reads.held_of(gpu_type.slug),
-                              total_limit=reads.figures.gpus_total,
-                              total_used=reads.held_total)
+        row = GpuAvailability(gpu_type=gpu_type, quota_limit=figures.gpus(gpu_type.slug),
+                              quota_used=used.gpus(gpu_type.slug),
+                              total_limit=figures.in_force.gpus_total,
+                              total_used=used.gpus_total,
+                              adjusted=figures.adjusted_text(gpu_type.slug))
         cap = reads.type_capacity(gpu_type.slug)
         if cap is not None:
             row.allocatable = cap.allocatable

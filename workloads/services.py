@@ -7,6 +7,7 @@ enqueued on commit: an accepted launch is in the database before anything else h
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -14,26 +15,25 @@ import secrets
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from access.services import workload_access_create
 from audit.services import audit_record
 from catalogue.models import Template
 from core.tasks import send_on_commit
 from kube.client import KubeError
 from kube.kueue import queueing_on
 from kube.labels import MAX_GROUP_OBJECT_NAME, workload_object_name
+from tenants.figures import QuotaFigures
 from tenants.models import Quota, Tenant
-from tenants.queueing import gpu_reach
+from tenants.selectors import quota_figures
 
 from . import metrics
+from .access import workload_access_create
 from .hooks import ADMISSION_CHECKS
 from .journal import notify_owner, workload_event
 from .launch_spec import launch_spec_from_rows
 from .models import Workload
-from .querysets import CPU_TOTAL, GPU_TOTAL, MEMORY_TOTAL
-from .selectors import service_addresses
+from .selectors import quota_use, service_addresses
 from .transitions import STOPPABLE, workload_transition
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,11 @@ def launch_fingerprint(data: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _launched_with_key(tenant: Tenant, user: Any, key: str | None) -> Workload | None:
+    """The workload an earlier request of this user in this tenant made with this key."""
+    return Workload.objects.filter(tenant=tenant, owner=user, idempotency_key=key).first()
+
+
 def _same_launch(existing: Workload, fingerprint: str, key: str) -> Workload:
     """The workload an earlier request with this key made, if this request is that one."""
     if fingerprint and existing.idempotency_fingerprint and \
@@ -97,70 +102,69 @@ def _same_launch(existing: Workload, fingerprint: str, key: str) -> Workload:
     return existing
 
 
-def _queue_admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any]) -> None:
-    """With queueing on Kueue: refuse only what can never be admitted — more GPUs than the
-    tenant's queue can ever hold (its quota plus its borrowing limit) — or more workloads at
-    once, queued ones included, than the quota allows. Everything else waits its turn."""
+def _queue_admission_check(figures: QuotaFigures, request: dict[str, Any]) -> None:
+    """With queueing on Kueue: refuse only what its queue cannot admit — more GPUs than the
+    tenant's queue can hold (its quota in force plus its borrowing limit) — or more workloads
+    at once, queued ones included, than the quota allows. Everything else waits its turn.
+
+    The quota in force is Kueue's nominal quota: while maintenance withholds GPUs of the type
+    from it, a launch that needs them is refused with the time they come back, as a launch
+    that would cross a maintenance window is (calendars.admission)."""
     gpu_type = request["gpu_type"]
+    slug, name = gpu_type.slug, figures.tenant_name
     wanted = request["gpu_count"] * request.get("nodes", 1)
-    reach = gpu_reach(quota, gpu_type.slug)
+    reach = figures.reach(slug)
     if reach is not None and wanted > reach:
-        figures = quota.effective()
-        nominal = figures.gpus_by_type.get(gpu_type.slug, 0)
+        withheld, until = figures.withheld(slug), figures.withheld_until(slug)
+        when = ("can never be admitted" if wanted > reach + withheld else
+                "cannot be admitted while they are withheld"
+                + (f": launch after {timezone.localtime(until, dt.UTC):%Y-%m-%d %H:%M} UTC"
+                   if until else ""))
         raise AdmissionRefused(
-            f"{tenant.name} can hold at most {reach} {gpu_type.slug} GPUs at once (its quota "
-            f"of {nominal}{figures.reserved_text(gpu_type.slug)} plus borrowing up to "
-            f"{quota.gpu_borrowing_limit}); {wanted} can never be admitted.")
-    count = Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
-                                    deleted_at__isnull=True).count()
-    if count + 1 > quota.max_workloads:
-        raise AdmissionRefused(f"{tenant.name} has {count} of {quota.max_workloads} "
+            f"{name} can hold at most {reach} {slug} GPUs at once (its quota of "
+            f"{figures.gpus(slug)}{figures.adjusted_text(slug)} plus borrowing up to "
+            f"{figures.borrowing_limit}); {wanted} {when}.")
+    count = (figures.used.workloads if figures.used else None) or 0
+    if count + 1 > figures.max_workloads:
+        raise AdmissionRefused(f"{name} has {count} of {figures.max_workloads} "
                                "workloads allowed at once (queued ones count).")
 
 
 def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
                      queued: bool = False) -> None:
-    """Raise AdmissionRefused unless the tenant's quota leaves room for this request: the
-    figures in effect (Quota.effective), raised while a reservation of the tenant runs."""
+    """Raise AdmissionRefused unless the tenant's quota in force leaves room for this request
+    (tenants.selectors.quota_figures: raised while a reservation of the tenant runs, lowered
+    while maintenance withholds GPUs of a type), against what it uses as admission counts
+    (selectors.quota_use: one query, run while the tenant row is locked)."""
+    figures = quota_figures(tenant, quota=quota, used=quota_use(tenant))
     if queued:
-        _queue_admission_check(tenant, quota, request)
+        _queue_admission_check(figures, request)
         return
+    used = figures.used
+    assert used is not None
     gpu_type = request["gpu_type"]
+    slug, name, in_force = gpu_type.slug, tenant.name, figures.in_force
     nodes = request.get("nodes", 1)
     wanted = request["gpu_count"] * nodes  # every node's
-    # one query for every total: it runs while the tenant row is locked
-    totals = Workload.objects.filter(
-        tenant=tenant, state__in=Workload.ACTIVE_STATES, deleted_at__isnull=True,
-    ).aggregate(gpus=Sum(GPU_TOTAL), cpu=Sum(CPU_TOTAL), memory=Sum(MEMORY_TOTAL),
-                count=Count("id"), of_type=Sum(GPU_TOTAL, filter=Q(gpu_type=gpu_type)))
-    figures = quota.effective()
-    limit = figures.gpus_by_type.get(gpu_type.slug, 0)
-    used = totals["of_type"] or 0
-    if used + wanted > limit:
-        raise AdmissionRefused(f"{tenant.name} uses {used} of {limit} {gpu_type.slug} GPUs"
-                               f"{figures.reserved_text(gpu_type.slug)}; {wanted} more would "
+    limit = figures.gpus(slug)
+    if used.gpus(slug) + wanted > limit:
+        raise AdmissionRefused(f"{name} uses {used.gpus(slug)} of {limit} {slug} GPUs"
+                               f"{figures.adjusted_text(slug)}; {wanted} more would "
                                "exceed the quota.")
-    used_total = totals["gpus"] or 0
-    if used_total + wanted > figures.gpus_total:
-        raise AdmissionRefused(f"{tenant.name} uses {used_total} of {figures.gpus_total} GPUs "
+    if used.gpus_total + wanted > in_force.gpus_total:
+        raise AdmissionRefused(f"{name} uses {used.gpus_total} of {in_force.gpus_total} GPUs "
                                f"in all; {wanted} more would exceed the quota.")
-    if (totals["count"] or 0) + 1 > quota.max_workloads:
-        raise AdmissionRefused(f"{tenant.name} runs {totals['count']} of {quota.max_workloads} "
+    if (used.workloads or 0) + 1 > figures.max_workloads:
+        raise AdmissionRefused(f"{name} runs {used.workloads or 0} of {figures.max_workloads} "
                                "workloads allowed at once.")
-    used_cpu, cpu = totals["cpu"] or 0, request["cpu"] * nodes
-    if used_cpu + cpu > figures.cpu:
-        raise AdmissionRefused(f"{tenant.name} uses {used_cpu} of {figures.cpu} CPU cores; "
+    used_cpu, cpu = used.cpu or 0, request["cpu"] * nodes
+    if used_cpu + cpu > in_force.cpu:
+        raise AdmissionRefused(f"{name} uses {used_cpu} of {in_force.cpu} CPU cores; "
                                f"{cpu} more would exceed the quota.")
-    used_memory, memory = totals["memory"] or 0, request["memory"] * nodes
-    if used_memory + memory > figures.memory_gb:
-        raise AdmissionRefused(f"{tenant.name} uses {used_memory} of {figures.memory_gb} GiB of "
+    used_memory, memory = used.memory_gb or 0, request["memory"] * nodes
+    if used_memory + memory > in_force.memory_gb:
+        raise AdmissionRefused(f"{name} uses {used_memory} of {in_force.memory_gb} GiB of "
                                f"memory; {memory} GiB more would exceed the quota.")
-
-
-def _gpus_text(workload: Workload) -> str:
-    """"2× a100", or for a group "2 nodes × 4× a100"."""
-    gpus = f"{workload.gpu_count}× {workload.gpu_type.slug}"
-    return f"{workload.nodes} nodes × {gpus}" if workload.nodes > 1 else gpus
 
 
 def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
@@ -173,11 +177,8 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
     the same key with another request (`request_fingerprint`, `launch_fingerprint` of the body
     as sent) raises IdempotencyKeyReused.
     """
-    from .tasks import workload_create_task
-
     if idempotency_key:
-        existing = Workload.objects.filter(tenant=tenant, owner=user,
-                                           idempotency_key=idempotency_key).first()
+        existing = _launched_with_key(tenant, user, idempotency_key)
         if existing is not None:
             return _same_launch(existing, request_fingerprint, idempotency_key), False
     try:
@@ -196,8 +197,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 # claimed again under the tenant's lock: a request with the same key that
                 # committed while this one waited for the lock has its workload counted in
                 # the quota now, and this one must answer with it, not be refused by it
-                existing = Workload.objects.filter(tenant=tenant, owner=user,
-                                                   idempotency_key=idempotency_key).first()
+                existing = _launched_with_key(tenant, user, idempotency_key)
                 if existing is not None:
                     return _same_launch(existing, request_fingerprint, idempotency_key), False
             if not tenant.is_active:
@@ -236,22 +236,21 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
                 workload_access_create(workload=workload, actor=user,
                                        public=bool(request.get("public")))
             workload_event(workload=workload, reason="Submitted",
-                           message=f"{user.label} launched {_gpus_text(workload)} "
-                                   f"({template.slug})")
+                           message=f"{user.label} launched {template.slug} on "
+                                   f"{workload.gpus_text}")
             audit_record(actor=user, action="workload.launch", tenant=tenant,
                          target=workload.object_name,
                          after={"id": workload.pk, "template": template.slug,
                                 "gpu_type": workload.gpu_type.slug,
                                 "gpu_count": workload.gpu_count, "nodes": workload.nodes,
                                 "image": workload.image})
-            send_on_commit(workload_create_task, workload.pk)
+            send_on_commit("workloads.tasks.workload_create_task", workload.pk)
     except AdmissionRefused:
         metrics.admission_refused(gpu_type=request["gpu_type"].slug)
         raise
     except IntegrityError:
         # the same idempotency key raced in from a concurrent request: return its workload
-        existing = Workload.objects.filter(tenant=tenant, owner=user,
-                                           idempotency_key=idempotency_key).first()
+        existing = _launched_with_key(tenant, user, idempotency_key)
         if existing is None:
             raise
         return _same_launch(existing, request_fingerprint, idempotency_key), False
@@ -261,8 +260,6 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
 
 def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
     """Stop a workload: its objects go, its record and history stay."""
-    from .tasks import workload_stop_task
-
     with transaction.atomic():
         workload = Workload.objects.select_for_update().get(pk=workload.pk)
         if workload.state not in STOPPABLE:
@@ -282,7 +279,7 @@ def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
             notify_owner(workload, kind="stopped", key=f"stopped:{workload.pk}",
                          title=f"{workload.name} (#{workload.pk}) was stopped",
                          text=f"{workload.name} in {workload.tenant.name}: {reason}")
-        send_on_commit(workload_stop_task, workload.pk)
+        send_on_commit("workloads.tasks.workload_stop_task", workload.pk)
     return workload
 
 
@@ -298,8 +295,6 @@ def workload_requeue(*, workload: Workload, reason: str,
     waits its turn again). Once per run: the copy's idempotency key names the run, so a
     retried drain finds the copy it made. Returns the copy, or None when the run was not
     live (stopped or finished meanwhile) and no copy was made."""
-    from .tasks import workload_create_task
-
     key = REQUEUE_KEY.format(workload.pk)
     with transaction.atomic():
         Tenant.objects.select_for_update().get(pk=workload.tenant_id)  # as a launch does
@@ -338,7 +333,7 @@ def workload_requeue(*, workload: Workload, reason: str,
                      target=copy.object_name,
                      before={"id": current.pk, "state": current.state},
                      after={"id": copy.pk, "avoid_nodes": avoid})
-        send_on_commit(workload_create_task, copy.pk)
+        send_on_commit("workloads.tasks.workload_create_task", copy.pk)
     return copy
 
 
@@ -347,15 +342,13 @@ def workload_delete(*, workload: Workload, user) -> None:
     objects). A finished one's objects go at once too: a batch workload's Job and pod, which
     carry its environment, would otherwise stay until the Job's TTL. Its history is kept for
     accounting (the row is marked deleted, not removed)."""
-    from .tasks import workload_remove_objects_task
-
     workload = workload_stop(workload=workload, user=user, reason=f"deleted by {user.label}")
     with transaction.atomic():
         Workload.objects.filter(pk=workload.pk).update(deleted_at=timezone.now())
         audit_record(actor=user, action="workload.delete", tenant=workload.tenant,
                      target=workload.object_name, after={"id": workload.pk})
         if workload.state in Workload.FINAL_STATES:
-            send_on_commit(workload_remove_objects_task, workload.pk)
+            send_on_commit("workloads.tasks.workload_remove_objects_task", workload.pk)
 
 
 def workload_launch_spec_freeze(*, workload: Workload) -> None:

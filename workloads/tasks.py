@@ -21,6 +21,7 @@ from tenants.provisioning import tenant_reconcile
 from .journal import notify_owner, workload_event
 from .models import Workload
 from .objects import workload_address_release, workload_objects_create, workload_objects_delete
+from .queue import queue_places, queue_text
 from .services import workload_launch_spec_freeze, workload_stop
 from .transitions import workload_transition
 
@@ -120,8 +121,6 @@ def workload_create_task(self, workload_id: int) -> None:
 def _queued_notice(workload: Workload) -> None:
     """The owner hears that the launch waits in the queue, with its place and estimate where
     they are known (Kueue may not list it yet: then the estimate alone)."""
-    from .queue import queue_places, queue_text
-
     workload.refresh_from_db()
     if workload.state != Workload.State.QUEUED:
         return  # admitted already: "started" tells it

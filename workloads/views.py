@@ -24,13 +24,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from access.services import (
-    access_decision,
-    tenant_service_access,
-    workload_access_summary,
-)
+from access.services import tenant_service_access
 from catalogue.models import Template
 from core.redirects import safe_redirect_target
+from core.validation import Refused, whole_number
 from identity.access import project_required, scoped_object, tenant_required
 from identity.scoping import Action
 from kube.client import KubeError
@@ -42,6 +39,7 @@ from tenants.selectors import tenant_admits_root
 from workloads.queue import annotate_queue
 
 from . import selectors
+from .access import access_decision, workload_access_summary
 from .advice import launch_advice, launch_context
 from .filtersets import WorkloadFilterSet
 from .forms import FIELD_LABELS, LaunchForm, launch_request
@@ -61,7 +59,6 @@ from .services import (
     workload_launch,
     workload_stop,
 )
-from .templatetags.workload_format import gpus as gpus_text
 from .validation import ssh_by_default
 
 log = logging.getLogger(__name__)
@@ -71,6 +68,7 @@ POLL_SECONDS = 3
 LOG_TAIL = 100
 EVENTS_SHOWN = 50
 PAGE_SIZE = 50
+CHECK_NUMBER_MAX = 1_000_000
 
 
 def _project_workloads(request: ProjectRequest) -> QuerySet[Workload]:
@@ -104,9 +102,11 @@ def gpu_availability(tenant: Tenant, quota: Quota) -> Availability:
 
 
 def _whole_number(text: str | None) -> int | None:
+    """A live check's count, nodes or minutes: ASCII digits, bounded far above any quota (a
+    runtime of 10**30 minutes would overflow the budget advisor's arithmetic)."""
     try:
-        return int(text or "")
-    except ValueError:
+        return whole_number(text or "", low=0, high=CHECK_NUMBER_MAX)
+    except Refused:
         return None
 
 
@@ -279,11 +279,11 @@ def _launch_submit(request: TenantRequest, tenant: Tenant, templates: list[Templ
         return _launch_render(request, tenant, templates, values, refused=str(exc),
                               errors={"form": [str(exc)]}, status=403)
     if created:
-        messages.success(request, f"{workload.name} was submitted: {gpus_text(workload)}, "
+        messages.success(request, f"{workload.name} was submitted: {workload.gpus_text}, "
                                   f"{workload.template.name}.")
     else:
         messages.info(request, f"{workload.name} was already submitted by this form.")
-    return redirect("workloads:detail", pk=workload.pk)
+    return redirect(workload)
 
 
 def _idempotency_key(post: QueryDict) -> str | None:
@@ -471,7 +471,7 @@ def _gone(request: ProjectRequest, pk: int) -> HttpResponse:
         response = HttpResponse(status=204)
         response["HX-Redirect"] = reverse("workloads:list")
         return response
-    return redirect("workloads:detail", pk=pk)
+    return redirect(Workload(pk=pk).get_absolute_url())
 
 
 def _with_relations(workloads):
@@ -504,7 +504,7 @@ def stop(request: ProjectRequest, workload: Workload) -> HttpResponse:
     else:
         messages.info(request, f"{workload.name} had already ended ({workload.state}).")
     return redirect(safe_redirect_target(request, request.POST.get("next"))
-                    or reverse("workloads:detail", args=[workload.pk]))
+                    or workload.get_absolute_url())
 
 
 @project_required

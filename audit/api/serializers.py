@@ -7,7 +7,9 @@ from ..models import AuditRecord
 
 
 class AuditRecordSerializer(serializers.ModelSerializer[AuditRecord]):
-    tenant: serializers.PrimaryKeyRelatedField[Model] = serializers.PrimaryKeyRelatedField(read_only=True)
+    # null: a change of no one tenant's (a maintenance window, the catalogue)
+    tenant: serializers.PrimaryKeyRelatedField[Model] = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True)
     user = serializers.CharField(source="actor_name", help_text="the actor's name as shown "
                                  "when the record was written, or 'system'")
     user_id = serializers.CharField(source="actor_user_id", help_text="the actor's Keystone "

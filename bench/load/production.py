@@ -4,9 +4,9 @@ PostgreSQL (fsync on), Redis, Keystone (fresh state; the virtualenv under .demo/
 the load test's identities, kubesim with bench/load/inventory.yaml, then the portal's processes
 as deploy/base/ runs them: gunicorn (`portal.wsgi` with the image's deploy/image/gunicorn.conf.py:
 gthread workers, 4 threads each; PORTAL_DEBUG=0; static files hashed by collectstatic and served
-by WhiteNoise), two Celery workers on the `celery` queue (`--concurrency 4` each, as
-deploy/base/workers.yaml), the lifecycle tracker (`manage.py track_workloads`) and beat, logging at
-INFO as deployed. Every port is a free one on
+by WhiteNoise), two Celery workers on the `celery` queue (`--concurrency 4` each) and a launch
+worker on `launches` (16 threads), as deploy/base/workers.yaml, the lifecycle tracker
+(`manage.py track_workloads`) and beat, logging at INFO as deployed. Every port is a free one on
 127.0.0.1; every process runs in its own session and is stopped by close(), whatever happened.
 
 It is built from the stack/ helpers (PostgresServer, start_redis, KeystoneInstall,
@@ -145,6 +145,10 @@ class ProductionStack:
             self._popen(f"celery-worker-{n}", [
                 *celery, "worker", "--queues", "celery", "--concurrency", str(self.concurrency),
                 "--hostname", f"load-worker-{n}@%h", "--loglevel", "INFO"], env=self.env)
+        # a workload's objects created and deleted (portal/celery.py's `launches` route)
+        self._popen("launch-worker", [
+            *celery, "worker", "--queues", "launches", "--pool", "threads", "--concurrency", "16",
+            "--hostname", "load-launches@%h", "--loglevel", "INFO"], env=self.env)
         self._popen("tracker", [self.python, "manage.py", "track_workloads"], env=self.env)
         self._popen("beat", [*celery, "beat", "--loglevel", "INFO",
                              "--schedule", str(self.root / "celerybeat-schedule")], env=self.env)

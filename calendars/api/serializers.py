@@ -2,10 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 from rest_framework import serializers
 
+from api.fields import WholeNumberField
+
 from ..models import MaintenanceWindow, Reservation, ReservationAllowance
+from ..reservations import end_rule_text
 from ..validation import ReservationInvalid, WindowInvalid, reservation_clean, window_clean
 
 
@@ -41,15 +45,27 @@ class ReservationSerializer(serializers.ModelSerializer[Reservation]):
     tenant = serializers.IntegerField(source="tenant.pk")
     tenant_name = serializers.CharField(source="tenant.name")
     gpu_type = serializers.CharField(source="gpu_type.slug")
-    created_by = serializers.CharField(source="created_by.label", default=None)
+    created_by = serializers.CharField(source="created_by.label", default=None, allow_null=True)
     state = serializers.SerializerMethodField()
     next_occurrence = serializers.SerializerMethodField()
+    end_grace_minutes = serializers.SerializerMethodField()
+    at_end = serializers.SerializerMethodField()
 
     class Meta:
         model = Reservation
         fields = ["id", "tenant", "tenant_name", "gpu_type", "count", "start", "end",
                   "recurrence", "until", "note", "created_by", "against_allowance",
-                  "created_at", "cancelled_at", "state", "next_occurrence"]
+                  "created_at", "cancelled_at", "state", "next_occurrence",
+                  "end_grace_minutes", "at_end"]
+
+    def get_end_grace_minutes(self, reservation: Reservation) -> int:
+        """Minutes after an occurrence's end (or the cancellation) at which the project's
+        workloads still beyond its quota are put back in line or stopped."""
+        return int(settings.PORTAL_RESERVATION_END_GRACE_MINUTES)
+
+    def get_at_end(self, reservation: Reservation) -> str:
+        """What its end (or a cancellation) does to the workloads it let run, in words."""
+        return end_rule_text()
 
     def _next(self, reservation: Reservation) -> tuple[Any, Any] | None:
         now = timezone.now()
@@ -97,7 +113,7 @@ class WindowWriteSerializer(serializers.Serializer[MaintenanceWindow]):
 
 class WindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):
     gpu_type = serializers.CharField(source="gpu_type.slug", default=None)
-    created_by = serializers.CharField(source="created_by.label", default=None)
+    created_by = serializers.CharField(source="created_by.label", default=None, allow_null=True)
     covers = serializers.CharField(source="target_text")
 
     class Meta:
@@ -108,11 +124,12 @@ class WindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):
 
 
 class AllowanceSerializer(serializers.ModelSerializer[ReservationAllowance]):
-    gpu_hours = serializers.IntegerField(min_value=0, max_value=10_000_000,
-                                         help_text="GPU-hours of reservations to come that the "
-                                                   "tenant's managers may hold at once")
-    max_days_ahead = serializers.IntegerField(min_value=0, max_value=366, required=False,
-                                              default=90)
+    gpu_hours = WholeNumberField(min_value=0, max_value=10_000_000,
+                                 help_text="GPU-hours of reservations to come that the "
+                                           "tenant's managers may hold at once (one "
+                                           "cancelled while it ran keeps what it used "
+                                           "until its planned end)")
+    max_days_ahead = WholeNumberField(min_value=0, max_value=366, required=False, default=90)
 
     class Meta:
         model = ReservationAllowance

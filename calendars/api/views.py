@@ -4,11 +4,10 @@ calendar of a GPU type."""
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Any
 
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.request import Request
@@ -16,9 +15,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.authentication import APIRequest
+from api.fields import query_digits, query_moment
 from api.permissions import HasProject, IsPortalAdmin
 from api.viewsets import TenantScopedAPIView, TenantScopedViewSet
 from catalogue.models import GpuType
+from core.validation import LATEST
 from identity.scoping import Action
 from tenants.models import Tenant
 
@@ -59,22 +60,9 @@ def _refused(exc: CalendarRefused) -> exceptions.APIException:
     return Refused(str(exc), code=exc.code)
 
 
-def _time_param(request: Request, name: str, default: dt.datetime) -> dt.datetime:
-    raw = request.query_params.get(name)
-    if not raw:
-        return default
-    try:
-        when = parse_datetime(raw)
-    except ValueError:
-        when = None
-    if when is None or timezone.is_naive(when):
-        raise exceptions.ValidationError({name: ["An ISO 8601 time with a zone is required."]})
-    return when
-
-
 def _span(request: Request, default_since: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
-    since = _time_param(request, "since", default_since)
-    until = _time_param(request, "until", since + DEFAULT_SPAN)
+    since = query_moment(request, "since", default_since)
+    until = query_moment(request, "until", min(since + DEFAULT_SPAN, LATEST))
     if until <= since or until - since > MAX_SPAN:
         raise exceptions.ValidationError(
             {"until": [f"After `since`, and at most {MAX_SPAN.days} days after it."]})
@@ -99,8 +87,9 @@ class ReservationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         if self.action == "list":
             if params.get("gpu_type"):
                 queryset = queryset.filter(gpu_type__slug=params["gpu_type"])
-            if re.fullmatch(r"[0-9]{1,18}", params.get("tenant", "")):
-                queryset = queryset.filter(tenant_id=int(params["tenant"]))
+            tenant = query_digits(self.request, "tenant")
+            if tenant is not None:
+                queryset = queryset.filter(tenant_id=tenant)
             if params.get("include_past") not in ("1", "true"):
                 now = timezone.now()
                 queryset = queryset.filter(cancelled_at__isnull=True).exclude(
@@ -224,9 +213,12 @@ class CalendarView(APIView):
 
     @extend_schema(responses=CalendarSerializer, parameters=[
         OpenApiParameter("gpu_type", str, required=True),
-        OpenApiParameter("since", str, description="ISO 8601 (default: now)"),
-        OpenApiParameter("until", str, description="ISO 8601 (default: since + 14 days; at "
-                                                   "most 62 days after since)")])
+        OpenApiParameter("since", OpenApiTypes.DATETIME,
+                         description="ISO 8601 with a zone, 2000-01-01 to 2100-01-01 "
+                                     "(default: now)"),
+        OpenApiParameter("until", OpenApiTypes.DATETIME,
+                         description="ISO 8601 with a zone (default: since + 14 days; at most "
+                                     "62 days after since)")])
     def get(self, request: APIRequest) -> Response:
         slug = request.query_params.get("gpu_type", "")
         gpu_type = GpuType.objects.filter(slug=slug, enabled=True).first()

@@ -1,4 +1,4 @@
-"""Distributed training (issue 25): a template's engine, and the two templates that use one.
+"""Distributed training: a template's engine, and the two templates that use one.
 
 - pytorch-ddp: NVIDIA's PyTorch image, one pod per node in a JobSet, the researcher's program
   under torchrun;

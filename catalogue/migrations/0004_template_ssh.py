@@ -1,4 +1,4 @@
-"""SSH into running workloads (issue 26): which templates offer it, the program it wraps, and
+"""SSH into running workloads: which templates offer it, the program it wraps, and
 the code-server template (VS Code in the browser, behind the workload's proxy).
 
 - jupyter: on; the image's ENTRYPOINT is `tini -g -- start.sh`: the wrapper takes tini's place

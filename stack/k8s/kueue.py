@@ -63,6 +63,12 @@ FRAMEWORKS = ["batch/job", "pod", "deployment", "jobset.x-k8s.io/jobset", "kubef
 DEFAULT_PODS_READY_TIMEOUT = 300
 QUEUED_ONLY = ("--v1-pod", "-apps-v1-deployment")  # see the module's docstring
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+# how many objects of each kind Kueue's controllers reconcile at once: the values of Kueue
+# v0.19's shipped Configuration (config/components/manager/controller_manager_config.yaml)
+CONTROLLER_CONCURRENCY = (("Job.batch", 5), ("Pod", 5), ("Workload.kueue.x-k8s.io", 10),
+                          ("LocalQueue.kueue.x-k8s.io", 5), ("Cohort.kueue.x-k8s.io", 1),
+                          ("ClusterQueue.kueue.x-k8s.io", 5),
+                          ("ResourceFlavor.kueue.x-k8s.io", 1))
 
 
 def configuration(*, webhook_port: int, health_port: int, metrics_port: int,
@@ -78,6 +84,11 @@ def configuration(*, webhook_port: int, health_port: int, metrics_port: int,
         "internalCertManagement": {"enable": False},
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": FRAMEWORKS},
+        # as Kueue's own manifests configure it (config/components/manager): without this each
+        # of its controllers reconciles one object at a time (controller-runtime's default), and
+        # a burst of 12 notebooks waited ~2-3 s after admission for its pods to be ungated one
+        # by one (bench/results/notebook_burst.md)
+        "controller": {"groupKindConcurrency": dict(CONTROLLER_CONCURRENCY)},
         # requeued from the eviction, after a backoff of about 60 s, 120 s, … (Kueue's
         # defaults); never deactivated; admission of others is not blocked meanwhile
         "waitForPodsReady": {"timeout": f"{pods_ready_timeout:g}s", "blockAdmission": False,

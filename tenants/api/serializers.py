@@ -5,8 +5,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from ..models import Quota, Tenant
+from ..models import Quota, QuotaAdjustment, Tenant
 from ..quota_validation import MAX_VALUE, QuotaInvalid, quota_changes_clean
+from ..selectors import quota_figures
 
 
 class TenantSerializer(serializers.ModelSerializer[Tenant]):
@@ -21,8 +22,38 @@ def _count(**kwargs: Any) -> serializers.IntegerField:
     return serializers.IntegerField(min_value=0, max_value=MAX_VALUE, **kwargs)
 
 
+class QuotaInForceSerializer(serializers.Serializer[Any]):
+    """The quota in force now: the admin's, with its adjustments in force (read only)."""
+
+    gpus_total = serializers.IntegerField()
+    gpus_by_type = serializers.DictField(child=serializers.IntegerField())
+    cpu = serializers.IntegerField(help_text="CPU cores")
+    memory = serializers.IntegerField(help_text="GiB")
+    held = serializers.BooleanField(help_text="Kueue admits nothing new from its queue.")
+    held_reason = serializers.CharField(help_text="Why, while held; else empty.")
+
+
+class QuotaAdjustmentSerializer(serializers.Serializer[Any]):
+    """One adjustment in force (read only; the portal writes them)."""
+
+    # a field named like Field.source: DRF's metaclass takes it out of the class attributes
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=QuotaAdjustment.Source.choices)
+    kind = serializers.ChoiceField(choices=QuotaAdjustment.Kind.choices,
+                                   help_text="delta: GPUs added (> 0) or withheld (< 0); "
+                                             "hold: the queue held")
+    gpu_type = serializers.CharField(allow_null=True, help_text="null: the total, or a hold")
+    gpus = serializers.IntegerField()
+    reason = serializers.CharField()
+    ref = serializers.CharField(help_text="what of the source it stands for")
+    starts_at = serializers.DateTimeField(allow_null=True)
+    ends_at = serializers.DateTimeField(allow_null=True)
+
+
 class QuotaSerializer(serializers.Serializer[Quota]):
-    """A tenant's quota. `memory` is in GiB; `max_runtime_minutes` 0 means no limit."""
+    """A tenant's quota. `memory` is in GiB; `max_runtime_minutes` 0 means no limit. The fields
+    an admin writes are the nominal quota; `in_force` and `adjustments` (read only) say what
+    counts now (a running reservation, maintenance, a budget's hold)."""
 
     gpus_total = _count()
     gpus_by_type = serializers.DictField(child=_count(), allow_empty=True)
@@ -49,6 +80,9 @@ class QuotaSerializer(serializers.Serializer[Quota]):
         max_digits=6, decimal_places=2, min_value=Decimal("0.01"), required=False,
         help_text="Queueing: its weight in fair sharing of borrowed GPUs (default 1).")
 
+    in_force = QuotaInForceSerializer(read_only=True)
+    adjustments = QuotaAdjustmentSerializer(many=True, read_only=True)
+
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         """The domain's validation (tenants/quota_validation.py), the page's too; the fields
         above describe the API (OpenAPI) and its answers. May raise CapacityUnknown."""
@@ -61,4 +95,5 @@ class QuotaSerializer(serializers.Serializer[Quota]):
     def to_representation(self, quota: Quota) -> dict[str, Any]:
         data = super().to_representation(quota)
         data["gpus_by_type"] = quota.gpus_by_type()
+        data.update(quota_figures(quota.tenant, quota=quota).as_data())
         return data

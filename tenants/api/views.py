@@ -38,8 +38,8 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @action(detail=True, methods=["get", "put", "patch"])
     def quota(self, request: APIRequest, pk: str | None = None) -> Response:
         tenant = self.get_object()  # another tenant's: 404
-        quota = get_object_or_404(Quota.objects.restrict(request.identity, Action.VIEW),
-                                  tenant=tenant)
+        quota = get_object_or_404(Quota.objects.restrict(request.identity, Action.VIEW)
+                                  .select_related("tenant"), tenant=tenant)
         if request.method == "GET":
             return Response(QuotaSerializer(quota).data)
         if not Quota.objects.permits(request.identity, Action.CHANGE, quota):

@@ -1,4 +1,4 @@
-"""Tenant.allow_root_templates (issue 19, item 5): an admin lets a tenant run templates that may
+"""Tenant.allow_root_templates: an admin lets a tenant run templates that may
 run as root; its namespace then enforces Pod Security "baseline" instead of "restricted"."""
 
 from django.db import migrations, models

@@ -14,11 +14,11 @@ import requests
 from django.test import TestCase
 
 from access.proxy import CLIENT_SECRET_KEY
-from access.services import workload_proxy
 from stack.authproxy import AuthProxy
 from stack.identities import admin_client
 from tests.access.proxies import ID_TOKEN_SECONDS, RECHECK, Application, Relay
 from tests.workloads.api_calls import vision_lab_ready
+from workloads.access import workload_proxy
 from workloads.models import Workload
 
 

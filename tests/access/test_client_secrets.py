@@ -8,9 +8,10 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher, check_password, ma
 from oauth2_provider.models import Application
 
 from access.hashers import DerivedSecretHasher
-from access.services import client_secret_for, workload_access_create
+from access.services import client_secret_for
 from tests.fixtures.factories import make_workload
 from tests.workloads.api_calls import vision_lab_ready
+from workloads.access import workload_access_create
 
 pytestmark = pytest.mark.django_db
 

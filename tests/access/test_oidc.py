@@ -16,11 +16,11 @@ from django.test import Client
 from jwcrypto import jwk, jwt
 
 from access import services as access_services
-from access.models import ProxySession, TenantServiceAccess
+from access.models import TenantServiceAccess
 from audit.models import AuditRecord
 from identity import assignments
 from tests.workloads.api_calls import launch, vision_lab_ready
-from workloads.models import Workload
+from workloads.models import ProxySession, Workload
 
 pytestmark = pytest.mark.django_db
 
@@ -348,7 +348,7 @@ def test_a_parameter_given_twice_is_refused(login, notebook, own_notebook):
 @pytest.fixture
 def unchecked_view(monkeypatch):
     """The authorization view without its own check: what reaches the library alone."""
-    from access.oidc import WorkloadAuthorizationView
+    from workloads.oidc import WorkloadAuthorizationView
 
     monkeypatch.setattr(WorkloadAuthorizationView, "_refusal", lambda self, request: None)
 

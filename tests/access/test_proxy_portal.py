@@ -22,7 +22,6 @@ import pytest
 import requests
 from jwcrypto import jwk
 
-from access.models import ProxySession
 from access.proxy import CLIENT_SECRET_KEY, cookie_name
 from identity import assignments
 from tests.access.proxies import (
@@ -40,7 +39,8 @@ from tests.access.proxies import (
     session_cookie,
     sign_in,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
+from workloads.models import ProxySession
 
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True),
               pytest.mark.timeout(240)]

@@ -18,13 +18,13 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
 from access import ssh as portal_ssh
-from access.models import SSHCertificate, SSHSession
-from access.services import service_access_update, workload_access
+from access.services import service_access_update
 from audit.models import AuditRecord
 from identity import assignments
 from portal.error_reports import SUBSTITUTE, scrub
 from tests.workloads.api_calls import launch, vision_lab_ready
-from workloads.models import Workload
+from workloads.access import workload_access
+from workloads.models import SSHCertificate, SSHSession, Workload
 
 pytestmark = pytest.mark.django_db
 

@@ -37,7 +37,6 @@ from django.contrib.auth import get_user_model
 from django.test import TestCase
 
 from access import ssh as portal_ssh
-from access.models import SSHSession
 from access.services import service_access_update
 from access.ssh_server import SECRET_FILES, SSH_PATH
 from audit.models import AuditRecord
@@ -45,11 +44,11 @@ from identity import assignments
 from stack.authproxy import AuthProxy
 from stack.k8s.build import ensure
 from tests.access.proxies import Relay
-from tests.gpuctl.test_cli import openrc
-from tests.waiting import eventually
+from tests.support.gpuctl import openrc
+from tests.support.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
 from workloads.manifests import make_pod_template
-from workloads.models import Workload
+from workloads.models import SSHSession, Workload
 from workloads.objects import workload_spec
 
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True),

@@ -10,18 +10,10 @@ import pytest
 from django.test import Client
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
-from keystoneclient.v3 import client as ks_client
+
+from tests.support.gpuctl import user_client
 
 pytestmark = pytest.mark.django_db
-
-
-def user_client(keystone, username: str, project: str) -> ks_client.Client:
-    """python-keystoneclient as the user themselves: Keystone lets only the owner create one."""
-    auth = v3.Password(auth_url=keystone.url, username=username,
-                       password=f"{username}-demo-pass", user_domain_id="default",
-                       project_name=project, project_domain_id="default")
-    sess = ks_session.Session(auth=auth, timeout=10)
-    return ks_client.Client(session=sess, endpoint_override=keystone.url, interface="public")
 
 
 @pytest.fixture

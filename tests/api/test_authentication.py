@@ -39,7 +39,7 @@ def test_no_token_is_401_with_the_keystone_challenge(settings):
 def test_a_bad_token_is_401(keystone):
     response = Client().get("/api/v1/me/", HTTP_X_AUTH_TOKEN="gAAAAA-not-a-token")
     assert response.status_code == 401
-    assert response.json() == {"code": "authentication_failed",
+    assert response.json() == {"code": "authentication_failed", "category": "auth",
                                "detail": "The token is invalid, expired or revoked.", "fields": {}}
 
 

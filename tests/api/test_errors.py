@@ -1,12 +1,16 @@
-"""Every API error is JSON in the API's format ({code, detail, fields}), with DEBUG on or off,
-and none carries the caller's token: deeply nested bodies (400 too_deeply_nested, not a
+"""Every API error is JSON in the API's format ({code, category, detail, fields}), with DEBUG on
+or off, and none carries the caller's token: deeply nested bodies (400 too_deeply_nested, not a
 RecursionError), oversized bodies (413 request_too_large, not Django's 400 page), unknown paths
-(404), and a view that fails (500)."""
+(404), and a view that fails (500). A large bad body is answered with a small error (an excerpt
+of what was sent), and every error names its category."""
 
+import datetime as dt
 import json
 
 import pytest
-from django.test import Client
+from django.db import transaction
+from django.test import Client, TestCase
+from django.utils import timezone
 
 from api.parsers import MAX_JSON_DEPTH, json_depth_exceeds
 from tenants.models import Tenant
@@ -14,7 +18,7 @@ from tests.workloads.api_calls import vision_lab_ready
 
 pytestmark = pytest.mark.django_db
 
-ERROR_KEYS = {"code", "detail", "fields"}
+ERROR_KEYS = {"code", "category", "detail", "fields"}
 
 
 def nested(depth: int, leaf: str = "1") -> str:
@@ -137,6 +141,91 @@ def test_a_failing_view_never_shows_the_token(researcher, settings, monkeypatch,
     if debug:  # Django's technical page, scrubbed
         assert "RuntimeError" in page and "********************" in page
     else:
-        assert response.json() == {"code": "server_error", "fields": {},
+        assert response.json() == {"code": "server_error", "category": "internal", "fields": {},
                                    "detail": "The portal failed to answer this request; the "
                                              "error is logged."}
+
+
+# --- what an error echoes ------------------------------------------------------------------------
+
+BIG = 200_000  # characters of the bad input
+
+
+def _big_bad_bodies(tenant_pk: int) -> list[tuple[str, str, object]]:
+    many_keys = {f"gpu-{i:06d}-{'x' * 20}": 1 for i in range(BIG // 30)}
+    return [
+        ("put", f"/api/v1/tenants/{tenant_pk}/quota/", {"gpus_by_type": {"x" * BIG: 1}}),
+        ("patch", f"/api/v1/tenants/{tenant_pk}/quota/", {"gpus_by_type": many_keys}),
+        ("put", f"/api/v1/tenants/{tenant_pk}/budget/",
+         {"period": "month", "gpu_hours": 1, "warn_at": ["x" * 10] * (BIG // 14),
+          "weights": many_keys}),
+        ("put", f"/api/v1/tenants/{tenant_pk}/budget/",
+         {"period": "x" * BIG, "gpu_hours": "y" * BIG}),
+        ("post", "/api/v1/reservations/", {**{f"f{i:07d}": 1 for i in range(BIG // 14)},
+                                           "gpu_type": "x" * BIG}),
+        ("post", "/api/v1/maintenance-windows/",
+         {"nodes": ["N" * 300] * (BIG // 300), "node_selector": "x" * BIG, "reason": "r"}),
+        ("post", "/api/v1/workloads/", {"name": "n", "template": "x" * BIG, "gpu_type": "a100",
+                                        "gpu_count": 1, "env": {"x" * BIG: "1"}}),
+        ("put", "/api/v1/notifications/preferences/", {"x" * BIG: {"y" * 10: True}}),
+    ]
+
+
+def test_a_large_bad_body_is_answered_with_a_small_error(admin, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * BIG
+    token, client = admin
+    tenant = Tenant.objects.get(name="vision-lab")
+    for method, path, body in _big_bad_bodies(tenant.pk):
+        sent = json.dumps(body)
+        assert len(sent) >= BIG
+        with transaction.atomic():
+            response = getattr(client, method)(path, sent, content_type="application/json")
+            transaction.set_rollback(True)
+        assert 400 <= response.status_code < 500, (path, response.content[:300])
+        error = response.json()
+        assert set(error) == ERROR_KEYS and error["category"] == "invalid", (path, error)
+        assert len(response.content) <= 12_000, (path, len(response.content))
+
+
+# --- categories ----------------------------------------------------------------------------------
+
+def test_every_error_has_its_category(researcher, admin, settings):
+    token, client = researcher
+    _, as_admin = admin
+    tenant = Tenant.objects.get(name="vision-lab")
+    post = {"content_type": "application/json"}
+    soon = timezone.now().replace(microsecond=0)
+    seen = {
+        "invalid": client.post("/api/v1/workloads/", {"name": ""}, **post),
+        "auth": Client().get("/api/v1/workloads/", HTTP_X_AUTH_TOKEN="gAAAA-no-token"),
+        "forbidden": client.put(f"/api/v1/tenants/{tenant.pk}/quota/", {}, **post),
+        "not_found": client.get("/api/v1/workloads/999999/"),
+        "conflict": as_admin.post("/api/v1/reservations/", {  # more than the cluster has
+            "tenant": tenant.pk, "gpu_type": "a100", "count": 1000,
+            "start": (soon + dt.timedelta(days=2)).isoformat(),
+            "end": (soon + dt.timedelta(days=2, hours=1)).isoformat()}, **post),
+    }
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        for _ in range(2):
+            seen["admission"] = client.post("/api/v1/workloads/", {
+                "name": "n", "template": "jupyter", "gpu_type": "a100", "gpu_count": 4}, **post)
+    settings.PORTAL_API_THROTTLE_RATE = "1/minute"
+    client.get("/api/v1/me/")
+    seen["rate_limited"] = client.get("/api/v1/me/")
+    for category, response in seen.items():
+        body = response.json()
+        assert body["category"] == category, (category, response.status_code, body)
+    assert seen["admission"].status_code == 403
+    assert seen["admission"].json()["code"] == "quota_exceeded"
+
+
+def test_the_schema_documents_the_error_shape_and_its_categories():
+    from api.errors import CATEGORIES
+
+    schema = Client().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    error = schema["components"]["schemas"]["Error"]
+    assert error["required"] == ["code", "category", "detail", "fields"]
+    assert error["properties"]["category"]["enum"] == CATEGORIES
+    launch = schema["paths"]["/api/v1/workloads/"]["post"]["responses"]
+    assert launch["403"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Error"}

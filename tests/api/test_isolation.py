@@ -317,7 +317,7 @@ def snapshot(world: World) -> tuple:
 def assert_error(response, status: int, code: str | None = None) -> None:
     assert response.status_code == status, (response.status_code, response.content[:500])
     body = response.json()
-    assert set(body) == {"code", "detail", "fields"}, body
+    assert set(body) == {"code", "category", "detail", "fields"}, body
     if code is not None:
         assert body["code"] == code, body
 

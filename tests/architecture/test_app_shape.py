@@ -11,17 +11,11 @@ from pathlib import Path
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tests.architecture.test_import_layers import LAYERS, ROOT, imported_modules, module_name
+from tests.architecture.layers import APPS, ROOT, app_modules, imported_modules, module_name
 
-APPS = [app for app in LAYERS if app not in ("stack", "api")]
 ROUTE_FILES = {"urls.py", "admin_urls.py"}
 DRF_SERIALIZERS = {"serializers"}
 DRF_VIEWS = {"views", "viewsets", "generics", "mixins", "decorators"}
-
-
-def app_modules() -> list[Path]:
-    return [path for app in APPS for path in sorted((ROOT / app).rglob("*.py"))
-            if "migrations" not in path.parts]
 
 
 def in_api(path: Path) -> bool:

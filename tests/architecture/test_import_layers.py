@@ -10,17 +10,10 @@ here to stop. ARCHITECTURE.md draws the same order.
 
 from __future__ import annotations
 
-import ast
 from collections import defaultdict
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.architecture.layers import LAYERS, ROOT, imported_modules, module_name
 
-# top to bottom: a unit may import the ones after it, never one before it; stack (the embedded
-# stack and the real control plane) runs all of them, and takes the proxy's configuration
-LAYERS = ("stack", "portal", "usage", "calendars", "budgets", "workloads", "access", "notifications",
-          "tenants", "catalogue", "audit", "api",
-          "identity", "cluster", "kube", "core")
 # programs of their own: they import nothing of the project; only stack runs them
 STANDALONE = ("kubesim", "gpuagent", "gpuctl")
 PACKAGES = LAYERS + STANDALONE
@@ -30,32 +23,6 @@ def unit(module: str) -> str | None:
     """The unit a module belongs to, None for what is not the project's (django, stdlib …)."""
     top = module.split(".")[0]
     return top if top in PACKAGES else None
-
-
-def module_name(path: Path) -> tuple[str, bool]:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    is_package = parts[-1] == "__init__"
-    if is_package:
-        parts = parts[:-1]
-    return ".".join(parts), is_package
-
-
-def imported_modules(path: Path) -> list[tuple[str, int]]:
-    """(absolute module, line) for every import in the file, relative ones resolved."""
-    name, is_package = module_name(path)
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.extend((alias.name, node.lineno) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".") if is_package else name.split(".")[:-1]
-                base = base[:len(base) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            found.append((module, node.lineno))
-    return found
 
 
 def import_graph() -> dict[str, dict[str, list[str]]]:

@@ -10,8 +10,7 @@ import ast
 import pytest
 
 from core.registry import Hook, registry
-from tests.architecture.test_app_shape import app_modules
-from tests.architecture.test_import_layers import ROOT
+from tests.architecture.layers import ROOT, app_modules
 
 
 def test_no_app_keeps_an_extension_point_of_its_own():

@@ -18,7 +18,7 @@ from django.core.management import call_command
 from stack.browser import chromium_binary
 from stack.procs import REPO
 from tests.fixtures.processes import PortalProcesses
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 OUTPUT = REPO / ".test-output" / "browser"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -145,6 +145,7 @@ def celery_processes(django_db_setup, django_db_blocker, kubesim, keystone, redi
     app.control.purge()  # tasks other tests enqueued with no worker running
     try:
         processes.worker(queues="celery", concurrency=1, pool="solo").start(WORKER_START_TIMEOUT)
+        processes.launch_worker(concurrency=4).start(WORKER_START_TIMEOUT)
         processes.tracker().start(WORKER_START_TIMEOUT)
         processes.beat().start(WORKER_START_TIMEOUT)
         yield processes
@@ -170,7 +171,7 @@ def vision_lab(login, gpu_types, cluster, celery_processes):
     from kube.client import Kube
     from tenants.models import Tenant
     from tenants.services import quota_update
-    from tests.fixtures.portal import remove_workload_objects
+    from tests.support.cluster import remove_workload_objects
     from tests.workloads.api_calls import DEMO_QUOTA
 
     with cluster.api_client() as client:

@@ -10,7 +10,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 from .conftest import STATE_TIMEOUT_MS, switch_project

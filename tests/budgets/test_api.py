@@ -154,7 +154,7 @@ def test_a_hard_budget_used_up_refuses_the_next_launch(vision, project_token, us
                    LAUNCH)
     assert refused.status_code == 403
     assert refused.json() == {
-        "code": "budget_exhausted", "fields": {},
+        "code": "budget_exhausted", "category": "admission", "fields": {},
         "detail": "vision-lab has used 10.0 of its 10 GPU-hours for November 2026 (hard "
                   "budget); launches are refused until 2026-12-01."}
     assert vision.workloads.filter(name="probe").count() == 0

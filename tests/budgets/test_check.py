@@ -15,7 +15,7 @@ from audit.models import AuditRecord
 from budgets.models import BudgetThresholdCrossed
 from budgets.services import HOLD_PREFIX, budget_check, budgets_check_all
 from notifications.models import Kind, Notification
-from tenants.models import Quota
+from tenants.selectors import quota_figures
 from tests.budgets.conftest import NOW, budget, run
 from workloads.models import Workload, WorkloadEvent
 
@@ -98,22 +98,26 @@ def test_a_hard_budget_used_up_holds_the_queue_until_the_reset(vision, clock):
     with TestCase.captureOnCommitCallbacks(execute=False):
         assert budget_check(budget_id=row.pk).held is True
         assert budget_check(budget_id=row.pk).held is None  # held already: nothing to do
-    reason = Quota.objects.get(tenant=vision).queue_held_reason
+    figures = quota_figures(vision)
+    assert figures.held and figures.held_by("budget_hold")
+    reason = figures.held_reason
     assert reason.startswith(HOLD_PREFIX) and "November 2026" in reason
-    assert AuditRecord.objects.filter(action="quota.queue_hold").count() == 1
+    # held until the reset at the latest, should no check come then
+    assert figures.holds[0].ends_at == dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    assert AuditRecord.objects.filter(action="quota.adjust").count() == 1
     clock.move_to(dt.datetime(2026, 12, 1, 0, 1, tzinfo=dt.UTC))
     with TestCase.captureOnCommitCallbacks(execute=False):
         assert budget_check(budget_id=row.pk).held is False
-    assert Quota.objects.get(tenant=vision).queue_held_reason == ""
-    audit = AuditRecord.objects.filter(action="quota.queue_hold").order_by("id").last()
-    assert audit.after == {"queue_held_reason": ""}
+    assert not quota_figures(vision).held
+    audit = AuditRecord.objects.filter(action="quota.adjust").order_by("id").last()
+    assert (audit.after["source"], audit.after["adjustments"]) == ("budget_hold", [])
 
 
 def test_a_soft_budget_used_up_holds_nothing(vision):
     row = budget(vision, 12, hard=False)
     with TestCase.captureOnCommitCallbacks(execute=False):
         assert budget_check(budget_id=row.pk).held is None
-    assert Quota.objects.get(tenant=vision).queue_held_reason == ""
+    assert not quota_figures(vision).held
 
 
 def test_stop_at_exhaustion_warns_then_stops_through_the_stop_path(vision, clock, settings):

@@ -14,7 +14,7 @@ from budgets.models import Budget
 from budgets.periods import period_bounds
 from tenants.models import Tenant
 from tests.budgets.conftest import run as run_workload
-from tests.gpuctl.test_cli import live, openrc, portal, run  # noqa: F401 - the fixture
+from tests.support.gpuctl import live, openrc, portal, run  # noqa: F401 - the fixture
 
 
 @live

@@ -17,8 +17,8 @@ from budgets.periods import period_bounds
 from budgets.services import budget_check
 from kube.client import Kube
 from tests.budgets.conftest import run
-from tests.queueing.test_kueue_cluster import make_tenant, queued_cluster  # noqa: F401
-from tests.waiting import eventually
+from tests.support.kueue import make_tenant, queued_cluster  # noqa: F401
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
 

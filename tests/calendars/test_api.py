@@ -15,6 +15,7 @@ from django.test import Client, TestCase
 from audit.models import AuditRecord
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
 from tenants.models import Tenant
+from tests.support.cluster import cluster_cache_caught_up
 
 pytestmark = pytest.mark.django_db
 
@@ -70,6 +71,10 @@ def test_an_admin_books_for_a_tenant_whose_people_see_it_and_others_do_not(tenan
     assert (made["tenant"], made["gpu_type"], made["count"], made["state"]) == \
         (vision.pk, "a100", 4, "upcoming")
     assert made["next_occurrence"]["start"].startswith("2026-11-21T08:00")
+    # what its end does to the workloads beyond the quota, as the booking page says it
+    assert made["end_grace_minutes"] == 10
+    assert made["at_end"].endswith("10 minutes later those still beyond it are put back in "
+                                   "line (batch jobs) or stopped (services).")
     record = AuditRecord.objects.get(action="reservation.create")
     assert record.tenant_id == vision.pk and record.after["count"] == 4
     listed = caller("viewer", "get", "/api/v1/reservations/").json()
@@ -241,6 +246,7 @@ def test_the_calendar_shows_another_projects_booking_without_its_name(tenants, c
 
 
 def test_the_gpu_types_say_what_the_calendar_changes_ahead(tenants, caller, login):
+    cluster_cache_caught_up(("Node", "Pod"))  # an earlier test's pods gone from its copy too
     start = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=3)).replace(second=0, microsecond=0)
     caller("admin", "post", "/api/v1/maintenance-windows/",
            {"nodes": ["gpu-a100-1"], "start": start.isoformat(),

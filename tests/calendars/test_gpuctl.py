@@ -14,7 +14,7 @@ from django.utils import timezone
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
 from gpuctl.cli import when
 from tenants.models import Tenant
-from tests.gpuctl.test_cli import live, openrc, portal, run  # noqa: F401 - the fixture
+from tests.support.gpuctl import live, openrc, portal, run  # noqa: F401 - the fixture
 
 
 def iso(hours: float) -> str:
@@ -49,6 +49,7 @@ def test_the_calendar_through_gpuctl(portal, keystone, live_server):  # noqa: F8
     code, out, err = run(["reservations"], portal)
     assert code == 0, err
     assert "course lab" in out and f"\n{booked.pk} " in out
+    assert "are put back in line (batch jobs) or stopped (services)" in out  # at the end
     code, out, err = run(["maintenance", "list"], portal)
     assert code == 0, err
     assert "driver update" in out and "every a100 node" in out

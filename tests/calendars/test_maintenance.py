@@ -27,8 +27,8 @@ from kube.client import Conflict, Kube, NotFound
 from kube.labels import CORDON_ANNOTATION, LABEL_WORKLOAD_ID
 from notifications.models import Kind, Notification
 from tests.fixtures import factories
-from tests.fixtures.portal import cluster_cache_caught_up
-from tests.waiting import eventually
+from tests.support.cluster import cluster_cache_caught_up
+from tests.support.waiting import eventually
 from workloads.advice import launch_advice, launch_context
 from workloads.manifests import SERVICE_ACCOUNT_NAME
 from workloads.models import Workload

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tests.workloads.test_manifests_distributed import DDP, MPIJOB
+from tests.support.manifests import DDP, MPIJOB
 from workloads.manifests import make_deployment, make_job, make_jobset, make_mpijob
 
 AVOID = ("gpu-a100-2", "gpu-a100-1")

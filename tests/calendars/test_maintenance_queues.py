@@ -17,6 +17,7 @@ from calendars.models import MaintenanceWindow
 from calendars.timeline import shares
 from tenants.models import Quota, Tenant
 from tenants.queueing import queue_spec
+from tenants.selectors import quota_figures
 from tenants.services import quota_update
 from tests.fixtures import factories
 
@@ -62,7 +63,8 @@ def test_the_queues_are_lowered_to_what_stays_in_service_and_put_back(tenants):
             (5, 3, 0)
         assert nominal(vision)["v100"] == 2  # other types as they were
         assert queues_withhold(NOW, queued=True) == {}  # again: nothing changes
-        record = AuditRecord.objects.filter(action="quota.withheld", tenant=vision).get()
+        record = AuditRecord.objects.filter(action="quota.adjust", tenant=vision).get()
+        assert record.after["source"] == "maintenance"
         assert "8 a100 GPUs in maintenance, 8 in service" in record.after["reason"]
         later = NOW + dt.timedelta(hours=3)
         MaintenanceWindow.objects.update(state=MaintenanceWindow.State.ENDED)
@@ -79,4 +81,4 @@ def test_nothing_is_withheld_while_the_nodes_left_hold_the_queues_or_without_kue
         assert queues_withhold(NOW, queued=True) == {}  # 2 + 6 fit in the 8 left
         quota_update(tenant=vision, acting_user=None, changes={"gpus_by_type": {"a100": 3}})
         assert queues_withhold(NOW, queued=True) == {"gp-nlp-lab": {"a100": 1}}
-    assert Quota.objects.get(tenant=vision).withheld_gpus == {}
+    assert quota_figures(vision).adjustments == ()

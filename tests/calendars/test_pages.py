@@ -18,6 +18,7 @@ from calendars.models import MaintenanceWindow, Reservation, ReservationAllowanc
 from catalogue.selectors import capacity_outlook
 from tenants.models import Tenant
 from tenants.services import quota_update
+from tests.support.cluster import cluster_cache_caught_up
 
 pytestmark = pytest.mark.django_db
 
@@ -92,7 +93,14 @@ def test_a_manager_books_within_the_allowance(lab, gpu_types, as_user):
     body = lead.get("/calendar/").content.decode()
     assert "vision-lab has no reservation allowance" in body
     ReservationAllowance.objects.create(tenant=lab["vision-lab"], gpu_hours=40)
-    assert 'id="book-form"' in lead.get("/calendar/").content.decode()
+    body = lead.get("/calendar/").content.decode()
+    assert 'id="book-form"' in body
+    # what the end (or a cancellation) does, and that cancelling gives back only what is unused
+    assert "A reservation cancelled while it runs keeps counting what it used until its " \
+        "planned end" in body
+    assert "the reservation is cancelled, the project&#x27;s quota goes back down at once" in body
+    assert "10 minutes later those still beyond it are put back in line (batch jobs) or " \
+        "stopped (services)." in body
     with TestCase.captureOnCommitCallbacks(execute=False):
         booked = lead.post("/calendar/book/", book_form(soon(24), 4, 4))
     assert booked.status_code == 302, booked.content.decode()[-3000:]
@@ -225,6 +233,7 @@ def test_the_banner_tells_those_who_could_be_affected(lab, gpu_types, as_user):
 
 
 def test_the_launch_check_says_when_gpus_go(lab, gpu_types, as_user):
+    cluster_cache_caught_up(("Node", "Pod"))  # an earlier test's pods gone from its copy too
     start = soon(3)
     announce(start, 4, gpus=8)
     reserve(lab["nlp-lab"], gpu_types, 8, start + dt.timedelta(hours=1), 2)

@@ -15,22 +15,20 @@ from django.test import TestCase
 from audit.models import AuditRecord
 from calendars.models import Reservation, ReservationOccurrence
 from calendars.reservations import reservations_tick
-from calendars.services import reservation_cancel, reservation_create
-from catalogue.models import Template
+from calendars.services import reservation_cancel
 from kube.client import Kube
-from tenants.models import Quota
-from tenants.provisioning import tenant_reconcile
-from tenants.queueing import gpu_reach, tenant_queue_objects
-from tenants.services import quota_update, tenant_ensure
-from tests.workloads.test_tracking import state_of
+from tenants.figures import AdjustmentLine
+from tenants.models import Quota, QuotaAdjustment
+from tenants.queueing import tenant_queue_objects
+from tenants.selectors import quota_adjustment_lines, quota_figures
+from tenants.services import quota_adjustments_set, quota_update
+from tests.support.calendars import END, START, book, launch, make_tenant
+from tests.support.tracking import state_of
 from workloads.models import Workload
-from workloads.services import AdmissionRefused, workload_launch
+from workloads.services import AdmissionRefused
 from workloads.tasks import workload_create_task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
-
-START = dt.datetime(2030, 3, 4, 9, 0, tzinfo=dt.UTC)
-END = START + dt.timedelta(hours=8)
 
 
 @pytest.fixture
@@ -40,39 +38,20 @@ def owner(db):
     return User.objects.create(username=f"researcher-{uuid.uuid4().hex[:8]}")
 
 
-def make_tenant(name: str, *, a100: int = 2, gpus_total: int = 2, reconcile: bool = True):
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=name)
-    quota_update(tenant=tenant, acting_user=None, changes={
-        "gpus_total": gpus_total, "max_workloads": 10, "cpu": 16, "memory_gb": 64,
-        "gpus_by_type": {"a100": a100, "v100": 0, "t4": 0}})
-    if reconcile:
-        tenant_reconcile(tenant_id=tenant.pk)
-    tenant.refresh_from_db()
-    return tenant
-
-
-def book(tenant, gpu_types, *, count: int = 4, start: dt.datetime = START,
-         end: dt.datetime = END, user=None, **fields) -> Reservation:
-    """A reservation booked now (an hour before START unless the clock says otherwise)."""
-    return reservation_create(tenant=tenant, acting_user=user, within_allowance=False,
-                              fields={"gpu_type": gpu_types["a100"], "count": count,
-                                      "start": start, "end": end, "note": "", **fields})
-
-
-def launch(tenant, user, gpu_types, *, name: str, gpus: int) -> Workload:
-    request = {"template": Template.objects.get(slug="custom"), "name": name, "kind": "batch",
-               "gpu_type": gpu_types["a100"], "gpu_count": gpus, "image": "busybox:1.36",
-               "env": {"KUBESIM_RUN_SECONDS": "600"}, "cpu": 1, "memory": 1}
-    workload, _ = workload_launch(tenant=tenant, user=user, request=request)
-    return workload
-
-
 def tick(at: dt.datetime, *, reconcile: bool = False):
     """One beat at `at`; with `reconcile`, the reconciles it enqueues are run (eager_celery),
     else dropped (no cluster)."""
     with time_machine.travel(at, tick=True), \
             TestCase.captureOnCommitCallbacks(execute=reconcile):
         return reservations_tick()
+
+
+def reserved(tenant) -> dict[str, int]:
+    """GPUs per type the tenant's reservations add (its quota adjustments of the source, as
+    the beat left them)."""
+    lines = quota_adjustment_lines(Quota.objects.get(tenant=tenant))
+    return {line.gpu_type or "": line.gpus for line in lines
+            if line.source == QuotaAdjustment.Source.RESERVATION}
 
 
 def hard_gpus(tenant) -> str:
@@ -96,9 +75,9 @@ def test_the_quota_is_raised_while_the_reservation_runs_and_back_after(
     assert result.applied == [(reservation.pk, START)]
     assert result.quotas == {"vision-lab": {"a100": 4}}
     quota = Quota.objects.get(tenant=tenant)
-    assert quota.reserved_gpus == {"a100": 4}
-    assert quota.gpus_by_type()["a100"] == 2  # the admin's quota, as the pages show it
-    assert quota.effective().gpus_by_type["a100"] == 6
+    assert reserved(tenant) == {"a100": 4}
+    assert quota.gpus_by_type()["a100"] == 2  # the admin's quota, as the form shows it
+    assert quota_figures(tenant).gpus("a100") == 6
     assert hard_gpus(tenant) == "6"
     workload = launch(tenant, owner, gpu_types, name="during", gpus=3)
     workload_create_task(workload.pk)  # kubesim's ResourceQuota admits its pod now
@@ -110,7 +89,7 @@ def test_the_quota_is_raised_while_the_reservation_runs_and_back_after(
     # after its end: back to 2 (what runs runs on; nothing more is admitted)
     result = tick(END + dt.timedelta(seconds=30), reconcile=True)
     assert result.ended == [(reservation.pk, START)] and result.quotas == {"vision-lab": {}}
-    assert Quota.objects.get(tenant=tenant).reserved_gpus == {}
+    assert reserved(tenant) == {}
     assert hard_gpus(tenant) == "2"
     with pytest.raises(AdmissionRefused, match="uses 3 of 2 a100 GPUs; 1 more would exceed"):
         launch(tenant, owner, gpu_types, name="late", gpus=1)
@@ -118,14 +97,17 @@ def test_the_quota_is_raised_while_the_reservation_runs_and_back_after(
     assert (row.applied_at is not None, row.ended_at is not None, row.released_at) == \
         (True, True, None)
     # audited each way, by the portal, with why
-    records = AuditRecord.objects.filter(action="quota.reserved", tenant_id=tenant.pk) \
+    records = AuditRecord.objects.filter(action="quota.adjust", tenant_id=tenant.pk) \
         .order_by("pk")
+    line = {"source": "reservation", "kind": "delta", "gpu_type": "a100", "gpus": 4,
+            "reason": f"reservation #{reservation.pk} (4 a100)", "ref": f"occurrence:{row.pk}",
+            "starts_at": START.isoformat(), "ends_at": END.isoformat()}
     assert [(r.actor_name, r.before, r.after) for r in records] == [
-        ("system", {"reserved_gpus": {}},
-         {"reserved_gpus": {"a100": 4},
+        ("system", {"source": "reservation", "adjustments": []},
+         {"source": "reservation", "adjustments": [line],
           "reason": f"reservations running: #{reservation.pk} (4 a100)"}),
-        ("system", {"reserved_gpus": {"a100": 4}},
-         {"reserved_gpus": {}, "reason": "no reservation running"})]
+        ("system", {"source": "reservation", "adjustments": [line]},
+         {"source": "reservation", "adjustments": [], "reason": "no reservation running"})]
 
 
 def test_the_beat_run_twice_does_each_step_once(gpu_types):
@@ -137,7 +119,7 @@ def test_the_beat_run_twice_does_each_step_once(gpu_types):
     assert first.applied == [(reservation.pk, START)] and first.quotas
     assert not second.acted
     assert ReservationOccurrence.objects.filter(reservation=reservation).count() == 1
-    assert AuditRecord.objects.filter(action="quota.reserved").count() == 1
+    assert AuditRecord.objects.filter(action="quota.adjust").count() == 1
     # two occurrences of one tenant and type at once add up
     Reservation.objects.create(tenant=tenant, gpu_type=gpu_types["a100"], count=2,
                                start=START + dt.timedelta(minutes=10), end=END)
@@ -163,21 +145,22 @@ def test_a_cancelled_reservation_comes_off_at_the_next_tick(gpu_types):
     reservation = Reservation.objects.create(tenant=tenant, gpu_type=gpu_types["a100"],
                                              count=4, start=START, end=END)
     tick(START + dt.timedelta(minutes=1))
-    assert Quota.objects.get(tenant=tenant).reserved_gpus == {"a100": 4}
+    assert reserved(tenant) == {"a100": 4}
     with time_machine.travel(START + dt.timedelta(minutes=5), tick=True):
         assert reservation_cancel(reservation=reservation, acting_user=None)
     result = tick(START + dt.timedelta(minutes=6))
     assert result.ended == [(reservation.pk, START)]
     assert result.quotas == {"vision-lab": {}}
-    assert Quota.objects.get(tenant=tenant).reserved_gpus == {}
+    assert reserved(tenant) == {}
 
 
 def test_reserved_gpus_come_with_cpu_and_memory_and_raise_the_cluster_queue(gpu_types):
     tenant = make_tenant("vision-lab", a100=2, gpus_total=4, reconcile=False)
+    quota_update(tenant=tenant, acting_user=None, changes={"gpu_borrowing_limit": 1})
     quota = Quota.objects.get(tenant=tenant)
-    quota.gpu_borrowing_limit = 1
-    quota.reserved_gpus = {"a100": 3}
-    figures = quota.effective()
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        reserve(tenant, 3)
+    figures = quota_figures(tenant, quota=quota).in_force
     # the quota's share per GPU: 16 cores and 64 GiB over 4 GPUs, 3 reserved
     assert (figures.gpus_total, figures.cpu, figures.memory_gb) == (7, 16 + 12, 64 + 48)
     queue = tenant_queue_objects(tenant, quota)[0]
@@ -186,7 +169,18 @@ def test_reserved_gpus_come_with_cpu_and_memory_and_raise_the_cluster_queue(gpu_
                                                     {"name": "memory", "nominalQuota": "112Gi"}]
     a100 = next(f for f in gpu_group["flavors"] if f["name"] == "gpu-a100")["resources"][0]
     assert (a100["nominalQuota"], a100["borrowingLimit"]) == ("5", "1")
-    assert gpu_reach(quota, "a100") == 6
+    assert quota_figures(tenant).reach("a100") == 6
     # a quota of no GPUs gets the default quota's share per GPU (32 cores, 256 GiB over 2)
-    quota.gpus_total, quota.reserved_gpus = 0, {"a100": 1}
-    assert (quota.effective().cpu, quota.effective().memory_gb) == (16 + 16, 64 + 128)
+    quota_update(tenant=tenant, acting_user=None, changes={"gpus_total": 0})
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        reserve(tenant, 1)
+    figures = quota_figures(tenant, quota=Quota.objects.get(tenant=tenant)).in_force
+    assert (figures.cpu, figures.memory_gb) == (16 + 16, 64 + 128)
+
+
+def reserve(tenant, gpus: int) -> bool:
+    """What a running reservation of `gpus` a100 adds, written as the beat writes it."""
+    return quota_adjustments_set(
+        tenant=tenant, source=QuotaAdjustment.Source.RESERVATION, reason="a test's",
+        adjustments=[AdjustmentLine(source=QuotaAdjustment.Source.RESERVATION,
+                                    gpu_type="a100", gpus=gpus, ref="test")])

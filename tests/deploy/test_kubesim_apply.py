@@ -10,12 +10,10 @@ import pytest
 
 from tests.deploy.manifests import KUBECTL, PORTAL_PROCESSES, rendered_yaml
 from tests.fixtures.kubesim import DEMO_INVENTORY
-from tests.waiting import eventually
+from tests.support.deploy import OVERLAY, STATIC_KINDS
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kubectl]
-OVERLAY = "tests/deploy/overlays/kubesim"  # all-in-one + a throwaway gpu-portal-secrets
-# kinds no kubesim controller writes to: their resourceVersion moves only when apply changes them
-STATIC_KINDS = "pdb,statefulsets,ingresses,networkpolicies,configmaps,secrets"
 
 
 def kubectl(server, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -64,6 +62,7 @@ def test_the_portal_deployments_become_available(site):
     state = eventually(available, timeout=60, interval=0.2,
                        message="the portal's Deployments did not become available")
     assert state == {"gpu-portal-web": (1, 1), "gpu-portal-worker": (1, 1),
+                     "gpu-portal-launch-worker": (1, 1),
                      "gpu-portal-notifications-worker": (1, 1),
                      "gpu-portal-tracker": (1, 1), "gpu-portal-beat": (1, 1)}
     pods = get_json(server, "pods", "-l", "app.kubernetes.io/name=gpu-portal")["items"]

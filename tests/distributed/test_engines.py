@@ -12,104 +12,25 @@ The demo inventory has two A100 nodes of 8 GPUs each (gputype=a100, tainted nvid
 
 from __future__ import annotations
 
-import contextlib
-import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from tests.fixtures.portal import namespace_gone
-from tests.waiting import eventually
+from tests.support.distributed import (
+    JOBSET,
+    LOCAL_QUEUE,
+    MPIJOB,
+    QUEUE_LABEL,
+    Queue,
+    condition,
+    launcher_succeeded,
+)
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(300)]
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-LOCAL_QUEUE = "default"
-JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
-MPIJOB = ("kubeflow.org", "v2beta1", "mpijobs")
-WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
 RESTRICTED = {"runAsNonRoot": True, "runAsUser": 1000, "allowPrivilegeEscalation": False,
               "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
-
-
-class Queue:
-    """A namespace (Pod Security `restricted`) with a LocalQueue of its own ClusterQueue
-    holding `gpus` A100s (no cohort: nothing to borrow) and CPUs and memory enough."""
-
-    def __init__(self, api: Any, gpus: int) -> None:
-        from kubernetes import client
-
-        self.api = api
-        self.custom = client.CustomObjectsApi(api)
-        self.core = client.CoreV1Api(api)
-        self.namespace = f"dist-{uuid.uuid4().hex[:8]}"
-        self.core.create_namespace({"metadata": {"name": self.namespace, "labels": {
-            "pod-security.kubernetes.io/enforce": "restricted"}}})
-        # as the portal's (tenants/kueue.py): CPU and memory in a flavor of any node, GPUs
-        # in one of the A100 nodes (whose labels Kueue gives the pods it admits)
-        self.flavors = {f"{self.namespace}-cpu": {}, f"{self.namespace}-a100": {
-            "nodeLabels": {"gputype": "a100"}}}
-        for name, spec in self.flavors.items():
-            self.custom.create_cluster_custom_object(
-                "kueue.x-k8s.io", "v1beta2", "resourceflavors", {
-                    "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-                    "metadata": {"name": name}, "spec": spec})
-        self.custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", {
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-            "metadata": {"name": self.namespace},
-            "spec": {"namespaceSelector": {"matchLabels": {
-                "kubernetes.io/metadata.name": self.namespace}},
-                "resourceGroups": [
-                    {"coveredResources": ["cpu", "memory"],
-                     "flavors": [{"name": f"{self.namespace}-cpu", "resources": [
-                         {"name": "cpu", "nominalQuota": "64"},
-                         {"name": "memory", "nominalQuota": "256Gi"}]}]},
-                    {"coveredResources": ["nvidia.com/gpu"],
-                     "flavors": [{"name": f"{self.namespace}-a100", "resources": [
-                         {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}]}]}})
-        self.custom.create_namespaced_custom_object(
-            "kueue.x-k8s.io", "v1beta2", self.namespace, "localqueues", {
-                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                "metadata": {"name": LOCAL_QUEUE, "namespace": self.namespace},
-                "spec": {"clusterQueue": self.namespace}})
-
-    def create(self, kind: tuple[str, str, str], body: dict) -> dict:
-        return self.custom.create_namespaced_custom_object(*kind[:2], self.namespace, kind[2],
-                                                           body)
-
-    def get(self, kind: tuple[str, str, str], name: str) -> dict:
-        return self.custom.get_namespaced_custom_object(*kind[:2], self.namespace, kind[2], name)
-
-    def workloads_of(self, owner: dict) -> list[dict]:
-        """The Kueue Workloads owned by `owner` (a JobSet or MPIJob as created)."""
-        items = self.custom.list_namespaced_custom_object(*WORKLOADS[:2], self.namespace,
-                                                          WORKLOADS[2])["items"]
-        uid = owner["metadata"]["uid"]
-        return [w for w in items
-                if any(o["uid"] == uid for o in w["metadata"].get("ownerReferences") or ())]
-
-    def workload_of(self, owner: dict) -> dict:
-        """Its one Workload (waited for: Kueue makes it when it sees the owner)."""
-        found = eventually(lambda: self.workloads_of(owner), timeout=30,
-                           message=f"a Workload for {owner['metadata']['name']}")
-        assert len(found) == 1, [w["metadata"]["name"] for w in found]
-        return found[0]
-
-    def pods(self, selector: str) -> list:
-        return self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
-
-    def delete(self) -> None:
-        from kubernetes.client.rest import ApiException
-
-        with contextlib.suppress(ApiException):
-            self.core.delete_namespace(self.namespace)
-        namespace_gone(self.core, self.namespace)
-        for plural, name in (("clusterqueues", self.namespace),
-                             *(("resourceflavors", f) for f in self.flavors)):
-            with contextlib.suppress(ApiException):
-                self.custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural,
-                                                         name)
 
 
 @pytest.fixture
@@ -120,12 +41,6 @@ def queue(kueue_cluster) -> Iterator[Queue]:
             yield made
         finally:
             made.delete()
-
-
-def condition(obj: dict, kind: str) -> str | None:
-    """The status ("True"/"False") of a condition of an object's status, or None."""
-    return next((c["status"] for c in (obj.get("status") or {}).get("conditions") or ()
-                 if c["type"] == kind), None)
 
 
 def pod_template(gpus: int, *, run_seconds: int = 5, image: str = "busybox:1.36",
@@ -209,10 +124,8 @@ def test_an_mpijob_is_one_workload_admitted_whole_and_succeeds(queue):
         2), timeout=30, message="both workers Running")
     assert sorted(p.metadata.name for p in workers) == ["allreduce-worker-0",
                                                         "allreduce-worker-1"]
-    done = eventually(lambda: condition(got := queue.get(MPIJOB, "allreduce"),
-                                        "Succeeded") == "True" and got,
-                      timeout=60, message="the MPIJob Succeeded")
-    assert done["status"]["replicaStatuses"]["Launcher"]["succeeded"] == 1
+    eventually(lambda: launcher_succeeded(queue.get(MPIJOB, "allreduce")), timeout=60,
+               message="the MPIJob Succeeded, its launcher with it")
     # Kueue marks its Workload finished once it has seen the MPIJob's end: a moment later
     eventually(lambda: condition(queue.workload_of(created), "Finished") == "True", timeout=30,
                message="the MPIJob's Workload finished")
@@ -234,9 +147,11 @@ def test_a_group_that_does_not_fit_waits_suspended_without_a_pod(queue):
         assert condition(workload, "Admitted") != "True"
         assert queue.get(JOBSET, waiting["metadata"]["name"])["spec"]["suspend"] is True
         assert queue.pods(f"jobset.sigs.k8s.io/jobset-name={waiting['metadata']['name']}") == []
-    assert "couldn't assign flavors" in next(
+    # why the third waits, in Kueue's words (awaited: a scheduling cycle that handled another
+    # Workload first may say it no longer fits, before the next cycle says why)
+    eventually(lambda: "couldn't assign flavors" in next(
         c["message"] for c in queue.workload_of(third)["status"]["conditions"]
-        if c["type"] == "QuotaReserved")
+        if c["type"] == "QuotaReserved"), timeout=30, message="the third's QuotaReserved reason")
     # the first one done, the second starts whole; the third still has no pod
     eventually(lambda: condition(queue.get(JOBSET, "first"), "Completed") == "True",
                timeout=60, message="the first JobSet Completed")
@@ -265,10 +180,11 @@ def test_a_group_that_cannot_start_whole_is_evicted_and_requeued(queue, kueue_cl
         evictions = [c for c in workload["status"].get("conditions") or ()
                      if c["type"] == "Evicted" and c["status"] == "True"]
         assert evictions and evictions[0]["reason"] == "PodsReadyTimeout", evictions
+        # requeued once, counted on the Workload (awaited with the eviction, not read after it)
+        assert (workload["status"].get("requeueState") or {}).get("count") == 1, workload
         return workload
 
-    workload = eventually(evicted, timeout=90, message="evicted for PodsReadyTimeout")
-    assert workload["status"]["requeueState"]["count"] == 1
+    eventually(evicted, timeout=90, message="evicted for PodsReadyTimeout and requeued once")
     eventually(lambda: queue.get(JOBSET, "half")["spec"]["suspend"] is True, timeout=30,
                message="the JobSet suspended again")
     eventually(lambda: queue.pods("jobset.sigs.k8s.io/jobset-name=half") == [], timeout=30,

@@ -9,17 +9,16 @@ for one group only" is two such groups; ranks go one per node (required anti-aff
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from catalogue.models import Template
 from kube.client import Kube
 from kube.labels import LABEL_WORKLOAD_ID
-from tests.fixtures.portal import remove_workload_objects
-from tests.queueing.test_kueue_cluster import make_tenant as queue_tenant
-from tests.waiting import eventually
-from tests.workloads.test_tracking import state_of, track_until
+from tests.support.kueue import make_tenant as queue_tenant
+from tests.support.kueue import queued_cluster  # noqa: F401 - a fixture
+from tests.support.tracking import state_of, track_until
+from tests.support.waiting import eventually
 from workloads.models import Workload
 from workloads.services import AdmissionRefused, workload_launch, workload_stop
 from workloads.tasks import workload_create_task, workload_stop_task
@@ -39,17 +38,8 @@ def owner(db):
 
 
 @pytest.fixture
-def groups_cluster(kueue_cluster, settings, gpu_types) -> Iterator[list]:
-    settings.KUBECONFIG = str(kueue_cluster.portal_kubeconfig)
-    settings.PORTAL_QUEUEING = "auto"
-    made: list = []
-    yield made
-    with kueue_cluster.api_client() as client:
-        kube = Kube(client)
-        remove_workload_objects(kube, wait=60)
-        for tenant in made:
-            kube.delete("ClusterQueue", tenant.namespace)
-            kube.delete("Namespace", tenant.namespace)
+def groups_cluster(queued_cluster) -> list:  # noqa: F811 - the fixture
+    return queued_cluster
 
 
 def make_tenant(made: list, *, a100: int, borrowing: int | None = 0):
@@ -140,7 +130,9 @@ def test_an_mpijob_with_two_workers_succeeds(groups_cluster, kueue_cluster, owne
 def test_with_room_for_one_group_the_other_waits_whole_without_a_pod(
         groups_cluster, kueue_cluster, owner, gpu_types):
     tenant = make_tenant(groups_cluster, a100=16)
-    first = launch_group(tenant, owner, gpu_types, gpus=8, run_seconds=12)
+    # the first runs well past the checks below, which hold only while it runs (at 12 s, a
+    # loaded run could see it end, and the second start, before they were done)
+    first = launch_group(tenant, owner, gpu_types, gpus=8, run_seconds=30)
     second = launch_group(tenant, owner, gpu_types, gpus=8, run_seconds=2)
     tracker = Tracker()
     track_until(tracker, lambda: state_of(first).state == S.RUNNING

@@ -7,7 +7,8 @@ kubesim of its own (`fault_cluster`) that a test may stop and start again with i
 is stopped when the test ends, whatever happened; a part the test stopped (Redis, PostgreSQL,
 Keystone) is running again before the next test.
 
-Waits poll a condition until a deadline (`eventually`, tests/waiting.py); nothing here sleeps for a fixed time.
+Waits poll a condition until a deadline (`eventually`, tests/support/waiting.py); nothing here
+sleeps for a fixed time.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from django.test import Client
 
 from kube.client import Kube
 from tests.faults.conftest import cluster_objects, launch_body, launch_problems
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload
 from workloads.tasks import workloads_requeue_stale
 
@@ -53,7 +53,8 @@ def disagreements(expected: dict[int, str], kube: Kube) -> list[str]:
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_a_30_s_cluster_outage_is_shown_retried_and_converges(lab, portal_processes,
                                                               fault_cluster, login, settings):
-    worker = portal_processes.worker().start()
+    portal_processes.worker().start()  # the probe and the sweep that beat sends
+    worker = portal_processes.launch_worker().start()  # the launches and stops
     portal_processes.tracker().start()
     portal_processes.beat().start()  # the cluster probe, the sweep
     browser = login("researcher")

@@ -8,7 +8,7 @@ import pytest
 from kube.client import Kube
 from stack.procs import free_port
 from tests.faults.conftest import browser_login, launch_body, launch_problems
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 State = Workload.State
@@ -33,7 +33,7 @@ def test_postgres_down_answers_503_and_everything_recovers_by_itself(lab, portal
     assert api.get("/api/v1/workloads/").status_code == 200
     # accepted while no worker runs: their create tasks wait in Redis
     queued = {api.post("/api/v1/workloads/", json=launch_body(i)).json()["id"] for i in range(3)}
-    worker = portal_processes.worker()
+    worker = portal_processes.launch_worker()
 
     postgres_restartable.stop_fast()
     try:

@@ -10,7 +10,7 @@ import pytest
 from kube.client import Kube
 from tests.faults.conftest import Burst, launch_problems, launches_settled
 from tests.fixtures.processes import restarted_when_it_exits
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 STOP_AFTER = 6  # workloads in the cluster when Redis stops
@@ -23,7 +23,8 @@ State = Workload.State
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_a_redis_restart_mid_burst_loses_no_accepted_launch(lab, portal_processes,
                                                             redis_restartable):
-    worker = portal_processes.worker(env=SWEEP_ENV).start()
+    sweeper = portal_processes.worker(env=SWEEP_ENV).start()  # the stale sweep
+    worker = portal_processes.launch_worker(env=SWEEP_ENV).start()  # the launches
     burst = Burst(lab.headers).start()
     try:
         eventually(lambda: Workload.objects.filter(state=State.PENDING).count() >= STOP_AFTER,
@@ -40,7 +41,7 @@ def test_a_redis_restart_mid_burst_loses_no_accepted_launch(lab, portal_processe
     # 'hostname'"), and its shutdown takes a moment after that; deployed, its Deployment starts
     # it again whenever it exits (restartPolicy Always), as here until the launches settle.
     # What it held is not lost: unacknowledged messages and the stale sweep bring it back.
-    with restarted_when_it_exits(worker):
+    with restarted_when_it_exits(worker), restarted_when_it_exits(sweeper):
         # every launch the database holds was answered 201: none is launched twice by a retry
         committed = set(Workload.objects.filter(tenant=lab.tenant).values_list("pk", flat=True))
         answers = collections.Counter(status for status, _ in burst.answers)

@@ -1,12 +1,12 @@
-"""A Celery worker killed (SIGKILL) in the middle of a burst of 50 launches: after a restart,
-every accepted launch has exactly one set of Kubernetes objects or a failure reason; no
-duplicates, no orphans."""
+"""The launch worker (a pool of threads, each creating a launch's objects together) killed
+(SIGKILL) in the middle of a burst of 50 launches: after a restart, every accepted launch has
+exactly one set of Kubernetes objects or a failure reason; no duplicates, no orphans."""
 
 import pytest
 
 from kube.client import Kube
 from tests.faults.conftest import Burst, launch_problems, launches_settled
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 KILL_AFTER = 8  # workloads in the cluster when the worker is killed
@@ -18,7 +18,8 @@ State = Workload.State
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_a_worker_killed_mid_burst_loses_and_duplicates_no_launch(lab, portal_processes):
-    worker = portal_processes.worker(env=SWEEP_ENV).start()
+    portal_processes.worker(env=SWEEP_ENV).start()  # the stale sweep, as deployed
+    worker = portal_processes.launch_worker(env=SWEEP_ENV).start()
     burst = Burst(lab.headers).start()
     try:
         eventually(lambda: Workload.objects.filter(state=State.PENDING).count() >= KILL_AFTER,
@@ -31,7 +32,7 @@ def test_a_worker_killed_mid_burst_loses_and_duplicates_no_launch(lab, portal_pr
     assert len(burst.accepted) == burst.launches
     assert in_flight > 0  # the kill did land in the middle of the burst
 
-    portal_processes.worker(env=SWEEP_ENV).start()
+    portal_processes.launch_worker(env=SWEEP_ENV).start()
     eventually(launches_settled(burst.accepted), timeout=90,
                message="every launch past creation", interval=2.0)
     problems = launch_problems(burst.accepted, Kube())

@@ -23,7 +23,7 @@ from gpuagent.podresources import Holder, KubeletPodResources
 from kubesim.inventory import load_inventory, node_devices, parse_inventory
 from stack.k8s.podresources import PodResourcesServer, pod_workload
 from tests.fixtures.kubesim import DEMO_INVENTORY
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 NODE = "gpu-a100-1"
 

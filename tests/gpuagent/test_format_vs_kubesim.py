@@ -17,7 +17,7 @@ from gpuagent.nvml import A100_80GB, FakeGpu, FakeReader
 from gpuagent.podresources import KubeletPodResources
 from gpuagent.sampler import Sampler
 from tests.gpuagent.conftest import FakeKubelet, pod_resources
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 A100_MIB = 81920
 HOLDER_LABELS = ("container", "namespace", "pod")

@@ -3,7 +3,6 @@ own main(argv) in-process, and the installed console script once in a subprocess
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -15,28 +14,7 @@ import pytest
 import yaml
 
 from gpuctl import cli
-from tenants.models import Tenant
-from tenants.provisioning import tenant_reconcile
-from tenants.services import quota_update
-
-live = pytest.mark.django_db(transaction=True, serialized_rollback=True)
-
-
-def run(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = cli.main(argv, env=env, stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-def openrc(keystone, live_server, user: str = "researcher", project: str = "vision-lab",
-           password: str | None = None) -> dict[str, str]:
-    """What `source openrc` puts in the environment."""
-    return {"OS_AUTH_URL": keystone.url, "OS_USERNAME": user,
-            "OS_PASSWORD": password or f"{user}-demo-pass", "OS_PROJECT_NAME": project,
-            "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
-            "OS_IDENTITY_API_VERSION": "3", "GPU_PORTAL_URL": live_server.url,
-            "HOME": "/nonexistent"}
-
+from tests.support.gpuctl import live, openrc, run
 
 # --- without a server -------------------------------------------------------------------------
 
@@ -68,18 +46,6 @@ def test_new_log_lines_of_a_polled_tail():
 
 
 # --- against the live portal --------------------------------------------------------------------
-
-@pytest.fixture
-def portal(live_server, keystone, gpu_types, cluster, eager_celery):
-    """vision-lab ready to launch: recorded, the demo quota, its namespace in kubesim."""
-    env = openrc(keystone, live_server)
-    code, _, err = run(["whoami"], env)  # first contact records the user and the tenant
-    assert code == 0, err
-    tenant = Tenant.objects.get(name="vision-lab")
-    quota_update(tenant=tenant, acting_user=None,
-                 changes={"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0}})
-    tenant_reconcile(tenant_id=tenant.pk)
-    return env
 
 
 @pytest.fixture
@@ -238,7 +204,7 @@ def test_another_projects_workload_is_not_found(portal, keystone, live_server):
 
 @live
 def test_an_application_credential_from_the_environment(portal, keystone, live_server):
-    from tests.api.test_app_credentials import user_client
+    from tests.support.gpuctl import user_client
 
     ks = user_client(keystone, "researcher", "vision-lab")
     user_id = ks.session.get_user_id()

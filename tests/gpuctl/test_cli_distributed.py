@@ -12,11 +12,8 @@ import pytest
 from gpuctl import cli
 from tenants.models import Tenant
 from tests.fixtures import factories
-from tests.gpuctl import test_cli
-from tests.gpuctl.test_cli import live, run
+from tests.support.gpuctl import live, run
 from workloads.models import Workload
-
-portal = test_cli.portal  # vision-lab ready to launch
 
 RANKS = [  # as the tracker records them: an MPIJob's launcher and two workers
     {"rank": None, "role": "launcher", "pod": "mpi-7-launcher", "node": "gpu-a100-0",

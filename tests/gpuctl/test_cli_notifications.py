@@ -12,8 +12,8 @@ from notifications.models import Delivery, Kind, Notification, Webhook
 from notifications.services import notify
 from notifications.tasks import webhook_post_task
 from tenants.models import Tenant
-from tests.gpuctl.test_cli import openrc, run
 from tests.notifications.conftest import Receiver
+from tests.support.gpuctl import openrc, run
 
 live = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 

@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from gpuctl import config as config_mod
 from gpuctl import ssh as ssh_mod
 from gpuctl.client import PortalClient
-from tests.gpuctl.test_cli import openrc, run
+from tests.support.gpuctl import openrc, run
 from tests.workloads.api_calls import vision_lab_ready
 from workloads.models import Workload
 

@@ -17,12 +17,11 @@ from django.test import Client
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
-from access.models import SSHCertificate
 from audit.models import AuditRecord
 from tests.usage.conftest import T0, make_workload, sample_row
 from tests.workloads.api_calls import launch, vision_lab_ready
 from usage.services import samples_insert, usage_rollup
-from workloads.models import Workload
+from workloads.models import SSHCertificate, Workload
 
 pytestmark = pytest.mark.django_db
 

@@ -1,11 +1,13 @@
-"""Helpers for the cluster-half tests: small manifest builders (waits: tests/waiting.py's
+"""Helpers for the cluster-half tests: small manifest builders (waits: tests/support/waiting.py's
 `eventually`, with `ignoring=(ApiException,)` where the object may not be there yet)."""
 
 from __future__ import annotations
 
+import http.client
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import yaml
 from kubernetes import client
@@ -106,3 +108,28 @@ def condition(obj: Any, type_: str) -> Any:
         if cond.type == type_:
             return cond
     return None
+
+
+def stream_lines(
+    server,
+    path: str,
+    *,
+    limit: int | None = None,
+    timeout: float = 10.0,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, list[dict]]:
+    """Read a watch response line by line (at most `limit` events)."""
+    url = urlparse(server.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    conn.request("GET", path, headers={**server.headers(), **(headers or {})})
+    resp = conn.getresponse()
+    events = []
+    try:
+        while limit is None or len(events) < limit:
+            line = resp.readline()
+            if not line:
+                break
+            events.append(json.loads(line))
+    finally:
+        conn.close()
+    return resp.status, events

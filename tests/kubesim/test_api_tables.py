@@ -77,7 +77,7 @@ def test_tables_for_other_kinds(raw, kube_namespace):
 
 
 def test_table_watch_sends_headers_once(kubesim, raw, kube_namespace):
-    from tests.kubesim.test_api_watch import stream_lines
+    from tests.kubesim.cluster_helpers import stream_lines
 
     path = f"/api/v1/namespaces/{kube_namespace}/configmaps"
     for name in ("a", "b"):

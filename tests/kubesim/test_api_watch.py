@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import http.client
-import json
 import threading
 import time
 from urllib.parse import urlparse
@@ -12,32 +11,8 @@ from urllib.parse import urlparse
 import pytest
 from kubernetes import client, watch
 
+from tests.kubesim.cluster_helpers import stream_lines
 from tests.kubesim.conftest import Raw
-
-
-def stream_lines(
-    server,
-    path: str,
-    *,
-    limit: int | None = None,
-    timeout: float = 10.0,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, list[dict]]:
-    """Read a watch response line by line (at most `limit` events)."""
-    url = urlparse(server.url)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
-    conn.request("GET", path, headers={**server.headers(), **(headers or {})})
-    resp = conn.getresponse()
-    events = []
-    try:
-        while limit is None or len(events) < limit:
-            line = resp.readline()
-            if not line:
-                break
-            events.append(json.loads(line))
-    finally:
-        conn.close()
-    return resp.status, events
 
 
 def test_watch_with_official_client(api_client, kube_namespace):

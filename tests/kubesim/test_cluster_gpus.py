@@ -19,7 +19,7 @@ from tests.kubesim.cluster_helpers import (
     status_body,
     write_inventory,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 DCGM = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED",
         "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",

@@ -17,7 +17,7 @@ from tests.kubesim.cluster_helpers import (
     pod_spec,
     status_body,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 def quota(name: str, hard: dict[str, str]) -> dict:

@@ -24,7 +24,7 @@ from tests.kubesim.cluster_helpers import (
     pod_spec,
     write_inventory,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 @pytest.fixture(scope="module")

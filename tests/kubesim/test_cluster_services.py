@@ -16,7 +16,7 @@ from tests.kubesim.cluster_helpers import (
     pod_spec,
     write_inventory,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 def lb_service(name: str, *, annotations: dict | None = None, selector: dict | None = None,

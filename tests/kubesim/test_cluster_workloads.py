@@ -21,7 +21,7 @@ from tests.kubesim.cluster_helpers import (
     pod_spec,
     status_body,
 )
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 def test_deployment_replicaset_pods_running_and_ready(core, apps, kube_namespace):

@@ -110,7 +110,7 @@ def test_unknown_kinds_or_channels_are_400_and_change_nothing(api):
         answer = researcher.put("/api/v1/notifications/preferences/", body,
                                 content_type="application/json")
         assert answer.status_code == 400, body
-        assert set(answer.json()) == {"code", "detail", "fields"}
+        assert set(answer.json()) == {"code", "category", "detail", "fields"}
     assert answer.json()["code"] == "invalid"
     assert not NotificationPreference.objects.exists()
 
@@ -303,7 +303,8 @@ def test_tests_past_their_rate_are_429_in_the_error_format(api, settings):
                    for _ in range(3)]
     assert [a.status_code for a in answers] == [202, 202, 429]
     body = answers[2].json()
-    assert body["code"] == "throttled" and set(body) == {"code", "detail", "fields"}
+    assert body["code"] == "throttled" and body["category"] == "rate_limited"
+    assert set(body) == {"code", "category", "detail", "fields"}
     assert 1 <= int(answers[2]["Retry-After"]) <= 60
     assert Delivery.objects.filter(webhook=hook).count() == 2
     # the rate is the tests', not the API's: the rest of the API still answers

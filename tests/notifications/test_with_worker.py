@@ -13,7 +13,7 @@ from notifications.services import notify, webhook_create
 from stack.procs import free_port
 from tests.faults.conftest import launch_body
 from tests.notifications.conftest import Receiver
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 # retries a second or two apart (the default waits up to 30 s, then 60 s …)
@@ -53,8 +53,8 @@ def test_a_receiver_that_is_down_is_retried_until_it_comes_back(lab, portal_proc
 
 def test_a_hanging_receiver_never_delays_a_launch(lab, login, portal_processes, settings):
     """The notifications worker holds POSTs the receiver never answers (a personal webhook and
-    the project's); a launch through the API answers meanwhile and the `celery` worker, one
-    process alone, takes it to the cluster (the receiver is released only after that)."""
+    the project's); a launch through the API answers meanwhile and the launch worker takes it
+    to the cluster (the receiver is released only after that)."""
     settings.PORTAL_WEBHOOK_ALLOW_PRIVATE = True
     login("lead")  # the project's webhook is its manager's
     researcher = get_user_model().objects.get(name="researcher")
@@ -67,6 +67,7 @@ def test_a_hanging_receiver_never_delays_a_launch(lab, login, portal_processes, 
         webhook_create(acting_user=researcher, url=receiver.url)
         webhook_create(acting_user=lead, url=receiver.url, tenant=lab.tenant)
         portal_processes.worker(concurrency=1, env=env).start()
+        portal_processes.launch_worker(concurrency=2, env=env).start()
         portal_processes.notifications_worker(env=env).start()
         tell(researcher, lab.tenant, "finished:before-the-launch")
         eventually(lambda: len(receiver.received) >= 2, timeout=60,
@@ -76,9 +77,9 @@ def test_a_hanging_receiver_never_delays_a_launch(lab, login, portal_processes, 
                                  content_type="application/json", **lab.headers)
         assert response.status_code == 201, response.content[:500]
         launched = Workload.objects.get(pk=response.json()["id"])
-        # the launch task ran on the `celery` worker while both POSTs are held
+        # the launch task ran on the launch worker while both POSTs are held
         eventually(lambda: Workload.objects.get(pk=launched.pk).state != Workload.State.SUBMITTED,
-                   timeout=60, message="the launch taken up by the celery worker")
+                   timeout=60, message="the launch taken up by the launch worker")
         assert receiver.answered == 0  # the held POSTs are still unanswered
         assert not receiver.release.is_set()
         receiver.release.set()

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from kube import status
-from kube.client import Kube, KubeUnavailable
+from kube.client import Kube, KubeUnavailable, cluster_probe
 from portal.tasks import cluster_probe_task
 
 
@@ -23,7 +23,7 @@ def unreachable(cluster, settings, tmp_path):
     settings.KUBECONFIG = str(kubeconfig)
     yield
     settings.KUBECONFIG = str(cluster.kubeconfig)
-    status.cluster_probe()  # leave no recorded outage behind for the next test
+    cluster_probe()  # leave no recorded outage behind for the next test
 
 
 @pytest.mark.django_db
@@ -43,7 +43,7 @@ def test_pages_show_the_banner_while_the_cluster_is_down_and_drop_it_after(
         unreachable, login, settings, cluster):
     client = login("researcher")
     assert 'role="alert"' not in client.get("/workloads/").content.decode()
-    status.cluster_probe()
+    cluster_probe()
     page = client.get("/workloads/")
     assert page.status_code == 200
     body = page.content.decode()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from django.core.cache import cache
@@ -24,10 +23,9 @@ from stack.k8s.addons import addon
 from tenants.kueue import COHORT, LOCAL_QUEUE
 from tenants.models import Quota
 from tenants.provisioning import tenant_reconcile
-from tenants.services import quota_update, tenant_ensure
-from tests.fixtures.portal import remove_workload_objects
-from tests.waiting import eventually
-from tests.workloads.test_tracking import state_of, track_until
+from tests.support.kueue import launch, make_tenant
+from tests.support.tracking import state_of, track_until
+from tests.support.waiting import eventually
 from workloads.api.serializers import WorkloadSerializer
 from workloads.models import Workload
 from workloads.queue import annotate_queue
@@ -45,44 +43,6 @@ def owner(db):
     from identity.models import User
 
     return User.objects.create(username=f"researcher-{uuid.uuid4().hex[:8]}")
-
-
-@pytest.fixture
-def queued_cluster(kueue_cluster, settings, gpu_types) -> Iterator:
-    settings.KUBECONFIG = str(kueue_cluster.portal_kubeconfig)
-    settings.PORTAL_QUEUEING = "auto"  # detected: the cluster serves Kueue's API
-    made: list = []
-    yield made
-    with kueue_cluster.api_client() as client:
-        kube = Kube(client)
-        remove_workload_objects(kube)
-        for tenant in made:
-            kube.delete("ClusterQueue", tenant.namespace)
-            kube.delete("Namespace", tenant.namespace)
-
-
-def make_tenant(made: list, *, a100: int, borrowing: int | None = None, weight: str = "1"):
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"team-{len(made)}")
-    quota_update(tenant=tenant, acting_user=None, changes={
-        "gpus_total": 16, "max_workloads": 10, "cpu": 64, "memory_gb": 256,
-        "gpus_by_type": {"a100": a100, "v100": 0, "t4": 0}, "gpu_borrowing_limit": borrowing,
-        "fair_share_weight": weight})
-    tenant_reconcile(tenant_id=tenant.pk)
-    tenant.refresh_from_db()
-    made.append(tenant)
-    return tenant
-
-
-def launch(tenant, user, gpu_types, *, name: str, gpus: int, run_seconds: int = 600,
-           max_runtime: int | None = None) -> Workload:
-    """The portal's own launch (admission), and its create task run here."""
-    request = {"template": Template.objects.get(slug="custom"), "name": name, "kind": "batch",
-               "gpu_type": gpu_types["a100"], "gpu_count": gpus, "image": "busybox:1.36",
-               "env": {"KUBESIM_RUN_SECONDS": str(run_seconds)}, "cpu": 1, "memory": 1,
-               "max_runtime_minutes": max_runtime}
-    workload, _ = workload_launch(tenant=tenant, user=user, request=request)
-    workload_create_task(workload.pk)
-    return state_of(workload)
 
 
 def test_quotas_become_a_cluster_queue_per_tenant_in_one_cohort(queued_cluster, kueue_cluster):
@@ -191,7 +151,6 @@ def test_kueue_down_a_launch_waits_creating_and_goes_on_when_it_is_back(
         jobs = Kube(client).list("Job", tenant.namespace)["items"]
     assert [j["metadata"]["name"] for j in jobs] == [workload.object_name]  # once, not twice
     assert jobs[0]["metadata"]["labels"][QUEUE_LABEL] == LOCAL_QUEUE
-
 
 
 def test_a_service_waits_gated_ahead_of_batch_and_starts_when_gpus_are_free(

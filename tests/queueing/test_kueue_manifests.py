@@ -97,7 +97,7 @@ def test_the_local_queue_and_the_labels_workloads_carry():
 
 
 def test_a_held_queue_admits_nothing_new():
-    """An exhausted hard budget (Quota.queue_held_reason): Kueue's stopPolicy Hold; otherwise
+    """An exhausted hard budget (a hold among the quota's adjustments): Kueue's stopPolicy Hold; otherwise
     Kueue's own default written out, so that lifting a hold is a change the reconcile sees."""
     assert make_cluster_queue(spec(), FLAVORS)["spec"]["stopPolicy"] == "None"
     assert make_cluster_queue(spec(held=True), FLAVORS)["spec"]["stopPolicy"] == "Hold"

@@ -12,10 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from kube.client import Kube
 from stack.k8s.addons import addon
 from stack.k8s.cluster import ControlPlane
-from tests.fixtures.portal import remove_workload_objects
+from tests.support.cluster import cluster_objects_of_the_test
 
 
 class PortalView:
@@ -40,7 +39,6 @@ def cluster(real_cluster: ControlPlane, settings) -> Iterator[PortalView]:
     address_pools_forget()  # what free addresses an earlier test left is not this one's
     # the GPU agents of the KWOK nodes, as `make demo CLUSTER=kube` passes them to the portal
     settings.PORTAL_GPU_EXPORTER_URLS = list(addon(real_cluster, "gpumetrics").urls)
-    yield PortalView(real_cluster)
-    with real_cluster.api_client() as client:
-        # the next test counts free GPUs on this same cluster: this one's pods must be gone
-        remove_workload_objects(Kube(client), wait=90)
+    # the next test counts free GPUs on this same cluster: this one's pods must be gone
+    with cluster_objects_of_the_test(real_cluster.api_client, timeout=90):
+        yield PortalView(real_cluster)

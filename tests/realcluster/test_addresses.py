@@ -11,13 +11,10 @@ from kubernetes import client as k8s
 from cluster.addresses import address_pools
 from stack.k8s.build import apply_object
 from stack.k8s.metallb import NAMESPACE as METALLB_NAMESPACE
+from tests.support.tracking import launch, owner  # noqa: F401 - owner: the fixture
 from tests.workloads.addresses import until_the_pool_is_full
 from tests.workloads.api_calls import launch as api_launch
 from tests.workloads.api_calls import vision_lab_ready
-from tests.workloads.test_tracking import (  # noqa: F401 - owner: the fixture
-    launch,
-    owner,
-)
 from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]

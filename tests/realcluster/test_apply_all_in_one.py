@@ -12,8 +12,8 @@ import subprocess
 import pytest
 
 from tests.deploy.manifests import KUBECTL, PORTAL_PROCESSES, rendered_yaml
-from tests.deploy.test_kubesim_apply import OVERLAY, STATIC_KINDS
-from tests.waiting import eventually
+from tests.support.deploy import OVERLAY, STATIC_KINDS
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.kubectl, pytest.mark.timeout(240)]
 
@@ -79,6 +79,7 @@ def test_the_portal_deployments_become_available_and_migrate_completes(site):
     state = eventually(available, timeout=120, interval=0.2,
                        message="the portal's Deployments did not become available")
     assert state == {"gpu-portal-web": (1, 1), "gpu-portal-worker": (1, 1),
+                     "gpu-portal-launch-worker": (1, 1),
                      "gpu-portal-notifications-worker": (1, 1),
                      "gpu-portal-tracker": (1, 1), "gpu-portal-beat": (1, 1)}
     pods = get_json(cp, "pods", "-l", "app.kubernetes.io/name=gpu-portal")["items"]
@@ -109,6 +110,7 @@ def test_applying_again_changes_nothing(site):
     assert {line.split()[0] for line in changed} <= {
         "poddisruptionbudget.policy/gpu-portal-web", "poddisruptionbudget.policy/gpu-portal-worker",
         "poddisruptionbudget.policy/gpu-portal-notifications-worker",
+        "poddisruptionbudget.policy/gpu-portal-launch-worker",
         "secret/gpu-portal-secrets", "statefulset.apps/gpu-portal-postgres",
         "statefulset.apps/gpu-portal-redis"}, again.stdout
     after = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]

@@ -6,10 +6,10 @@ tests (tests/catalogue/test_admin_pages.py), re-run here."""
 import pytest
 
 from tests.catalogue.test_admin_pages import (  # noqa: F401 - collected here, against the real cluster
-    admin,
     test_a_type_no_node_serves_is_flagged,
     test_an_unreachable_cluster_shows_a_banner_and_the_catalogue,
     test_the_capacity_table_for_the_demo_cluster,
 )
+from tests.support.pages import admin  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster]

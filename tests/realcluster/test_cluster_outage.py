@@ -15,7 +15,7 @@ from tests.faults.conftest import lab, portal_processes  # noqa: F401 - fixtures
 from tests.faults.test_cluster_outage import (  # noqa: F401 - collected here
     test_a_30_s_cluster_outage_is_shown_retried_and_converges,
 )
-from tests.fixtures.portal import remove_workload_objects
+from tests.support.cluster import remove_workload_objects
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(500)]
 

@@ -17,8 +17,8 @@ from kube.client import Kube
 from stack.k8s.addons import addon
 from tenants.models import Quota, Tenant
 from tests.fixtures.factories import make_workload
-from tests.usage.test_culling import IDLE_TRACE, actions, check
-from tests.waiting import eventually
+from tests.support.culling import IDLE_TRACE, actions, check
+from tests.support.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
 from usage.models import GpuSample, WorkloadIdle
 from usage.services import usage_scrape

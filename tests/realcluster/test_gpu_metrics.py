@@ -14,7 +14,7 @@ from kubernetes import client
 
 from kubesim.inventory import load_inventory, node_devices
 from stack.k8s.cluster import DEMO_INVENTORY
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from usage.scrape import DeviceReading, discover_targets, scrape_targets
 
 

@@ -15,30 +15,23 @@ from kubernetes import client as k8s
 
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
-from tests.waiting import eventually
-from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
-from tests.workloads.test_journeys import (  # noqa: F401 - collected here, on the real cluster
+from tests.support.journeys import (  # noqa: F401 - fixtures
     launched,
     researcher,
+    track_until,
+    vision,
+)
+from tests.support.waiting import eventually
+from tests.workloads.api_calls import delete, launch, post
+from tests.workloads.test_journeys import (  # noqa: F401 - collected here, on the real cluster
     test_a_launch_into_a_namespace_deleted_behind_the_portals_back_runs,
     test_a_launch_into_a_namespace_still_being_deleted_waits_and_then_says_why,
 )
-from tests.workloads.test_journeys import track_until as track_until_kubesim
 from workloads.models import Workload
 
-pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180),
+              pytest.mark.usefixtures("eager_celery")]
 S = Workload.State
-
-
-def track_until(workload_id: int, predicate, timeout: float = 40.0) -> Workload:
-    """The kubesim journeys' tracking loop, with more time: KWOK's pods start in ~0.5 s but a
-    real Job controller and ReplicaSet controller add their own steps."""
-    return track_until_kubesim(workload_id, predicate, timeout=timeout)
-
-
-@pytest.fixture
-def vision(login, gpu_types, cluster, eager_celery):
-    return vision_lab_ready(login)
 
 
 @pytest.fixture

@@ -36,7 +36,8 @@ from tenants.kueue import LOCAL_QUEUE
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import tenant_ensure
-from tests.waiting import eventually
+from tests.support.cluster import cluster_objects_of_the_test
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.django_db
 
@@ -57,16 +58,18 @@ def webhook(real_cluster):
 
 
 @pytest.fixture
-def namespaces(real_cluster, keystone, settings) -> dict[str, str]:
+def namespaces(real_cluster, keystone, settings) -> Iterator[dict[str, str]]:
     """vision-lab and nlp-lab provisioned the way the portal does it: the tenant rows, then the
     reconcile that creates each namespace and its RoleBindings, as the portal's ServiceAccount."""
     settings.KUBECONFIG = str(real_cluster.portal_kubeconfig)
-    found = {}
-    for name in PROJECTS:
-        tenant = tenant_ensure(keystone_project_id=keystone.project_ids[name], name=name)
-        tenant_reconcile(tenant_id=tenant.pk)
-        found[name] = tenant.namespace
-    return found
+    # the test's own: gone before the next test, which may provision them afresh
+    with cluster_objects_of_the_test(real_cluster.api_client, timeout=90):
+        found = {}
+        for name in PROJECTS:
+            tenant = tenant_ensure(keystone_project_id=keystone.project_ids[name], name=name)
+            tenant_reconcile(tenant_id=tenant.pk)
+            found[name] = tenant.namespace
+        yield found
 
 
 def kubectl_for(cluster, folder: Path):
@@ -576,6 +579,10 @@ def test_in_a_queued_namespace_no_gpu_pod_without_the_queue_label(
             kube = Kube(api)
             kube.delete("ClusterQueue", namespace)
             kube.delete("Namespace", namespace)
+            # gone before the next test: a ClusterQueue lends its quota to the cohort till then
+            eventually(lambda: kube.get("ClusterQueue", namespace) is None
+                       and kube.get("Namespace", namespace) is None, timeout=90,
+                       message=f"{namespace} and its ClusterQueue are not gone")
 
 
 def test_tokens_that_are_not_project_scoped_or_not_valid_are_unauthorized(

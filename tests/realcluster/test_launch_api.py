@@ -10,8 +10,8 @@ import pytest
 from tests.catalogue.test_api import (  # noqa: F401 - collected here, against the real cluster
     test_gpu_types_report_capacity_and_free,
 )
+from tests.support.journeys import JUPYTER, vision  # noqa: F401 - what the tests use
 from tests.workloads.test_launch_api import (  # noqa: F401 - collected here, against the real cluster
-    JUPYTER,
     test_a_launch_beyond_the_quota_is_403_naming_the_limit,
     test_a_request_that_can_never_fit_is_refused_at_once,
     test_delete_hides_it_and_frees_the_quota,
@@ -21,7 +21,6 @@ from tests.workloads.test_launch_api import (  # noqa: F401 - collected here, ag
     test_stop_deletes_the_objects_and_keeps_the_record,
     test_the_home_volume_is_created_once_and_mounted,
     test_unicode_names_and_commands_are_kept_as_argv,
-    vision,
 )
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]

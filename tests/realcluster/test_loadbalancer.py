@@ -12,7 +12,7 @@ from kubernetes import client
 
 from kubesim.inventory import load_inventory
 from stack.k8s.cluster import DEMO_INVENTORY
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 NAMESPACE = "metallb-system"
 

@@ -26,19 +26,14 @@ from calendars.validation import window_clean
 from kube.client import Kube
 from kube.labels import CORDON_ANNOTATION, LABEL_WORKLOAD_ID
 from notifications.models import Kind, Notification
-from tests.queueing.test_kueue_cluster import (  # noqa: F401 - fixtures
-    S,
-    launch,
-    make_tenant,
-    owner,
-    queued_cluster,
-)
-from tests.workloads.test_tracking import state_of, track_until
+from tests.support.kueue import launch, make_tenant, queued_cluster  # noqa: F401 - a fixture
+from tests.support.tracking import owner, state_of, track_until  # noqa: F401 - a fixture
 from workloads.models import Workload
 from workloads.tasks import workload_create_task, workload_stop_task
 from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
+S = Workload.State
 A100_NODES = ("gpu-a100-1", "gpu-a100-2")
 
 
@@ -172,7 +167,7 @@ def test_kueue_admits_only_what_the_nodes_left_in_service_hold(queued_cluster, k
     """Two projects of 8 a100 each fill the cluster's 16; a window takes gpu-a100-1 (8) out:
     their queues go down to 4 each, so when the second project asks for its 4 Kueue takes back
     what the first borrowed instead of admitting 4 GPUs no node has."""
-    from tests.realcluster.test_reservations import nominal_a100
+    from tests.support.kueue import nominal_a100
 
     first, second = make_tenant(queued_cluster, a100=8), make_tenant(queued_cluster, a100=8)
     start = timezone.now().replace(microsecond=0) + dt.timedelta(minutes=2)

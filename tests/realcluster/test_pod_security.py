@@ -19,14 +19,19 @@ from kubernetes.client.rest import ApiException
 
 from catalogue.models import GpuType, Template
 from tenants.services import tenant_root_templates_update
-from tests.realcluster.test_journeys import track_until, vision  # noqa: F401 - a fixture
+from tests.support.journeys import (  # noqa: F401 - fixtures
+    launched,
+    researcher,
+    track_until,
+    vision,
+)
 from tests.workloads.api_calls import launch
-from tests.workloads.test_journeys import launched, researcher  # noqa: F401 - a fixture
 from workloads.manifests import make_pod_template
 from workloads.models import Workload
 from workloads.objects import workload_spec
 
-pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(240),
+              pytest.mark.usefixtures("eager_celery")]
 S = Workload.State
 
 

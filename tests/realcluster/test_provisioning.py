@@ -7,8 +7,8 @@ namespace name, the namespace deleted (by the real namespace controller) after t
 
 import pytest
 
+from tests.support.provisioning import tenant  # noqa: F401 - a fixture
 from tests.tenants.test_provisioning import (  # noqa: F401 - collected here, against the real cluster
-    tenant,
     test_a_concurrent_reconcile_that_got_there_first_does_not_fail_the_tenant,
     test_a_namespace_provisioned_before_the_egress_rules_loses_its_open_egress,
     test_a_namespace_provisioned_before_the_proxies_gets_the_new_isolation,

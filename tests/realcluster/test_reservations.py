@@ -1,7 +1,8 @@
 """GPU reservations on the real control plane with Kueue (issue 28): at its start a reservation
 raises its project's ClusterQueue nominal quota, and Kueue reclaims the GPUs another project
 borrowed (its owner was told an hour before, and is told of the reclaim through the tracker's
-path); an unused reservation is released after its grace and the queue goes back down.
+path); an unused reservation is released after its grace and the queue goes back down; at the end
+the workloads Kueue admitted beyond the lowered queue are put back in line by the portal.
 
 The portal's clock is moved with time-machine (the beat's ticks); Kueue and the tracker run on
 the real clock. The demo inventory has 16 A100s; the cohort's nominal quotas are what Kueue
@@ -23,9 +24,9 @@ from calendars.reservations import reservations_tick
 from calendars.services import reservation_create
 from kube.client import Kube
 from notifications.models import Notification
-from tests.queueing.test_kueue_cluster import launch, make_tenant, queued_cluster  # noqa: F401
-from tests.waiting import eventually
-from tests.workloads.test_tracking import state_of, track_until
+from tests.support.kueue import launch, make_tenant, nominal_a100, queued_cluster  # noqa: F401
+from tests.support.tracking import state_of, track_until
+from tests.support.waiting import eventually
 from workloads.models import Workload
 from workloads.tracking.tracker import Tracker
 
@@ -38,13 +39,6 @@ def user(name: str):
     from identity.models import User
 
     return User.objects.create(username=f"{name}-{uuid.uuid4().hex[:8]}")
-
-
-def nominal_a100(kube: Kube, tenant) -> str:
-    """The tenant's ClusterQueue's nominal quota of the a100 flavor, as the API server has it."""
-    queue = kube.get("ClusterQueue", tenant.namespace)
-    gpus = queue["spec"]["resourceGroups"][1]["flavors"]
-    return next(f for f in gpus if f["name"] == "gpu-a100")["resources"][0]["nominalQuota"]
 
 
 def tick(at: dt.datetime):
@@ -138,7 +132,7 @@ def test_an_overbooking_is_refused_against_the_real_clusters_gpus(
     A100s (read through the portal's cluster cache), less a maintenance window on one node."""
     from calendars.services import Overbooked, window_create
     from calendars.validation import window_clean
-    from tests.fixtures.portal import cluster_cache_caught_up
+    from tests.support.cluster import cluster_cache_caught_up
 
     cluster_cache_caught_up()
     vision, nlp = make_tenant(queued_cluster, a100=4), make_tenant(queued_cluster, a100=4)
@@ -155,3 +149,51 @@ def test_an_overbooking_is_refused_against_the_real_clusters_gpus(
     with pytest.raises(Overbooked, match=r"8 in maintenance\); 9 do not fit"):
         book(nlp, gpu_types, count=9, start=start + dt.timedelta(hours=7), booker=ann)
     assert book(nlp, gpu_types, count=8, start=start + dt.timedelta(hours=7), booker=ann).pk
+
+
+def test_at_the_end_the_workloads_beyond_the_lowered_queue_are_put_back_in_line(
+        queued_cluster, kueue_cluster, gpu_types, eager_celery, settings):  # noqa: F811
+    """Kueue admits on the raised nominal quota and evicts nothing when it goes back down: at
+    the end the portal tells the owner of the newest workload beyond it and, after the end's
+    grace (one minute here), puts it back in line, where Kueue keeps it waiting; the older one,
+    within the quota, runs on."""
+    settings.PORTAL_RESERVATION_END_GRACE_MINUTES = 1
+    tenant = make_tenant(queued_cluster, a100=2, borrowing=0)
+    ann, bob = user("ann"), user("bob")
+    tracker = Tracker()
+    start = (timezone.now() + dt.timedelta(hours=1)).replace(second=0, microsecond=0)
+    reservation = book(tenant, gpu_types, count=4, start=start, booker=ann)
+    end = start + dt.timedelta(hours=4)
+    with kueue_cluster.api_client() as client:
+        kube = Kube(client)
+        tick(start + dt.timedelta(seconds=30))
+        assert nominal_a100(kube, tenant) == "6"
+    first = launch(tenant, ann, gpu_types, name="first", gpus=2, run_seconds=900)
+    second = launch(tenant, bob, gpu_types, name="second", gpus=3, run_seconds=900)
+    track_until(tracker, lambda: (state_of(first).state, state_of(second).state)
+                == (S.RUNNING, S.RUNNING), timeout=90,
+                describe=lambda: f"first {first.state}, second {second.state}: {second.reason}")
+
+    with kueue_cluster.api_client() as client:
+        kube = Kube(client)
+        ended = tick(end + dt.timedelta(seconds=10))
+        assert ended.excess_told == {(reservation.pk, start): [second.pk]}
+        assert nominal_a100(kube, tenant) == "2"
+    # Kueue evicts nothing on the lowered quota: both run on through the grace
+    tracker.run_for(3.0)
+    assert (state_of(first).state, state_of(second).state) == (S.RUNNING, S.RUNNING)
+    notice, = Notification.objects.filter(kind="reservation", workload_id=second.pk)
+    assert notice.user == bob and "it is put back in line" in notice.text
+    assert not tick(end + dt.timedelta(seconds=50)).requeued
+
+    settled = tick(end + dt.timedelta(minutes=1, seconds=10))
+    assert (settled.requeued, settled.stopped) == ([second.pk], [])
+    copy = Workload.objects.get(idempotency_key=f"requeue-of-{second.pk}")
+    track_until(tracker, lambda: state_of(second).state == S.STOPPED, timeout=60,
+                describe=lambda: f"second {second.state}: {second.reason}")
+    # back in line: 2 of the 2 are used, so Kueue keeps the copy waiting; the older runs on
+    track_until(tracker, lambda: state_of(copy).state == S.QUEUED, timeout=60,
+                describe=lambda: f"copy {copy.state}: {copy.reason}")
+    tracker.run_for(2.0)
+    assert (state_of(first).state, state_of(copy).state) == (S.RUNNING, S.QUEUED)
+    assert ReservationOccurrence.objects.get(reservation=reservation).excess_done_at is not None

@@ -20,9 +20,9 @@ from access.proxy import PROXY_CONTAINER, make_proxy_container, make_proxy_volum
 from kube.client import Kube
 from tenants.models import Quota, Tenant
 from tenants.provisioning import tenant_reconcile
-from tests.tenants.test_provisioning import tenant  # noqa: F401 - the fixture
-from tests.waiting import eventually
-from tests.workloads.test_manifests import DIGITS, SERVICES, proxy_for
+from tests.support.manifests import DIGITS, SERVICES, proxy_for
+from tests.support.provisioning import tenant  # noqa: F401 - the fixture
+from tests.support.waiting import eventually
 from workloads.manifests import (
     SERVICE_ACCOUNT_NAME,
     WorkloadSpec,

@@ -22,16 +22,16 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from access.services import workload_proxy
 from cluster.addresses import address_pools
 from stack.authproxy import AuthProxy
 from stack.k8s.build import apply_object
 from stack.k8s.metallb import NAMESPACE as METALLB_NAMESPACE
 from stack.k8s.traefik import INGRESS_CLASS, NAMESPACE, SERVICE, Traefik
-from tests.waiting import eventually
+from tests.support.tracking import state_of, track_until
+from tests.support.waiting import eventually
 from tests.workloads.api_calls import launch as api_launch
 from tests.workloads.api_calls import vision_lab_ready
-from tests.workloads.test_tracking import state_of, track_until
+from workloads.access import workload_proxy
 from workloads.models import Workload
 from workloads.tracking.tracker import Tracker
 

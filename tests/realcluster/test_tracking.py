@@ -8,12 +8,9 @@ import pytest
 from kubernetes import client as k8s
 
 from kube.client import Kube
-from tests.waiting import eventually
+from tests.support.tracking import launch, owner, state_of, tenants, track_until  # noqa: F401
+from tests.support.waiting import eventually
 from tests.workloads.test_tracking import (  # noqa: F401 - collected here, against the real cluster
-    launch,
-    owner,
-    state_of,
-    tenants,
     test_a_stopping_workload_whose_objects_are_gone_is_stopped,
     test_orphans_are_deleted,
     test_quota_refusals_name_the_quota,
@@ -21,7 +18,6 @@ from tests.workloads.test_tracking import (  # noqa: F401 - collected here, agai
     test_states_reasons_and_events_end_to_end,
     test_the_command_leads_under_the_lease_and_a_standby_takes_over,
     test_vanished_workloads_fail_but_new_ones_do_not,
-    track_until,
 )
 from workloads.models import TrackerCursor, Workload
 from workloads.tracking.tracker import Tracker

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import ssh as sshkeys
 
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 WORKLOAD = "42"

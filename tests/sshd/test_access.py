@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from tests.sshd.harness import REPORT_TOKEN, UserKey, free_port, openssh_private, stop_process
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 def refused(result) -> bool:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from tests.sshd.harness import stop_process
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 
 
 def test_the_programs_exit_status_is_the_wrappers(start_sshd):

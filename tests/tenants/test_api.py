@@ -47,7 +47,8 @@ def test_members_read_their_quota_but_cannot_write_it(tenants, project_token):
     assert set(quota) == {"gpus_total", "gpus_by_type", "cpu", "memory", "max_workloads",
                           "max_runtime_minutes", "idle_threshold_percent", "idle_minutes",
                           "idle_action", "idle_grace_minutes", "allow_over_capacity",
-                          "gpu_borrowing_limit", "gpu_lending_limit", "fair_share_weight"}
+                          "gpu_borrowing_limit", "gpu_lending_limit", "fair_share_weight",
+                          "in_force", "adjustments"}  # these two read only
     assert quota["gpus_by_type"] == {"a100": 1, "t4": 1, "v100": 1}
     # queueing: no borrowing or lending limit until an admin sets one, an equal share
     assert (quota["gpu_borrowing_limit"], quota["gpu_lending_limit"],

@@ -1,7 +1,6 @@
 """Provisioning a tenant's namespace in kubesim, over HTTP with the official client."""
 
 import datetime as dt
-import uuid
 from pathlib import Path
 
 import pytest
@@ -13,16 +12,10 @@ from kube.client import Kube, KubeUnavailable
 from tenants.manifests import tenant_objects
 from tenants.models import Tenant
 from tenants.provisioning import namespace_spec, tenant_namespace_delete, tenant_reconcile
-from tenants.services import quota_update, tenant_ensure, tenant_mark_deleting
-from tests.waiting import eventually
+from tenants.services import quota_update, tenant_mark_deleting
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def tenant(gpu_types, cluster):
-    # a fresh Keystone-like project id per test: its own namespace in the shared kubesim
-    return tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"Vision Lab {uuid.uuid4().hex[:6]}")
 
 
 def core(cluster):

@@ -18,14 +18,12 @@ from tenants.manifests import (
     make_namespace,
     make_role_bindings,
 )
+from tests.support.rbac import READ, unadmitted
 
 BASE = Path(__file__).resolve().parents[2] / "deploy" / "base"
 SPEC = NamespaceSpec(namespace="gpu-vision-lab-abc123", project_id="d964ebf8619749c3",
                      project_name="Vision Lab", gpus_total=1, gpus_by_resource={}, cpu=1,
                      memory_gb=1, max_workloads=1)
-# requests the API server admits as CONNECT whatever their HTTP verb
-CONNECT_SUBRESOURCES = {"pods/exec", "pods/portforward", "pods/attach", "pods/proxy"}
-READ = {"get", "list", "watch"}
 
 
 def documents(name: str) -> list[dict]:
@@ -99,14 +97,6 @@ def test_member_and_manager_add_exec_port_forward_and_pod_deletion():
     assert not allowed("gpu-portal-tenant-member", "", "pods", "delete")
     assert allowed("gpu-portal-tenant-manager", "", "pods", "delete")
     assert ROLE_CLUSTER_ROLES["admin"] == ROLE_CLUSTER_ROLES["manager"]
-
-
-def unadmitted(role_rules: list[dict]) -> list[dict]:
-    """The rules that grant a request admission never sees: a read of anything but a
-    subresource the API server admits as CONNECT."""
-    return [rule for rule in role_rules
-            if any(resource not in CONNECT_SUBRESOURCES for resource in rule["resources"])
-            and set(rule["verbs"]) & READ]
 
 
 @pytest.mark.parametrize("role", sorted(set(ROLE_CLUSTER_ROLES.values())))

@@ -14,18 +14,17 @@ import datetime as dt
 import pytest
 from django.contrib.auth import get_user_model
 from django.core import mail
-from django.test import TestCase
 from django.utils import timezone
 
-from audit.models import AuditRecord
 from kube.client import Kube
 from tenants.models import Quota, Tenant
 from tests.fixtures.factories import make_workload
 from tests.fixtures.kubesim import DEMO_INVENTORY
-from tests.fixtures.portal import remove_workload_objects
-from tests.waiting import eventually
+from tests.support.cluster import cluster_objects_of_the_test
+from tests.support.culling import IDLE_TRACE, actions, check
+from tests.support.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
-from usage.culling import idle_check, idle_workloads
+from usage.culling import idle_workloads
 from usage.models import GpuSample, WorkloadIdle
 from usage.services import samples_insert, usage_scrape
 from workloads.manifests import workload_objects
@@ -34,8 +33,6 @@ from workloads.objects import workload_spec
 
 pytestmark = pytest.mark.django_db
 
-IDLE_TRACE = (("kubesim.io/gpu-trace", "idle"),)
-
 
 @pytest.fixture(scope="module")
 def sim(kubesim_factory):
@@ -43,7 +40,7 @@ def sim(kubesim_factory):
 
 
 @pytest.fixture
-def vision(login, gpu_types, sim, settings, eager_celery) -> Tenant:
+def vision(login, gpu_types, sim, kube, settings, eager_celery) -> Tenant:
     settings.KUBECONFIG = str(sim.kubeconfig)
     tenant = vision_lab_ready(login)
     Quota.objects.filter(tenant=tenant).update(idle_threshold_percent=5, idle_minutes=2,
@@ -54,9 +51,9 @@ def vision(login, gpu_types, sim, settings, eager_celery) -> Tenant:
 
 @pytest.fixture
 def kube(sim):
-    kube = Kube(sim.api_client())
-    yield kube
-    remove_workload_objects(kube)
+    """This module's kubesim; what a test made there is gone before the next."""
+    with cluster_objects_of_the_test(sim.api_client, timeout=30):
+        yield Kube(sim.api_client())
 
 
 @pytest.fixture
@@ -87,16 +84,6 @@ def scrape_at(kube: Kube, *moments: dt.datetime) -> None:
 def idle_minutes_of_samples(kube: Kube, now: dt.datetime) -> None:
     """Scrapes every 30 s over the last 150 s: a whole two-minute idle window."""
     scrape_at(kube, *(now - dt.timedelta(seconds=s) for s in (150, 120, 90, 60, 30, 0)))
-
-
-def check(now: dt.datetime):
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        return idle_check(now=now)
-
-
-def actions(workload: Workload) -> list[str]:
-    return list(AuditRecord.objects.filter(target=workload.object_name)
-                .order_by("id").values_list("action", flat=True))
 
 
 def test_an_idle_workload_is_warned_then_stopped(vision, kube, settings, researcher_page):

@@ -9,11 +9,11 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from kube.labels import pod_name_rank
 from tenants.models import Tenant
 from tests.fixtures.factories import make_workload as make_row
 from usage.models import GpuUsageRollup
 from usage.services import samples_insert, usage_rollup
-from workloads.lifecycle import pod_name_rank
 
 from .conftest import T0, make_workload, sample_row
 

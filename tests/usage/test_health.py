@@ -20,7 +20,7 @@ from catalogue.models import GpuType
 from cluster.capacity import capacity_by_type, gpu_capacity
 from kube.client import Kube
 from tests.fixtures.kubesim import DEMO_INVENTORY
-from tests.fixtures.portal import cluster_cache_caught_up
+from tests.support.cluster import cluster_cache_caught_up
 from usage.health import CORDON_ANNOTATION, gpu_health_check
 from usage.models import GpuDevice
 from usage.services import usage_scrape

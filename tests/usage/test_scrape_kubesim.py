@@ -10,7 +10,7 @@ from kube.client import Kube
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from usage.models import GpuDevice, GpuSample, ScrapeTarget
 from usage.scrape import discover_targets
 from usage.services import usage_scrape

@@ -3,7 +3,7 @@ tests/realcluster/test_addresses.py with MetalLB): the wait until a pool is full
 
 from __future__ import annotations
 
-from tests.workloads.test_tracking import state_of, track_until
+from tests.support.tracking import state_of, track_until
 from workloads.models import Workload
 from workloads.tracking.tracker import Tracker
 

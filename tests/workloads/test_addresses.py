@@ -6,26 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from access.services import callback_url
 from cluster.addresses import address_pools, address_pools_forget
 from kube.client import Kube
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.fixtures.kubesim import DEMO_INVENTORY
-from tests.fixtures.portal import remove_workload_objects
-from tests.gpuctl.test_cli import openrc
-from tests.gpuctl.test_cli import run as run_gpuctl
+from tests.support.cluster import cluster_objects_of_the_test
+from tests.support.gpuctl import openrc
+from tests.support.gpuctl import run as run_gpuctl
+from tests.support.tracking import launch, make_tenant, state_of, track_until
 from tests.workloads.addresses import until_the_pool_is_full
 from tests.workloads.api_calls import DEMO_QUOTA, vision_lab_ready
 from tests.workloads.api_calls import launch as api_launch
-from tests.workloads.test_tracking import (  # noqa: F401 - owner: the fixture
-    launch,
-    make_tenant,
-    owner,
-    state_of,
-    track_until,
-)
+from workloads.access import callback_url
 from workloads.models import Workload
 from workloads.objects import workload_objects_delete
 from workloads.services import workload_stop
@@ -54,9 +48,9 @@ def cluster_of_two(small_pool, settings, gpu_types, cache):
     settings.KUBECONFIG = str(small_pool.kubeconfig)
     settings.PORTAL_SERVICE_EXPOSURE = "loadbalancer"
     address_pools_forget()  # another test's figures of this cluster are not this one's
-    yield small_pool
-    with small_pool.api_client() as client:
-        remove_workload_objects(Kube(client))
+    # the next test counts the pool's free addresses: what this one made is gone by then
+    with cluster_objects_of_the_test(small_pool.api_client, timeout=30):
+        yield small_pool
 
 
 @pytest.fixture

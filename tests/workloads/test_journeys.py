@@ -9,19 +9,20 @@ import pytest
 from django.test import Client
 from kubernetes import client as k8s
 
-from kube.client import Kube
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.fixtures.kubesim import DEMO_INVENTORY
-from tests.fixtures.portal import namespace_gone
-from tests.waiting import eventually
-from tests.workloads.api_calls import launch, post, vision_lab_ready
+from tests.support import journeys
+from tests.support.cluster import cluster_objects_of_the_test, namespace_gone
+from tests.support.journeys import launched, track_until
+from tests.workloads.api_calls import post, vision_lab_ready
 from workloads import tasks
 from workloads.models import Workload
-from workloads.tracking.tracker import Tracker
 
 pytestmark = pytest.mark.django_db
+
+researcher = journeys.researcher  # the API's headers (not the pages' client of the conftest)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +32,10 @@ def own_kubesim(kubesim_factory):
 
 @pytest.fixture
 def vision(login, gpu_types, own_kubesim, settings, eager_celery):
+    """vision-lab in this module's kubesim; what a test made there is gone before the next."""
     settings.KUBECONFIG = str(own_kubesim.kubeconfig)
-    return vision_lab_ready(login)
+    with cluster_objects_of_the_test(own_kubesim.api_client, timeout=30):
+        yield vision_lab_ready(login)
 
 
 @pytest.fixture
@@ -42,34 +45,8 @@ def admin_api(own_kubesim):
         yield api
 
 
-@pytest.fixture
-def researcher(api_headers):
-    return api_headers("researcher")
-
-
-def launched(headers, body) -> int:
-    response = launch(headers, body)
-    assert response.status_code == 201, response.json()
-    return response.json()["id"]
-
-
 def stop(headers, workload_id):
     assert post(f"/api/v1/workloads/{workload_id}/stop/", headers).status_code == 202
-
-
-def track_until(workload_id: int, predicate, timeout: float = 30.0) -> Workload:
-    tracker = Tracker(Kube())
-
-    def tracked() -> Workload | None:
-        tracker.run_for(1.0)  # a run waits for changes: no pause
-        workload = Workload.objects.get(pk=workload_id)
-        return workload if predicate(workload) else None
-
-    def stayed() -> str:
-        workload = Workload.objects.get(pk=workload_id)
-        return f"workload {workload_id} stayed {workload.state}: {workload.reason}"
-
-    return eventually(tracked, timeout=timeout, interval=0, message=stayed)
 
 
 def test_jupyter_on_an_a100_runs_and_has_its_url(vision, researcher):

@@ -17,7 +17,7 @@ from budgets.models import Budget
 from calendars.models import MaintenanceWindow, Reservation
 from catalogue.models import GpuType, Template
 from tenants.models import Tenant
-from tests.fixtures.portal import cluster_cache_caught_up
+from tests.support.cluster import cluster_cache_caught_up
 from tests.workloads.api_calls import vision_lab_ready
 from workloads.advice import launch_advice, launch_context
 

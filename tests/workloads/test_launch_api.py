@@ -9,19 +9,12 @@ from kube.client import Kube
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
-from tests.waiting import eventually
-from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
+from tests.support.journeys import JUPYTER
+from tests.support.waiting import eventually
+from tests.workloads.api_calls import delete, launch, post
 from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
-
-JUPYTER = {"name": "My notebook", "template": "jupyter", "gpu_type": "a100", "gpu_count": 1}
-
-
-@pytest.fixture
-def vision(login, gpu_types, cluster):
-    """vision-lab with the demo quota and its namespace provisioned."""
-    return vision_lab_ready(login)
 
 
 def test_launch_jupyter_creates_its_objects_in_the_tenant_namespace(vision, api_headers,
@@ -59,7 +52,7 @@ def test_a_launch_beyond_the_quota_is_403_naming_the_limit(vision, api_headers):
     assert launch(headers, {**JUPYTER, "gpu_count": 4}).status_code == 201
     refused = launch(headers, {**JUPYTER, "name": "one more"})
     assert refused.status_code == 403
-    assert refused.json() == {"code": "quota_exceeded", "fields": {},
+    assert refused.json() == {"code": "quota_exceeded", "category": "admission", "fields": {},
                               "detail": "vision-lab uses 4 of 4 a100 GPUs; 1 more would exceed "
                                         "the quota."}
     assert Workload.objects.filter(tenant=vision).count() == 1

@@ -6,8 +6,8 @@ environment were admitted and then failed in the cluster. The page's form refuse
 import pytest
 
 from catalogue.environment import MAX_ENV_NAME, MAX_ENV_TOTAL, MAX_ENV_VALUE
+from tests.support.pages import field_error, launch_form
 from tests.workloads.api_calls import launch, vision_lab_ready
-from tests.workloads.test_pages import field_error, launch_form, researcher, vision_lab  # noqa: F401
 from workloads.models import Workload
 from workloads.validation import MAX_LAUNCH_BYTES
 

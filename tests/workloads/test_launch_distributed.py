@@ -81,7 +81,7 @@ def test_the_quota_counts_every_nodes_gpus(vision):
     assert created and (workload.nodes, workload.gpu_count, workload.gpu_total) == (2, 2, 4)
     assert workload.launch_spec["nodes"] == 2 and workload.launch_spec["engine"] == "jobset"
     assert workload.events.get(reason="Submitted").message == \
-        "researcher launched 2 nodes × 2× a100 (pytorch-ddp)"
+        "researcher launched pytorch-ddp on 2 nodes × 2× a100 (4 GPUs)"
     with pytest.raises(AdmissionRefused, match="uses 4 of 4 a100 GPUs; 1 more would exceed"):
         workload_launch(tenant=tenant, user=user,
                         request={**request, "name": "one", "gpu_count": 1, "nodes": 1,

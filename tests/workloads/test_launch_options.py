@@ -8,8 +8,8 @@ import pytest
 from kubernetes import client as k8s
 
 from catalogue.models import Template
+from tests.support.pages import field_error, launch_form
 from tests.workloads.api_calls import launch, vision_lab_ready
-from tests.workloads.test_pages import field_error, launch_form, researcher, vision_lab  # noqa: F401
 from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db

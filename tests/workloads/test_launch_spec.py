@@ -7,26 +7,14 @@ import pytest
 
 from catalogue.models import Template
 from kube.client import Kube
-from tests.workloads.test_tracking import owner, tenants  # noqa: F401 - fixtures
+from tests.support.admission import admitted
 from workloads.launch_spec import launch_spec_from_rows
 from workloads.manifests import CONTAINER_NAME
 from workloads.models import Workload
-from workloads.services import workload_launch, workload_launch_spec_freeze
+from workloads.services import workload_launch_spec_freeze
 from workloads.tasks import workload_create_task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
-
-
-def admitted(tenant, user, template: Template, gpu_type, **request) -> Workload:
-    """workload_launch with LaunchSerializer's data; its create task has not run (the test's
-    transaction never commits, so nothing on_commit is sent)."""
-    body = {"name": request.pop("name", template.slug), "template": template,
-            "kind": template.kind, "gpu_type": gpu_type, "gpu_count": 1,
-            "image": template.image, "command": [], "args": [], "env": {},
-            "port": template.port, "cpu": 1, "memory": 1, **request}
-    workload, created = workload_launch(tenant=tenant, user=user, request=body)
-    assert created and workload.state == Workload.State.SUBMITTED
-    return workload
 
 
 def edit_everything(template: Template, gpu_type) -> None:
@@ -59,7 +47,7 @@ def plain_env(app: dict) -> dict[str, str]:
 
 
 def test_a_service_is_created_as_admitted_after_its_template_and_gpu_type_changed(
-        tenants, owner, gpu_types, cluster):  # noqa: F811
+        tenants, owner, gpu_types, cluster):
     jupyter = Template.objects.get(slug="jupyter")
     jupyter.env = {"TEMPLATE_VAR": "before"}
     jupyter.save()
@@ -101,7 +89,7 @@ def test_a_service_is_created_as_admitted_after_its_template_and_gpu_type_change
 
 
 def test_a_batch_job_is_created_as_admitted_after_its_template_and_gpu_type_changed(
-        tenants, owner, gpu_types, cluster):  # noqa: F811
+        tenants, owner, gpu_types, cluster):
     custom = Template.objects.get(slug="custom")
     custom.command = ["echo", "before"]  # a launch without a command of its own runs this
     custom.env = {"TEMPLATE_VAR": "before"}
@@ -131,14 +119,14 @@ def test_a_batch_job_is_created_as_admitted_after_its_template_and_gpu_type_chan
     assert "nvidia.com/mig-1g.10gb" not in app["resources"]["limits"]
 
 
-def test_the_frozen_spec_holds_no_secret(tenants, owner, gpu_types, cluster):  # noqa: F811
+def test_the_frozen_spec_holds_no_secret(tenants, owner, gpu_types, cluster):
     jupyter = Template.objects.get(slug="jupyter")
     workload = admitted(tenants(), owner, jupyter, gpu_types["a100"])
     assert workload.access_token and workload.launch_spec["token_env"] == "JUPYTER_TOKEN"
     assert workload.access_token not in repr(workload.launch_spec)
 
 
-def test_a_workload_admitted_without_a_spec_is_frozen_once(tenants, owner, gpu_types):  # noqa: F811
+def test_a_workload_admitted_without_a_spec_is_frozen_once(tenants, owner, gpu_types):
     """A launch admitted by an older portal during an upgrade: frozen from the rows as they
     are when its create task first claims it, and not again after."""
     custom = Template.objects.get(slug="custom")
@@ -157,7 +145,7 @@ def test_a_workload_admitted_without_a_spec_is_frozen_once(tenants, owner, gpu_t
     assert launch_spec_from_rows(again)["env"] == [["SEEN", "later"]]
 
 
-def test_the_migration_backfills_what_is_not_finished(tenants, owner, gpu_types):  # noqa: F811
+def test_the_migration_backfills_what_is_not_finished(tenants, owner, gpu_types):
     """Migration 0010's backfill (its own frozen copy of the resolver) agrees with
     launch_spec_from_rows, and leaves finished workloads alone."""
     import importlib

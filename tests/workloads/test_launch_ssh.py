@@ -8,9 +8,10 @@ from django.test import Client, TestCase
 from kubernetes import client as k8s
 
 from access.proxy import PROXY_PORT
-from access.services import service_access_update, workload_access
+from access.services import service_access_update
 from access.ssh_server import BIN_DIR, INIT_CONTAINER, SSH_PORT
 from tests.workloads.api_calls import launch, vision_lab_ready
+from workloads.access import workload_access
 from workloads.lifecycle import Outcome
 from workloads.models import Workload
 from workloads.tracking.states import mark, workload_rows

@@ -13,7 +13,7 @@ from catalogue.models import Template
 from identity.models import User
 from kube.client import Kube
 from kube.labels import LABEL_WORKLOAD_ID, MANAGED_BY, workload_object_name
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from tests.workloads.api_calls import vision_lab_ready
 from workloads.logs import RankUnknown, rank_chosen
 from workloads.models import Workload
@@ -76,7 +76,7 @@ def test_a_jobsets_logs_per_rank(vision, api_headers, gpu_types, cluster):
     assert f"{workload.object_name}-r-0-0-x1x2x" in default[0]  # rank 0's
     missing = logs(headers, workload, "?rank=2")
     assert missing.status_code == 400
-    assert missing.json() == {"code": "invalid",
+    assert missing.json() == {"code": "invalid", "category": "invalid",
                               "detail": "This workload has ranks 0 to 1; there is no rank 2.",
                               "fields": {"rank": ["This workload has ranks 0 to 1; there is no "
                                                   "rank 2."]}}

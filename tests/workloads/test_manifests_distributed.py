@@ -21,10 +21,9 @@ import pytest
 import yaml
 
 from kube.labels import MAX_GROUP_OBJECT_NAME, MAX_OBJECT_NAME, workload_object_name
+from tests.support.manifests import DDP, MPIJOB
 from workloads.manifests import (
-    BATCH,
     JOBSET,
-    MPI,
     WorkloadSpec,
     make_group_network_policy,
     make_jobset,
@@ -35,21 +34,7 @@ from workloads.manifests import (
 
 QUEUE = (("kueue.x-k8s.io/queue-name", "gpu-vision-lab-abc123"),
          ("kueue.x-k8s.io/priority-class", "gpu-portal-normal"))
-COMMON = dict(namespace="gpu-vision-lab-abc123", project_id="d964ebf8619749c3",
-              owner="researcher", owner_id="5e1f0c6b2a", kind=BATCH, nodes=2, gpu_count=4,
-              node_selector=(("gputype", "a100"),), cpu="8", memory="64Gi",
-              max_runtime_seconds=7200, run_as_user=1000, home_claim="gpu-portal-home",
-              backoff_limit=2, ttl_seconds_after_finished=600)
 
-# 2 nodes × 4 GPUs, as the seeded templates launch them (catalogue migration 0003)
-DDP = WorkloadSpec(workload_id=51, name="wl-51-resnet", template="pytorch-ddp", engine=JOBSET,
-                   image="nvcr.io/nvidia/pytorch:24.10-py3",
-                   command=("python", "/home/portal/train.py"), args=("--epochs", "3"),
-                   env=(("NCCL_DEBUG", "INFO"),), **COMMON)
-MPIJOB = WorkloadSpec(workload_id=52, name="wl-52-allreduce", template="mpi", engine=MPI,
-                      image="docker.io/mpioperator/openmpi:v0.8.2",
-                      command=("/home/portal/allreduce",), args=("--iterations", "10"),
-                      env=(("OMP_NUM_THREADS", "1"),), **COMMON)
 
 LABELS_51 = {
     "app.kubernetes.io/managed-by": "gpu-portal",

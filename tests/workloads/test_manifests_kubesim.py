@@ -13,8 +13,8 @@ from kubernetes import client, utils
 
 from access.proxy import PROXY_CONTAINER, PROXY_PORT
 from kube.labels import workload_object_name
-from tests.waiting import eventually
-from tests.workloads.test_manifests import PROXY_SECRETS, proxy_for
+from tests.support.manifests import PROXY_SECRETS, proxy_for
+from tests.support.waiting import eventually
 from workloads.manifests import (
     SERVICE_ACCOUNT_NAME,
     WorkloadSpec,

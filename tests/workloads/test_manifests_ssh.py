@@ -20,9 +20,14 @@ from access.ssh_server import (
     SSHServerSpec,
     ssh_port_beside,
 )
+from tests.support.manifests import (
+    CUSTOM_BATCH,
+    CUSTOM_SERVICE,
+    JUPYTER,
+    PROXY_SECRETS,
+    proxy_for,
+)
 from workloads.manifests import make_pod_template, make_secret, workload_objects
-
-from .test_manifests import CUSTOM_BATCH, CUSTOM_SERVICE, JUPYTER, PROXY_SECRETS, proxy_for
 
 SSH_SECRETS = (("ssh-ca.pub", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBcA gpu-portal-ca\n"),
                ("ssh-host-key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn==\n"

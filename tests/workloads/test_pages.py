@@ -5,7 +5,6 @@ task inline (eager Celery, on-commit callbacks executed).
 """
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -13,72 +12,13 @@ import pytest
 from catalogue.models import Template
 from kube.client import Kube
 from tenants.models import Tenant
-from tenants.provisioning import tenant_reconcile
-from tenants.services import quota_update
-from tests.fixtures import factories
-from tests.waiting import eventually
+from tests.support.pages import field_error, launch_form, make_workload
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
 NEVER_FITS = "No t4 node has 8 GPUs (the largest has 4); this request can never run."
-
-
-def remove_workload_objects(kube: Kube, namespace: str) -> None:
-    """The portal's objects in a namespace, and wait for their pods to go. The session's
-    kubesim outlives each test's database, and vision-lab's namespace name is the same in
-    every test: what earlier tests launched there would hold its GPUs."""
-    selector = "app.kubernetes.io/managed-by=gpu-portal"
-    for kind in ("Deployment", "Job", "Service", "Secret", "Pod"):
-        for obj in kube.list(kind, namespace, label_selector=selector)["items"]:
-            kube.delete(kind, obj["metadata"]["name"], namespace)
-    eventually(lambda: not kube.list("Pod", namespace, label_selector=selector)["items"],
-               timeout=15, message="pods of earlier tests did not go")
-
-
-@pytest.fixture
-def vision_lab(login, gpu_types, cluster, eager_celery):
-    """vision-lab with the demo quota and its namespace in kubesim, free of earlier tests'
-    workloads; launched objects are removed afterwards."""
-    login("researcher")  # records vision-lab and nlp-lab (after the GPU types: quota per type)
-    tenant = Tenant.objects.get(name="vision-lab")
-    quota_update(tenant=tenant, acting_user=None, changes={
-        "gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0}})
-    tenant_reconcile(tenant_id=tenant.pk)  # the namespace, with the ResourceQuota of this quota
-    kube = Kube(cluster.api_client())
-    remove_workload_objects(kube, tenant.namespace)
-    yield tenant
-    remove_workload_objects(kube, tenant.namespace)
-
-
-@pytest.fixture
-def researcher(vision_lab, as_user):
-    return as_user("researcher")
-
-
-def make_workload(tenant, username, *, name="training", state=Workload.State.RUNNING,
-                  **fields):
-    """A workload row as the tracker would have left it (no cluster objects): a pending one
-    says why, a running one has its address."""
-    return factories.make_workload(
-        tenant, username, name=name, state=state, object_name="wl-{pk}",
-        reason="Waiting for the cluster" if state == "pending" else "",
-        address="192.168.1.245" if state == Workload.State.RUNNING else "",
-        access_token="tok-" + name, **fields)
-
-
-def launch_form(**changes):
-    form = {"name": "notebook", "template": "jupyter", "shown_template": "jupyter",
-            "gpu_type": "a100", "gpu_count": "1", "cpu": "4", "memory": "16",
-            "max_runtime_minutes": "", "idempotency_key": "k-" + str(time.monotonic_ns())}
-    form.update(changes)
-    return form
-
-
-def field_error(page: str, field: str) -> str:
-    match = re.search(rf'<div class="field-error" id="err-{field}">(.*?)</div>', page, re.S)
-    assert match, f"no error shown for {field}"
-    return match.group(1)
 
 
 # --- launch -----------------------------------------------------------------------------------
@@ -128,7 +68,7 @@ def test_launch_jupyter_on_one_a100_from_the_form(researcher, vision_lab,
     assert "<h1>My notebook</h1>" in page
     assert '<span class="state state-pending"' in page
     assert 'hx-trigger="every 3s"' in page  # live while active
-    assert re.search(r"<td>Submitted</td>\s*<td>researcher launched 1× a100 \(jupyter\)</td>",
+    assert re.search(r"<td>Submitted</td>\s*<td>researcher launched jupyter on 1× a100</td>",
                      page.replace('<td>Normal</td><td>', '<td>'))
     # the pod starts in kubesim and its log lines reach the page
     def logs_shown():

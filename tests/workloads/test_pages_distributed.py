@@ -9,14 +9,11 @@ import re
 import pytest
 
 from kube.engines import engine_refusal
-from tests.workloads import test_pages
-from tests.workloads.test_pages import field_error, launch_form, make_workload
+from tests.support.pages import field_error, launch_form, make_workload
 from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
-# the launch pages' fixtures: vision-lab ready, free of earlier tests' objects
-vision_lab, researcher = test_pages.vision_lab, test_pages.researcher
 
 DDP_FORM = {"name": "ddp", "template": "pytorch-ddp", "shown_template": "pytorch-ddp",
             "gpu_count": "4", "nodes": "2", "command": "python\ntrain.py", "cpu": "8",

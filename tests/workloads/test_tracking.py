@@ -8,22 +8,18 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
-from collections.abc import Callable
 from io import StringIO
 
 import pytest
 from django.utils import timezone
 
-from catalogue.models import Template
-from identity.models import User
 from kube.client import Kube
-from kube.labels import workload_object_name
 from kube.reflector import Reflector, object_key
-from tenants.provisioning import tenant_reconcile
-from tenants.services import quota_update, tenant_ensure
+from tenants.services import tenant_ensure
 from tests.fixtures.kubesim import DEMO_INVENTORY
-from tests.waiting import eventually
-from tests.workloads.test_lifecycle import COMPLETE, job, pod, running, terminated
+from tests.support.lifecycle import COMPLETE, job, pod, running, terminated
+from tests.support.tracking import counting_kube, launch, make_tenant, state_of, track_until
+from tests.support.waiting import eventually
 from workloads.manifests import WorkloadSpec, workload_objects
 from workloads.models import TrackerCursor, Workload, WorkloadEvent
 from workloads.objects import workload_objects_create
@@ -40,88 +36,6 @@ UNFIT_8_T4 = (
     "0/7 nodes are available: 1 Insufficient nvidia.com/gpu, 6 node(s) didn't match Pod's node "
     "affinity/selector. preemption: 0/7 nodes are available: 7 Preemption is not helpful for "
     "scheduling.")
-
-
-def make_tenant(*, gpus: int = 16, per_type: int = 8):
-    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex, name=f"Vision Lab {uuid.uuid4().hex[:6]}")
-    quota_update(tenant=tenant, acting_user=None, changes={
-        "gpus_total": gpus, "max_workloads": 40,
-        "gpus_by_type": {"a100": per_type, "v100": per_type, "t4": per_type}})
-    tenant_reconcile(tenant_id=tenant.pk)
-    tenant.refresh_from_db()
-    return tenant
-
-
-@pytest.fixture
-def tenants(gpu_types, cluster):
-    """Tenants made by the test; their namespaces (and so their pods and GPUs) go afterwards."""
-    made = []
-
-    def make(**kwargs):
-        made.append(make_tenant(**kwargs))
-        return made[-1]
-
-    yield make
-    kube = Kube()
-    for tenant in made:
-        kube.delete("Namespace", tenant.namespace)
-
-
-@pytest.fixture
-def owner(db):
-    return User.objects.create(username=f"researcher-{uuid.uuid4().hex[:8]}")
-
-
-def launch(tenant, owner, gpu_types, *, name: str = "job", template: str = "custom",
-           kind: str = "batch", gpu: str = "a100", count: int = 1,
-           image: str = "busybox:1.36", env: dict | None = None, create: bool = True,
-           **extra) -> Workload:
-    tpl = Template.objects.get(slug=template)
-    workload = Workload.objects.create(
-        tenant=tenant, owner=owner, name=name, template=tpl, kind=kind,
-        gpu_type=gpu_types[gpu], gpu_count=count, image=image if template == "custom" else tpl.image,
-        env=env or {}, port=tpl.port, cpu=1, memory_gb=1, state=S.CREATING,
-        access_token="t" * 43 if tpl.token_env else "", **extra)
-    workload.object_name = workload_object_name(workload.pk, name)
-    workload.save(update_fields=["object_name"])
-    if create:
-        workload_objects_create(workload)
-        Workload.objects.filter(pk=workload.pk).update(state=S.PENDING)
-    return workload
-
-
-def track_until(tracker: Tracker, done: Callable[[], bool], *, timeout: float = 20.0,
-                step: float = 1.5, describe: Callable[[], str] | None = None) -> None:
-    """Run the tracker in short runs until `done()`; bounded. `describe` says where things stand
-    when it times out."""
-    def cycled() -> bool:
-        tracker.run_for(step)  # a run waits for changes: no pause
-        return done()
-
-    if done():
-        return
-    eventually(cycled, timeout=timeout, interval=0,
-               message=lambda: "tracking did not get there in time"
-               + (f" ({describe()})" if describe else ""))
-
-
-def state_of(workload: Workload) -> Workload:
-    workload.refresh_from_db()
-    return workload
-
-
-def counting_kube(server) -> tuple[Kube, list[tuple[str, str]]]:
-    """A Kube whose every HTTP request to the API server is recorded (method, path)."""
-    api = server.api_client()
-    calls: list[tuple[str, str]] = []
-    original = api.rest_client.request
-
-    def request(method, url, *args, **kwargs):
-        calls.append((method, url.split("?")[0].split("//", 1)[-1].split("/", 1)[-1]))
-        return original(method, url, *args, **kwargs)
-
-    api.rest_client.request = request
-    return Kube(api), calls
 
 
 def test_states_reasons_and_events_end_to_end(tenants, owner, gpu_types):
@@ -364,6 +278,18 @@ def test_requests_per_cycle_do_not_grow_with_workloads(tenants, owner, gpu_types
         "apis/networking.k8s.io/v1/ingresses", "api/v1/events"}
 
 
+def unschedulable(workload: Workload) -> bool:
+    """The scheduler said why the workload's pod cannot be placed (its PodScheduled
+    condition), and recorded it (the FailedScheduling event)."""
+    kube = Kube()
+    selector = f"gpu-portal.io/workload-id={workload.pk}"
+    pods = kube.list("Pod", workload.tenant.namespace, label_selector=selector)["items"]
+    said = any(c.get("reason") == "Unschedulable" for p in pods
+               for c in (p.get("status") or {}).get("conditions") or ())
+    events = kube.list("Event", workload.tenant.namespace)["items"]
+    return said and any(e.get("reason") == "FailedScheduling" for e in events)
+
+
 def test_the_command_leads_under_the_lease_and_a_standby_takes_over(tenants, owner, gpu_types):
     """`track_workloads` leads while it holds the lease (renewed while it leads: one term
     however long it runs), stands by while another holds it, and takes over once that one's
@@ -378,6 +304,9 @@ def test_the_command_leads_under_the_lease_and_a_standby_takes_over(tenants, own
         call_command("track_workloads", *args, stdout=out)
         return out.getvalue()
 
+    # the scheduler's verdict is in the cluster before the command starts: what the command
+    # reads in its 4 s is then there to read, however slowly the scheduler came to it
+    eventually(lambda: unschedulable(workload), timeout=30, message="its pod not judged yet")
     led = command("--duration", "4", "--lease", "1.5")
     assert led.count("tracker leading") == 1, led  # renewed: never lapsed and taken again
     assert "standing by" not in led

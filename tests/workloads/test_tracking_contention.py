@@ -12,7 +12,7 @@ import logging
 import pytest
 from django.db import connection, connections
 
-from tests.workloads.test_tracking import launch, make_tenant, owner, state_of, track_until  # noqa: F401
+from tests.support.tracking import launch, make_tenant, state_of, track_until
 from workloads.models import TrackerCursor, Workload
 from workloads.tracking.tracker import Tracker, track
 

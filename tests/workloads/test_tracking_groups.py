@@ -11,15 +11,13 @@ import pytest
 from django.utils import timezone
 
 from kube.client import Kube
-from tests.fixtures.portal import remove_workload_objects
-from tests.workloads.test_tracking import counting_kube, launch, owner, state_of, tenants
+from tests.support.cluster import remove_workload_objects
+from tests.support.tracking import counting_kube, launch, state_of
 from workloads.models import Workload
 from workloads.tracking.index import workload_id_of
 from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
-
-__all__ = ["owner", "tenants"]  # fixtures, used by name
 
 S = Workload.State
 

@@ -20,7 +20,7 @@ from identity.models import User
 from tenants.services import tenant_ensure
 from tests.state_machines import app_imports, modules_above, project_modules
 from tests.state_machines import state_writes as writes_of_any_state
-from tests.waiting import eventually
+from tests.support.waiting import eventually
 from workloads.models import Workload, WorkloadEvent
 from workloads.transitions import (
     STOPPABLE,

@@ -37,8 +37,4 @@ class UsageCsvRenderer(BaseRenderer):
             writer.writerow([csv_cell(c) for c in data["columns"]])
             for row in data["results"]:
                 writer.writerow([csv_cell(row.get(c)) for c in data["columns"]])
-        else:  # an error body: {code, detail, fields}
-            writer.writerow(["code", "detail"])
-            if isinstance(data, dict):
-                writer.writerow([csv_cell(data.get("code", "")), csv_cell(data.get("detail", ""))])
         return out.getvalue().encode("utf-8")

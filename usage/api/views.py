@@ -17,7 +17,7 @@ from ..models import GpuUsageRollup
 from ..selectors import report_columns, usage_report, usage_rollups_for_query, usage_totals
 from .renderers import UsageCsvRenderer
 
-_ROW = inline_serializer("UsageRow", {
+_ROWS = inline_serializer("UsageRow", many=True, fields={
     "gpu_hours_allocated": serializers.FloatField(),
     "gpu_hours_used": serializers.FloatField(),
     "utilisation_percent": serializers.FloatField(allow_null=True),
@@ -51,7 +51,7 @@ class UsageView(APIView):
             "since": serializers.DateTimeField(), "until": serializers.DateTimeField(),
             "group_by": serializers.CharField(),
             "columns": serializers.ListField(child=serializers.CharField()),
-            "totals": serializers.DictField(), "results": _ROW}),
+            "totals": serializers.DictField(), "results": _ROWS}),
     )
     def get(self, request):
         form = UsageQueryForm(request.query_params)

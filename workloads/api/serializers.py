@@ -11,7 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import exceptions, serializers, status
 
 from access.api.serializers import WorkloadAccessSerializer
-from access.services import workload_access_summary
+from api.fields import WholeNumberField
 from catalogue.environment import (
     MAX_ENV_VALUE,
 )
@@ -19,6 +19,7 @@ from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS
 from catalogue.models import GpuType, Template
 from workloads.queue import QueuePlace, queue_places
 
+from ..access import workload_access_summary
 from ..logs import redact
 from ..models import Workload, WorkloadEvent
 from ..selectors import workload_may_see_secrets
@@ -64,10 +65,10 @@ class LaunchSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=NAME_MAX_LENGTH)
     template = serializers.SlugRelatedField(slug_field="slug", queryset=Template.objects.all())
     gpu_type = serializers.SlugRelatedField(slug_field="slug", queryset=GpuType.objects.all())
-    gpu_count = serializers.IntegerField(**_bounds("gpu_count"), help_text="GPUs per node")
-    nodes = serializers.IntegerField(**_bounds("nodes"), required=False, default=1,
-                                     help_text="how many nodes (distributed templates: "
-                                               "pytorch-ddp, mpi); gpu_count GPUs on each")
+    gpu_count = WholeNumberField(**_bounds("gpu_count"), help_text="GPUs per node")
+    nodes = WholeNumberField(**_bounds("nodes"), required=False, default=1,
+                             help_text="how many nodes (distributed templates: "
+                                       "pytorch-ddp, mpi); gpu_count GPUs on each")
     kind = serializers.ChoiceField(choices=Template.Kind.choices, required=False)
     image = serializers.CharField(max_length=IMAGE_MAX_LENGTH, required=False, allow_blank=True)
     command = ArgvField()
@@ -75,13 +76,13 @@ class LaunchSerializer(serializers.Serializer):
     env = serializers.DictField(child=serializers.CharField(max_length=MAX_ENV_VALUE,
                                                             allow_blank=True, trim_whitespace=False),
                                 required=False)
-    port = serializers.IntegerField(**_bounds("port"), required=False, allow_null=True)
-    cpu = serializers.IntegerField(**_bounds("cpu"), required=False)
-    memory = serializers.IntegerField(**_bounds("memory"), required=False, help_text="GiB")
-    max_runtime_minutes = serializers.IntegerField(**_bounds("max_runtime_minutes"),
-                                                   required=False, allow_null=True)
-    retries = serializers.IntegerField(**_bounds("retries"), required=False,
-                                       help_text="batch only: how often a failed run is retried")
+    port = WholeNumberField(**_bounds("port"), required=False, allow_null=True)
+    cpu = WholeNumberField(**_bounds("cpu"), required=False)
+    memory = WholeNumberField(**_bounds("memory"), required=False, help_text="GiB")
+    max_runtime_minutes = WholeNumberField(**_bounds("max_runtime_minutes"),
+                                           required=False, allow_null=True)
+    retries = WholeNumberField(**_bounds("retries"), required=False,
+                               help_text="batch only: how often a failed run is retried")
     use_home = serializers.BooleanField(required=False, default=False)
     ssh = serializers.BooleanField(
         required=False, allow_null=True, default=None,

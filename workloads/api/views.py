@@ -1,30 +1,40 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions, mixins, status
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import exceptions, mixins, serializers, status
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.decorators import action
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from access.api.serializers import (
     SSHCertificateRequestSerializer,
     SSHCertificateSerializer,
+    SSHReportSerializer,
     WorkloadTokenSerializer,
 )
-from access.services import AccessRefused, workload_token_issue
-from access.ssh import KeyRefused
-from access.ssh_services import SSHRefused, ssh_certificate_issue
+from access.services import AccessRefused
+from access.ssh import KeyRefused, report_token_client
+from api.errors import Category
+from api.fields import query_digits, query_number
 from api.viewsets import TenantScopedViewSet
 from identity.scoping import Action
 from kube.client import KubeError
 from tenants.authentication import TenantAPIRequest
 from tenants.models import Quota, Tenant
 
+from ..access import workload_token_issue
 from ..advice import launch_advice, launch_context
 from ..filtersets import WorkloadFilterSet
 from ..logs import RankUnknown, redact, workload_logs, workload_redact
-from ..models import Workload
+from ..models import Workload, WorkloadAccess
 from ..selectors import tenant_gpu_reads, workload_may_see_secrets
 from ..services import (
     AddressesExhausted,
@@ -35,6 +45,7 @@ from ..services import (
     workload_launch,
     workload_stop,
 )
+from ..ssh_services import SSHRefused, ssh_certificate_issue, ssh_session_report
 from .serializers import (
     LaunchCheckSerializer,
     LaunchSerializer,
@@ -44,7 +55,11 @@ from .serializers import (
 
 
 class QuotaExceeded(exceptions.PermissionDenied):
+    """403 with the admission refusal's own code (quota_exceeded, budget_exhausted,
+    maintenance_window …): every one of them in the category `admission`."""
+
     default_code = "quota_exceeded"
+    category = Category.ADMISSION
 
 
 class NoAddressFree(exceptions.APIException):
@@ -52,6 +67,7 @@ class NoAddressFree(exceptions.APIException):
 
     status_code = status.HTTP_409_CONFLICT
     default_code = AddressesExhausted.code
+    category = Category.ADMISSION
 
 
 class IdempotencyConflict(exceptions.APIException):
@@ -60,6 +76,7 @@ class IdempotencyConflict(exceptions.APIException):
     status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
     default_code = IdempotencyKeyReused.code
     default_detail = "This Idempotency-Key was used for another request."
+    category = Category.CONFLICT
 
 
 class ClusterUnavailable(exceptions.APIException):
@@ -157,7 +174,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(responses=WorkloadEventSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)  # every event, one list
     def events(self, request, pk=None):
         workload = self.get_object()
         data = WorkloadEventSerializer(workload.events.all(), many=True).data
@@ -219,23 +236,19 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         OpenApiParameter("tail", int),
         OpenApiParameter("rank", str, description="a distributed workload's rank (0, 1, …) or "
                                                   "`launcher` (an MPI job's); default: rank 0")],
-        responses={200: str})
+        responses={200: inline_serializer("WorkloadLogs", {
+            "lines": serializers.ListField(child=serializers.CharField())})})
     @action(detail=True, methods=["get"])
     def logs(self, request, pk=None):
         """The last `tail` lines of the workload's container (a distributed workload's: of
         its rank `rank`). Those who may not manage the workload (other members, readers) read
         them with its access token and every `…token=` value replaced by `[redacted]`."""
         workload = self.get_object()
-        try:
-            tail = int(request.query_params.get("tail", 100))
-        except ValueError as exc:
-            raise exceptions.ValidationError({"tail": ["A whole number."]}) from exc
-        if not 1 <= tail <= 10000:
-            raise exceptions.ValidationError({"tail": ["Between 1 and 10000."]})
+        tail = query_number(request, "tail", low=1, high=10000, default=100)
         given = request.query_params.get("rank")
-        if given is not None and given != "launcher" and not given.isdigit():
+        rank: int | str | None = given if given == "launcher" else query_digits(request, "rank")
+        if given is not None and rank is None:
             raise _rank_invalid("rank: a rank number (0, 1, …) or `launcher`.")
-        rank = int(given) if given is not None and given.isdigit() else given
         try:
             lines = workload_logs(workload, tail=tail, rank=rank)
         except RankUnknown as exc:
@@ -245,3 +258,49 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         if not self._may_see_secrets(workload):
             lines = workload_redact(workload, lines)  # readers see that it runs, not the way in
         return Response({"lines": lines})
+
+
+class WorkloadReportAuthentication(BaseAuthentication):
+    """A workload's SSH server: `Authorization: Bearer <client id>.<mac>` (its report token,
+    access/ssh.py), and nothing else: no Keystone token, no session, no CSRF."""
+
+    def authenticate(self, request: Request) -> tuple[AnonymousUser, Any]:
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise exceptions.NotAuthenticated("A workload's report token is required.")
+        client_id = report_token_client(token.strip())
+        access = (WorkloadAccess.objects.select_related("workload__tenant")
+                  .filter(application__client_id=client_id).first() if client_id else None)
+        if access is None:
+            raise exceptions.AuthenticationFailed("That is not a workload's report token.")
+        return AnonymousUser(), access.workload
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="gpu-portal-ssh-reports"'
+
+
+class HasWorkloadToken(BasePermission):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return request.auth is not None
+
+
+class SSHSessionReportView(APIView):
+    """`POST /api/v1/ssh-sessions/`: a workload's SSH server reports a session's start (the
+    answer says whether it may go on), the open sessions to check (the answer names those that
+    must end: the user lost access, SSH was turned off, the workload stopped) and a session's
+    end. Only the workload's own server, by its report token."""
+
+    authentication_classes = [WorkloadReportAuthentication]
+    permission_classes = [HasWorkloadToken]
+    throttle_classes: list[type] = []  # one request per server every check interval
+
+    @extend_schema(request=SSHReportSerializer, responses={200: dict})
+    def post(self, request: Request) -> Response:
+        serializer = SSHReportSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        workload = request.auth  # WorkloadReportAuthentication's
+        assert isinstance(workload, Workload)
+        answer = ssh_session_report(workload=workload, event=data["event"], payload=data)
+        return Response(answer)

@@ -1,4 +1,4 @@
-"""The seeded Jupyter template opens at /lab without its token in the URL (issue 16): the
+"""The seeded Jupyter template opens at /lab without its token in the URL: the
 authenticating proxy in front of the workload sends the token to Jupyter itself."""
 
 from django.db import migrations

@@ -1,4 +1,4 @@
-"""Template.image_replaceable (issue 19, item 7): one rule for every template. The seeded
+"""Template.image_replaceable: one rule for every template. The seeded
 templates keep their own image unless an admin lets researchers choose another."""
 
 from django.db import migrations, models

@@ -1,4 +1,4 @@
-"""Template.allow_root replaces run_as_non_root (issue 19, item 5): the admin's question is
+"""Template.allow_root replaces run_as_non_root: the admin's question is
 whether a template may run as root, which decides where it may run (a tenant's namespace that
 enforces Pod Security "restricted" admits no root). Values carry over inverted, except the
 seeded custom template: it ran as the image's user (root, for most images) and now runs as uid

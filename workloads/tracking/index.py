@@ -12,7 +12,7 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-from kube.labels import LABEL_WORKLOAD_ID, MANAGED_BY_SELECTOR, PREFIX
+from kube.labels import LABEL_WORKLOAD_ID, MANAGED_BY_SELECTOR, workload_id_of_name
 from kube.reflector import object_key
 
 from ..models import Workload
@@ -32,7 +32,6 @@ RESOURCES = {**WATCHED, **GROUP_WATCHED}
 # one's JobSet or MPIJob (whose own Jobs carry JobSet's or the operator's labels, not ours)
 PRIMARY = {"Job", "Deployment", *GROUP_WATCHED}
 SELECTOR = MANAGED_BY_SELECTOR
-OBJECT_NAME = re.compile(rf"^{PREFIX}-(\d+)(?:-|$)")
 # Kueue's Workload of a Job, a pod, a Deployment's pods, a JobSet, an MPIJob
 KUEUE_WORKLOAD_PREFIX = re.compile(r"^(?:job|pod|deployment|jobset|mpijob)-")
 
@@ -51,8 +50,7 @@ def workload_id_of(obj: Obj) -> int | None:
             # Kueue's Workload of a Job, a pod or a group: "job-<job name>-<hash>",
             # "pod-<pod name>-<hash>", "jobset-<JobSet name>-<hash>", "mpijob-<MPIJob name>-…"
             name = KUEUE_WORKLOAD_PREFIX.sub("", name)
-        match = OBJECT_NAME.match(name)
-        return int(match.group(1)) if match else None
+        return workload_id_of_name(name)
     value = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_WORKLOAD_ID, "")
     return int(value) if value.isdigit() else None
 

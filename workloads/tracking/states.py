@@ -22,7 +22,6 @@ from workloads.notices import workload_reclaimed
 from ..lifecycle import LATE_FACTS, Observed, Outcome, derive, expires_at_for
 from ..manifests import BATCH, SERVICE
 from ..models import Workload
-from ..tasks import workload_address_release_task
 from ..transitions import workload_transition
 from .index import CHUNK, GROUP_KINDS, GROUP_WATCHED, VANISHED, Obj, State
 
@@ -156,7 +155,7 @@ def mark(row: dict[str, Any], outcome: Outcome) -> bool | None:
             return None  # an edge the table refuses (logged there)
         if outcome.state in Workload.FINAL_STATES and locked.kind == BATCH and locked.ssh:
             # its Service held an address for SSH while it ran: give it back now
-            send_on_commit(workload_address_release_task, locked.pk)
+            send_on_commit("workloads.tasks.workload_address_release_task", locked.pk)
         if outcome.state == State.QUEUED and row["state"] in (State.RUNNING, State.PENDING) \
                 and locked.started_at is not None:
             # Kueue took its GPUs back for the tenant that lent them: tell its owner (seen

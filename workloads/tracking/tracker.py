@@ -57,11 +57,11 @@ from core.contention import retry_on_contention
 from kube.client import Kube, KubeError
 from kube.discovery import api_served
 from kube.engines import ENGINE_APIS
+from kube.labels import MPI_ROLE_LABEL
 from kube.reflector import Reflector, object_key
 
 from ..lifecycle import (
     JOBSET_RESTART_LABEL,
-    MPI_ROLE,
     Observed,
     Outcome,
     group_ranks,
@@ -461,7 +461,7 @@ def _primary(observed: Observed, kind: str) -> Obj | None:
 def _group_pod(pod: Obj) -> bool:
     """A pod of a JobSet or an MPIJob (their controllers' labels)."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    return JOBSET_RESTART_LABEL in labels or MPI_ROLE in labels
+    return JOBSET_RESTART_LABEL in labels or MPI_ROLE_LABEL in labels
 
 
 def _distributed_launched() -> bool:

@@ -10,7 +10,7 @@
   session: a user removed from the project, or signed out of the portal, is out within a
   minute. If the portal cannot be reached, the proxy keeps the session until its ID token
   expires (PORTAL_AUTH_PROXY_OFFLINE_SECONDS).
-- The redirect URI must be the workload's own callback (`services.callback_url`).
+- The redirect URI must be the workload's own callback (`access.callback_url`).
 - The client a request is for is the one django-oauth-toolkit acts on: the query's on GET (what
   oauthlib validates), the form body's on POST (what `AuthorizationView.form_valid` hands the
   library). A POST whose query names another client, or a parameter given twice, is refused
@@ -32,14 +32,15 @@ from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.views import AuthorizationView
 from oauthlib.oauth2.rfc6749.errors import AccessDeniedError
 
+from access.rules import Decision
+from access.services import identity_claims
 from identity import identity as identity_store
 from identity.assignments import project_role_now
 from identity.client import KeystoneUnavailable, TokenInvalid
 from identity.tokens import validate_token_now
 
+from .access import access_decision, callback_url
 from .models import ProxySession, WorkloadAccess
-from .rules import Decision
-from .services import access_decision, callback_url, identity_claims
 
 log = logging.getLogger(__name__)
 

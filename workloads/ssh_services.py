@@ -1,7 +1,7 @@
 """SSH into workloads: the certificates the portal issues, and the sessions a workload's SSH
 server reports (start, periodic check, end). Audited; the workload's proxy's rule narrowed to
-members decides (rules.may_ssh, with the user's role asked of Keystone now). The principal is
-derived from the user's Keystone user id (ssh.principal_for), never from their name."""
+members decides (access.rules.may_ssh, with the user's role asked of Keystone now). The principal is
+derived from the user's Keystone user id (access.ssh.principal_for), never from their name."""
 
 from __future__ import annotations
 
@@ -14,15 +14,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from audit.services import audit_record
-from identity.client import KeystoneUnavailable
-from identity.models import User
-from identity.roles import PortalRole
-
-from .models import SSHCertificate, SSHSession
-from .rules import Decision
-from .services import access_decision, tenant_service_access, workload_access
-from .ssh import (
+from access.rules import Decision
+from access.services import tenant_service_access
+from access.ssh import (
     Certificate,
     certificate_for,
     fingerprint,
@@ -32,12 +26,16 @@ from .ssh import (
     principal_for,
     ssh_config_block,
 )
+from audit.services import audit_record
+from identity.client import KeystoneUnavailable
+from identity.models import User
+from identity.roles import PortalRole
+
+from .access import access_decision, workload_access
+from .models import SSHCertificate, SSHSession, Workload
+from .oidc import user_decision
 
 log = logging.getLogger(__name__)
-
-# a workloads.models.Workload (workloads/ imports this app): see services.py
-Workload = Any
-
 
 class SSHRefused(Exception):
     """The user may not SSH into this workload; the message says why. `code`: the API's."""
@@ -115,7 +113,6 @@ def ssh_certificate_issue(*, workload: Workload, user: User, role: PortalRole | 
 def _live_decision(workload: Workload, certificate: SSHCertificate) -> Decision:
     """SSH's rule now for the certificate's user (their role asked of Keystone, cached
     briefly): a member demoted to reader loses their sessions at the next check."""
-    from .oidc import user_decision  # oidc imports services; this module is below neither
     return user_decision(workload=workload, user=certificate.user,
                          is_admin=certificate.as_admin, ssh=True)
 

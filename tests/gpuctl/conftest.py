@@ -1,0 +1,3 @@
+"""gpuctl's tests' fixtures (tests/support/gpuctl.py)."""
+
+from tests.support.gpuctl import portal  # noqa: F401 - a fixture

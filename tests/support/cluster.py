@@ -1,0 +1,127 @@
+"""A test's cluster objects: its own, and gone before the next test starts.
+
+A test session shares its kubesim, its real control plane and the one with Kueue between its
+tests, one after another. Whatever a test leaves there, the next one counts: a pod still
+terminating holds its GPUs, a ClusterQueue lends its quota to the cohort until it is gone, and a
+namespace being deleted refuses new objects. So every fixture that hands a test a cluster
+(`cluster`, `queued_cluster`) wraps it in `cluster_objects_of_the_test`: what namespaces and
+ClusterQueues a test made are its own (they were not there when it started), and at its end
+they are deleted with every workload's objects, and the test waits until they are gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kube.client import Kube, NotFound
+from tests.support.waiting import eventually
+
+WORKLOAD_SELECTOR = "gpu-portal.io/workload-id"  # every workload object, in every namespace
+# made by a test and deleted at its end (the namespaces with everything in them)
+OWN_KINDS = ("Namespace", "ClusterQueue")
+
+
+def names_of(kube: Kube, kind: str) -> set[str]:
+    """The names of a cluster-wide kind's objects; none where the cluster does not serve it."""
+    try:
+        return {o["metadata"]["name"] for o in kube.list(kind)["items"]}
+    except NotFound:  # Kueue's kinds where Kueue is not installed
+        return set()
+
+
+def remove_workload_objects(kube: Kube, *, wait: float = 0) -> None:
+    """Delete every workload's objects; with `wait`, wait up to that many seconds until their
+    pods are gone too. A pod outlives its owner a moment (the garbage collector, then the
+    kubelet's graceful stop) and holds its GPUs meanwhile."""
+    # last the pods themselves: a test's bare pods (a group's, made without their engine on
+    # kubesim) have no owner whose deletion would collect them
+    for kind in ("JobSet", "MPIJob", "Deployment", "Job", "Ingress", "Service",
+                 "NetworkPolicy", "Secret", "Pod"):
+        try:
+            objects = kube.list(kind, label_selector=WORKLOAD_SELECTOR)["items"]
+        except NotFound:  # a distributed kind where its engine is not installed
+            continue
+        for obj in objects:
+            meta = obj["metadata"]
+            kube.delete(kind, meta["name"], meta["namespace"])  # False: collected meanwhile
+    if wait:
+        eventually(lambda: not workload_pods(kube), timeout=wait, interval=0.2,
+                   message=lambda: f"workload pods still there: {workload_pods(kube)}")
+
+
+def workload_pods(kube: Kube) -> list[str]:
+    return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in
+            kube.list("Pod", label_selector=WORKLOAD_SELECTOR)["items"]]
+
+
+@contextlib.contextmanager
+def cluster_objects_of_the_test(connect: Callable[[], Any], *, timeout: float) -> Iterator[None]:
+    """Around a test: the namespaces and ClusterQueues made meanwhile are the test's; at the end
+    they and every workload's objects are deleted, and this waits (up to `timeout` seconds)
+    until they are gone, pods included. `connect` gives an ApiClient (a context manager) of an
+    admin of the cluster: the test may have pointed the portal's settings elsewhere."""
+    with connect() as client:
+        kube = Kube(client)
+        before = {kind: names_of(kube, kind) for kind in OWN_KINDS}
+    yield
+    with connect() as client:
+        kube = Kube(client)
+        remove_workload_objects(kube)
+        made = {kind: names_of(kube, kind) - before[kind] for kind in OWN_KINDS}
+        for kind, names in made.items():
+            for name in names:
+                kube.delete(kind, name)
+
+        def left() -> list[str]:
+            return workload_pods(kube) + [f"{kind} {name}" for kind, names in made.items()
+                                          for name in names & names_of(kube, kind)]
+
+        eventually(lambda: not left(), timeout=timeout, interval=0.1,
+                   message=lambda: f"the test's cluster objects are still there: {left()}")
+
+
+def namespace_gone(core, name: str, timeout: float = 90) -> None:
+    """Wait until a deleted namespace is gone, its pods with it (`core`: a CoreV1Api)."""
+    from kubernetes.client.rest import ApiException
+
+    def gone() -> bool:
+        try:
+            core.read_namespace(name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        return False
+
+    eventually(gone, timeout=timeout, interval=0.2, message=f"namespace {name} is not gone")
+
+
+def cluster_cache_caught_up(kinds: tuple[str, ...] = ("Node",), timeout: float = 10.0) -> None:
+    """Wait until the portal's read model (cluster) holds every object of these kinds as the API
+    server lists them now (not a figure: the objects themselves; pods by their phase, which is
+    what the read model keeps). A test that reads a figure from it (free GPUs) calls this first:
+    the pods an earlier test left are gone from the API server when it starts, but the read
+    model learns so through its watch, a moment later."""
+    from cluster.cache import cluster_cache
+
+    cache = cluster_cache()
+    for kind in kinds:
+        items = Kube().list(kind)["items"]
+        if kind == "Pod":
+            listed = {o["metadata"]["uid"]: (o.get("status") or {}).get("phase") or ""
+                      for o in items}
+
+            def current(_cache, listed=listed) -> bool:
+                return {p.uid: p.phase for p in cache.pods.items()} == listed
+        else:
+            reflector = {"Node": cache.nodes}[kind]
+            listed = {o["metadata"]["uid"]: o["metadata"]["resourceVersion"] for o in items}
+
+            def current(_cache, reflector=reflector, listed=listed) -> bool:
+                kept = {key: (o.get("metadata") or {}).get("resourceVersion")
+                        for key, o in ((k, reflector.get(k)) for k in listed) if o is not None}
+                return kept == listed and len(reflector) == len(listed)
+
+        assert cache.wait_for(current, timeout), f"the portal's copy of {kind} lags"
