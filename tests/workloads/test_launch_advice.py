@@ -119,9 +119,10 @@ def test_a_check_reads_the_calendar_once_whatever_it_holds(vision, django_assert
         return launch_advice(launch_context(tenant=tenant, user=user, gpu_type=a100,
                                             template=jupyter, gpus_per_node=1))
 
-    # the quota, its GPU types, the holdings, the capacity view's three sources, the budget,
-    # the budget's use, the live windows, the reservations and their released occurrences
-    with django_assert_max_num_queries(12):
+    # the quota, its GPU types and its adjustments, the holdings, the capacity view's three
+    # sources, the budget, the budget's use, the live windows, the reservations and their
+    # released occurrences
+    with django_assert_max_num_queries(13):
         first = check()
     assert any("maintenance #" in text for _, text in first)
     now = timezone.now()
@@ -131,6 +132,6 @@ def test_a_check_reads_the_calendar_once_whatever_it_holds(vision, django_assert
         Reservation.objects.create(tenant=nlp, gpu_type=a100, count=1,
                                    start=now + dt.timedelta(hours=hours),
                                    end=now + dt.timedelta(hours=hours + 1), note="more")
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         more = check()
     assert len(more[-1][1]) > len(first[-1][1])  # the outlook names the new changes
