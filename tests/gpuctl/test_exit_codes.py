@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from calendars.services import window_create
 from calendars.validation import window_clean
-from gpuctl import cli
-from gpuctl.client import ApiError
+from gpuctl.client import ApiError, AuthError, Unreachable
+from gpuctl.config import ConfigError
+from gpuctl.errors import EXIT_ADMISSION, WaitFailed, exit_code
 from tests.support.cluster import cluster_cache_caught_up
 from tests.support.gpuctl import live, run
 from workloads.services import ADMISSION_CHECKS, AdmissionRefused
@@ -28,7 +29,7 @@ def test_a_maintenance_window_refusal_exits_4(portal):
         "end": (start + dt.timedelta(hours=4)).isoformat()}))
     code, _, err = run(LAUNCH, portal)  # no maximum runtime: it would run into the window
     assert "maintenance_window" in err, err
-    assert code == cli.EXIT_QUOTA == 4
+    assert code == EXIT_ADMISSION == 4
 
 
 class _Curfew(AdmissionRefused):
@@ -47,8 +48,7 @@ def test_an_admission_refusal_of_a_code_gpuctl_never_heard_of_exits_4(portal, mo
 
 
 def test_exit_codes_by_category():
-    exits = {category: cli.EXIT_BY_CATEGORY.get(ApiError(400, "x", "d",
-                                                         category=category).category, 1)
+    exits = {category: exit_code(ApiError(400, "x", "d", category=category).category)
              for category in ("invalid", "auth", "forbidden", "not_found", "conflict",
                               "admission", "rate_limited", "unavailable", "internal")}
     assert exits == {"invalid": 1, "auth": 3, "forbidden": 1, "not_found": 6, "conflict": 1,
@@ -56,3 +56,7 @@ def test_exit_codes_by_category():
     # an answer without a category (a proxy's, an older portal's): its status decides
     assert ApiError(503, "error", "Bad gateway").category == "unavailable"
     assert ApiError(404, "error", "no route").category == "not_found"
+    # gpuctl's own errors have categories too, and exit by them alike
+    assert [exit_code(error.category) for error in (
+        ConfigError("no credentials"), AuthError("refused"), WaitFailed("still queued"),
+        Unreachable("no route to the portal"))] == [2, 3, 5, 7]
