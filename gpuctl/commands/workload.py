@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from ..client import PortalClient
 from ..errors import EXIT_OK, WaitFailed
-from ..output import Column, age, emit, line, print_record, print_table, record, table
+from ..output import Column, Render, age, emit, line, print_record, print_table, record, table
 from ..parser import Commands, Parser, key_value, wait_options
 
 FINAL_STATES = {"succeeded", "failed", "stopped"}
@@ -23,14 +23,16 @@ examples:
   gpuctl launch --template jupyter --gpu-type a100
   gpuctl launch --template custom --kind service --gpu-type v100 --image python:3.12-slim \\
       --port 8080 --command 'python -m http.server 8080' --wait
-  gpuctl launch --template pytorch-ddp --gpu-type a100 --gpus 4 --nodes 2 -- python train.py"""
+  gpuctl launch --template pytorch-ddp --gpu-type a100 --gpus 4 --nodes 2 -- python train.py
+  gpuctl launch --template jupyter --gpu-type a100 --gpus 4 --check   # the portal's notes"""
 
 
 def register(commands: Commands) -> None:
     _launch_options(commands.command(
         "launch", launch, "launch a workload in your project",
-        description="Launch a workload in your project: a template on GPUs of one type.",
-        epilog=LAUNCH_EXAMPLES))
+        description="Launch a workload in your project: a template on GPUs of one type. "
+                    "--check asks the portal what it would say of the launch first.",
+        epilog=LAUNCH_EXAMPLES, check=nothing_to_wait_for))
 
     p = commands.command("list", list_workloads, "your project's workloads")
     p.add_argument("--state", action="append", choices=STATES, help="repeatable")
@@ -101,12 +103,22 @@ def _launch_options(p: Parser) -> None:
                         "custom services with a command; a batch job only when asked)")
     p.add_argument("--idempotency-key", metavar="KEY",
                    help="the same key again returns the same workload, launches nothing new")
+    p.add_argument("--check", action="store_true",
+                   help="launch nothing: print what the portal would say of this launch (its "
+                        "notes on the budget, maintenance, reservations, capacity)")
     p.add_argument("--wait", action="store_true",
                    help="wait until running (or succeeded); exit 5 if it ends otherwise or "
                         "the timeout passes")
     p.add_argument("--wait-done", action="store_true",
                    help="wait until the workload succeeded (batch jobs); exit 5 otherwise")
     wait_options(p)
+
+
+def nothing_to_wait_for(args: argparse.Namespace) -> str | None:
+    """--check launches nothing (--wait and --wait-done together wait until it succeeded)."""
+    if args.check and (args.wait or args.wait_done):
+        return "--check launches nothing to wait for: no --wait or --wait-done with it"
+    return None
 
 
 def launch_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -132,6 +144,10 @@ def launch_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def launch(api: PortalClient, args: argparse.Namespace) -> int:
+    if args.check:
+        advice = api.post("workloads/check/", launch_body(args))
+        emit(args, advice, notes_text(advice["notes"]))
+        return EXIT_OK
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
     workload = api.post("workloads/", launch_body(args), headers=headers)
     if args.wait or args.wait_done:
@@ -140,6 +156,13 @@ def launch(api: PortalClient, args: argparse.Namespace) -> int:
                             interval=args.interval, err=args.err)
     emit(args, workload, lambda out: print_workload(workload, out))
     return EXIT_OK
+
+
+def notes_text(notes: list[dict[str, str]]) -> Render:
+    """The portal's notes on a launch, each as it wrote it, after its level."""
+    if not notes:
+        return line("the portal has no notes on this launch")
+    return line("\n".join(f"{note['level']}: {note['message']}" for note in notes))
 
 
 def wait_for(api: PortalClient, workload_id: int, *, until: set[str], timeout: float,

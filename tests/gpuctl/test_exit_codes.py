@@ -1,10 +1,12 @@
 """gpuctl's exit code of an API error follows the error's `category`, which the portal gives
 every error: every admission refusal exits 4 whatever its code, one gpuctl has never heard of
-included; the other categories keep their codes."""
+included; the other categories keep their codes. Before a launch, `launch --check` prints the
+portal's notes as it wrote them."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 from django.utils import timezone
 
@@ -15,6 +17,7 @@ from gpuctl.config import ConfigError
 from gpuctl.errors import EXIT_ADMISSION, WaitFailed, exit_code
 from tests.support.cluster import cluster_cache_caught_up
 from tests.support.gpuctl import live, run
+from workloads.models import Workload
 from workloads.services import ADMISSION_CHECKS, AdmissionRefused
 
 LAUNCH = ["launch", "--template", "jupyter", "--gpu-type", "a100", "--gpus", "1"]
@@ -27,6 +30,14 @@ def test_a_maintenance_window_refusal_exits_4(portal):
     window_create(acting_user=None, fields=window_clean({
         "gpu_type": "a100", "reason": "driver update", "start": start.isoformat(),
         "end": (start + dt.timedelta(hours=4)).isoformat()}))
+    # asked first (`launch --check`): the portal's own note, as it wrote it; nothing launched
+    code, out, err = run([*LAUNCH, "--check"], portal)
+    assert code == 0, err
+    assert out.startswith("error: It would still be running at the start of "), out
+    assert "To run it, set a maximum runtime under" in out
+    code, out, _ = run([*LAUNCH, "--check", "--json"], portal)
+    assert json.loads(out)["notes"][0]["level"] == "error"  # then the calendar's, if any
+    assert not Workload.objects.exists()
     code, _, err = run(LAUNCH, portal)  # no maximum runtime: it would run into the window
     assert "maintenance_window" in err, err
     assert code == EXIT_ADMISSION == 4
