@@ -2,7 +2,8 @@
 
 A token is fetched once per run and sent as X-Auth-Token; if the portal answers 401 (the
 token expired or was revoked meanwhile) a fresh one is fetched and the request is made once
-more. Errors come back as the API's `{code, detail, fields}` in ApiError.
+more. Errors come back as the API's `{code, category, detail, fields}` in ApiError; each
+error here has a category, which decides gpuctl's exit code (errors.py).
 """
 
 from __future__ import annotations
@@ -16,16 +17,24 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
 from .config import Config, Credentials
+from .errors import GpuctlError
 
 USER_AGENT = "gpuctl/0.1"
 
 
-class AuthError(Exception):
+class AuthError(GpuctlError):
     """Keystone refused the credentials, or the portal refused the token (exit code 3)."""
 
+    category = "auth"
 
-class Unreachable(Exception):
+    def __str__(self) -> str:
+        return f"authentication failed: {super().__str__()}"
+
+
+class Unreachable(GpuctlError):
     """The portal or Keystone cannot be reached (exit code 7)."""
+
+    category = "unavailable"
 
 
 # what an error's status says when the body names no category (a proxy's answer, an older
@@ -35,7 +44,7 @@ _CATEGORY_BY_STATUS = {401: "auth", 403: "forbidden", 404: "not_found", 409: "co
                        503: "unavailable", 504: "unavailable"}
 
 
-class ApiError(Exception):
+class ApiError(GpuctlError):
     """An error answer: `code` exactly what happened, `category` the kind of error (one of the
     API's few: invalid, auth, forbidden, not_found, conflict, admission, rate_limited,
     unavailable, internal), which gpuctl's exit codes follow."""

@@ -16,9 +16,13 @@ from typing import Any
 
 import yaml
 
+from .errors import GpuctlError
 
-class ConfigError(Exception):
+
+class ConfigError(GpuctlError):
     """The configuration is missing or unusable (exit code 2)."""
+
+    category = "usage"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ import re
 from django.utils import timezone
 
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
-from gpuctl.cli import when
+from gpuctl.parser import when
 from tenants.models import Tenant
 from tests.support.gpuctl import live, openrc, portal, run  # noqa: F401 - the fixture
 
@@ -101,4 +101,4 @@ def test_the_calendar_through_gpuctl(portal, keystone, live_server):  # noqa: F8
     assert MaintenanceWindow.objects.get().cancelled_at is not None
     code, _, err = run(["maintenance", "create", "--start", iso(26), "--end", iso(30),
                         "--reason", "x"], admin)
-    assert code == 2 and "exactly one of --nodes, --selector or --gpu-type" in err
+    assert code == 2 and "one of the arguments --nodes --selector --gpu-type is required" in err

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from gpuctl import cli
+from gpuctl.commands.logs import new_lines
 from tests.support.gpuctl import live, openrc, run
 
 # --- without a server -------------------------------------------------------------------------
@@ -39,10 +40,10 @@ def test_usage_errors_exit_2():
 
 
 def test_new_log_lines_of_a_polled_tail():
-    assert cli._new_lines([], ["a", "b"]) == ["a", "b"]
-    assert cli._new_lines(["a", "b", "c"], ["b", "c", "d", "e"]) == ["d", "e"]
-    assert cli._new_lines(["a", "b"], ["a", "b"]) == []
-    assert cli._new_lines(["x"], ["y", "z"]) == ["y", "z"]
+    assert new_lines([], ["a", "b"]) == ["a", "b"]
+    assert new_lines(["a", "b", "c"], ["b", "c", "d", "e"]) == ["d", "e"]
+    assert new_lines(["a", "b"], ["a", "b"]) == []
+    assert new_lines(["x"], ["y", "z"]) == ["y", "z"]
 
 
 # --- against the live portal --------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""gpuctl for distributed training (issue 25): --nodes and the program after --, a group's
+"""gpuctl for distributed training: --nodes and the program after --, a group's
 nodes × GPUs and ranks in show and list, logs per rank, and the refusal where the cluster has no
 engine (kubesim serves neither JobSet nor the MPI operator) — against a live portal and the
 real Keystone, as tests/gpuctl/test_cli.py."""
@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from gpuctl import cli
+from gpuctl.commands.workload import gpus_text, launch_body
 from tenants.models import Tenant
 from tests.fixtures import factories
 from tests.support.gpuctl import live, run
@@ -30,16 +29,18 @@ def launch_args(*argv: str):
 
 
 def test_the_program_after_the_double_dash_and_the_nodes_make_the_body():
-    body = cli.launch_body(launch_args("--template", "pytorch-ddp", "--nodes", "2", "--gpus",
+    body = launch_body(launch_args("--template", "pytorch-ddp", "--nodes", "2", "--gpus",
                                        "4", "--", "python", "train.py", "--lr", "0.1 0.2"))
     assert body == {"name": "pytorch-ddp-a100", "template": "pytorch-ddp", "gpu_type": "a100",
                     "gpu_count": 4, "nodes": 2,
                     "command": ["python", "train.py", "--lr", "0.1 0.2"]}
     # --command as before (split like a shell), no nodes unless asked
-    body = cli.launch_body(launch_args("--template", "custom", "--command", "python -c 'x'"))
+    body = launch_body(launch_args("--template", "custom", "--command", "python -c 'x'"))
     assert body["command"] == ["python", "-c", "x"] and "nodes" not in body
-    with pytest.raises(Exception, match="either after -- or as --command"):
-        cli.launch_body(launch_args("--template", "mpi", "--command", "a", "--", "b"))
+    # not both: a usage error, before any configuration is looked for
+    code, _, err = run(["launch", "--gpu-type", "a100", "--template", "mpi", "--command", "a",
+                        "--", "b"], {})
+    assert code == 2 and "argument -- PROGRAM: not allowed with argument --command" in err
 
 
 def test_rank_is_a_number_or_the_launcher():
@@ -49,20 +50,20 @@ def test_rank_is_a_number_or_the_launcher():
 
 
 def test_gpus_read_per_node_times_nodes():
-    assert cli.gpus_text({"gpu_count": 1, "gpu_type": "a100", "nodes": 1}) == "1x a100"
-    assert cli.gpus_text({"gpu_count": 4, "gpu_type": "a100", "nodes": 2}) == \
+    assert gpus_text({"gpu_count": 1, "gpu_type": "a100", "nodes": 1}) == "1x a100"
+    assert gpus_text({"gpu_count": 4, "gpu_type": "a100", "nodes": 2}) == \
         "2 nodes x 4x a100 (8)"
 
 
 @live
 def test_a_distributed_launch_where_the_cluster_has_no_engine_exits_1_naming_it(portal):
+    """The portal's detail says what is missing and what to do; gpuctl prints it as it came."""
     code, out, err = run(["launch", "--template", "pytorch-ddp", "--gpu-type", "a100",
                           "--gpus", "2", "--nodes", "2", "--", "python", "train.py"], portal)
     assert code == 1 and out == ""
-    lines = err.splitlines()
-    assert lines[0].startswith("gpuctl: cannot launch on several nodes here: Distributed "
-                               "training is unavailable: this cluster does not run JobSet")
-    assert "400 distributed_unavailable" in lines[1]
+    assert err.startswith("gpuctl: Distributed training is unavailable: this cluster does not "
+                          "run JobSet"), err
+    assert "An admin can install it" in err and err.endswith(" (400 distributed_unavailable)\n")
     assert not Workload.objects.exists()
     # nodes on a one-pod template: the API's field error, exit 1
     code, _, err = run(["launch", "--template", "jupyter", "--gpu-type", "a100", "--nodes", "2"],

@@ -57,7 +57,7 @@ def test_list_read_and_read_all(env):
     assert run(["notifications", "read", "--all"], env)[1] == "1 marked read\n"
     assert not Notification.objects.filter(read_at__isnull=True).exists()
     code, _, err = run(["notifications", "read"], env)
-    assert code == 2 and "ID or --all" in err
+    assert code == 2 and "one of the arguments ID --all is required" in err
     code, _, err = run(["notifications", "read", "999999"], env)
     assert code == 6
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gpuctl.cli import _state, queue_text
+from gpuctl.commands.workload import queue_text, state_text
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 
@@ -13,7 +13,7 @@ def test_position_and_estimate():
     workload = {"state": "queued", "queue_position": 3, "queue_length": 7, "gpu_type": "a100",
                 "eta": "2026-11-23T12:40:00Z", "eta_basis": "from maximum runtimes"}
     assert queue_text(workload, NOW) == "queued — position 3 of 7 for a100, about 40 min"
-    assert _state(workload) == "queued 3/7"
+    assert state_text(workload) == "queued 3/7"
 
 
 def test_no_estimate_says_why():
@@ -27,5 +27,5 @@ def test_long_waits_in_hours_and_due_ones_now():
     workload = {"state": "queued", "queue_position": None, "gpu_type": "a100",
                 "eta": "2026-11-23T15:00:00+00:00"}
     assert queue_text(workload, NOW) == "queued, about 3.0 h"
-    assert _state(workload) == "queued"
+    assert state_text(workload) == "queued"
     assert queue_text({**workload, "eta": "2026-11-23T12:00:10Z"}, NOW) == "queued, starting now"

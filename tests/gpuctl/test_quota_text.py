@@ -1,7 +1,7 @@
 """`gpuctl quota` beside the quota as set: what is in force now and why (the API's `in_force`
 and `adjustments`), nothing more when nothing adjusts it."""
 
-from gpuctl.cli import quota_in_force_text
+from gpuctl.commands.quota import quota_in_force_text
 
 ANSWER = {
     "gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4}, "cpu": 32, "memory": 128,

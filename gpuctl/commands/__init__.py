@@ -1,0 +1,27 @@
+"""gpuctl's commands, a module per noun (as gh's pkg/cmd/<noun>/). Each module's `register`
+puts its commands on the parser: the verbs of its noun (`gpuctl webhook add`), or commands of
+their own where gpuctl spells them flat (`gpuctl launch`, `gpuctl logs`). NOUNS is their order
+in `gpuctl --help`."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import (
+    budget,
+    calendar,
+    catalogue,
+    identity,
+    logs,
+    maintenance,
+    notification,
+    quota,
+    reservation,
+    ssh,
+    usage,
+    webhook,
+    workload,
+)
+
+NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, quota, usage, budget,
+                                 notification, webhook, reservation, maintenance, calendar)

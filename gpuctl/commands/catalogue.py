@@ -1,0 +1,55 @@
+"""`gpuctl gpu-types` and `gpuctl templates`: what there is to launch on and from."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..client import PortalClient
+from ..errors import EXIT_OK
+from ..output import emit, table
+from ..parser import Commands
+
+
+def register(commands: Commands) -> None:
+    commands.command("gpu-types", gpu_types, "the GPU types with capacity and free GPUs",
+                     description="The GPU types with their capacity, the GPUs free now and "
+                                 "how the calendar changes that in the next 24 hours.")
+    commands.command("templates", templates, "the templates to launch from",
+                     description="The templates to launch from, with what `gpuctl launch "
+                                 "--arg` may add to each (OPTIONS).")
+
+
+def gpu_types(api: PortalClient, args: argparse.Namespace) -> int:
+    rows = api.get("gpu-types/")
+    emit(args, rows, table(rows, [
+        ("slug", "slug"), ("name", "name"), ("resource", "resource_name"),
+        ("memory", lambda r: f"{r['memory_gb']} GB"), ("capacity", "capacity"),
+        ("free", "free"), ("largest node", "largest_node"), ("next 24 h", gpu_type_ahead)]))
+    return EXIT_OK
+
+
+def gpu_type_ahead(row: dict[str, Any]) -> str:
+    """How the calendar changes the type's free GPUs in the next 24 hours ("" when it does not):
+    the portal's own text, without the "free now" that the table has already: "8 from 14:00
+    (maintenance), …"."""
+    upcoming = row.get("upcoming") or {}
+    if not upcoming.get("changes"):
+        return ""
+    return str(upcoming.get("text", "")).split(", ", 1)[-1]
+
+
+def templates(api: PortalClient, args: argparse.Namespace) -> int:
+    rows = api.get("templates/")
+    emit(args, rows, table(rows, [
+        ("slug", "slug"), ("name", "name"), ("kind", "kind"), ("image", "image"),
+        ("port", "port"), ("cpu", "cpu"), ("memory", lambda r: f"{r['memory']} GiB"),
+        ("options", template_options)]))
+    return EXIT_OK
+
+
+def template_options(row: dict[str, Any]) -> str:
+    """What `--arg` may add to a launch of the template: any (custom), its options, or none."""
+    if row.get("custom"):
+        return "any"
+    return " ".join(row.get("allowed_args") or []) or "-"

@@ -1,0 +1,46 @@
+"""`gpuctl usage`: GPU-hours allocated and used, as the portal reports them (or its CSV)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from ..client import PortalClient
+from ..errors import EXIT_OK
+from ..output import cell, emit, print_table
+from ..parser import Commands
+
+
+def register(commands: Commands) -> None:
+    p = commands.command("usage", usage, "GPU-hours allocated and used",
+                         epilog="examples:\n  gpuctl usage --group-by user --since 2026-11-01\n"
+                                "  gpuctl usage --csv > usage.csv")
+    p.add_argument("--since", help="ISO date or date-time (default: 30 days ago)")
+    p.add_argument("--until", help="ISO date or date-time (default: now)")
+    p.add_argument("--group-by", choices=["tenant", "user", "gpu_type", "workload", "day"])
+    p.add_argument("--tenant", help="tenant id or name (admins)")
+    p.add_argument("--workload", type=int)
+    p.add_argument("--csv", action="store_true", help="CSV, as the portal exports it")
+
+
+def usage(api: PortalClient, args: argparse.Namespace) -> int:
+    params = {"since": args.since, "until": args.until, "group_by": args.group_by,
+              "tenant": args.tenant, "workload": args.workload}
+    if args.csv:
+        response = api.request("GET", "usage/", params={**params, "format": "csv"},
+                               accept="text/csv")
+        args.out.write(response.text)
+        return EXIT_OK
+    report = api.get("usage/", **params)
+
+    def render(out: TextIO) -> None:
+        columns = report.get("columns") or []
+        rows = report.get("results") or []
+        out.write(f"usage {report['since']} .. {report['until']} by {report['group_by']}\n")
+        print_table(rows, [(c, c) for c in columns], out)
+        totals = report.get("totals") or {}
+        if totals:
+            out.write("total: " + ", ".join(f"{k} {cell(v)}" for k, v in totals.items()) + "\n")
+
+    emit(args, report, render)
+    return EXIT_OK
