@@ -124,9 +124,11 @@ def get(url: str, path: str, host: str | None = None) -> tuple[int, str]:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
 
-    # the workers boot after the master listens
-    return eventually(answer, timeout=20, interval=0.2, message=f"no answer to GET {path}",
-                      ignoring=(ConnectionError, urllib.error.URLError))
+    # the workers boot after the master listens: until one has loaded the application, a
+    # connection waits in the listen queue and its read times out (a worker's boot imports
+    # Django and the portal: seconds, more on a loaded machine)
+    return eventually(answer, timeout=60, interval=0.2, message=f"no answer to GET {path}",
+                      ignoring=(ConnectionError, urllib.error.URLError, TimeoutError))
 
 
 def test_gunicorn_serves_healthz_and_metrics_with_the_image_configuration(gunicorn):
