@@ -509,7 +509,8 @@ def _excess(result: TickResult, now: dt.datetime) -> None:
                 result.stopped += stopped
 
 
-def _quotas_set(running: list[tuple[Occurrence, ReservationOccurrence]]) -> dict[str, dict]:
+def _quotas_set(running: list[tuple[Occurrence, ReservationOccurrence]]
+                ) -> dict[str, dict[str, int]]:
     """Each tenant's reservation adjustments: one per occurrence running now, from its start to
     its end. Tenants with rows and none running now go back to none. Returns {tenant name:
     {GPU type slug: GPUs reserved}} of the tenants whose rows changed."""
@@ -525,7 +526,7 @@ def _quotas_set(running: list[tuple[Occurrence, ReservationOccurrence]]) -> dict
         names[reservation.tenant_id].append(text)
     adjusted = set(tenants_adjusted_by(QuotaAdjustment.Source.RESERVATION)
                    .values_list("pk", flat=True))
-    changed = {}
+    changed: dict[str, dict[str, int]] = {}
     for tenant in Tenant.objects.filter(pk__in=set(wanted) | adjusted).order_by("pk"):
         lines = wanted.get(tenant.pk, [])
         reason = (f"reservations running: {', '.join(names[tenant.pk])}" if names[tenant.pk]
