@@ -148,10 +148,12 @@ def borrowing_tenants(gpu_type: GpuType, *, exclude: int | None = None) -> dict[
     """{tenant id: GPUs of the type it holds beyond its own quota in effect} for the tenants
     that hold more of the type than their quota (with their own reservations): what Kueue lent
     them from others' idle quota."""
-    held = dict(Workload.objects.filter(state__in=HOLDING, gpu_type=gpu_type,
-                                        deleted_at__isnull=True)
-                .exclude(tenant_id=exclude).order_by()
-                .values_list("tenant_id").annotate(n=Sum(GPU_TOTAL)))
+    holding = Workload.objects.filter(state__in=HOLDING, gpu_type=gpu_type,
+                                      deleted_at__isnull=True)
+    if exclude is not None:
+        holding = holding.exclude(tenant_id=exclude)
+    held: dict[int, int] = dict(holding.order_by().values_list("tenant_id")
+                                .annotate(n=Sum(GPU_TOTAL)))
     borrowing = {}
     for tenant in tenants_with_quota_figures(Tenant.objects.filter(pk__in=held,
                                                                    quota__isnull=False)):
