@@ -26,6 +26,7 @@ class APIRequest(Request):
     authentication classes put it on."""
 
     identity: Identity
+    user: User  # authenticated: never the anonymous user
 
 
 class ServiceUnavailable(exceptions.APIException):

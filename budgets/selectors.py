@@ -16,7 +16,17 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, DateTimeField, DurationField, ExpressionWrapper, Q, Sum, Value
+from django.db.models import (
+    Count,
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+)
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
@@ -31,7 +41,7 @@ from .periods import period_bounds, period_label
 TOP_USERS = 5
 
 
-def _clipped_run(start: dt.datetime, now: dt.datetime) -> ExpressionWrapper:
+def _clipped_run(start: dt.datetime, now: dt.datetime) -> ExpressionWrapper[CombinedExpression]:
     """A workload's run inside [start, now], as a duration (negative never: rows are filtered
     to the ones that overlap)."""
     at_start = Value(start, output_field=DateTimeField())
@@ -41,7 +51,7 @@ def _clipped_run(start: dt.datetime, now: dt.datetime) -> ExpressionWrapper:
         output_field=DurationField())
 
 
-def _runs(tenant: Tenant | int, start: dt.datetime, now: dt.datetime):
+def _runs(tenant: Tenant | int, start: dt.datetime, now: dt.datetime) -> QuerySet[Workload]:
     """The tenant's workloads that ran in [start, now] (deleted ones too: they were used)."""
     return (Workload.objects.filter(tenant=tenant, started_at__isnull=False, started_at__lt=now)
             .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start)).order_by())

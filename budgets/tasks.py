@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import logging
 
-from celery import shared_task
+from core.tasks import task
 
 from .services import budget_check, budgets_check_all
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+@task(ignore_result=True, soft_time_limit=50, time_limit=60)
 def budgets_check_task() -> None:
     results = budgets_check_all()
     acted = {pk: r for pk, r in results.items() if r.notified or r.held is not None or r.stopped}
@@ -21,6 +21,6 @@ def budgets_check_task() -> None:
         log.info("budgets checked: %s", acted)
 
 
-@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+@task(ignore_result=True, soft_time_limit=50, time_limit=60)
 def budget_check_task(budget_id: int) -> None:
     budget_check(budget_id=budget_id)

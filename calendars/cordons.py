@@ -21,7 +21,8 @@ Obj = dict[str, Any]
 
 def cordoned_by(node: Obj) -> str:
     """Who cordoned it, by its annotation ("" for nobody the portal knows)."""
-    return ((node.get("metadata") or {}).get("annotations") or {}).get(CORDON_ANNOTATION, "")
+    annotations: dict[str, str] = (node.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(CORDON_ANNOTATION, "")
 
 
 def _precondition(node: Obj, conditional: bool) -> Obj:

@@ -148,10 +148,12 @@ def borrowing_tenants(gpu_type: GpuType, *, exclude: int | None = None) -> dict[
     """{tenant id: GPUs of the type it holds beyond its own quota in effect} for the tenants
     that hold more of the type than their quota (with their own reservations): what Kueue lent
     them from others' idle quota."""
-    held = dict(Workload.objects.filter(state__in=HOLDING, gpu_type=gpu_type,
-                                        deleted_at__isnull=True)
-                .exclude(tenant_id=exclude).order_by()
-                .values_list("tenant_id").annotate(n=Sum(GPU_TOTAL)))
+    holding = Workload.objects.filter(state__in=HOLDING, gpu_type=gpu_type,
+                                      deleted_at__isnull=True)
+    if exclude is not None:
+        holding = holding.exclude(tenant_id=exclude)
+    held: dict[int, int] = dict(holding.order_by().values_list("tenant_id")
+                                .annotate(n=Sum(GPU_TOTAL)))
     borrowing = {}
     for tenant in tenants_with_quota_figures(Tenant.objects.filter(pk__in=held,
                                                                    quota__isnull=False)):
@@ -509,7 +511,8 @@ def _excess(result: TickResult, now: dt.datetime) -> None:
                 result.stopped += stopped
 
 
-def _quotas_set(running: list[tuple[Occurrence, ReservationOccurrence]]) -> dict[str, dict]:
+def _quotas_set(running: list[tuple[Occurrence, ReservationOccurrence]]
+                ) -> dict[str, dict[str, int]]:
     """Each tenant's reservation adjustments: one per occurrence running now, from its start to
     its end. Tenants with rows and none running now go back to none. Returns {tenant name:
     {GPU type slug: GPUs reserved}} of the tenants whose rows changed."""
@@ -525,7 +528,7 @@ def _quotas_set(running: list[tuple[Occurrence, ReservationOccurrence]]) -> dict
         names[reservation.tenant_id].append(text)
     adjusted = set(tenants_adjusted_by(QuotaAdjustment.Source.RESERVATION)
                    .values_list("pk", flat=True))
-    changed = {}
+    changed: dict[str, dict[str, int]] = {}
     for tenant in Tenant.objects.filter(pk__in=set(wanted) | adjusted).order_by("pk"):
         lines = wanted.get(tenant.pk, [])
         reason = (f"reservations running: {', '.join(names[tenant.pk])}" if names[tenant.pk]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from celery import shared_task
+from core.tasks import task
 
 from .maintenance import window_advance, window_announce, windows_advance
 from .reservations import reservations_tick
@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 # --- maintenance windows (calendars/maintenance.py) ------------------------------------------
 
-@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+@task(ignore_result=True, soft_time_limit=50, time_limit=60)
 def maintenance_announce_task(window_id: int) -> None:
     """Sent when a window is announced: the owners of the workloads it would reach are told."""
     told = window_announce(window_id=window_id)
@@ -23,14 +23,14 @@ def maintenance_announce_task(window_id: int) -> None:
         log.info("maintenance #%s announced to %s owners", window_id, told)
 
 
-@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+@task(ignore_result=True, soft_time_limit=50, time_limit=60)
 def maintenance_window_task(window_id: int) -> None:
     """One window taken as far as the clock says (sent when one is cancelled: called off, or
     ended at once)."""
     window_advance(window_id=window_id)
 
 
-@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+@task(ignore_result=True, soft_time_limit=50, time_limit=60)
 def maintenance_windows_task() -> None:
     """The beat, every minute: notices 24 h and 1 h ahead, the start (cordon, drain), the end
     (uncordon), the cancelled ones called off."""
@@ -41,7 +41,7 @@ def maintenance_windows_task() -> None:
 # warned an hour ahead, unused ones released after the grace, and at the end the workloads
 # beyond the lowered quota told, then put back in line or stopped ------------------------------
 
-@shared_task(ignore_result=True, soft_time_limit=50, time_limit=60)
+@task(ignore_result=True, soft_time_limit=50, time_limit=60)
 def reservations_task() -> None:
     """The beat, every minute (and sent when a reservation is cancelled, so that its end is
     acted on at once): reservations_tick."""

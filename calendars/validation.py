@@ -56,15 +56,15 @@ def _text(value: Any, field: str, *, required: bool, limit: int = 500) -> str:
         value = ""
     if not isinstance(value, str):
         raise _Refused("Text is required.")
-    value = value.strip()
-    if required and not value:
+    text = value.strip()
+    if required and not text:
         raise _Refused("This field is required.")
-    if len(value) > limit:
+    if len(text) > limit:
         raise _Refused(f"At most {limit} characters.")
-    problem = invisible_characters_refusal(value, f"The {field}")
+    problem = invisible_characters_refusal(text, f"The {field}")
     if problem:
         raise _Refused(problem)
-    return value
+    return text
 
 
 def _gpu_type(value: Any) -> GpuType:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from celery import current_app, shared_task
 from django.db import transaction
@@ -38,9 +38,34 @@ class Task(Protocol[P, R_co]):
 
 def task(**options: Any) -> Callable[[Callable[P, R]], Task[P, R]]:
     """`celery.shared_task(**options)` with the decorated function's signature kept for the
-    type checker (unbound tasks only: a task that needs `self` is `shared_task(bind=True)`)."""
+    type checker (unbound tasks only: a task that needs `self` is a `bound_task`)."""
     assert not options.get("bind"), "a bound task's signature is not the function's"
     return cast(Callable[[Callable[P, R]], Task[P, R]], shared_task(**options))
+
+
+class TryRequest(Protocol):
+    """The message a bound task runs for, as far as its body reads it."""
+
+    retries: int  # how many times it was tried before this one
+
+
+class BoundTask(Protocol):
+    """What a bound task's body reads of itself (its first argument): the tries so far, the
+    limit it was declared with (None: no limit) and `retry`, which returns the exception to
+    raise."""
+
+    request: TryRequest
+    max_retries: int | None
+
+    def retry(self, *, exc: BaseException | None = None,
+              countdown: float | None = None) -> Exception: ...
+
+
+def bound_task(**options: Any) -> Callable[[Callable[Concatenate[BoundTask, P], R]], Task[P, R]]:
+    """`celery.shared_task(bind=True, **options)`, typed as `task` is: the task is called and
+    sent with the function's arguments after the first, which is the task itself."""
+    return cast(Callable[[Callable[Concatenate[BoundTask, P], R]], Task[P, R]],
+                shared_task(bind=True, **options))
 
 
 class UnknownTask(LookupError):

@@ -205,7 +205,8 @@ def format_value(value: float) -> str:
         return str(int(value))
     if math.isfinite(value):
         return repr(round(value, 3))
-    return floatToGoString(value)
+    text: str = floatToGoString(value)  # NaN, +Inf, -Inf as Prometheus writes them
+    return text
 
 
 def render(families: Iterable[Metric]) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -28,6 +28,9 @@ from django_htmx.middleware import HtmxDetails
 
 from .identity import Identity
 from .scoping import Action, TenantScopedQuerySet, tenant_scoped
+
+if TYPE_CHECKING:
+    from .models import User
 
 __all__ = ["PortalRequest", "SignedInRequest", "admin_required", "login_required", "project_required",
            "scoped_object", "tenant_required"]
@@ -54,6 +57,7 @@ class SignedInRequest(PortalRequest):
     """The request of a view under `login_required` or `project_required`."""
 
     identity: Identity
+    user: User  # signed in: never the anonymous user
 
 
 def _identity(request: HttpRequest) -> Identity | None:

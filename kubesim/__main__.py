@@ -16,6 +16,7 @@ from aiohttp import web
 
 from kubesim import persist
 from kubesim.config import SimConfig
+from kubesim.resources import Obj
 from kubesim.server import create_app
 from kubesim.store import Store
 
@@ -92,8 +93,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[SimConfig, bool]:
     ), not args.no_cluster
 
 
-def kubeconfig_document(server: str, token: str | None) -> dict:
-    user: dict = {"token": token} if token else {}
+def kubeconfig_document(server: str, token: str | None) -> Obj:
+    user: dict[str, str] = {"token": token} if token else {}
     return {
         "apiVersion": "v1",
         "kind": "Config",

@@ -21,7 +21,7 @@ from kubesim.discovery import MAJOR as API_MAJOR
 from kubesim.discovery import MINOR as API_MINOR
 from kubesim.errors import ApiError
 from kubesim.inventory import Inventory, load_inventory, node_devices, node_object
-from kubesim.resources import REGISTRY, ResourceType, by_kind
+from kubesim.resources import REGISTRY, Obj, ResourceType, by_kind
 from kubesim.store import clone, now_rfc3339
 from kubesim.workqueue import WorkQueue
 
@@ -49,7 +49,7 @@ class Index:
         self.ref_uid: dict[Ref, str] = {}
         self.names: dict[tuple[tuple[str, str, str], str], set[str]] = {}  # (rt.key, ns) -> names
 
-    def observe(self, event: str, rt: ResourceType, obj: dict) -> None:
+    def observe(self, event: str, rt: ResourceType, obj: Obj) -> None:
         meta = obj["metadata"]
         ns = meta.get("namespace", "")
         ref: Ref = (rt.key, ns, meta["name"])
@@ -89,14 +89,15 @@ class Index:
         return self.names.get((rt.key, namespace), set())
 
 
-def controller_of(obj: dict) -> dict | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+def controller_of(obj: Obj) -> Obj | None:
+    refs: list[Obj] = (obj.get("metadata") or {}).get("ownerReferences") or []
+    for ref in refs:
         if ref.get("controller"):
             return ref
     return None
 
 
-def owner_ref(owner: dict, *, block: bool = True) -> dict:
+def owner_ref(owner: Obj, *, block: bool = True) -> Obj:
     return {
         "apiVersion": owner["apiVersion"],
         "kind": owner["kind"],
@@ -131,7 +132,7 @@ class Cluster:
         self.index = Index()
         self.gpus = gpumod.GpuRegistry(config.seed, config.metrics_interval)
         self.queues: list[WorkQueue] = []
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started_wall = time.time()
 
@@ -208,7 +209,7 @@ class Cluster:
 
     # ------------------------------------------------------------------ events in
 
-    def _on_change(self, event: str, rt: ResourceType, obj: dict) -> None:
+    def _on_change(self, event: str, rt: ResourceType, obj: Obj) -> None:
         """The single store listener: index, then fan out to the components (no writes)."""
         if rt is EVENT:
             return
@@ -252,11 +253,11 @@ class Cluster:
         """Monotonic seconds, for timers."""
         return self.loop.time()
 
-    def peek(self, rt: ResourceType, namespace: str | None, name: str) -> dict | None:
+    def peek(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None:
         """The stored object (read-only: never mutate it; `clone` before writing)."""
         return self.store.peek(rt, namespace, name)
 
-    def record_event(self, obj: dict, type_: str, reason: str, message: str,
+    def record_event(self, obj: Obj, type_: str, reason: str, message: str,
                      component: str) -> None:
         try:
             self.store.record_event(obj, reason=reason, message=message, type=type_,
@@ -264,7 +265,7 @@ class Cluster:
         except ApiError as exc:  # e.g. the namespace is terminating: the event is moot
             log.debug("event %s on %s dropped: %s", reason, obj["metadata"].get("name"), exc)
 
-    def write_status(self, rt: ResourceType, obj: dict, status: dict) -> dict | None:
+    def write_status(self, rt: ResourceType, obj: Obj, status: Obj) -> Obj | None:
         """Replace an object's status (no-op writes are dropped by the store)."""
         new = {"metadata": dict(obj["metadata"]), "status": status}
         try:
@@ -274,12 +275,12 @@ class Cluster:
                 return None
             raise
 
-    def set_pod_condition(self, pod: dict, condition: dict) -> None:
+    def set_pod_condition(self, pod: Obj, condition: Obj) -> None:
         status = clone(pod.get("status") or {})
         set_condition(status, condition)
         self.write_status(POD, pod, status)
 
-    def bind(self, pod: dict, node: str) -> bool:
+    def bind(self, pod: Obj, node: str) -> bool:
         """What the scheduler's binding call does: set spec.nodeName and PodScheduled=True."""
         bound = clone(pod)
         bound["spec"]["nodeName"] = node
@@ -322,7 +323,7 @@ class Cluster:
         return control.routes(self)
 
 
-def set_condition(status: dict, condition: dict, *, probe_time: bool = True,
+def set_condition(status: Obj, condition: Obj, *, probe_time: bool = True,
                   update_time: bool = False) -> bool:
     """Add or replace a condition by type; keeps lastTransitionTime while the status holds.
 
@@ -355,7 +356,7 @@ def set_condition(status: dict, condition: dict, *, probe_time: bool = True,
     return True
 
 
-def remove_condition(status: dict, type_: str) -> bool:
+def remove_condition(status: Obj, type_: str) -> bool:
     conditions = status.get("conditions") or []
     kept = [c for c in conditions if c.get("type") != type_]
     if len(kept) == len(conditions):

@@ -16,6 +16,7 @@ from kubesim import gpus
 from kubesim.discovery import MAJOR as API_MAJOR
 from kubesim.discovery import MINOR as API_MINOR
 from kubesim.quantity import Quantity
+from kubesim.resources import Obj
 
 # The kubelet reports the API server's version unless the inventory says otherwise.
 DEFAULT_KUBELET_VERSION = f"v{API_MAJOR}.{API_MINOR}.0"
@@ -79,7 +80,7 @@ def load_inventory(path: str) -> Inventory:
     return parse_inventory(data)
 
 
-def _field(where: str, data: dict, key: str, kind: type, default: Any = None) -> Any:
+def _field(where: str, data: Obj, key: str, kind: type, default: Any = None) -> Any:
     value = data.get(key, default)
     if value is None:
         return None
@@ -137,7 +138,7 @@ def _parse_mig(where: str, data: Any, model: gpus.GpuModel, count: int) -> MigSp
     return MigSpec(strategy, parsed)
 
 
-def parse_inventory(data: dict) -> Inventory:
+def parse_inventory(data: Obj) -> Inventory:
     if not isinstance(data, dict):
         raise InventoryError("inventory: expected a mapping")
     cluster = data.get("cluster") or {}
@@ -323,7 +324,7 @@ def _memory_ki(q: Quantity) -> str:
     return f"{int(q.value) // 1024}Ki"
 
 
-def node_object(spec: NodeSpec, inv: Inventory, now: str) -> dict:
+def node_object(spec: NodeSpec, inv: Inventory, now: str) -> Obj:
     """The Node as its kubelet would register it."""
     capacity = {
         "cpu": str(spec.cpu),
@@ -339,7 +340,7 @@ def node_object(spec: NodeSpec, inv: Inventory, now: str) -> dict:
     for resource, count in resource_counts(spec).items():
         capacity[resource] = allocatable[resource] = str(count)
 
-    def condition(type_: str, status: str, reason: str, message: str) -> dict:
+    def condition(type_: str, status: str, reason: str, message: str) -> Obj:
         return {"type": type_, "status": status, "lastHeartbeatTime": now,
                 "lastTransitionTime": now, "reason": reason, "message": message}
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import podlogs
 from kubesim.errors import bad_request, not_found
-from kubesim.resources import by_kind
+from kubesim.resources import Obj, by_kind
 from kubesim.scheduler import device_wants, is_terminal
 from kubesim.store import clone, now_rfc3339
 
@@ -87,7 +87,7 @@ class ContainerRun:
     ready: bool = False
     restart_count: int = 0
     pull_failures: int = 0
-    last_terminated: dict | None = None
+    last_terminated: Obj | None = None
     previous: tuple[float, float, int] | None = None  # last run: started, finished, exit code
 
 
@@ -167,7 +167,7 @@ class Kubelet:
 
     # ------------------------------------------------------------------ listener side
 
-    def on_node(self, event: str, node: dict) -> None:
+    def on_node(self, event: str, node: Obj) -> None:
         name = node["metadata"]["name"]
         if event == "DELETED":
             self.nodes.pop(name, None)
@@ -179,7 +179,7 @@ class Kubelet:
             if addr.get("type") == "InternalIP":
                 self.node_ips[name] = addr.get("address", "")
 
-    def on_pod(self, event: str, pod: dict) -> None:
+    def on_pod(self, event: str, pod: Obj) -> None:
         meta = pod["metadata"]
         key = (meta["namespace"], meta["name"])
         run = self.runs.get(key)
@@ -208,7 +208,7 @@ class Kubelet:
         for waiter in self.followers.get(key, ()):
             waiter.set()
 
-    def _forget(self, key: Key, deleted: dict | None) -> None:
+    def _forget(self, key: Key, deleted: Obj | None) -> None:
         kill = self._kill_key(key, deleted["metadata"]["uid"]) if deleted is not None else None
         run = self.runs.pop(key, None)
         graceful = key in self.stopping
@@ -258,7 +258,7 @@ class Kubelet:
         if due and not run.done:
             self.queue.add_after(key, max(0.0, min(due) - now))
 
-    def graceful_deletion(self, rt: Any, pod: dict, grace: int | None) -> int | None:
+    def graceful_deletion(self, rt: Any, pod: Obj, grace: int | None) -> int | None:
         """Store deletion hook: a pod whose containers run here is deleted gracefully."""
         if rt is not POD or (grace is not None and grace <= 0):
             return None
@@ -270,7 +270,7 @@ class Kubelet:
             grace = int((pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
         return grace
 
-    def _kill_key(self, key: Key, uid: str) -> tuple:
+    def _kill_key(self, key: Key, uid: str) -> tuple[str, Key, str, tuple[str, ...]]:
         run = self.runs.get(key)
         names = tuple(c.name for c in run.containers.values() if c.started_wall is not None
                       and c.stage != "exited") if run else ()
@@ -313,7 +313,7 @@ class Kubelet:
         # the pod being marked for deletion, removes it (unless finalizers hold it).
         self._write(pod, run)
 
-    def _stopped_unrun(self, pod: dict) -> None:
+    def _stopped_unrun(self, pod: Obj) -> None:
         """A pod being deleted that no container of this kubelet runs (marked before a
         restart): its containers reported gone, as a kubelet reports what it lost track of."""
         wall = rfc3339(time.time())
@@ -333,7 +333,7 @@ class Kubelet:
         status.update(phase="Failed", containerStatuses=statuses)
         self.cluster.write_status(POD, pod, status)
 
-    def _admit(self, pod: dict, node: str) -> PodRun | None:
+    def _admit(self, pod: Obj, node: str) -> PodRun | None:
         meta = pod["metadata"]
         spec = pod.get("spec") or {}
         key = (meta["namespace"], meta["name"])
@@ -394,7 +394,7 @@ class Kubelet:
         self.runs[key] = run
         return run
 
-    def _resume(self, c: ContainerRun, status: dict, running: dict, now: float) -> None:
+    def _resume(self, c: ContainerRun, status: Obj, running: Obj, now: float) -> None:
         """Pick a container up where a previous kubesim left it (state file)."""
         started: float
         try:
@@ -413,7 +413,7 @@ class Kubelet:
         c.due = min(c.ready_at if not c.ready else float("inf"),
                     c.ends_at if c.ends_at is not None else float("inf"))
 
-    def _pull_event(self, pod: dict, node: str, container: dict) -> bool:
+    def _pull_event(self, pod: Obj, node: str, container: Obj) -> bool:
         """Pulling (or 'already present'); True when the image is already on the node."""
         image = container.get("image", "")
         present = image in self.images.get(node, ()) and container.get("imagePullPolicy") != "Always"
@@ -426,7 +426,7 @@ class Kubelet:
                                       COMPONENT)
         return present
 
-    def _reject(self, pod: dict, reason: str, message: str) -> None:
+    def _reject(self, pod: Obj, reason: str, message: str) -> None:
         status = clone(pod.get("status") or {})
         status.update({"phase": "Failed", "reason": reason, "message": message,
                        "startTime": status.get("startTime") or now_rfc3339()})
@@ -434,9 +434,10 @@ class Kubelet:
         self.cluster.record_event(pod, "Warning", reason, message, COMPONENT)
 
     def _backoff(self, failures: int) -> float:
-        return min(300.0, 10.0 * 2 ** max(0, failures - 1)) * self.scale
+        doubled: float = 10.0 * 2 ** max(0, failures - 1)
+        return min(300.0, doubled) * self.scale
 
-    def _step(self, pod: dict, run: PodRun, c: ContainerRun, now: float) -> bool:
+    def _step(self, pod: Obj, run: PodRun, c: ContainerRun, now: float) -> bool:
         """Apply one due transition of a container; False when nothing more is due."""
         image = c.image
         if c.stage == "creating":
@@ -502,7 +503,7 @@ class Kubelet:
         c.due = float("inf")  # exited: nothing more happens
         return False
 
-    def _exit(self, pod: dict, run: PodRun, c: ContainerRun, now: float) -> None:
+    def _exit(self, pod: Obj, run: PodRun, c: ContainerRun, now: float) -> None:
         c.finished_wall = time.time()
         c.ready = False
         terminated = {
@@ -538,7 +539,7 @@ class Kubelet:
 
     # ------------------------------------------------------------------ status
 
-    def _container_status(self, pod: dict, run: PodRun, c: ContainerRun) -> dict:
+    def _container_status(self, pod: Obj, run: PodRun, c: ContainerRun) -> Obj:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         ref = normalize_image(c.image)
         status: dict[str, Any] = {
@@ -577,7 +578,7 @@ class Kubelet:
             status["lastState"] = {"terminated": dict(c.last_terminated)}
         return status
 
-    def _write(self, pod: dict, run: PodRun) -> None:
+    def _write(self, pod: Obj, run: PodRun) -> None:
         old = pod.get("status") or {}
         status = clone(old)
         containers = list(run.containers.values())
@@ -641,7 +642,7 @@ class Kubelet:
 
     # ------------------------------------------------------------------ logs
 
-    def _log_context(self, pod: dict, run: PodRun, c: ContainerRun,
+    def _log_context(self, pod: Obj, run: PodRun, c: ContainerRun,
                      started: float, exit_code: int) -> podlogs.LogContext:
         meta = pod["metadata"]
         spec_c: dict[str, Any] = next((x for x in (pod.get("spec") or {}).get("containers") or ()
@@ -656,7 +657,7 @@ class Kubelet:
             args=list(spec_c.get("args") or []), env=env, gpus=devices, started=started,
             batch=c.run_seconds is not None, run_seconds=c.run_seconds, exit_code=exit_code)
 
-    def _env(self, namespace: str, container: dict) -> dict[str, str]:
+    def _env(self, namespace: str, container: Obj) -> dict[str, str]:
         """Container env with secretKeyRef / configMapKeyRef resolved (Jupyter's token)."""
         import base64
 
@@ -688,7 +689,7 @@ class Kubelet:
         return env
 
     def _log_target(self, namespace: str, name: str, container: str | None,
-                    previous: bool) -> tuple[dict, PodRun | None, ContainerRun | None]:
+                    previous: bool) -> tuple[Obj, PodRun | None, ContainerRun | None]:
         pod = self.cluster.peek(POD, namespace, name)
         if pod is None:
             raise not_found(POD, name)
@@ -723,7 +724,7 @@ class Kubelet:
                               f"{reason}")
         return pod, run, c
 
-    def _lines(self, pod: dict, run: PodRun, c: ContainerRun, previous: bool,
+    def _lines(self, pod: Obj, run: PodRun, c: ContainerRun, previous: bool,
                until: float) -> list[podlogs.Line]:
         if previous or c.stage in ("crash-backoff", "creating") and c.previous is not None:
             started, finished, code = c.previous  # type: ignore[misc]

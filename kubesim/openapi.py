@@ -58,7 +58,8 @@ def _definitions() -> dict[str, Any]:
     path = f"kubernetes-json-schema/{SCHEMA_VERSION}-local/_definitions.json"
     ref = importlib_resources.files("kubernetes_validate").joinpath(path)
     with ref.open("r", encoding="utf-8") as f:
-        return json.load(f)["$defs"]
+        definitions: dict[str, Any] = json.load(f)["$defs"]
+    return definitions
 
 
 def _rewrite(node: Any, needed: set[str]) -> Any:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim.errors import forbidden
 from kubesim.quantity import Quantity
-from kubesim.resources import ResourceType, by_kind
+from kubesim.resources import Obj, ResourceType, by_kind
 from kubesim.scheduler import is_terminal
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def count_name(rt: ResourceType) -> str:
     return f"count/{rt.plural}" if not rt.group else f"count/{rt.plural}.{rt.group}"
 
 
-def _container_totals(containers: list[dict], field: str) -> dict[str, Quantity]:
+def _container_totals(containers: list[Obj], field: str) -> dict[str, Quantity]:
     total: dict[str, Quantity] = {}
     for container in containers:
         values = ((container.get("resources") or {}).get(field)) or {}
@@ -59,7 +59,7 @@ def _container_totals(containers: list[dict], field: str) -> dict[str, Quantity]
     return total
 
 
-def _pod_side(spec: dict, field: str) -> dict[str, Quantity]:
+def _pod_side(spec: Obj, field: str) -> dict[str, Quantity]:
     """Sum over containers, at least the largest init container (the effective request)."""
     total = _container_totals(spec.get("containers") or [], field)
     for init in spec.get("initContainers") or []:
@@ -69,7 +69,7 @@ def _pod_side(spec: dict, field: str) -> dict[str, Quantity]:
     return total
 
 
-def pod_usage(pod: dict) -> Usage:
+def pod_usage(pod: Obj) -> Usage:
     """What a pod counts against quota (PodUsageFunc)."""
     count = {"count/pods": Quantity(1)}
     if is_terminal(pod):
@@ -88,7 +88,7 @@ def pod_usage(pod: dict) -> Usage:
     return usage
 
 
-def service_usage(service: dict) -> Usage:
+def service_usage(service: Obj) -> Usage:
     spec = service.get("spec") or {}
     usage: Usage = {"services": Quantity(1), "count/services": Quantity(1)}
     kind = spec.get("type", "ClusterIP")
@@ -99,7 +99,7 @@ def service_usage(service: dict) -> Usage:
     return usage
 
 
-def object_usage(rt: ResourceType, obj: dict) -> Usage:
+def object_usage(rt: ResourceType, obj: Obj) -> Usage:
     if rt is POD:
         return pod_usage(obj)
     if rt is SERVICE:
@@ -125,7 +125,7 @@ def exceeded_message(quota_name: str, requested: Usage, used: Usage, hard: Usage
             f"limited: {pretty({k: hard[k] for k in over})}")
 
 
-def missing_constraints(pod: dict, required: set[str]) -> str | None:
+def missing_constraints(pod: Obj, required: set[str]) -> str | None:
     """cpu/memory quotas need every container to state them: `must specify …`."""
     wanted = required.intersection(_VALIDATION)
     if not wanted:
@@ -149,7 +149,7 @@ def missing_constraints(pod: dict, required: set[str]) -> str | None:
     return "must specify " + "; ".join(parts)
 
 
-def _hard(quota: dict) -> Usage:
+def _hard(quota: Obj) -> Usage:
     raw = (quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}
     out: Usage = {}
     for name, value in raw.items():
@@ -160,7 +160,7 @@ def _hard(quota: dict) -> Usage:
     return out
 
 
-def apply_limit_ranges(pod: dict, limit_ranges: list[dict]) -> None:
+def apply_limit_ranges(pod: Obj, limit_ranges: list[Obj]) -> None:
     """LimitRanger: fill each container's missing requests/limits from `type: Container`
     defaults (`defaultRequest` falls back to `default`, as the API server defaults it)."""
     for lr in limit_ranges:
@@ -195,7 +195,7 @@ class QuotaController:
 
     # ------------------------------------------------------------------ usage tracking
 
-    def on_object(self, event: str, rt: ResourceType, obj: dict) -> None:
+    def on_object(self, event: str, rt: ResourceType, obj: Obj) -> None:
         if not rt.namespaced:
             return
         meta = obj["metadata"]
@@ -235,10 +235,10 @@ class QuotaController:
 
     # ------------------------------------------------------------------ admission
 
-    def admission_hooks(self) -> list[Callable[[str, ResourceType, dict, dict | None], None]]:
+    def admission_hooks(self) -> list[Callable[[str, ResourceType, Obj, Obj | None], None]]:
         return [self.limit_range_hook, self.quota_status_hook, self.quota_hook]
 
-    def limit_range_hook(self, op: str, rt: ResourceType, new: dict, old: dict | None) -> None:
+    def limit_range_hook(self, op: str, rt: ResourceType, new: Obj, old: Obj | None) -> None:
         if op != "CREATE" or rt is not POD:
             return
         ns = new["metadata"].get("namespace", "")
@@ -247,7 +247,7 @@ class QuotaController:
         if ranges:
             apply_limit_ranges(new, ranges)
 
-    def quota_status_hook(self, op: str, rt: ResourceType, new: dict, old: dict | None) -> None:
+    def quota_status_hook(self, op: str, rt: ResourceType, new: Obj, old: Obj | None) -> None:
         """A quota is written with its status filled in, so admission can use it at once."""
         if rt is not QUOTA:
             return
@@ -260,7 +260,7 @@ class QuotaController:
         used = self.used(ns, list(hard))
         new["status"] = {"hard": dict(hard), "used": {k: str(v) for k, v in used.items()}}
 
-    def quota_hook(self, op: str, rt: ResourceType, new: dict, old: dict | None) -> None:
+    def quota_hook(self, op: str, rt: ResourceType, new: Obj, old: Obj | None) -> None:
         if op != "CREATE" or not rt.namespaced:
             return
         ns = new["metadata"].get("namespace", "")
@@ -321,7 +321,7 @@ def _tracks(rt: ResourceType, resource: str) -> bool:
     return resource == count_name(rt) or (not rt.group and _LEGACY_COUNTS.get(rt.plural) == resource)
 
 
-def _quota_scope_matches(quota: dict, rt: ResourceType, obj: dict) -> bool:
+def _quota_scope_matches(quota: Obj, rt: ResourceType, obj: Obj) -> bool:
     """Quota scopes (Terminating, NotTerminating, BestEffort, NotBestEffort) for pods."""
     scopes = (quota.get("spec") or {}).get("scopes") or []
     if not scopes:

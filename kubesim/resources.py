@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+# an object as kubesim keeps and serves it: a plain dict in the Kubernetes JSON shape (camelCase)
+Obj = dict[str, Any]
 
 ALL_VERBS: tuple[str, ...] = (
     "create",

@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from kubesim.quantity import parse as qparse
-from kubesim.resources import by_kind
+from kubesim.resources import Obj, by_kind
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -41,7 +41,7 @@ _BASIC = ("cpu", "memory", "ephemeral-storage")
 # --- pod requests ---------------------------------------------------------------------------
 
 
-def container_requests(container: dict) -> dict[str, Decimal]:
+def container_requests(container: Obj) -> dict[str, Decimal]:
     """A container's effective requests: a resource with only a limit requests its limit.
 
     (The API server defaults requests from limits; for extended resources such as
@@ -62,7 +62,7 @@ def container_requests(container: dict) -> dict[str, Decimal]:
     return out
 
 
-def pod_requests(pod: dict) -> dict[str, Decimal]:
+def pod_requests(pod: Obj) -> dict[str, Decimal]:
     """What a pod asks of a node: sum over containers, at least the largest init container."""
     spec = pod.get("spec") or {}
     total: dict[str, Decimal] = {}
@@ -78,7 +78,7 @@ def pod_requests(pod: dict) -> dict[str, Decimal]:
     return total
 
 
-def device_wants(pod: dict) -> dict[str, list[tuple[str, int]]]:
+def device_wants(pod: Obj) -> dict[str, list[tuple[str, int]]]:
     """Per NVIDIA resource, the (container, count) pairs the device plugin must serve."""
     wants: dict[str, list[tuple[str, int]]] = {}
     for container in (pod.get("spec") or {}).get("containers") or []:
@@ -91,7 +91,7 @@ def device_wants(pod: dict) -> dict[str, list[tuple[str, int]]]:
 # --- node matching --------------------------------------------------------------------------
 
 
-def tolerates(tolerations: Iterable[dict], taint: dict) -> bool:
+def tolerates(tolerations: Iterable[Obj], taint: Obj) -> bool:
     for tol in tolerations:
         effect = tol.get("effect") or ""
         if effect and effect != taint.get("effect"):
@@ -106,7 +106,7 @@ def tolerates(tolerations: Iterable[dict], taint: dict) -> bool:
     return False
 
 
-def _expression_matches(expr: dict, labels: dict[str, str]) -> bool:
+def _expression_matches(expr: Obj, labels: dict[str, str]) -> bool:
     key = expr.get("key", "")
     op = expr.get("operator", "")
     values = expr.get("values") or []
@@ -128,7 +128,7 @@ def _expression_matches(expr: dict, labels: dict[str, str]) -> bool:
     return False
 
 
-def _term_matches(term: dict, labels: dict[str, str], node_name: str) -> bool:
+def _term_matches(term: Obj, labels: dict[str, str], node_name: str) -> bool:
     exprs = term.get("matchExpressions") or []
     fields = term.get("matchFields") or []
     if not exprs and not fields:
@@ -138,7 +138,7 @@ def _term_matches(term: dict, labels: dict[str, str], node_name: str) -> bool:
     return all(_expression_matches(f, {"metadata.name": node_name}) for f in fields)
 
 
-def affinity_matches(pod: dict, labels: dict[str, str], node_name: str) -> bool:
+def affinity_matches(pod: Obj, labels: dict[str, str], node_name: str) -> bool:
     """nodeSelector AND required node affinity (its terms ORed)."""
     spec = pod.get("spec") or {}
     for key, value in (spec.get("nodeSelector") or {}).items():
@@ -159,14 +159,14 @@ class NodeState:
 
     name: str
     labels: dict[str, str]
-    taints: list[dict]
+    taints: list[Obj]
     unschedulable: bool
     allocatable: dict[str, Decimal]
     requested: dict[str, Decimal] = field(default_factory=dict)
     pod_count: int = 0
 
     @classmethod
-    def from_node(cls, node: dict) -> NodeState:
+    def from_node(cls, node: Obj) -> NodeState:
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
         alloc = {}
@@ -192,7 +192,7 @@ class NodeState:
         return self.allocatable.get(resource, Decimal(0)) - self.requested.get(resource, Decimal(0))
 
 
-def taint_reason(taint: dict, *, new_wording: bool = False) -> str:
+def taint_reason(taint: Obj, *, new_wording: bool = False) -> str:
     if new_wording:
         return "node(s) had untolerated taint(s)"
     return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
@@ -204,7 +204,7 @@ class FilterResult:
     resolvable: bool  # True: evicting lower-priority pods could help (resources); False: never
 
 
-def filter_node(pod: dict, requests: dict[str, Decimal], node: NodeState, *,
+def filter_node(pod: Obj, requests: dict[str, Decimal], node: NodeState, *,
                 new_taint_wording: bool = False) -> FilterResult | None:
     """None when the pod fits the node, else why not (the first failing filter's reasons)."""
     spec = pod.get("spec") or {}
@@ -268,16 +268,16 @@ def pick_node(candidates: list[NodeState], requests: dict[str, Decimal]) -> Node
     return min(candidates, key=lambda n: (n.pod_count, n.name))
 
 
-def is_terminal(pod: dict) -> bool:
+def is_terminal(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def pod_key(pod: dict) -> tuple[str, str]:
+def pod_key(pod: Obj) -> tuple[str, str]:
     meta = pod.get("metadata") or {}
     return meta.get("namespace", ""), meta.get("name", "")
 
 
-def wants_scheduling(pod: dict) -> bool:
+def wants_scheduling(pod: Obj) -> bool:
     spec = pod.get("spec") or {}
     meta = pod.get("metadata") or {}
     return (not spec.get("nodeName") and not meta.get("deletionTimestamp")
@@ -303,7 +303,7 @@ class Scheduler:
         self.queue = cluster.make_queue("scheduler", self.schedule)
 
     # Listener side: keep the node table current and queue work; never writes.
-    def on_node(self, event: str, node: dict) -> None:
+    def on_node(self, event: str, node: Obj) -> None:
         name = (node.get("metadata") or {}).get("name", "")
         if event == "DELETED":
             self.nodes.pop(name, None)
@@ -315,7 +315,7 @@ class Scheduler:
             self.nodes[name] = state
         self.retry_unschedulable()
 
-    def on_pod(self, event: str, pod: dict) -> None:
+    def on_pod(self, event: str, pod: Obj) -> None:
         key = pod_key(pod)
         holds = (event != "DELETED" and (pod.get("spec") or {}).get("nodeName")
                  and not is_terminal(pod))
@@ -374,7 +374,7 @@ class Scheduler:
             self.unschedulable.discard(key)
             self.last_message.pop(key, None)
 
-    def _report_unschedulable(self, pod: dict, message: str) -> None:
+    def _report_unschedulable(self, pod: Obj, message: str) -> None:
         key = pod_key(pod)
         if self.last_message.get(key) == message:
             return  # same answer as last time: no new event, no status write

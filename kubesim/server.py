@@ -35,7 +35,7 @@ from kubesim.errors import (
     unauthorized,
     unsupported_media_type,
 )
-from kubesim.resources import ResourceType, lookup
+from kubesim.resources import Obj, ResourceType, lookup
 from kubesim.selectors import (
     matcher,
     parse_field_selector,
@@ -642,7 +642,7 @@ class ApiHandlers:
             pass
         return resp
 
-    def _check_immutable(self, target: Target, obj: dict) -> None:
+    def _check_immutable(self, target: Target, obj: Obj) -> None:
         """What a user may change in a stored pod's spec (the real ValidatePodUpdate)."""
         if target.rt.kind != "Pod":
             return
@@ -656,7 +656,7 @@ class ApiHandlers:
     # -- the scale subresource (autoscaling/v1 Scale) --------------------------------------
 
     @staticmethod
-    def _as_scale(obj: dict) -> dict:
+    def _as_scale(obj: Obj) -> Obj:
         meta = obj["metadata"]
         selector = selector_from_match((obj.get("spec") or {}).get("selector"))
         return {
@@ -832,7 +832,7 @@ class ApiHandlers:
                 raise bad_request(f'Invalid dry run value "{v}": supported values: "All"')
         return options
 
-    def _delete_one(self, target: Target, name: str, options: dict[str, Any]) -> dict:
+    def _delete_one(self, target: Target, name: str, options: dict[str, Any]) -> Obj:
         return self.store.delete(
             target.rt,
             target.namespace,

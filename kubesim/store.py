@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from kubesim import defaults
 from kubesim.config import SimConfig
@@ -36,18 +36,20 @@ from kubesim.errors import (
     not_found,
     precondition_failed,
 )
-from kubesim.resources import REGISTRY, ResourceType, by_kind
+from kubesim.resources import REGISTRY, Obj, ResourceType, by_kind
 from kubesim.selectors import Matcher, matcher, parse_field_selector, parse_label_selector
 
 log = logging.getLogger("kubesim.store")
 
 FOREGROUND = "foregroundDeletion"
 
-AdmissionHook = Callable[[str, ResourceType, dict, "dict | None"], None]
-Listener = Callable[[str, ResourceType, dict], None]
+_J = TypeVar("_J")  # a JSON-shaped value (clone's)
+
+AdmissionHook = Callable[[str, ResourceType, Obj, "Obj | None"], None]
+Listener = Callable[[str, ResourceType, Obj], None]
 # Graceful deletion (the cluster half's kubelet): given (rt, object, requested grace), return
 # the grace period to apply, or None to delete as usual.
-DeletionHook = Callable[[ResourceType, dict, "int | None"], "int | None"]
+DeletionHook = Callable[[ResourceType, Obj, "int | None"], "int | None"]
 
 NAMESPACE = by_kind("Namespace")
 EVENT = by_kind("Event")
@@ -60,12 +62,13 @@ _GENERATION_KINDS = frozenset(
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def clone(value: Any) -> Any:
+def clone(value: _J) -> _J:
     """Deep copy of a JSON-shaped value; several times faster than copy.deepcopy."""
-    if type(value) is dict:
-        return {k: clone(v) for k, v in value.items()}
-    if type(value) is list:
-        return [clone(v) for v in value]
+    data: Any = value  # (`type(...) is` narrows no type variable)
+    if type(data) is dict:
+        return cast(_J, {k: clone(v) for k, v in data.items()})
+    if type(data) is list:
+        return cast(_J, [clone(v) for v in data])
     return value
 
 
@@ -85,7 +88,7 @@ class WatchEvent:
 
     __slots__ = ("rv", "type", "rt", "obj", "prev", "_line")
 
-    def __init__(self, rv: int, type: str, rt: ResourceType, obj: dict, prev: dict | None) -> None:
+    def __init__(self, rv: int, type: str, rt: ResourceType, obj: Obj, prev: Obj | None) -> None:
         self.rv = rv
         self.type = type
         self.rt = rt
@@ -95,7 +98,8 @@ class WatchEvent:
 
     @property
     def namespace(self) -> str:
-        return self.obj["metadata"].get("namespace", "")
+        namespace: str = self.obj["metadata"].get("namespace", "")
+        return namespace
 
     def line(self) -> bytes:
         if self._line is None:
@@ -109,7 +113,7 @@ class WatchEvent:
 class ListPage:
     """What `Store.select` found: object references (read-only!) in key order."""
 
-    items: list[dict]
+    items: list[Obj]
     resource_version: int
     next_key: Key | None  # where the next page starts after; None on the last page
     remaining: int  # objects after this page (meaningful only without selectors)
@@ -120,7 +124,7 @@ class Store:
         self.config = config
         self.resource_version = 0
         # rt.key -> namespace ("" for cluster-scoped) -> name -> object
-        self._data: dict[tuple[str, str, str], dict[str, dict[str, dict]]] = {
+        self._data: dict[tuple[str, str, str], dict[str, dict[str, Obj]]] = {
             key: {} for key in REGISTRY
         }
         # Cached list-item encodings (no kind/apiVersion), dropped on every write.
@@ -128,26 +132,27 @@ class Store:
         self._history: deque[WatchEvent] = deque()
         self._dropped_upto = 0  # events with rv <= this are gone from the history
         self._signal: asyncio.Event | None = None
-        self._event_keys: dict[tuple, str] = {}
+        # (namespace, involved object's uid, reason, message, type, component) → the Event
+        self._event_keys: dict[tuple[str, str | None, str, str, str, str], str] = {}
         self._event_seq = 0
         self._rand = random.Random()
         self.admission: list[AdmissionHook] = []
         self.listeners: list[Listener] = []
         self.deletion_hooks: list[DeletionHook] = []
         # The cluster half's garbage collector: finishes Foreground deletions (see `delete`).
-        self.foreground_collector: Callable[[ResourceType, dict], None] | None = None
+        self.foreground_collector: Callable[[ResourceType, Obj], None] | None = None
 
     # ----------------------------------------------------------------- reads
 
-    def _bucket(self, rt: ResourceType, namespace: str | None) -> dict[str, dict]:
+    def _bucket(self, rt: ResourceType, namespace: str | None) -> dict[str, Obj]:
         return self._data[rt.key].get(namespace or "", {})
 
-    def peek(self, rt: ResourceType, namespace: str | None, name: str) -> dict | None:
+    def peek(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None:
         """The stored object itself (read-only!) or None; for the HTTP layer's hot paths."""
         ns = namespace if rt.namespaced else ""
         return self._data[rt.key].get(ns or "", {}).get(name)
 
-    def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
+    def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj:
         obj = self.peek(rt, namespace, name)
         if obj is None:
             raise not_found(rt, name)
@@ -160,7 +165,7 @@ class Store:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> tuple[list[dict], int]:
+    ) -> tuple[list[Obj], int]:
         match = matcher(
             parse_label_selector(label_selector), parse_field_selector(field_selector, rt.kind)
         )
@@ -191,7 +196,7 @@ class Store:
         start = 0
         if after is not None:
             start = bisect.bisect_right(keys, after)
-        items: list[dict] = []
+        items: list[Obj] = []
         next_key: Key | None = None
         i = start
         for i in range(start, len(keys)):
@@ -208,15 +213,15 @@ class Store:
 
     def _current(
         self, rt: ResourceType, namespace: str | None, exact_name: str | None = None
-    ) -> dict[Key, dict]:
+    ) -> dict[Key, Obj]:
         data = self._data[rt.key]
         if namespace is not None or not rt.namespaced:
-            buckets: Iterable[tuple[str, dict[str, dict]]] = [
+            buckets: Iterable[tuple[str, dict[str, Obj]]] = [
                 (namespace or "", data.get(namespace or "", {}))
             ]
         else:
             buckets = data.items()
-        out: dict[Key, dict] = {}
+        out: dict[Key, Obj] = {}
         for ns, bucket in buckets:
             if exact_name is not None:
                 if exact_name in bucket:
@@ -226,7 +231,7 @@ class Store:
                 out[(ns, name)] = obj
         return out
 
-    def _snapshot(self, rt: ResourceType, namespace: str | None, at_rv: int) -> dict[Key, dict]:
+    def _snapshot(self, rt: ResourceType, namespace: str | None, at_rv: int) -> dict[Key, Obj]:
         """Roll the current state back to `at_rv` with the history's before-images."""
         if at_rv < self._dropped_upto:
             raise gone("The resourceVersion for the provided list is too old.")
@@ -243,7 +248,7 @@ class Store:
                 state[key] = ev.prev
         return state
 
-    def encoded_item(self, rt: ResourceType, obj: dict) -> bytes:
+    def encoded_item(self, rt: ResourceType, obj: Obj) -> bytes:
         """The JSON of a stored object as a list item (built-in lists' items have no
         kind/apiVersion), cached until the object changes."""
         meta = obj["metadata"]
@@ -299,7 +304,7 @@ class Store:
 
     # ----------------------------------------------------------------- writes
 
-    def _commit(self, event_type: str, rt: ResourceType, obj: dict, prev: dict | None) -> dict:
+    def _commit(self, event_type: str, rt: ResourceType, obj: Obj, prev: Obj | None) -> Obj:
         self.resource_version += 1
         rv = self.resource_version
         obj["metadata"]["resourceVersion"] = str(rv)
@@ -327,7 +332,7 @@ class Store:
                 log.exception("store listener %r failed", listener)
         return obj
 
-    def _namespace_of(self, rt: ResourceType, obj: dict, namespace: str | None) -> str:
+    def _namespace_of(self, rt: ResourceType, obj: Obj, namespace: str | None) -> str:
         if not rt.namespaced:
             return ""
         return namespace or obj["metadata"].get("namespace") or "default"
@@ -341,8 +346,8 @@ class Store:
         raise ApiError(500, "InternalError", "could not generate a unique name")
 
     def create(
-        self, rt: ResourceType, obj: dict, *, namespace: str | None = None, dry_run: bool = False
-    ) -> dict:
+        self, rt: ResourceType, obj: Obj, *, namespace: str | None = None, dry_run: bool = False
+    ) -> Obj:
         obj = clone(obj)
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
@@ -415,12 +420,12 @@ class Store:
     def update(
         self,
         rt: ResourceType,
-        obj: dict,
+        obj: Obj,
         *,
         subresource: str | None = None,
         check_rv: bool = True,
         dry_run: bool = False,
-    ) -> dict:
+    ) -> Obj:
         meta = obj.get("metadata") or {}
         name = meta.get("name", "")
         old = self.peek(rt, meta.get("namespace") or "default", name)
@@ -486,7 +491,7 @@ class Store:
             return clone(self._remove(rt, committed))
         return clone(committed)
 
-    def _remove(self, rt: ResourceType, obj: dict) -> dict:
+    def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
         final = dict(obj)
         final["metadata"] = dict(obj["metadata"])
         return self._commit("DELETED", rt, final, obj)
@@ -500,8 +505,8 @@ class Store:
         propagation: str = "Background",
         grace: int | None = None,
         dry_run: bool = False,
-        preconditions: dict | None = None,
-    ) -> dict:
+        preconditions: Obj | None = None,
+    ) -> Obj:
         """Delete an object. Returns its last state; if finalizers keep it, the returned object
         carries deletionTimestamp and is still stored (`is_stored` tells)."""
         ns = namespace if rt.namespaced else None
@@ -574,21 +579,21 @@ class Store:
             return clone(self._mark_deleting(rt, old, finalizers, grace))
         return clone(self._remove(rt, old))
 
-    def is_stored(self, rt: ResourceType, obj: dict) -> bool:
+    def is_stored(self, rt: ResourceType, obj: Obj) -> bool:
         meta = obj["metadata"]
         current = self.peek(rt, meta.get("namespace"), meta["name"])
         return current is not None and current["metadata"]["uid"] == meta.get("uid")
 
     def _mark_deleting(
-        self, rt: ResourceType, old: dict, finalizers: builtins.list[str], grace: int | None
-    ) -> dict:
+        self, rt: ResourceType, old: Obj, finalizers: builtins.list[str], grace: int | None
+    ) -> Obj:
         new = clone(old)
         new["metadata"]["deletionTimestamp"] = now_rfc3339()
         new["metadata"]["deletionGracePeriodSeconds"] = grace if grace is not None else 0
         new["metadata"]["finalizers"] = finalizers
         return self._commit("MODIFIED", rt, new, old)
 
-    def _dependents(self, owner: dict) -> builtins.list[tuple[ResourceType, dict]]:
+    def _dependents(self, owner: Obj) -> builtins.list[tuple[ResourceType, Obj]]:
         uid = owner["metadata"]["uid"]
         ns = owner["metadata"].get("namespace")
         found = []
@@ -606,7 +611,7 @@ class Store:
                         break
         return found
 
-    def _orphan_dependents(self, owner: dict) -> None:
+    def _orphan_dependents(self, owner: Obj) -> None:
         uid = owner["metadata"]["uid"]
         for rt, dep in self._dependents(owner):
             new = clone(dep)
@@ -617,7 +622,7 @@ class Store:
                 new["metadata"].pop("ownerReferences", None)
             self._commit("MODIFIED", rt, new, dep)
 
-    def _delete_namespace(self, old: dict) -> dict:
+    def _delete_namespace(self, old: Obj) -> Obj:
         if old["metadata"].get("deletionTimestamp"):
             return old
         new = clone(old)
@@ -656,13 +661,13 @@ class Store:
 
     def record_event(
         self,
-        involved: dict,
+        involved: Obj,
         *,
         reason: str,
         message: str,
         type: str = "Normal",
         component: str = "kubesim",
-    ) -> dict:
+    ) -> Obj:
         """Create (or bump the count of) a core/v1 Event about `involved`."""
         meta = involved.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
@@ -726,7 +731,7 @@ class Store:
         self._history.clear()
         self._event_keys.clear()
         for entry in state.get("objects", []):
-            rt = REGISTRY.get(tuple(entry["resource"]))  # type: ignore[arg-type]
+            rt = REGISTRY.get(tuple(entry["resource"]))
             if rt is None:
                 continue
             obj = entry["object"]

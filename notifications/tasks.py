@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
 
-from celery import shared_task
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core.tasks import send_on_commit, task
+from core.tasks import BoundTask, bound_task, send_on_commit, task
 from identity.client import KeystoneError
 
 from .models import Channel, Delivery, Notification, Webhook
@@ -109,10 +107,10 @@ def email_send_task(delivery_id: int) -> None:
     delivery.save(update_fields=["state", "attempts", "last_error", "sent_at"])
 
 
-@shared_task(bind=True, ignore_result=True, autoretry_for=(ReceiverUnavailable,),
-             retry_backoff=settings.PORTAL_WEBHOOK_RETRY_BACKOFF_SECONDS, retry_backoff_max=600,
-             retry_jitter=True, max_retries=settings.PORTAL_WEBHOOK_RETRIES)
-def webhook_post_task(self, delivery_id: int) -> None:
+@bound_task(ignore_result=True, autoretry_for=(ReceiverUnavailable,),
+            retry_backoff=settings.PORTAL_WEBHOOK_RETRY_BACKOFF_SECONDS, retry_backoff_max=600,
+            retry_jitter=True, max_retries=settings.PORTAL_WEBHOOK_RETRIES)
+def webhook_post_task(self: BoundTask, delivery_id: int) -> None:
     delivery = Delivery.objects.select_related(
         "webhook__user", "webhook__tenant", "webhook__created_by", "notification__user",
         "notification__tenant").filter(pk=delivery_id).first()
@@ -151,9 +149,9 @@ def webhook_post_task(self, delivery_id: int) -> None:
         delivery_failed(delivery=delivery, error=result.error, status=result.status)
 
 
-def _attempt_failed(task_: Any, delivery: Delivery, error: str, status: int | None, *,
+def _attempt_failed(task_: BoundTask, delivery: Delivery, error: str, status: int | None, *,
                     counts: bool = True) -> None:
-    if task_.request.retries >= task_.max_retries:
+    if task_.max_retries is not None and task_.request.retries >= task_.max_retries:
         log.warning("webhook delivery %s failed for good after %s tries: %s", delivery.pk,
                     delivery.attempts, error)
         delivery_failed(delivery=delivery, error=error, status=status, counts=counts)

@@ -2,8 +2,9 @@
 
 import logging
 import os
+from typing import Any
 
-from celery import Celery, signals
+from celery import Celery, Task, signals
 from celery.schedules import crontab
 from kombu import Exchange, Queue
 
@@ -21,14 +22,16 @@ log = logging.getLogger(__name__)
 # authentication, a server process forked for it): most of a launch's time in the worker. With
 # it set (settings.py), connections live as they do in the web process, by CONN_MAX_AGE and
 # CONN_HEALTH_CHECKS, checked around each task as Django does around each request.
-@signals.task_prerun.connect
-@signals.task_postrun.connect
-def _close_old_connections(sender=None, task=None, **kwargs) -> None:
+def _close_old_connections(sender: object = None, task: Task | None = None, **kwargs: Any) -> None:
     if task is not None and getattr(task.request, "is_eager", False):
         return  # an eager task runs inside the caller's request or test transaction
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+signals.task_prerun.connect(_close_old_connections)
+signals.task_postrun.connect(_close_old_connections)
 
 # The lifecycle tracker is no task: it is a long-lived process of its own (`manage.py
 # track_workloads`, leader-elected through a Redis lease), so it has no beat entry and no queue.

@@ -26,8 +26,11 @@ from __future__ import annotations
 import logging
 import re
 import traceback
+from collections.abc import ItemsView
 from typing import Any
 
+from django.http import HttpRequest
+from django.utils.safestring import SafeString, mark_safe
 from django.views.debug import ExceptionReporter, SafeExceptionReporterFilter
 
 SUBSTITUTE = "********************"
@@ -101,18 +104,18 @@ class PortalExceptionReporterFilter(SafeExceptionReporterFilter):
     cleansed_substitute = SUBSTITUTE
     hidden_settings = SENSITIVE_NAME
 
-    def is_active(self, request) -> bool:
+    def is_active(self, request: HttpRequest | None) -> bool:
         return True  # with DEBUG on as well: a developer's page is a page too
 
-    def get_safe_request_meta(self, request) -> dict[str, Any]:
+    def get_safe_request_meta(self, request: HttpRequest) -> dict[str, Any]:
         secrets = request_secrets(request)
         return {key: scrub(value, secrets) if isinstance(value, str) else value
                 for key, value in super().get_safe_request_meta(request).items()}
 
-    def get_safe_cookies(self, request) -> dict[str, Any]:
+    def get_safe_cookies(self, request: HttpRequest) -> dict[str, Any]:
         return {name: self.cleansed_substitute for name in getattr(request, "COOKIES", {})}
 
-    def get_post_parameters(self, request):
+    def get_post_parameters(self, request: HttpRequest | None) -> dict[str, Any]:
         parameters = super().get_post_parameters(request)
         if not parameters or not any(SENSITIVE_NAME.search(name) for name in parameters):
             return parameters
@@ -122,9 +125,9 @@ class PortalExceptionReporterFilter(SafeExceptionReporterFilter):
                 parameters[name] = self.cleansed_substitute
         return parameters
 
-    def get_traceback_frame_variables(self, request, tb_frame):
+    def get_traceback_frame_variables(self, request: Any, tb_frame: Any) -> ItemsView[str, Any]:
         secrets = request_secrets(request)
-        shown = []
+        shown: dict[str, Any] = {}
         for name, value in super().get_traceback_frame_variables(request, tb_frame):
             if isinstance(value, str) and value == self.cleansed_substitute:
                 pass  # hidden already (sensitive_variables)
@@ -138,8 +141,8 @@ class PortalExceptionReporterFilter(SafeExceptionReporterFilter):
                 cleaned = scrub(text, secrets)
                 if cleaned != text:
                     value = _Shown(cleaned)
-            shown.append((name, value))
-        return shown
+            shown[name] = value
+        return shown.items()
 
 
 class PortalExceptionReporter(ExceptionReporter):
@@ -148,11 +151,12 @@ class PortalExceptionReporter(ExceptionReporter):
     def _scrub(self, text: str) -> str:
         return scrub(text, request_secrets(self.request))
 
-    def get_traceback_html(self) -> str:
-        return self._scrub(super().get_traceback_html())
+    # safe still: what the scrub puts in is the substitute, plain text
+    def get_traceback_html(self) -> SafeString:
+        return mark_safe(self._scrub(super().get_traceback_html()))
 
-    def get_traceback_text(self) -> str:
-        return self._scrub(super().get_traceback_text())
+    def get_traceback_text(self) -> SafeString:
+        return mark_safe(self._scrub(super().get_traceback_text()))
 
 
 class ScrubSecrets(logging.Filter):

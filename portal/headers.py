@@ -14,14 +14,17 @@ in static/.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponseBase
 from django.utils.cache import add_never_cache_headers
 
 
 class NoStoreMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = self.get_response(request)
         if not response.has_header("Cache-Control"):
             add_never_cache_headers(response)

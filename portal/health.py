@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.core.cache import cache
 from django.db import connection
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 
 from identity.client import KeystoneClient, KeystoneError
@@ -19,7 +19,7 @@ from kube.client import cluster_probe
 
 
 @never_cache
-def healthz(request):
+def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
@@ -50,7 +50,7 @@ CHECKS = {"database": _check_database, "redis": _check_redis, "keystone": _check
 
 
 @never_cache
-def readyz(request):
+def readyz(request: HttpRequest) -> JsonResponse:
     names = [name for name in request.GET.get("checks", "").split(",") if name]
     unknown = sorted(set(names) - set(CHECKS))
     if unknown:

@@ -21,6 +21,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
@@ -35,6 +36,10 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from django.core.cache.backends.redis import RedisCacheClient
+    from redis import Redis
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +78,12 @@ class PrometheusMiddleware:
 
 # --- Celery task failures: counted in Redis, read back by /metrics --------------------------
 
-def _redis():
+def _redis() -> Redis:
     from django.core.cache import cache
 
-    return cache._cache.get_client(write=True)  # the django-redis-compatible raw client
+    # Django's RedisCache keeps its client private, and the stubs leave it out
+    client: RedisCacheClient = cache._cache  # type: ignore[attr-defined]
+    return client.get_client(write=True)  # the django-redis-compatible raw client
 
 
 def _cache_key() -> str:
@@ -85,7 +92,7 @@ def _cache_key() -> str:
     return cache.make_key(TASK_FAILURES_KEY)
 
 
-def task_failed(sender=None, **kwargs) -> None:
+def task_failed(sender: object = None, **kwargs: Any) -> None:
     """Celery `task_failure` handler (connected in PortalConfig.ready)."""
     name = getattr(sender, "name", None) or "unknown"
     try:

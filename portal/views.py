@@ -1,17 +1,21 @@
 """The researcher's home page: a small dashboard of the current project."""
 
+from typing import Any
+
+from django.http import HttpResponse
 from django.shortcuts import render
 
 from identity.access import project_required
 from identity.scoping import Action
+from tenants.middleware import ProjectRequest
 from workloads.models import Workload
 from workloads.selectors import gpu_availability
 
 
 @project_required
-def home(request):
+def home(request: ProjectRequest) -> HttpResponse:
     identity, tenant = request.identity, request.tenant
-    context = {"tenant": tenant}
+    context: dict[str, Any] = {"tenant": tenant}
     if tenant is not None:
         project_workloads = Workload.objects.restrict(identity, Action.VIEW).filter(tenant=tenant)
         active = project_workloads.filter(state__in=Workload.ACTIVE_STATES)

@@ -92,7 +92,8 @@ class AuthProxy:
         context = ssl._create_unverified_context() if self.spec.tls_secret else None
         try:
             with urllib.request.urlopen(self.url + PING_PATH, timeout=1, context=context) as resp:
-                return resp.status == 200
+                status: int = resp.status
+                return status == 200
         except (urllib.error.URLError, OSError):
             return False
 

@@ -23,6 +23,7 @@ import datetime as dt
 import statistics
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,10 @@ def keystone_token(keystone_url: str, user: str, password: str, project: str) ->
     auth = v3.Password(auth_url=keystone_url, username=user, password=password,
                        user_domain_id="default", project_name=project,
                        project_domain_id="default")
-    return auth.get_access(ks_session.Session(auth=auth)).auth_token
+    token = auth.get_access(ks_session.Session(auth=auth)).auth_token
+    if token is None:
+        raise RuntimeError(f"Keystone issued {user} no token for {project}")
+    return token
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -120,7 +124,7 @@ class Portal:
                                  limits=httpx.Limits(max_connections=connections,
                                                      max_keepalive_connections=connections))
 
-    def timed(self, method: str, path: str, **kwargs) -> dict[str, Any]:
+    def timed(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         started = time.monotonic()
         try:
             response = self.http.request(method, path, **kwargs)
@@ -138,11 +142,12 @@ class Portal:
         self.http.close()
 
 
-def all_at_once(calls: list, workers: int) -> list[dict[str, Any]]:
+def all_at_once(calls: Sequence[Callable[[], dict[str, Any]]], workers: int
+                ) -> list[dict[str, Any]]:
     """Run every call in its own thread, released together by a barrier."""
     barrier = threading.Barrier(len(calls))
 
-    def run(call):
+    def run(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         barrier.wait(timeout=60)
         return call()
 
@@ -159,7 +164,7 @@ def prepare_quota(url: str, keystone_url: str, kubeconfig: Path, *, a100: int, v
     admin = Portal(url, keystone_token(keystone_url, "admin", ADMIN_PASSWORD, "admin"))
     try:
         tenants = admin.timed("GET", "/tenants/", params={"name": PROJECT})["body"]
-        tenant = next(t for t in tenants["results"] if t["name"] == PROJECT)
+        tenant: dict[str, Any] = next(t for t in tenants["results"] if t["name"] == PROJECT)
         answer = admin.timed("PATCH", f"/tenants/{tenant['id']}/quota/", json={
             "gpus_total": a100 + v100, "gpus_by_type": {"a100": a100, "v100": v100, "t4": 0},
             "cpu": 8 * (a100 + v100), "memory": 32 * (a100 + v100),
@@ -172,7 +177,7 @@ def prepare_quota(url: str, keystone_url: str, kubeconfig: Path, *, a100: int, v
     deadline = time.monotonic() + TIMEOUT
     while True:
         quotas = core.list_namespaced_resource_quota(tenant["namespace"]).items
-        hard = {k: v for q in quotas for k, v in (q.spec.hard or {}).items()}
+        hard = {k: v for q in quotas for k, v in ((q.spec.hard if q.spec else None) or {}).items()}
         if hard.get("requests.nvidia.com/gpu") == str(a100 + v100):
             return tenant
         # a queued namespace's GPUs are its Kueue ClusterQueue's (the caller waits for that)
@@ -200,7 +205,7 @@ def _running_events(portal: Portal, ids: list[int], states: tuple[str, ...]
 
 def run_burst(url: str, keystone_url: str, kubeconfig: Path, *, launches: int = 50,
               quota: int = 12, batch: int = 4, gets: int = 200,
-              log=print) -> dict[str, Any]:
+              log: Callable[[str], object] = print) -> dict[str, Any]:
     tenant = prepare_quota(url, keystone_url, kubeconfig, a100=quota, v100=batch)
     watch = ClusterWatch(kubeconfig, tenant["namespace"]).start()
     token = keystone_token(keystone_url, USER, PASSWORD, PROJECT)  # never shown to the portal
@@ -272,8 +277,8 @@ def _gpus_in_running_pods(watch: ClusterWatch, gputype: str) -> int:
     gave, to hold beside the quota."""
     total = 0
     for pod in watch.api.list_namespaced_pod(watch.namespace, label_selector=MANAGED).items:
-        if pod.status.phase != "Running" or (pod.spec.node_selector or {}).get(
-                "gputype") != gputype:
+        if pod.status is None or pod.spec is None or pod.status.phase != "Running" \
+                or (pod.spec.node_selector or {}).get("gputype") != gputype:
             continue
         for container in pod.spec.containers:
             requests = (container.resources.requests or {}) if container.resources else {}
@@ -290,7 +295,8 @@ def _tally(answers: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _states(portal: Portal, ids: list[int]) -> dict[int, str]:
-    wanted, states, page = set(ids), {}, "/workloads/?page_size=200"
+    wanted, states = set(ids), {}
+    page: str | None = "/workloads/?page_size=200"
     while page:
         body = portal.timed("GET", page)["body"] or {}
         for w in body.get("results", []):

@@ -33,15 +33,19 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from honcho.manager import Manager
-from honcho.printer import Printer
+from honcho.printer import Message, Printer
 
 from .identities import USERS, seed_identities
 from .keystone import ADMIN_PASSWORD, SERVICE_PASSWORD, KeystoneInstall
 from .oidc_key import ensure_key_file
 from .procs import REPO, StackError, http_ok, port_open, wait_for
 from .redis import redis_command
+
+if TYPE_CHECKING:
+    from .k8s.cluster import ControlPlane
 
 DEMO = REPO / ".demo"
 LOGS = DEMO / "logs"
@@ -127,12 +131,12 @@ class DemoProcess:
 class TeePrinter(Printer):
     """honcho's printer, plus a log file per process under .demo/logs/."""
 
-    def __init__(self, output, log_dir: Path) -> None:
+    def __init__(self, output: TextIO, log_dir: Path) -> None:
         super().__init__(output)
         self.log_dir = log_dir
-        self._files: dict[str, object] = {}
+        self._files: dict[str, TextIO] = {}
 
-    def write(self, message) -> None:
+    def write(self, message: Message) -> None:
         super().write(message)
         name = message.name or "system"
         if name not in self._files:
@@ -274,13 +278,15 @@ def _check_ports(layout: DemoLayout) -> None:
                          "is another `make demo` running? Stop it first.")
 
 
-def start_real_cluster(layout: DemoLayout, keystone: KeystoneInstall, env: dict[str, str]):
+def start_real_cluster(layout: DemoLayout, keystone: KeystoneInstall, env: dict[str, str]
+                       ) -> ControlPlane:
     """`--cluster kube`: the real control plane on the kubesim port, its state kept in .demo/kube/
     (etcd on disk: the demo's workloads outlive a restart, as kubesim's state file lets them).
     .demo/kubeconfig becomes an admin's; the portal's processes get their own ServiceAccount's
     kubeconfig and the GPU agents' addresses in `env`. Returns the started ControlPlane."""
     from .k8s.addons import addon, default_addons
     from .k8s.cluster import ControlPlane
+    from .k8s.gpumetrics import GpuMetrics
 
     # the GPU agents' pod-resources sockets serve gRPC from this process, which then forks the
     # portal's processes: without this, gRPC logs a line per fork
@@ -294,7 +300,9 @@ def start_real_cluster(layout: DemoLayout, keystone: KeystoneInstall, env: dict[
     layout.kubeconfig.write_text(cp.admin_kubeconfig.read_text())
     layout.kubeconfig.chmod(0o600)
     env["KUBECONFIG"] = str(cp.portal_kubeconfig)
-    env["PORTAL_GPU_EXPORTER_URLS"] = ",".join(addon(cp, "gpumetrics").urls)
+    metrics = addon(cp, "gpumetrics")
+    assert isinstance(metrics, GpuMetrics)  # one of default_addons
+    env["PORTAL_GPU_EXPORTER_URLS"] = ",".join(metrics.urls)
     print(f"control plane ready in {cp.started_in:.1f} s at {cp.url} (logs: {cp.logs})",
           flush=True)
     return cp

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .demo import (
     WEB_SERVER,
@@ -31,6 +32,9 @@ from .demo import (
 from .keystone import KeystoneInstall
 from .procs import REPO, free_port, http_ok, port_open, stop, wait_for
 
+if TYPE_CHECKING:
+    from .k8s.cluster import ControlPlane
+
 # started first, then the schema, then the portal's own processes
 BACKENDS = ("keystone", "redis", "kubesim")
 
@@ -41,11 +45,11 @@ class DemoStack:
         self.layout = DemoLayout(root=root, portal_port=free_port(), keystone_port=free_port(),
                                  kubesim_port=free_port(), redis_port=free_port(), web=web,
                                  cluster=cluster)
-        self.control_plane = None  # cluster="kube": the real control plane (stack/k8s/)
+        self.control_plane: ControlPlane | None = None  # cluster="kube": the real control plane (stack/k8s/)
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         self.keystone: KeystoneInstall = keystone_install(self.layout)
         self.env: dict[str, str] = {}
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     @property
     def url(self) -> str:

@@ -7,6 +7,8 @@ import dataclasses
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 from keystoneclient.v3 import client as ks_client
+from keystoneclient.v3.projects import Project
+from keystoneclient.v3.users import User
 
 from .keystone import ADMIN_PASSWORD, SERVICE_PASSWORD, SERVICE_PROJECT, SERVICE_USER
 
@@ -44,13 +46,14 @@ def admin_client(url: str, password: str = ADMIN_PASSWORD) -> ks_client.Client:
     return ks_client.Client(session=sess, endpoint_override=url, interface="public")
 
 
-def _find_or_create_project(ks, name: str, description: str):
+def _find_or_create_project(ks: ks_client.Client, name: str, description: str) -> Project:
     found = ks.projects.list(name=name, domain="default")
     return found[0] if found else ks.projects.create(name=name, domain="default",
                                                      description=description)
 
 
-def _find_or_create_user(ks, name: str, password: str, description: str):
+def _find_or_create_user(ks: ks_client.Client, name: str, password: str, description: str
+                         ) -> User:
     # the portal's own identity is never locked out by Keystone's lockout: wrong passwords
     # sent in its name by anyone would otherwise stop every token validation of the portal
     options = {"ignore_lockout_failure_attempts": True} if name == SERVICE_USER else {}

@@ -164,13 +164,13 @@ class KeystoneInstall:
                 "KEYSTONE_RUNNER_PORT": str(self.port),
                 "KEYSTONE_RUNNER_THREADS": str(self.threads)}
 
-    def start(self, log_file: Path) -> subprocess.Popen:
+    def start(self, log_file: Path) -> subprocess.Popen[bytes]:
         with open(log_file, "ab") as log:
             proc = subprocess.Popen(self.command(), env=self.runner_env(), stdout=log,
                                     stderr=subprocess.STDOUT)
         self.wait_ready(proc)
         return proc
 
-    def wait_ready(self, proc: subprocess.Popen | None = None, timeout: float = 60) -> None:
+    def wait_ready(self, proc: subprocess.Popen[bytes] | None = None, timeout: float = 60) -> None:
         wait_for(lambda: http_ok(self.url), timeout=timeout, what="keystone", proc=proc,
                  interval=0.2)

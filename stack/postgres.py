@@ -42,7 +42,7 @@ class PostgresServer:
         self.port = port
         self.user = user
         self.bindir = postgres_bindir()
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:

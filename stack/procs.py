@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -22,7 +23,8 @@ class StackError(RuntimeError):
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
@@ -31,8 +33,8 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def wait_for(predicate, *, timeout: float, what: str, interval: float = 0.1,
-             proc: subprocess.Popen | None = None) -> None:
+def wait_for(predicate: Callable[[], object], *, timeout: float, what: str, interval: float = 0.1,
+             proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -46,7 +48,8 @@ def wait_for(predicate, *, timeout: float, what: str, interval: float = 0.1,
 def http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as resp:
-            return resp.status < 500
+            status: int = resp.status
+            return status < 500
     except (urllib.error.URLError, OSError):
         return False
 
@@ -72,7 +75,7 @@ def apt_install(*packages: str) -> None:
                    check=True, env=env, stdout=subprocess.DEVNULL)
 
 
-def stop(proc: subprocess.Popen | None, timeout: float = 10) -> None:
+def stop(proc: subprocess.Popen[bytes] | None, timeout: float = 10) -> None:
     if proc is None or proc.poll() is not None:
         return
     proc.terminate()

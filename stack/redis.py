@@ -29,7 +29,7 @@ def redis_command(port: int, data_dir: Path) -> list[str]:
     ]
 
 
-def start_redis(port: int, data_dir: Path, log_file: Path) -> subprocess.Popen:
+def start_redis(port: int, data_dir: Path, log_file: Path) -> subprocess.Popen[bytes]:
     data_dir.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as log:
         proc = subprocess.Popen(redis_command(port, data_dir), stdout=log, stderr=subprocess.STDOUT)

@@ -48,7 +48,7 @@ def rank_gpu_series(workload: Workload, start: dt.datetime, end: dt.datetime
                                           mem=Avg("memory_used_mib"), busy=Sum("util"),
                                           mem_sum=Sum("memory_used_mib"), gpus=Count("id"))
             .order_by("at", "pod"))
-    per_rank: dict[int, dict[str, list]] = {}
+    per_rank: dict[int, dict[str, list[float]]] = {}
     totals: dict[int, list[float]] = {}
     for row in rows:
         at = _epoch(row["at"])

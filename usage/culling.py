@@ -42,6 +42,7 @@ from django.db.models import Avg, Count, Max, Min, QuerySet
 from django.utils import timezone
 
 from audit.services import audit_record
+from identity.models import User
 from tenants.models import Quota
 from workloads.journal import notify_owner, workload_event
 from workloads.models import Workload
@@ -230,7 +231,7 @@ class IdleExtendRefused(Exception):
     """"I still need it" for a workload that carries no warning."""
 
 
-def workload_idle_extend(*, workload: Workload, user) -> WorkloadIdle:
+def workload_idle_extend(*, workload: Workload, user: User) -> WorkloadIdle:
     """"I still need it": withdraw the warning; the idle window starts again now."""
     with transaction.atomic():
         state = _locked_state(workload)
@@ -250,7 +251,7 @@ def workload_idle_extend(*, workload: Workload, user) -> WorkloadIdle:
     return state
 
 
-def workload_cull_exempt_set(*, workload: Workload, exempt: bool, acting_user,
+def workload_cull_exempt_set(*, workload: Workload, exempt: bool, acting_user: User,
                              note: str = "") -> WorkloadIdle:
     """An admin exempts a workload from idle culling (or ends the exemption)."""
     with transaction.atomic():

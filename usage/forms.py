@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django import forms
 from django.utils import timezone
@@ -52,7 +53,7 @@ class UsageQueryForm(forms.Form):
     def clean_group_by(self) -> str:
         return self.cleaned_data.get("group_by") or "tenant"
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
         if self.errors:

@@ -35,7 +35,7 @@ from collections import defaultdict
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from audit.services import audit_record
@@ -88,7 +88,7 @@ def lost_after() -> dt.timedelta:
 
 # --- reads -----------------------------------------------------------------------------------
 
-def unhealthy_devices():
+def unhealthy_devices() -> QuerySet[GpuDevice]:
     return GpuDevice.objects.filter(health__in=UNHEALTHY).select_related("last_workload")
 
 

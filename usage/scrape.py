@@ -27,7 +27,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import aiohttp
@@ -171,7 +171,7 @@ def readings_from_series(series: Iterable[tuple[str, dict[str, str], float]]
 
 def parse_exposition(text: str) -> tuple[list[DeviceReading], int]:
     """Prometheus text exposition → readings. A payload the parser refuses is ScrapeFailed."""
-    def series():
+    def series() -> Iterator[tuple[str, dict[str, str], float]]:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 # the parser names a counter's samples <family>_total; DCGM's counter
@@ -216,7 +216,8 @@ def parse_promql(body: Any) -> tuple[list[DeviceReading], int, float | None]:
 
 # --- fetching --------------------------------------------------------------------------------
 
-async def _fetch_text(session: aiohttp.ClientSession, url: str, *, params=None,
+async def _fetch_text(session: aiohttp.ClientSession, url: str, *,
+                      params: dict[str, str] | None = None,
                       max_bytes: int = MAX_BYTES) -> str:
     async with session.get(url, params=params) as response:
         if response.status != 200:

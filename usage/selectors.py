@@ -12,6 +12,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from core.validation import ascii_digits
+from identity.identity import Identity
 from identity.models import user_label
 from identity.scoping import Action
 from tenants.models import Tenant
@@ -105,7 +106,7 @@ def usage_totals(report: list[dict[str, Any]]) -> dict[str, float]:
             "utilisation_percent": round(100 * used / allocated, 1) if allocated else None}
 
 
-def usage_rollups_for_query(identity, *, tenant: str = "", workload: int | None = None
+def usage_rollups_for_query(identity: Identity | None, *, tenant: str = "", workload: int | None = None
                             ) -> QuerySet[GpuUsageRollup]:
     """The caller's visible rollups (their current project's; admins: every tenant's) narrowed
     to a tenant (id or name) and/or a workload. A tenant or workload the caller may not see is

@@ -23,11 +23,11 @@ import logging
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, Model, Q, QuerySet
 from django.utils import timezone
 
 from cluster.cache import cluster_cache
@@ -40,6 +40,8 @@ from .scrape import DeviceReading, TargetResult, discover_targets, scrape_target
 
 log = logging.getLogger(__name__)
 
+_M = TypeVar("_M", bound=Model)
+
 MINUTE = dt.timedelta(minutes=1)
 TICK = dt.timedelta(microseconds=1)
 HOUR = dt.timedelta(hours=1)
@@ -49,6 +51,9 @@ POD_NAME = re.compile(r"^wl-(\d{1,18})(?:-|$)")
 SAMPLE_COLUMNS = ("at", "node", "gpu_index", "uuid", "mig_instance", "workload_id", "tenant_id",
                   "namespace", "pod", "util", "memory_used_mib", "memory_total_mib",
                   "temperature", "power_w", "xid", "ecc_dbe")
+# one raw sample, its values in SAMPLE_COLUMNS order
+SampleRow = tuple[dt.datetime, str, int, str, str, int | None, int | None, str, str, float, int, int,
+                  float | None, float | None, int, int]
 
 
 def interval_cap() -> dt.timedelta:
@@ -57,7 +62,7 @@ def interval_cap() -> dt.timedelta:
 
 # --- storing samples -------------------------------------------------------------------------
 
-def samples_insert(*, rows: Sequence[tuple]) -> int:
+def samples_insert(*, rows: Sequence[SampleRow]) -> int:
     """Store raw samples (tuples in SAMPLE_COLUMNS order); returns how many were new.
 
     PostgreSQL: COPY into a temporary table, then one INSERT … SELECT … ON CONFLICT DO NOTHING
@@ -88,7 +93,7 @@ def samples_insert(*, rows: Sequence[tuple]) -> int:
                 copy.write_row(row)
         cursor.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM usage_sample_in"
                        " ON CONFLICT DO NOTHING")
-        inserted = cursor.rowcount
+        inserted: int = cursor.rowcount
         # ON COMMIT empties it, but inside an outer transaction (tests) that is later
         cursor.execute("TRUNCATE usage_sample_in")
     return max(inserted, 0)
@@ -243,7 +248,8 @@ def usage_scrape(*, kube: Kube | None = None, now: dt.datetime | None = None) ->
             continue
         readings = list({r.key: r for r in result.readings}.values())
         holders = pod_map.resolve((r.namespace, r.pod) for r in readings if r.pod)
-        rows, unknown = [], 0
+        rows: list[SampleRow] = []
+        unknown = 0
         for r in readings:
             holder = holders.get((r.namespace, r.pod))
             if r.pod and holder is None:
@@ -307,7 +313,8 @@ ROLLUP_FIELDS = ["tenant", "user", "gpu_type", "gpu_count", "samples", "util_avg
                  "gpu_seconds_used", "updated_at"]
 
 
-def _workloads_running(start: dt.datetime, end: dt.datetime, ids: set[int]) -> dict[int, dict]:
+def _workloads_running(start: dt.datetime, end: dt.datetime, ids: set[int]
+                       ) -> dict[int, dict[str, Any]]:
     """The workloads that held GPUs in [start, end), or whose samples fall there."""
     rows = Workload.objects.filter(
         Q(pk__in=ids) | (Q(started_at__lt=end) & (Q(finished_at__isnull=True)
@@ -348,11 +355,11 @@ def _minute_rollup_chunk(start: dt.datetime, end: dt.datetime, now: dt.datetime)
     for row in samples.iterator(chunk_size=20000):
         series.append(row)
     workloads = _workloads_running(start, end, {row[3] for row in series if row[3]})
-    previous: tuple | None = None
+    previous: tuple[str, str, dt.datetime, int | None, float, int] | None = None
     for row in series:
         uuid, mig, at, workload_id, util, memory = row
-        same_device = previous is not None and previous[0] == uuid and previous[1] == mig
-        prev_at, prev_workload = (previous[2], previous[3]) if same_device else (None, None)
+        prev_at, prev_workload = ((previous[2], previous[3]) if previous is not None
+                                  and previous[0] == uuid and previous[1] == mig else (None, None))
         previous = row
         if workload_id is None or at < start or workload_id not in workloads:
             continue
@@ -481,13 +488,13 @@ class PruneReport:
     minute_rollups: int = 0
 
 
-def _delete_in_batches(queryset, batch: int = 50000) -> int:
+def _delete_in_batches(queryset: QuerySet[_M], batch: int = 50000) -> int:
     deleted = 0
     while True:
         ids = list(queryset.values_list("pk", flat=True)[:batch])
         if not ids:
             return deleted
-        count, _ = queryset.model.objects.filter(pk__in=ids).delete()
+        count, _ = queryset.model._default_manager.filter(pk__in=ids).delete()
         deleted += count
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+
+from core.tasks import task
 
 from .culling import idle_check
 from .health import gpu_health_check
@@ -32,7 +33,7 @@ def _cache_add(key: str, timeout: float) -> bool:
         return True
 
 
-@shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
+@task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def usage_scrape_task() -> None:
     interval = float(settings.PORTAL_USAGE_SCRAPE_INTERVAL)
     # one scrape at a time across workers; the lock expires before the next beat tick
@@ -49,7 +50,7 @@ def usage_scrape_task() -> None:
     log.info("GPU usage scrape: %s", report)
 
 
-@shared_task(ignore_result=True, soft_time_limit=240, time_limit=300)
+@task(ignore_result=True, soft_time_limit=240, time_limit=300)
 def usage_rollup_task() -> None:
     """Recompute the last PORTAL_USAGE_ROLLUP_LOOKBACK_MINUTES, or from where the last run
     finished when that is earlier (a worker was down): never further back than raw samples."""
@@ -71,20 +72,20 @@ def usage_rollup_task() -> None:
     log.info("GPU usage rollup from %s: %s", since, report)
 
 
-@shared_task(ignore_result=True, soft_time_limit=600, time_limit=660)
+@task(ignore_result=True, soft_time_limit=600, time_limit=660)
 def usage_prune_task() -> None:
     log.info("GPU usage retention: %s", usage_prune())
 
 
 # --- idle culling and GPU health (usage/culling.py, usage/health.py) ------------
 
-@shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)
+@task(ignore_result=True, soft_time_limit=120, time_limit=150)
 def usage_idle_check_task() -> None:
     """Warn idle workloads and stop those whose grace passed (per tenant's Quota settings)."""
     log.info("idle culling: %s", idle_check())
 
 
-@shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
+@task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def usage_gpu_health_task() -> None:
     """Mark GPUs degraded/lost or healthy again from the last scrapes; (un)cordon nodes."""
     report = gpu_health_check()

@@ -7,6 +7,7 @@ same query, so the page and the export can never disagree. Every workload lookup
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -16,7 +17,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from core.redirects import safe_redirect_target
-from identity.access import PortalRequest, admin_required, project_required, scoped_object
+from identity.access import (
+    PortalRequest,
+    SignedInRequest,
+    admin_required,
+    project_required,
+    scoped_object,
+)
 from identity.scoping import Action
 from tenants.models import Tenant
 from workloads.models import Workload
@@ -39,7 +46,7 @@ GROUP_LABELS = {"tenant": "tenant", "user": "user", "gpu_type": "GPU type",
 
 def report_page(request: PortalRequest, *, admin: bool) -> HttpResponse:
     form = UsageQueryForm(request.GET)
-    context: dict = {"form": form, "group_choices": [(g, GROUP_LABELS[g]) for g in GROUP_BY], "admin": admin, "rows": None}
+    context: dict[str, Any] = {"form": form, "group_choices": [(g, GROUP_LABELS[g]) for g in GROUP_BY], "admin": admin, "rows": None}
     if admin:
         context["tenants"] = Tenant.objects.restrict(request.identity, Action.VIEW).order_by("name")
     if form.is_valid():
@@ -85,7 +92,7 @@ def workload_gpu_usage(request: HttpRequest, workload: Workload) -> JsonResponse
 @project_required
 @require_POST
 @scoped_object(Workload, Action.CHANGE)
-def workload_still_needed(request: HttpRequest, workload: Workload) -> HttpResponse:
+def workload_still_needed(request: SignedInRequest, workload: Workload) -> HttpResponse:
     """"I still need it": withdraw the idle warning; the idle period starts again."""
     try:
         workload_idle_extend(workload=workload, user=request.user)
@@ -99,7 +106,7 @@ def workload_still_needed(request: HttpRequest, workload: Workload) -> HttpRespo
 @admin_required
 @require_POST
 @scoped_object(Workload, Action.CHANGE)
-def workload_cull_exempt(request: HttpRequest, workload: Workload) -> HttpResponse:
+def workload_cull_exempt(request: SignedInRequest, workload: Workload) -> HttpResponse:
     """An admin exempts a workload from idle culling (exempt=1) or ends it (exempt=0)."""
     exempt = request.POST.get("exempt") == "1"
     workload_cull_exempt_set(workload=workload, exempt=exempt, acting_user=request.user,

@@ -2,17 +2,21 @@
 every image (image_allowed never matches an invalid entry); say so at start-up instead."""
 
 import re
+from collections.abc import Sequence
+from typing import Any
 
+from django.apps import AppConfig
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import CheckMessage, Error, register
 
 from catalogue.images import validate_image_prefix
 from kube.labels import EXPOSURES, MAX_SERVICE_DOMAIN
 
 
 @register()
-def image_registries_valid(app_configs, **kwargs):
-    errors = []
+def image_registries_valid(app_configs: Sequence[AppConfig] | None,
+                           **kwargs: Any) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
     for entry in settings.PORTAL_IMAGE_REGISTRIES:
         try:
             validate_image_prefix(entry)
@@ -28,7 +32,8 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @register()
-def service_exposure_valid(app_configs, **kwargs):
+def service_exposure_valid(app_configs: Sequence[AppConfig] | None,
+                           **kwargs: Any) -> list[CheckMessage]:
     """PORTAL_SERVICE_EXPOSURE and, for the shared gateway, a domain every workload's host
     name fits under (Workload.address holds 64 characters) and a scheme."""
     exposure = settings.PORTAL_SERVICE_EXPOSURE
@@ -37,7 +42,7 @@ def service_exposure_valid(app_configs, **kwargs):
                       hint=f"One of {', '.join(EXPOSURES)}.", id="workloads.E002")]
     if exposure != "shared":
         return []
-    errors = []
+    errors: list[CheckMessage] = []
     domain = settings.PORTAL_SERVICE_DOMAIN.strip(".").lower()
     labels = domain.split(".") if domain else []
     if not labels or not all(DNS_LABEL.match(label) for label in labels) \

@@ -23,6 +23,7 @@ import datetime as dt
 import heapq
 import itertools
 from collections.abc import Hashable, Sequence
+from typing import Generic, TypeVar
 
 # the kinds of knowledge an expected end comes from, best first
 LIMIT = "limit"        # a maximum runtime or a Job deadline: it ends by then at the latest
@@ -43,11 +44,14 @@ class Holder:
     source: str = LIMIT
 
 
+K = TypeVar("K", bound=Hashable)  # what names a waiter (the portal's: a workload id)
+
+
 @dataclasses.dataclass(frozen=True)
-class Waiter:
+class Waiter(Generic[K]):
     """A queued workload, in queue order: the GPUs it needs and how long it will hold them."""
 
-    key: Hashable
+    key: K
     tenant: Hashable
     gpus: int
     seconds: float | None
@@ -123,8 +127,8 @@ def _clash(start: dt.datetime, seconds: float | None, gpus: int, tenant: Hashabl
 
 
 def estimate_starts(*, now: dt.datetime, capacity: int, reach: dict[Hashable, int],
-                    running: Sequence[Holder], queue: Sequence[Waiter],
-                    blocks: Sequence[Block] = ()) -> dict[Hashable, Estimate]:
+                    running: Sequence[Holder], queue: Sequence[Waiter[K]],
+                    blocks: Sequence[Block] = ()) -> dict[K, Estimate]:
     """The expected start of every waiter (by key), playing the queue forward in order.
 
     `capacity`: the GPUs of this type in the pool; `reach`: per tenant, the most it may hold at
@@ -148,7 +152,7 @@ def estimate_starts(*, now: dt.datetime, capacity: int, reach: dict[Hashable, in
     for holder in running:
         hold(holder.tenant, holder.gpus, holder.ends_at, holder.source)
     clock = now
-    estimates: dict[Hashable, Estimate] = {}
+    estimates: dict[K, Estimate] = {}
     blocked = False  # an earlier waiter could not be dated: nothing after it can be
     for waiter in queue:
         limit = reach.get(waiter.tenant, capacity)

@@ -13,9 +13,11 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS
+from django.http import QueryDict
 
 from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS, argv_lines, env_lines
 from catalogue.models import GpuType, Template
+from tenants.models import Quota, Tenant
 
 from .validation import (
     IMAGE_MAX_LENGTH,
@@ -46,7 +48,7 @@ CUSTOM_TEXT_FIELDS = ("kind", "image", "port", "retries")
 DISTRIBUTED_TEXT_FIELDS = ("retries",)
 
 
-def launch_request(post, template: Template | None) -> tuple[dict[str, Any], dict[str, list[str]]]:
+def launch_request(post: QueryDict, template: Template | None) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """The submitted form → (data for LaunchForm, errors found while reading the form)."""
     data: dict[str, Any] = {field: post.get(field, "").strip() for field in COMMON_FIELDS}
     errors: dict[str, list[str]] = {}
@@ -124,7 +126,8 @@ class LaunchForm(forms.Form):
     # read from text areas by launch_request, typed already
     LISTS = ("command", "args", "env")
 
-    def __init__(self, data: dict[str, Any], *, tenant=None, quota=None) -> None:
+    def __init__(self, data: dict[str, Any], *, tenant: Tenant | None = None,
+                 quota: Quota | None = None) -> None:
         super().__init__({k: v for k, v in data.items() if k not in self.LISTS})
         self.lists = {k: data[k] for k in self.LISTS if k in data}
         self.list_errors: dict[str, list[str]] = {}

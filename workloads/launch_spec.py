@@ -20,14 +20,17 @@ from typing import Any
 
 from django.conf import settings
 
+from catalogue.models import GpuType, Template
 from catalogue.options import launch_argv
 from kube.labels import workload_host
+
+from .models import Workload
 
 VERSION = 5  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh;
 # 5: avoid_nodes
 
 
-def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: list[str],
+def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, image: str, command: list[str],
                         args: list[str], env: dict[str, str], port: int | None, gpu_count: int,
                         cpu: int, memory_gb: int, max_runtime_minutes: int | None,
                         retries: int, use_home: bool, exposure: str = "loadbalancer",
@@ -80,7 +83,7 @@ def launch_spec_resolve(*, template, gpu_type, kind: str, image: str, command: l
     }
 
 
-def launch_spec_from_rows(workload, *, avoid_nodes: list[str] | tuple[str, ...] = ()
+def launch_spec_from_rows(workload: Workload, *, avoid_nodes: list[str] | tuple[str, ...] = ()
                           ) -> dict[str, Any]:
     """The spec resolved from the workload's row and its template and GPU type as they are
     now, and the site's way of reaching services (PORTAL_SERVICE_EXPOSURE): what admission
@@ -97,7 +100,7 @@ def launch_spec_from_rows(workload, *, avoid_nodes: list[str] | tuple[str, ...] 
         nodes=workload.nodes, ssh=workload.ssh, avoid_nodes=avoid_nodes)
 
 
-def launch_spec_of(workload) -> dict[str, Any]:
+def launch_spec_of(workload: Workload) -> dict[str, Any]:
     """The frozen spec; a row without one (admitted by an older portal during an upgrade, or
     made by hand in a test or benchmark) is resolved from its rows now."""
     return workload.launch_spec or launch_spec_from_rows(workload)

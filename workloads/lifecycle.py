@@ -145,7 +145,7 @@ def current_pod(pods: Iterable[Obj]) -> Obj | None:
 
 def app_container(pod: Obj) -> Obj:
     """The status of the workload's container (`app`), or of the first one there is."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    statuses: list[Obj] = (pod.get("status") or {}).get("containerStatuses") or []
     for status in statuses:
         if status.get("name") == CONTAINER_NAME:
             return status
@@ -154,8 +154,9 @@ def app_container(pod: Obj) -> Obj:
 
 def last_termination(container: Obj) -> Obj:
     """The container's terminated state now, else the one before its last restart."""
-    return ((container.get("state") or {}).get("terminated")
-            or (container.get("lastState") or {}).get("terminated") or {})
+    terminated: Obj = ((container.get("state") or {}).get("terminated")
+                       or (container.get("lastState") or {}).get("terminated") or {})
+    return terminated
 
 
 def service_address(service: Obj | None) -> str:
@@ -163,16 +164,18 @@ def service_address(service: Obj | None) -> str:
     if not service:
         return ""
     for ingress in ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []:
-        if ingress.get("ip") or ingress.get("hostname"):
-            return ingress.get("ip") or ingress["hostname"]
+        address: str = ingress.get("ip") or ingress.get("hostname") or ""
+        if address:
+            return address
     return ""
 
 
 def ingress_host(ingress: Obj | None) -> str:
     """The host name the shared gateway routes to the workload (its Ingress' first rule)."""
     for rule in ((ingress or {}).get("spec") or {}).get("rules") or ():
-        if rule.get("host"):
-            return rule["host"]
+        host: str = rule.get("host") or ""
+        if host:
+            return host
     return ""
 
 
@@ -379,7 +382,7 @@ def _sidecar_waiting(pod: Obj, current: str) -> Outcome | None:
     """A container beside the application (a service's authenticating proxy) that cannot
     start: the pod never gets Ready, so say which container and why. A workload already
     running stays running (its address answers once the proxy is back)."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    statuses: list[Obj] = (pod.get("status") or {}).get("containerStatuses") or []
     for status in statuses:
         if status.get("name") == CONTAINER_NAME:
             continue

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from kube.client import Kube, KubeRefused
 from kube.labels import LABEL_WORKLOAD_ID
 
-from .lifecycle import pod_rank
+from .lifecycle import Obj, pod_rank
 from .manifests import CONTAINER_NAME, MPI
 from .models import Workload
 
@@ -50,7 +50,7 @@ def rank_chosen(workload: Workload, rank: Rank) -> Rank:
     raise RankUnknown(f"This workload has {has}; there is no rank {rank}.")
 
 
-def _rank_pods(pods: list[dict], rank: Rank) -> list[dict]:
+def _rank_pods(pods: list[Obj], rank: Rank) -> list[Obj]:
     """The pods of `rank` (every attempt's: the newest speaks); all of them for None."""
     if rank is None:
         return pods

@@ -18,11 +18,12 @@ from django.utils import timezone
 from audit.services import audit_record
 
 from .journal import notify_owner, workload_event
+from .models import Workload
 
 log = logging.getLogger(__name__)
 
 
-def reclaim_text(workload, reason: str) -> str:
+def reclaim_text(workload: Workload, reason: str) -> str:
     gpus = workload.gpu_total  # a group gives back every node's
     return (f"Its {gpus} {workload.gpu_type.slug} GPU"
             f"{'s were' if gpus != 1 else ' was'} borrowed from another project, "
@@ -33,7 +34,7 @@ def reclaim_text(workload, reason: str) -> str:
             + (f" ({reason})" if reason else ""))
 
 
-def workload_reclaimed(*, workload, reason: str) -> None:
+def workload_reclaimed(*, workload: Workload, reason: str) -> None:
     """The notice of a preemption: event, audit record, notification."""
     text = reclaim_text(workload, reason)
     workload_event(workload=workload, reason="Preempted", message=text, type="Warning",

@@ -23,35 +23,41 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from typing import Any
 
 from django.contrib.sessions.backends.db import SessionStore
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from oauth2_provider.models import Application, RefreshToken
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.views import AuthorizationView
+from oauthlib.common import Request as OAuthRequest
 from oauthlib.oauth2.rfc6749.errors import AccessDeniedError
 
 from access.rules import Decision
 from access.services import identity_claims
 from identity import identity as identity_store
+from identity.access import SignedInRequest
 from identity.assignments import project_role_now
 from identity.client import KeystoneUnavailable, TokenInvalid
+from identity.models import User
 from identity.tokens import validate_token_now
 
 from .access import access_decision, callback_url
-from .models import ProxySession, WorkloadAccess
+from .models import ProxySession, Workload, WorkloadAccess
 
 log = logging.getLogger(__name__)
 
 
-def _workload_of(client_id: str):
+def _workload_of(client_id: str) -> Workload | None:
     access = (WorkloadAccess.objects.select_related("workload__tenant", "workload__template")
               .filter(application__client_id=client_id).first())
     return access.workload if access else None
 
 
-def user_decision(*, workload, user, is_admin: bool, ssh: bool = False) -> Decision:
+def user_decision(*, workload: Workload, user: User, is_admin: bool, ssh: bool = False
+                  ) -> Decision:
     """The rule (`ssh`: SSH's), with the user's role on the workload's project as Keystone has
     it now."""
     try:
@@ -65,24 +71,28 @@ def user_decision(*, workload, user, is_admin: bool, ssh: bool = False) -> Decis
 class PortalOAuth2Validator(OAuth2Validator):
     oidc_claim_scope = None  # every claim below goes into the ID token and userinfo
 
-    def get_additional_claims(self, request):
+    def get_additional_claims(self, request: OAuthRequest) -> dict[str, object]:
         return identity_claims(request.user)
 
-    def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs):
+    def validate_redirect_uri(self, client_id: str, redirect_uri: str, request: OAuthRequest,
+                              *args: Any, **kwargs: Any) -> bool:
         workload = _workload_of(client_id)
         if workload is None:
-            return super().validate_redirect_uri(client_id, redirect_uri, request, *args,
-                                                 **kwargs)
+            allowed: bool = super().validate_redirect_uri(client_id, redirect_uri, request,
+                                                          *args, **kwargs)
+            return allowed
         expected = callback_url(workload)
         return bool(expected) and redirect_uri == expected
 
-    def get_default_redirect_uri(self, client_id, request, *args, **kwargs):
+    def get_default_redirect_uri(self, client_id: str, request: OAuthRequest, *args: Any,
+                                 **kwargs: Any) -> str | None:
         workload = _workload_of(client_id)
         return callback_url(workload) if workload else None
 
-    def save_authorization_code(self, client_id, code, request, *args, **kwargs):
+    def save_authorization_code(self, client_id: str, code: dict[str, str], request: OAuthRequest,
+                                *args: Any, **kwargs: Any) -> None:
         workload = _workload_of(client_id)
-        session_key = getattr(request, "portal_session_key", None)
+        session_key: str | None = getattr(request, "portal_session_key", None)
         if workload is not None:
             # the rule again, for the client the code is being saved for, whatever the view
             # checked: no code for a workload without a portal session that may open it
@@ -94,10 +104,12 @@ class PortalOAuth2Validator(OAuth2Validator):
                                         request=request)
         super().save_authorization_code(client_id, code, request, *args, **kwargs)
         if workload is not None:
+            assert session_key  # (refused above without one)
             ProxySession.objects.create(workload=workload, user=request.user,
                                         portal_session_key=session_key, code=code["code"])
 
-    def validate_code(self, client_id, code, client, request, *args, **kwargs):
+    def validate_code(self, client_id: str, code: str, client: Application,
+                      request: OAuthRequest, *args: Any, **kwargs: Any) -> bool:
         if not super().validate_code(client_id, code, client, request, *args, **kwargs):
             return False
         workload = _workload_of(client_id)
@@ -116,16 +128,17 @@ class PortalOAuth2Validator(OAuth2Validator):
             return False
         return True
 
-    def _save_bearer_token(self, token, request, *args, **kwargs):
-        result = super()._save_bearer_token(token, request, *args, **kwargs)
+    def _save_bearer_token(self, token: dict[str, Any], request: OAuthRequest, *args: Any,
+                           **kwargs: Any) -> None:
+        super()._save_bearer_token(token, request, *args, **kwargs)  # (it answers nothing)
         fresh = token.get("refresh_token")
         if fresh and request.grant_type == "authorization_code":
             family = (RefreshToken.objects.filter(token_checksum=_checksum(fresh))
                       .values_list("token_family", flat=True).first())
             ProxySession.objects.filter(code=request.code).update(token_family=family, code=None)
-        return result
 
-    def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
+    def validate_refresh_token(self, refresh_token: str, client: Application,
+                               request: OAuthRequest, *args: Any, **kwargs: Any) -> bool:
         if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
             return False
         workload = _workload_of(client.client_id)
@@ -140,6 +153,7 @@ class PortalOAuth2Validator(OAuth2Validator):
             _session_end(session, reason, f"proxy session refused at refresh: "
                                           f"workload={workload.pk} user={instance.user.username}")
             return False
+        assert session is not None  # (_still_allowed refuses none)
         ProxySession.objects.filter(pk=session.pk).update(checked_at=timezone.now())
         return True
 
@@ -156,7 +170,7 @@ def _checksum(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def _still_allowed(session: ProxySession | None, workload) -> str:
+def _still_allowed(session: ProxySession | None, workload: Workload) -> str:
     """Why a proxy session must end now ("" when it may go on)."""
     if session is None:
         return "no portal session is known for it"
@@ -166,7 +180,7 @@ def _still_allowed(session: ProxySession | None, workload) -> str:
                                 check_token=True)
 
 
-def _refusal_for_session(workload, user, session_key: str | None, *,
+def _refusal_for_session(workload: Workload, user: User | None, session_key: str | None, *,
                          check_token: bool = False) -> str:
     """Why `user`, signed in to the portal session `session_key`, may not open `workload` now
     ("" when they may). `check_token`: ask Keystone whether the session's token still stands."""
@@ -196,15 +210,15 @@ class WorkloadAuthorizationView(AuthorizationView):
     """The authorization endpoint: a workload's client admits only those the tenant's rule lets
     in. Signed-out users go to the portal's login first (LoginRequiredMixin)."""
 
-    def get(self, request, *args, **kwargs):
+    def get(self, request: SignedInRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         refused = self._refusal(request)
         return refused or super().get(request, *args, **kwargs)
 
-    def post(self, request, *args, **kwargs):
+    def post(self, request: SignedInRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         refused = self._refusal(request)
         return refused or super().post(request, *args, **kwargs)
 
-    def _refusal(self, request):
+    def _refusal(self, request: SignedInRequest) -> HttpResponse | None:
         mixed = _mixed_parameters(request)
         if mixed:
             log.warning("authorization request refused: user=%s: %s", request.user.username,
@@ -226,11 +240,16 @@ class WorkloadAuthorizationView(AuthorizationView):
         return render(request, "access/refused.html",
                       {"workload": workload, "reason": decision.reason}, status=403)
 
-    def create_authorization_response(self, request, scopes, credentials, allow):
+    def create_authorization_response(self, request: SignedInRequest, scopes: str,
+                                      credentials: dict[str, Any], allow: bool
+                                      ) -> tuple[str, dict[str, str], str | None, int]:
         if not request.session.session_key:
             request.session.save()
         credentials = {**credentials, "portal_session_key": request.session.session_key}
-        return super().create_authorization_response(request, scopes, credentials, allow)
+        # (uri, headers, body, status), as django-oauth-toolkit's core answers
+        response: tuple[str, dict[str, str], str | None, int] = \
+            super().create_authorization_response(request, scopes, credentials, allow)
+        return response
 
 
 # the authorization request's parameters (those AllowForm carries, and oauthlib's own)
@@ -239,7 +258,7 @@ AUTHORIZATION_PARAMETERS = ("client_id", "redirect_uri", "response_type", "state
                             "prompt", "response_mode", "request", "request_uri")
 
 
-def _mixed_parameters(request) -> str:
+def _mixed_parameters(request: SignedInRequest) -> str:
     """Why an authorization request is ambiguous ("" when it is not): a parameter given twice,
     or, on a POST, given in the query as well as the body with another value (the library acts
     on the body's, so a check of the query's would be a check of the wrong client)."""

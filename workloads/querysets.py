@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from django.db.models import F
 
 from identity.scoping import Action, TenantScopedQuerySet
 
 if TYPE_CHECKING:
+    from identity.identity import Identity
+
     # the type arguments below, written as strings: models.py imports this module
-    from .models import SSHCertificate, SSHSession, WorkloadAccess  # noqa: F401
+    from .models import (  # noqa: F401
+        SSHCertificate,
+        SSHSession,
+        Workload,
+        WorkloadAccess,
+        WorkloadEvent,
+    )
 
 # every GPU a workload holds, in a query: `gpu_count` on each of its `nodes` (Workload.gpu_total)
 GPU_TOTAL = F("gpu_count") * F("nodes")
@@ -18,20 +26,20 @@ CPU_TOTAL = F("cpu") * F("nodes")  # cores and memory are per node (per rank) to
 MEMORY_TOTAL = F("memory_gb") * F("nodes")
 
 
-class WorkloadQuerySet(TenantScopedQuerySet):
+class WorkloadQuerySet(TenantScopedQuerySet["Workload"]):
     owner_field = "owner"  # members change their own, managers every one of the project
 
-    def restrict(self, identity, action: Action | str = Action.VIEW):
+    def restrict(self, identity: Identity | None, action: Action | str = Action.VIEW) -> Self:
         """A deleted workload is nobody's to see or change."""
         return super().restrict(identity, action).filter(deleted_at__isnull=True)
 
-    def with_relations(self):
+    def with_relations(self) -> Self:
         """With what the pages and the API show of each (no query per workload in a list)."""
         return self.select_related("tenant", "owner", "template", "gpu_type",
                                    "tenant__service_access", "access__application")
 
 
-class WorkloadEventQuerySet(TenantScopedQuerySet):
+class WorkloadEventQuerySet(TenantScopedQuerySet["WorkloadEvent"]):
     tenant_field = "workload__tenant"
 
 

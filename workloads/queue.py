@@ -29,6 +29,7 @@ from typing import Any
 from django.core.cache import cache
 from django.utils import timezone
 
+from catalogue.models import GpuType
 from cluster.capacity import gpu_capacity
 from kube.client import Kube, KubeError
 from tenants.kueue import INTERACTIVE, LOCAL_QUEUE, PRIORITIES, priority_class
@@ -47,7 +48,7 @@ HISTORY_LEAST = 3
 WORKLOAD_ID = re.compile(r"^wl-(\d+)-")  # the portal's object names (workloads/naming.py)
 
 
-def capacity_blocks(gpu_type, now: dt.datetime) -> list[Block]:
+def capacity_blocks(gpu_type: GpuType, now: dt.datetime) -> list[Block]:
     """Every entry's blocks of the type from `now` on (hooks.CAPACITY_BLOCKS)."""
     return [block for supplier in CAPACITY_BLOCKS for block in supplier(gpu_type, now)]
 
@@ -61,7 +62,8 @@ class QueuePlace:
 
 
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
+    conditions: list[dict[str, Any]] = (obj.get("status") or {}).get("conditions") or []
+    for condition in conditions:
         if condition.get("type") == kind:
             return condition
     return None
@@ -94,14 +96,14 @@ def pending_in_queue(namespace: str, kube: Kube | None = None, *,
     `remembered=False`: asked afresh and not remembered (a launch just created, which a list
     remembered a moment ago lacks, and which Kueue may not list yet either)."""
     key = f"queueing:pending:{namespace}"
-    known = _cached(key) if remembered else None
+    known: list[dict[str, Any]] | None = _cached(key) if remembered else None
     if known is not None:
         return known
     kube = kube or Kube()
     try:
         body = kube.server_get(
             f"{VISIBILITY}/namespaces/{namespace}/localqueues/{LOCAL_QUEUE}/pendingworkloads")
-        items = json.loads(body).get("items") or []
+        items: list[dict[str, Any]] = json.loads(body).get("items") or []
         items.sort(key=lambda item: item.get("positionInLocalQueue", 0))
     except (KubeError, ValueError) as exc:
         try:
@@ -134,10 +136,10 @@ def _matches(object_name: str, owner: str) -> bool:
     return owner == object_name or owner.startswith(object_name + "-")
 
 
-def positions(workloads: Iterable[Any], kube: Kube | None = None, *, remembered: bool = True
+def positions(workloads: Iterable[Workload], kube: Kube | None = None, *, remembered: bool = True
               ) -> dict[int, tuple[int | None, int]]:
     """workload id → (position from 1, queue length), for queued workloads."""
-    by_namespace: dict[str, list[Any]] = defaultdict(list)
+    by_namespace: dict[str, list[Workload]] = defaultdict(list)
     for workload in workloads:
         by_namespace[workload.tenant.namespace].append(workload)
     result: dict[int, tuple[int | None, int]] = {}
@@ -159,13 +161,13 @@ def typical_seconds(template_id: int, gpu_type_id: int, tenant_id: int) -> float
     for scope in (finished.filter(tenant_id=tenant_id), finished):
         spans = [(end - start).total_seconds() for start, end in
                  scope.order_by("-finished_at").values_list("started_at", "finished_at")
-                 [:HISTORY_SAMPLES]]
+                 [:HISTORY_SAMPLES] if start is not None and end is not None]  # (both filtered)
         if len(spans) >= HISTORY_LEAST:
             return statistics.median(spans)
     return None
 
 
-def _expected(workload, memo: dict[tuple[int, int, int], float | None]
+def _expected(workload: Workload, memo: dict[tuple[int, int, int], float | None]
               ) -> tuple[float | None, str]:
     if workload.max_runtime_minutes:
         return workload.max_runtime_minutes * 60.0, LIMIT
@@ -175,7 +177,7 @@ def _expected(workload, memo: dict[tuple[int, int, int], float | None]
     return (memo[key], HISTORY) if memo[key] is not None else (None, UNKNOWN)
 
 
-def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
+def estimates(gpu_type: GpuType, *, capacity: int, now: dt.datetime | None = None
               ) -> dict[int, Estimate]:
     """workload id → the estimated start of every queued workload of one GPU type."""
     now = now or timezone.now()
@@ -195,7 +197,7 @@ def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
     rank = {name: value for name, (value, _) in PRIORITIES.items()}
     queued.sort(key=lambda w: (-rank.get(priority_class(w.kind), rank[INTERACTIVE]),
                                w.created_at, w.pk))
-    waiters = []
+    waiters: list[Waiter[int]] = []
     for workload in queued:
         seconds, source = _expected(workload, memo)
         # a group is one entry holding every GPU of every rank (Kueue admits it whole)
@@ -211,7 +213,7 @@ def estimates(gpu_type, *, capacity: int, now: dt.datetime | None = None
                            queue=waiters, blocks=capacity_blocks(gpu_type, now))
 
 
-def cohort_quota(gpu_type) -> int:
+def cohort_quota(gpu_type: GpuType) -> int:
     """What the cohort can admit of a GPU type at most: the sum of the tenants' quotas of it in
     force — their ClusterQueues' nominal quotas (Kueue lends only what some tenant's quota
     holds, however many GPUs the cluster has)."""
@@ -220,7 +222,7 @@ def cohort_quota(gpu_type) -> int:
     return sum(quota_figures(tenant).gpus(gpu_type.slug) for tenant in tenants)
 
 
-def queue_places(workloads: Iterable[Any], kube: Kube | None = None, *,
+def queue_places(workloads: Iterable[Workload], kube: Kube | None = None, *,
                  remembered: bool = True) -> dict[int, QueuePlace]:
     """workload id → its QueuePlace, for the queued ones among `workloads` (`remembered`:
     pending_in_queue's)."""
@@ -254,7 +256,7 @@ def _wait_text(seconds: float) -> str:
     return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
-def queue_text(workload, place: QueuePlace | None, now: dt.datetime | None = None) -> str:
+def queue_text(workload: Workload, place: QueuePlace | None, now: dt.datetime | None = None) -> str:
     """"queued — position 3 of 7 for a100, about 40 min", or why there is no estimate (the
     pages; gpuctl words it the same from the API's fields)."""
     text = "queued"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, QuerySet, Sum
@@ -12,17 +13,19 @@ from django.db.models import Count, QuerySet, Sum
 from catalogue.models import GpuType
 from cluster.addresses import address_pools
 from cluster.capacity import GpuTypeCapacity, gpu_capacity
+from identity.client import Project
+from identity.identity import Identity
 from identity.scoping import Action
 from kube.client import KubeError
 from tenants.figures import USE_ADMISSION, QuotaFigures, QuotaUse
-from tenants.models import Quota
+from tenants.models import Quota, Tenant
 from tenants.selectors import quota_figures
 
 from .models import Workload
 from .querysets import CPU_TOTAL, GPU_TOTAL, MEMORY_TOTAL
 
 
-def workload_project_elsewhere(identity, pk: int):
+def workload_project_elsewhere(identity: Identity | None, pk: int) -> Project | None:
     """The caller's other project that workload `pk` belongs to, or None: for a link to a
     workload of one of their projects that is not the current one (the page offers to switch).
     Another user's project, a deleted workload or no workload at all: None alike, so the
@@ -37,13 +40,13 @@ def workload_project_elsewhere(identity, pk: int):
     return next((p for p in identity.projects if p.id == project_id), None)
 
 
-def workload_may_change(identity, workload: Workload) -> bool:
+def workload_may_change(identity: Identity | None, workload: Workload) -> bool:
     """Members change their own workloads, managers (and admins) every one of the project
     (`Workload.objects.restrict(identity, "change")`, for a row in hand)."""
     return Workload.objects.permits(identity, Action.CHANGE, workload)
 
 
-def workload_may_see_secrets(identity, workload: Workload) -> bool:
+def workload_may_see_secrets(identity: Identity | None, workload: Workload) -> bool:
     """Who reads a workload's access token, and the log lines, events and arguments that may
     carry one: those who may manage it (owner, the project's managers, admins). Other members
     and readers see that it runs, not how to get in (workloads/logs.py redacts)."""
@@ -84,7 +87,7 @@ def gpus_held_by_type(workloads: QuerySet[Workload]) -> dict[str, int]:
     return dict(workloads.order_by().values_list("gpu_type__slug").annotate(n=Sum(GPU_TOTAL)))
 
 
-def _use_rows(tenant) -> QuerySet:
+def _use_rows(tenant: Tenant) -> QuerySet[Workload, dict[str, Any]]:
     """The tenant's active, not deleted workloads summed per GPU type and state (every node's
     share): what admission counts as used."""
     return (Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
@@ -94,7 +97,7 @@ def _use_rows(tenant) -> QuerySet:
                       n=Count("id")))
 
 
-def _quota_use_of(rows: Iterable[dict]) -> QuotaUse:
+def _quota_use_of(rows: Iterable[dict[str, Any]]) -> QuotaUse:
     gpus: dict[str, int] = {}
     cpu = memory = count = 0
     for row in rows:
@@ -107,7 +110,7 @@ def _quota_use_of(rows: Iterable[dict]) -> QuotaUse:
                     workloads=count)
 
 
-def quota_use(tenant) -> QuotaUse:
+def quota_use(tenant: Tenant) -> QuotaUse:
     """What the tenant uses of its quota as the portal's admission counts it (source
     USE_ADMISSION): its active, not deleted workloads, every node's share. One query."""
     return _quota_use_of(_use_rows(tenant))
@@ -141,7 +144,7 @@ class TenantGpuReads:
         return self.capacity.get(slug) if self.capacity is not None else None
 
 
-def tenant_gpu_reads(tenant, quota: Quota | None = None, *, ask_cluster: bool = True
+def tenant_gpu_reads(tenant: Tenant, quota: Quota | None = None, *, ask_cluster: bool = True
                      ) -> TenantGpuReads:
     """The reads above (quota: the tenant's, when the caller has it in hand): the quota
     figures and their use in one query of the workloads, and the capacity view."""
@@ -158,7 +161,7 @@ def tenant_gpu_reads(tenant, quota: Quota | None = None, *, ask_cluster: bool = 
         capacity=capacity, cluster_error=cluster_error)
 
 
-def gpu_availability(tenant, quota, *, ask_cluster: bool = True,
+def gpu_availability(tenant: Tenant, quota: Quota | None, *, ask_cluster: bool = True,
                      reads: TenantGpuReads | None = None
                      ) -> tuple[list[GpuAvailability], str | None]:
     """Per enabled GPU type: the tenant's quota use and (asking the cluster) free GPUs.

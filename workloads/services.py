@@ -20,6 +20,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from catalogue.models import Template
 from core.tasks import send_on_commit
+from identity.models import User
 from kube.client import KubeError
 from kube.kueue import queueing_on
 from kube.labels import MAX_GROUP_OBJECT_NAME, workload_object_name
@@ -87,12 +88,12 @@ def launch_fingerprint(data: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _launched_with_key(tenant: Tenant, user: Any, key: str | None) -> Workload | None:
+def _launched_with_key(tenant: Tenant, user: User, key: str | None) -> Workload | None:
     """The workload an earlier request of this user in this tenant made with this key."""
     return Workload.objects.filter(tenant=tenant, owner=user, idempotency_key=key).first()
 
 
-def _same_launch(existing: Workload, fingerprint: str, key: str) -> Workload:
+def _same_launch(existing: Workload, fingerprint: str, key: str | None) -> Workload:
     """The workload an earlier request with this key made, if this request is that one."""
     if fingerprint and existing.idempotency_fingerprint and \
             existing.idempotency_fingerprint != fingerprint:
@@ -167,7 +168,7 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
                                f"memory; {memory} GiB more would exceed the quota.")
 
 
-def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
+def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
                     idempotency_key: str | None = None,
                     request_fingerprint: str = "") -> tuple[Workload, bool]:
     """Admit a validated launch request (LaunchSerializer's data) and queue its creation.
@@ -258,7 +259,7 @@ def workload_launch(*, tenant: Tenant, user, request: dict[str, Any],
     return workload, True
 
 
-def workload_stop(*, workload: Workload, user, reason: str = "") -> Workload:
+def workload_stop(*, workload: Workload, user: User | None, reason: str = "") -> Workload:
     """Stop a workload: its objects go, its record and history stay."""
     with transaction.atomic():
         workload = Workload.objects.select_for_update().get(pk=workload.pk)
@@ -337,7 +338,7 @@ def workload_requeue(*, workload: Workload, reason: str,
     return copy
 
 
-def workload_delete(*, workload: Workload, user) -> None:
+def workload_delete(*, workload: Workload, user: User) -> None:
     """Remove a workload from the lists; a live one is stopped first (the stop deletes its
     objects). A finished one's objects go at once too: a batch workload's Job and pod, which
     carry its environment, would otherwise stay until the Job's TTL. Its history is kept for

@@ -7,12 +7,12 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.db.models import F, Q
 from django.utils import timezone
 
+from core.tasks import BoundTask, bound_task, task
 from kube.client import Kube, KubeRefused, KubeUnavailable, NotAuthorized, NotFound
 from kube.kueue import queueing_on
 from tenants.kueue import QUEUED_REASON
@@ -58,13 +58,14 @@ def _backoff(retries: int) -> int:
     so that a task waiting for its next try never looks stalled to `workloads_requeue_stale`
     (each task refreshes `updated_at` when it tries; a sweep in the gap would start a second
     chain of retries, and one more at every sweep while the outage lasts)."""
-    return min(2 ** retries, MAX_BACKOFF_SECONDS,
-               max(1, settings.PORTAL_LAUNCH_REQUEUE_SECONDS // 2))
+    doubled: int = 2 ** retries  # (int ** int is Any to the checker: a negative power is a float)
+    requeue_seconds: int = settings.PORTAL_LAUNCH_REQUEUE_SECONDS
+    return min(doubled, MAX_BACKOFF_SECONDS, max(1, requeue_seconds // 2))
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=MAX_RETRIES,
-             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
-def workload_create_task(self, workload_id: int) -> None:
+@bound_task(acks_late=True, reject_on_worker_lost=True, max_retries=MAX_RETRIES,
+            ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
+def workload_create_task(self: BoundTask, workload_id: int) -> None:
     """Create the workload's objects in its namespace; then the tracker follows it."""
     claimed = workload_transition(
         workload_id=workload_id, allowed_from=(Workload.State.SUBMITTED, Workload.State.CREATING),
@@ -81,7 +82,7 @@ def workload_create_task(self, workload_id: int) -> None:
         queued = queueing_on(kube)
         created = _objects_create_in_namespace(workload, kube, queued=queued)
     except (KubeUnavailable, NotAuthorized, NamespaceTerminating) as exc:
-        if self.request.retries >= self.max_retries:
+        if self.max_retries is not None and self.request.retries >= self.max_retries:
             if isinstance(exc, NamespaceTerminating):
                 reason = f"The project's namespace stayed in deletion on the cluster: {exc}"
             else:
@@ -170,9 +171,9 @@ def _objects_create_in_namespace(workload: Workload, kube: Kube, *, queued: bool
     return workload_objects_create(workload, kube, queued=queued)
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
-             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
-def workload_stop_task(self, workload_id: int) -> None:
+@bound_task(acks_late=True, reject_on_worker_lost=True, max_retries=None,
+            ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
+def workload_stop_task(self: BoundTask, workload_id: int) -> None:
     """Delete a stopping workload's objects, then mark it stopped. Retries until the cluster
     answers: a stop is never dropped. Each try refreshes `updated_at`, as a launch's claim
     does, so that the stale sweep leaves a stop alone while its task is alive."""
@@ -190,9 +191,9 @@ def workload_stop_task(self, workload_id: int) -> None:
     workload_event(workload=workload, reason="Stopped", message=workload.reason)
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
-             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
-def workload_remove_objects_task(self, workload_id: int) -> None:
+@bound_task(acks_late=True, reject_on_worker_lost=True, max_retries=None,
+            ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
+def workload_remove_objects_task(self: BoundTask, workload_id: int) -> None:
     """Delete the objects of a finished workload its owner deleted (a batch Job and, through
     background propagation, its pod; a Secret) now rather than at the Job's TTL. Retries until
     the cluster answers; the tracker removes what is left of a deleted workload too."""
@@ -203,7 +204,7 @@ def workload_remove_objects_task(self, workload_id: int) -> None:
                          message="its objects were deleted from the cluster with the workload")
 
 
-def _delete_finished(task, workload: Workload, delete: Callable[[Workload], int], *,
+def _delete_finished(task: BoundTask, workload: Workload, delete: Callable[[Workload], int], *,
                      reason: str, message: str) -> None:
     """Delete some of a finished workload's objects (`delete` says which), retried until the
     cluster answers; an event when there was something to delete."""
@@ -215,9 +216,9 @@ def _delete_finished(task, workload: Workload, delete: Callable[[Workload], int]
         workload_event(workload=workload, reason=reason, message=message)
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
-             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
-def workload_address_release_task(self, workload_id: int) -> None:
+@bound_task(acks_late=True, reject_on_worker_lost=True, max_retries=None,
+            ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
+def workload_address_release_task(self: BoundTask, workload_id: int) -> None:
     """A finished batch job reached for SSH gives its address back (its Service and Ingress).
     Retries until the cluster answers; deleting what is gone already is no error."""
     workload = Workload.objects.select_related("tenant").filter(
@@ -227,7 +228,7 @@ def workload_address_release_task(self, workload_id: int) -> None:
                          message="it ended: its address for SSH was given back")
 
 
-@shared_task(ignore_result=True)
+@task(ignore_result=True)
 def workloads_requeue_stale() -> int:
     """Periodic: hand launches and stops that made no progress back to a worker (a lost
     message, a worker killed mid-task, a broker restart). Safe: the tasks are idempotent."""
@@ -255,6 +256,7 @@ def _runtime_near_notices(now: dt.datetime) -> int:
         max_runtime_minutes__gt=RUNTIME_NEAR.total_seconds() / 60,
     ).select_related("owner", "tenant", "gpu_type")
     for workload in near:
+        assert workload.expires_at is not None  # (filtered)
         left = max(round((workload.expires_at - now).total_seconds() / 60), 1)
         told += notify_owner(
             workload, kind="runtime_near", key=f"runtime:{workload.pk}:{int(workload.expires_at.timestamp())}",
@@ -265,7 +267,7 @@ def _runtime_near_notices(now: dt.datetime) -> int:
     return told
 
 
-@shared_task(ignore_result=True)
+@task(ignore_result=True)
 def workloads_enforce_runtime() -> int:
     """Periodic: tell the owners of workloads near their maximum runtime (once each), and stop
     services that reached it (Jobs have activeDeadlineSeconds for that)."""

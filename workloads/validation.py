@@ -9,6 +9,7 @@ fields' bounds are the domain's, the serializer and the form wrap them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +28,7 @@ from cluster.capacity import gpu_capacity
 from core.validation import FieldsInvalid
 from kube.client import KubeError
 from kube.engines import engine_refusal
+from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
 from .advice import never_fits
@@ -85,8 +87,9 @@ def env_check(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-# the rules on one field each, whatever the others hold (the serializer runs them per field)
-FIELD_RULES = {"name": name_clean, "template": template_check, "gpu_type": gpu_type_check,
+# the rules on one field each, whatever the others hold (the serializer runs them per field):
+# each takes its field's typed value
+FIELD_RULES: dict[str, Callable[[Any], Any]] = {"name": name_clean, "template": template_check, "gpu_type": gpu_type_check,
                "env": env_check}
 
 
@@ -113,7 +116,8 @@ def _field_errors(request: dict[str, Any]) -> dict[str, list[str]]:
     return errors
 
 
-def launch_clean(*, request: dict[str, Any], tenant=None, quota=None,
+def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
+                 quota: Quota | None = None,
                  check_capacity: bool = True) -> dict[str, Any]:
     """The request, completed from its template, or LaunchInvalid. `tenant` and `quota` are
     the launching project's (None: rules that need them are not checked); `check_capacity`:
@@ -215,7 +219,7 @@ def _nodes(data: dict[str, Any], errors: dict[str, list[str]], template: Templat
 
 
 def ssh_refusal(*, template: Template, command: list[str] | None,
-                tenant=None) -> str | None:
+                tenant: Tenant | None = None) -> str | None:
     """Why a launch of `template` cannot have SSH, or None."""
     if not template.ssh:
         return f"The {template.name} template does not offer SSH."
@@ -228,7 +232,7 @@ def ssh_refusal(*, template: Template, command: list[str] | None,
 
 
 def _ssh(data: dict[str, Any], errors: dict[str, list[str]], template: Template,
-         tenant) -> None:
+         tenant: Tenant | None) -> None:
     """Whether the SSH server runs beside the program: what the launch asked, else the
     template's default where the launch allows it (a default that cannot hold is off, not an
     error). A batch job gets SSH only when asked: it would hold an address of its own."""
@@ -246,7 +250,8 @@ def ssh_by_default(template: Template, kind: str) -> bool:
     return template.ssh and kind == Template.Kind.SERVICE
 
 
-def _image_refusal(template: Template, image: str, tenant, *, replaced: bool) -> str | None:
+def _image_refusal(template: Template, image: str, tenant: Tenant | None, *,
+                   replaced: bool) -> str | None:
     if replaced and not template.takes_image and image != template.image:
         return (f"The {template.name} template runs its own image ({template.image}); an "
                 "admin can let researchers choose another.")
@@ -269,12 +274,13 @@ def _launch_size(data: dict[str, Any], errors: dict[str, list[str]]) -> None:
             f"launch may pass at most {MAX_LAUNCH_BYTES // 1024} KiB.")
 
 
-def _runtime(data: dict[str, Any], errors: dict[str, list[str]], tenant, quota) -> None:
+def _runtime(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant | None,
+             quota: Quota | None) -> None:
     limit = quota.max_runtime_minutes if quota is not None else 0
     wanted = data.get("max_runtime_minutes")
     if limit and wanted and wanted > limit:
-        errors["max_runtime_minutes"] = [
-            f"{tenant.name} allows at most {limit} minutes per workload."]
+        who = tenant.name if tenant is not None else "The project"  # a quota is a tenant's
+        errors["max_runtime_minutes"] = [f"{who} allows at most {limit} minutes per workload."]
     if not wanted and limit:
         data["max_runtime_minutes"] = limit
 

@@ -14,6 +14,7 @@ import json
 import logging
 import secrets
 from collections.abc import Mapping
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -29,7 +30,8 @@ from catalogue.models import Template
 from core.redirects import safe_redirect_target
 from core.validation import Refused, whole_number
 from identity.access import project_required, scoped_object, tenant_required
-from identity.scoping import Action
+from identity.models import User
+from identity.scoping import Action, TenantScopedQuerySet
 from kube.client import KubeError
 from kube.engines import engine_refusal
 from kube.kueue import queueing_shown
@@ -45,6 +47,7 @@ from .filtersets import WorkloadFilterSet
 from .forms import FIELD_LABELS, LaunchForm, launch_request
 from .logs import redact, workload_logs, workload_redact
 from .models import Workload
+from .querysets import WorkloadQuerySet
 from .selectors import (
     GpuAvailability,
     TenantGpuReads,
@@ -111,7 +114,7 @@ def _whole_number(text: str | None) -> int | None:
 
 
 def _check_context(availability: Availability, values: Mapping[str, str], tenant: Tenant,
-                   template: Template | None, *, user) -> dict:
+                   template: Template | None, *, user: User) -> dict[str, Any]:
     """The live check of what the form holds (`values`: its fields as typed) for a launch of
     `template` (None: none chosen; the nodes field counts for a distributed one only). Its
     notes are the launch advice's (advice.py), as `POST workloads/check/` answers them: the
@@ -192,7 +195,7 @@ def _error_summary(errors: dict[str, list[str]]) -> list[dict[str, str]]:
             for field in FIELD_LABELS for message in errors.get(field, [])]
 
 
-def _nodes_text(template: Template | None, values) -> str | None:
+def _nodes_text(template: Template | None, values: Mapping[str, str]) -> str | None:
     """The nodes the live check counts: a distributed template's field (None: one pod)."""
     return (values.get("nodes") or "1") if template is not None and template.distributed \
         else None
@@ -335,7 +338,7 @@ def launch_fields(request: TenantRequest) -> HttpResponse:
 
 # --- the list -------------------------------------------------------------------------------
 
-def _list_context(request: ProjectRequest) -> dict:
+def _list_context(request: ProjectRequest) -> dict[str, Any]:
     params = request.GET.copy()
     if params.get("state") == "active":
         params.setlist("state", list(Workload.ACTIVE_STATES))
@@ -392,7 +395,7 @@ def _may_open(request: ProjectRequest, workload: Workload, rules: dict[int, str]
                            ssh=ssh).allowed
 
 
-def _ranks_shown(workload: Workload) -> list[dict]:
+def _ranks_shown(workload: Workload) -> list[dict[str, Any]]:
     """A distributed workload's ranks as the tracker last saw them, in rank order, the MPI
     launcher last; each with `choice`, the value of the log viewer's ?rank= for it."""
     workers = sorted((r for r in workload.ranks if r.get("role") != "launcher"),
@@ -402,7 +405,7 @@ def _ranks_shown(workload: Workload) -> list[dict]:
             for r in workers + launchers]
 
 
-def _rank_chosen(request: ProjectRequest, ranks: list[dict]) -> str | None:
+def _rank_chosen(request: ProjectRequest, ranks: list[dict[str, Any]]) -> str | None:
     """The rank whose logs the page shows (?rank=N or ?rank=launcher), None: the default
     (what GET workloads/{id}/logs/ without ?rank= answers)."""
     wanted = request.GET.get("rank")
@@ -417,7 +420,7 @@ def _logs(workload: Workload, rank: str | None) -> list[str]:
                          rank=rank if rank == "launcher" else int(rank))
 
 
-def _detail_context(request: ProjectRequest, workload: Workload) -> dict:
+def _detail_context(request: ProjectRequest, workload: Workload) -> dict[str, Any]:
     logs, logs_error = None, None
     ranks = _ranks_shown(workload)
     rank = _rank_chosen(request, ranks)
@@ -474,7 +477,8 @@ def _gone(request: ProjectRequest, pk: int) -> HttpResponse:
     return redirect(Workload(pk=pk).get_absolute_url())
 
 
-def _with_relations(workloads):
+def _with_relations(workloads: TenantScopedQuerySet[Workload]) -> TenantScopedQuerySet[Workload]:
+    assert isinstance(workloads, WorkloadQuerySet)  # Workload.objects'
     return workloads.with_relations()
 
 

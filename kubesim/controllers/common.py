@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesim.resources import Obj
 from kubesim.scheduler import is_terminal
 
 
-def is_active(pod: dict) -> bool:
+def is_active(pod: Obj) -> bool:
     """Counts towards a controller's replicas: not finished and not being deleted."""
     return not is_terminal(pod) and not pod["metadata"].get("deletionTimestamp")
 
 
-def is_ready(pod: dict) -> bool:
-    for cond in (pod.get("status") or {}).get("conditions") or ():
+def is_ready(pod: Obj) -> bool:
+    conditions: list[Obj] = (pod.get("status") or {}).get("conditions") or []
+    for cond in conditions:
         if cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return False
@@ -27,8 +29,9 @@ def omit_zero(status: dict[str, Any], *fields: str) -> dict[str, Any]:
     return status
 
 
-def condition(status: dict, type_: str) -> dict | None:
-    for cond in status.get("conditions") or ():
+def condition(status: Obj, type_: str) -> Obj | None:
+    conditions: list[Obj] = status.get("conditions") or []
+    for cond in conditions:
         if cond.get("type") == type_:
             return cond
     return None

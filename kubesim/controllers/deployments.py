@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from kubesim.cluster import controller_of, owner_ref, remove_condition, set_condition
 from kubesim.controllers.common import condition, omit_zero
 from kubesim.errors import ApiError
-from kubesim.resources import by_kind
+from kubesim.resources import Obj, by_kind
 from kubesim.store import clone
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ _SAFE = "bcdfghjklmnpqrstvwxz2456789"
 Key = tuple[str, str]
 
 
-def template_hash(template: dict, collision_count: int = 0) -> str:
+def template_hash(template: Obj, collision_count: int = 0) -> str:
     """FNV-1a 32 of the template, spelled with the API machinery's 'safe' alphabet."""
     data = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
     if collision_count:
@@ -50,13 +50,15 @@ def _resolve(value: object, total: int, round_up: bool) -> int:
     if isinstance(value, str) and value.endswith("%"):
         share = total * int(value[:-1]) / 100
         return math.ceil(share) if round_up else math.floor(share)
+    if not isinstance(value, int | float | str):  # (JSON's: null, a list …)
+        return 0
     try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+        return int(value)
+    except ValueError:
         return 0
 
 
-def max_unavailable(deployment: dict) -> int:
+def max_unavailable(deployment: Obj) -> int:
     spec = deployment.get("spec") or {}
     replicas = int(spec.get("replicas", 1))
     strategy = spec.get("strategy") or {}
@@ -84,19 +86,19 @@ class DeploymentController:
         self.cluster = cluster
         self.queue = cluster.make_queue("deployments", self.reconcile)
 
-    def on_deployment(self, event: str, deployment: dict) -> None:
+    def on_deployment(self, event: str, deployment: Obj) -> None:
         key = (deployment["metadata"]["namespace"], deployment["metadata"]["name"])
         if event == "DELETED":
             self.queue.forget(key)
         else:
             self.queue.add(key)
 
-    def on_replicaset(self, event: str, rs: dict) -> None:
+    def on_replicaset(self, event: str, rs: Obj) -> None:
         ref = controller_of(rs)
         if ref is not None and ref.get("kind") == "Deployment":
             self.queue.add((rs["metadata"]["namespace"], ref.get("name", "")))
 
-    def owned(self, deployment: dict) -> list[dict]:
+    def owned(self, deployment: Obj) -> list[Obj]:
         out = []
         for _, ns, name in self.cluster.index.owned(deployment["metadata"]["uid"], REPLICASET):
             rs = self.cluster.peek(REPLICASET, ns, name)
@@ -148,7 +150,7 @@ class DeploymentController:
             d = self._sync_revision(d, new_rs)
         self._update_status(d, new_rs, self.owned(d), created_now)
 
-    def _sync_revision(self, d: dict, new_rs: dict) -> dict:
+    def _sync_revision(self, d: Obj, new_rs: Obj) -> Obj:
         """The Deployment carries its newest ReplicaSet's revision annotation, as the real
         controller writes it (`kubectl rollout history` reads it there)."""
         revision = (new_rs["metadata"].get("annotations") or {}).get(REVISION)
@@ -166,8 +168,8 @@ class DeploymentController:
                 return current
             raise
 
-    def _create_rs(self, d: dict, template: dict, digest: str, replicas: int,
-                   revision: int) -> dict | None:
+    def _create_rs(self, d: Obj, template: Obj, digest: str, replicas: int,
+                   revision: int) -> Obj | None:
         name = f"{d['metadata']['name']}-{digest}"
         labels = dict((template.get("metadata") or {}).get("labels") or {})
         labels[HASH_LABEL] = digest
@@ -210,7 +212,7 @@ class DeploymentController:
                                   f"Scaled up replica set {name} from 0 to {replicas}", COMPONENT)
         return created
 
-    def _scale(self, d: dict, rs: dict, replicas: int) -> None:
+    def _scale(self, d: Obj, rs: Obj, replicas: int) -> None:
         current = int((rs.get("spec") or {}).get("replicas", 0))
         new = clone(rs)
         new["spec"]["replicas"] = replicas
@@ -224,12 +226,12 @@ class DeploymentController:
             f"Scaled {verb} replica set {rs['metadata']['name']} from {current} to {replicas}",
             COMPONENT)
 
-    def _annotate(self, rs: dict, annotations: dict[str, str]) -> None:
+    def _annotate(self, rs: Obj, annotations: dict[str, str]) -> None:
         new = clone(rs)
         new["metadata"].setdefault("annotations", {}).update(annotations)
         self.cluster.store.update(REPLICASET, new, check_rv=False)
 
-    def _cleanup(self, d: dict, old_rs: list[dict]) -> None:
+    def _cleanup(self, d: Obj, old_rs: list[Obj]) -> None:
         """Keep at most revisionHistoryLimit old ReplicaSets (scaled-down, pod-less ones)."""
         limit = int((d.get("spec") or {}).get("revisionHistoryLimit", 10))
         idle = [rs for rs in old_rs if not int((rs.get("spec") or {}).get("replicas", 0))
@@ -243,7 +245,7 @@ class DeploymentController:
                 if exc.code != 404:
                     raise
 
-    def _update_status(self, d: dict, new_rs: dict | None, all_rs: list[dict],
+    def _update_status(self, d: Obj, new_rs: Obj | None, all_rs: list[Obj],
                        created_now: bool) -> None:
         d = self.cluster.peek(DEPLOYMENT, d["metadata"]["namespace"], d["metadata"]["name"]) or d
         spec = d.get("spec") or {}
@@ -251,7 +253,7 @@ class DeploymentController:
         old_status = d.get("status") or {}
         status = clone(old_status)
 
-        def total(field: str, items: list[dict]) -> int:
+        def total(field: str, items: list[Obj]) -> int:
             return sum(int((rs.get("status") or {}).get(field) or 0) for rs in items)
 
         available = total("availableReplicas", all_rs)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim.controllers.common import is_ready
 from kubesim.errors import ApiError
-from kubesim.resources import by_kind
+from kubesim.resources import Obj, by_kind
 from kubesim.scheduler import is_terminal
 from kubesim.store import clone
 from kubesim.workqueue import coalesce_delay
@@ -22,12 +22,12 @@ POD = by_kind("Pod")
 Key = tuple[str, str]
 
 
-def _selects(selector: dict, labels: dict | None) -> bool:
+def _selects(selector: Obj, labels: Obj | None) -> bool:
     labels = labels or {}
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
-def _target_port(port: dict, pod: dict) -> int | None:
+def _target_port(port: Obj, pod: Obj) -> int | None:
     target = port.get("targetPort", port.get("port"))
     if isinstance(target, int):
         return target
@@ -36,14 +36,15 @@ def _target_port(port: dict, pod: dict) -> int | None:
     for container in (pod.get("spec") or {}).get("containers") or ():
         for cport in container.get("ports") or ():
             if cport.get("name") == target:
-                return cport.get("containerPort")
+                number: int | None = cport.get("containerPort")
+                return number
     return None
 
 
-def build_subsets(service: dict, pods: list[dict]) -> list[dict]:
+def build_subsets(service: Obj, pods: list[Obj]) -> list[Obj]:
     """Group pod addresses by their resolved ports, as the real controller does."""
     ports = (service.get("spec") or {}).get("ports") or []
-    groups: dict[tuple, dict] = {}
+    groups: dict[tuple[tuple[int, str], ...], Obj] = {}  # by the (port, name)s resolved
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         ip = (pod.get("status") or {}).get("podIP")
         if not ip:
@@ -79,10 +80,10 @@ class EndpointsController:
         self.cluster = cluster
         self.queue = cluster.make_queue("endpoints", self.reconcile)
         # namespace -> service name -> selector, to map a pod event to its services quickly
-        self.selectors: dict[str, dict[str, dict]] = {}
+        self.selectors: dict[str, dict[str, Obj]] = {}
         self.sizes: dict[Key, int] = {}  # pods per Service at its last reconcile
 
-    def on_service(self, event: str, service: dict) -> None:
+    def on_service(self, event: str, service: Obj) -> None:
         ns, name = service["metadata"]["namespace"], service["metadata"]["name"]
         selector = (service.get("spec") or {}).get("selector") or {}
         if event == "DELETED":
@@ -94,7 +95,7 @@ class EndpointsController:
             self.selectors.get(ns, {}).pop(name, None)
         self.queue.add((ns, name))
 
-    def on_pod(self, event: str, pod: dict) -> None:
+    def on_pod(self, event: str, pod: Obj) -> None:
         ns = pod["metadata"]["namespace"]
         labels = pod["metadata"].get("labels")
         for name, selector in self.selectors.get(ns, {}).items():

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kubesim.errors import ApiError
-from kubesim.resources import REGISTRY, ResourceType
+from kubesim.resources import REGISTRY, Obj, ResourceType
 from kubesim.store import FOREGROUND, clone
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ class GarbageCollector:
         self.cluster = cluster
         self.queue = cluster.make_queue("garbage-collector", self.reconcile)
 
-    def on_object(self, event: str, rt: ResourceType, obj: dict) -> None:
+    def on_object(self, event: str, rt: ResourceType, obj: Obj) -> None:
         meta = obj["metadata"]
         if event == "DELETED":
             for ref in self.cluster.index.dependents.get(meta.get("uid", ""), ()):
@@ -75,13 +75,13 @@ class GarbageCollector:
         new["metadata"]["ownerReferences"] = alive
         self.cluster.store.update(rt, new, check_rv=False)
 
-    def foreground(self, rt: ResourceType, owner: dict) -> None:
+    def foreground(self, rt: ResourceType, owner: Obj) -> None:
         """The store marked `owner` for foreground deletion: finish it when its dependents
         are gone."""
         meta = owner["metadata"]
         self.queue.add((rt.key, meta.get("namespace", ""), meta["name"]))
 
-    def _finish_foreground(self, rt: ResourceType, owner: dict) -> None:
+    def _finish_foreground(self, rt: ResourceType, owner: Obj) -> None:
         if self.cluster.index.dependents.get(owner["metadata"].get("uid", "")):
             return  # each dependent's DELETED event brings us back
         new = clone(owner)

@@ -24,7 +24,7 @@ from kubesim.cluster import controller_of, set_condition
 from kubesim.controllers.common import condition, is_active, is_ready, omit_zero
 from kubesim.controllers.replicasets import pod_from_template
 from kubesim.errors import ApiError
-from kubesim.resources import by_kind
+from kubesim.resources import Obj, by_kind
 from kubesim.scheduler import is_terminal
 from kubesim.store import clone
 from kubesim.workqueue import coalesce_delay
@@ -56,7 +56,7 @@ def _parse(ts: str | None) -> float | None:
         return None
 
 
-def finished_condition(job: dict) -> dict | None:
+def finished_condition(job: Obj) -> Obj | None:
     for type_ in ("Complete", "Failed"):
         cond = condition(job.get("status") or {}, type_)
         if cond is not None and cond.get("status") == "True":
@@ -80,7 +80,7 @@ class JobController:
         # pods whose tracking finalizer goes without counting: being deleted, or orphaned
         self.releases = cluster.make_queue("job-pod-finalizers", self._release)
 
-    def on_job(self, event: str, job: dict) -> None:
+    def on_job(self, event: str, job: Obj) -> None:
         key = (job["metadata"]["namespace"], job["metadata"]["name"])
         if event == "DELETED":
             self.queue.forget(key)
@@ -92,7 +92,7 @@ class JobController:
         else:
             self.queue.add(key)
 
-    def on_pod(self, event: str, pod: dict) -> None:
+    def on_pod(self, event: str, pod: Obj) -> None:
         ref = controller_of(pod)
         if ref is not None and ref.get("kind") == "Job":
             meta = pod["metadata"]
@@ -108,7 +108,7 @@ class JobController:
                 elif self._orphaned(meta["namespace"], ref):
                     self.releases.add((meta["namespace"], meta["name"]))
 
-    def _orphaned(self, namespace: str, ref: dict) -> bool:
+    def _orphaned(self, namespace: str, ref: Obj) -> bool:
         job = self.cluster.peek(JOB, namespace, ref.get("name", ""))
         return (job is None or job["metadata"]["uid"] != ref.get("uid")
                 or bool(job["metadata"].get("deletionTimestamp")))
@@ -118,7 +118,7 @@ class JobController:
         if pod is not None:
             self._untrack(pod)
 
-    def _untrack(self, pod: dict) -> None:
+    def _untrack(self, pod: Obj) -> None:
         """Lift the tracking finalizer (a pod being deleted then goes)."""
         finalizers = pod["metadata"].get("finalizers") or []
         if TRACKING not in finalizers:
@@ -140,7 +140,7 @@ class JobController:
             if key[0] == namespace:
                 self.queue.add(key)
 
-    def _pods(self, job: dict) -> list[dict]:
+    def _pods(self, job: Obj) -> list[Obj]:
         pods = []
         for _, ns, name in self.cluster.index.owned(job["metadata"]["uid"], POD):
             pod = self.cluster.peek(POD, ns, name)
@@ -243,8 +243,8 @@ class JobController:
             if job is not None and (done := finished_condition(job)) is not None:
                 self._expire(job, done)
 
-    def _manage(self, job: dict, key: Key, active: list[dict], succeeded: int, failed: int,
-                completions: int | None, parallelism: int) -> list[dict]:
+    def _manage(self, job: Obj, key: Key, active: list[Obj], succeeded: int, failed: int,
+                completions: int | None, parallelism: int) -> list[Obj]:
         if completions is not None:
             want = min(parallelism, int(completions) - succeeded)
         else:
@@ -286,7 +286,7 @@ class JobController:
             self.create_errors.pop(key, None)
         return active
 
-    def _delete_pods(self, job: dict, pods: list[dict]) -> None:
+    def _delete_pods(self, job: Obj, pods: list[Obj]) -> None:
         for pod in pods:
             try:
                 self.cluster.store.delete(POD, pod["metadata"]["namespace"],
@@ -298,7 +298,7 @@ class JobController:
             self.cluster.record_event(job, "Normal", "SuccessfulDelete",
                                       f"Deleted pod: {pod['metadata']['name']}", COMPONENT)
 
-    def _expire(self, job: dict, done: dict) -> None:
+    def _expire(self, job: Obj, done: Obj) -> None:
         """ttlSecondsAfterFinished: delete the Job (and, through GC, its pods) when due."""
         ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
         if ttl is None:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kubesim.resources import by_kind
+from kubesim.resources import Obj, by_kind
 from kubesim.store import clone
 
 if TYPE_CHECKING:
@@ -39,8 +39,8 @@ PREFIXES = ("metallb.io/", "metallb.universe.tf/")
 Key = tuple[str, str]
 
 
-def _annotation(service: dict, name: str) -> str | None:
-    annotations = service["metadata"].get("annotations") or {}
+def _annotation(service: Obj, name: str) -> str | None:
+    annotations: dict[str, str] = service["metadata"].get("annotations") or {}
     for prefix in PREFIXES:
         if prefix + name in annotations:
             return annotations[prefix + name]
@@ -151,7 +151,7 @@ class LoadBalancerController:
             if published.get("status") != status:
                 self.cluster.write_status(POOL, published, status)
 
-    def on_service(self, event: str, service: dict) -> None:
+    def on_service(self, event: str, service: Obj) -> None:
         key = (service["metadata"]["namespace"], service["metadata"]["name"])
         if event == "DELETED":
             self.release(key)
@@ -170,7 +170,7 @@ class LoadBalancerController:
             for waiting in self.pending:
                 self.queue.add(waiting)
 
-    def _pool_for(self, service: dict) -> AddressPool | None:
+    def _pool_for(self, service: Obj) -> AddressPool | None:
         wanted = _annotation(service, "address-pool")
         if wanted:
             return self.pools.get(wanted)
@@ -250,12 +250,12 @@ class LoadBalancerController:
                                       f'announcing from node "{node}" with protocol "layer2"',
                                       "metallb-speaker")
 
-    def _shareable(self, service: dict, holder: Key) -> bool:
+    def _shareable(self, service: Obj, holder: Key) -> bool:
         other = self.cluster.peek(SERVICE, *holder)
         mine = _annotation(service, "allow-shared-ip")
         return bool(other is not None and mine and mine == _annotation(other, "allow-shared-ip"))
 
-    def _fail(self, service: dict, key: Key, message: str) -> None:
+    def _fail(self, service: Obj, key: Key, message: str) -> None:
         if key in self.pending:
             return  # already reported; retried when an address frees
         self.pending.add(key)
@@ -271,14 +271,14 @@ class LoadBalancerController:
         if freed:
             self._pool_status()
 
-    def _write(self, service: dict, addresses: list[str]) -> None:
+    def _write(self, service: Obj, addresses: list[str]) -> None:
         status = clone(service.get("status") or {})
         status["loadBalancer"] = (
             {"ingress": [{"ip": ip, "ipMode": "VIP"} for ip in addresses]} if addresses else {}
         )
         self.cluster.write_status(SERVICE, service, status)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> Obj:
         return {
             name: {"addresses": pool.ranges, "autoAssign": pool.auto_assign,
                    "size": pool.size(),

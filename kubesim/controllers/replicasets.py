@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from kubesim.cluster import controller_of, owner_ref, remove_condition, set_condition
 from kubesim.controllers.common import is_active, is_ready, omit_zero
 from kubesim.errors import ApiError
-from kubesim.resources import by_kind
-from kubesim.selectors import selector_from_match
+from kubesim.resources import Obj, by_kind
+from kubesim.selectors import LabelSelector, selector_from_match
 from kubesim.store import clone
 from kubesim.workqueue import coalesce_delay
 
@@ -28,7 +28,7 @@ BURST = 500  # the real controller creates at most this many pods per sync
 Key = tuple[str, str]
 
 
-def pod_from_template(owner: dict, template: dict, generate_name: str) -> dict:
+def pod_from_template(owner: Obj, template: Obj, generate_name: str) -> Obj:
     tmeta = template.get("metadata") or {}
     meta = {
         "generateName": generate_name,
@@ -44,7 +44,7 @@ def pod_from_template(owner: dict, template: dict, generate_name: str) -> dict:
             "spec": clone(template.get("spec") or {})}
 
 
-def deletion_rank(pod: dict) -> tuple:
+def deletion_rank(pod: Obj) -> tuple[bool, int, bool, tuple[int, ...]]:
     """Which surplus pods go first: unscheduled, then pending, not ready, then the newest."""
     status = pod.get("status") or {}
     phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(status.get("phase", ""), 0)
@@ -61,7 +61,7 @@ class ReplicaSetController:
         self.failures: dict[Key, int] = {}
         self.sizes: dict[Key, int] = {}  # pods per ReplicaSet at its last reconcile
 
-    def on_replicaset(self, event: str, rs: dict) -> None:
+    def on_replicaset(self, event: str, rs: Obj) -> None:
         key = (rs["metadata"]["namespace"], rs["metadata"]["name"])
         if event == "DELETED":
             self.queue.forget(key)
@@ -70,7 +70,7 @@ class ReplicaSetController:
         else:
             self.queue.add(key)
 
-    def on_pod(self, event: str, pod: dict) -> None:
+    def on_pod(self, event: str, pod: Obj) -> None:
         ref = controller_of(pod)
         if ref is not None and ref.get("kind") == "ReplicaSet":
             key = (pod["metadata"]["namespace"], ref.get("name", ""))
@@ -82,7 +82,7 @@ class ReplicaSetController:
             if key[0] == namespace:
                 self.queue.add(key)
 
-    def owned_pods(self, rs: dict) -> list[dict]:
+    def owned_pods(self, rs: Obj) -> list[Obj]:
         pods = []
         for _, ns, name in self.cluster.index.owned(rs["metadata"]["uid"], POD):
             pod = self.cluster.peek(POD, ns, name)
@@ -130,7 +130,7 @@ class ReplicaSetController:
             self.failures.pop(key, None)
         self._update_status(key, error, selector)
 
-    def _update_status(self, key: Key, error: ApiError | None, selector) -> None:
+    def _update_status(self, key: Key, error: ApiError | None, selector: LabelSelector) -> None:
         rs = self.cluster.peek(REPLICASET, *key)
         if rs is None:
             return

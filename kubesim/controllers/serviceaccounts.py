@@ -17,7 +17,8 @@ import random
 from typing import TYPE_CHECKING
 
 from kubesim.errors import ApiError, forbidden
-from kubesim.resources import ResourceType, by_kind
+from kubesim.resources import Obj, ResourceType, by_kind
+from kubesim.store import AdmissionHook
 
 if TYPE_CHECKING:
     from kubesim.cluster import Cluster
@@ -30,7 +31,7 @@ TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def token_volume(name: str) -> dict:
+def token_volume(name: str) -> Obj:
     """The projected volume the ServiceAccount admission plugin adds (a bound token, the
     cluster's CA bundle and the pod's namespace)."""
     return {"name": name, "projected": {"defaultMode": 420, "sources": [
@@ -50,10 +51,10 @@ class ServiceAccountsController:
 
     # ------------------------------------------------------------------ admission
 
-    def admission_hooks(self) -> list:
+    def admission_hooks(self) -> list[AdmissionHook]:
         return [self.admit_pod]
 
-    def admit_pod(self, op: str, rt: ResourceType, new: dict, old: dict | None) -> None:
+    def admit_pod(self, op: str, rt: ResourceType, new: Obj, old: Obj | None) -> None:
         if op != "CREATE" or rt is not POD:
             return
         spec = new.get("spec")
@@ -86,11 +87,11 @@ class ServiceAccountsController:
 
     # ------------------------------------------------------------------ controller
 
-    def on_namespace(self, event: str, ns: dict) -> None:
+    def on_namespace(self, event: str, ns: Obj) -> None:
         if event != "DELETED" and not ns["metadata"].get("deletionTimestamp"):
             self.queue.add(ns["metadata"]["name"])
 
-    def on_service_account(self, event: str, sa: dict) -> None:
+    def on_service_account(self, event: str, sa: Obj) -> None:
         if event == "DELETED" and sa["metadata"]["name"] == DEFAULT:
             self.queue.add(sa["metadata"]["namespace"])
 

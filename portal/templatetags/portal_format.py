@@ -10,6 +10,7 @@ same script formats with the browser's number format.
 from __future__ import annotations
 
 import datetime
+from decimal import Decimal
 
 from django import template
 from django.template.defaultfilters import date as date_filter
@@ -24,7 +25,7 @@ FALLBACK = {"datetime": "Y-m-d H:i:s T", "date": "Y-m-d", "time": "H:i:s T",
 
 
 @register.simple_tag
-def moment(value: datetime.datetime | None, style: str = "datetime", empty: str = "—"):
+def moment(value: datetime.datetime | None, style: str = "datetime", empty: str = "—") -> str:
     """A point in time; `style` one of datetime, date, time, minutes."""
     if value is None:
         return empty
@@ -34,7 +35,7 @@ def moment(value: datetime.datetime | None, style: str = "datetime", empty: str 
 
 
 @register.filter
-def gib(value) -> str:
+def gib(value: float | Decimal | str | None) -> str:
     """A size in GiB, e.g. memory."""
     if value is None or value == "":
         return "—"
@@ -43,7 +44,7 @@ def gib(value) -> str:
 
 
 @register.filter
-def hours(value) -> str:
+def hours(value: float | Decimal | str | None) -> str:
     """GPU-hours: two decimals, or four when two would show a small amount as zero."""
     if value is None:
         return "—"

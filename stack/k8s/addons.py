@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .cluster import DEMO_INVENTORY
+from .cluster import DEMO_INVENTORY, Addon, ControlPlane
 from .gpumetrics import GpuMetrics
 from .jobset import JobSet
 from .keystone_auth import KeystoneAuthWebhook
@@ -25,8 +25,8 @@ from .mpi_operator import MPIOperator
 
 def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_INVENTORY,
                    kueue: bool = False,
-                   pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> list:
-    addons: list = [MetalLB(inventory), GpuMetrics(inventory)]
+                   pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> list[Addon]:
+    addons: list[Addon] = [MetalLB(inventory), GpuMetrics(inventory)]
     if keystone_url:
         addons.append(KeystoneAuthWebhook(keystone_url))
     if kueue:
@@ -34,6 +34,6 @@ def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_IN
     return addons
 
 
-def addon(cp, name: str):
+def addon(cp: ControlPlane, name: str) -> Addon | None:
     """The control plane's addon called `name` (e.g. "gpumetrics"), or None."""
     return next((a for a in cp.addons if a.name == name), None)

@@ -26,9 +26,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..procs import StackError
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from .cluster import ControlPlane
 
 HERE = Path(__file__).resolve().parent
 KUBERNETES_VERSION = "v1.37.2"
@@ -233,7 +240,7 @@ def module_dir(name: str) -> Path:
     return Path(info["Dir"])
 
 
-def apply_object(api, doc: dict) -> None:
+def apply_object(api: ApiClient, doc: dict[str, Any]) -> None:
     """Create an object with an admin ApiClient, or replace what is there (a cluster whose etcd
     outlived a run): the addons' manifests."""
     from kubernetes import dynamic
@@ -253,7 +260,7 @@ def apply_object(api, doc: dict) -> None:
         resource.replace(body=doc, namespace=namespace)
 
 
-def service_account_token(api, namespace: str, name: str, seconds: int) -> str:
+def service_account_token(api: ApiClient, namespace: str, name: str, seconds: int) -> str:
     """A TokenRequest token of a ServiceAccount an addon runs as (waiting the moment the
     account may take to be served): the least privilege upstream gives it, not an admin's."""
     from kubernetes import client
@@ -264,16 +271,20 @@ def service_account_token(api, namespace: str, name: str, seconds: int) -> str:
     while True:
         try:
             answer = core.create_namespaced_service_account_token(
-                name, namespace, {"spec": {"audiences": ["https://kubernetes.default.svc"],
-                                           "expirationSeconds": seconds}})
-            return answer.status.token
+                name, namespace, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(
+                    audiences=["https://kubernetes.default.svc"], expiration_seconds=seconds)))
+            token = answer.status.token if answer.status is not None else None
+            if token is None:
+                raise StackError(f"the token request for {namespace}/{name} was answered "
+                                 "without a token")
+            return token
         except ApiException as exc:
             if exc.status != 404 or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
 
 
-def apply_crds(api, docs: list[dict], *, what: str) -> None:
+def apply_crds(api: ApiClient, docs: list[dict[str, Any]], *, what: str) -> None:
     """Create (or replace) an addon's CustomResourceDefinitions and wait until each is
     Established: served, so that its controller's informers and Kueue find it."""
     from kubernetes import client
@@ -288,14 +299,14 @@ def apply_crds(api, docs: list[dict], *, what: str) -> None:
         for doc in docs:
             status = extensions.read_custom_resource_definition(doc["metadata"]["name"]).status
             if not any(c.type == "Established" and c.status == "True"
-                       for c in status.conditions or ()):
+                       for c in (status.conditions if status else None) or ()):
                 return False
         return True
 
     wait_for(established, timeout=30, what=f"{what}'s CRDs established", interval=0.2)
 
 
-def serving_cert_dir(cp, stem: str) -> Path:
+def serving_cert_dir(cp: ControlPlane, stem: str) -> Path:
     """A folder with tls.crt and tls.key for 127.0.0.1, issued by the cluster's CA: the
     `certDir` of a controller whose webhooks the API server calls on loopback (its own
     certificate management off)."""
@@ -307,9 +318,9 @@ def serving_cert_dir(cp, stem: str) -> Path:
     return folder
 
 
-def start_controller(cp, name: str, command: list[str], ready, *,
+def start_controller(cp: ControlPlane, name: str, command: list[str], ready: Callable[[], object], *,
                      env: dict[str, str] | None = None, timeout: float = 90
-                     ) -> subprocess.Popen:
+                     ) -> subprocess.Popen[bytes]:
     """Start an addon's controller, logging to logs/<name>.log, and wait until `ready()`;
     stopped again, with its log's tail in the error, if it exits or is not ready in time."""
     from ..procs import stop, wait_for

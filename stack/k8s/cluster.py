@@ -34,13 +34,16 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import yaml
 
 from ..procs import REPO, StackError, free_port, wait_for
 from . import build
 from .pki import CertificateAuthority, service_account_keys
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 DEMO_INVENTORY = REPO / "deploy" / "kubesim" / "demo-inventory.yaml"
 PORTAL_RBAC = REPO / "deploy" / "base" / "portal-rbac.yaml"
@@ -74,7 +77,8 @@ class Addon(Protocol):
     def stop(self) -> None: ...
 
 
-def _kubeconfig(path: Path, *, server: str, ca_file: Path, user: dict, name: str) -> Path:
+def _kubeconfig(path: Path, *, server: str, ca_file: Path, user: dict[str, str], name: str
+                ) -> Path:
     path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "preferences": {},
         "clusters": [{"name": "gpu-portal", "cluster": {
@@ -112,7 +116,7 @@ class ControlPlane:
         self.admin_kubeconfig = self.workdir / "admin.kubeconfig"
         self.portal_kubeconfig = self.workdir / "portal.kubeconfig"
         self.bins: dict[str, Path] = {}
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.started_in: float | None = None
         self._etcd_dir: Path | None = None
 
@@ -137,7 +141,7 @@ class ControlPlane:
                         ca_file=self.ca.cert_file, name=user,
                         user={"client-certificate": str(cert), "client-key": str(key)})
 
-    def _spawn(self, name: str, cmd: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - owned by the subprocess
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
                                 start_new_session=True)
@@ -302,8 +306,10 @@ class ControlPlane:
                 status["addresses"] = [{"type": "InternalIP", "address": "127.0.0.1"},
                                        {"type": "Hostname", "address": spec.name}]
                 status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.kwok_port}}
+                body = client.V1Node.from_dict(node)
+                assert body is not None  # (None for None only)
                 try:
-                    core.create_node(node)
+                    core.create_node(body)
                 except ApiException as exc:
                     if exc.status != 409:
                         raise
@@ -336,26 +342,11 @@ class ControlPlane:
     def service_account_kubeconfig(self, path: Path, namespace: str, name: str) -> Path:
         """A kubeconfig for the ServiceAccount namespace/name (which may have just been
         applied: its creation is waited for), with a token from the TokenRequest API."""
-        from kubernetes import client
-        from kubernetes.client.rest import ApiException
-
         with self.api_client() as api:
-            core = client.CoreV1Api(api)
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    answer = core.create_namespaced_service_account_token(
-                        name, namespace,
-                        {"spec": {"audiences": ["https://kubernetes.default.svc"],
-                                  "expirationSeconds": PORTAL_TOKEN_SECONDS}})
-                    break
-                except ApiException as exc:
-                    if exc.status != 404 or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
+            token = build.service_account_token(api, namespace, name, PORTAL_TOKEN_SECONDS)
         return _kubeconfig(path, server=self.url, ca_file=self.ca.cert_file,
                            name=f"system:serviceaccount:{namespace}:{name}",
-                           user={"token": answer.status.token})
+                           user={"token": token})
 
     # --- life cycle -----------------------------------------------------------------------
 
@@ -392,7 +383,8 @@ class ControlPlane:
             with self.api_client() as api:
                 nodes = client.CoreV1Api(api).list_node().items
             return bool(nodes) and all(
-                any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+                any(c.type == "Ready" and c.status == "True"
+                    for c in (n.status.conditions if n.status else None) or [])
                 for n in nodes)
 
         wait_for(ready, timeout=timeout, what="KWOK nodes Ready", interval=0.3)
@@ -437,10 +429,13 @@ class ControlPlane:
 
     # --- clients --------------------------------------------------------------------------
 
-    def api_client(self, kubeconfig: Path | None = None):  # -> kubernetes.client.ApiClient
+    def api_client(self, kubeconfig: Path | None = None) -> ApiClient:
         from kubernetes import config
 
-        return config.new_client_from_config(config_file=str(kubeconfig or self.admin_kubeconfig))
+        # (kubernetes.config, unlike its client, has no types)
+        api: ApiClient = config.new_client_from_config(
+            config_file=str(kubeconfig or self.admin_kubeconfig))
+        return api
 
     def _ssl_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=str(self.ca.cert_file))
@@ -452,7 +447,8 @@ class ControlPlane:
         try:
             with urllib.request.urlopen(f"{self.url}/readyz", timeout=2,
                                         context=self._ssl_context()) as resp:
-                return resp.status == 200
+                status: int = resp.status
+                return status == 200
         except (urllib.error.URLError, OSError):
             return False
 
@@ -460,7 +456,8 @@ class ControlPlane:
     def _http_ok(url: str) -> bool:
         try:
             with urllib.request.urlopen(url, timeout=1) as resp:
-                return resp.status == 200
+                status: int = resp.status
+                return status == 200
         except (urllib.error.URLError, OSError):
             return False
 

@@ -17,6 +17,7 @@ them through `PORTAL_GPU_EXPORTER_URLS` rather than the exporter Service.
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from ..procs import REPO, StackError, free_port, http_ok, stop, wait_for
 from .podresources import PodResourcesServer
 
 if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
     from kubesim.inventory import Inventory, NodeSpec
 
     from .cluster import ControlPlane
@@ -47,8 +50,8 @@ class GpuMetrics:
         self.interval = interval
         self.urls: list[str] = []
         self.servers: dict[str, PodResourcesServer] = {}  # node name → its socket
-        self.agents: dict[str, subprocess.Popen] = {}
-        self._apis: list = []
+        self.agents: dict[str, subprocess.Popen[bytes]] = {}
+        self._apis: list[ApiClient] = []
         self._socket_dir: Path | None = None
 
     def _inventory(self) -> Inventory:
@@ -61,7 +64,7 @@ class GpuMetrics:
     def apiserver_args(self, cp: ControlPlane) -> list[str]:
         return []
 
-    def _node_api(self, cp: ControlPlane, node: str):
+    def _node_api(self, cp: ControlPlane, node: str) -> ApiClient:
         """A client under the node's identity, as its kubelet would have."""
         from kubernetes import client
 
@@ -109,7 +112,7 @@ class GpuMetrics:
             for (node, agent), url in zip(self.agents.items(), self.urls, strict=True):
                 health = url.removesuffix("/metrics") + "/healthz"
                 try:
-                    wait_for(lambda h=health: http_ok(h), timeout=30,
+                    wait_for(functools.partial(http_ok, health), timeout=30,
                              what=f"gpuagent of {node}", proc=agent)
                 except StackError as exc:
                     tail = (logs / f"gpuagent-{node}.log").read_text(errors="replace")[-2000:]

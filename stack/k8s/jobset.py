@@ -86,7 +86,7 @@ class JobSet:
 
     def __init__(self) -> None:
         self.version = build.COMPONENTS["jobset"].version
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.webhook_port = 0
         self.health_url = ""
 

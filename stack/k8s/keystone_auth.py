@@ -32,7 +32,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -118,7 +118,7 @@ class KeystoneAuthWebhook:
         return cmd
 
     def start(self, cp: ControlPlane) -> None:
-        if self.webhook_kubeconfig is None:
+        if self.webhook_kubeconfig is None or self.folder is None:
             raise StackError("keystone-auth: apiserver_args() must run before start()")
         if self.proc is not None and self.proc.poll() is None:
             return
@@ -161,7 +161,7 @@ class KeystoneAuthWebhook:
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-15:])
 
 
-def webhook_kubeconfig(url: str, ca_file: Path) -> dict:
+def webhook_kubeconfig(url: str, ca_file: Path) -> dict[str, Any]:
     """The API server's view of the webhook (same shape as deploy/keystone-auth/apiserver/):
     its https URL and the CA to check it with; no client credentials, the webhook asks none."""
     return {

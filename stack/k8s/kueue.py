@@ -167,7 +167,7 @@ class Kueue:
     def __init__(self, *, pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> None:
         self.version = build.COMPONENTS["kueue"].version
         self.pods_ready_timeout = pods_ready_timeout
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.cp: ControlPlane | None = None
         self.webhook_port = 0
         self.health_url = ""

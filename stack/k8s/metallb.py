@@ -60,13 +60,13 @@ TOKEN_SECONDS = 7 * 24 * 3600
 L2_ADVERTISEMENT = "gpu-portal"
 
 
-def address_pool(pool: AddressPoolSpec, namespace: str = NAMESPACE) -> dict:
+def address_pool(pool: AddressPoolSpec, namespace: str = NAMESPACE) -> dict[str, Any]:
     return {"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
             "metadata": {"name": pool.name, "namespace": namespace},
             "spec": {"addresses": list(pool.addresses), "autoAssign": pool.auto_assign}}
 
 
-def l2_advertisement(pools: list[str], namespace: str = NAMESPACE) -> dict:
+def l2_advertisement(pools: list[str], namespace: str = NAMESPACE) -> dict[str, Any]:
     return {"apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
             "metadata": {"name": L2_ADVERTISEMENT, "namespace": namespace},
             "spec": {"ipAddressPools": pools}}
@@ -82,7 +82,7 @@ class MetalLB:
         self.pools_source = pools
         self.namespace = namespace
         self.version = build.COMPONENTS["metallb"].version
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.metrics_url = ""
         self.kubeconfig: Path | None = None
 
@@ -114,7 +114,8 @@ class MetalLB:
 
         def established() -> bool:
             for name in names:
-                conditions = extensions.read_custom_resource_definition(name).status.conditions
+                status = extensions.read_custom_resource_definition(name).status
+                conditions = status.conditions if status is not None else None
                 if not any(c.type == "Established" and c.status == "True"
                            for c in conditions or ()):
                     return False
@@ -188,8 +189,10 @@ class MetalLB:
         def pools_loaded() -> bool:
             # the controller writes each pool's status once it has read it
             with cp.api_client() as api:
-                objects = client.CustomObjectsApi(api).list_namespaced_custom_object(
-                    "metallb.io", "v1beta1", self.namespace, "ipaddresspools")["items"]
+                answer = client.CustomObjectsApi(api).list_namespaced_custom_object(
+                    "metallb.io", "v1beta1", self.namespace, "ipaddresspools")
+            assert isinstance(answer, dict)  # the list's JSON (the client types it `object`)
+            objects = answer["items"]
             loaded = {o["metadata"]["name"] for o in objects if "availableIPv4" in
                       (o.get("status") or {})}
             return http_ok(self.metrics_url) and loaded >= set(pools)

@@ -73,7 +73,7 @@ class MPIOperator:
 
     def __init__(self) -> None:
         self.version = build.COMPONENTS["mpi-operator"].version
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.health_url = ""
         self.kubeconfig: Path | None = None
 

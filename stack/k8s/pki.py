@@ -13,12 +13,13 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALID_FOR = dt.timedelta(days=365)
 
 
-def _write_key(path: Path, key) -> None:
+def _write_key(path: Path, key: PrivateKeyTypes) -> None:
     path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
                                        serialization.PrivateFormat.PKCS8,
                                        serialization.NoEncryption()))
@@ -58,7 +59,11 @@ class CertificateAuthority:
             _write_key(self.key_file, key)
             self.cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         self._cert = x509.load_pem_x509_certificate(self.cert_file.read_bytes())
-        self._key = serialization.load_pem_private_key(self.key_file.read_bytes(), None)
+        loaded = serialization.load_pem_private_key(self.key_file.read_bytes(), None)
+        if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+            raise TypeError(f"{self.key_file} is not the elliptic-curve key this CA makes; "
+                            "delete the folder to start over")
+        self._key = loaded
 
     @property
     def pem(self) -> bytes:

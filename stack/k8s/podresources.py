@@ -49,7 +49,7 @@ WORKLOAD_ENV = "KUBESIM_GPU_TRACE"  # what a portal user can set at launch, as k
 WATCH_SECONDS = 20  # each watch ends after this long and is opened again where it left off
 
 
-def pod_workload(pod: dict) -> str:
+def pod_workload(pod: dict[str, Any]) -> str:
     """The workload a pod runs on its GPUs: the annotation, else the env variable, else busy."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     if annotations.get(GPU_TRACE):
@@ -166,7 +166,7 @@ class PodResourcesServer:
 
     # --- allocation ---------------------------------------------------------------------------
 
-    def observe(self, event_type: str, pod: dict) -> None:
+    def observe(self, event_type: str, pod: dict[str, Any]) -> None:
         """A pod of this node was seen (a list item or a watch event)."""
         meta = pod.get("metadata") or {}
         uid = meta.get("uid", "")
@@ -211,12 +211,12 @@ class PodResourcesServer:
 
     # --- the node file ------------------------------------------------------------------------
 
-    def node_document(self) -> dict:
+    def node_document(self) -> dict[str, Any]:
         """The node's GPUs and what each runs (one entry per physical GPU, in index order)."""
         model = self.spec.gpu_model
         with self._lock:
             holders = {d: self.pods[uid] for d, uid in self._held.items()}
-        physical: dict[int, dict] = {}
+        physical: dict[int, dict[str, Any]] = {}
         for device in self.devices:
             entry = physical.setdefault(device.index, {
                 "index": device.index, "uuid": device.uuid, "name": device.model.model_name,

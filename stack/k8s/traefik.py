@@ -29,7 +29,7 @@ import json
 import subprocess
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -61,7 +61,7 @@ CLUSTER_ROLE_RULES = [
 
 
 def gateway_objects(namespace: str = NAMESPACE, ingress_class: str = INGRESS_CLASS,
-                    address_pool: str | None = None) -> list[dict]:
+                    address_pool: str | None = None) -> list[dict[str, Any]]:
     """What the gateway needs in the cluster: its namespace, identity and rights, its
     IngressClass, and its LoadBalancer Service (no selector: the process is not a pod here;
     on a site it selects Traefik's pods)."""
@@ -101,7 +101,7 @@ class Traefik:
         self.address_pool = address_pool
         self.loopback_names = tuple(loopback_names)
         self.version = build.COMPONENTS["traefik"].version
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0  # where it serves the workloads' host names
         self.url = ""
         self.api_url = ""  # its own API: /api/http/routers, /api/http/services
@@ -109,7 +109,7 @@ class Traefik:
     def apiserver_args(self, cp: ControlPlane) -> list[str]:
         return []
 
-    def _config(self, cp: ControlPlane, token_file: Path, ping_port: int) -> dict:
+    def _config(self, cp: ControlPlane, token_file: Path, ping_port: int) -> dict[str, Any]:
         return {
             # "traefik": its ping and its read-only API (what it routes where), on loopback
             "entryPoints": {"web": {"address": f"127.0.0.1:{self.port}"},

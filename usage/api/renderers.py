@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Mapping
+from typing import Any
 
 from rest_framework.renderers import BaseRenderer
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def csv_cell(value) -> object:
+def csv_cell(value: object) -> object:
     """A value as a CSV cell that no spreadsheet takes for a formula; None is empty."""
     if value is None:
         return ""
@@ -30,7 +32,8 @@ class UsageCsvRenderer(BaseRenderer):
     format = "csv"
     charset = "utf-8"
 
-    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+    def render(self, data: Any, accepted_media_type: str | None = None,
+               renderer_context: Mapping[str, Any] | None = None) -> bytes:
         out = io.StringIO()
         writer = csv.writer(out)
         if isinstance(data, dict) and "results" in data and "columns" in data:

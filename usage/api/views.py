@@ -8,6 +8,7 @@ from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api.authentication import APIRequest
 from api.viewsets import TenantScopedAPIView
 from workloads.models import Workload
 
@@ -53,7 +54,7 @@ class UsageView(APIView):
             "columns": serializers.ListField(child=serializers.CharField()),
             "totals": serializers.DictField(), "results": _ROWS}),
     )
-    def get(self, request):
+    def get(self, request: APIRequest) -> Response:
         form = UsageQueryForm(request.query_params)
         if not form.is_valid():
             raise exceptions.ValidationError(
@@ -74,7 +75,7 @@ class UsageView(APIView):
         return response
 
 
-class WorkloadUsageView(TenantScopedAPIView):
+class WorkloadUsageView(TenantScopedAPIView[Workload]):
     """`GET workloads/{id}/usage/`: one workload's GPU use, what its page charts."""
 
     queryset = Workload.objects.all()
@@ -84,7 +85,7 @@ class WorkloadUsageView(TenantScopedAPIView):
         parameters=[OpenApiParameter("minutes", int,
                                      description="window: 15, 60, 360, 1440 or 10080 minutes")],
         responses={200: OpenApiTypes.OBJECT})
-    def get(self, request, pk: int):  # noqa: ARG002 - pk: get_object reads it
+    def get(self, request: APIRequest, pk: int) -> Response:  # noqa: ARG002 - pk: get_object reads it
         """The workload's GPU use: GPU-hours allocated and used, and its utilisation and
         memory series over the window (what the workload page charts)."""
         workload = self.get_object()  # another tenant's: 404

@@ -5,8 +5,10 @@ things."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
+from django.db.models import Manager
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import exceptions, serializers, status
 
@@ -17,6 +19,7 @@ from catalogue.environment import (
 )
 from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS
 from catalogue.models import GpuType, Template
+from tenants.models import Quota, Tenant
 from workloads.queue import QueuePlace, queue_places
 
 from ..access import workload_access_summary
@@ -33,6 +36,8 @@ from ..validation import (
     launch_clean,
 )
 
+_T = TypeVar("_T")
+
 
 def _bounds(field: str) -> dict[str, Any]:
     least, most = NUMBER_BOUNDS[field]
@@ -42,13 +47,13 @@ def _bounds(field: str) -> dict[str, Any]:
 class ArgvField(serializers.ListField):
     """A command or its arguments: a list of strings passed as argv, never through a shell."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(child=serializers.CharField(max_length=MAX_ARG_LENGTH, allow_blank=True,
                                                      trim_whitespace=False),
                          max_length=MAX_ARGV_ITEMS, required=False, **kwargs)
 
-    def to_internal_value(self, data):
-        values = super().to_internal_value(data)
+    def to_internal_value(self, data: Any) -> list[str]:
+        values: list[str] = super().to_internal_value(data)
         if any("\x00" in value for value in values):
             raise serializers.ValidationError("NUL characters are not allowed.")
         return values
@@ -61,7 +66,7 @@ class DistributedUnavailableError(exceptions.APIException):
     default_code = DistributedUnavailable.code
 
 
-class LaunchSerializer(serializers.Serializer):
+class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField(max_length=NAME_MAX_LENGTH)
     template = serializers.SlugRelatedField(slug_field="slug", queryset=Template.objects.all())
     gpu_type = serializers.SlugRelatedField(slug_field="slug", queryset=GpuType.objects.all())
@@ -93,7 +98,8 @@ class LaunchSerializer(serializers.Serializer):
         help_text="service only: open it to anyone, without the portal's login in front "
                   "(only where an admin allows it for the project; audited)")
 
-    def __init__(self, *args, tenant=None, quota=None, check_capacity: bool = True, **kwargs):
+    def __init__(self, *args: Any, tenant: Tenant | None = None, quota: Quota | None = None,
+                 check_capacity: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.tenant = tenant
         self.quota = quota
@@ -112,9 +118,11 @@ class LaunchSerializer(serializers.Serializer):
         return self._field("env", env)
 
     @staticmethod
-    def _field(field: str, value: Any) -> Any:
+    def _field(field: str, value: _T) -> _T:
+        """`value` through its field's rule, which hands back a value of its type."""
         try:
-            return field_clean(field, value)
+            cleaned: _T = field_clean(field, value)
+            return cleaned
         except LaunchInvalid as exc:
             raise serializers.ValidationError(exc.errors[field]) from exc
 
@@ -129,18 +137,18 @@ class LaunchSerializer(serializers.Serializer):
             raise DistributedUnavailableError(str(exc)) from exc
 
 
-class WorkloadListSerializer(serializers.ListSerializer):
+class WorkloadListSerializer(serializers.ListSerializer[Iterable[Workload]]):
     """A list's queued workloads get their queue places with one request per tenant queue and
     one estimate per GPU type, not one each."""
 
-    def to_representation(self, data):
+    def to_representation(self, data: Manager[Workload] | Iterable[Workload]) -> list[Any]:
         items = list(data.all() if hasattr(data, "all") else data)
         assert self.child is not None  # a ListSerializer has its child
         self.child.context["queue_places"] = queue_places(items)
         return super().to_representation(items)
 
 
-class RankSerializer(serializers.Serializer):
+class RankSerializer(serializers.Serializer[dict[str, Any]]):
     """One pod of a distributed workload, as the tracker last saw it."""
 
     rank = serializers.IntegerField(allow_null=True, help_text="null: the MPI launcher")
@@ -152,7 +160,7 @@ class RankSerializer(serializers.Serializer):
     exit_code = serializers.IntegerField(allow_null=True)
 
 
-class WorkloadSerializer(serializers.ModelSerializer):
+class WorkloadSerializer(serializers.ModelSerializer[Workload]):
     tenant = serializers.CharField(source="tenant.name")
     tenant_id = serializers.IntegerField()
     owner = serializers.CharField(source="owner.label", help_text="the owner's name, with "
@@ -236,19 +244,19 @@ class WorkloadSerializer(serializers.ModelSerializer):
         return workload_access_summary(workload)
 
 
-class WorkloadEventSerializer(serializers.ModelSerializer):
+class WorkloadEventSerializer(serializers.ModelSerializer[WorkloadEvent]):
     class Meta:
         model = WorkloadEvent
         fields = ["at", "type", "reason", "message", "source", "count"]
         read_only_fields = fields
 
 
-class LaunchNoteSerializer(serializers.Serializer):
+class LaunchNoteSerializer(serializers.Serializer[tuple[str, str]]):
     level = serializers.ChoiceField(choices=["error", "warning", "info"])
     message = serializers.CharField()
 
 
-class LaunchCheckSerializer(serializers.Serializer):
+class LaunchCheckSerializer(serializers.Serializer[dict[str, Any]]):
     """What a launch would be told before it is submitted (nothing is launched): the notes of
     the apps that advise on launches, e.g. a GPU-hour budget its maximum runtime would cross."""
 

@@ -91,7 +91,7 @@ def _rank_invalid(message: str) -> exceptions.ValidationError:
 
 
 class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                      mixins.DestroyModelMixin, TenantScopedViewSet):
+                      mixins.DestroyModelMixin, TenantScopedViewSet[Workload]):
     """The caller's tenant's workloads (TenantScopedViewSet: another tenant's is a 404; stop
     and delete are for those who may change the workload, else 403)."""
 
@@ -120,7 +120,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                                    "answers 200 with the workload the first request made; the "
                                    "same key with another body is 422 "
                                    "`idempotency_key_reused`.")])
-    def create(self, request):
+    def create(self, request: TenantAPIRequest) -> Response:
         tenant = self._tenant()
         serializer = LaunchSerializer(data=request.data, tenant=tenant,
                                       quota=Quota.objects.get(tenant=tenant))
@@ -145,7 +145,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 
     @extend_schema(request=LaunchSerializer, responses=LaunchCheckSerializer)
     @action(detail=False, methods=["post"])
-    def check(self, request):
+    def check(self, request: TenantAPIRequest) -> Response:
         """What this launch would be told before submitting it (the launch page's live check
         tells the same); nothing is launched. What the cluster could never run (a group its
         engine is missing for, a request no node could hold) is told as an error note."""
@@ -165,17 +165,17 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 
     @extend_schema(request=None, responses={202: WorkloadSerializer})
     @action(detail=True, methods=["post"])
-    def stop(self, request, pk=None):
+    def stop(self, request: TenantAPIRequest, pk: str | None = None) -> Response:
         workload = workload_stop(workload=self.get_object(), user=request.user)
         return Response(WorkloadSerializer(workload).data, status=status.HTTP_202_ACCEPTED)
 
-    def destroy(self, request, pk=None):
-        workload_delete(workload=self.get_object(), user=request.user)
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        workload_delete(workload=self.get_object(), user=self.request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(responses=WorkloadEventSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)  # every event, one list
-    def events(self, request, pk=None):
+    def events(self, request: TenantAPIRequest, pk: str | None = None) -> Response:
         workload = self.get_object()
         data = WorkloadEventSerializer(workload.events.all(), many=True).data
         if not self._may_see_secrets(workload):
@@ -188,7 +188,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 
     @extend_schema(request=None, responses={201: WorkloadTokenSerializer})
     @action(detail=True, methods=["post"], url_path="access-token")
-    def access_token(self, request, pk=None):
+    def access_token(self, request: TenantAPIRequest, pk: str | None = None) -> Response:
         """A bearer token for this workload's address, for scripts: send it as
         `Authorization: Bearer <token>`. It lives a minute (ask again); only those the
         project's rule lets open the workload get one."""
@@ -208,7 +208,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @extend_schema(request=SSHCertificateRequestSerializer,
                    responses={201: SSHCertificateSerializer})
     @action(detail=True, methods=["post"], url_path="ssh-certificate")
-    def ssh_certificate(self, request, pk=None):
+    def ssh_certificate(self, request: TenantAPIRequest, pk: str | None = None) -> Response:
         """A short-lived OpenSSH user certificate for your public key, for this workload only
         (its principal: your Keystone user), with the Host block and known_hosts line that
         reach it through its login (`gpuctl ssh ID` does all of it). Only those the
@@ -239,7 +239,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         responses={200: inline_serializer("WorkloadLogs", {
             "lines": serializers.ListField(child=serializers.CharField())})})
     @action(detail=True, methods=["get"])
-    def logs(self, request, pk=None):
+    def logs(self, request: TenantAPIRequest, pk: str | None = None) -> Response:
         """The last `tail` lines of the workload's container (a distributed workload's: of
         its rank `rank`). Those who may not manage the workload (other members, readers) read
         them with its access token and every `…token=` value replaced by `[redacted]`."""

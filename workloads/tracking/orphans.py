@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterable
-from typing import Any
 
 from django.utils import timezone
 
@@ -17,7 +16,7 @@ from tenants.models import Tenant
 from ..manifests import BATCH
 from ..models import Workload
 from .index import PRIMARY, Obj, State, namespace_of, workload_id_of
-from .states import workload_rows
+from .states import WorkloadRow, workload_rows
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +96,7 @@ class OrphanCollector:
         return deleted
 
 
-def _orphan_reason(row: dict[str, Any] | None, namespace: str,
+def _orphan_reason(row: WorkloadRow | None, namespace: str,
                    failed_before: dt.datetime) -> str | None:
     if row is None:
         return "no workload with this id"

@@ -9,7 +9,7 @@ import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db import transaction
 from django.db.models import Q
@@ -28,11 +28,31 @@ from .index import CHUNK, GROUP_KINDS, GROUP_WATCHED, VANISHED, Obj, State
 log = logging.getLogger(__name__)
 
 
-def workload_rows(wids: Iterable[int]) -> dict[int, dict[str, Any]]:
+class WorkloadRow(TypedDict):
+    """The columns of a workload that the tracker derives from (`workload_rows`)."""
+
+    id: int
+    state: str
+    kind: str
+    reason: str
+    node: str
+    address: str
+    exit_code: int | None
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    updated_at: dt.datetime
+    deleted_at: dt.datetime | None
+    max_runtime_minutes: int | None
+    tenant__namespace: str
+    ranks: list[dict[str, Any]]  # as the tracker last wrote them (mark_ranks)
+    engine: str  # the launch spec's ("" for one pod)
+
+
+def workload_rows(wids: Iterable[int]) -> dict[int, WorkloadRow]:
     """The rows the tracker derives from, by id (ids that are not in the database are left
     out)."""
     ids = sorted(wids)
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[int, WorkloadRow] = {}
     for start in range(0, len(ids), CHUNK):
         for row in Workload.objects.filter(pk__in=ids[start:start + CHUNK]).values(
                 "id", "state", "kind", "reason", "node", "address", "exit_code",
@@ -44,7 +64,7 @@ def workload_rows(wids: Iterable[int]) -> dict[int, dict[str, Any]]:
     return rows
 
 
-def mark_ranks(row: dict[str, Any], ranks: list[dict[str, Any]]) -> bool:
+def mark_ranks(row: WorkloadRow, ranks: list[dict[str, Any]]) -> bool:
     """Write a distributed workload's ranks as the tracker sees them now, when they changed.
     Not its state (transitions.py writes that): a plain update of the one column."""
     if ranks == row.get("ranks"):
@@ -54,7 +74,7 @@ def mark_ranks(row: dict[str, Any], ranks: list[dict[str, Any]]) -> bool:
     return True
 
 
-def vanished_outcome(row: dict[str, Any], observed: Observed, last: Obj) -> Outcome:
+def vanished_outcome(row: WorkloadRow, observed: Observed, last: Obj) -> Outcome:
     """The primary object was deleted while the workload was live: its last state may hold a
     verdict (a Job deleted right after it finished); otherwise it vanished."""
     kind = last.get("kind") or primary_kind(row)
@@ -70,7 +90,7 @@ def vanished_outcome(row: dict[str, Any], observed: Observed, last: Obj) -> Outc
     return Outcome(State.FAILED, VANISHED)
 
 
-def primary_kind(row: dict[str, Any]) -> str:
+def primary_kind(row: WorkloadRow) -> str:
     """The kind of the object that is the workload: its group's (a distributed workload), a
     Job (batch) or a Deployment (service)."""
     if row.get("engine"):
@@ -96,7 +116,7 @@ def live_of_kind(kind: str, listed_at: dt.datetime) -> Any:
 
 
 def vanished_since(kind: str, listed_at: dt.datetime,
-                   has_primary: Callable[[int, str, str], bool]) -> list[dict[str, Any]]:
+                   has_primary: Callable[[int, str, str], bool]) -> list[WorkloadRow]:
     """After a list of `kind` (Job, Deployment, JobSet or MPIJob): the live workloads whose
     object is of that kind, without it. Only the kind just listed is judged: a 410 relists one kind at a time, and the other
     kind's store may predate workloads launched since (the real-cluster 410 test met a batch
@@ -113,7 +133,7 @@ def vanished_since(kind: str, listed_at: dt.datetime,
             if row["state"] in Workload.LIVE_STATES]
 
 
-def mark(row: dict[str, Any], outcome: Outcome) -> bool | None:
+def mark(row: WorkloadRow, outcome: Outcome) -> bool | None:
     """Write an outcome unless it says nothing new; re-checked under a row lock so that a stop
     (or another writer) in between wins. True when it wrote, None when there was nothing to
     write, False when the row had moved since it was read: the caller derives again from what
@@ -124,7 +144,7 @@ def mark(row: dict[str, Any], outcome: Outcome) -> bool | None:
     reason = row["reason"] if outcome.reason is None else outcome.reason
     facts = {k: v for k, v in outcome.fields.items() if k in ("node", "address", "exit_code")}
     if (outcome.state == row["state"] and reason == row["reason"]
-            and all(row[k] == v for k, v in facts.items())):
+            and all(row.get(k) == v for k, v in facts.items())):
         return None
     with transaction.atomic():
         locked = (Workload.objects.select_for_update()
@@ -164,7 +184,7 @@ def mark(row: dict[str, Any], outcome: Outcome) -> bool | None:
     return True
 
 
-def _mark_later_facts(row: dict[str, Any], outcome: Outcome) -> bool | None:
+def _mark_later_facts(row: WorkloadRow, outcome: Outcome) -> bool | None:
     """A finished workload takes the facts of its pod's end that arrived after its verdict (the
     Job's Complete condition was seen before the pod's exit code): only those it lacks, never a
     state, a reason or a fact it has. Through workload_transition, as the same state (no

@@ -85,6 +85,7 @@ from .index import (
 )
 from .orphans import OrphanCollector
 from .states import (
+    WorkloadRow,
     mark,
     mark_ranks,
     primary_kind,
@@ -382,7 +383,7 @@ class Tracker:
                         ingress=first("Ingress"), events=objects.get("Event") or [],
                         group=first("JobSet") or first("MPIJob"))
 
-    def reconcile(self, workload_id: int, *, row: dict[str, Any] | None = None,
+    def reconcile(self, workload_id: int, *, row: WorkloadRow | None = None,
                   tombstone: Obj | None = None) -> None:
         """Derive one workload's state from the stores and write what changed. `row` saves a
         query when the caller read it already; `tombstone` is its primary object when a

@@ -7,6 +7,8 @@ cluster than last time (`make demo` then `make demo CLUSTER=kube`): the tenants 
 provisioned, but the new cluster has none of their namespaces.
 """
 
+from typing import Any
+
 from django.core.management.base import BaseCommand
 
 from audit.models import AuditRecord
@@ -36,7 +38,7 @@ DEMO_QUOTAS = {
 class Command(BaseCommand):
     help = "Seed the demo's GPU types, tenants and quotas (idempotent)."
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         for slug, name, memory, selector in GPU_TYPES:
             GpuType.objects.update_or_create(slug=slug, defaults={
                 "name": name, "memory_gb": memory, "node_selector": selector,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from argparse import ArgumentParser
+from typing import Any
 
 from django.core.management.base import BaseCommand
 
@@ -18,15 +20,15 @@ from workloads.tracking.tracker import LEASE_SECONDS, track
 class Command(BaseCommand):
     help = "Track workloads (reflectors over the cluster, one reconcile per workload)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--duration", type=float, default=None,
                             help="stop after this many seconds (default: run until stopped)")
         parser.add_argument("--lease", type=float, default=LEASE_SECONDS,
                             help=f"seconds a leader's lease lasts unrenewed (default "
                                  f"{LEASE_SECONDS:g})")
 
-    def handle(self, *args, duration: float | None = None, lease: float = LEASE_SECONDS,
-               **options) -> None:
+    def handle(self, *args: Any, duration: float | None = None, lease: float = LEASE_SECONDS,
+               **options: Any) -> None:
         stop = threading.Event()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
