@@ -251,7 +251,9 @@ def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
         raise
     except IntegrityError:
         # the same idempotency key raced in from a concurrent request: return its workload
-        existing = _launched_with_key(tenant, user, idempotency_key)
+        # (without a key, no earlier launch is this one: `idempotency_key=None` would match
+        # every keyless launch of the user)
+        existing = _launched_with_key(tenant, user, idempotency_key) if idempotency_key else None
         if existing is None:
             raise
         return _same_launch(existing, request_fingerprint, idempotency_key), False

@@ -4,11 +4,12 @@ import threading
 import uuid
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection
 
 from catalogue.models import GpuType, Template
 from identity.models import User
 from tenants.services import quota_update, tenant_ensure
+from tests.support.admission import admitted
 from workloads.models import Workload
 from workloads.services import AdmissionRefused, workload_launch
 
@@ -99,3 +100,22 @@ def test_ten_launches_with_one_idempotency_key_make_one_workload_and_answer_it_n
     assert sorted(created for _, created in answers) == [False] * (copies - 1) + [True]
     assert len({pk for pk, _ in answers}) == 1
     assert Workload.objects.filter(tenant=tenant).count() == 1
+
+
+@pytest.mark.django_db
+def test_an_integrity_error_of_a_launch_without_a_key_is_not_answered_by_an_earlier_launch(
+        tenants, owner, gpu_types, monkeypatch):
+    """Only a launch with an idempotency key may be answered by an earlier one when its row
+    cannot be written: without a key, the lookup of "the launch with this key" would match
+    every keyless launch of the user (`idempotency_key IS NULL`)."""
+    tenant = tenants()
+    custom = Template.objects.get(slug="custom")
+    earlier = admitted(tenant, owner, custom, gpu_types["a100"], image="busybox:1.36")
+    assert earlier.idempotency_key is None
+
+    def refused(**_: object) -> Workload:
+        raise IntegrityError("a constraint of the row")
+
+    monkeypatch.setattr(Workload.objects, "create", refused)
+    with pytest.raises(IntegrityError):
+        admitted(tenant, owner, custom, gpu_types["a100"], image="busybox:1.36", name="later")
