@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -20,11 +21,29 @@ class StackError(RuntimeError):
     """A part of the stack could not be installed or started; the message says how to fix it."""
 
 
+# The ports of the servers the stack starts come from below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range, 32768-60999 by default) and the NodePort range above 30000: a
+# port the kernel hands out as free is the local end it also hands to outgoing connections, and
+# with many clients on the machine one took it between the pick and the server's bind (the
+# kube-apiserver's "bind: address already in use"). Below the range, only another pick of the
+# same port can; one process never picks a port twice.
+PORTS = range(20000, 30000)
+_picked: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    """A loopback port that is free now, for a server about to bind it."""
+    ports = list(set(PORTS) - _picked)
+    random.shuffle(ports)
+    for port in ports:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _picked.add(port)
         return port
+    raise StackError(f"no free port in {PORTS.start}-{PORTS.stop - 1} on 127.0.0.1")
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

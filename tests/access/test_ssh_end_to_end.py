@@ -19,7 +19,6 @@ import datetime as dt
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ from audit.models import AuditRecord
 from identity import assignments
 from stack.authproxy import AuthProxy
 from stack.k8s.build import ensure
+from stack.procs import free_port
 from tests.access.proxies import Relay
 from tests.support.gpuctl import openrc
 from tests.support.waiting import eventually
@@ -56,12 +56,6 @@ pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True),
 
 CHECK_SECONDS = 1  # the server's check interval here (30 in a pod)
 CONTENT = "weights of an epoch\n" * 100
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class SSHWorkload(NamedTuple):

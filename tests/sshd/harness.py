@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import ssh as sshkeys
 
+from stack.procs import free_port
 from tests.support.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,12 +41,6 @@ REPORT_TOKEN = "report-token-5c0ffee-not-for-logs"
 WS_PATH = "/.gpu-portal/ssh"
 # one key=value of log/slog's text form: a value is bare, or quoted as Go quotes strings
 LOGFMT_FIELD = re.compile(r'([A-Za-z_][\w.]*)=("(?:[^"\\]|\\.)*"|\S*)')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def openssh_public(key: ed25519.Ed25519PrivateKey) -> str:
