@@ -21,13 +21,8 @@ from tenants.models import Quota, Tenant
 from workloads.hooks import LaunchContext, Note
 from workloads.services import AdmissionRefused
 
-from .maintenance import (
-    duration_text,
-    launch_placement,
-    runtime_seconds,
-    shared_live_windows,
-    when_text,
-)
+from .cache import shared_live_windows
+from .maintenance import duration_text, launch_placement, runtime_seconds, when_text
 
 
 class MaintenanceWindowRefused(AdmissionRefused):

@@ -26,15 +26,9 @@ from tenants.models import Tenant
 from tenants.selectors import quota_figures
 from workloads.eta import MAINTENANCE, RESERVATION, Block
 
-from .maintenance import shared_live_windows
+from .cache import shared_live_windows, shared_occurrences
 from .models import MaintenanceWindow
-from .selectors import (
-    Occurrence,
-    down_intervals,
-    occurrences_between,
-    shared_occurrences,
-    windows_between,
-)
+from .selectors import Occurrence, down_intervals, occurrences_between, windows_between
 from .timeline import Interval
 
 BANNER_AHEAD = dt.timedelta(days=7)  # how far the maintenance banner looks
