@@ -23,7 +23,7 @@ from workloads.advice import launch_advice, launch_context
 
 pytestmark = pytest.mark.django_db
 # what a check reads while the calendar is unchanged
-CHECK_QUERIES = 11
+CHECK_QUERIES = 10
 
 PROGRAM = ["python", "train.py"]
 # (template, GPU type, GPUs per node, nodes, maximum runtime in minutes or None)
@@ -121,7 +121,7 @@ def test_a_check_reads_the_calendar_once_whatever_it_holds(vision, django_assert
         return launch_advice(launch_context(tenant=tenant, user=user, gpu_type=a100,
                                             template=jupyter, gpus_per_node=1))
 
-    # the quota, its GPU types and its adjustments, the holdings, the capacity view's three
+    # the quota, its GPU limits with its adjustments, the holdings, the capacity view's three
     # sources, the budget, the budget's use, the calendar's version; and on the first check
     # after the calendar changed, its live windows, the type's reservations and their released
     # occurrences (held in the process until the calendar changes again)
