@@ -10,7 +10,9 @@ import datetime as dt
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from budgets.models import Budget
@@ -107,6 +109,16 @@ def test_the_page_and_the_api_advise_the_same(vision, as_user, api_headers):
         assert said in texts, said
     assert not [note for note in told[("jupyter", "a100", 1, 1, 30)]
                 if "maintenance #" in note[1]]
+
+
+def test_the_page_check_reads_the_gpu_types_once(vision, as_user):
+    """The launch page's rows and the capacity view behind its check share one read of the
+    catalogue's GPU types."""
+    page = as_user("researcher")
+    page_notes(page, "jupyter", "a100", 1, 1, 60)
+    with CaptureQueriesContext(connection) as captured:
+        page_notes(page, "jupyter", "a100", 1, 1, 60)
+    assert sum('FROM "workloads_gputype"' in q["sql"] for q in captured.captured_queries) == 1
 
 
 def test_a_check_reads_the_calendar_once_whatever_it_holds(vision, django_assert_max_num_queries):
