@@ -9,7 +9,8 @@
   them all to one status): the launch as asked is not allowed; the message says what would be
   (a shorter maximum runtime, a later launch).
 - `maintenance_launch_advice` tells the same before submit (the launch advice: the launch
-  page's live check, `POST workloads/check/`), from the windows the check reads once.
+  page's live check, `POST workloads/check/`), from the windows of the calendar the process
+  holds (cache.py).
 """
 
 from __future__ import annotations

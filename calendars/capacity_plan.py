@@ -50,7 +50,8 @@ def calendar_taken(gpu_type: GpuType, *, tenant: Tenant | None, since: dt.dateti
                    until: dt.datetime, reads: SharedReads) -> list[Taken]:
     """What the calendar takes out of the type's pool in [since, until): the maintenance
     windows' GPUs, then other tenants' reservations (`tenant`'s own give it GPUs rather than
-    take them). Read once per request with the launch check's advisors (`reads`)."""
+    take them). From the calendar held in the process, its version read once per request with
+    the launch check's advisors (`reads`)."""
     windows = [w for w in shared_live_windows(reads, since) if w.start < until]
     taken = [Taken(i.start, i.end, i.gpus, "maintenance", "maintenance ends")
              for i in down_intervals(gpu_type, since, until, windows)]
