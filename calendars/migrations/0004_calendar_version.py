@@ -2,7 +2,7 @@
 
 Every write of what the launch check holds of the calendar in the process (calendars/cache.py)
 replaces the token in the writing transaction: a reservation or a maintenance window written,
-an occurrence released (or a released one changed or removed), a tenant renamed (a reservation's
+an occurrence released (or a released one moved or removed), a tenant renamed (a reservation's
 text names its tenant), a GPU type written (a window over every node of a type matches nodes by
 the type's selector). Triggers rather than calls in the services: the beat's conditional
 updates, an admin's shell and the tests' `.update()` write those rows too, and a check in any
@@ -18,8 +18,12 @@ WATCHED = (
     ("calendars_reservation", ("INSERT", "UPDATE", "DELETE"), ""),
     ("calendars_maintenancewindow", ("INSERT", "UPDATE", "DELETE"), ""),
     ("calendars_reservationoccurrence", ("INSERT",), "NEW.released_at IS NOT NULL"),
+    # released or unreleased, or a released one moved; not the beat's other steps (claimed in
+    # transactions that go on to notify and to stop workloads: no lock on the version then)
     ("calendars_reservationoccurrence", ("UPDATE",),
-     "OLD.released_at IS NOT NULL OR NEW.released_at IS NOT NULL"),
+     "OLD.released_at IS DISTINCT FROM NEW.released_at OR (NEW.released_at IS NOT NULL AND "
+     "(OLD.start IS DISTINCT FROM NEW.start "
+     "OR OLD.reservation_id IS DISTINCT FROM NEW.reservation_id))"),
     ("calendars_reservationoccurrence", ("DELETE",), "OLD.released_at IS NOT NULL"),
     ("tenants_tenant", ("UPDATE",), "OLD.name IS DISTINCT FROM NEW.name"),
     ("workloads_gputype", ("INSERT", "UPDATE", "DELETE"), ""),
