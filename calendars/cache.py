@@ -15,10 +15,13 @@ type's reservations and releases: two, on the first ask of the type) and held in
   committed in between is read again at the next check, under its own token).
 - A token is random and never comes back: what a transaction saw before it rolled back is never
   taken for a later state.
-- What is held covers every check from the instant it was read for on (`since`): a window is
-  held while it is live (its end filtered at each check), a reservation while it may have an
-  occurrence (`selectors.live_reservations`, from `since` on). A check of an earlier instant (a
-  clock set back) reads the calendar again for it.
+- What is held covers the week from the instant it was read for (`since` to `until`): every
+  live window that ends after `since` (its end filtered at each check), each type's live
+  reservations with an occurrence in that week (`selectors.live_reservations`). A check whose
+  day ahead leaves the week, or of an earlier instant (a clock set back), reads the calendar
+  again; what a check asks beyond the week (the first reservation of a year, for a launch with
+  no maximum runtime, when none starts within the week) comes from the database. The number of
+  rows read again after a write is the week's, not the year's bookings.
 - Every check answers from what is held exactly as the database reads did: the same rows, the
   same occurrences computed by the same functions (selectors.spans_of, occurrences_cut).
 - The held rows are shared between the threads of a process and never changed after they are
@@ -33,6 +36,7 @@ import datetime as dt
 import threading
 
 from catalogue.models import GpuType
+from catalogue.selectors import AHEAD as OUTLOOK_AHEAD
 from core.registry import SharedReads
 
 from .models import CalendarVersion, MaintenanceWindow, Reservation, ReservationOccurrence
@@ -42,11 +46,17 @@ from .selectors import (
     Released,
     live_reservations,
     live_windows,
+    next_occurrence,
+    occurrences_between,
     occurrences_cut,
     of_type,
     releases,
     spans_of,
 )
+
+# how far ahead the held reservations reach: a check looks a day ahead (OUTLOOK_AHEAD), so what
+# is held serves the checks of the next six days; a year of one-off bookings is not read for it
+HELD_AHEAD = dt.timedelta(days=7)
 
 
 def calendar_token() -> str | None:
@@ -56,8 +66,9 @@ def calendar_token() -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class TypeBookings:
-    """A GPU type's live reservations that may have an occurrence from `since` on: the one-off
-    ones in order of start (then id), the weekly ones; and the releases of their occurrences."""
+    """A GPU type's live reservations that may have an occurrence starting in [since, until)
+    (or running at `since`): the one-off ones in order of start (then id), the weekly ones; and
+    the releases of those occurrences."""
 
     one_offs: tuple[Reservation, ...]
     starts: tuple[dt.datetime, ...]  # the one-off ones' starts, for bisect
@@ -65,13 +76,14 @@ class TypeBookings:
     released: Released
 
 
-def _bookings_read(gpu_type: GpuType, since: dt.datetime) -> TypeBookings:
-    reservations = of_type(list(live_reservations(gpu_type, since, None).only(*BRIEF_FIELDS)),
+def _bookings_read(gpu_type: GpuType, since: dt.datetime, until: dt.datetime) -> TypeBookings:
+    reservations = of_type(list(live_reservations(gpu_type, since, until).only(*BRIEF_FIELDS)),
                            gpu_type)
     one_offs = sorted((r for r in reservations if r.recurrence != Reservation.Recurrence.WEEKLY),
                       key=lambda r: (r.start, r.pk))
     released = releases(ReservationOccurrence.objects.filter(
-        reservation__gpu_type=gpu_type, reservation__cancelled_at__isnull=True))
+        reservation__gpu_type=gpu_type, reservation__cancelled_at__isnull=True,
+        start__lt=until, end__gt=since))
     return TypeBookings(
         one_offs=tuple(one_offs), starts=tuple(r.start for r in one_offs),
         weekly=tuple(r for r in reservations if r.recurrence == Reservation.Recurrence.WEEKLY),
@@ -79,20 +91,25 @@ def _bookings_read(gpu_type: GpuType, since: dt.datetime) -> TypeBookings:
 
 
 class HeldCalendar:
-    """The calendar as read under `token`, for every instant from `since` on."""
+    """The calendar as read under `token` for [since, until): every live window that ends
+    after `since`, each type's reservations with an occurrence in that span."""
 
     def __init__(self, token: str | None, since: dt.datetime) -> None:
         self.token = token
         self.since = since
+        self.until = since + HELD_AHEAD
         self.windows = live_windows(since)
         self._types: dict[int, TypeBookings] = {}
         self._lock = threading.Lock()
 
     def covers(self, token: str | None, at: dt.datetime) -> bool:
-        return token == self.token and self.since <= at
+        """Whether it answers a check at `at` under `token`: its occurrences of the day."""
+        return token == self.token and self.since <= at and at + OUTLOOK_AHEAD <= self.until
 
     def live_windows(self, now: dt.datetime) -> list[MaintenanceWindow]:
-        """`selectors.live_windows(now)`."""
+        """`selectors.live_windows(now)` (from the database before the span held)."""
+        if now < self.since:
+            return live_windows(now)
         return [window for window in self.windows if window.end > now]
 
     def bookings(self, gpu_type: GpuType) -> TypeBookings:
@@ -100,16 +117,18 @@ class HeldCalendar:
         with self._lock:
             held = self._types.get(gpu_type.pk)
         if held is None:
-            held = _bookings_read(gpu_type, self.since)
+            held = _bookings_read(gpu_type, self.since, self.until)
             with self._lock:
                 held = self._types.setdefault(gpu_type.pk, held)
         return held
 
     def occurrences(self, gpu_type: GpuType, since: dt.datetime, until: dt.datetime
                     ) -> list[Occurrence]:
-        """`selectors.occurrences_between(gpu_type, since, until)` (`since` not before the
-        calendar's): the one-off reservations starting before `until` and the weekly ones."""
-        assert since >= self.since, (since, self.since)
+        """`selectors.occurrences_between(gpu_type, since, until)`: from the one-off
+        reservations held that start before `until` and the weekly ones, within the span
+        held (from the database beyond it)."""
+        if not (self.since <= since and until <= self.until):
+            return occurrences_between(gpu_type, since, until)
         held = self.bookings(gpu_type)
         before = held.one_offs[:bisect.bisect_left(held.starts, until)]
         return occurrences_cut(spans_of(before + held.weekly, since, until), held.released,
@@ -117,17 +136,16 @@ class HeldCalendar:
 
     def next_occurrence(self, gpu_type: GpuType, after: dt.datetime, before: dt.datetime, *,
                         other_than_tenant: int | None = None) -> Occurrence | None:
-        """The live reservation occurrence of the type that starts first in (after, before)
-        (ties: the lower reservation id), of a tenant other than `other_than_tenant`; None:
-        none does. The first one-off one from the held order, each weekly one's next
-        occurrence computed (at most two per reservation): not every occurrence of a year (a
-        launch check with no maximum runtime looks a year ahead). None is released: a release
-        comes after an occurrence's start."""
-        assert after >= self.since, (after, self.since)
+        """`selectors.next_occurrence`: the first occurrence to start within the span held
+        (the first one-off one in the held order, each weekly one's next occurrence: at most
+        two computed per reservation), else the first after it, from the database."""
+        if after < self.since:
+            return next_occurrence(gpu_type, after, before, other_than_tenant=other_than_tenant)
         held = self.bookings(gpu_type)
+        within = min(before, self.until)
         found: list[tuple[dt.datetime, int, dt.datetime, Reservation]] = []
         for reservation in held.one_offs[bisect.bisect_right(held.starts, after):]:
-            if reservation.start >= before:
+            if reservation.start >= within:
                 break
             if reservation.tenant_id != other_than_tenant:
                 found.append((reservation.start, reservation.pk, reservation.end, reservation))
@@ -135,14 +153,18 @@ class HeldCalendar:
         for reservation in held.weekly:
             if reservation.tenant_id == other_than_tenant:
                 continue
-            for start, end in reservation.occurrences(after, before):
+            for start, end in reservation.occurrences(after, within):
                 if start > after:  # not the one running now
                     found.append((start, reservation.pk, end, reservation))
                     break
-        if not found:
+        if found:
+            start, _, end, reservation = min(found, key=lambda f: (f[0], f[1]))
+            return Occurrence(reservation, start, end)
+        if before <= self.until:
             return None
-        start, _, end, reservation = min(found, key=lambda f: (f[0], f[1]))
-        return Occurrence(reservation, start, end)
+        # none starts within the span held: the first to start from its end on
+        return next_occurrence(gpu_type, self.until - dt.timedelta(microseconds=1), before,
+                               other_than_tenant=other_than_tenant)
 
 
 _held: list[HeldCalendar] = []  # the process's: the last read
@@ -166,8 +188,7 @@ def held_calendar(at: dt.datetime) -> HeldCalendar:
 def shared_calendar(reads: SharedReads, at: dt.datetime) -> HeldCalendar:
     """`held_calendar(at)`, its token read once for everything that `reads` serves (the
     launch check's advisors and the capacity outlook)."""
-    held = reads.get("calendars.held", lambda: held_calendar(at))
-    return held if held.since <= at else held_calendar(at)
+    return reads.get("calendars.held", lambda: held_calendar(at))
 
 
 def shared_live_windows(reads: SharedReads, now: dt.datetime) -> list[MaintenanceWindow]:

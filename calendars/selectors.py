@@ -215,6 +215,35 @@ def occurrences_between(gpu_type: GpuType, since: dt.datetime, until: dt.datetim
     return occurrences_cut(spans, released, since)
 
 
+def next_occurrence(gpu_type: GpuType, after: dt.datetime, before: dt.datetime, *,
+                    other_than_tenant: int | None = None) -> Occurrence | None:
+    """The live reservation occurrence of the type that starts first in (after, before) (ties:
+    the lower reservation id), of a tenant other than `other_than_tenant`; None: none does.
+    The first one-off comes from the database (ordered, one row), each weekly one's next
+    occurrence is computed (at most two per reservation): not every occurrence of a year
+    (a launch check with no maximum runtime looks a year ahead). None is released: a release
+    comes after an occurrence's start. (The launch check asks cache.py's first, for the
+    days it holds.)"""
+    live = live_reservations(gpu_type, after, before)
+    if other_than_tenant is not None:
+        live = live.exclude(tenant_id=other_than_tenant)
+    found: list[tuple[dt.datetime, int, dt.datetime]] = []
+    one_off = (live.filter(recurrence="", start__gt=after).order_by("start", "pk")
+               .values_list("start", "pk", "end").first())
+    if one_off is not None:
+        found.append(one_off)
+    for reservation in live.filter(recurrence=Reservation.Recurrence.WEEKLY).select_related(None) \
+            .only("start", "end", "recurrence", "until"):
+        for start, end in reservation.occurrences(after, before):
+            if start > after:  # not the one running now
+                found.append((start, reservation.pk, end))
+                break
+    if not found:
+        return None
+    start, pk, end = min(found)
+    return Occurrence(of_type([live.get(pk=pk)], gpu_type)[0], start, end)
+
+
 def booked_intervals(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
                      exclude: int | None = None, tenant_names: bool = True) -> list[Interval]:
     """The reservation occurrences of the type as intervals of GPUs booked."""

@@ -137,6 +137,20 @@ def test_a_check_at_an_earlier_instant_reads_the_calendar_for_it(tenants):
     assert held(NOW - DAY)[1][0][0] == yesterday.pk
 
 
+def test_a_check_whose_day_leaves_the_week_held_reads_the_calendar_again(tenants):
+    """What is held is a week of reservations: a check whose day ahead leaves it reads the
+    calendar again, and the first reservation of a year after the week comes from the
+    database."""
+    nlp = tenants["nlp-lab"]
+    week_on = booking(nlp, NOW + 7 * DAY + 2 * HOUR)
+    year_on = booking(nlp, NOW + 200 * DAY, recurrence="weekly", until=NOW + 300 * DAY)
+    assert held() == read() and held()[1] == [] and held()[2][0] == week_on.pk
+    for at in (NOW + 5 * DAY, NOW + 6 * DAY + 12 * HOUR, NOW + 7 * DAY, NOW + 8 * DAY):
+        assert held(at) == read(at), at
+    assert held(NOW + 6 * DAY + 12 * HOUR)[1][0][0] == week_on.pk
+    assert held(NOW + 8 * DAY)[2][0] == year_on.pk
+
+
 def test_a_rolled_back_write_is_not_seen_nor_taken_for_a_later_one(tenants):
     nlp = tenants["nlp-lab"]
     assert held() == read()
