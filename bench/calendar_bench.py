@@ -32,7 +32,10 @@ Measured, p50/p95 over --calls:
    page is posted — the tenant's GPU reads, the page's rows and workloads.advice.launch_advice
    (every advisor of workloads.hooks.LAUNCH_ADVISORS: fit, budget, maintenance, reservation,
    capacity outlook) on one LaunchContext —, the context's reads alone, and each advisor alone
-   on a context of its own (what it reads of its own);
+   on a context of its own (what it reads of its own). The process holds the calendar
+   (calendars/cache.py) while its version is unchanged, as between a process's checks when
+   nobody writes the calendar; the check just after a calendar write (which reads it again)
+   is timed too;
 3. calendars.services.reservation_create's booking check (rolled back each time): a one-off
    booking and a weekly one over a year, by an admin and by a manager within an allowance;
 4. calendars.selectors.calendar_data for 14 days of the type (the API's GET calendar/, the
@@ -251,11 +254,14 @@ def populate(n_reservations: int, n_windows: int, seed: int = 28) -> dict[str, A
 
 
 def timed(fn: Callable[[], Any], calls: int, *, atomic: bool = True,
-          rollback: bool = False) -> dict:
+          rollback: bool = False, before: Callable[[], Any] | None = None) -> dict:
+    """`fn`'s wall and CPU time over `calls` (`before`: run before each, not timed)."""
     from django.db import transaction
 
     samples, cpu = [], []
     for _ in range(calls):
+        if before is not None:
+            before()
         t0, c0 = time.perf_counter(), time.process_time()
         if atomic:
             with transaction.atomic():
@@ -281,8 +287,10 @@ def queries(fn: Callable[[], Any]) -> int:
     with CaptureQueriesContext(connection) as captured, transaction.atomic():
         fn()
         transaction.set_rollback(True)
-    return sum(1 for q in captured.captured_queries  # not BEGIN, ROLLBACK
-               if q["sql"].split(None, 1)[0].upper() in ("SELECT", "INSERT", "UPDATE", "DELETE"))
+    # not BEGIN, ROLLBACK; a UNION's SQL starts with its first SELECT's parenthesis
+    return sum(1 for q in captured.captured_queries
+               if q["sql"].lstrip("(").split(None, 1)[0].upper()
+               in ("SELECT", "INSERT", "UPDATE", "DELETE"))
 
 
 def main() -> None:
@@ -307,6 +315,7 @@ def main() -> None:
 
 def run(args: argparse.Namespace) -> None:
     from django.db import connection
+    from django.db.models import F
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
@@ -314,6 +323,7 @@ def run(args: argparse.Namespace) -> None:
     from calendars.admission import maintenance_admission_check, maintenance_launch_advice
     from calendars.capacity_plan import queue_blocks
     from calendars.maintenance import windows_advance
+    from calendars.models import MaintenanceWindow
     from calendars.reservations import reservation_launch_advice, reservations_tick
     from calendars.selectors import calendar_data
     from calendars.services import Overbooked, reservation_create
@@ -388,6 +398,16 @@ def run(args: argparse.Namespace) -> None:
             key = f"advisor_{name}_{label}"
             figures[key] = {**timed(one_advisor(minutes, advisor), calls, atomic=False),
                             "queries": queries(one_advisor(minutes, advisor))}
+    # the check just after a calendar write (by any process: a window's row rewritten as it
+    # was, which changes the calendar's version): the calendar read again, once
+    first_window = world["windows"][0]
+
+    def calendar_written() -> None:
+        MaintenanceWindow.objects.filter(pk=first_window.pk).update(reason=F("reason"))
+
+    timing = timed(live_check(600), calls, atomic=False, before=calendar_written)
+    calendar_written()
+    figures["live_check_600min_after_a_write"] = {**timing, "queries": queries(live_check(600))}
     figures["live_check_notes"] = {k: [level for level, _ in v] for k, v in notes.items()}
     figures["live_check_goal"] = {
         "p95_ms_worst": max(figures["live_check_600min"]["p95_ms"],

@@ -9,7 +9,8 @@
   them all to one status): the launch as asked is not allowed; the message says what would be
   (a shorter maximum runtime, a later launch).
 - `maintenance_launch_advice` tells the same before submit (the launch advice: the launch
-  page's live check, `POST workloads/check/`), from the windows the check reads once.
+  page's live check, `POST workloads/check/`), from the windows of the calendar the process
+  holds (cache.py).
 """
 
 from __future__ import annotations
@@ -21,13 +22,8 @@ from tenants.models import Quota, Tenant
 from workloads.hooks import LaunchContext, Note
 from workloads.services import AdmissionRefused
 
-from .maintenance import (
-    duration_text,
-    launch_placement,
-    runtime_seconds,
-    shared_live_windows,
-    when_text,
-)
+from .cache import shared_live_windows
+from .maintenance import duration_text, launch_placement, runtime_seconds, when_text
 
 
 class MaintenanceWindowRefused(AdmissionRefused):

@@ -26,15 +26,9 @@ from tenants.models import Tenant
 from tenants.selectors import quota_figures
 from workloads.eta import MAINTENANCE, RESERVATION, Block
 
-from .maintenance import shared_live_windows
+from .cache import shared_live_windows, shared_occurrences
 from .models import MaintenanceWindow
-from .selectors import (
-    Occurrence,
-    down_intervals,
-    occurrences_between,
-    shared_occurrences,
-    windows_between,
-)
+from .selectors import Occurrence, down_intervals, occurrences_between, windows_between
 from .timeline import Interval
 
 BANNER_AHEAD = dt.timedelta(days=7)  # how far the maintenance banner looks
@@ -56,7 +50,8 @@ def calendar_taken(gpu_type: GpuType, *, tenant: Tenant | None, since: dt.dateti
                    until: dt.datetime, reads: SharedReads) -> list[Taken]:
     """What the calendar takes out of the type's pool in [since, until): the maintenance
     windows' GPUs, then other tenants' reservations (`tenant`'s own give it GPUs rather than
-    take them). Read once per request with the launch check's advisors (`reads`)."""
+    take them). From the calendar held in the process, its version read once per request with
+    the launch check's advisors (`reads`)."""
     windows = [w for w in shared_live_windows(reads, since) if w.start < until]
     taken = [Taken(i.start, i.end, i.gpus, "maintenance", "maintenance ends")
              for i in down_intervals(gpu_type, since, until, windows)]

@@ -36,7 +36,6 @@ from django.utils import timezone
 from catalogue.models import GpuType, Template
 from cluster.cache import cluster_cache
 from cluster.capacity import cluster_nodes
-from core.registry import SharedReads
 from kube.client import Conflict, Kube, KubeError, NotFound
 from kube.kueue import queueing_on
 from kube.labels import LABEL_WORKLOAD_ID
@@ -56,6 +55,7 @@ from .models import MaintenanceWindow
 from .selectors import (
     MAINTENANCE_CORDON_PREFIX,
     down_intervals,
+    live_windows,
     type_capacity,
     type_nodes,
     window_node_names,
@@ -99,18 +99,6 @@ def cordon_mark(window: MaintenanceWindow) -> str:
 
 
 # --- placement of launches -------------------------------------------------------------------
-
-def live_windows(now: dt.datetime) -> list[MaintenanceWindow]:
-    """Windows announced or in progress and not over."""
-    return list(MaintenanceWindow.objects.live().filter(
-        state__in=(State.ANNOUNCED, State.ACTIVE), end__gt=now).select_related("gpu_type"))
-
-
-def shared_live_windows(reads: SharedReads, now: dt.datetime) -> list[MaintenanceWindow]:
-    """`live_windows(now)`, read once for everything that `reads` serves (the launch check's
-    advisors and the capacity outlook: one query between them)."""
-    return reads.get(("calendars.live_windows", now), lambda: live_windows(now))
-
 
 def runtime_seconds(max_runtime_minutes: int | None, quota: Quota | None) -> float | None:
     """The longest a launch may run: its own limit, else its quota's, else none (None)."""

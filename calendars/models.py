@@ -13,6 +13,9 @@
 - MaintenanceWindow: nodes (names, a label selector, or every node of a GPU type) out of service
   from `start` to `end`; announced, then cordoned (and drained) at the start, uncordoned at the
   end, every step recorded here once and audited.
+- CalendarVersion: one row whose token changes with every write the launch check's calendar
+  depends on (cache.py holds that calendar in the process; triggers in the database change the
+  token, migration 0004).
 """
 
 from __future__ import annotations
@@ -192,3 +195,18 @@ class MaintenanceWindow(models.Model):
         if self.node_selector:
             return ",".join(f"{k}={v}" for k, v in sorted(self.node_selector.items()))
         return f"every {self.gpu_type.slug} node" if self.gpu_type is not None else "no node"
+
+
+class CalendarVersion(models.Model):
+    """The calendar's version: one row (id 1) whose `token` triggers in the database replace,
+    in the writing transaction, at every write of what the launch check reads of the calendar
+    (cache.py): a reservation, a maintenance window, an occurrence released (or a released one
+    changed), a tenant's name, a GPU type. Nothing in Python writes it: whoever writes those
+    rows (a service, the beat, a shell, a test's `.update()`) changes it. A token is random and
+    never comes back, so what a transaction rolled back saw is never taken for a later state;
+    no row (a flush emptied the table) reads as None until the next write."""
+
+    token = models.CharField(max_length=32)
+
+    def __str__(self) -> str:
+        return f"calendar version {self.token}"

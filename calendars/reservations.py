@@ -75,14 +75,9 @@ from workloads.models import Workload
 from workloads.querysets import GPU_TOTAL
 from workloads.services import workload_requeue, workload_stop
 
+from .cache import shared_calendar, shared_occurrences
 from .models import Reservation, ReservationOccurrence
-from .selectors import (
-    HORIZON,
-    Occurrence,
-    next_occurrence,
-    occurrences_between,
-    shared_occurrences,
-)
+from .selectors import HORIZON, Occurrence, occurrences_between
 from .timeline import Interval, crosses, segments
 
 log = logging.getLogger(__name__)
@@ -575,7 +570,7 @@ def reservation_launch_advice(launch: LaunchContext) -> list[Note]:
 def _first_of_others(launch: LaunchContext, reach: dt.datetime) -> Occurrence | None:
     """The occurrence of another tenant's reservation of the type that starts first after
     now, before `reach`: among those of the next hours, which the check reads anyway (the
-    capacity outlook's), else the first from then on (from the database)."""
+    capacity outlook's), else the first from then on (from the held calendar)."""
     now, soon = launch.now, launch.now + OUTLOOK_AHEAD
     first = next((o for o in shared_occurrences(launch.shared, launch.gpu_type, now, soon)
                   if now < o.start < reach and o.reservation.tenant_id != launch.tenant.pk),
@@ -583,5 +578,6 @@ def _first_of_others(launch: LaunchContext, reach: dt.datetime) -> Occurrence | 
     if first is not None or reach <= soon:
         return first
     # none starts before `soon`: the first to start at `soon` or later
-    return next_occurrence(launch.gpu_type, soon - dt.timedelta(microseconds=1), reach,
-                           other_than_tenant=launch.tenant.pk)
+    return shared_calendar(launch.shared, now).next_occurrence(
+        launch.gpu_type, soon - dt.timedelta(microseconds=1), reach,
+        other_than_tenant=launch.tenant.pk)

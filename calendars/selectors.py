@@ -14,7 +14,6 @@ from django.db.models import Q, QuerySet
 
 from catalogue.models import GpuType
 from cluster.capacity import cluster_nodes, node_matches
-from core.registry import SharedReads
 from kube.labels import CORDON_ANNOTATION
 from kube.quantity import parse_quantity
 
@@ -102,6 +101,13 @@ def window_nodes(window: MaintenanceWindow, nodes: Iterable[Obj] | None = None,
     return covered
 
 
+def live_windows(now: dt.datetime) -> list[MaintenanceWindow]:
+    """Windows announced or in progress and not over."""
+    return list(MaintenanceWindow.objects.live().filter(
+        state__in=(MaintenanceWindow.State.ANNOUNCED, MaintenanceWindow.State.ACTIVE),
+        end__gt=now).select_related("gpu_type"))
+
+
 def windows_between(since: dt.datetime, until: dt.datetime) -> list[MaintenanceWindow]:
     return list(MaintenanceWindow.objects.live().exclude(state=MaintenanceWindow.State.ENDED)
                 .filter(start__lt=until, end__gt=since).select_related("gpu_type"))
@@ -131,17 +137,22 @@ class Occurrence:
     released: bool = False
 
 
-def _live_reservations(gpu_type: GpuType, since: dt.datetime, until: dt.datetime
-                       ) -> QuerySet[Reservation]:
-    """The live reservations of the type that may have an occurrence in [since, until), with
-    their tenant (their type is `gpu_type`: see `_of_type`; their booker is rarely needed)."""
-    return (Reservation.objects.live().filter(gpu_type=gpu_type, start__lt=until)
-            .filter(Q(recurrence="", end__gt=since)
-                    | Q(recurrence=Reservation.Recurrence.WEEKLY, until__gt=since - HORIZON))
+def live_reservations(gpu_type: GpuType, since: dt.datetime, until: dt.datetime | None
+                      ) -> QuerySet[Reservation]:
+    """The live reservations of the type that may have an occurrence in [since, until) (None:
+    from `since` on), with their tenant (their type is `gpu_type`: see `of_type`; their booker
+    is rarely needed). Only a prefilter: `Reservation.occurrences` says which occurrences
+    overlap, and says none for a reservation it leaves out (an occurrence lasts far less than
+    HORIZON; a weekly reservation has an `until`)."""
+    live = Reservation.objects.live().filter(gpu_type=gpu_type)
+    if until is not None:
+        live = live.filter(start__lt=until)
+    return (live.filter(Q(recurrence="", end__gt=since)
+                        | Q(recurrence=Reservation.Recurrence.WEEKLY, until__gt=since - HORIZON))
             .select_related("tenant"))
 
 
-def _of_type(reservations: list[Reservation], gpu_type: GpuType) -> list[Reservation]:
+def of_type(reservations: list[Reservation], gpu_type: GpuType) -> list[Reservation]:
     """`reservations` (all of `gpu_type`) given that type's row rather than one each."""
     for reservation in reservations:
         reservation.gpu_type = gpu_type
@@ -153,23 +164,31 @@ BRIEF_FIELDS = ("tenant_id", "gpu_type_id", "count", "start", "end", "recurrence
                 "tenant__name")
 
 
-def occurrences_between(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
-                        exclude: int | None = None, brief: bool = False) -> list[Occurrence]:
-    """Every live reservation occurrence of the type overlapping [since, until), in order of
-    start; one released unused books only until its release. `brief`: the reservations
-    with BRIEF_FIELDS only (the launch check reads a day of them at every keystroke)."""
-    live = _live_reservations(gpu_type, since, until)
-    if exclude is not None:
-        live = live.exclude(pk=exclude)
-    if brief:
-        live = live.only(*BRIEF_FIELDS)
-    reservations = _of_type(list(live), gpu_type)
-    spans = [(reservation, start, end) for reservation in reservations
-             for start, end in reservation.occurrences(since, until)]
-    # the releases of the occurrences in the span only
-    released = {(pk, start): at for pk, start, at in ReservationOccurrence.objects
-                .filter(reservation__in={r.pk for r, _, _ in spans}, released_at__isnull=False)
-                .values_list("reservation_id", "start", "released_at")} if spans else {}
+Span = tuple[Reservation, dt.datetime, dt.datetime]
+
+
+def spans_of(reservations: Iterable[Reservation], since: dt.datetime, until: dt.datetime
+             ) -> list[Span]:
+    """(reservation, start, end) of every occurrence of `reservations` overlapping [since,
+    until), as booked (releases not cut yet)."""
+    return [(reservation, start, end) for reservation in reservations
+            for start, end in reservation.occurrences(since, until)]
+
+
+Released = dict[tuple[int, dt.datetime], dt.datetime]
+
+
+def releases(occurrences: QuerySet[ReservationOccurrence]) -> Released:
+    """{(reservation id, start): when it was released} of the released ones of
+    `occurrences`."""
+    return {(pk, start): at for pk, start, at in occurrences.filter(released_at__isnull=False)
+            .values_list("reservation_id", "start", "released_at") if at is not None}
+
+
+def occurrences_cut(spans: list[Span], released: Released, since: dt.datetime
+                    ) -> list[Occurrence]:
+    """`spans` as occurrences, in order of start (then reservation id): one released unused
+    (`released`: {(reservation id, start): when}) books only until its release."""
     out = []
     for reservation, start, end in spans:
         cut = released.get((reservation.pk, start))
@@ -181,12 +200,19 @@ def occurrences_between(gpu_type: GpuType, since: dt.datetime, until: dt.datetim
     return out
 
 
-def shared_occurrences(reads: SharedReads, gpu_type: GpuType, since: dt.datetime,
-                       until: dt.datetime) -> list[Occurrence]:
-    """`occurrences_between(gpu_type, since, until)`, read once for everything that `reads`
-    serves (the launch check's advisors and the capacity outlook)."""
-    return reads.get(("calendars.occurrences", gpu_type.pk, since, until),
-                     lambda: occurrences_between(gpu_type, since, until, brief=True))
+def occurrences_between(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,
+                        exclude: int | None = None) -> list[Occurrence]:
+    """Every live reservation occurrence of the type overlapping [since, until), in order of
+    start; one released unused books only until its release. (The launch check's are
+    cache.py's, from the calendar it holds.)"""
+    live = live_reservations(gpu_type, since, until)
+    if exclude is not None:
+        live = live.exclude(pk=exclude)
+    spans = spans_of(of_type(list(live), gpu_type), since, until)
+    # the releases of the occurrences in the span only
+    released = releases(ReservationOccurrence.objects.filter(
+        reservation__in={r.pk for r, _, _ in spans})) if spans else {}
+    return occurrences_cut(spans, released, since)
 
 
 def next_occurrence(gpu_type: GpuType, after: dt.datetime, before: dt.datetime, *,
@@ -196,8 +222,9 @@ def next_occurrence(gpu_type: GpuType, after: dt.datetime, before: dt.datetime, 
     The first one-off comes from the database (ordered, one row), each weekly one's next
     occurrence is computed (at most two per reservation): not every occurrence of a year
     (a launch check with no maximum runtime looks a year ahead). None is released: a release
-    comes after an occurrence's start."""
-    live = _live_reservations(gpu_type, after, before)
+    comes after an occurrence's start. (The launch check asks cache.py's first, for the
+    days it holds.)"""
+    live = live_reservations(gpu_type, after, before)
     if other_than_tenant is not None:
         live = live.exclude(tenant_id=other_than_tenant)
     found: list[tuple[dt.datetime, int, dt.datetime]] = []
@@ -214,7 +241,7 @@ def next_occurrence(gpu_type: GpuType, after: dt.datetime, before: dt.datetime, 
     if not found:
         return None
     start, pk, end = min(found)
-    return Occurrence(_of_type([live.get(pk=pk)], gpu_type)[0], start, end)
+    return Occurrence(of_type([live.get(pk=pk)], gpu_type)[0], start, end)
 
 
 def booked_intervals(gpu_type: GpuType, since: dt.datetime, until: dt.datetime, *,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kube.quantity import parse_quantity
@@ -163,12 +163,14 @@ def _type_key(gpu_types: list[Any]) -> tuple[Any, ...]:
                  for t in gpu_types)
 
 
-def gpu_capacity() -> dict[str, GpuTypeCapacity]:
+def gpu_capacity(types: Sequence[CatalogueType] | None = None) -> dict[str, GpuTypeCapacity]:
     """Per GPU type slug (every type of the catalogue): the cluster's capacity, held and free
-    GPUs now. Raises KubeUnavailable (a KubeError) when the cluster's copy is not there."""
+    GPUs now. Raises KubeUnavailable (a KubeError) when the cluster's copy is not there.
+    `types`: every type of the catalogue when the caller read them already (the launch page
+    shows them beside their capacity), else `gpu_types()`."""
     cache = cluster_cache()
     cache.ready(cache.nodes, cache.pods)
-    types = gpu_types()
+    types = gpu_types() if types is None else list(types)
     unhealthy = unhealthy_gpus()
     key = (cache.nodes.version, cache.pods.version, _type_key(types),
            tuple(sorted(unhealthy.items())))

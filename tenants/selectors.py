@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import CharField, DateTimeField, F, QuerySet, Value
 from django.utils import timezone
 
 from cluster.capacity import gpus_in_use_by_namespace
@@ -15,7 +15,7 @@ from identity.identity import Identity
 
 from .figures import USE_CLUSTER, AdjustmentLine, QuotaAmounts, QuotaFigures, QuotaUse, figures_of
 from .manifests import enforced_level, level_admits_root
-from .models import Quota, QuotaAdjustment, Tenant, prefetched_or
+from .models import GpuQuota, Quota, QuotaAdjustment, Tenant, prefetched_or
 
 # what to prefetch from Tenant for quota_figures to read nothing more (a page of tenants)
 QUOTA_FIGURES_PREFETCH = ("quota__gpu_limits__gpu_type", "quota__adjustments__gpu_type")
@@ -56,6 +56,38 @@ def quota_adjustment_lines(quota: Quota) -> list[AdjustmentLine]:
     return [adjustment_line(row) for row in prefetched_or(quota, "adjustments", "gpu_type")]
 
 
+# what a row of `_limits_and_lines` holds: 0 a GPU limit, 1 an adjustment; in the adjustments'
+# order (the model's)
+ROW_FIELDS = ("part", "source", "ref", "pk", "slug", "gpus", "kind", "reason", "starts_at",
+              "ends_at")
+
+
+def _limits_and_lines(quota: Quota) -> tuple[dict[str, int], list[AdjustmentLine]]:
+    """The quota's GPUs per type as set (Quota.gpus_by_type) and its adjustment rows
+    (quota_adjustment_lines): as prefetched where the caller prefetched both, else read in one
+    query of both (the launch check reads them at every keystroke), the adjustments in their
+    model's order."""
+    if {"gpu_limits", "adjustments"} <= set(getattr(quota, "_prefetched_objects_cache", {})):
+        return quota.gpus_by_type(), quota_adjustment_lines(quota)
+    blank, no_time = Value("", output_field=CharField()), Value(None, DateTimeField())
+    limits = GpuQuota.objects.filter(quota=quota).annotate(
+        part=Value(0), source=blank, ref=blank, slug=F("gpu_type__slug"), kind=blank,
+        reason=blank, starts_at=no_time, ends_at=no_time).order_by().values_list(*ROW_FIELDS)
+    adjustments = QuotaAdjustment.objects.filter(quota=quota).annotate(
+        part=Value(1), slug=F("gpu_type__slug")).order_by().values_list(*ROW_FIELDS)
+    by_type: dict[str, int] = {}
+    lines: list[AdjustmentLine] = []
+    for part, source, ref, _, slug, gpus, kind, reason, starts_at, ends_at in \
+            limits.union(adjustments, all=True).order_by(*ROW_FIELDS[:4]):
+        if part == 0:
+            by_type[slug] = gpus
+        else:
+            lines.append(AdjustmentLine(source=source, kind=kind, gpu_type=slug, gpus=gpus,
+                                        reason=reason, ref=ref, starts_at=starts_at,
+                                        ends_at=ends_at))
+    return by_type, lines
+
+
 def quota_figures(tenant: Tenant, *, quota: Quota | None = None, used: QuotaUse | None = None,
                   now: dt.datetime | None = None) -> QuotaFigures:
     """The tenant's quota figures now (tenants/figures.py): nominal, the adjustments in force,
@@ -63,14 +95,15 @@ def quota_figures(tenant: Tenant, *, quota: Quota | None = None, used: QuotaUse 
     rows, as admission counts; quota_uses_in_cluster: the namespace's pods).
 
     `quota`: the tenant's quota row in hand (e.g. locked by admission), else tenant.quota.
-    Two queries (its GPU limits, its adjustments), none where QUOTA_FIGURES_PREFETCH was
+    One query (its GPU limits and its adjustments), none where QUOTA_FIGURES_PREFETCH was
     prefetched."""
     quota = quota if quota is not None else tenant.quota
     default_gpus = max(settings.PORTAL_DEFAULT_QUOTA_GPUS_TOTAL, 1)
-    nominal = QuotaAmounts(gpus_by_type=quota.gpus_by_type(), gpus_total=quota.gpus_total,
+    by_type, lines = _limits_and_lines(quota)
+    nominal = QuotaAmounts(gpus_by_type=by_type, gpus_total=quota.gpus_total,
                            cpu=quota.cpu, memory_gb=quota.memory_gb)
     return figures_of(
-        tenant_name=tenant.name, nominal=nominal, lines=quota_adjustment_lines(quota),
+        tenant_name=tenant.name, nominal=nominal, lines=lines,
         now=now or timezone.now(),
         default_share=(settings.PORTAL_DEFAULT_QUOTA_CPU / default_gpus,
                        settings.PORTAL_DEFAULT_QUOTA_MEMORY_GB / default_gpus),

@@ -9,7 +9,8 @@ same functions: `never_fits` and kube.engines.engine_refusal are validation's re
 
 A check reads what its advisors share once (`launch_context`): the tenant's quota figures and
 the GPUs its workloads hold, the cluster's capacity, the time; `shared` carries what the
-advisors of other apps read once between them (the calendar's windows and reservations).
+advisors of other apps read once between them (the calendar's version: the calendar itself is
+held in the process, calendars/cache.py).
 """
 
 from __future__ import annotations

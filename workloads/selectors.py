@@ -119,10 +119,11 @@ def quota_use(tenant: Tenant) -> QuotaUse:
 @dataclasses.dataclass(frozen=True)
 class TenantGpuReads:
     """What a tenant's GPU figures are read from, once per request: its quota figures in force
-    with their use, the GPUs its workloads hold per type and state, the cluster's capacity
-    view."""
+    with their use, the GPUs its workloads hold per type and state, the catalogue's GPU types
+    and the cluster's capacity view of them."""
 
     figures: QuotaFigures  # with `used` (quota_use's)
+    gpu_types: tuple[GpuType, ...]  # every type of the catalogue, in its order
     # {(GPU type slug, state): GPUs} of the tenant's active, not deleted workloads
     held_by_state: dict[tuple[str, str], int]
     capacity: dict[str, GpuTypeCapacity] | None  # None: the cluster was not asked or did not answer
@@ -147,16 +148,19 @@ class TenantGpuReads:
 def tenant_gpu_reads(tenant: Tenant, quota: Quota | None = None, *, ask_cluster: bool = True
                      ) -> TenantGpuReads:
     """The reads above (quota: the tenant's, when the caller has it in hand): the quota
-    figures and their use in one query of the workloads, and the capacity view."""
+    figures and their use in one query of the workloads, the GPU types once for the capacity
+    view and the caller's rows."""
     capacity, cluster_error = None, None
+    types = list(GpuType.objects.all())
     if ask_cluster:
         try:
-            capacity = gpu_capacity()
+            capacity = gpu_capacity(types)
         except KubeError as exc:
             cluster_error = str(exc) or type(exc).__name__
     rows = list(_use_rows(tenant))
     return TenantGpuReads(
         figures=quota_figures(tenant, quota=quota, used=_quota_use_of(rows)),
+        gpu_types=tuple(types),
         held_by_state={(row["gpu_type__slug"], row["state"]): row["gpus"] or 0 for row in rows},
         capacity=capacity, cluster_error=cluster_error)
 
@@ -173,7 +177,7 @@ def gpu_availability(tenant: Tenant, quota: Quota | None, *, ask_cluster: bool =
     reads = reads or tenant_gpu_reads(tenant, quota, ask_cluster=ask_cluster)
     figures, used = reads.figures, reads.used
     rows = []
-    for gpu_type in GpuType.objects.filter(enabled=True):
+    for gpu_type in (t for t in reads.gpu_types if t.enabled):
         row = GpuAvailability(gpu_type=gpu_type, quota_limit=figures.gpus(gpu_type.slug),
                               quota_used=used.gpus(gpu_type.slug),
                               total_limit=figures.in_force.gpus_total,

@@ -136,16 +136,28 @@ def test_a_wrong_adjustment_is_refused_and_nothing_is_written(tenant, source, ad
     assert not QuotaAdjustment.objects.filter(quota__tenant=tenant).exists()
 
 
-def test_the_figures_cost_two_queries_and_none_prefetched(tenant, django_assert_num_queries):
+def test_the_figures_cost_one_query_and_none_prefetched(tenant, django_assert_num_queries):
+    """The GPU limits and the adjustments are read together, in the adjustments' order, and
+    give the figures that the prefetched rows give."""
+    hour = dt.timedelta(hours=1)
     with TestCase.captureOnCommitCallbacks(execute=False):
-        quota_adjustments_set(tenant=tenant, source=Source.RESERVATION, reason="x",
-                              adjustments=[line(Source.RESERVATION, 4)])
+        quota_adjustments_set(tenant=tenant, source=Source.RESERVATION, reason="x", adjustments=[
+            line(Source.RESERVATION, 4, ref="occurrence:12", reason="#12"),
+            line(Source.RESERVATION, 2, ref="occurrence:3", reason="#3", ends_at=NOW + hour),
+            line(Source.RESERVATION, 1, ref="occurrence:9", ends_at=NOW - hour)])  # ended
+        quota_adjustments_set(tenant=tenant, source=Source.MAINTENANCE, reason="y",
+                              adjustments=[line(Source.MAINTENANCE, -1, gpu_type="v100")])
+        quota_adjustments_set(tenant=tenant, source=Source.BUDGET_HOLD, reason="z", adjustments=[
+            line(Source.BUDGET_HOLD, kind="hold", gpu_type=None, reason="used up")])
     tenant = Tenant.objects.select_related("quota").get(pk=tenant.pk)
-    with django_assert_num_queries(2):  # its GPU limits, its adjustments
-        assert quota_figures(tenant).gpus("a100") == 8
+    with django_assert_num_queries(1):  # its GPU limits and its adjustments, together
+        read = quota_figures(tenant, now=NOW)
     tenant = tenants_with_quota_figures(Tenant.objects.filter(pk=tenant.pk)).get()
     with django_assert_num_queries(0):
-        assert quota_figures(tenant).gpus("a100") == 8
+        prefetched = quota_figures(tenant, now=NOW)
+    assert read == prefetched
+    assert (read.gpus("a100"), read.gpus("v100"), read.held) == (10, 3, True)
+    assert [a.ref for a in read.adjustments] == ["", "", "occurrence:12", "occurrence:3"]
 
 
 # --- every reader agrees ------------------------------------------------------------------------
