@@ -1,6 +1,9 @@
-"""The web pod's command started here: gunicorn with the image's configuration.
+"""The web pod's command started here (gunicorn with the image's configuration), and a server
+that never finishes answering, to hold the web server's request threads with.
 
     with web_server(tmp_path, WEB_CONCURRENCY="1") as server:   # server.url, server.log
+        ...
+    with EndlessAnswer() as keystone:   # keystone.url: every request to it waits until close()
         ...
 """
 
@@ -11,7 +14,9 @@ import dataclasses
 import http.client
 import os
 import re
+import socket
 import subprocess
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,3 +103,50 @@ def _healthz(url: str) -> int:
         return connection.getresponse().status
     finally:
         connection.close()
+
+
+class EndlessAnswer:
+    """A loopback HTTP server that starts every answer and never finishes it: a header line
+    whose bytes come one every 0.2 s, so that a client's read timeout never ends the wait.
+    `close()` (or leaving the `with`) drops every connection: the clients fail then."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.connections = 0
+        self._held: list[socket.socket] = []
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self._held.append(conn)
+            self.connections += 1
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Never-Done: ")
+            while not self._closed.wait(0.2):
+                conn.sendall(b"z")
+
+    def close(self) -> None:
+        self._closed.set()
+        self.sock.close()
+        for conn in self._held:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+    def __enter__(self) -> EndlessAnswer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
