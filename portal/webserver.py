@@ -9,14 +9,15 @@ do not help: they share the interpreter's lock and the database's writer, so the
 takes longer (16 threads: the 24 tests answered in 1.3–1.8 s instead of 0.2–0.6 s, /healthz
 still up to 1.3 s).
 
-So this worker looks at the first bytes of each request before it hands the connection out,
-without taking them off the socket (MSG_PEEK). A complete `GET /healthz` (or HEAD) that needs
-nothing but the process (no body, no cookie, no upgrade) goes to a thread of its own; every
-other request to the pool as before. The probe then waits for no application request, only
-for its turn at the interpreter. It is still answered by the portal's own view
-(portal/health.py), through the same middleware: the allowed hosts, the headers, the access
-log and /metrics are as for any request. Being complete and bodiless, it never leaves that
-thread waiting on its client.
+So once every request thread has a request in hand (before that, nothing waits and the
+worker is gthread's), this worker looks at the first bytes of each request before it hands the
+connection out, without taking them off the socket (MSG_PEEK). A complete `GET /healthz` (or
+HEAD) that needs nothing but the process (no body, no cookie, no upgrade) goes to a thread of
+its own; every other request to the pool's queue as before. The probe then waits for no
+application request, only for its turn at the interpreter. It is still answered by the
+portal's own view (portal/health.py), through the same middleware: the allowed hosts, the
+headers, the access log and /metrics are as for any request. Being complete and bodiless, it
+never leaves that thread waiting on its client.
 
 A probe answered beside the pool no longer notices a pool that has stopped working (every thread
 stuck), which it used to by waiting with it; and gunicorn's own timeout watches only this
@@ -136,6 +137,12 @@ class HealthLaneWorker(ThreadWorker):
     def enqueue_req(self, conn: Any) -> None:
         """Runs on the main loop, as gthread's own does (so REQUEST_THREADS is written by one
         thread only)."""
+        if self.request_threads.outstanding < self.cfg.threads:
+            # a request thread is free: nothing to wait behind, so gthread's own way (and no
+            # look at the socket: each call here is one more wait for the interpreter's lock
+            # when the threads are busy)
+            self._submit(conn, POOL)
+            return
         lane = lane_of(self._first_bytes(conn))
         if lane == NOT_YET:
             # a new connection whose request has not arrived: wait for it on the poller, not
@@ -146,6 +153,9 @@ class HealthLaneWorker(ThreadWorker):
                                  partial(self.on_pending_socket_readable, conn))
             return
         conn.data_ready = True
+        self._submit(conn, lane)
+
+    def _submit(self, conn: Any, lane: str) -> None:
         if lane == HEALTH:
             done = self.health_pool.submit(self.handle, conn)
         else:
