@@ -1,6 +1,11 @@
 """Liveness and readiness: /healthz says the process serves; /readyz that its dependencies
 answer (database, Redis, Keystone, the cluster).
 
+/healthz is answered on a thread of its own under gunicorn (portal/webserver.py), never behind
+the requests that fill the others; it answers 503 when those threads have stopped getting
+anything done (portal.webserver.REQUEST_THREADS). /readyz waits its turn with the other requests: a pod
+too busy to take one is briefly not ready, and its checks may wait on the network.
+
 `/readyz?checks=database,redis` asks only for the named ones. The web pods' readiness probe
 uses that: without its database or Redis a pod can serve nothing, but with Keystone or the
 cluster away it still serves (signed-in sessions, cached tokens, the pages with their
@@ -16,10 +21,16 @@ from django.views.decorators.cache import never_cache
 
 from identity.client import KeystoneClient, KeystoneError
 from kube.client import cluster_probe
+from portal.webserver import REQUEST_THREADS
 
 
 @never_cache
 def healthz(request: HttpRequest) -> JsonResponse:
+    stalled = REQUEST_THREADS.stalled_seconds()
+    if stalled is not None:
+        return JsonResponse({"status": "stalled", "detail": f"{REQUEST_THREADS.outstanding} "
+                             f"requests in the request threads' hands, none done for "
+                             f"{stalled:.0f} s"}, status=503)
     return JsonResponse({"status": "ok"})
 
 

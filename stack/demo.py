@@ -62,7 +62,8 @@ GUNICORN_CONF = REPO / "deploy" / "image" / "gunicorn.conf.py"
 # (bench/results/demo_burst.md): 40 password logins at once, 1 thread 40 of 40 in 2.1 s;
 # 4 threads 8 failed (HTTP 500, "database is locked"); 8 threads 15 failed, in 1.9 s.
 KEYSTONE_THREADS = 1
-# The web server: "gunicorn" (as deployed: deploy/image/gunicorn.conf.py, gthread workers) or
+# The web server: "gunicorn" (as deployed: deploy/image/gunicorn.conf.py, gthread workers with
+# /healthz on a thread of their own: portal/webserver.py) or
 # "runserver" (Django's, one threaded process); bench/demo_burst_bench.py --web compares them.
 # runserver listens with a backlog of 10: a burst of 54 launches got 14 connections reset;
 # gunicorn answered all 54 (12 admitted, 42 refused by quota) in 1.05 s.

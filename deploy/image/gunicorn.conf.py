@@ -3,8 +3,9 @@ reads from its working directory). Each can be changed from the environment:
 
     PORTAL_WEB_BIND      address:port to listen on (default 0.0.0.0:8000)
     WEB_CONCURRENCY      worker processes (gunicorn's own variable; default 3)
-    PORTAL_WEB_THREADS   threads per worker (default 4)
-    PORTAL_WEB_TIMEOUT   seconds a request may take before its worker is restarted (default 60)
+    PORTAL_WEB_THREADS   request threads per worker (default 4; /healthz has one of its own)
+    PORTAL_WEB_TIMEOUT   seconds a worker may take to start, and a request to be answered: past
+                         it with none answered, /healthz says 503 (default 60)
     PORTAL_WEB_KEEPALIVE seconds an idle keep-alive connection is kept open (default 75)
 
 With PROMETHEUS_MULTIPROC_DIR set, /metrics sums every worker process: the folder is emptied
@@ -19,6 +20,9 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
 threads = int(os.environ.get("PORTAL_WEB_THREADS", "4"))
 timeout = int(os.environ.get("PORTAL_WEB_TIMEOUT", "60"))
 graceful_timeout = 30
+# gthread's threads, with /healthz answered on a thread of its own: a burst that fills the
+# threads does not hold the probe (portal/webserver.py says why and how)
+worker_class = "portal.webserver.HealthLaneWorker"
 # An idle connection must be closed by the client, not by the server: a server that closes one
 # at the moment the client sends its next request on it fails that request (the client reads
 # a closed socket). So the server waits longer than the clients' own expiry: the ingress in

@@ -21,29 +21,13 @@ from tests.deploy.manifests import (
     PORTAL_PROCESSES,
     REPO,
     VENV_BIN,
-    container_environment,
     deployment,
     find,
     pod_specs,
     render,
 )
 from tests.support.waiting import eventually
-
-GUNICORN_CONF = REPO / "deploy" / "image" / "gunicorn.conf.py"
-
-
-def production_env(**extra: str) -> dict[str, str]:
-    """The environment of a portal pod: production settings (no debug, TLS on)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PORTAL_", "DJANGO_", "DATABASE_", "REDIS_", "KEYSTONE_"))}
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "portal.settings",
-        "PORTAL_SECRET_KEY": "entrypoint-test-" + "k" * 50,
-                "PORTAL_BEHIND_TLS_PROXY": "true",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    })
-    env.update(extra)
-    return env
+from tests.support.web_server import production_env, web_server
 
 
 def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -81,36 +65,9 @@ def test_every_program_the_manifests_run_is_installed():
 
 @pytest.fixture
 def gunicorn(tmp_path):
-    """The web pod's command, from the venv, with the image's gunicorn.conf.py, on a free
-    loopback port (port 0: gunicorn reports the one it got)."""
-    metrics_dir = tmp_path / "metrics"
-    metrics_dir.mkdir()
-    (metrics_dir / "counter_99999.db").write_bytes(b"stale from a previous start")
-    objects = render("deploy/overlays/production")
-    (container,) = deployment(objects, "web")["spec"]["template"]["spec"]["containers"]
-    pod_env = container_environment(objects, container, {"status.podIP": "127.0.0.1"})
-    env = production_env(PORTAL_WEB_BIND="127.0.0.1:0", WEB_CONCURRENCY="2",
-                         PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
-                         PORTAL_ALLOWED_HOSTS=pod_env["PORTAL_ALLOWED_HOSTS"])
-    log = tmp_path / "gunicorn.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(VENV_BIN / container["command"][0]), *container["command"][1:],
-             "--config", str(GUNICORN_CONF)],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        def listening() -> str | None:
-            if proc.poll() is not None:  # no use waiting
-                pytest.fail(f"gunicorn exited:\n{log.read_text()[-3000:]}")
-            found = re.search(r"Listening at: (http://127\.0\.0\.1:\d+)", log.read_text())
-            return found.group(1) if found else None
-
-        url = eventually(listening, timeout=30,
-                         message=lambda: f"gunicorn did not start:\n{log.read_text()[-3000:]}")
-        yield url, metrics_dir, log
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    """The web pod's command with the image's gunicorn.conf.py (tests/support/web_server.py)."""
+    with web_server(tmp_path) as server:
+        yield server.url, server.metrics_dir, server.log
 
 
 def get(url: str, path: str, host: str | None = None) -> tuple[int, str]:

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
+from portal import health
+from portal.webserver import RequestThreads
 from stack.procs import REPO
 
 
@@ -13,6 +15,26 @@ def test_healthz_answers_without_any_dependency():
     response = Client().get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+
+
+def test_healthz_answers_503_while_the_request_threads_have_stalled(monkeypatch):
+    """Under gunicorn the worker tells REQUEST_THREADS what its threads do (portal/webserver.py):
+    requests in hand and none done for the worker's timeout is a process to restart."""
+    now = [0.0]
+    threads = RequestThreads(clock=lambda: now[0])
+    threads.watch(limit_seconds=60)
+    monkeypatch.setattr(health, "REQUEST_THREADS", threads)
+    threads.submitted()
+    threads.submitted()
+    now[0] = 59.0
+    assert Client().get("/healthz").status_code == 200
+    now[0] = 75.0
+    response = Client().get("/healthz")
+    assert response.status_code == 503
+    assert response.json() == {"status": "stalled", "detail": "2 requests in the request "
+                               "threads' hands, none done for 75 s"}
+    threads.finished()
+    assert Client().get("/healthz").status_code == 200
 
 
 @pytest.mark.django_db
