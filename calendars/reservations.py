@@ -240,11 +240,17 @@ def _managers(tenant: Tenant) -> list[User]:
     return found
 
 
-def booker_release_notify(occurrence: Occurrence, *, at: dt.datetime) -> int:
-    """Tell the booker (else the tenant's managers) that an occurrence was released unused."""
+def release_recipients(reservation: Reservation) -> list[User]:
+    """Who hears of an occurrence released unused: its booker, else the tenant's managers (asked
+    of Keystone: never within the release's transaction, see reservations_tick)."""
+    if reservation.created_by is not None:
+        return [reservation.created_by]
+    return _managers(reservation.tenant)
+
+
+def booker_release_notify(occurrence: Occurrence, *, users: list[User], at: dt.datetime) -> int:
+    """Tell `users` (release_recipients) that an occurrence was released unused."""
     reservation = occurrence.reservation
-    users = [reservation.created_by] if reservation.created_by is not None else \
-        _managers(reservation.tenant)
     grace = settings.PORTAL_RESERVATION_GRACE_MINUTES
     text = (f"{reservation_text(reservation)} from {_when(occurrence.start)} to "
             f"{_when(occurrence.end)} was released at {_when(at)}: nothing used its GPUs in "
@@ -468,9 +474,14 @@ def reservations_tick(now: dt.datetime | None = None) -> TickResult:
         if not occurrence_unused(occurrence, since=row.applied_at, now=now,
                                  reserved_besides=besides):
             continue
+        # asked before the transaction: the claim below changes the calendar's version (a
+        # trigger), whose row stays locked until the commit, and every other writer of the
+        # calendar (a booking, a cancellation, the beat in another process) waits on it; no
+        # call to Keystone may hold them up
+        users = release_recipients(reservation)
         with transaction.atomic():
             if _claim(row, "released_at", now):
-                booker_release_notify(occurrence, at=now)
+                booker_release_notify(occurrence, users=users, at=now)
                 result.released.append((reservation.pk, occurrence.start))
         running.remove((occurrence, row))
     # what no longer counts: ended, cancelled or released

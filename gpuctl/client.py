@@ -16,7 +16,7 @@ from keystoneauth1 import exceptions as ks_exceptions
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
-from .config import Config, Credentials
+from .config import Config, ConfigError, Credentials
 from .errors import GpuctlError
 
 USER_AGENT = "gpuctl/0.1"
@@ -49,7 +49,7 @@ class ApiError(GpuctlError):
     API's few: invalid, auth, forbidden, not_found, conflict, admission, rate_limited,
     unavailable, internal), which gpuctl's exit codes follow."""
 
-    def __init__(self, status: int, code: str, detail: str, fields: dict | None = None,
+    def __init__(self, status: int, code: str, detail: str, fields: dict[str, Any] | None = None,
                  category: str | None = None):
         super().__init__(detail)
         self.status = status
@@ -67,28 +67,37 @@ class ApiError(GpuctlError):
         return text
 
 
-def keystone_auth(c: Credentials) -> v3.BaseAuthPlugin:
-    domain = {}
-    if not (c.user_domain_name or c.user_domain_id):
-        domain["user_domain_id"] = "default"  # as openstackclient does (--os-default-domain)
-    if not (c.project_domain_name or c.project_domain_id):
-        domain["project_domain_id"] = "default"
+def _given(value: str | None, variable: str) -> str:
+    """A credential the method needs (config._check made sure of it when it loaded them)."""
+    if not value:
+        raise ConfigError(f"missing {variable}")
+    return value
+
+
+def keystone_auth(c: Credentials) -> v3.Auth:
+    # no domain named: Default, as openstackclient does (--os-default-domain)
+    user_domain_id = c.user_domain_id or (None if c.user_domain_name else "default")
+    project_domain_id = c.project_domain_id or (None if c.project_domain_name else "default")
     if c.method == "application_credential":
         # no scope may be asked: it comes with the credential
         return v3.ApplicationCredential(
             auth_url=c.auth_url, application_credential_id=c.application_credential_id,
             application_credential_name=c.application_credential_name,
-            application_credential_secret=c.application_credential_secret,
+            application_credential_secret=_given(c.application_credential_secret,
+                                                 "OS_APPLICATION_CREDENTIAL_SECRET"),
             username=c.username, user_id=c.user_id, user_domain_name=c.user_domain_name,
-            user_domain_id=c.user_domain_id or domain.get("user_domain_id"))
-    scope = {"project_name": c.project_name, "project_id": c.project_id,
-             "project_domain_name": c.project_domain_name,
-             "project_domain_id": c.project_domain_id or domain.get("project_domain_id")}
+            user_domain_id=user_domain_id)
     if c.method == "token":
-        return v3.Token(auth_url=c.auth_url, token=c.token, **scope)
+        return v3.Token(auth_url=c.auth_url, token=_given(c.token, "OS_TOKEN"),
+                        project_name=c.project_name, project_id=c.project_id,
+                        project_domain_name=c.project_domain_name,
+                        project_domain_id=project_domain_id)
     return v3.Password(auth_url=c.auth_url, username=c.username, user_id=c.user_id,
-                       password=c.password, user_domain_name=c.user_domain_name,
-                       user_domain_id=c.user_domain_id or domain.get("user_domain_id"), **scope)
+                       password=_given(c.password, "OS_PASSWORD"),
+                       user_domain_name=c.user_domain_name, user_domain_id=user_domain_id,
+                       project_name=c.project_name, project_id=c.project_id,
+                       project_domain_name=c.project_domain_name,
+                       project_domain_id=project_domain_id)
 
 
 class PortalClient:
@@ -169,9 +178,9 @@ class PortalClient:
     def delete(self, path: str) -> None:
         self.request("DELETE", path)
 
-    def get_all(self, path: str, *, limit: int | None = None, **params: Any) -> list[dict]:
+    def get_all(self, path: str, *, limit: int | None = None, **params: Any) -> list[dict[str, Any]]:
         """Every page of a paginated list (or the first `limit` rows)."""
-        rows: list[dict] = []
+        rows: list[dict[str, Any]] = []
         page = 1
         page_size = min(limit, 500) if limit else 500
         while True:

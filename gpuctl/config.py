@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +60,6 @@ class Config:
     source: str  # "environment" or "clouds.yaml:<path>#<cloud>", for messages
 
 
-_AUTH_KEYS = ("auth_url", "username", "password", "user_id", "user_domain_name",
-              "user_domain_id", "project_name", "project_id", "project_domain_name",
-              "project_domain_id", "application_credential_id",
-              "application_credential_secret", "application_credential_name", "token")
-
-
 def clouds_yaml_paths(env: Mapping[str, str]) -> list[Path]:
     paths = []
     if env.get("OS_CLIENT_CONFIG_FILE"):
@@ -80,7 +74,26 @@ def _truthy(value: Any) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
-def from_clouds_yaml(cloud: str, env: Mapping[str, str]) -> tuple[Credentials, dict, str]:
+def _text(value: Any) -> str | None:
+    """A clouds.yaml value as a credential: YAML may read a password of digits as a number."""
+    return None if value is None or value == "" else str(value)
+
+
+def _credentials(auth_url: str, get: Callable[[str], str | None]) -> Credentials:
+    """Credentials from `get(key)` for each of the auth keys but the URL."""
+    return Credentials(
+        auth_url=auth_url, username=get("username"), password=get("password"),
+        user_id=get("user_id"), user_domain_name=get("user_domain_name"),
+        user_domain_id=get("user_domain_id"), project_name=get("project_name"),
+        project_id=get("project_id"), project_domain_name=get("project_domain_name"),
+        project_domain_id=get("project_domain_id"),
+        application_credential_id=get("application_credential_id"),
+        application_credential_secret=get("application_credential_secret"),
+        application_credential_name=get("application_credential_name"), token=get("token"))
+
+
+def from_clouds_yaml(cloud: str, env: Mapping[str, str]
+                     ) -> tuple[Credentials, dict[str, Any], str]:
     for path in clouds_yaml_paths(env):
         if not path.is_file():
             continue
@@ -96,11 +109,11 @@ def from_clouds_yaml(cloud: str, env: Mapping[str, str]) -> tuple[Credentials, d
         if not auth.get("auth_url"):
             raise ConfigError(f"{path}: cloud {cloud!r} has no auth.auth_url")
         verify = entry.get("verify", True)
-        credentials = Credentials(
-            **{key: auth.get(key) for key in _AUTH_KEYS},
-            cacert=entry.get("cacert") or (verify if isinstance(verify, str) else None),
-            insecure=verify is False or _truthy(entry.get("insecure", False)),
-        )
+        given = {key: _text(value) for key, value in auth.items()}
+        credentials = dataclasses.replace(
+            _credentials(str(auth["auth_url"]), given.get),
+            cacert=_text(entry.get("cacert")) or (verify if isinstance(verify, str) else None),
+            insecure=verify is False or _truthy(entry.get("insecure", False)))
         return credentials, entry, f"clouds.yaml:{path}#{cloud}"
     searched = ", ".join(str(p) for p in clouds_yaml_paths(env))
     raise ConfigError(f"no cloud named {cloud!r} in clouds.yaml (looked in {searched})")
@@ -115,16 +128,15 @@ def from_environment(env: Mapping[str, str]) -> Credentials:
     if not auth_url:
         raise ConfigError("no credentials: set OS_AUTH_URL and friends (source your openrc), "
                           "or OS_CLOUD for a clouds.yaml entry")
-    return Credentials(**{key: get(key) for key in _AUTH_KEYS if key != "auth_url"},
-                       auth_url=auth_url, cacert=get("cacert"),
-                       insecure=_truthy(env.get("OS_INSECURE", "")))
+    return dataclasses.replace(_credentials(auth_url, get), cacert=get("cacert"),
+                               insecure=_truthy(env.get("OS_INSECURE", "")))
 
 
 def load(*, env: Mapping[str, str] | None = None, cloud: str | None = None,
          portal_url: str | None = None) -> Config:
     env = os.environ if env is None else env
     cloud = cloud or env.get("OS_CLOUD") or None
-    entry: dict = {}
+    entry: dict[str, Any] = {}
     if cloud:
         credentials, entry, source = from_clouds_yaml(cloud, env)
     else:

@@ -112,8 +112,8 @@ def ensure_certificate(api: Any, workload_id: int, directory: Path, *,
     if until is not None and until - now > RENEW_MARGIN and \
             portal_block_path(directory, workload_id).exists():
         return None
-    issued = api.post(f"workloads/{workload_id}/ssh-certificate/",
-                      {"public_key": public_key_text(directory)})
+    issued: dict[str, Any] = api.post(f"workloads/{workload_id}/ssh-certificate/",
+                                      {"public_key": public_key_text(directory)})
     path.write_text(issued["certificate"].strip() + "\n")
     portal_block_path(directory, workload_id).write_text(issued["ssh_config"].rstrip() + "\n")
     known = issued["known_hosts"].strip()

@@ -279,23 +279,39 @@ def _webhook_notice(webhook: Webhook, users: list[Any], *, event: str, title: st
                   link=f"/notifications/preferences/#webhook-{webhook.pk}")
 
 
-def delivery_skip(*, delivery: Delivery, reason: str) -> None:
+def _delivery_record(delivery: Delivery, **fields: Any) -> bool:
+    """Write what became of a pending delivery, if it is still there to write to: its webhook
+    (or its notification, with its user) may have been deleted while a worker was sending it,
+    and the delivery with it. False then, or when another worker recorded it first; the
+    caller has nothing more to do."""
+    for name, value in fields.items():
+        setattr(delivery, name, value)
+    return bool(Delivery.objects.filter(pk=delivery.pk, state=Delivery.State.PENDING)
+                .update(**fields))
+
+
+def delivery_attempt_failed(*, delivery: Delivery, error: str, status: int | None) -> bool:
+    """A try that the receiver did not take, to be retried; False: the delivery is gone."""
+    return _delivery_record(delivery, attempts=delivery.attempts, last_error=error[:2000],
+                            last_status=status)
+
+
+def delivery_skip(*, delivery: Delivery, reason: str) -> bool:
     """Not sent: the webhook is not active (it does not count as a failure)."""
-    delivery.state, delivery.last_error = Delivery.State.SKIPPED, reason
-    delivery.save(update_fields=["state", "last_error"])
+    return _delivery_record(delivery, state=Delivery.State.SKIPPED, last_error=reason)
 
 
-def delivery_sent(*, delivery: Delivery, status: int | None) -> None:
-    """The receiver took it: the webhook's failures in a row start again from 0."""
+def delivery_sent(*, delivery: Delivery, status: int | None) -> bool:
+    """The receiver (or the mail server) took it: the webhook's failures in a row start again
+    from 0. False: the delivery is gone."""
     with transaction.atomic():
-        delivery.state, delivery.sent_at, delivery.last_error = (
-            Delivery.State.SENT, timezone.now(), "")
-        delivery.last_status = status
-        delivery.save(update_fields=["state", "attempts", "last_status", "last_error",
-                                     "sent_at"])
+        if not _delivery_record(delivery, state=Delivery.State.SENT, sent_at=timezone.now(),
+                                last_error="", last_status=status, attempts=delivery.attempts):
+            return False
         if delivery.webhook_id is not None:
             Webhook.objects.filter(pk=delivery.webhook_id).exclude(failures=0).update(
                 failures=0)
+    return True
 
 
 def delivery_failed(*, delivery: Delivery, error: str, status: int | None,
@@ -303,11 +319,14 @@ def delivery_failed(*, delivery: Delivery, error: str, status: int | None,
     """The delivery failed for good (after its retries, or at once for an answer a retry does
     not change). `counts`: the receiver's failure (not the portal's: Keystone unable to say
     whether a project's webhook may post). The webhook's failures in a row reach
-    PORTAL_WEBHOOK_DISABLE_AFTER: it is disabled and its owner told (True)."""
+    PORTAL_WEBHOOK_DISABLE_AFTER: it is disabled and its owner told (True). A delivery that is
+    gone (its webhook deleted meanwhile) counts for nothing."""
     with transaction.atomic():
-        delivery.state, delivery.last_error, delivery.last_status = (
-            Delivery.State.FAILED, error[:2000], status)
-        delivery.save(update_fields=["state", "attempts", "last_status", "last_error"])
+        if not _delivery_record(delivery, state=Delivery.State.FAILED, last_error=error[:2000],
+                                last_status=status, attempts=delivery.attempts):
+            return False
+        log.warning("%s delivery %s failed after %s tries: %s", delivery.channel, delivery.pk,
+                    delivery.attempts, error[:200])
         limit = settings.PORTAL_WEBHOOK_DISABLE_AFTER
         if not counts or delivery.webhook_id is None:
             return False

@@ -30,7 +30,13 @@ from identity.client import KeystoneError
 
 from .models import Channel, Delivery, Notification, Webhook
 from .selectors import channels_for, webhook_creator_manages
-from .services import delivery_failed, delivery_sent, delivery_skip, webhook_hold
+from .services import (
+    delivery_attempt_failed,
+    delivery_failed,
+    delivery_sent,
+    delivery_skip,
+    webhook_hold,
+)
 from .webhooks import webhook_payload, webhook_post, webhook_test_payload
 
 log = logging.getLogger(__name__)
@@ -87,11 +93,12 @@ def _webhooks_for(notification: Notification) -> list[Webhook]:
 
 @task(ignore_result=True)
 def email_send_task(delivery_id: int) -> None:
-    delivery = Delivery.objects.select_related("notification__user", "notification__tenant").get(
-        pk=delivery_id)
+    delivery = Delivery.objects.select_related("notification__user", "notification__tenant").filter(
+        pk=delivery_id).first()
+    if delivery is None or delivery.state != Delivery.State.PENDING \
+            or delivery.notification is None:
+        return  # sent already, or gone with its notification (its user was deleted)
     notification = delivery.notification
-    if delivery.state != Delivery.State.PENDING or notification is None:
-        return
     body = f"Hello {notification.user.label},\n\n{notification.text}\n"
     if notification.link:
         body += f"\n{settings.PORTAL_PUBLIC_URL.rstrip('/')}{notification.link}\n"
@@ -99,12 +106,10 @@ def email_send_task(delivery_id: int) -> None:
     try:
         send_mail(f"[GPU portal] {notification.title}", body, settings.DEFAULT_FROM_EMAIL,
                   [notification.user.email])
-    except Exception as exc:  # noqa: BLE001 - a mail server's failure is logged, not raised
-        log.warning("notification %s: e-mail not sent: %s", notification.pk, exc)
-        delivery.state, delivery.last_error = Delivery.State.FAILED, str(exc)[:2000]
+    except Exception as exc:  # noqa: BLE001 - a mail server's failure is recorded, not raised
+        delivery_failed(delivery=delivery, error=str(exc), status=None)
     else:
-        delivery.state, delivery.sent_at = Delivery.State.SENT, timezone.now()
-    delivery.save(update_fields=["state", "attempts", "last_error", "sent_at"])
+        delivery_sent(delivery=delivery, status=None)
 
 
 @bound_task(ignore_result=True, autoretry_for=(ReceiverUnavailable,),
@@ -140,23 +145,22 @@ def webhook_post_task(self: BoundTask, delivery_id: int) -> None:
         assert delivery.notification is not None  # the model's check: a test, or a notification
         result = webhook_post(webhook, webhook_payload(delivery.notification),
                               event=delivery.notification.kind)
+    # each record below finds the delivery gone when its webhook was deleted during the POST
+    # (the delivery with it): the task ends there, nothing to retry or to count
     if result.retry:
         _attempt_failed(self, delivery, result.error, result.status)
     elif result.sent:
         delivery_sent(delivery=delivery, status=result.status)
     else:  # 4xx, a redirect, a refused address: sending it again changes nothing
-        log.warning("webhook delivery %s failed: %s", delivery.pk, result.error)
         delivery_failed(delivery=delivery, error=result.error, status=result.status)
 
 
 def _attempt_failed(task_: BoundTask, delivery: Delivery, error: str, status: int | None, *,
                     counts: bool = True) -> None:
     if task_.max_retries is not None and task_.request.retries >= task_.max_retries:
-        log.warning("webhook delivery %s failed for good after %s tries: %s", delivery.pk,
-                    delivery.attempts, error)
         delivery_failed(delivery=delivery, error=error, status=status, counts=counts)
         return
-    delivery.last_error, delivery.last_status = error[:2000], status
-    delivery.save(update_fields=["attempts", "last_status", "last_error"])
+    if not delivery_attempt_failed(delivery=delivery, error=error, status=status):
+        return
     log.info("webhook delivery %s: %s; retrying", delivery.pk, error)
     raise ReceiverUnavailable(error)

@@ -86,7 +86,7 @@ def _row(tenant: Tenant, gpu_types: Iterable[GpuType], usage: dict[int, QuotaUse
         "cells": [{"slug": t.slug, "used": used.gpus(t.slug) if used else 0,
                    "limit": posted.get(f"gpu_{t.slug}", figures.nominal.gpus(t.slug)),
                    "in_force": figures.gpus(t.slug),
-                   "adjusted": figures.adjusted_text(t.slug).strip(" ()")}
+                   "adjusted": figures.in_force_text(t.slug)}
                   for t in gpu_types],
         "used_total": used.gpus_total if used else 0,
     }

@@ -65,6 +65,24 @@ class AdjustmentLine:
         to honour, so that an adjustment whose writer is late or gone ends all the same."""
         return self.ends_at is None or now < self.ends_at
 
+    @property
+    def words(self) -> str:
+        """What it does, in words: "reserved", "withheld for maintenance", "queue held"."""
+        if self.hold:
+            return "queue held"
+        if self.gpus < 0:
+            return "withheld for maintenance" if self.source == "maintenance" else "withheld"
+        return ADDED_WORDS.get(self.source, "added")
+
+    @property
+    def text(self) -> str:
+        """"+4 a100 reserved until 2030-03-04 11:00 UTC: reservation #7 (4 a100)", "queue held
+        until …: GPU-hour budget: used up": the line as the pages, the API and gpuctl say it."""
+        what = self.words if self.hold else \
+            f"{self.gpus:+d} {self.gpu_type or 'GPUs in all'} {self.words}"
+        until = f" until {_when(self.ends_at)}" if self.ends_at is not None else ""
+        return f"{what}{until}" + (f": {self.reason}" if self.reason else "")
+
     def as_data(self) -> dict[str, Any]:
         """As plain data: what the API answers, the audit trail keeps and the writer compares
         (times in UTC, as the database gives them back)."""
@@ -185,11 +203,44 @@ class QuotaFigures:
                          + (f" until {_when(until)}" if until else ""))
         return f" ({'; '.join(parts)})" if parts else ""
 
+    def in_force_text(self, slug: str) -> str:
+        """"4 a100 nominal, +4 reserved until 2030-03-04 11:00 UTC → 8 in force" while
+        adjustments change the type's GPUs, else ""."""
+        deltas = self._deltas(slug)
+        if not deltas:
+            return ""
+        changes = ", ".join(
+            f"{line.gpus:+d} {line.words}"
+            + (f" until {_when(line.ends_at)}" if line.ends_at is not None else "")
+            for line in deltas)
+        return f"{self.nominal.gpus(slug)} {slug} nominal, {changes} → {self.gpus(slug)} in force"
+
+    def total_text(self) -> str:
+        """"8 GPUs in all nominal, +4 → 12 in force" while the total differs, else ""."""
+        nominal, in_force = self.nominal.gpus_total, self.in_force.gpus_total
+        if nominal == in_force:
+            return ""
+        return f"{nominal} GPUs in all nominal, {in_force - nominal:+d} → {in_force} in force"
+
+    def text(self) -> str:
+        """Everything that differs from the quota as set, one part per GPU type adjusted, the
+        total, the queue's hold: "" when nothing adjusts the quota."""
+        parts = [self.in_force_text(slug) for slug in sorted(
+            {line.gpu_type for line in self.adjustments if line.gpu_type is not None})]
+        parts.append(self.total_text())
+        if self.held:
+            parts.append(f"queue held: {self.held_reason}")
+        return "; ".join(part for part in parts if part)
+
     def as_data(self) -> dict[str, Any]:
-        """What the quota API adds to the quota: read only."""
+        """What the quota API adds to the quota: read only, with the texts the pages show."""
         return {"in_force": {**self.in_force.as_data(), "held": self.held,
-                             "held_reason": self.held_reason},
-                "adjustments": [line.as_data() for line in self.adjustments]}
+                             "held_reason": self.held_reason, "text": self.text(),
+                             "gpus_by_type_text": {
+                                 slug: text for slug in sorted(self.in_force.gpus_by_type)
+                                 if (text := self.in_force_text(slug))}},
+                "adjustments": [{**line.as_data(), "text": line.text}
+                                for line in self.adjustments]}
 
     def _deltas(self, slug: str) -> list[AdjustmentLine]:
         return [line for line in self.adjustments if not line.hold and line.gpu_type == slug]

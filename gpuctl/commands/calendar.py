@@ -37,13 +37,14 @@ def timeline_text(calendar: dict[str, Any], out: TextIO) -> None:
     """A type's calendar as text: each stretch with what is reserved, down and left to book,
     a bar of what is left (#) and taken (= reserved, x maintenance), then the bookings and
     the windows."""
-    capacity = calendar["capacity"]
+    capacity: int = calendar["capacity"]
     out.write(f"{calendar['gpu_type']}: {capacity} GPUs in service, "
               f"{calendar['since']} .. {calendar['until']}\n")
     scale = BAR / capacity if capacity else 0
 
     def bar(row: dict[str, Any]) -> str:
-        left, reserved = row["bookable"], row["reserved"]
+        left: int = row["bookable"]
+        reserved: int = row["reserved"]
         down = max(capacity - left - reserved, 0)
         return ("#" * round(left * scale) + "=" * round(reserved * scale)
                 + "x" * round(down * scale))

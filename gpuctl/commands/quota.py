@@ -42,22 +42,18 @@ def quota(api: PortalClient, args: argparse.Namespace) -> int:
 
 
 def quota_in_force_text(quota: dict[str, Any]) -> str:
-    """What counts now where adjustments change the quota (the API's `in_force` and
-    `adjustments`, each with the portal's reason): "" when none do."""
+    """What counts now where adjustments change the quota, as the portal words it (the API's
+    `in_force.text` and each adjustment's `text`): "" when none do."""
     adjustments = quota.get("adjustments") or []
     if not adjustments:
         return ""
     in_force = quota.get("in_force") or {}
     by_type = in_force.get("gpus_by_type") or {}
     out = io.StringIO()
-    out.write("\nin force now\n")
+    out.write(f"\nin force now: {in_force.get('text')}\n")
     print_record({**in_force, **{f"gpus {slug}": n for slug, n in by_type.items()}},
                  ["gpus_total", *[f"gpus {slug}" for slug in by_type], "cpu", "memory"], out)
-    if in_force.get("held"):
-        out.write(f"queue held: {in_force.get('held_reason')}\n")
+    out.write("adjustments:\n")
     for item in adjustments:
-        what = ("queue held" if item.get("kind") == "hold" else
-                f"{item.get('gpus', 0):+d} {item.get('gpu_type') or 'GPUs in all'}")
-        until = f" until {item['ends_at']}" if item.get("ends_at") else ""
-        out.write(f"  {item.get('source')}: {what}{until} ({item.get('reason')})\n")
+        out.write(f"  {item.get('text')}\n")
     return out.getvalue()

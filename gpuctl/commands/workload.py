@@ -4,7 +4,6 @@ gpuctl always has (the workload is the noun a command means when it names none).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import shlex
 import time
 from typing import Any, TextIO
@@ -174,7 +173,7 @@ def wait_for(api: PortalClient, workload_id: int, *, until: set[str], timeout: f
         workload: dict[str, Any] = api.get(f"workloads/{workload_id}/")
         state = workload["state"]
         reason = f": {workload['reason']}" if workload.get("reason") else ""
-        shown = queue_text(workload) if state == "queued" else state
+        shown = workload.get("queue_text") or state  # the portal's words for its place
         if shown != last:
             err.write(f"workload {workload_id}: {shown}{reason}\n")
             last = shown
@@ -240,28 +239,6 @@ def token(api: PortalClient, args: argparse.Namespace) -> int:
 
 # --- how a workload is shown --------------------------------------------------------------------
 
-def _minutes_text(seconds: float) -> str:
-    minutes = max(round(seconds / 60), 1)
-    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
-
-
-def queue_text(workload: dict[str, Any], now: dt.datetime | None = None) -> str:
-    """"queued — position 3 of 7 for a100, about 40 min" (or, in the portal's words, why there
-    is no estimate)."""
-    text = "queued"
-    if workload.get("queue_position"):
-        text += (f" — position {workload['queue_position']} of {workload.get('queue_length')}"
-                 f" for {workload.get('gpu_type')}")
-    eta = workload.get("eta")
-    if eta:
-        now = now or dt.datetime.now(dt.UTC)
-        wait = (dt.datetime.fromisoformat(eta.replace("Z", "+00:00")) - now).total_seconds()
-        text += (", about " + _minutes_text(wait)) if wait > 30 else ", starting now"
-    elif workload.get("eta_basis"):
-        text += f"; {workload['eta_basis']}"
-    return text
-
-
 def state_text(workload: dict[str, Any]) -> str:
     """The state column: a queued workload's place in line ("queued 3/7")."""
     if workload.get("state") == "queued" and workload.get("queue_position"):
@@ -269,21 +246,14 @@ def state_text(workload: dict[str, Any]) -> str:
     return str(workload.get("state", ""))
 
 
-def gpus_text(workload: dict[str, Any]) -> str:
-    """"1x a100", or for a distributed workload "2 nodes x 4x a100 (8)": GPUs per node × nodes."""
-    each = f"{workload['gpu_count']}x {workload['gpu_type']}"
-    nodes = workload.get("nodes") or 1
-    return each if nodes == 1 else f"{nodes} nodes x {each} ({nodes * workload['gpu_count']})"
-
-
 WORKLOAD_COLUMNS: list[Column] = [
     ("id", "id"), ("name", "name"), ("state", state_text), ("template", "template"),
-    ("gpus", gpus_text), ("owner", "owner"), ("age", age), ("url", "url")]
+    ("gpus", "gpus"), ("owner", "owner"), ("age", age), ("url", "url")]
 WORKLOAD_FIELDS = ["id", "name", "tenant", "owner", "template", "kind", "gpu_type", "gpu_count",
                    "nodes", "gpus", "image", "command", "args", "port", "cpu", "memory",
                    "max_runtime_minutes", "state", "reason", "url", "address", "node",
                    "exit_code", "created_at", "started_at", "finished_at", "expires_at",
-                   "queue_position", "queue_length", "eta", "eta_basis"]
+                   "queue_text", "eta"]
 
 
 def shown_ranks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -301,7 +271,7 @@ RANK_COLUMNS: list[Column] = [
 
 def print_workload(workload: dict[str, Any], out: TextIO) -> None:
     """The record, then (a distributed workload) its ranks as a table."""
-    print_record({**workload, "gpus": gpus_text(workload)}, WORKLOAD_FIELDS, out)
+    print_record(workload, WORKLOAD_FIELDS, out)
     ranks = workload.get("ranks") or []
     if ranks:
         running = sum(1 for r in ranks if r.get("state") == "running"

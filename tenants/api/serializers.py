@@ -31,6 +31,13 @@ class QuotaInForceSerializer(serializers.Serializer[Any]):
     memory = serializers.IntegerField(help_text="GiB")
     held = serializers.BooleanField(help_text="Kueue admits nothing new from its queue.")
     held_reason = serializers.CharField(help_text="Why, while held; else empty.")
+    text = serializers.CharField(
+        help_text="What differs from the quota as set, in the portal's words (\"4 a100 "
+                  "nominal, +4 reserved until … → 8 in force; …\"); empty when nothing "
+                  "adjusts it.")
+    gpus_by_type_text = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="Per GPU type that adjustments change: how its figure in force comes about.")
 
 
 class QuotaAdjustmentSerializer(serializers.Serializer[Any]):
@@ -48,6 +55,8 @@ class QuotaAdjustmentSerializer(serializers.Serializer[Any]):
     ref = serializers.CharField(help_text="what of the source it stands for")
     starts_at = serializers.DateTimeField(allow_null=True)
     ends_at = serializers.DateTimeField(allow_null=True)
+    text = serializers.CharField(help_text="The adjustment in the portal's words (\"+4 a100 "
+                                           "reserved until …: reservation #7 (4 a100)\").")
 
 
 class QuotaSerializer(serializers.Serializer[Quota]):
@@ -80,8 +89,11 @@ class QuotaSerializer(serializers.Serializer[Quota]):
         max_digits=6, decimal_places=2, min_value=Decimal("0.01"), required=False,
         help_text="Queueing: its weight in fair sharing of borrowed GPUs (default 1).")
 
-    in_force = QuotaInForceSerializer(read_only=True)
-    adjustments = QuotaAdjustmentSerializer(many=True, read_only=True)
+    # both from quota_figures (to_representation): the sources name nothing of the row, so
+    # that the quota's own `adjustments` rows are not read and serialized for nothing first
+    in_force = QuotaInForceSerializer(read_only=True, source="figures_in_force")
+    adjustments = QuotaAdjustmentSerializer(many=True, read_only=True,
+                                            source="figures_adjustments")
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         """The domain's validation (tenants/quota_validation.py), the page's too; the fields

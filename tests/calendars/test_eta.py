@@ -147,3 +147,19 @@ def test_other_tenants_reservations_are_blocks_for_the_others(tenant, gpu_types)
                         state=Workload.State.QUEUED, max_runtime_minutes=120)
     assert estimates(gpu_types["a100"], capacity=8, now=NOW)[job.pk].start == hours(3)
     assert MAINTENANCE not in estimates(gpu_types["a100"], capacity=8, now=NOW)[job.pk].basis
+
+
+def test_the_api_answers_the_pages_words_for_the_gpus_and_the_place(tenant, gpu_types):
+    """The workload's API answer carries the texts the pages show (Workload.gpus_text,
+    workloads.queue.queue_text), so that gpuctl prints them rather than composing its own."""
+    from workloads.api.serializers import WorkloadSerializer
+
+    job = make_workload(tenant, "ann", name="train", kind="batch", gpu_count=4, nodes=2,
+                        state=Workload.State.QUEUED, max_runtime_minutes=120)
+    place = _place(estimates(gpu_types["a100"], capacity=8, now=NOW)[job.pk])
+    data = WorkloadSerializer(job, context={"queue_places": {job.pk: place}}).data
+    assert data["gpus"] == job.gpus_text == "2 nodes × 4× a100 (8 GPUs)"
+    assert data["queue_text"] == queue_text(job, place)
+    assert data["queue_text"].startswith("queued — position 1 of 1 for a100")
+    job.state = Workload.State.RUNNING
+    assert WorkloadSerializer(job).data["queue_text"] is None

@@ -8,15 +8,20 @@ time-machine."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import pytest
 import time_machine
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.db import DatabaseError, connection, transaction
 from django.test import TestCase
+from django.utils import timezone
 
-from calendars.models import Reservation, ReservationOccurrence
+from calendars.models import CalendarVersion, Reservation, ReservationOccurrence
 from calendars.reservations import reservation_launch_advice, reservations_tick
 from calendars.selectors import booked_intervals
+from identity.client import KeystoneClient
 from notifications.models import Notification
 from tenants.models import Quota, Tenant
 from tenants.selectors import quota_adjustment_lines
@@ -228,3 +233,61 @@ def test_the_launch_check_looks_a_year_ahead_for_the_first_reservation_only(
     computed.clear()
     assert "vision-lab's reservation of 4 a100 starts at 2030-03-11 06:00 UTC" in advice()
     assert computed.count(weekly.pk) == 2  # the one running now, and the next
+
+
+def _version_locked() -> bool:
+    """Whether a transaction holds the calendar version's row (a write of the calendar, whose
+    trigger changed the token, not yet committed), asked from a connection of its own."""
+    found: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with transaction.atomic():
+                CalendarVersion.objects.select_for_update(nowait=True).filter(pk=1).first()
+            found.append(False)
+        except DatabaseError:
+            found.append(True)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join(30)
+    return found[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_occurrence_is_released_with_keystone_asked_outside_the_calendars_lock(
+        as_user, keystone, gpu_types, settings, monkeypatch):
+    """An occurrence booked by no one the portal knows is released unused: its project's
+    managers are asked of the real Keystone, and while Keystone answers, no transaction of this
+    release is open and the calendar version's row (which the release's claim locks until its
+    commit) is free for every other writer of the calendar."""
+    settings.PORTAL_RESERVATION_GRACE_MINUTES = 30
+    as_user("lead", "vision-lab")  # the portal knows vision-lab's manager
+    vision = Tenant.objects.get(name="vision-lab")
+    now = timezone.now()
+    start = now - dt.timedelta(minutes=40)
+    reservation = Reservation.objects.create(tenant=vision, gpu_type=gpu_types["a100"], count=4,
+                                             start=start, end=now + dt.timedelta(hours=3))
+    with transaction.atomic():  # the probe sees a calendar write in progress
+        Reservation.objects.filter(pk=reservation.pk).update(note="booked for a course")
+        assert _version_locked()
+    assert not _version_locked()
+    assert reservations_tick(start + dt.timedelta(minutes=1)).applied
+
+    asked: list[tuple[bool, bool]] = []
+    real = KeystoneClient.user_project_roles
+
+    def watched(client: KeystoneClient, token_id: str, user_id: str, project_id: str):
+        asked.append((connection.in_atomic_block, _version_locked()))
+        return real(client, token_id, user_id, project_id)
+
+    monkeypatch.setattr(KeystoneClient, "user_project_roles", watched)
+    cache.clear()  # Keystone is asked, not a remembered answer
+    result = reservations_tick(now)
+    assert result.released == [(reservation.pk, start)]
+    assert asked == [(False, False)]  # asked once, outside any transaction and any lock
+    assert list(Notification.objects.filter(kind="reservation")
+                .values_list("user__name", flat=True)) == ["lead"]
+    assert ReservationOccurrence.objects.get(reservation=reservation).released_at == now

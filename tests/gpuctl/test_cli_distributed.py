@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from gpuctl import cli
-from gpuctl.commands.workload import gpus_text, launch_body
+from gpuctl.commands.workload import launch_body
 from tenants.models import Tenant
 from tests.fixtures import factories
 from tests.support.gpuctl import live, run
@@ -49,12 +49,6 @@ def test_rank_is_a_number_or_the_launcher():
     assert run(["logs", "7", "--rank", "two"], {})[0] == 2
 
 
-def test_gpus_read_per_node_times_nodes():
-    assert gpus_text({"gpu_count": 1, "gpu_type": "a100", "nodes": 1}) == "1x a100"
-    assert gpus_text({"gpu_count": 4, "gpu_type": "a100", "nodes": 2}) == \
-        "2 nodes x 4x a100 (8)"
-
-
 @live
 def test_a_distributed_launch_where_the_cluster_has_no_engine_exits_1_naming_it(portal):
     """The portal's detail says what is missing and what to do; gpuctl prints it as it came."""
@@ -83,7 +77,7 @@ def test_show_and_list_print_a_group_and_its_ranks(portal):
     record, ranks = out.split("\n\n")
     fields = dict((*line.split(None, 1), "")[:2] for line in record.splitlines())
     assert (fields["nodes"], fields["gpu_count"], fields["gpus"]) == \
-        ("2", "4", "2 nodes x 4x a100 (8)")
+        ("2", "4", "2 nodes × 4× a100 (8 GPUs)")
     lines = ranks.splitlines()
     assert lines[0] == "ranks: 1 of 2 running"
     assert [line.split() for line in lines[1:]] == [
@@ -94,7 +88,7 @@ def test_show_and_list_print_a_group_and_its_ranks(portal):
     code, out, _ = run(["list"], portal)
     row = next(line for line in out.splitlines() if line.split()[:2] == [str(group.pk),
                                                                           "allreduce"])
-    assert "2 nodes x 4x a100 (8)" in row
+    assert "2 nodes × 4× a100 (8 GPUs)" in row
     code, out, _ = run(["-o", "json", "show", str(group.pk)], portal)
     shown = json.loads(out)
     assert (shown["nodes"], len(shown["ranks"])) == (2, 3)

@@ -1,31 +1,30 @@
-"""How gpuctl says where a queued workload stands (pure)."""
+"""How gpuctl says what a workload holds and where a queued one stands: the portal's own words
+(the API's `gpus` and `queue_text`), never composed again from the other fields."""
 
 from __future__ import annotations
 
-import datetime as dt
+import io
 
-from gpuctl.commands.workload import queue_text, state_text
+from gpuctl.commands.workload import WORKLOAD_COLUMNS, print_workload, state_text
+from gpuctl.output import print_table
 
-NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
-
-
-def test_position_and_estimate():
-    workload = {"state": "queued", "queue_position": 3, "queue_length": 7, "gpu_type": "a100",
-                "eta": "2026-11-23T12:40:00Z", "eta_basis": "from maximum runtimes"}
-    assert queue_text(workload, NOW) == "queued — position 3 of 7 for a100, about 40 min"
-    assert state_text(workload) == "queued 3/7"
+QUEUED = {"id": 7, "name": "train", "state": "queued", "queue_position": 3, "queue_length": 7,
+          "gpu_type": "a100", "gpu_count": 4, "nodes": 2, "eta": "2026-11-23T12:40:00Z",
+          "eta_basis": "from maximum runtimes", "gpus": "2 nodes × 4× a100 (8 GPUs)",
+          "queue_text": "queued — position 3 of 7 for a100, about 40 min"}
 
 
-def test_no_estimate_says_why():
-    workload = {"state": "queued", "queue_position": 1, "queue_length": 1, "gpu_type": "t4",
-                "eta": None, "eta_basis": "no estimate: the workloads ahead have no time limit"}
-    assert queue_text(workload, NOW) == ("queued — position 1 of 1 for t4; no estimate: the "
-                                         "workloads ahead have no time limit")
+def test_the_record_shows_the_portals_texts():
+    out = io.StringIO()
+    print_workload(QUEUED, out)
+    shown = out.getvalue()
+    assert "gpus                 2 nodes × 4× a100 (8 GPUs)\n" in shown
+    assert "queue_text           queued — position 3 of 7 for a100, about 40 min\n" in shown
 
 
-def test_long_waits_in_hours_and_due_ones_now():
-    workload = {"state": "queued", "queue_position": None, "gpu_type": "a100",
-                "eta": "2026-11-23T15:00:00+00:00"}
-    assert queue_text(workload, NOW) == "queued, about 3.0 h"
-    assert state_text(workload) == "queued"
-    assert queue_text({**workload, "eta": "2026-11-23T12:00:10Z"}, NOW) == "queued, starting now"
+def test_the_table_shows_the_portals_gpu_text_and_a_short_place():
+    out = io.StringIO()
+    print_table([QUEUED], WORKLOAD_COLUMNS, out)
+    assert "2 nodes × 4× a100 (8 GPUs)" in out.getvalue()
+    assert state_text(QUEUED) == "queued 3/7"
+    assert state_text({**QUEUED, "queue_position": None}) == "queued"

@@ -15,9 +15,15 @@ from django.test import TestCase
 
 from audit.models import AuditRecord
 from notifications.models import Channel, Delivery, Kind, Notification, Webhook
-from notifications.services import notify, preferences_set, webhook_create
+from notifications.services import (
+    notify,
+    preferences_set,
+    webhook_create,
+    webhook_delete,
+    webhook_test,
+)
 from notifications.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_valid
-from notifications.tasks import webhook_post_task
+from notifications.tasks import email_send_task, webhook_post_task
 from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db
@@ -256,3 +262,56 @@ def test_a_failing_receiver_costs_the_retries_and_no_more(people, receiver, eage
     webhook_create(acting_user=people["ada"], url=receiver.url)
     sent(TestCase.captureOnCommitCallbacks, finished, people["ada"])
     assert len(receiver.received) == 5
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("answer", [200, 503, 404])
+def test_a_webhook_deleted_while_its_delivery_is_posted_ends_it_quietly(receiver, caplog,
+                                                                        answer):
+    """Its owner deletes the webhook (and with it the pending delivery) while the worker waits
+    for the receiver's answer: whatever the answer (taken, to be retried, refused), the worker
+    finds the delivery gone and ends there, nothing raised, retried or logged as a problem."""
+    caplog.set_level(logging.INFO)
+    ada = get_user_model().objects.create(username="ada", keystone_user_id="ks-ada")
+    hook = webhook_create(acting_user=ada, url=receiver.url)
+    delivery = webhook_test(acting_user=ada, webhook=hook)
+    receiver.hang.set()
+    receiver.statuses = [answer]
+    raised: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            webhook_post_task(delivery.pk)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            raised.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        assert receiver.hanging.wait(30), "the POST never reached the receiver"
+        webhook_delete(acting_user=ada, webhook=hook)
+    finally:
+        receiver.release.set()
+        thread.join(60)
+    assert not thread.is_alive()
+    assert raised == []
+    assert not Delivery.objects.exists() and not Webhook.objects.exists()
+    problems = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert problems == []
+    assert receiver.answered == 1  # posted once, never again
+
+
+def test_an_email_whose_notification_is_gone_ends_quietly(people, mailer, caplog):
+    """The e-mail task of a delivery deleted before it ran (its user, and with them their
+    notifications, deleted) finds nothing and ends without an error."""
+    caplog.set_level(logging.INFO)
+    ada = people["ada"]
+    finished(ada)
+    notification = Notification.objects.get(user=ada)
+    delivery = Delivery.objects.create(notification=notification, channel=Channel.EMAIL)
+    ada.delete()
+    email_send_task(delivery.pk)
+    assert mailer == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

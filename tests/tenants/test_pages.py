@@ -124,3 +124,19 @@ def test_delete_needs_the_name_and_can_be_undone(admin_client):
     assert Tenant.objects.get(pk=tenant.pk).state == Tenant.State.NEW
     actions = list(AuditRecord.objects.filter(tenant=tenant).values_list("action", flat=True))
     assert {"tenant.delete", "tenant.restore"} <= set(actions)
+
+
+def test_every_admin_page_that_names_a_project_shows_its_id_beside_it(admin_client):
+    """Names can look alike (vision-lab, vision‐lab: a tenant recorded before such names were
+    refused): the budgets, the calendar's allowances and the audit trail show the Keystone
+    project id beside each project's name, as the tenants table does."""
+    from audit.services import audit_record
+
+    vision = Tenant.objects.get(name="vision-lab")
+    audit_record(actor=None, action="tenant.probe", tenant=vision, target=vision.namespace)
+    shown = (f'title="Keystone project {vision.keystone_project_id}">'
+             f'{vision.keystone_project_id[:8]}</code>')
+    for url in ("/admin/budgets/", "/admin/calendar/", "/admin/audit/",
+                f"/admin/tenants/{vision.pk}/"):
+        page = admin_client.get(url).content.decode()
+        assert "vision-lab" in page and shown in page, url

@@ -83,6 +83,12 @@ def test_a_quota_of_no_gpus_adds_the_default_share_and_the_words_say_why():
     assert both.adjusted_text("a100") == \
         " (4 of them reserved; 6 withheld for maintenance until 2030-03-04 11:00 UTC)"
     assert both.adjusted_text("v100") == ""
+    assert both.in_force_text("a100") == ("4 a100 nominal, +4 reserved, -6 withheld for "
+                                          "maintenance until 2030-03-04 11:00 UTC → 2 in force")
+    assert both.in_force_text("v100") == "" and both.total_text() == \
+        "8 GPUs in all nominal, +4 → 12 in force"
+    assert [a.text for a in both.adjustments] == [
+        "+4 a100 reserved", "-6 a100 withheld for maintenance until 2030-03-04 11:00 UTC"]
     assert (both.before_withheld("a100"), both.reach("a100")) == (8, 3)
 
 
@@ -266,3 +272,31 @@ def test_every_reader_shows_the_same_figures_in_force(adjusted, reader, settings
     shown = reader(adjusted, settings=settings, login=login, as_user=as_user,
                    project_token=project_token)
     assert shown == {key: IN_FORCE[key] for key in shown}
+
+
+def test_the_api_and_the_pages_say_the_figures_in_force_in_the_same_words(adjusted, login,
+                                                                        project_token):
+    """The portal writes each adjustment and each figure in force once (tenants.figures): the
+    quota API answers those texts and the admin's pages show the same."""
+    client = Client(HTTP_X_AUTH_TOKEN=project_token("researcher", "vision-lab"))
+    answer = client.get(f"/api/v1/tenants/{adjusted.pk}/quota/").json()
+
+    def timeless(text: str) -> str:
+        return re.sub(r"until \d{4}-\d\d-\d\d \d\d:\d\d UTC", "until T", text)
+
+    a100 = ("4 a100 nominal, -6 withheld for maintenance until T, +4 reserved until T "
+            "→ 2 in force")
+    in_force = answer["in_force"]
+    assert {slug: timeless(text) for slug, text in in_force["gpus_by_type_text"].items()} == \
+        {"a100": a100}
+    assert timeless(in_force["text"]) == (f"{a100}; 8 GPUs in all nominal, +4 → 12 in force; "
+                                          "queue held: GPU-hour budget: used up")
+    assert [timeless(a["text"]) for a in answer["adjustments"]] == [
+        "queue held: GPU-hour budget: used up",
+        "-6 a100 withheld for maintenance until T: 8 a100 GPUs in maintenance",
+        "+4 a100 reserved until T: reservation #7 (4 a100)"]
+    admin = login("admin")
+    detail = admin.get(f"/admin/tenants/{adjusted.pk}/").content.decode()
+    assert in_force["text"] in detail
+    listed = admin.get("/admin/tenants/").content.decode()
+    assert f'title="{in_force["gpus_by_type_text"]["a100"]}"' in listed

@@ -20,7 +20,7 @@ from catalogue.environment import (
 from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS
 from catalogue.models import GpuType, Template
 from tenants.models import Quota, Tenant
-from workloads.queue import QueuePlace, queue_places
+from workloads.queue import QueuePlace, queue_places, queue_text
 
 from ..access import workload_access_summary
 from ..logs import redact
@@ -184,6 +184,12 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
         help_text="Queued: the portal's estimate of when it starts; null when there is none.")
     eta_basis = serializers.SerializerMethodField(
         help_text="Queued: what the estimate rests on, or why there is none.")
+    gpus = serializers.CharField(
+        source="gpus_text", read_only=True,
+        help_text="Its GPUs in the portal's words: \"1× a100\", \"2 nodes × 4× a100 (8 GPUs)\".")
+    queue_text = serializers.SerializerMethodField(
+        help_text="Queued: its place and estimate in the portal's words (\"queued — position 3 "
+                  "of 7 for a100, about 40 min\"); null otherwise.")
 
     class Meta:
         model = Workload
@@ -193,7 +199,7 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
                   "max_runtime_minutes", "ssh", "state", "reason", "url", "address", "node",
                   "exit_code", "object_name", "created_at", "started_at", "finished_at",
                   "expires_at", "access", "queue_position", "queue_length", "eta",
-                  "eta_basis"]
+                  "eta_basis", "gpus", "queue_text"]
         read_only_fields = fields
         list_serializer_class = WorkloadListSerializer
 
@@ -224,6 +230,12 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
     def get_eta_basis(self, workload: Workload) -> str | None:
         place = self._place(workload)
         return place.eta_basis if place else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_queue_text(self, workload: Workload) -> str | None:
+        if workload.state != Workload.State.QUEUED:
+            return None
+        return queue_text(workload, self._place(workload))
 
     def get_url(self, workload: Workload) -> str:
         return workload.url
