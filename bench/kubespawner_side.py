@@ -45,12 +45,13 @@ async def burst(args: argparse.Namespace) -> dict:
         return {"pod": spawner.pod_name, "seconds": time.monotonic() - began,
                 "address": list(address) if isinstance(address, tuple) else address}
 
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     results = await asyncio.gather(*(one(s) for s in spawners))
     wall = time.monotonic() - started
     for spawner in spawners:
         await spawner.stop(now=True)
-    return {"count": args.count, "seconds_to_all_running": wall, "starts": results}
+    return {"count": args.count, "seconds_to_all_running": wall, "started_at": started_at,
+            "starts": results}
 
 
 def main() -> None:

@@ -16,6 +16,10 @@ Each round, alternating which side goes first:
   memory, in a namespace made and given its ServiceAccount before the clock starts; timed
   from the starts to the last start() returned (its pod running, its address known).
 Between sides every notebook is stopped and its pods gone, so each side finds the GPUs free.
+Each side also prints where its launches were on the cluster, hop by hop (Deployment,
+ReplicaSet, pod, Kueue's Workload, quota reserved, admitted, ungated, scheduled, address, Ready:
+first / median / last, seconds after its first request), from watches of its namespace
+(stack/burst.py HopWatch), and the load average with each round.
 Results: bench/results/notebook_burst.md.
 """
 
@@ -39,14 +43,17 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from stack.burst import (  # noqa: E402
+    HOPS,
     PASSWORD,
     PROJECT,
     USER,
     ClusterWatch,
+    HopWatch,
     Portal,
     _running_events,
     _states,
     all_at_once,
+    hop_spread,
     keystone_token,
     prepare_quota,
 )
@@ -157,10 +164,16 @@ def _created_at(portal: Portal, ids: list[int]) -> dict[int, float]:
     return found
 
 
+def all_running(portal: Portal, ids: list[int]) -> bool:
+    states = _states(portal, ids)
+    return len(states) == len(ids) and all(s == "running" for s in states.values())
+
+
 def portal_side(stack: DemoStack, cluster: Cluster, namespace: str, count: int) -> dict:
     token = keystone_token(stack.keystone.url, USER, PASSWORD, PROJECT)
     portal = Portal(stack.url, token)
     watch = ClusterWatch(stack.kubeconfig, namespace).start()  # each pod's Ready, our clock
+    hops = HopWatch(stack.kubeconfig, namespace).start()  # each launch's hops, our clock
     launch = {"template": "jupyter", "gpu_type": "a100", "gpu_count": 1}
     try:
         logs = _log_sizes(stack)
@@ -171,9 +184,9 @@ def portal_side(stack: DemoStack, cluster: Cluster, namespace: str, count: int) 
         ids = [a["body"]["id"] for a in answers if a["status"] == 201]
         if len(ids) != count:
             raise RuntimeError(f"launches answered {[a['status'] for a in answers]}")
-        wait("every notebook running", lambda: all(
-            s == "running" for s in _states(portal, ids).values()) and len(
-            _states(portal, ids)) == count, every=0.25)
+        # the times come from the portal's own "running" events, not from this poll: it only
+        # says when to read them, and at 2 lists a second it stays light beside the launches
+        wait("every notebook running", lambda: all_running(portal, ids), every=0.5)
         workloads = [portal.timed("GET", f"/workloads/{w}/")["body"] for w in ids]
         running_at = _running_events(portal, ids, ("running",))
         created_at = _created_at(portal, ids)
@@ -189,27 +202,35 @@ def portal_side(stack: DemoStack, cluster: Cluster, namespace: str, count: int) 
                    "created_seconds": sorted(t - started_wall for t in created_at.values()),
                    "create_task_seconds": _create_task_seconds(stack, logs),
                    "all_have_address": all(w["url"] for w in workloads),
-                   "ready_to_running_seconds": lags}
+                   "ready_to_running_seconds": lags,
+                   # each hop's first / median / last launch, seconds after the first POST
+                   "hops": hop_spread(hops.hops.by_launch(), started_wall)}
         for wid in ids:
             portal.timed("DELETE", f"/workloads/{wid}/")
         wait("the portal's pods gone", lambda: cluster.pods(namespace) == 0)
         return figures
     finally:
         watch.stop()
+        hops.stop()
         portal.close()
 
 
 def spawner_side(stack: DemoStack, cluster: Cluster, image: str, count: int, n: int) -> dict:
     cluster.spawner_namespace()
-    answer = subprocess.run(
-        [str(kubespawner_python()), str(REPO / "bench" / "kubespawner_side.py"),
-         "--namespace", SPAWNER_NAMESPACE, "--count", str(count), "--image", image,
-         "--gpu-type", "a100", "--round", str(n)],
-        env={**os.environ, "KUBECONFIG": str(stack.kubeconfig)}, capture_output=True,
-        text=True, timeout=TIMEOUT)
-    if answer.returncode:
-        raise RuntimeError(f"kubespawner_side failed:\n{answer.stderr[-3000:]}")
-    figures = json.loads(answer.stdout.strip().splitlines()[-1])
+    hops = HopWatch(stack.kubeconfig, SPAWNER_NAMESPACE).start()
+    try:
+        answer = subprocess.run(
+            [str(kubespawner_python()), str(REPO / "bench" / "kubespawner_side.py"),
+             "--namespace", SPAWNER_NAMESPACE, "--count", str(count), "--image", image,
+             "--gpu-type", "a100", "--round", str(n)],
+            env={**os.environ, "KUBECONFIG": str(stack.kubeconfig)}, capture_output=True,
+            text=True, timeout=TIMEOUT)
+        if answer.returncode:
+            raise RuntimeError(f"kubespawner_side failed:\n{answer.stderr[-3000:]}")
+        figures = json.loads(answer.stdout.strip().splitlines()[-1])
+        figures["hops"] = hop_spread(hops.hops.by_launch(), figures["started_at"])
+    finally:
+        hops.stop()
     wait("KubeSpawner's pods gone", lambda: cluster.pods(SPAWNER_NAMESPACE) == 0)
     return figures
 
@@ -242,6 +263,9 @@ def run(args) -> dict:
                                 if side == "portal"
                                 else spawner_side(stack, cluster, image, args.count, n))
                 log(f"  all running in {result[side]['seconds_to_all_running']:.2f} s")
+                log("  hops (first / median / last, s): " + ", ".join(
+                    f"{hop} {' / '.join(f'{t:.2f}' for t in result[side]['hops'][hop])}"
+                    for hop in HOPS if hop in result[side]["hops"]))
                 if side == "portal":
                     created, tasks = (result[side]["created_seconds"],
                                       result[side]["create_task_seconds"])

@@ -115,6 +115,129 @@ class ClusterWatch:
         self._stop.set()
 
 
+# the hops of a launch, in the order a pod passes them; a pod that Kueue does not gate has no
+# Workload and is "ungated" when it is made
+HOPS = ("deployment", "replicaset", "pod", "workload", "reserved", "admitted", "ungated",
+        "scheduled", "address", "ready")
+KUEUE_GATE = "kueue.x-k8s.io/admission"
+WORKLOAD_HOPS = {"QuotaReserved": "reserved", "Admitted": "admitted"}  # a Workload's conditions
+
+
+class Hops:
+    """When each launch first reached each of `HOPS`, from the objects a watch saw and the wall
+    time it saw them. A launch is keyed by its workload id label, or by its pod's name where it
+    has none (KubeSpawner's); a Kueue Workload counts for the launch of the pod that owns it."""
+
+    def __init__(self) -> None:
+        self._at: dict[str, dict[str, float]] = {}
+        self._pod_key: dict[str, str] = {}  # a pod's name → its launch's key
+        self._workloads: dict[str, dict[str, float]] = {}  # by the pod that owns it
+        self._lock = threading.Lock()
+
+    def seen(self, kind: str, obj: dict[str, Any], at: float) -> None:
+        """`kind`: deployments, replicasets, pods or workloads."""
+        meta = obj["metadata"]
+        with self._lock:
+            if kind == "workloads":
+                owner = next((o["name"] for o in meta.get("ownerReferences") or []
+                              if o["kind"] == "Pod"), None)
+                if owner is not None:
+                    hops = self._workloads.setdefault(owner, {})
+                    hops.setdefault("workload", at)
+                    for condition in (obj.get("status") or {}).get("conditions") or []:
+                        if condition["status"] == "True" and condition["type"] in WORKLOAD_HOPS:
+                            hops.setdefault(WORKLOAD_HOPS[condition["type"]], at)
+                return
+            key = (meta.get("labels") or {}).get(WORKLOAD_LABEL) or meta["name"]
+            hops = self._at.setdefault(key, {})
+            if kind != "pods":
+                hops.setdefault(kind.removesuffix("s"), at)
+                return
+            self._pod_key[meta["name"]] = key
+            spec, status = obj.get("spec") or {}, obj.get("status") or {}
+            reached = {
+                "pod": True,
+                "ungated": not any(gate["name"] == KUEUE_GATE
+                                   for gate in spec.get("schedulingGates") or []),
+                "scheduled": bool(spec.get("nodeName")),
+                "address": bool(status.get("podIP")),
+                "ready": any(c["type"] == "Ready" and c["status"] == "True"
+                             for c in status.get("conditions") or []),
+            }
+            for hop, passed in reached.items():
+                if passed:
+                    hops.setdefault(hop, at)
+
+    def by_launch(self) -> dict[str, dict[str, float]]:
+        """Per launch, when it reached each hop it passed."""
+        with self._lock:
+            merged = {key: dict(hops) for key, hops in self._at.items()}
+            for pod, hops in self._workloads.items():
+                if pod in self._pod_key:
+                    for hop, at in hops.items():
+                        merged[self._pod_key[pod]].setdefault(hop, at)
+        return merged
+
+
+class HopWatch:
+    """Watches one namespace's Deployments, ReplicaSets, pods and Kueue Workloads and notes in
+    `hops` (Hops) when each launch reached each hop, on this machine's wall clock: a watch event
+    comes within milliseconds, where Kubernetes' own timestamps are to the second."""
+
+    def __init__(self, kubeconfig: Path, namespace: str) -> None:
+        from kubernetes import client, config
+
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        core, apps, custom = (client.CoreV1Api(api), client.AppsV1Api(api),
+                              client.CustomObjectsApi(api))
+        self.namespace = namespace
+        self.hops = Hops()
+        self._stop = threading.Event()
+        listers: dict[str, Callable[..., Any]] = {
+            "deployments": apps.list_namespaced_deployment,
+            "replicasets": apps.list_namespaced_replica_set,
+            "pods": core.list_namespaced_pod,
+            "workloads": lambda namespace, **kw: custom.list_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", namespace, "workloads", **kw)}
+        self._threads = [threading.Thread(target=self._run, args=(kind, lister), daemon=True)
+                         for kind, lister in listers.items()]
+
+    def start(self) -> HopWatch:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def _run(self, kind: str, lister: Callable[..., Any]) -> None:
+        from kubernetes import watch
+
+        version = None
+        while not self._stop.is_set():
+            try:
+                for event in watch.Watch().stream(lister, self.namespace, timeout_seconds=5,
+                                                  resource_version=version):
+                    at = time.time()
+                    obj = event["raw_object"]
+                    version = obj["metadata"]["resourceVersion"]
+                    if event["type"] != "DELETED":
+                        self.hops.seen(kind, obj, at)
+            except Exception:  # noqa: BLE001 - a watch that ends or expires: open another
+                version = None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def hop_spread(hops: dict[str, dict[str, float]], since: float) -> dict[str, list[float]]:
+    """Per hop that every launch passed: first, median and last, in seconds after `since`."""
+    spread = {}
+    for hop in HOPS:
+        times = sorted(h[hop] - since for h in hops.values() if hop in h)
+        if times and len(times) == len(hops):
+            spread[hop] = [times[0], statistics.median(times), times[-1]]
+    return spread
+
+
 class Portal:
     """The portal's REST API with one token."""
 

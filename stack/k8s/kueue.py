@@ -64,8 +64,12 @@ DEFAULT_PODS_READY_TIMEOUT = 300
 QUEUED_ONLY = ("--v1-pod", "-apps-v1-deployment")  # see the module's docstring
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 # how many objects of each kind Kueue's controllers reconcile at once: the values of Kueue
-# v0.19's shipped Configuration (config/components/manager/controller_manager_config.yaml)
-CONTROLLER_CONCURRENCY = (("Job.batch", 5), ("Pod", 5), ("Workload.kueue.x-k8s.io", 10),
+# v0.19's shipped Configuration (config/components/manager/controller_manager_config.yaml),
+# but pods 20 rather than 5. Each notebook's pod is reconciled some three times on its way
+# (its Workload made, its PodsReady condition, its gate lifted), each time waiting on the API
+# server and on Kueue's own webhooks; five at a time, a burst of 12 launches waited 2.8-3.5 s
+# from quota reserved to gate lifted, 20 at a time 1.2-1.9 s (bench/results/notebook_burst.md)
+CONTROLLER_CONCURRENCY = (("Job.batch", 5), ("Pod", 20), ("Workload.kueue.x-k8s.io", 10),
                           ("LocalQueue.kueue.x-k8s.io", 5), ("Cohort.kueue.x-k8s.io", 1),
                           ("ClusterQueue.kueue.x-k8s.io", 5),
                           ("ResourceFlavor.kueue.x-k8s.io", 1))

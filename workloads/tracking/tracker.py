@@ -28,8 +28,9 @@ a time). Its API cost is one list per kind (at start and after a 410) and one wa
 and watch period, whatever the number of workloads: no per-object GETs, ever.
 
 Cursors: after every drain, each kind's resourceVersion up to which every change has been
-written is stored in `TrackerCursor` (a reflector moves its resourceVersion only after its
-callback ran, so the cursor never passes an unwritten change). A tracker that stops (it lost
+written is stored in `TrackerCursor`, where it moved since it was last stored (those of one
+drain in one transaction); a reflector moves its resourceVersion only after its callback ran,
+so the cursor never passes an unwritten change. A tracker that stops (it lost
 the lead) and starts again in the same process resumes every kind whose stored cursor still
 equals where its store is, instead of listing; another kind (or a new process) lists.
 
@@ -51,7 +52,7 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.core.cache import cache
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection, transaction
 
 from core.contention import retry_on_contention
 from kube.client import Kube, KubeError
@@ -163,6 +164,9 @@ class Tracker:
         self._listed: dict[str, float] = {}  # kind → when its last list began (wall clock)
         self._all_orphans = False  # a list came in: look at every object for orphans
         self._counts = TrackerStats()
+        # resource → the cursor as stored (read at start, then as written): a drain writes only
+        # the cursors that moved, not every kind's at every step (twice a second, idle or not)
+        self._stored: dict[str, str] = {}
         self._resynced_at = time.monotonic()
         self.running = False
         # the group kinds (JobSet, MPIJob) the cluster serves, once asked (None: not yet)
@@ -178,6 +182,7 @@ class Tracker:
             return
         stored = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
         self._counts = TrackerStats()
+        self._stored = dict(stored)
         kinds = [*WATCHED, *self._group_kinds()]
         for kind in kinds:
             self._make_reflector(kind, stored)
@@ -360,9 +365,11 @@ class Tracker:
                 self._all_orphans |= all_orphans
             self._counts.errors += 1
             raise
-        for kind, version in versions.items():
-            retry_on_contention(TrackerCursor.objects.update_or_create, resource=RESOURCES[kind],
-                                defaults={"resource_version": version}, what="tracker cursor")
+        moved = {RESOURCES[kind]: version for kind, version in versions.items()
+                 if self._stored.get(RESOURCES[kind]) != version}
+        if moved:
+            retry_on_contention(_store_cursors, moved, what="tracker cursors")
+            self._stored.update(moved)
 
     # -- one workload ------------------------------------------------------------------------
 
@@ -524,6 +531,15 @@ class Lease:
         if value is None:
             return None
         return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _store_cursors(moved: dict[str, str]) -> None:
+    """resource → resourceVersion, in one transaction (one turn of the database's write lock
+    for all of them: on SQLite, every writer of the portal waits for it)."""
+    with transaction.atomic():
+        for resource, version in moved.items():
+            TrackerCursor.objects.update_or_create(resource=resource,
+                                                   defaults={"resource_version": version})
 
 
 def tracker_from_settings() -> Tracker:
