@@ -89,9 +89,9 @@ class FileListView(VolumeFilesView):
     @extend_schema(parameters=[OpenApiParameter("path", str, description="a folder inside the "
                                                 "volume (default: its top)")],
                    responses={200: EntrySerializer(many=True), **ERRORS})
-    def get(self, request: TenantAPIRequest, volume_id: int) -> Response:
+    def get(self, request: TenantAPIRequest, id: int) -> Response:
         """The folder's entries, folders first."""
-        volume = self.volume(volume_id)
+        volume = self.volume(id)
         query = self.query(ListQuerySerializer, request)
         return Response(services.files_list(volume=volume, path=query["path"]))
 
@@ -100,9 +100,9 @@ class FileContentView(VolumeFilesView):
     @extend_schema(parameters=[PATH], responses={
         (200, "application/octet-stream"): OpenApiTypes.BINARY,
         (206, "application/octet-stream"): OpenApiTypes.BINARY, **ERRORS})
-    def get(self, request: TenantAPIRequest, volume_id: int) -> StreamingHttpResponse:
+    def get(self, request: TenantAPIRequest, id: int) -> StreamingHttpResponse:
         """The file, streamed; a Range asks for a part of it."""
-        volume = self.volume(volume_id)
+        volume = self.volume(id)
         query = self.query(FileQuerySerializer, request)
         headers = {name: value for name in REQUEST_HEADERS
                    if (value := request.headers.get(name)) is not None}
@@ -117,9 +117,9 @@ class FileContentView(VolumeFilesView):
                    responses={201: EntrySerializer, 411: OpenApiResponse(description="no length"),
                               413: OpenApiResponse(description="over the site's upload size"),
                               **ERRORS})
-    def put(self, request: TenantAPIRequest, volume_id: int) -> Response:
+    def put(self, request: TenantAPIRequest, id: int) -> Response:
         """Write the file from the body, whole: it takes its name once all of it is there."""
-        volume = self.volume(volume_id)
+        volume = self.volume(id)
         query = self.query(FileQuerySerializer, request)
         length = upload_length(request.META.get("CONTENT_LENGTH"))
         entry = services.files_upload(user=request.user, volume=volume, path=query["path"],
@@ -128,9 +128,9 @@ class FileContentView(VolumeFilesView):
 
     @extend_schema(parameters=[PATH, OpenApiParameter("recursive", bool, description=(
         "delete a folder with everything in it"))], responses={204: None, **ERRORS})
-    def delete(self, request: TenantAPIRequest, volume_id: int) -> Response:
+    def delete(self, request: TenantAPIRequest, id: int) -> Response:
         """Delete a file or an empty folder; a folder with things in it only with recursive."""
-        volume = self.volume(volume_id)
+        volume = self.volume(id)
         query = self.query(DeleteQuerySerializer, request)
         services.files_delete(user=request.user, volume=volume, path=query["path"],
                               recursive=query["recursive"])
@@ -139,9 +139,9 @@ class FileContentView(VolumeFilesView):
 
 class FolderView(VolumeFilesView):
     @extend_schema(request=FolderSerializer, responses={201: EntrySerializer, **ERRORS})
-    def post(self, request: TenantAPIRequest, volume_id: int) -> Response:
+    def post(self, request: TenantAPIRequest, id: int) -> Response:
         """Make a folder (its parent must be there)."""
-        volume = self.volume(volume_id)
+        volume = self.volume(id)
         serializer = FolderSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         entry = services.files_folder_make(user=request.user, volume=volume,
@@ -151,9 +151,9 @@ class FolderView(VolumeFilesView):
 
 class MoveView(VolumeFilesView):
     @extend_schema(request=MoveSerializer, responses={200: EntrySerializer, **ERRORS})
-    def post(self, request: TenantAPIRequest, volume_id: int) -> Response:
+    def post(self, request: TenantAPIRequest, id: int) -> Response:
         """Rename or move a file or folder inside the volume; never over what has the name."""
-        volume = self.volume(volume_id)
+        volume = self.volume(id)
         serializer = MoveSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         entry = services.files_move(user=request.user, volume=volume,
