@@ -29,9 +29,9 @@ import pytest
 # the fixtures: those of tests/conftest.py that override pytest-django's are imported here, as
 # a plugin (-p tests.conftest, which brings the rest) would come before pytest-django's
 from files.server import token_for
-from tests.conftest import django_db_setup  # noqa: F401
 from tests.files.test_end_to_end import DATA
 from tests.files.test_end_to_end import files as files  # noqa: F401
+from tests.fixtures.database import django_db_setup  # noqa: F401
 from tests.fixtures.stack import django_db_modify_db_settings  # noqa: F401
 from tests.support.gpuctl import portal  # noqa: F401
 
