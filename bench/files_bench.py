@@ -9,7 +9,7 @@ the real gpu-portal-files (filesd/, built by stack.k8s.build) serving a folder o
 - through the portal: PUT/GET /api/v1/volumes/{id}/files/content, the user's Keystone token;
 - direct: PUT/GET /v1/volumes/{claim}/content on the server's port, its bearer token.
 
-The same client both ways (http.client, 1 MiB pieces); a random file of --size-mib MiB up,
+The same client both ways (curl, in a process of its own); a random file of --size-mib MiB up,
 then down, --runs times, the two ways interleaved; MiB/s = size / wall time of the request;
 medians; the SHA-256 of the file on the volume and of the one downloaded checked against the
 source each time. Ratio = portal / direct.

@@ -218,3 +218,39 @@ def test_a_file_server_that_does_not_answer_is_a_503_to_retry(files, project_tok
     assert answer.headers["Retry-After"] == "5"
     # and the portal asks the cluster again next time, not its memory of a ready server
     assert cache.get(f"files:ready:{files.tenant.namespace}") is None
+
+
+def test_the_file_browser_page(files, as_user):
+    (files.root / "data" / "notes.txt").write_text("epoch 3: loss 0.21\n")
+    researcher = as_user("researcher")
+    page = researcher.get("/volumes/1/files/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "runs/" in text and "/api/v1/volumes/1/files/content?path=notes.txt" in text
+    assert "data-file-upload" in text  # a member may upload here
+    answer = researcher.post("/volumes/1/files/?path=runs", {"action": "folder", "path": "ep-1"})
+    assert answer.status_code == 302 and answer["Location"] == "/volumes/1/files/?path=runs"
+    assert (files.root / "data" / "runs" / "ep-1").is_dir()
+    researcher.post("/volumes/1/files/", {"action": "move", "source": "notes.txt",
+                                          "to": "runs/notes.txt"})
+    assert (files.root / "data" / "runs" / "notes.txt").exists()
+    page = researcher.get("/volumes/1/files/?path=runs")
+    assert "ep-1/" in page.content.decode() and "notes.txt" in page.content.decode()
+    researcher.post("/volumes/1/files/?path=runs", {"action": "delete", "path": "runs/ep-1"})
+    assert not (files.root / "data" / "runs" / "ep-1").exists()
+    # a way out is refused on the page as in the API, and said so
+    answer = researcher.post("/volumes/1/files/", {"action": "folder", "path": "../escape"},
+                             follow=True)
+    assert "the path leaves the volume" in answer.content.decode()
+    assert not (files.root / "escape").exists()
+    # a reader sees the files, no change forms, and a change is refused
+    viewer = as_user("viewer")
+    page = viewer.get("/volumes/1/files/?path=runs")
+    assert page.status_code == 200 and "notes.txt" in page.content.decode()
+    assert "data-file-upload" not in page.content.decode()
+    answer = viewer.post("/volumes/1/files/", {"action": "delete", "path": "runs/notes.txt"},
+                         follow=True)
+    assert "not change them" in answer.content.decode()
+    assert (files.root / "data" / "runs" / "notes.txt").exists()
+    # another project's volume is not found
+    assert researcher.get(f"/volumes/{ELSEWHERE}/files/").status_code == 404
