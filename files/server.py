@@ -101,6 +101,8 @@ def file_server_ensure(*, tenant: Tenant, claims: Sequence[ClaimMount],
                         token=spec.token)
     file_server_used(spec.namespace)
     if cache.get(_ready_key(spec.namespace)) == spec.digest():
+        # in use: still taken as ready a while (a request that fails to reach it forgets)
+        cache.touch(_ready_key(spec.namespace), READY_SECONDS)
         return server
     kube = kube or Kube()
     try:
@@ -190,13 +192,20 @@ def file_servers_stop_idle(*, kube: Kube | None = None, now: float | None = None
         last = cache.get(_used_key(namespace)) or _made_at(meta)
         if now - last < idle:
             continue
-        file_server_forget(namespace)
-        for kind in ("Deployment", "Service", "Secret"):
-            kube.delete(kind, NAME, namespace)
+        file_server_stop(namespace, kube=kube)
         stopped.append(namespace)
         log.info("the file server of %s stopped: no request for %d minutes", namespace,
                  settings.PORTAL_FILES_IDLE_MINUTES)
     return stopped
+
+
+def file_server_stop(namespace: str, *, kube: Kube | None = None) -> None:
+    """Stop the project's file server now (idle, or a volume going away: a claim its pod
+    mounts cannot be deleted while the pod lives); the next request starts it again."""
+    kube = kube or Kube()
+    file_server_forget(namespace)
+    for kind in ("Deployment", "Service", "Secret"):
+        kube.delete(kind, NAME, namespace)
 
 
 def _made_at(meta: dict[str, Any]) -> float:

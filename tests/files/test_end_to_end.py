@@ -20,6 +20,7 @@ import requests
 from django.core.cache import cache
 
 from audit.models import AuditRecord
+from core.tasks import send_on_commit
 from files.manifests import NAME, ROOT
 from files.server import file_server_forget, file_servers_stop_idle, token_for
 from kube.client import Kube
@@ -205,6 +206,11 @@ def test_an_idle_file_server_is_stopped_and_started_again_on_demand(files, proje
     # the next request starts it again
     assert requests.get(files.url(DATA), headers=auth, timeout=60).status_code == 200
     assert kube.get("Deployment", NAME, namespace) is not None
+    # stopped on demand too (a volume taken away: its claim is released once the pod is gone),
+    # by the task a writer sends by name
+    send_on_commit("files.tasks.file_server_stop_task", namespace)
+    eventually(lambda: kube.get("Deployment", NAME, namespace) is None, timeout=30)
+    assert cache.get(f"files:ready:{namespace}") is None
 
 
 def test_a_file_server_that_does_not_answer_is_a_503_to_retry(files, project_token):
