@@ -45,6 +45,7 @@ COPY workloads/ workloads/
 COPY usage/ usage/
 COPY budgets/ budgets/
 COPY calendars/ calendars/
+COPY files/ files/
 COPY api/ api/
 COPY tenants/ tenants/
 COPY catalogue/ catalogue/

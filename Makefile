@@ -37,13 +37,15 @@ test: $(STAMP) $(ASSETS)
 	$(PY) -m stack.system_deps
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-# go vet: gpu-portal-sshd (sshd/), the one Go module of ours with code; its tests run in `make
-# test` (tests/sshd/test_go.py). The wrapper modules under stack/k8s hold only imports of
-# upstream commands, and vetting them would compile those whole.
+# go vet: gpu-portal-sshd (sshd/) and gpu-portal-files (filesd/), the Go modules of ours with
+# code; their tests run in `make test` (tests/sshd/test_go.py, tests/files/test_go.py). The
+# wrapper modules under stack/k8s hold only imports of upstream commands, and vetting them would
+# compile those whole.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	go -C sshd vet ./...
+	go -C filesd vet ./...
 
 bench: $(STAMP)
 	$(PY) -m stack.system_deps

@@ -8,7 +8,9 @@ error here has a category, which decides gpuctl's exit code (errors.py).
 
 from __future__ import annotations
 
+import contextlib
 import ssl
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import httpx
@@ -163,6 +165,26 @@ class PortalClient:
         if response.status_code >= 400:
             raise _api_error(response)
         return response
+
+    @contextlib.contextmanager
+    def stream(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+               content: Iterable[bytes] | None = None,
+               headers: dict[str, str] | None = None) -> Iterator[httpx.Response]:
+        """A request whose body (`content`, pieces as they come) and answer (read with
+        iter_bytes) are streamed, never held whole: the files of a volume. No second try with
+        a fresh token: a body streamed once cannot be sent again."""
+        all_headers = {"X-Auth-Token": self.token(), **(headers or {})}
+        try:
+            with self._http.stream(method, "/api/v1/" + path.lstrip("/"), params=params,
+                                   content=content, headers=all_headers,
+                                   timeout=httpx.Timeout(30.0, read=600.0)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _api_error(response)
+                yield response
+        except httpx.TransportError as exc:
+            raise Unreachable(f"the portal at {self.config.portal_url} cannot be reached: "
+                              f"{exc}") from exc
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params=params).json()

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "notifications",
     "budgets",
     "calendars",
+    "files",
     "api",
     "portal",
 ]
@@ -402,6 +403,17 @@ PORTAL_WEBHOOK_ALLOW_PRIVATE = env.bool("PORTAL_WEBHOOK_ALLOW_PRIVATE", default=
 # the static gpu-portal-sshd binary alone)
 PORTAL_SSH_SERVER_IMAGE = env.str("PORTAL_SSH_SERVER_IMAGE",
                                   default="ghcr.io/gpu-portal/gpu-portal-sshd:0.26.0")
+# a project's file server (files/, filesd/): its image; where the portal reaches it ({namespace}:
+# the project's; the demo and the tests name a server on loopback); its user (the volumes' files
+# are the workloads' user's: the templates' images run as 1000); how long it stays without a
+# request before the beat stops it; the largest upload the portal forwards
+PORTAL_FILES_IMAGE = env.str("PORTAL_FILES_IMAGE", default="ghcr.io/gpu-portal/gpu-portal-files:0.36.0")
+PORTAL_FILES_URL = env.str("PORTAL_FILES_URL",
+                           default="http://gpu-portal-files.{namespace}.svc:8080")
+PORTAL_FILES_RUN_AS_USER = env.int("PORTAL_FILES_RUN_AS_USER", default=1000)
+PORTAL_FILES_IDLE_MINUTES = env.int("PORTAL_FILES_IDLE_MINUTES", default=30)
+PORTAL_FILES_MAX_UPLOAD_BYTES = env.int("PORTAL_FILES_MAX_UPLOAD_BYTES", default=64 * 2**30)
+PORTAL_FILES_START_SECONDS = env.int("PORTAL_FILES_START_SECONDS", default=60)
 # who of a tenant gets through a workload's proxy unless the tenant says otherwise:
 # owner (the owner, the project's managers, admins) | members | readers
 PORTAL_SERVICE_ACCESS_DEFAULT = env.str("PORTAL_SERVICE_ACCESS_DEFAULT", default="members")

@@ -11,6 +11,7 @@ from . import (
     budget,
     calendar,
     catalogue,
+    files,
     identity,
     logs,
     maintenance,
@@ -23,5 +24,6 @@ from . import (
     workload,
 )
 
-NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, quota, usage, budget,
-                                 notification, webhook, reservation, maintenance, calendar)
+NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, files, quota, usage,
+                                 budget, notification, webhook, reservation, maintenance,
+                                 calendar)

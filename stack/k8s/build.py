@@ -1,8 +1,8 @@
 """Build the real cluster's Go components from the Go module proxy, once, into a cache outside the clone.
 
 Each component is a small wrapper module under stack/k8s/<name>/ (go.mod, go.sum and a main or a
-tools.go naming the upstream command): no upstream code lives in this repository. One is our own
-program in a folder of its own (portal-sshd: the repository's sshd/). Binaries go to
+tools.go naming the upstream command): no upstream code lives in this repository. Two are our own
+programs in folders of their own (portal-sshd: the repository's sshd/; portal-files: filesd/). Binaries go to
 
     $GPU_PORTAL_CACHE (default ~/.cache/gpu-portal)/k8s/<name>-<version>-<hash>/bin/
 
@@ -151,6 +151,10 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
     # static (cgo off) so that it runs in any image
     Component(name="portal-sshd", version="v1", module="gpu-portal.local/sshd",
               binaries={"gpu-portal-sshd": "."}, folder=HERE.parent.parent / "sshd"),
+    # the file server of a project's volumes (filesd/main.go says what it serves and how):
+    # our own module at the repository's filesd/, the standard library only
+    Component(name="portal-files", version="v1", module="gpu-portal.local/filesd",
+              binaries={"gpu-portal-files": "."}, folder=HERE.parent.parent / "filesd"),
 )}
 
 

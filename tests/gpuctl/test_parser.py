@@ -41,6 +41,7 @@ REGISTERED = {
                  "token": None},
     "logs": {"logs": None},
     "ssh": {"ssh": None, "ssh-config": None, "ssh-proxy": None},
+    "files": {"files": ["ls", "get", "put", "rm", "mkdir", "mv"]},
     "quota": {"quota": None},
     "usage": {"usage": None},
     "budget": {"budget": ["show", "set", "remove"]},
@@ -120,7 +121,10 @@ REQUIRED = {("launch",): ["--template", "jupyter", "--gpu-type", "a100"],
                                          "2026-12-01T09:00Z", "--end", "2026-12-01T10:00Z"],
             ("reservations", "cancel"): ["1"], ("maintenance", "cancel"): ["1"],
             ("maintenance", "create"): ["--gpu-type", "a100", "--start", "2026-12-01T09:00Z",
-                                        "--end", "2026-12-01T10:00Z", "--reason", "x"]}
+                                        "--end", "2026-12-01T10:00Z", "--reason", "x"],
+            ("files", "ls"): ["data"], ("files", "get"): ["data:a"],
+            ("files", "put"): ["a", "data:"], ("files", "rm"): ["data:a"],
+            ("files", "mkdir"): ["data:a"], ("files", "mv"): ["data:a", "b"]}
 
 
 def test_json_is_declared_once():

@@ -6,26 +6,15 @@ runs `go vet` on the same module."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 from tests.sshd.harness import REPO
-
-# as stack/k8s/build.py builds: this toolchain, go.mod and go.sum as they are
-GO_ENV = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
-
-
-def go() -> str:
-    path = shutil.which("go")
-    assert path, "the Go toolchain (go ≥ 1.26) is needed: https://go.dev/dl/"
-    return path
+from tests.support.golang import GO_ENV, go, go_test
 
 
 def test_the_go_tests_pass():
-    result = subprocess.run([go(), "test", "./..."], cwd=REPO / "sshd", env=GO_ENV,
-                            capture_output=True, text=True, timeout=280)
+    result = go_test(REPO / "sshd")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -15,6 +15,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from files.manifests import NAME as FILE_SERVER
+from files.manifests import ClaimMount, FileServerSpec, file_server_objects
 from kube.client import Kube
 from kube.reflector import Reflector, object_key
 from tenants.services import tenant_ensure
@@ -134,6 +136,12 @@ def test_orphans_are_deleted(tenants, owner, gpu_types):
     Workload.objects.filter(pk=stopped.pk).update(state=S.STOPPED)
     # and a live workload, which must be left alone
     live = launch(tenant, owner, gpu_types, name="live", count=0)
+    # and the project's file server: the portal's, but no workload's
+    files = FileServerSpec(namespace=tenant.namespace, project_id=tenant.keystone_project_id,
+                           claims=(ClaimMount("data"),), image="files:1", token="t",
+                           run_as_user=1000, max_upload_bytes=1)
+    for obj in file_server_objects(files):
+        kube.create(obj)
 
     tracker = Tracker()
     tracker.run_for(1.0)
@@ -144,6 +152,9 @@ def test_orphans_are_deleted(tenants, owner, gpu_types):
         obj = kube.get(kind, name, tenant.namespace)
         assert obj is None or obj["metadata"].get("deletionTimestamp"), (kind, name)
     assert kube.get("Job", live.object_name, tenant.namespace) is not None
+    for kind in ("Deployment", "Service", "Secret"):
+        found = kube.get(kind, FILE_SERVER, tenant.namespace)
+        assert found is not None and not found["metadata"].get("deletionTimestamp"), kind
     assert state_of(stopped).state == S.STOPPED
 
 

@@ -53,8 +53,11 @@ class OrphanCollector:
         is left alone. Jobs of finished batch workloads stay: ttlSecondsAfterFinished removes
         them, and their logs stay readable until then. `objects` are (kind, object) of ours;
         returns how many were deleted."""
+        # an object of ours without a workload's id is no workload's (a project's file
+        # server: files/manifests.py), and not this collector's to judge
         candidates = [(kind, obj) for kind, obj in top_level(objects)
-                      if object_key(obj) not in self._deleted]
+                      if object_key(obj) not in self._deleted
+                      and workload_id_of(obj) is not None]
         if not candidates:
             return 0
         tenant_namespaces = set(Tenant.objects.filter(

@@ -1,0 +1,3 @@
+module gpu-portal.local/filesd
+
+go 1.26.0

@@ -1,0 +1,92 @@
+"""gpu-portal-files (filesd/) run on loopback as a project's pod runs it: the same flags, a root
+with a folder per claim, the token from a file; and a stand-in for the seam where the volumes
+plug in (files/volumes.py), naming which claim each volume id is and who may write it."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import requests
+
+from files import volumes
+from files.manifests import ClaimMount
+from files.volumes import VolumeFiles, VolumeUnknown
+from identity.roles import PortalRole
+from stack.k8s import build
+from stack.procs import free_port
+from tests.support.waiting import eventually
+
+
+class FileServerProcess:
+    """`gpu-portal-files --root ROOT --token-file …`, stderr to a log file; stop() sends
+    SIGTERM, as the kubelet does, and returns the exit status."""
+
+    def __init__(self, root: Path, token: str, workdir: Path, *, max_upload_bytes: int = 0):
+        self.root = root
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        token_file = workdir / "token"
+        token_file.write_text(token + "\n")
+        token_file.chmod(0o600)
+        self.log_file = workdir / "files.log"
+        binary = build.ensure("portal-files", quiet=True)["gpu-portal-files"]
+        with open(self.log_file, "wb") as log:
+            self.proc = subprocess.Popen(
+                [str(binary), "--listen", f"127.0.0.1:{self.port}", "--root", str(root),
+                 "--token-file", str(token_file), "--max-upload-bytes", str(max_upload_bytes)],
+                stdout=log, stderr=subprocess.STDOUT)
+        eventually(lambda: requests.get(f"{self.url}/healthz", timeout=2).status_code == 204,
+                   timeout=30, ignoring=(requests.ConnectionError,),
+                   message=lambda: f"the file server never served: {self.log()}")
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise
+        return self.proc.returncode
+
+
+@dataclasses.dataclass(frozen=True)
+class StandInVolume:
+    """A volume as the storage app will answer for it: its tenant's namespace, its claim,
+    read-only or not."""
+    namespace: str
+    claim: str
+    read_only: bool = False
+
+
+class StandInVolumes:
+    """files/volumes.py's two answers from a table of volumes: a volume is seen by the members
+    of its tenant's project (readers too), written by members and managers unless read-only;
+    another project's is unknown."""
+
+    def __init__(self, table: dict[int, StandInVolume]) -> None:
+        self.table = table
+
+    def volume_files(self, *, identity, tenant, volume_id: int) -> VolumeFiles:
+        volume = self.table.get(volume_id)
+        if volume is None or volume.namespace != tenant.namespace:
+            raise VolumeUnknown(volume_id)
+        writable = identity.role is not None and identity.role >= PortalRole.MEMBER
+        return VolumeFiles(tenant=tenant, claim=volume.claim,
+                           writable=writable and not volume.read_only)
+
+    def project_claims(self, tenant) -> list[ClaimMount]:
+        return [ClaimMount(v.claim, read_only=v.read_only) for v in self.table.values()
+                if v.namespace == tenant.namespace]
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(volumes, "volume_files", self.volume_files)
+        monkeypatch.setattr(volumes, "project_claims", self.project_claims)
