@@ -37,10 +37,10 @@ def refused(response) -> list[str]:
     return response.json()["fields"]["secrets"]
 
 
-def namespace_objects(namespace: str) -> list[dict]:
+def namespace_objects(cluster, namespace: str) -> list[dict]:
     """Every object of the namespace, of every namespaced kind the portal knows the cluster
-    serves."""
-    kube, found = Kube(), []
+    serves, as the cluster's admin reads them."""
+    kube, found = Kube(cluster.api_client()), []
     for kind, spec in KINDS.items():
         if not getattr(spec, "namespaced", True) or kind in ("Namespace", "Node",
                                                               "IPAddressPool"):
@@ -79,7 +79,7 @@ def test_an_env_secret_reaches_the_pod_by_reference_and_its_value_nowhere_else(
     assert (ref.name, ref.key) == (f"portal-secret-{secret_id}", "HF_TOKEN")
     # the cluster: only the secret's own Secret holds the value
     holders = [f"{obj['kind']} {obj['metadata']['name']}"
-               for obj in namespace_objects(vision.namespace)
+               for obj in namespace_objects(cluster, vision.namespace)
                if VALUE in readable(obj) or ENCODED in json.dumps(obj)]
     assert holders == [f"Secret portal-secret-{secret_id}"]
     # the API's answers about it
