@@ -17,11 +17,13 @@ from . import (
     notification,
     quota,
     reservation,
+    secret,
     ssh,
     usage,
     webhook,
     workload,
 )
 
-NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, quota, usage, budget,
-                                 notification, webhook, reservation, maintenance, calendar)
+NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, secret, quota, usage,
+                                 budget, notification, webhook, reservation, maintenance,
+                                 calendar)

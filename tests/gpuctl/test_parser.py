@@ -24,6 +24,7 @@ from gpuctl.commands import (
     maintenance,
     notification,
     reservation,
+    secret,
     ssh,
     usage,
     webhook,
@@ -46,6 +47,7 @@ REGISTERED = {
     "budget": {"budget": ["show", "set", "remove"]},
     "notification": {"notifications": ["list", "read", "preferences"]},
     "webhook": {"webhook": ["add", "list", "test", "delete", "enable", "confirm"]},
+    "secret": {"secrets": ["ls", "create", "set", "rm"]},
     "reservation": {"reservations": ["list", "create", "cancel"]},
     "maintenance": {"maintenance": ["list", "create", "cancel"]},
     "calendar": {"calendar": None},
@@ -119,6 +121,8 @@ REQUIRED = {("launch",): ["--template", "jupyter", "--gpu-type", "a100"],
             ("reservations", "create"): ["--gpu-type", "a100", "--count", "1", "--start",
                                          "2026-12-01T09:00Z", "--end", "2026-12-01T10:00Z"],
             ("reservations", "cancel"): ["1"], ("maintenance", "cancel"): ["1"],
+            ("secrets", "create"): ["hf", "--kind", "env"], ("secrets", "set"): ["hf"],
+            ("secrets", "rm"): ["hf"],
             ("maintenance", "create"): ["--gpu-type", "a100", "--start", "2026-12-01T09:00Z",
                                         "--end", "2026-12-01T10:00Z", "--reason", "x"]}
 
@@ -180,6 +184,14 @@ SPELLINGS = [
     ("calendar --gpu-type a100 --since 2026-12-01 --until 2026-12-15 --json", calendar.calendar),
     ("usage --group-by user --since 2026-11-01 --csv", usage.usage),
     ("token 42 --header", workload.token),
+    ("secrets ls --json", secret.list_secrets),
+    ("secrets create hf --kind env --from-file hf.env", secret.create),
+    ("secrets create certs --kind file --from-file ca.pem --from-file key.pem --project",
+     secret.create),
+    ("secrets set hf --from-file hf.env", secret.replace),
+    ("secrets rm 3", secret.remove),
+    ("launch --template jupyter --gpu-type a100 --secret hf --secret certs:/etc/ssl/mine",
+     workload.launch),
 ]
 
 
