@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from django.db import transaction
+from django.views.decorators.debug import sensitive_variables
 
 from audit.services import audit_record
 from identity.models import User
@@ -82,6 +83,9 @@ def _name_taken(tenant: Tenant, owner: User, name: str, scope: str) -> bool:
     return rows.exists()
 
 
+# an error report (the DEBUG page, the admins' e-mail) shows every local of every frame: these
+# frames, and those they call, show none (portal/error_reports.py honours the mark)
+@sensitive_variables()
 def secret_create(*, tenant: Tenant, acting_user: User, name: str, kind: str, scope: str,
                   data: Any, kube: Kube | None = None) -> Secret:
     """A secret of `acting_user`'s own (scope user) or of the project (the caller checked that
@@ -105,6 +109,7 @@ def secret_create(*, tenant: Tenant, acting_user: User, name: str, kind: str, sc
     return secret
 
 
+@sensitive_variables()
 def secret_replace(*, secret: Secret, acting_user: User, data: Any,
                    kube: Kube | None = None) -> Secret:
     """Replace a secret's value whole (its name, kind and scope stay). The same refusals."""
