@@ -133,6 +133,8 @@ def test_each_kind_of_secret_in_a_batch_job(vision, api_headers, eager_celery, c
         f"portal-secret-{s3}"
     assert env_vars["RCLONE_CONFIG"].value == "/run/secrets/lake/rclone.conf"
     assert all(item.value != VALUE for item in env_vars.values())
+    # the pod is admitted and runs (Pod Security, the namespace's guard) with its secret volumes
+    track_until(workload.pk, lambda w: w.state in ("running", "succeeded"))
 
 
 def test_a_member_uses_the_projects_secret_but_nobody_another_ones_own(vision, api_headers,
