@@ -42,6 +42,7 @@ COPY identity/ identity/
 COPY access/ access/
 COPY notifications/ notifications/
 COPY workloads/ workloads/
+COPY credentials/ credentials/
 COPY usage/ usage/
 COPY budgets/ budgets/
 COPY calendars/ calendars/

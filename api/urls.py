@@ -11,6 +11,7 @@ urlpatterns = [
     path("v1/", include("audit.api.urls")),
     path("v1/", include("catalogue.api.urls")),
     path("v1/", include("workloads.api.urls")),
+    path("v1/", include("credentials.api.urls")),
     path("v1/", include("usage.api.urls")),
     path("v1/", include("access.api.urls")),
     path("v1/", include("budgets.api.urls")),

@@ -33,6 +33,7 @@ LABEL_QUEUED = "gpu-portal.io/queued"
 LABEL_WORKLOAD_ID = "gpu-portal.io/workload-id"
 LABEL_OWNER = "gpu-portal.io/owner"
 LABEL_OWNER_ID = "gpu-portal.io/owner-id"
+LABEL_SECRET_ID = "gpu-portal.io/secret-id"  # a user's or project's secret (credentials/)
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
 ANNOTATION_ADDRESS_POOL = "metallb.io/address-pool"
@@ -140,6 +141,17 @@ def workload_id_of_name(name: str) -> int | None:
     name."""
     match = OBJECT_NAME.match(name)
     return int(match.group(1)) if match else None
+
+
+SECRET_PREFIX = "portal-secret"
+
+
+def secret_object_name(secret_id: int) -> str:
+    """`portal-secret-7`: the Kubernetes Secret that holds the value of the portal's secret 7
+    (credentials/), never a name a workload's objects take (`wl-…`)."""
+    if isinstance(secret_id, bool) or not isinstance(secret_id, int) or secret_id < 0:
+        raise ValueError(f"a secret id is a non-negative integer, not {secret_id!r}")
+    return f"{SECRET_PREFIX}-{secret_id}"
 
 
 def jobset_pod_host(object_name: str, rank: int) -> str:

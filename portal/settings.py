@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "audit",
     "catalogue",
     "workloads",
+    "credentials",
     "usage",
     "tenants",
     "access",

@@ -27,6 +27,7 @@ urlpatterns = [
     path("", include("workloads.urls")),
     path("", include("usage.urls")),
     path("", include("budgets.urls")),
+    path("", include("credentials.urls")),
     path("", include("calendars.urls")),
     path("", include("notifications.urls")),
     path("", include("files.urls")),

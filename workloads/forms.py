@@ -9,7 +9,7 @@ bounds the API's serializer declares too (workloads/validation.py) and runs the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS
@@ -29,13 +29,16 @@ from .validation import (
     launch_clean,
 )
 
+if TYPE_CHECKING:
+    from identity.identity import Identity
+
 # the form's fields in page order, with their labels (the error summary links to them)
 FIELD_LABELS = {
     "name": "Name", "template": "Template", "gpu_type": "GPU type", "gpu_count": "GPUs",
     "nodes": "Nodes", "cpu": "CPU cores", "memory": "Memory (GiB)", "max_runtime_minutes": "Maximum runtime",
     "use_home": "Home volume", "kind": "Kind", "image": "Image", "command": "Command",
     "args": "Arguments", "env": "Environment", "port": "Port", "retries": "Retries",
-    "public": "Public", "ssh": "SSH",
+    "public": "Public", "ssh": "SSH", "secrets": "Secrets",
 }
 
 # fields the page always sends (blank numbers are left out so the template defaults apply)
@@ -57,6 +60,9 @@ def launch_request(post: QueryDict, template: Template | None) -> tuple[dict[str
         if value:
             data[field] = value
     data["use_home"] = bool(post.get("use_home"))
+    # the secrets ticked (the page mounts a file or s3 secret at its default path)
+    data["secrets"] = [{"secret": int(value)} for value in post.getlist("secrets")
+                       if value.isascii() and value.isdigit() and len(value) < 19]
     data["public"] = bool(post.get("public"))
     if template is not None and template.ssh:
         # a checkbox: left unticked, the launch asks for no SSH
@@ -124,14 +130,14 @@ class LaunchForm(forms.Form):
     ssh = forms.NullBooleanField(required=False)
 
     # read from text areas by launch_request, typed already
-    LISTS = ("command", "args", "env")
+    LISTS = ("command", "args", "env", "secrets")
 
     def __init__(self, data: dict[str, Any], *, tenant: Tenant | None = None,
-                 quota: Quota | None = None) -> None:
+                 quota: Quota | None = None, identity: Identity | None = None) -> None:
         super().__init__({k: v for k, v in data.items() if k not in self.LISTS})
         self.lists = {k: data[k] for k in self.LISTS if k in data}
         self.list_errors: dict[str, list[str]] = {}
-        self.tenant, self.quota = tenant, quota
+        self.tenant, self.quota, self.identity = tenant, quota, identity
         self.request: dict[str, Any] | None = None
 
     def is_valid(self) -> bool:
@@ -155,7 +161,8 @@ class LaunchForm(forms.Form):
         request = {k: v for k, v in cleaned.items() if v is not None and v != ""}
         request.update(self.lists)
         try:
-            self.request = launch_clean(request=request, tenant=self.tenant, quota=self.quota)
+            self.request = launch_clean(request=request, tenant=self.tenant, quota=self.quota,
+                                        identity=self.identity)
         except LaunchInvalid as exc:
             for field, messages in exc.errors.items():
                 self._error(field, messages)

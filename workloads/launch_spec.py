@@ -8,7 +8,9 @@ the template (image, command, args, env, token variable, run-as-root) or the GPU
 name, node selector) in between.
 
 Secrets are not in it: the access token stays in its column and the workload's Secret, the
-proxy's credentials are derived when the objects are made (workloads/access.py).
+proxy's credentials are derived when the objects are made (workloads/access.py). The user's
+and project's secrets a launch names are, by name only (credentials.SecretUse: which
+Kubernetes Secret, its key names, where its files go); their values stay in those Secrets.
 
 Migration 0009 has its own copy of `launch_spec_resolve` (a migration must not change when this
 module does); a new key here is a new VERSION, and the migration's copy stays as it is.
@@ -22,12 +24,13 @@ from django.conf import settings
 
 from catalogue.models import GpuType, Template
 from catalogue.options import launch_argv
+from credentials.manifests import SecretUse
 from kube.labels import workload_host
 
 from .models import Workload
 
-VERSION = 5  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh;
-# 5: avoid_nodes
+VERSION = 6  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh;
+# 5: avoid_nodes; 6: secrets
 
 
 def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, image: str, command: list[str],
@@ -35,7 +38,8 @@ def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, ima
                         cpu: int, memory_gb: int, max_runtime_minutes: int | None,
                         retries: int, use_home: bool, exposure: str = "loadbalancer",
                         host: str = "", nodes: int = 1, ssh: bool = False,
-                        avoid_nodes: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+                        avoid_nodes: list[str] | tuple[str, ...] = (),
+                        secrets: list[SecretUse] | tuple[SecretUse, ...] = ()) -> dict[str, Any]:
     """The spec as JSON from the launch's own values and its template and GPU type rows now.
     The env is a list of [name, value] pairs: the template's, then the launch's (overriding a
     template's variable in place), in that order (a JSON object would not keep it in
@@ -80,14 +84,18 @@ def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, ima
         # there is no command: the image's entrypoint as the template names it
         "ssh": ssh,
         "entrypoint": list(template.entrypoint or []) if ssh else [],
+        # the user's and project's secrets it reads, by reference (names, never values)
+        "secrets": [use.frozen() for use in secrets],
     }
 
 
-def launch_spec_from_rows(workload: Workload, *, avoid_nodes: list[str] | tuple[str, ...] = ()
+def launch_spec_from_rows(workload: Workload, *, avoid_nodes: list[str] | tuple[str, ...] = (),
+                          secrets: list[SecretUse] | tuple[SecretUse, ...] = ()
                           ) -> dict[str, Any]:
     """The spec resolved from the workload's row and its template and GPU type as they are
     now, and the site's way of reaching services (PORTAL_SERVICE_EXPOSURE): what admission
-    freezes, with the nodes its admission checks told it to avoid."""
+    freezes, with the nodes its admission checks told it to avoid and the secrets its launch
+    named."""
     exposure = settings.PORTAL_SERVICE_EXPOSURE
     host = workload_host(workload.pk, settings.PORTAL_SERVICE_DOMAIN) \
         if exposure == "shared" and workload.pk is not None else ""
@@ -97,10 +105,15 @@ def launch_spec_from_rows(workload: Workload, *, avoid_nodes: list[str] | tuple[
         port=workload.port, gpu_count=workload.gpu_count, cpu=workload.cpu,
         memory_gb=workload.memory_gb, max_runtime_minutes=workload.max_runtime_minutes,
         retries=workload.retries, use_home=workload.use_home, exposure=exposure, host=host,
-        nodes=workload.nodes, ssh=workload.ssh, avoid_nodes=avoid_nodes)
+        nodes=workload.nodes, ssh=workload.ssh, avoid_nodes=avoid_nodes, secrets=secrets)
 
 
 def launch_spec_of(workload: Workload) -> dict[str, Any]:
     """The frozen spec; a row without one (admitted by an older portal during an upgrade, or
     made by hand in a test or benchmark) is resolved from its rows now."""
     return workload.launch_spec or launch_spec_from_rows(workload)
+
+
+def launch_secrets(workload: Workload) -> list[SecretUse]:
+    """The secrets a workload was launched with (the page's and the API's list)."""
+    return [SecretUse.thawed(value) for value in (workload.launch_spec or {}).get("secrets") or ()]

@@ -53,6 +53,13 @@ from access.ssh_server import (
 )
 from catalogue.environment import ENV_NAME
 from catalogue.images import DEFAULT_TAG, parse_image_reference
+from credentials.manifests import (
+    SecretUse,
+    pod_env,
+    pod_mounts,
+    pod_pull_secrets,
+    pod_volumes,
+)
 from kube.labels import (
     ANNOTATION_ADDRESS_POOL,
     EXPOSURES,
@@ -173,6 +180,9 @@ class WorkloadSpec:
     # (tenants/kueue.py); on the Job (created suspended: Kueue starts it when it admits
     # it) or on the Deployment and its pods (held by Kueue's scheduling gate until admitted)
     queue_labels: tuple[tuple[str, str], ...] = ()
+    # the user's and project's secrets it reads (credentials/manifests.py): variables by
+    # secretKeyRef, files in read-only secret volumes, registry logins as imagePullSecrets
+    secrets: tuple[SecretUse, ...] = ()
 
     def __post_init__(self) -> None:
         # Combinations no manifest can express are refused here, before anything is sent.
@@ -197,6 +207,9 @@ class WorkloadSpec:
             raise ValueError("max_runtime_seconds must be positive")
         parse_image_reference(self.image)  # ValueError with the grammar's message
         names = [key for key, _ in self.env] + [key for key, _ in self.secret_env]
+        secret_names = [name for use in self.secrets for name in use.env_names]
+        if len(set(secret_names)) != len(secret_names) or set(secret_names) & set(names):
+            raise ValueError("a variable of a secret is set twice")
         for key in names:
             if not ENV_NAME.fullmatch(key):
                 raise ValueError(f"{key!r} is not a valid environment variable name")
@@ -247,7 +260,8 @@ class WorkloadSpec:
             raise ValueError(f"the name {self.name!r} is too long for {self.nodes} nodes: its "
                              f"pods would be named {longest!r}, over {MAX_LABEL} characters")
         taken = set(TORCHRUN_ENV if self.engine == JOBSET else ()) & {
-            key for key, _ in (*self.env, *self.secret_env)}
+            *(key for key, _ in (*self.env, *self.secret_env)),
+            *(name for use in self.secrets for name in use.env_names)}
         if taken:
             raise ValueError(f"{', '.join(sorted(taken))} {'is' if len(taken) == 1 else 'are'} "
                              "set by the portal in every pod of the group")
@@ -349,7 +363,7 @@ def _env(spec: WorkloadSpec) -> list[Manifest]:
     env: list[Manifest] = [{"name": key, "value": value} for key, value in spec.env]
     env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": spec.name, "key": key}}}
             for key, _ in spec.secret_env]
-    return env
+    return env + pod_env(spec.secrets)
 
 
 def _resources(spec: WorkloadSpec) -> Manifest:
@@ -388,7 +402,7 @@ def _container(spec: WorkloadSpec) -> Manifest:
         container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
-    if spec.env or spec.secret_env:
+    if spec.env or spec.secret_env or pod_env(spec.secrets):
         container["env"] = _env(spec)
     port_name = _app_port_name(spec)
     if spec.port is not None:
@@ -417,7 +431,7 @@ def _volume_mounts(spec: WorkloadSpec) -> list[Manifest]:
         mounts.append({"name": HOME_VOLUME, "mountPath": HOME_MOUNT_PATH})
     if spec.ssh is not None:
         mounts += make_volume_mounts()
-    return mounts
+    return mounts + pod_mounts(spec.secrets)
 
 
 def _volumes(spec: WorkloadSpec) -> list[Manifest]:
@@ -431,7 +445,7 @@ def _volumes(spec: WorkloadSpec) -> list[Manifest]:
         volumes += make_proxy_volumes(spec.proxy)
     if spec.ssh is not None:
         volumes += make_volumes(spec.ssh)
-    return volumes
+    return volumes + pod_volumes(spec.secrets)
 
 
 def _pod_security_context(spec: WorkloadSpec) -> Manifest:
@@ -496,6 +510,8 @@ def make_pod_template(spec: WorkloadSpec) -> Manifest:
     init_containers = _init_containers(spec)
     if init_containers:
         pod_spec["initContainers"] = init_containers
+    if pull_secrets := pod_pull_secrets(spec.secrets):
+        pod_spec["imagePullSecrets"] = pull_secrets
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
     if spec.avoid_nodes:
@@ -686,7 +702,9 @@ def mpirun_argv(spec: WorkloadSpec) -> list[str]:
     """mpirun over every slot of every worker, passing the workload's variables on to the
     ranks (a process that sshd starts does not inherit the worker container's environment),
     then the researcher's program as it is."""
-    forwarded = [arg for key, _ in (*spec.env, *spec.secret_env) for arg in ("-x", key)]
+    names = [*(key for key, _ in (*spec.env, *spec.secret_env)),
+             *(name for use in spec.secrets for name in use.env_names)]
+    forwarded = [arg for key in names for arg in ("-x", key)]
     return ["mpirun", "-n", str(spec.nodes * processes_per_node(spec)), *forwarded, *spec.command,
             *spec.args]
 

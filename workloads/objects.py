@@ -23,6 +23,7 @@ from django.conf import settings
 
 from access.ssh import ca_public_key, host_key_for, report_base_url, report_token_for
 from access.ssh_server import SSHServerSpec, ssh_port_beside
+from credentials.manifests import SecretUse
 from kube.client import Conflict, Kube, KubeRefused
 from kube.kueue import queueing_on
 from kube.labels import LABEL_PROJECT_ID, LABEL_WORKLOAD_ID, MANAGED_BY, label_value
@@ -102,6 +103,7 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         ssh=ssh,
         entrypoint=tuple(spec.get("entrypoint") or ()),
         queue_labels=tuple(sorted(queue_labels(kind).items())) if queued else (),
+        secrets=tuple(SecretUse.thawed(value) for value in spec.get("secrets") or ()),
     )
 
 

@@ -229,7 +229,8 @@ def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
                 **({"max_length": MAX_GROUP_OBJECT_NAME} if template.distributed else {}))
             # what it will run, frozen now: later edits of the template or GPU type leave it be
             workload.launch_spec = launch_spec_from_rows(
-                workload, avoid_nodes=request.get("avoid_nodes") or ())
+                workload, avoid_nodes=request.get("avoid_nodes") or (),
+                secrets=request.get("secrets") or ())
             workload.save(update_fields=["object_name", "launch_spec"])
             if workload.kind == Template.Kind.SERVICE or workload.ssh:
                 # its OAuth client: the authenticating proxy in front of it logs users in (a
@@ -244,7 +245,8 @@ def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
                          after={"id": workload.pk, "template": template.slug,
                                 "gpu_type": workload.gpu_type.slug,
                                 "gpu_count": workload.gpu_count, "nodes": workload.nodes,
-                                "image": workload.image})
+                                "image": workload.image,
+                                "secrets": [use.name for use in request.get("secrets") or ()]})
             send_on_commit("workloads.tasks.workload_create_task", workload.pk)
     except AdmissionRefused:
         metrics.admission_refused(gpu_type=request["gpu_type"].slug)

@@ -10,11 +10,13 @@ fields' bounds are the domain's, the serializer and the form wrap them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from access.proxy import PROXY_DIR
 from access.services import tenant_service_access
+from access.ssh_server import BIN_DIR, CONFIG_DIR
 from catalogue.environment import (
     env_problems,
     env_size,
@@ -26,13 +28,18 @@ from catalogue.models import GpuType, Template
 from catalogue.options import launch_args_problems
 from cluster.capacity import gpu_capacity
 from core.validation import FieldsInvalid
+from credentials.validation import SecretInvalid, secret_uses_clean
 from kube.client import KubeError
 from kube.engines import engine_refusal
 from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
 from .advice import never_fits
+from .manifests import HOME_MOUNT_PATH, JOBSET, MPI_SSH_PATH, TORCHRUN_ENV
 from .naming import display_name_clean
+
+if TYPE_CHECKING:
+    from identity.identity import Identity
 
 # the bounds of the typed fields, declared by the API's serializer and the page's form alike
 NAME_MAX_LENGTH = 200
@@ -117,10 +124,12 @@ def _field_errors(request: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
-                 quota: Quota | None = None,
-                 check_capacity: bool = True) -> dict[str, Any]:
+                 quota: Quota | None = None, check_capacity: bool = True,
+                 identity: Identity | None = None) -> dict[str, Any]:
     """The request, completed from its template, or LaunchInvalid. `tenant` and `quota` are
-    the launching project's (None: rules that need them are not checked); `check_capacity`:
+    the launching project's (None: rules that need them are not checked); `identity`, the
+    caller's: the secrets it names must be theirs to use (secrets: [{secret, path?}], as
+    credentials.SecretUses once clean); `check_capacity`:
     refuse a distributed launch the cluster cannot run and a request larger than any node of
     its GPU type (asks the cluster). The check before a launch leaves both to the launch
     advice (advice.py), which tells them as notes with the same words."""
@@ -194,6 +203,7 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
                                         fixed_command=not template.takes_program)
     if env_refused:
         errors["env"] = env_refused
+    _secrets(data, errors, template, tenant, identity)
     _launch_size(data, errors)
     data.setdefault("cpu", template.default_cpu)
     data.setdefault("memory", template.default_memory_gb)
@@ -248,6 +258,37 @@ def ssh_by_default(template: Template, kind: str) -> bool:
     """A launch that says nothing of SSH has it where its template offers it, for a service
     only: a batch job with SSH would hold an address of its own."""
     return template.ssh and kind == Template.Kind.SERVICE
+
+
+# where the portal mounts its own volumes into a workload's container: no secret goes there
+RESERVED_PATHS = (HOME_MOUNT_PATH, "/dev/shm", PROXY_DIR, BIN_DIR, CONFIG_DIR, MPI_SSH_PATH)
+
+
+def _secrets(data: dict[str, Any], errors: dict[str, list[str]], template: Template,
+             tenant: Tenant | None, identity: Identity | None) -> None:
+    """The secrets the launch names, as SecretUses (credentials/validation.py): each one the
+    caller may use in this project, and none setting a variable the launch, its template, the
+    portal or another secret sets, or one a fixed program must not be handed."""
+    refs = data.get("secrets") or []
+    data["secrets"] = []
+    if not refs:
+        return
+    taken = {*(template.env or {}), *(data.get("env") or {})}
+    if template.token_env:
+        taken.add(template.token_env)
+    if template.engine == JOBSET:
+        taken |= set(TORCHRUN_ENV)
+    try:
+        uses = secret_uses_clean(refs=refs, identity=identity, tenant=tenant,
+                                 reserved=RESERVED_PATHS, env_names=taken)
+    except SecretInvalid as exc:
+        errors.update(exc.errors)
+        return
+    names = {name: "" for use in uses for name in use.env_names}
+    refused = env_template_problems(names, fixed_command=not template.takes_program)
+    if refused:
+        errors["secrets"] = refused
+    data["secrets"] = uses
 
 
 def _image_refusal(template: Template, image: str, tenant: Tenant | None, *,

@@ -29,6 +29,7 @@ from access.services import tenant_service_access
 from catalogue.models import Template
 from core.redirects import safe_redirect_target
 from core.validation import Refused, whole_number
+from credentials.selectors import secrets_usable
 from identity.access import project_required, scoped_object, tenant_required
 from identity.models import User
 from identity.scoping import Action, TenantScopedQuerySet
@@ -45,6 +46,7 @@ from .access import access_decision, workload_access_summary
 from .advice import launch_advice, launch_context
 from .filtersets import WorkloadFilterSet
 from .forms import FIELD_LABELS, LaunchForm, launch_request
+from .launch_spec import launch_secrets
 from .logs import redact, workload_logs, workload_redact
 from .models import Workload
 from .querysets import WorkloadQuerySet
@@ -236,6 +238,8 @@ def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Templ
         "check": _check_context(availability, values, tenant, template, user=request.user),
         "queueing": queueing_shown(),
         "addresses": service_addresses(),
+        "usable_secrets": secrets_usable(request.identity, tenant),
+        "chosen_secrets": request.POST.getlist("secrets") if request.method == "POST" else [],
     }, status=status)
 
 
@@ -267,7 +271,7 @@ def _launch_submit(request: TenantRequest, tenant: Tenant, templates: list[Templ
         for field, default in (("cpu", shown.default_cpu), ("memory", shown.default_memory_gb)):
             if data.get(field) == str(default):
                 data.pop(field)
-    form = LaunchForm(data, tenant=tenant, quota=tenant.quota)
+    form = LaunchForm(data, tenant=tenant, quota=tenant.quota, identity=request.identity)
     if not form.is_valid():
         for field, messages_ in form.field_errors().items():
             errors.setdefault(field, []).extend(messages_)
@@ -456,6 +460,7 @@ def _detail_context(request: ProjectRequest, workload: Workload) -> dict[str, An
         "ranks": ranks, "rank": rank,
         "ranks_running": sum(1 for r in ranks if r.get("state") == "running"
                              and r.get("role") != "launcher"),
+        "secrets": launch_secrets(workload),
     }
 
 

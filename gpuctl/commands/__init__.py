@@ -18,12 +18,13 @@ from . import (
     notification,
     quota,
     reservation,
+    secret,
     ssh,
     usage,
     webhook,
     workload,
 )
 
-NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, files, quota, usage,
+NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, files, secret, quota, usage,
                                  budget, notification, webhook, reservation, maintenance,
                                  calendar)

@@ -12,6 +12,7 @@ from ..client import PortalClient
 from ..errors import EXIT_OK, WaitFailed
 from ..output import Column, Render, age, emit, line, print_record, print_table, record, table
 from ..parser import Commands, Parser, key_value, wait_options
+from .secret import launch_secrets
 
 FINAL_STATES = {"succeeded", "failed", "stopped"}
 STATES = ["submitted", "creating", "queued", "pending", "running", "succeeded", "failed",
@@ -96,6 +97,11 @@ def _launch_options(p: Parser) -> None:
     p.add_argument("--max-runtime", type=int, metavar="MINUTES", help="stop after this long")
     p.add_argument("--retries", type=int, help="batch: retries of a failed run")
     p.add_argument("--use-home", action="store_true", help="mount the project's home volume")
+    p.add_argument("--secret", action="append", metavar="NAME[:PATH]",
+                   help="a secret it reads, yours or the project's, by name or id "
+                        "(repeatable): env → its variables, file → its files at PATH "
+                        "(default /run/secrets/NAME), registry → the image's pull login, s3 → "
+                        "the AWS variables and RCLONE_CONFIG (gpuctl secrets ls)")
     p.add_argument("--ssh", action=argparse.BooleanOptionalAction, default=None,
                    help="run the portal's SSH server beside the program (gpuctl ssh ID); "
                         "default: the template's choice (on for jupyter, code-server and "
@@ -143,12 +149,15 @@ def launch_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def launch(api: PortalClient, args: argparse.Namespace) -> int:
+    body = launch_body(args)
+    if args.secret:
+        body["secrets"] = launch_secrets(api, args.secret)
     if args.check:
-        advice = api.post("workloads/check/", launch_body(args))
+        advice = api.post("workloads/check/", body)
         emit(args, advice, notes_text(advice["notes"]))
         return EXIT_OK
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
-    workload = api.post("workloads/", launch_body(args), headers=headers)
+    workload = api.post("workloads/", body, headers=headers)
     if args.wait or args.wait_done:
         until = {"succeeded"} if args.wait_done else {"running", "succeeded"}
         workload = wait_for(api, workload["id"], until=until, timeout=args.timeout,
@@ -253,7 +262,7 @@ WORKLOAD_FIELDS = ["id", "name", "tenant", "owner", "template", "kind", "gpu_typ
                    "nodes", "gpus", "image", "command", "args", "port", "cpu", "memory",
                    "max_runtime_minutes", "state", "reason", "url", "address", "node",
                    "exit_code", "created_at", "started_at", "finished_at", "expires_at",
-                   "queue_text", "eta"]
+                   "queue_text", "eta", "secrets"]
 
 
 def shown_ranks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -271,7 +280,9 @@ RANK_COLUMNS: list[Column] = [
 
 def print_workload(workload: dict[str, Any], out: TextIO) -> None:
     """The record, then (a distributed workload) its ranks as a table."""
-    print_record(workload, WORKLOAD_FIELDS, out)
+    secrets = ", ".join(f"{s['name']} ({s['kind']}{' at ' + s['path'] if s.get('path') else ''})"
+                        for s in workload.get("secrets") or []) or None
+    print_record({**workload, "secrets": secrets}, WORKLOAD_FIELDS, out)
     ranks = workload.get("ranks") or []
     if ranks:
         running = sum(1 for r in ranks if r.get("state") == "running"

@@ -34,8 +34,11 @@ from keystoneauth1.identity import v3
 from access.models import TenantServiceAccess
 from budgets.models import Budget
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
+from credentials.models import Secret
+from credentials.services import secret_create
 from notifications.models import Channel, Delivery, Kind, Notification, Webhook
 from tenants.models import Quota, Tenant
+from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from workloads.models import Workload
 
@@ -75,6 +78,7 @@ class Endpoint:
                else world.window if self.target == "window"
                else world.workloads[tenant] if self.target == "workload"
                else world.reservations[tenant] if self.target == "reservation"
+               else world.secrets[tenant] if self.target == "secret"
                else world.tenants[tenant])
         if self.query_param:
             return f"{self.path}?{self.query_param}={obj.pk}"
@@ -92,6 +96,8 @@ WINDOW = {"nodes": ["gpu-t4-1"], "start": SOON.isoformat(),
           "end": (SOON + dt.timedelta(hours=2)).isoformat(), "reason": "probe"}
 PUBLIC_WEBHOOK_URL = "https://93.184.215.14/services/T0/B0/secret"
 LAUNCH = {"name": "probe", "template": "jupyter", "gpu_type": "a100", "gpu_count": 1}
+PROJECT_SECRET = {"name": "probe", "kind": "env", "scope": "project",
+                  "data": {"PROBE": "value"}}
 QUOTA_PATCH = {"max_workloads": 7}
 SSH_PUBLIC_KEY = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
     serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
@@ -173,6 +179,16 @@ ENDPOINTS = [
     Endpoint("DELETE", "/api/v1/maintenance-windows/{id}/", target="window", writes=True,
              admin_only=True, ok=204),
     Endpoint("GET", "/api/v1/calendar/", params={"gpu_type": "a100"}),
+    # secrets: a project's are seen by its people, written by its managers (a user's own are
+    # tested in tests/credentials); no answer holds a value
+    Endpoint("GET", "/api/v1/secrets/", lists="secret"),
+    Endpoint("POST", "/api/v1/secrets/", writes=True, manager_only=True, body=PROJECT_SECRET,
+             ok=201),
+    Endpoint("GET", "/api/v1/secrets/{id}/", target="secret"),
+    Endpoint("PUT", "/api/v1/secrets/{id}/", target="secret", writes=True, manager_only=True,
+             body={"data": {"PROBE": "replaced"}}),
+    Endpoint("DELETE", "/api/v1/secrets/{id}/", target="secret", writes=True,
+             manager_only=True, ok=204),
 ]
 BY_KEY = {endpoint.key: endpoint for endpoint in ENDPOINTS}
 # operations no Keystone token reaches: a workload's SSH server reports its sessions with the
@@ -230,6 +246,7 @@ class World:
     # a webhook of each project: "vision" lead's, "nlp" nobody's now
     project_webhooks: dict[str, Webhook] = dataclasses.field(default_factory=dict)
     reservations: dict[str, Reservation] = dataclasses.field(default_factory=dict)
+    secrets: dict[str, Secret] = dataclasses.field(default_factory=dict)  # a project's each
     window: MaintenanceWindow | None = None
 
     def call(self, who: str, endpoint: Endpoint, url: str | None = None, *,
@@ -270,6 +287,10 @@ def world(tokens, gpu_types, cluster) -> World:
         world.reservations[key] = Reservation.objects.create(
             tenant=tenant, gpu_type=gpu_types["a100"], count=1, start=SOON,
             end=SOON + dt.timedelta(hours=1), note=f"{key} probe")
+        tenant_reconcile(tenant_id=tenant.pk)  # its namespace: a secret's value goes there
+        world.secrets[key] = secret_create(
+            tenant=tenant, acting_user=get_user_model().objects.get(name="admin"),
+            name=f"{key}-probe", kind="env", scope="project", data={"PROBE": key})
     world.window = MaintenanceWindow.objects.create(
         nodes=["gpu-t4-1"], start=SOON, end=SOON + dt.timedelta(hours=1), reason="probe",
         affected={"gpu-t4-1": {"gpu_type": "t4", "gpus": 4}})
@@ -311,6 +332,7 @@ def snapshot(world: World) -> tuple:
         sorted(Reservation.objects.values_list("pk", "tenant_id", "cancelled_at")),
         sorted(ReservationAllowance.objects.values_list("tenant_id", "gpu_hours")),
         sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at", "state")),
+        sorted(Secret.objects.values_list("pk", "name", "keys", "updated_at")),
     )
 
 
@@ -357,6 +379,7 @@ PROBES = {
                {"page_size": "500"}],
     "reservation": [{}, {"gpu_type": "a100"}, {"include_past": "1"},
                     {"page_size": "500"}],
+    "secret": [{}, {"page_size": "500"}],
 }
 LIST_CASES = [(e, query) for e in LISTS for query in PROBES[e.lists or ""]]
 
@@ -371,7 +394,8 @@ def test_lists_show_only_the_callers_tenant(world, endpoint, query, who):
     assert set(body) >= {"count", "next", "previous", "results"}
     listed = {row["id"] for row in body["results"]}
     hidden = {"workload": world.workloads, "tenant": world.tenants,
-              "reservation": world.reservations}[endpoint.lists or ""]["vision"]
+              "reservation": world.reservations,
+              "secret": world.secrets}[endpoint.lists or ""]["vision"]
     assert hidden.pk not in listed
     if endpoint.lists == "workload":
         assert all(row["tenant"] == "nlp-lab" for row in body["results"])

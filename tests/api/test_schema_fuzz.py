@@ -44,7 +44,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from credentials.services import secret_create
 from tenants.models import Tenant
+from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 
 pytestmark = pytest.mark.django_db
@@ -97,6 +99,9 @@ def owned(project_token, gpu_types, cluster, settings):
     tenant = Tenant.objects.get(name="vision-lab")
     quota_update(tenant=tenant, acting_user=None,
                  changes={"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4}})
+    tenant_reconcile(tenant_id=tenant.pk)  # its namespace: a secret's value is written there
+    secret = secret_create(tenant=tenant, acting_user=users["manager"], name="fuzz-target",
+                           kind="env", scope="project", data={"FUZZ": "value"})
     with TestCase.captureOnCommitCallbacks(execute=False):
         launched = Client().post("/api/v1/workloads/", {"name": "fuzz target",
                                                         "template": "jupyter",
@@ -121,7 +126,7 @@ def owned(project_token, gpu_types, cluster, settings):
                                              secret="0" * 64, created_by=user).pk
                 for role, user in users.items()}
     ids = {"tenant": tenant.pk, "workload": launched.json()["id"],
-           "reservation": reservation.pk, "window": window.pk}
+           "reservation": reservation.pk, "window": window.pk, "secret": secret.pk}
     return tokens, ids, notifications, webhooks
 
 
@@ -131,7 +136,8 @@ def _object_id(path: str, role: str, ids, notifications, webhooks) -> int:
     if path.startswith("/api/v1/notifications/"):
         return notifications[role]
     for prefix, kind in (("/api/v1/tenants/", "tenant"), ("/api/v1/reservations/", "reservation"),
-                         ("/api/v1/maintenance-windows/", "window")):
+                         ("/api/v1/maintenance-windows/", "window"),
+                         ("/api/v1/secrets/", "secret")):
         if path.startswith(prefix):
             return ids[kind]
     return ids["workload"]

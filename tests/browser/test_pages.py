@@ -73,7 +73,10 @@ def launched(project_token, name: str, **body) -> Workload:
 
 def test_the_researchers_pages_at_full_and_half_screen(page, log_in, live_server, vision_lab,
                                                       project_token):
-    workload = launched(project_token, "review notebook")
+    from tests.support.secrets import secret_made
+
+    secret = secret_made({"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")})
+    workload = launched(project_token, "review notebook", secrets=[{"secret": secret}])
     log_in(page, "researcher")
     switch_project(page, "vision-lab")
     page.goto(f"{live_server.url}/workloads/{workload.pk}/")
@@ -83,7 +86,8 @@ def test_the_researchers_pages_at_full_and_half_screen(page, log_in, live_server
                        ("launch-custom", "/workloads/new/?template=custom"),
                        ("workloads", "/workloads/"), ("workload", f"/workloads/{workload.pk}/"),
                        ("usage", "/usage/"), ("budget", "/budget/"),
-                       ("calendar", "/calendar/")):
+                       ("calendar", "/calendar/"), ("secrets", "/secrets/"),
+                       ("secret", f"/secrets/{secret}/")):
         review(page, live_server.url + path, name)
 
 

@@ -165,8 +165,9 @@ def test_the_migration_backfills_what_is_not_finished(tenants, owner, gpu_types)
     live.refresh_from_db()
     done.refresh_from_db()
     # version 1's keys (2 added how a service is reached, 3 the nodes and the engine, 4 SSH,
-    # 5 the nodes to avoid)
-    later = ("exposure", "host", "nodes", "engine", "ssh", "entrypoint", "avoid_nodes")
+    # 5 the nodes to avoid, 6 the secrets)
+    later = ("exposure", "host", "nodes", "engine", "ssh", "entrypoint", "avoid_nodes",
+             "secrets")
     now = {k: v for k, v in launch_spec_from_rows(live).items() if k not in later}
     assert live.launch_spec == {**now, "version": 1}
     assert live.launch_spec["env"] == [["MINE", "x"]]

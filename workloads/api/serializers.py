@@ -19,10 +19,13 @@ from catalogue.environment import (
 )
 from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS
 from catalogue.models import GpuType, Template
+from credentials.validation import MAX_PATH, MAX_SECRETS_PER_LAUNCH
+from identity.identity import Identity
 from tenants.models import Quota, Tenant
 from workloads.queue import QueuePlace, queue_places, queue_text
 
 from ..access import workload_access_summary
+from ..launch_spec import launch_secrets
 from ..logs import redact
 from ..models import Workload, WorkloadEvent
 from ..selectors import workload_may_see_secrets
@@ -66,6 +69,23 @@ class DistributedUnavailableError(exceptions.APIException):
     default_code = DistributedUnavailable.code
 
 
+class SecretRefSerializer(serializers.Serializer[dict[str, Any]]):
+    """A secret a launch reads: its id (GET /api/v1/secrets/), and where a file or s3
+    secret's files go."""
+
+    secret = WholeNumberField(min_value=1, max_value=2**63 - 1)
+    path = serializers.CharField(max_length=MAX_PATH, required=False, allow_blank=True,
+                                 help_text="file and s3 secrets: the directory its files are "
+                                           "mounted at, read-only (default /run/secrets/NAME)")
+
+
+class WorkloadSecretSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    path = serializers.CharField(help_text="where its files are mounted; empty for env and "
+                                           "registry secrets")
+
+
 class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField(max_length=NAME_MAX_LENGTH)
     template = serializers.SlugRelatedField(slug_field="slug", queryset=Template.objects.all())
@@ -97,13 +117,20 @@ class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
         required=False, default=False,
         help_text="service only: open it to anyone, without the portal's login in front "
                   "(only where an admin allows it for the project; audited)")
+    secrets = serializers.ListField(
+        child=SecretRefSerializer(), required=False, max_length=MAX_SECRETS_PER_LAUNCH,
+        help_text="your own and the project's secrets it reads: env → its variables (by "
+                  "reference), file → its files at `path`, registry → the pull login for the "
+                  "image, s3 → the AWS variables and an rclone config (RCLONE_CONFIG)")
 
     def __init__(self, *args: Any, tenant: Tenant | None = None, quota: Quota | None = None,
-                 check_capacity: bool = True, **kwargs: Any) -> None:
+                 check_capacity: bool = True, identity: Identity | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.tenant = tenant
         self.quota = quota
         self.check_capacity = check_capacity
+        self.identity = identity
 
     def validate_name(self, value: str) -> str:
         return self._field("name", value)
@@ -130,7 +157,7 @@ class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
         """The domain's rules (workloads/validation.py) on the typed request."""
         try:
             return launch_clean(request=data, tenant=self.tenant, quota=self.quota,
-                                check_capacity=self.check_capacity)
+                                check_capacity=self.check_capacity, identity=self.identity)
         except LaunchInvalid as exc:
             raise serializers.ValidationError(exc.errors) from exc
         except DistributedUnavailable as exc:
@@ -190,6 +217,8 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
     queue_text = serializers.SerializerMethodField(
         help_text="Queued: its place and estimate in the portal's words (\"queued — position 3 "
                   "of 7 for a100, about 40 min\"); null otherwise.")
+    secrets = serializers.SerializerMethodField(
+        help_text="the secrets it was launched with, by name (never a value)")
 
     class Meta:
         model = Workload
@@ -199,7 +228,7 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
                   "max_runtime_minutes", "ssh", "state", "reason", "url", "address", "node",
                   "exit_code", "object_name", "created_at", "started_at", "finished_at",
                   "expires_at", "access", "queue_position", "queue_length", "eta",
-                  "eta_basis", "gpus", "queue_text"]
+                  "eta_basis", "gpus", "queue_text", "secrets"]
         read_only_fields = fields
         list_serializer_class = WorkloadListSerializer
 
@@ -236,6 +265,11 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
         if workload.state != Workload.State.QUEUED:
             return None
         return queue_text(workload, self._place(workload))
+
+    @extend_schema_field(WorkloadSecretSerializer(many=True))
+    def get_secrets(self, workload: Workload) -> list[dict[str, str]]:
+        return [{"name": use.name, "kind": use.kind, "path": use.path}
+                for use in launch_secrets(workload)]
 
     def get_url(self, workload: Workload) -> str:
         return workload.url

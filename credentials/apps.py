@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class CredentialsConfig(AppConfig):
+    name = "credentials"
+    label = "credentials"
+    verbose_name = "Secrets"

@@ -1,0 +1,21 @@
+"""Secrets on the real control plane (tests/credentials/): the portal's ServiceAccount writes,
+replaces and deletes a secret's Kubernetes Secret, and a launch's pod spec reaches the real API
+server with its variables by secretKeyRef and its registry login as imagePullSecrets; the value
+is in no other object of the namespace. Validation and roles decide in the portal and run once,
+on kubesim."""
+
+import pytest
+
+from tests.credentials.test_api import (  # noqa: F401 - collected here, against the real cluster
+    test_a_cluster_that_does_not_answer_is_503_and_nothing_is_recorded,
+    test_a_member_makes_a_secret_of_their_own_and_never_reads_its_value_back,
+    test_a_registry_outside_the_sites_registries_is_refused,
+    test_replace_is_write_only_and_delete_takes_the_value_away,
+)
+from tests.credentials.test_launch import (  # noqa: F401 - collected here, against the real cluster
+    test_an_env_secret_reaches_the_pod_by_reference_and_its_value_nowhere_else,
+    test_each_kind_of_secret_in_a_batch_job,
+)
+from tests.support.journeys import vision  # noqa: F401 - what the tests use
+
+pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
