@@ -21,25 +21,28 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.contrib.auth import get_user_model
-from django.test import Client, TestCase
+from django.test import Client, TestCase, override_settings
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
 from access.models import TenantServiceAccess
 from budgets.models import Budget
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
+from catalogue.models import GpuType
 from credentials.models import Secret
 from credentials.services import secret_create
 from notifications.models import Channel, Delivery, Kind, Notification, Webhook
 from tenants.models import Quota, Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
+from tests.support.database import demo_gpu_types, rows_of_the_module
 from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
@@ -272,8 +275,25 @@ class World:
         return {**data, "max_workloads": 7}
 
 
+@pytest.fixture(scope="module")
+def shared_world(django_db_setup, django_db_blocker, tokens, kubesim) -> Iterator[World]:
+    """The world, made once for the module's tests (tests/support/database.py): what a test
+    changes in it is rolled back when that test ends."""
+    from cluster.addresses import address_pools_forget
+
+    with rows_of_the_module(django_db_blocker):
+        with django_db_blocker.unblock(), override_settings(KUBECONFIG=str(kubesim.kubeconfig)):
+            address_pools_forget()
+            world = make_world(tokens, demo_gpu_types())
+        yield world
+
+
 @pytest.fixture
-def world(tokens, gpu_types, cluster) -> World:
+def world(shared_world, cluster) -> World:
+    return shared_world
+
+
+def make_world(tokens: dict[str, str], gpu_types: dict[str, GpuType]) -> World:
     world = World(tokens=tokens, tenants={}, workloads={})
     for who in tokens:  # first contact creates users and tenants, as in production
         assert Client().get("/api/v1/me/", HTTP_X_AUTH_TOKEN=tokens[who]).status_code == 200

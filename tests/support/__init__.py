@@ -6,6 +6,7 @@ named in that folder's conftest.py; tests/realcluster imports those it re-runs w
 
 - waiting.py: `eventually`, the one way a test waits for something.
 - cluster.py: a test's cluster objects, its own and gone before the next test starts.
+- database.py: rows a module's tests share, made once and rolled back after its last test.
 - tracking.py, journeys.py, kueue.py: tenants, launches and the tracker's loop on kubesim, on
   the real control plane and on the one with Kueue.
 - pages.py, gpuctl.py: signed-in pages and their forms; gpuctl against the live portal.

@@ -1,0 +1,60 @@
+"""Rows that a module's tests share: made once, in a transaction that stays open around the
+module's tests and is rolled back after the last one.
+
+Each test still runs in a transaction of its own (pytest-django's `db`, Django's TestCase), which
+inside this one is a savepoint, rolled back when the test ends: every test starts from the rows
+the module made, as if it had made them itself, and none sees what another test changed. Django's
+TestCase does the same for `setUpTestData`. The isolation matrices need it: hundreds of tests
+over the same two tenants, and making those rows again was most of each test's time.
+
+Not for a module with transactional tests (`transaction=True`, `live_server`): they commit and
+flush the database. Only the database is rolled back: rows made here must not have sent anything
+elsewhere (their tasks are queued on commit, which never comes).
+
+    @pytest.fixture(scope="module")
+    def shared(django_db_setup, django_db_blocker):
+        with rows_of_the_module(django_db_blocker):
+            with django_db_blocker.unblock():
+                rows = make_rows()
+            yield rows
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def rows_of_the_module(django_db_blocker: Any) -> Iterator[None]:
+    """A transaction on every database, open until the block ends, then rolled back. The
+    database stays blocked meanwhile, except where the caller (or a test's `db`) unblocks it."""
+    from django.db import connections, transaction
+
+    atomics = []
+    with django_db_blocker.unblock():
+        for alias in connections:
+            atomic = transaction.atomic(using=alias)
+            atomic.__enter__()
+            atomics.append((alias, atomic))
+    try:
+        yield
+    finally:
+        with django_db_blocker.unblock():
+            for alias, atomic in reversed(atomics):
+                transaction.set_rollback(True, using=alias)
+                atomic.__exit__(None, None, None)
+
+
+def demo_gpu_types() -> dict[str, Any]:
+    """The demo catalogue: three GPU types placed by the `gputype` node label (the `gpu_types`
+    fixture's rows, for rows made outside a test)."""
+    from catalogue.models import GpuType
+
+    return {
+        slug: GpuType.objects.create(slug=slug, name=name, memory_gb=mem,
+                                     node_selector={"gputype": slug})
+        for slug, name, mem in (("a100", "NVIDIA A100 80GB", 80), ("v100", "NVIDIA V100 32GB", 32),
+                                ("t4", "NVIDIA T4", 16))
+    }
