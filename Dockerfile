@@ -47,6 +47,7 @@ COPY budgets/ budgets/
 COPY calendars/ calendars/
 COPY api/ api/
 COPY tenants/ tenants/
+COPY storage/ storage/
 COPY catalogue/ catalogue/
 COPY audit/ audit/
 COPY kubesim/ kubesim/

@@ -26,12 +26,14 @@ from catalogue.models import GpuType, Template
 from catalogue.options import launch_args_problems
 from cluster.capacity import gpu_capacity
 from core.validation import FieldsInvalid
+from identity.identity import Identity
 from kube.client import KubeError
 from kube.engines import engine_refusal
 from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
 from .advice import never_fits
+from .mounts import MountsInvalid, mounts_resolve
 from .naming import display_name_clean
 
 # the bounds of the typed fields, declared by the API's serializer and the page's form alike
@@ -118,12 +120,14 @@ def _field_errors(request: dict[str, Any]) -> dict[str, list[str]]:
 
 def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
                  quota: Quota | None = None,
-                 check_capacity: bool = True) -> dict[str, Any]:
+                 check_capacity: bool = True,
+                 identity: Identity | None = None) -> dict[str, Any]:
     """The request, completed from its template, or LaunchInvalid. `tenant` and `quota` are
     the launching project's (None: rules that need them are not checked); `check_capacity`:
     refuse a distributed launch the cluster cannot run and a request larger than any node of
     its GPU type (asks the cluster). The check before a launch leaves both to the launch
-    advice (advice.py), which tells them as notes with the same words."""
+    advice (advice.py), which tells them as notes with the same words. `identity`: the
+    caller, whose volumes `mounts` may name (mounts.py; without one, a launch mounts none)."""
     data = dict(request)
     errors = _field_errors(data)
     if errors:
@@ -194,6 +198,7 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
                                         fixed_command=not template.takes_program)
     if env_refused:
         errors["env"] = env_refused
+    _mounts(data, errors, tenant, identity)
     _launch_size(data, errors)
     data.setdefault("cpu", template.default_cpu)
     data.setdefault("memory", template.default_memory_gb)
@@ -203,6 +208,23 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
     if errors:
         raise LaunchInvalid(errors)
     return data
+
+
+def _mounts(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant | None,
+            identity: Identity | None) -> None:
+    """The volumes it mounts, resolved for the caller in the tenant (mounts.py)."""
+    entries = data.get("mounts") or []
+    if not entries:
+        data["mounts"] = []
+        return
+    if tenant is None or identity is None:
+        errors["mounts"] = ["Volumes are mounted in a project's launch only."]
+        return
+    try:
+        data["mounts"] = mounts_resolve(entries, identity=identity, tenant=tenant,
+                                        use_home=bool(data.get("use_home")))
+    except MountsInvalid as exc:
+        errors["mounts"] = exc.errors
 
 
 def _nodes(data: dict[str, Any], errors: dict[str, list[str]], template: Template) -> None:

@@ -35,6 +35,7 @@ from access.models import TenantServiceAccess
 from budgets.models import Budget
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
 from notifications.models import Channel, Delivery, Kind, Notification, Webhook
+from storage.models import StorageClass, Volume
 from tenants.models import Quota, Tenant
 from tenants.services import quota_update
 from workloads.models import Workload
@@ -75,6 +76,7 @@ class Endpoint:
                else world.window if self.target == "window"
                else world.workloads[tenant] if self.target == "workload"
                else world.reservations[tenant] if self.target == "reservation"
+               else world.volumes[tenant] if self.target == "volume"
                else world.tenants[tenant])
         if self.query_param:
             return f"{self.path}?{self.query_param}={obj.pk}"
@@ -173,6 +175,16 @@ ENDPOINTS = [
     Endpoint("DELETE", "/api/v1/maintenance-windows/{id}/", target="window", writes=True,
              admin_only=True, ok=204),
     Endpoint("GET", "/api/v1/calendar/", params={"gpu_type": "a100"}),
+    # volumes: a member makes their own, a manager changes the project's (the world's are)
+    Endpoint("GET", "/api/v1/volumes/", lists="volume"),
+    Endpoint("POST", "/api/v1/volumes/", writes=True, body={"name": "new", "size_gib": 1},
+             ok=201),
+    Endpoint("GET", "/api/v1/volumes/{id}/", target="volume"),
+    Endpoint("PATCH", "/api/v1/volumes/{id}/", target="volume", writes=True, manager_only=True,
+             body={"size_gib": 2}),
+    Endpoint("DELETE", "/api/v1/volumes/{id}/", target="volume", writes=True,
+             manager_only=True, ok=204),
+    Endpoint("GET", "/api/v1/storage-classes/"),
 ]
 BY_KEY = {endpoint.key: endpoint for endpoint in ENDPOINTS}
 # operations no Keystone token reaches: a workload's SSH server reports its sessions with the
@@ -231,6 +243,7 @@ class World:
     project_webhooks: dict[str, Webhook] = dataclasses.field(default_factory=dict)
     reservations: dict[str, Reservation] = dataclasses.field(default_factory=dict)
     window: MaintenanceWindow | None = None
+    volumes: dict[str, Volume] = dataclasses.field(default_factory=dict)  # a project volume each
 
     def call(self, who: str, endpoint: Endpoint, url: str | None = None, *,
              body: dict[str, Any] | None = None, query: dict[str, str] | None = None):
@@ -270,6 +283,12 @@ def world(tokens, gpu_types, cluster) -> World:
         world.reservations[key] = Reservation.objects.create(
             tenant=tenant, gpu_type=gpu_types["a100"], count=1, start=SOON,
             end=SOON + dt.timedelta(hours=1), note=f"{key} probe")
+    StorageClass.objects.create(name="standard", expandable=True, is_default=True)
+    for key, creator in (("vision", "lead"), ("nlp", "student")):
+        world.volumes[key] = Volume.objects.create(
+            tenant=world.tenants[key], owner=get_user_model().objects.get(name=creator),
+            scope=Volume.Scope.PROJECT, name="probe", size_gib=1, storage_class="standard",
+            claim_name=f"vol-probe-{key}")
     world.window = MaintenanceWindow.objects.create(
         nodes=["gpu-t4-1"], start=SOON, end=SOON + dt.timedelta(hours=1), reason="probe",
         affected={"gpu-t4-1": {"gpu_type": "t4", "gpus": 4}})
@@ -311,6 +330,7 @@ def snapshot(world: World) -> tuple:
         sorted(Reservation.objects.values_list("pk", "tenant_id", "cancelled_at")),
         sorted(ReservationAllowance.objects.values_list("tenant_id", "gpu_hours")),
         sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at", "state")),
+        sorted(Volume.objects.values_list("pk", "size_gib", "deleted_at")),
     )
 
 
@@ -357,6 +377,8 @@ PROBES = {
                {"page_size": "500"}],
     "reservation": [{}, {"gpu_type": "a100"}, {"include_past": "1"},
                     {"page_size": "500"}],
+    "volume": [{}, {"scope": "project"}, {"state": "pending"}, {"name": "probe"},
+               {"page_size": "500"}],
 }
 LIST_CASES = [(e, query) for e in LISTS for query in PROBES[e.lists or ""]]
 
@@ -371,7 +393,8 @@ def test_lists_show_only_the_callers_tenant(world, endpoint, query, who):
     assert set(body) >= {"count", "next", "previous", "results"}
     listed = {row["id"] for row in body["results"]}
     hidden = {"workload": world.workloads, "tenant": world.tenants,
-              "reservation": world.reservations}[endpoint.lists or ""]["vision"]
+              "reservation": world.reservations,
+              "volume": world.volumes}[endpoint.lists or ""]["vision"]
     assert hidden.pk not in listed
     if endpoint.lists == "workload":
         assert all(row["tenant"] == "nlp-lab" for row in body["results"])

@@ -123,7 +123,8 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def create(self, request: TenantAPIRequest) -> Response:
         tenant = self._tenant()
         serializer = LaunchSerializer(data=request.data, tenant=tenant,
-                                      quota=Quota.objects.get(tenant=tenant))
+                                      quota=Quota.objects.get(tenant=tenant),
+                                      identity=request.identity)
         serializer.is_valid(raise_exception=True)
         key = request.headers.get("Idempotency-Key") or None
         if key is not None and len(key) > 128:
@@ -152,7 +153,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         tenant = self._tenant()
         quota = Quota.objects.get(tenant=tenant)
         serializer = LaunchSerializer(data=request.data, tenant=tenant, quota=quota,
-                                      check_capacity=False)
+                                      check_capacity=False, identity=request.identity)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         notes = launch_advice(launch_context(
