@@ -267,7 +267,7 @@ def _launch_submit(request: TenantRequest, tenant: Tenant, templates: list[Templ
         for field, default in (("cpu", shown.default_cpu), ("memory", shown.default_memory_gb)):
             if data.get(field) == str(default):
                 data.pop(field)
-    form = LaunchForm(data, tenant=tenant, quota=tenant.quota)
+    form = LaunchForm(data, tenant=tenant, quota=tenant.quota, identity=request.identity)
     if not form.is_valid():
         for field, messages_ in form.field_errors().items():
             errors.setdefault(field, []).extend(messages_)
