@@ -19,9 +19,11 @@ from . import (
     reservation,
     ssh,
     usage,
+    volume,
     webhook,
     workload,
 )
 
-NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, quota, usage, budget,
-                                 notification, webhook, reservation, maintenance, calendar)
+NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, volume, quota, usage,
+                                 budget, notification, webhook, reservation, maintenance,
+                                 calendar)
