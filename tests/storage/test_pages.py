@@ -72,3 +72,20 @@ def test_a_launch_from_the_form_mounts_a_volume_by_name_in_its_pod(researcher, v
     assert "/data" in page and "datasets" in page
     bad = researcher.post("/workloads/new/", launch_form(name="bad", mounts="datasets:/etc"))
     assert bad.status_code == 400 and "system path" in bad.content.decode()
+
+
+def test_an_admin_offers_the_clusters_classes_on_the_storage_page(admin):
+    StorageClass.objects.all().delete()
+    page = admin.get("/admin/storage-classes/").content.decode()
+    assert '<option value="standard"' in page  # kubesim's, read from the cluster
+    response = admin.post("/admin/storage-classes/", {
+        "name": "standard", "description": "fast SSD", "expandable": "on", "is_default": "on"})
+    assert response.status_code == 302
+    offered = StorageClass.objects.get()
+    assert (offered.name, offered.description, offered.expandable, offered.is_default) == \
+        ("standard", "fast SSD", True, True)
+    refused = admin.post("/admin/storage-classes/", {"name": "nope"})
+    assert refused.status_code == 400 and "no StorageClass" in refused.content.decode()
+    assert admin.post("/admin/storage-classes/", {"name": "standard", "withdraw": "1"}
+                      ).status_code == 302
+    assert not StorageClass.objects.exists()
