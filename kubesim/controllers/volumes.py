@@ -1,9 +1,11 @@
 """Volumes: what a dynamic provisioner and the PV controller do for a claim, and the API
 server's PersistentVolumeClaimResize admission. No more (no attach, no mount, no real bytes).
 
+- Admission: a claim created without `storageClassName` gets the default class's (the class
+  annotated `storageclass.kubernetes.io/is-default-class: "true"`), as the DefaultStorageClass
+  plugin does.
 - Provisioning: a PersistentVolumeClaim of a StorageClass (its `storageClassName`, else the
-  class annotated `storageclass.kubernetes.io/is-default-class: "true"`) gets a
-  PersistentVolume `pvc-<claim uid>` of the size it asks, bound both ways (the PV's claimRef,
+  default class) gets a PersistentVolume `pvc-<claim uid>` of the size it asks, bound both ways (the PV's claimRef,
   the claim's volumeName), the claim's status Bound with its capacity and access modes, and a
   Normal `ProvisioningSucceeded` event. A claim naming a class the cluster lacks stays Pending
   with a Warning `ProvisioningFailed` event `storageclass.storage.k8s.io "x" not found`; a
@@ -61,7 +63,19 @@ class VolumeProvisioner:
             self.cluster.store.create(STORAGE_CLASS, clone(STANDARD_CLASS))
 
     def admission_hooks(self) -> list[AdmissionHook]:
-        return [self.admit_resize]
+        return [self.admit_default_class, self.admit_resize]
+
+    def admit_default_class(self, op: str, rt: ResourceType, new: Obj, old: Obj | None) -> None:
+        """The DefaultStorageClass plugin: a claim created without storageClassName gets the
+        default class's name (an explicit "" keeps asking for none)."""
+        if op != "CREATE" or rt is not CLAIM:
+            return
+        spec = new.get("spec")
+        if not isinstance(spec, dict) or "storageClassName" in spec:
+            return
+        default = self._class_name({"spec": {}})
+        if default is not None:
+            spec["storageClassName"] = default
 
     def admit_resize(self, op: str, rt: ResourceType, new: Obj, old: Obj | None) -> None:
         if op != "UPDATE" or rt is not CLAIM or old is None:
