@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from storage.models import Volume
 from workloads.models import Workload
 
 from .conftest import OUTPUT, STATE_TIMEOUT_MS, switch_project
@@ -74,6 +75,12 @@ def launched(project_token, name: str, **body) -> Workload:
 def test_the_researchers_pages_at_full_and_half_screen(page, log_in, live_server, vision_lab,
                                                       project_token):
     workload = launched(project_token, "review notebook")
+    # a volume the provisioner could not make: its state and its words on the volumes page
+    Volume.objects.create(tenant=vision_lab, owner=workload.owner, scope=Volume.Scope.USER,
+                          name="datasets", size_gib=20, storage_class="fast-ssd",
+                          claim_name="vol-1-datasets", state=Volume.State.FAILED,
+                          reason='ProvisioningFailed: storageclass.storage.k8s.io "fast-ssd" '
+                                 "not found")
     log_in(page, "researcher")
     switch_project(page, "vision-lab")
     page.goto(f"{live_server.url}/workloads/{workload.pk}/")
@@ -83,7 +90,7 @@ def test_the_researchers_pages_at_full_and_half_screen(page, log_in, live_server
                        ("launch-custom", "/workloads/new/?template=custom"),
                        ("workloads", "/workloads/"), ("workload", f"/workloads/{workload.pk}/"),
                        ("usage", "/usage/"), ("budget", "/budget/"),
-                       ("calendar", "/calendar/")):
+                       ("calendar", "/calendar/"), ("volumes", "/volumes/")):
         review(page, live_server.url + path, name)
 
 
@@ -95,7 +102,8 @@ def test_the_admins_pages_at_full_and_half_screen(page, log_in, live_server, vis
                        ("usage-report", "/admin/usage/"), ("gpus", "/admin/gpus/"),
                        ("audit", "/admin/audit/"), ("budgets", "/admin/budgets/"),
                        ("budget-form", f"/admin/budgets/{vision_lab.pk}/"),
-                       ("calendar-admin", "/admin/calendar/"), ("calendar-book", "/calendar/")):
+                       ("calendar-admin", "/admin/calendar/"), ("calendar-book", "/calendar/"),
+                       ("storage-classes", "/admin/storage-classes/")):
         review(page, live_server.url + path, name)
     page.context.clear_cookies()
     review(page, live_server.url + "/login/", "login")
