@@ -75,8 +75,9 @@ def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, ima
         "backoff_limit": retries,
         "use_home": use_home,
         # the volumes it mounts, as admission resolved them (workloads/mounts.py): each one's
-        # volume id and name, claim, path and whether read-only (the home volume is use_home's)
-        "mounts": [dict(mount) for mount in mounts],
+        # volume id and name, claim, path and whether read-only (the home volume is use_home's);
+        # absent without any, as in the specs frozen before volumes
+        **({"mounts": [dict(mount) for mount in mounts]} if mounts else {}),
         # a service, or a batch job with SSH: "loadbalancer" (an address of its own) or
         # "shared" (the gateway, `host`)
         "exposure": exposure if kind == "service" or ssh else "",

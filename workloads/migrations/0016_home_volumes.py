@@ -32,8 +32,7 @@ def home_volumes(apps, schema_editor):
             home = Volume.objects.create(
                 tenant_id=tenant_id, owner_id=workload.owner_id, scope="project",
                 name=f"home-{tenant_id}" if taken else "home", size_gib=size,
-                storage_class=settings.PORTAL_HOME_STORAGE_CLASS, claim_name=HOME_CLAIM_NAME,
-                state="pending", reason="")
+                storage_class=settings.PORTAL_HOME_STORAGE_CLASS, claim_name=HOME_CLAIM_NAME)
         live = Workload.objects.filter(tenant_id=tenant_id, use_home=True).exclude(
             state__in=FINAL_STATES)
         WorkloadMount.objects.bulk_create(
