@@ -49,6 +49,7 @@ COPY calendars/ calendars/
 COPY files/ files/
 COPY api/ api/
 COPY tenants/ tenants/
+COPY storage/ storage/
 COPY catalogue/ catalogue/
 COPY audit/ audit/
 COPY kubesim/ kubesim/

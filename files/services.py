@@ -23,6 +23,10 @@ from .volumes import VolumeFiles, VolumeRefused
 
 def _server(volume: VolumeFiles) -> FileServer:
     """The project's file server, mounting every claim of the project (this one included)."""
+    if not volume.bound:
+        raise FilesError(409, "volume_not_bound", "The volume is not bound yet: its files can "
+                         "be reached once the cluster has made its storage (its state says "
+                         "why it waits).")
     claims = volumes.project_claims(volume.tenant)
     if all(mount.claim != volume.claim for mount in claims):
         claims = [*claims, ClaimMount(volume.claim, read_only=not volume.writable)]

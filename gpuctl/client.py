@@ -197,6 +197,9 @@ class PortalClient:
     def put(self, path: str, body: Any) -> Any:
         return self.request("PUT", path, json=body).json()
 
+    def patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, json=body).json()
+
     def delete(self, path: str) -> None:
         self.request("DELETE", path)
 

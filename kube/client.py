@@ -121,6 +121,10 @@ KINDS: dict[str, Kind] = {
     "Service": Kind(k8s.CoreV1Api, "namespaced_service"),
     "Endpoints": Kind(k8s.CoreV1Api, "namespaced_endpoints"),
     "PersistentVolumeClaim": Kind(k8s.CoreV1Api, "namespaced_persistent_volume_claim"),
+    # volumes (storage/): the classes an admin offers are checked against the cluster's; a
+    # PersistentVolume is only made by tests of binding on a real control plane
+    "PersistentVolume": Kind(k8s.CoreV1Api, "persistent_volume", namespaced=False),
+    "StorageClass": Kind(k8s.StorageV1Api, "storage_class", namespaced=False),
     "Pod": Kind(k8s.CoreV1Api, "namespaced_pod"),
     "Event": Kind(k8s.CoreV1Api, "namespaced_event"),
     "NetworkPolicy": Kind(k8s.NetworkingV1Api, "namespaced_network_policy"),

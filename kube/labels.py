@@ -31,6 +31,8 @@ LABEL_ISOLATED = "gpu-portal.io/isolated"
 # on a tenant's namespace: "true" while the portal queues on Kueue (deploy/base/tenant-admission.yaml)
 LABEL_QUEUED = "gpu-portal.io/queued"
 LABEL_WORKLOAD_ID = "gpu-portal.io/workload-id"
+# on a volume's PersistentVolumeClaim: the portal's Volume it is (storage/)
+LABEL_VOLUME_ID = "gpu-portal.io/volume-id"
 LABEL_OWNER = "gpu-portal.io/owner"
 LABEL_OWNER_ID = "gpu-portal.io/owner-id"
 LABEL_SECRET_ID = "gpu-portal.io/secret-id"  # a user's or project's secret (credentials/)
@@ -175,6 +177,24 @@ def pod_name_rank(object_name: str, pod_name: str) -> int | str | None:
     if len(parts) == 4 and parts[:2] == [JOBSET_REPLICATED_JOB, "0"] and parts[2].isdigit():
         return int(parts[2])  # <replicated job>-<job index>-<completion index>-<suffix>
     return None
+
+
+# --- volumes: a PersistentVolumeClaim per Volume (storage/) -------------------------------------
+# the tenant's home volume, as workloads made it before volumes were the portal's own: its
+# Volume (named "home") keeps this claim name, so its data stays where it is
+HOME_CLAIM_NAME = "gpu-portal-home"
+VOLUME_PREFIX = "vol"
+
+
+def volume_claim_name(volume_id: int, display_name: str) -> str:
+    """`vol-7-datasets`: the PersistentVolumeClaim of volume 7, deterministic (a retried create
+    finds what an earlier try made) and a valid DNS-1123 label whatever the display name."""
+    if isinstance(volume_id, bool) or not isinstance(volume_id, int) or volume_id < 0:
+        raise ValueError(f"a volume id is a non-negative integer, not {volume_id!r}")
+    head = f"{VOLUME_PREFIX}-{volume_id}"
+    room = MAX_LABEL - len(head) - 1
+    tail = slug(display_name)[:room].strip("-") if room > 0 else ""
+    return f"{head}-{tail}" if tail else head
 
 
 # --- the shared-address mode (PORTAL_SERVICE_EXPOSURE=shared) ---------------------------------

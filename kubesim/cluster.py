@@ -120,6 +120,7 @@ class Cluster:
             loadbalancer,
             replicasets,
             serviceaccounts,
+            volumes,
         )
 
         self.store = store
@@ -146,6 +147,8 @@ class Cluster:
         self.endpoints = endpoints.EndpointsController(self)
         self.quota = quota.QuotaController(self)
         self.serviceaccounts = serviceaccounts.ServiceAccountsController(self)
+        self.volumes = volumes.VolumeProvisioner(self)
+        self.volumes.create_standard_class()
         self.metrics = metrics.GpuMetrics(self)
         self._create_nodes()
 
@@ -173,6 +176,7 @@ class Cluster:
         self.scheduler.new_taint_wording = int(API_MINOR) >= 35
         self.store.admission.extend(self.serviceaccounts.admission_hooks())
         self.store.admission.extend(self.quota.admission_hooks())
+        self.store.admission.extend(self.volumes.admission_hooks())
         self.store.listeners.append(self._on_change)
         self.store.deletion_hooks.append(self.kubelet.graceful_deletion)
         self.store.foreground_collector = self.gc.foreground
@@ -192,7 +196,8 @@ class Cluster:
         if self.kubelet.graceful_deletion in self.store.deletion_hooks:
             self.store.deletion_hooks.remove(self.kubelet.graceful_deletion)
         self.store.foreground_collector = None
-        for hook in [*self.serviceaccounts.admission_hooks(), *self.quota.admission_hooks()]:
+        for hook in [*self.serviceaccounts.admission_hooks(), *self.quota.admission_hooks(),
+                     *self.volumes.admission_hooks()]:
             if hook in self.store.admission:
                 self.store.admission.remove(hook)
         for task in self._tasks:
@@ -238,6 +243,10 @@ class Cluster:
             self.serviceaccounts.on_namespace(event, obj)
         elif kind == "ServiceAccount":
             self.serviceaccounts.on_service_account(event, obj)
+        elif kind == "PersistentVolumeClaim":
+            self.volumes.on_claim(event, obj)
+        elif kind == "StorageClass":
+            self.volumes.on_storage_class(event, obj)
         self.quota.on_object(event, rt, obj)
         self.gc.on_object(event, rt, obj)
 

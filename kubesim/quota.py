@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 POD = by_kind("Pod")
 SERVICE = by_kind("Service")
+CLAIM = by_kind("PersistentVolumeClaim")
+CLASS_STORAGE = ".storageclass.storage.k8s.io/requests.storage"
+CLASS_CLAIMS = ".storageclass.storage.k8s.io/persistentvolumeclaims"
 QUOTA = by_kind("ResourceQuota")
 LIMITRANGE = by_kind("LimitRange")
 
@@ -99,7 +102,30 @@ def service_usage(service: Obj) -> Usage:
     return usage
 
 
+def claim_usage(claim: Obj) -> Usage:
+    """What a PersistentVolumeClaim counts (the PVC evaluator): one claim and the storage it
+    requests, in all and per its storage class."""
+    spec = claim.get("spec") or {}
+    usage: Usage = {"persistentvolumeclaims": Quantity(1),
+                    "count/persistentvolumeclaims": Quantity(1)}
+    raw = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    try:
+        storage = Quantity.parse(raw) if raw is not None else None
+    except ValueError:
+        storage = None
+    if storage is not None:
+        usage["requests.storage"] = storage
+    class_name = spec.get("storageClassName")
+    if class_name:
+        usage[f"{class_name}{CLASS_CLAIMS}"] = Quantity(1)
+        if storage is not None:
+            usage[f"{class_name}{CLASS_STORAGE}"] = storage
+    return usage
+
+
 def object_usage(rt: ResourceType, obj: Obj) -> Usage:
+    if rt is CLAIM:
+        return claim_usage(obj)
     if rt is POD:
         return pod_usage(obj)
     if rt is SERVICE:
@@ -318,6 +344,10 @@ def _tracks(rt: ResourceType, resource: str) -> bool:
     if rt is SERVICE:
         return resource in ("services", "count/services", "services.loadbalancers",
                             "services.nodeports")
+    if rt is CLAIM:
+        return (resource in ("persistentvolumeclaims", "count/persistentvolumeclaims",
+                             "requests.storage")
+                or resource.endswith((CLASS_STORAGE, CLASS_CLAIMS)))
     return resource == count_name(rt) or (not rt.group and _LEGACY_COUNTS.get(rt.plural) == resource)
 
 

@@ -110,6 +110,9 @@ _TYPES: tuple[ResourceType, ...] = (
     _rt("", "Secret", "secrets"),
     _rt("", "ConfigMap", "configmaps", short=("cm",)),
     _rt("", "PersistentVolumeClaim", "persistentvolumeclaims", short=("pvc",), sub=("status",)),
+    # bound to claims by the dynamic provisioner's stand-in (controllers/volumes.py)
+    _rt("", "PersistentVolume", "persistentvolumes", namespaced=False, short=("pv",),
+        sub=("status",)),
     _rt("", "Event", "events", short=("ev",)),
     _rt("", "ServiceAccount", "serviceaccounts", short=("sa",)),
     _rt("", "ResourceQuota", "resourcequotas", short=("quota",), sub=("status",)),
@@ -138,6 +141,7 @@ _TYPES: tuple[ResourceType, ...] = (
     _rt("networking.k8s.io", "NetworkPolicy", "networkpolicies", short=("netpol",)),
     _rt("networking.k8s.io", "Ingress", "ingresses", short=("ing",), sub=("status",)),
     _rt("node.k8s.io", "RuntimeClass", "runtimeclasses", namespaced=False),
+    _rt("storage.k8s.io", "StorageClass", "storageclasses", namespaced=False, short=("sc",)),
     # MetalLB's address pools: the load balancer's (controllers/loadbalancer.py) published with
     # their counts in status, as MetalLB's controller writes them
     _rt("metallb.io", "IPAddressPool", "ipaddresspools", sub=("status",), version="v1beta1"),

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "credentials",
     "usage",
     "tenants",
+    "storage",
     "access",
     "notifications",
     "budgets",
@@ -222,6 +223,8 @@ PORTAL_INGRESS_CLASS = env.str("PORTAL_INGRESS_CLASS", default="")
 PORTAL_HOME_VOLUME_SIZE = env.str("PORTAL_HOME_VOLUME_SIZE", default="100Gi")
 PORTAL_HOME_STORAGE_CLASS = env.str("PORTAL_HOME_STORAGE_CLASS", default="")
 PORTAL_HOME_ACCESS_MODE = env.str("PORTAL_HOME_ACCESS_MODE", default="ReadWriteMany")
+# every volume's claim (storage/), the home volume's included
+PORTAL_VOLUME_ACCESS_MODE = env.str("PORTAL_VOLUME_ACCESS_MODE", default=PORTAL_HOME_ACCESS_MODE)
 # the registries/repository prefixes every image a workload runs must come from, site-wide
 # (comma-separated, e.g. nvcr.io/nvidia,quay.io/jupyter,registry.example.org); empty: any. A
 # tenant's own prefixes (admin page) narrow it further: an image must be inside both
@@ -307,6 +310,8 @@ PORTAL_DEFAULT_QUOTA_GPUS_PER_TYPE = env.int("PORTAL_DEFAULT_QUOTA_GPUS_PER_TYPE
 PORTAL_DEFAULT_QUOTA_CPU = env.int("PORTAL_DEFAULT_QUOTA_CPU", default=32)
 PORTAL_DEFAULT_QUOTA_MEMORY_GB = env.int("PORTAL_DEFAULT_QUOTA_MEMORY_GB", default=256)
 PORTAL_DEFAULT_QUOTA_WORKLOADS = env.int("PORTAL_DEFAULT_QUOTA_WORKLOADS", default=10)
+PORTAL_DEFAULT_QUOTA_STORAGE_GIB = env.int("PORTAL_DEFAULT_QUOTA_STORAGE_GIB", default=500)
+PORTAL_DEFAULT_QUOTA_VOLUMES = env.int("PORTAL_DEFAULT_QUOTA_VOLUMES", default=10)
 PORTAL_DEFAULT_MAX_RUNTIME_MINUTES = env.int("PORTAL_DEFAULT_MAX_RUNTIME_MINUTES", default=0)
 # a tenant whose Keystone project is gone (or that an admin deletes) keeps its namespace this long
 PORTAL_TENANT_DELETE_GRACE_MINUTES = env.int("PORTAL_TENANT_DELETE_GRACE_MINUTES", default=60)

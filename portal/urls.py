@@ -26,6 +26,7 @@ urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
     path("", include("workloads.urls")),
     path("", include("usage.urls")),
+    path("", include("storage.urls")),
     path("", include("budgets.urls")),
     path("", include("credentials.urls")),
     path("", include("calendars.urls")),

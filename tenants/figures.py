@@ -99,6 +99,9 @@ class QuotaAmounts:
     gpus_total: int
     cpu: int
     memory_gb: int
+    # volumes: GiB their claims ask for in all, and how many (no adjustment changes these)
+    storage_gib: int = 0
+    volumes: int = 0
 
     def gpus(self, slug: str) -> int:
         return self.gpus_by_type.get(slug, 0)
@@ -106,7 +109,8 @@ class QuotaAmounts:
     def as_data(self) -> dict[str, Any]:
         """The API's shape (memory as `memory`, in GiB, as the quota's own field)."""
         return {"gpus_by_type": dict(sorted(self.gpus_by_type.items())),
-                "gpus_total": self.gpus_total, "cpu": self.cpu, "memory": self.memory_gb}
+                "gpus_total": self.gpus_total, "cpu": self.cpu, "memory": self.memory_gb,
+                "storage_gib": self.storage_gib, "volumes": self.volumes}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,7 +284,7 @@ def figures_of(*, tenant_name: str, nominal: QuotaAmounts, lines: Iterable[Adjus
     in_force = QuotaAmounts(
         gpus_by_type=by_type,
         gpus_total=max(nominal.gpus_total + added_total - withheld_total, 0),
-        cpu=cpu, memory_gb=memory_gb)
+        cpu=cpu, memory_gb=memory_gb, storage_gib=nominal.storage_gib, volumes=nominal.volumes)
     return QuotaFigures(tenant_name=tenant_name, nominal=nominal, in_force=in_force,
                         adjustments=lines, max_workloads=max_workloads,
                         max_runtime_minutes=max_runtime_minutes,

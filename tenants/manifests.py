@@ -116,6 +116,9 @@ class NamespaceSpec:
     cpu: int
     memory_gb: int
     max_workloads: int
+    # volumes: GiB their claims ask for in all, and how many claims
+    storage_gib: int = 0
+    volumes: int = 0
     # policy
     pod_security: tuple[str, str, str] = ("restricted", "restricted", "restricted")
     project_group_format: str = "{project_id}"
@@ -196,6 +199,10 @@ def make_resource_quota(spec: NamespaceSpec) -> dict[str, Any]:
         # a workload is a pod (plus a replaced pod during a restart) and at most one LB service
         "pods": str(spec.max_workloads * 2),
         "services.loadbalancers": str(spec.max_workloads),
+        # the volumes' claims (storage/): counted by the portal when a volume is made or grown,
+        # and by the API server for any claim made in the namespace by other means
+        "requests.storage": f"{spec.storage_gib}Gi" if spec.storage_gib else "0",
+        "persistentvolumeclaims": str(spec.volumes),
     }
     if not spec.queued:
         hard.update({

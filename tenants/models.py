@@ -69,6 +69,9 @@ class Quota(models.Model):
     memory_gb = models.PositiveIntegerField(default=0, help_text="memory GiB (requests) in all")
     max_workloads = models.PositiveIntegerField(default=0)
     max_runtime_minutes = models.PositiveIntegerField(default=0, help_text="0 = no limit")
+    # volumes (storage/): the GiB their claims ask for in all, and how many there are at once
+    storage_gib = models.PositiveIntegerField(default=500, help_text="GiB of volumes in all")
+    volumes = models.PositiveIntegerField(default=10, help_text="volumes at once")
     # idle culling (used by the usage issue)
     idle_threshold_percent = models.PositiveIntegerField(
         default=5, validators=[MaxValueValidator(100)])

@@ -83,6 +83,8 @@ def namespace_spec(tenant: Tenant, quota: Quota, *, queued: bool = False) -> Nam
         cpu=figures.cpu,
         memory_gb=figures.memory_gb,
         max_workloads=quota.max_workloads,
+        storage_gib=figures.storage_gib,
+        volumes=figures.volumes,
         pod_security=(tenant_pod_security(tenant), settings.PORTAL_POD_SECURITY_WARN,
                       settings.PORTAL_POD_SECURITY_AUDIT),
         project_group_format=settings.PORTAL_RBAC_PROJECT_GROUP_FORMAT,

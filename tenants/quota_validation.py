@@ -106,6 +106,9 @@ FIELDS: dict[str, tuple[str, Any, bool]] = {
     "idle_action": ("idle_action", _idle_action, True),
     "idle_grace_minutes": ("idle_grace_minutes", _count, True),
     "allow_over_capacity": ("allow_over_capacity", _flag, True),
+    # volumes: optional in a whole write too (written before volumes were the portal's)
+    "storage_gib": ("storage_gib", _count, False),
+    "volumes": ("volumes", _count, False),
     # queueing on Kueue: optional in a whole write too
     "gpu_borrowing_limit": ("gpu_borrowing_limit", _optional_count, False),
     "gpu_lending_limit": ("gpu_lending_limit", _optional_count, False),

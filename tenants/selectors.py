@@ -101,7 +101,8 @@ def quota_figures(tenant: Tenant, *, quota: Quota | None = None, used: QuotaUse 
     default_gpus = max(settings.PORTAL_DEFAULT_QUOTA_GPUS_TOTAL, 1)
     by_type, lines = _limits_and_lines(quota)
     nominal = QuotaAmounts(gpus_by_type=by_type, gpus_total=quota.gpus_total,
-                           cpu=quota.cpu, memory_gb=quota.memory_gb)
+                           cpu=quota.cpu, memory_gb=quota.memory_gb,
+                           storage_gib=quota.storage_gib, volumes=quota.volumes)
     return figures_of(
         tenant_name=tenant.name, nominal=nominal, lines=lines,
         now=now or timezone.now(),

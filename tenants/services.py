@@ -26,6 +26,7 @@ from .selectors import adjustment_line as _line
 from .transitions import ACTIVE, tenant_transition
 
 QUOTA_FIELDS = ("gpus_total", "cpu", "memory_gb", "max_workloads", "max_runtime_minutes",
+                "storage_gib", "volumes",
                 "idle_threshold_percent", "idle_minutes", "idle_action", "idle_grace_minutes",
                 "allow_over_capacity", "gpu_borrowing_limit", "gpu_lending_limit",
                 "fair_share_weight")
@@ -52,6 +53,8 @@ def quota_create_default(*, tenant: Tenant) -> Quota:
         cpu=settings.PORTAL_DEFAULT_QUOTA_CPU,
         memory_gb=settings.PORTAL_DEFAULT_QUOTA_MEMORY_GB,
         max_workloads=settings.PORTAL_DEFAULT_QUOTA_WORKLOADS,
+        storage_gib=settings.PORTAL_DEFAULT_QUOTA_STORAGE_GIB,
+        volumes=settings.PORTAL_DEFAULT_QUOTA_VOLUMES,
         max_runtime_minutes=settings.PORTAL_DEFAULT_MAX_RUNTIME_MINUTES,
     )
     per_type = settings.PORTAL_DEFAULT_QUOTA_GPUS_PER_TYPE

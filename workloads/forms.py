@@ -17,6 +17,8 @@ from django.http import QueryDict
 
 from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS, argv_lines, env_lines
 from catalogue.models import GpuType, Template
+from identity.identity import Identity
+from storage.selectors import volumes_mountable
 from tenants.models import Quota, Tenant
 
 from .validation import (
@@ -38,7 +40,7 @@ FIELD_LABELS = {
     "nodes": "Nodes", "cpu": "CPU cores", "memory": "Memory (GiB)", "max_runtime_minutes": "Maximum runtime",
     "use_home": "Home volume", "kind": "Kind", "image": "Image", "command": "Command",
     "args": "Arguments", "env": "Environment", "port": "Port", "retries": "Retries",
-    "public": "Public", "ssh": "SSH", "secrets": "Secrets",
+    "public": "Public", "ssh": "SSH", "secrets": "Secrets", "mounts": "Volumes",
 }
 
 # fields the page always sends (blank numbers are left out so the template defaults apply)
@@ -64,6 +66,9 @@ def launch_request(post: QueryDict, template: Template | None) -> tuple[dict[str
     data["secrets"] = [{"secret": int(value)} for value in post.getlist("secrets")
                        if value.isascii() and value.isdigit() and len(value) < 19]
     data["public"] = bool(post.get("public"))
+    data["mounts"], mount_errors = mount_lines(post.get("mounts", ""))
+    if mount_errors:
+        errors["mounts"] = mount_errors
     if template is not None and template.ssh:
         # a checkbox: left unticked, the launch asks for no SSH
         data["ssh"] = "true" if post.get("ssh") else "false"
@@ -86,6 +91,23 @@ def launch_request(post: QueryDict, template: Template | None) -> tuple[dict[str
         if env_errors:
             errors["env"] = env_errors
     return data, errors
+
+
+def mount_lines(text: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The volumes field: a line per mount, `VOLUME:/path` or `VOLUME:/path:ro` (VOLUME: a
+    volume's id or name, as gpuctl's --mount) → mounts as the API takes them, the volume
+    still as typed (LaunchForm finds it), and the lines it cannot read."""
+    mounts: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for number, line in enumerate(argv_lines(text), start=1):
+        volume, sep, rest = line.strip().partition(":")
+        read_only = rest.endswith(":ro")
+        path = rest[:-3] if read_only else rest
+        if not sep or not volume.strip() or not path:
+            problems.append(f"Line {number}: write VOLUME:/path or VOLUME:/path:ro.")
+            continue
+        mounts.append({"volume": volume.strip(), "path": path, "read_only": read_only})
+    return mounts, problems
 
 
 def argv_problems(lines: list[str]) -> list[str]:
@@ -130,7 +152,7 @@ class LaunchForm(forms.Form):
     ssh = forms.NullBooleanField(required=False)
 
     # read from text areas by launch_request, typed already
-    LISTS = ("command", "args", "env", "secrets")
+    LISTS = ("command", "args", "env", "secrets", "mounts")
 
     def __init__(self, data: dict[str, Any], *, tenant: Tenant | None = None,
                  quota: Quota | None = None, identity: Identity | None = None) -> None:
@@ -160,6 +182,9 @@ class LaunchForm(forms.Form):
         # what was not given stays out: the template decides it (as with the API)
         request = {k: v for k, v in cleaned.items() if v is not None and v != ""}
         request.update(self.lists)
+        if request.get("mounts") and self.tenant is not None:
+            request["mounts"] = [{**m, "volume": self._volume_id(m["volume"])}
+                                 for m in request["mounts"]]
         try:
             self.request = launch_clean(request=request, tenant=self.tenant, quota=self.quota,
                                         identity=self.identity)
@@ -169,6 +194,16 @@ class LaunchForm(forms.Form):
         except DistributedUnavailable as exc:  # the API's 400 distributed_unavailable
             self._error("template", [str(exc)])
         return cleaned
+
+    def _volume_id(self, named: str) -> int | str:
+        """A volume typed by its id or by a name only one volume the caller may mount has
+        (else as typed: the mount's check names what it cannot find)."""
+        if named.isdigit():
+            return int(named)
+        assert self.tenant is not None
+        found = list(volumes_mountable(self.identity, self.tenant).filter(name=named)
+                     .values_list("pk", flat=True)[:2])
+        return found[0] if len(found) == 1 else named
 
     def _rule(self, field: str, values: dict[str, Any]) -> None:
         try:

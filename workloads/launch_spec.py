@@ -29,8 +29,8 @@ from kube.labels import workload_host
 
 from .models import Workload
 
-VERSION = 6  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh;
-# 5: avoid_nodes; 6: secrets
+VERSION = 7  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh;
+# 5: avoid_nodes; 6: secrets; 7: mounts
 
 
 def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, image: str, command: list[str],
@@ -39,7 +39,9 @@ def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, ima
                         retries: int, use_home: bool, exposure: str = "loadbalancer",
                         host: str = "", nodes: int = 1, ssh: bool = False,
                         avoid_nodes: list[str] | tuple[str, ...] = (),
-                        secrets: list[SecretUse] | tuple[SecretUse, ...] = ()) -> dict[str, Any]:
+                        secrets: list[SecretUse] | tuple[SecretUse, ...] = (),
+                        mounts: list[dict[str, Any]] | tuple[dict[str, Any], ...] = (),
+                        ) -> dict[str, Any]:
     """The spec as JSON from the launch's own values and its template and GPU type rows now.
     The env is a list of [name, value] pairs: the template's, then the launch's (overriding a
     template's variable in place), in that order (a JSON object would not keep it in
@@ -76,6 +78,10 @@ def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, ima
         "max_runtime_minutes": max_runtime_minutes,
         "backoff_limit": retries,
         "use_home": use_home,
+        # the volumes it mounts, as admission resolved them (workloads/mounts.py): each one's
+        # volume id and name, claim, path and whether read-only (the home volume is use_home's);
+        # absent without any, as in the specs frozen before volumes
+        **({"mounts": [dict(mount) for mount in mounts]} if mounts else {}),
         # a service, or a batch job with SSH: "loadbalancer" (an address of its own) or
         # "shared" (the gateway, `host`)
         "exposure": exposure if kind == "service" or ssh else "",
@@ -90,7 +96,8 @@ def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, ima
 
 
 def launch_spec_from_rows(workload: Workload, *, avoid_nodes: list[str] | tuple[str, ...] = (),
-                          secrets: list[SecretUse] | tuple[SecretUse, ...] = ()
+                          secrets: list[SecretUse] | tuple[SecretUse, ...] = (),
+                          mounts: list[dict[str, Any]] | tuple[dict[str, Any], ...] = (),
                           ) -> dict[str, Any]:
     """The spec resolved from the workload's row and its template and GPU type as they are
     now, and the site's way of reaching services (PORTAL_SERVICE_EXPOSURE): what admission
@@ -105,7 +112,8 @@ def launch_spec_from_rows(workload: Workload, *, avoid_nodes: list[str] | tuple[
         port=workload.port, gpu_count=workload.gpu_count, cpu=workload.cpu,
         memory_gb=workload.memory_gb, max_runtime_minutes=workload.max_runtime_minutes,
         retries=workload.retries, use_home=workload.use_home, exposure=exposure, host=host,
-        nodes=workload.nodes, ssh=workload.ssh, avoid_nodes=avoid_nodes, secrets=secrets)
+        nodes=workload.nodes, ssh=workload.ssh, avoid_nodes=avoid_nodes, secrets=secrets,
+        mounts=mounts)
 
 
 def launch_spec_of(workload: Workload) -> dict[str, Any]:

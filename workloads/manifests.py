@@ -120,13 +120,22 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"  # every node's, set by its kubelet
 # NGC images): mounting over those would hide what the image ships there. Templates that want
 # it as their working directory point the application at it (e.g. Jupyter's root_dir).
 HOME_MOUNT_PATH = "/home/portal"
-HOME_CLAIM_NAME = "gpu-portal-home"  # one claim per tenant namespace
 HOME_VOLUME = "home"
+MOUNT_VOLUME_PREFIX = "mount"  # the pod's volumes of a launch's mounts: mount-0, mount-1 …
 SHM_VOLUME = "dshm"
 
 # what the API server accepts as an environment variable name (and, for secret_env, as a key of
 # the Secret): refused here with a clear message rather than by a 422 halfway through a launch
 SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # what the API server accepts as a Secret's key
+
+
+@dataclasses.dataclass(frozen=True)
+class PodMount:
+    """A volume's claim mounted at `path` in the application's container."""
+
+    claim: str
+    path: str
+    read_only: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +170,7 @@ class WorkloadSpec:
     run_as_non_root: bool = True
     run_as_user: int | None = None  # e.g. 1000 for jupyter images
     home_claim: str | None = None  # PVC name of the tenant's home volume, at HOME_MOUNT_PATH
+    mounts: tuple[PodMount, ...] = ()  # the launch's volumes (workloads/mounts.py)
     lb_address_pool: str | None = None  # MetalLB pool annotation value
     # how a service is reached: "loadbalancer" (its Service gets an address of the pool) or
     # "shared" (a ClusterIP Service behind the site's gateway, which routes `host` to it
@@ -203,6 +213,10 @@ class WorkloadSpec:
         if self.nodes > 1 and not self.engine:
             raise ValueError("only a distributed workload (a JobSet or an MPIJob) spans nodes")
         self._check_group()
+        paths = [mount.path for mount in self.mounts] + ([HOME_MOUNT_PATH] if self.home_claim
+                                                         else [])
+        if len(set(paths)) != len(paths) or not all(p.startswith("/") for p in paths):
+            raise ValueError(f"mount paths must be absolute and distinct: {paths}")
         if self.max_runtime_seconds is not None and self.max_runtime_seconds <= 0:
             raise ValueError("max_runtime_seconds must be positive")
         parse_image_reference(self.image)  # ValueError with the grammar's message
@@ -429,6 +443,11 @@ def _volume_mounts(spec: WorkloadSpec) -> list[Manifest]:
     mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
     if spec.home_claim:
         mounts.append({"name": HOME_VOLUME, "mountPath": HOME_MOUNT_PATH})
+    for index, mount in enumerate(spec.mounts):
+        entry: Manifest = {"name": f"{MOUNT_VOLUME_PREFIX}-{index}", "mountPath": mount.path}
+        if mount.read_only:
+            entry["readOnly"] = True
+        mounts.append(entry)
     if spec.ssh is not None:
         mounts += make_volume_mounts()
     return mounts + pod_mounts(spec.secrets)
@@ -441,6 +460,11 @@ def _volumes(spec: WorkloadSpec) -> list[Manifest]:
     if spec.home_claim:
         volumes.append({"name": HOME_VOLUME,
                         "persistentVolumeClaim": {"claimName": spec.home_claim}})
+    for index, mount in enumerate(spec.mounts):
+        claim: Manifest = {"claimName": mount.claim}
+        if mount.read_only:
+            claim["readOnly"] = True
+        volumes.append({"name": f"{MOUNT_VOLUME_PREFIX}-{index}", "persistentVolumeClaim": claim})
     if spec.proxy is not None:
         volumes += make_proxy_volumes(spec.proxy)
     if spec.ssh is not None:
@@ -783,26 +807,6 @@ def make_group_network_policy(spec: WorkloadSpec) -> Manifest:
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": _metadata(spec),
             "spec": {**pods, "policyTypes": ["Ingress"], "ingress": [{"from": [pods]}]}}
-
-
-def make_home_claim(namespace: str, name: str, size: str, storage_class: str | None,
-                    labels: dict[str, str], *,
-                    access_mode: str = "ReadWriteMany") -> Manifest:
-    """The tenant's persistent home volume, shared by its workloads.
-
-    ReadWriteMany by default: a tenant's workloads run on different GPU nodes at once, and a
-    ReadWriteOnce volume would keep every pod but the first stuck on another node. A storage
-    class without RWX (local disks) can pass ReadWriteOnce and accept that limit.
-    """
-    spec: Manifest = {"accessModes": [access_mode], "resources": {"requests": {"storage": size}}}
-    if storage_class:
-        spec["storageClassName"] = storage_class
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "spec": spec,
-    }
 
 
 def workload_objects(spec: WorkloadSpec) -> list[Manifest]:

@@ -205,6 +205,27 @@ class WorkloadEvent(models.Model):
         return f"{self.at:%H:%M:%S} {self.reason}: {self.message}"
 
 
+class WorkloadMount(models.Model):
+    """A volume a workload mounts, as it was admitted: the volume (None once it is deleted,
+    which no live workload's mount allows), its name and claim as they were, and where."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="mounts")
+    volume = models.ForeignKey("storage.Volume", on_delete=models.SET_NULL, null=True,
+                               related_name="mounts")
+    volume_name = models.CharField(max_length=63)
+    claim_name = models.CharField(max_length=63)
+    path = models.CharField(max_length=1024)
+    read_only = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [models.UniqueConstraint(fields=["workload", "path"],
+                                               name="one_mount_per_path")]
+
+    def __str__(self) -> str:
+        return f"{self.volume_name} at {self.path}"
+
+
 class TrackerCursor(models.Model):
     """Where the lifecycle tracker's watch of one resource kind left off (resourceVersion)."""
 

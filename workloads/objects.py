@@ -6,7 +6,7 @@ carries this workload's id, so a retried or duplicated task never creates twice.
 A launch's objects are created in two steps, the objects of each step at once: a launch waits
 on the API server's answers, so it takes two round trips instead of one per object, and a
 burst of launches is not held up by each one's requests in turn. First what the pods need or
-are guarded by (`FIRST_KINDS`, and the tenant's home volume), then the rest: what makes the
+are guarded by (`FIRST_KINDS`, and the claims of the volumes they mount), then the rest: what makes the
 pods and what gives them their address. Each object is created or adopted alone, so the order
 within a step changes nothing a retried task finds.
 """
@@ -14,6 +14,7 @@ within a step changes nothing a retried task finds.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,12 +27,14 @@ from access.ssh_server import SSHServerSpec, ssh_port_beside
 from credentials.manifests import SecretUse
 from kube.client import Conflict, Kube, KubeRefused
 from kube.kueue import queueing_on
-from kube.labels import LABEL_PROJECT_ID, LABEL_WORKLOAD_ID, MANAGED_BY, label_value
+from kube.labels import HOME_CLAIM_NAME, LABEL_WORKLOAD_ID
+from storage.manifests import make_volume_claim
+from storage.services import claim_spec
 from tenants.kueue import queue_labels
 
 from .access import workload_access, workload_proxy
 from .launch_spec import launch_spec_of
-from .manifests import HOME_CLAIM_NAME, WorkloadSpec, make_home_claim, workload_objects
+from .manifests import PodMount, WorkloadSpec, workload_objects
 from .models import Workload
 
 log = logging.getLogger(__name__)
@@ -98,6 +101,9 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         host=spec.get("host") or None,
         ingress_class=settings.PORTAL_INGRESS_CLASS or None,
         home_claim=HOME_CLAIM_NAME if spec["use_home"] else None,
+        mounts=tuple(PodMount(claim=mount["claim"], path=mount["path"],
+                              read_only=bool(mount.get("read_only")))
+                     for mount in spec.get("mounts") or ()),
         backoff_limit=spec["backoff_limit"],
         proxy=proxy,
         ssh=ssh,
@@ -130,21 +136,23 @@ def _owned_by(obj: dict[str, Any], workload: Workload) -> bool:
     return labels.get(LABEL_WORKLOAD_ID) == str(workload.pk)
 
 
-def home_claim_ensure(workload: Workload, kube: Kube) -> bool:
-    """The tenant's home volume, created the first time a workload asks for it; it outlives
-    every workload (the portal never deletes it with one). True when created now."""
-    tenant = workload.tenant
-    claim = make_home_claim(
-        tenant.namespace, HOME_CLAIM_NAME, settings.PORTAL_HOME_VOLUME_SIZE,
-        settings.PORTAL_HOME_STORAGE_CLASS or None,
-        {**MANAGED_BY, LABEL_PROJECT_ID: label_value(tenant.keystone_project_id)},
-        access_mode=settings.PORTAL_HOME_ACCESS_MODE,
-    )
+def mounted_claims(workload: Workload) -> list[dict[str, Any]]:
+    """The claims of the volumes the workload mounts (the home volume's too), as their
+    volumes make them: a launch creates any not there yet before its pods (409 = there), so
+    its pods never wait for a volume's own task. A volume deleted since has none."""
+    return [make_volume_claim(claim_spec(mount.volume))
+            for mount in workload.mounts.select_related("volume__tenant", "volume__owner")
+            if mount.volume is not None and mount.volume.deleted_at is None]
+
+
+def _claim_ensure(claim: dict[str, Any], kube: Kube) -> str | None:
+    """Create a volume's claim; None when it is there already (it outlives every workload:
+    the portal never deletes it with one)."""
     try:
         kube.create(claim)
     except Conflict:
-        return False
-    return True
+        return None
+    return f"PersistentVolumeClaim {claim['metadata']['name']}"
 
 
 def workload_objects_create(workload: Workload, kube: Kube | None = None, *,
@@ -159,8 +167,7 @@ def workload_objects_create(workload: Workload, kube: Kube | None = None, *,
         queued = queueing_on(kube)
     objects = workload_objects(workload_spec(workload, queued=queued))
     first: list[Callable[[], str | None]] = [
-        lambda: f"PersistentVolumeClaim {HOME_CLAIM_NAME}"
-        if home_claim_ensure(workload, kube) else None] if workload.use_home else []
+        functools.partial(_claim_ensure, claim, kube) for claim in mounted_claims(workload)]
     first += [_creator(obj, workload, kube) for obj in objects if obj["kind"] in FIRST_KINDS]
     rest = [_creator(obj, workload, kube) for obj in objects if obj["kind"] not in FIRST_KINDS]
     return [made for step in (first, rest) for made in at_once(step) if made]

@@ -36,7 +36,8 @@ class WorkloadQuerySet(TenantScopedQuerySet["Workload"]):
     def with_relations(self) -> Self:
         """With what the pages and the API show of each (no query per workload in a list)."""
         return self.select_related("tenant", "owner", "template", "gpu_type",
-                                   "tenant__service_access", "access__application")
+                                   "tenant__service_access", "access__application"
+                                   ).prefetch_related("mounts")
 
 
 class WorkloadEventQuerySet(TenantScopedQuerySet["WorkloadEvent"]):

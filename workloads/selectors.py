@@ -17,11 +17,12 @@ from identity.client import Project
 from identity.identity import Identity
 from identity.scoping import Action
 from kube.client import KubeError
+from storage.models import Volume
 from tenants.figures import USE_ADMISSION, QuotaFigures, QuotaUse
 from tenants.models import Quota, Tenant
 from tenants.selectors import quota_figures
 
-from .models import Workload
+from .models import Workload, WorkloadMount
 from .querysets import CPU_TOTAL, GPU_TOTAL, MEMORY_TOTAL
 
 
@@ -235,3 +236,12 @@ def service_addresses() -> ServiceAddresses:
         state__in=(State.SUBMITTED, State.CREATING, State.QUEUED, State.PENDING, State.RUNNING),
     ).count()
     return ServiceAddresses(known=True, total=pools.total, free=pools.free, waiting=waiting)
+
+
+def volume_users(*, volume: Volume) -> list[str]:
+    """The workloads not yet finished that mount `volume`, by name and id (storage's
+    VOLUME_USERS: such a volume is not deleted)."""
+    rows = (WorkloadMount.objects.filter(volume=volume)
+            .exclude(workload__state__in=Workload.FINAL_STATES)
+            .values_list("workload_id", "workload__name").distinct())
+    return [f"#{pk} {name}" for pk, name in rows]

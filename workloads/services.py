@@ -24,6 +24,8 @@ from identity.models import User
 from kube.client import KubeError
 from kube.kueue import queueing_on
 from kube.labels import MAX_GROUP_OBJECT_NAME, workload_object_name
+from storage.models import Volume
+from storage.services import StorageQuotaExceeded, volume_home_ensure
 from tenants.figures import QuotaFigures
 from tenants.models import Quota, Tenant
 from tenants.selectors import quota_figures
@@ -33,7 +35,9 @@ from .access import workload_access_create
 from .hooks import ADMISSION_CHECKS
 from .journal import notify_owner, workload_event
 from .launch_spec import launch_spec_from_rows
-from .models import Workload
+from .manifests import HOME_MOUNT_PATH
+from .models import Workload, WorkloadMount
+from .mounts import ResolvedMount
 from .selectors import quota_use, service_addresses
 from .transitions import STOPPABLE, workload_transition
 
@@ -69,6 +73,12 @@ def _address_check(request: dict[str, Any]) -> None:
             f"{addresses.free} of {addresses.total} free{waiting}. Stop a service you no longer "
             "use, or ask an admin to grow the pool or to serve workloads through the shared "
             "gateway (PORTAL_SERVICE_EXPOSURE=shared).")
+
+
+class MountGone(AdmissionRefused):
+    """A volume the launch mounts was deleted (or failed) between validation and admission."""
+
+    code = "volume_gone"
 
 
 class IdempotencyKeyReused(Exception):
@@ -168,6 +178,25 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
                                f"memory; {memory} GiB more would exceed the quota.")
 
 
+def _mounts_admit(tenant: Tenant, user: User, request: dict[str, Any]) -> list[ResolvedMount]:
+    """The launch's volumes, read again under the tenant's lock (a volume deleted since the
+    request was validated is refused: deletion takes the same lock), and the home volume
+    where it asks for it (made now, within the storage quota, the first time)."""
+    mounts: list[ResolvedMount] = list(request.get("mounts") or [])
+    live = set(Volume.objects.filter(pk__in=[m.volume.pk for m in mounts], deleted_at__isnull=True)
+               .exclude(state=Volume.State.FAILED).values_list("pk", flat=True))
+    gone = [m.volume.name for m in mounts if m.volume.pk not in live]
+    if gone:
+        raise MountGone(f"The volume(s) {', '.join(gone)} were deleted or failed meanwhile.")
+    if request.get("use_home"):
+        try:
+            home = volume_home_ensure(tenant=tenant, user=user)
+        except StorageQuotaExceeded as exc:
+            raise AdmissionRefused(f"The home volume cannot be made: {exc}") from exc
+        mounts.append(ResolvedMount(volume=home, path=HOME_MOUNT_PATH, read_only=False))
+    return mounts
+
+
 def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
                     idempotency_key: str | None = None,
                     request_fingerprint: str = "") -> tuple[Workload, bool]:
@@ -207,6 +236,7 @@ def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
             _admission_check(tenant, quota, request, queued=queued)
             for check in ADMISSION_CHECKS:  # the apps above's (hooks.py), in its order
                 check(tenant=tenant, user=user, request=request)
+            mounts = _mounts_admit(tenant, user, request)
             template = request["template"]
             workload = Workload.objects.create(
                 tenant=tenant, owner=user, name=request["name"], template=template,
@@ -230,8 +260,13 @@ def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
             # what it will run, frozen now: later edits of the template or GPU type leave it be
             workload.launch_spec = launch_spec_from_rows(
                 workload, avoid_nodes=request.get("avoid_nodes") or (),
-                secrets=request.get("secrets") or ())
+                secrets=request.get("secrets") or (),
+                mounts=[mount.as_spec() for mount in mounts if mount.path != HOME_MOUNT_PATH])
             workload.save(update_fields=["object_name", "launch_spec"])
+            WorkloadMount.objects.bulk_create(
+                WorkloadMount(workload=workload, volume=mount.volume,
+                              volume_name=mount.volume.name, claim_name=mount.volume.claim_name,
+                              path=mount.path, read_only=mount.read_only) for mount in mounts)
             if workload.kind == Template.Kind.SERVICE or workload.ssh:
                 # its OAuth client: the authenticating proxy in front of it logs users in (a
                 # batch job's, with SSH, admits only SSH)
@@ -328,6 +363,11 @@ def workload_requeue(*, workload: Workload, reason: str,
         avoid = sorted(set(spec.get("avoid_nodes") or ()) | set(avoid_nodes))
         copy.launch_spec = {**spec, "avoid_nodes": avoid}
         copy.save(update_fields=["object_name", "launch_spec"])
+        # its volumes stay mounted: the stopped run's mounts go with the copy
+        WorkloadMount.objects.bulk_create(
+            WorkloadMount(workload=copy, volume_id=m.volume_id, volume_name=m.volume_name,
+                          claim_name=m.claim_name, path=m.path, read_only=m.read_only)
+            for m in current.mounts.all())
         if copy.ssh:
             workload_access_create(workload=copy, actor=None, public=False)
         workload_stop(workload=current, user=None,

@@ -29,6 +29,7 @@ from catalogue.options import launch_args_problems
 from cluster.capacity import gpu_capacity
 from core.validation import FieldsInvalid
 from credentials.validation import SecretInvalid, secret_uses_clean
+from identity.identity import Identity
 from kube.client import KubeError
 from kube.engines import engine_refusal
 from tenants.models import Quota, Tenant
@@ -36,6 +37,7 @@ from tenants.selectors import tenant_admits_root, tenant_pod_security
 
 from .advice import never_fits
 from .manifests import HOME_MOUNT_PATH, JOBSET, MPI_SSH_PATH, TORCHRUN_ENV
+from .mounts import MountsInvalid, mounts_resolve
 from .naming import display_name_clean
 
 if TYPE_CHECKING:
@@ -128,11 +130,12 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
                  identity: Identity | None = None) -> dict[str, Any]:
     """The request, completed from its template, or LaunchInvalid. `tenant` and `quota` are
     the launching project's (None: rules that need them are not checked); `identity`, the
-    caller's: the secrets it names must be theirs to use (secrets: [{secret, path?}], as
-    credentials.SecretUses once clean); `check_capacity`:
-    refuse a distributed launch the cluster cannot run and a request larger than any node of
-    its GPU type (asks the cluster). The check before a launch leaves both to the launch
-    advice (advice.py), which tells them as notes with the same words."""
+    caller's: the volumes `mounts` names (mounts.py; without one, a launch mounts none) and
+    the secrets it names (secrets: [{secret, path?}], as credentials.SecretUses once clean)
+    must be theirs to use; `check_capacity`: refuse a distributed launch the cluster cannot
+    run and a request larger than any node of its GPU type (asks the cluster). The check
+    before a launch leaves both to the launch advice (advice.py), which tells them as notes
+    with the same words."""
     data = dict(request)
     errors = _field_errors(data)
     if errors:
@@ -203,6 +206,7 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
                                         fixed_command=not template.takes_program)
     if env_refused:
         errors["env"] = env_refused
+    _mounts(data, errors, tenant, identity)
     _secrets(data, errors, template, tenant, identity)
     _launch_size(data, errors)
     data.setdefault("cpu", template.default_cpu)
@@ -213,6 +217,23 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
     if errors:
         raise LaunchInvalid(errors)
     return data
+
+
+def _mounts(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant | None,
+            identity: Identity | None) -> None:
+    """The volumes it mounts, resolved for the caller in the tenant (mounts.py)."""
+    entries = data.get("mounts") or []
+    if not entries:
+        data["mounts"] = []
+        return
+    if tenant is None or identity is None:
+        errors["mounts"] = ["Volumes are mounted in a project's launch only."]
+        return
+    try:
+        data["mounts"] = mounts_resolve(entries, identity=identity, tenant=tenant,
+                                        use_home=bool(data.get("use_home")))
+    except MountsInvalid as exc:
+        errors["mounts"] = exc.errors
 
 
 def _nodes(data: dict[str, Any], errors: dict[str, list[str]], template: Template) -> None:
@@ -278,9 +299,11 @@ def _secrets(data: dict[str, Any], errors: dict[str, list[str]], template: Templ
         taken.add(template.token_env)
     if template.engine == JOBSET:
         taken |= set(TORCHRUN_ENV)
+    # a secret's files never over a volume the launch mounts, nor a volume over them
+    mounted = [mount.path for mount in data.get("mounts") or []]
     try:
         uses = secret_uses_clean(refs=refs, identity=identity, tenant=tenant,
-                                 reserved=RESERVED_PATHS, env_names=taken)
+                                 reserved=(*RESERVED_PATHS, *mounted), env_names=taken)
     except SecretInvalid as exc:
         errors.update(exc.errors)
         return

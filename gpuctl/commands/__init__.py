@@ -21,10 +21,11 @@ from . import (
     secret,
     ssh,
     usage,
+    volume,
     webhook,
     workload,
 )
 
-NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, files, secret, quota, usage,
+NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, files, secret, volume, quota, usage,
                                  budget, notification, webhook, reservation, maintenance,
                                  calendar)

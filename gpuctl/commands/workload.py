@@ -13,6 +13,7 @@ from ..errors import EXIT_OK, WaitFailed
 from ..output import Column, Render, age, emit, line, print_record, print_table, record, table
 from ..parser import Commands, Parser, key_value, wait_options
 from .secret import launch_secrets
+from .volume import find_volume
 
 FINAL_STATES = {"succeeded", "failed", "stopped"}
 STATES = ["submitted", "creating", "queued", "pending", "running", "succeeded", "failed",
@@ -24,7 +25,8 @@ examples:
   gpuctl launch --template custom --kind service --gpu-type v100 --image python:3.12-slim \\
       --port 8080 --command 'python -m http.server 8080' --wait
   gpuctl launch --template pytorch-ddp --gpu-type a100 --gpus 4 --nodes 2 -- python train.py
-  gpuctl launch --template jupyter --gpu-type a100 --gpus 4 --check   # the portal's notes"""
+  gpuctl launch --template jupyter --gpu-type a100 --gpus 4 --check   # the portal's notes
+  gpuctl launch --template jupyter --gpu-type a100 --mount datasets:/data:ro --mount 12:/work"""
 
 
 def register(commands: Commands) -> None:
@@ -96,7 +98,11 @@ def _launch_options(p: Parser) -> None:
     p.add_argument("--memory", type=int, metavar="GIB", help="memory in GiB")
     p.add_argument("--max-runtime", type=int, metavar="MINUTES", help="stop after this long")
     p.add_argument("--retries", type=int, help="batch: retries of a failed run")
-    p.add_argument("--use-home", action="store_true", help="mount the project's home volume")
+    p.add_argument("--use-home", action="store_true",
+                   help="mount the project's volume `home` at /home/portal")
+    p.add_argument("--mount", action="append", type=mount_spec, metavar="VOLUME:/PATH[:ro]",
+                   help="mount a volume (its id or name) at an absolute path, read-only with "
+                        ":ro (repeatable)")
     p.add_argument("--secret", action="append", metavar="NAME[:PATH]",
                    help="a secret it reads, yours or the project's, by name or id "
                         "(repeatable): env → its variables, file → its files at PATH "
@@ -143,13 +149,34 @@ def launch_body(args: argparse.Namespace) -> dict[str, Any]:
     body.update({key: value for key, value in optional.items() if value is not None})
     if args.use_home:
         body["use_home"] = True
+    if args.mount:
+        body["mounts"] = [{"volume": volume, "path": path, "read_only": read_only}
+                          for volume, path, read_only in args.mount]
     if args.ssh is not None:
         body["ssh"] = args.ssh
     return body
 
 
+def mount_spec(text: str) -> tuple[str, str, bool]:
+    """`VOLUME:/path[:ro]` → (volume, path, read-only); VOLUME is an id or a name."""
+    volume, sep, rest = text.partition(":")
+    read_only = rest.endswith(":ro")
+    path = rest[:-3] if read_only else rest
+    if not sep or not volume or not path.startswith("/"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected VOLUME:/PATH or VOLUME:/PATH:ro")
+    return volume, path, read_only
+
+
+def with_volume_ids(api: PortalClient, body: dict[str, Any]) -> dict[str, Any]:
+    """The launch with each mount's volume named by its id (a name is looked up)."""
+    for mount in body.get("mounts") or []:
+        name = mount["volume"]
+        mount["volume"] = int(name) if name.isdigit() else find_volume(api, name)["id"]
+    return body
+
+
 def launch(api: PortalClient, args: argparse.Namespace) -> int:
-    body = launch_body(args)
+    body = with_volume_ids(api, launch_body(args))
     if args.secret:
         body["secrets"] = launch_secrets(api, args.secret)
     if args.check:
@@ -278,6 +305,11 @@ RANK_COLUMNS: list[Column] = [
     ("reason", lambda r: r.get("reason") or None), ("exit code", "exit_code")]
 
 
+MOUNT_COLUMNS: list[Column] = [
+    ("volume", lambda m: f"{m['name']} ({m['volume']})" if m.get("volume") else m["name"]),
+    ("path", "path"), ("mode", lambda m: "read-only" if m.get("read_only") else "read-write")]
+
+
 def print_workload(workload: dict[str, Any], out: TextIO) -> None:
     """The record, then (a distributed workload) its ranks as a table."""
     secrets = ", ".join(f"{s['name']} ({s['kind']}{' at ' + s['path'] if s.get('path') else ''})"
@@ -289,3 +321,7 @@ def print_workload(workload: dict[str, Any], out: TextIO) -> None:
                       and r.get("role") != "launcher")
         out.write(f"\nranks: {running} of {workload.get('nodes')} running\n")
         print_table(shown_ranks(ranks), RANK_COLUMNS, out)
+    mounts = workload.get("mounts") or []
+    if mounts:
+        out.write("\nmounts:\n")
+        print_table(mounts, MOUNT_COLUMNS, out)

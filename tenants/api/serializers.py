@@ -29,6 +29,8 @@ class QuotaInForceSerializer(serializers.Serializer[Any]):
     gpus_by_type = serializers.DictField(child=serializers.IntegerField())
     cpu = serializers.IntegerField(help_text="CPU cores")
     memory = serializers.IntegerField(help_text="GiB")
+    storage_gib = serializers.IntegerField(help_text="GiB of volumes in all")
+    volumes = serializers.IntegerField(help_text="volumes at once")
     held = serializers.BooleanField(help_text="Kueue admits nothing new from its queue.")
     held_reason = serializers.CharField(help_text="Why, while held; else empty.")
     text = serializers.CharField(
@@ -70,6 +72,11 @@ class QuotaSerializer(serializers.Serializer[Quota]):
     memory = _count(source="memory_gb", help_text="GiB")
     max_workloads = _count()
     max_runtime_minutes = _count()
+    storage_gib = _count(required=False, help_text="GiB the project's volumes may ask for "
+                                                   "in all (also the namespace's "
+                                                   "requests.storage)")
+    volumes = _count(required=False, help_text="How many volumes the project may have at once "
+                                               "(also its persistentvolumeclaims)")
     idle_threshold_percent = serializers.IntegerField(min_value=0, max_value=100)
     idle_minutes = serializers.IntegerField(min_value=1, max_value=MAX_VALUE)
     idle_action = serializers.ChoiceField(choices=Quota.IdleAction.choices)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,6 +40,7 @@ from catalogue.models import GpuType
 from credentials.models import Secret
 from credentials.services import secret_create
 from notifications.models import Channel, Delivery, Kind, Notification, Webhook
+from storage.models import StorageClass, Volume
 from tenants.models import Quota, Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
@@ -62,7 +64,7 @@ class Endpoint:
     lists: str | None = None  # a list of tenant-owned objects: "workload" or "tenant"; or
     # of a user's own rows: "notification", "webhook"
     body: dict[str, Any] | str | None = None  # FULL_QUOTA: the tenant's whole quota, changed
-    params: dict[str, str] | None = None  # a GET's query
+    params: dict[str, str] | None = None  # the query (a GET's, or the path a write names)
     ok: int = 200  # the status of the positive control
 
     @property
@@ -82,6 +84,7 @@ class Endpoint:
                else world.workloads[tenant] if self.target == "workload"
                else world.reservations[tenant] if self.target == "reservation"
                else world.secrets[tenant] if self.target == "secret"
+               else world.volumes[tenant] if self.target == "volume"
                else world.tenants[tenant])
         if self.query_param:
             return f"{self.path}?{self.query_param}={obj.pk}"
@@ -192,6 +195,30 @@ ENDPOINTS = [
              body={"data": {"PROBE": "replaced"}}),
     Endpoint("DELETE", "/api/v1/secrets/{id}/", target="secret", writes=True,
              manager_only=True, ok=204),
+    # volumes: a member makes their own, a manager changes the project's (the world's are)
+    Endpoint("GET", "/api/v1/volumes/", lists="volume"),
+    Endpoint("POST", "/api/v1/volumes/", writes=True, body={"name": "new", "size_gib": 1},
+             ok=201),
+    Endpoint("GET", "/api/v1/volumes/{id}/", target="volume"),
+    Endpoint("PATCH", "/api/v1/volumes/{id}/", target="volume", writes=True, manager_only=True,
+             body={"size_gib": 2}),
+    Endpoint("DELETE", "/api/v1/volumes/{id}/", target="volume", writes=True,
+             manager_only=True, ok=204),
+    Endpoint("GET", "/api/v1/storage-classes/"),
+    # a volume's files: whoever sees the volume reads them, whoever may mount it changes them;
+    # the probe volumes are still pending, so an allowed caller reaches the volume and is told
+    # that its storage is not there yet (409 volume_not_bound), before any file server
+    Endpoint("GET", "/api/v1/volumes/{id}/files/", target="volume", ok=409),
+    Endpoint("GET", "/api/v1/volumes/{id}/files/content", target="volume",
+             params={"path": "probe.txt"}, ok=409),
+    Endpoint("PUT", "/api/v1/volumes/{id}/files/content", target="volume", writes=True,
+             params={"path": "probe.txt"}, ok=409),
+    Endpoint("DELETE", "/api/v1/volumes/{id}/files/content", target="volume", writes=True,
+             params={"path": "probe.txt"}, ok=409),
+    Endpoint("POST", "/api/v1/volumes/{id}/files/folders/", target="volume", writes=True,
+             body={"path": "probe"}, ok=409),
+    Endpoint("POST", "/api/v1/volumes/{id}/files/moves/", target="volume", writes=True,
+             body={"from": "probe.txt", "to": "moved.txt"}, ok=409),
 ]
 BY_KEY = {endpoint.key: endpoint for endpoint in ENDPOINTS}
 # operations no Keystone token reaches: a workload's SSH server reports its sessions with the
@@ -251,10 +278,13 @@ class World:
     reservations: dict[str, Reservation] = dataclasses.field(default_factory=dict)
     secrets: dict[str, Secret] = dataclasses.field(default_factory=dict)  # a project's each
     window: MaintenanceWindow | None = None
+    volumes: dict[str, Volume] = dataclasses.field(default_factory=dict)  # a project volume each
 
     def call(self, who: str, endpoint: Endpoint, url: str | None = None, *,
              body: dict[str, Any] | None = None, query: dict[str, str] | None = None):
         url = url or endpoint.url(self)
+        if endpoint.params and endpoint.method != "GET":
+            url += ("&" if "?" in url else "?") + urllib.parse.urlencode(endpoint.params)
         client = Client(HTTP_X_AUTH_TOKEN=self.tokens[who])
         if body is None and endpoint.body is not None:
             body = (endpoint.body if isinstance(endpoint.body, dict)
@@ -311,6 +341,12 @@ def make_world(tokens: dict[str, str], gpu_types: dict[str, GpuType]) -> World:
         world.secrets[key] = secret_create(
             tenant=tenant, acting_user=get_user_model().objects.get(name="admin"),
             name=f"{key}-probe", kind="env", scope="project", data={"PROBE": key})
+    StorageClass.objects.create(name="standard", expandable=True, is_default=True)
+    for key, creator in (("vision", "lead"), ("nlp", "student")):
+        world.volumes[key] = Volume.objects.create(
+            tenant=world.tenants[key], owner=get_user_model().objects.get(name=creator),
+            scope=Volume.Scope.PROJECT, name="probe", size_gib=1, storage_class="standard",
+            claim_name=f"vol-probe-{key}")
     world.window = MaintenanceWindow.objects.create(
         nodes=["gpu-t4-1"], start=SOON, end=SOON + dt.timedelta(hours=1), reason="probe",
         affected={"gpu-t4-1": {"gpu_type": "t4", "gpus": 4}})
@@ -353,6 +389,7 @@ def snapshot(world: World) -> tuple:
         sorted(ReservationAllowance.objects.values_list("tenant_id", "gpu_hours")),
         sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at", "state")),
         sorted(Secret.objects.values_list("pk", "name", "keys", "updated_at")),
+        sorted(Volume.objects.values_list("pk", "size_gib", "deleted_at")),
     )
 
 
@@ -400,6 +437,8 @@ PROBES = {
     "reservation": [{}, {"gpu_type": "a100"}, {"include_past": "1"},
                     {"page_size": "500"}],
     "secret": [{}, {"page_size": "500"}],
+    "volume": [{}, {"scope": "project"}, {"state": "pending"}, {"name": "probe"},
+               {"page_size": "500"}],
 }
 LIST_CASES = [(e, query) for e in LISTS for query in PROBES[e.lists or ""]]
 
@@ -415,7 +454,8 @@ def test_lists_show_only_the_callers_tenant(world, endpoint, query, who):
     listed = {row["id"] for row in body["results"]}
     hidden = {"workload": world.workloads, "tenant": world.tenants,
               "reservation": world.reservations,
-              "secret": world.secrets}[endpoint.lists or ""]["vision"]
+              "secret": world.secrets,
+              "volume": world.volumes}[endpoint.lists or ""]["vision"]
     assert hidden.pk not in listed
     if endpoint.lists == "workload":
         assert all(row["tenant"] == "nlp-lab" for row in body["results"])

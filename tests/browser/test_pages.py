@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from storage.models import Volume
 from workloads.models import Workload
 
 from .conftest import OUTPUT, STATE_TIMEOUT_MS, switch_project
@@ -77,6 +78,12 @@ def test_the_researchers_pages_at_full_and_half_screen(page, log_in, live_server
 
     secret = secret_made({"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")})
     workload = launched(project_token, "review notebook", secrets=[{"secret": secret}])
+    # a volume the provisioner could not make: its state and its words on the volumes page
+    Volume.objects.create(tenant=vision_lab, owner=workload.owner, scope=Volume.Scope.USER,
+                          name="datasets", size_gib=20, storage_class="fast-ssd",
+                          claim_name="vol-1-datasets", state=Volume.State.FAILED,
+                          reason='ProvisioningFailed: storageclass.storage.k8s.io "fast-ssd" '
+                                 "not found")
     log_in(page, "researcher")
     switch_project(page, "vision-lab")
     page.goto(f"{live_server.url}/workloads/{workload.pk}/")
@@ -87,7 +94,7 @@ def test_the_researchers_pages_at_full_and_half_screen(page, log_in, live_server
                        ("workloads", "/workloads/"), ("workload", f"/workloads/{workload.pk}/"),
                        ("usage", "/usage/"), ("budget", "/budget/"),
                        ("calendar", "/calendar/"), ("secrets", "/secrets/"),
-                       ("secret", f"/secrets/{secret}/")):
+                       ("secret", f"/secrets/{secret}/"), ("volumes", "/volumes/")):
         review(page, live_server.url + path, name)
 
 
@@ -99,7 +106,8 @@ def test_the_admins_pages_at_full_and_half_screen(page, log_in, live_server, vis
                        ("usage-report", "/admin/usage/"), ("gpus", "/admin/gpus/"),
                        ("audit", "/admin/audit/"), ("budgets", "/admin/budgets/"),
                        ("budget-form", f"/admin/budgets/{vision_lab.pk}/"),
-                       ("calendar-admin", "/admin/calendar/"), ("calendar-book", "/calendar/")):
+                       ("calendar-admin", "/admin/calendar/"), ("calendar-book", "/calendar/"),
+                       ("storage-classes", "/admin/storage-classes/")):
         review(page, live_server.url + path, name)
     page.context.clear_cookies()
     review(page, live_server.url + "/login/", "login")

@@ -5,7 +5,9 @@ streamed, to the real gpu-portal-files (filesd/) run on loopback with the pod's 
 folder that stands for /volumes, as the SSH tests run the real SSH server.
 
 Which claim a volume id is and who may write it is the storage app's to answer
-(files/volumes.py); here a table answers (tests/support/files.py StandInVolumes).
+(files/volumes.py, tested with real volumes in tests/storage/test_api.py); here a table
+answers (tests/support/files.py StandInVolumes), so that the claims' folders on loopback can
+be named as the server's pod names them.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from audit.models import AuditRecord
 from core.tasks import send_on_commit
 from files.manifests import NAME, ROOT
 from files.server import file_server_forget, file_servers_stop_idle, token_for
-from kube.client import Kube
+from kube.client import Conflict, Kube
+from storage.manifests import ClaimSpec, make_volume_claim
 from tenants.models import Tenant
 from tests.support.files import FileServerProcess, StandInVolume, StandInVolumes
 from tests.support.gpuctl import live, run
 from tests.support.waiting import eventually
-from workloads.manifests import make_home_claim
 
 pytestmark = [live, pytest.mark.timeout(300)]
 
@@ -62,8 +64,13 @@ def files(portal, live_server, settings, monkeypatch, tmp_path, keystone):
                     IMAGENET: StandInVolume(tenant.namespace, "imagenet", read_only=True),
                     ELSEWHERE: StandInVolume("gpu-another-project", "data")}).install(monkeypatch)
     kube = Kube()
-    for claim in ("data", "imagenet"):  # the claims the server's pod mounts
-        kube.create(make_home_claim(tenant.namespace, claim, "1Gi", None, {}))
+    for number, claim in enumerate(("data", "imagenet"), 1):  # the claims the server's pod mounts
+        try:  # the namespace may be older than this test (another test's), and its claims
+            kube.create(make_volume_claim(ClaimSpec(
+                volume_id=number, name=claim, namespace=tenant.namespace,
+                project_id=tenant.keystone_project_id, owner_id="", size_gib=1)))
+        except Conflict:
+            pass
     file_server_forget(tenant.namespace)  # what an earlier test left in Redis
     yield Files(portal, server, tenant, root, outside, live_server.url)
     assert server.stop() == 0, server.log()  # SIGTERM: a clean stop

@@ -27,6 +27,7 @@ from gpuctl.commands import (
     secret,
     ssh,
     usage,
+    volume,
     webhook,
     workload,
 )
@@ -43,6 +44,7 @@ REGISTERED = {
     "logs": {"logs": None},
     "ssh": {"ssh": None, "ssh-config": None, "ssh-proxy": None},
     "files": {"files": ["ls", "get", "put", "rm", "mkdir", "mv"]},
+    "volume": {"volumes": ["ls", "create", "grow", "rm"]},
     "quota": {"quota": None},
     "usage": {"usage": None},
     "budget": {"budget": ["show", "set", "remove"]},
@@ -124,6 +126,8 @@ REQUIRED = {("launch",): ["--template", "jupyter", "--gpu-type", "a100"],
             ("reservations", "cancel"): ["1"], ("maintenance", "cancel"): ["1"],
             ("secrets", "create"): ["hf", "--kind", "env"], ("secrets", "set"): ["hf"],
             ("secrets", "rm"): ["hf"],
+            ("volumes", "create"): ["data", "--size", "10"],
+            ("volumes", "grow"): ["data", "--size", "20"], ("volumes", "rm"): ["data"],
             ("maintenance", "create"): ["--gpu-type", "a100", "--start", "2026-12-01T09:00Z",
                                         "--end", "2026-12-01T10:00Z", "--reason", "x"],
             ("files", "ls"): ["data"], ("files", "get"): ["data:a"],
@@ -196,6 +200,12 @@ SPELLINGS = [
     ("secrets rm 3", secret.remove),
     ("launch --template jupyter --gpu-type a100 --secret hf --secret certs:/etc/ssl/mine",
      workload.launch),
+    ("volumes", volume.list_volumes), ("volumes ls --scope project --json", volume.list_volumes),
+    ("volumes create datasets --size 200 --class fast-ssd", volume.create),
+    ("volumes create shared --size 500 --project", volume.create),
+    ("volumes grow datasets --size 300", volume.grow), ("volumes rm 12", volume.remove),
+    ("launch --template jupyter --gpu-type a100 --mount datasets:/data:ro --mount 12:/work",
+     workload.launch),
 ]
 
 
@@ -233,6 +243,12 @@ def test_the_spellings_of_scripts_and_docs_still_parse(line, func):
      "argument --env: 'NOVALUE': expected KEY=VALUE"),
     (["launch", "--template", "custom", "--gpu-type", "a100", "--check", "--wait"],
      "launch: error: --check launches nothing to wait for"),
+    (["launch", "--template", "jupyter", "--gpu-type", "a100", "--mount", "data"],
+     "argument --mount: 'data': expected VOLUME:/PATH or VOLUME:/PATH:ro"),
+    (["launch", "--template", "jupyter", "--gpu-type", "a100", "--mount", "data:work"],
+     "argument --mount: 'data:work': expected VOLUME:/PATH"),
+    (["volumes", "create", "data"], "the following arguments are required: --size"),
+    (["volumes", "grow", "data", "--size", "big"], "argument --size: invalid int value"),
     (["calendar", "--gpu-type", "a100", "--since", "monday"],
      "argument --since: 'monday': a date and time"),
 ])
@@ -261,3 +277,11 @@ def test_one_printer_the_api_s_json_or_the_text():
         args = argparse.Namespace(output=output, out=io.StringIO())
         emit(args, {"id": 3, "deleted": True}, line("webhook 3 deleted"))
         assert args.out.getvalue() == expected
+
+
+def test_mounts_reach_the_launch_body_as_the_api_takes_them():
+    args = parse(cli.build_parser(), ["launch", "--template", "jupyter", "--gpu-type", "a100",
+                                      "--mount", "datasets:/data:ro", "--mount", "12:/work"])
+    assert workload.launch_body(args)["mounts"] == [
+        {"volume": "datasets", "path": "/data", "read_only": True},
+        {"volume": "12", "path": "/work", "read_only": False}]

@@ -42,6 +42,7 @@ from identity.identity import Identity
 from identity.roles import is_portal_admin
 from identity.services import user_sync
 from notifications.models import Kind, Notification, Webhook
+from storage.models import StorageClass, Volume
 from tenants.models import Quota, Tenant
 from tenants.services import quota_update, tenant_ensure
 from usage.models import GpuUsageRollup
@@ -100,6 +101,12 @@ PAGES = [
     Page("usage:workload-still-needed", WORKLOAD, method="POST", target="workload",
          writes=True, ok=302),
     Page("budgets:mine", PROJECT),
+    # volumes: the project's list; a member makes their own; the project's are its managers'
+    Page("storage:volumes", TENANT_LIST),
+    Page("storage:create", LAUNCH, method="POST", ok=400),  # nothing asked: the form again
+    Page("storage:grow", MANAGE, method="POST", target="volume", ok=302,
+         data={"size_gib": "2"}),
+    Page("storage:delete", MANAGE, method="POST", target="volume", ok=302),
     Page("budgets:chart", PROJECT),
     # the calendar (issue 28): everyone's to read; bookings and cancels are managers'
     Page("calendars:calendar", LOGIN),
@@ -113,6 +120,7 @@ PAGES = [
          data={"gpu_hours": "10", "max_days_ahead": "30"}),
     Page("usage:admin", ADMIN),
     Page("budgets:admin", ADMIN),
+    Page("storage:admin-classes", ADMIN),
     Page("budgets:admin-edit", ADMIN, target="tenant"),
     Page("budgets:admin-remove", ADMIN, method="POST", target="tenant", ok=302),
     Page("usage:gpu-dashboard", ADMIN),
@@ -287,6 +295,7 @@ def world(identities, gpu_types, cluster) -> World:
     world = World(sign_in=sign_in, tenants={}, workloads={},
                   catalogue={"gpu_type": gpu_types["a100"],
                              "template": Template.objects.get(slug="jupyter")})
+    StorageClass.objects.create(name="standard", expandable=True, is_default=True)
     world.client("researcher@vision")  # first sight: the users, vision-lab and nlp-lab
     world.client("student@nlp")
     for key, name, owner in (("vision", "vision-lab", "researcher"), ("nlp", "nlp-lab", "student")):
@@ -309,6 +318,9 @@ def world(identities, gpu_types, cluster) -> World:
         world.personal.setdefault("reservation", {})[key] = Reservation.objects.create(
             tenant=tenant, gpu_type=gpu_types["a100"], count=1, start=start,
             end=start + dt.timedelta(hours=2), note=f"{NAMES[key]} course")
+        world.personal.setdefault("volume", {})[key] = Volume.objects.create(
+            tenant=tenant, owner=user, scope=Volume.Scope.PROJECT, name=f"{NAMES[key]}-data",
+            size_gib=1, storage_class="standard", claim_name=f"vol-probe-{key}")
         world.personal.setdefault("window", {})[key] = MaintenanceWindow.objects.create(
             start=start, end=start + dt.timedelta(hours=2), reason=f"{key} maintenance")
     return world
@@ -324,6 +336,7 @@ def snapshot() -> tuple:
         sorted(Webhook.objects.values_list("pk", "url", "state", "created_by_id")),
         sorted(Reservation.objects.values_list("pk", "cancelled_at")),
         sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at")),
+        sorted(Volume.objects.values_list("pk", "size_gib", "deleted_at")),
     )
 
 

@@ -8,6 +8,7 @@ from django.core.management import call_command
 from django.test import TestCase
 from kubernetes import client as k8s
 
+from storage.models import StorageClass
 from tenants.models import Tenant
 from tenants.services import tenant_root_templates_update
 
@@ -19,6 +20,9 @@ def test_the_demo_lets_vision_lab_run_digits_and_keeps_an_admins_change(keystone
     call_command("seed_demo", stdout=io.StringIO())
     vision, nlp = Tenant.objects.get(name="vision-lab"), Tenant.objects.get(name="nlp-lab")
     assert vision.allow_root_templates and not nlp.allow_root_templates
+    # kubesim's class, offered for volumes (growable, the default) while none is
+    offered = StorageClass.objects.get()
+    assert (offered.name, offered.expandable, offered.is_default) == ("standard", True, True)
     assert vision.quota.gpus_by_type()["a100"] == 4
     tenant_root_templates_update(tenant=vision, acting_user=None, allow=False)
     call_command("seed_demo", stdout=io.StringIO())  # a restart of the demo

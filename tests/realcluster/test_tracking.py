@@ -44,7 +44,7 @@ def test_relist_after_a_real_410(tenants, owner, gpu_types, real_cluster):
                timeout=30, interval=0.2, message="the Job's pod never ran")
     real_cluster.restart_apiserver(compact=True)
     stats = tracker.run_for(1.5)  # resumes from the stored cursors
-    assert stats.expired == 6 and stats.lists == 6, stats  # every watched kind
+    assert stats.expired == 7 and stats.lists == 7, stats  # every watched kind
     # caught up: Running, or already Succeeded where the restart took most of the pod's 20 s
     # (on a loaded machine); never Failed as vanished
     caught_up = (S.RUNNING, S.SUCCEEDED)

@@ -20,7 +20,7 @@ from tests.support.waiting import eventually
 
 WORKLOAD_SELECTOR = "gpu-portal.io/workload-id"  # every workload object, in every namespace
 # made by a test and deleted at its end (the namespaces with everything in them)
-OWN_KINDS = ("Namespace", "ClusterQueue")
+OWN_KINDS = ("Namespace", "ClusterQueue", "PersistentVolume", "StorageClass")
 
 
 def names_of(kube: Kube, kind: str) -> set[str]:

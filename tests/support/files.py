@@ -1,6 +1,7 @@
 """gpu-portal-files (filesd/) run on loopback as a project's pod runs it: the same flags, a root
-with a folder per claim, the token from a file; and a stand-in for the seam where the volumes
-plug in (files/volumes.py), naming which claim each volume id is and who may write it."""
+with a folder per claim, the token from a file; and a table standing in for the volumes at
+the seam the file API asks (files/volumes.py), naming which claim each volume id is and who
+may write it, so that a test's claims can be folders on loopback."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ class FileServerProcess:
 
 @dataclasses.dataclass(frozen=True)
 class StandInVolume:
-    """A volume as the storage app will answer for it: its tenant's namespace, its claim,
+    """A volume as the storage app answers for it: its tenant's namespace, its claim,
     read-only or not."""
     namespace: str
     claim: str

@@ -48,8 +48,12 @@ def test_members_read_their_quota_but_cannot_write_it(tenants, project_token):
                           "max_runtime_minutes", "idle_threshold_percent", "idle_minutes",
                           "idle_action", "idle_grace_minutes", "allow_over_capacity",
                           "gpu_borrowing_limit", "gpu_lending_limit", "fair_share_weight",
+                          "storage_gib", "volumes",
                           "in_force", "adjustments"}  # these two read only
     assert quota["gpus_by_type"] == {"a100": 1, "t4": 1, "v100": 1}
+    # volumes: the site's defaults, in force as set (no adjustment changes storage)
+    assert (quota["storage_gib"], quota["volumes"]) == (500, 10)
+    assert (quota["in_force"]["storage_gib"], quota["in_force"]["volumes"]) == (500, 10)
     # queueing: no borrowing or lending limit until an admin sets one, an equal share
     assert (quota["gpu_borrowing_limit"], quota["gpu_lending_limit"],
             quota["fair_share_weight"]) == (None, None, "1.00")
@@ -71,6 +75,20 @@ def test_an_admin_changes_a_quota(tenants, project_token):
     record = AuditRecord.objects.get(tenant=tenant, action="quota.update")
     assert record.actor_name == "admin"
     assert record.before["gpus_total"] == 2 and record.after["gpus_total"] == 8
+
+
+def test_an_admin_sets_the_storage_quota(tenants, project_token):
+    tenant = tenants["vision-lab"]
+    url, auth = f"/api/v1/tenants/{tenant.pk}/quota/", api(project_token("admin", "admin"))
+    response = Client().patch(url, {"storage_gib": 50, "volumes": 2},
+                              content_type="application/json", **auth)
+    assert response.status_code == 200, response.json()
+    assert (response.json()["storage_gib"], response.json()["volumes"]) == (50, 2)
+    assert response.json()["in_force"]["storage_gib"] == 50
+    record = AuditRecord.objects.get(tenant=tenant, action="quota.update")
+    assert (record.before["storage_gib"], record.after["storage_gib"]) == (500, 50)
+    refused = Client().patch(url, {"volumes": -1}, content_type="application/json", **auth)
+    assert refused.status_code == 400 and "volumes" in refused.json()["fields"]
 
 
 @pytest.mark.parametrize(("body", "field"), [

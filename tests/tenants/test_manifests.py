@@ -56,13 +56,17 @@ def test_the_set_of_objects():
 
 
 def test_resource_quota_counts_gpus_mig_cpu_memory_pods_and_load_balancers():
-    assert make_resource_quota(SPEC)["spec"]["hard"] == {
+    spec = dataclasses.replace(SPEC, storage_gib=500, volumes=12)
+    assert make_resource_quota(spec)["spec"]["hard"] == {
         "requests.nvidia.com/gpu": "8",
         "requests.nvidia.com/mig-1g.10gb": "7",
         "requests.cpu": "64", "limits.cpu": "64",
         "requests.memory": "512Gi", "limits.memory": "512Gi",
         "pods": "20", "services.loadbalancers": "10",
+        "requests.storage": "500Gi", "persistentvolumeclaims": "12",
     }
+    # none allowed, in the API server's own spelling (else every reconcile sees drift)
+    assert make_resource_quota(SPEC)["spec"]["hard"]["requests.storage"] == "0"
 
 
 def test_the_quota_leaves_room_for_each_workloads_proxy_in_the_api_servers_spelling():

@@ -5,19 +5,12 @@ database."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.support.migrations import latest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("tenants", "0009_quota_withheld_gpus")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    executor.loader.build_graph()
-    return executor.loader.project_state(targets).apps
 
 
 def quota(apps, name: str, **columns):
@@ -28,7 +21,7 @@ def quota(apps, name: str, **columns):
 
 
 def test_the_columns_become_rows_and_come_back():
-    after = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    after = latest()
     old = migrate(BEFORE)
     try:
         GpuType = old.get_model("catalogue", "GpuType")

@@ -70,3 +70,14 @@ def test_pods_are_read_only():
     assert _allows(rules, "", "pods", "list")
     assert not _allows(rules, "", "pods", "create") and not _allows(rules, "", "pods", "delete")
     assert "Pod" in KINDS  # the client reads pods; writes go through their owners
+
+
+def test_volumes_claims_are_the_portals_and_storage_classes_only_read():
+    """It makes, grows and deletes the volumes' claims and watches them; it reads the storage
+    classes an admin offers; PersistentVolumes are the provisioner's, never the portal's."""
+    rules = cluster_role()["rules"]
+    for verb in ("create", "patch", "delete", "list", "watch"):
+        assert _allows(rules, "", "persistentvolumeclaims", verb), verb
+    assert _allows(rules, "storage.k8s.io", "storageclasses", "get")
+    assert not _allows(rules, "storage.k8s.io", "storageclasses", "create")
+    assert not any("persistentvolumes" in r["resources"] for r in rules)

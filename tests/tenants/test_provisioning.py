@@ -37,7 +37,8 @@ def test_a_new_tenant_gets_the_full_set_of_objects(tenant, cluster):
         # the quota's 32 cores and 256 GiB, plus room for 10 workloads' proxies (100m, 64Mi)
         "requests.nvidia.com/gpu": "2", "requests.cpu": "33", "limits.cpu": "33",
         "requests.memory": "262784Mi", "limits.memory": "262784Mi", "pods": "20",
-        "services.loadbalancers": "10",
+        "services.loadbalancers": "10", "requests.storage": "500Gi",
+        "persistentvolumeclaims": "10",
     }
     limits = k8s.CoreV1Api(api).read_namespaced_limit_range("gpu-portal-defaults", ns)
     assert limits.spec.limits[0].default == {"cpu": "1", "memory": "4Gi"}

@@ -6,6 +6,7 @@ from kubernetes import client as k8s
 
 from audit.models import AuditRecord
 from kube.client import Kube
+from storage.models import Volume
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
@@ -463,8 +464,14 @@ def test_the_home_volume_is_created_once_and_mounted(vision, api_headers, eager_
         assert any(v.persistent_volume_claim and v.persistent_volume_claim.claim_name ==
                    "gpu-portal-home" for v in pod.volumes)
         assert any(m.mount_path == "/home/portal" for m in pod.containers[0].volume_mounts)
-    created = [e.message for e in Workload.objects.get(pk=first).events.filter(reason="Created")]
-    assert "PersistentVolumeClaim gpu-portal-home" in created[0]
+    # the project's volume "home", made once (its own task made the claim: the launches'
+    # creates found it there), and mounted by both
+    home = Volume.objects.get(tenant=vision)
+    assert (home.name, home.scope, home.claim_name) == ("home", "project", "gpu-portal-home")
+    assert claim.metadata.labels["gpu-portal.io/volume-id"] == str(home.pk)
+    for workload_id in (first, second):
+        assert [(m.volume_id, m.path) for m in Workload.objects.get(pk=workload_id).mounts.all()] \
+            == [(home.pk, "/home/portal")]
     # the volume outlives a stopped workload
     post(f"/api/v1/workloads/{first}/stop/", headers)
     assert k8s.CoreV1Api(api).read_namespaced_persistent_volume_claim("gpu-portal-home",

@@ -21,6 +21,7 @@ from access.proxy import (
     make_proxy_volumes,
     proxy_files,
 )
+from storage.manifests import ClaimSpec, make_volume_claim
 from tests.support.manifests import (
     CUSTOM_BATCH,
     DIGITS,
@@ -32,7 +33,6 @@ from tests.support.manifests import (
 from workloads.manifests import (
     labels,
     make_deployment,
-    make_home_claim,
     make_ingress,
     make_job,
     make_pod_template,
@@ -68,9 +68,12 @@ SHM = {"name": "dshm", "emptyDir": {"medium": "Memory"}}
 def test_every_object_is_valid_against_the_kubernetes_schema(spec):
     version = kubernetes_validate.utils.latest_version()
     objects = [*workload_objects(spec),
-               make_home_claim("gpu-vision-lab-abc123", "gpu-portal-home", "50Gi", "cephfs",
-                               labels(spec)),
-               make_home_claim("ns", "home", "1Gi", None, {}, access_mode="ReadWriteOnce")]
+               make_volume_claim(ClaimSpec(volume_id=3, name="gpu-portal-home",
+                                           namespace="gpu-vision-lab-abc123", project_id="p1",
+                                           owner_id="u1", size_gib=50, storage_class="cephfs")),
+               make_volume_claim(ClaimSpec(volume_id=4, name="vol-4-data", namespace="ns",
+                                           project_id="p1", owner_id="u1", size_gib=1,
+                                           access_mode="ReadWriteOnce"))]
     assert {"Deployment", "Job"} & {obj["kind"] for obj in objects}
     for obj in objects:
         kubernetes_validate.validate(obj, version, strict=True)
@@ -348,17 +351,6 @@ def test_owner_labels_are_label_safe():
     assert len(got["gpu-portal.io/owner-id"]) == 63
     kubernetes_validate.validate(make_service(spec), kubernetes_validate.utils.latest_version(),
                                  strict=True)
-
-
-def test_home_claim():
-    assert make_home_claim("ns", "gpu-portal-home", "50Gi", "cephfs", {"a": "b"}) == {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "gpu-portal-home", "namespace": "ns", "labels": {"a": "b"}},
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "50Gi"}},
-                 "storageClassName": "cephfs"},
-    }
-    assert "storageClassName" not in make_home_claim("ns", "h", "1Gi", None, {})["spec"]
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -13,13 +13,12 @@ from kubernetes import client, utils
 
 from access.proxy import PROXY_CONTAINER, PROXY_PORT
 from kube.labels import workload_object_name
+from storage.manifests import ClaimSpec, make_volume_claim
 from tests.support.manifests import PROXY_SECRETS, proxy_for
 from tests.support.waiting import eventually
 from workloads.manifests import (
     SERVICE_ACCOUNT_NAME,
     WorkloadSpec,
-    labels,
-    make_home_claim,
     workload_objects,
 )
 
@@ -79,8 +78,9 @@ def test_a_service_on_an_a100_runs_ready_behind_a_load_balancer(api, kube_namesp
         secret_data=PROXY_SECRETS,
     )
     core = client.CoreV1Api(api)
-    create_all(api, [make_home_claim(kube_namespace, "gpu-portal-home", "10Gi", None,
-                                     labels(spec))])
+    create_all(api, [make_volume_claim(ClaimSpec(
+        volume_id=1, name="gpu-portal-home", namespace=kube_namespace, project_id="p1",
+        owner_id="u1", size_gib=10))])
     create_all(api, workload_objects(spec))
 
     pod = eventually(lambda: (p := pod_of(core, kube_namespace, workload_id)) and is_ready(p) and p,

@@ -84,7 +84,8 @@ def test_states_reasons_and_events_end_to_end(tenants, owner, gpu_types):
                                         source="tracker").exists()
     # the cursors hold where the watches left off
     assert set(TrackerCursor.objects.values_list("resource", flat=True)) == {
-        "pods", "jobs", "deployments", "services", "ingresses", "events"}
+        "pods", "jobs", "deployments", "services", "ingresses", "events",
+        "persistentvolumeclaims"}
 
     # events are recorded once, whatever relists happen: a fresh tracker (new process) and
     # this one forced to relist see the same events again
@@ -92,7 +93,7 @@ def test_states_reasons_and_events_end_to_end(tenants, owner, gpu_types):
     snapshot = timezone.now()
     Tracker().run_for(0.5)
     TrackerCursor.objects.all().delete()  # the stored cursors no longer match: it relists
-    assert tracker.run_for(0.5).lists == 6
+    assert tracker.run_for(0.5).lists == 7  # six kinds of workload objects, volumes' claims
     # nothing seen before is recorded again; a live cluster may add events meanwhile (a real
     # scheduler retries, an image pull backs off): those are new, from after the snapshot
     added = WorkloadEvent.objects.filter(uid__isnull=False).exclude(uid__in=before)
@@ -257,8 +258,8 @@ def test_relist_after_410(kubesim_factory, settings, gpu_types, owner):
         calls.clear()
         stats = tracker.run_for(1.5)
         # every kind resumed from its stored version, got 410, relisted, watched again
-        assert (stats.expired, stats.lists, stats.watches) == (6, 6, 12)
-        assert stats.requests == len(calls) == 18
+        assert (stats.expired, stats.lists, stats.watches) == (7, 7, 14)
+        assert stats.requests == len(calls) == 21
         track_until(tracker, lambda: state_of(workload).state == S.SUCCEEDED)
         now = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
         assert int(now["pods"]) > int(listed["pods"])
@@ -284,11 +285,12 @@ def test_requests_per_cycle_do_not_grow_with_workloads(tenants, owner, gpu_types
     for i in range(1, 30):
         launch(tenant, owner, gpu_types, name=f"w{i}", gpu="t4", count=0)
     with_thirty, resumed_thirty = one_cycle()
-    assert with_one == with_thirty == 12  # 6 lists + 6 watches
-    assert len(resumed_one) == len(resumed_thirty) == 6
+    assert with_one == with_thirty == 14  # 7 lists + 7 watches
+    assert len(resumed_one) == len(resumed_thirty) == 7
     assert {path for _, path in resumed_thirty} == {
         "api/v1/pods", "apis/batch/v1/jobs", "apis/apps/v1/deployments", "api/v1/services",
-        "apis/networking.k8s.io/v1/ingresses", "api/v1/events"}
+        "apis/networking.k8s.io/v1/ingresses", "api/v1/events",
+        "api/v1/persistentvolumeclaims"}
 
 
 def unschedulable(workload: Workload) -> bool:
@@ -353,7 +355,7 @@ def test_a_cluster_outage_is_logged_not_raised(kubesim_factory, settings, db):
     settings.KUBECONFIG = gone.kubeconfig
     gone.stop()
     stats = Tracker().run_for(1)
-    assert stats.failing == 6 and stats.lists == 0
+    assert stats.failing == 7 and stats.lists == 0
 
 
 def test_a_burst_of_changes_to_one_workload_costs_one_reconcile(gpu_types, owner):

@@ -40,13 +40,13 @@ def test_without_distributed_workloads_no_discovery_request(tenants, cluster):
     kube, calls = counting_kube(cluster)
     stats = Tracker(kube).run_for(1.0)
     assert stats.requests == len(calls)
-    # the six kinds it always follows, listed and watched (a watch the server ends early is
-    # opened again: how many times depends on the machine's load), and nothing else: no
-    # discovery, no JobSet or MPIJob
+    # the seven kinds it always follows (six of workloads, the volumes' claims), listed and
+    # watched (a watch the server ends early is opened again: how many times depends on the
+    # machine's load), and nothing else: no discovery, no JobSet or MPIJob
     assert {path for _, path in calls} == {
         "api/v1/pods", "apis/batch/v1/jobs", "apis/apps/v1/deployments", "api/v1/services",
-        "apis/networking.k8s.io/v1/ingresses", "api/v1/events"}
-    assert len(calls) >= 12
+        "apis/networking.k8s.io/v1/ingresses", "api/v1/events", "api/v1/persistentvolumeclaims"}
+    assert len(calls) >= 14
 
 
 def test_a_cluster_without_the_engines_is_asked_once_and_a_group_is_not_judged_by_jobs(
@@ -61,13 +61,13 @@ def test_a_cluster_without_the_engines_is_asked_once_and_a_group_is_not_judged_b
     stats = tracker.run_for(1.0)
     asked = [path for _, path in calls if "jobset" in path or "kubeflow" in path]
     assert asked == ["apis/jobset.x-k8s.io/v1alpha2", "apis/kubeflow.org/v2beta1"]
-    assert stats.requests == len(calls) == 14  # the two questions, 6 lists, 6 watches
+    assert stats.requests == len(calls) == 16  # the two questions, 7 lists, 7 watches
     assert set(tracker.reflectors) == {"Pod", "Job", "Deployment", "Service", "Ingress",
-                                       "Event"}
+                                       "Event", "PersistentVolumeClaim"}
     # the Job list failed the batch workload without its Job, not the group
     assert (state_of(lost).state, state_of(group).state) == (S.FAILED, S.PENDING)
     calls.clear()
-    assert tracker.run_for(0.5).requests == len(calls) == 6  # resumed: watches, no question
+    assert tracker.run_for(0.5).requests == len(calls) == 7  # resumed: watches, no question
 
 
 @pytest.mark.parametrize(("name", "wid"), [

@@ -86,6 +86,33 @@ class WorkloadSecretSerializer(serializers.Serializer[Any]):
                                            "registry secrets")
 
 
+class MountSerializer(serializers.Serializer[dict[str, Any]]):
+    """One volume the workload mounts: by its id, at an absolute path in every container
+    that runs the program (every rank of a group)."""
+
+    volume = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
+                                      help_text="a volume's id (GET volumes/): the source")
+    path = serializers.CharField(max_length=1024, help_text="absolute; not a system path")
+    # a field named like Field.read_only: DRF's metaclass takes it out of the class attributes
+    read_only = serializers.BooleanField(  # type: ignore[assignment]
+        required=False, default=False)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        """The typed fields, and any other key as sent: the mount resolver (workloads/mounts.py)
+        names what it does not know, rather than a launch quietly mounting less."""
+        typed: dict[str, Any] = super().to_internal_value(data)
+        return {**{k: v for k, v in data.items() if k not in self.fields}, **typed}
+
+
+class WorkloadMountSerializer(serializers.Serializer[Any]):
+    volume = serializers.IntegerField(source="volume_id", allow_null=True,
+                                      help_text="null once the volume is deleted")
+    name = serializers.CharField(source="volume_name")
+    claim_name = serializers.CharField()
+    path = serializers.CharField()
+    read_only = serializers.BooleanField()  # type: ignore[assignment] # named like Field's
+
+
 class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField(max_length=NAME_MAX_LENGTH)
     template = serializers.SlugRelatedField(slug_field="slug", queryset=Template.objects.all())
@@ -108,7 +135,11 @@ class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
                                            required=False, allow_null=True)
     retries = WholeNumberField(**_bounds("retries"), required=False,
                                help_text="batch only: how often a failed run is retried")
-    use_home = serializers.BooleanField(required=False, default=False)
+    use_home = serializers.BooleanField(
+        required=False, default=False,
+        help_text="mount the project's volume `home` at /home/portal (made the first time)")
+    mounts = MountSerializer(many=True, required=False,
+                             help_text="volumes to mount: [{volume, path, read_only?}]")
     ssh = serializers.BooleanField(
         required=False, allow_null=True, default=None,
         help_text="run the portal's SSH server beside the program (templates that offer it: "
@@ -127,6 +158,7 @@ class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
                  check_capacity: bool = True, identity: Identity | None = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.identity = identity
         self.tenant = tenant
         self.quota = quota
         self.check_capacity = check_capacity
@@ -197,6 +229,8 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
     template = serializers.CharField(source="template.slug")
     gpu_type = serializers.CharField(source="gpu_type.slug")
     memory = serializers.IntegerField(source="memory_gb")
+    mounts = WorkloadMountSerializer(many=True, read_only=True,
+                                     help_text="the volumes it mounts (the home volume too)")
     ranks = RankSerializer(many=True, read_only=True,
                            help_text="a distributed workload's pods, one per rank (and the MPI "
                                      "launcher); empty for one pod")
@@ -223,7 +257,7 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
     class Meta:
         model = Workload
         fields = ["id", "name", "tenant", "tenant_id", "owner", "owner_id", "template", "kind", "gpu_type",
-                  "gpu_count", "nodes", "ranks", "image", "command", "args", "port", "cpu",
+                  "gpu_count", "nodes", "ranks", "mounts", "image", "command", "args", "port", "cpu",
                   "memory",
                   "max_runtime_minutes", "ssh", "state", "reason", "url", "address", "node",
                   "exit_code", "object_name", "created_at", "started_at", "finished_at",

@@ -12,7 +12,13 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-from kube.labels import LABEL_WORKLOAD_ID, MANAGED_BY_SELECTOR, workload_id_of_name
+from kube.labels import (
+    HOME_CLAIM_NAME,
+    LABEL_WORKLOAD_ID,
+    MANAGED_BY_SELECTOR,
+    VOLUME_PREFIX,
+    workload_id_of_name,
+)
 from kube.reflector import object_key
 
 from ..models import Workload
@@ -27,7 +33,11 @@ WATCHED = {"Pod": "pods", "Job": "jobs", "Deployment": "deployments", "Service":
 # engine (launch spec) → the kind of its group, and that kind → its TrackerCursor resource
 GROUP_KINDS = {"jobset": "JobSet", "mpi": "MPIJob"}
 GROUP_WATCHED = {"JobSet": "jobsets", "MPIJob": "mpijobs"}
-RESOURCES = {**WATCHED, **GROUP_WATCHED}
+# the volumes' claims (storage/): watched for their phase, which reaches each Volume's state;
+# they belong to no workload
+CLAIM_KIND = "PersistentVolumeClaim"
+CLAIMS = {CLAIM_KIND: "persistentvolumeclaims"}
+RESOURCES = {**WATCHED, **GROUP_WATCHED, **CLAIMS}
 # the object that is the workload: a service's Deployment, a batch workload's Job, a distributed
 # one's JobSet or MPIJob (whose own Jobs carry JobSet's or the operator's labels, not ours)
 PRIMARY = {"Job", "Deployment", *GROUP_WATCHED}
@@ -53,6 +63,17 @@ def workload_id_of(obj: Obj) -> int | None:
         return workload_id_of_name(name)
     value = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_WORKLOAD_ID, "")
     return int(value) if value.isdigit() else None
+
+
+def claim_of_event(event: Obj) -> tuple[str, str] | None:
+    """(namespace, name) of the volume claim a Kubernetes event is about (the provisioner's
+    ProvisioningFailed, ExternalProvisioning …), when it is one of the portal's claims."""
+    involved = event.get("involvedObject") or {}
+    name = involved.get("name") or ""
+    if involved.get("kind") != CLAIM_KIND or not (
+            name == HOME_CLAIM_NAME or name.startswith(f"{VOLUME_PREFIX}-")):
+        return None
+    return involved.get("namespace") or namespace_of(event), name
 
 
 def namespace_of(obj: Obj) -> str:

@@ -11,6 +11,9 @@ memory by list + watch:
   per tracker, and only once such a workload exists: on a cluster without them (kubesim) the
   tracker makes no request more than before. A JobSet pod seen before (the tracker started
   before the first launch) starts the group reflectors there and then;
+- the volumes' PersistentVolumeClaims labelled the same way (storage/): their phase, and the
+  provisioner's warnings about them (events, below), reach each Volume's state
+  (storage.services.volume_observe) in the same drain;
 - events. Events carry no labels of the object they are about, so no label selector can pick
   ours. They are mapped by the involved object's name instead: every object of a workload is
   named `wl-<id>-…` (a Deployment's ReplicaSet and pods and a Job's pods extend that name), and
@@ -60,6 +63,7 @@ from kube.discovery import api_served
 from kube.engines import ENGINE_APIS
 from kube.labels import MPI_ROLE_LABEL
 from kube.reflector import Reflector, object_key
+from storage.services import volume_observe
 
 from ..lifecycle import (
     JOBSET_RESTART_LABEL,
@@ -71,6 +75,7 @@ from ..lifecycle import (
 from ..models import TrackerCursor, Workload
 from .events import EventRecorder
 from .index import (
+    CLAIM_KIND,
     GROUP_KINDS,
     GROUP_WATCHED,
     LOCK_KEY,
@@ -81,6 +86,7 @@ from .index import (
     WATCHED,
     Index,
     Obj,
+    claim_of_event,
     namespace_of,
     workload_id_of,
 )
@@ -118,6 +124,7 @@ class TrackerStats:
     ranks: int = 0  # distributed workloads' ranks written
     events: int = 0  # WorkloadEvent rows created or updated
     orphans: int = 0  # objects deleted because no live workload owns them
+    volumes: int = 0  # volumes whose state their claim changed
     vanished: int = 0
     errors: int = 0  # drains the database refused, deletes refused
     failing: int = 0  # reflectors whose last try failed (the cluster does not answer)
@@ -130,7 +137,7 @@ def _slim(obj: Obj) -> Obj | None:
     """What a store keeps of an object: events only when they are about a workload, and no
     object's managedFields (the portal never reads them; on a real API server they are close
     to half of every object)."""
-    if obj.get("kind") == "Event" and workload_id_of(obj) is None:
+    if obj.get("kind") == "Event" and workload_id_of(obj) is None and claim_of_event(obj) is None:
         return None
     (obj.get("metadata") or {}).pop("managedFields", None)
     return obj
@@ -172,6 +179,11 @@ class Tracker:
         # the group kinds (JobSet, MPIJob) the cluster serves, once asked (None: not yet)
         self._groups_served: set[str] | None = None
         self._groups_seen = False  # a group's pod came: watch the groups (the worker's job)
+        # the volumes' claims: the last seen of each (None: deleted), the provisioner's last
+        # warning about each, and those to write at the next drain
+        self._claims: dict[tuple[str, str], Obj | None] = {}
+        self._claim_warnings: dict[tuple[str, str], str] = {}
+        self._claims_dirty: set[tuple[str, str]] = set()
 
     # -- the reflectors ----------------------------------------------------------------------
 
@@ -183,7 +195,7 @@ class Tracker:
         stored = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
         self._counts = TrackerStats()
         self._stored = dict(stored)
-        kinds = [*WATCHED, *self._group_kinds()]
+        kinds = [*WATCHED, CLAIM_KIND, *self._group_kinds()]
         for kind in kinds:
             self._make_reflector(kind, stored)
         self.running = True
@@ -202,7 +214,8 @@ class Tracker:
             kind, kube=lambda: self.kube,
             label_selector=None if kind == "Event" else SELECTOR, project=_slim,
             watch_seconds=self.watch_seconds,
-            on_change=functools.partial(self._changed, kind),
+            on_change=(self._claim_changed if kind == CLAIM_KIND
+                       else functools.partial(self._changed, kind)),
             on_list=functools.partial(self._list_done, kind),
             # a store kept from before: resumed from the cursor, or the base a list is
             # compared with (what it no longer has was deleted meanwhile)
@@ -251,8 +264,37 @@ class Tracker:
         except DatabaseError as exc:
             log.warning("tracker stopped with changes unwritten (the next start lists): %s", exc)
 
+    def _claim_changed(self, event_type: str, obj: Obj) -> None:
+        """The claims' reflector's callback (its thread): keep the claim, mark it dirty."""
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        with self._work:
+            self._claims[key] = None if event_type == "DELETED" else obj
+            self._claims_dirty.add(key)
+            self._work.notify()
+
+    def _claim_event(self, event_type: str, event: Obj) -> bool:
+        """An event about one of the volumes' claims: its warning kept (a Normal event after
+        it, such as ProvisioningSucceeded, clears it), the claim marked dirty. True when it
+        was one."""
+        key = claim_of_event(event)
+        if key is None:
+            return False
+        if event_type != "DELETED":
+            with self._work:
+                if event.get("type") == "Warning":
+                    self._claim_warnings[key] = (f"{event.get('reason') or 'Warning'}: "
+                                                 f"{event.get('message') or ''}").strip()
+                else:
+                    self._claim_warnings.pop(key, None)
+                self._claims_dirty.add(key)
+                self._work.notify()
+        return True
+
     def _changed(self, kind: str, event_type: str, obj: Obj) -> None:
         """A reflector's callback (its thread): file the object, mark its workload dirty."""
+        if kind == "Event" and self._claim_event(event_type, obj):
+            return
         if event_type == "DELETED":
             wid = self.index.remove(kind, obj)
         else:
@@ -331,7 +373,8 @@ class Tracker:
                     self._listed.setdefault(kind, now)
 
     def _pending(self) -> bool:
-        return bool(self._dirty or self._new_events or self._listed or self._all_orphans)
+        return bool(self._dirty or self._new_events or self._listed or self._all_orphans
+                    or self._claims_dirty)
 
     def drain(self) -> None:
         """Write everything the reflectors delivered: events, one reconcile per dirty workload,
@@ -346,7 +389,12 @@ class Tracker:
             events, self._new_events = self._new_events, {}
             listed, self._listed = self._listed, {}
             all_orphans, self._all_orphans = self._all_orphans, False
+            claims, self._claims_dirty = self._claims_dirty, set()
+            observed = {key: (self._claims.get(key), self._claim_warnings.get(key, ""))
+                        for key in claims}
         try:
+            if observed:
+                self._counts.volumes += _write(self._observe_claims, observed)
             if events:
                 self._counts.events += _write(self.events.record, list(events.values()))
             if dirty:
@@ -363,6 +411,7 @@ class Tracker:
                 self._new_events = {**events, **self._new_events}
                 self._listed = {**listed, **self._listed}
                 self._all_orphans |= all_orphans
+                self._claims_dirty |= claims
             self._counts.errors += 1
             raise
         moved = {RESOURCES[kind]: version for kind, version in versions.items()
@@ -370,6 +419,13 @@ class Tracker:
         if moved:
             retry_on_contention(_store_cursors, moved, what="tracker cursors")
             self._stored.update(moved)
+
+    @staticmethod
+    def _observe_claims(observed: dict[tuple[str, str], tuple[Obj | None, str]]) -> int:
+        """Each claim's phase and warning written to its volume; how many volumes changed."""
+        return sum(volume_observe(namespace=namespace, claim_name=name, claim=claim,
+                                  warning=warning)
+                   for (namespace, name), (claim, warning) in observed.items())
 
     # -- one workload ------------------------------------------------------------------------
 

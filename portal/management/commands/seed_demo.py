@@ -1,5 +1,6 @@
-"""Seed the demo: the GPU type catalogue, tenants from Keystone, the demo quotas, and root
-templates (DIGITS) allowed in vision-lab; then every tenant's namespace is reconciled.
+"""Seed the demo: the GPU type catalogue, tenants from Keystone, the demo quotas, root
+templates (DIGITS) allowed in vision-lab, and the cluster's default storage class offered for
+volumes while none is; then every tenant's namespace is reconciled.
 
 Idempotent. A quota is seeded only while nobody has changed it, so restarting the demo never
 undoes an admin's edit. The reconcile at every start matters when the demo talks to another
@@ -13,6 +14,9 @@ from django.core.management.base import BaseCommand
 
 from audit.models import AuditRecord
 from catalogue.models import GpuType
+from kube.client import KubeError
+from storage.models import StorageClass
+from storage.services import VolumeInvalid, storage_class_set
 from tenants.keystone_sync import tenants_sync_from_keystone
 from tenants.models import Tenant
 from tenants.services import quota_update, tenant_root_templates_update
@@ -24,6 +28,10 @@ GPU_TYPES = [
     ("v100", "NVIDIA V100 32GB", 32, {"gputype": "v100"}),
     ("t4", "NVIDIA T4 16GB", 16, {"gputype": "t4"}),
 ]
+
+# kubesim's own class (its provisioner binds every claim, and grows them); a real cluster
+# without it offers nothing until an admin chooses its classes (/admin/storage-classes/)
+DEMO_STORAGE_CLASS = ("standard", "the demo cluster's disks (they grow)")
 
 # DIGITS runs as root: the demo lets vision-lab run it (its namespace then enforces Pod
 # Security "baseline"); nlp-lab keeps the site's "restricted" and shows the refusal
@@ -58,5 +66,13 @@ class Command(BaseCommand):
                 continue  # changed before (by an admin or an earlier seed): leave it
             quota_update(tenant=tenant, acting_user=None, changes=changes)
             self.stdout.write(f"quota of {name}: {changes}")
+        if not StorageClass.objects.exists():
+            name, description = DEMO_STORAGE_CLASS
+            try:
+                storage_class_set(user=None, name=name, description=description,
+                                  expandable=True, is_default=True)
+                self.stdout.write(f"storage class {name} offered for volumes")
+            except (VolumeInvalid, KubeError) as exc:
+                self.stdout.write(f"no storage class offered for volumes: {exc}")
         # the worker provisions each tenant's namespace (retrying until the cluster answers)
         self.stdout.write(f"tenants to reconcile on the cluster: {tenants_reconcile_all()}")

@@ -1,0 +1,97 @@
+"""Volumes: a tenant's PersistentVolumeClaims as the portal's own objects, and the storage
+classes an admin offers for them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from tenants.models import Tenant
+
+from .querysets import PROJECT, USER, StorageClassQuerySet, VolumeQuerySet
+
+NAME_MAX_LENGTH = 63
+
+
+class StorageClass(models.Model):
+    """A StorageClass of the cluster that the portal offers for volumes, as its admin
+    describes it ("fast SSD", "large Lustre"). `name` is the cluster's name for it, checked
+    against the cluster when the admin adds it; `expandable`: volumes of it may grow in place
+    (the cluster's allowVolumeExpansion, which the admin may only narrow)."""
+
+    name = models.CharField(max_length=253, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    expandable = models.BooleanField(default=False)
+    is_default = models.BooleanField(default=False, help_text="a volume that names no class "
+                                                              "gets this one")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = StorageClassQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["is_default"], condition=Q(is_default=True),
+                                               name="one_default_storage_class")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Volume(models.Model):
+    """A volume of a tenant: a PersistentVolumeClaim named `claim_name` in its namespace. A
+    user volume is its owner's; a project volume every member's (`owner` records who made
+    it). `state` follows the claim as the tracker sees it: pending until bound, failed when
+    the provisioner says it cannot make it (its words in `reason`)."""
+
+    class Scope(models.TextChoices):
+        USER = USER, "user"
+        PROJECT = PROJECT, "project"
+
+    class State(models.TextChoices):
+        PENDING = "pending", "pending"
+        BOUND = "bound", "bound"
+        FAILED = "failed", "failed"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="volumes")
+    scope = models.CharField(max_length=8, choices=Scope.choices)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                              related_name="volumes")
+    name = models.CharField(max_length=NAME_MAX_LENGTH)
+    size_gib = models.PositiveIntegerField()
+    # the cluster's StorageClass name; empty: the cluster's default class
+    storage_class = models.CharField(max_length=253, blank=True)
+    claim_name = models.CharField(max_length=63, blank=True)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    reason = models.TextField(blank=True)
+    # the size the claim had when last seen bound (GiB; 0: not yet)
+    capacity_gib = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # set when it is deleted: its claim is deleted by a task, then the row
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = VolumeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"],
+                                    condition=Q(scope=PROJECT, deleted_at__isnull=True),
+                                    name="one_project_volume_per_name"),
+            models.UniqueConstraint(fields=["tenant", "owner", "name"],
+                                    condition=Q(scope=USER, deleted_at__isnull=True),
+                                    name="one_user_volume_per_name"),
+            models.UniqueConstraint(fields=["tenant", "claim_name"],
+                                    condition=~Q(claim_name="") & Q(deleted_at__isnull=True),
+                                    name="one_volume_per_claim"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.scope})"
+
+    @property
+    def mountable(self) -> bool:
+        """A workload may mount it: bound, or on its way (the pod waits for the claim)."""
+        return self.deleted_at is None and self.state != self.State.FAILED

@@ -1,0 +1,352 @@
+"""Writes of the storage domain: volumes made, grown and deleted, the storage classes an admin
+offers, and what the tracker saw of a volume's claim.
+
+A volume is admitted as a workload is: in one transaction that locks the tenant row, against
+the tenant's quota in force (tenants.selectors.quota_figures: `storage_gib`, `volumes`), so
+that concurrent writes never over-admit and a launch that mounts a volume never races its
+deletion. Its claim is made, grown and deleted by Celery tasks sent on commit (tasks.py).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Sum
+from django.utils import timezone
+
+from audit.services import Actor, audit_record
+from catalogue.fields import invisible_characters_refusal
+from core.tasks import send_on_commit
+from core.validation import FieldsInvalid
+from identity.models import User
+from kube.client import Kube, KubeError
+from kube.labels import HOME_CLAIM_NAME, volume_claim_name
+from kube.quantity import parse_quantity
+from tenants.models import Quota, Tenant
+from tenants.selectors import quota_figures
+
+from .hooks import VOLUME_USERS
+from .manifests import ClaimSpec, make_claim_resize, make_volume_claim
+from .models import NAME_MAX_LENGTH, StorageClass, Volume
+
+HOME_NAME = "home"  # the project volume mounted at the launch's `use_home`
+MAX_SIZE_GIB = 1_000_000
+GIB = 1024 ** 3
+
+
+class VolumeInvalid(FieldsInvalid):
+    """A volume write refused: `errors` maps each field to what is wrong with it."""
+
+
+class StorageQuotaExceeded(Exception):
+    """A volume the tenant's storage quota does not allow; the message names the limit."""
+
+    code = "quota_exceeded"
+
+
+class VolumeInUse(Exception):
+    """A volume that live workloads mount: the message names them."""
+
+    code = "volume_in_use"
+
+
+def volume_snapshot(volume: Volume) -> dict[str, Any]:
+    """A volume as plain data: what the audit trail keeps."""
+    return {"id": volume.pk, "name": volume.name, "scope": volume.scope,
+            "size_gib": volume.size_gib, "storage_class": volume.storage_class,
+            "claim_name": volume.claim_name}
+
+
+def claim_spec(volume: Volume) -> ClaimSpec:
+    """The claim of a volume (its manifest: manifests.make_volume_claim)."""
+    owner = volume.owner
+    return ClaimSpec(volume_id=volume.pk, name=volume.claim_name,
+                     namespace=volume.tenant.namespace,
+                     project_id=volume.tenant.keystone_project_id,
+                     owner_id=owner.keystone_user_id or str(owner.pk), size_gib=volume.size_gib,
+                     storage_class=volume.storage_class,
+                     access_mode=settings.PORTAL_VOLUME_ACCESS_MODE)
+
+
+# --- the quota -------------------------------------------------------------------------------
+
+def storage_used(tenant: Tenant) -> tuple[int, int]:
+    """(GiB, volumes) the tenant's volumes hold, as admission counts them (one query)."""
+    used = Volume.objects.filter(tenant=tenant, deleted_at__isnull=True).aggregate(
+        gib=Sum("size_gib"), count=Count("pk"))
+    return int(used["gib"] or 0), int(used["count"] or 0)
+
+
+def _storage_check(tenant: Tenant, *, more_gib: int, more_volumes: int) -> None:
+    """Raise StorageQuotaExceeded unless the tenant's quota in force leaves room; called with
+    the tenant row locked."""
+    figures = quota_figures(tenant, quota=Quota.objects.get(tenant=tenant)).in_force
+    gib, count = storage_used(tenant)
+    if more_volumes and count + more_volumes > figures.volumes:
+        raise StorageQuotaExceeded(f"{tenant.name} has {count} of {figures.volumes} volumes "
+                                   "allowed; another would exceed the quota.")
+    if gib + more_gib > figures.storage_gib:
+        raise StorageQuotaExceeded(f"{tenant.name} uses {gib} of {figures.storage_gib} GiB of "
+                                   f"storage; {more_gib} GiB more would exceed the quota.")
+
+
+def _locked(tenant: Tenant) -> Tenant:
+    return Tenant.objects.select_for_update().get(pk=tenant.pk)
+
+
+# --- volumes -------------------------------------------------------------------------------
+
+def storage_class_for(name: str | None) -> str:
+    """The class a new volume gets: the offered one it names (VolumeInvalid for another), else
+    the admin's default, else the cluster's default (empty)."""
+    offered = StorageClass.objects.offered()
+    if name:
+        if not offered.filter(name=name).exists():
+            raise VolumeInvalid({"storage_class": [
+                f"No storage class {name!r} is offered; one of: "
+                + (", ".join(offered.values_list("name", flat=True)) or "none")]})
+        return name
+    default = offered.filter(is_default=True).first()
+    return default.name if default is not None else ""
+
+
+def volume_name_clean(name: Any) -> str:
+    """A volume's name as stored: trimmed, whitespace runs made one space, 1 to 63
+    characters, nothing invisible (its claim's name is derived from it and its id)."""
+    if not isinstance(name, str):
+        raise VolumeInvalid({"name": ["A name is required."]})
+    refusal = invisible_characters_refusal(name)
+    clean = re.sub(r"\s+", " ", unicodedata.normalize("NFC", name)).strip()
+    if refusal or not clean or len(clean) > NAME_MAX_LENGTH:
+        raise VolumeInvalid({"name": [refusal or f"Give a name of 1 to {NAME_MAX_LENGTH} "
+                                                 "characters."]})
+    return clean
+
+
+def _size_clean(size_gib: Any) -> int:
+    if isinstance(size_gib, bool) or not isinstance(size_gib, int) or \
+            not 1 <= size_gib <= MAX_SIZE_GIB:
+        raise VolumeInvalid({"size_gib": [f"Give a whole number of GiB from 1 to {MAX_SIZE_GIB}."]})
+    return size_gib
+
+
+def _name_taken(tenant: Tenant, user: User, name: str, scope: str) -> bool:
+    rows = Volume.objects.filter(tenant=tenant, name=name, scope=scope, deleted_at__isnull=True)
+    return (rows if scope == Volume.Scope.PROJECT else rows.filter(owner=user)).exists()
+
+
+def volume_create(*, tenant: Tenant, user: User, name: str, size_gib: int, scope: str,
+                  storage_class: str | None = None) -> Volume:
+    """Make a volume (validated fields: api/serializers.py, forms.py) and send its claim's
+    creation on commit. Who may make which scope is the caller's check (a member their own,
+    a manager the project's); raises VolumeInvalid, StorageQuotaExceeded."""
+    name, size_gib = volume_name_clean(name), _size_clean(size_gib)
+    if scope not in Volume.Scope.values:
+        raise VolumeInvalid({"scope": [f"One of: {', '.join(Volume.Scope.values)}."]})
+    class_name = storage_class_for(storage_class)
+    with transaction.atomic():
+        tenant = _locked(tenant)
+        if not tenant.is_active:
+            raise StorageQuotaExceeded(f"{tenant.name} is being deleted; no volume can be made.")
+        if _name_taken(tenant, user, name, scope):
+            raise VolumeInvalid({"name": [f"A {scope} volume named {name!r} exists already."]})
+        _storage_check(tenant, more_gib=size_gib, more_volumes=1)
+        volume = _volume_row(tenant=tenant, user=user, name=name, size_gib=size_gib,
+                             scope=scope, storage_class=class_name)
+        audit_record(actor=user, action="volume.create", tenant=tenant,
+                     target=volume.claim_name, after=volume_snapshot(volume))
+    return volume
+
+
+def _volume_row(*, tenant: Tenant, user: User, name: str, size_gib: int, scope: str,
+                storage_class: str, claim_name: str | None = None) -> Volume:
+    volume = Volume.objects.create(tenant=tenant, owner=user, name=name, size_gib=size_gib,
+                                   scope=scope, storage_class=storage_class)
+    volume.claim_name = claim_name or volume_claim_name(volume.pk, name)
+    volume.save(update_fields=["claim_name"])
+    send_on_commit("storage.tasks.volume_claim_apply_task", volume.pk)
+    return volume
+
+
+def home_size_gib() -> int:
+    """PORTAL_HOME_VOLUME_SIZE ("100Gi") in whole GiB, rounded up."""
+    size: int = math.ceil(parse_quantity(settings.PORTAL_HOME_VOLUME_SIZE) / GIB)
+    return max(1, size)
+
+
+def volume_home_ensure(*, tenant: Tenant, user: User) -> Volume:
+    """The project's home volume (a project volume named "home" on the claim workloads have
+    always mounted at /home/portal), made the first time a launch asks for it. Called inside
+    the launch's transaction, with the tenant row locked; raises StorageQuotaExceeded when
+    the quota has no room for it."""
+    home = Volume.objects.filter(tenant=tenant, claim_name=HOME_CLAIM_NAME,
+                                 deleted_at__isnull=True).first()
+    if home is not None:
+        return home
+    size = home_size_gib()
+    _storage_check(tenant, more_gib=size, more_volumes=1)
+    name = HOME_NAME if not _name_taken(tenant, user, HOME_NAME, Volume.Scope.PROJECT) \
+        else f"{HOME_NAME}-{tenant.pk}"
+    home = _volume_row(tenant=tenant, user=user, name=name, size_gib=size,
+                       scope=Volume.Scope.PROJECT,
+                       storage_class=settings.PORTAL_HOME_STORAGE_CLASS,
+                       claim_name=HOME_CLAIM_NAME)
+    audit_record(actor=user, action="volume.create", tenant=tenant, target=home.claim_name,
+                 after=volume_snapshot(home))
+    return home
+
+
+def volume_grow(*, volume: Volume, user: Actor, size_gib: int) -> Volume:
+    """Grow a volume in place: only larger, only where its class can expand; the claim is
+    patched on commit. Raises VolumeInvalid, StorageQuotaExceeded."""
+    size_gib = _size_clean(size_gib)
+    with transaction.atomic():
+        tenant = _locked(volume.tenant)
+        volume = Volume.objects.select_for_update().get(pk=volume.pk)
+        if size_gib == volume.size_gib:
+            return volume
+        if size_gib < volume.size_gib:
+            raise VolumeInvalid({"size_gib": [
+                f"A volume only grows: it holds {volume.size_gib} GiB now."]})
+        if not StorageClass.objects.offered().filter(name=volume.storage_class,
+                                                     expandable=True).exists():
+            raise VolumeInvalid({"size_gib": [
+                f"Volumes of the storage class {volume.storage_class or '(the default)'!r} "
+                "cannot grow in place."]})
+        _storage_check(tenant, more_gib=size_gib - volume.size_gib, more_volumes=0)
+        before = volume_snapshot(volume)
+        volume.size_gib = size_gib
+        volume.save(update_fields=["size_gib", "updated_at"])
+        audit_record(actor=user, action="volume.grow", tenant=tenant, target=volume.claim_name,
+                     before=before, after=volume_snapshot(volume))
+        send_on_commit("storage.tasks.volume_claim_apply_task", volume.pk)
+    return volume
+
+
+def volume_delete(*, volume: Volume, user: Actor) -> None:
+    """Delete a volume that no live workload mounts (VolumeInUse names those that do): the
+    row is marked at once (its quota freed), its claim and then the row go in a task."""
+    with transaction.atomic():
+        tenant = _locked(volume.tenant)
+        volume = Volume.objects.select_for_update().get(pk=volume.pk)
+        users = [name for entry in VOLUME_USERS for name in entry(volume=volume)]
+        if users:
+            raise VolumeInUse(f"{volume.name} is mounted by {', '.join(sorted(users)[:5])}"
+                              + (f" and {len(users) - 5} more" if len(users) > 5 else "")
+                              + "; stop them first.")
+        volume.deleted_at = timezone.now()
+        volume.save(update_fields=["deleted_at", "updated_at"])
+        audit_record(actor=user, action="volume.delete", tenant=tenant,
+                     target=volume.claim_name, before=volume_snapshot(volume))
+        send_on_commit("storage.tasks.volume_claim_delete_task", volume.pk)
+
+
+# --- the claim in the cluster ----------------------------------------------------------------
+
+def volume_observe(*, namespace: str, claim_name: str, claim: dict[str, Any] | None,
+                   warning: str = "") -> bool:
+    """What the tracker saw of a claim (None: gone) and the provisioner's last warning about
+    it ("ProvisioningFailed: …"), written to its volume. True when something changed."""
+    volume = Volume.objects.filter(tenant__namespace=namespace, claim_name=claim_name,
+                                   deleted_at__isnull=True).first()
+    if volume is None:
+        return False
+    state, reason, capacity = volume.state, volume.reason, volume.capacity_gib
+    phase = ((claim or {}).get("status") or {}).get("phase") or ""
+    if claim is None:
+        state, reason = Volume.State.PENDING, "Its claim is not in the cluster (yet)."
+    elif phase == "Bound":
+        state, reason = Volume.State.BOUND, ""
+        size = (((claim.get("status") or {}).get("capacity")) or {}).get("storage")
+        if size:
+            capacity = max(0, int(parse_quantity(size) // GIB))
+        if capacity and capacity < volume.size_gib:
+            reason = f"Growing: {capacity} of {volume.size_gib} GiB so far."
+    elif phase == "Lost":
+        state, reason = Volume.State.FAILED, "Its PersistentVolume is gone (Lost)."
+    elif warning:
+        state, reason = Volume.State.FAILED, warning
+    else:
+        state, reason = Volume.State.PENDING, "Waiting for the storage to be provisioned."
+    if (state, reason, capacity) == (volume.state, volume.reason, volume.capacity_gib):
+        return False
+    Volume.objects.filter(pk=volume.pk).update(state=state, reason=reason[:2000],
+                                               capacity_gib=capacity, updated_at=timezone.now())
+    return True
+
+
+def volume_claim_apply(*, volume_id: int, kube: Kube | None = None) -> str:
+    """Make the volume's claim, or grow it to the volume's size: idempotent (409 is "already
+    there", then only its size is compared). What was done: created, resized or nothing."""
+    volume = Volume.objects.select_related("tenant", "owner").filter(
+        pk=volume_id, deleted_at__isnull=True).first()
+    if volume is None:
+        return "nothing"
+    kube = kube or Kube()
+    spec = claim_spec(volume)
+    claim = kube.get("PersistentVolumeClaim", spec.name, spec.namespace)
+    if claim is None:
+        try:
+            kube.create(make_volume_claim(spec))
+            return "created"
+        except KubeError as exc:
+            if exc.code != 409:
+                raise
+            claim = kube.get("PersistentVolumeClaim", spec.name, spec.namespace) or {}
+    asked = (((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}).get(
+        "storage")
+    if asked and parse_quantity(asked) >= volume.size_gib * GIB:
+        return "nothing"
+    kube.patch("PersistentVolumeClaim", spec.name, make_claim_resize(volume.size_gib),
+               spec.namespace)
+    return "resized"
+
+
+def volume_claim_delete(*, volume_id: int, kube: Kube | None = None) -> bool:
+    """Delete a deleted volume's claim, then its row. True when the claim was there."""
+    volume = Volume.objects.select_related("tenant").filter(
+        pk=volume_id, deleted_at__isnull=False).first()
+    if volume is None:
+        return False
+    found = (kube or Kube()).delete("PersistentVolumeClaim", volume.claim_name,
+                                    volume.tenant.namespace)
+    volume.delete()
+    return found
+
+
+# --- the storage classes offered ---------------------------------------------------------------
+
+def storage_class_set(*, user: Actor, name: str, description: str = "",
+                      expandable: bool = False, is_default: bool = False,
+                      kube: Kube | None = None) -> StorageClass:
+    """Offer (or describe again) a StorageClass of the cluster: it must be there, and may be
+    expandable only where the cluster's class allows volume expansion. Raises VolumeInvalid;
+    KubeError when the cluster cannot be asked."""
+    found = (kube or Kube()).get("StorageClass", name)
+    if found is None:
+        raise VolumeInvalid({"name": [f"The cluster has no StorageClass {name!r}."]})
+    if expandable and not found.get("allowVolumeExpansion"):
+        raise VolumeInvalid({"expandable": [
+            f"The cluster's StorageClass {name!r} does not allow volume expansion."]})
+    with transaction.atomic():
+        if is_default:
+            StorageClass.objects.exclude(name=name).update(is_default=False)
+        offered, created = StorageClass.objects.update_or_create(
+            name=name, defaults={"description": description, "expandable": expandable,
+                                 "is_default": is_default, "enabled": True})
+        audit_record(actor=user, action="storage_class.set", target=name,
+                     after={"name": name, "description": description,
+                            "expandable": expandable, "is_default": is_default})
+    return offered
+
+
+def storage_class_withdraw(*, user: Actor, offered: StorageClass) -> None:
+    """Offer a class no more: volumes of it stay as they are."""
+    with transaction.atomic():
+        offered.delete()
+        audit_record(actor=user, action="storage_class.withdraw", target=offered.name)

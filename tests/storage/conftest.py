@@ -1,0 +1,5 @@
+"""The storage tests' fixtures: a tenant of its own per test (tests/support/provisioning.py),
+and vision-lab with a signed-in researcher for the pages (tests/support/pages.py)."""
+
+from tests.support.pages import admin, researcher, vision_lab  # noqa: F401 - fixtures
+from tests.support.provisioning import tenant  # noqa: F401 - a fixture
