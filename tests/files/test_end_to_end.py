@@ -58,22 +58,25 @@ def files(portal, live_server, settings, monkeypatch, tmp_path, keystone):
     (root / "data" / "out").symlink_to(outside)
     (root / "data" / "secret-link").symlink_to(outside / "secret.txt")
     server = FileServerProcess(root, token_for(tenant.namespace), tmp_path)
-    settings.PORTAL_FILES_URL = server.url
-    settings.PORTAL_FILES_START_SECONDS = 30
-    StandInVolumes({DATA: StandInVolume(tenant.namespace, "data"),
-                    IMAGENET: StandInVolume(tenant.namespace, "imagenet", read_only=True),
-                    ELSEWHERE: StandInVolume("gpu-another-project", "data")}).install(monkeypatch)
-    kube = Kube()
-    for number, claim in enumerate(("data", "imagenet"), 1):  # the claims the server's pod mounts
-        try:  # the namespace may be older than this test (another test's), and its claims
-            kube.create(make_volume_claim(ClaimSpec(
-                volume_id=number, name=claim, namespace=tenant.namespace,
-                project_id=tenant.keystone_project_id, owner_id="", size_gib=1)))
-        except Conflict:
-            pass
-    file_server_forget(tenant.namespace)  # what an earlier test left in Redis
-    yield Files(portal, server, tenant, root, outside, live_server.url)
-    assert server.stop() == 0, server.log()  # SIGTERM: a clean stop
+    try:
+        settings.PORTAL_FILES_URL = server.url
+        settings.PORTAL_FILES_START_SECONDS = 30
+        StandInVolumes({DATA: StandInVolume(tenant.namespace, "data"),
+                        IMAGENET: StandInVolume(tenant.namespace, "imagenet", read_only=True),
+                        ELSEWHERE: StandInVolume("gpu-another-project", "data")}).install(monkeypatch)
+        kube = Kube()
+        for number, claim in enumerate(("data", "imagenet"), 1):  # the claims the server's pod mounts
+            try:  # the namespace may be older than this test (another test's), and its claims
+                kube.create(make_volume_claim(ClaimSpec(
+                    volume_id=number, name=claim, namespace=tenant.namespace,
+                    project_id=tenant.keystone_project_id, owner_id="", size_gib=1)))
+            except Conflict:
+                pass
+        file_server_forget(tenant.namespace)  # what an earlier test left in Redis
+        yield Files(portal, server, tenant, root, outside, live_server.url)
+    finally:  # whatever failed above: the server never outlives its test
+        status = server.stop()
+    assert status == 0, server.log()  # SIGTERM: a clean stop
     assert token_for(tenant.namespace) not in server.log()
 
 
