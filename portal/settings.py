@@ -537,7 +537,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"NotificationKindEnum": "notifications.models.Kind",
                             "KindEnum": "catalogue.models.Template.Kind",
                             "WebhookStateEnum": "notifications.models.Webhook.State",
-                            "DeliveryStateEnum": "notifications.models.Delivery.State"},
+                            "DeliveryStateEnum": "notifications.models.Delivery.State",
+                            "VolumeScopeEnum": "storage.models.Volume.Scope",
+                            "SecretScopeEnum": "credentials.models.Secret.Scope"},
     # the default hook (enums as components), then every operation's error answers
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "api.schema.error_responses"],

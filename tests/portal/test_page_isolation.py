@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from calendars.models import MaintenanceWindow, Reservation
 from catalogue.models import GpuType, Template
+from credentials.models import Secret
 from identity import identity as identity_store
 from identity.client import KeystoneClient
 from identity.identity import Identity
@@ -50,9 +51,9 @@ from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC, LOGIN, ADMIN, TENANT_LIST, LAUNCH, WORKLOAD, PERSONAL, PROJECT, MANAGE = (
+PUBLIC, LOGIN, ADMIN, TENANT_LIST, LAUNCH, WORKLOAD, PERSONAL, PROJECT, MANAGE, OBJECT = (
     "public", "login", "admin", "tenant-list", "launch", "workload", "personal",
-    "project", "manage")
+    "project", "manage", "object")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +74,7 @@ class Page:
         obj = {"workload": world.workloads, "tenant": world.tenants,
                **world.personal}.get(self.target)
         pk = obj[tenant].pk if obj is not None else world.catalogue[self.target].pk
-        return reverse(self.name, kwargs={"pk": pk})
+        return reverse(self.name, args=[pk])
 
 
 PAGES = [
@@ -107,6 +108,14 @@ PAGES = [
     Page("storage:grow", MANAGE, method="POST", target="volume", ok=302,
          data={"size_gib": "2"}),
     Page("storage:delete", MANAGE, method="POST", target="volume", ok=302),
+    # a volume's files: everyone's in the project who sees the volume (the probe volume is
+    # pending: the page says its storage is not there yet)
+    Page("files:browser", OBJECT, target="volume"),
+    # secrets: the project's list; a user's own secret is theirs alone (managers and admins too
+    # are refused it)
+    Page("credentials:list", TENANT_LIST),
+    Page("credentials:detail", PERSONAL, target="secret"),
+    Page("credentials:delete", PERSONAL, method="POST", target="secret", ok=302),
     Page("budgets:chart", PROJECT),
     # the calendar (issue 28): everyone's to read; bookings and cancels are managers'
     Page("calendars:calendar", LOGIN),
@@ -321,6 +330,9 @@ def world(identities, gpu_types, cluster) -> World:
         world.personal.setdefault("volume", {})[key] = Volume.objects.create(
             tenant=tenant, owner=user, scope=Volume.Scope.PROJECT, name=f"{NAMES[key]}-data",
             size_gib=1, storage_class="standard", claim_name=f"vol-probe-{key}")
+        world.personal.setdefault("secret", {})[key] = Secret.objects.create(
+            tenant=tenant, owner=user, scope=Secret.Scope.USER, kind=Secret.Kind.ENV,
+            name=f"{NAMES[key]}-token", keys=["PROBE"], object_name=f"portal-secret-probe-{key}")
         world.personal.setdefault("window", {})[key] = MaintenanceWindow.objects.create(
             start=start, end=start + dt.timedelta(hours=2), reason=f"{key} maintenance")
     return world
@@ -430,6 +442,19 @@ def test_positive_control_a_list_shows_the_current_projects_rows(world, page):
 
 
 PROJECT_PAGES = [p for p in PAGES if p.rule == PROJECT]
+OBJECT_PAGES = [p for p in PAGES if p.rule == OBJECT]
+
+
+@pytest.mark.parametrize("page", OBJECT_PAGES, ids=ids(OBJECT_PAGES))
+@pytest.mark.parametrize("who", ["student@nlp", "researcher@nlp"])
+def test_another_projects_object_is_404(world, page, who):
+    """Another project's member, or a member of both signed in to the other: 404, and
+    nothing of it shown."""
+    before = snapshot()
+    response = world.call(who, page)
+    assert response.status_code == 404, (response.status_code, response.content[:300])
+    assert NAMES["vision"] not in response.content.decode()
+    assert snapshot() == before
 
 
 @pytest.mark.parametrize("page", PROJECT_PAGES, ids=ids(PROJECT_PAGES))
