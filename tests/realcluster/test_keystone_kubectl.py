@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from files import manifests as files_manifests
 from kube.client import Kube
 from kube.labels import LABEL_QUEUED, QUEUE_LABEL
 from tenants.kueue import LOCAL_QUEUE
@@ -50,6 +51,8 @@ PROJECT_ID_EXTRA = "alpha.kubernetes.io/identity/project/id"
 FENCE = "ValidatingAdmissionPolicy 'gpu-portal-keystone-project-fence'"
 GUARD = "ValidatingAdmissionPolicy 'gpu-portal-tenant-guard'"
 TARGET = "kubectl-target"  # the pod each tenant namespace holds for these tests
+# the name its pods start with, which the admission rule for the portal's own pods reads
+FILE_SERVER = files_manifests.NAME
 
 
 def webhook(real_cluster):
@@ -205,12 +208,14 @@ def api_status(cluster, token: str, path: str) -> int:
     return api_call(cluster, token, path)[0]
 
 
-def connect(cluster, token: str, namespace: str, subresource: str) -> tuple[int, str]:
-    """POST on the target pod's exec or port-forward, as kubectl's SPDY fallback does (without
-    the stream upgrade: the API server's answer after admission says whether it let it by)."""
-    query = "command=true&stdout=true" if subresource == "exec" else "ports=8888"
+def connect(cluster, token: str, namespace: str, subresource: str,
+            pod: str = TARGET) -> tuple[int, str]:
+    """POST on a pod's (the target's) exec, attach or port-forward, as kubectl's SPDY fallback
+    does (without the stream upgrade: the API server's answer after admission says whether it
+    let it by)."""
+    query = "ports=8888" if subresource == "portforward" else "command=true&stdout=true"
     return api_call(cluster, token,
-                    f"/api/v1/namespaces/{namespace}/pods/{TARGET}/{subresource}?{query}", "POST")
+                    f"/api/v1/namespaces/{namespace}/pods/{pod}/{subresource}?{query}", "POST")
 
 
 ALLOWED_CONNECT = (400, "Upgrade request required")
@@ -419,6 +424,47 @@ def test_a_user_of_another_project_reads_nothing_and_connects_to_nothing(
     lead = project_token("lead", "vision-lab")
     deleted = kubectl(lead, "delete", "pod", TARGET, "-n", targets["nlp-lab"], "--dry-run=server")
     assert deleted.returncode == 1 and FENCE in deleted.stderr, deleted.stderr
+
+
+def test_nobody_but_the_portal_connects_to_the_projects_file_server(
+        real_cluster, kubectl, targets, project_token):
+    """The file server mounts every volume of the project and holds the token that opens them:
+    a member's exec there would reach other users' volumes, which the portal shows only to
+    their owners. Members and managers exec into the project's workloads, never into it; a
+    cluster admin may (the portal itself never does)."""
+    from kubernetes import client
+
+    vision = targets["vision-lab"]
+    pod = f"{FILE_SERVER}-5d8f7c9b6-x2k4q"  # as its Deployment's ReplicaSet names it
+    with real_cluster.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespaced_pod(vision, restricted_pod(pod))
+        try:
+            eventually(lambda: core.read_namespaced_pod(pod, vision).status.phase == "Running",
+                       timeout=30, message=f"{pod} running")
+            for user in ("researcher", "lead"):
+                token = project_token(user, "vision-lab")
+                assert connect(real_cluster, token, vision, "exec") == ALLOWED_CONNECT
+                for subresource in ("exec", "portforward"):
+                    status, message = connect(real_cluster, token, vision, subresource, pod)
+                    assert status == 403, (user, subresource, status, message)
+                    assert f"the pod {pod} is the portal's own" in message, message
+                done = kubectl(token, "exec", pod, "-n", vision, "--", "cat", "/token/token")
+                assert "is the portal's own" in done.stderr, done.stderr
+            # a cluster admin passes the rule (its answer is the node's: no stream offered)
+            asks = {"exec": lambda: core.connect_post_namespaced_pod_exec(
+                        pod, vision, command=["true"], stdout=True),
+                    "attach": lambda: core.connect_post_namespaced_pod_attach(
+                        pod, vision, stdout=True),
+                    "portforward": lambda: core.connect_post_namespaced_pod_portforward(
+                        pod, vision, ports="8888")}
+            for subresource, ask in asks.items():
+                with pytest.raises(client.ApiException) as refused:
+                    ask()
+                assert refused.value.status == 400, (subresource, refused.value.body)
+                assert "Upgrade request required" in str(refused.value.body), subresource
+        finally:
+            core.delete_namespaced_pod(pod, vision, grace_period_seconds=0)
 
 
 @contextlib.contextmanager

@@ -133,3 +133,18 @@ def test_the_policies_spell_the_portals_labels():
         assert f"'{label}'" in text or f"key: {label}," in text, label
     assert "'system:serviceaccount:gpu-portal:gpu-portal'" in text
     assert "alpha.kubernetes.io/identity/project/id" in text
+
+
+def test_the_own_pods_rule_names_the_file_servers_pods_and_no_workloads():
+    """The rule reads a CONNECT's pod name only: the file server's Deployment name is the prefix
+    its pods carry, and a workload's Kubernetes name can never start with it."""
+    from files.manifests import NAME
+    from kube.labels import workload_object_name
+
+    rule = policy("gpu-portal-own-pods")
+    (check,) = rule["spec"]["validations"]
+    assert f"!request.name.startsWith('{NAME}-')" in check["expression"]
+    resources = {r for rr in rule["spec"]["matchConstraints"]["resourceRules"]
+                 for r in rr["resources"]}
+    assert resources == {"pods/exec", "pods/attach", "pods/portforward"}
+    assert not workload_object_name(7, NAME).startswith(f"{NAME}-")
