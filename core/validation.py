@@ -145,3 +145,16 @@ class MomentFormField(forms.Field):
             return moment(value, naive_zone=timezone.get_current_timezone())
         except Refused as exc:
             raise forms.ValidationError(str(exc)) from None
+
+
+# Where nothing of a user's (a volume, a dataset, a secret's files) is mounted in a container:
+# the system's own trees, the runtime's, and the service account's token. Covering one of them
+# hides what the image or the kubelet put there.
+CONTAINER_SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
+                          "/proc", "/sbin", "/sys", "/usr", "/var/run", "/var/lib/kubelet",
+                          "/run/secrets/kubernetes.io")
+
+
+def path_overlaps(a: str, b: str) -> bool:
+    """Whether one of two normalised absolute paths is the other or lies under it."""
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")

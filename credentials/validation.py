@@ -17,7 +17,7 @@ from django.conf import settings
 
 from catalogue.environment import env_problems
 from catalogue.images import image_allowed
-from core.validation import FieldsInvalid, excerpt
+from core.validation import CONTAINER_SYSTEM_PATHS, FieldsInvalid, excerpt, path_overlaps
 from tenants.models import Tenant
 
 from .manifests import (
@@ -52,9 +52,6 @@ REGION = re.compile(r"[a-z0-9][-a-z0-9]{0,31}")
 MAX_SECRETS_PER_LAUNCH = 16
 MAX_PATH = 200
 PATH = re.compile(r"/[-._a-zA-Z0-9/]*")
-# where a secret may not be mounted: the system's own trees, and the service account's
-SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/sbin",
-                "/sys", "/usr", "/var/run/secrets/kubernetes.io", "/run/secrets/kubernetes.io")
 
 
 class SecretInvalid(FieldsInvalid):
@@ -185,14 +182,10 @@ def path_problem(path: str, reserved: Iterable[str] = ()) -> str | None:
             or path == "/" or "/../" in f"{path}/" or "/./" in f"{path}/":
         return (f"path is an absolute directory such as /run/secrets/hf, of letters, digits, "
                 f"'-', '_', '.' and '/', at most {MAX_PATH} characters.")
-    for taken in (*SYSTEM_PATHS, *reserved):
-        if path == taken or path.startswith(f"{taken}/") or taken.startswith(f"{path}/"):
+    for taken in (*CONTAINER_SYSTEM_PATHS, *reserved):
+        if path_overlaps(path, taken):
             return f"{path} would cover {taken}, which the container needs."
     return None
-
-
-def _overlaps(a: str, b: str) -> bool:
-    return a == b or a.startswith(f"{b}/") or b.startswith(f"{a}/")
 
 
 def secret_uses_clean(*, refs: list[dict[str, Any]], identity: Identity | None,
@@ -254,7 +247,7 @@ def _clashes(uses: list[SecretUse], env_names: set[str]) -> list[str]:
                                 "too.")
             taken.setdefault(variable, use.name)
         if use.path:
-            clash = next((name for path, name in paths.items() if _overlaps(path, use.path)),
+            clash = next((name for path, name in paths.items() if path_overlaps(path, use.path)),
                          None)
             if clash is not None:
                 problems.append(f"{use.name} and {clash} would be mounted at overlapping paths.")

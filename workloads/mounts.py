@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from access.ssh_server import BIN_DIR, CONFIG_DIR
+from core.validation import CONTAINER_SYSTEM_PATHS, path_overlaps
 from identity.identity import Identity
 from storage.models import Volume
 from storage.selectors import volumes_mountable
@@ -24,9 +25,6 @@ from .manifests import HOME_MOUNT_PATH, MPI_SSH_PATH
 
 MAX_MOUNTS = 16
 MAX_PATH = 1024
-# where a volume may not go: the system's own trees, and the paths the portal mounts itself
-SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
-                "/run", "/sbin", "/sys", "/usr", "/var/run", "/var/lib/kubelet")
 PORTAL_PATHS = (HOME_MOUNT_PATH, MPI_SSH_PATH, BIN_DIR, CONFIG_DIR)
 
 
@@ -46,10 +44,6 @@ class ResolvedMount:
                 "claim": self.volume.claim_name, "path": self.path, "read_only": self.read_only}
 
 
-def _under(path: str, tree: str) -> bool:
-    return path == tree or path.startswith(tree.rstrip("/") + "/")
-
-
 def mount_path_clean(path: Any) -> str:
     """An absolute, normalised path outside the system's trees and the portal's own mounts."""
     if not isinstance(path, str) or not path:
@@ -61,9 +55,12 @@ def mount_path_clean(path: Any) -> str:
     if ".." in path.split("/"):
         raise MountRefused(f"{path!r} holds '..'.")
     clean = posixpath.normpath(path)
-    if clean == "/" or any(_under(clean, tree) for tree in SYSTEM_PATHS):
-        raise MountRefused(f"{clean} is a system path; mount it elsewhere (e.g. /data).")
-    if any(_under(clean, own) or _under(own, clean) for own in PORTAL_PATHS):
+    system = next((tree for tree in CONTAINER_SYSTEM_PATHS if path_overlaps(clean, tree)), None)
+    if clean == "/" or system:
+        covered = f"overlaps {system}, which" if system else "would hide all"
+        raise MountRefused(f"{clean} is a system path: it {covered} the container needs; mount "
+                           "it elsewhere (e.g. /data).")
+    if any(path_overlaps(clean, own) for own in PORTAL_PATHS):
         raise MountRefused(f"{clean} is where the portal mounts its own volumes.")
     return clean
 
