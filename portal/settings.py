@@ -225,6 +225,9 @@ PORTAL_HOME_STORAGE_CLASS = env.str("PORTAL_HOME_STORAGE_CLASS", default="")
 PORTAL_HOME_ACCESS_MODE = env.str("PORTAL_HOME_ACCESS_MODE", default="ReadWriteMany")
 # every volume's claim (storage/), the home volume's included
 PORTAL_VOLUME_ACCESS_MODE = env.str("PORTAL_VOLUME_ACCESS_MODE", default=PORTAL_HOME_ACCESS_MODE)
+# the CSI driver that mounts an S3 dataset's bucket (mountpoint-s3's name; its credentials are
+# the driver's own, set where it is installed); empty: no S3 dataset can be published
+PORTAL_S3_CSI_DRIVER = env.str("PORTAL_S3_CSI_DRIVER", default="s3.csi.aws.com")
 # the registries/repository prefixes every image a workload runs must come from, site-wide
 # (comma-separated, e.g. nvcr.io/nvidia,quay.io/jupyter,registry.example.org); empty: any. A
 # tenant's own prefixes (admin page) narrow it further: an image must be inside both

@@ -23,4 +23,15 @@ class TenantDeleting(Protocol):
     def __call__(self, *, tenant: Tenant, user: Any, reason: str) -> int: ...
 
 
+class ClaimAllowance(Protocol):
+    """(claims, GiB) the apps above make in the tenant's namespace beside its volumes."""
+
+    def __call__(self, *, tenant: Tenant) -> tuple[int, int]: ...
+
+
+# CLAIM_ALLOWANCES: the namespace's ResourceQuota (persistentvolumeclaims, requests.storage)
+# holds the storage quota plus what every entry answers: the claims the portal makes there
+# that the storage quota does not count (storage: a claim per dataset open to the tenant)
+CLAIM_ALLOWANCES = Hook[ClaimAllowance]("tenants.claim_allowances", order=("storage",))
+
 TENANT_DELETING = Hook[TenantDeleting]("tenants.tenant_deleting", order=("workloads",))
