@@ -401,6 +401,10 @@ def _source_resolve(kind: str, source: dict[str, Any], kube: Kube | None) -> dic
         raise DatasetInvalid({"persistent_volume": [
             f"{name!r} is a dataset's own copy; name the volume it was made from."]})
     copied = copied_volume_source(found)
+    if "hostPath" in copied:
+        # Pod Security keeps a node's own files from tenants' pods; a copy would not
+        raise DatasetInvalid({"persistent_volume": [
+            f"{name!r} is a hostPath volume: a node's own files are never published."]})
     if not set(copied) - {"mountOptions", "nodeAffinity"}:
         raise DatasetInvalid({"persistent_volume": [f"{name!r} names no source of data."]})
     return {"persistent_volume": name, "spec": copied}
