@@ -542,7 +542,8 @@ SPECTACULAR_SETTINGS = {
                             "WebhookStateEnum": "notifications.models.Webhook.State",
                             "DeliveryStateEnum": "notifications.models.Delivery.State",
                             "VolumeScopeEnum": "storage.models.Volume.Scope",
-                            "SecretScopeEnum": "credentials.models.Secret.Scope"},
+                            "SecretScopeEnum": "credentials.models.Secret.Scope",
+                            "DatasetKindEnum": "storage.models.Dataset.Kind"},
     # the default hook (enums as components), then every operation's error answers
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "api.schema.error_responses"],
