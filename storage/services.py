@@ -28,8 +28,10 @@ from kube.client import Kube, KubeError
 from kube.labels import (
     HOME_CLAIM_NAME,
     LABEL_DATASET_ID,
+    LABEL_PROJECT_ID,
     dataset_claim_name,
     dataset_volume_name,
+    label_value,
     volume_claim_name,
 )
 from kube.quantity import parse_quantity
@@ -538,3 +540,29 @@ def storage_allowance_of(*, tenant: Tenant) -> tuple[int, int]:
     CLAIM_ALLOWANCES): one claim of DATASET_CLAIM_GIB per dataset open to it."""
     count = Dataset.objects.filter(Q(open_to_all=True) | Q(tenants=tenant)).distinct().count()
     return count, count * DATASET_CLAIM_GIB
+
+
+def datasets_release_for_tenant(*, tenant: Tenant, user: Any, reason: str) -> int:
+    """A tenant being deleted (tenants' TENANT_DELETING): its datasets' claims and volumes go
+    on commit (a volume is cluster-scoped, and would outlive the namespace). Stops no
+    workload: 0."""
+    send_on_commit("storage.tasks.tenant_dataset_claims_delete_task", tenant.namespace,
+                   tenant.keystone_project_id)
+    return 0
+
+
+def tenant_dataset_claims_delete(*, namespace: str, project_id: str,
+                                 kube: Kube | None = None) -> int:
+    """Delete every dataset's claim and volume of one namespace (its tenant is being deleted):
+    found by their labels. How many volumes were deleted."""
+    kube = kube or Kube()
+    found = kube.list("PersistentVolume", label_selector=(
+        f"{LABEL_DATASET_ID},{LABEL_PROJECT_ID}={label_value(project_id)}")).get("items") or []
+    deleted = 0
+    for volume in found:
+        ref = (volume.get("spec") or {}).get("claimRef") or {}
+        if ref.get("namespace") != namespace:
+            continue
+        kube.delete("PersistentVolumeClaim", ref.get("name", ""), namespace)
+        deleted += bool(kube.delete("PersistentVolume", volume["metadata"]["name"]))
+    return deleted

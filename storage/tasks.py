@@ -8,7 +8,12 @@ from __future__ import annotations
 from core.tasks import task
 from kube.client import KubeError
 
-from .services import dataset_claims_delete, volume_claim_apply, volume_claim_delete
+from .services import (
+    dataset_claims_delete,
+    tenant_dataset_claims_delete,
+    volume_claim_apply,
+    volume_claim_delete,
+)
 
 
 @task(acks_late=True, autoretry_for=(KubeError,), retry_backoff=2, retry_backoff_max=300,
@@ -31,3 +36,10 @@ def dataset_claims_delete_task(dataset_id: int, namespaces: list[str] | None) ->
     """Delete a dataset's claims and volumes in the namespaces it was closed to (None: every
     one; it was deleted)."""
     return dataset_claims_delete(dataset_id=dataset_id, namespaces=namespaces)
+
+
+@task(acks_late=True, autoretry_for=(KubeError,), retry_backoff=2, retry_backoff_max=300,
+      retry_jitter=True, max_retries=12, ignore_result=True)
+def tenant_dataset_claims_delete_task(namespace: str, project_id: str) -> int:
+    """Delete the datasets' claims and volumes of a tenant being deleted."""
+    return tenant_dataset_claims_delete(namespace=namespace, project_id=project_id)

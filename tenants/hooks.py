@@ -2,9 +2,10 @@
 a hook of core.registry.
 
 TENANT_DELETING: called inside the transaction that marks a tenant for deletion; every entry
-acts in that transaction and answers how many things it stopped (workloads registers
-`workloads_stop_for_tenant`, so a deleted tenant's workloads stop with it). The audit record
-counts them all.
+acts in that transaction and answers how many workloads it stopped (workloads registers
+`workloads_stop_for_tenant`, so a deleted tenant's workloads stop with it; storage lets the
+datasets' volumes of its namespace go, which outlive a namespace: they are cluster-scoped). The
+audit record counts them all.
 """
 
 from __future__ import annotations
@@ -34,4 +35,5 @@ class ClaimAllowance(Protocol):
 # that the storage quota does not count (storage: a claim per dataset open to the tenant)
 CLAIM_ALLOWANCES = Hook[ClaimAllowance]("tenants.claim_allowances", order=("storage",))
 
-TENANT_DELETING = Hook[TenantDeleting]("tenants.tenant_deleting", order=("workloads",))
+TENANT_DELETING = Hook[TenantDeleting]("tenants.tenant_deleting",
+                                       order=("workloads", "storage"))

@@ -304,3 +304,24 @@ def test_a_reader_sees_datasets_and_mounts_none(labs, tokens):
     dataset = publish(tokens, projects=[labs["vision-lab"].pk])
     assert listed(tokens["viewer"]) == {"imagenet"}
     error(launch(tokens["viewer"], [{"dataset": dataset["id"]}]), 403, "permission_denied")
+
+
+def test_a_tenant_being_deleted_lets_its_datasets_volumes_go(labs, tokens, eager_celery):
+    """A dataset's volume is cluster-scoped: it would outlive the namespace."""
+    from storage.manifests import make_dataset_claim, make_dataset_volume
+    from tenants.services import tenant_mark_deleting
+    from workloads.mounts import ResolvedMount, dataset_claim_spec
+
+    vision = labs["vision-lab"]
+    tenant_reconcile(tenant_id=vision.pk)
+    dataset = Dataset.objects.get(pk=publish(tokens, projects=[vision.pk])["id"])
+    tenant_reconcile(tenant_id=vision.pk)
+    spec = dataset_claim_spec(ResolvedMount(dataset=dataset, path="/d", read_only=True)
+                              .as_spec(vision), vision)
+    Kube().create(make_dataset_volume(spec))
+    Kube().create(make_dataset_claim(spec))
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        tenant_mark_deleting(tenant=vision, acting_user=None, reason="probe")
+    eventually(lambda: Kube().get("PersistentVolume", spec.volume_name) is None,
+               message="the dataset's volume outlived its tenant")
+    assert Kube().get("PersistentVolumeClaim", spec.claim_name, vision.namespace) is None
