@@ -36,6 +36,8 @@ LABEL_VOLUME_ID = "gpu-portal.io/volume-id"
 LABEL_OWNER = "gpu-portal.io/owner"
 LABEL_OWNER_ID = "gpu-portal.io/owner-id"
 LABEL_SECRET_ID = "gpu-portal.io/secret-id"  # a user's or project's secret (credentials/)
+# on a dataset's PersistentVolume and PersistentVolumeClaim: the portal's Dataset (storage/)
+LABEL_DATASET_ID = "gpu-portal.io/dataset-id"
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
 ANNOTATION_ADDRESS_POOL = "metallb.io/address-pool"
@@ -195,6 +197,23 @@ def volume_claim_name(volume_id: int, display_name: str) -> str:
     room = MAX_LABEL - len(head) - 1
     tail = slug(display_name)[:room].strip("-") if room > 0 else ""
     return f"{head}-{tail}" if tail else head
+
+
+# --- datasets: per project, a PersistentVolume and its claim (storage/) ------------------------
+DATASET_PREFIX = "gpu-portal-dataset"
+
+
+def dataset_claim_name(dataset_id: int) -> str:
+    """`gpu-portal-dataset-7`: dataset 7's claim in any project's namespace."""
+    if isinstance(dataset_id, bool) or not isinstance(dataset_id, int) or dataset_id < 0:
+        raise ValueError(f"a dataset id is a non-negative integer, not {dataset_id!r}")
+    return f"{DATASET_PREFIX}-{dataset_id}"
+
+
+def dataset_volume_name(dataset_id: int, namespace: str) -> str:
+    """`gpu-portal-dataset-7-tenant-vision-lab`: the cluster-scoped PersistentVolume of dataset
+    7 for one namespace's claim (a name of at most 253 characters: a namespace has 63)."""
+    return f"{dataset_claim_name(dataset_id)}-{namespace}"
 
 
 # --- the shared-address mode (PORTAL_SERVICE_EXPOSURE=shared) ---------------------------------

@@ -245,6 +245,8 @@ class Cluster:
             self.serviceaccounts.on_service_account(event, obj)
         elif kind == "PersistentVolumeClaim":
             self.volumes.on_claim(event, obj)
+        elif kind == "PersistentVolume":
+            self.volumes.on_volume(event, obj)
         elif kind == "StorageClass":
             self.volumes.on_storage_class(event, obj)
         self.quota.on_object(event, rt, obj)

@@ -225,6 +225,9 @@ PORTAL_HOME_STORAGE_CLASS = env.str("PORTAL_HOME_STORAGE_CLASS", default="")
 PORTAL_HOME_ACCESS_MODE = env.str("PORTAL_HOME_ACCESS_MODE", default="ReadWriteMany")
 # every volume's claim (storage/), the home volume's included
 PORTAL_VOLUME_ACCESS_MODE = env.str("PORTAL_VOLUME_ACCESS_MODE", default=PORTAL_HOME_ACCESS_MODE)
+# the CSI driver that mounts an S3 dataset's bucket (mountpoint-s3's name; its credentials are
+# the driver's own, set where it is installed); empty: no S3 dataset can be published
+PORTAL_S3_CSI_DRIVER = env.str("PORTAL_S3_CSI_DRIVER", default="s3.csi.aws.com")
 # the registries/repository prefixes every image a workload runs must come from, site-wide
 # (comma-separated, e.g. nvcr.io/nvidia,quay.io/jupyter,registry.example.org); empty: any. A
 # tenant's own prefixes (admin page) narrow it further: an image must be inside both
@@ -539,7 +542,8 @@ SPECTACULAR_SETTINGS = {
                             "WebhookStateEnum": "notifications.models.Webhook.State",
                             "DeliveryStateEnum": "notifications.models.Delivery.State",
                             "VolumeScopeEnum": "storage.models.Volume.Scope",
-                            "SecretScopeEnum": "credentials.models.Secret.Scope"},
+                            "SecretScopeEnum": "credentials.models.Secret.Scope",
+                            "DatasetKindEnum": "storage.models.Dataset.Kind"},
     # the default hook (enums as components), then every operation's error answers
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "api.schema.error_responses"],

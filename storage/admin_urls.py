@@ -1,5 +1,6 @@
-"""The admin's storage classes page, mounted under /admin/; its URL names are in the storage
-namespace (urls.py includes these: one namespace for the app)."""
+"""The admin's storage pages, mounted under /admin/: the storage classes offered and the
+datasets published; their URL names are in the storage namespace (urls.py includes these: one
+namespace for the app)."""
 
 from django.urls import path
 
@@ -7,4 +8,7 @@ from . import admin_views
 
 urlpatterns = [
     path("storage-classes/", admin_views.storage_classes, name="admin-classes"),
+    path("datasets/", admin_views.datasets, name="admin-datasets"),
+    path("datasets/<int:pk>/", admin_views.dataset_edit, name="admin-dataset"),
+    path("datasets/<int:pk>/delete/", admin_views.dataset_remove, name="admin-dataset-delete"),
 ]

@@ -1,20 +1,34 @@
 """The admin's storage classes (`/admin/storage-classes/`): which of the cluster's
 StorageClasses the portal offers for volumes, described for researchers ("fast SSD"), whether
-volumes of each may grow, and the default. Each is checked against the cluster when set."""
+volumes of each may grow, and the default. Each is checked against the cluster when set. The
+admin's datasets (`/admin/datasets/`): publish one, change it and who it is open to, withdraw
+it."""
 
 from __future__ import annotations
 
+from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
 from identity.access import SignedInRequest, admin_required
 from kube.client import Kube, KubeError
 
-from .models import StorageClass
-from .services import VolumeInvalid, storage_class_set, storage_class_withdraw
+from .forms import DatasetEditForm, DatasetForm
+from .models import Dataset, StorageClass
+from .services import (
+    DatasetInUse,
+    VolumeInvalid,
+    dataset_create,
+    dataset_delete,
+    dataset_update,
+    storage_class_set,
+    storage_class_withdraw,
+)
+from .validation import DatasetInvalid
 
 
 def _cluster_classes() -> tuple[list[dict[str, object]], str]:
@@ -57,3 +71,81 @@ def storage_classes(request: SignedInRequest) -> HttpResponse:
         "offered": StorageClass.objects.all(), "cluster": cluster,
         "cluster_error": cluster_error, "errors": errors, "values": request.POST},
         status=status)
+
+
+def _errors_into(form: forms.Form, errors: dict[str, list[str]]) -> None:
+    for field, messages_ in errors.items():
+        for message in messages_:
+            form.add_error(field if field in form.fields else None, message)
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def datasets(request: SignedInRequest) -> HttpResponse:
+    """Every dataset, who it is open to, and the form that publishes one."""
+    form = DatasetForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                dataset = dataset_create(
+                    user=request.user, name=data["name"], description=data["description"],
+                    size_gib=data["size_gib"], kind=data["kind"], source=form.source(),
+                    open_to_all=data["open_to_all"], tenants=list(data["projects"]))
+            except DatasetInvalid as exc:
+                _errors_into(form, exc.errors)
+            except KubeError as exc:
+                form.add_error(None, f"The cluster cannot be asked: {exc}")
+                status = 503
+            else:
+                messages.success(request, f"Dataset {dataset.name} is published.")
+                return redirect(reverse("storage:admin-datasets"))
+    return render(request, "storage/admin_datasets.html", {
+        "datasets": Dataset.objects.prefetch_related("tenants"), "form": form,
+        "s3_driver": settings.PORTAL_S3_CSI_DRIVER}, status=status)
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def dataset_edit(request: SignedInRequest, pk: int) -> HttpResponse:
+    """One dataset: its name, description, size and who it is open to."""
+    dataset = get_object_or_404(Dataset, pk=pk)
+    form = DatasetEditForm(request.POST or None, initial={
+        "name": dataset.name, "description": dataset.description,
+        "size_gib": dataset.size_gib, "open_to_all": dataset.open_to_all,
+        "projects": list(dataset.tenants.all())})
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                dataset_update(dataset=dataset, user=request.user, changes={
+                    "name": data["name"], "description": data["description"],
+                    "size_gib": data["size_gib"], "open_to_all": data["open_to_all"],
+                    "tenants": list(data["projects"])})
+            except DatasetInvalid as exc:
+                _errors_into(form, exc.errors)
+            except DatasetInUse as exc:
+                form.add_error(None, str(exc))
+                status = 409
+            else:
+                messages.success(request, f"Dataset {data['name']} is changed.")
+                return redirect(reverse("storage:admin-datasets"))
+    return render(request, "storage/admin_dataset.html", {"dataset": dataset, "form": form},
+                  status=status)
+
+
+@admin_required
+@require_POST
+def dataset_remove(request: SignedInRequest, pk: int) -> HttpResponse:
+    dataset = get_object_or_404(Dataset, pk=pk)
+    try:
+        dataset_delete(dataset=dataset, user=request.user)
+    except DatasetInUse as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Dataset {dataset.name} is withdrawn.")
+    return redirect(reverse("storage:admin-datasets"))

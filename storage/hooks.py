@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Protocol
 from core.registry import Hook
 
 if TYPE_CHECKING:
-    from .models import Volume
+    from tenants.models import Tenant
+
+    from .models import Dataset, Volume
 
 
 class VolumeUsers(Protocol):
@@ -22,3 +24,15 @@ class VolumeUsers(Protocol):
 
 
 VOLUME_USERS = Hook[VolumeUsers]("storage.volume_users", order=("workloads",))
+
+
+class DatasetUsers(Protocol):
+    """`tenants`: only the live things of those tenants (a dataset closed to them); None:
+    every tenant's (a dataset deleted)."""
+
+    def __call__(self, *, dataset: Dataset, tenants: list[Tenant] | None) -> list[str]: ...
+
+
+# DATASET_USERS: as VOLUME_USERS, for a dataset deleted or closed to projects (409
+# dataset_in_use); called with the dataset's row locked, which a launch that mounts it locks too
+DATASET_USERS = Hook[DatasetUsers]("storage.dataset_users", order=("workloads",))

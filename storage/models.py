@@ -1,5 +1,5 @@
-"""Volumes: a tenant's PersistentVolumeClaims as the portal's own objects, and the storage
-classes an admin offers for them."""
+"""Volumes: a tenant's PersistentVolumeClaims as the portal's own objects, the storage classes
+an admin offers for them, and the read-only datasets an admin publishes to projects."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from django.db.models import Q
 
 from tenants.models import Tenant
 
-from .querysets import PROJECT, USER, StorageClassQuerySet, VolumeQuerySet
+from .querysets import PROJECT, USER, DatasetQuerySet, StorageClassQuerySet, VolumeQuerySet
 
 NAME_MAX_LENGTH = 63
+DATASET_NAME_MAX_LENGTH = 40  # a DNS label, and room for it in a variable's name
+DATASET_MOUNT_ROOT = "/datasets"
 
 
 class StorageClass(models.Model):
@@ -95,3 +97,46 @@ class Volume(models.Model):
     def mountable(self) -> bool:
         """A workload may mount it: bound, or on its way (the pod waits for the claim)."""
         return self.deleted_at is None and self.state != self.State.FAILED
+
+
+class Dataset(models.Model):
+    """Read-only data an admin publishes to every project or to named ones: an existing
+    PersistentVolume, an NFS export (Lustre's too, where it is served over NFS), a CSI
+    volume, or an S3 bucket and prefix. `source` holds the kind's parameters as the admin gave
+    them (storage/validation.py; a PersistentVolume's: its name and the source copied from
+    it). A project's workloads reach it through a PersistentVolume and claim of its own, made
+    the first time one of them mounts it (storage/manifests.py)."""
+
+    class Kind(models.TextChoices):
+        PV = "pv", "an existing PersistentVolume"
+        NFS = "nfs", "an NFS export"
+        CSI = "csi", "a CSI volume"
+        S3 = "s3", "an S3 bucket"
+
+    name = models.CharField(max_length=DATASET_NAME_MAX_LENGTH, unique=True)
+    description = models.CharField(max_length=500, blank=True)
+    kind = models.CharField(max_length=4, choices=Kind.choices)
+    size_gib = models.PositiveIntegerField()
+    source = models.JSONField(default=dict)
+    open_to_all = models.BooleanField(default=False)
+    tenants = models.ManyToManyField(Tenant, blank=True, related_name="datasets")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
+                                   null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = DatasetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def default_path(self) -> str:
+        """Where a launch that names no path mounts it."""
+        return f"{DATASET_MOUNT_ROOT}/{self.name}"
+
+    def is_open_to(self, tenant: Tenant) -> bool:
+        return self.open_to_all or self.tenants.filter(pk=tenant.pk).exists()

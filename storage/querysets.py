@@ -19,7 +19,7 @@ from identity.scoping import Action, TenantScopedQuerySet
 if TYPE_CHECKING:
     from identity.identity import Identity
 
-    from .models import StorageClass, Volume  # noqa: F401
+    from .models import Dataset, StorageClass, Volume  # noqa: F401
 
 USER, PROJECT = "user", "project"  # Volume.Scope's values, which models.py imports from here
 
@@ -59,6 +59,32 @@ class VolumeQuerySet(TenantScopedQuerySet["Volume"]):
         assert identity is not None
         own = Q(scope=USER, owner__keystone_user_id=identity.unscoped.user_id)
         return own if action is Action.CHANGE else own | Q(scope=PROJECT)
+
+
+class DatasetQuerySet(TenantScopedQuerySet["Dataset"]):
+    """A dataset is no tenant's own: it is open to every project or to named ones. Its
+    people see and mount one open to their current project (readers see it); only admins
+    change one, and see every one. One not open to the caller's project is a 404."""
+
+    admin_only = frozenset({Action.CHANGE})
+
+    def restrict(self, identity: Identity | None, action: Action | str = Action.VIEW) -> Self:
+        scope = self.scope(identity, action)
+        if scope.nothing:
+            return self.none()
+        if scope.everything:
+            return self.all()
+        opened = self.model.tenants.through.objects.filter(
+            tenant__keystone_project_id=scope.project_id).values("dataset_id")
+        return self.filter(Q(open_to_all=True) | Q(pk__in=opened))
+
+    def permits(self, identity: Identity | None, action: Action | str,
+                obj: models.Model) -> bool:
+        scope = self.scope(identity, action)
+        if scope.everything or scope.nothing:
+            return scope.everything
+        return bool(getattr(obj, "open_to_all", False)) or self.restrict(
+            identity, action).filter(pk=obj.pk).exists()
 
 
 def _manages(identity: Identity | None) -> bool:

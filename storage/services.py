@@ -1,5 +1,5 @@
 """Writes of the storage domain: volumes made, grown and deleted, the storage classes an admin
-offers, and what the tracker saw of a volume's claim.
+offers, what the tracker saw of a volume's claim, and the datasets an admin publishes.
 
 A volume is admitted as a workload is: in one transaction that locks the tenant row, against
 the tenant's quota in force (tenants.selectors.quota_figures: `storage_gib`, `volumes`), so
@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from audit.services import Actor, audit_record
@@ -25,14 +25,30 @@ from core.tasks import send_on_commit
 from core.validation import FieldsInvalid
 from identity.models import User
 from kube.client import Kube, KubeError
-from kube.labels import HOME_CLAIM_NAME, volume_claim_name
+from kube.labels import (
+    HOME_CLAIM_NAME,
+    LABEL_DATASET_ID,
+    LABEL_PROJECT_ID,
+    dataset_claim_name,
+    dataset_volume_name,
+    label_value,
+    volume_claim_name,
+)
 from kube.quantity import parse_quantity
 from tenants.models import Quota, Tenant
 from tenants.selectors import quota_figures
 
-from .hooks import VOLUME_USERS
-from .manifests import ClaimSpec, make_claim_resize, make_volume_claim
-from .models import NAME_MAX_LENGTH, StorageClass, Volume
+from .hooks import DATASET_USERS, VOLUME_USERS
+from .manifests import (
+    DATASET_CLAIM_GIB,
+    ClaimSpec,
+    copied_volume_source,
+    make_claim_resize,
+    make_volume_claim,
+)
+from .models import NAME_MAX_LENGTH, Dataset, StorageClass, Volume
+from .validation import DatasetInvalid, dataset_name_clean, dataset_source_clean, description_clean
+from .validation import size_clean as dataset_size_clean
 
 HOME_NAME = "home"  # the project volume mounted at the launch's `use_home`
 MAX_SIZE_GIB = 1_000_000
@@ -350,3 +366,203 @@ def storage_class_withdraw(*, user: Actor, offered: StorageClass) -> None:
     with transaction.atomic():
         offered.delete()
         audit_record(actor=user, action="storage_class.withdraw", target=offered.name)
+
+
+# --- datasets ---------------------------------------------------------------------------------
+
+class DatasetInUse(Exception):
+    """A dataset that live workloads mount (in the projects it would be closed to)."""
+
+    code = "dataset_in_use"
+
+
+def dataset_snapshot(dataset: Dataset) -> dict[str, Any]:
+    """A dataset as plain data: what the audit trail keeps."""
+    return {"id": dataset.pk, "name": dataset.name, "kind": dataset.kind,
+            "size_gib": dataset.size_gib, "source": dataset.source,
+            "open_to_all": dataset.open_to_all,
+            "projects": sorted(dataset.tenants.values_list("name", flat=True))}
+
+
+def _source_resolve(kind: str, source: dict[str, Any], kube: Kube | None) -> dict[str, Any]:
+    """What the dataset keeps of its source: as checked, and for a named PersistentVolume,
+    where its data is, copied from the cluster now (so each project's copy is made from the
+    row alone). Raises DatasetInvalid; KubeError when the cluster cannot be asked."""
+    if kind == Dataset.Kind.S3 and not settings.PORTAL_S3_CSI_DRIVER:
+        raise DatasetInvalid({"kind": ["This site mounts no S3 bucket (PORTAL_S3_CSI_DRIVER "
+                                       "is empty)."]})
+    if kind != Dataset.Kind.PV:
+        return source
+    name = source["persistent_volume"]
+    found = (kube or Kube()).get("PersistentVolume", name)
+    if found is None:
+        raise DatasetInvalid({"persistent_volume": [
+            f"The cluster has no PersistentVolume {name!r}."]})
+    labels = (found.get("metadata") or {}).get("labels") or {}
+    if LABEL_DATASET_ID in labels:
+        raise DatasetInvalid({"persistent_volume": [
+            f"{name!r} is a dataset's own copy; name the volume it was made from."]})
+    copied = copied_volume_source(found)
+    if "hostPath" in copied:
+        # Pod Security keeps a node's own files from tenants' pods; a copy would not
+        raise DatasetInvalid({"persistent_volume": [
+            f"{name!r} is a hostPath volume: a node's own files are never published."]})
+    if not set(copied) - {"mountOptions", "nodeAffinity"}:
+        raise DatasetInvalid({"persistent_volume": [f"{name!r} names no source of data."]})
+    return {"persistent_volume": name, "spec": copied}
+
+
+def _tenants_of(open_to_all: bool, tenants: list[Tenant]) -> set[int]:
+    """The tenants a dataset is open to, by id."""
+    if open_to_all:
+        return set(Tenant.objects.values_list("pk", flat=True))
+    return {tenant.pk for tenant in tenants}
+
+
+def _reconcile_namespaces(tenant_ids: set[int]) -> None:
+    """Their ResourceQuota leaves room for one claim per dataset open to them."""
+    for tenant_id in sorted(tenant_ids):
+        send_on_commit("tenants.tasks.tenant_reconcile_task", tenant_id)
+
+
+def dataset_create(*, user: Actor, name: str, description: str, size_gib: int, kind: str,
+                   source: dict[str, Any], open_to_all: bool, tenants: list[Tenant],
+                   kube: Kube | None = None) -> Dataset:
+    """Publish a dataset (an admin's: the caller checks). Raises DatasetInvalid; KubeError
+    when a named PersistentVolume cannot be looked up."""
+    name, description = dataset_name_clean(name), description_clean(description)
+    size_gib = dataset_size_clean(size_gib)
+    source = _source_resolve(kind, dataset_source_clean(kind, source), kube)
+    with transaction.atomic():
+        if Dataset.objects.filter(name=name).exists():
+            raise DatasetInvalid({"name": [f"A dataset named {name!r} exists already."]})
+        dataset = Dataset.objects.create(name=name, description=description, kind=kind,
+                                         size_gib=size_gib, source=source,
+                                         open_to_all=open_to_all,
+                                         created_by=user if isinstance(user, User) else None)
+        dataset.tenants.set([] if open_to_all else tenants)
+        audit_record(actor=user, action="dataset.create", target=name,
+                     after=dataset_snapshot(dataset))
+        _reconcile_namespaces(_tenants_of(open_to_all, tenants))
+    return dataset
+
+
+def _users(dataset: Dataset, tenants: list[Tenant] | None) -> None:
+    users = [name for entry in DATASET_USERS for name in entry(dataset=dataset, tenants=tenants)]
+    if users:
+        raise DatasetInUse(f"{dataset.name} is mounted by {', '.join(sorted(users)[:5])}"
+                           + (f" and {len(users) - 5} more" if len(users) > 5 else "")
+                           + "; stop them first.")
+
+
+def dataset_update(*, dataset: Dataset, user: Actor, changes: dict[str, Any]) -> Dataset:
+    """Change a dataset's name, description, size or who it is open to (its source stays: a
+    new one is a new dataset). Closing it to projects where live workloads mount it raises
+    DatasetInUse; their claims and volumes go in a task. Raises DatasetInvalid."""
+    clean: dict[str, Any] = {}
+    if "name" in changes:
+        clean["name"] = dataset_name_clean(changes["name"])
+    if "description" in changes:
+        clean["description"] = description_clean(changes["description"])
+    if "size_gib" in changes:
+        clean["size_gib"] = dataset_size_clean(changes["size_gib"])
+    if "open_to_all" in changes:
+        clean["open_to_all"] = bool(changes["open_to_all"])
+    with transaction.atomic():
+        dataset = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        if "name" in clean and Dataset.objects.filter(name=clean["name"]).exclude(
+                pk=dataset.pk).exists():
+            raise DatasetInvalid({"name": [f"A dataset named {clean['name']!r} exists "
+                                           "already."]})
+        before = dataset_snapshot(dataset)
+        tenants = list(changes["tenants"]) if "tenants" in changes else list(
+            dataset.tenants.all())
+        open_to_all = clean.get("open_to_all", dataset.open_to_all)
+        was = _tenants_of(dataset.open_to_all, list(dataset.tenants.all()))
+        now = _tenants_of(open_to_all, tenants)
+        closed = list(Tenant.objects.filter(pk__in=was - now))
+        if closed:
+            _users(dataset, closed)
+        for field, value in clean.items():
+            setattr(dataset, field, value)
+        dataset.save()
+        dataset.tenants.set([] if open_to_all else tenants)
+        audit_record(actor=user, action="dataset.update", target=dataset.name, before=before,
+                     after=dataset_snapshot(dataset))
+        if closed:
+            send_on_commit("storage.tasks.dataset_claims_delete_task", dataset.pk,
+                           sorted(tenant.namespace for tenant in closed))
+        _reconcile_namespaces(was ^ now)
+    return dataset
+
+
+def dataset_delete(*, dataset: Dataset, user: Actor) -> None:
+    """Withdraw a dataset no live workload mounts (DatasetInUse names those that do): the row
+    goes now, every project's claim and volume in a task (found by their label)."""
+    with transaction.atomic():
+        dataset = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        _users(dataset, None)
+        opened = _tenants_of(dataset.open_to_all, list(dataset.tenants.all()))
+        audit_record(actor=user, action="dataset.delete", target=dataset.name,
+                     before=dataset_snapshot(dataset))
+        send_on_commit("storage.tasks.dataset_claims_delete_task", dataset.pk, None)
+        _reconcile_namespaces(opened)
+        dataset.delete()
+
+
+def dataset_claims_delete(*, dataset_id: int, namespaces: list[str] | None,
+                          kube: Kube | None = None) -> int:
+    """Delete a dataset's claims and volumes: in `namespaces` (closed to them), or every one
+    the cluster holds (deleted). A namespace it is open to again is left alone. How many
+    volumes were deleted."""
+    kube = kube or Kube()
+    dataset = Dataset.objects.filter(pk=dataset_id).first()
+    if namespaces is None:
+        found = kube.list("PersistentVolume",
+                          label_selector=f"{LABEL_DATASET_ID}={dataset_id}").get("items") or []
+        namespaces = sorted({((pv.get("spec") or {}).get("claimRef") or {}).get("namespace", "")
+                             for pv in found} - {""})
+    if dataset is not None:  # still there: keep what its projects may mount now
+        opened = set(Tenant.objects.filter(
+            pk__in=_tenants_of(dataset.open_to_all, list(dataset.tenants.all())))
+            .values_list("namespace", flat=True))
+        namespaces = [namespace for namespace in namespaces if namespace not in opened]
+    deleted = 0
+    for namespace in namespaces:
+        kube.delete("PersistentVolumeClaim", dataset_claim_name(dataset_id), namespace)
+        deleted += bool(kube.delete("PersistentVolume",
+                                    dataset_volume_name(dataset_id, namespace)))
+    return deleted
+
+
+def storage_allowance_of(*, tenant: Tenant) -> tuple[int, int]:
+    """The room the tenant's ResourceQuota keeps for dataset claims (tenants'
+    CLAIM_ALLOWANCES): one claim of DATASET_CLAIM_GIB per dataset open to it."""
+    count = Dataset.objects.filter(Q(open_to_all=True) | Q(tenants=tenant)).distinct().count()
+    return count, count * DATASET_CLAIM_GIB
+
+
+def datasets_release_for_tenant(*, tenant: Tenant, user: Any, reason: str) -> int:
+    """A tenant being deleted (tenants' TENANT_DELETING): its datasets' claims and volumes go
+    on commit (a volume is cluster-scoped, and would outlive the namespace). Stops no
+    workload: 0."""
+    send_on_commit("storage.tasks.tenant_dataset_claims_delete_task", tenant.namespace,
+                   tenant.keystone_project_id)
+    return 0
+
+
+def tenant_dataset_claims_delete(*, namespace: str, project_id: str,
+                                 kube: Kube | None = None) -> int:
+    """Delete every dataset's claim and volume of one namespace (its tenant is being deleted):
+    found by their labels. How many volumes were deleted."""
+    kube = kube or Kube()
+    found = kube.list("PersistentVolume", label_selector=(
+        f"{LABEL_DATASET_ID},{LABEL_PROJECT_ID}={label_value(project_id)}")).get("items") or []
+    deleted = 0
+    for volume in found:
+        ref = (volume.get("spec") or {}).get("claimRef") or {}
+        if ref.get("namespace") != namespace:
+            continue
+        kube.delete("PersistentVolumeClaim", ref.get("name", ""), namespace)
+        deleted += bool(kube.delete("PersistentVolume", volume["metadata"]["name"]))
+    return deleted

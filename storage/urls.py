@@ -1,4 +1,4 @@
-"""The volumes pages (the API: api/urls.py)."""
+"""The volumes and datasets pages (the API: api/urls.py)."""
 
 from django.urls import include, path
 
@@ -11,5 +11,6 @@ urlpatterns = [
     path("volumes/new/", views.create, name="create"),
     path("volumes/<int:pk>/grow/", views.grow, name="grow"),
     path("volumes/<int:pk>/delete/", views.delete, name="delete"),
+    path("datasets/", views.datasets_page, name="datasets"),
     path("admin/", include("storage.admin_urls")),
 ]

@@ -1,6 +1,7 @@
 """The volumes page (`/volumes/`, every role of the current project): the volumes the caller
 sees with their state and the provisioner's reason; a member makes their own, a manager the
-project's; those who may change a volume grow or delete it there."""
+project's; those who may change a volume grow or delete it there. The datasets page
+(`/datasets/`): the read-only datasets open to the project."""
 
 from __future__ import annotations
 
@@ -18,7 +19,12 @@ from tenants.models import Tenant
 from .filtersets import VolumeFilterSet
 from .forms import GrowForm, VolumeForm
 from .models import Volume
-from .selectors import storage_classes_offered, storage_used, volumes_visible
+from .selectors import (
+    datasets_open_to,
+    storage_classes_offered,
+    storage_used,
+    volumes_visible,
+)
 from .services import (
     StorageQuotaExceeded,
     VolumeInUse,
@@ -122,3 +128,15 @@ def delete(request: TenantRequest, volume: Volume) -> HttpResponse:
     else:
         messages.success(request, f"Volume {volume.name} and its data are being deleted.")
     return redirect(reverse("storage:volumes"))
+
+
+@project_required
+@require_GET
+@tenant_required(Action.VIEW)
+def datasets_page(request: TenantRequest) -> HttpResponse:
+    """The datasets open to the current project (every role): what each holds and where a
+    launch mounts it, read-only."""
+    assert request.tenant is not None  # tenant_required
+    return render(request, "storage/datasets.html", {
+        "tenant": request.tenant,
+        "datasets": datasets_open_to(request.identity, request.tenant)})

@@ -2,9 +2,10 @@
 a hook of core.registry.
 
 TENANT_DELETING: called inside the transaction that marks a tenant for deletion; every entry
-acts in that transaction and answers how many things it stopped (workloads registers
-`workloads_stop_for_tenant`, so a deleted tenant's workloads stop with it). The audit record
-counts them all.
+acts in that transaction and answers how many workloads it stopped (workloads registers
+`workloads_stop_for_tenant`, so a deleted tenant's workloads stop with it; storage lets the
+datasets' volumes of its namespace go, which outlive a namespace: they are cluster-scoped). The
+audit record counts them all.
 """
 
 from __future__ import annotations
@@ -23,4 +24,16 @@ class TenantDeleting(Protocol):
     def __call__(self, *, tenant: Tenant, user: Any, reason: str) -> int: ...
 
 
-TENANT_DELETING = Hook[TenantDeleting]("tenants.tenant_deleting", order=("workloads",))
+class ClaimAllowance(Protocol):
+    """(claims, GiB) the apps above make in the tenant's namespace beside its volumes."""
+
+    def __call__(self, *, tenant: Tenant) -> tuple[int, int]: ...
+
+
+# CLAIM_ALLOWANCES: the namespace's ResourceQuota (persistentvolumeclaims, requests.storage)
+# holds the storage quota plus what every entry answers: the claims the portal makes there
+# that the storage quota does not count (storage: a claim per dataset open to the tenant)
+CLAIM_ALLOWANCES = Hook[ClaimAllowance]("tenants.claim_allowances", order=("storage",))
+
+TENANT_DELETING = Hook[TenantDeleting]("tenants.tenant_deleting",
+                                       order=("workloads", "storage"))

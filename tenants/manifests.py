@@ -116,7 +116,8 @@ class NamespaceSpec:
     cpu: int
     memory_gb: int
     max_workloads: int
-    # volumes: GiB their claims ask for in all, and how many claims
+    # volumes: GiB their claims ask for in all, and how many claims (the storage quota, and
+    # room for the claims the portal makes beside them: provisioning's CLAIM_ALLOWANCES)
     storage_gib: int = 0
     volumes: int = 0
     # policy

@@ -22,6 +22,7 @@ from kube.kueue import queueing_on
 from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
 from tenants.queueing import cluster_queueing_objects, tenant_queue_objects
 
+from .hooks import CLAIM_ALLOWANCES
 from .manifests import (
     PRIVATE_RANGES,
     RETIRED_OBJECTS,
@@ -70,6 +71,7 @@ def namespace_spec(tenant: Tenant, quota: Quota, *, queued: bool = False) -> Nam
     """The ResourceQuota holds the figures in force (tenants.selectors.quota_figures): a
     running reservation raises them."""
     figures = quota_figures(tenant, quota=quota).in_force
+    allowances = [entry(tenant=tenant) for entry in CLAIM_ALLOWANCES]
     by_resource: dict[str, int] = {}
     for gpu_type in GpuType.objects.filter(slug__in=figures.gpus_by_type):
         resource = gpu_type.resource_name
@@ -83,8 +85,8 @@ def namespace_spec(tenant: Tenant, quota: Quota, *, queued: bool = False) -> Nam
         cpu=figures.cpu,
         memory_gb=figures.memory_gb,
         max_workloads=quota.max_workloads,
-        storage_gib=figures.storage_gib,
-        volumes=figures.volumes,
+        storage_gib=figures.storage_gib + sum(gib for _, gib in allowances),
+        volumes=figures.volumes + sum(claims for claims, _ in allowances),
         pod_security=(tenant_pod_security(tenant), settings.PORTAL_POD_SECURITY_WARN,
                       settings.PORTAL_POD_SECURITY_AUDIT),
         project_group_format=settings.PORTAL_RBAC_PROJECT_GROUP_FORMAT,

@@ -69,6 +69,9 @@ def launch_request(post: QueryDict, template: Template | None) -> tuple[dict[str
     data["mounts"], mount_errors = mount_lines(post.get("mounts", ""))
     if mount_errors:
         errors["mounts"] = mount_errors
+    # the datasets ticked, each at its default path
+    data["mounts"] += [{"dataset": int(value)} for value in post.getlist("datasets")
+                       if value.isascii() and value.isdigit() and len(value) < 19]
     if template is not None and template.ssh:
         # a checkbox: left unticked, the launch asks for no SSH
         data["ssh"] = "true" if post.get("ssh") else "false"
@@ -184,7 +187,7 @@ class LaunchForm(forms.Form):
         request.update(self.lists)
         if request.get("mounts") and self.tenant is not None:
             request["mounts"] = [{**m, "volume": self._volume_id(m["volume"])}
-                                 for m in request["mounts"]]
+                                 if "volume" in m else m for m in request["mounts"]]
         try:
             self.request = launch_clean(request=request, tenant=self.tenant, quota=self.quota,
                                         identity=self.identity)

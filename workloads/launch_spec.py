@@ -29,8 +29,9 @@ from kube.labels import workload_host
 
 from .models import Workload
 
-VERSION = 7  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh;
-# 5: avoid_nodes; 6: secrets; 7: mounts
+VERSION = 8  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh;
+# 5: avoid_nodes; 6: secrets; 7: mounts; 8: datasets among the mounts (an entry without
+# `dataset` is a volume's, as every entry of a version 7 spec is)
 
 
 def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, image: str, command: list[str],
@@ -80,7 +81,10 @@ def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, ima
         "use_home": use_home,
         # the volumes it mounts, as admission resolved them (workloads/mounts.py): each one's
         # volume id and name, claim, path and whether read-only (the home volume is use_home's);
-        # absent without any, as in the specs frozen before volumes
+        # a dataset's: its id and name, claim, path, read-only, and where its data is (its
+        # kind, size and volume_source: its volume in the project is made from these) and an
+        # S3 dataset's variables (`env`); absent without any, as in the specs frozen before
+        # volumes
         **({"mounts": [dict(mount) for mount in mounts]} if mounts else {}),
         # a service, or a batch job with SSH: "loadbalancer" (an address of its own) or
         # "shared" (the gateway, `host`)

@@ -206,12 +206,15 @@ class WorkloadEvent(models.Model):
 
 
 class WorkloadMount(models.Model):
-    """A volume a workload mounts, as it was admitted: the volume (None once it is deleted,
-    which no live workload's mount allows), its name and claim as they were, and where."""
+    """A volume or a dataset a workload mounts, as it was admitted: the volume or dataset (None
+    once it is deleted, which no live workload's mount allows), its name and claim as they
+    were, and where."""
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="mounts")
     volume = models.ForeignKey("storage.Volume", on_delete=models.SET_NULL, null=True,
                                related_name="mounts")
+    dataset = models.ForeignKey("storage.Dataset", on_delete=models.SET_NULL, null=True,
+                                blank=True, related_name="mounts")
     volume_name = models.CharField(max_length=63)
     claim_name = models.CharField(max_length=63)
     path = models.CharField(max_length=1024)

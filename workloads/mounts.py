@@ -1,10 +1,12 @@
-"""What a launch mounts: `mounts: [{volume: id, path, read_only?}]`, resolved to claims.
+"""What a launch mounts: `mounts: [{volume: id} | {dataset: id}, path, read_only?]`, resolved
+to claims.
 
-A mount names its source by one key (`volume` today; a mount source is one entry of
-MOUNT_SOURCES, so another kind of source, such as a published dataset, is one more entry); the
-resolver checks the source for the caller and the tenant, the path for the pod, and answers a
-ResolvedMount with the claim to mount. Refusals are field errors of `mounts` (LaunchInvalid),
-each naming the entry by its place in the list.
+A mount names its source by one key (a mount source is one entry of MOUNT_SOURCES: a volume of
+the project, or a dataset open to it); the resolver checks the source for the caller and the
+tenant, the path for the pod, and answers a ResolvedMount with the claim to mount. A dataset
+is always read-only (`read_only: false` on one is refused); its path defaults to
+/datasets/<name>. Refusals are field errors of `mounts` (LaunchInvalid), each naming the entry
+by its place in the list.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
+
 from access.ssh_server import BIN_DIR, CONFIG_DIR
 from core.validation import CONTAINER_SYSTEM_PATHS, path_overlaps
 from identity.identity import Identity
-from storage.models import Volume
-from storage.selectors import volumes_mountable
+from kube.labels import dataset_claim_name, dataset_volume_name
+from storage.manifests import DatasetClaimSpec, dataset_volume_source
+from storage.models import Dataset, Volume
+from storage.selectors import datasets_mountable, volumes_mountable
 from tenants.models import Tenant
 
 from .manifests import HOME_MOUNT_PATH, MPI_SSH_PATH
@@ -34,14 +40,77 @@ class MountRefused(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ResolvedMount:
-    volume: Volume
+    """One mount: a volume's claim, or a dataset's (the project's copy of its volume)."""
+
     path: str
     read_only: bool
+    volume: Volume | None = None
+    dataset: Dataset | None = None
 
-    def as_spec(self) -> dict[str, Any]:
-        """As the launch spec freezes it (launch_spec.py)."""
-        return {"volume": self.volume.pk, "name": self.volume.name,
-                "claim": self.volume.claim_name, "path": self.path, "read_only": self.read_only}
+    def __post_init__(self) -> None:
+        if (self.volume is None) == (self.dataset is None):
+            raise ValueError("a mount has one source: a volume or a dataset")
+        if self.dataset is not None and not self.read_only:
+            raise ValueError("a dataset is mounted read-only")
+
+    @property
+    def name(self) -> str:
+        return self.volume.name if self.volume is not None else self._dataset.name
+
+    @property
+    def claim_name(self) -> str:
+        if self.volume is not None:
+            return self.volume.claim_name
+        return dataset_claim_name(self._dataset.pk)
+
+    @property
+    def _dataset(self) -> Dataset:
+        assert self.dataset is not None
+        return self.dataset
+
+    def as_spec(self, tenant: Tenant) -> dict[str, Any]:
+        """As the launch spec freezes it (launch_spec.py): a dataset's with where its data is
+        (its volume is made from this alone when the workload's objects are) and, for an S3
+        bucket, the variables that name it in the pod."""
+        if self.volume is not None:
+            return {"volume": self.volume.pk, "name": self.volume.name,
+                    "claim": self.volume.claim_name, "path": self.path,
+                    "read_only": self.read_only}
+        dataset = self._dataset
+        spec = {"dataset": dataset.pk, "name": dataset.name, "claim": self.claim_name,
+                "path": self.path, "read_only": True, "kind": dataset.kind,
+                "size_gib": dataset.size_gib,
+                "volume_source": dataset_volume_source(
+                    dataset.kind, dataset.source,
+                    volume_name=dataset_volume_name(dataset.pk, tenant.namespace),
+                    s3_driver=settings.PORTAL_S3_CSI_DRIVER)}
+        env = dataset_env(dataset)
+        return {**spec, "env": [[name, value] for name, value in env.items()]} if env else spec
+
+
+def dataset_env(dataset: Dataset) -> dict[str, str]:
+    """What a pod that mounts an S3 dataset is told of it, whatever driver mounts it:
+    PORTAL_DATASET_<NAME> = s3://bucket/prefix and PORTAL_DATASET_<NAME>_ENDPOINT (never a
+    credential). Other kinds: nothing."""
+    if dataset.kind != Dataset.Kind.S3:
+        return {}
+    stem = "PORTAL_DATASET_" + dataset.name.upper().replace("-", "_")
+    return {stem: f"s3://{dataset.source['bucket']}/{dataset.source.get('prefix') or ''}",
+            f"{stem}_ENDPOINT": dataset.source["endpoint"]}
+
+
+def mounts_env(mounts: list[ResolvedMount]) -> dict[str, str]:
+    """The variables the resolved mounts' datasets set in the pod."""
+    return {name: value for mount in mounts if mount.dataset is not None
+            for name, value in dataset_env(mount.dataset).items()}
+
+
+def dataset_claim_spec(mount: Mapping[str, Any], tenant: Tenant) -> DatasetClaimSpec:
+    """The volume and claim of a dataset mount as the launch spec froze it."""
+    return DatasetClaimSpec(dataset_id=int(mount["dataset"]), namespace=tenant.namespace,
+                            project_id=tenant.keystone_project_id,
+                            size_gib=int(mount["size_gib"]),
+                            volume_source=dict(mount["volume_source"]))
 
 
 def mount_path_clean(path: Any) -> str:
@@ -75,15 +144,17 @@ def _volume_source(value: Any, *, identity: Identity, tenant: Tenant) -> Volume:
     return volume
 
 
-# the keys that name a mount's source (one per mount); _source resolves each
-MOUNT_SOURCES = ("volume",)
+def _dataset_source(value: Any, *, identity: Identity, tenant: Tenant) -> Dataset:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MountRefused("`dataset` is a dataset's id.")
+    dataset = datasets_mountable(identity, tenant).filter(pk=value).first()
+    if dataset is None:
+        raise MountRefused(f"No dataset {value} open to {tenant.name} that you may mount.")
+    return dataset
 
 
-def _source(key: str, value: Any, *, identity: Identity, tenant: Tenant) -> Volume:
-    match key:
-        case "volume":
-            return _volume_source(value, identity=identity, tenant=tenant)
-    raise MountRefused(f"unknown source {key!r}.")
+# the keys that name a mount's source (one per mount); _entry resolves each
+MOUNT_SOURCES = ("volume", "dataset")
 
 
 def mounts_resolve(entries: Any, *, identity: Identity, tenant: Tenant,
@@ -98,40 +169,55 @@ def mounts_resolve(entries: Any, *, identity: Identity, tenant: Tenant,
     errors: list[str] = []
     resolved: list[ResolvedMount] = []
     paths: set[str] = {HOME_MOUNT_PATH} if use_home else set()
-    volumes: set[int] = set()
+    sources: set[tuple[str, int]] = set()
     for index, entry in enumerate(entries):
         try:
             mount = _entry(entry, identity=identity, tenant=tenant)
             if mount.path in paths:
                 raise MountRefused(f"{mount.path} is mounted twice.")
-            if mount.volume.pk in volumes:
-                raise MountRefused(f"volume {mount.volume.pk} is mounted twice.")
+            source = _source_key(mount)
+            if source in sources:
+                raise MountRefused(f"{source[0]} {source[1]} is mounted twice.")
         except MountRefused as exc:
             errors.append(f"mount {index + 1}: {exc}")
             continue
         paths.add(mount.path)
-        volumes.add(mount.volume.pk)
+        sources.add(source)
         resolved.append(mount)
     if errors:
         raise MountsInvalid(errors)
     return resolved
 
 
+def _source_key(mount: ResolvedMount) -> tuple[str, int]:
+    if mount.volume is not None:
+        return "volume", mount.volume.pk
+    assert mount.dataset is not None
+    return "dataset", mount.dataset.pk
+
+
 def _entry(entry: Any, *, identity: Identity, tenant: Tenant) -> ResolvedMount:
     if not isinstance(entry, Mapping):
-        raise MountRefused("Each mount is an object: {volume, path, read_only?}.")
+        raise MountRefused("Each mount is an object: {volume or dataset, path, read_only?}.")
     sources = [key for key in MOUNT_SOURCES if key in entry]
     unknown = set(entry) - set(MOUNT_SOURCES) - {"path", "read_only"}
     if unknown:
         raise MountRefused(f"unknown key(s): {', '.join(sorted(map(str, unknown)))[:100]}.")
     if len(sources) != 1:
         raise MountRefused(f"Name one source: {' or '.join(MOUNT_SOURCES)}.")
-    read_only = entry.get("read_only", False)
-    if not isinstance(read_only, bool):
+    read_only = entry.get("read_only")
+    if read_only is not None and not isinstance(read_only, bool):
         raise MountRefused("read_only is true or false.")
+    if sources[0] == "dataset":
+        if read_only is False:
+            raise MountRefused("A dataset is always mounted read-only.")
+        # the source first: its default path is its name's
+        dataset = _dataset_source(entry["dataset"], identity=identity, tenant=tenant)
+        path = mount_path_clean(entry.get("path") or dataset.default_path)
+        return ResolvedMount(dataset=dataset, path=path, read_only=True)
     path = mount_path_clean(entry.get("path"))
-    volume = _source(sources[0], entry[sources[0]], identity=identity, tenant=tenant)
-    return ResolvedMount(volume=volume, path=path, read_only=read_only)
+    volume = _volume_source(entry["volume"], identity=identity, tenant=tenant)
+    return ResolvedMount(volume=volume, path=path, read_only=bool(read_only))
 
 
 class MountsInvalid(Exception):

@@ -28,7 +28,7 @@ from credentials.manifests import SecretUse
 from kube.client import Conflict, Kube, KubeRefused
 from kube.kueue import queueing_on
 from kube.labels import HOME_CLAIM_NAME, LABEL_WORKLOAD_ID
-from storage.manifests import make_volume_claim
+from storage.manifests import make_dataset_claim, make_dataset_volume, make_volume_claim
 from storage.services import claim_spec
 from tenants.kueue import queue_labels
 
@@ -36,6 +36,7 @@ from .access import workload_access, workload_proxy
 from .launch_spec import launch_spec_of
 from .manifests import PodMount, WorkloadSpec, workload_objects
 from .models import Workload
+from .mounts import dataset_claim_spec
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,10 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         image=spec["image"],
         command=tuple(spec["command"]),
         args=tuple(spec["args"]),
-        env=tuple((name, value) for name, value in spec["env"]),
+        # an S3 dataset's variables after the launch's own (validation keeps them apart)
+        env=tuple((name, value) for name, value in spec["env"]) + tuple(
+            (name, value) for mount in spec.get("mounts") or () for name, value in
+            mount.get("env") or ()),
         secret_env=secret_env,
         secret_data=tuple(sorted({**proxy_secrets, **ssh_secrets}.items())),
         port=spec["port"],
@@ -136,23 +140,30 @@ def _owned_by(obj: dict[str, Any], workload: Workload) -> bool:
     return labels.get(LABEL_WORKLOAD_ID) == str(workload.pk)
 
 
-def mounted_claims(workload: Workload) -> list[dict[str, Any]]:
+def mounted_claims(workload: Workload) -> list[list[dict[str, Any]]]:
     """The claims of the volumes the workload mounts (the home volume's too), as their
-    volumes make them: a launch creates any not there yet before its pods (409 = there), so
-    its pods never wait for a volume's own task. A volume deleted since has none."""
-    return [make_volume_claim(claim_spec(mount.volume))
-            for mount in workload.mounts.select_related("volume__tenant", "volume__owner")
-            if mount.volume is not None and mount.volume.deleted_at is None]
+    volumes make them, and each dataset's volume and claim in its project, as the launch spec
+    froze them: a launch creates any not there yet before its pods (409 = there), so its pods
+    never wait for a volume's own task. A volume deleted since has none."""
+    claims = [[make_volume_claim(claim_spec(mount.volume))]
+              for mount in workload.mounts.select_related("volume__tenant", "volume__owner")
+              if mount.volume is not None and mount.volume.deleted_at is None]
+    datasets = [dataset_claim_spec(mount, workload.tenant)
+                for mount in launch_spec_of(workload).get("mounts") or () if "dataset" in mount]
+    return claims + [[make_dataset_volume(spec), make_dataset_claim(spec)] for spec in datasets]
 
 
-def _claim_ensure(claim: dict[str, Any], kube: Kube) -> str | None:
-    """Create a volume's claim; None when it is there already (it outlives every workload:
-    the portal never deletes it with one)."""
-    try:
-        kube.create(claim)
-    except Conflict:
-        return None
-    return f"PersistentVolumeClaim {claim['metadata']['name']}"
+def _claim_ensure(objects: list[dict[str, Any]], kube: Kube) -> str | None:
+    """Create a volume's claim (a dataset's volume, then its claim); None when they are there
+    already (they outlive every workload: the portal never deletes them with one)."""
+    made = []
+    for obj in objects:
+        try:
+            kube.create(obj)
+        except Conflict:
+            continue
+        made.append(f"{obj['kind']} {obj['metadata']['name']}")
+    return ", ".join(made) or None
 
 
 def workload_objects_create(workload: Workload, kube: Kube | None = None, *,

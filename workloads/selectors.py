@@ -17,7 +17,7 @@ from identity.client import Project
 from identity.identity import Identity
 from identity.scoping import Action
 from kube.client import KubeError
-from storage.models import Volume
+from storage.models import Dataset, Volume
 from tenants.figures import USE_ADMISSION, QuotaFigures, QuotaUse
 from tenants.models import Quota, Tenant
 from tenants.selectors import quota_figures
@@ -245,3 +245,14 @@ def volume_users(*, volume: Volume) -> list[str]:
             .exclude(workload__state__in=Workload.FINAL_STATES)
             .values_list("workload_id", "workload__name").distinct())
     return [f"#{pk} {name}" for pk, name in rows]
+
+
+def dataset_users(*, dataset: Dataset, tenants: list[Tenant] | None) -> list[str]:
+    """The workloads not yet finished that mount `dataset` (in `tenants`; None: in any), by
+    name and id (storage's DATASET_USERS: the dataset is not deleted or closed to them)."""
+    rows = WorkloadMount.objects.filter(dataset=dataset).exclude(
+        workload__state__in=Workload.FINAL_STATES)
+    if tenants is not None:
+        rows = rows.filter(workload__tenant__in=tenants)
+    return [f"#{pk} {name} ({project})" for pk, name, project in rows.values_list(
+        "workload_id", "workload__name", "workload__tenant__name").distinct()]

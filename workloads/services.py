@@ -15,6 +15,7 @@ import secrets
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from audit.services import audit_record
@@ -24,7 +25,7 @@ from identity.models import User
 from kube.client import KubeError
 from kube.kueue import queueing_on
 from kube.labels import MAX_GROUP_OBJECT_NAME, workload_object_name
-from storage.models import Volume
+from storage.models import Dataset, Volume
 from storage.services import StorageQuotaExceeded, volume_home_ensure
 from tenants.figures import QuotaFigures
 from tenants.models import Quota, Tenant
@@ -76,7 +77,8 @@ def _address_check(request: dict[str, Any]) -> None:
 
 
 class MountGone(AdmissionRefused):
-    """A volume the launch mounts was deleted (or failed) between validation and admission."""
+    """A volume the launch mounts was deleted (or failed), or a dataset withdrawn or closed to
+    the project, between validation and admission."""
 
     code = "volume_gone"
 
@@ -183,11 +185,22 @@ def _mounts_admit(tenant: Tenant, user: User, request: dict[str, Any]) -> list[R
     request was validated is refused: deletion takes the same lock), and the home volume
     where it asks for it (made now, within the storage quota, the first time)."""
     mounts: list[ResolvedMount] = list(request.get("mounts") or [])
-    live = set(Volume.objects.filter(pk__in=[m.volume.pk for m in mounts], deleted_at__isnull=True)
+    volumes = [m.volume for m in mounts if m.volume is not None]
+    live = set(Volume.objects.filter(pk__in=[v.pk for v in volumes], deleted_at__isnull=True)
                .exclude(state=Volume.State.FAILED).values_list("pk", flat=True))
-    gone = [m.volume.name for m in mounts if m.volume.pk not in live]
+    gone = [v.name for v in volumes if v.pk not in live]
     if gone:
         raise MountGone(f"The volume(s) {', '.join(gone)} were deleted or failed meanwhile.")
+    # a dataset's row locked as its deletion and closing lock it: neither runs past this launch
+    datasets = [m.dataset for m in mounts if m.dataset is not None]
+    ids = [d.pk for d in datasets]
+    list(Dataset.objects.select_for_update().filter(pk__in=ids).values_list("pk"))
+    still = set(Dataset.objects.filter(Q(open_to_all=True) | Q(tenants=tenant), pk__in=ids)
+                .values_list("pk", flat=True))
+    closed = [d.name for d in datasets if d.pk not in still]
+    if closed:
+        raise MountGone(f"The dataset(s) {', '.join(closed)} were withdrawn or closed to "
+                        f"{tenant.name} meanwhile.")
     if request.get("use_home"):
         try:
             home = volume_home_ensure(tenant=tenant, user=user)
@@ -261,11 +274,12 @@ def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
             workload.launch_spec = launch_spec_from_rows(
                 workload, avoid_nodes=request.get("avoid_nodes") or (),
                 secrets=request.get("secrets") or (),
-                mounts=[mount.as_spec() for mount in mounts if mount.path != HOME_MOUNT_PATH])
+                mounts=[mount.as_spec(tenant) for mount in mounts
+                        if mount.path != HOME_MOUNT_PATH])
             workload.save(update_fields=["object_name", "launch_spec"])
             WorkloadMount.objects.bulk_create(
-                WorkloadMount(workload=workload, volume=mount.volume,
-                              volume_name=mount.volume.name, claim_name=mount.volume.claim_name,
+                WorkloadMount(workload=workload, volume=mount.volume, dataset=mount.dataset,
+                              volume_name=mount.name, claim_name=mount.claim_name,
                               path=mount.path, read_only=mount.read_only) for mount in mounts)
             if workload.kind == Template.Kind.SERVICE or workload.ssh:
                 # its OAuth client: the authenticating proxy in front of it logs users in (a
@@ -365,7 +379,8 @@ def workload_requeue(*, workload: Workload, reason: str,
         copy.save(update_fields=["object_name", "launch_spec"])
         # its volumes stay mounted: the stopped run's mounts go with the copy
         WorkloadMount.objects.bulk_create(
-            WorkloadMount(workload=copy, volume_id=m.volume_id, volume_name=m.volume_name,
+            WorkloadMount(workload=copy, volume_id=m.volume_id, dataset_id=m.dataset_id,
+                          volume_name=m.volume_name,
                           claim_name=m.claim_name, path=m.path, read_only=m.read_only)
             for m in current.mounts.all())
         if copy.ssh:

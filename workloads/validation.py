@@ -37,7 +37,7 @@ from tenants.selectors import tenant_admits_root, tenant_pod_security
 
 from .advice import never_fits
 from .manifests import HOME_MOUNT_PATH, JOBSET, MPI_SSH_PATH, TORCHRUN_ENV
-from .mounts import MountsInvalid, mounts_resolve
+from .mounts import MountsInvalid, mounts_env, mounts_resolve
 from .naming import display_name_clean
 
 if TYPE_CHECKING:
@@ -206,7 +206,7 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
                                         fixed_command=not template.takes_program)
     if env_refused:
         errors["env"] = env_refused
-    _mounts(data, errors, tenant, identity)
+    _mounts(data, errors, template, tenant, identity)
     _secrets(data, errors, template, tenant, identity)
     _launch_size(data, errors)
     data.setdefault("cpu", template.default_cpu)
@@ -219,9 +219,10 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
     return data
 
 
-def _mounts(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant | None,
-            identity: Identity | None) -> None:
-    """The volumes it mounts, resolved for the caller in the tenant (mounts.py)."""
+def _mounts(data: dict[str, Any], errors: dict[str, list[str]], template: Template,
+            tenant: Tenant | None, identity: Identity | None) -> None:
+    """The volumes and datasets it mounts, resolved for the caller in the tenant (mounts.py);
+    an S3 dataset's variables set by nothing else."""
     entries = data.get("mounts") or []
     if not entries:
         data["mounts"] = []
@@ -234,6 +235,12 @@ def _mounts(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant |
                                         use_home=bool(data.get("use_home")))
     except MountsInvalid as exc:
         errors["mounts"] = exc.errors
+        return
+    taken = {*(template.env or {}), *(data.get("env") or {}), template.token_env}
+    clash = sorted(taken & set(mounts_env(data["mounts"])))
+    if clash:
+        errors["mounts"] = [f"{', '.join(clash)}: set by the launch or its template, and by "
+                            "the S3 dataset it mounts."]
 
 
 def _nodes(data: dict[str, Any], errors: dict[str, list[str]], template: Template) -> None:
@@ -294,7 +301,8 @@ def _secrets(data: dict[str, Any], errors: dict[str, list[str]], template: Templ
     data["secrets"] = []
     if not refs:
         return
-    taken = {*(template.env or {}), *(data.get("env") or {})}
+    taken = {*(template.env or {}), *(data.get("env") or {}),
+             *mounts_env(data.get("mounts") or [])}
     if template.token_env:
         taken.add(template.token_env)
     if template.engine == JOBSET:

@@ -36,6 +36,7 @@ from identity.scoping import Action, TenantScopedQuerySet
 from kube.client import KubeError
 from kube.engines import engine_refusal
 from kube.kueue import queueing_shown
+from storage.selectors import datasets_mountable
 from tenants.middleware import ProjectRequest, TenantRequest
 from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root
@@ -240,6 +241,8 @@ def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Templ
         "addresses": service_addresses(),
         "usable_secrets": secrets_usable(request.identity, tenant),
         "chosen_secrets": request.POST.getlist("secrets") if request.method == "POST" else [],
+        "usable_datasets": datasets_mountable(request.identity, tenant),
+        "chosen_datasets": request.POST.getlist("datasets") if request.method == "POST" else [],
     }, status=status)
 
 

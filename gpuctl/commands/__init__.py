@@ -11,6 +11,7 @@ from . import (
     budget,
     calendar,
     catalogue,
+    dataset,
     files,
     identity,
     logs,
@@ -26,6 +27,6 @@ from . import (
     workload,
 )
 
-NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, files, secret, volume, quota, usage,
+NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, files, secret, volume, dataset, quota, usage,
                                  budget, notification, webhook, reservation, maintenance,
                                  calendar)

@@ -12,6 +12,7 @@ from ..client import PortalClient
 from ..errors import EXIT_OK, WaitFailed
 from ..output import Column, Render, age, emit, line, print_record, print_table, record, table
 from ..parser import Commands, Parser, key_value, wait_options
+from .dataset import find_dataset
 from .secret import launch_secrets
 from .volume import find_volume
 
@@ -26,7 +27,8 @@ examples:
       --port 8080 --command 'python -m http.server 8080' --wait
   gpuctl launch --template pytorch-ddp --gpu-type a100 --gpus 4 --nodes 2 -- python train.py
   gpuctl launch --template jupyter --gpu-type a100 --gpus 4 --check   # the portal's notes
-  gpuctl launch --template jupyter --gpu-type a100 --mount datasets:/data:ro --mount 12:/work"""
+  gpuctl launch --template jupyter --gpu-type a100 --mount datasets:/data:ro --mount 12:/work
+  gpuctl launch --template jupyter --gpu-type a100 --dataset imagenet"""
 
 
 def register(commands: Commands) -> None:
@@ -103,6 +105,10 @@ def _launch_options(p: Parser) -> None:
     p.add_argument("--mount", action="append", type=mount_spec, metavar="VOLUME:/PATH[:ro]",
                    help="mount a volume (its id or name) at an absolute path, read-only with "
                         ":ro (repeatable)")
+    p.add_argument("--dataset", action="append", type=dataset_spec, metavar="NAME[:/PATH]",
+                   help="mount a dataset open to your project (its name or id), always "
+                        "read-only, at PATH (default /datasets/NAME; repeatable; gpuctl "
+                        "datasets ls)")
     p.add_argument("--secret", action="append", metavar="NAME[:PATH]",
                    help="a secret it reads, yours or the project's, by name or id "
                         "(repeatable): env → its variables, file → its files at PATH "
@@ -152,6 +158,9 @@ def launch_body(args: argparse.Namespace) -> dict[str, Any]:
     if args.mount:
         body["mounts"] = [{"volume": volume, "path": path, "read_only": read_only}
                           for volume, path, read_only in args.mount]
+    if args.dataset:  # always read-only: the portal refuses anything else
+        body.setdefault("mounts", []).extend(
+            {"dataset": name, **({"path": path} if path else {})} for name, path in args.dataset)
     if args.ssh is not None:
         body["ssh"] = args.ssh
     return body
@@ -167,11 +176,22 @@ def mount_spec(text: str) -> tuple[str, str, bool]:
     return volume, path, read_only
 
 
+def dataset_spec(text: str) -> tuple[str, str | None]:
+    """`NAME[:/path]` → (dataset, path or None: its default)."""
+    name, sep, path = text.partition(":")
+    if not name or (sep and not path.startswith("/")):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME or NAME:/PATH")
+    return name, path or None
+
+
 def with_volume_ids(api: PortalClient, body: dict[str, Any]) -> dict[str, Any]:
-    """The launch with each mount's volume named by its id (a name is looked up)."""
+    """The launch with each mount's volume or dataset named by its id (a name is looked up)."""
     for mount in body.get("mounts") or []:
-        name = mount["volume"]
-        mount["volume"] = int(name) if name.isdigit() else find_volume(api, name)["id"]
+        if "volume" in mount:
+            name = mount["volume"]
+            mount["volume"] = int(name) if name.isdigit() else find_volume(api, name)["id"]
+        else:
+            mount["dataset"] = find_dataset(api, mount["dataset"])["id"]
     return body
 
 
@@ -306,7 +326,8 @@ RANK_COLUMNS: list[Column] = [
 
 
 MOUNT_COLUMNS: list[Column] = [
-    ("volume", lambda m: f"{m['name']} ({m['volume']})" if m.get("volume") else m["name"]),
+    ("volume", lambda m: f"{m['name']} ({m['volume']})" if m.get("volume")
+     else f"dataset {m['name']} ({m['dataset']})" if m.get("dataset") else m["name"]),
     ("path", "path"), ("mode", lambda m: "read-only" if m.get("read_only") else "read-write")]
 
 

@@ -13,8 +13,15 @@ server's PersistentVolumeClaimResize admission. No more (no attach, no mount, no
 - Expansion: a bound claim that asks for more than it holds grows (PV capacity, then the
   claim's status) when its class has `allowVolumeExpansion: true`; the admission refuses the
   larger request otherwise (403, the real plugin's words).
-- Reclaim: deleting the claim deletes its PV (policy Delete, as provisioned volumes have).
-- A claim bound already (volumeName set, by a test or a static PV) is left alone.
+- Static binding: a claim that names its volume (`volumeName`) is bound to it when that
+  PersistentVolume exists, is not another claim's (its claimRef, if any, names this claim) and
+  holds at least what the claim asks, as the PV controller binds a pre-bound pair (the
+  portal's datasets): the PV's claimRef completed with the claim's uid and its phase Bound, the
+  claim's `pv.kubernetes.io/bind-completed` and status Bound with the volume's capacity and
+  access modes. A volume made after its claim binds it then. Until then the claim stays
+  Pending. Nothing else of the PV controller (no matching of claims to unnamed volumes).
+- Reclaim: deleting the claim deletes its PV (policy Delete, as provisioned volumes have); a
+  volume kept (Retain) is Released, as the PV controller leaves it.
 """
 
 from __future__ import annotations
@@ -99,6 +106,14 @@ class VolumeProvisioner:
             return
         self.queue.add(f"{meta['namespace']}/{meta['name']}")
 
+    def on_volume(self, event: str, pv: Obj) -> None:
+        """A volume made (or changed): the claim its claimRef names tries to bind again."""
+        if event == "DELETED":
+            return
+        ref = (pv.get("spec") or {}).get("claimRef") or {}
+        if ref.get("namespace") and ref.get("name"):
+            self.queue.add(f"{ref['namespace']}/{ref['name']}")
+
     def on_storage_class(self, event: str, sc: Obj) -> None:
         """A class made (or changed): the claims still waiting try again."""
         if event == "DELETED":
@@ -133,7 +148,8 @@ class VolumeProvisioner:
             self._expand(claim)
             return
         if spec.get("volumeName"):
-            return  # bound by hand to a static volume: not the provisioner's
+            self._bind_named(claim, str(spec["volumeName"]))
+            return
         class_name = self._class_name(claim)
         if class_name is None:
             return
@@ -184,6 +200,49 @@ class VolumeProvisioner:
         self.cluster.record_event(bound, "Normal", "ProvisioningSucceeded",
                                   f"Successfully provisioned volume {volume_name}", COMPONENT)
 
+    def _bind_named(self, claim: Obj, volume_name: str) -> None:
+        """The PV controller's binding of a claim to the volume it names (the module's
+        docstring)."""
+        meta = claim["metadata"]
+        pv = self.cluster.peek(VOLUME, None, volume_name)
+        if pv is None or pv["metadata"].get("deletionTimestamp"):
+            return
+        pv_spec = pv.get("spec") or {}
+        ref = pv_spec.get("claimRef") or {}
+        if ref and (ref.get("namespace") != meta["namespace"] or ref.get("name") != meta["name"]
+                    or ref.get("uid", meta["uid"]) != meta["uid"]):
+            return  # another claim's
+        capacity = str((pv_spec.get("capacity") or {}).get("storage") or "0")
+        try:
+            if parse_quantity(capacity) < parse_quantity(_requested(claim)):
+                return
+        except ValueError:
+            return
+        if ref.get("uid") != meta["uid"] or (pv.get("status") or {}).get("phase") != "Bound":
+            bound_pv = clone(pv)
+            bound_pv["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                                            "namespace": meta["namespace"],
+                                            "name": meta["name"], "uid": meta["uid"]}
+            try:
+                bound_pv = self.cluster.store.update(VOLUME, bound_pv, check_rv=False)
+            except ApiError as exc:
+                if exc.code == 404:
+                    return
+                raise
+            self.cluster.write_status(VOLUME, bound_pv, {"phase": "Bound"})
+        bound = clone(claim)
+        bound.setdefault("metadata", {}).setdefault("annotations", {})[
+            "pv.kubernetes.io/bind-completed"] = "yes"
+        try:
+            bound = self.cluster.store.update(CLAIM, bound, check_rv=False)
+        except ApiError as exc:
+            if exc.code == 404:
+                return
+            raise
+        self.cluster.write_status(CLAIM, bound, {
+            "phase": "Bound", "accessModes": list(pv_spec.get("accessModes") or []),
+            "capacity": {"storage": capacity}})
+
     def _expand(self, claim: Obj) -> None:
         status = claim.get("status") or {}
         held = str((status.get("capacity") or {}).get("storage") or "0")
@@ -207,7 +266,11 @@ class VolumeProvisioner:
     def _reclaim(self, claim: Obj) -> None:
         volume_name = (claim.get("spec") or {}).get("volumeName") or ""
         pv = self.cluster.peek(VOLUME, None, volume_name) if volume_name else None
-        if pv is None or (pv.get("spec") or {}).get("persistentVolumeReclaimPolicy") != "Delete":
+        if pv is None:
+            return
+        if (pv.get("spec") or {}).get("persistentVolumeReclaimPolicy") != "Delete":
+            if (pv.get("status") or {}).get("phase") == "Bound":
+                self.cluster.write_status(VOLUME, pv, {"phase": "Released"})
             return
         try:
             self.cluster.store.delete(VOLUME, None, volume_name)

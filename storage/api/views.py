@@ -1,5 +1,6 @@
-"""The volumes' API: GET|POST /api/v1/volumes/, GET|PATCH|DELETE /api/v1/volumes/{id}/, and
-GET /api/v1/storage-classes/ (the classes offered)."""
+"""The volumes' API: GET|POST /api/v1/volumes/, GET|PATCH|DELETE /api/v1/volumes/{id}/,
+GET /api/v1/storage-classes/ (the classes offered), and the datasets': GET|POST
+/api/v1/datasets/, GET|PATCH|DELETE /api/v1/datasets/{id}/ (admins write)."""
 
 from __future__ import annotations
 
@@ -14,20 +15,30 @@ from rest_framework.response import Response
 from api.errors import Category
 from api.viewsets import TenantScopedViewSet
 from identity.scoping import Action
+from kube.client import KubeError
 from tenants.authentication import TenantAPIRequest
 from tenants.models import Tenant
 
 from ..filtersets import VolumeFilterSet
-from ..models import StorageClass, Volume
+from ..models import Dataset, StorageClass, Volume
 from ..services import (
+    DatasetInUse,
     StorageQuotaExceeded,
     VolumeInUse,
     VolumeInvalid,
+    dataset_create,
+    dataset_delete,
+    dataset_update,
     volume_create,
     volume_delete,
     volume_grow,
 )
+from ..validation import DatasetInvalid
 from .serializers import (
+    DatasetAdminSerializer,
+    DatasetCreateSerializer,
+    DatasetSerializer,
+    DatasetUpdateSerializer,
     StorageClassSerializer,
     VolumeCreateSerializer,
     VolumeGrowSerializer,
@@ -121,3 +132,92 @@ class StorageClassViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Storage
     serializer_class = StorageClassSerializer
     pagination_class = None
     queryset = StorageClass.objects.offered()
+
+
+class DatasetBusy(exceptions.APIException):
+    """409 dataset_in_use: live workloads mount it (where it would be closed)."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = DatasetInUse.code
+    category = Category.CONFLICT
+
+
+class DatasetClusterUnavailable(exceptions.APIException):
+    """503: the named PersistentVolume could not be looked up; nothing was recorded."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "cluster_unavailable"
+    default_detail = ("The cluster did not answer, so the PersistentVolume could not be "
+                      "checked; nothing was recorded. Try again later.")
+
+
+def _projects(ids: list[int] | None) -> list[Tenant]:
+    if not ids:
+        return []
+    tenants = list(Tenant.objects.filter(pk__in=ids))
+    missing = sorted(set(ids) - {tenant.pk for tenant in tenants})
+    if missing:
+        raise exceptions.ValidationError({"projects": [
+            f"No project {', '.join(map(str, missing[:5]))}."]})
+    return tenants
+
+
+class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                     TenantScopedViewSet[Dataset]):
+    """Read-only datasets: those open to the caller's project (admins: every one); one not
+    open to it is a 404. Admins publish, change and withdraw them."""
+
+    queryset = Dataset.objects.prefetch_related("tenants")
+    change_actions = frozenset({"partial_update", "destroy"})
+    refusal = "Only admins change datasets."
+    lookup_value_regex = r"\d+"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    request: TenantAPIRequest
+
+    def get_serializer_class(self) -> type[DatasetSerializer]:
+        identity = getattr(self.request, "identity", None)
+        return DatasetAdminSerializer if identity is not None and identity.is_admin \
+            else DatasetSerializer
+
+    @extend_schema(request=DatasetCreateSerializer, responses={201: DatasetAdminSerializer})
+    def create(self, request: TenantAPIRequest) -> Response:
+        if not request.identity.is_admin:
+            raise exceptions.PermissionDenied("Only admins publish datasets.")
+        body = DatasetCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        tenants = _projects(data.pop("projects", None))
+        try:
+            dataset = dataset_create(
+                user=request.user, name=data.pop("name"), description=data.pop(
+                    "description", ""), size_gib=data.pop("size_gib"), kind=data.pop("kind"),
+                open_to_all=data.pop("open_to_all"), tenants=tenants, source=data)
+        except DatasetInvalid as exc:
+            raise exceptions.ValidationError(exc.errors) from exc
+        except KubeError as exc:
+            raise DatasetClusterUnavailable() from exc
+        return Response(DatasetAdminSerializer(dataset).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=DatasetUpdateSerializer, responses=DatasetAdminSerializer)
+    def partial_update(self, request: TenantAPIRequest, pk: str | None = None) -> Response:
+        dataset = self.get_object()
+        body = DatasetUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        changes = dict(body.validated_data)
+        if "projects" in changes:
+            changes["tenants"] = _projects(changes.pop("projects"))
+        try:
+            dataset = dataset_update(dataset=dataset, user=request.user, changes=changes)
+        except DatasetInvalid as exc:
+            raise exceptions.ValidationError(exc.errors) from exc
+        except DatasetInUse as exc:
+            raise DatasetBusy(str(exc)) from exc
+        return Response(DatasetAdminSerializer(dataset).data)
+
+    @extend_schema(request=None, responses={204: None})
+    def destroy(self, request: TenantAPIRequest, pk: str | None = None) -> Response:
+        try:
+            dataset_delete(dataset=self.get_object(), user=request.user)
+        except DatasetInUse as exc:
+            raise DatasetBusy(str(exc)) from exc
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -40,7 +40,7 @@ from catalogue.models import GpuType
 from credentials.models import Secret
 from credentials.services import secret_create
 from notifications.models import Channel, Delivery, Kind, Notification, Webhook
-from storage.models import StorageClass, Volume
+from storage.models import Dataset, StorageClass, Volume
 from tenants.models import Quota, Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
@@ -85,6 +85,7 @@ class Endpoint:
                else world.reservations[tenant] if self.target == "reservation"
                else world.secrets[tenant] if self.target == "secret"
                else world.volumes[tenant] if self.target == "volume"
+               else world.datasets[tenant] if self.target == "dataset"
                else world.tenants[tenant])
         if self.query_param:
             return f"{self.path}?{self.query_param}={obj.pk}"
@@ -105,6 +106,8 @@ LAUNCH = {"name": "probe", "template": "jupyter", "gpu_type": "a100", "gpu_count
 PROJECT_SECRET = {"name": "probe", "kind": "env", "scope": "project",
                   "data": {"PROBE": "value"}}
 QUOTA_PATCH = {"max_workloads": 7}
+NEW_DATASET = {"name": "probe-new", "kind": "nfs", "size_gib": 1, "server": "nfs.example.org",
+               "path": "/probe"}
 SSH_PUBLIC_KEY = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
     serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
 
@@ -205,6 +208,15 @@ ENDPOINTS = [
     Endpoint("DELETE", "/api/v1/volumes/{id}/", target="volume", writes=True,
              manager_only=True, ok=204),
     Endpoint("GET", "/api/v1/storage-classes/"),
+    # datasets: each probe is open to its own project only; admins write
+    Endpoint("GET", "/api/v1/datasets/", lists="dataset"),
+    Endpoint("POST", "/api/v1/datasets/", writes=True, admin_only=True, body=NEW_DATASET,
+             ok=201),
+    Endpoint("GET", "/api/v1/datasets/{id}/", target="dataset"),
+    Endpoint("PATCH", "/api/v1/datasets/{id}/", target="dataset", writes=True,
+             admin_only=True, body={"description": "probe"}),
+    Endpoint("DELETE", "/api/v1/datasets/{id}/", target="dataset", writes=True,
+             admin_only=True, ok=204),
     # a volume's files: whoever sees the volume reads them, whoever may mount it changes them;
     # the probe volumes are still pending, so an allowed caller reaches the volume and is told
     # that its storage is not there yet (409 volume_not_bound), before any file server
@@ -279,6 +291,8 @@ class World:
     secrets: dict[str, Secret] = dataclasses.field(default_factory=dict)  # a project's each
     window: MaintenanceWindow | None = None
     volumes: dict[str, Volume] = dataclasses.field(default_factory=dict)  # a project volume each
+    # a dataset open to each project alone
+    datasets: dict[str, Dataset] = dataclasses.field(default_factory=dict)
 
     def call(self, who: str, endpoint: Endpoint, url: str | None = None, *,
              body: dict[str, Any] | None = None, query: dict[str, str] | None = None):
@@ -347,6 +361,11 @@ def make_world(tokens: dict[str, str], gpu_types: dict[str, GpuType]) -> World:
             tenant=world.tenants[key], owner=get_user_model().objects.get(name=creator),
             scope=Volume.Scope.PROJECT, name="probe", size_gib=1, storage_class="standard",
             claim_name=f"vol-probe-{key}")
+    for key in ("vision", "nlp"):
+        world.datasets[key] = dataset = Dataset.objects.create(
+            name=f"probe-{key}", kind=Dataset.Kind.NFS, size_gib=1,
+            source={"server": "nfs.example.org", "path": f"/{key}"})
+        dataset.tenants.set([world.tenants[key]])
     world.window = MaintenanceWindow.objects.create(
         nodes=["gpu-t4-1"], start=SOON, end=SOON + dt.timedelta(hours=1), reason="probe",
         affected={"gpu-t4-1": {"gpu_type": "t4", "gpus": 4}})
@@ -390,6 +409,8 @@ def snapshot(world: World) -> tuple:
         sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at", "state")),
         sorted(Secret.objects.values_list("pk", "name", "keys", "updated_at")),
         sorted(Volume.objects.values_list("pk", "size_gib", "deleted_at")),
+        sorted(Dataset.objects.values_list("pk", "name", "description", "open_to_all")),
+        sorted(Dataset.tenants.through.objects.values_list("dataset_id", "tenant_id")),
     )
 
 
@@ -439,6 +460,7 @@ PROBES = {
     "secret": [{}, {"page_size": "500"}],
     "volume": [{}, {"scope": "project"}, {"state": "pending"}, {"name": "probe"},
                {"page_size": "500"}],
+    "dataset": [{}, {"page_size": "500"}, {"name": "probe-vision"}],
 }
 LIST_CASES = [(e, query) for e in LISTS for query in PROBES[e.lists or ""]]
 
@@ -455,7 +477,8 @@ def test_lists_show_only_the_callers_tenant(world, endpoint, query, who):
     hidden = {"workload": world.workloads, "tenant": world.tenants,
               "reservation": world.reservations,
               "secret": world.secrets,
-              "volume": world.volumes}[endpoint.lists or ""]["vision"]
+              "volume": world.volumes,
+              "dataset": world.datasets}[endpoint.lists or ""]["vision"]
     assert hidden.pk not in listed
     if endpoint.lists == "workload":
         assert all(row["tenant"] == "nlp-lab" for row in body["results"])

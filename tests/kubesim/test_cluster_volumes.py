@@ -1,7 +1,8 @@
 """Volumes over HTTP: kubesim binds a claim as a dynamic provisioner would (a PV of its size,
 bound both ways, Bound with its capacity), grows it where its class allows and refuses the
 larger request elsewhere with the real 403, tells a missing class with ProvisioningFailed,
-reclaims the PV with the claim, and counts claims in ResourceQuota."""
+reclaims the PV with the claim, and counts claims in ResourceQuota; a claim that names its
+volume (a dataset's pair) is bound as the PV controller binds a pre-bound pair."""
 
 from __future__ import annotations
 
@@ -107,3 +108,67 @@ def test_claims_count_against_the_namespaces_storage_quota(core, kube_namespace)
     assert status_body(err.value)["message"] == (
         'persistentvolumeclaims "two" is forbidden: exceeded quota: storage, requested: '
         "requests.storage=10Gi, used: requests.storage=10Gi, limited: requests.storage=15Gi")
+
+
+def static_volume(name: str, size: str, claim_ref: dict | None) -> dict:
+    spec: dict = {"capacity": {"storage": size}, "accessModes": ["ReadOnlyMany"],
+                  "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                  "nfs": {"server": "nfs.example.org", "path": "/exports", "readOnly": True}}
+    if claim_ref is not None:
+        spec["claimRef"] = claim_ref
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": spec}
+
+
+def named_claim(name: str, volume: str, size: str = "1Gi") -> dict:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "",
+                     "volumeName": volume, "resources": {"requests": {"storage": size}}}}
+
+
+def test_a_claim_naming_its_volume_is_bound_as_the_pv_controller_binds_a_pre_bound_pair(
+        core, kube_namespace):
+    """A dataset's pair (storage/manifests.py): the volume pre-bound to the claim by its
+    claimRef, made before or after the claim; a volume another claim holds, or one too small,
+    is not taken; deleting the claim leaves a kept volume Released."""
+    ns, tag = kube_namespace, uuid.uuid4().hex[:6]
+    names = [f"ds-{tag}-{suffix}" for suffix in ("early", "late", "other", "small")]
+    try:
+        core.create_persistent_volume(static_volume(names[0], "150Gi", {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": ns,
+            "name": "early"}))
+        core.create_namespaced_persistent_volume_claim(ns, named_claim("early", names[0]))
+        early = bound(core, ns, "early")
+        assert (early.status.capacity, early.status.access_modes) == (
+            {"storage": "150Gi"}, ["ReadOnlyMany"])
+        pv = core.read_persistent_volume(names[0])
+        assert pv.status.phase == "Bound" and pv.spec.claim_ref.uid == early.metadata.uid
+
+        core.create_namespaced_persistent_volume_claim(ns, named_claim("late", names[1]))
+        core.create_persistent_volume(static_volume(names[1], "10Gi", {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": ns,
+            "name": "late"}))
+        bound(core, ns, "late")  # the volume made after its claim binds it then
+
+        core.create_persistent_volume(static_volume(names[2], "10Gi", {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": ns,
+            "name": "someone-else"}))
+        core.create_namespaced_persistent_volume_claim(ns, named_claim("thief", names[2]))
+        core.create_persistent_volume(static_volume(names[3], "1Gi", None))
+        core.create_namespaced_persistent_volume_claim(ns, named_claim("greedy", names[3],
+                                                                       "5Gi"))
+        bound(core, ns, "late")  # the controller has been through the queue since
+        for name in ("thief", "greedy"):
+            assert core.read_namespaced_persistent_volume_claim(name, ns).status.phase \
+                != "Bound", name
+
+        core.delete_namespaced_persistent_volume_claim("early", ns, _preload_content=False)
+        eventually(lambda: core.read_persistent_volume(names[0]).status.phase == "Released",
+                   message="the kept volume was not Released")
+    finally:
+        for name in names:
+            try:
+                core.delete_persistent_volume(name, _preload_content=False)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise

@@ -43,7 +43,7 @@ from identity.identity import Identity
 from identity.roles import is_portal_admin
 from identity.services import user_sync
 from notifications.models import Kind, Notification, Webhook
-from storage.models import StorageClass, Volume
+from storage.models import Dataset, StorageClass, Volume
 from tenants.models import Quota, Tenant
 from tenants.services import quota_update, tenant_ensure
 from usage.models import GpuUsageRollup
@@ -108,6 +108,8 @@ PAGES = [
     Page("storage:grow", MANAGE, method="POST", target="volume", ok=302,
          data={"size_gib": "2"}),
     Page("storage:delete", MANAGE, method="POST", target="volume", ok=302),
+    # datasets: those open to the current project (each probe is open to its own alone)
+    Page("storage:datasets", TENANT_LIST),
     # a volume's files: everyone's in the project who sees the volume (the probe volume is
     # pending: the page says its storage is not there yet)
     Page("files:browser", OBJECT, target="volume"),
@@ -130,6 +132,9 @@ PAGES = [
     Page("usage:admin", ADMIN),
     Page("budgets:admin", ADMIN),
     Page("storage:admin-classes", ADMIN),
+    Page("storage:admin-datasets", ADMIN),
+    Page("storage:admin-dataset", ADMIN, target="dataset"),
+    Page("storage:admin-dataset-delete", ADMIN, method="POST", target="dataset", ok=302),
     Page("budgets:admin-edit", ADMIN, target="tenant"),
     Page("budgets:admin-remove", ADMIN, method="POST", target="tenant", ok=302),
     Page("usage:gpu-dashboard", ADMIN),
@@ -335,6 +340,11 @@ def world(identities, gpu_types, cluster) -> World:
             name=f"{NAMES[key]}-token", keys=["PROBE"], object_name=f"portal-secret-probe-{key}")
         world.personal.setdefault("window", {})[key] = MaintenanceWindow.objects.create(
             start=start, end=start + dt.timedelta(hours=2), reason=f"{key} maintenance")
+        dataset = Dataset.objects.create(name=f"{NAMES[key]}-set", kind=Dataset.Kind.NFS,
+                                         size_gib=1, source={"server": "nfs.example.org",
+                                                             "path": f"/{key}"})
+        dataset.tenants.set([tenant])
+        world.catalogue.setdefault("dataset", dataset)  # vision-lab's: the admin pages'
     return world
 
 
@@ -349,6 +359,7 @@ def snapshot() -> tuple:
         sorted(Reservation.objects.values_list("pk", "cancelled_at")),
         sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at")),
         sorted(Volume.objects.values_list("pk", "size_gib", "deleted_at")),
+        sorted(Dataset.objects.values_list("pk", "name", "description", "open_to_all")),
     )
 
 

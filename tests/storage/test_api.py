@@ -165,9 +165,9 @@ def test_a_mounted_volume_is_not_deleted_while_its_workload_lives(vision, tokens
                     {**LAUNCH, "mounts": [{"volume": volume["id"], "path": "/data/",
                                            "read_only": True}]})
     assert launched.status_code == 201, launched.content
-    assert launched.json()["mounts"] == [{"volume": volume["id"], "name": "data",
-                                          "claim_name": volume["claim_name"], "path": "/data",
-                                          "read_only": True}]
+    assert launched.json()["mounts"] == [{"volume": volume["id"], "dataset": None,
+                                          "name": "data", "claim_name": volume["claim_name"],
+                                          "path": "/data", "read_only": True}]
     workload = Workload.objects.get(pk=launched.json()["id"])
     assert workload.launch_spec["mounts"] == [{"volume": volume["id"], "name": "data",
                                                "claim": volume["claim_name"], "path": "/data",
@@ -191,7 +191,7 @@ def test_a_mounted_volume_is_not_deleted_while_its_workload_lives(vision, tokens
     ({"volume": "OWN", "path": "/"}, "system path"),
     ({"volume": "OWN", "path": "/a/../etc"}, "'..'"),
     ({"volume": "OWN", "path": "/home/portal"}, "the portal mounts"),
-    ({"volume": "OWN", "path": "/data", "dataset": 1}, "unknown key"),
+    ({"volume": "OWN", "path": "/data", "bucket": 1}, "unknown key"),
 ], ids=["no-source", "unknown", "other-project", "other-members", "relative", "system", "root",
         "dotdot", "portal-path", "unknown-key"])
 def test_a_launch_mounts_only_what_its_caller_may_where_it_may(vision, tokens, mount, words):

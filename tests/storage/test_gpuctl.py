@@ -39,7 +39,7 @@ def test_a_researchers_volume_from_make_to_mount_to_delete(portal):  # noqa: F81
                          portal)
     assert code == 0, err
     launched = json.loads(out)
-    assert launched["mounts"] == [{"volume": made["id"], "name": "datasets",
+    assert launched["mounts"] == [{"volume": made["id"], "dataset": None, "name": "datasets",
                                    "claim_name": made["claim_name"], "path": "/data",
                                    "read_only": True}]
     code, out, err = run(["show", str(launched["id"])], portal)

@@ -74,10 +74,15 @@ def test_pods_are_read_only():
 
 def test_volumes_claims_are_the_portals_and_storage_classes_only_read():
     """It makes, grows and deletes the volumes' claims and watches them; it reads the storage
-    classes an admin offers; PersistentVolumes are the provisioner's, never the portal's."""
+    classes an admin offers; of PersistentVolumes it makes and deletes only the datasets'
+    (storage/manifests.py), never changing one in place: a provisioned volume is the
+    provisioner's."""
     rules = cluster_role()["rules"]
     for verb in ("create", "patch", "delete", "list", "watch"):
         assert _allows(rules, "", "persistentvolumeclaims", verb), verb
     assert _allows(rules, "storage.k8s.io", "storageclasses", "get")
     assert not _allows(rules, "storage.k8s.io", "storageclasses", "create")
-    assert not any("persistentvolumes" in r["resources"] for r in rules)
+    for verb in ("get", "list", "create", "delete"):
+        assert _allows(rules, "", "persistentvolumes", verb), verb
+    for verb in ("update", "patch", "deletecollection"):
+        assert not _allows(rules, "", "persistentvolumes", verb), verb

@@ -87,15 +87,20 @@ class WorkloadSecretSerializer(serializers.Serializer[Any]):
 
 
 class MountSerializer(serializers.Serializer[dict[str, Any]]):
-    """One volume the workload mounts: by its id, at an absolute path in every container
-    that runs the program (every rank of a group)."""
+    """One volume or dataset the workload mounts: by its id, at an absolute path in every
+    container that runs the program (every rank of a group)."""
 
     volume = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
                                       help_text="a volume's id (GET volumes/): the source")
-    path = serializers.CharField(max_length=1024, help_text="absolute; not a system path")
+    dataset = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
+                                       help_text="or a dataset's id (GET datasets/), always "
+                                                 "read-only")
+    path = serializers.CharField(max_length=1024, required=False,
+                                 help_text="absolute; not a system path (a dataset's default: "
+                                           "/datasets/<name>)")
     # a field named like Field.read_only: DRF's metaclass takes it out of the class attributes
     read_only = serializers.BooleanField(  # type: ignore[assignment]
-        required=False, default=False)
+        required=False, help_text="a volume's: default false; a dataset's: only true")
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         """The typed fields, and any other key as sent: the mount resolver (workloads/mounts.py)
@@ -106,7 +111,11 @@ class MountSerializer(serializers.Serializer[dict[str, Any]]):
 
 class WorkloadMountSerializer(serializers.Serializer[Any]):
     volume = serializers.IntegerField(source="volume_id", allow_null=True,
-                                      help_text="null once the volume is deleted")
+                                      help_text="null for a dataset, and once the volume is "
+                                                "deleted")
+    dataset = serializers.IntegerField(source="dataset_id", allow_null=True,
+                                       help_text="the dataset's id (null for a volume, and "
+                                                 "once the dataset is withdrawn)")
     name = serializers.CharField(source="volume_name")
     claim_name = serializers.CharField()
     path = serializers.CharField()
@@ -139,7 +148,8 @@ class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
         required=False, default=False,
         help_text="mount the project's volume `home` at /home/portal (made the first time)")
     mounts = MountSerializer(many=True, required=False,
-                             help_text="volumes to mount: [{volume, path, read_only?}]")
+                             help_text="volumes and datasets to mount: [{volume, path, "
+                                       "read_only?} | {dataset, path?}]")
     ssh = serializers.BooleanField(
         required=False, allow_null=True, default=None,
         help_text="run the portal's SSH server beside the program (templates that offer it: "
@@ -230,7 +240,8 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
     gpu_type = serializers.CharField(source="gpu_type.slug")
     memory = serializers.IntegerField(source="memory_gb")
     mounts = WorkloadMountSerializer(many=True, read_only=True,
-                                     help_text="the volumes it mounts (the home volume too)")
+                                     help_text="the volumes it mounts (the home volume too) and the "
+                                               "datasets")
     ranks = RankSerializer(many=True, read_only=True,
                            help_text="a distributed workload's pods, one per rank (and the MPI "
                                      "launcher); empty for one pod")
