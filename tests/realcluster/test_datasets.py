@@ -15,7 +15,7 @@ from django.test import TestCase
 from kubernetes import client as k8s
 
 from kube.client import Kube, KubeRefused
-from storage.manifests import make_dataset_claim, make_dataset_volume
+from storage.manifests import DatasetClaimSpec, make_dataset_claim, make_dataset_volume
 from storage.services import dataset_claims_delete, dataset_create, dataset_delete
 from tenants.provisioning import tenant_reconcile
 from tests.support.manifests import CUSTOM_BATCH
@@ -103,3 +103,24 @@ def test_a_datasets_volume_is_bound_by_the_pv_controller_and_mounted_read_only(c
                message="the dataset's claim was not deleted")
     eventually(lambda: admin.get("PersistentVolume", spec.volume_name) is None, timeout=90,
                message="the dataset's volume was not deleted")
+
+
+@pytest.mark.parametrize("change, refusal", [
+    (lambda pv: pv["metadata"]["labels"].pop("gpu-portal.io/dataset-id"), "for datasets only"),
+    (lambda pv: pv["spec"].update(nfs=None, hostPath={"path": "/"}), "never a node's own"),
+    (lambda pv: pv["spec"]["nfs"].update(readOnly=False), "is read-only"),
+    (lambda pv: pv["spec"].update(accessModes=["ReadWriteMany"]), "is read-only"),
+])
+def test_the_portal_makes_no_volume_but_a_read_only_datasets(cluster, tenant, change, refusal):
+    """The admission policy behind the portal's right to make PersistentVolumes: whoever held
+    its ServiceAccount could otherwise give a tenant's claim a node's root filesystem."""
+    spec = DatasetClaimSpec(dataset_id=900010, namespace=tenant.namespace,
+                            project_id=tenant.keystone_project_id, size_gib=1,
+                            volume_source={"nfs": {"server": "nfs.example.org",
+                                                   "path": "/exports/x", "readOnly": True}})
+    volume = make_dataset_volume(spec)
+    change(volume)
+    volume["spec"] = {key: value for key, value in volume["spec"].items() if value is not None}
+    with pytest.raises(KubeRefused, match=refusal):
+        Kube().create(volume)  # as the portal's ServiceAccount
+    assert Kube(cluster.api_client()).get("PersistentVolume", spec.volume_name) is None
