@@ -35,6 +35,8 @@ class Task(Protocol[P, R_co]):
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Any: ...
 
+    def apply_async(self, args: tuple[Any, ...], *, countdown: float) -> Any: ...
+
 
 def task(**options: Any) -> Callable[[Callable[P, R]], Task[P, R]]:
     """`celery.shared_task(**options)` with the decorated function's signature kept for the

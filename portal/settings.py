@@ -234,6 +234,9 @@ PORTAL_S3_CSI_DRIVER = env.str("PORTAL_S3_CSI_DRIVER", default="s3.csi.aws.com")
 PORTAL_IMAGE_REGISTRIES = env.list("PORTAL_IMAGE_REGISTRIES", default=[])
 # a launch not yet in the cluster after this long is handed to a worker again
 PORTAL_LAUNCH_REQUEUE_SECONDS = env.int("PORTAL_LAUNCH_REQUEUE_SECONDS", default=60)
+# a launch that still waits in the queue this long after its objects were made: its owner is
+# told so (one admitted before hears only "started")
+PORTAL_QUEUED_NOTICE_SECONDS = env.int("PORTAL_QUEUED_NOTICE_SECONDS", default=10)
 
 # --- GPU usage (usage/scrape.py documents the discovery order) ----------------------
 # a Prometheus that scrapes the GPU exporters: when set, it is asked instead of the exporters

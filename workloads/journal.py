@@ -56,7 +56,8 @@ def state_notice(workload: Workload, *, before: str, after: str, reason: str,
                  at: dt.datetime) -> None:
     """What the owner hears of a state change (transitions.py calls it in the move's
     transaction, so a move is told once): started (the first start, or again after the
-    queue), finished, failed. Queued is told by the create task (with the queue's place),
+    queue), finished, failed. Queued is told by a task the create task sends, some seconds
+    later if the launch still waits then (with the queue's place),
     a reclaim by notices.py, a stop by workload_stop (when someone else or the portal did it)."""
     State = Workload.State
     name = f"{workload.name} (#{workload.pk})"

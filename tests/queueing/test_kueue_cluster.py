@@ -30,7 +30,7 @@ from workloads.api.serializers import WorkloadSerializer
 from workloads.models import Workload
 from workloads.queue import annotate_queue
 from workloads.services import AdmissionRefused, workload_launch
-from workloads.tasks import workload_create_task
+from workloads.tasks import workload_create_task, workload_queued_notice_task
 from workloads.tracking.tracker import Tracker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
@@ -192,7 +192,10 @@ def test_a_service_waits_gated_ahead_of_batch_and_starts_when_gpus_are_free(
         return found if None not in found else []
 
     assert eventually(places, timeout=30, message="Kueue does not list both") == [1, 2]
-    # the launch's owner was told it waits, once, with where it stands
+    # still waiting when its notice comes (PORTAL_QUEUED_NOTICE_SECONDS after its objects): the
+    # launch's owner is told it waits, once, with where it stands
+    assert not Notification.objects.filter(workload_id=notebook.pk, kind="queued").exists()
+    workload_queued_notice_task(notebook.pk, state_of(notebook).launch_attempts)
     queued, = Notification.objects.filter(workload_id=notebook.pk, kind="queued")
     assert "waits for 1× a100: queued" in queued.text
     # the GPU comes back: the notebook is admitted, the batch job waits on

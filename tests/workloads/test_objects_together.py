@@ -182,3 +182,31 @@ def test_two_create_tasks_of_one_launch_at_once_make_one_set_of_objects(
             if message != "objects already present (adopted)"]
     assert sorted(made) == sorted(f"{kind} {workload.object_name}"
                                   for kind in ("Secret", *TOGETHER))
+
+
+WRITES = ("INSERT", "UPDATE", "DELETE")
+
+
+@pytest.mark.django_db
+def test_a_create_task_takes_the_write_lock_twice(tenants, owner, gpu_types, shared_exposure):
+    """Its claim, then its move with its "Created" event in one transaction: each turn of the
+    write lock waits for every other writer of a burst on the demo's SQLite. A turn is a
+    transaction of its own: here (inside the test's) a savepoint, or a write outside any."""
+    workload = notebook(tenants(), owner, gpu_types)
+    outside = len(connection.atomic_blocks)
+    turns: list[str] = []
+
+    def note(execute, sql, params, many, context):
+        if len(connection.atomic_blocks) == outside and (
+                sql.startswith("SAVEPOINT") or sql.lstrip().upper().startswith(WRITES)):
+            turns.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(note):
+        workload_create_task(workload.pk)
+
+    assert len(turns) == 2, turns
+    workload.refresh_from_db()
+    assert workload.state == Workload.State.PENDING
+    created, = workload.events.filter(reason="Created").values_list("message", flat=True)
+    assert created.startswith(f"Secret {workload.object_name}")
