@@ -1,4 +1,5 @@
-"""What a launch mounts: `mounts: [{volume: id, path, read_only?}]`, resolved to claims.
+"""What a launch mounts: `mounts: [{volume: id, path, read_only?}]`, resolved to claims, and
+a batch job's checkpoint directory: `checkpoint: {volume: id, path?}`, a folder of a volume.
 
 A mount names its source by one key (`volume` today; a mount source is one entry of
 MOUNT_SOURCES, so another kind of source, such as a published dataset, is one more entry); the
@@ -11,23 +12,25 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from access.ssh_server import BIN_DIR, CONFIG_DIR
+from core.validation import excerpt
 from identity.identity import Identity
 from storage.models import Volume
 from storage.selectors import volumes_mountable
 from tenants.models import Tenant
 
-from .manifests import HOME_MOUNT_PATH, MPI_SSH_PATH
+from .manifests import CHECKPOINT_MOUNT_PATH, HOME_MOUNT_PATH, MPI_SSH_PATH
 
 MAX_MOUNTS = 16
 MAX_PATH = 1024
 # where a volume may not go: the system's own trees, and the paths the portal mounts itself
 SYSTEM_PATHS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
                 "/run", "/sbin", "/sys", "/usr", "/var/run", "/var/lib/kubelet")
-PORTAL_PATHS = (HOME_MOUNT_PATH, MPI_SSH_PATH, BIN_DIR, CONFIG_DIR)
+PORTAL_PATHS = (HOME_MOUNT_PATH, MPI_SSH_PATH, BIN_DIR, CONFIG_DIR, CHECKPOINT_MOUNT_PATH)
 
 
 class MountRefused(ValueError):
@@ -135,6 +138,62 @@ def _entry(entry: Any, *, identity: Identity, tenant: Tenant) -> ResolvedMount:
     path = mount_path_clean(entry.get("path"))
     volume = _source(sources[0], entry[sources[0]], identity=identity, tenant=tenant)
     return ResolvedMount(volume=volume, path=path, read_only=read_only)
+
+
+# a checkpoint's folder on its volume: relative, made of plain names
+CHECKPOINT_FOLDER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
+MAX_CHECKPOINT_FOLDER = 255
+CHECKPOINTS_FOLDER = "checkpoints"  # where a launch's own folder goes when it names none
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedCheckpoint:
+    """A batch job's checkpoint directory: a folder of a volume it may mount. `folder` empty:
+    the launch's own, `checkpoints/<its object name>`, named at admission (checkpoint_folder)."""
+
+    volume: Volume
+    folder: str = ""
+
+    def as_spec(self, object_name: str) -> dict[str, Any]:
+        """As the launch spec freezes it (launch_spec.py): a requeued copy keeps the folder."""
+        return {"volume": self.volume.pk, "name": self.volume.name,
+                "claim": self.volume.claim_name,
+                "folder": self.folder or f"{CHECKPOINTS_FOLDER}/{object_name}"}
+
+
+def checkpoint_resolve(entry: Any, *, identity: Identity, tenant: Tenant,
+                       kind: str) -> ResolvedCheckpoint | None:
+    """`checkpoint: {volume, path?}` resolved: a volume the caller may mount (never a dataset:
+    it is read-only), a folder of it, on a batch job only (a service is not requeued); or
+    MountsInvalid with what is wrong."""
+    if entry in (None, "", {}):
+        return None
+    if not isinstance(entry, Mapping):
+        raise MountsInvalid(["A checkpoint is an object: {volume, path?}."])
+    unknown = set(entry) - {"volume", "path"}
+    if unknown:
+        named = ", ".join(sorted(map(str, unknown)))[:100]
+        raise MountsInvalid([f"unknown key(s): {named}; a checkpoint goes on a volume "
+                             "(a dataset is read-only)."])
+    if kind != "batch":
+        raise MountsInvalid(["A checkpoint directory is a batch job's: a service is never "
+                             "requeued, so it has nothing to resume."])
+    if "volume" not in entry:
+        raise MountsInvalid(["Name the volume the checkpoints go on: {volume: id}."])
+    folder = entry.get("path") or ""
+    if not isinstance(folder, str):
+        raise MountsInvalid(["`path` is a folder of the volume, e.g. runs/llama."])
+    folder = folder.strip("/")
+    if folder and (len(folder) > MAX_CHECKPOINT_FOLDER or not CHECKPOINT_FOLDER.fullmatch(folder)
+                   or ".." in folder.split("/")):
+        raise MountsInvalid([f"`path` is a folder of the volume (at most "
+                             f"{MAX_CHECKPOINT_FOLDER} characters: letters, digits, ._- and /, "
+                             f"no '..'), not {excerpt(folder)}."])
+    try:
+        volume = _volume_source(entry["volume"], identity=identity, tenant=tenant)
+    except MountRefused as exc:
+        raise MountsInvalid([str(exc)]) from exc
+    return ResolvedCheckpoint(volume=volume, folder=folder)
 
 
 class MountsInvalid(Exception):

@@ -35,9 +35,9 @@ from .access import workload_access_create
 from .hooks import ADMISSION_CHECKS
 from .journal import notify_owner, workload_event
 from .launch_spec import launch_spec_from_rows
-from .manifests import HOME_MOUNT_PATH
+from .manifests import CHECKPOINT_MOUNT_PATH, HOME_MOUNT_PATH
 from .models import Workload, WorkloadMount
-from .mounts import ResolvedMount
+from .mounts import ResolvedCheckpoint, ResolvedMount
 from .selectors import quota_use, service_addresses
 from .transitions import STOPPABLE, workload_transition
 
@@ -181,11 +181,14 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
 def _mounts_admit(tenant: Tenant, user: User, request: dict[str, Any]) -> list[ResolvedMount]:
     """The launch's volumes, read again under the tenant's lock (a volume deleted since the
     request was validated is refused: deletion takes the same lock), and the home volume
-    where it asks for it (made now, within the storage quota, the first time)."""
+    where it asks for it (made now, within the storage quota, the first time); the checkpoint
+    directory's volume is read again too."""
     mounts: list[ResolvedMount] = list(request.get("mounts") or [])
-    live = set(Volume.objects.filter(pk__in=[m.volume.pk for m in mounts], deleted_at__isnull=True)
+    checkpoint: ResolvedCheckpoint | None = request.get("checkpoint")
+    volumes = [m.volume for m in mounts] + ([checkpoint.volume] if checkpoint else [])
+    live = set(Volume.objects.filter(pk__in=[v.pk for v in volumes], deleted_at__isnull=True)
                .exclude(state=Volume.State.FAILED).values_list("pk", flat=True))
-    gone = [m.volume.name for m in mounts if m.volume.pk not in live]
+    gone = [v.name for v in volumes if v.pk not in live]
     if gone:
         raise MountGone(f"The volume(s) {', '.join(gone)} were deleted or failed meanwhile.")
     if request.get("use_home"):
@@ -258,11 +261,18 @@ def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
                 workload.pk, workload.name,
                 **({"max_length": MAX_GROUP_OBJECT_NAME} if template.distributed else {}))
             # what it will run, frozen now: later edits of the template or GPU type leave it be
+            checkpoint = request.get("checkpoint")
             workload.launch_spec = launch_spec_from_rows(
                 workload, avoid_nodes=request.get("avoid_nodes") or (),
                 secrets=request.get("secrets") or (),
-                mounts=[mount.as_spec() for mount in mounts if mount.path != HOME_MOUNT_PATH])
+                mounts=[mount.as_spec() for mount in mounts if mount.path != HOME_MOUNT_PATH],
+                checkpoint=checkpoint.as_spec(workload.object_name) if checkpoint else None)
             workload.save(update_fields=["object_name", "launch_spec"])
+            if checkpoint is not None:
+                # its volume is mounted like the others: listed with them, and no deletion
+                # of the volume while the job lives (VOLUME_USERS)
+                mounts.append(ResolvedMount(volume=checkpoint.volume, read_only=False,
+                                            path=CHECKPOINT_MOUNT_PATH))
             WorkloadMount.objects.bulk_create(
                 WorkloadMount(workload=workload, volume=mount.volume,
                               volume_name=mount.volume.name, claim_name=mount.volume.claim_name,

@@ -206,6 +206,8 @@ SPELLINGS = [
     ("volumes grow datasets --size 300", volume.grow), ("volumes rm 12", volume.remove),
     ("launch --template jupyter --gpu-type a100 --mount datasets:/data:ro --mount 12:/work",
      workload.launch),
+    ("launch --template custom --gpu-type a100 --image busybox --checkpoint runs:llama -- true",
+     workload.launch),
 ]
 
 
@@ -247,6 +249,8 @@ def test_the_spellings_of_scripts_and_docs_still_parse(line, func):
      "argument --mount: 'data': expected VOLUME:/PATH or VOLUME:/PATH:ro"),
     (["launch", "--template", "jupyter", "--gpu-type", "a100", "--mount", "data:work"],
      "argument --mount: 'data:work': expected VOLUME:/PATH"),
+    (["launch", "--template", "custom", "--gpu-type", "a100", "--checkpoint", ":runs"],
+     "argument --checkpoint: ':runs': expected VOLUME or VOLUME:SUBDIR"),
     (["volumes", "create", "data"], "the following arguments are required: --size"),
     (["volumes", "grow", "data", "--size", "big"], "argument --size: invalid int value"),
     (["calendar", "--gpu-type", "a100", "--since", "monday"],
@@ -285,3 +289,15 @@ def test_mounts_reach_the_launch_body_as_the_api_takes_them():
     assert workload.launch_body(args)["mounts"] == [
         {"volume": "datasets", "path": "/data", "read_only": True},
         {"volume": "12", "path": "/work", "read_only": False}]
+
+
+def test_a_checkpoint_reaches_the_launch_body_as_the_api_takes_it():
+    def body(*checkpoint: str) -> dict:
+        args = parse(cli.build_parser(), ["launch", "--template", "custom", "--gpu-type", "a100",
+                                          *checkpoint])
+        return workload.launch_body(args)
+
+    assert body("--checkpoint", "runs:llama/v2")["checkpoint"] == {"volume": "runs",
+                                                                  "path": "llama/v2"}
+    assert body("--checkpoint", "12")["checkpoint"] == {"volume": "12"}
+    assert "checkpoint" not in body()
