@@ -264,6 +264,10 @@ def volume_delete(*, volume: Volume, user: Actor) -> None:
         volume.save(update_fields=["deleted_at", "updated_at"])
         audit_record(actor=user, action="volume.delete", tenant=tenant,
                      target=volume.claim_name, before=volume_snapshot(volume))
+        # the project's file server mounts every claim of the project: the claim is released
+        # only once that pod is gone, and the server is made again without it on demand (by
+        # name: storage sits below files)
+        send_on_commit("files.tasks.file_server_stop_task", tenant.namespace)
         send_on_commit("storage.tasks.volume_claim_delete_task", volume.pk)
 
 
