@@ -37,6 +37,10 @@ class Secret(models.Model):
     keys = models.JSONField(default=list, blank=True)
     # the Kubernetes Secret in the tenant's namespace that holds the value
     object_name = models.CharField(max_length=63, blank=True)
+    # when the portal found its Kubernetes Secret gone (the namespace was deleted and made
+    # again, or someone deleted the object): the value is nowhere else, so the secret needs a
+    # new one (replace) before a launch may use it again; None while it is there
+    lost_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -53,3 +57,8 @@ class Secret(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def state(self) -> str:
+        """"ok", or "lost": its value is gone from the cluster and must be given again."""
+        return "lost" if self.lost_at is not None else "ok"

@@ -14,15 +14,19 @@ and the value would still have to be written into the namespace for a pod to rea
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import logging
 from typing import Any
 
 from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
 from audit.services import audit_record
 from identity.models import User
-from kube.client import Conflict, Kube, KubeRefused
+from kube.client import Conflict, Kube, KubeRefused, NotFound
 from kube.labels import (
     LABEL_OWNER_ID,
     LABEL_PROJECT_ID,
@@ -31,6 +35,8 @@ from kube.labels import (
     label_value,
     secret_object_name,
 )
+from notifications.models import Kind
+from notifications.services import notify
 from tenants.models import Tenant
 
 from .manifests import make_secret
@@ -60,9 +66,13 @@ def _manifest(secret: Secret, data: dict[str, str]) -> dict[str, Any]:
 
 def _write(kube: Kube, manifest: dict[str, Any], *, new: bool) -> None:
     """Create (or replace) the Secret. A new secret's object found there already is one the
-    portal wrote for a row whose transaction did not commit (same id): it is ours, replaced."""
+    portal wrote for a row whose transaction did not commit (same id): it is ours, replaced.
+    A replaced one that is gone (a lost secret: its namespace was made again) is made anew."""
     if not new:
-        kube.replace(manifest)
+        try:
+            kube.replace(manifest)
+        except NotFound:
+            kube.create(manifest)
         return
     try:
         kube.create(manifest)
@@ -120,7 +130,8 @@ def secret_replace(*, secret: Secret, acting_user: User, data: Any,
             pk=secret.pk)
         before = _audit(secret)
         secret.keys = keys_of(secret.kind, values)
-        secret.save(update_fields=["keys", "updated_at"])
+        secret.lost_at = None  # a lost secret's value is given again
+        secret.save(update_fields=["keys", "lost_at", "updated_at"])
         audit_record(actor=acting_user, action="secret.replace", tenant=secret.tenant,
                      target=secret.object_name, before=before, after=_audit(secret))
         _write(kube, _manifest(secret, values), new=False)
@@ -138,3 +149,89 @@ def secret_delete(*, secret: Secret, acting_user: User, kube: Kube | None = None
         Secret.objects.filter(pk=secret.pk).delete()
         kube.delete("Secret", secret.object_name, secret.tenant.namespace)  # gone: fine
     log.info("secret %s deleted from %s", secret.pk, secret.tenant.namespace)
+
+
+# --- the sweep: the rows and the cluster's Secrets held to each other -------------------------
+
+# what the sweep leaves alone: a row written, or an object made, this recently may belong to a
+# write whose other half it has not seen yet (the row commits after its object is made)
+SWEEP_MARGIN = dt.timedelta(minutes=2)
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    lost: list[int]  # the rows whose Secret was gone: marked lost, their owners told
+    deleted: list[tuple[str, str]]  # (namespace, name) of Secrets no row holds: deleted
+
+
+def secrets_sweep(*, kube: Kube | None = None, now: dt.datetime | None = None) -> SweepResult:
+    """One list of the portal's Secrets in every namespace, held against the rows: a row whose
+    Secret is gone lost its value (a namespace deleted and made again by the tenant's
+    reconcile takes every Secret with it, and the value was nowhere else), so it is marked lost
+    and its owner told to give it again (secret_replace); a Secret that no row holds (its row
+    deleted while the cluster did not answer, or its project gone from the portal) is deleted.
+    The beat runs it (credentials/tasks.py); idempotent."""
+    kube = kube or Kube()
+    now = now or timezone.now()
+    settled = now - SWEEP_MARGIN
+    listed = kube.list("Secret", label_selector=LABEL_SECRET_ID)["items"]
+    present: set[tuple[str, str]] = set()
+    by_id: dict[int, list[dict[str, Any]]] = {}
+    for obj in listed:
+        meta = obj["metadata"]
+        present.add((meta["namespace"], meta["name"]))
+        secret_id = (meta.get("labels") or {}).get(LABEL_SECRET_ID, "")
+        by_id.setdefault(int(secret_id) if secret_id.isdigit() else 0, []).append(meta)
+    rows = {row.pk: row for row in Secret.objects.filter(pk__in=list(by_id))
+            .select_related("tenant")}
+    deleted: list[tuple[str, str]] = []
+    for secret_id, metas in by_id.items():
+        row = rows.get(secret_id)
+        for meta in metas:
+            ours = row is not None and (row.tenant.namespace, row.object_name) == \
+                (meta["namespace"], meta["name"])
+            if ours or _made_at(meta) > settled:
+                continue
+            kube.delete("Secret", meta["name"], meta["namespace"])  # gone already: fine
+            deleted.append((meta["namespace"], meta["name"]))
+    lost: list[int] = []
+    candidates = Secret.objects.filter(lost_at__isnull=True, updated_at__lt=settled) \
+        .exclude(tenant__state__in=[Tenant.State.DELETING, Tenant.State.DELETED]) \
+        .select_related("tenant", "owner")
+    for row in candidates:
+        if (row.tenant.namespace, row.object_name) not in present:
+            if secret_mark_lost(secret=row, now=now):
+                lost.append(row.pk)
+    if deleted or lost:
+        log.info("secrets sweep: %d lost, %d orphaned Secrets deleted", len(lost), len(deleted))
+    return SweepResult(lost=lost, deleted=deleted)
+
+
+def _made_at(meta: dict[str, Any]) -> dt.datetime:
+    made = meta.get("creationTimestamp")
+    if not made:
+        return timezone.now()
+    return dt.datetime.fromisoformat(str(made).replace("Z", "+00:00"))
+
+
+def secret_mark_lost(*, secret: Secret, now: dt.datetime) -> bool:
+    """Mark a secret whose Kubernetes Secret is gone as lost and tell its owner (and, for a
+    project's, the managers see it on the secrets page): once. False when it was marked
+    already or given a new value meanwhile."""
+    with transaction.atomic():
+        marked = Secret.objects.filter(pk=secret.pk, lost_at__isnull=True,
+                                       updated_at=secret.updated_at).update(lost_at=now)
+        if not marked:
+            return False
+        audit_record(actor=None, action="secret.lost", tenant=secret.tenant,
+                     target=secret.object_name, after=_audit(secret))
+        owner = secret.owner  # a secret's, not a workload's (workloads.journal tells those)
+        notify(kind=Kind.SECRET, users=[owner], tenant=secret.tenant,
+               key=f"secret-lost:{secret.pk}:{now.isoformat()}",
+               title=f"The value of the secret {secret.name} was lost",
+               text=f"The Kubernetes Secret that held the value of {secret.name} in "
+                    f"{secret.tenant.name} is gone (the project's namespace was made again, "
+                    "or the object was deleted). Workloads cannot use it until you give it a "
+                    "new value (replace it on the secrets page or PUT secrets/{id}/).",
+               link=reverse("credentials:detail", args=[secret.pk]))
+    return True

@@ -215,6 +215,10 @@ def secret_uses_clean(*, refs: list[dict[str, Any]], identity: Identity | None,
             problems.append(f"{where}: {row.name} is named twice.")
             continue
         seen.add(row.pk)
+        if row.lost_at is not None:
+            problems.append(f"{where}: the value of {row.name} was lost (its project's "
+                            "namespace was made again); give it a new value first.")
+            continue
         path = ref.get("path") or ""
         if row.kind in (ENV, REGISTRY):
             if path:

@@ -42,6 +42,7 @@ class Kind(models.TextChoices):
     RESERVATION = "reservation", "reservations"
     MAINTENANCE = "maintenance", "maintenance windows"
     WEBHOOK = "webhook", "a webhook disabled or waiting"
+    SECRET = "secret", "a secret's value lost"
 
 
 class Channel(models.TextChoices):

@@ -93,6 +93,10 @@ app.conf.beat_schedule = {
     # a project's file server stopped once no one used it for PORTAL_FILES_IDLE_MINUTES
     "files-stop-idle": {"task": "files.tasks.files_stop_idle_task", "schedule": 60.0,
                         "options": {"expires": 55.0}},
+    # a secret whose Kubernetes Secret is gone (its namespace made again) marked lost, its
+    # owner told; a Secret no row holds deleted
+    "secrets-sweep": {"task": "credentials.tasks.secrets_sweep_task", "schedule": 300.0,
+                      "options": {"expires": 290.0}},
     "tenants-reconcile-all": {"task": "tenants.tasks.tenants_reconcile_all", "schedule": 300.0},
     "tenants-delete-due": {"task": "tenants.tasks.tenants_delete_due", "schedule": 60.0},
     "tenants-sync-keystone": {"task": "tenants.tasks.tenants_sync_keystone", "schedule": 600.0},

@@ -91,17 +91,23 @@ def claim_spec(volume: Volume) -> ClaimSpec:
 
 # --- the quota -------------------------------------------------------------------------------
 
-def storage_used(tenant: Tenant) -> tuple[int, int]:
-    """(GiB, volumes) the tenant's volumes hold, as admission counts them (one query)."""
-    used = Volume.objects.filter(tenant=tenant, deleted_at__isnull=True).aggregate(
-        gib=Sum("size_gib"), count=Count("pk"))
+def storage_used(tenant: Tenant, storage_class: str | None = None) -> tuple[int, int]:
+    """(GiB, volumes) the tenant's volumes hold, as admission counts them (one query); of one
+    storage class where it is named."""
+    volumes = Volume.objects.filter(tenant=tenant, deleted_at__isnull=True)
+    if storage_class is not None:
+        volumes = volumes.filter(storage_class=storage_class)
+    used = volumes.aggregate(gib=Sum("size_gib"), count=Count("pk"))
     return int(used["gib"] or 0), int(used["count"] or 0)
 
 
-def _storage_check(tenant: Tenant, *, more_gib: int, more_volumes: int) -> None:
-    """Raise StorageQuotaExceeded unless the tenant's quota in force leaves room; called with
-    the tenant row locked."""
-    figures = quota_figures(tenant, quota=Quota.objects.get(tenant=tenant)).in_force
+def _storage_check(tenant: Tenant, *, more_gib: int, more_volumes: int,
+                   storage_class: str) -> None:
+    """Raise StorageQuotaExceeded unless the tenant's quota in force leaves room, in all and
+    within `storage_class` where the quota bounds that class; called with the tenant row
+    locked."""
+    quota = Quota.objects.get(tenant=tenant)
+    figures = quota_figures(tenant, quota=quota).in_force
     gib, count = storage_used(tenant)
     if more_volumes and count + more_volumes > figures.volumes:
         raise StorageQuotaExceeded(f"{tenant.name} has {count} of {figures.volumes} volumes "
@@ -109,6 +115,18 @@ def _storage_check(tenant: Tenant, *, more_gib: int, more_volumes: int) -> None:
     if gib + more_gib > figures.storage_gib:
         raise StorageQuotaExceeded(f"{tenant.name} uses {gib} of {figures.storage_gib} GiB of "
                                    f"storage; {more_gib} GiB more would exceed the quota.")
+    limit = quota.storage_by_class().get(storage_class) if storage_class else None
+    if limit is None:
+        return
+    gib, count = storage_used(tenant, storage_class)
+    if more_volumes and limit["volumes"] is not None and count + more_volumes > limit["volumes"]:
+        raise StorageQuotaExceeded(
+            f"{tenant.name} has {count} of {limit['volumes']} volumes allowed in the storage "
+            f"class {storage_class}; another would exceed the quota.")
+    if limit["storage_gib"] is not None and gib + more_gib > limit["storage_gib"]:
+        raise StorageQuotaExceeded(
+            f"{tenant.name} uses {gib} of {limit['storage_gib']} GiB of the storage class "
+            f"{storage_class}; {more_gib} GiB more would exceed the quota.")
 
 
 def _locked(tenant: Tenant) -> Tenant:
@@ -171,7 +189,7 @@ def volume_create(*, tenant: Tenant, user: User, name: str, size_gib: int, scope
             raise StorageQuotaExceeded(f"{tenant.name} is being deleted; no volume can be made.")
         if _name_taken(tenant, user, name, scope):
             raise VolumeInvalid({"name": [f"A {scope} volume named {name!r} exists already."]})
-        _storage_check(tenant, more_gib=size_gib, more_volumes=1)
+        _storage_check(tenant, more_gib=size_gib, more_volumes=1, storage_class=class_name)
         volume = _volume_row(tenant=tenant, user=user, name=name, size_gib=size_gib,
                              scope=scope, storage_class=class_name)
         audit_record(actor=user, action="volume.create", tenant=tenant,
@@ -205,7 +223,8 @@ def volume_home_ensure(*, tenant: Tenant, user: User) -> Volume:
     if home is not None:
         return home
     size = home_size_gib()
-    _storage_check(tenant, more_gib=size, more_volumes=1)
+    _storage_check(tenant, more_gib=size, more_volumes=1,
+                   storage_class=settings.PORTAL_HOME_STORAGE_CLASS)
     name = HOME_NAME if not _name_taken(tenant, user, HOME_NAME, Volume.Scope.PROJECT) \
         else f"{HOME_NAME}-{tenant.pk}"
     home = _volume_row(tenant=tenant, user=user, name=name, size_gib=size,
@@ -234,7 +253,8 @@ def volume_grow(*, volume: Volume, user: Actor, size_gib: int) -> Volume:
             raise VolumeInvalid({"size_gib": [
                 f"Volumes of the storage class {volume.storage_class or '(the default)'!r} "
                 "cannot grow in place."]})
-        _storage_check(tenant, more_gib=size_gib - volume.size_gib, more_volumes=0)
+        _storage_check(tenant, more_gib=size_gib - volume.size_gib, more_volumes=0,
+                       storage_class=volume.storage_class)
         before = volume_snapshot(volume)
         volume.size_gib = size_gib
         volume.save(update_fields=["size_gib", "updated_at"])
@@ -246,7 +266,8 @@ def volume_grow(*, volume: Volume, user: Actor, size_gib: int) -> Volume:
 
 def volume_delete(*, volume: Volume, user: Actor) -> None:
     """Delete a volume that no live workload mounts (VolumeInUse names those that do): the
-    row is marked at once (its quota freed), its claim and then the row go in a task."""
+    row is marked at once (its quota freed), the project's file server is stopped, its claim
+    and then the row go in a task."""
     with transaction.atomic():
         tenant = _locked(volume.tenant)
         volume = Volume.objects.select_for_update().get(pk=volume.pk)
@@ -259,6 +280,10 @@ def volume_delete(*, volume: Volume, user: Actor) -> None:
         volume.save(update_fields=["deleted_at", "updated_at"])
         audit_record(actor=user, action="volume.delete", tenant=tenant,
                      target=volume.claim_name, before=volume_snapshot(volume))
+        # the project's file server mounts every claim of the project: the claim is released
+        # only once that pod is gone, and the server is made again without it on demand (by
+        # name: storage sits below files)
+        send_on_commit("files.tasks.file_server_stop_task", tenant.namespace)
         send_on_commit("storage.tasks.volume_claim_delete_task", volume.pk)
 
 

@@ -65,7 +65,32 @@ def _form_values(quota: Quota, posted: Mapping[str, str]) -> dict[str, object]:
     values = {field: posted.get(field, getattr(quota, field)) for field in QUOTA_FIELDS}
     if posted:
         values["allow_over_capacity"] = "allow_over_capacity" in posted
+    values["storage_by_class"] = posted.get("storage_by_class", storage_class_lines(quota))
     return values
+
+
+def storage_class_lines(quota: Quota) -> str:
+    """The per-class storage quota as the page's text area shows it: `CLASS=GIB/VOLUMES`, a
+    line each, a side left empty where it is not bounded."""
+    def shown(amount: int | None) -> str:
+        return "" if amount is None else str(amount)
+
+    return "\n".join(f"{name}={shown(limit['storage_gib'])}/{shown(limit['volumes'])}"
+                     for name, limit in quota.storage_by_class().items())
+
+
+def storage_class_limits(text: str) -> dict[str, dict[str, str | None]]:
+    """The text area's lines → the quota API's `storage_by_class` (its validation judges the
+    numbers; a line without `=` is a class whose numbers are missing, which it refuses)."""
+    limits: dict[str, dict[str, str | None]] = {}
+    for line in text.splitlines():
+        name, _, amounts = line.strip().partition("=")
+        if not name:
+            continue
+        gib, _, volumes = amounts.partition("/")
+        limits[name.strip()] = {"storage_gib": gib.strip() or None,
+                                "volumes": volumes.strip() or None}
+    return limits
 
 
 def _row(tenant: Tenant, gpu_types: Iterable[GpuType], usage: dict[int, QuotaUse],
@@ -106,6 +131,8 @@ def _form_data(post: Mapping[str, str]) -> dict[str, object]:
         data["gpus_by_type"] = by_type
     if "allow_over_capacity_present" in post:
         data["allow_over_capacity"] = "allow_over_capacity" in post
+    if "storage_by_class" in post:
+        data["storage_by_class"] = storage_class_limits(post["storage_by_class"])
     return data
 
 

@@ -120,6 +120,8 @@ class NamespaceSpec:
     # room for the claims the portal makes beside them: provisioning's CLAIM_ALLOWANCES)
     storage_gib: int = 0
     volumes: int = 0
+    # within a storage class, where the admin set it: (class, GiB or None, claims or None)
+    storage_by_class: tuple[tuple[str, int | None, int | None], ...] = ()
     # policy
     pod_security: tuple[str, str, str] = ("restricted", "restricted", "restricted")
     project_group_format: str = "{project_id}"
@@ -205,6 +207,13 @@ def make_resource_quota(spec: NamespaceSpec) -> dict[str, Any]:
         "requests.storage": f"{spec.storage_gib}Gi" if spec.storage_gib else "0",
         "persistentvolumeclaims": str(spec.volumes),
     }
+    for storage_class, gib, claims in spec.storage_by_class:
+        # the API server's own per-class keys: a claim of the class made by other means counts
+        prefix = f"{storage_class}.storageclass.storage.k8s.io"
+        if gib is not None:
+            hard[f"{prefix}/requests.storage"] = f"{gib}Gi" if gib else "0"
+        if claims is not None:
+            hard[f"{prefix}/persistentvolumeclaims"] = str(claims)
     if not spec.queued:
         hard.update({
             f"requests.{GPU_RESOURCE}": str(spec.gpus_total),

@@ -12,6 +12,7 @@ from .querysets import (
     GpuQuotaQuerySet,
     QuotaAdjustmentQuerySet,
     QuotaQuerySet,
+    StorageClassQuotaQuerySet,
     TenantQuerySet,
 )
 
@@ -103,6 +104,12 @@ class Quota(models.Model):
         figures in force are tenants.selectors.quota_figures')."""
         return {g.gpu_type.slug: g.gpus for g in prefetched_or(self, "gpu_limits", "gpu_type")}
 
+    def storage_by_class(self) -> dict[str, dict[str, int | None]]:
+        """The admin's storage quota per storage class, where set: {class: {storage_gib,
+        volumes}} (either None: not bounded within the class)."""
+        return {row.storage_class: row.as_data()
+                for row in prefetched_or(self, "storage_limits")}
+
 
 def prefetched_or(instance: models.Model, relation: str, *related: str) -> list[Any]:
     """The rows of a many-side `relation` of `instance`: as prefetched where the caller
@@ -111,6 +118,32 @@ def prefetched_or(instance: models.Model, relation: str, *related: str) -> list[
     if relation in getattr(instance, "_prefetched_objects_cache", {}):
         return list(manager.all())
     return list(manager.select_related(*related))
+
+
+class StorageClassQuota(models.Model):
+    """A tenant's storage quota within one storage class, where the admin set one: GiB its
+    claims of that class ask for in all, and how many (None: only the quota in all bounds
+    it). The namespace's ResourceQuota carries each as `<class>.storageclass.storage.k8s.io/
+    requests.storage` and `…/persistentvolumeclaims`; admission checks them in the same
+    locked transaction as the quota in all (storage/services.py)."""
+
+    quota = models.ForeignKey(Quota, on_delete=models.CASCADE, related_name="storage_limits")
+    storage_class = models.CharField(max_length=63)
+    storage_gib = models.PositiveIntegerField(null=True, blank=True)
+    volumes = models.PositiveIntegerField(null=True, blank=True)
+
+    objects = StorageClassQuotaQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["storage_class"]
+        constraints = [models.UniqueConstraint(fields=["quota", "storage_class"],
+                                               name="one_limit_per_storage_class")]
+
+    def __str__(self) -> str:
+        return f"{self.storage_class}: {self.storage_gib} GiB, {self.volumes} volumes"
+
+    def as_data(self) -> dict[str, int | None]:
+        return {"storage_gib": self.storage_gib, "volumes": self.volumes}
 
 
 class GpuQuota(models.Model):

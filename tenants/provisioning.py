@@ -87,6 +87,8 @@ def namespace_spec(tenant: Tenant, quota: Quota, *, queued: bool = False) -> Nam
         max_workloads=quota.max_workloads,
         storage_gib=figures.storage_gib + sum(gib for _, gib in allowances),
         volumes=figures.volumes + sum(claims for claims, _ in allowances),
+        storage_by_class=tuple((name, limit["storage_gib"], limit["volumes"])
+                               for name, limit in sorted(quota.storage_by_class().items())),
         pod_security=(tenant_pod_security(tenant), settings.PORTAL_POD_SECURITY_WARN,
                       settings.PORTAL_POD_SECURITY_AUDIT),
         project_group_format=settings.PORTAL_RBAC_PROJECT_GROUP_FORMAT,

@@ -8,7 +8,7 @@ from identity.scoping import Action, TenantScopedQuerySet
 
 if TYPE_CHECKING:
     # the type arguments below, written as strings: models.py imports this module
-    from .models import GpuQuota, Quota, QuotaAdjustment, Tenant  # noqa: F401
+    from .models import GpuQuota, Quota, QuotaAdjustment, StorageClassQuota, Tenant  # noqa: F401
 
 
 class TenantQuerySet(TenantScopedQuerySet["Tenant"]):
@@ -20,6 +20,11 @@ class QuotaQuerySet(TenantScopedQuerySet["Quota"]):
 
 
 class GpuQuotaQuerySet(TenantScopedQuerySet["GpuQuota"]):
+    tenant_field = "quota__tenant"
+    admin_only = frozenset({Action.CHANGE})
+
+
+class StorageClassQuotaQuerySet(TenantScopedQuerySet["StorageClassQuota"]):
     tenant_field = "quota__tenant"
     admin_only = frozenset({Action.CHANGE})
 

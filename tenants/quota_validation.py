@@ -8,6 +8,7 @@ errors per field; nothing is written either way. No web framework is needed to c
 from __future__ import annotations
 
 import decimal
+import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -93,6 +94,34 @@ def _gpus_by_type(value: Any) -> dict[str, int]:
     return cleaned
 
 
+# a StorageClass's name as the API server takes it (a DNS subdomain), bounded by the row's field
+STORAGE_CLASS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+MAX_STORAGE_CLASSES = 32
+
+
+def _storage_by_class(value: Any) -> dict[str, dict[str, int | None]]:
+    """{class: {storage_gib?, volumes?}}: the whole set of per-class limits (a class left out
+    has none)."""
+    if not isinstance(value, Mapping):
+        raise _Refused("A map of storage class to {storage_gib, volumes} is required.")
+    if len(value) > MAX_STORAGE_CLASSES:
+        raise _Refused(f"At most {MAX_STORAGE_CLASSES} storage classes.")
+    cleaned: dict[str, dict[str, int | None]] = {}
+    for name, limits in value.items():
+        if not isinstance(name, str) or len(name) > 63 or not STORAGE_CLASS_NAME.fullmatch(name):
+            raise _Refused(f"{excerpt(name)} is not a storage class's name.")
+        if not isinstance(limits, Mapping) or set(limits) - {"storage_gib", "volumes"}:
+            raise _Refused(f"{name}: {{storage_gib, volumes}}, either or both.")
+        try:
+            limit = {key: _optional_count(limits.get(key)) for key in ("storage_gib", "volumes")}
+        except _Refused as exc:
+            raise _Refused(f"{name}: {exc}") from None
+        if all(amount is None for amount in limit.values()):
+            raise _Refused(f"{name}: give its GiB, its volumes or both.")
+        cleaned[name] = limit
+    return cleaned
+
+
 # field sent → (model field, how it is read, needed in a whole write)
 FIELDS: dict[str, tuple[str, Any, bool]] = {
     "gpus_total": ("gpus_total", _count, True),
@@ -109,6 +138,8 @@ FIELDS: dict[str, tuple[str, Any, bool]] = {
     # volumes: optional in a whole write too (written before volumes were the portal's)
     "storage_gib": ("storage_gib", _count, False),
     "volumes": ("volumes", _count, False),
+    # within storage classes: rows of their own (StorageClassQuota), written whole
+    "storage_by_class": ("storage_by_class", _storage_by_class, False),
     # queueing on Kueue: optional in a whole write too
     "gpu_borrowing_limit": ("gpu_borrowing_limit", _optional_count, False),
     "gpu_lending_limit": ("gpu_lending_limit", _optional_count, False),

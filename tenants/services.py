@@ -20,7 +20,7 @@ from kube.labels import namespace_name
 
 from .figures import AdjustmentLine
 from .hooks import TENANT_DELETING
-from .models import GpuQuota, Quota, QuotaAdjustment, Tenant
+from .models import GpuQuota, Quota, QuotaAdjustment, StorageClassQuota, Tenant
 from .names import name_skeleton
 from .selectors import adjustment_line as _line
 from .transitions import ACTIVE, tenant_transition
@@ -43,6 +43,7 @@ def quota_snapshot(quota: Quota) -> dict[str, Any]:
     data = {field: getattr(quota, field) for field in QUOTA_FIELDS}
     data["fair_share_weight"] = f"{Decimal(str(quota.fair_share_weight)).normalize():f}"
     data["gpus_by_type"] = quota.gpus_by_type()
+    data["storage_by_class"] = quota.storage_by_class()
     return data
 
 
@@ -150,6 +151,13 @@ def quota_update(*, tenant: Tenant, acting_user: Actor, changes: dict[str, Any])
             for slug, gpus in changes["gpus_by_type"].items():
                 GpuQuota.objects.update_or_create(quota=quota, gpu_type=types[slug],
                                                   defaults={"gpus": gpus})
+        if "storage_by_class" in changes:
+            wanted = changes["storage_by_class"]
+            StorageClassQuota.objects.filter(quota=quota).exclude(
+                storage_class__in=list(wanted)).delete()
+            for name, limit in wanted.items():
+                StorageClassQuota.objects.update_or_create(quota=quota, storage_class=name,
+                                                           defaults=limit)
         after = quota_snapshot(quota)
         if after != before:
             audit_record(actor=acting_user, action="quota.update", tenant=tenant,

@@ -41,6 +41,7 @@ FIELD_LABELS = {
     "use_home": "Home volume", "kind": "Kind", "image": "Image", "command": "Command",
     "args": "Arguments", "env": "Environment", "port": "Port", "retries": "Retries",
     "public": "Public", "ssh": "SSH", "secrets": "Secrets", "mounts": "Volumes",
+    "checkpoint": "Checkpoint directory",
 }
 
 # fields the page always sends (blank numbers are left out so the template defaults apply)
@@ -72,6 +73,10 @@ def launch_request(post: QueryDict, template: Template | None) -> tuple[dict[str
     # the datasets ticked, each at its default path
     data["mounts"] += [{"dataset": int(value)} for value in post.getlist("datasets")
                        if value.isascii() and value.isdigit() and len(value) < 19]
+    checkpoint = post.get("checkpoint", "").strip()
+    if checkpoint:  # VOLUME[:FOLDER], as gpuctl's --checkpoint
+        volume, _, folder = checkpoint.partition(":")
+        data["checkpoint"] = {"volume": volume.strip(), **({"path": folder} if folder else {})}
     if template is not None and template.ssh:
         # a checkbox: left unticked, the launch asks for no SSH
         data["ssh"] = "true" if post.get("ssh") else "false"
@@ -155,7 +160,7 @@ class LaunchForm(forms.Form):
     ssh = forms.NullBooleanField(required=False)
 
     # read from text areas by launch_request, typed already
-    LISTS = ("command", "args", "env", "secrets", "mounts")
+    LISTS = ("command", "args", "env", "secrets", "mounts", "checkpoint")
 
     def __init__(self, data: dict[str, Any], *, tenant: Tenant | None = None,
                  quota: Quota | None = None, identity: Identity | None = None) -> None:
@@ -188,6 +193,9 @@ class LaunchForm(forms.Form):
         if request.get("mounts") and self.tenant is not None:
             request["mounts"] = [{**m, "volume": self._volume_id(m["volume"])}
                                  if "volume" in m else m for m in request["mounts"]]
+        if request.get("checkpoint") and self.tenant is not None:
+            request["checkpoint"] = {**request["checkpoint"],
+                                     "volume": self._volume_id(request["checkpoint"]["volume"])}
         try:
             self.request = launch_clean(request=request, tenant=self.tenant, quota=self.quota,
                                         identity=self.identity)

@@ -29,9 +29,9 @@ from kube.labels import workload_host
 
 from .models import Workload
 
-VERSION = 8  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh;
+VERSION = 9  # 2: how a service is reached (exposure, host); 3: nodes and engine; 4: ssh;
 # 5: avoid_nodes; 6: secrets; 7: mounts; 8: datasets among the mounts (an entry without
-# `dataset` is a volume's, as every entry of a version 7 spec is)
+# `dataset` is a volume's, as every entry of a version 7 spec is); 9: checkpoint
 
 
 def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, image: str, command: list[str],
@@ -42,6 +42,7 @@ def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, ima
                         avoid_nodes: list[str] | tuple[str, ...] = (),
                         secrets: list[SecretUse] | tuple[SecretUse, ...] = (),
                         mounts: list[dict[str, Any]] | tuple[dict[str, Any], ...] = (),
+                        checkpoint: dict[str, Any] | None = None,
                         ) -> dict[str, Any]:
     """The spec as JSON from the launch's own values and its template and GPU type rows now.
     The env is a list of [name, value] pairs: the template's, then the launch's (overriding a
@@ -86,6 +87,10 @@ def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, ima
         # S3 dataset's variables (`env`); absent without any, as in the specs frozen before
         # volumes
         **({"mounts": [dict(mount) for mount in mounts]} if mounts else {}),
+        # a batch job's checkpoint directory (mounts.py): its volume's id, name and claim, and
+        # the folder of it (a requeued copy runs from this spec, so it gets the same folder);
+        # absent without one, as in the specs frozen before checkpoints
+        **({"checkpoint": dict(checkpoint)} if checkpoint else {}),
         # a service, or a batch job with SSH: "loadbalancer" (an address of its own) or
         # "shared" (the gateway, `host`)
         "exposure": exposure if kind == "service" or ssh else "",
@@ -102,11 +107,12 @@ def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, ima
 def launch_spec_from_rows(workload: Workload, *, avoid_nodes: list[str] | tuple[str, ...] = (),
                           secrets: list[SecretUse] | tuple[SecretUse, ...] = (),
                           mounts: list[dict[str, Any]] | tuple[dict[str, Any], ...] = (),
+                          checkpoint: dict[str, Any] | None = None,
                           ) -> dict[str, Any]:
     """The spec resolved from the workload's row and its template and GPU type as they are
     now, and the site's way of reaching services (PORTAL_SERVICE_EXPOSURE): what admission
     freezes, with the nodes its admission checks told it to avoid and the secrets its launch
-    named."""
+    named, the volumes it mounts and its checkpoint directory."""
     exposure = settings.PORTAL_SERVICE_EXPOSURE
     host = workload_host(workload.pk, settings.PORTAL_SERVICE_DOMAIN) \
         if exposure == "shared" and workload.pk is not None else ""
@@ -117,7 +123,7 @@ def launch_spec_from_rows(workload: Workload, *, avoid_nodes: list[str] | tuple[
         memory_gb=workload.memory_gb, max_runtime_minutes=workload.max_runtime_minutes,
         retries=workload.retries, use_home=workload.use_home, exposure=exposure, host=host,
         nodes=workload.nodes, ssh=workload.ssh, avoid_nodes=avoid_nodes, secrets=secrets,
-        mounts=mounts)
+        mounts=mounts, checkpoint=checkpoint)
 
 
 def launch_spec_of(workload: Workload) -> dict[str, Any]:
@@ -129,3 +135,10 @@ def launch_spec_of(workload: Workload) -> dict[str, Any]:
 def launch_secrets(workload: Workload) -> list[SecretUse]:
     """The secrets a workload was launched with (the page's and the API's list)."""
     return [SecretUse.thawed(value) for value in (workload.launch_spec or {}).get("secrets") or ()]
+
+
+def launch_checkpoint(workload: Workload) -> dict[str, Any] | None:
+    """The checkpoint directory a workload was launched with (its volume's id, name, claim and
+    folder), or None (the page's and the API's)."""
+    checkpoint = (workload.launch_spec or {}).get("checkpoint")
+    return dict(checkpoint) if checkpoint else None

@@ -122,6 +122,13 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"  # every node's, set by its kubelet
 HOME_MOUNT_PATH = "/home/portal"
 HOME_VOLUME = "home"
 MOUNT_VOLUME_PREFIX = "mount"  # the pod's volumes of a launch's mounts: mount-0, mount-1 …
+# A batch job's checkpoint directory: its folder on a volume (`sub_path`, made by the kubelet
+# when it is not there yet) mounted read-write here, and named by CHECKPOINT_ENV in the
+# program's environment. A requeued copy runs from the same frozen launch spec, so it mounts the
+# same folder and finds what the stopped run saved.
+CHECKPOINT_MOUNT_PATH = "/portal/checkpoint"
+CHECKPOINT_VOLUME = "checkpoint"
+CHECKPOINT_ENV = "PORTAL_CHECKPOINT_DIR"
 SHM_VOLUME = "dshm"
 
 # what the API server accepts as an environment variable name (and, for secret_env, as a key of
@@ -136,6 +143,7 @@ class PodMount:
     claim: str
     path: str
     read_only: bool = False
+    sub_path: str = ""  # a folder of the volume, relative to its root (the checkpoint's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +179,8 @@ class WorkloadSpec:
     run_as_user: int | None = None  # e.g. 1000 for jupyter images
     home_claim: str | None = None  # PVC name of the tenant's home volume, at HOME_MOUNT_PATH
     mounts: tuple[PodMount, ...] = ()  # the launch's volumes (workloads/mounts.py)
+    # a batch job's checkpoint folder, at CHECKPOINT_MOUNT_PATH (CHECKPOINT_ENV names it)
+    checkpoint: PodMount | None = None
     lb_address_pool: str | None = None  # MetalLB pool annotation value
     # how a service is reached: "loadbalancer" (its Service gets an address of the pool) or
     # "shared" (a ClusterIP Service behind the site's gateway, which routes `host` to it
@@ -215,12 +225,23 @@ class WorkloadSpec:
         self._check_group()
         paths = [mount.path for mount in self.mounts] + ([HOME_MOUNT_PATH] if self.home_claim
                                                          else [])
+        if self.checkpoint is not None:
+            if self.kind != BATCH:
+                raise ValueError("only a batch workload has a checkpoint directory")
+            if self.checkpoint.path != CHECKPOINT_MOUNT_PATH or self.checkpoint.read_only or \
+                    not self.checkpoint.sub_path or self.checkpoint.sub_path.startswith("/") or \
+                    ".." in self.checkpoint.sub_path.split("/"):
+                raise ValueError(f"a checkpoint is a folder of a volume mounted read-write at "
+                                 f"{CHECKPOINT_MOUNT_PATH}: {self.checkpoint}")
+            paths.append(CHECKPOINT_MOUNT_PATH)
         if len(set(paths)) != len(paths) or not all(p.startswith("/") for p in paths):
             raise ValueError(f"mount paths must be absolute and distinct: {paths}")
         if self.max_runtime_seconds is not None and self.max_runtime_seconds <= 0:
             raise ValueError("max_runtime_seconds must be positive")
         parse_image_reference(self.image)  # ValueError with the grammar's message
         names = [key for key, _ in self.env] + [key for key, _ in self.secret_env]
+        if self.checkpoint is not None:
+            names.append(CHECKPOINT_ENV)
         secret_names = [name for use in self.secrets for name in use.env_names]
         if len(set(secret_names)) != len(secret_names) or set(secret_names) & set(names):
             raise ValueError("a variable of a secret is set twice")
@@ -375,6 +396,8 @@ def make_secret(spec: WorkloadSpec) -> Manifest | None:
 
 def _env(spec: WorkloadSpec) -> list[Manifest]:
     env: list[Manifest] = [{"name": key, "value": value} for key, value in spec.env]
+    if spec.checkpoint is not None:
+        env.append({"name": CHECKPOINT_ENV, "value": CHECKPOINT_MOUNT_PATH})
     env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": spec.name, "key": key}}}
             for key, _ in spec.secret_env]
     return env + pod_env(spec.secrets)
@@ -416,7 +439,7 @@ def _container(spec: WorkloadSpec) -> Manifest:
         container["command"] = list(spec.command)
     if spec.args:
         container["args"] = list(spec.args)
-    if spec.env or spec.secret_env or pod_env(spec.secrets):
+    if spec.env or spec.secret_env or spec.checkpoint is not None or pod_env(spec.secrets):
         container["env"] = _env(spec)
     port_name = _app_port_name(spec)
     if spec.port is not None:
@@ -448,6 +471,9 @@ def _volume_mounts(spec: WorkloadSpec) -> list[Manifest]:
         if mount.read_only:
             entry["readOnly"] = True
         mounts.append(entry)
+    if spec.checkpoint is not None:
+        mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_MOUNT_PATH,
+                       "subPath": spec.checkpoint.sub_path})
     if spec.ssh is not None:
         mounts += make_volume_mounts()
     return mounts + pod_mounts(spec.secrets)
@@ -465,6 +491,9 @@ def _volumes(spec: WorkloadSpec) -> list[Manifest]:
         if mount.read_only:
             claim["readOnly"] = True
         volumes.append({"name": f"{MOUNT_VOLUME_PREFIX}-{index}", "persistentVolumeClaim": claim})
+    if spec.checkpoint is not None:
+        volumes.append({"name": CHECKPOINT_VOLUME,
+                        "persistentVolumeClaim": {"claimName": spec.checkpoint.claim}})
     if spec.proxy is not None:
         volumes += make_proxy_volumes(spec.proxy)
     if spec.ssh is not None:
@@ -727,6 +756,7 @@ def mpirun_argv(spec: WorkloadSpec) -> list[str]:
     ranks (a process that sshd starts does not inherit the worker container's environment),
     then the researcher's program as it is."""
     names = [*(key for key, _ in (*spec.env, *spec.secret_env)),
+             *((CHECKPOINT_ENV,) if spec.checkpoint is not None else ()),
              *(name for use in spec.secrets for name in use.env_names)]
     forwarded = [arg for key in names for arg in ("-x", key)]
     return ["mpirun", "-n", str(spec.nodes * processes_per_node(spec)), *forwarded, *spec.command,

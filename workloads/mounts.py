@@ -1,5 +1,6 @@
 """What a launch mounts: `mounts: [{volume: id} | {dataset: id}, path, read_only?]`, resolved
-to claims.
+to claims, and a batch job's checkpoint directory: `checkpoint: {volume: id, path?}`, a folder
+of a volume.
 
 A mount names its source by one key (a mount source is one entry of MOUNT_SOURCES: a volume of
 the project, or a dataset open to it); the resolver checks the source for the caller and the
@@ -13,13 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
 
 from access.ssh_server import BIN_DIR, CONFIG_DIR
-from core.validation import CONTAINER_SYSTEM_PATHS, path_overlaps
+from core.validation import CONTAINER_SYSTEM_PATHS, excerpt, path_overlaps
 from identity.identity import Identity
 from kube.labels import dataset_claim_name, dataset_volume_name
 from storage.manifests import DatasetClaimSpec, dataset_volume_source
@@ -27,11 +29,11 @@ from storage.models import Dataset, Volume
 from storage.selectors import datasets_mountable, volumes_mountable
 from tenants.models import Tenant
 
-from .manifests import HOME_MOUNT_PATH, MPI_SSH_PATH
+from .manifests import CHECKPOINT_MOUNT_PATH, HOME_MOUNT_PATH, MPI_SSH_PATH
 
 MAX_MOUNTS = 16
 MAX_PATH = 1024
-PORTAL_PATHS = (HOME_MOUNT_PATH, MPI_SSH_PATH, BIN_DIR, CONFIG_DIR)
+PORTAL_PATHS = (HOME_MOUNT_PATH, MPI_SSH_PATH, BIN_DIR, CONFIG_DIR, CHECKPOINT_MOUNT_PATH)
 
 
 class MountRefused(ValueError):
@@ -218,6 +220,62 @@ def _entry(entry: Any, *, identity: Identity, tenant: Tenant) -> ResolvedMount:
     path = mount_path_clean(entry.get("path"))
     volume = _volume_source(entry["volume"], identity=identity, tenant=tenant)
     return ResolvedMount(volume=volume, path=path, read_only=bool(read_only))
+
+
+# a checkpoint's folder on its volume: relative, made of plain names
+CHECKPOINT_FOLDER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
+MAX_CHECKPOINT_FOLDER = 255
+CHECKPOINTS_FOLDER = "checkpoints"  # where a launch's own folder goes when it names none
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedCheckpoint:
+    """A batch job's checkpoint directory: a folder of a volume it may mount. `folder` empty:
+    the launch's own, `checkpoints/<its object name>`, named at admission (checkpoint_folder)."""
+
+    volume: Volume
+    folder: str = ""
+
+    def as_spec(self, object_name: str) -> dict[str, Any]:
+        """As the launch spec freezes it (launch_spec.py): a requeued copy keeps the folder."""
+        return {"volume": self.volume.pk, "name": self.volume.name,
+                "claim": self.volume.claim_name,
+                "folder": self.folder or f"{CHECKPOINTS_FOLDER}/{object_name}"}
+
+
+def checkpoint_resolve(entry: Any, *, identity: Identity, tenant: Tenant,
+                       kind: str) -> ResolvedCheckpoint | None:
+    """`checkpoint: {volume, path?}` resolved: a volume the caller may mount (never a dataset:
+    it is read-only), a folder of it, on a batch job only (a service is not requeued); or
+    MountsInvalid with what is wrong."""
+    if entry in (None, "", {}):
+        return None
+    if not isinstance(entry, Mapping):
+        raise MountsInvalid(["A checkpoint is an object: {volume, path?}."])
+    unknown = set(entry) - {"volume", "path"}
+    if unknown:
+        named = ", ".join(sorted(map(str, unknown)))[:100]
+        raise MountsInvalid([f"unknown key(s): {named}; a checkpoint goes on a volume "
+                             "(a dataset is read-only)."])
+    if kind != "batch":
+        raise MountsInvalid(["A checkpoint directory is a batch job's: a service is never "
+                             "requeued, so it has nothing to resume."])
+    if "volume" not in entry:
+        raise MountsInvalid(["Name the volume the checkpoints go on: {volume: id}."])
+    folder = entry.get("path") or ""
+    if not isinstance(folder, str):
+        raise MountsInvalid(["`path` is a folder of the volume, e.g. runs/llama."])
+    folder = folder.strip("/")
+    if folder and (len(folder) > MAX_CHECKPOINT_FOLDER or not CHECKPOINT_FOLDER.fullmatch(folder)
+                   or ".." in folder.split("/")):
+        raise MountsInvalid([f"`path` is a folder of the volume (at most "
+                             f"{MAX_CHECKPOINT_FOLDER} characters: letters, digits, ._- and /, "
+                             f"no '..'), not {excerpt(folder)}."])
+    try:
+        volume = _volume_source(entry["volume"], identity=identity, tenant=tenant)
+    except MountRefused as exc:
+        raise MountsInvalid([str(exc)]) from exc
+    return ResolvedCheckpoint(volume=volume, folder=folder)
 
 
 class MountsInvalid(Exception):

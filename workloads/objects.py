@@ -34,7 +34,7 @@ from tenants.kueue import queue_labels
 
 from .access import workload_access, workload_proxy
 from .launch_spec import launch_spec_of
-from .manifests import PodMount, WorkloadSpec, workload_objects
+from .manifests import CHECKPOINT_MOUNT_PATH, PodMount, WorkloadSpec, workload_objects
 from .models import Workload
 from .mounts import dataset_claim_spec
 
@@ -108,6 +108,7 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         mounts=tuple(PodMount(claim=mount["claim"], path=mount["path"],
                               read_only=bool(mount.get("read_only")))
                      for mount in spec.get("mounts") or ()),
+        checkpoint=_checkpoint_mount(spec.get("checkpoint")),
         backoff_limit=spec["backoff_limit"],
         proxy=proxy,
         ssh=ssh,
@@ -115,6 +116,14 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         queue_labels=tuple(sorted(queue_labels(kind).items())) if queued else (),
         secrets=tuple(SecretUse.thawed(value) for value in spec.get("secrets") or ()),
     )
+
+
+def _checkpoint_mount(checkpoint: dict[str, Any] | None) -> PodMount | None:
+    """A batch job's checkpoint folder as its pods mount it (the same for a requeued copy)."""
+    if not checkpoint:
+        return None
+    return PodMount(claim=checkpoint["claim"], path=CHECKPOINT_MOUNT_PATH,
+                    sub_path=checkpoint["folder"])
 
 
 def _ssh_server(workload: Workload, spec: dict[str, Any],

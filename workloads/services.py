@@ -36,9 +36,9 @@ from .access import workload_access_create
 from .hooks import ADMISSION_CHECKS
 from .journal import notify_owner, workload_event
 from .launch_spec import launch_spec_from_rows
-from .manifests import HOME_MOUNT_PATH
+from .manifests import CHECKPOINT_MOUNT_PATH, HOME_MOUNT_PATH
 from .models import Workload, WorkloadMount
-from .mounts import ResolvedMount
+from .mounts import ResolvedCheckpoint, ResolvedMount
 from .selectors import quota_use, service_addresses
 from .transitions import STOPPABLE, workload_transition
 
@@ -183,9 +183,12 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
 def _mounts_admit(tenant: Tenant, user: User, request: dict[str, Any]) -> list[ResolvedMount]:
     """The launch's volumes, read again under the tenant's lock (a volume deleted since the
     request was validated is refused: deletion takes the same lock), and the home volume
-    where it asks for it (made now, within the storage quota, the first time)."""
+    where it asks for it (made now, within the storage quota, the first time); the checkpoint
+    directory's volume is read again too."""
     mounts: list[ResolvedMount] = list(request.get("mounts") or [])
-    volumes = [m.volume for m in mounts if m.volume is not None]
+    checkpoint: ResolvedCheckpoint | None = request.get("checkpoint")
+    volumes = [m.volume for m in mounts if m.volume is not None] + \
+        ([checkpoint.volume] if checkpoint else [])
     live = set(Volume.objects.filter(pk__in=[v.pk for v in volumes], deleted_at__isnull=True)
                .exclude(state=Volume.State.FAILED).values_list("pk", flat=True))
     gone = [v.name for v in volumes if v.pk not in live]
@@ -271,12 +274,19 @@ def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
                 workload.pk, workload.name,
                 **({"max_length": MAX_GROUP_OBJECT_NAME} if template.distributed else {}))
             # what it will run, frozen now: later edits of the template or GPU type leave it be
+            checkpoint = request.get("checkpoint")
             workload.launch_spec = launch_spec_from_rows(
                 workload, avoid_nodes=request.get("avoid_nodes") or (),
                 secrets=request.get("secrets") or (),
                 mounts=[mount.as_spec(tenant) for mount in mounts
-                        if mount.path != HOME_MOUNT_PATH])
+                        if mount.path != HOME_MOUNT_PATH],
+                checkpoint=checkpoint.as_spec(workload.object_name) if checkpoint else None)
             workload.save(update_fields=["object_name", "launch_spec"])
+            if checkpoint is not None:
+                # its volume is mounted like the others: listed with them, and no deletion
+                # of the volume while the job lives (VOLUME_USERS)
+                mounts.append(ResolvedMount(volume=checkpoint.volume, read_only=False,
+                                            path=CHECKPOINT_MOUNT_PATH))
             WorkloadMount.objects.bulk_create(
                 WorkloadMount(workload=workload, volume=mount.volume, dataset=mount.dataset,
                               volume_name=mount.name, claim_name=mount.claim_name,

@@ -36,8 +36,15 @@ from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
 from .advice import never_fits
-from .manifests import HOME_MOUNT_PATH, JOBSET, MPI_SSH_PATH, TORCHRUN_ENV
-from .mounts import MountsInvalid, mounts_env, mounts_resolve
+from .manifests import (
+    CHECKPOINT_ENV,
+    CHECKPOINT_MOUNT_PATH,
+    HOME_MOUNT_PATH,
+    JOBSET,
+    MPI_SSH_PATH,
+    TORCHRUN_ENV,
+)
+from .mounts import MountsInvalid, checkpoint_resolve, mounts_env, mounts_resolve
 from .naming import display_name_clean
 
 if TYPE_CHECKING:
@@ -207,6 +214,7 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
     if env_refused:
         errors["env"] = env_refused
     _mounts(data, errors, template, tenant, identity)
+    _checkpoint(data, errors, tenant, identity)
     _secrets(data, errors, template, tenant, identity)
     _launch_size(data, errors)
     data.setdefault("cpu", template.default_cpu)
@@ -241,6 +249,29 @@ def _mounts(data: dict[str, Any], errors: dict[str, list[str]], template: Templa
     if clash:
         errors["mounts"] = [f"{', '.join(clash)}: set by the launch or its template, and by "
                             "the S3 dataset it mounts."]
+
+
+def _checkpoint(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant | None,
+                identity: Identity | None) -> None:
+    """A batch job's checkpoint directory, on a volume the caller may mount (mounts.py); its
+    variable is the portal's to set."""
+    entry = data.get("checkpoint")
+    data["checkpoint"] = None
+    if entry in (None, "", {}):
+        return
+    if tenant is None or identity is None:
+        errors["checkpoint"] = ["A checkpoint directory is on a project's volume: a project's "
+                                "launch only."]
+        return
+    try:
+        data["checkpoint"] = checkpoint_resolve(entry, identity=identity, tenant=tenant,
+                                                kind=data["kind"])
+    except MountsInvalid as exc:
+        errors["checkpoint"] = exc.errors
+        return
+    if CHECKPOINT_ENV in (data.get("env") or {}):
+        errors.setdefault("env", []).append(
+            f"{CHECKPOINT_ENV} is set by the portal (the checkpoint directory).")
 
 
 def _nodes(data: dict[str, Any], errors: dict[str, list[str]], template: Template) -> None:
@@ -289,7 +320,8 @@ def ssh_by_default(template: Template, kind: str) -> bool:
 
 
 # where the portal mounts its own volumes into a workload's container: no secret goes there
-RESERVED_PATHS = (HOME_MOUNT_PATH, "/dev/shm", PROXY_DIR, BIN_DIR, CONFIG_DIR, MPI_SSH_PATH)
+RESERVED_PATHS = (HOME_MOUNT_PATH, "/dev/shm", PROXY_DIR, BIN_DIR, CONFIG_DIR, MPI_SSH_PATH,
+                  CHECKPOINT_MOUNT_PATH)
 
 
 def _secrets(data: dict[str, Any], errors: dict[str, list[str]], template: Template,
@@ -307,6 +339,8 @@ def _secrets(data: dict[str, Any], errors: dict[str, list[str]], template: Templ
         taken.add(template.token_env)
     if template.engine == JOBSET:
         taken |= set(TORCHRUN_ENV)
+    if data.get("checkpoint") is not None:
+        taken.add(CHECKPOINT_ENV)
     # a secret's files never over a volume the launch mounts, nor a volume over them
     mounted = [mount.path for mount in data.get("mounts") or []]
     try:

@@ -47,7 +47,7 @@ from .access import access_decision, workload_access_summary
 from .advice import launch_advice, launch_context
 from .filtersets import WorkloadFilterSet
 from .forms import FIELD_LABELS, LaunchForm, launch_request
-from .launch_spec import launch_secrets
+from .launch_spec import launch_checkpoint, launch_secrets
 from .logs import redact, workload_logs, workload_redact
 from .models import Workload
 from .querysets import WorkloadQuerySet
@@ -464,6 +464,7 @@ def _detail_context(request: ProjectRequest, workload: Workload) -> dict[str, An
         "ranks_running": sum(1 for r in ranks if r.get("state") == "running"
                              and r.get("role") != "launcher"),
         "secrets": launch_secrets(workload),
+        "checkpoint": launch_checkpoint(workload),
     }
 
 

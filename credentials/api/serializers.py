@@ -20,11 +20,15 @@ class SecretSerializer(serializers.ModelSerializer[Secret]):
                                            "fields); never a value")
     may_change = serializers.SerializerMethodField(
         help_text="whether the caller may replace or delete it")
+    state = serializers.ChoiceField(
+        choices=["ok", "lost"], read_only=True,
+        help_text="lost: its value is gone from the cluster (the project's namespace was made "
+                  "again); give it a new value (PUT) before a launch may use it")
 
     class Meta:
         model = Secret
         fields = ["id", "name", "kind", "scope", "keys", "tenant", "tenant_id", "owner",
-                  "owner_id", "created_at", "updated_at", "may_change"]
+                  "owner_id", "created_at", "updated_at", "may_change", "state", "lost_at"]
         read_only_fields = fields
 
     def get_may_change(self, secret: Secret) -> bool:

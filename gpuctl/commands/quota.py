@@ -31,14 +31,24 @@ def quota(api: PortalClient, args: argparse.Namespace) -> int:
         out.write(f"tenant {tenant['name']} (id {tenant['id']}, namespace "
                   f"{tenant['namespace']})\n")
         by_type = answer.get("gpus_by_type") or {}
-        print_record({**answer, **{f"gpus {slug}": n for slug, n in by_type.items()}},
+        by_class = {f"storage {name}": storage_limit_text(limit)
+                    for name, limit in (answer.get("storage_by_class") or {}).items()}
+        print_record({**answer, **{f"gpus {slug}": n for slug, n in by_type.items()},
+                      **by_class},
                      ["gpus_total", *[f"gpus {slug}" for slug in by_type], "cpu", "memory",
-                      "max_workloads", "max_runtime_minutes", "idle_threshold_percent",
-                      "idle_minutes", "idle_action"], out)
+                      "max_workloads", "max_runtime_minutes", "storage_gib", "volumes",
+                      *by_class, "idle_threshold_percent", "idle_minutes", "idle_action"], out)
         out.write(quota_in_force_text(answer))
 
     emit(args, data, render)
     return EXIT_OK
+
+
+def storage_limit_text(limit: dict[str, Any]) -> str:
+    """A storage class's quota: "200 GiB, 5 volumes" (a side the class does not bound left out)."""
+    parts = [f"{limit['storage_gib']} GiB" if limit.get("storage_gib") is not None else "",
+             f"{limit['volumes']} volumes" if limit.get("volumes") is not None else ""]
+    return ", ".join(part for part in parts if part)
 
 
 def quota_in_force_text(quota: dict[str, Any]) -> str:

@@ -109,6 +109,10 @@ def _launch_options(p: Parser) -> None:
                    help="mount a dataset open to your project (its name or id), always "
                         "read-only, at PATH (default /datasets/NAME; repeatable; gpuctl "
                         "datasets ls)")
+    p.add_argument("--checkpoint", type=checkpoint_spec, metavar="VOLUME[:SUBDIR]",
+                   help="batch: a checkpoint directory on a volume (its id or name), in a "
+                        "folder of it (default checkpoints/<the workload>); the program finds "
+                        "it at $PORTAL_CHECKPOINT_DIR, and a requeued run gets the same")
     p.add_argument("--secret", action="append", metavar="NAME[:PATH]",
                    help="a secret it reads, yours or the project's, by name or id "
                         "(repeatable): env → its variables, file → its files at PATH "
@@ -161,9 +165,20 @@ def launch_body(args: argparse.Namespace) -> dict[str, Any]:
     if args.dataset:  # always read-only: the portal refuses anything else
         body.setdefault("mounts", []).extend(
             {"dataset": name, **({"path": path} if path else {})} for name, path in args.dataset)
+    if args.checkpoint:
+        volume, folder = args.checkpoint
+        body["checkpoint"] = {"volume": volume, **({"path": folder} if folder else {})}
     if args.ssh is not None:
         body["ssh"] = args.ssh
     return body
+
+
+def checkpoint_spec(text: str) -> tuple[str, str]:
+    """`VOLUME[:SUBDIR]` → (volume, folder); VOLUME is an id or a name."""
+    volume, _, folder = text.partition(":")
+    if not volume:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected VOLUME or VOLUME:SUBDIR")
+    return volume, folder
 
 
 def mount_spec(text: str) -> tuple[str, str, bool]:
@@ -185,8 +200,10 @@ def dataset_spec(text: str) -> tuple[str, str | None]:
 
 
 def with_volume_ids(api: PortalClient, body: dict[str, Any]) -> dict[str, Any]:
-    """The launch with each mount's volume or dataset named by its id (a name is looked up)."""
-    for mount in body.get("mounts") or []:
+    """The launch with each mount's volume or dataset, and the checkpoint's volume, named by
+    its id (a name is looked up)."""
+    for mount in [*(body.get("mounts") or []), *([body["checkpoint"]] if "checkpoint" in body
+                                                 else [])]:
         if "volume" in mount:
             name = mount["volume"]
             mount["volume"] = int(name) if name.isdigit() else find_volume(api, name)["id"]
@@ -309,7 +326,7 @@ WORKLOAD_FIELDS = ["id", "name", "tenant", "owner", "template", "kind", "gpu_typ
                    "nodes", "gpus", "image", "command", "args", "port", "cpu", "memory",
                    "max_runtime_minutes", "state", "reason", "url", "address", "node",
                    "exit_code", "created_at", "started_at", "finished_at", "expires_at",
-                   "queue_text", "eta", "secrets"]
+                   "queue_text", "eta", "secrets", "checkpoint"]
 
 
 def shown_ranks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -335,7 +352,11 @@ def print_workload(workload: dict[str, Any], out: TextIO) -> None:
     """The record, then (a distributed workload) its ranks as a table."""
     secrets = ", ".join(f"{s['name']} ({s['kind']}{' at ' + s['path'] if s.get('path') else ''})"
                         for s in workload.get("secrets") or []) or None
-    print_record({**workload, "secrets": secrets}, WORKLOAD_FIELDS, out)
+    checkpoint = workload.get("checkpoint")
+    if checkpoint:
+        checkpoint = f"{checkpoint['folder']} of {checkpoint['name']} ({checkpoint['volume']}) " \
+                     f"at {checkpoint['directory']}"
+    print_record({**workload, "secrets": secrets, "checkpoint": checkpoint}, WORKLOAD_FIELDS, out)
     ranks = workload.get("ranks") or []
     if ranks:
         running = sum(1 for r in ranks if r.get("state") == "running"

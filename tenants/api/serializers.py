@@ -61,6 +61,13 @@ class QuotaAdjustmentSerializer(serializers.Serializer[Any]):
                                            "reserved until …: reservation #7 (4 a100)\").")
 
 
+class StorageClassLimitSerializer(serializers.Serializer[Any]):
+    storage_gib = _count(allow_null=True, required=False,
+                         help_text="GiB of volumes of the class in all; null: not bounded")
+    volumes = _count(allow_null=True, required=False,
+                     help_text="volumes of the class at once; null: not bounded")
+
+
 class QuotaSerializer(serializers.Serializer[Quota]):
     """A tenant's quota. `memory` is in GiB; `max_runtime_minutes` 0 means no limit. The fields
     an admin writes are the nominal quota; `in_force` and `adjustments` (read only) say what
@@ -77,6 +84,12 @@ class QuotaSerializer(serializers.Serializer[Quota]):
                                                    "requests.storage)")
     volumes = _count(required=False, help_text="How many volumes the project may have at once "
                                                "(also its persistentvolumeclaims)")
+    storage_by_class = serializers.DictField(
+        child=StorageClassLimitSerializer(), required=False, allow_empty=True,
+        help_text="Within storage classes, where set: {class: {storage_gib, volumes}} (either "
+                  "null: only the quota in all bounds it); the namespace's ResourceQuota "
+                  "carries <class>.storageclass.storage.k8s.io/requests.storage and "
+                  "/persistentvolumeclaims. A write replaces them all; {} removes them.")
     idle_threshold_percent = serializers.IntegerField(min_value=0, max_value=100)
     idle_minutes = serializers.IntegerField(min_value=1, max_value=MAX_VALUE)
     idle_action = serializers.ChoiceField(choices=Quota.IdleAction.choices)
@@ -114,5 +127,6 @@ class QuotaSerializer(serializers.Serializer[Quota]):
     def to_representation(self, quota: Quota) -> dict[str, Any]:
         data = super().to_representation(quota)
         data["gpus_by_type"] = quota.gpus_by_type()
+        data["storage_by_class"] = quota.storage_by_class()
         data.update(quota_figures(quota.tenant, quota=quota).as_data())
         return data

@@ -221,6 +221,8 @@ SPELLINGS = [
     ("datasets rm imagenet", dataset.remove),
     ("launch --template jupyter --gpu-type a100 --dataset imagenet "
      "--dataset corpora:/data/text", workload.launch),
+    ("launch --template custom --gpu-type a100 --image busybox --checkpoint runs:llama -- true",
+     workload.launch),
 ]
 
 
@@ -262,6 +264,8 @@ def test_the_spellings_of_scripts_and_docs_still_parse(line, func):
      "argument --mount: 'data': expected VOLUME:/PATH or VOLUME:/PATH:ro"),
     (["launch", "--template", "jupyter", "--gpu-type", "a100", "--mount", "data:work"],
      "argument --mount: 'data:work': expected VOLUME:/PATH"),
+    (["launch", "--template", "custom", "--gpu-type", "a100", "--checkpoint", ":runs"],
+     "argument --checkpoint: ':runs': expected VOLUME or VOLUME:SUBDIR"),
     (["volumes", "create", "data"], "the following arguments are required: --size"),
     (["launch", "--template", "jupyter", "--gpu-type", "a100", "--dataset", "imagenet:data"],
      "argument --dataset: 'imagenet:data': expected NAME or NAME:/PATH"),
@@ -306,3 +310,15 @@ def test_mounts_reach_the_launch_body_as_the_api_takes_them():
     assert workload.launch_body(args)["mounts"] == [
         {"volume": "datasets", "path": "/data", "read_only": True},
         {"volume": "12", "path": "/work", "read_only": False}]
+
+
+def test_a_checkpoint_reaches_the_launch_body_as_the_api_takes_it():
+    def body(*checkpoint: str) -> dict:
+        args = parse(cli.build_parser(), ["launch", "--template", "custom", "--gpu-type", "a100",
+                                          *checkpoint])
+        return workload.launch_body(args)
+
+    assert body("--checkpoint", "runs:llama/v2")["checkpoint"] == {"volume": "runs",
+                                                                  "path": "llama/v2"}
+    assert body("--checkpoint", "12")["checkpoint"] == {"volume": "12"}
+    assert "checkpoint" not in body()

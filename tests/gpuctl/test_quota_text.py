@@ -2,7 +2,7 @@
 (the API's `in_force.text` and each adjustment's `text`: gpuctl composes none of its own),
 nothing more when nothing adjusts it."""
 
-from gpuctl.commands.quota import quota_in_force_text
+from gpuctl.commands.quota import quota_in_force_text, storage_limit_text
 
 UNTIL = "until 2030-04-01 00:00 UTC"
 ANSWER = {
@@ -40,3 +40,9 @@ def test_the_quota_in_force_is_shown_in_the_portals_words():
 
 def test_nothing_is_added_when_nothing_adjusts_the_quota():
     assert quota_in_force_text({**ANSWER, "adjustments": []}) == ""
+
+
+def test_a_storage_classs_quota_in_words():
+    assert storage_limit_text({"storage_gib": 200, "volumes": 5}) == "200 GiB, 5 volumes"
+    assert storage_limit_text({"storage_gib": None, "volumes": 3}) == "3 volumes"
+    assert storage_limit_text({"storage_gib": 0, "volumes": None}) == "0 GiB"

@@ -1,7 +1,9 @@
 """Secrets on the real control plane (tests/credentials/): the portal's ServiceAccount writes,
 replaces and deletes a secret's Kubernetes Secret, and a launch's pod spec reaches the real API
 server with its variables by secretKeyRef and its registry login as imagePullSecrets; the value
-is in no other object of the namespace. Validation and roles decide in the portal and run once,
+is in no other object of the namespace; the sweep, as the portal's ServiceAccount, lists the
+portal's Secrets in every namespace, marks a secret whose Secret is gone lost and deletes one no
+row holds. Validation and roles decide in the portal and run once,
 on kubesim."""
 
 import pytest
@@ -15,6 +17,10 @@ from tests.credentials.test_api import (  # noqa: F401 - collected here, against
 from tests.credentials.test_launch import (  # noqa: F401 - collected here, against the real cluster
     test_an_env_secret_reaches_the_pod_by_reference_and_its_value_nowhere_else,
     test_each_kind_of_secret_in_a_batch_job,
+)
+from tests.credentials.test_sweep import (  # noqa: F401 - collected here, against the real cluster
+    test_a_secret_no_row_holds_is_deleted,
+    test_a_secret_whose_value_is_gone_is_lost_until_given_again,
 )
 from tests.support.journeys import vision  # noqa: F401 - what the tests use
 

@@ -132,6 +132,20 @@ def test_deleting_a_volume_deletes_its_claim_its_volume_and_then_its_row(lab, ow
                message="its PersistentVolume was not reclaimed")
 
 
+def test_deleting_a_volume_stops_the_projects_file_server_first(lab, owner, monkeypatch):
+    """The server's pod mounts every claim of the project: the claim is not released while it
+    runs. The stop is sent by name, before the claim's deletion."""
+    sent = []
+    monkeypatch.setattr("files.tasks.file_server_stop_task.delay",
+                        lambda namespace: sent.append(("stop files", namespace)))
+    monkeypatch.setattr("storage.tasks.volume_claim_delete_task.delay",
+                        lambda pk: sent.append(("delete claim", pk)))
+    volume = made(lab, owner)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        volume_delete(volume=volume, user=owner)
+    assert sent == [("stop files", lab.namespace), ("delete claim", volume.pk)]
+
+
 def test_the_namespaces_quota_counts_the_claims(lab, owner):
     quota = Kube().get("ResourceQuota", QUOTA_NAME, lab.namespace)
     assert quota["spec"]["hard"]["requests.storage"] == "40Gi"

@@ -42,12 +42,13 @@ def make_tenant(made: list, *, a100: int, borrowing: int | None = None, weight: 
 
 
 def launch(tenant, user, gpu_types, *, name: str, gpus: int, run_seconds: int = 600,
-           max_runtime: int | None = None) -> Workload:
-    """The portal's own launch (admission), and its create task run here."""
+           max_runtime: int | None = None, **more) -> Workload:
+    """The portal's own launch (admission), and its create task run here; `more`: more of the
+    request, as validation hands it over (a ResolvedCheckpoint as `checkpoint`)."""
     request = {"template": Template.objects.get(slug="custom"), "name": name, "kind": "batch",
                "gpu_type": gpu_types["a100"], "gpu_count": gpus, "image": "busybox:1.36",
                "env": {"KUBESIM_RUN_SECONDS": str(run_seconds)}, "cpu": 1, "memory": 1,
-               "max_runtime_minutes": max_runtime}
+               "max_runtime_minutes": max_runtime, **more}
     workload, _ = workload_launch(tenant=tenant, user=user, request=request)
     workload_create_task(workload.pk)
     return state_of(workload)

@@ -48,7 +48,7 @@ def test_members_read_their_quota_but_cannot_write_it(tenants, project_token):
                           "max_runtime_minutes", "idle_threshold_percent", "idle_minutes",
                           "idle_action", "idle_grace_minutes", "allow_over_capacity",
                           "gpu_borrowing_limit", "gpu_lending_limit", "fair_share_weight",
-                          "storage_gib", "volumes",
+                          "storage_gib", "volumes", "storage_by_class",
                           "in_force", "adjustments"}  # these two read only
     assert quota["gpus_by_type"] == {"a100": 1, "t4": 1, "v100": 1}
     # volumes: the site's defaults, in force as set (no adjustment changes storage)
@@ -91,6 +91,26 @@ def test_an_admin_sets_the_storage_quota(tenants, project_token):
     assert refused.status_code == 400 and "volumes" in refused.json()["fields"]
 
 
+def test_an_admin_sets_the_storage_quota_per_class(tenants, project_token):
+    tenant = tenants["vision-lab"]
+    url, auth = f"/api/v1/tenants/{tenant.pk}/quota/", api(project_token("admin", "admin"))
+    by_class = {"fast-ssd": {"storage_gib": 200, "volumes": 5},
+                "lustre": {"storage_gib": 2000, "volumes": None}}
+    response = Client().patch(url, {"storage_by_class": by_class},
+                              content_type="application/json", **auth)
+    assert response.status_code == 200, response.json()
+    assert response.json()["storage_by_class"] == by_class
+    record = AuditRecord.objects.get(tenant=tenant, action="quota.update")
+    assert (record.before["storage_by_class"], record.after["storage_by_class"]) == \
+        ({}, by_class)
+    # a write replaces them all: a class left out has none any more
+    response = Client().patch(url, {"storage_by_class": {"lustre": {"volumes": 3}}},
+                              content_type="application/json", **auth)
+    assert response.json()["storage_by_class"] == {"lustre": {"storage_gib": None, "volumes": 3}}
+    members = Client().get(url, **api(project_token("researcher", "vision-lab"))).json()
+    assert members["storage_by_class"] == {"lustre": {"storage_gib": None, "volumes": 3}}
+
+
 @pytest.mark.parametrize(("body", "field"), [
     ({"gpus_total": -1}, "gpus_total"),
     ({"gpus_total": "lots"}, "gpus_total"),
@@ -106,6 +126,11 @@ def test_an_admin_sets_the_storage_quota(tenants, project_token):
     ({"gpu_lending_limit": "half"}, "gpu_lending_limit"),
     ({"fair_share_weight": 0}, "fair_share_weight"),
     ({"fair_share_weight": "1.234"}, "fair_share_weight"),
+    ({"storage_by_class": {"Fast SSD": {"storage_gib": 1}}}, "storage_by_class"),
+    ({"storage_by_class": {"fast": {"storage_gib": -1}}}, "storage_by_class"),
+    ({"storage_by_class": {"fast": {}}}, "storage_by_class"),
+    ({"storage_by_class": {"fast": {"iops": 5}}}, "storage_by_class"),
+    ({"storage_by_class": ["fast"]}, "storage_by_class"),
 ])
 def test_bad_quota_values_are_400_and_change_nothing(tenants, project_token, body, field):
     tenant = tenants["vision-lab"]

@@ -69,6 +69,22 @@ def test_resource_quota_counts_gpus_mig_cpu_memory_pods_and_load_balancers():
     assert make_resource_quota(SPEC)["spec"]["hard"]["requests.storage"] == "0"
 
 
+def test_resource_quota_carries_a_storage_class_s_keys_where_the_quota_sets_them():
+    spec = dataclasses.replace(SPEC, storage_gib=500, volumes=12, storage_by_class=(
+        ("fast-ssd", 200, 5), ("lustre", 2000, None), ("scratch", None, 1), ("tape", 0, 0)))
+    hard = make_resource_quota(spec)["spec"]["hard"]
+    per_class = {key: value for key, value in hard.items() if ".storageclass." in key}
+    assert per_class == {
+        "fast-ssd.storageclass.storage.k8s.io/requests.storage": "200Gi",
+        "fast-ssd.storageclass.storage.k8s.io/persistentvolumeclaims": "5",
+        "lustre.storageclass.storage.k8s.io/requests.storage": "2000Gi",
+        "scratch.storageclass.storage.k8s.io/persistentvolumeclaims": "1",
+        "tape.storageclass.storage.k8s.io/requests.storage": "0",
+        "tape.storageclass.storage.k8s.io/persistentvolumeclaims": "0",
+    }
+    assert (hard["requests.storage"], hard["persistentvolumeclaims"]) == ("500Gi", "12")
+
+
 def test_the_quota_leaves_room_for_each_workloads_proxy_in_the_api_servers_spelling():
     """The portal admits a workload by its own CPU and memory; its authenticating proxy holds
     more, so the namespace quota adds one proxy's worth per workload allowed. Quantities are

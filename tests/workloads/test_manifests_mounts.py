@@ -86,3 +86,45 @@ def test_valid_against_the_kubernetes_schema(name):
     version = kubernetes_validate.utils.latest_version()
     for obj in workload_objects(dataclasses.replace(SPECS[name], mounts=MOUNTS)):
         kubernetes_validate.validate(obj, version, strict=True)
+
+
+CHECKPOINT = PodMount(claim="vol-9-runs", path="/portal/checkpoint",
+                      sub_path="checkpoints/wl-12-train")
+
+
+@pytest.mark.parametrize("name", ["batch", "jobset", "mpijob"])
+def test_every_pod_of_a_batch_job_mounts_its_checkpoint_folder_and_names_it(name):
+    """Read-write, the folder as the mount's subPath (the kubelet makes it when it is not
+    there), PORTAL_CHECKPOINT_DIR in the program's environment; mpirun passes it on."""
+    spec = dataclasses.replace(SPECS[name], checkpoint=CHECKPOINT)
+    for where, pod in pod_templates(spec).items():
+        app = pod["spec"]["containers"][0]
+        assert {"name": "checkpoint", "mountPath": "/portal/checkpoint",
+                "subPath": "checkpoints/wl-12-train"} in app["volumeMounts"], where
+        assert {"name": "checkpoint", "persistentVolumeClaim": {"claimName": "vol-9-runs"}} \
+            in pod["spec"]["volumes"], where
+        assert {"name": "PORTAL_CHECKPOINT_DIR", "value": "/portal/checkpoint"} in app["env"], \
+            where
+        if where == "MPIJob Launcher":
+            at = app["args"].index("PORTAL_CHECKPOINT_DIR")
+            assert app["args"][at - 1] == "-x"
+    if name == "batch":
+        version = kubernetes_validate.utils.latest_version()
+        for obj in workload_objects(spec):
+            kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("checkpoint", [
+    dataclasses.replace(CHECKPOINT, read_only=True),
+    dataclasses.replace(CHECKPOINT, path="/data"),
+    dataclasses.replace(CHECKPOINT, sub_path=""),
+    dataclasses.replace(CHECKPOINT, sub_path="a/../../b"),
+], ids=["read-only", "elsewhere", "no-folder", "dotdot"])
+def test_an_impossible_checkpoint_is_refused_before_any_manifest(checkpoint):
+    with pytest.raises(ValueError, match="checkpoint"):
+        dataclasses.replace(CUSTOM_BATCH, checkpoint=checkpoint)
+
+
+def test_a_service_has_no_checkpoint():
+    with pytest.raises(ValueError, match="only a batch workload"):
+        dataclasses.replace(JUPYTER, checkpoint=CHECKPOINT)

@@ -25,8 +25,9 @@ from tenants.models import Quota, Tenant
 from workloads.queue import QueuePlace, queue_places, queue_text
 
 from ..access import workload_access_summary
-from ..launch_spec import launch_secrets
+from ..launch_spec import launch_checkpoint, launch_secrets
 from ..logs import redact
+from ..manifests import CHECKPOINT_MOUNT_PATH
 from ..models import Workload, WorkloadEvent
 from ..selectors import workload_may_see_secrets
 from ..validation import (
@@ -109,6 +110,34 @@ class MountSerializer(serializers.Serializer[dict[str, Any]]):
         return {**{k: v for k, v in data.items() if k not in self.fields}, **typed}
 
 
+class CheckpointSerializer(serializers.Serializer[dict[str, Any]]):
+    """A batch job's checkpoint directory: a folder of a volume it may mount, mounted
+    read-write and named by PORTAL_CHECKPOINT_DIR; a requeued copy gets the same folder."""
+
+    volume = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
+                                      help_text="a volume's id (GET volumes/), not a dataset's")
+    path = serializers.CharField(
+        max_length=1024, required=False, allow_blank=True,
+        help_text="the folder of the volume (e.g. runs/llama); default checkpoints/<the "
+                  "workload's object name>")
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        """Any other key as sent too: the resolver (workloads/mounts.py) refuses it by name."""
+        typed: dict[str, Any] = super().to_internal_value(data)
+        extra = {k: v for k, v in data.items() if k not in self.fields} \
+            if isinstance(data, dict) else {}
+        return {**extra, **typed}
+
+
+class WorkloadCheckpointSerializer(serializers.Serializer[Any]):
+    volume = serializers.IntegerField(help_text="the volume's id")
+    name = serializers.CharField(help_text="the volume's name")
+    claim_name = serializers.CharField(source="claim")
+    folder = serializers.CharField(help_text="the folder of the volume (the file browser's path)")
+    directory = serializers.CharField(help_text="where the program finds it: "
+                                                "PORTAL_CHECKPOINT_DIR")
+
+
 class WorkloadMountSerializer(serializers.Serializer[Any]):
     volume = serializers.IntegerField(source="volume_id", allow_null=True,
                                       help_text="null for a dataset, and once the volume is "
@@ -150,6 +179,10 @@ class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
     mounts = MountSerializer(many=True, required=False,
                              help_text="volumes and datasets to mount: [{volume, path, "
                                        "read_only?} | {dataset, path?}]")
+    checkpoint = CheckpointSerializer(
+        required=False, allow_null=True,
+        help_text="batch only: a checkpoint directory on a volume, in PORTAL_CHECKPOINT_DIR; "
+                  "a requeued copy (reclaim, maintenance, a reservation's end) gets the same")
     ssh = serializers.BooleanField(
         required=False, allow_null=True, default=None,
         help_text="run the portal's SSH server beside the program (templates that offer it: "
@@ -264,6 +297,8 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
                   "of 7 for a100, about 40 min\"); null otherwise.")
     secrets = serializers.SerializerMethodField(
         help_text="the secrets it was launched with, by name (never a value)")
+    checkpoint = serializers.SerializerMethodField(
+        help_text="its checkpoint directory, or null")
 
     class Meta:
         model = Workload
@@ -273,7 +308,7 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
                   "max_runtime_minutes", "ssh", "state", "reason", "url", "address", "node",
                   "exit_code", "object_name", "created_at", "started_at", "finished_at",
                   "expires_at", "access", "queue_position", "queue_length", "eta",
-                  "eta_basis", "gpus", "queue_text", "secrets"]
+                  "eta_basis", "gpus", "queue_text", "secrets", "checkpoint"]
         read_only_fields = fields
         list_serializer_class = WorkloadListSerializer
 
@@ -315,6 +350,14 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
     def get_secrets(self, workload: Workload) -> list[dict[str, str]]:
         return [{"name": use.name, "kind": use.kind, "path": use.path}
                 for use in launch_secrets(workload)]
+
+    @extend_schema_field(WorkloadCheckpointSerializer(allow_null=True))
+    def get_checkpoint(self, workload: Workload) -> dict[str, Any] | None:
+        checkpoint = launch_checkpoint(workload)
+        if checkpoint is None:
+            return None
+        return WorkloadCheckpointSerializer(
+            {**checkpoint, "directory": CHECKPOINT_MOUNT_PATH}).data
 
     def get_url(self, workload: Workload) -> str:
         return workload.url
