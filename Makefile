@@ -37,15 +37,17 @@ test: $(STAMP) $(ASSETS)
 	$(PY) -m stack.system_deps
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-# go vet: gpu-portal-sshd (sshd/) and gpu-portal-files (filesd/), the Go modules of ours with
-# code; their tests run in `make test` (tests/sshd/test_go.py, tests/files/test_go.py). The
-# wrapper modules under stack/k8s hold only imports of upstream commands, and vetting them would
-# compile those whole.
+# go vet: gpu-portal-sshd (sshd/), gpu-portal-files (filesd/) and gpu-portal-provisioner
+# (stack/k8s/provisioner/), the Go modules of ours with code; their tests run in `make test`
+# (tests/sshd/test_go.py, tests/files/test_go.py, tests/realcluster/test_provisioner_go.py). The
+# other wrapper modules under stack/k8s hold only imports of upstream commands, and vetting them
+# would compile those whole.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	go -C sshd vet ./...
 	go -C filesd vet ./...
+	go -C stack/k8s/provisioner vet ./...
 
 bench: $(STAMP)
 	$(PY) -m stack.system_deps

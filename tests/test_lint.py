@@ -1,6 +1,7 @@
 """CI fails on a lint or a type error: `.ci/run` runs `make lint` (ruff, then mypy, then go vet
-on sshd/ and filesd/, whose check is in tests/sshd/test_go.py) before the tests, and each exits non-zero
-on a file with an error, under the project's configuration (pyproject.toml)."""
+on sshd/, filesd/ and stack/k8s/provisioner/, whose check is in tests/sshd/test_go.py) before
+the tests, and each exits non-zero on a file with an error, under the project's configuration
+(pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def test_ci_runs_the_linters_before_the_tests():
     lint = re.search(r"^lint:.*\n((?:\t.*\n)+)", (REPO / "Makefile").read_text(), re.M)
     assert lint is not None
     assert [line.split()[0].rsplit("/", 1)[-1] for line in lint.group(1).splitlines()] == \
-        ["ruff", "mypy", "go", "go"]
+        ["ruff", "mypy", "go", "go", "go"]
 
 
 def test_ruff_fails_on_a_lint_error(tmp_path):

@@ -2,6 +2,8 @@
 
 - MetalLB's controller: LoadBalancer addresses from the inventory's address pools;
 - the GPU metrics: one gpuagent (fake NVML) and one pod-resources socket per GPU node;
+- the dynamic provisioner of volumes (provisioner.py): the default StorageClass `standard`,
+  a folder per claim under the cluster's folder;
 - k8s-keystone-auth, when there is a Keystone: `kubectl --token <Keystone token>`;
 - Kueue, when asked (`kueue=True`): queueing of the portal's launches (tenants/kueue.py, workloads/queue.py),
   and with it the engines of distributed training it admits whole: JobSet and the MPI operator,
@@ -21,12 +23,13 @@ from .keystone_auth import KeystoneAuthWebhook
 from .kueue import DEFAULT_PODS_READY_TIMEOUT, Kueue
 from .metallb import MetalLB
 from .mpi_operator import MPIOperator
+from .provisioner import SharedFolderProvisioner
 
 
 def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_INVENTORY,
                    kueue: bool = False,
                    pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> list[Addon]:
-    addons: list[Addon] = [MetalLB(inventory), GpuMetrics(inventory)]
+    addons: list[Addon] = [MetalLB(inventory), GpuMetrics(inventory), SharedFolderProvisioner()]
     if keystone_url:
         addons.append(KeystoneAuthWebhook(keystone_url))
     if kueue:

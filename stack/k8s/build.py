@@ -2,7 +2,9 @@
 
 Each component is a small wrapper module under stack/k8s/<name>/ (go.mod, go.sum and a main or a
 tools.go naming the upstream command): no upstream code lives in this repository. Two are our own
-programs in folders of their own (portal-sshd: the repository's sshd/; portal-files: filesd/). Binaries go to
+programs in folders of their own (portal-sshd: the repository's sshd/; portal-files: filesd/), and
+one is our own program in a wrapper module of its own (provisioner); the S3 server of the tests
+(versitygw) has its wrapper at stack/versitygw. Binaries go to
 
     $GPU_PORTAL_CACHE (default ~/.cache/gpu-portal)/k8s/<name>-<version>-<hash>/bin/
 
@@ -151,6 +153,19 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
     # static (cgo off) so that it runs in any image
     Component(name="portal-sshd", version="v1", module="gpu-portal.local/sshd",
               binaries={"gpu-portal-sshd": "."}, folder=HERE.parent.parent / "sshd"),
+    # the dynamic provisioner of the real control plane's volumes (stack/k8s/provisioner.py):
+    # our own small program on the library dynamic provisioners are written with, in a module
+    # of its own that pins the library (stack/k8s/provisioner/main.go says what it provisions)
+    Component(name="provisioner", version="v1",
+              module="sigs.k8s.io/sig-storage-lib-external-provisioner/v13",
+              binaries={"gpu-portal-provisioner": "."}),
+    # the S3 server the tests run on loopback (stack/s3.py): versitygw (Apache-2.0) over a
+    # folder, in a wrapper module at stack/versitygw; its Makefile sets the version the same way.
+    # Not SeaweedFS: its one command pulls in some 500 modules (every filer store's driver and
+    # cloud SDK) whose download and build do not fit a fresh machine's `make test`
+    Component(name="versitygw", version="v1.8.0", module="github.com/versity/versitygw",
+              binaries={"versitygw": "github.com/versity/versitygw/cmd/versitygw"},
+              ldflags="-X main.Version=v1.8.0", folder=HERE.parent / "versitygw"),
     # the file server of a project's volumes (filesd/main.go says what it serves and how):
     # our own module at the repository's filesd/, the standard library only
     Component(name="portal-files", version="v1", module="gpu-portal.local/filesd",

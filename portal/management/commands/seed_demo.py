@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand
 
 from audit.models import AuditRecord
 from catalogue.models import GpuType
-from kube.client import KubeError
+from kube.client import Kube, KubeError
 from storage.models import StorageClass
 from storage.services import VolumeInvalid, storage_class_set
 from tenants.keystone_sync import tenants_sync_from_keystone
@@ -29,9 +29,11 @@ GPU_TYPES = [
     ("t4", "NVIDIA T4 16GB", 16, {"gputype": "t4"}),
 ]
 
-# kubesim's own class (its provisioner binds every claim, and grows them); a real cluster
+# the demo cluster's default class: kubesim's own (its provisioner binds every claim, and grows
+# them) or, with CLUSTER=kube, gpu-portal-provisioner's (a folder per claim on a shared file
+# system, which does not grow); offered expandable only where the cluster's class is. A cluster
 # without it offers nothing until an admin chooses its classes (/admin/storage-classes/)
-DEMO_STORAGE_CLASS = ("standard", "the demo cluster's disks (they grow)")
+DEMO_STORAGE_CLASS = ("standard", "the demo cluster's shared volumes")
 
 # DIGITS runs as root: the demo lets vision-lab run it (its namespace then enforces Pod
 # Security "baseline"); nlp-lab keeps the site's "restricted" and shows the refusal
@@ -69,8 +71,10 @@ class Command(BaseCommand):
         if not StorageClass.objects.exists():
             name, description = DEMO_STORAGE_CLASS
             try:
+                found = Kube().get("StorageClass", name)
                 storage_class_set(user=None, name=name, description=description,
-                                  expandable=True, is_default=True)
+                                  expandable=bool(found and found.get("allowVolumeExpansion")),
+                                  is_default=True)
                 self.stdout.write(f"storage class {name} offered for volumes")
             except (VolumeInvalid, KubeError) as exc:
                 self.stdout.write(f"no storage class offered for volumes: {exc}")

@@ -1,0 +1,17 @@
+"""gpu-portal-provisioner's own Go tests (stack/k8s/provisioner/volumes_test.go: a claim's folder
+and volume, every name and link that would lead out of the root, deleting only inside it) run
+here, so that `make test` reports them where it reports everything else. `make lint` runs
+`go vet` on the same module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.golang import go_test
+
+PROVISIONER = Path(__file__).resolve().parents[2] / "stack" / "k8s" / "provisioner"
+
+
+def test_the_go_tests_pass():
+    result = go_test(PROVISIONER)
+    assert result.returncode == 0, result.stdout + result.stderr
