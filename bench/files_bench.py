@@ -22,15 +22,13 @@ Usage: .venv/bin/python bench/files_bench.py [--size-mib 1024] [--runs 3] [--jso
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.case_runner import CaseFailed, run_case, write_figures  # noqa: E402
+
 GOAL = 0.5
 
 
@@ -40,31 +38,19 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
-    load_start = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="files-bench-") as tmp:
-        out = Path(tmp) / "figures.json"
-        params = {"size_mib": args.size_mib, "runs": args.runs, "goal": GOAL, "out": str(out)}
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "bench/files_bench_case.py", "-p", "tests.conftest",
-             "-p", "no:cacheprovider", "-n", "0", "-s", "-q", "--basetemp", f"{tmp}/pytest"],
-            cwd=REPO, env={**os.environ, "FILES_BENCH": json.dumps(params)})
-        if done.returncode != 0 or not out.exists():
-            print(f"the measurement failed (pytest exit status {done.returncode})",
-                  file=sys.stderr)
-            return 1
-        figures = json.loads(out.read_text())
-    figures["load_average"] = {"start": load_start, "end": os.getloadavg()}
-    figures["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "processor": platform.processor() or platform.machine()}
+    try:
+        figures = run_case("bench/files_bench_case.py", "FILES_BENCH",
+                           {"size_mib": args.size_mib, "runs": args.runs, "goal": GOAL})
+    except CaseFailed as exc:
+        print(exc, file=sys.stderr)
+        return 1
     for name in ("upload", "download"):
         f = figures[f"{name}_mib_s"]
         print(f"{args.size_mib} MiB {name}, median of {args.runs}: portal {f['portal']:.1f} "
               f"MiB/s, direct {f['direct']:.1f} MiB/s, ratio {f['ratio']:.2f}")
     print(f"checksums equal: {figures['checksums_equal']}; goal ≥ {GOAL}: "
           f"{'met' if figures['goal']['met'] else 'not met'}")
-    print(json.dumps(figures, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=1))
+    write_figures(figures, args.json)
     return 0
 
 
