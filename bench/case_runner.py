@@ -25,16 +25,17 @@ class CaseFailed(Exception):
     """The case's pytest failed or wrote no figures."""
 
 
-def run_case(case: str, variable: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Run `case` (a path from the repo root) with `params` in the environment variable
-    `variable`; its figures, with `load_average` and `machine`."""
+def run_case(case: str, variable: str, params: dict[str, Any], *,
+             test: str | None = None) -> dict[str, Any]:
+    """Run `case` (a path from the repo root; `test`: only that test of it) with `params` in
+    the environment variable `variable`; its figures, with `load_average` and `machine`."""
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-case-") as tmp:
         out = Path(tmp) / "figures.json"
         done = subprocess.run(
             # -p tests.conftest: the suite's fixtures; the case imports those that override
             # pytest-django's, as a plugin would come before pytest-django's
-            [sys.executable, "-m", "pytest", case, "-p", "tests.conftest", "-p",
+            [sys.executable, "-m", "pytest", f"{case}::{test}" if test else case, "-p", "tests.conftest", "-p",
              "no:cacheprovider", "-n", "0", "-s", "-q", "--basetemp", f"{tmp}/pytest"],
             cwd=REPO, env={**os.environ, variable: json.dumps({**params, "out": str(out)})})
         if done.returncode != 0 or not out.exists():
