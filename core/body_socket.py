@@ -75,8 +75,8 @@ def _wait(sock: socket.socket, event: int, timeout: float) -> None:
 
 def splice_body(body: BodySocket, target: socket.socket, count: int, *, timeout: float) -> None:
     """Move `count` bytes from the body's socket to `target` through a pipe, in the kernel,
-    telling `body` what was taken. Raises SourceEnded, TargetFailed, or TimeoutError when
-    either side makes no progress for `timeout` seconds."""
+    telling `body` what was taken. Raises SourceEnded (also when no byte comes for `timeout`
+    seconds), TargetFailed, or TimeoutError when the target takes none for that long."""
     source = body.socket
     read_end, write_end = os.pipe()
     try:
@@ -86,7 +86,10 @@ def splice_body(body: BodySocket, target: socket.socket, count: int, *, timeout:
             capacity = fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ)
         left = count
         while left:
-            _wait(source, select.POLLIN, timeout)
+            try:
+                _wait(source, select.POLLIN, timeout)
+            except TimeoutError as exc:  # the client's, not the receiver's
+                raise SourceEnded(f"no byte of the body came for {timeout:.0f} s") from exc
             try:
                 # at most what the empty pipe holds: this never waits on the pipe
                 got = os.splice(source.fileno(), write_end, min(left, capacity),

@@ -177,7 +177,7 @@ def _spliced(server: FileServer, claim: str, params: Mapping[str, str], body: Up
             connection.sock.sendall(buffered)
             splice_body(body.socket, connection.sock, body.length - len(buffered),
                         timeout=float(TIMEOUT.read_timeout or 600))
-        except TargetFailed:
+        except (TargetFailed, BrokenPipeError, ConnectionResetError):
             pass  # the server answered before it took the whole body: its answer says why
         except SpliceError as exc:
             raise FilesError(400, "upload_incomplete", f"The upload ended early: {exc}.") from exc

@@ -148,3 +148,11 @@ def test_a_receiver_that_closes_early_is_answered_and_the_rest_never_read_as_a_r
         # (64 KiB): it closes the connection, never reading the rest as requests
         assert reader.read() == b""
         sender.join()
+
+
+def test_a_body_that_stops_coming_ends_the_splice(server):
+    receiver = Receiver()
+    host, port = server.split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as conn:
+        conn.sendall(_put(f"/splice?port={receiver.port}&timeout=1", os.urandom(1000))[:-100])
+        assert _answers(conn, 1) == ["ended early"]

@@ -3,9 +3,10 @@ takes it off the client's socket where the web server hands it over (core/body_s
 splices it on to a TCP server on loopback, for tests/portal/test_body_socket.py to run under
 the portal's gunicorn worker.
 
-    PUT /splice?port=P[&read_first=N]   the body spliced to 127.0.0.1:P, which answers a line
-                                        once the body is in (or closes early); read_first: N
-                                        bytes read through wsgi.input first
+    PUT /splice?port=P[&read_first=N][&timeout=S]
+        the body spliced to 127.0.0.1:P, which answers a line once the body is in (or closes
+        early); read_first: N bytes read through wsgi.input first; timeout: how long the
+        splice waits for a byte (30 s)
 Answers 200 with one line: `spliced <what the receiver said>`, `not handed over` (no body
 socket, or some of the body read already), `receiver closed`, or `ended early`.
 """
@@ -32,7 +33,8 @@ def _outcome(environ: dict[str, Any]) -> bytes:
     with socket.create_connection(("127.0.0.1", int(query["port"])), timeout=10) as receiver:
         try:
             receiver.sendall(buffered)
-            splice_body(body, receiver, length - len(buffered), timeout=30)
+            splice_body(body, receiver, length - len(buffered),
+                        timeout=float(query.get("timeout", "30")))
         except TargetFailed:
             return b"receiver closed"
         except SourceEnded:
