@@ -29,10 +29,12 @@ import pytest
 # the fixtures: those of tests/conftest.py that override pytest-django's are imported here, as
 # a plugin (-p tests.conftest, which brings the rest) would come before pytest-django's
 from files.server import token_for
+from stack.demo_stack import DemoStack
 from tests.files.test_end_to_end import DATA
 from tests.files.test_end_to_end import files as files  # noqa: F401
 from tests.fixtures.database import django_db_setup  # noqa: F401
 from tests.fixtures.stack import django_db_modify_db_settings  # noqa: F401
+from tests.support.files import demo_volume
 from tests.support.gpuctl import portal  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True),
@@ -75,8 +77,10 @@ def download(url: str, path: str, query: dict[str, str], headers: dict[str, str]
     return curl(["-o", str(dest), f"{url}{path}?{urlencode(query)}"], headers)
 
 
-def test_files_throughput(files, project_token, tmp_path):  # noqa: F811 - the fixture
-    params = json.loads(os.environ["FILES_BENCH"])
+def measure(params: dict, ways: dict[str, tuple[str, str, dict[str, str]]], folder: Path,
+            tmp_path: Path) -> dict:
+    """A random file of params["size_mib"] up, then down, params["runs"] times each way (the
+    order swapped every run); `folder`: the volume's folder on this machine."""
     size = params["size_mib"] * 2**20
     source = tmp_path / "random.bin"
     with source.open("wb") as f:
@@ -84,12 +88,6 @@ def test_files_throughput(files, project_token, tmp_path):  # noqa: F811 - the f
             f.write(os.urandom(64 * 2**20))
         f.write(os.urandom(size % (64 * 2**20)))
     want = digest(source)
-    ways = {
-        "portal": (files.base, f"/api/v1/volumes/{DATA}/files/content",
-                   {"X-Auth-Token": project_token("researcher", "vision-lab")}),
-        "direct": (files.server.url, "/v1/volumes/data/content",
-                   {"Authorization": f"Bearer {token_for(files.tenant.namespace)}"}),
-    }
     # the file server started and found ready once before the clock runs
     upload(*ways["portal"][:2], {"path": "warm.bin"}, ways["portal"][2], Path(__file__))
     up: dict[str, list[float]] = {way: [] for way in WAYS}
@@ -100,7 +98,7 @@ def test_files_throughput(files, project_token, tmp_path):  # noqa: F811 - the f
             url, path, headers = ways[way]
             name = f"{way}-{run}.bin"
             up[way].append(size / 2**20 / upload(url, path, {"path": name}, headers, source))
-            on_volume = files.root / "data" / name
+            on_volume = folder / name
             back = tmp_path / f"back-{name}"
             down[way].append(size / 2**20 / download(url, path, {"path": name}, headers, back))
             checks.append(digest(on_volume) == want and digest(back) == want)
@@ -119,4 +117,38 @@ def test_files_throughput(files, project_token, tmp_path):  # noqa: F811 - the f
     result["goal"] = {"ratio": params["goal"],
                       "met": min(result["upload_mib_s"]["ratio"],  # type: ignore[index]
                                  result["download_mib_s"]["ratio"]) >= params["goal"]}
-    Path(params["out"]).write_text(json.dumps(result, indent=1))
+    return result
+
+
+def test_files_throughput(files, project_token, tmp_path):  # noqa: F811 - the fixture
+    """The portal in pytest-django's live_server (Django's threaded server): the upload read
+    through the interpreter."""
+    params = json.loads(os.environ["FILES_BENCH"])
+    ways = {
+        "portal": (files.base, f"/api/v1/volumes/{DATA}/files/content",
+                   {"X-Auth-Token": project_token("researcher", "vision-lab")}),
+        "direct": (files.server.url, "/v1/volumes/data/content",
+                   {"Authorization": f"Bearer {token_for(files.tenant.namespace)}"}),
+    }
+    result = measure(params, ways, files.root / "data", tmp_path)
+    Path(params["out"]).write_text(json.dumps({"web": "live_server", **result}, indent=1))
+
+
+def test_files_throughput_on_the_demo(tmp_path):
+    """The portal as deployed (gunicorn with the image's configuration), on the demo's own
+    configuration (stack/demo_stack.py): a volume made through the API, its project's
+    gpu-portal-files run on loopback by the demo's files process (stack/demo_files.py); the
+    upload spliced from the client's socket (core/body_socket.py)."""
+    params = json.loads(os.environ["FILES_BENCH"])
+    demo = DemoStack(tmp_path / "demo")
+    try:
+        demo.start()
+        volume = demo_volume(demo, "bench", size_gib=2)
+        ways = {"portal": (demo.url, f"/api/v1/volumes/{volume.id}/files/content",
+                           volume.auth),
+                "direct": (volume.server_url, f"/v1/volumes/{volume.claim}/content",
+                           {"Authorization": f"Bearer {volume.token}"})}
+        result = measure(params, ways, volume.folder, tmp_path)
+    finally:
+        demo.close()
+    Path(params["out"]).write_text(json.dumps({"web": "gunicorn", **result}, indent=1))

@@ -25,15 +25,13 @@ Usage: .venv/bin/python bench/ssh_bench.py [--size-mb 200] [--runs 3] [--connect
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.case_runner import CaseFailed, run_case, write_figures  # noqa: E402
+
 GOAL = 0.5
 
 
@@ -44,23 +42,13 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=10)
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
-    load_start = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="ssh-bench-") as tmp:
-        out = Path(tmp) / "figures.json"
-        params = {"size_mb": args.size_mb, "runs": args.runs, "connections": args.connections,
-                  "goal": GOAL, "out": str(out)}
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "bench/ssh_bench_case.py", "-p", "tests.conftest",
-             "-p", "no:cacheprovider", "-n", "0", "-s", "-q", "--basetemp", f"{tmp}/pytest"],
-            cwd=REPO, env={**os.environ, "SSH_BENCH": json.dumps(params)})
-        if done.returncode != 0 or not out.exists():
-            print(f"the measurement failed (pytest exit status {done.returncode})",
-                  file=sys.stderr)
-            return 1
-        figures = json.loads(out.read_text())
-    figures["load_average"] = {"start": load_start, "end": os.getloadavg()}
-    figures["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "processor": platform.processor() or platform.machine()}
+    try:
+        figures = run_case("bench/ssh_bench_case.py", "SSH_BENCH",
+                           {"size_mb": args.size_mb, "runs": args.runs,
+                            "connections": args.connections, "goal": GOAL})
+    except CaseFailed as exc:
+        print(exc, file=sys.stderr)
+        return 1
     s, up, down = figures["setup_s"], figures["upload_mb_s"], figures["download_mb_s"]
     print(f"set-up p50 over {args.connections}: proxy {s['proxy']['p50'] * 1000:.0f} ms, "
           f"direct {s['direct']['p50'] * 1000:.0f} ms ({s['ratio_p50']:.2f}×)")
@@ -68,9 +56,7 @@ def main() -> int:
         print(f"scp {args.size_mb} MB {name}, median of {args.runs}: proxy {f['proxy']:.1f} "
               f"MB/s, direct {f['direct']:.1f} MB/s, ratio {f['ratio']:.2f}")
     print(f"goal ≥ {GOAL}: {'met' if figures['goal']['met'] else 'not met'}")
-    print(json.dumps(figures, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=1))
+    write_figures(figures, args.json)
     return 0
 
 

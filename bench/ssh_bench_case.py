@@ -34,7 +34,7 @@ from access.ssh_server import SSH_PATH
 from tests.access.conftest import issuer  # noqa: F401
 from tests.access.test_ssh_end_to_end import gpuctl, gpuctl_env
 from tests.access.test_ssh_end_to_end import ssh_workload as ssh_workload  # noqa: F401
-from tests.conftest import django_db_setup  # noqa: F401
+from tests.fixtures.database import django_db_setup  # noqa: F401
 from tests.fixtures.stack import django_db_modify_db_settings  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True),

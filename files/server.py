@@ -14,9 +14,11 @@ import dataclasses
 import datetime as dt
 import hashlib
 import hmac
+import json
 import logging
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -40,6 +42,8 @@ log = logging.getLogger(__name__)
 # how long a server found ready is taken as ready without asking the cluster again (a request
 # that then finds it gone forgets this at once: file_server_forget)
 READY_SECONDS = 60
+# how often a server's address is looked for in PORTAL_FILES_ADDRESS_FILE while it starts
+ADDRESS_POLL_SECONDS = 0.1
 
 
 class FileServerUnavailable(Exception):
@@ -58,9 +62,19 @@ def token_for(namespace: str) -> str:
                     hashlib.sha256).hexdigest()
 
 
-def address_for(namespace: str) -> str:
-    url: str = settings.PORTAL_FILES_URL.format(namespace=namespace)
-    return url.rstrip("/")
+def address_for(namespace: str) -> str | None:
+    """Where the portal reaches the namespace's file server: PORTAL_FILES_URL made from the
+    namespace, or the URL the site's address file names for it (PORTAL_FILES_ADDRESS_FILE;
+    None while it names none: the server is starting)."""
+    if not settings.PORTAL_FILES_ADDRESS_FILE:
+        url: str = settings.PORTAL_FILES_URL.format(namespace=namespace)
+        return url.rstrip("/")
+    try:
+        table = json.loads(Path(settings.PORTAL_FILES_ADDRESS_FILE).read_text())
+    except (OSError, ValueError):  # not written yet
+        return None
+    named = table.get(namespace) if isinstance(table, dict) else None
+    return named.rstrip("/") if isinstance(named, str) else None
 
 
 def file_server_spec(tenant: Tenant, claims: Sequence[ClaimMount]) -> FileServerSpec:
@@ -97,21 +111,33 @@ def file_server_ensure(*, tenant: Tenant, claims: Sequence[ClaimMount],
     remade if it mounts other claims, awaited (PORTAL_FILES_START_SECONDS) until its pod is
     ready. Raises FileServerUnavailable when it is not ready in time or the cluster refuses."""
     spec = file_server_spec(tenant, claims)
-    server = FileServer(namespace=spec.namespace, url=address_for(spec.namespace),
-                        token=spec.token)
     file_server_used(spec.namespace)
-    if cache.get(_ready_key(spec.namespace)) == spec.digest():
+    url = address_for(spec.namespace)
+    if url is not None and cache.get(_ready_key(spec.namespace)) == spec.digest():
         # in use: still taken as ready a while (a request that fails to reach it forgets)
         cache.touch(_ready_key(spec.namespace), READY_SECONDS)
-        return server
+        return FileServer(namespace=spec.namespace, url=url, token=spec.token)
     kube = kube or Kube()
+    deadline = time.monotonic() + settings.PORTAL_FILES_START_SECONDS
     try:
         _apply(kube, spec)
-        _await_ready(kube, spec)
+        _await_ready(kube, spec, deadline)
     except KubeError as exc:
         raise FileServerUnavailable(f"The cluster did not start the file server: {exc}") from exc
+    url = url or _await_address(spec.namespace, deadline)
     cache.set(_ready_key(spec.namespace), spec.digest(), timeout=READY_SECONDS)
-    return server
+    return FileServer(namespace=spec.namespace, url=url, token=spec.token)
+
+
+def _await_address(namespace: str, deadline: float) -> str:
+    """The server's address once the site's address file names it (the file is rewritten
+    whole by whoever runs the servers: read again until then)."""
+    while (url := address_for(namespace)) is None:
+        if time.monotonic() >= deadline:
+            raise FileServerUnavailable(
+                f"The file server did not start within {settings.PORTAL_FILES_START_SECONDS} s.")
+        time.sleep(ADDRESS_POLL_SECONDS)
+    return url
 
 
 def _apply(kube: Kube, spec: FileServerSpec) -> None:
@@ -151,9 +177,8 @@ def _ready(deployment: dict[str, Any], digest: str) -> bool:
             and (status.get("replicas") or 0) == (status.get("updatedReplicas") or 0))
 
 
-def _await_ready(kube: Kube, spec: FileServerSpec) -> None:
+def _await_ready(kube: Kube, spec: FileServerSpec, deadline: float) -> None:
     """Watch the Deployment until its one pod of this spec is available."""
-    deadline = time.monotonic() + settings.PORTAL_FILES_START_SECONDS
     current = kube.get("Deployment", NAME, spec.namespace)
     if current is not None and _ready(current, spec.digest()):
         return

@@ -6,7 +6,7 @@ once the server did it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import urllib3
@@ -60,15 +60,12 @@ def files_download(*, volume: VolumeFiles, path: str, headers: Mapping[str, str]
     return response, forwarding.stream(server, response)
 
 
-def files_upload(*, user: User, volume: VolumeFiles, path: str, read: Callable[[int], bytes],
-                 length: int) -> dict[str, Any]:
-    """Write the body (`length` bytes, read as it comes) to `path`; the file as listed."""
+def files_upload(*, user: User, volume: VolumeFiles, path: str,
+                 body: forwarding.UploadBody) -> dict[str, Any]:
+    """Write the body (streamed on as it comes) to `path`; the file as listed."""
     _writable(volume)
     server = _server(volume)
-    entry: dict[str, Any] = forwarding.read_json(forwarding.send(
-        server, "PUT", "content", volume.claim, {"path": path},
-        body=forwarding.body_pieces(read, length), length=length,
-        headers={"Content-Type": "application/octet-stream"}))
+    entry: dict[str, Any] = forwarding.upload(server, volume.claim, {"path": path}, body)
     _audit(user, volume, "upload", path, {"size": entry.get("size")})
     return entry
 

@@ -422,6 +422,10 @@ PORTAL_SSH_SERVER_IMAGE = env.str("PORTAL_SSH_SERVER_IMAGE",
 PORTAL_FILES_IMAGE = env.str("PORTAL_FILES_IMAGE", default="ghcr.io/gpu-portal/gpu-portal-files:0.36.0")
 PORTAL_FILES_URL = env.str("PORTAL_FILES_URL",
                            default="http://gpu-portal-files.{namespace}.svc:8080")
+# a site whose file servers are not reached by a name made from the namespace (the demo: each
+# project's on a loopback port of its own, stack/demo_files.py) names each one's URL in this
+# JSON file, {namespace: url}
+PORTAL_FILES_ADDRESS_FILE = env.str("PORTAL_FILES_ADDRESS_FILE", default="")
 PORTAL_FILES_RUN_AS_USER = env.int("PORTAL_FILES_RUN_AS_USER", default=1000)
 PORTAL_FILES_IDLE_MINUTES = env.int("PORTAL_FILES_IDLE_MINUTES", default=30)
 PORTAL_FILES_MAX_UPLOAD_BYTES = env.int("PORTAL_FILES_MAX_UPLOAD_BYTES", default=64 * 2**30)

@@ -26,6 +26,11 @@ REQUEST_THREADS (below) when a request is handed to the pool and when one is don
 (portal/health.py) answers 503 once requests have waited with none done for the worker's
 timeout (PORTAL_WEB_TIMEOUT): the kubelet restarts the pod, as it did when the probe queued.
 
+The worker also hands a request's body over on its socket (core/body_socket.py) where it can:
+plain HTTP/1.x, a declared length, nothing read of it yet. The file API then splices a large
+upload straight on to the project's file server instead of reading it through the interpreter
+(GunicornBodySocket, below, keeps gunicorn's reader knowing how much of the body is left).
+
 deploy/image/gunicorn.conf.py names this worker, for the image and the demo alike. It extends
 gthread's own hand-out (`enqueue_req`, the pending connections): pyproject.toml holds gunicorn
 to the major version it was written for, and tests/portal/test_webserver.py runs it.
@@ -35,13 +40,17 @@ from __future__ import annotations
 
 import selectors
 import socket
+import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent import futures
 from functools import partial
 from typing import Any
 
+from gunicorn.http.body import LengthReader
 from gunicorn.workers.gthread import ThreadWorker
+
+from core.body_socket import ENVIRON_KEY
 
 # the request lines the health thread answers; anything else goes to the pool
 HEALTH_REQUEST_LINES = (b"GET /healthz ", b"GET /healthz?", b"HEAD /healthz ", b"HEAD /healthz?")
@@ -107,6 +116,48 @@ class RequestThreads:
 REQUEST_THREADS = RequestThreads()
 
 
+class GunicornBodySocket:
+    """A request's body on gunicorn's socket (core/body_socket.py's BodySocket). gunicorn's
+    LengthReader counts what is left of the body: taking bytes off the socket here counts them
+    off it, so that gunicorn reads and drops only what no one took before the next request on
+    the connection, as it does for any body not read whole."""
+
+    def __init__(self, sock: socket.socket, body: Any) -> None:
+        self.socket = sock
+        self._body = body
+        self._declared: int = body.reader.length
+
+    def take_buffered(self) -> bytes | None:
+        body, reader = self._body, self._body.reader
+        if body.buf.tell() or reader.length != self._declared:
+            return None  # the application read some of it: the rest only through wsgi.input
+        # what gunicorn read past the headers: the body's start, and perhaps the next request
+        held: bytes = reader.unreader.take_buffered()
+        mine, after = held[:reader.length], held[reader.length:]
+        if after:
+            reader.unreader.unread(after)
+        reader.length -= len(mine)
+        return mine
+
+    def taken(self, count: int) -> None:
+        self._body.reader.length -= count
+
+
+def with_body_socket(app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
+    """The WSGI application, given GunicornBodySocket for each request whose body can be taken
+    off the socket: HTTP/1.x, not TLS (the kernel would move ciphertext), a declared length."""
+
+    def application(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        sock, body = environ.get("gunicorn.socket"), environ.get("wsgi.input")
+        if (isinstance(sock, socket.socket) and not isinstance(sock, ssl.SSLSocket)
+                and str(environ.get("SERVER_PROTOCOL", "")).startswith("HTTP/1.")
+                and isinstance(getattr(body, "reader", None), LengthReader)):
+            environ[ENVIRON_KEY] = GunicornBodySocket(sock, body)
+        return app(environ, start_response)
+
+    return application
+
+
 class HealthLaneWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn ships no types
     """gunicorn's gthread worker; /healthz on a thread of its own (see the module's text)."""
 
@@ -116,6 +167,7 @@ class HealthLaneWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn ships no
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
+        self.wsgi: Callable[..., Iterable[bytes]] = with_body_socket(self.wsgi)
         self.request_threads = REQUEST_THREADS
         if self.cfg.timeout > 0:  # 0: gunicorn's "no timeout"
             REQUEST_THREADS.watch(limit_seconds=float(self.cfg.timeout))

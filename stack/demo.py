@@ -110,6 +110,15 @@ class DemoLayout:
         return self.root / "kube"
 
     @property
+    def volumes(self) -> Path:
+        """The demo's volumes: a folder per namespace, one in it per claim (stack/demo_files.py)."""
+        return self.root / "volumes"
+
+    @property
+    def files_addresses(self) -> Path:
+        return self.root / "files-addresses.json"
+
+    @property
     def database(self) -> Path:
         return self.root / "portal.sqlite3"
 
@@ -189,6 +198,9 @@ def portal_env(layout: DemoLayout = DemoLayout()) -> dict[str, str]:
         "PORTAL_SERVICE_EXPOSURE": "shared",
         "PORTAL_SERVICE_DOMAIN": "apps.localhost",
         "PORTAL_SERVICE_SCHEME": "http",
+        # the projects' file servers run on loopback ports of their own (stack/demo_files.py,
+        # the demo's "files" process), named in this file
+        "PORTAL_FILES_ADDRESS_FILE": str(layout.files_addresses),
     }
 
 
@@ -202,7 +214,7 @@ def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
                    env: dict[str, str] | None = None) -> list[DemoProcess]:
     """Every process of the demo, in start order: Keystone, Redis, kubesim, the web server,
     the Celery workers (`celery`; `launches` and `notifications`, portal/celery.py's routes),
-    the tracker and beat."""
+    the projects' file servers (`files`), the tracker and beat."""
     env = env if env is not None else portal_env(layout)
     python = sys.executable
     (layout.root / "redis").mkdir(parents=True, exist_ok=True)
@@ -244,6 +256,10 @@ def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
         DemoProcess("notifications-worker", [
             *celery, "worker", "--loglevel", "INFO", "--pool", "threads", "--concurrency", "8",
             "--queues", "notifications", "--hostname", "demo-notifications@%h"], env),
+        # what the kubelet does for a project's file server pod: the real gpu-portal-files on
+        # a loopback port, serving the project's claims as folders under .demo/volumes/
+        DemoProcess("files", [python, "-m", "stack.demo_files", "--root", str(layout.volumes),
+                              "--addresses", str(layout.files_addresses)], env),
         # the lifecycle tracker: a long-lived process (reflectors, one reconcile per workload)
         DemoProcess("tracker", [python, "manage.py", "track_workloads"], env),
         DemoProcess("beat", [*celery, "beat", "--loglevel", "INFO",

@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from tenants.authentication import TenantAPIRequest
 
 from .. import services, volumes
-from ..forwarding import REQUEST_HEADERS, FilesError, download_headers, upload_length
+from ..forwarding import REQUEST_HEADERS, FilesError, download_headers, upload_body
 from ..server import FileServerUnavailable
 from ..volumes import VolumeFiles, VolumeRefused, VolumeUnknown
 from .serializers import (
@@ -121,9 +121,8 @@ class FileContentView(VolumeFilesView):
         """Write the file from the body, whole: it takes its name once all of it is there."""
         volume = self.volume(id)
         query = self.query(FileQuerySerializer, request)
-        length = upload_length(request.META.get("CONTENT_LENGTH"))
         entry = services.files_upload(user=request.user, volume=volume, path=query["path"],
-                                      read=request._request.read, length=length)
+                                      body=upload_body(request._request))
         return Response(entry, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[PATH, OpenApiParameter("recursive", bool, description=(

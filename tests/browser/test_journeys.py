@@ -8,6 +8,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from storage.models import Volume
+from tenants.models import Tenant
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 from .conftest import STATE_TIMEOUT_MS, switch_project
@@ -185,3 +188,68 @@ def test_the_gpu_usage_chart_draws(page, log_in, vision_lab):
     assert points >= 1
     box = chart.locator("canvas").bounding_box()
     assert box["width"] > 300 and box["height"] > 150
+
+
+@pytest.fixture
+def volume_files(settings, tmp_path):
+    """The project's file server, the real gpu-portal-files on loopback (tests/support/files.py)
+    with a folder for each claim a journey makes (`mount(claim)`: what the pod's mount of it
+    would be); the portal made to reach it there."""
+    from files.server import file_server_forget, token_for
+    from tests.support.files import FileServerProcess
+
+    tenant = Tenant.objects.get(name="vision-lab")
+    root = tmp_path / "volumes"
+    root.mkdir()
+    server = FileServerProcess(root, token_for(tenant.namespace), tmp_path)
+    try:
+        settings.PORTAL_FILES_URL = server.url
+        settings.PORTAL_FILES_START_SECONDS = 30
+        file_server_forget(tenant.namespace)  # what an earlier test left in Redis
+        yield root
+    finally:
+        status = server.stop()
+    assert status == 0, server.log()
+
+
+def test_researcher_makes_a_volume_uploads_a_file_and_launches_a_notebook_that_mounts_it(
+        page, log_in, vision_lab, volume_files, tmp_path):
+    log_in(page, "researcher")
+    switch_project(page, "vision-lab")
+    page.get_by_role("navigation", name="Project pages").get_by_role(
+        "link", name="Volumes").click()
+    page.get_by_label("Name").fill("data")
+    page.get_by_label("Size (GiB)").fill("1")
+    page.get_by_role("button", name="Make the volume").click()
+    volume = Volume.objects.get(tenant=vision_lab, name="data")
+    row = page.locator(f"#volume-{volume.pk}")
+
+    def bound() -> bool:  # the page shows the state it was drawn with: drawn again until bound
+        page.reload()
+        return row.locator(".state").inner_text() == "bound"
+
+    eventually(bound, timeout=STATE_TIMEOUT_MS / 1000, message="the volume was not bound")
+    (volume_files / Volume.objects.get(pk=volume.pk).claim_name).mkdir()  # the pod's mount
+
+    row.get_by_role("link", name="Files of data").click()
+    (tmp_path / "train.csv").write_text("epoch,loss\n1,0.9\n")
+    page.get_by_label("Files", exact=True).set_input_files(tmp_path / "train.csv")
+    page.get_by_role("button", name="Upload", exact=True).click()
+    # the page reloads once the file is there
+    expect(page.locator("#files-table")).to_contain_text("train.csv", timeout=STATE_TIMEOUT_MS)
+
+    page.get_by_role("navigation", name="Project pages").get_by_role("link", name="Launch").click()
+    page.get_by_label("Name").fill("With data")
+    page.get_by_role("radio", name=re.compile("^Jupyter")).check()
+    page.get_by_label("GPU type").select_option("a100")
+    page.get_by_label("GPUs", exact=True).fill("1")
+    page.get_by_role("textbox", name=re.compile("^Volumes")).fill("data:/data")
+    # (a dataset mounted beside it goes here, read-only, and is seen on the workload page too)
+    page.get_by_role("button", name="Launch", exact=True).click()
+    expect(page.locator("#workload-state .state")).to_have_text("running",
+                                                               timeout=STATE_TIMEOUT_MS)
+    mounts = page.locator("#workload-mounts")
+    expect(mounts).to_contain_text("data at /data")
+    # the mounted volume's files, from the workload's page
+    mounts.get_by_role("link", name="data").click()
+    expect(page.locator("#files-table")).to_contain_text("train.csv")

@@ -14,22 +14,11 @@ from __future__ import annotations
 import pytest
 
 from stack.burst import locked_lines, run_burst, tracker_log_report
-from stack.demo_stack import DemoStack
 from tests.support.waiting import eventually
 
 LAUNCHES, QUOTA, JOBS, GETS = 50, 12, 4, 200
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    stack = DemoStack(tmp_path_factory.mktemp("demo"))
-    try:
-        stack.start()
-        yield stack
-    finally:
-        stack.close()
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ may write it, so that a test's claims can be folders on loopback."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import signal
 import subprocess
 from pathlib import Path
@@ -14,9 +15,14 @@ import pytest
 import requests
 
 from files import volumes
-from files.manifests import ClaimMount
+from files.manifests import NAME, ClaimMount
 from files.volumes import VolumeFiles, VolumeUnknown
 from identity.roles import PortalRole
+from kube.client import Kube, api_client
+from stack.burst import keystone_token
+from stack.demo_files import token_of
+from stack.demo_stack import DemoStack
+from stack.identities import USERS
 from stack.k8s import build
 from stack.procs import free_port
 from tests.support.waiting import eventually
@@ -91,3 +97,51 @@ class StandInVolumes:
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(volumes, "volume_files", self.volume_files)
         monkeypatch.setattr(volumes, "project_claims", self.project_claims)
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoVolume:
+    """A member's volume on a running demo (stack/demo_stack.py), bound, its project's file
+    server started by a first upload: `auth` the member's headers, `folder` the claim's folder
+    where the demo's files process serves it, `server_url` and `token` that server's."""
+    id: int
+    claim: str
+    auth: dict[str, str]
+    folder: Path
+    server_url: str
+    token: str
+
+
+def demo_volume(demo: DemoStack, name: str, size_gib: int = 1, *, user: str = "researcher",
+                project: str = "vision-lab") -> DemoVolume:
+    password = next(u.password for u in USERS if u.name == user)
+    auth = {"X-Auth-Token": keystone_token(demo.keystone.url, user, password, project)}
+    api = f"{demo.url}/api/v1"
+    made = requests.post(f"{api}/volumes/", json={"name": name, "size_gib": size_gib,
+                                                  "scope": "user"}, headers=auth, timeout=60)
+    assert made.status_code == 201, made.text
+
+    def bound() -> dict | None:
+        found = requests.get(f"{api}/volumes/{made.json()['id']}/", headers=auth,
+                             timeout=30).json()
+        return found if found["state"] == "bound" else None
+
+    volume = eventually(bound, timeout=60, message=f"the volume {name} was not bound")
+    started = requests.put(f"{api}/volumes/{volume['id']}/files/content",
+                           params={"path": ".started"}, data=b"",
+                           headers={**auth, "Content-Type": "application/octet-stream"},
+                           timeout=120)
+    assert started.status_code == 201, started.text
+    (namespace,) = demo_file_servers(demo)  # the one project's
+    secret = Kube(api_client(str(demo.kubeconfig))).get("Secret", NAME, namespace)
+    token = token_of(secret)
+    assert token is not None
+    return DemoVolume(id=volume["id"], claim=volume["claim_name"], auth=auth,
+                      folder=demo.layout.volumes / namespace / volume["claim_name"],
+                      server_url=demo_file_servers(demo)[namespace], token=token)
+
+
+def demo_file_servers(demo: DemoStack) -> dict[str, str]:
+    """The demo's file servers now: namespace → URL (its address file)."""
+    path = demo.layout.files_addresses
+    return json.loads(path.read_text()) if path.exists() else {}
