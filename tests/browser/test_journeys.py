@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from storage.models import Volume
+from storage.services import dataset_create
 from tenants.models import Tenant
 from tests.support.waiting import eventually
 from workloads.models import Workload
@@ -212,7 +213,7 @@ def volume_files(settings, tmp_path):
     assert status == 0, server.log()
 
 
-def test_researcher_makes_a_volume_uploads_a_file_and_launches_a_notebook_that_mounts_it(
+def test_researcher_makes_a_volume_uploads_a_file_and_launches_a_notebook_with_it_and_a_dataset(
         page, log_in, vision_lab, volume_files, tmp_path):
     log_in(page, "researcher")
     switch_project(page, "vision-lab")
@@ -238,18 +239,24 @@ def test_researcher_makes_a_volume_uploads_a_file_and_launches_a_notebook_that_m
     # the page reloads once the file is there
     expect(page.locator("#files-table")).to_contain_text("train.csv", timeout=STATE_TIMEOUT_MS)
 
+    imagenet = dataset_create(user=None, name="imagenet", description="ILSVRC 2012",
+                              size_gib=150, kind="nfs",
+                              source={"server": "nfs.example.org", "path": "/exports/imagenet"},
+                              open_to_all=False, tenants=[vision_lab])
     page.get_by_role("navigation", name="Project pages").get_by_role("link", name="Launch").click()
     page.get_by_label("Name").fill("With data")
     page.get_by_role("radio", name=re.compile("^Jupyter")).check()
     page.get_by_label("GPU type").select_option("a100")
     page.get_by_label("GPUs", exact=True).fill("1")
     page.get_by_role("textbox", name=re.compile("^Volumes")).fill("data:/data")
-    # (a dataset mounted beside it goes here, read-only, and is seen on the workload page too)
+    # and a dataset an admin published to the project, read-only at /datasets/imagenet
+    page.locator(f"#id_dataset_{imagenet.pk}").check()
     page.get_by_role("button", name="Launch", exact=True).click()
     expect(page.locator("#workload-state .state")).to_have_text("running",
                                                                timeout=STATE_TIMEOUT_MS)
     mounts = page.locator("#workload-mounts")
     expect(mounts).to_contain_text("data at /data")
+    expect(mounts).to_contain_text("dataset imagenet at /datasets/imagenet (read-only)")
     # the mounted volume's files, from the workload's page
     mounts.get_by_role("link", name="data").click()
     expect(page.locator("#files-table")).to_contain_text("train.csv")
