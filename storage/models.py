@@ -9,7 +9,14 @@ from django.db.models import Q
 
 from tenants.models import Tenant
 
-from .querysets import PROJECT, USER, DatasetQuerySet, StorageClassQuerySet, VolumeQuerySet
+from .querysets import (
+    PROJECT,
+    USER,
+    DatasetQuerySet,
+    StorageClassQuerySet,
+    VolumeQuerySet,
+    VolumeSizeQuerySet,
+)
 
 NAME_MAX_LENGTH = 63
 DATASET_NAME_MAX_LENGTH = 40  # a DNS label, and room for it in a variable's name
@@ -97,6 +104,34 @@ class Volume(models.Model):
     def mountable(self) -> bool:
         """A workload may mount it: bound, or on its way (the pod waits for the claim)."""
         return self.deleted_at is None and self.state != self.State.FAILED
+
+
+class VolumeSize(models.Model):
+    """What a volume held from `since` until its next row (or now): the record the usage report
+    counts GiB-days from, as GPU-hours from rollups. A volume holds storage from the moment its
+    claim is first seen bound (a claim that never binds, pending or failed, holds none), so
+    the first row is written then, at the size it has; a grow writes the new size and a
+    delete a 0, each in the transaction that changes the volume. The volume's own row is
+    deleted with its claim: these rows name it by id, not by a key, and stay, so past periods
+    keep counting it; tenant and owner are copied for the report's grouping."""
+
+    volume_id = models.BigIntegerField()
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                              related_name="+")
+    scope = models.CharField(max_length=8, choices=Volume.Scope.choices)
+    size_gib = models.PositiveIntegerField()  # 0: deleted
+    since = models.DateTimeField()
+
+    objects = VolumeSizeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["volume_id", "since", "pk"]
+        indexes = [models.Index(fields=["tenant", "since"], name="volumesize_tenant_since"),
+                   models.Index(fields=["volume_id", "since"], name="volumesize_volume_since")]
+
+    def __str__(self) -> str:
+        return f"volume {self.volume_id}: {self.size_gib} GiB from {self.since:%Y-%m-%d %H:%M}"
 
 
 class Dataset(models.Model):

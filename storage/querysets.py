@@ -19,7 +19,7 @@ from identity.scoping import Action, TenantScopedQuerySet
 if TYPE_CHECKING:
     from identity.identity import Identity
 
-    from .models import Dataset, StorageClass, Volume  # noqa: F401
+    from .models import Dataset, StorageClass, Volume, VolumeSize  # noqa: F401
 
 USER, PROJECT = "user", "project"  # Volume.Scope's values, which models.py imports from here
 
@@ -59,6 +59,11 @@ class VolumeQuerySet(TenantScopedQuerySet["Volume"]):
         assert identity is not None
         own = Q(scope=USER, owner__keystone_user_id=identity.unscoped.user_id)
         return own if action is Action.CHANGE else own | Q(scope=PROJECT)
+
+
+class VolumeSizeQuerySet(TenantScopedQuerySet["VolumeSize"]):
+    """The storage accounting's rows: every member sees the project's (as its GPU usage
+    rollups), an admin every tenant's."""
 
 
 class DatasetQuerySet(TenantScopedQuerySet["Dataset"]):

@@ -3,17 +3,24 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from collections import defaultdict
+from typing import Any
+
 from django.db.models import Q, QuerySet
 
 from identity.identity import Identity
 from identity.scoping import Action
 from tenants.models import Tenant
 
-from .models import Dataset, StorageClass, Volume
+from .models import Dataset, StorageClass, Volume, VolumeSize
 from .services import storage_used
 
 __all__ = ["storage_used", "storage_classes_offered", "volumes_visible", "volumes_mountable",
-           "datasets_visible", "datasets_mountable", "datasets_open_to"]
+           "datasets_visible", "datasets_mountable", "datasets_open_to", "volume_sizes_visible",
+           "volume_gib_days"]
+
+DAY_SECONDS = 86400
 
 
 def storage_classes_offered() -> QuerySet[StorageClass]:
@@ -52,3 +59,35 @@ def datasets_open_to(identity: Identity | None, tenant: Tenant) -> QuerySet[Data
 def _opened(tenant: Tenant) -> QuerySet[Dataset, int]:
     return Dataset.objects.filter(Q(open_to_all=True) | Q(tenants=tenant)).values_list(
         "pk", flat=True)
+
+
+def volume_sizes_visible(identity: Identity | None) -> QuerySet[VolumeSize]:
+    """The storage accounting rows the caller sees (their project's; admins: every tenant's)."""
+    return VolumeSize.objects.restrict(identity, Action.VIEW)
+
+
+def volume_gib_days(rows: QuerySet[VolumeSize], *, since: dt.datetime, until: dt.datetime,
+                    fields: list[str]) -> dict[tuple[Any, ...], float]:
+    """GiB-days held in [since, until), summed by `fields` (lookups of VolumeSize: the tenant,
+    the owner …): each row's size from its `since` to the volume's next row (or `until`),
+    clipped to the period; one query. Volumes deleted before the period are left out in it."""
+    gone = rows.filter(size_gib=0, since__lte=since).values("volume_id")
+    found = (rows.filter(since__lt=until).exclude(volume_id__in=gone)
+             .order_by("volume_id", "since", "pk")
+             .values_list("volume_id", "size_gib", "since", *fields))
+    held: dict[tuple[Any, ...], float] = defaultdict(float)
+
+    def count(size: int, start: dt.datetime, end: dt.datetime, key: tuple[Any, ...]) -> None:
+        seconds = (min(end, until) - max(start, since)).total_seconds()
+        if size and seconds > 0:
+            held[key] += size * seconds / DAY_SECONDS
+
+    previous: tuple[Any, ...] | None = None
+    for volume_id, size, start, *key in found:
+        if previous is not None:
+            count(previous[1], previous[2],
+                  start if previous[0] == volume_id else until, previous[3])
+        previous = (volume_id, size, start, tuple(key))
+    if previous is not None:
+        count(previous[1], previous[2], until, previous[3])
+    return dict(held)

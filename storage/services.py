@@ -9,6 +9,7 @@ deletion. Its claim is made, grown and deleted by Celery tasks sent on commit (t
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 import unicodedata
@@ -46,7 +47,7 @@ from .manifests import (
     make_claim_resize,
     make_volume_claim,
 )
-from .models import NAME_MAX_LENGTH, Dataset, StorageClass, Volume
+from .models import NAME_MAX_LENGTH, Dataset, StorageClass, Volume, VolumeSize
 from .validation import DatasetInvalid, dataset_name_clean, dataset_source_clean, description_clean
 from .validation import size_clean as dataset_size_clean
 
@@ -127,6 +128,19 @@ def _storage_check(tenant: Tenant, *, more_gib: int, more_volumes: int,
         raise StorageQuotaExceeded(
             f"{tenant.name} uses {gib} of {limit['storage_gib']} GiB of the storage class "
             f"{storage_class}; {more_gib} GiB more would exceed the quota.")
+
+
+def _size_record(volume: Volume, *, size_gib: int, at: dt.datetime, first: bool = False) -> None:
+    """Write what the volume holds from `at` on (the usage report's GiB-days: VolumeSize),
+    called with the volume's row locked. The first row (`first`) is written when its claim is
+    first seen bound, once; a grow or a delete writes one only after it, since a volume that
+    never bound held nothing."""
+    started = VolumeSize.objects.filter(volume_id=volume.pk).exists()
+    if started == first:
+        return
+    VolumeSize.objects.create(volume_id=volume.pk, tenant_id=volume.tenant_id,
+                              owner_id=volume.owner_id, scope=volume.scope, size_gib=size_gib,
+                              since=at)
 
 
 def _locked(tenant: Tenant) -> Tenant:
@@ -258,6 +272,7 @@ def volume_grow(*, volume: Volume, user: Actor, size_gib: int) -> Volume:
         before = volume_snapshot(volume)
         volume.size_gib = size_gib
         volume.save(update_fields=["size_gib", "updated_at"])
+        _size_record(volume, size_gib=size_gib, at=volume.updated_at)
         audit_record(actor=user, action="volume.grow", tenant=tenant, target=volume.claim_name,
                      before=before, after=volume_snapshot(volume))
         send_on_commit("storage.tasks.volume_claim_apply_task", volume.pk)
@@ -276,8 +291,9 @@ def volume_delete(*, volume: Volume, user: Actor) -> None:
             raise VolumeInUse(f"{volume.name} is mounted by {', '.join(sorted(users)[:5])}"
                               + (f" and {len(users) - 5} more" if len(users) > 5 else "")
                               + "; stop them first.")
-        volume.deleted_at = timezone.now()
+        volume.deleted_at = deleted_at = timezone.now()
         volume.save(update_fields=["deleted_at", "updated_at"])
+        _size_record(volume, size_gib=0, at=deleted_at)
         audit_record(actor=user, action="volume.delete", tenant=tenant,
                      target=volume.claim_name, before=volume_snapshot(volume))
         # the project's file server mounts every claim of the project: the claim is released
@@ -316,9 +332,16 @@ def volume_observe(*, namespace: str, claim_name: str, claim: dict[str, Any] | N
         state, reason = Volume.State.PENDING, "Waiting for the storage to be provisioned."
     if (state, reason, capacity) == (volume.state, volume.reason, volume.capacity_gib):
         return False
-    Volume.objects.filter(pk=volume.pk).update(state=state, reason=reason[:2000],
-                                               capacity_gib=capacity, updated_at=timezone.now())
-    return True
+    now = timezone.now()
+    with transaction.atomic():
+        # the update locks the row, as a grow or a delete does: the size read after it is
+        # the one the first accounting row must have
+        changed = Volume.objects.filter(pk=volume.pk, deleted_at__isnull=True).update(
+            state=state, reason=reason[:2000], capacity_gib=capacity, updated_at=now)
+        if changed and state == Volume.State.BOUND and volume.state != Volume.State.BOUND:
+            volume.size_gib = Volume.objects.values_list("size_gib", flat=True).get(pk=volume.pk)
+            _size_record(volume, size_gib=volume.size_gib, at=now, first=True)
+    return bool(changed)
 
 
 def volume_claim_apply(*, volume_id: int, kube: Kube | None = None) -> str:

@@ -31,7 +31,7 @@ from workloads.models import Workload
 from .charts import chart_window, workload_gpu_series
 from .culling import IdleExtendRefused, workload_cull_exempt_set, workload_idle_extend
 from .forms import GROUP_BY, UsageQueryForm
-from .selectors import report_columns, usage_report, usage_rollups_for_query, usage_totals
+from .selectors import report_columns, usage_report_for
 
 LABELS = {
     "tenant_id": "tenant id", "user_id": "user id", "gpu_type": "GPU type",
@@ -39,6 +39,7 @@ LABELS = {
     "gpu_hours_allocated": "GPU-hours allocated", "gpu_hours_used": "GPU-hours used",
     "utilisation_percent": "used / allocated %", "util_avg": "mean utilisation %",
     "util_max": "peak utilisation %", "samples": "samples", "workloads": "workloads",
+    "storage_gib_days": "storage GiB-days",
 }
 GROUP_LABELS = {"tenant": "tenant", "user": "user", "gpu_type": "GPU type",
                 "workload": "workload", "day": "day"}
@@ -54,10 +55,9 @@ def report_page(request: PortalRequest, *, admin: bool) -> HttpResponse:
         tenant = query["tenant"]
         if not admin:  # a member's page is always their current project's
             tenant = ""  # the rollups' restriction keeps it to the current project
-        rollups = usage_rollups_for_query(request.identity, tenant=tenant,
-                                          workload=query["workload"])
-        rows = usage_report(rollups, since=query["since"], until=query["until"],
-                            group_by=query["group_by"])
+        rows, totals = usage_report_for(
+            request.identity, tenant=tenant, workload=query["workload"],
+            since=query["since"], until=query["until"], group_by=query["group_by"])
         params = {"since": query["since"].isoformat(), "until": query["until"].isoformat(),
                   "group_by": query["group_by"]}
         if tenant:
@@ -67,7 +67,7 @@ def report_page(request: PortalRequest, *, admin: bool) -> HttpResponse:
         columns = report_columns(query["group_by"])
         context.update(
             rows=rows, headers=[LABELS.get(c, c) for c in columns],
-            table=[[row[c] for c in columns] for row in rows], totals=usage_totals(rows),
+            table=[[row[c] for c in columns] for row in rows], totals=totals,
             query=query,
             csv_url=f"{reverse('api:usage')}?{urlencode({**params, 'format': 'csv'})}")
     return render(request, "usage/report.html", context)

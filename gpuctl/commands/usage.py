@@ -1,9 +1,11 @@
-"""`gpuctl usage`: GPU-hours allocated and used, as the portal reports them (or its CSV)."""
+"""`gpuctl usage`: GPU-hours allocated and used, and by tenant or user the storage held in
+GiB-days, as the portal reports them (or its CSV)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+import io
+from typing import Any, TextIO
 
 from ..client import PortalClient
 from ..errors import EXIT_OK
@@ -12,7 +14,7 @@ from ..parser import Commands
 
 
 def register(commands: Commands) -> None:
-    p = commands.command("usage", usage, "GPU-hours allocated and used",
+    p = commands.command("usage", usage, "GPU-hours allocated and used, storage in GiB-days",
                          epilog="examples:\n  gpuctl usage --group-by user --since 2026-11-01\n"
                                 "  gpuctl usage --csv > usage.csv")
     p.add_argument("--since", help="ISO date or date-time (default: 30 days ago)")
@@ -34,13 +36,22 @@ def usage(api: PortalClient, args: argparse.Namespace) -> int:
     report = api.get("usage/", **params)
 
     def render(out: TextIO) -> None:
-        columns = report.get("columns") or []
-        rows = report.get("results") or []
-        out.write(f"usage {report['since']} .. {report['until']} by {report['group_by']}\n")
-        print_table(rows, [(c, c) for c in columns], out)
-        totals = report.get("totals") or {}
-        if totals:
-            out.write("total: " + ", ".join(f"{k} {cell(v)}" for k, v in totals.items()) + "\n")
+        out.write(usage_text(report))
 
     emit(args, report, render)
     return EXIT_OK
+
+
+def usage_text(report: dict[str, Any]) -> str:
+    """The report as a table of its columns (the portal's: GPU-hours, and storage_gib_days by
+    tenant or user), then its totals."""
+    out = io.StringIO()
+    columns = report.get("columns") or []
+    rows = report.get("results") or []
+    out.write(f"usage {report['since']} .. {report['until']} by {report['group_by']}\n")
+    print_table(rows, [(c, c) for c in columns], out)
+    totals = report.get("totals") or {}
+    if totals:
+        out.write("total: " + ", ".join(f"{k} {cell(v)}" for k, v in totals.items()
+                                        if v is not None or k != "storage_gib_days") + "\n")
+    return out.getvalue()

@@ -1,9 +1,12 @@
 """The data migration that makes each tenant's home volume a project Volume named "home" on
 the claim workloads have always mounted (gpu-portal-home: nothing on it is lost), with mount
-rows for the workloads still running on it; and back. Migrated on the test's PostgreSQL
-database."""
+rows for the workloads still running on it; and back. The storage accounting's first rows:
+each volume that holds storage counts from its creation at its size today. Migrated on the
+test's PostgreSQL database."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pytest
 
@@ -60,3 +63,32 @@ def test_the_home_claim_becomes_the_project_volume_home_and_goes_back(settings):
     finally:
         again = migrate(after)
     assert again.get_model("storage", "Volume").objects.get().claim_name == "gpu-portal-home"
+
+
+def test_volumes_holding_storage_count_from_their_creation_at_their_size():
+    after = latest()
+    # every other app as it is now: only storage goes back
+    old = migrate([node for node in after if node[0] != "storage"] + [("storage", "0002_datasets")])
+    made, gone = dt.datetime(2025, 1, 1, tzinfo=dt.UTC), dt.datetime(2025, 2, 1, tzinfo=dt.UTC)
+    try:
+        lab = old.get_model("tenants", "Tenant").objects.create(
+            keystone_project_id="p-lab", name="lab", namespace="gp-lab")
+        ann = old.get_model("keystone", "User").objects.create(username="id-ann",
+                                                               keystone_user_id="id-ann")
+        Volume = old.get_model("storage", "Volume")
+        volumes = {name: Volume.objects.create(tenant=lab, owner=ann, name=name, scope=scope,
+                                               size_gib=size, state=state, capacity_gib=capacity,
+                                               claim_name=f"v-{name}", deleted_at=deleted)
+                   for name, scope, size, state, capacity, deleted in [
+                       ("bound", "user", 30, "bound", 30, None),
+                       ("shared", "project", 8, "failed", 8, None),  # was bound, then Lost
+                       ("going", "user", 5, "bound", 5, gone),
+                       ("pending", "user", 50, "pending", 0, None),
+                       ("failed", "user", 70, "failed", 0, None)]}
+        Volume.objects.update(created_at=made)
+    finally:
+        new = migrate(after)
+    rows = new.get_model("storage", "VolumeSize").objects.order_by("volume_id", "since")
+    assert [(r.volume_id, r.scope, r.size_gib, r.since) for r in rows] == [
+        (volumes["bound"].pk, "user", 30, made), (volumes["shared"].pk, "project", 8, made),
+        (volumes["going"].pk, "user", 5, made), (volumes["going"].pk, "user", 0, gone)]

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from tenants.models import Tenant
+from tests.support.volumes import volume_lived
 from usage.services import samples_insert, usage_rollup
 
 from .conftest import T0, make_workload, sample_row
@@ -193,3 +194,64 @@ def test_the_tenants_own_page_and_the_admin_page(usage, login, keystone):
     # the CSV link works with the browser session
     csv_link = page.context["csv_url"]
     assert admin.get(csv_link).status_code == 200
+
+
+@pytest.fixture
+def volumes(usage):
+    """vision-lab: researcher's `data` 10 GiB bound at 10:00, 40 GiB from 16:00, deleted at
+    22:00; lead's project volume `shared` 24 GiB bound at 10:00. nlp-lab: student's `corpus`
+    48 GiB bound at 10:00."""
+    users = {u.name or u.username: u for u in get_user_model().objects.all()}
+    volume_lived(usage["vision"], users["researcher"], name="data", size_gib=10,
+                 made_at=T0 - 2 * H, bound_at=T0, grown=[(T0 + 6 * H, 40)],
+                 deleted_at=T0 + 12 * H)
+    volume_lived(usage["vision"], users["lead"], name="shared", scope="project", size_gib=24,
+                 made_at=T0, bound_at=T0)
+    volume_lived(Tenant.objects.get(name="nlp-lab"), users["student"], name="corpus", size_gib=48, made_at=T0,
+                 bound_at=T0)
+    return usage
+
+
+# the day in UTC whatever the portal's time zone
+UTC_DAY = {"since": "2025-03-03T00:00:00Z", "until": "2025-03-04T00:00:00Z"}
+
+
+def test_storage_gib_days_beside_gpu_hours_by_tenant_and_user(volumes, api):
+    body = api("researcher", "vision-lab", **UTC_DAY).json()
+    assert body["columns"][-1] == "storage_gib_days"
+    # data: 10 GiB × 6 h + 40 GiB × 6 h = 12.5; shared: 24 GiB × 14 h = 14; nlp-lab's: not here
+    assert [(r["tenant"], r["storage_gib_days"]) for r in body["results"]] == \
+        [("vision-lab", 26.5)]
+    assert body["totals"]["storage_gib_days"] == 26.5
+    by_user = api("researcher", "vision-lab", group_by="user", **UTC_DAY).json()
+    # a user's own volumes only: the project's volume is no one user's, but is in the total
+    assert sorted((r["user"], r["storage_gib_days"]) for r in by_user["results"]) == \
+        [("lead", 0.0), ("researcher", 12.5)]
+    assert by_user["totals"]["storage_gib_days"] == 26.5
+    by_type = api("researcher", "vision-lab", group_by="gpu_type", **UTC_DAY).json()
+    assert "storage_gib_days" not in by_type["columns"] + list(by_type["results"][0])
+    one = api("researcher", "vision-lab", workload=volumes["train"].pk, **UTC_DAY).json()
+    assert one["totals"]["storage_gib_days"] is None
+    assert one["results"][0]["storage_gib_days"] is None
+    every = api("admin", "admin", **UTC_DAY).json()
+    assert [(r["tenant"], r["storage_gib_days"]) for r in every["results"]] == \
+        [("nlp-lab", 28.0), ("vision-lab", 26.5)]
+    narrowed = api("admin", "admin", tenant="nlp-lab", **UTC_DAY).json()
+    assert narrowed["totals"]["storage_gib_days"] == 28.0
+
+
+def test_storage_in_the_csv_the_schema_and_the_page(volumes, api, login, keystone):
+    response = api("researcher", "vision-lab", group_by="user", format="csv", **UTC_DAY)
+    assert response.status_code == 200
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert list(rows[0])[-1] == "storage_gib_days"
+    assert sorted((r["user"], float(r["storage_gib_days"])) for r in rows) == \
+        [("lead", 0.0), ("researcher", 12.5)]
+    schema = Client().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    properties = schema["components"]["schemas"]
+    assert "storage_gib_days" in properties["UsageRow"]["properties"]
+    assert "storage_gib_days" in properties["UsageTotals"]["properties"]
+    member = login("researcher")
+    member.post("/switch-project/", {"project_id": keystone.project_ids["vision-lab"]})
+    page = member.get("/usage/", UTC_DAY).content.decode()
+    assert "26.5</strong> GiB-days of storage" in page and "storage GiB-days" in page

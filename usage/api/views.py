@@ -15,7 +15,7 @@ from workloads.models import Workload
 from ..charts import chart_window, workload_gpu_series
 from ..forms import GROUP_BY, UsageQueryForm
 from ..models import GpuUsageRollup
-from ..selectors import report_columns, usage_report, usage_rollups_for_query, usage_totals
+from ..selectors import report_columns, usage_report_for
 from .renderers import UsageCsvRenderer
 
 _ROWS = inline_serializer("UsageRow", many=True, fields={
@@ -26,11 +26,26 @@ _ROWS = inline_serializer("UsageRow", many=True, fields={
     "util_max": serializers.FloatField(allow_null=True),
     "samples": serializers.IntegerField(),
     "workloads": serializers.IntegerField(),
+    "storage_gib_days": serializers.FloatField(
+        required=False, allow_null=True,
+        help_text="GiB-days of storage its volumes held in the period (by tenant: every "
+                  "volume of the project; by user: the user's own volumes); only by tenant "
+                  "or user, null for one workload's report"),
+})
+_TOTALS = inline_serializer("UsageTotals", fields={
+    "gpu_hours_allocated": serializers.FloatField(),
+    "gpu_hours_used": serializers.FloatField(),
+    "utilisation_percent": serializers.FloatField(allow_null=True),
+    "storage_gib_days": serializers.FloatField(
+        allow_null=True, help_text="GiB-days of storage every volume in the report's tenants "
+                                   "held in the period (the project's and the users'); null "
+                                   "for one workload's report"),
 })
 
 
 class UsageView(APIView):
-    """GPU-hours allocated and used (utilisation-weighted) over a time range, grouped.
+    """GPU-hours allocated and used (utilisation-weighted) over a time range, grouped, and
+    by tenant or user the storage their volumes held, in GiB-days.
 
     Callers see their current project's usage; admins every tenant's (narrow with `tenant`).
     `?format=csv` answers the same rows as CSV."""
@@ -52,7 +67,7 @@ class UsageView(APIView):
             "since": serializers.DateTimeField(), "until": serializers.DateTimeField(),
             "group_by": serializers.CharField(),
             "columns": serializers.ListField(child=serializers.CharField()),
-            "totals": serializers.DictField(), "results": _ROWS}),
+            "totals": _TOTALS, "results": _ROWS}),
     )
     def get(self, request: APIRequest) -> Response:
         form = UsageQueryForm(request.query_params)
@@ -60,12 +75,11 @@ class UsageView(APIView):
             raise exceptions.ValidationError(
                 {field: [str(e) for e in errors] for field, errors in form.errors.items()})
         query = form.cleaned_data
-        rollups = usage_rollups_for_query(request.identity, tenant=query["tenant"],
-                                          workload=query["workload"])
-        rows = usage_report(rollups, since=query["since"], until=query["until"],
-                            group_by=query["group_by"])
+        rows, totals = usage_report_for(
+            request.identity, tenant=query["tenant"], workload=query["workload"],
+            since=query["since"], until=query["until"], group_by=query["group_by"])
         body = {"since": query["since"], "until": query["until"], "group_by": query["group_by"],
-                "columns": report_columns(query["group_by"]), "totals": usage_totals(rows),
+                "columns": report_columns(query["group_by"]), "totals": totals,
                 "results": rows}
         response = Response(body)
         if getattr(request, "accepted_renderer", None) is not None and \
