@@ -185,6 +185,15 @@ class VolumeProvisioner:
         pv = self.cluster.peek(VOLUME, None, volume_name)
         if pv is not None:
             self.cluster.write_status(VOLUME, pv, {"phase": "Bound"})
+        bound = self._claim_bound(claim, volume_name, modes=modes, capacity=size)
+        if bound is not None:
+            self.cluster.record_event(bound, "Normal", "ProvisioningSucceeded",
+                                      f"Successfully provisioned volume {volume_name}", COMPONENT)
+
+    def _claim_bound(self, claim: Obj, volume_name: str, *, modes: list[str],
+                     capacity: str) -> Obj | None:
+        """The claim bound to `volume_name`, as the PV controller completes a binding (its
+        annotation, then its status); None when the claim is gone meanwhile."""
         bound = clone(claim)
         bound["spec"]["volumeName"] = volume_name
         bound.setdefault("metadata", {}).setdefault("annotations", {})[
@@ -193,12 +202,11 @@ class VolumeProvisioner:
             bound = self.cluster.store.update(CLAIM, bound, check_rv=False)
         except ApiError as exc:
             if exc.code == 404:
-                return
+                return None
             raise
         self.cluster.write_status(CLAIM, bound, {"phase": "Bound", "accessModes": modes,
-                                                 "capacity": {"storage": size}})
-        self.cluster.record_event(bound, "Normal", "ProvisioningSucceeded",
-                                  f"Successfully provisioned volume {volume_name}", COMPONENT)
+                                                 "capacity": {"storage": capacity}})
+        return bound
 
     def _bind_named(self, claim: Obj, volume_name: str) -> None:
         """The PV controller's binding of a claim to the volume it names (the module's
@@ -230,18 +238,8 @@ class VolumeProvisioner:
                     return
                 raise
             self.cluster.write_status(VOLUME, bound_pv, {"phase": "Bound"})
-        bound = clone(claim)
-        bound.setdefault("metadata", {}).setdefault("annotations", {})[
-            "pv.kubernetes.io/bind-completed"] = "yes"
-        try:
-            bound = self.cluster.store.update(CLAIM, bound, check_rv=False)
-        except ApiError as exc:
-            if exc.code == 404:
-                return
-            raise
-        self.cluster.write_status(CLAIM, bound, {
-            "phase": "Bound", "accessModes": list(pv_spec.get("accessModes") or []),
-            "capacity": {"storage": capacity}})
+        self._claim_bound(claim, volume_name, modes=list(pv_spec.get("accessModes") or []),
+                          capacity=capacity)
 
     def _expand(self, claim: Obj) -> None:
         status = claim.get("status") or {}
