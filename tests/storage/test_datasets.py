@@ -20,6 +20,7 @@ from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.support.waiting import eventually
+from workloads.launch_spec import VERSION
 from workloads.models import Workload
 from workloads.objects import workload_objects_create
 
@@ -224,7 +225,7 @@ def test_a_launch_mounts_a_dataset_read_only_and_its_volume_is_bound(labs, token
     workload = Workload.objects.get(pk=launched.json()["id"])
     frozen = workload.launch_spec["mounts"][0]
     assert (workload.launch_spec["version"], frozen["dataset"], frozen["read_only"],
-            frozen["volume_source"]) == (8, dataset["id"], True, {"nfs": {
+            frozen["volume_source"]) == (VERSION, dataset["id"], True, {"nfs": {
                 "server": "nfs.example.org", "path": "/exports/imagenet", "readOnly": True}})
 
     made = workload_objects_create(workload, Kube(), queued=False)
