@@ -5,6 +5,8 @@ hold exactly the lines they mean, over a table of hostile values (line breaks, q
 
 from __future__ import annotations
 
+import os
+import pwd
 import shlex
 import subprocess
 from pathlib import Path
@@ -77,7 +79,9 @@ def test_the_principal_is_a_plain_word_whatever_the_id(tmp_path, user_id):
         "CertificateFile": f"{directory}/workload-7-cert.pub",
         "HostKeyAlias": "gpu-portal-workload-7",
         # (`ssh -G` shows this one with `~` expanded)
-        "UserKnownHostsFile": str(Path(f"{directory}/known_hosts").expanduser()),
+        # (ssh expands `~` to the account's home in the password database, not $HOME)
+        "UserKnownHostsFile": f"{directory}/known_hosts".replace(
+            "~", pwd.getpwuid(os.getuid()).pw_dir, 1),
         "StrictHostKeyChecking": "true", "IdentitiesOnly": "yes",
         "ServerAliveInterval": "30"}, plain=portal_ssh.ssh_config_block(workload_id=7,
                                                                        principal="abc123"))
