@@ -307,13 +307,24 @@ def test_a_reader_sees_datasets_and_mounts_none(labs, tokens):
     error(launch(tokens["viewer"], [{"dataset": dataset["id"]}]), 403, "permission_denied")
 
 
-def test_a_tenant_being_deleted_lets_its_datasets_volumes_go(labs, tokens, eager_celery):
-    """A dataset's volume is cluster-scoped: it would outlive the namespace."""
+@pytest.fixture
+def own_tenant(gpu_types, cluster):
+    """A project of the test's own, in a namespace of its own."""
+    from tenants.services import tenant_ensure
+
+    return tenant_ensure(keystone_project_id=uuid.uuid4().hex,
+                         name=f"Datasets {uuid.uuid4().hex[:6]}")
+
+
+def test_a_tenant_being_deleted_lets_its_datasets_volumes_go(own_tenant, tokens,
+                                                            eager_celery):
+    """A dataset's volume is cluster-scoped: it would outlive the namespace. (A project of the
+    test's own: a shared namespace may hold other tests' claims, beyond its storage quota.)"""
     from storage.manifests import make_dataset_claim, make_dataset_volume
     from tenants.services import tenant_mark_deleting
     from workloads.mounts import ResolvedMount, dataset_claim_spec
 
-    vision = labs["vision-lab"]
+    vision = own_tenant
     tenant_reconcile(tenant_id=vision.pk)
     dataset = Dataset.objects.get(pk=publish(tokens, projects=[vision.pk])["id"])
     tenant_reconcile(tenant_id=vision.pk)
