@@ -164,9 +164,15 @@ def mounted_claims(workload: Workload) -> list[list[dict[str, Any]]]:
 
 def _claim_ensure(objects: list[dict[str, Any]], kube: Kube) -> str | None:
     """Create a volume's claim (a dataset's volume, then its claim); None when they are there
-    already (they outlive every workload: the portal never deletes them with one)."""
+    already (they outlive every workload: the portal never deletes them with one). Each is
+    looked up first: a real API server admits a create through the namespace's ResourceQuota
+    before it finds the name taken, so creating a claim that exists in a project at its
+    storage quota is refused 403, not answered 409."""
     made = []
     for obj in objects:
+        meta = obj["metadata"]
+        if kube.get(obj["kind"], meta["name"], meta.get("namespace")) is not None:
+            continue
         try:
             kube.create(obj)
         except Conflict:

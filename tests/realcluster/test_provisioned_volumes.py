@@ -54,11 +54,21 @@ def answered(response, status: int, code: str | None = None) -> dict:
 
 
 @pytest.fixture
-def lab(queued_cluster, login, project_token) -> dict:  # noqa: F811 - the fixture
+def lab(queued_cluster, kueue_cluster, login, project_token) -> dict:  # noqa: F811
     """vision-lab on the Kueue cluster with room for a notebook and a group of two A100 nodes,
     20 GiB and 3 volumes of storage; the provisioner's class offered."""
     login("researcher")
     tenant = Tenant.objects.get(name="vision-lab")
+    # vision-lab's namespace is shared with the other tests of this cluster (its Keystone
+    # project is the researcher's token's): claims they left would count against the 20 GiB
+    with kueue_cluster.api_client() as api:
+        kube = Kube(api)
+        left = [c["metadata"]["name"] for c in
+                kube.list("PersistentVolumeClaim", tenant.namespace)["items"]]
+        for name in left:
+            kube.delete("PersistentVolumeClaim", name, tenant.namespace)
+        eventually(lambda: not kube.list("PersistentVolumeClaim", tenant.namespace)["items"],
+                   timeout=60, message=f"the claims other tests left: {left}")
     quota_update(tenant=tenant, acting_user=None, changes={
         "gpus_total": 12, "gpus_by_type": {"a100": 12, "v100": 0, "t4": 0}, "max_workloads": 10,
         "cpu": 64, "memory_gb": 256, "storage_gib": 20, "volumes": 3})
