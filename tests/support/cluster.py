@@ -5,8 +5,10 @@ tests, one after another. Whatever a test leaves there, the next one counts: a p
 terminating holds its GPUs, a ClusterQueue lends its quota to the cohort until it is gone, and a
 namespace being deleted refuses new objects. So every fixture that hands a test a cluster
 (`cluster`, `queued_cluster`) wraps it in `cluster_objects_of_the_test`: what namespaces and
-ClusterQueues a test made are its own (they were not there when it started), and at its end
-they are deleted with every workload's objects, and the test waits until they are gone.
+ClusterQueues a test made are its own (they were not there when it started), and so are the
+claims it made in namespaces it shares with others (a project's namespace lives for the whole
+session: a claim left there counts against the next test's storage quota); at its end they are
+deleted with every workload's objects, and the test waits until they are gone.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from tests.support.waiting import eventually
 WORKLOAD_SELECTOR = "gpu-portal.io/workload-id"  # every workload object, in every namespace
 # made by a test and deleted at its end (the namespaces with everything in them)
 OWN_KINDS = ("Namespace", "ClusterQueue", "PersistentVolume", "StorageClass")
+# made by a test in any namespace, and deleted at its end
+OWN_NAMESPACED_KINDS = ("PersistentVolumeClaim",)
 
 
 def names_of(kube: Kube, kind: str) -> set[str]:
@@ -29,6 +33,11 @@ def names_of(kube: Kube, kind: str) -> set[str]:
         return {o["metadata"]["name"] for o in kube.list(kind)["items"]}
     except NotFound:  # Kueue's kinds where Kueue is not installed
         return set()
+
+
+def namespaced_names_of(kube: Kube, kind: str) -> set[tuple[str, str]]:
+    """(namespace, name) of a namespaced kind's objects in every namespace."""
+    return {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in kube.list(kind)["items"]}
 
 
 def remove_workload_objects(kube: Kube, *, wait: float = 0) -> None:
@@ -65,18 +74,28 @@ def cluster_objects_of_the_test(connect: Callable[[], Any], *, timeout: float) -
     with connect() as client:
         kube = Kube(client)
         before = {kind: names_of(kube, kind) for kind in OWN_KINDS}
+        before_namespaced = {kind: namespaced_names_of(kube, kind)
+                             for kind in OWN_NAMESPACED_KINDS}
     yield
     with connect() as client:
         kube = Kube(client)
         remove_workload_objects(kube)
         made = {kind: names_of(kube, kind) - before[kind] for kind in OWN_KINDS}
+        made_namespaced = {kind: namespaced_names_of(kube, kind) - before_namespaced[kind]
+                           for kind in OWN_NAMESPACED_KINDS}
         for kind, names in made.items():
             for name in names:
                 kube.delete(kind, name)
+        for kind, keys in made_namespaced.items():
+            for namespace, name in keys:
+                kube.delete(kind, name, namespace)
 
         def left() -> list[str]:
-            return workload_pods(kube) + [f"{kind} {name}" for kind, names in made.items()
-                                          for name in names & names_of(kube, kind)]
+            return (workload_pods(kube)
+                    + [f"{kind} {name}" for kind, names in made.items()
+                       for name in names & names_of(kube, kind)]
+                    + [f"{kind} {namespace}/{name}" for kind, keys in made_namespaced.items()
+                       for namespace, name in keys & namespaced_names_of(kube, kind)])
 
         eventually(lambda: not left(), timeout=timeout, interval=0.1,
                    message=lambda: f"the test's cluster objects are still there: {left()}")
