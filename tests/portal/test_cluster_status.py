@@ -41,8 +41,12 @@ def test_a_failed_call_is_recorded_and_an_ongoing_outage_keeps_its_start(unreach
 @pytest.mark.django_db
 def test_pages_show_the_banner_while_the_cluster_is_down_and_drop_it_after(
         unreachable, login, settings, cluster):
+    # before: the cluster reachable (with it unreachable, the page's own read of the cluster
+    # may be the call that fails and records the outage, as it should)
+    unreachable_kubeconfig, settings.KUBECONFIG = settings.KUBECONFIG, str(cluster.kubeconfig)
     client = login("researcher")
     assert 'role="alert"' not in client.get("/workloads/").content.decode()
+    settings.KUBECONFIG = unreachable_kubeconfig
     cluster_probe()
     page = client.get("/workloads/")
     assert page.status_code == 200
