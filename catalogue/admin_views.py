@@ -33,7 +33,7 @@ from catalogue.services import (
     template_enable,
     template_update,
 )
-from catalogue.sharing import LABEL_PRODUCT, Sharing, nodes_sharing
+from catalogue.sharing import EXCLUSIVE, LABEL_PRODUCT, Sharing, node_layout, nodes_sharing
 from cluster.capacity import (
     GpuTypeCapacity,
     cluster_nodes,
@@ -68,6 +68,8 @@ class GpuTypeRow:
     problem: str = ""  # why no workload of this type can run, for the admin
     # how the nodes say its units share their GPUs, where that differs from the catalogue
     sharing_problem: str = ""
+    # a shared type's nodes, each with how its GPUs are carved
+    layout: tuple[str, ...] = ()
     outlook: str = ""  # the calendar's next 24 hours: "16 free now, 8 from 14:00 (maintenance)"
 
     @property
@@ -155,6 +157,10 @@ def gpu_type_rows(gpu_types: list[GpuType], nodes: list[dict[str, Any]] | None,
                 cap.largest_node
             row.problem = _problem(gpu_type, nodes, cap.nodes)
             row.sharing_problem = sharing_problem(gpu_type, nodes)
+            if gpu_type.sharing != EXCLUSIVE:
+                row.layout = tuple(sorted(
+                    node_layout(node["metadata"]["name"], node["metadata"].get("labels") or {})
+                    for node in nodes if _offering(gpu_type, [node])))
             outlook = capacity_outlook(gpu_type)
             if outlook is not None and outlook["changes"]:
                 row.outlook = outlook["text"]

@@ -102,6 +102,21 @@ def node_sharing(labels: Mapping[str, str], resource: str) -> Sharing:
     return Sharing(EXCLUSIVE, Fraction(1), physical_product(product))
 
 
+def node_layout(name: str, labels: Mapping[str, str]) -> str:
+    """How a node's GPUs are carved, from its labels: "gpu-t4-shared-1: 4 × Tesla-T4,
+    time-slicing 4 ways", "gpu-a100-mig-1: 2 × NVIDIA-A100-SXM4-80GB, MIG all-1g.10gb"."""
+    product = physical_product(labels.get(LABEL_PRODUCT, ""))
+    text = f"{name}: {labels.get('nvidia.com/gpu.count', '?')} × {product or 'GPU'}"
+    replicas = labels.get(LABEL_REPLICAS, "1")
+    if labels.get(LABEL_SHARING_STRATEGY) in REPLICA_STRATEGIES and replicas not in ("", "1"):
+        return f"{text}, {labels[LABEL_SHARING_STRATEGY]} {replicas} ways"
+    if labels.get(LABEL_MIG_CONFIG):
+        return f"{text}, MIG {labels[LABEL_MIG_CONFIG]}"
+    if labels.get(LABEL_MIG_STRATEGY):
+        return f"{text}, MIG ({labels[LABEL_MIG_STRATEGY]} strategy)"
+    return text
+
+
 def nodes_sharing(labels_of_nodes: Iterable[Mapping[str, str]], resource: str) -> set[Sharing]:
     """What every node offering a type reports: one value when they agree."""
     return {node_sharing(labels, resource) for labels in labels_of_nodes}

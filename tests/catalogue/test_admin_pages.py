@@ -125,8 +125,12 @@ def test_the_capacity_table_for_the_demo_cluster(admin, gpu_types):
         assert cells(row) == numbers, slug
         assert "gputype=" + types[slug].node_selector["gputype"] in row
         assert 'class="flag"' not in row  # the nodes' labels agree with the catalogue
-    assert "1/4 of a GPU (t4)" in row_of(page, f"gpu-type-{shared['t4-shared'].pk}")
-    assert "1/7 of a GPU (a100)" in row_of(page, f"gpu-type-{shared['a100-1g.10gb'].pk}")
+    quarter = row_of(page, f"gpu-type-{shared['t4-shared'].pk}")
+    assert "1/4 of a GPU (t4)" in quarter
+    assert "gpu-t4-shared-1: 4 × Tesla-T4, time-slicing 4 ways" in quarter  # the node's layout
+    sliced = row_of(page, f"gpu-type-{shared['a100-1g.10gb'].pk}")
+    assert "1/7 of a GPU (a100)" in sliced
+    assert "gpu-a100-mig-1: 2 × NVIDIA-A100-SXM4-80GB, MIG all-1g.10gb" in sliced
     assert 'id="cluster-note"' not in page
     assert 'id="unclaimed-nodes"' not in page  # every GPU node of the demo has its type
 

@@ -14,6 +14,7 @@ from catalogue.sharing import (
     TIME_SLICED,
     Sharing,
     equivalents_text,
+    node_layout,
     node_sharing,
     parse_fraction,
 )
@@ -113,3 +114,12 @@ def test_admins_see_where_the_nodes_say_otherwise():
     exclusive = GpuType(slug="e", name="e", resource_name="nvidia.com/mig-1g.10gb",
                         node_selector={"gputype": "a100-mig"})
     assert sharing_problem(exclusive, nodes).startswith("The nodes report mig, 1/7 of NVIDIA-A100")
+
+
+def test_a_nodes_layout_in_words():
+    labels = {node["metadata"]["name"]: node["metadata"]["labels"] for node in _demo_nodes()}
+    assert node_layout("gpu-t4-shared-1", labels["gpu-t4-shared-1"]) == \
+        "gpu-t4-shared-1: 4 × Tesla-T4, time-slicing 4 ways"
+    assert node_layout("gpu-a100-mig-1", labels["gpu-a100-mig-1"]) == \
+        "gpu-a100-mig-1: 2 × NVIDIA-A100-SXM4-80GB, MIG all-1g.10gb"
+    assert node_layout("gpu-t4-1", labels["gpu-t4-1"]) == "gpu-t4-1: 4 × Tesla-T4"
