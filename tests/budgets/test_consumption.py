@@ -169,7 +169,7 @@ def test_a_shared_gpus_units_cost_their_part_of_a_gpu_hour(tenants, users, gpu_t
     vision, ann = tenants["vision-lab"], users["ann"]
     run(vision, ann, start=NOW - dt.timedelta(hours=2), gpu_type="t4-shared", gpus=4)
     run(vision, ann, start=NOW - dt.timedelta(hours=3), end=NOW - dt.timedelta(hours=2),
-        gpu_type="a100-1g.10gb", gpus=7)
+        gpu_type="a100-1g-10gb", gpus=7)
     counted = consumption(vision, weights={}, start=dt.datetime(2026, 11, 1, tzinfo=UTC),
                           now=NOW, user=ann)
     assert counted.used == pytest.approx(2 + 1)

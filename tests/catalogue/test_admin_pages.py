@@ -116,7 +116,7 @@ def test_the_capacity_table_for_the_demo_cluster(admin, gpu_types):
                "free": "4", "largest": "4"},
         "t4-shared": {"sharing": "time-sliced", "nodes": "1", "allocatable": "16", "held": "0",
                       "free": "16", "largest": "16"},
-        "a100-1g.10gb": {"sharing": "mig", "nodes": "1", "allocatable": "14", "held": "0",
+        "a100-1g-10gb": {"sharing": "mig", "nodes": "1", "allocatable": "14", "held": "0",
                          "free": "14", "largest": "14"},
     }
     types = {**gpu_types, **shared}
@@ -128,7 +128,7 @@ def test_the_capacity_table_for_the_demo_cluster(admin, gpu_types):
     quarter = row_of(page, f"gpu-type-{shared['t4-shared'].pk}")
     assert "1/4 of a GPU (t4)" in quarter
     assert "gpu-t4-shared-1: 4 × Tesla-T4, time-slicing 4 ways" in quarter  # the node's layout
-    sliced = row_of(page, f"gpu-type-{shared['a100-1g.10gb'].pk}")
+    sliced = row_of(page, f"gpu-type-{shared['a100-1g-10gb'].pk}")
     assert "1/7 of a GPU (a100)" in sliced
     assert "gpu-a100-mig-1: 2 × NVIDIA-A100-SXM4-80GB, MIG all-1g.10gb" in sliced
     assert 'id="cluster-note"' not in page

@@ -8,6 +8,7 @@ from django.core.management import call_command
 from django.test import TestCase
 from kubernetes import client as k8s
 
+from catalogue.forms import SLUG
 from catalogue.models import GpuType
 from storage.models import StorageClass
 from tenants.models import Tenant
@@ -30,10 +31,12 @@ def test_the_demo_lets_vision_lab_run_digits_and_keeps_an_admins_change(keystone
               for t in GpuType.objects.exclude(sharing="exclusive")}
     assert shared == {
         "t4-shared": ("time-sliced", "1/4", "t4", "nvidia.com/gpu.shared"),
-        "a100-1g.10gb": ("mig", "1/7", "a100", "nvidia.com/mig-1g.10gb")}
+        "a100-1g-10gb": ("mig", "1/7", "a100", "nvidia.com/mig-1g.10gb")}
+    # slugs an admin could have typed (the form's rule): a dot is no slug's
+    assert all(SLUG.fullmatch(slug) for slug in shared)
     for tenant in (vision, nlp):
         by_type = tenant.quota.gpus_by_type()
-        assert by_type["t4-shared"] > 0 and by_type["a100-1g.10gb"] > 0
+        assert by_type["t4-shared"] > 0 and by_type["a100-1g-10gb"] > 0
     # the demo contract's figures stand
     assert {slug: vision.quota.gpus_by_type()[slug] for slug in ("a100", "v100", "t4")} == {
         "a100": 4, "v100": 4, "t4": 0}

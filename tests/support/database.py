@@ -71,8 +71,8 @@ def demo_shared_gpu_types(physical: dict[str, Any]) -> dict[str, Any]:
             resource_name="nvidia.com/gpu.shared", node_selector={"gputype": "t4-shared"},
             sharing="time-sliced", fraction_numerator=1, fraction_denominator=4,
             physical=physical["t4"]),
-        "a100-1g.10gb": GpuType.objects.create(
-            slug="a100-1g.10gb", name="NVIDIA A100, MIG 1g.10gb slice", memory_gb=10,
+        "a100-1g-10gb": GpuType.objects.create(
+            slug="a100-1g-10gb", name="NVIDIA A100, MIG 1g.10gb slice", memory_gb=10,
             resource_name="nvidia.com/mig-1g.10gb", node_selector={"gputype": "a100-mig"},
             sharing="mig", fraction_numerator=1, fraction_denominator=7,
             physical=physical["a100"]),

@@ -498,12 +498,12 @@ def test_a_quarter_t4_and_a_mig_slice_run_on_their_shared_nodes(vision, gpu_type
     demo_shared_gpu_types(gpu_types)
     with TestCase.captureOnCommitCallbacks(execute=True):
         quota_update(tenant=vision, acting_user=None, changes={"gpus_by_type": {
-            "t4-shared": 4, "a100-1g.10gb": 7}})
+            "t4-shared": 4, "a100-1g-10gb": 7}})
     tenant_reconcile(tenant_id=vision.pk)
     headers = api_headers("researcher")
     quarter = launch(headers, {**JUPYTER, "name": "quarter", "gpu_type": "t4-shared",
                                "gpu_count": 2})
-    sliced = launch(headers, {**JUPYTER, "name": "slice", "gpu_type": "a100-1g.10gb"})
+    sliced = launch(headers, {**JUPYTER, "name": "slice", "gpu_type": "a100-1g-10gb"})
     assert (quarter.status_code, sliced.status_code) == (201, 201), (quarter.json(),
                                                                     sliced.json())
     api = cluster.api_client()
@@ -526,13 +526,13 @@ def test_a_quarter_t4_and_a_mig_slice_run_on_their_shared_nodes(vision, gpu_type
 
     def counted() -> bool:
         rows.update({r["slug"]: r for r in Client().get("/api/v1/gpu-types/", **headers).json()})
-        shared, mig = rows["t4-shared"], rows["a100-1g.10gb"]
+        shared, mig = rows["t4-shared"], rows["a100-1g-10gb"]
         return ((shared["capacity"], shared["allocated"], shared["free"]) == (16, 2, 14)
                 and (mig["capacity"], mig["allocated"], mig["free"]) == (14, 1, 13))
 
     eventually(counted, timeout=20, interval=0.2, message=lambda: f"units counted: {rows}")
     assert (rows["t4-shared"]["sharing"], rows["t4-shared"]["gpu_fraction_text"],
             rows["t4-shared"]["physical"]) == ("time-sliced", "1/4", "t4")
-    assert (rows["a100-1g.10gb"]["sharing"], rows["a100-1g.10gb"]["gpu_fraction"],
-            rows["a100-1g.10gb"]["physical"]) == ("mig", 1 / 7, "a100")
+    assert (rows["a100-1g-10gb"]["sharing"], rows["a100-1g-10gb"]["gpu_fraction"],
+            rows["a100-1g-10gb"]["physical"]) == ("mig", 1 / 7, "a100")
     assert rows["a100"]["sharing"] == "exclusive" and rows["a100"]["gpu_fraction"] == 1

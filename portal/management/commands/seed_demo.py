@@ -37,7 +37,7 @@ GPU_TYPES = [
 SHARED_GPU_TYPES = [
     ("t4-shared", "NVIDIA T4, a quarter (time-sliced)", 16, {"gputype": "t4-shared"},
      "nvidia.com/gpu.shared", TIME_SLICED, Fraction(1, 4), "t4"),
-    ("a100-1g.10gb", "NVIDIA A100, MIG 1g.10gb slice", 10, {"gputype": "a100-mig"},
+    ("a100-1g-10gb", "NVIDIA A100, MIG 1g.10gb slice", 10, {"gputype": "a100-mig"},
      "nvidia.com/mig-1g.10gb", MIG, Fraction(1, 7), "a100"),
 ]
 
@@ -55,9 +55,9 @@ ROOT_TEMPLATES_ALLOWED = ("vision-lab",)
 # GPU-equivalents, so a project's shared units weigh their part of a GPU in its total
 DEMO_QUOTAS = {
     "vision-lab": {"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0,
-                                                     "t4-shared": 4, "a100-1g.10gb": 7}},
+                                                     "t4-shared": 4, "a100-1g-10gb": 7}},
     "nlp-lab": {"gpus_total": 6, "gpus_by_type": {"a100": 2, "v100": 0, "t4": 4,
-                                                  "t4-shared": 8, "a100-1g.10gb": 7}},
+                                                  "t4-shared": 8, "a100-1g-10gb": 7}},
 }
 
 
