@@ -2,8 +2,8 @@
 standing (used, remaining, forecast, reset), its top users, the burn-down series.
 
 Consumption is weighted GPU-hours: each workload's run (started_at .. finished_at, or now while
-it runs) clipped to [period start, now], × its GPUs (gpu_count × nodes) × the weight of its GPU
-type. One SQL aggregate, grouped by GPU type and GPU total (PostgreSQL and SQLite alike); the
+it runs) clipped to [period start, now], × its GPUs (gpu_count × nodes) × the part of a GPU
+a unit of its type is (a shared type's gpu_fraction) × the weight of its GPU type. One SQL aggregate, grouped by GPU type and GPU total (PostgreSQL and SQLite alike); the
 weights apply to its few groups.
 """
 
@@ -57,6 +57,16 @@ def _runs(tenant: Tenant | int, start: dt.datetime, now: dt.datetime) -> QuerySe
             .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start)).order_by())
 
 
+# a unit of a shared GPU type is a part of a GPU (the type's gpu_fraction): GPU-hours count
+# units × that part, so a quarter of a T4 for an hour costs a quarter of a GPU-hour
+SHARE = ("gpu_type__fraction_numerator", "gpu_type__fraction_denominator")
+
+
+def _share(group: dict[str, Any]) -> float:
+    numerator, denominator = (group[field] for field in SHARE)
+    return numerator / denominator if numerator else 1.0
+
+
 @dataclasses.dataclass(frozen=True)
 class Consumption:
     used: float  # weighted GPU-hours in the period so far
@@ -76,11 +86,11 @@ def consumption(tenant: Tenant | int, *, weights: dict[str, Any], start: dt.date
                                                             state=Workload.State.RUNNING))}
     if user is not None:
         sums["user_run"] = Sum(run, filter=Q(owner=user))
-    groups = (_runs(tenant, start, now).values("gpu_type__slug", gpus=GPU_TOTAL)
+    groups = (_runs(tenant, start, now).values("gpu_type__slug", *SHARE, gpus=GPU_TOTAL)
               .annotate(**sums))
     used = rate = user_used = 0.0
     for group in groups:
-        factor = group["gpus"] * float(weights.get(group["gpu_type__slug"], 1.0))
+        factor = group["gpus"] * _share(group) * float(weights.get(group["gpu_type__slug"], 1.0))
         used += _hours(group["run"]) * factor
         rate += group["running"] * factor
         if user is not None:
@@ -97,11 +107,11 @@ def consumption_by_user(tenant: Tenant | int, *, weights: dict[str, Any], start:
     """(Keystone user id, weighted GPU-hours) of everyone who used GPUs in [start, now], most
     first. (A user's `username` is their Keystone user id: identity/models.py.)"""
     groups = (_runs(tenant, start, now)
-              .values("owner__username", "gpu_type__slug", gpus=GPU_TOTAL)
+              .values("owner__username", "gpu_type__slug", *SHARE, gpus=GPU_TOTAL)
               .annotate(run=Sum(_clipped_run(start, now))))
     by_user: dict[str, float] = defaultdict(float)
     for group in groups:
-        by_user[group["owner__username"]] += (_hours(group["run"]) * group["gpus"]
+        by_user[group["owner__username"]] += (_hours(group["run"]) * group["gpus"] * _share(group)
                                               * float(weights.get(group["gpu_type__slug"], 1.0)))
     return sorted(by_user.items(), key=lambda item: (-item[1], item[0]))
 

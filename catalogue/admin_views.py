@@ -33,6 +33,7 @@ from catalogue.services import (
     template_enable,
     template_update,
 )
+from catalogue.sharing import EXCLUSIVE, LABEL_PRODUCT, Sharing, node_layout, nodes_sharing
 from cluster.capacity import (
     GpuTypeCapacity,
     cluster_nodes,
@@ -65,6 +66,10 @@ class GpuTypeRow:
     held: int = 0  # GPUs held (the capacity view's; without the cluster: admitted workloads')
     largest_node: int | None = None
     problem: str = ""  # why no workload of this type can run, for the admin
+    # how the nodes say its units share their GPUs, where that differs from the catalogue
+    sharing_problem: str = ""
+    # a shared type's nodes, each with how its GPUs are carved
+    layout: tuple[str, ...] = ()
     outlook: str = ""  # the calendar's next 24 hours: "16 free now, 8 from 14:00 (maintenance)"
 
     @property
@@ -93,6 +98,42 @@ def _problem(gpu_type: GpuType, nodes: list[dict[str, Any]], offering: int) -> s
             f"none offers {gpu_type.resource_name}.")
 
 
+def _offering(gpu_type: GpuType, nodes: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The labels of the nodes that match the type and have its resource."""
+    return [labels for node in nodes
+            if gpu_type.node_selector
+            and node_matches(labels := node["metadata"].get("labels") or {},
+                             gpu_type.node_selector)
+            and _amount(node, gpu_type.resource_name)]
+
+
+def _amount(node: dict[str, Any], resource: str) -> int:
+    return int(parse_quantity(((node.get("status") or {}).get("capacity") or {})
+                              .get(resource, "0")))
+
+
+def sharing_problem(gpu_type: GpuType, nodes: list[dict[str, Any]]) -> str:
+    """Where the nodes' labels (catalogue/sharing.py) say otherwise than the catalogue about how
+    the type's units share their GPUs ("" when they agree, or no node offers the type)."""
+    reported = nodes_sharing(_offering(gpu_type, nodes), gpu_type.resource_name)
+    if not reported:
+        return ""
+    if len(reported) > 1:
+        return ("Its nodes disagree on how they share their GPUs: "
+                + "; ".join(sorted(found.text for found in reported)) + ".")
+    (found,) = reported
+    said = Sharing(gpu_type.sharing, gpu_type.gpu_fraction, found.product)
+    if (found.sharing, found.fraction) != (said.sharing, said.fraction):
+        return f"The nodes report {found.text}; the catalogue says {said.text}."
+    physical = gpu_type.physical
+    if physical is not None and found.product:
+        products = {labels.get(LABEL_PRODUCT, "") for labels in _offering(physical, nodes)}
+        if products and found.product not in products:
+            return (f"Carved from {physical.slug}, whose nodes have "
+                    f"{', '.join(sorted(products))}, but its nodes' GPUs are {found.product}.")
+    return ""
+
+
 def _cluster() -> tuple[list[dict[str, Any]] | None, dict[str, GpuTypeCapacity] | None,
                         str | None]:
     """The nodes and the capacity view, or the banner when the cluster does not answer."""
@@ -115,6 +156,11 @@ def gpu_type_rows(gpu_types: list[GpuType], nodes: list[dict[str, Any]] | None,
             row.nodes, row.allocatable, row.largest_node = cap.nodes, cap.allocatable, \
                 cap.largest_node
             row.problem = _problem(gpu_type, nodes, cap.nodes)
+            row.sharing_problem = sharing_problem(gpu_type, nodes)
+            if gpu_type.sharing != EXCLUSIVE:
+                row.layout = tuple(sorted(
+                    node_layout(node["metadata"]["name"], node["metadata"].get("labels") or {})
+                    for node in nodes if _offering(gpu_type, [node])))
             outlook = capacity_outlook(gpu_type)
             if outlook is not None and outlook["changes"]:
                 row.outlook = outlook["text"]
@@ -150,7 +196,7 @@ def unclaimed_gpu_nodes(gpu_types: list[GpuType], nodes: list[dict[str, Any]]
 
 @admin_required
 def gpu_type_list(request: SignedInRequest) -> HttpResponse:
-    gpu_types = list(GpuType.objects.all())
+    gpu_types = list(GpuType.objects.select_related("physical"))
     nodes, capacity, cluster_error = _cluster()
     return render(request, "catalogue/gpu_type_list.html", {
         "rows": gpu_type_rows(gpu_types, nodes, capacity), "cluster_error": cluster_error,

@@ -9,6 +9,7 @@ screen reader announces them with the field.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from typing import Any
 
 from django import forms
@@ -23,8 +24,9 @@ from catalogue.fields import (
     invisible_characters_refusal,
 )
 from catalogue.images import image_allowed, validate_image_reference
-from catalogue.models import RESOURCE_NAME, GpuType, Template
+from catalogue.models import RESOURCE_NAME, SHARING_CHOICES, GpuType, Template
 from catalogue.options import allowed_options_problems
+from catalogue.sharing import EXCLUSIVE, fraction_text, parse_fraction
 from core.validation import excerpt
 
 # Kubernetes label syntax: key = [DNS-1123 subdomain "/"] name; value = "" or name
@@ -150,6 +152,20 @@ class GpuTypeForm(AccessibleForm):
     enabled = forms.BooleanField(required=False, initial=True, label="Enabled",
                                  help_text="Disabled types cannot be launched; running "
                                            "workloads keep running.")
+    sharing = forms.ChoiceField(
+        choices=SHARING_CHOICES, initial=EXCLUSIVE, required=False,
+        label="Sharing",
+        help_text="How one unit shares its GPU: the list of types shows what the nodes' labels "
+                  "say and flags a difference.")
+    gpu_fraction = forms.CharField(
+        max_length=16, initial="1", required=False, label="Part of a GPU per unit",
+        help_text="1 for a whole GPU; 1/4 for a GPU time-sliced four ways; 1/7 for a MIG "
+                  "1g.10gb slice of an A100. Quotas count units; totals, budgets and GPU-hours "
+                  "count units × this.")
+    physical = forms.ModelChoiceField(
+        queryset=GpuType.objects.filter(sharing=EXCLUSIVE), required=False,
+        to_field_name="slug", label="Carved from",
+        help_text="The whole-GPU type whose GPUs a shared type's units are parts of.")
 
     def __init__(self, *args: Any, gpu_type: GpuType | None = None, **kwargs: Any) -> None:
         self.gpu_type = gpu_type
@@ -158,7 +174,10 @@ class GpuTypeForm(AccessibleForm):
                 "slug": gpu_type.slug, "name": gpu_type.name,
                 "resource_name": gpu_type.resource_name,
                 "node_selector": selector_text(gpu_type.node_selector),
-                "memory_gb": gpu_type.memory_gb, "enabled": gpu_type.enabled})
+                "memory_gb": gpu_type.memory_gb, "enabled": gpu_type.enabled,
+                "sharing": gpu_type.sharing,
+                "gpu_fraction": fraction_text(gpu_type.gpu_fraction),
+                "physical": gpu_type.physical_slug})
         super().__init__(*args, **kwargs)
         self.fields["node_selector"].widget.attrs["placeholder"] = "gputype=a100"
         if gpu_type is not None:
@@ -190,10 +209,32 @@ class GpuTypeForm(AccessibleForm):
                 "type's nodes and places its workloads.")
         return selector
 
+    def clean_sharing(self) -> str:
+        return str(self.cleaned_data.get("sharing") or EXCLUSIVE)
+
+    def clean_gpu_fraction(self) -> Fraction:
+        try:
+            return parse_fraction(self.cleaned_data.get("gpu_fraction") or "1")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        sharing, fraction = data.get("sharing"), data.get("gpu_fraction")
+        if sharing == EXCLUSIVE and fraction is not None and fraction != 1:
+            self.add_error("gpu_fraction", "An exclusive type is a whole GPU: give 1, or "
+                                           "choose how it shares.")
+        if sharing not in (None, EXCLUSIVE) and fraction == 1:
+            self.add_error("gpu_fraction", "A shared unit is a part of a GPU: e.g. 1/4 or 1/7.")
+        if sharing == EXCLUSIVE and data.get("physical") is not None:
+            self.add_error("physical", "An exclusive type is a GPU of its own.")
+        return data
+
     def changes(self) -> dict[str, Any]:
         data = self.cleaned_data
         return {field: data[field] for field in
-                ("name", "resource_name", "node_selector", "memory_gb", "enabled")}
+                ("name", "resource_name", "node_selector", "memory_gb", "enabled", "sharing",
+                 "gpu_fraction", "physical")}
 
 
 # --- templates ------------------------------------------------------------------------------

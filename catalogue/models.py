@@ -6,9 +6,12 @@ here from workloads without moving data (migrations 0001 here, workloads 0009).
 """
 
 import re
+from fractions import Fraction
 
 from django.core.validators import RegexValidator
 from django.db import models
+
+from catalogue.sharing import EXCLUSIVE, MIG, TIME_SLICED
 
 # a Kubernetes extended resource name: nvidia.com/gpu, nvidia.com/mig-1g.10gb, amd.com/gpu …
 RESOURCE_NAME = RegexValidator(
@@ -29,6 +32,11 @@ def open_url(url_format: str, base: str) -> str:
     return TOKEN_PARAMETER.sub("", url_format).replace("{token}", "").format(base=base)
 
 
+SHARING_CHOICES = [(EXCLUSIVE, "exclusive (a whole GPU)"),
+                   (TIME_SLICED, "time-sliced (replicas of a GPU)"),
+                   (MIG, "MIG (a hardware slice of a GPU)")]
+
+
 class GpuType(models.Model):
     """A kind of GPU researchers can ask for, placed by node selector labels."""
 
@@ -41,13 +49,37 @@ class GpuType(models.Model):
     memory_gb = models.PositiveIntegerField(default=0)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # how a unit shares its physical GPU (catalogue/sharing.py: what the nodes' labels say,
+    # which the admin's page checks these against). The part of a GPU one unit is, exactly:
+    # numerator and denominator (1/7 is not a decimal), read as `gpu_fraction`
+    sharing = models.CharField(max_length=16, default=EXCLUSIVE, choices=SHARING_CHOICES)
+    fraction_numerator = models.PositiveSmallIntegerField(default=1)
+    fraction_denominator = models.PositiveSmallIntegerField(default=1)
+    # the exclusive type whose GPUs this one's units are carved from (None: exclusive, or not
+    # in the catalogue)
+    physical = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="shared_types")
 
     class Meta:
         db_table = "workloads_gputype"
         ordering = ["slug"]
+        constraints = [models.CheckConstraint(
+            name="gputype_fraction_at_most_one",
+            condition=models.Q(fraction_numerator__gte=1,
+                               fraction_numerator__lte=models.F("fraction_denominator")))]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def gpu_fraction(self) -> Fraction:
+        """The part of one physical GPU a unit of this type is (1 for an exclusive type)."""
+        return Fraction(self.fraction_numerator, self.fraction_denominator)
+
+    @property
+    def physical_slug(self) -> str | None:
+        physical = self.physical if self.physical_id is not None else None
+        return physical.slug if physical is not None else None
 
 
 class Template(models.Model):

@@ -11,6 +11,7 @@ name types by slug).
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any, TypeVar
 
 from django.db import transaction
@@ -18,8 +19,10 @@ from django.db import transaction
 from audit.services import Actor, audit_record
 from catalogue.models import GpuType, Template
 from catalogue.options import allowed_options_problems
+from catalogue.sharing import EXCLUSIVE, fraction_text
 
-GPU_TYPE_FIELDS = ("name", "resource_name", "node_selector", "memory_gb", "enabled")
+GPU_TYPE_FIELDS = ("name", "resource_name", "node_selector", "memory_gb", "enabled",
+                   "sharing", "gpu_fraction", "physical")
 TEMPLATE_FIELDS = ("name", "description", "kind", "image", "image_replaceable", "command",
                    "args", "allowed_args", "env", "port",
                    "default_cpu", "default_memory_gb", "allow_root", "run_as_user",
@@ -37,7 +40,39 @@ class CatalogueRefused(ValueError):
 
 
 def gpu_type_snapshot(gpu_type: GpuType) -> dict[str, Any]:
-    return {"slug": gpu_type.slug, **{field: getattr(gpu_type, field) for field in GPU_TYPE_FIELDS}}
+    return {"slug": gpu_type.slug,
+            **{field: getattr(gpu_type, field) for field in GPU_TYPE_FIELDS[:-2]},
+            "gpu_fraction": fraction_text(gpu_type.gpu_fraction),
+            "physical": gpu_type.physical_slug}
+
+
+def _gpu_type_set(gpu_type: GpuType, field: str, value: Any) -> list[str]:
+    """Set one field of a GPU type as the services take it (gpu_fraction a Fraction, physical a
+    GpuType or None); the columns it changes."""
+    if field == "gpu_fraction":
+        gpu_type.fraction_numerator = value.numerator
+        gpu_type.fraction_denominator = value.denominator
+        return ["fraction_numerator", "fraction_denominator"]
+    setattr(gpu_type, field, value)
+    return [field]
+
+
+def _gpu_type_check(gpu_type: GpuType) -> None:
+    """A type's sharing, fraction and physical type agree: an exclusive type is a whole GPU of
+    its own; a shared one is a part of one, carved from an exclusive type."""
+    fraction = gpu_type.gpu_fraction
+    if gpu_type.sharing == EXCLUSIVE:
+        if fraction != 1 or gpu_type.physical_id is not None:
+            raise CatalogueRefused("An exclusive GPU type is a whole GPU: fraction 1, no "
+                                   "physical type.")
+        return
+    if not 0 < fraction < 1:
+        raise CatalogueRefused(f"A {gpu_type.sharing} unit is a part of a GPU: give a fraction "
+                               "below 1, e.g. 1/4 or 1/7.")
+    physical = gpu_type.physical
+    if physical is not None and (physical.sharing != EXCLUSIVE or physical.pk == gpu_type.pk):
+        raise CatalogueRefused(f"{physical.slug} is not a whole GPU: a shared type is carved "
+                               "from an exclusive one.")
 
 
 def template_snapshot(template: Template) -> dict[str, Any]:
@@ -59,11 +94,16 @@ def _check_changes(changes: dict[str, Any], allowed: tuple[str, ...], fixed: tup
 @transaction.atomic
 def gpu_type_create(*, acting_user: Actor, slug: str, name: str, resource_name: str,
                     node_selector: dict[str, str], memory_gb: int,
-                    enabled: bool = True) -> GpuType:
+                    enabled: bool = True, sharing: str = EXCLUSIVE,
+                    gpu_fraction: Fraction = Fraction(1),
+                    physical: GpuType | None = None) -> GpuType:
     """A new GPU type. Tenants may use none of it until an admin raises their quota."""
-    gpu_type = GpuType.objects.create(slug=slug, name=name, resource_name=resource_name,
-                                      node_selector=node_selector, memory_gb=memory_gb,
-                                      enabled=enabled)
+    gpu_type = GpuType(slug=slug, name=name, resource_name=resource_name,
+                       node_selector=node_selector, memory_gb=memory_gb, enabled=enabled,
+                       sharing=sharing, physical=physical)
+    _gpu_type_set(gpu_type, "gpu_fraction", gpu_fraction)
+    _gpu_type_check(gpu_type)
+    gpu_type.save()
     audit_record(actor=acting_user, action="gpu_type.create", target=f"gpu_type/{slug}",
                  after=gpu_type_snapshot(gpu_type))
     return gpu_type
@@ -81,20 +121,29 @@ def _template_check(template: Template) -> None:
 def _audited_change(obj: _Row, acting_user: Actor, changes: dict[str, Any], action: str, *,
                     kind: str, allowed: tuple[str, ...], fixed: tuple[str, ...],
                     snapshot: Callable[[_Row], dict[str, Any]],
-                    check: Callable[[_Row], None] | None = None) -> _Row:
-    """Apply `changes` to a locked GPU type or template; `check` refuses the result
+                    check: Callable[[_Row], None] | None = None,
+                    assign: Callable[[_Row, str, Any], list[str]] | None = None) -> _Row:
+    """Apply `changes` to a locked GPU type or template (`assign`: how a field is set, and the
+    columns that changes; else the attribute of its name); `check` refuses the result
     (CatalogueRefused); save and audit only when it changed."""
     _check_changes(changes, allowed, fixed, obj)
     with transaction.atomic():
         obj = type(obj).objects.select_for_update().get(pk=obj.pk)
         before = snapshot(obj)
+        columns: list[str] = []
         for field, value in changes.items():
-            setattr(obj, field, value)
+            if field in fixed:
+                continue
+            if assign is not None:
+                columns += assign(obj, field, value)
+            else:
+                setattr(obj, field, value)
+                columns.append(field)
         if check is not None:
             check(obj)
         after = snapshot(obj)
         if after != before:
-            obj.save(update_fields=[f for f in changes if f not in fixed])
+            obj.save(update_fields=columns)
             audit_record(actor=acting_user, action=action,
                          target=f"{kind}/{obj.slug}",
                          before=before, after=after)
@@ -105,7 +154,8 @@ def _gpu_type_change(gpu_type: GpuType, acting_user: Actor, changes: dict[str, A
                      action: str) -> GpuType:
     return _audited_change(gpu_type, acting_user, changes, action, kind="gpu_type",
                            allowed=GPU_TYPE_FIELDS, fixed=GPU_TYPE_FIXED,
-                           snapshot=gpu_type_snapshot)
+                           snapshot=gpu_type_snapshot, check=_gpu_type_check,
+                           assign=_gpu_type_set)
 
 
 def gpu_type_update(*, gpu_type: GpuType, acting_user: Actor, changes: dict[str, Any]) -> GpuType:

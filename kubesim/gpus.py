@@ -126,6 +126,9 @@ class Device:
     mig_profile: str | None = None
     mig_instance: int | None = None  # GPU instance id of a MIG device
     mig_uuid: str | None = None  # MIG-… device id the device plugin hands out
+    # a time-sliced replica's number on its GPU (None: not time-sliced); the device plugin
+    # hands out replicas as "<GPU uuid>::<replica>"
+    replica: int | None = None
     driver_version: str = DRIVER_VERSION
     holder: Holder | None = None
     # Faults injected through the control API.
@@ -140,7 +143,10 @@ class Device:
 
     @property
     def device_id(self) -> str:
-        """The id the device plugin reports (pod-resources API): GPU-… or MIG-…."""
+        """The id the device plugin reports (pod-resources API): GPU-…, MIG-… or, for a
+        time-sliced replica, GPU-…::<replica>."""
+        if self.replica is not None:
+            return f"{self.uuid}::{self.replica}"
         return self.mig_uuid or self.uuid
 
     @property

@@ -38,6 +38,23 @@ class MigSpec:
 
 
 @dataclass
+class SharingSpec:
+    """Time-slicing (or MPS) as the NVIDIA device plugin's config sets it: each GPU is
+    advertised `replicas` times; renamed (renameByDefault) as nvidia.com/gpu.shared."""
+
+    strategy: str  # "time-slicing" or "mps": GPU feature discovery's sharing-strategy label
+    replicas: int
+    renamed: bool = True
+
+    @property
+    def resource(self) -> str:
+        return SHARED_RESOURCE if self.renamed else "nvidia.com/gpu"
+
+
+SHARED_RESOURCE = "nvidia.com/gpu.shared"
+
+
+@dataclass
 class NodeSpec:
     name: str
     pool: str
@@ -54,6 +71,7 @@ class NodeSpec:
     gpu_memory_mib: int = 0
     driver_version: str = gpus.DRIVER_VERSION
     mig: MigSpec | None = None
+    sharing: SharingSpec | None = None
     unschedulable: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
 
@@ -138,6 +156,21 @@ def _parse_mig(where: str, data: Any, model: gpus.GpuModel, count: int) -> MigSp
     return MigSpec(strategy, parsed)
 
 
+def _parse_sharing(where: str, data: Any) -> SharingSpec:
+    if not isinstance(data, dict):
+        raise InventoryError(f"{where}: expected a mapping")
+    strategy = data.get("strategy", "time-slicing")
+    if strategy not in ("time-slicing", "mps"):
+        raise InventoryError(f"{where}.strategy: {strategy!r} is not time-slicing or mps")
+    replicas = _field(where, data, "replicas", int)
+    if replicas is None or replicas < 2:
+        raise InventoryError(f"{where}.replicas: give 2 or more replicas per GPU")
+    renamed = data.get("renamed", True)
+    if not isinstance(renamed, bool):
+        raise InventoryError(f"{where}.renamed: expected true or false")
+    return SharingSpec(str(strategy), replicas, renamed)
+
+
 def parse_inventory(data: Obj) -> Inventory:
     if not isinstance(data, dict):
         raise InventoryError("inventory: expected a mapping")
@@ -178,6 +211,7 @@ def parse_inventory(data: Obj) -> Inventory:
         gpu_count = 0
         gpu_mem = 0
         mig = None
+        sharing = None
         driver = gpus.DRIVER_VERSION
         if gpu:
             gwhere = f"{where}.gpu"
@@ -190,6 +224,10 @@ def parse_inventory(data: Obj) -> Inventory:
             driver = str(gpu.get("driverVersion", gpus.DRIVER_VERSION))
             if gpu.get("mig") is not None:
                 mig = _parse_mig(f"{gwhere}.mig", gpu["mig"], model, gpu_count)
+            if gpu.get("sharing") is not None:
+                if mig is not None:
+                    raise InventoryError(f"{gwhere}: give mig or sharing, not both")
+                sharing = _parse_sharing(f"{gwhere}.sharing", gpu["sharing"])
         for i in range(1, count + 1):
             name = f"{prefix}{i}"
             if name in names:
@@ -212,6 +250,7 @@ def parse_inventory(data: Obj) -> Inventory:
                 gpu_memory_mib=gpu_mem,
                 driver_version=driver,
                 mig=mig,
+                sharing=sharing,
                 unschedulable=bool(pool.get("unschedulable", False)),
                 annotations={str(k): str(v) for k, v in (pool.get("annotations") or {}).items()},
             ))
@@ -235,6 +274,8 @@ def resource_counts(spec: NodeSpec) -> dict[str, int]:
     """The extended resources the device plugin advertises on this node."""
     if spec.gpu_model is None or spec.gpu_count == 0:
         return {}
+    if spec.sharing is not None:
+        return {spec.sharing.resource: spec.gpu_count * spec.sharing.replicas}
     if spec.mig is None:
         return {"nvidia.com/gpu": spec.gpu_count}
     counts: dict[str, int] = {}
@@ -251,6 +292,12 @@ def node_devices(spec: NodeSpec) -> list[gpus.Device]:
     devices: list[gpus.Device] = []
     for index in range(spec.gpu_count):
         gpu_uuid = "GPU-" + gpus.stable_uuid(spec.name, index)
+        if spec.sharing is not None:
+            devices.extend(gpus.Device(spec.name, index, gpu_uuid, spec.sharing.resource,
+                                       spec.gpu_model, spec.gpu_memory_mib, replica=replica,
+                                       driver_version=spec.driver_version)
+                           for replica in range(spec.sharing.replicas))
+            continue
         if spec.mig is None:
             devices.append(gpus.Device(spec.name, index, gpu_uuid, "nvidia.com/gpu", spec.gpu_model,
                                        spec.gpu_memory_mib, driver_version=spec.driver_version))
@@ -299,9 +346,21 @@ def node_labels(spec: NodeSpec) -> dict[str, str]:
             "nvidia.com/cuda.runtime.minor": "2",
             "nvidia.com/mig.capable": "true" if model.mig_profiles else "false",
         })
+        if spec.sharing is not None:
+            # GPU feature discovery: the replicas and the strategy; the product gains -SHARED
+            # only when the resource keeps its name (renamed, the resource name tells)
+            labels["nvidia.com/gpu.replicas"] = str(spec.sharing.replicas)
+            labels["nvidia.com/gpu.sharing-strategy"] = spec.sharing.strategy
+            if not spec.sharing.renamed:
+                labels["nvidia.com/gpu.product"] = f"{model.product}-SHARED"
         if spec.mig is not None:
             profiles = dict(model.mig_profiles)
             labels["nvidia.com/mig.strategy"] = spec.mig.strategy
+            # the MIG manager's layout name: all-<profile> when every GPU is cut alike
+            uniform = {tuple(sorted(layout)) for layout in spec.mig.layouts}
+            if len(uniform) == 1 and len(next(iter(uniform))) == 1:
+                labels["nvidia.com/mig.config"] = f"all-{next(iter(uniform))[0]}"
+                labels["nvidia.com/mig.config.state"] = "success"
             per_profile: dict[str, int] = {}
             for layout in spec.mig.layouts:
                 for profile, n in layout.items():

@@ -82,9 +82,21 @@ class GpuMetrics:
         """A device changed hands; samples are computed on the next scrape."""
 
     def visible_devices(self) -> list[Device]:
+        """The devices with a series each: every GPU or MIG instance; of a time-sliced GPU,
+        each replica a pod holds, or its first replica while none is held (one series per GPU
+        and pod, as dcgm-exporter labels a shared GPU with each pod on it)."""
         devices: list[Device] = []
         for node in sorted(self.cluster.gpus.by_node):
-            devices.extend(d for d in self.cluster.gpus.by_node[node] if not d.lost)
+            shown: set[str] = set()
+            node_devices = [d for d in self.cluster.gpus.by_node[node] if not d.lost]
+            held = {d.uuid for d in node_devices if d.replica is not None and d.holder}
+            for device in node_devices:
+                if device.replica is None:
+                    devices.append(device)
+                elif device.holder is not None or (device.uuid not in held
+                                                   and device.uuid not in shown):
+                    devices.append(device)
+                    shown.add(device.uuid)
         return devices
 
     def render(self) -> str:

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from audit.models import AuditRecord
 from catalogue.images import image_allowed
 from catalogue.models import GpuType, Template
+from catalogue.sharing import equivalents_text
 from core.tasks import send_on_commit
 from identity.access import SignedInRequest, admin_required, scoped_object
 from identity.client import KeystoneClient, KeystoneError
@@ -114,6 +115,7 @@ def _row(tenant: Tenant, gpu_types: Iterable[GpuType], usage: dict[int, QuotaUse
                    "adjusted": figures.in_force_text(t.slug)}
                   for t in gpu_types],
         "used_total": used.gpus_total if used else 0,
+        "used_total_text": equivalents_text(used.gpus_total) if used else "0",
     }
 
 

@@ -7,6 +7,11 @@ quota takes its figures from there — the portal's admission and its refusals, 
 ClusterQueue, the namespace's ResourceQuota, the calendars, budgets, the pages, the API and
 gpuctl — so that no two of them can count differently.
 
+Per GPU type the figures count units (a unit of a shared type is a part of a GPU: a replica of a
+time-sliced GPU, a MIG slice); the total counts GPU-equivalents, units × the type's part of a
+GPU (`fractions`, exact), so that four quarter-T4s weigh one GPU in the total, and what a tenant
+uses in all is compared with its total in those terms.
+
 In force, per GPU type: nominal + GPUs added − GPUs withheld, never below 0. GPUs added come with
 CPU and memory: the quota's own share per GPU (its cores and GiB over its GPUs in all; for a
 quota of no GPUs, the default quota's share), rounded up — added GPUs that could not be used for
@@ -20,7 +25,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
 from typing import Any
 
 from django.utils import timezone
@@ -120,14 +126,18 @@ class QuotaUse:
     say)."""
 
     source: str
-    gpus_by_type: dict[str, int]
+    gpus_by_type: dict[str, int]  # units
     cpu: int | None = None
     memory_gb: int | None = None
     workloads: int | None = None
+    # the part of a GPU a unit of each type is (quota_figures fills it in; absent: 1)
+    fractions: Mapping[str, Fraction] = dataclasses.field(default_factory=dict)
 
     @property
-    def gpus_total(self) -> int:
-        return sum(self.gpus_by_type.values())
+    def gpus_total(self) -> Fraction:
+        """GPU-equivalents in use: units × the type's part of a GPU, summed."""
+        return sum((units * self.fractions.get(slug, Fraction(1))
+                    for slug, units in self.gpus_by_type.items()), Fraction(0))
 
     def gpus(self, slug: str) -> int:
         return self.gpus_by_type.get(slug, 0)
@@ -146,6 +156,15 @@ class QuotaFigures:
     max_runtime_minutes: int
     borrowing_limit: int | None  # Kueue: GPUs of each type it may borrow (None: no limit)
     used: QuotaUse | None = None
+    # the part of a GPU a unit of each type the quota names is (absent: 1, a whole GPU)
+    fractions: Mapping[str, Fraction] = dataclasses.field(default_factory=dict)
+
+    def fraction(self, slug: str) -> Fraction:
+        return self.fractions.get(slug, Fraction(1))
+
+    def equivalents(self, slug: str, units: int) -> Fraction:
+        """GPU-equivalents of `units` of a type: what a request weighs against the total."""
+        return units * self.fraction(slug)
 
     @property
     def holds(self) -> tuple[AdjustmentLine, ...]:
@@ -253,9 +272,14 @@ class QuotaFigures:
 def figures_of(*, tenant_name: str, nominal: QuotaAmounts, lines: Iterable[AdjustmentLine],
                now: dt.datetime, default_share: tuple[float, float], max_workloads: int,
                max_runtime_minutes: int, borrowing_limit: int | None,
-               used: QuotaUse | None = None) -> QuotaFigures:
+               used: QuotaUse | None = None,
+               fractions: Mapping[str, Fraction] | None = None) -> QuotaFigures:
     """The figures in force at `now` (see the module's text). `default_share`: CPU cores and
-    memory GiB per GPU of the default quota, for a quota of no GPUs."""
+    memory GiB per GPU of the default quota, for a quota of no GPUs. `fractions`: the part of
+    a GPU a unit of each type is (absent: 1), given to `used` too."""
+    fractions = dict(fractions or {})
+    if used is not None:
+        used = dataclasses.replace(used, fractions={**used.fractions, **fractions})
     lines = tuple(line for line in lines if line.in_force(now))
     by_type = dict(nominal.gpus_by_type)
     added_total = withheld_total = 0
@@ -288,4 +312,4 @@ def figures_of(*, tenant_name: str, nominal: QuotaAmounts, lines: Iterable[Adjus
     return QuotaFigures(tenant_name=tenant_name, nominal=nominal, in_force=in_force,
                         adjustments=lines, max_workloads=max_workloads,
                         max_runtime_minutes=max_runtime_minutes,
-                        borrowing_limit=borrowing_limit, used=used)
+                        borrowing_limit=borrowing_limit, used=used, fractions=fractions)

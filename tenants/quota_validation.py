@@ -8,9 +8,11 @@ errors per field; nothing is written either way. No web framework is needed to c
 from __future__ import annotations
 
 import decimal
+import math
 import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from catalogue.models import GpuType
@@ -189,7 +191,10 @@ def over_capacity_errors(changes: dict[str, Any]) -> dict[str, list[str]]:
     except KubeError as exc:
         raise CapacityUnknown(str(exc)) from exc
     errors: dict[str, list[str]] = {}
-    total = sum(c.allocatable for c in capacity.values())
+    # GPU-equivalents, as the total counts: a unit of a shared type is a part of a GPU
+    fractions = {t.slug: t.gpu_fraction for t in GpuType.objects.filter(slug__in=capacity)}
+    total = math.floor(sum((c.allocatable * fractions.get(slug, Fraction(1))
+                            for slug, c in capacity.items()), Fraction(0)))
     if changes.get("gpus_total", 0) > total:
         errors["gpus_total"] = [
             f"The cluster has {total} GPUs in all; set allow_over_capacity to mean it."]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from fractions import Fraction
 
 from django.conf import settings
 from django.db.models import CharField, DateTimeField, F, QuerySet, Value
@@ -59,33 +60,48 @@ def quota_adjustment_lines(quota: Quota) -> list[AdjustmentLine]:
 # what a row of `_limits_and_lines` holds: 0 a GPU limit, 1 an adjustment; in the adjustments'
 # order (the model's)
 ROW_FIELDS = ("part", "source", "ref", "pk", "slug", "gpus", "kind", "reason", "starts_at",
-              "ends_at")
+              "ends_at", "num", "den")
 
 
-def _limits_and_lines(quota: Quota) -> tuple[dict[str, int], list[AdjustmentLine]]:
-    """The quota's GPUs per type as set (Quota.gpus_by_type) and its adjustment rows
-    (quota_adjustment_lines): as prefetched where the caller prefetched both, else read in one
-    query of both (the launch check reads them at every keystroke), the adjustments in their
-    model's order."""
+def _fractions(quota: Quota) -> dict[str, Fraction]:
+    """The part of a GPU a unit of each type the quota names is, as prefetched."""
+    types = [row.gpu_type for row in prefetched_or(quota, "gpu_limits", "gpu_type")] + \
+        [row.gpu_type for row in prefetched_or(quota, "adjustments", "gpu_type")
+         if row.gpu_type is not None]
+    return {t.slug: t.gpu_fraction for t in types}
+
+
+def _limits_and_lines(quota: Quota) -> tuple[dict[str, int], list[AdjustmentLine],
+                                             dict[str, Fraction]]:
+    """The quota's GPUs per type as set (Quota.gpus_by_type), its adjustment rows
+    (quota_adjustment_lines) and the part of a GPU a unit of each type they name is: as
+    prefetched where the caller prefetched both, else read in one query of both (the launch
+    check reads them at every keystroke), the adjustments in their model's order."""
     if {"gpu_limits", "adjustments"} <= set(getattr(quota, "_prefetched_objects_cache", {})):
-        return quota.gpus_by_type(), quota_adjustment_lines(quota)
+        return quota.gpus_by_type(), quota_adjustment_lines(quota), _fractions(quota)
     blank, no_time = Value("", output_field=CharField()), Value(None, DateTimeField())
+    num, den = F("gpu_type__fraction_numerator"), F("gpu_type__fraction_denominator")
     limits = GpuQuota.objects.filter(quota=quota).annotate(
         part=Value(0), source=blank, ref=blank, slug=F("gpu_type__slug"), kind=blank,
-        reason=blank, starts_at=no_time, ends_at=no_time).order_by().values_list(*ROW_FIELDS)
+        reason=blank, starts_at=no_time, ends_at=no_time, num=num, den=den,
+    ).order_by().values_list(*ROW_FIELDS)
     adjustments = QuotaAdjustment.objects.filter(quota=quota).annotate(
-        part=Value(1), slug=F("gpu_type__slug")).order_by().values_list(*ROW_FIELDS)
+        part=Value(1), slug=F("gpu_type__slug"), num=num, den=den,
+    ).order_by().values_list(*ROW_FIELDS)
     by_type: dict[str, int] = {}
     lines: list[AdjustmentLine] = []
-    for part, source, ref, _, slug, gpus, kind, reason, starts_at, ends_at in \
-            limits.union(adjustments, all=True).order_by(*ROW_FIELDS[:4]):
+    fractions: dict[str, Fraction] = {}
+    for part, source, ref, _, slug, gpus, kind, reason, starts_at, ends_at, numerator, \
+            denominator in limits.union(adjustments, all=True).order_by(*ROW_FIELDS[:4]):
+        if slug is not None and numerator is not None:
+            fractions[slug] = Fraction(numerator, denominator)
         if part == 0:
             by_type[slug] = gpus
         else:
             lines.append(AdjustmentLine(source=source, kind=kind, gpu_type=slug, gpus=gpus,
                                         reason=reason, ref=ref, starts_at=starts_at,
                                         ends_at=ends_at))
-    return by_type, lines
+    return by_type, lines, fractions
 
 
 def quota_figures(tenant: Tenant, *, quota: Quota | None = None, used: QuotaUse | None = None,
@@ -99,7 +115,7 @@ def quota_figures(tenant: Tenant, *, quota: Quota | None = None, used: QuotaUse 
     prefetched."""
     quota = quota if quota is not None else tenant.quota
     default_gpus = max(settings.PORTAL_DEFAULT_QUOTA_GPUS_TOTAL, 1)
-    by_type, lines = _limits_and_lines(quota)
+    by_type, lines, fractions = _limits_and_lines(quota)
     nominal = QuotaAmounts(gpus_by_type=by_type, gpus_total=quota.gpus_total,
                            cpu=quota.cpu, memory_gb=quota.memory_gb,
                            storage_gib=quota.storage_gib, volumes=quota.volumes)
@@ -109,7 +125,7 @@ def quota_figures(tenant: Tenant, *, quota: Quota | None = None, used: QuotaUse 
         default_share=(settings.PORTAL_DEFAULT_QUOTA_CPU / default_gpus,
                        settings.PORTAL_DEFAULT_QUOTA_MEMORY_GB / default_gpus),
         max_workloads=quota.max_workloads, max_runtime_minutes=quota.max_runtime_minutes,
-        borrowing_limit=quota.gpu_borrowing_limit, used=used)
+        borrowing_limit=quota.gpu_borrowing_limit, used=used, fractions=fractions)
 
 
 def tenants_with_quota_figures(tenants: QuerySet[Tenant]) -> QuerySet[Tenant]:

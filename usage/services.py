@@ -3,7 +3,9 @@
 GPU-hours, and why they never double-count:
 - allocated GPU-seconds come only from the workload's own times — overlap of
   [started_at, finished_at or now) with the bucket, × every GPU it holds (gpu_total: `gpu_count`
-  on each of a distributed workload's nodes) — never from samples;
+  on each of a distributed workload's nodes) — never from samples; a unit of a shared GPU type
+  (a time-sliced replica, a MIG slice) counts its part of a GPU (the type's gpu_fraction), so
+  a quarter of a T4 for an hour is a quarter of a GPU-hour, and its used seconds likewise;
 - used GPU-seconds are Σ utilisation × the span each sample stands for: the time since the
   previous sample of the same device and holder, capped at `interval_cap()` (1.5 scrape
   intervals, so a gap — exporter down, missed scrapes — counts at most that), clipped to the
@@ -319,9 +321,12 @@ def _workloads_running(start: dt.datetime, end: dt.datetime, ids: set[int]
     rows = Workload.objects.filter(
         Q(pk__in=ids) | (Q(started_at__lt=end) & (Q(finished_at__isnull=True)
                                                   | Q(finished_at__gt=start)))
-    ).annotate(gpus=GPU_TOTAL).values("id", "tenant_id", "owner_id", "gpu_type_id", "gpus",
-                                      "started_at", "finished_at")
-    return {row["id"]: row for row in rows}
+    ).annotate(gpus=GPU_TOTAL, num=F("gpu_type__fraction_numerator"),
+               den=F("gpu_type__fraction_denominator")).values(
+        "id", "tenant_id", "owner_id", "gpu_type_id", "gpus", "started_at", "finished_at", "num",
+        "den")
+    return {row["id"]: {**row, "share": row["num"] / row["den"] if row["num"] else 1.0}
+            for row in rows}
 
 
 def _upsert(granularity: str, start: dt.datetime, end: dt.datetime,
@@ -395,7 +400,7 @@ def _minute_rollup_chunk(start: dt.datetime, end: dt.datetime, now: dt.datetime)
         while bucket < end and bucket < run_end:
             seconds = _overlap(w["started_at"], run_end, bucket, bucket + MINUTE)
             if seconds > 0:
-                buckets[(workload_id, bucket)].allocated = seconds * w["gpus"]
+                buckets[(workload_id, bucket)].allocated = seconds * w["gpus"] * w["share"]
             bucket += MINUTE
     stamp = timezone.now()
     rows = []
@@ -408,7 +413,7 @@ def _minute_rollup_chunk(start: dt.datetime, end: dt.datetime, now: dt.datetime)
             util_avg=b.util_sum / b.samples if b.samples else None, util_max=b.util_max,
             memory_avg_mib=b.memory_sum / b.samples if b.samples else None,
             memory_max_mib=b.memory_max, gpu_seconds_allocated=b.allocated,
-            gpu_seconds_used=min(b.used, b.allocated), updated_at=stamp))
+            gpu_seconds_used=min(b.used * w["share"], b.allocated), updated_at=stamp))
     return _upsert(GpuUsageRollup.Granularity.MINUTE, start, end, rows)
 
 

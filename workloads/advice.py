@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from catalogue.models import GpuType, Template
 from catalogue.selectors import capacity_outlook
+from catalogue.sharing import equivalents_text
 from cluster.capacity import GpuTypeCapacity
 from core.registry import SharedReads
 from kube.engines import engine_refusal
@@ -104,13 +105,14 @@ def fit_advice(launch: LaunchContext) -> list[Note]:
             notes.append(("error", never[1]))
     used, limit = reads.used.gpus(slug), reads.figures.gpus(slug)
     used_total, limit_total = reads.used.gpus_total, reads.figures.in_force.gpus_total
+    weight = reads.figures.equivalents(slug, launch.gpus)  # GPU-equivalents, as the total
     if used + launch.gpus > limit:
         notes.append(("warning", f"Beyond the quota: {launch.tenant.name} uses {used} of "
                                  f"{limit} {slug} GPUs; {launch.gpus} more would exceed it."))
-    elif used_total + launch.gpus > limit_total:
-        notes.append(("warning", f"Beyond the quota: {launch.tenant.name} uses {used_total} of "
-                                 f"{limit_total} GPUs in all; {launch.gpus} more would exceed "
-                                 "it."))
+    elif used_total + weight > limit_total:
+        notes.append(("warning", f"Beyond the quota: {launch.tenant.name} uses "
+                                 f"{equivalents_text(used_total)} of {limit_total} GPUs in "
+                                 f"all; {equivalents_text(weight)} more would exceed it."))
     elif never is None and capacity is not None:
         if nodes > 1 and capacity.nodes_free(count) < nodes:
             notes.append(("info", f"It waits (queued whole, no rank started) until {nodes} "

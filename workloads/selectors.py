@@ -4,13 +4,16 @@ launch page's GPU availability (the cluster's figures come from cluster.capacity
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
+from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, QuerySet, Sum
 
 from catalogue.models import GpuType
+from catalogue.sharing import equivalents_text
 from cluster.addresses import address_pools
 from cluster.capacity import GpuTypeCapacity, gpu_capacity
 from identity.client import Project
@@ -61,8 +64,8 @@ class GpuAvailability:
     gpu_type: GpuType
     quota_limit: int  # the tenant's quota in force for this type
     quota_used: int  # GPUs of this type the tenant's active workloads hold
-    total_limit: int  # the tenant's quota of GPUs in all
-    total_used: int
+    total_limit: int  # the tenant's quota of GPUs in all (GPU-equivalents)
+    total_used: Fraction  # GPU-equivalents: units × their type's part of a GPU
     allocatable: int | None = None  # None: the cluster was not asked or did not answer
     free: int | None = None
     largest_node: int | None = None
@@ -77,9 +80,15 @@ class GpuAvailability:
         return self.allocatable is not None
 
     @property
+    def total_used_text(self) -> str:
+        return equivalents_text(self.total_used)
+
+    @property
     def may_use(self) -> int:
-        """How many more GPUs of this type the quota admits (per type and in all)."""
-        return max(min(self.quota_limit - self.quota_used, self.total_limit - self.total_used), 0)
+        """How many more units of this type the quota admits (per type, and in all: the
+        GPU-equivalents left over the part of a GPU a unit is)."""
+        room = (self.total_limit - self.total_used) / self.gpu_type.gpu_fraction
+        return max(min(self.quota_limit - self.quota_used, math.floor(room)), 0)
 
 
 def gpus_held_by_type(workloads: QuerySet[Workload]) -> dict[str, int]:

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from catalogue.models import Template
+from catalogue.sharing import equivalents_text
 from core.tasks import send_on_commit
 from identity.models import User
 from kube.client import KubeError
@@ -164,9 +165,12 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
         raise AdmissionRefused(f"{name} uses {used.gpus(slug)} of {limit} {slug} GPUs"
                                f"{figures.adjusted_text(slug)}; {wanted} more would "
                                "exceed the quota.")
-    if used.gpus_total + wanted > in_force.gpus_total:
-        raise AdmissionRefused(f"{name} uses {used.gpus_total} of {in_force.gpus_total} GPUs "
-                               f"in all; {wanted} more would exceed the quota.")
+    # the total counts GPU-equivalents: a unit of a shared type is a part of a GPU
+    weight = figures.equivalents(slug, wanted)
+    if used.gpus_total + weight > in_force.gpus_total:
+        raise AdmissionRefused(f"{name} uses {equivalents_text(used.gpus_total)} of "
+                               f"{in_force.gpus_total} GPUs in all; "
+                               f"{equivalents_text(weight)} more would exceed the quota.")
     if (used.workloads or 0) + 1 > figures.max_workloads:
         raise AdmissionRefused(f"{name} runs {used.workloads or 0} of {figures.max_workloads} "
                                "workloads allowed at once.")

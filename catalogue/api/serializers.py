@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from ..models import Template
+from ..sharing import SHARINGS
 
 # a GPU type's row, as catalogue/api/views.py builds it: the type and its live capacity
 GpuTypeRow = dict[str, object]
@@ -34,7 +35,19 @@ class GpuTypeSerializer(serializers.Serializer[GpuTypeRow]):
     resource_name = serializers.CharField()
     node_selector = serializers.DictField(child=serializers.CharField())
     memory_gb = serializers.IntegerField()
-    capacity = serializers.IntegerField(allow_null=True, help_text="GPUs the nodes have")
+    sharing = serializers.ChoiceField(
+        choices=list(SHARINGS), help_text="how one unit shares its physical GPU: exclusive (a "
+                                          "whole GPU), time-sliced (replicas), mig (a slice)")
+    gpu_fraction = serializers.FloatField(
+        help_text="the part of one physical GPU one unit is (1, 0.25, 0.142857…); totals, "
+                  "budgets and GPU-hours count units × this")
+    gpu_fraction_text = serializers.CharField(help_text="the same, exactly: \"1\", \"1/4\", "
+                                                        "\"1/7\"")
+    physical = serializers.SlugField(allow_null=True,
+                                     help_text="the slug of the whole-GPU type it is carved from")
+    capacity = serializers.IntegerField(allow_null=True,
+                                        help_text="units the nodes have (GPUs, or the shared "
+                                                  "type's replicas or slices)")
     allocatable = serializers.IntegerField(allow_null=True,
                                            help_text="GPUs the nodes offer (healthy, schedulable)")
     allocated = serializers.IntegerField(allow_null=True, help_text="GPUs that running pods hold")

@@ -12,6 +12,7 @@ from kube.client import KubeError
 
 from ..models import GpuType, Template
 from ..selectors import capacity_outlook
+from ..sharing import fraction_text
 from .serializers import GpuTypeRow, GpuTypeSerializer, TemplateSerializer
 
 
@@ -25,7 +26,7 @@ class GpuTypeViewSet(viewsets.GenericViewSet[GpuType]):
     queryset = GpuType.objects.none()
 
     def list(self, request: Request) -> Response:
-        types = list(GpuType.objects.filter(enabled=True))
+        types = list(GpuType.objects.filter(enabled=True).select_related("physical"))
         try:
             capacity = gpu_capacity()
         except KubeError:
@@ -38,6 +39,9 @@ class GpuTypeViewSet(viewsets.GenericViewSet[GpuType]):
                 "slug": gpu_type.slug, "name": gpu_type.name,
                 "resource_name": gpu_type.resource_name,
                 "node_selector": gpu_type.node_selector, "memory_gb": gpu_type.memory_gb,
+                "sharing": gpu_type.sharing, "gpu_fraction": float(gpu_type.gpu_fraction),
+                "gpu_fraction_text": fraction_text(gpu_type.gpu_fraction),
+                "physical": gpu_type.physical_slug,
                 "capacity": cap.capacity if cap else None,
                 "allocatable": cap.allocatable if cap else None,
                 "allocated": cap.allocated if cap else None,

@@ -14,7 +14,9 @@ from ..parser import Commands
 def register(commands: Commands) -> None:
     commands.command("gpu-types", gpu_types, "the GPU types with capacity and free GPUs",
                      description="The GPU types with their capacity, the GPUs free now and "
-                                 "how the calendar changes that in the next 24 hours.")
+                                 "how the calendar changes that in the next 24 hours. A "
+                                 "shared type (time-sliced or MIG) counts units, each the "
+                                 "part of a GPU its sharing column says.")
     commands.command("templates", templates, "the templates to launch from",
                      description="The templates to launch from, with what `gpuctl launch "
                                  "--arg` may add to each (OPTIONS).")
@@ -24,9 +26,21 @@ def gpu_types(api: PortalClient, args: argparse.Namespace) -> int:
     rows = api.get("gpu-types/")
     emit(args, rows, table(rows, [
         ("slug", "slug"), ("name", "name"), ("resource", "resource_name"),
-        ("memory", lambda r: f"{r['memory_gb']} GB"), ("capacity", "capacity"),
-        ("free", "free"), ("largest node", "largest_node"), ("next 24 h", gpu_type_ahead)]))
+        ("memory", lambda r: f"{r['memory_gb']} GB"), ("sharing", gpu_type_sharing),
+        ("capacity", "capacity"), ("free", "free"), ("largest node", "largest_node"),
+        ("next 24 h", gpu_type_ahead)]))
     return EXIT_OK
+
+
+def gpu_type_sharing(row: dict[str, Any]) -> str:
+    """"exclusive", or "time-sliced 1/4 of t4": how a unit shares its GPU (capacity and free
+    count units)."""
+    sharing = str(row.get("sharing") or "exclusive")
+    if sharing == "exclusive":
+        return sharing
+    physical = row.get("physical")
+    return f"{sharing} {row.get('gpu_fraction_text', '')}" + (f" of {physical}" if physical
+                                                               else "")
 
 
 def gpu_type_ahead(row: dict[str, Any]) -> str:

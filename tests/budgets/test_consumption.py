@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from budgets.periods import period_bounds, period_label
 from budgets.selectors import budget_status, burn_down, consumption, top_users
 from tests.budgets.conftest import NOW, budget, run
+from tests.support.database import demo_shared_gpu_types
 
 pytestmark = pytest.mark.django_db
 
@@ -159,3 +160,19 @@ def test_a_preempted_run_back_in_the_queue_adds_nothing_to_the_burn_rate(novembe
     counted = consumption(november, weights=WEIGHTS, start=dt.datetime(2026, 11, 1, tzinfo=UTC),
                           now=NOW)
     assert counted.rate == pytest.approx(4 * 0.25)  # the t4 run alone
+
+
+def test_a_shared_gpus_units_cost_their_part_of_a_gpu_hour(tenants, users, gpu_types, clock):
+    # four quarter-T4s (time-sliced) for 2 hours and 7 A100 slices (MIG 1g.10gb) for 1 hour:
+    # 2 + 1 GPU-hours, and the burn rate of the running quarters is 1 GPU
+    demo_shared_gpu_types(gpu_types)
+    vision, ann = tenants["vision-lab"], users["ann"]
+    run(vision, ann, start=NOW - dt.timedelta(hours=2), gpu_type="t4-shared", gpus=4)
+    run(vision, ann, start=NOW - dt.timedelta(hours=3), end=NOW - dt.timedelta(hours=2),
+        gpu_type="a100-1g-10gb", gpus=7)
+    counted = consumption(vision, weights={}, start=dt.datetime(2026, 11, 1, tzinfo=UTC),
+                          now=NOW, user=ann)
+    assert counted.used == pytest.approx(2 + 1)
+    assert counted.rate == pytest.approx(1)
+    budget(vision, 10)
+    assert top_users(budget_status(vision))[0]["gpu_hours"] == pytest.approx(3)

@@ -18,6 +18,7 @@ from tenants.models import Tenant
 from tenants.services import quota_update
 from tests.fixtures.factories import make_workload
 from tests.support.cluster import cluster_cache_caught_up
+from tests.support.database import demo_shared_gpu_types
 from tests.support.pages import field_error, template_form
 from workloads.models import Workload
 
@@ -102,19 +103,34 @@ def test_the_capacity_table_for_the_demo_cluster(admin, gpu_types):
     make_workload(  # a running workload holding 2 a100 GPUs (as the tracker leaves it)
         tenant, "researcher", template="custom", kind="batch", gpu_count=2,
         image="nvcr.io/nvidia/pytorch:24.01-py3", port=None, object_name="")
+    shared = demo_shared_gpu_types(gpu_types)  # the time-sliced T4 and MIG A100 nodes' types
     response = admin.get("/admin/gpu-types/")
     assert response.status_code == 200
     page = response.content.decode()
-    expected = {  # nodes, allocatable, held, free, largest node
-        "a100": {"nodes": "2", "allocatable": "16", "held": "2", "free": "14", "largest": "8"},
-        "v100": {"nodes": "2", "allocatable": "8", "held": "0", "free": "8", "largest": "4"},
-        "t4": {"nodes": "1", "allocatable": "4", "held": "0", "free": "4", "largest": "4"},
+    expected = {  # sharing, nodes, allocatable, held, free, largest node (units)
+        "a100": {"sharing": "exclusive", "nodes": "2", "allocatable": "16", "held": "2",
+                 "free": "14", "largest": "8"},
+        "v100": {"sharing": "exclusive", "nodes": "2", "allocatable": "8", "held": "0",
+                 "free": "8", "largest": "4"},
+        "t4": {"sharing": "exclusive", "nodes": "1", "allocatable": "4", "held": "0",
+               "free": "4", "largest": "4"},
+        "t4-shared": {"sharing": "time-sliced", "nodes": "1", "allocatable": "16", "held": "0",
+                      "free": "16", "largest": "16"},
+        "a100-1g-10gb": {"sharing": "mig", "nodes": "1", "allocatable": "14", "held": "0",
+                         "free": "14", "largest": "14"},
     }
+    types = {**gpu_types, **shared}
     for slug, numbers in expected.items():
-        row = row_of(page, f"gpu-type-{gpu_types[slug].pk}")
+        row = row_of(page, f"gpu-type-{types[slug].pk}")
         assert cells(row) == numbers, slug
-        assert "gputype=" + slug in row
-        assert 'class="flag"' not in row
+        assert "gputype=" + types[slug].node_selector["gputype"] in row
+        assert 'class="flag"' not in row  # the nodes' labels agree with the catalogue
+    quarter = row_of(page, f"gpu-type-{shared['t4-shared'].pk}")
+    assert "1/4 of a GPU (t4)" in quarter
+    assert "gpu-t4-shared-1: 4 × Tesla-T4, time-slicing 4 ways" in quarter  # the node's layout
+    sliced = row_of(page, f"gpu-type-{shared['a100-1g-10gb'].pk}")
+    assert "1/7 of a GPU (a100)" in sliced
+    assert "gpu-a100-mig-1: 2 × NVIDIA-A100-SXM4-80GB, MIG all-1g.10gb" in sliced
     assert 'id="cluster-note"' not in page
     assert 'id="unclaimed-nodes"' not in page  # every GPU node of the demo has its type
 
@@ -127,8 +143,8 @@ def test_a_type_no_node_serves_is_flagged(admin, gpu_types):
     page = admin.get("/admin/gpu-types/").content.decode()
     row = row_of(page, f"gpu-type-{h100.pk}")
     assert "No node matches gputype=h100." in row and 'class="flagged"' in row
-    assert cells(row) == {"nodes": "0", "allocatable": "0", "held": "0", "free": "0",
-                          "largest": "0"}
+    assert cells(row) == {"sharing": "exclusive", "nodes": "0", "allocatable": "0",
+                          "held": "0", "free": "0", "largest": "0"}
     row = row_of(page, f"gpu-type-{mig.pk}")
     assert "2 nodes match gputype=a100, but none offers nvidia.com/mig-1g.10gb." in row
     # a type removed from the catalogue leaves its nodes unclaimed: the page points at them
@@ -151,8 +167,8 @@ def test_an_unreachable_cluster_shows_a_banner_and_the_catalogue(admin, gpu_type
     assert '<div class="banner banner-warning" role="status" id="cluster-note">The cluster ' \
            'is unreachable right now: capacity is not shown.' in page
     row = row_of(page, f"gpu-type-{gpu_types['a100'].pk}")
-    assert cells(row) == {"nodes": "—", "allocatable": "—", "held": "0", "free": "—",
-                          "largest": "—"}
+    assert cells(row) == {"sharing": "exclusive", "nodes": "—", "allocatable": "—",
+                          "held": "0", "free": "—", "largest": "—"}
     assert 'class="flag"' not in row  # unknown is not "no node"
     # and without any cluster configured at all
     settings.KUBECONFIG = str(tmp_path / "missing")
@@ -180,6 +196,36 @@ def test_create_a_gpu_type(admin):
     assert record.after["node_selector"] == h100.node_selector
     page = admin.get("/admin/gpu-types/").content.decode()
     assert "GPU type h100 added." in page and "No node matches gputype=h100, " in page
+
+
+def test_a_shared_type_is_created_and_the_nodes_labels_check_it(admin, gpu_types):
+    # the demo's time-sliced T4 node: 16 × nvidia.com/gpu.shared, replicas 4. Said to be a half
+    # of a T4, the list flags it with what the nodes say; a quarter, it agrees
+    response = admin.post("/admin/gpu-types/new/", gpu_type_form(
+        slug="t4-half", name="half a T4", resource_name="nvidia.com/gpu.shared",
+        node_selector="gputype=t4-shared", memory_gb="16", sharing="time-sliced",
+        gpu_fraction="1/2", physical="t4"))
+    assert response.status_code == 302
+    half = GpuType.objects.get(slug="t4-half")
+    assert (half.sharing, str(half.gpu_fraction), half.physical_slug) == ("time-sliced", "1/2",
+                                                                           "t4")
+    record = AuditRecord.objects.get(action="gpu_type.create", target="gpu_type/t4-half")
+    assert (record.after["gpu_fraction"], record.after["physical"]) == ("1/2", "t4")
+    row = row_of(admin.get("/admin/gpu-types/").content.decode(), f"gpu-type-{half.pk}")
+    assert ("The nodes report time-sliced, 1/4 of Tesla-T4; the catalogue says time-sliced, "
+            "1/2 of Tesla-T4.") in row and 'class="flagged"' in row
+    response = admin.post(f"/admin/gpu-types/{half.pk}/", gpu_type_form(
+        slug="t4-half", name="half a T4", resource_name="nvidia.com/gpu.shared",
+        node_selector="gputype=t4-shared", memory_gb="16", sharing="time-sliced",
+        gpu_fraction="0.25", physical="t4"))
+    assert response.status_code == 302
+    row = row_of(admin.get("/admin/gpu-types/").content.decode(), f"gpu-type-{half.pk}")
+    assert "The nodes report" not in row
+    # an exclusive part of a GPU is refused, with the field named
+    response = admin.post("/admin/gpu-types/new/", gpu_type_form(gpu_fraction="1/3"))
+    assert response.status_code == 400
+    assert "An exclusive type is a whole GPU" in field_error(response.content.decode(),
+                                                             "gpu_fraction")
 
 
 def test_invalid_gpu_types_show_field_errors_and_change_nothing(admin):

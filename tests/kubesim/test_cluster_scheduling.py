@@ -74,16 +74,16 @@ def test_too_big_for_any_node(core, ns):
     # more than any node has at all: no eviction could help (kube-scheduler's NodeResourcesFit
     # marks it unresolvable), as the real control plane answers (tests/conformance)
     assert unschedulable(core, ns, "huge") == (
-        "0/7 nodes are available: 7 Insufficient nvidia.com/gpu. preemption: 0/7 nodes are "
-        "available: 7 Preemption is not helpful for scheduling.")
+        "0/9 nodes are available: 9 Insufficient nvidia.com/gpu. preemption: 0/9 nodes are "
+        "available: 9 Preemption is not helpful for scheduling.")  # the shared nodes have none
 
 
 def test_untolerated_gpu_taint(core, ns):
     # kubesim reports Kubernetes 1.35+, whose scheduler no longer names the taint.
     core.create_namespaced_pod(ns, pod("gpu", pod_spec(container(gpus=1))))
     assert unschedulable(core, ns, "gpu") == (
-        "0/7 nodes are available: 2 Insufficient nvidia.com/gpu, 5 node(s) had untolerated "
-        "taint(s). preemption: 0/7 nodes are available: 7 Preemption is not helpful for "
+        "0/9 nodes are available: 2 Insufficient nvidia.com/gpu, 7 node(s) had untolerated "
+        "taint(s). preemption: 0/9 nodes are available: 9 Preemption is not helpful for "
         "scheduling.")  # the CPU nodes have no GPU at all: unresolvable
 
 
@@ -91,8 +91,8 @@ def test_node_selector_and_insufficient_gpus(core, ns):
     core.create_namespaced_pod(ns, pod("a", pod_spec(container(gpus=9), tolerate_gpu=True,
                                                      node_selector={"gputype": "a100"})))
     assert unschedulable(core, ns, "a") == (
-        "0/7 nodes are available: 2 Insufficient nvidia.com/gpu, 5 node(s) didn't match Pod's "
-        "node affinity/selector. preemption: 0/7 nodes are available: 7 Preemption is not "
+        "0/9 nodes are available: 2 Insufficient nvidia.com/gpu, 7 node(s) didn't match Pod's "
+        "node affinity/selector. preemption: 0/9 nodes are available: 9 Preemption is not "
         "helpful for scheduling.")  # 9 GPUs > an A100 node's 8: unresolvable
     core.create_namespaced_pod(ns, pod("v", pod_spec(container(gpus=2), tolerate_gpu=True,
                                                      node_selector={"gputype": "v100"})))
@@ -122,8 +122,8 @@ def test_cordoned_nodes_and_retry_on_uncordon(core, ns):
             core.patch_node(node, {"spec": {"unschedulable": True}})
         core.create_namespaced_pod(ns, pod("c", pod_spec(container())))
         assert unschedulable(core, ns, "c") == (
-            "0/7 nodes are available: 2 node(s) were unschedulable, 5 node(s) had untolerated "
-            "taint(s). preemption: 0/7 nodes are available: 7 Preemption is not "
+            "0/9 nodes are available: 2 node(s) were unschedulable, 7 node(s) had untolerated "
+            "taint(s). preemption: 0/9 nodes are available: 9 Preemption is not "
             "helpful for scheduling.")
     finally:
         for node in ("cpu-1", "cpu-2"):
@@ -142,9 +142,9 @@ def test_retried_when_capacity_frees(core, ns, demo):
     core.create_namespaced_pod(ns, pod("waiter", pod_spec(container(gpus=1), tolerate_gpu=True,
                                                           node_selector=t4)))
     assert unschedulable(core, ns, "waiter") == (
-        "0/7 nodes are available: 1 Insufficient nvidia.com/gpu, 6 node(s) didn't match Pod's "
-        "node affinity/selector. preemption: 0/7 nodes are available: 1 No preemption victims "
-        "found for incoming pod, 6 Preemption is not helpful for scheduling.")
+        "0/9 nodes are available: 1 Insufficient nvidia.com/gpu, 8 node(s) didn't match Pod's "
+        "node affinity/selector. preemption: 0/9 nodes are available: 1 No preemption victims "
+        "found for incoming pod, 8 Preemption is not helpful for scheduling.")
     # An unrelated change must not repeat the event (the answer is the same).
     core.patch_node("cpu-1", {"metadata": {"labels": {"touched": "yes"}}})
     # The hog's job completes: its GPUs free and the waiter is scheduled.
@@ -217,6 +217,28 @@ def test_mig_resources(kubesim_factory):
         assert len(held) == 2
         assert all(g["deviceId"].startswith("MIG-") and g["migProfile"] == "1g.10gb"
                    for g in held)
+
+
+def test_time_sliced_replicas_are_scheduled_by_name(core, ns, demo):
+    # the demo's time-sliced T4 node: 16 units of nvidia.com/gpu.shared, handed out as replicas
+    # of its 4 GPUs; a pod asking for more units than are left waits like any other
+    shared = {"gputype": "t4-shared"}
+    for name, units in (("a", 15), ("b", 1)):
+        core.create_namespaced_pod(ns, pod(name, pod_spec(
+            container(gpus=units, resource="nvidia.com/gpu.shared"), tolerate_gpu=True,
+            node_selector=shared)))
+        assert scheduled_node(core, ns, name) == "gpu-t4-shared-1"
+    core.create_namespaced_pod(ns, pod("c", pod_spec(
+        container(gpus=1, resource="nvidia.com/gpu.shared"), tolerate_gpu=True,
+        node_selector=shared)))
+    assert unschedulable(core, ns, "c").startswith(
+        "0/9 nodes are available: 1 Insufficient nvidia.com/gpu.shared, 8 node(s) didn't match ")
+    eventually(lambda: core.read_namespaced_pod("b", ns).status.phase == "Running",
+               message="waiting for the replica's pod running", ignoring=(ApiException,))
+    held = [g for g in _get(demo, "/kubesim/v1/gpus/gpu-t4-shared-1")["items"]
+            if g["holder"] and g["holder"]["pod"] == "b"]
+    assert len(held) == 1 and held[0]["deviceId"].startswith("GPU-")
+    assert held[0]["deviceId"].endswith("::3")  # the fourth replica of the fourth GPU
 
 
 def _get(server, path: str) -> dict:

@@ -15,6 +15,7 @@ from kubesim.inventory import (
     InventoryError,
     load_inventory,
     node_devices,
+    node_labels,
     node_object,
     parse_inventory,
     resource_counts,
@@ -205,10 +206,14 @@ def test_demo_inventory_matches_the_design():
     by_type: dict[str, list] = {}
     for spec in inv.nodes:
         by_type.setdefault(spec.labels.get("gputype", "cpu"), []).append(spec)
-    assert {k: len(v) for k, v in by_type.items()} == {"a100": 2, "v100": 2, "t4": 1, "cpu": 2}
+    assert {k: len(v) for k, v in by_type.items()} == {
+        "a100": 2, "v100": 2, "t4": 1, "t4-shared": 1, "a100-mig": 1, "cpu": 2}
     assert [resource_counts(s) for s in by_type["a100"]] == [{"nvidia.com/gpu": 8}] * 2
     assert [resource_counts(s) for s in by_type["v100"]] == [{"nvidia.com/gpu": 4}] * 2
     assert resource_counts(by_type["t4"][0]) == {"nvidia.com/gpu": 4}
+    # 4 T4s time-sliced four ways, renamed as the device plugin does; 2 A100s in 7 slices each
+    assert resource_counts(by_type["t4-shared"][0]) == {"nvidia.com/gpu.shared": 16}
+    assert resource_counts(by_type["a100-mig"][0]) == {"nvidia.com/mig-1g.10gb": 14}
     assert all(not resource_counts(s) and not s.taints for s in by_type["cpu"])
     for spec in inv.nodes:
         if spec.gpu_model is not None:
@@ -229,6 +234,41 @@ def test_demo_inventory_matches_the_design():
     assert {a["type"] for a in a100["status"]["addresses"]} == {"InternalIP", "Hostname"}
     t4 = node_object(by_type["t4"][0], inv, "now")["metadata"]["labels"]
     assert t4["nvidia.com/gpu.product"] == "Tesla-T4" and t4["nvidia.com/gpu.family"] == "turing"
+
+
+def test_time_sliced_node_as_the_device_plugin_and_feature_discovery_publish_it():
+    inv = parse_inventory({"nodePools": [{"name": "ts", "gpu": {
+        "model": "T4", "count": 2, "sharing": {"replicas": 4}}}, {"name": "plain", "gpu": {
+            "model": "T4", "count": 1, "sharing": {"strategy": "mps", "replicas": 2,
+                                                   "renamed": False}}}]})
+    renamed, plain = inv.nodes
+    assert resource_counts(renamed) == {"nvidia.com/gpu.shared": 8}
+    assert resource_counts(plain) == {"nvidia.com/gpu": 2}
+    labels = node_labels(renamed)
+    assert labels["nvidia.com/gpu.replicas"] == "4"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+    assert labels["nvidia.com/gpu.product"] == "Tesla-T4"
+    # the resource keeps its name: the product label tells the shared nodes apart
+    assert node_labels(plain)["nvidia.com/gpu.product"] == "Tesla-T4-SHARED"
+    devices = node_devices(renamed)
+    assert len(devices) == 8 and {d.index for d in devices} == {0, 1}
+    assert devices[1].device_id == devices[0].uuid + "::1"
+    node = node_object(renamed, inv, "now")
+    assert node["status"]["allocatable"]["nvidia.com/gpu.shared"] == "8"
+    with pytest.raises(InventoryError, match="replicas"):
+        parse_inventory({"nodePools": [{"gpu": {"model": "T4", "sharing": {"replicas": 1}}}]})
+    with pytest.raises(InventoryError, match="mig or sharing"):
+        parse_inventory({"nodePools": [{"gpu": {"model": "A100-SXM4-80GB", "sharing": {
+            "replicas": 2}, "mig": {"layout": {"1g.10gb": 7}}}}]})
+
+
+def test_demo_mig_node_names_its_layout():
+    inv = load_inventory(str(DEMO_INVENTORY))
+    (mig,) = [spec for spec in inv.nodes if spec.labels.get("gputype") == "a100-mig"]
+    labels = node_labels(mig)
+    assert labels["nvidia.com/mig.config"] == "all-1g.10gb"
+    assert labels["nvidia.com/mig.strategy"] == "mixed"
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
 
 
 def test_mig_inventory():

@@ -8,6 +8,8 @@ from django.core.management import call_command
 from django.test import TestCase
 from kubernetes import client as k8s
 
+from catalogue.forms import SLUG
+from catalogue.models import GpuType
 from storage.models import StorageClass
 from tenants.models import Tenant
 from tenants.services import tenant_root_templates_update
@@ -24,6 +26,23 @@ def test_the_demo_lets_vision_lab_run_digits_and_keeps_an_admins_change(keystone
     offered = StorageClass.objects.get()
     assert (offered.name, offered.expandable, offered.is_default) == ("standard", True, True)
     assert vision.quota.gpus_by_type()["a100"] == 4
+    # the shared types of the demo's time-sliced T4 node and MIG A100 node, with quota on both
+    shared = {t.slug: (t.sharing, str(t.gpu_fraction), t.physical_slug, t.resource_name)
+              for t in GpuType.objects.exclude(sharing="exclusive")}
+    assert shared == {
+        "t4-shared": ("time-sliced", "1/4", "t4", "nvidia.com/gpu.shared"),
+        "a100-1g-10gb": ("mig", "1/7", "a100", "nvidia.com/mig-1g.10gb")}
+    # slugs an admin could have typed (the form's rule): a dot is no slug's
+    assert all(SLUG.fullmatch(slug) for slug in shared)
+    for tenant in (vision, nlp):
+        by_type = tenant.quota.gpus_by_type()
+        assert by_type["t4-shared"] > 0 and by_type["a100-1g-10gb"] > 0
+    # the demo contract's figures stand
+    assert {slug: vision.quota.gpus_by_type()[slug] for slug in ("a100", "v100", "t4")} == {
+        "a100": 4, "v100": 4, "t4": 0}
+    assert {slug: nlp.quota.gpus_by_type()[slug] for slug in ("a100", "v100", "t4")} == {
+        "a100": 2, "v100": 0, "t4": 4}
+    assert (vision.quota.gpus_total, nlp.quota.gpus_total) == (8, 6)
     tenant_root_templates_update(tenant=vision, acting_user=None, allow=False)
     call_command("seed_demo", stdout=io.StringIO())  # a restart of the demo
     vision.refresh_from_db()

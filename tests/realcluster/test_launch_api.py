@@ -13,6 +13,7 @@ from tests.catalogue.test_api import (  # noqa: F401 - collected here, against t
 from tests.support.journeys import JUPYTER, vision  # noqa: F401 - what the tests use
 from tests.workloads.test_launch_api import (  # noqa: F401 - collected here, against the real cluster
     test_a_launch_beyond_the_quota_is_403_naming_the_limit,
+    test_a_quarter_t4_and_a_mig_slice_run_on_their_shared_nodes,
     test_a_request_that_can_never_fit_is_refused_at_once,
     test_delete_hides_it_and_frees_the_quota,
     test_deleting_the_tenant_stops_its_workloads,

@@ -58,3 +58,22 @@ def demo_gpu_types() -> dict[str, Any]:
         for slug, name, mem in (("a100", "NVIDIA A100 80GB", 80), ("v100", "NVIDIA V100 32GB", 32),
                                 ("t4", "NVIDIA T4", 16))
     }
+
+
+def demo_shared_gpu_types(physical: dict[str, Any]) -> dict[str, Any]:
+    """The demo's shared GPU types (seed_demo's): a quarter of a time-sliced T4 and a MIG
+    1g.10gb slice of an A100, carved from `physical`'s `t4` and `a100`."""
+    from catalogue.models import GpuType
+
+    return {
+        "t4-shared": GpuType.objects.create(
+            slug="t4-shared", name="NVIDIA T4, a quarter (time-sliced)", memory_gb=16,
+            resource_name="nvidia.com/gpu.shared", node_selector={"gputype": "t4-shared"},
+            sharing="time-sliced", fraction_numerator=1, fraction_denominator=4,
+            physical=physical["t4"]),
+        "a100-1g-10gb": GpuType.objects.create(
+            slug="a100-1g-10gb", name="NVIDIA A100, MIG 1g.10gb slice", memory_gb=10,
+            resource_name="nvidia.com/mig-1g.10gb", node_selector={"gputype": "a100-mig"},
+            sharing="mig", fraction_numerator=1, fraction_denominator=7,
+            physical=physical["a100"]),
+    }

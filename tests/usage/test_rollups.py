@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from tests.support.database import demo_shared_gpu_types
 from usage.models import GpuSample, GpuUsageRollup
 from usage.services import samples_insert, usage_prune, usage_rollup
 from usage.tasks import usage_rollup_task
@@ -177,3 +178,17 @@ def test_the_rollup_task_rolls_up_the_last_minutes(tenants, users, gpu_types):
                                               bucket_start__lte=timezone.now()))
     assert 1 <= len(rows) <= 2
     assert sum(row.gpu_seconds_allocated for row in rows) > 0
+
+
+def test_a_shared_gpus_units_count_their_part_of_a_gpu(tenants, users, gpu_types):
+    # 2 quarter-T4s (time-sliced) for 2.5 minutes at 100 %: a quarter of the GPU-seconds each
+    demo_shared_gpu_types(gpu_types)
+    workload = make_workload(tenants["alpha"], users["ann"], gpu_count=2, gpu_type="t4-shared",
+                             started_at=T0 + 30 * S, finished_at=T0 + 180 * S)
+    samples_insert(rows=[sample_row(T0 + t * S, workload, uuid=uuid, util=100.0)
+                         for uuid in ("GPU-t::0", "GPU-t::1") for t in range(45, 181, 15)])
+    rollup()
+    total = hour(workload)
+    assert total.gpu_count == 2  # units
+    assert total.gpu_seconds_allocated == pytest.approx(2 * 150.0 / 4)
+    assert total.gpu_seconds_used == pytest.approx(2 * 150.0 / 4)

@@ -72,7 +72,9 @@ def test_kubesim_metrics_become_samples_of_the_right_workload(vision, project_to
     # free GPUs are stored with no workload; every visible GPU has a device row
     assert GpuSample.objects.filter(workload__isnull=True, pod="").exists()
     devices = GpuDevice.objects.count()
-    assert devices == report.devices == 28  # the demo inventory: 2×8 + 2×4 + 1×4
+    # the demo inventory: 2×8 + 2×4 + 1×4 whole GPUs, the time-sliced node's 4 T4s (one series
+    # each while no pod holds a replica) and the MIG node's 2 × 7 instances
+    assert devices == report.devices == 28 + 4 + 14
     held = GpuDevice.objects.filter(last_workload=notebook)
     assert held.count() == 2 and all(d.node.startswith("gpu-a100-") for d in held)
     target = ScrapeTarget.objects.get()

@@ -90,7 +90,7 @@ def test_within_quota_but_beyond_free_capacity_waits_then_starts_when_gpus_free(
                                   "gpu_count": 1})
     workload = track_until(waiting, lambda w: w.state == "pending" and "nodes are available" in w.reason)
     assert "Insufficient nvidia.com/gpu" in workload.reason
-    assert workload.reason.startswith("0/7 nodes are available: 2 Insufficient nvidia.com/gpu")
+    assert workload.reason.startswith("0/9 nodes are available: 2 Insufficient nvidia.com/gpu")
     stop(researcher, big[0])
     workload = track_until(waiting, lambda w: w.state == "running")
     assert workload.node.startswith("gpu-a100-")

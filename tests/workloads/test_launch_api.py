@@ -10,6 +10,7 @@ from storage.models import Volume
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
+from tests.support.database import demo_shared_gpu_types
 from tests.support.journeys import JUPYTER
 from tests.support.waiting import eventually
 from tests.workloads.api_calls import delete, launch, post
@@ -487,3 +488,51 @@ def test_lowering_a_quota_below_use_blocks_launches_but_stops_nothing(vision, ap
     refused = launch(headers, JUPYTER)
     assert refused.status_code == 403
     assert refused.json()["detail"].startswith("vision-lab uses 3 of 1 a100 GPUs")
+
+
+def test_a_quarter_t4_and_a_mig_slice_run_on_their_shared_nodes(vision, gpu_types, api_headers,
+                                                               eager_celery, cluster):
+    # the demo's time-sliced T4 node (16 × nvidia.com/gpu.shared) and MIG A100 node
+    # (14 × nvidia.com/mig-1g.10gb): a launch asks for the type's resource on its nodes, the
+    # scheduler binds it there, and the GPU types' API counts units
+    demo_shared_gpu_types(gpu_types)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        quota_update(tenant=vision, acting_user=None, changes={"gpus_by_type": {
+            "t4-shared": 4, "a100-1g-10gb": 7}})
+    tenant_reconcile(tenant_id=vision.pk)
+    headers = api_headers("researcher")
+    quarter = launch(headers, {**JUPYTER, "name": "quarter", "gpu_type": "t4-shared",
+                               "gpu_count": 2})
+    sliced = launch(headers, {**JUPYTER, "name": "slice", "gpu_type": "a100-1g-10gb"})
+    assert (quarter.status_code, sliced.status_code) == (201, 201), (quarter.json(),
+                                                                    sliced.json())
+    api = cluster.api_client()
+    for body, resource, units, selector, node in (
+            (quarter.json(), "nvidia.com/gpu.shared", "2", "t4-shared", "gpu-t4-shared-1"),
+            (sliced.json(), "nvidia.com/mig-1g.10gb", "1", "a100-mig", "gpu-a100-mig-1")):
+        workload = Workload.objects.get(pk=body["id"])
+        spec = k8s.AppsV1Api(api).read_namespaced_deployment(
+            workload.object_name, vision.namespace).spec.template.spec
+        assert spec.node_selector == {"gputype": selector}
+        assert spec.containers[0].resources.limits[resource] == units
+
+        def bound(pk: int = workload.pk) -> str | None:
+            pods = k8s.CoreV1Api(api).list_namespaced_pod(
+                vision.namespace, label_selector=f"gpu-portal.io/workload-id={pk}").items
+            return pods[0].spec.node_name if pods else None
+
+        assert eventually(bound, timeout=30, message=f"{workload.name} bound") == node
+    rows: dict = {}
+
+    def counted() -> bool:
+        rows.update({r["slug"]: r for r in Client().get("/api/v1/gpu-types/", **headers).json()})
+        shared, mig = rows["t4-shared"], rows["a100-1g-10gb"]
+        return ((shared["capacity"], shared["allocated"], shared["free"]) == (16, 2, 14)
+                and (mig["capacity"], mig["allocated"], mig["free"]) == (14, 1, 13))
+
+    eventually(counted, timeout=20, interval=0.2, message=lambda: f"units counted: {rows}")
+    assert (rows["t4-shared"]["sharing"], rows["t4-shared"]["gpu_fraction_text"],
+            rows["t4-shared"]["physical"]) == ("time-sliced", "1/4", "t4")
+    assert (rows["a100-1g-10gb"]["sharing"], rows["a100-1g-10gb"]["gpu_fraction"],
+            rows["a100-1g-10gb"]["physical"]) == ("mig", 1 / 7, "a100")
+    assert rows["a100"]["sharing"] == "exclusive" and rows["a100"]["gpu_fraction"] == 1

@@ -430,3 +430,20 @@ def test_a_shared_service_needs_its_host_and_a_known_mode():
         dataclasses.replace(SHARED, host=None)
     with pytest.raises(ValueError, match="exposure must be one of"):
         dataclasses.replace(JUPYTER, exposure="nodeport")
+
+
+def test_a_quarter_of_a_time_sliced_t4_asks_for_its_replicas_on_its_nodes():
+    # the device plugin's renamed time-slicing resource: each unit a replica of a T4; the pod
+    # tolerates the GPU taint as any GPU pod does
+    shared = dataclasses.replace(JUPYTER, gpu_resource="nvidia.com/gpu.shared", gpu_count=2,
+                                 node_selector=(("gputype", "t4-shared"),))
+    pod = make_deployment(shared)["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"gputype": "t4-shared"}
+    assert pod["tolerations"] == GPU_TOLERATION
+    app = pod["containers"][0]["resources"]
+    assert (app["limits"]["nvidia.com/gpu.shared"], app["requests"]["nvidia.com/gpu.shared"]) == (
+        "2", "2")
+    assert "nvidia.com/gpu" not in app["limits"]
+    version = kubernetes_validate.utils.latest_version()
+    for obj in workload_objects(shared):
+        kubernetes_validate.validate(obj, version, strict=True)

@@ -37,8 +37,8 @@ S = Workload.State
 # 8 GPUs on the one 4-GPU T4 node: more than it has at all, so no eviction could help (the
 # real kube-scheduler's wording, checked by tests/conformance)
 UNFIT_8_T4 = (
-    "0/7 nodes are available: 1 Insufficient nvidia.com/gpu, 6 node(s) didn't match Pod's node "
-    "affinity/selector. preemption: 0/7 nodes are available: 7 Preemption is not helpful for "
+    "0/9 nodes are available: 1 Insufficient nvidia.com/gpu, 8 node(s) didn't match Pod's node "
+    "affinity/selector. preemption: 0/9 nodes are available: 9 Preemption is not helpful for "
     "scheduling.")
 
 

@@ -8,12 +8,14 @@ cluster than last time (`make demo` then `make demo CLUSTER=kube`): the tenants 
 provisioned, but the new cluster has none of their namespaces.
 """
 
+from fractions import Fraction
 from typing import Any
 
 from django.core.management.base import BaseCommand
 
 from audit.models import AuditRecord
 from catalogue.models import GpuType
+from catalogue.sharing import MIG, TIME_SLICED
 from kube.client import Kube, KubeError
 from storage.models import StorageClass
 from storage.services import VolumeInvalid, storage_class_set
@@ -28,6 +30,16 @@ GPU_TYPES = [
     ("v100", "NVIDIA V100 32GB", 32, {"gputype": "v100"}),
     ("t4", "NVIDIA T4 16GB", 16, {"gputype": "t4"}),
 ]
+# the shared types (the demo inventory's time-sliced T4 node and MIG A100 node): slug, name,
+# memory GiB, node selector, resource, sharing, the part of a GPU a unit is, physical type.
+# A quarter T4 shares the whole T4's 16 GB with its neighbours (no memory isolation under
+# time-slicing); a 1g.10gb slice has 10 GB of its own
+SHARED_GPU_TYPES = [
+    ("t4-shared", "NVIDIA T4, a quarter (time-sliced)", 16, {"gputype": "t4-shared"},
+     "nvidia.com/gpu.shared", TIME_SLICED, Fraction(1, 4), "t4"),
+    ("a100-1g-10gb", "NVIDIA A100, MIG 1g.10gb slice", 10, {"gputype": "a100-mig"},
+     "nvidia.com/mig-1g.10gb", MIG, Fraction(1, 7), "a100"),
+]
 
 # the demo cluster's default class: kubesim's own (its provisioner binds every claim, and grows
 # them) or, with CLUSTER=kube, gpu-portal-provisioner's (a folder per claim on a shared file
@@ -39,9 +51,13 @@ DEMO_STORAGE_CLASS = ("standard", "the demo cluster's shared volumes")
 # Security "baseline"); nlp-lab keeps the site's "restricted" and shows the refusal
 ROOT_TEMPLATES_ALLOWED = ("vision-lab",)
 
+# the shared types' quotas count units (4 quarter-T4s, 7 slices); the totals count
+# GPU-equivalents, so a project's shared units weigh their part of a GPU in its total
 DEMO_QUOTAS = {
-    "vision-lab": {"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0}},
-    "nlp-lab": {"gpus_total": 6, "gpus_by_type": {"a100": 2, "v100": 0, "t4": 4}},
+    "vision-lab": {"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0,
+                                                     "t4-shared": 4, "a100-1g-10gb": 7}},
+    "nlp-lab": {"gpus_total": 6, "gpus_by_type": {"a100": 2, "v100": 0, "t4": 4,
+                                                  "t4-shared": 8, "a100-1g-10gb": 7}},
 }
 
 
@@ -53,6 +69,14 @@ class Command(BaseCommand):
             GpuType.objects.update_or_create(slug=slug, defaults={
                 "name": name, "memory_gb": memory, "node_selector": selector,
                 "resource_name": "nvidia.com/gpu"})
+        for slug, name, memory, selector, resource, sharing, fraction, physical in \
+                SHARED_GPU_TYPES:
+            GpuType.objects.update_or_create(slug=slug, defaults={
+                "name": name, "memory_gb": memory, "node_selector": selector,
+                "resource_name": resource, "sharing": sharing,
+                "fraction_numerator": fraction.numerator,
+                "fraction_denominator": fraction.denominator,
+                "physical": GpuType.objects.get(slug=physical)})
         counts = tenants_sync_from_keystone()
         self.stdout.write(f"tenants from Keystone: {counts}")
         for name, changes in DEMO_QUOTAS.items():
