@@ -62,16 +62,9 @@ def refused(answer, code: str, password: str) -> str:
     return body["detail"]
 
 
-@pytest.fixture
-def allowed(settings, htpasswd_registry, token_registry):
-    """Both registries inside the site's registries; the check on, with a short bound."""
-    settings.PORTAL_IMAGE_REGISTRIES = [htpasswd_registry.host, token_registry.host]
-    settings.PORTAL_REGISTRY_CHECK_SECONDS = 5
-
-
 @pytest.mark.parametrize("auth", ["htpasswd", "token"])
 def test_the_secrets_login_resolves_the_image_and_the_pod_pulls_with_exactly_it(
-        auth, request, vision, api_headers, eager_celery, cluster, allowed):
+        auth, request, vision, api_headers, eager_celery, cluster, registries_allowed):
     registry: Registry = request.getfixturevalue(f"{auth}_registry")
     repository = f"team/app-{uuid.uuid4().hex[:8]}"
     digest = push_image(registry, repository)
@@ -122,7 +115,7 @@ def pulled_digest(registry: Registry, repository: str, user: str, password: str)
 
 @pytest.mark.parametrize("auth", ["htpasswd", "token"])
 def test_a_wrong_password_is_refused_before_any_pod(auth, request, vision, api_headers,
-                                                   eager_celery, allowed):
+                                                   eager_celery, registries_allowed):
     registry: Registry = request.getfixturevalue(f"{auth}_registry")
     push_image(registry, "team/app")
     image = f"{registry.host}/team/app:v1"
@@ -137,7 +130,7 @@ def test_a_wrong_password_is_refused_before_any_pod(auth, request, vision, api_h
 
 
 def test_an_image_the_account_may_not_read_is_refused(vision, api_headers, eager_celery,
-                                                      token_registry, allowed):
+                                                      token_registry, registries_allowed):
     push_image(token_registry, "team/app")
     image = f"{token_registry.host}/team/app:v1"
     headers = api_headers("researcher")
@@ -151,7 +144,7 @@ def test_an_image_the_account_may_not_read_is_refused(vision, api_headers, eager
 
 @pytest.mark.parametrize("reference", ["team/app:nope", "team/never-pushed:v1"])
 def test_a_missing_tag_or_repository_is_refused(reference, vision, api_headers, eager_celery,
-                                                htpasswd_registry, allowed):
+                                                htpasswd_registry, registries_allowed):
     push_image(htpasswd_registry, "team/app")
     image = f"{htpasswd_registry.host}/{reference}"
     headers = api_headers("researcher")
@@ -163,7 +156,7 @@ def test_a_missing_tag_or_repository_is_refused(reference, vision, api_headers, 
 
 
 def test_a_registry_outside_the_sites_registries_is_refused_whatever_the_secret(
-        vision, api_headers, eager_celery, token_registry, allowed, settings):
+        vision, api_headers, eager_celery, token_registry, registries_allowed, settings):
     push_image(token_registry, "team/app")
     image = f"{token_registry.host}/team/app:v1"
     headers = api_headers("researcher")

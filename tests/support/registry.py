@@ -66,6 +66,13 @@ def token_registry(tmp_path_factory) -> Iterator[Registry]:
     yield from _registry(tmp_path_factory, "token")
 
 
+@pytest.fixture
+def registries_allowed(settings, htpasswd_registry, token_registry) -> None:
+    """Both registries inside the site's registries; the check on, with a short bound."""
+    settings.PORTAL_IMAGE_REGISTRIES = [htpasswd_registry.host, token_registry.host]
+    settings.PORTAL_REGISTRY_CHECK_SECONDS = 5
+
+
 def login_headers(registry: Registry, user: str, repository: str) -> dict[str, str]:
     """What the pusher sends: its Basic credentials, or a token for pull and push on
     `repository` from the token service."""
