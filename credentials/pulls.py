@@ -58,6 +58,9 @@ ACCEPT = ", ".join((
 HUB_API = "registry-1.docker.io"
 HUB_KEYS = ("docker.io", "index.docker.io", "registry-1.docker.io", "https://index.docker.io/v1/")
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+# what is read of an answer at most: a registry keeps a manifest within 4 MiB (Distribution's
+# limit), and a token answer is far smaller
+MAX_BODY = 4 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +136,18 @@ class _Unreachable(Exception):
     pass
 
 
+def _get(client: httpx.Client, url: str, *, headers: dict[str, str], timeout: float,
+         params: dict[str, str] | None = None) -> httpx.Response:
+    """GET, its body read up to MAX_BODY (a larger one is no registry's answer)."""
+    with client.stream("GET", url, headers=headers, params=params, timeout=timeout) as answer:
+        body = bytearray()
+        for chunk in answer.iter_bytes():
+            body += chunk
+            if len(body) > MAX_BODY:
+                raise _Unreachable("it answered more than a manifest holds")
+        return httpx.Response(answer.status_code, headers=answer.headers, content=bytes(body))
+
+
 def resolve(image: str, login: Login | None, *, timeout: float,
             transport: httpx.BaseTransport | None = None) -> PullCheck:
     """Resolve `image`'s manifest with `login` (None: anonymously) within about `timeout`
@@ -158,7 +173,7 @@ def resolve(image: str, login: Login | None, *, timeout: float,
     try:
         with httpx.Client(transport=transport, follow_redirects=True) as client:
             headers = {"Accept": ACCEPT}
-            answer = client.get(url, headers=headers, timeout=left())
+            answer = _get(client, url, headers=headers, timeout=left())
             if answer.status_code == 401:
                 scheme, params = _challenge(answer.headers.get("WWW-Authenticate", ""))
                 if scheme == "basic":
@@ -175,7 +190,7 @@ def resolve(image: str, login: Login | None, *, timeout: float,
                     headers["Authorization"] = f"Bearer {token}"
                 else:
                     raise _Unreachable("it asked for a login of a kind a kubelet cannot give")
-                answer = client.get(url, headers=headers, timeout=left())
+                answer = _get(client, url, headers=headers, timeout=left())
                 if answer.status_code == 401 and scheme == "basic":
                     return PullCheck(REFUSED, LOGIN_FAILED,
                                      f"{host} refused {who}: check its user and password "
@@ -185,7 +200,7 @@ def resolve(image: str, login: Login | None, *, timeout: float,
         return PullCheck(UNREACHABLE, message=f"{host} could not be asked for {shown} (no "
                                               f"answer within {timeout:g} s); the launch goes "
                                               "ahead unchecked.")
-    except (httpx.HTTPError, _Unreachable) as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, _Unreachable) as exc:
         reason = str(exc) if isinstance(exc, _Unreachable) else type(exc).__name__
         return PullCheck(UNREACHABLE, message=f"{host} could not be asked for {shown} "
                                               f"({reason}); the launch goes ahead unchecked.")
@@ -199,7 +214,7 @@ def _token(client: httpx.Client, params: dict[str, str], repository: str, login:
     if params.get("service"):
         query["service"] = params["service"]
     headers = {"Authorization": _basic(login)} if login else {}
-    answer = client.get(params["realm"], params=query, headers=headers, timeout=timeout)
+    answer = _get(client, params["realm"], params=query, headers=headers, timeout=timeout)
     if answer.status_code in (401, 403):
         return None
     if answer.status_code != 200:
@@ -216,8 +231,10 @@ def _token(client: httpx.Client, params: dict[str, str], repository: str, login:
 
 def _outcome(answer: httpx.Response, *, host: str, shown: str, who: str) -> PullCheck:
     if answer.status_code == 200:
-        digest = f"sha256:{hashlib.sha256(answer.content).hexdigest()}"
-        return PullCheck(RESOLVED, digest=answer.headers.get("Docker-Content-Digest") or digest,
+        # the registry's digest where it gives one (the node records that one), else the body's
+        digest = answer.headers.get("Docker-Content-Digest") or \
+            f"sha256:{hashlib.sha256(answer.content).hexdigest()}"
+        return PullCheck(RESOLVED, digest=digest,
                          message=f"{shown} resolves to {digest[:19]}… with {who}.")
     if answer.status_code in (401, 403):
         return PullCheck(REFUSED, NOT_READABLE,
