@@ -22,7 +22,9 @@ import pytest
 from django.test import Client
 from kubernetes import client as k8s
 
+from catalogue.models import Template
 from tests.support.journeys import track_until
+from tests.support.pages import field_error, launch_form
 from tests.support.registry import OTHER_USER, TEAM_USER, Registry, push_image
 from tests.support.secrets import secret_made
 from tests.workloads.api_calls import launch
@@ -199,3 +201,20 @@ def test_a_registry_that_does_not_answer_is_a_warning_and_the_launch_goes_ahead(
         elapsed = time.monotonic() - started
     assert answer.status_code == 201, answer.json()
     assert elapsed < 10, f"the launch waited {elapsed:.1f} s on a registry bound to 1 s"
+
+
+def test_the_launch_page_shows_the_registrys_refusal_under_the_image(
+        researcher, vision_lab, api_headers, htpasswd_registry, registries_allowed, caplog):
+    Template.objects.filter(slug="jupyter").update(image_replaceable=True)
+    push_image(htpasswd_registry, "team/notebook")
+    wrong = f"not-{htpasswd_registry.passwords[TEAM_USER]}"
+    secret = login_secret(api_headers("researcher"), htpasswd_registry, password=wrong)
+    image = f"{htpasswd_registry.host}/team/notebook:v1"
+    response = researcher.post("/workloads/new/", launch_form(image=image,
+                                                              secrets=[str(secret)]))
+    assert response.status_code == 400
+    assert field_error(response.content.decode(), "image") == (
+        f"<p>{htpasswd_registry.host} refused the login of the secret team: check its user and "
+        "password (replace the secret&#x27;s value).</p>")
+    assert wrong not in response.content.decode() and wrong not in caplog.text
+    assert not Workload.objects.exists()
