@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import ipaddress
 import json
 import logging
 import re
+import ssl
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -136,6 +138,13 @@ class _Unreachable(Exception):
     pass
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """The system's trusted certificates, as the node's runtime trusts them; made once (a
+    context per check would cost more than the check's requests)."""
+    return ssl.create_default_context()
+
+
 def _get(client: httpx.Client, url: str, *, headers: dict[str, str], timeout: float,
          params: dict[str, str] | None = None) -> httpx.Response:
     """GET, its body read up to MAX_BODY (a larger one is no registry's answer)."""
@@ -171,7 +180,7 @@ def resolve(image: str, login: Login | None, *, timeout: float,
         return remaining
 
     try:
-        with httpx.Client(transport=transport, follow_redirects=True) as client:
+        with httpx.Client(transport=transport, follow_redirects=True, verify=_tls()) as client:
             headers = {"Accept": ACCEPT}
             answer = _get(client, url, headers=headers, timeout=left())
             if answer.status_code == 401:
