@@ -215,6 +215,50 @@ def resolve(image: str, login: Login | None, *, timeout: float,
                                               f"({reason}); the launch goes ahead unchecked.")
 
 
+def login_check(server: str, username: str, password: str, *, timeout: float,
+                transport: httpx.BaseTransport | None = None) -> PullCheck:
+    """Whether `server` takes the login, as `docker login` asks it: `/v2/`, then its challenge
+    answered (a Basic login at `/v2/` again, or a token asked of its token service for the
+    account, no repository named). `resolved`: it does (or asks for none); `refused`
+    (registry_login_failed): it refused them; `unreachable`: it could not say."""
+    host = server.lower()
+    api_host = HUB_API if host in (DOCKER_HUB, "index.docker.io") else host
+    url = f"{'http' if _loopback(api_host) else 'https'}://{api_host}/v2/"
+    login = Login(secret="", username=username, password=password)
+    refused = PullCheck(REFUSED, LOGIN_FAILED, f"{host} refused this user and password: check "
+                                               "them and give them again.")
+    try:
+        with httpx.Client(transport=transport, follow_redirects=True, verify=_tls()) as client:
+            answer = _get(client, url, headers={}, timeout=timeout)
+            if answer.status_code == 401:
+                scheme, params = _challenge(answer.headers.get("WWW-Authenticate", ""))
+                if scheme == "basic":
+                    answer = _get(client, url, headers={"Authorization": _basic(login)},
+                                  timeout=timeout)
+                    if answer.status_code == 401:
+                        return refused
+                elif scheme == "bearer" and params.get("realm"):
+                    query = {"account": username}
+                    if params.get("service"):
+                        query["service"] = params["service"]
+                    answer = _get(client, params["realm"], params=query, timeout=timeout,
+                                  headers={"Authorization": _basic(login)})
+                    if answer.status_code in (401, 403):
+                        return refused
+                else:
+                    raise _Unreachable("it asked for a login of a kind a kubelet cannot give")
+            if answer.status_code != 200:
+                raise _Unreachable(f"it answered {answer.status_code}")
+    except httpx.TimeoutException:
+        return PullCheck(UNREACHABLE, message=f"{host} did not answer within {timeout:g} s; "
+                                              "the login was not tried.")
+    except (httpx.HTTPError, httpx.InvalidURL, _Unreachable) as exc:
+        reason = str(exc) if isinstance(exc, _Unreachable) else type(exc).__name__
+        return PullCheck(UNREACHABLE, message=f"{host} could not be asked ({reason}); the "
+                                              "login was not tried.")
+    return PullCheck(RESOLVED, message=f"{host} takes this login.")
+
+
 def _token(client: httpx.Client, params: dict[str, str], repository: str, login: Login | None,
            timeout: float) -> str | None:
     """A Bearer token for pulling `repository` from the challenge's token service; None when

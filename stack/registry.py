@@ -205,13 +205,29 @@ class RegistryServer:
     def url(self) -> str:
         return f"http://{self.host}"
 
+    def _write_htpasswd(self) -> Path:
+        path = self.workdir / "htpasswd"
+        staged = path.with_suffix(".new")
+        staged.write_text("".join(f"{htpasswd_line(u, p)}\n" for u, p in self.users.items()))
+        staged.chmod(0o600)
+        staged.replace(path)  # whole or not at all: the registry may read it at any time
+        return path
+
+    def set_password(self, user: str, password: str,
+                     grants: dict[str, tuple[str, ...]] | None = None) -> None:
+        """Add an account or change its password (and its grants), as a site's registry admin
+        would: the token service reads them on its next request, the registry its htpasswd
+        file (it reloads the file when its modification time changes)."""
+        self.users[user] = password
+        if grants is not None:
+            self.grants[user] = grants
+        if self.auth == "htpasswd" and self.proc is not None:
+            self._write_htpasswd()
+
     def config(self) -> dict[str, Any]:
         auth: dict[str, Any]
         if self.auth == "htpasswd":
-            path = self.workdir / "htpasswd"
-            path.write_text("".join(f"{htpasswd_line(u, p)}\n" for u, p in self.users.items()))
-            path.chmod(0o600)
-            auth = {"htpasswd": {"realm": SERVICE, "path": str(path)}}
+            auth = {"htpasswd": {"realm": SERVICE, "path": str(self._write_htpasswd())}}
         else:
             assert self.tokens is not None
             jwks = self.workdir / "jwks.json"

@@ -6,7 +6,8 @@ that a wrong password, an image the account may not read and a missing tag are r
 any pod waits in ImagePullBackOff; the Secret the pod names is a kubernetes.io/dockerconfigjson
 whose login for the registry is exactly one that pulls the image; a registry outside the site's
 registries is refused whatever the secret, without being asked; a registry that does not answer
-is a warning and the launch goes ahead. No answer carries the password."""
+is a warning and the launch goes ahead. A secret is tried when it is made or replaced too: a
+login its registry refuses is not kept. No answer carries the password."""
 
 from __future__ import annotations
 
@@ -23,9 +24,17 @@ from django.test import Client
 from kubernetes import client as k8s
 
 from catalogue.models import Template
+from credentials.models import Secret
 from tests.support.journeys import track_until
 from tests.support.pages import field_error, launch_form
-from tests.support.registry import OTHER_USER, TEAM_USER, Registry, push_image
+from tests.support.registry import (
+    OTHER_USER,
+    TEAM_USER,
+    Registry,
+    new_account,
+    push_image,
+    rotate_password,
+)
 from tests.support.secrets import secret_made
 from tests.workloads.api_calls import launch
 from workloads.models import Workload
@@ -116,15 +125,38 @@ def pulled_digest(registry: Registry, repository: str, user: str, password: str)
 
 
 @pytest.mark.parametrize("auth", ["htpasswd", "token"])
-def test_a_wrong_password_is_refused_before_any_pod(auth, request, vision, api_headers,
-                                                   eager_celery, registries_allowed):
+def test_a_wrong_password_is_refused_when_the_secret_is_made_or_replaced(
+        auth, request, vision, api_headers, registries_allowed):
+    registry: Registry = request.getfixturevalue(f"{auth}_registry")
+    headers = api_headers("researcher")
+    wrong = f"not-{registry.passwords[TEAM_USER]}"
+    data = {"server": registry.host, "username": TEAM_USER, "password": wrong}
+    made = Client().post("/api/v1/secrets/", {"name": "team", "kind": "registry",
+                                              "scope": "user", "data": data},
+                         content_type="application/json", **headers)
+    message = f"{registry.host} refused this user and password: check them and give them again."
+    assert (made.status_code, made.json()["code"], made.json()["detail"]) == (
+        400, "registry_login_failed", message)
+    assert wrong not in made.content.decode()
+    assert not Secret.objects.exists()
+    secret = login_secret(headers, registry)
+    replaced = Client().put(f"/api/v1/secrets/{secret}/", {"data": data},
+                            content_type="application/json", **headers)
+    assert (replaced.status_code, replaced.json()["code"]) == (400, "registry_login_failed")
+    assert wrong not in replaced.content.decode()
+
+
+@pytest.mark.parametrize("auth", ["htpasswd", "token"])
+def test_a_password_changed_at_the_registry_is_refused_before_any_pod(
+        auth, request, vision, api_headers, eager_celery, registries_allowed):
     registry: Registry = request.getfixturevalue(f"{auth}_registry")
     push_image(registry, "team/app")
     image = f"{registry.host}/team/app:v1"
     headers = api_headers("researcher")
-    wrong = f"not-{registry.passwords[TEAM_USER]}"
-    secret = login_secret(headers, registry, password=wrong)
-    detail = refused(launch(headers, job(image, secret)), "registry_login_failed", wrong)
+    user = new_account(registry)
+    secret = login_secret(headers, registry, user)
+    old = rotate_password(registry, user)  # the site rotated it since
+    detail = refused(launch(headers, job(image, secret)), "registry_login_failed", old)
     assert detail == (f"{registry.host} refused the login of the secret team: check its user "
                       "and password (replace the secret's value).")
     assert ("error", detail) in [(n["level"], n["message"])
@@ -207,8 +239,9 @@ def test_the_launch_page_shows_the_registrys_refusal_under_the_image(
         researcher, vision_lab, api_headers, htpasswd_registry, registries_allowed, caplog):
     Template.objects.filter(slug="jupyter").update(image_replaceable=True)
     push_image(htpasswd_registry, "team/notebook")
-    wrong = f"not-{htpasswd_registry.passwords[TEAM_USER]}"
-    secret = login_secret(api_headers("researcher"), htpasswd_registry, password=wrong)
+    user = new_account(htpasswd_registry)
+    secret = login_secret(api_headers("researcher"), htpasswd_registry, user)
+    wrong = rotate_password(htpasswd_registry, user)
     image = f"{htpasswd_registry.host}/team/notebook:v1"
     response = researcher.post("/workloads/new/", launch_form(image=image,
                                                               secrets=[str(secret)]))
@@ -218,3 +251,17 @@ def test_the_launch_page_shows_the_registrys_refusal_under_the_image(
         "password (replace the secret&#x27;s value).</p>")
     assert wrong not in response.content.decode() and wrong not in caplog.text
     assert not Workload.objects.exists()
+
+
+def test_the_secrets_page_refuses_a_login_the_registry_refuses(researcher, vision_lab,
+                                                               htpasswd_registry,
+                                                               registries_allowed):
+    wrong = f"not-{htpasswd_registry.passwords[TEAM_USER]}"
+    response = researcher.post("/secrets/", {"name": "team", "kind": "registry", "scope": "user",
+                                             "server": htpasswd_registry.host,
+                                             "username": TEAM_USER, "password": wrong})
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert f"{htpasswd_registry.host} refused this user and password" in page
+    assert wrong not in page
+    assert not Secret.objects.exists()

@@ -21,8 +21,8 @@ from tests.credentials.test_launch import (  # noqa: F401 - collected here, agai
     test_each_kind_of_secret_in_a_batch_job,
 )
 from tests.credentials.test_registry_pull import (  # noqa: F401 - collected here, against the real cluster
+    test_a_password_changed_at_the_registry_is_refused_before_any_pod,
     test_a_registry_outside_the_sites_registries_is_refused_whatever_the_secret,
-    test_a_wrong_password_is_refused_before_any_pod,
     test_the_secrets_login_resolves_the_image_and_the_pod_pulls_with_exactly_it,
 )
 from tests.credentials.test_sweep import (  # noqa: F401 - collected here, against the real cluster

@@ -73,6 +73,24 @@ def registries_allowed(settings, htpasswd_registry, token_registry) -> None:
     settings.PORTAL_REGISTRY_CHECK_SECONDS = 5
 
 
+def new_account(registry: Registry, prefix: str = "team") -> str:
+    """An account of this test's own that may pull from (and push to) `prefix`/…; its
+    password in registry.passwords."""
+    user = f"robot-{uuid.uuid4().hex[:8]}"
+    registry.passwords[user] = secrets.token_urlsafe(18)
+    registry.server.set_password(user, registry.passwords[user], {prefix: (PULL, PUSH)})
+    return user
+
+
+def rotate_password(registry: Registry, user: str) -> str:
+    """The account's password changed at the registry, as when a site rotates it; the old
+    one, which no longer logs in."""
+    old = registry.passwords[user]
+    registry.passwords[user] = secrets.token_urlsafe(18)
+    registry.server.set_password(user, registry.passwords[user])
+    return old
+
+
 def login_headers(registry: Registry, user: str, repository: str) -> dict[str, str]:
     """What the pusher sends: its Basic credentials, or a token for pull and push on
     `repository` from the token service."""
