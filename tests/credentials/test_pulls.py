@@ -18,6 +18,7 @@ from credentials.pulls import (
     RESOLVED,
     UNREACHABLE,
     Login,
+    login_check,
     logins_for,
     resolve,
 )
@@ -117,3 +118,28 @@ def test_docker_hub_is_asked_at_its_api_host_and_a_digest_reference_as_is():
     assert (check.outcome, check.digest) == (RESOLVED, "sha256:ab")
     resolve("localhost:5000/team/app", LOGIN, timeout=5, transport=registry(handler))
     assert seen[-1] == "http://localhost:5000/v2/team/app/manifests/latest"
+
+
+def bearer_registry(token_status: int) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/token":
+            assert request.url.params["account"] == "robot"
+            assert "scope" not in request.url.params  # a login names no repository
+            return httpx.Response(token_status, json={"token": "t"})
+        return httpx.Response(401, headers={
+            "WWW-Authenticate": 'Bearer realm="https://auth.example.org/token",service="s"'})
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize(("transport", "outcome"), [
+    (bearer_registry(200), RESOLVED),
+    (bearer_registry(401), REFUSED),
+    (httpx.MockTransport(lambda request: httpx.Response(200)), RESOLVED),  # asks for no login
+    (httpx.MockTransport(lambda request: httpx.Response(503)), UNREACHABLE),
+])
+def test_a_login_is_tried_as_docker_login_tries_it(transport, outcome):
+    check = login_check("registry.example.org", "robot", PASSWORD, timeout=5,
+                        transport=transport)
+    assert check.outcome == outcome
+    assert PASSWORD not in check.message
