@@ -241,7 +241,7 @@ def login_check(server: str, username: str, password: str, *, timeout: float,
                     query = {"account": username}
                     if params.get("service"):
                         query["service"] = params["service"]
-                    answer = _get(client, params["realm"], params=query, timeout=timeout,
+                    answer = _get(client, _realm(params), params=query, timeout=timeout,
                                   headers={"Authorization": _basic(login)})
                     if answer.status_code in (401, 403):
                         return refused
@@ -259,6 +259,19 @@ def login_check(server: str, username: str, password: str, *, timeout: float,
     return PullCheck(RESOLVED, message=f"{host} takes this login.")
 
 
+def _realm(params: dict[str, str]) -> str:
+    """The challenge's token service, where the login goes: HTTPS, or plain HTTP on loopback
+    only (a password is never sent in the clear across a network, whatever a registry asks)."""
+    realm = params["realm"]
+    try:
+        url = urlsplit(realm)
+    except ValueError:
+        raise _Unreachable("its token service's address is no URL") from None
+    if url.scheme != "https" and not (url.scheme == "http" and _loopback(url.netloc)):
+        raise _Unreachable("its token service is not HTTPS")
+    return realm
+
+
 def _token(client: httpx.Client, params: dict[str, str], repository: str, login: Login | None,
            timeout: float) -> str | None:
     """A Bearer token for pulling `repository` from the challenge's token service; None when
@@ -267,7 +280,7 @@ def _token(client: httpx.Client, params: dict[str, str], repository: str, login:
     if params.get("service"):
         query["service"] = params["service"]
     headers = {"Authorization": _basic(login)} if login else {}
-    answer = _get(client, params["realm"], params=query, headers=headers, timeout=timeout)
+    answer = _get(client, _realm(params), params=query, headers=headers, timeout=timeout)
     if answer.status_code in (401, 403):
         return None
     if answer.status_code != 200:

@@ -93,7 +93,13 @@ def test_no_token_granted_for_the_repository_is_not_readable():
     (lambda request: httpx.Response(200, content=b"x" * (MAX_BODY + 1)),
      "it answered more than a manifest holds"),
     (lambda request: httpx.Response(401, headers={"WWW-Authenticate": 'Bearer realm="::"'}),
-     "InvalidURL"),
+     "its token service is not HTTPS"),
+    (lambda request: httpx.Response(401, headers={
+        "WWW-Authenticate": 'Bearer realm="http://auth.example.org/token"'}),
+     "its token service is not HTTPS"),
+    (lambda request: httpx.Response(401, headers={
+        "WWW-Authenticate": 'Bearer realm="https://[::1/token"'}),
+     "its token service's address is no URL"),
 ])
 def test_what_no_registry_answers_is_a_warning(handler, reason):
     check = resolve("registry.example.org/team/app:v1", LOGIN, timeout=5,
