@@ -19,6 +19,7 @@ import datetime as dt
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -39,8 +40,9 @@ from notifications.models import Kind
 from notifications.services import notify
 from tenants.models import Tenant
 
-from .manifests import make_secret
+from .manifests import REGISTRY, make_secret
 from .models import Secret
+from .pulls import UNREACHABLE, login_check
 from .validation import SecretInvalid, keys_of, secret_clean
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,30 @@ log = logging.getLogger(__name__)
 
 class SecretNameTaken(SecretInvalid):
     """A project already has a project secret (or this user one of theirs) of that name."""
+
+
+class RegistryLoginRefused(SecretInvalid):
+    """The registry refused a registry secret's user and password (as `docker login` would):
+    nothing recorded. The message names the registry, never the password."""
+
+    code = "registry_login_failed"
+
+
+@sensitive_variables()
+def _registry_login(kind: str, values: dict[str, str]) -> None:
+    """A registry secret's login tried at its registry before it is kept, within
+    PORTAL_REGISTRY_CHECK_SECONDS (0: not tried): a refusal is RegistryLoginRefused; a
+    registry the portal cannot reach keeps the secret (the nodes may reach it where the portal
+    does not), and each launch tries it again."""
+    seconds = settings.PORTAL_REGISTRY_CHECK_SECONDS
+    if kind != REGISTRY or not seconds:
+        return
+    check = login_check(values["server"], values["username"], values["password"],
+                        timeout=seconds)
+    if check.refused:
+        raise RegistryLoginRefused({"data": [check.message]})
+    if check.outcome == UNREACHABLE:
+        log.info("registry secret kept untried: %s", check.message)
 
 
 def _audit(secret: Secret) -> dict[str, Any]:
@@ -99,11 +125,13 @@ def _name_taken(tenant: Tenant, owner: User, name: str, scope: str) -> bool:
 def secret_create(*, tenant: Tenant, acting_user: User, name: str, kind: str, scope: str,
                   data: Any, kube: Kube | None = None) -> Secret:
     """A secret of `acting_user`'s own (scope user) or of the project (the caller checked that
-    they manage it). SecretInvalid for a refused name or data; KubeError when the cluster did
-    not take the value (nothing recorded then)."""
+    they manage it). SecretInvalid for a refused name or data (RegistryLoginRefused: a
+    registry that refused the login); KubeError when the cluster did not take the value
+    (nothing recorded then)."""
     values = secret_clean(name=name, kind=kind, data=data)
     if scope not in Secret.Scope.values:
         raise SecretInvalid({"scope": [f"scope is one of {', '.join(Secret.Scope.values)}."]})
+    _registry_login(kind, values)  # before the transaction: it may wait on the registry
     kube = kube or Kube()
     with transaction.atomic():
         if _name_taken(tenant, acting_user, name, scope):
@@ -124,6 +152,7 @@ def secret_replace(*, secret: Secret, acting_user: User, data: Any,
                    kube: Kube | None = None) -> Secret:
     """Replace a secret's value whole (its name, kind and scope stay). The same refusals."""
     values = secret_clean(name=None, kind=secret.kind, data=data)
+    _registry_login(secret.kind, values)
     kube = kube or Kube()
     with transaction.atomic():
         secret = Secret.objects.select_for_update().select_related("tenant", "owner").get(

@@ -19,7 +19,13 @@ from tenants.middleware import TenantRequest
 from .forms import SecretDataForm, SecretForm
 from .models import Secret
 from .selectors import secret_may_change, secret_may_create, secrets_visible
-from .services import SecretNameTaken, secret_create, secret_delete, secret_replace
+from .services import (
+    RegistryLoginRefused,
+    SecretNameTaken,
+    secret_create,
+    secret_delete,
+    secret_replace,
+)
 
 UNAVAILABLE = ("The cluster did not answer, so nothing was saved; try again later.")
 
@@ -61,6 +67,9 @@ def secret_list(request: TenantRequest) -> HttpResponse:
     except SecretNameTaken as exc:
         form.add_error("name", exc.errors["name"])
         return _list_page(request, form, status=409)
+    except RegistryLoginRefused as exc:
+        form.add_error(None, exc.errors["data"])
+        return _list_page(request, form, status=400)
     except KubeError:
         form.add_error(None, UNAVAILABLE)
         return _list_page(request, form, status=503)
@@ -92,6 +101,9 @@ def secret_detail(request: TenantRequest, secret: Secret) -> HttpResponse:
         return _detail_page(request, secret, form, status=400)
     try:
         secret_replace(secret=secret, acting_user=request.user, data=form.data_clean)
+    except RegistryLoginRefused as exc:
+        form.add_error(None, exc.errors["data"])
+        return _detail_page(request, secret, form, status=400)
     except KubeError:
         form.add_error(None, UNAVAILABLE)
         return _detail_page(request, secret, form, status=503)

@@ -232,6 +232,10 @@ PORTAL_S3_CSI_DRIVER = env.str("PORTAL_S3_CSI_DRIVER", default="s3.csi.aws.com")
 # (comma-separated, e.g. nvcr.io/nvidia,quay.io/jupyter,registry.example.org); empty: any. A
 # tenant's own prefixes (admin page) narrow it further: an image must be inside both
 PORTAL_IMAGE_REGISTRIES = env.list("PORTAL_IMAGE_REGISTRIES", default=[])
+# a launch whose registry secret logs in to its image's registry: the image's manifest resolved
+# with that login first (credentials/pulls.py), within this many seconds; a registry that does
+# not answer in time is a warning, never a refusal. 0: no such check
+PORTAL_REGISTRY_CHECK_SECONDS = env.float("PORTAL_REGISTRY_CHECK_SECONDS", default=5.0)
 # a launch not yet in the cluster after this long is handed to a worker again
 PORTAL_LAUNCH_REQUEUE_SECONDS = env.int("PORTAL_LAUNCH_REQUEUE_SECONDS", default=60)
 # a launch that still waits in the queue this long after its objects were made: its owner is

@@ -43,3 +43,7 @@ CELERY_TASK_ALWAYS_EAGER = False
 # serve static files from the source folders: no collectstatic before a test run
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
+# no test asks a registry on the network by chance (a secret of registry.example.org, a server
+# the API fuzzing makes up): the tests of the registry check turn it on against the registries
+# on loopback (tests/support/registry.py)
+PORTAL_REGISTRY_CHECK_SECONDS = 0

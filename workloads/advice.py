@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
@@ -26,6 +27,7 @@ from catalogue.selectors import capacity_outlook
 from catalogue.sharing import equivalents_text
 from cluster.capacity import GpuTypeCapacity
 from core.registry import SharedReads
+from credentials.pulls import REFUSED, RESOLVED, PullCheck, image_pull_check
 from kube.engines import engine_refusal
 from tenants.models import Tenant
 
@@ -51,6 +53,28 @@ def launch_context(*, tenant: Tenant, user: Any, gpu_type: GpuType, gpus_per_nod
 def launch_advice(launch: LaunchContext) -> list[Note]:
     """Every advisor's notes on the launch, in the advisors' order."""
     return [note for advisor in LAUNCH_ADVISORS for note in advisor(launch)]
+
+
+# --- the image: resolved with the launch's registry login --------------------------------------
+
+def launch_pull_check(request: dict[str, Any], tenant: Tenant) -> PullCheck | None:
+    """The clean launch's image resolved with its registry secrets' login for that registry
+    (credentials/pulls.py), within PORTAL_REGISTRY_CHECK_SECONDS; None when it names no such
+    secret, or the check is off. The launch refuses what this refuses (validation.py)."""
+    seconds = settings.PORTAL_REGISTRY_CHECK_SECONDS
+    if not seconds or not request.get("image") or not request.get("secrets"):
+        return None
+    return image_pull_check(image=request["image"], uses=request["secrets"],
+                            namespace=tenant.namespace, timeout=seconds)
+
+
+def pull_advice(check: PullCheck | None) -> list[Note]:
+    """The check as a note: an error where the launch would be refused, a warning where the
+    registry could not say, what it resolves to where it can be pulled."""
+    if check is None:
+        return []
+    level = {REFUSED: "error", RESOLVED: "info"}.get(check.outcome, "warning")
+    return [(level, check.message)]
 
 
 # --- fit: the cluster and the quota ------------------------------------------------------------

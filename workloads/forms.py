@@ -26,6 +26,7 @@ from .validation import (
     NAME_MAX_LENGTH,
     NUMBER_BOUNDS,
     DistributedUnavailable,
+    ImagePullRefused,
     LaunchInvalid,
     field_clean,
     launch_clean,
@@ -204,6 +205,8 @@ class LaunchForm(forms.Form):
                 self._error(field, messages)
         except DistributedUnavailable as exc:  # the API's 400 distributed_unavailable
             self._error("template", [str(exc)])
+        except ImagePullRefused as exc:  # the API's 400 with the registry's refusal
+            self._error("image", [str(exc)])
         return cleaned
 
     def _volume_id(self, named: str) -> int | str:

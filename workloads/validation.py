@@ -35,7 +35,7 @@ from kube.engines import engine_refusal
 from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
-from .advice import never_fits
+from .advice import launch_pull_check, never_fits
 from .manifests import (
     CHECKPOINT_ENV,
     CHECKPOINT_MOUNT_PATH,
@@ -73,6 +73,16 @@ class DistributedUnavailable(Exception):
     Kueue to admit a group whole): the message says what is missing (kube/engines.py)."""
 
     code = "distributed_unavailable"
+
+
+class ImagePullRefused(Exception):
+    """The image's registry refused the launch's registry login, or has no such image: a pod
+    would wait in ImagePullBackOff. `code`: registry_login_failed, image_not_readable or
+    image_not_found (credentials/pulls.py); the message names no password."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class LaunchInvalid(FieldsInvalid):
@@ -140,9 +150,10 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
     caller's: the volumes `mounts` names (mounts.py; without one, a launch mounts none) and
     the secrets it names (secrets: [{secret, path?}], as credentials.SecretUses once clean)
     must be theirs to use; `check_capacity`: refuse a distributed launch the cluster cannot
-    run and a request larger than any node of its GPU type (asks the cluster). The check
-    before a launch leaves both to the launch advice (advice.py), which tells them as notes
-    with the same words."""
+    run and a request larger than any node of its GPU type (asks the cluster), and an image
+    its registry secret cannot pull (asks the registry: ImagePullRefused). The check before a
+    launch leaves these to the launch advice (advice.py), which tells them as notes with the
+    same words."""
     data = dict(request)
     errors = _field_errors(data)
     if errors:
@@ -224,6 +235,10 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
         _never_fits(data, errors)
     if errors:
         raise LaunchInvalid(errors)
+    if check_capacity and tenant is not None:
+        pull = launch_pull_check(data, tenant)  # last: it asks the registry, after all else
+        if pull is not None and pull.refused:
+            raise ImagePullRefused(pull.code, pull.message)
     return data
 
 

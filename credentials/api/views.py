@@ -22,7 +22,13 @@ from tenants.models import Tenant
 
 from ..models import Secret
 from ..selectors import secret_may_change, secret_may_create
-from ..services import SecretNameTaken, secret_create, secret_delete, secret_replace
+from ..services import (
+    RegistryLoginRefused,
+    SecretNameTaken,
+    secret_create,
+    secret_delete,
+    secret_replace,
+)
 from .serializers import SecretCreateSerializer, SecretReplaceSerializer, SecretSerializer
 
 
@@ -33,6 +39,13 @@ class SecretClusterUnavailable(exceptions.APIException):
     default_code = "cluster_unavailable"
     default_detail = ("The cluster did not answer, so the secret was not saved; nothing was "
                       "recorded. Try again later.")
+
+
+class RegistryLoginFailed(exceptions.APIException):
+    """400: the registry refused a registry secret's user and password; nothing recorded."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = RegistryLoginRefused.code
 
 
 class SecretNameConflict(exceptions.APIException):
@@ -86,6 +99,8 @@ class SecretViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                                    data=fields["data"])
         except SecretNameTaken as exc:
             raise SecretNameConflict(exc.errors["name"][0]) from exc
+        except RegistryLoginRefused as exc:
+            raise RegistryLoginFailed(exc.errors["data"][0]) from exc
         except KubeError as exc:
             raise SecretClusterUnavailable() from exc
         return self._shown(secret, status.HTTP_201_CREATED)
@@ -100,6 +115,8 @@ class SecretViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         try:
             secret = secret_replace(secret=secret, acting_user=request.user,
                                     data=body.validated_data["data"])
+        except RegistryLoginRefused as exc:
+            raise RegistryLoginFailed(exc.errors["data"][0]) from exc
         except KubeError as exc:
             raise SecretClusterUnavailable() from exc
         return self._shown(secret)

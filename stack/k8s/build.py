@@ -4,7 +4,8 @@ Each component is a small wrapper module under stack/k8s/<name>/ (go.mod, go.sum
 tools.go naming the upstream command): no upstream code lives in this repository. Two are our own
 programs in folders of their own (portal-sshd: the repository's sshd/; portal-files: filesd/), and
 one is our own program in a wrapper module of its own (provisioner); the S3 server of the tests
-(versitygw) has its wrapper at stack/versitygw. Binaries go to
+(versitygw) has its wrapper at stack/versitygw, the container registry of the tests
+(distribution) at stack/distribution. Binaries go to
 
     $GPU_PORTAL_CACHE (default ~/.cache/gpu-portal)/k8s/<name>-<version>-<hash>/bin/
 
@@ -166,6 +167,14 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
     Component(name="versitygw", version="v1.8.0", module="github.com/versity/versitygw",
               binaries={"versitygw": "github.com/versity/versitygw/cmd/versitygw"},
               ldflags="-X main.Version=v1.8.0", folder=HERE.parent / "versitygw"),
+    # the private container registry the tests run on loopback (stack/registry.py): CNCF
+    # Distribution's `registry` with htpasswd and token auth and local storage only, in a
+    # wrapper module at stack/distribution (its main.go says what it leaves out and why); its
+    # Makefile sets the version the same way
+    Component(name="distribution", version="v3.1.2",
+              module="github.com/distribution/distribution/v3",
+              binaries={"registry": "."}, folder=HERE.parent / "distribution",
+              ldflags="-X github.com/distribution/distribution/v3/version.version=v3.1.2"),
     # the file server of a project's volumes (filesd/main.go says what it serves and how):
     # our own module at the repository's filesd/, the standard library only
     Component(name="portal-files", version="v1", module="gpu-portal.local/filesd",

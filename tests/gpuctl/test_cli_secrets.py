@@ -11,6 +11,7 @@ import pytest
 from credentials.models import Secret
 from gpuctl import cli
 from tests.support.gpuctl import live, run
+from tests.support.registry import TEAM_USER, push_image
 from tests.support.secrets import VALUE
 from workloads.models import Workload
 
@@ -66,3 +67,24 @@ def test_a_refused_value_is_named_never_quoted(portal, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(VALUE))
     code, out, err = run(["secrets", "create", "certs", "--kind", "file"], portal)
     assert code == 2 and "needs --file-name" in err and VALUE not in out + err
+
+
+@live
+def test_a_registry_login_is_tried_and_launch_check_names_the_images_digest(
+        portal, monkeypatch, htpasswd_registry, registries_allowed):
+    digest = push_image(htpasswd_registry, "team/app")
+    password = htpasswd_registry.passwords[TEAM_USER]
+    login = f"server={htpasswd_registry.host}\nusername={TEAM_USER}\npassword="
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{login}not-{password}\n"))
+    code, _, err = run(["secrets", "create", "team", "--kind", "registry"], portal)
+    assert code == 1 and "(400 registry_login_failed)" in err, err
+    assert password not in err and not Secret.objects.exists()
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{login}{password}\n"))
+    code, _, err = run(["secrets", "create", "team", "--kind", "registry"], portal)
+    assert code == 0, err
+    image = f"{htpasswd_registry.host}/team/app:v1"
+    code, out, err = run(["launch", "--template", "custom", "--kind", "batch", "--image", image,
+                          "--gpu-type", "a100", "--secret", "team", "--check"], portal)
+    assert code == 0, err
+    assert f"info: {image} resolves to {digest[:19]}… with the login of the secret team." in out
+    assert password not in out and not Workload.objects.exists()

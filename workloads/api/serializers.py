@@ -35,6 +35,7 @@ from ..validation import (
     NAME_MAX_LENGTH,
     NUMBER_BOUNDS,
     DistributedUnavailable,
+    ImagePullRefused,
     LaunchInvalid,
     field_clean,
     launch_clean,
@@ -68,6 +69,14 @@ class DistributedUnavailableError(exceptions.APIException):
 
     status_code = status.HTTP_400_BAD_REQUEST
     default_code = DistributedUnavailable.code
+
+
+class ImagePullRefusedError(exceptions.APIException):
+    """400: the image's registry refused the launch's registry secret, or has no such image;
+    its code says which (registry_login_failed, image_not_readable, image_not_found)."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "image_pull_refused"
 
 
 class SecretRefSerializer(serializers.Serializer[dict[str, Any]]):
@@ -237,6 +246,8 @@ class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
             raise serializers.ValidationError(exc.errors) from exc
         except DistributedUnavailable as exc:
             raise DistributedUnavailableError(str(exc)) from exc
+        except ImagePullRefused as exc:
+            raise ImagePullRefusedError(str(exc), code=exc.code) from exc
 
 
 class WorkloadListSerializer(serializers.ListSerializer[Iterable[Workload]]):

@@ -31,7 +31,7 @@ from tenants.authentication import TenantAPIRequest
 from tenants.models import Quota, Tenant
 
 from ..access import workload_token_issue
-from ..advice import launch_advice, launch_context
+from ..advice import launch_advice, launch_context, launch_pull_check, pull_advice
 from ..filtersets import WorkloadFilterSet
 from ..logs import RankUnknown, redact, workload_logs, workload_redact
 from ..models import Workload, WorkloadAccess
@@ -149,7 +149,8 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def check(self, request: TenantAPIRequest) -> Response:
         """What this launch would be told before submitting it (the launch page's live check
         tells the same); nothing is launched. What the cluster could never run (a group its
-        engine is missing for, a request no node could hold) is told as an error note."""
+        engine is missing for, a request no node could hold) is told as an error note, and so
+        is an image its registry secret cannot pull (the registry is asked)."""
         tenant = self._tenant()
         quota = Quota.objects.get(tenant=tenant)
         serializer = LaunchSerializer(data=request.data, tenant=tenant, quota=quota,
@@ -161,6 +162,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
             template=data["template"], gpus_per_node=data["gpu_count"], nodes=data.get("nodes", 1),
             max_runtime_minutes=data.get("max_runtime_minutes") or None,
             reads=tenant_gpu_reads(tenant, quota)))
+        notes += pull_advice(launch_pull_check(data, tenant))
         return Response(LaunchCheckSerializer(
             {"notes": [{"level": level, "message": message} for level, message in notes]}).data)
 
