@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client
 
 from stack.k8s.cluster import KWOK_NODE_ANNOTATION
+from tests.support.cluster import namespace_gone
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(180)]
@@ -72,5 +73,9 @@ def test_a_node_marked_unknown_and_its_pods_not_ready_are_ready_again(cluster):
                        timeout=30, message="the pod Ready again")
             assert core.read_namespaced_pod_status("p", name).status.phase == "Running"
         finally:
+            # the namespace first, gone before its node goes: KWOK, the node's kubelet, deletes
+            # the pod at once; a pod left on a deleted node waits for the pod garbage
+            # collector's 40 s quarantine of orphans before it goes, and its namespace with it
             core.delete_namespace(name)
+            namespace_gone(core, name)
             core.delete_node(name)
