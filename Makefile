@@ -29,6 +29,8 @@ $(ASSETS): package.json package-lock.json
 # CLUSTER=kube: the demo on a real Kubernetes control plane built from source (stack/k8s/)
 CLUSTER ?= kubesim
 # the suite runs in this many processes (pytest-xdist; 0: in this one); each starts its own stack
+# (whole files each; the tests of each real control plane, and the browser journeys, each in one:
+# tests/fixtures/scheduling.py)
 PYTEST_WORKERS ?= 2
 demo: $(STAMP) $(ASSETS)
 	$(PY) -m stack.demo --cluster $(CLUSTER)

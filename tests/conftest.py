@@ -1,5 +1,5 @@
 pytest_plugins = ["tests.fixtures.stack", "tests.fixtures.kubesim", "tests.fixtures.realcluster",
-                  "tests.fixtures.portal", "tests.fixtures.database"]
+                  "tests.fixtures.portal", "tests.fixtures.database", "tests.fixtures.scheduling"]
 
 
 def pytest_configure(config) -> None:

@@ -14,7 +14,9 @@ import uuid
 import pytest
 from kubernetes import client
 
+from kube.client import Kube
 from stack.k8s.cluster import KWOK_NODE_ANNOTATION
+from tests.support.cluster import delete_pods_of, namespace_gone
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(180)]
@@ -72,5 +74,10 @@ def test_a_node_marked_unknown_and_its_pods_not_ready_are_ready_again(cluster):
                        timeout=30, message="the pod Ready again")
             assert core.read_namespaced_pod_status("p", name).status.phase == "Running"
         finally:
+            # the namespace first, gone before its node goes: KWOK, the node's kubelet, deletes
+            # the pod at once; a pod left on a deleted node waits for the pod garbage
+            # collector's 40 s quarantine of orphans before it goes, and its namespace with it
+            delete_pods_of(Kube(api), name)
             core.delete_namespace(name)
+            namespace_gone(core, name)
             core.delete_node(name)
