@@ -575,6 +575,35 @@ def test_positive_control_the_allowed_caller_succeeds(world, endpoint):
     assert response.status_code == endpoint.ok, (response.status_code, response.content[:500])
 
 
+def in_other_digits(number: int) -> str:
+    """The id in Arabic-Indic digits: `\\d` matches them and int() reads them."""
+    return "".join(chr(0x0660 + int(digit)) for digit in str(number))
+
+
+@pytest.mark.parametrize("endpoint", TARGETED, ids=ids(TARGETED))
+def test_an_id_in_other_digits_is_no_second_address(world, endpoint):
+    """The allowed caller, the object's id written in another script's digits: a 404 and
+    nothing changed, never the object itself (an address that caches, proxies and logs would
+    take for another)."""
+    who = ("admin@admin" if endpoint.admin_only
+           else "lead@vision" if endpoint.manager_only else "researcher@vision")
+    url = endpoint.url(world)
+    pk = str(endpoint_target(world, endpoint).pk)
+    url = (url.replace(f"={pk}", f"={in_other_digits(int(pk))}") if endpoint.query_param
+           else url.replace(f"/{pk}/", f"/{in_other_digits(int(pk))}/"))
+    before = snapshot(world)
+    response = world.call(who, endpoint, url)
+    assert response.status_code in (400, 404), (response.status_code, response.content[:300])
+    assert snapshot(world) == before
+
+
+def endpoint_target(world: World, endpoint: Endpoint) -> Any:
+    return {"workload": world.workloads, "reservation": world.reservations,
+            "secret": world.secrets, "volume": world.volumes, "dataset": world.datasets,
+            "tenant": world.tenants, PROJECT_WEBHOOK: world.project_webhooks}[
+        endpoint.target or ""]["vision"]
+
+
 @pytest.mark.parametrize("endpoint", TARGETED, ids=ids(TARGETED))
 def test_an_admin_reaches_every_tenants_objects(world, endpoint):
     response = world.call("admin@admin", endpoint, endpoint.url(world, "nlp"))
