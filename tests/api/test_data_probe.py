@@ -28,8 +28,6 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client, TestCase, override_settings
-from keystoneauth1 import session as ks_session
-from keystoneauth1.identity import v3
 
 from audit.models import AuditRecord
 from credentials.models import Secret
@@ -39,6 +37,7 @@ from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.support.database import demo_gpu_types, rows_of_the_module
+from tests.support.tokens import project_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -52,15 +51,9 @@ BATCH = {"name": "probe", "template": "custom", "kind": "batch", "image": "busyb
 
 @pytest.fixture(scope="module")
 def tokens(keystone) -> dict[str, str]:
-    out = {}
-    for key in ROLES:
-        user, project = key.split("@")
-        project = {"vision": "vision-lab", "nlp": "nlp-lab"}.get(project, project)
-        auth = v3.Password(auth_url=keystone.url, username=user, password=f"{user}-demo-pass",
-                           user_domain_id="default", project_name=project,
-                           project_domain_id="default")
-        out[key] = auth.get_access(ks_session.Session(auth=auth)).auth_token
-    return out
+    projects = {"vision": "vision-lab", "nlp": "nlp-lab", "admin": "admin"}
+    return project_tokens(keystone.url, {key: (key.split("@")[0], projects[key.split("@")[1]])
+                                         for key in ROLES})
 
 
 @dataclasses.dataclass

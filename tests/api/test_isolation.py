@@ -30,8 +30,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.contrib.auth import get_user_model
 from django.test import Client, TestCase, override_settings
-from keystoneauth1 import session as ks_session
-from keystoneauth1.identity import v3
 
 from access.models import TenantServiceAccess
 from budgets.models import Budget
@@ -45,6 +43,7 @@ from tenants.models import Quota, Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.support.database import demo_gpu_types, rows_of_the_module
+from tests.support.tokens import project_tokens
 from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
@@ -269,13 +268,7 @@ def tokens(keystone) -> dict[str, str]:
               "lead@vision": ("lead", "vision-lab"),
               "viewer@vision": ("viewer", "vision-lab"),
               "admin@admin": ("admin", "admin")}
-    out = {}
-    for key, (user, project) in wanted.items():
-        auth = v3.Password(auth_url=keystone.url, username=user, password=f"{user}-demo-pass",
-                           user_domain_id="default", project_name=project,
-                           project_domain_id="default")
-        out[key] = auth.get_access(ks_session.Session(auth=auth)).auth_token
-    return out
+    return project_tokens(keystone.url, wanted)
 
 
 @dataclasses.dataclass
