@@ -574,3 +574,61 @@ def test_the_volumes_page_takes_sizes_in_ascii_digits_only(world, as_user):
     grown = browser.post(f"/volumes/{volume.pk}/grow/", {"size_gib": "\u0663"})
     assert grown.status_code == 302
     assert snapshot() == before
+
+
+# ---------------------------------------------------------------------------------------------
+# The pages: the same rules in the browser, and hostile queries answered without a 5xx
+
+PAGE_ROLES = {"researcher@vision": ("researcher", "vision-lab"),
+              "lead@vision": ("lead", "vision-lab"),
+              "viewer@vision": ("viewer", "vision-lab"),
+              "student@nlp": ("student", "nlp-lab"),
+              "researcher@nlp": ("researcher", "nlp-lab")}
+
+
+def page_cases() -> list[Case]:
+    cases = []
+    for who in PAGE_ROLES:
+        cases += [Case(who, "GET", url, "", 200) for url in (
+            "/volumes/", "/volumes/?scope=x&state=y&name=%00&page=99999999999999999999",
+            "/datasets/", "/secrets/")]
+        cases += [Case(who, "GET", url, "", 403) for url in (
+            "/admin/datasets/", "/admin/storage-classes/", "/admin/datasets/{dataset}/")]
+        for target, (seers, changers) in VOLUME_RULES.items():
+            sees, changes = who in seers, who in changers
+            cases += [
+                # the browser of a pending volume: the page, saying why its files wait
+                Case(who, "GET", "/volumes/{volume}/files/?path=%00", target,
+                     200 if sees else 404),
+                Case(who, "POST", "/volumes/{volume}/grow/", target,
+                     _change(sees, changes, 302), {"size_gib": "2"}),
+                Case(who, "POST", "/volumes/{volume}/delete/", target,
+                     _change(sees, changes, 302), {}),
+            ]
+        for target, (seers, changers, _) in SECRET_RULES.items():
+            sees, changes = who in seers, who in changers
+            cases += [
+                Case(who, "GET", "/secrets/{secret}/", target, 200 if sees else 404),
+                Case(who, "POST", "/secrets/{secret}/", target, _change(sees, changes, 302),
+                     {"env": f"PROBE={VALUE}"}),
+                Case(who, "POST", "/secrets/{secret}/delete/", target,
+                     _change(sees, changes, 302), {}),
+            ]
+    return cases
+
+
+PAGE_CASES = page_cases()
+
+
+@pytest.mark.parametrize("case", PAGE_CASES, ids=[case.id for case in PAGE_CASES])
+def test_each_role_reaches_each_page_by_its_rule(world, as_user, case):
+    browser = as_user(*PAGE_ROLES[case.who])
+    target = case.target or "researcher"
+    ids = {**_ids(world, target), "dataset": world.datasets["vision"].pk}
+    before = snapshot()
+    url = _filled(case.path, ids)
+    response = browser.get(url) if case.method == "GET" else browser.post(url, case.body)
+    assert response.status_code == case.expected, response.content[:300]
+    assert VALUE not in response.content.decode()
+    if response.status_code >= 400:
+        assert snapshot() == before
