@@ -84,6 +84,9 @@ MAX_TEXT = 300  # characters of one message (or of detail: MAX_DETAIL)
 MAX_DETAIL = 1000
 MAX_ITEMS = 10  # fields, or messages of one field
 MAX_FIELDS_CHARS = 8000  # all of `fields`, as JSON
+# how deep messages are shown as they nest: fields → a list of objects (mounts) → its item →
+# that item's field → its messages; deeper, one text
+MAX_DEPTH = 5
 MORE = "…"  # the key, or the last message, that says how much was left out
 
 
@@ -101,13 +104,13 @@ def category_for(status_code: int, exc: Exception | None = None) -> str:
 
 def _bounded(value: Any, depth: int = 0) -> Any:
     """Messages (a dict or list of them, nested as DRF nests a list field's) cut to size."""
-    if depth < 3 and isinstance(value, dict):
+    if depth < MAX_DEPTH and isinstance(value, dict):
         shown = {excerpt(str(key), 80, quotes=False): _bounded(item, depth + 1)
                  for key, item in list(value.items())[:MAX_ITEMS]}
         if len(value) > MAX_ITEMS:
             shown[MORE] = [f"{len(value) - MAX_ITEMS} more not shown"]
         return shown
-    if depth < 3 and isinstance(value, list):
+    if depth < MAX_DEPTH and isinstance(value, list):
         items = [_bounded(item, depth + 1) for item in value[:MAX_ITEMS]]
         if len(value) > MAX_ITEMS:
             items.append(f"{MORE} {len(value) - MAX_ITEMS} more not shown")

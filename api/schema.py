@@ -84,4 +84,9 @@ def error_responses(result: dict[str, Any], generator: Any, request: Any, public
             for status_code, description in errors.items():
                 operation["responses"].setdefault(status_code,
                                                   {**error, "description": description})
+            # an error the view documents by its description alone is in the one shape too
+            for status_code, response in operation["responses"].items():
+                if str(status_code).isdigit() and int(status_code) >= 400 and \
+                        "content" not in response:
+                    response.update(error)
     return result

@@ -22,6 +22,10 @@ from .authentication import APIRequest
 
 _M = TypeVar("_M", bound=Model)
 
+# an object's id in a router's URL: ASCII digits. `\d` also matches other scripts' digits, and
+# the database reads "\u0661" as 1: the same object would answer at a second address
+ID_PATTERN = "[0-9]+"
+
 # a mixin of GenericAPIView's subclasses: the checker sees the base whose methods it extends;
 # at run time it is a plain mixin, generic in the view's model
 if TYPE_CHECKING:
@@ -55,7 +59,7 @@ class TenantScoped(ViewMixin[_M]):
 
 
 class TenantScopedViewSet(TenantScoped[_M], viewsets.GenericViewSet[_M]):
-    pass
+    lookup_value_regex = ID_PATTERN
 
 
 class TenantScopedAPIView(TenantScoped[_M], generics.GenericAPIView[_M]):

@@ -27,7 +27,7 @@ from catalogue.images import image_allowed, validate_image_reference
 from catalogue.models import RESOURCE_NAME, SHARING_CHOICES, GpuType, Template
 from catalogue.options import allowed_options_problems
 from catalogue.sharing import EXCLUSIVE, fraction_text, parse_fraction
-from core.validation import excerpt
+from core.validation import WholeNumberFormField, excerpt
 
 # Kubernetes label syntax: key = [DNS-1123 subdomain "/"] name; value = "" or name
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
@@ -147,7 +147,7 @@ class GpuTypeForm(AccessibleForm):
     node_selector = _lines_field(
         "Node labels", "One key=value per line; a node must carry all of them, e.g. "
                        "gputype=a100.")
-    memory_gb = forms.IntegerField(min_value=0, max_value=4096, initial=0,
+    memory_gb = WholeNumberFormField(min_value=0, max_value=4096, initial=0,
                                    label="GPU memory (GB)")
     enabled = forms.BooleanField(required=False, initial=True, label="Enabled",
                                  help_text="Disabled types cannot be launched; running "
@@ -267,10 +267,10 @@ class TemplateForm(AccessibleForm):
         "for these to the arguments above, nothing else. Empty: launches add nothing. Options "
         "that choose the port, address or login (--port, --ip, --token …) are never allowed.")
     env = _lines_field("Environment", "KEY=value, one per line.")
-    port = forms.IntegerField(min_value=1, max_value=65535, required=False, label="Port",
+    port = WholeNumberFormField(min_value=1, max_value=65535, required=False, label="Port",
                               help_text="The port a service listens on.")
-    default_cpu = forms.IntegerField(min_value=1, max_value=256, label="Default CPU cores")
-    default_memory_gb = forms.IntegerField(min_value=1, max_value=4096,
+    default_cpu = WholeNumberFormField(min_value=1, max_value=256, label="Default CPU cores")
+    default_memory_gb = WholeNumberFormField(min_value=1, max_value=4096,
                                            label="Default memory (GiB)")
     allow_root = forms.BooleanField(
         required=False, label="May run as root",
@@ -278,7 +278,7 @@ class TemplateForm(AccessibleForm):
                   "it as root), as Pod Security “restricted” requires. Ticked: it runs as the "
                   "image's user, root included, and only in projects an admin lets run root "
                   "(their namespace enforces “baseline”).")
-    run_as_user = forms.IntegerField(min_value=0, max_value=2**31 - 1, required=False,
+    run_as_user = WholeNumberFormField(min_value=0, max_value=2**31 - 1, required=False,
                                      label="Run as user id", help_text="Empty: the image's user.")
     enabled = forms.BooleanField(required=False, initial=True, label="Enabled",
                                  help_text="Disabled templates cannot be launched.")

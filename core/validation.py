@@ -147,6 +147,17 @@ class MomentFormField(forms.Field):
             raise forms.ValidationError(str(exc)) from None
 
 
+class WholeNumberFormField(forms.IntegerField):
+    """A form's (or a query's) whole number, given in ASCII digits only: Django's IntegerField
+    reads "\u0661" as 1, so the same figure or object would answer to a second spelling."""
+
+    def to_python(self, value: Any) -> int | None:
+        if isinstance(value, str) and not value.strip().isascii():
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        number: int | None = super().to_python(value)
+        return number
+
+
 # Where nothing of a user's (a volume, a dataset, a secret's files) is mounted in a container:
 # the system's own trees, the runtime's, and the service account's token. Covering one of them
 # hides what the image or the kubelet put there.

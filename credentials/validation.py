@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from catalogue.environment import env_problems
+from catalogue.environment import ENV_NAME, MAX_ENV_NAME, env_problems
 from catalogue.images import image_allowed
-from core.validation import CONTAINER_SYSTEM_PATHS, FieldsInvalid, excerpt, path_overlaps
+from core.validation import CONTAINER_SYSTEM_PATHS, FieldsInvalid, path_overlaps
 from tenants.models import Tenant
 
 from .manifests import (
@@ -72,13 +72,26 @@ def _control(value: str) -> bool:
 def _strings(data: Any) -> list[str]:
     if not isinstance(data, dict) or not data:
         return ["Give the data as an object of names and values."]
-    return [f"The value of {excerpt(key)} is not text." for key, value in data.items()
+    return [f"The value of {_entry(index).lower()} is not text."
+            for index, (key, value) in enumerate(data.items(), start=1)
             if not isinstance(key, str) or not isinstance(value, str)]
+
+
+def _entry(index: int) -> str:
+    """How a refusal names a key it refuses: by its place in the data, never by what it holds
+    (a line pasted whole, `HF_TOKEN=hf_…`, puts a value where a name goes)."""
+    return f"Entry {index} of the data"
 
 
 def _env_problems(data: dict[str, str]) -> list[str]:
     if len(data) > MAX_ENV_ITEMS:
         return [f"At most {MAX_ENV_ITEMS} variables."]
+    names = [f"{_entry(index)} is not a variable's name (at most {MAX_ENV_NAME} letters, digits, "
+             "'_', '-' and '.', not starting with a digit): give the name alone, its value apart."
+             for index, key in enumerate(data, start=1)
+             if len(key) > MAX_ENV_NAME or not ENV_NAME.fullmatch(key)]
+    if names:  # env_problems would quote them
+        return names
     problems = env_problems(data)  # names, sizes, the GPU stack's (catalogue/environment.py)
     problems += [f"The value of {key} holds a NUL character." for key, value in data.items()
                  if "\x00" in value]
@@ -88,8 +101,8 @@ def _env_problems(data: dict[str, str]) -> list[str]:
 def _file_problems(data: dict[str, str]) -> list[str]:
     if len(data) > MAX_FILES:
         return [f"At most {MAX_FILES} files."]
-    problems = [f"{excerpt(name)} is not a file name: letters, digits, '-', '_' and '.', "
-                f"at most {MAX_FILE_NAME} characters." for name in data
+    problems = [f"{_entry(index)} is not a file name: letters, digits, '-', '_' and '.', "
+                f"at most {MAX_FILE_NAME} characters." for index, name in enumerate(data, start=1)
                 if len(name) > MAX_FILE_NAME or not FILE_NAME.fullmatch(name)
                 or name in (".", "..") or name.startswith("..")]
     size = sum(len(content.encode()) for content in data.values())
@@ -102,8 +115,8 @@ def _file_problems(data: dict[str, str]) -> list[str]:
 def _fields_problems(data: dict[str, str], fields: Iterable[str],
                      required: Iterable[str]) -> list[str]:
     fields = tuple(fields)
-    problems = [f"{excerpt(key)} is not one of {', '.join(fields)}." for key in data
-                if key not in fields]
+    problems = [f"{_entry(index)} is not one of {', '.join(fields)}."
+                for index, key in enumerate(data, start=1) if key not in fields]
     problems += [f"{field} is required." for field in required if not data.get(field)]
     problems += [f"{field} is longer than {MAX_FIELD} characters." for field in fields
                  if len(data.get(field) or "") > MAX_FIELD]

@@ -94,6 +94,15 @@ def apt_install(*packages: str) -> None:
                    check=True, env=env, stdout=subprocess.DEVNULL)
 
 
+def spawn(cmd: list[str], log_path: Path, *, cwd: Path | None = None,
+          env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start `cmd` in a session of its own (a terminal's Ctrl-C reaches the stack's process,
+    which stops its children in order, not them at once), its output appended to `log_path`."""
+    with open(log_path, "ab") as log:  # the child holds its own descriptor of the file
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
+                                start_new_session=True)
+
+
 def stop(proc: subprocess.Popen[bytes] | None, timeout: float = 10) -> None:
     if proc is None or proc.poll() is not None:
         return

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .procs import StackError, free_port, http_ok, stop, wait_for
+from .procs import StackError, free_port, http_ok, spawn, stop, wait_for
 
 HEALTH_PATH = "/health"
 REGION = "us-east-1"
@@ -72,10 +72,7 @@ class S3Server:
         log_path = self.workdir / "s3.log"
         env = {"ROOT_ACCESS_KEY": self.access_key, "ROOT_SECRET_KEY": self.secret_key,
                "PATH": "/usr/bin:/bin"}
-        with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command(binary), stdout=log,
-                                         stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+        self.proc = spawn(self.command(binary), log_path, env=env)
         try:
             wait_for(lambda: http_ok(f"{self.endpoint}{HEALTH_PATH}"), timeout=30,
                      what="the S3 server (versitygw)", proc=self.proc, interval=0.1)

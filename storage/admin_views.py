@@ -29,6 +29,7 @@ from .services import (
     storage_class_withdraw,
 )
 from .validation import DatasetInvalid
+from .views import removed
 
 
 def _cluster_classes() -> tuple[list[dict[str, object]], str]:
@@ -142,10 +143,6 @@ def dataset_edit(request: SignedInRequest, pk: int) -> HttpResponse:
 @require_POST
 def dataset_remove(request: SignedInRequest, pk: int) -> HttpResponse:
     dataset = get_object_or_404(Dataset, pk=pk)
-    try:
-        dataset_delete(dataset=dataset, user=request.user)
-    except DatasetInUse as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Dataset {dataset.name} is withdrawn.")
-    return redirect(reverse("storage:admin-datasets"))
+    return removed(request, lambda: dataset_delete(dataset=dataset, user=request.user),
+                   busy=DatasetInUse, back="storage:admin-datasets",
+                   done=f"Dataset {dataset.name} is withdrawn.")

@@ -8,6 +8,7 @@ from typing import Any
 
 from django import forms
 
+from core.validation import WholeNumberFormField
 from tenants.models import Tenant
 
 from .models import DATASET_NAME_MAX_LENGTH, NAME_MAX_LENGTH, Dataset, Volume
@@ -19,7 +20,7 @@ SOURCE_FIELD_NAMES = tuple(dict.fromkeys(f for fields in SOURCE_FIELDS.values() 
 
 class VolumeForm(forms.Form):
     name = forms.CharField(max_length=NAME_MAX_LENGTH)
-    size_gib = forms.IntegerField(min_value=1, max_value=MAX_SIZE_GIB, label="Size (GiB)")
+    size_gib = WholeNumberFormField(min_value=1, max_value=MAX_SIZE_GIB, label="Size (GiB)")
     scope = forms.ChoiceField(choices=Volume.Scope.choices, initial=Volume.Scope.USER,
                               label="Whose")
     storage_class = forms.ChoiceField(required=False, label="Storage class")
@@ -32,7 +33,7 @@ class VolumeForm(forms.Form):
 
 
 class GrowForm(forms.Form):
-    size_gib = forms.IntegerField(min_value=1, max_value=MAX_SIZE_GIB, label="New size (GiB)")
+    size_gib = WholeNumberFormField(min_value=1, max_value=MAX_SIZE_GIB, label="New size (GiB)")
 
 
 class DatasetForm(forms.Form):
@@ -43,7 +44,7 @@ class DatasetForm(forms.Form):
                            help_text="lower-case letters, digits and '-'")
     description = forms.CharField(max_length=500, required=False)
     kind = forms.ChoiceField(choices=Dataset.Kind.choices)
-    size_gib = forms.IntegerField(min_value=1, max_value=MAX_SIZE_GIB, label="Size (GiB)")
+    size_gib = WholeNumberFormField(min_value=1, max_value=MAX_SIZE_GIB, label="Size (GiB)")
     persistent_volume = forms.CharField(max_length=253, required=False,
                                         label="PersistentVolume (pv)")
     server = forms.CharField(max_length=253, required=False, label="Server (nfs)")
@@ -79,7 +80,7 @@ class DatasetForm(forms.Form):
 class DatasetEditForm(forms.Form):
     name = forms.CharField(max_length=DATASET_NAME_MAX_LENGTH)
     description = forms.CharField(max_length=500, required=False)
-    size_gib = forms.IntegerField(min_value=1, max_value=MAX_SIZE_GIB, label="Size (GiB)")
+    size_gib = WholeNumberFormField(min_value=1, max_value=MAX_SIZE_GIB, label="Size (GiB)")
     open_to_all = forms.BooleanField(required=False, label="Open to every project")
     projects = forms.ModelMultipleChoiceField(queryset=Tenant.objects.order_by("name"),
                                               required=False, label="Or to these projects")

@@ -5,8 +5,10 @@ project's; those who may change a volume grow or delete it there. The datasets p
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -121,13 +123,22 @@ def grow(request: TenantRequest, volume: Volume) -> HttpResponse:
 @require_POST
 @scoped_object(Volume, Action.CHANGE)
 def delete(request: TenantRequest, volume: Volume) -> HttpResponse:
+    return removed(request, lambda: volume_delete(volume=volume, user=request.user),
+                   busy=VolumeInUse, back="storage:volumes",
+                   done=f"Volume {volume.name} and its data are being deleted.")
+
+
+def removed(request: HttpRequest, remove: Callable[[], None], *, busy: type[Exception],
+            done: str, back: str) -> HttpResponse:
+    """Run `remove` (a volume's or a dataset's deletion), then the list page `back` again,
+    saying `done` or why it was refused (`busy`: live workloads mount it)."""
     try:
-        volume_delete(volume=volume, user=request.user)
-    except VolumeInUse as exc:
+        remove()
+    except busy as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Volume {volume.name} and its data are being deleted.")
-    return redirect(reverse("storage:volumes"))
+        messages.success(request, done)
+    return redirect(reverse(back))
 
 
 @project_required

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
-from core.validation import OutOfRange, Refused, day, in_range, moment
+from core.validation import OutOfRange, Refused, WholeNumberFormField, day, in_range, moment
 
 GROUP_BY = ("tenant", "user", "gpu_type", "workload", "day")
 DEFAULT_DAYS = 30
@@ -40,7 +40,7 @@ class UsageQueryForm(forms.Form):
     group_by = forms.ChoiceField(choices=[(g, g) for g in GROUP_BY], required=False)
     tenant = forms.CharField(required=False, max_length=255,
                              help_text="tenant id or name (admins; others: their own)")
-    workload = forms.IntegerField(required=False, min_value=1)
+    workload = WholeNumberFormField(required=False, min_value=1)
 
     def clean_since(self) -> dt.datetime | None:
         value = self.cleaned_data.get("since")

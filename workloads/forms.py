@@ -17,6 +17,7 @@ from django.http import QueryDict
 
 from catalogue.fields import MAX_ARG_LENGTH, MAX_ARGV_ITEMS, argv_lines, env_lines
 from catalogue.models import GpuType, Template
+from core.validation import WholeNumberFormField
 from identity.identity import Identity
 from storage.selectors import volumes_mountable
 from tenants.models import Quota, Tenant
@@ -136,9 +137,9 @@ def argv_problems(lines: list[str]) -> list[str]:
 BLANK = {"required": "This field may not be blank."}
 
 
-def _number(field: str, *, required: bool = False) -> forms.IntegerField:
+def _number(field: str, *, required: bool = False) -> WholeNumberFormField:
     least, most = NUMBER_BOUNDS[field]
-    return forms.IntegerField(min_value=least, max_value=most, required=required)
+    return WholeNumberFormField(min_value=least, max_value=most, required=required)
 
 
 class LaunchForm(forms.Form):

@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from api.authentication import APIRequest
 from api.fields import query_digits, query_moment
 from api.permissions import HasProject, IsPortalAdmin
-from api.viewsets import TenantScopedAPIView, TenantScopedViewSet
+from api.viewsets import ID_PATTERN, TenantScopedAPIView, TenantScopedViewSet
 from catalogue.models import GpuType
 from core.validation import LATEST
 from identity.scoping import Action
@@ -147,6 +147,7 @@ class MaintenanceWindowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 
     serializer_class = WindowSerializer
     queryset = MaintenanceWindow.objects.select_related("gpu_type", "created_by")
+    lookup_value_regex = ID_PATTERN
     request: APIRequest
 
     def get_permissions(self) -> list[Any]:

@@ -61,7 +61,6 @@ class SecretViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     serializer_class = SecretSerializer
     change_actions = frozenset({"update", "destroy"})
     refusal = "Only a project secret's managers, or a user secret's owner, may change it."
-    lookup_value_regex = r"\d+"
     request: TenantAPIRequest
 
     def get_serializer_context(self) -> dict[str, Any]:

@@ -81,6 +81,7 @@ class VolumeFilesView(APIView):
 
 PATH = OpenApiParameter("path", str, description="a path inside the volume")
 ERRORS = {400: OpenApiResponse(description="a path that leaves the volume: path_outside"),
+          409: OpenApiResponse(description="the volume is not bound yet: volume_not_bound"),
           503: OpenApiResponse(description="the file server is starting: retry after "
                                            "Retry-After")}
 
@@ -99,7 +100,9 @@ class FileListView(VolumeFilesView):
 class FileContentView(VolumeFilesView):
     @extend_schema(parameters=[PATH], responses={
         (200, "application/octet-stream"): OpenApiTypes.BINARY,
-        (206, "application/octet-stream"): OpenApiTypes.BINARY, **ERRORS})
+        (206, "application/octet-stream"): OpenApiTypes.BINARY,
+        304: OpenApiResponse(description="If-None-Match or If-Modified-Since: not changed"),
+        416: OpenApiResponse(description="a Range outside the file"), **ERRORS})
     def get(self, request: TenantAPIRequest, id: int) -> StreamingHttpResponse:
         """The file, streamed; a Range asks for a part of it."""
         volume = self.volume(id)

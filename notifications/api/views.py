@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from api.authentication import APIRequest
 from api.throttling import PortalUserRateThrottle
-from api.viewsets import ViewMixin
+from api.viewsets import ID_PATTERN, ViewMixin
 from identity.scoping import Action
 from tenants.models import Tenant
 
@@ -77,7 +77,7 @@ class NotificationViewSet(OwnRows[Notification], mixins.ListModelMixin,
     serializer_class = NotificationSerializer
     filter_backends = [DjangoFilterBackend]
     filterset_class = NotificationFilterSet
-    lookup_value_regex = r"\d+"
+    lookup_value_regex = ID_PATTERN
 
     @extend_schema(request=None, responses=NotificationSerializer)
     @action(detail=True, methods=["post"])
@@ -142,7 +142,7 @@ class WebhookViewSet(OwnRows[Webhook], mixins.ListModelMixin, mixins.DestroyMode
 
     queryset = Webhook.objects.select_related("user", "tenant", "created_by")
     serializer_class = WebhookSerializer
-    lookup_value_regex = r"\d+"
+    lookup_value_regex = ID_PATTERN
     refusal = MANAGERS_ONLY
 
     def get_serializer_context(self) -> dict[str, Any]:
@@ -224,7 +224,7 @@ class DeliveryViewSet(OwnRows[Delivery], mixins.RetrieveModelMixin,
 
     queryset = Delivery.objects.select_related("webhook__user", "webhook__tenant")
     serializer_class = DeliverySerializer
-    lookup_value_regex = r"\d+"
+    lookup_value_regex = ID_PATTERN
 
     def get_object(self) -> Delivery:
         delivery = super().get_object()

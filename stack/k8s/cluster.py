@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import yaml
 
-from ..procs import REPO, StackError, free_port, wait_for
+from ..procs import REPO, StackError, free_port, spawn, wait_for
 from . import build
 from .pki import CertificateAuthority, service_account_keys
 
@@ -142,11 +142,7 @@ class ControlPlane:
                         user={"client-certificate": str(cert), "client-key": str(key)})
 
     def _spawn(self, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
-        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - owned by the subprocess
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
-                                start_new_session=True)
-        log.close()
-        self.procs[name] = proc
+        proc = self.procs[name] = spawn(cmd, self.logs / f"{name}.log", cwd=self.workdir)
         return proc
 
     def log_tail(self, name: str, lines: int = 30) -> str:

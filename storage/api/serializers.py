@@ -4,6 +4,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from api.fields import WholeNumberField
+
 from ..models import DATASET_NAME_MAX_LENGTH, NAME_MAX_LENGTH, Dataset, StorageClass, Volume
 from ..services import MAX_SIZE_GIB
 from ..validation import MAX_PATH
@@ -29,7 +31,7 @@ class VolumeSerializer(serializers.ModelSerializer[Volume]):
 
 class VolumeCreateSerializer(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField(max_length=NAME_MAX_LENGTH)
-    size_gib = serializers.IntegerField(min_value=1, max_value=MAX_SIZE_GIB)
+    size_gib = WholeNumberField(min_value=1, max_value=MAX_SIZE_GIB)
     scope = serializers.ChoiceField(choices=Volume.Scope.choices, default=Volume.Scope.USER,
                                     help_text="user: yours (and the managers'); project: "
                                               "every member's to mount (managers make them)")
@@ -40,7 +42,7 @@ class VolumeCreateSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class VolumeGrowSerializer(serializers.Serializer[dict[str, Any]]):
-    size_gib = serializers.IntegerField(min_value=1, max_value=MAX_SIZE_GIB,
+    size_gib = WholeNumberField(min_value=1, max_value=MAX_SIZE_GIB,
                                         help_text="the new size: only larger, and only where "
                                                   "the volume's class can grow in place")
 
@@ -120,20 +122,20 @@ class DatasetCreateSerializer(DatasetSourceFields):
     name = serializers.CharField(max_length=DATASET_NAME_MAX_LENGTH)
     description = serializers.CharField(max_length=500, required=False, allow_blank=True)
     kind = serializers.ChoiceField(choices=Dataset.Kind.choices)
-    size_gib = serializers.IntegerField(min_value=1, max_value=MAX_SIZE_GIB)
+    size_gib = WholeNumberField(min_value=1, max_value=MAX_SIZE_GIB)
     open_to_all = serializers.BooleanField(required=False, default=False,
                                            help_text="open to every project")
     projects = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), required=False,
+        child=WholeNumberField(min_value=1, max_value=2**63 - 1), required=False,
         max_length=1000, help_text="the ids of the projects (tenants) it is open to")
 
 
 class DatasetUpdateSerializer(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField(max_length=DATASET_NAME_MAX_LENGTH, required=False)
     description = serializers.CharField(max_length=500, required=False, allow_blank=True)
-    size_gib = serializers.IntegerField(min_value=1, max_value=MAX_SIZE_GIB, required=False)
+    size_gib = WholeNumberField(min_value=1, max_value=MAX_SIZE_GIB, required=False)
     open_to_all = serializers.BooleanField(required=False)
     projects = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), required=False,
+        child=WholeNumberField(min_value=1, max_value=2**63 - 1), required=False,
         max_length=1000, help_text="the projects it is open to, whole (closing it to one "
                                    "where a live workload mounts it: 409 dataset_in_use)")

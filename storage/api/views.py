@@ -170,7 +170,6 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     queryset = Dataset.objects.prefetch_related("tenants")
     change_actions = frozenset({"partial_update", "destroy"})
     refusal = "Only admins change datasets."
-    lookup_value_regex = r"\d+"
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
     request: TenantAPIRequest
 

@@ -30,8 +30,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.contrib.auth import get_user_model
 from django.test import Client, TestCase, override_settings
-from keystoneauth1 import session as ks_session
-from keystoneauth1.identity import v3
 
 from access.models import TenantServiceAccess
 from budgets.models import Budget
@@ -45,6 +43,7 @@ from tenants.models import Quota, Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.support.database import demo_gpu_types, rows_of_the_module
+from tests.support.tokens import project_tokens
 from workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
@@ -269,13 +268,7 @@ def tokens(keystone) -> dict[str, str]:
               "lead@vision": ("lead", "vision-lab"),
               "viewer@vision": ("viewer", "vision-lab"),
               "admin@admin": ("admin", "admin")}
-    out = {}
-    for key, (user, project) in wanted.items():
-        auth = v3.Password(auth_url=keystone.url, username=user, password=f"{user}-demo-pass",
-                           user_domain_id="default", project_name=project,
-                           project_domain_id="default")
-        out[key] = auth.get_access(ks_session.Session(auth=auth)).auth_token
-    return out
+    return project_tokens(keystone.url, wanted)
 
 
 @dataclasses.dataclass
@@ -573,6 +566,35 @@ def test_positive_control_the_allowed_caller_succeeds(world, endpoint):
            else "lead@vision" if endpoint.manager_only else "researcher@vision")
     response = world.call(who, endpoint)
     assert response.status_code == endpoint.ok, (response.status_code, response.content[:500])
+
+
+def in_other_digits(number: int) -> str:
+    """The id in Arabic-Indic digits: `\\d` matches them and int() reads them."""
+    return "".join(chr(0x0660 + int(digit)) for digit in str(number))
+
+
+@pytest.mark.parametrize("endpoint", TARGETED, ids=ids(TARGETED))
+def test_an_id_in_other_digits_is_no_second_address(world, endpoint):
+    """The allowed caller, the object's id written in another script's digits: a 404 and
+    nothing changed, never the object itself (an address that caches, proxies and logs would
+    take for another)."""
+    who = ("admin@admin" if endpoint.admin_only
+           else "lead@vision" if endpoint.manager_only else "researcher@vision")
+    url = endpoint.url(world)
+    pk = str(endpoint_target(world, endpoint).pk)
+    url = (url.replace(f"={pk}", f"={in_other_digits(int(pk))}") if endpoint.query_param
+           else url.replace(f"/{pk}/", f"/{in_other_digits(int(pk))}/"))
+    before = snapshot(world)
+    response = world.call(who, endpoint, url)
+    assert response.status_code in (400, 404), (response.status_code, response.content[:300])
+    assert snapshot(world) == before
+
+
+def endpoint_target(world: World, endpoint: Endpoint) -> Any:
+    return {"workload": world.workloads, "reservation": world.reservations,
+            "secret": world.secrets, "volume": world.volumes, "dataset": world.datasets,
+            "tenant": world.tenants, PROJECT_WEBHOOK: world.project_webhooks}[
+        endpoint.target or ""]["vision"]
 
 
 @pytest.mark.parametrize("endpoint", TARGETED, ids=ids(TARGETED))

@@ -134,7 +134,7 @@ def test_names_are_unique_per_owner_and_per_project(vision, api_headers):
 
 @pytest.mark.parametrize(("body", "field", "message"), [
     ({"name": "Bad Name", "kind": "env", "data": {"A": "b"}}, "name", "lower-case letters"),
-    ({"name": "x", "kind": "env", "data": {"1A": VALUE}}, "data", "not a valid variable name"),
+    ({"name": "x", "kind": "env", "data": {"1A": VALUE}}, "data", "is not a variable's name"),
     ({"name": "x", "kind": "env", "data": {"NVIDIA_VISIBLE_DEVICES": VALUE}}, "data",
      "NVIDIA_VISIBLE_DEVICES"),
     ({"name": "x", "kind": "env", "data": {}}, "data", "object of names"),

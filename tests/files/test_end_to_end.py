@@ -145,6 +145,11 @@ def test_downloads_take_ranges_and_stream(files, project_token):
     ("an absolute path", "/etc/passwd"),
     ("a symbolic link to a folder out", "out/secret.txt"),
     ("a symbolic link to a file out", "secret-link"),
+    ("a `..` after a folder", "runs/../../imagenet/labels.txt"),
+    ("a `..` after a dot", "./../imagenet"),
+    ("a `..` after a trailing slash", "runs//../../x"),
+    ("a backslash as the root", "\\etc\\passwd"),
+    ("a symbolic link out, then deeper", "out/deeper/x"),
 ])
 def test_paths_that_leave_the_volume_are_refused(files, project_token, what, path):
     auth = headers(project_token)
@@ -270,3 +275,23 @@ def test_the_file_browser_page(files, as_user):
     assert (files.root / "data" / "runs" / "notes.txt").exists()
     # another project's volume is not found
     assert researcher.get(f"/volumes/{ELSEWHERE}/files/").status_code == 404
+
+
+@pytest.mark.parametrize("name", ["a\nb", "line\r\nSet-Cookie: x=1", "%2e%2e", "back\\slash",
+                                  "é-ünïcode", "trailing-space ", "x" * 255])
+def test_odd_names_stay_inside_and_come_back_as_they_went(files, project_token, name):
+    """Names that are no path escape (a line break, a percent sign, a backslash are characters
+    of a Linux name) are files of the volume like any other; a download names them in a
+    header that carries no line of its own."""
+    auth = headers(project_token)
+    put = requests.put(files.url(DATA, "content"), params={"path": f"runs/{name}"}, data=b"odd",
+                       headers=auth, timeout=30)
+    assert put.status_code == 201, put.text
+    assert (files.root / "data" / "runs" / name).read_bytes() == b"odd"
+    got = requests.get(files.url(DATA, "content"), params={"path": f"runs/{name}"}, headers=auth,
+                       timeout=30)
+    assert got.status_code == 200 and got.content == b"odd"
+    assert "Set-Cookie" not in got.headers and "\n" not in got.headers["Content-Disposition"]
+    listed = requests.get(files.url(DATA), params={"path": "runs"}, headers=auth, timeout=30)
+    assert name in [entry["name"] for entry in listed.json()]
+    assert sorted(p.name for p in files.outside.iterdir()) == ["secret.txt"]

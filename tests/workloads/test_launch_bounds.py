@@ -59,3 +59,13 @@ def test_the_form_refuses_the_same(researcher, vision_lab):  # noqa: F811
     assert response.status_code == 400
     assert f"at most {MAX_ENV_TOTAL // 1024} KiB" in field_error(response.content.decode(), "env")
     assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize("field", ["gpu_count", "cpu", "memory", "max_runtime_minutes"])
+def test_the_forms_figures_are_ascii_digits(researcher, vision_lab, field):  # noqa: F811
+    """Django's IntegerField reads "\u0661" as 1: the form takes ASCII digits only, as the API
+    does."""
+    response = researcher.post("/workloads/new/", launch_form(**{field: "\u0661"}))
+    assert response.status_code == 400
+    assert field_error(response.content.decode(), field)
+    assert not Workload.objects.exists()

@@ -100,9 +100,9 @@ class MountSerializer(serializers.Serializer[dict[str, Any]]):
     """One volume or dataset the workload mounts: by its id, at an absolute path in every
     container that runs the program (every rank of a group)."""
 
-    volume = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
+    volume = WholeNumberField(required=False, min_value=1, max_value=2**63 - 1,
                                       help_text="a volume's id (GET volumes/): the source")
-    dataset = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
+    dataset = WholeNumberField(required=False, min_value=1, max_value=2**63 - 1,
                                        help_text="or a dataset's id (GET datasets/), always "
                                                  "read-only")
     path = serializers.CharField(max_length=1024, required=False,
@@ -123,7 +123,7 @@ class CheckpointSerializer(serializers.Serializer[dict[str, Any]]):
     """A batch job's checkpoint directory: a folder of a volume it may mount, mounted
     read-write and named by PORTAL_CHECKPOINT_DIR; a requeued copy gets the same folder."""
 
-    volume = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1,
+    volume = WholeNumberField(required=False, min_value=1, max_value=2**63 - 1,
                                       help_text="a volume's id (GET volumes/), not a dataset's")
     path = serializers.CharField(
         max_length=1024, required=False, allow_blank=True,
