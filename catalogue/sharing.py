@@ -30,6 +30,8 @@ import re
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
+from core.validation import excerpt
+
 EXCLUSIVE = "exclusive"
 TIME_SLICED = "time-sliced"
 MIG = "mig"
@@ -129,11 +131,14 @@ def fraction_text(fraction: Fraction) -> str:
 
 def parse_fraction(text: str) -> Fraction:
     """A fraction as an admin or the API writes it: "1/7", "0.25", "1". ValueError when it is
-    not a part of a GPU (0 < fraction ≤ 1) or is too fine to be one (denominator > 64)."""
+    not a part of a GPU (0 < fraction ≤ 1) or is too fine to be one (denominator > 64), or is
+    written in digits other than ASCII's (which Fraction would read)."""
+    if not text.isascii():
+        raise ValueError(f"{excerpt(text)} is not a fraction such as 1/7 or 0.25.")
     try:
         value = Fraction(text.strip())
     except (ValueError, ZeroDivisionError) as exc:
-        raise ValueError(f"{text!r} is not a fraction such as 1/7 or 0.25.") from exc
+        raise ValueError(f"{excerpt(text)} is not a fraction such as 1/7 or 0.25.") from exc
     if not 0 < value <= 1:
         raise ValueError("A unit is a part of one GPU: more than 0, at most 1.")
     if value.denominator > 64:
