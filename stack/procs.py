@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +14,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -101,6 +105,37 @@ def spawn(cmd: list[str], log_path: Path, *, cwd: Path | None = None,
     with open(log_path, "ab") as log:  # the child holds its own descriptor of the file
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
                                 start_new_session=True)
+
+
+def spawn_ready(cmd: list[str], log_path: Path, *, ready: Callable[[], object], what: str,
+                env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.Popen[bytes]:
+    """`spawn`, then wait until `ready()`; a server that exits or is not ready in time is
+    stopped, and the error carries the end of its log (what it said about why)."""
+    proc = spawn(cmd, log_path, env=env)
+    try:
+        wait_for(ready, timeout=timeout, what=what, proc=proc, interval=0.1)
+    except StackError as exc:
+        stop(proc)
+        raise StackError(f"{exc}\n{log_path.read_text(errors='replace')[-2000:]}") from None
+    return proc
+
+
+def serve_until_signalled(name: str, start: Callable[[], T], banner: Callable[[T], str],
+                          stop_server: Callable[[T], None]) -> int:
+    """The `python -m stack.<name>` way of running one server by hand: start it, print how to
+    reach it, serve until SIGINT or SIGTERM, stop it. Exit status 1 when it cannot start."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        server = start()
+    except StackError as exc:
+        print(f"stack.{name}: {exc}", file=sys.stderr)
+        return 1
+    print(banner(server), flush=True)
+    try:
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        stop_server(server)
+    return 0
 
 
 def stop(proc: subprocess.Popen[bytes] | None, timeout: float = 10) -> None:

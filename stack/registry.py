@@ -30,7 +30,6 @@ import hashlib
 import hmac
 import json
 import secrets
-import signal
 import subprocess
 import sys
 import threading
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .procs import StackError, free_port, stop, wait_for
+from .procs import StackError, free_port, serve_until_signalled, spawn_ready, stop
 
 SERVICE = "portal-registry"
 ISSUER = "portal-registry-tokens"
@@ -263,16 +262,13 @@ class RegistryServer:
         config_path = self.workdir / "config.yml"
         config_path.write_text(json.dumps(self.config(), indent=1))  # YAML reads JSON
         log_path = self.workdir / "registry.log"
-        with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen([str(binary), "serve", str(config_path)], stdout=log,
-                                         stderr=subprocess.STDOUT, env={"PATH": "/usr/bin:/bin"},
-                                         start_new_session=True)
         try:
-            wait_for(self.ready, timeout=30, what="the registry (distribution)", proc=self.proc,
-                     interval=0.1)
-        except StackError as exc:
-            self.stop()
-            raise StackError(f"{exc}\n{log_path.read_text(errors='replace')[-2000:]}") from None
+            self.proc = spawn_ready([str(binary), "serve", str(config_path)], log_path,
+                                    env={"PATH": "/usr/bin:/bin"}, ready=self.ready,
+                                    what="the registry (distribution)")
+        except StackError:
+            self.stop()  # the token service
+            raise
         return self
 
     def stop(self) -> None:
@@ -291,22 +287,15 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (1, 2) or (len(argv) == 2 and argv[1] not in ("htpasswd", "token")):
         print("usage: python -m stack.registry FOLDER [htpasswd|token]", file=sys.stderr)
         return 2
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     password = secrets.token_urlsafe(18)
     mode = argv[1] if len(argv) == 2 else "htpasswd"
-    try:
-        server = RegistryServer(Path(argv[0]), auth=mode, users={"portal": password},
-                                grants={"portal": {"team": (PULL, PUSH)}}).start()
-    except StackError as exc:
-        print(f"stack.registry: {exc}", file=sys.stderr)
-        return 1
-    print(f"registry at {server.url} ({mode}); account portal, password {password}"
-          + ("; repositories under team/" if mode == "token" else ""), flush=True)
-    try:
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-    finally:
-        server.stop()
-    return 0
+    server = RegistryServer(Path(argv[0]), auth=mode, users={"portal": password},
+                            grants={"portal": {"team": (PULL, PUSH)}})
+    return serve_until_signalled(
+        "registry", server.start,
+        lambda started: f"registry at {started.url} ({mode}); account portal, password "
+                        f"{password}" + ("; repositories under team/" if mode == "token" else ""),
+        RegistryServer.stop)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-import signal
 import string
 import subprocess
 import sys
 from pathlib import Path
 
-from .procs import StackError, free_port, http_ok, spawn, stop, wait_for
+from .procs import free_port, http_ok, serve_until_signalled, spawn_ready, stop
 
 HEALTH_PATH = "/health"
 REGION = "us-east-1"
@@ -72,13 +71,9 @@ class S3Server:
         log_path = self.workdir / "s3.log"
         env = {"ROOT_ACCESS_KEY": self.access_key, "ROOT_SECRET_KEY": self.secret_key,
                "PATH": "/usr/bin:/bin"}
-        self.proc = spawn(self.command(binary), log_path, env=env)
-        try:
-            wait_for(lambda: http_ok(f"{self.endpoint}{HEALTH_PATH}"), timeout=30,
-                     what="the S3 server (versitygw)", proc=self.proc, interval=0.1)
-        except StackError as exc:
-            self.stop()
-            raise StackError(f"{exc}\n{log_path.read_text(errors='replace')[-2000:]}") from None
+        self.proc = spawn_ready(self.command(binary), log_path, env=env,
+                                ready=lambda: http_ok(f"{self.endpoint}{HEALTH_PATH}"),
+                                what="the S3 server (versitygw)")
         return self
 
     def stop(self) -> None:
@@ -90,20 +85,12 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m stack.s3 FOLDER", file=sys.stderr)
         return 2
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        server = S3Server(Path(argv[0])).start()
-    except StackError as exc:
-        print(f"stack.s3: {exc}", file=sys.stderr)
-        return 1
-    print(f"S3 at {server.endpoint} (region {REGION})\n"
-          f"  AWS_ACCESS_KEY_ID={server.access_key}\n"
-          f"  AWS_SECRET_ACCESS_KEY={server.secret_key}", flush=True)
-    try:
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-    finally:
-        server.stop()
-    return 0
+    return serve_until_signalled(
+        "s3", S3Server(Path(argv[0])).start,
+        lambda server: f"S3 at {server.endpoint} (region {REGION})\n"
+                       f"  AWS_ACCESS_KEY_ID={server.access_key}\n"
+                       f"  AWS_SECRET_ACCESS_KEY={server.secret_key}",
+        S3Server.stop)
 
 
 if __name__ == "__main__":
