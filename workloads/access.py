@@ -32,8 +32,10 @@ from access.services import (
     tenant_service_access,
 )
 from audit.services import Actor, audit_record
+from credentials.models import Secret
 from identity.models import User
 from identity.roles import PortalRole
+from storage.models import Volume
 
 from .models import Workload, WorkloadAccess
 
@@ -133,9 +135,29 @@ def access_decision(*, workload: Workload, user: AbstractBaseUser | AnonymousUse
     many workloads)."""
     who = who or tenant_service_access(workload.tenant).who
     rule = may_ssh if ssh else may_open
-    return rule(who=who, role=role,
-                    is_owner=workload.owner_id == user.pk, is_admin=is_admin,
-                    workload_active=workload.is_active and workload.deleted_at is None)
+    is_owner = workload.owner_id == user.pk
+    # asked only of those the rule would otherwise let in on the project's rule alone
+    private = (not is_admin and not is_owner and role is not None
+               and role < PortalRole.MANAGER and holds_owners_own_data(workload))
+    return rule(who=who, role=role, is_owner=is_owner, is_admin=is_admin,
+                workload_active=workload.is_active and workload.deleted_at is None,
+                private=private)
+
+
+def holds_owners_own_data(workload: Workload) -> bool:
+    """Whether the workload mounts one of its owner's own volumes (a mount or its checkpoint
+    directory) or reads one of their own secrets, as its launch spec froze them: then it opens
+    to its owner and the managers only (access/rules.py). No query for a workload with none."""
+    spec = workload.launch_spec or {}
+    volumes = [m["volume"] for m in spec.get("mounts") or () if m.get("volume")]
+    if (spec.get("checkpoint") or {}).get("volume"):
+        volumes.append(spec["checkpoint"]["volume"])
+    secrets_read = [s["object_name"] for s in spec.get("secrets") or ()]
+    return bool(
+        (volumes and Volume.objects.filter(pk__in=volumes, scope=Volume.Scope.USER).exists())
+        or (secrets_read and Secret.objects.filter(
+            tenant_id=workload.tenant_id, object_name__in=secrets_read,
+            scope=Secret.Scope.USER).exists()))
 
 
 # --- scripts' bearer tokens -----------------------------------------------------------------

@@ -139,6 +139,41 @@ def test_the_project_rule_decides_for_readers(login, notebook):
     assert AuditRecord.objects.filter(action="tenant.service_access").count() == 2
 
 
+def test_a_workload_with_its_owners_own_data_opens_to_its_owner_and_managers_only(
+        login, vision, project_token):
+    """A notebook that reads its owner's own secret (or mounts their own volume) hands it to
+    whoever opens it: the project's rule does not widen it. With a project secret, the rule
+    decides as for any workload."""
+    from django.utils.html import escape
+
+    from access.rules import PRIVATE_REFUSAL
+    from tests.support.secrets import secret_made
+    from workloads.access import holds_owners_own_data
+
+    headers = {"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}
+    lead = {"HTTP_X_AUTH_TOKEN": project_token("lead", "vision-lab")}
+    notebooks = {}
+    for scope, who_makes in (("user", headers), ("project", lead)):
+        secret = secret_made(who_makes, f"hf-{scope}", scope=scope)
+        response = launch(headers, {**JUPYTER, "name": f"nb-{scope}",
+                                    "secrets": [{"secret": secret}]})
+        assert response.status_code == 201, response.json()
+        Workload.objects.filter(pk=response.json()["id"]).update(address=ADDRESS)
+        notebooks[scope] = Workload.objects.get(pk=response.json()["id"])
+    assert holds_owners_own_data(notebooks["user"])
+    assert not holds_owners_own_data(notebooks["project"])
+    access_services.service_access_update(tenant=notebooks["user"].tenant, actor=None,
+                                          who="readers")
+    viewer = login("viewer")
+    refused = Proxy(notebooks["user"]).authorize(viewer)
+    assert refused.status_code == 403 and escape(PRIVATE_REFUSAL) in refused.content.decode()
+    shared = Proxy(notebooks["project"])
+    assert shared.code_from(shared.authorize(viewer))
+    for user in ("lead", "researcher"):
+        proxy = Proxy(notebooks["user"])
+        assert proxy.code_from(proxy.authorize(login(user)))
+
+
 def test_a_code_goes_only_to_the_workload_s_own_address(login, notebook):
     response = Proxy(notebook).authorize(login("researcher"),
                                          redirect_uri="http://evil.example:8888/oauth2/callback")
