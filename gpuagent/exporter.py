@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from gpuagent.nvml import GpuInfo, GpuReading
+from gpuagent.podresources import Holder
 from gpuagent.sampler import GpuSample, Sampler, Snapshot
 
 log = logging.getLogger("gpuagent")
@@ -98,15 +99,18 @@ def device_labels(info: GpuInfo, hostname: str, driver_version: str) -> dict[str
     }
 
 
-def gpu_labels(gpu: GpuSample, snapshot: Snapshot) -> dict[str, str]:
+def holder_labels(holder: Holder) -> dict[str, str]:
+    return {"container": holder.container, "namespace": holder.namespace, "pod": holder.pod}
+
+
+def gpu_label_sets(gpu: GpuSample, snapshot: Snapshot) -> list[dict[str, str]]:
+    """The label sets of a GPU's series: one per holder (a time-sliced GPU's device figures
+    once with each pod on it, as dcgm-exporter labels a shared GPU in Kubernetes mode), or one
+    without pod labels for a free GPU."""
     labels = device_labels(gpu.info, snapshot.hostname, snapshot.driver_version)
-    if gpu.holder is not None:
-        labels |= {
-            "container": gpu.holder.container,
-            "namespace": gpu.holder.namespace,
-            "pod": gpu.holder.pod,
-        }
-    return labels
+    if not gpu.holders:
+        return [labels]
+    return [labels | holder_labels(holder) for holder in gpu.holders]
 
 
 class DcgmCollector(Collector):
@@ -123,7 +127,9 @@ class DcgmCollector(Collector):
 
 def dcgm_families(snapshot: Snapshot) -> Iterator[Metric]:
     rows = [
-        (gpu_labels(gpu, snapshot), dcgm_values(gpu.reading, gpu.last_xid)) for gpu in snapshot.gpus
+        (labels, dcgm_values(gpu.reading, gpu.last_xid))
+        for gpu in snapshot.gpus
+        for labels in gpu_label_sets(gpu, snapshot)
     ]
     for name, kind, documentation in DCGM_METRICS:
         family = Metric(name, documentation, kind)  # not CounterMetricFamily: no _total

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuagent.nvml import GpuInfo, GpuLost, GpuReader, GpuReading, NvmlError, NvmlUnavailable
-from gpuagent.podresources import Holder, PodMapper, PodMappingError
+from gpuagent.podresources import Holder, Holders, PodMapper, PodMappingError
 
 log = logging.getLogger("gpuagent")
 
@@ -26,8 +26,20 @@ log = logging.getLogger("gpuagent")
 class GpuSample:
     info: GpuInfo
     reading: GpuReading
-    holder: Holder | None
+    # every container holding the GPU: one for a whole GPU, one per pod holding a replica of a
+    # time-sliced GPU, none for a free GPU
+    holders: tuple[Holder, ...]
     last_xid: int  # 0: none since the agent started
+
+    @property
+    def holder(self) -> Holder | None:
+        """The first holder, or None."""
+        return self.holders[0] if self.holders else None
+
+    @property
+    def shared(self) -> bool:
+        """Held as time-sliced replicas: what NVML says of the device is every holder's."""
+        return any(holder.shared for holder in self.holders)
 
 
 @dataclass(frozen=True)
@@ -132,7 +144,8 @@ class Sampler:
                 field_errors += len(reading.errors)
                 gpus.append(
                     GpuSample(
-                        info, reading, holders.get(info.uuid), self._last_xid.get(info.uuid, 0)
+                        info, reading, holders.get(info.uuid, ()),
+                        self._last_xid.get(info.uuid, 0),
                     )
                 )
         except NvmlError as exc:
@@ -170,7 +183,7 @@ class Sampler:
             self.counters.xid_events += 1
             log.warning("XID %d on %s", event.xid, event.uuid)
 
-    def _holders(self) -> tuple[dict[str, Holder], str | None]:
+    def _holders(self) -> tuple[Holders, str | None]:
         try:
             return self.mapper.holders(), None
         except PodMappingError as exc:

@@ -267,9 +267,9 @@ def test_the_agent_maps_the_uuids_kubesim_gave_and_shows_each_pods_workload(
             eventually(lambda: len(mapper.holders()) == 3, interval=0.05,
                        message="the kubelet does not report 3 holders")
             held = mapper.holders()
-            assert sorted(h.pod for h in held.values()) == ["notebook", "trainer", "trainer"]
-            assert set(held.values()) == {Holder("default", "trainer", "main"),
-                                          Holder("default", "notebook", "main")}
+            assert sorted(h.pod for (h,) in held.values()) == ["notebook", "trainer", "trainer"]
+            assert {h for (h,) in held.values()} == {Holder("default", "trainer", "main"),
+                                                     Holder("default", "notebook", "main")}
             # kubesim's kubelet gave the same pods the same GPUs
             eventually(lambda: {s.labels.get("pod") for s in
                                 dcgm(fresh_kubesim.url + "/metrics")["DCGM_FI_DEV_GPU_UTIL"]
@@ -278,7 +278,7 @@ def test_the_agent_maps_the_uuids_kubesim_gave_and_shows_each_pods_workload(
             kubesim_view = {s.labels["UUID"]: s.labels.get("pod") for s in
                             dcgm(fresh_kubesim.url + "/metrics")["DCGM_FI_DEV_GPU_UTIL"]
                             if s.labels["Hostname"] == NODE and s.labels.get("pod")}
-            assert kubesim_view == {uuid: h.pod for uuid, h in held.items()}
+            assert kubesim_view == {uuid: h.pod for uuid, (h,) in held.items()}
 
             exporter = build(parse_args([
                 "--fake-node", str(node.node_file), "--hostname", NODE,
