@@ -159,7 +159,8 @@ def readings_from_series(series: Iterable[tuple[str, dict[str, str], float]]
     behind Prometheus the exporter's own `namespace`/`pod` may have been renamed
     `exported_namespace`/`exported_pod` (the scrape's target labels won), so those come first.
     A series without UUID or GPU index, or with a value that is no finite non-negative number,
-    is garbage; a device without utilisation is garbage too (nothing to account).
+    is garbage; a device without utilisation is garbage too (nothing to account), except a GPU
+    in MIG mode and its instances with memory only (the NVML agent's): skipped, not stored.
     """
     devices: dict[tuple[str, str, str, str], DeviceReading] = {}
     garbage = 0
@@ -208,9 +209,13 @@ def readings_from_series(series: Iterable[tuple[str, dict[str, str], float]]
         if reading.pod and not reading.scope and pods_on[reading.device_key] > 1:
             reading.scope = "device"
     readings = []
+    in_mig_mode = {reading.uuid for reading in devices.values() if reading.mig_instance}
     for reading in devices.values():
         if reading.util is None:
-            garbage += 1
+            # A GPU in MIG mode and its instances, from the NVML agent: NVML has no utilisation
+            # for either. Understood, but nothing to account yet, so not garbage.
+            if reading.uuid not in in_mig_mode:
+                garbage += 1
             continue
         reading.util = min(reading.util, 100.0)
         if reading.pod_util is not None:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from gpuagent.exporter import DcgmCollector, render
-from gpuagent.nvml import FakeGpu, FakeProcess, FakeReader
+from gpuagent.nvml import FakeGpu, FakeProcess, FakeReader, MigDevice
 from gpuagent.podresources import Holder, StaticPodMapping
 from gpuagent.processes import NoProcessMapping, ProcessMapper, StaticProcessMapping
 from gpuagent.sampler import Sampler
@@ -237,3 +237,13 @@ def test_two_workloads_on_a_time_sliced_gpu_each_store_their_own_samples(
     assert mine == {busy.pk: (90.0, 4096, "process"), idle.pk: (0.0, 1024, "process")}
     device = GpuDevice.objects.get(uuid="GPU-t4")
     assert device.last_util == 90.0
+
+
+def test_the_agents_mig_instances_with_memory_only_are_skipped_not_garbage():
+    reader = FakeReader([FakeGpu(uuid="GPU-a100", unsupported=frozenset({"utilization"}),
+                                 mig=[MigDevice("MIG-1", 7, "1g.10gb", 900 * 2**20,
+                                                9000 * 2**20)])])
+    sampler = Sampler(reader, StaticPodMapping({"MIG-1": Holder("ns", "p", "c")}), "n1")
+    sampler.sample_once()
+    readings, garbage = parse_exposition(render(DcgmCollector(sampler).collect()))
+    assert garbage == 0 and readings == []
