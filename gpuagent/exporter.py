@@ -108,8 +108,8 @@ def holder_labels(holder: Holder) -> dict[str, str]:
 
 def gpu_label_sets(gpu: GpuSample, snapshot: Snapshot) -> list[dict[str, str]]:
     """The label sets of a GPU's series: one per holder (a time-sliced GPU's device figures
-    once with each pod on it, as dcgm-exporter labels a shared GPU in Kubernetes mode), or one
-    without pod labels for a free GPU."""
+    once with each pod on it, as dcgm-exporter's --kubernetes-virtual-gpus copies them, less
+    its per-replica `vgpu` label), or one without pod labels for a free GPU."""
     labels = device_labels(gpu.info, snapshot.hostname, snapshot.driver_version)
     if not gpu.holders:
         return [labels]

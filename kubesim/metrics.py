@@ -99,7 +99,8 @@ class GpuMetrics:
     def visible_devices(self) -> list[Device]:
         """The devices with a series each: every GPU or MIG instance; of a time-sliced GPU,
         each replica a pod holds, or its first replica while none is held (one series per GPU
-        and pod, as dcgm-exporter labels a shared GPU with each pod on it)."""
+        and pod, as the NVML agent writes a shared GPU, and dcgm-exporter with
+        --kubernetes-virtual-gpus less its `vgpu` label)."""
         devices: list[Device] = []
         for node in sorted(self.cluster.gpus.by_node):
             shown: set[str] = set()
