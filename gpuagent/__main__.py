@@ -19,6 +19,14 @@ from gpuagent.podresources import (
     PodMapper,
     StaticPodMapping,
 )
+from gpuagent.processes import (
+    DEFAULT_POD_LOGS,
+    DEFAULT_PROC,
+    CgroupPods,
+    NoProcessMapping,
+    ProcessMapper,
+    StaticProcessMapping,
+)
 from gpuagent.sampler import Sampler
 
 
@@ -55,6 +63,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="scripted GPUs of one simulated node, described by FILE (JSON: the GPUs and the "
         "workload each runs, re-read when it changes; README.md, 'The node file')",
     )
+    parser.add_argument(
+        "--proc-root",
+        default=DEFAULT_PROC,
+        help=f"the host's /proc, for the cgroup of each GPU process (default {DEFAULT_PROC}; "
+        "the DaemonSet runs with hostPID)",
+    )
+    parser.add_argument(
+        "--pod-logs",
+        default=DEFAULT_POD_LOGS,
+        help=f"the kubelet's pod log directory, for pod UID → namespace/name (default "
+        f"{DEFAULT_POD_LOGS}; only its directory names are read)",
+    )
+    parser.add_argument(
+        "--no-process-mapping",
+        action="store_true",
+        help="do not attribute GPU processes to pods: a shared GPU's figures are the device's",
+    )
     parser.add_argument("--log-level", default=os.environ.get("GPUAGENT_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     if args.fake and args.fake_node:
@@ -65,10 +90,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def build(args: argparse.Namespace) -> Exporter:
     reader: GpuReader
     mapper: PodMapper
+    processes: ProcessMapper
     if args.fake:
         fake = FakeReader.demo(4)
         fake.seconds_per_read = args.interval
         reader = fake
+        processes = StaticProcessMapping(fake.process_pods)
     elif args.fake_node:
         try:
             node = FakeReader.from_node_file(args.fake_node)
@@ -76,8 +103,12 @@ def build(args: argparse.Namespace) -> Exporter:
             raise SystemExit(f"gpuagent: --fake-node: {exc}") from None
         node.seconds_per_read = args.interval
         reader = node
+        processes = StaticProcessMapping(node.process_pods)  # the node file plays /proc
     else:
         reader = NvmlReader()
+        processes = CgroupPods(args.proc_root, args.pod_logs)
+    if args.no_process_mapping:
+        processes = NoProcessMapping()
     if args.no_pod_mapping:
         mapper = NoPodMapping()
     elif args.fake and args.pod_resources_socket is None:
@@ -89,7 +120,13 @@ def build(args: argparse.Namespace) -> Exporter:
         )
     else:
         mapper = KubeletPodResources(args.pod_resources_socket or DEFAULT_SOCKET)
-    sampler = Sampler(reader=reader, mapper=mapper, hostname=args.hostname, interval=args.interval)
+    sampler = Sampler(
+        reader=reader,
+        mapper=mapper,
+        hostname=args.hostname,
+        interval=args.interval,
+        processes=processes,
+    )
     return Exporter(sampler, host=args.host, port=args.port)
 
 

@@ -30,7 +30,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from gpuagent.nvml import GpuInfo, GpuReading
+from gpuagent.nvml import GpuInfo, GpuReading, MigDevice
+from gpuagent.podresources import Holder
 from gpuagent.sampler import GpuSample, Sampler, Snapshot
 
 log = logging.getLogger("gpuagent")
@@ -85,28 +86,34 @@ def dcgm_values(reading: GpuReading, last_xid: int) -> dict[str, float | None]:
     }
 
 
-def device_labels(info: GpuInfo, hostname: str, driver_version: str) -> dict[str, str]:
-    """dcgm-exporter's labels of a GPU, in its order."""
-    return {
+def device_labels(
+    info: GpuInfo, hostname: str, driver_version: str, mig: MigDevice | None = None
+) -> dict[str, str]:
+    """dcgm-exporter's labels of a GPU (or of one of its MIG instances), in its order."""
+    labels = {
         "gpu": str(info.index),
         "UUID": info.uuid,
         "pci_bus_id": info.pci_bus_id,
         "device": f"nvidia{info.index}",
         "modelName": info.name,
-        "Hostname": hostname,
-        "DCGM_FI_DRIVER_VERSION": driver_version,
     }
+    if mig is not None:
+        labels |= {"GPU_I_PROFILE": mig.profile, "GPU_I_ID": str(mig.gpu_instance_id)}
+    return labels | {"Hostname": hostname, "DCGM_FI_DRIVER_VERSION": driver_version}
 
 
-def gpu_labels(gpu: GpuSample, snapshot: Snapshot) -> dict[str, str]:
+def holder_labels(holder: Holder) -> dict[str, str]:
+    return {"container": holder.container, "namespace": holder.namespace, "pod": holder.pod}
+
+
+def gpu_label_sets(gpu: GpuSample, snapshot: Snapshot) -> list[dict[str, str]]:
+    """The label sets of a GPU's series: one per holder (a time-sliced GPU's device figures
+    once with each pod on it, as dcgm-exporter's --kubernetes-virtual-gpus copies them, less
+    its per-replica `vgpu` label), or one without pod labels for a free GPU."""
     labels = device_labels(gpu.info, snapshot.hostname, snapshot.driver_version)
-    if gpu.holder is not None:
-        labels |= {
-            "container": gpu.holder.container,
-            "namespace": gpu.holder.namespace,
-            "pod": gpu.holder.pod,
-        }
-    return labels
+    if not gpu.holders:
+        return [labels]
+    return [labels | holder_labels(holder) for holder in gpu.holders]
 
 
 class DcgmCollector(Collector):
@@ -118,19 +125,75 @@ class DcgmCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         snapshot = self.sampler.snapshot
         yield from dcgm_families(snapshot)
+        yield from pod_families(snapshot)
         yield from agent_families(snapshot, self.sampler)
 
 
+def mig_rows(gpu: GpuSample, snapshot: Snapshot) -> list[tuple[dict[str, str], dict[str, float]]]:
+    """A MIG instance's series, labelled as dcgm-exporter labels them (GPU_I_PROFILE, GPU_I_ID
+    after modelName) and with its holder: the memory NVML reports per instance. Utilisation is
+    not among them: NVML has none per instance (dcgm-exporter's comes from DCGM's profiling
+    fields, which NVML does not offer)."""
+    rows = []
+    for instance in gpu.mig:
+        mig = instance.device
+        labels = device_labels(gpu.info, snapshot.hostname, snapshot.driver_version, mig)
+        values = {
+            "DCGM_FI_DEV_FB_USED": _mib(mig.mem_used_bytes),
+            "DCGM_FI_DEV_FB_FREE": _mib(mig.mem_free_bytes),
+        }
+        present = {name: value for name, value in values.items() if value is not None}
+        for holder_set in [holder_labels(h) for h in instance.holders] or [{}]:
+            rows.append((labels | holder_set, present))
+    return rows
+
+
 def dcgm_families(snapshot: Snapshot) -> Iterator[Metric]:
-    rows = [
-        (gpu_labels(gpu, snapshot), dcgm_values(gpu.reading, gpu.last_xid)) for gpu in snapshot.gpus
+    rows: list[tuple[dict[str, str], dict[str, float | None]]] = [
+        (labels, dcgm_values(gpu.reading, gpu.last_xid))
+        for gpu in snapshot.gpus
+        for labels in gpu_label_sets(gpu, snapshot)
     ]
+    for gpu in snapshot.gpus:
+        rows.extend((labels, dict(values)) for labels, values in mig_rows(gpu, snapshot))
     for name, kind, documentation in DCGM_METRICS:
         family = Metric(name, documentation, kind)  # not CounterMetricFamily: no _total
         for labels, values in rows:
-            value = values[name]
+            value = values.get(name)
             if value is not None:
                 family.add_sample(name, labels, value)
+        yield family
+
+
+# The agent's own per-pod families for a time-sliced GPU: dcgm-exporter has no per-process
+# fields, so these are not its names. `scope` says whose figures they are.
+POD_METRICS: tuple[tuple[str, str], ...] = (
+    ("gpuagent_pod_gpu_util",
+     "GPU utilization of a pod on a shared GPU (in %): its own processes' with "
+     'scope="process", the whole GPU\'s (every pod on it) with scope="device".'),
+    ("gpuagent_pod_mem_copy_util",
+     "Memory utilization of a pod on a shared GPU (in %), scoped as gpuagent_pod_gpu_util."),
+    ("gpuagent_pod_fb_used",
+     "Framebuffer memory used by a pod on a shared GPU (in MiB), scoped as "
+     "gpuagent_pod_gpu_util."),
+)
+
+
+def pod_families(snapshot: Snapshot) -> Iterator[Metric]:
+    rows = []
+    for gpu in snapshot.gpus:
+        labels = device_labels(gpu.info, snapshot.hostname, snapshot.driver_version)
+        for usage in gpu.pods:
+            rows.append((
+                labels | holder_labels(usage.holder) | {"scope": usage.scope},
+                (usage.gpu_util_pct, usage.mem_util_pct, _mib(usage.fb_used_bytes)),
+            ))
+    for position, (name, documentation) in enumerate(POD_METRICS):
+        family = Metric(name, documentation, "gauge")
+        for row_labels, values in rows:
+            value = values[position]
+            if value is not None:
+                family.add_sample(name, row_labels, float(value))
         yield family
 
 

@@ -78,6 +78,42 @@ class XidEvent:
     xid: int
 
 
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process on a GPU (`nvmlDeviceGetComputeRunningProcesses`)."""
+
+    pid: int  # in the host's PID namespace
+    used_memory_bytes: int | None  # None: NVML cannot say
+    gpu_instance_id: int | None = None  # the MIG instance it runs in; None without MIG
+
+
+@dataclass(frozen=True)
+class ProcessUtilization:
+    """One sample of one process's share of a GPU (`nvmlDeviceGetProcessUtilization`): the
+    percent of the sample period its kernels kept the SMs busy, and its memory bandwidth."""
+
+    pid: int
+    timestamp_us: int  # CPU timestamp of the sample, microseconds
+    sm_util_pct: float
+    mem_util_pct: float
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """One MIG instance of a GPU in MIG mode, as NVML enumerates it."""
+
+    uuid: str  # "MIG-…": the id the device plugin hands out
+    gpu_instance_id: int  # dcgm-exporter's GPU_I_ID
+    profile: str  # dcgm-exporter's GPU_I_PROFILE: "1g.10gb"
+    mem_used_bytes: int | None = None
+    mem_free_bytes: int | None = None
+
+
+def mig_profile(name: str) -> str:
+    """The profile in a MIG device's NVML name: "NVIDIA A100-SXM4-80GB MIG 1g.10gb" → "1g.10gb"."""
+    return name.rsplit("MIG ", 1)[-1].strip() if "MIG " in name else name.strip()
+
+
 class GpuReader(Protocol):
     """The NVML calls the agent makes. All may raise NvmlError; `open` raises NvmlUnavailable."""
 
@@ -101,6 +137,21 @@ class GpuReader(Protocol):
 
     def xid_events(self) -> list[XidEvent]:
         """XID errors reported since the last call; never waits."""
+        ...
+
+    def compute_processes(self, index: int) -> list[GpuProcess] | None:
+        """The compute processes on the GPU; None where NVML does not support asking."""
+        ...
+
+    def process_utilization(
+        self, index: int, since_us: int
+    ) -> list[ProcessUtilization] | None:
+        """Per-process utilisation samples newer than `since_us` (0: all the driver keeps);
+        [] when there are none, None where NVML does not support it (MIG mode, old boards)."""
+        ...
+
+    def mig_devices(self, index: int) -> list[MigDevice]:
+        """The GPU's MIG instances, with their memory; [] for a GPU not in MIG mode."""
         ...
 
 
@@ -296,6 +347,100 @@ class NvmlReader:
         return events
 
 
+    def _supported(self, fn: Callable[..., T], *args: Any) -> T | None:
+        """fn's answer, or None where NVML says the GPU does not support it."""
+        nvml = self._m
+        try:
+            return self._call(fn, *args)
+        except GpuLost:
+            raise
+        except NvmlError as exc:
+            if isinstance(exc.__cause__, nvml.NVMLError_NotSupported):
+                return None
+            raise
+
+    def compute_processes(self, index: int) -> list[GpuProcess] | None:
+        nvml = self._m
+        handle = self._handle(index)
+        found = self._supported(nvml.nvmlDeviceGetComputeRunningProcesses, handle)
+        if found is None:
+            return None
+        processes = []
+        for process in found:
+            used = getattr(process, "usedGpuMemory", None)  # None: NVML_VALUE_NOT_AVAILABLE
+            instance = getattr(process, "gpuInstanceId", None)
+            processes.append(
+                GpuProcess(
+                    pid=int(process.pid),
+                    used_memory_bytes=None if used is None else int(used),
+                    # 0xFFFFFFFF: not in a MIG instance
+                    gpu_instance_id=(
+                        None if instance is None or instance >= 0xFFFFFFFF else int(instance)
+                    ),
+                )
+            )
+        return processes
+
+    def process_utilization(
+        self, index: int, since_us: int
+    ) -> list[ProcessUtilization] | None:
+        nvml = self._m
+        handle = self._handle(index)
+        try:
+            samples = self._supported(nvml.nvmlDeviceGetProcessUtilization, handle, since_us)
+        except NvmlError as exc:
+            if isinstance(exc.__cause__, nvml.NVMLError_NotFound):
+                return []  # no process ran kernels since `since_us`
+            raise
+        if samples is None:
+            return None
+        return [
+            ProcessUtilization(
+                pid=int(sample.pid),
+                timestamp_us=int(sample.timeStamp),
+                sm_util_pct=float(sample.smUtil),
+                mem_util_pct=float(sample.memUtil),
+            )
+            for sample in samples
+        ]
+
+    def mig_devices(self, index: int) -> list[MigDevice]:
+        nvml = self._m
+        handle = self._handle(index)
+        try:
+            mode = self._supported(nvml.nvmlDeviceGetMigMode, handle)
+        except GpuLost:
+            raise
+        except NvmlError:
+            return []
+        if mode is None or mode[0] != nvml.NVML_DEVICE_MIG_ENABLE:
+            return []
+        devices = []
+        for slot in range(int(self._call(nvml.nvmlDeviceGetMaxMigDeviceCount, handle))):
+            try:
+                mig = self._call(nvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
+            except GpuLost:
+                raise
+            except NvmlError:
+                continue  # NOT_FOUND: no instance in this slot
+            try:
+                memory = self._supported(nvml.nvmlDeviceGetMemoryInfo, mig)
+            except GpuLost:
+                raise
+            except NvmlError:
+                memory = None
+            devices.append(
+                MigDevice(
+                    uuid=_text(self._call(nvml.nvmlDeviceGetUUID, mig)),
+                    gpu_instance_id=int(self._call(nvml.nvmlDeviceGetGpuInstanceId, mig)),
+                    profile=mig_profile(_text(self._call(nvml.nvmlDeviceGetName, mig))),
+                    mem_used_bytes=None if memory is None else int(memory.used),
+                    mem_free_bytes=None if memory is None else int(memory.free),
+                )
+            )
+        return devices
+
+
 # -- the fake ------------------------------------------------------------------------------
 
 A100_80GB = 80 * 1024**3
@@ -335,6 +480,18 @@ DEFAULT_WORKLOAD = "busy"
 
 
 @dataclass
+class FakeProcess:
+    """A scripted compute process on a FakeGpu. Its utilisation follows the GPU's step; with
+    processes on it, the GPU's own utilisation is their sum (at most 100 %)."""
+
+    pid: int
+    util_trace: Sequence[float] = (0.0,)
+    mem_used_bytes: int | None = 512 * 2**20
+    gpu_instance_id: int | None = None
+    pod: tuple[str, str] | None = None  # (namespace, pod): what /proc/<pid>/cgroup would say
+
+
+@dataclass
 class FakeGpu:
     """One scripted GPU. Traces are cycled, one value per `read`."""
 
@@ -356,12 +513,18 @@ class FakeGpu:
     workload: str | None = None  # what `run` put on it
     idle_power_mw: float = 62_000.0  # the board's power range, for `run`
     max_power_mw: float = 400_000.0
+    processes: list[FakeProcess] = field(default_factory=list)
+    process_util_supported: bool = True  # False: as in MIG mode or on old boards
+    mig: list[MigDevice] = field(default_factory=list)
 
     def at(self, trace: Sequence[T]) -> T:
-        if self.step < len(trace):
-            return trace[self.step]
+        return self.at_step(trace, self.step)
+
+    def at_step(self, trace: Sequence[T], step: int) -> T:
+        if step < len(trace):
+            return trace[step]
         start = min(self.warmup, len(trace) - 1)
-        return trace[start + (self.step - start) % (len(trace) - start)]
+        return trace[start + (step - start) % (len(trace) - start)]
 
     def run(self, workload: str | None) -> None:
         """Run a named workload (`WORKLOADS`) on this GPU from its first sample on; None: nothing
@@ -384,6 +547,22 @@ class FakeGpu:
         self.warmup = warmup
         self.workload = workload
         self.step = 0
+
+
+def _node_file_processes(entry: dict[str, Any]) -> list[FakeProcess]:
+    """A node file GPU's `processes`: one per pod on a shared GPU, with the workload it runs."""
+    processes = []
+    for process in entry.get("processes") or ():
+        workload = WORKLOADS.get(str(process.get("workload"))) or WORKLOADS[DEFAULT_WORKLOAD]
+        processes.append(
+            FakeProcess(
+                pid=int(process["pid"]),
+                util_trace=workload.util,
+                mem_used_bytes=int(process.get("memoryMiB", 512)) * 2**20,
+                pod=(str(process["namespace"]), str(process["pod"])),
+            )
+        )
+    return processes
 
 
 class FakeReader:
@@ -475,13 +654,27 @@ class FakeReader:
             with open(self.node_file, encoding="utf-8") as fh:
                 entries = json.load(fh)["gpus"]
             workloads = [entry.get("workload") for entry in entries]
+            processes = [_node_file_processes(entry) for entry in entries]
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return
         self._node_file_seen = seen
-        for gpu, workload in zip(self.gpus, workloads, strict=False):
+        for gpu, workload, running in zip(self.gpus, workloads, processes, strict=False):
             workload = None if workload is None else str(workload)
             if workload != gpu.workload:
                 gpu.run(workload)
+            if [p.pid for p in running] != [p.pid for p in gpu.processes]:
+                gpu.processes = running
+                gpu.step = 0
+
+    def process_pods(self) -> dict[int, tuple[str, str]]:
+        """PID → (namespace, pod) of the scripted processes: what the cgroup of each would say
+        on a real node."""
+        return {
+            process.pid: process.pod
+            for gpu in self.gpus
+            for process in gpu.processes
+            if process.pod is not None
+        }
 
     # -- scripting --------------------------------------------------------------------------
 
@@ -545,8 +738,11 @@ class FakeReader:
         def unless(name: str, value: T) -> T | None:
             return None if name in gpu.unsupported else value
 
+        util = gpu.at(gpu.util_trace)
+        if gpu.processes:
+            util = min(100.0, sum(gpu.at(process.util_trace) for process in gpu.processes))
         reading = GpuReading(
-            gpu_util_pct=unless("utilization", gpu.at(gpu.util_trace)),
+            gpu_util_pct=unless("utilization", util),
             mem_util_pct=unless("utilization", gpu.at(gpu.mem_util_trace)),
             mem_used_bytes=unless("memory", used),
             mem_free_bytes=unless("memory", gpu.memory_total_bytes - reserved - used),
@@ -565,3 +761,34 @@ class FakeReader:
         with self._lock:
             events, self._xids = self._xids, []
         return events
+
+    def compute_processes(self, index: int) -> list[GpuProcess] | None:
+        gpu = self._gpu(index)
+        return [
+            GpuProcess(process.pid, process.mem_used_bytes, process.gpu_instance_id)
+            for process in gpu.processes
+        ]
+
+    def process_utilization(
+        self, index: int, since_us: int
+    ) -> list[ProcessUtilization] | None:
+        """A sample per process that ran kernels during the last `read` (an idle process has
+        none, as with NVML), stamped at that read."""
+        gpu = self._gpu(index)
+        if not gpu.process_util_supported:
+            return None
+        if gpu.step == 0:
+            return []
+        stamp = int(gpu.step * self.seconds_per_read * 1_000_000)
+        if stamp <= since_us:
+            return []
+        last = gpu.step - 1
+        samples = []
+        for process in gpu.processes:
+            sm = gpu.at_step(process.util_trace, last)
+            if sm > 0:
+                samples.append(ProcessUtilization(process.pid, stamp, sm, round(sm * 0.55, 1)))
+        return samples
+
+    def mig_devices(self, index: int) -> list[MigDevice]:
+        return list(self._gpu(index).mig)

@@ -25,6 +25,7 @@ memory, topology, dynamic_resources) are skipped by the parser. As a .proto:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,9 +34,11 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 SERVICE = "v1.PodResourcesLister"
 LIST_METHOD = f"/{SERVICE}/List"
-# Resources whose device ids are whole GPUs. MIG slices (nvidia.com/mig-*, or nvidia.com/gpu
-# under the "single" strategy, ids `MIG-…`) are not mapped: see README.md.
-GPU_RESOURCES = frozenset({"nvidia.com/gpu"})
+# Resources whose device ids are GPUs: whole (`GPU-…`), time-sliced replicas (`GPU-…::n`, under
+# the plain name or renamed), or MIG instances (`MIG-…`: nvidia.com/mig-<profile> under the mixed
+# strategy, nvidia.com/gpu under the single one).
+GPU_RESOURCES = frozenset({"nvidia.com/gpu", "nvidia.com/gpu.shared"})
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
 _F = descriptor_pb2.FieldDescriptorProto
 _STRING, _MESSAGE = _F.TYPE_STRING, _F.TYPE_MESSAGE
@@ -92,11 +95,18 @@ ContainerDevices = _MESSAGES["ContainerDevices"]
 
 @dataclass(frozen=True)
 class Holder:
-    """The container a GPU is allocated to."""
+    """The container a GPU (or a replica of it, or a MIG instance) is allocated to."""
 
     namespace: str
     pod: str
     container: str
+    # a time-sliced replica: other pods may hold replicas of the same GPU, and what NVML says of
+    # the device is theirs too
+    shared: bool = False
+
+
+# device (a GPU UUID, or a MIG device UUID) → every container holding it or a replica of it
+Holders = dict[str, tuple[Holder, ...]]
 
 
 class PodMappingError(Exception):
@@ -104,36 +114,47 @@ class PodMappingError(Exception):
 
 
 class PodMapper(Protocol):
-    def holders(self) -> dict[str, Holder]:
-        """GPU UUID → the container holding it. Raises PodMappingError."""
+    def holders(self) -> Holders:
+        """GPU UUID (`GPU-…`) or MIG device UUID (`MIG-…`) → the containers holding it, in the
+        kubelet's order. Raises PodMappingError."""
         ...
 
     def close(self) -> None: ...
 
 
 def gpu_uuid(device_id: str) -> str | None:
-    """The GPU UUID in a device plugin's device id, or None for what is not a whole GPU.
+    """The GPU (`GPU-…`) or MIG device (`MIG-…`) UUID in a device plugin's device id, or None
+    for what is neither.
 
     With time-slicing the plugin advertises replicas as `GPU-…::0`, `GPU-…::1`.
     """
     uuid = device_id.split("::", 1)[0]
-    return uuid if uuid.startswith("GPU-") else None
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else None
 
 
-def holders_from_response(response: Any) -> dict[str, Holder]:
-    """GPU UUID → holder. A GPU shared by several pods (time-slicing) goes to the first listed,
-    the way dcgm-exporter keeps one pod per GPU, so its usage is not counted twice."""
-    holders: dict[str, Holder] = {}
+def _is_gpu_resource(name: str) -> bool:
+    return name in GPU_RESOURCES or name.startswith(MIG_RESOURCE_PREFIX)
+
+
+def holders_from_response(response: Any) -> Holders:
+    """Device UUID → every container holding it. A time-sliced GPU lists each pod holding a
+    replica (marked `shared`), once per container even if it holds several replicas."""
+    holders: dict[str, list[Holder]] = {}
     for pod in response.pod_resources:
         for container in pod.containers:
             for devices in container.devices:
-                if devices.resource_name not in GPU_RESOURCES:
+                if not _is_gpu_resource(devices.resource_name):
                     continue
                 for device_id in devices.device_ids:
                     uuid = gpu_uuid(device_id)
-                    if uuid is not None:
-                        holders.setdefault(uuid, Holder(pod.namespace, pod.name, container.name))
-    return holders
+                    if uuid is None:
+                        continue
+                    shared = "::" in device_id or devices.resource_name.endswith(".shared")
+                    holder = Holder(pod.namespace, pod.name, container.name, shared)
+                    listed = holders.setdefault(uuid, [])
+                    if holder not in listed:
+                        listed.append(holder)
+    return {uuid: tuple(listed) for uuid, listed in holders.items()}
 
 
 class KubeletPodResources:
@@ -157,7 +178,7 @@ class KubeletPodResources:
             )
         return self._list
 
-    def holders(self) -> dict[str, Holder]:
+    def holders(self) -> Holders:
         import grpc
 
         try:
@@ -182,7 +203,7 @@ class KubeletPodResources:
 class NoPodMapping:
     """`PodMapper` for a node outside Kubernetes (or `--no-pod-mapping`): no GPU is held."""
 
-    def holders(self) -> dict[str, Holder]:
+    def holders(self) -> Holders:
         return {}
 
     def close(self) -> None:
@@ -192,10 +213,13 @@ class NoPodMapping:
 class StaticPodMapping:
     """`PodMapper` with a fixed answer (the `--fake` demo)."""
 
-    def __init__(self, holders: dict[str, Holder]) -> None:
-        self._holders = dict(holders)
+    def __init__(self, holders: Mapping[str, Holder | Sequence[Holder]]) -> None:
+        self._holders: Holders = {
+            uuid: (held,) if isinstance(held, Holder) else tuple(held)
+            for uuid, held in holders.items()
+        }
 
-    def holders(self) -> dict[str, Holder]:
+    def holders(self) -> Holders:
         return dict(self._holders)
 
     def close(self) -> None:

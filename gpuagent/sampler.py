@@ -16,18 +16,66 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpuagent.nvml import GpuInfo, GpuLost, GpuReader, GpuReading, NvmlError, NvmlUnavailable
-from gpuagent.podresources import Holder, PodMapper, PodMappingError
+from gpuagent.nvml import (
+    GpuInfo,
+    GpuLost,
+    GpuReader,
+    GpuReading,
+    MigDevice,
+    NvmlError,
+    NvmlUnavailable,
+)
+from gpuagent.podresources import Holder, Holders, PodMapper, PodMappingError
+from gpuagent.processes import NoProcessMapping, ProcessMapper, ProcessMappingError
 
 log = logging.getLogger("gpuagent")
+
+
+@dataclass(frozen=True)
+class PodUsage:
+    """What one pod holding a replica of a time-sliced GPU used of it in the last cycle.
+
+    `scope` "process": the pod's own processes' figures (NVML's per-process utilisation, the
+    sum over the pod's PIDs; memory from the compute processes); a pod with no process that ran
+    kernels reads 0. `scope` "device": NVML had no per-process figures (or processes could not
+    be attributed), so the figures are the whole GPU's, shared with every other pod on it.
+    """
+
+    holder: Holder
+    scope: str  # "process" | "device"
+    gpu_util_pct: float | None
+    mem_util_pct: float | None
+    fb_used_bytes: int | None
+
+
+@dataclass(frozen=True)
+class MigSample:
+    """A MIG instance of a GPU in MIG mode, and the containers holding it."""
+
+    device: MigDevice
+    holders: tuple[Holder, ...]
 
 
 @dataclass(frozen=True)
 class GpuSample:
     info: GpuInfo
     reading: GpuReading
-    holder: Holder | None
+    # every container holding the GPU: one for a whole GPU, one per pod holding a replica of a
+    # time-sliced GPU, none for a free GPU
+    holders: tuple[Holder, ...]
     last_xid: int  # 0: none since the agent started
+    pods: tuple[PodUsage, ...] = ()  # per holder, for a time-sliced GPU
+    mig: tuple[MigSample, ...] = ()
+
+    @property
+    def holder(self) -> Holder | None:
+        """The first holder, or None."""
+        return self.holders[0] if self.holders else None
+
+    @property
+    def shared(self) -> bool:
+        """Held as time-sliced replicas: what NVML says of the device is every holder's."""
+        return any(holder.shared for holder in self.holders)
 
 
 @dataclass(frozen=True)
@@ -73,6 +121,7 @@ class Sampler:
     interval: float = 5.0
     clock: Callable[[], float] = time.time
     counters: Counters = field(default_factory=Counters)
+    processes: ProcessMapper = field(default_factory=NoProcessMapping)
 
     def __post_init__(self) -> None:
         self._snapshot = Snapshot(
@@ -80,6 +129,7 @@ class Sampler:
         )
         self._identities: dict[int, GpuInfo] = {}
         self._last_xid: dict[str, int] = {}
+        self._util_since: dict[str, int] = {}  # GPU UUID → newest process sample seen (µs)
         self._opened = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -130,9 +180,19 @@ class Sampler:
                     gpu_errors.append(f"GPU {index}: {exc}")
                     continue
                 field_errors += len(reading.errors)
+                held = holders.get(info.uuid, ())
+                try:
+                    pods = self._pod_usage(index, info.uuid, reading, held)
+                    mig = tuple(
+                        MigSample(device, holders.get(device.uuid, ()))
+                        for device in self.reader.mig_devices(index)
+                    )
+                except GpuLost:
+                    lost.append(LostGpu(index, info))
+                    continue
                 gpus.append(
                     GpuSample(
-                        info, reading, holders.get(info.uuid), self._last_xid.get(info.uuid, 0)
+                        info, reading, held, self._last_xid.get(info.uuid, 0), pods, mig
                     )
                 )
         except NvmlError as exc:
@@ -158,6 +218,69 @@ class Sampler:
             field_errors=field_errors,
         )
 
+    def _pod_usage(
+        self, index: int, uuid: str, reading: GpuReading, held: tuple[Holder, ...]
+    ) -> tuple[PodUsage, ...]:
+        """Each holder's own figures on a time-sliced GPU: the GPU's processes, attributed to
+        pods by their cgroups, matched against the holders the kubelet named. Where NVML has no
+        per-process figures, or no process can be attributed, every holder gets the device's
+        figures marked "device". Raises GpuLost."""
+        if not any(holder.shared for holder in held):
+            return ()
+        device = tuple(
+            PodUsage(holder, "device", reading.gpu_util_pct, reading.mem_util_pct,
+                     reading.mem_used_bytes)
+            for holder in held
+        )
+        try:
+            processes = self.reader.compute_processes(index)
+            samples = self.reader.process_utilization(index, self._util_since.get(uuid, 0))
+        except NvmlUnavailable:
+            raise
+        except GpuLost:
+            raise
+        except NvmlError as exc:
+            log.debug("per-process figures of %s: %s", uuid, exc)
+            return device
+        if processes is None or samples is None:
+            return device
+        if samples:
+            self._util_since[uuid] = max(sample.timestamp_us for sample in samples)
+        by_pod: dict[tuple[str, str], Holder] = {}
+        for holder in held:
+            by_pod.setdefault((holder.namespace, holder.pod), holder)
+        owner: dict[int, Holder] = {}
+        try:
+            for pid in {p.pid for p in processes} | {s.pid for s in samples}:
+                pod = self.processes.pod_of(pid)
+                if pod is not None and pod in by_pod:
+                    owner[pid] = by_pod[pod]
+        except ProcessMappingError as exc:
+            log.debug("processes of %s: %s", uuid, exc)
+            return device
+        sm: dict[Holder, float] = {}
+        mem: dict[Holder, float] = {}
+        # the mean of each process's samples in the period, summed over the pod's processes
+        per_pid: dict[int, list[tuple[float, float]]] = {}
+        for sample in samples:
+            per_pid.setdefault(sample.pid, []).append((sample.sm_util_pct, sample.mem_util_pct))
+        for pid, values in per_pid.items():
+            pod_holder = owner.get(pid)
+            if pod_holder is None:
+                continue  # not one of the holders' (a privileged pod seeing every GPU)
+            sm[pod_holder] = sm.get(pod_holder, 0.0) + sum(v[0] for v in values) / len(values)
+            mem[pod_holder] = mem.get(pod_holder, 0.0) + sum(v[1] for v in values) / len(values)
+        fb: dict[Holder, int] = {}
+        for process in processes:
+            pod_holder = owner.get(process.pid)
+            if pod_holder is not None and process.used_memory_bytes is not None:
+                fb[pod_holder] = fb.get(pod_holder, 0) + process.used_memory_bytes
+        return tuple(
+            PodUsage(holder, "process", min(100.0, sm.get(holder, 0.0)),
+                     min(100.0, mem.get(holder, 0.0)), fb.get(holder, 0))
+            for holder in held
+        )
+
     def _identity(self, index: int) -> GpuInfo:
         info = self._identities.get(index)
         if info is None:
@@ -170,7 +293,7 @@ class Sampler:
             self.counters.xid_events += 1
             log.warning("XID %d on %s", event.xid, event.uuid)
 
-    def _holders(self) -> tuple[dict[str, Holder], str | None]:
+    def _holders(self) -> tuple[Holders, str | None]:
         try:
             return self.mapper.holders(), None
         except PodMappingError as exc:

@@ -31,6 +31,21 @@ _METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# The agent's per-pod families for a time-sliced GPU (gpuagent/README.md): the same names, HELP
+# texts and labels, so the portal reads kubesim's shared node as it reads the agent's. kubesim
+# knows each pod's own trace, so its figures are always scope="process".
+_POD_METRICS: tuple[tuple[str, str], ...] = (
+    ("gpuagent_pod_gpu_util",
+     "GPU utilization of a pod on a shared GPU (in %): its own processes' with "
+     'scope="process", the whole GPU\'s (every pod on it) with scope="device".'),
+    ("gpuagent_pod_mem_copy_util",
+     "Memory utilization of a pod on a shared GPU (in %), scoped as gpuagent_pod_gpu_util."),
+    ("gpuagent_pod_fb_used",
+     "Framebuffer memory used by a pod on a shared GPU (in MiB), scoped as "
+     "gpuagent_pod_gpu_util."),
+)
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
@@ -84,7 +99,8 @@ class GpuMetrics:
     def visible_devices(self) -> list[Device]:
         """The devices with a series each: every GPU or MIG instance; of a time-sliced GPU,
         each replica a pod holds, or its first replica while none is held (one series per GPU
-        and pod, as dcgm-exporter labels a shared GPU with each pod on it)."""
+        and pod, as the NVML agent writes a shared GPU, and dcgm-exporter with
+        --kubernetes-virtual-gpus less its `vgpu` label)."""
         devices: list[Device] = []
         for node in sorted(self.cluster.gpus.by_node):
             shown: set[str] = set()
@@ -101,14 +117,42 @@ class GpuMetrics:
 
     def render(self) -> str:
         now = self.cluster.now()
+        visible = self.visible_devices()
+        samples = [self.cluster.gpus.advance(device, now) for device in visible]
+        # A time-sliced GPU's replicas held by pods: its device figures are their sum (what
+        # NVML reads of the whole GPU), written once per pod as the agent does; each pod's own
+        # figures go to the per-pod families.
+        shared: dict[str, list[Sample]] = {}
+        for device, sample in zip(visible, samples, strict=True):
+            if device.replica is not None and device.holder is not None:
+                shared.setdefault(device.uuid, []).append(sample)
         rows = []
-        for device in self.visible_devices():
-            sample = self.cluster.gpus.advance(device, now)
-            rows.append((device_labels(device), _values(device, sample)))
+        pod_rows = []
+        for device, sample in zip(visible, samples, strict=True):
+            values = _values(device, sample)
+            if device.uuid in shared and device.replica is not None:
+                together = shared[device.uuid]
+                used = min(sum(s.fb_used_mib for s in together),
+                           device.memory_mib - _reserved_mib(device))
+                values |= {
+                    "DCGM_FI_DEV_GPU_UTIL": min(100.0, round(sum(s.util for s in together), 1)),
+                    "DCGM_FI_DEV_MEM_COPY_UTIL": min(
+                        100.0, round(sum(s.mem_copy_util for s in together), 1)),
+                    "DCGM_FI_DEV_FB_USED": used,
+                    "DCGM_FI_DEV_FB_FREE": device.memory_mib - _reserved_mib(device) - used,
+                }
+                pod_rows.append((device_labels(device) + ',scope="process"',
+                                 (sample.util, sample.mem_copy_util, sample.fb_used_mib)))
+            rows.append((device_labels(device), values))
         out: list[str] = []
         for name, kind, help_text in _METRICS:
             out.append(f"# HELP {name} {help_text}")
             out.append(f"# TYPE {name} {kind}")
-            for labels, values in rows:
-                out.append(f"{name}{{{labels}}} {fmt_float(values[name])}")
+            for labels, dcgm in rows:
+                out.append(f"{name}{{{labels}}} {fmt_float(dcgm[name])}")
+        for position, (name, help_text) in enumerate(_POD_METRICS):
+            out.append(f"# HELP {name} {help_text}")
+            out.append(f"# TYPE {name} gauge")
+            for labels, own in pod_rows:
+                out.append(f"{name}{{{labels}}} {fmt_float(own[position])}")
         return "\n".join(out) + "\n"

@@ -27,6 +27,10 @@ RAW_UP_TO = dt.timedelta(hours=6)
 MINUTE_UP_TO = dt.timedelta(days=2)
 
 
+DEVICE_LEVEL_NOTE = ("device-level: shared with other pods (the figures are the whole GPU's, "
+                     "not this workload's own)")
+
+
 def chart_window(value: str | None) -> int:
     """The `minutes` query parameter, one of WINDOWS_MINUTES (anything else: the default)."""
     minutes = as_whole(value or DEFAULT_WINDOW_MINUTES)
@@ -118,6 +122,11 @@ def workload_gpu_series(workload: Workload, *, minutes: int = DEFAULT_WINDOW_MIN
             m=Max("memory_total_mib"))["m"]
     if not memory_total and workload.gpu_type.memory_gb:
         memory_total = workload.gpu_type.memory_gb * 1024
+    # On a time-sliced GPU without per-process figures the samples are the whole GPU's: the
+    # chart must not pass them off as the workload's own.
+    device_level = GpuSample.objects.filter(
+        workload_id=workload.pk, scope="device",
+        **({"at__gte": start, "at__lte": end} if source == "samples" else {})).exists()
     running = workload.state == Workload.State.RUNNING
     ranks = (rank_gpu_series(workload, start, end)
              if workload.distributed and source == "samples" else None)
@@ -130,6 +139,8 @@ def workload_gpu_series(workload: Workload, *, minutes: int = DEFAULT_WINDOW_MIN
         "source": source, "minutes": minutes, "from": _epoch(start), "to": _epoch(end),
         "t": t, "util_avg": util_avg, "util_max": util_max, "memory_used_mib": memory,
         "memory_total_mib": memory_total,
+        "device_level": device_level,
+        "scope_note": DEVICE_LEVEL_NOTE if device_level else "",
         # while it runs, the page asks again after one scrape interval
         "refresh_seconds": float(settings.PORTAL_USAGE_SCRAPE_INTERVAL) if running else None,
     }

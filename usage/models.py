@@ -90,6 +90,13 @@ class GpuSample(models.Model):
     power_w = models.FloatField(null=True, blank=True)
     xid = models.PositiveIntegerField(default=0)
     ecc_dbe = models.PositiveBigIntegerField(default=0)
+    # On a time-sliced GPU: "process" util and memory are the pod's own (the agent's
+    # per-process figures); "device" they are the whole GPU's, shared with the other pods on it
+    # (charts say so; to idle culling they are an upper bound of the pod's own). "": the device
+    # is this pod's alone, or free.
+    scope = models.CharField(max_length=8, blank=True, default="",
+                             choices=[("", "own device"), ("process", "the pod's own processes"),
+                                      ("device", "device-level, shared with other pods")])
 
     objects = GpuSampleQuerySet.as_manager()
 
@@ -98,8 +105,9 @@ class GpuSample(models.Model):
         constraints = [
             # the same device at the same instant is one sample: a re-sent batch or a replayed
             # Prometheus answer is dropped at insert (ON CONFLICT DO NOTHING)
-            models.UniqueConstraint(fields=["at", "uuid", "mig_instance"],
-                                    name="usage_one_sample_per_device_and_time"),
+            # a time-sliced GPU has one sample per pod on it
+            models.UniqueConstraint(fields=["at", "uuid", "mig_instance", "pod"],
+                                    name="usage_one_sample_per_device_pod_and_time"),
         ]
         indexes = [
             models.Index(fields=["workload", "at"], name="usage_sample_workload_at"),

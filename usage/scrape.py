@@ -52,7 +52,15 @@ METRICS: dict[str, str] = {
     "DCGM_FI_DEV_XID_ERRORS": "xid",
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ecc_dbe",
 }
-PROMQL = '{__name__=~"' + "|".join(METRICS) + '"}'
+# The agent's per-pod families for a time-sliced GPU (gpuagent/README.md, "Usage per pod on a
+# shared GPU"): label `scope` says whether the figure is the pod's own ("process") or the whole
+# GPU's, shared with the other pods on it ("device").
+POD_METRICS = {
+    "gpuagent_pod_gpu_util": "pod_util",
+    "gpuagent_pod_fb_used": "pod_memory_used_mib",
+}
+SCOPES = ("process", "device")
+PROMQL = '{__name__=~"' + "|".join([*METRICS, *POD_METRICS]) + '"}'
 
 
 class ScrapeFailed(Exception):
@@ -85,10 +93,33 @@ class DeviceReading:
     power_w: float | None = None
     xid: float | None = None
     ecc_dbe: float | None = None
+    # "" the device is this pod's alone (a whole GPU, a MIG instance) or free; on a shared
+    # (time-sliced) GPU, "process": pod_util is the pod's own; "device": util is the whole
+    # GPU's, shared with the other pods on it, and nothing says what is this pod's
+    scope: str = ""
+    pod_util: float | None = None
+    pod_memory_used_mib: float | None = None
 
     @property
-    def key(self) -> tuple[str, str]:
+    def key(self) -> tuple[str, str, str, str]:
+        """One reading per device and pod: a time-sliced GPU has one per pod on it."""
+        return self.uuid, self.mig_instance, self.namespace, self.pod
+
+    @property
+    def device_key(self) -> tuple[str, str]:
         return self.uuid, self.mig_instance
+
+    @property
+    def own_util(self) -> float:
+        """The pod's own utilisation where known, else the device's (see `scope`)."""
+        return float(self.pod_util if self.scope == "process" and self.pod_util is not None
+                     else self.util or 0.0)
+
+    @property
+    def own_memory_used_mib(self) -> float | None:
+        if self.scope == "process" and self.pod_memory_used_mib is not None:
+            return self.pod_memory_used_mib
+        return self.memory_used_mib
 
     @property
     def memory_total_mib(self) -> int:
@@ -128,12 +159,13 @@ def readings_from_series(series: Iterable[tuple[str, dict[str, str], float]]
     behind Prometheus the exporter's own `namespace`/`pod` may have been renamed
     `exported_namespace`/`exported_pod` (the scrape's target labels won), so those come first.
     A series without UUID or GPU index, or with a value that is no finite non-negative number,
-    is garbage; a device without utilisation is garbage too (nothing to account).
+    is garbage; a device without utilisation is garbage too (nothing to account), except a GPU
+    in MIG mode and its instances with memory only (the NVML agent's): skipped, not stored.
     """
-    devices: dict[tuple[str, str], DeviceReading] = {}
+    devices: dict[tuple[str, str, str, str], DeviceReading] = {}
     garbage = 0
     for name, labels, value in series:
-        field = METRICS.get(name)
+        field = METRICS.get(name) or POD_METRICS.get(name)
         if field is None:
             continue
         uuid = labels.get("UUID") or labels.get("uuid") or ""
@@ -147,24 +179,47 @@ def readings_from_series(series: Iterable[tuple[str, dict[str, str], float]]
             garbage += 1
             continue
         mig_instance = labels.get("GPU_I_ID", "")
-        reading = devices.get((uuid, mig_instance))
+        namespace = _label(labels, "exported_namespace", "namespace")[:63]
+        pod = _label(labels, "exported_pod", "pod")[:253]
+        key = (uuid[:96], mig_instance[:16], namespace, pod)
+        reading = devices.get(key)
         if reading is None:
-            reading = devices[(uuid, mig_instance)] = DeviceReading(
+            reading = devices[key] = DeviceReading(
                 node=_label(labels, "Hostname", "hostname", "node", "kubernetes_node",
                             "instance")[:253],
                 index=index, uuid=uuid[:96], mig_instance=mig_instance[:16],
                 mig_profile=labels.get("GPU_I_PROFILE", "")[:32],
                 model=labels.get("modelName", "")[:128],
-                namespace=_label(labels, "exported_namespace", "namespace")[:63],
-                pod=_label(labels, "exported_pod", "pod")[:253],
+                namespace=namespace, pod=pod,
             )
+        if name in POD_METRICS:
+            scope = labels.get("scope", "")
+            if scope not in SCOPES:
+                garbage += 1
+                continue
+            reading.scope = scope
         setattr(reading, field, value)
+    # Several pods on one device's series and no per-pod figures (dcgm-exporter labels a
+    # time-sliced GPU with each pod on it): the figures are the device's, not each pod's.
+    pods_on: dict[tuple[str, str], int] = {}
+    for reading in devices.values():
+        if reading.pod:
+            pods_on[reading.device_key] = pods_on.get(reading.device_key, 0) + 1
+    for reading in devices.values():
+        if reading.pod and not reading.scope and pods_on[reading.device_key] > 1:
+            reading.scope = "device"
     readings = []
+    in_mig_mode = {reading.uuid for reading in devices.values() if reading.mig_instance}
     for reading in devices.values():
         if reading.util is None:
-            garbage += 1
+            # A GPU in MIG mode and its instances, from the NVML agent: NVML has no utilisation
+            # for either. Understood, but nothing to account yet, so not garbage.
+            if reading.uuid not in in_mig_mode:
+                garbage += 1
             continue
         reading.util = min(reading.util, 100.0)
+        if reading.pod_util is not None:
+            reading.pod_util = min(reading.pod_util, 100.0)
         readings.append(reading)
     return readings, garbage
 

@@ -52,10 +52,10 @@ POD_NAME = re.compile(r"^wl-(\d{1,18})(?:-|$)")
 
 SAMPLE_COLUMNS = ("at", "node", "gpu_index", "uuid", "mig_instance", "workload_id", "tenant_id",
                   "namespace", "pod", "util", "memory_used_mib", "memory_total_mib",
-                  "temperature", "power_w", "xid", "ecc_dbe")
+                  "temperature", "power_w", "xid", "ecc_dbe", "scope")
 # one raw sample, its values in SAMPLE_COLUMNS order
 SampleRow = tuple[dt.datetime, str, int, str, str, int | None, int | None, str, str, float, int, int,
-                  float | None, float | None, int, int]
+                  float | None, float | None, int, int, str]
 
 
 def interval_cap() -> dt.timedelta:
@@ -88,7 +88,8 @@ def samples_insert(*, rows: Sequence[SampleRow]) -> int:
             " tenant_id bigint, namespace varchar(63) NOT NULL, pod varchar(253) NOT NULL,"
             " util double precision NOT NULL, memory_used_mib integer NOT NULL,"
             " memory_total_mib integer NOT NULL, temperature double precision,"
-            " power_w double precision, xid integer NOT NULL, ecc_dbe bigint NOT NULL"
+            " power_w double precision, xid integer NOT NULL, ecc_dbe bigint NOT NULL,"
+            " scope varchar(8) NOT NULL"
             ") ON COMMIT DELETE ROWS")
         with cursor.copy(f"COPY usage_sample_in ({columns}) FROM STDIN") as copy:
             for row in rows:
@@ -249,6 +250,7 @@ def usage_scrape(*, kube: Kube | None = None, now: dt.datetime | None = None) ->
             _target_record(result, at=now, stored=0, unknown=0)
             continue
         readings = list({r.key: r for r in result.readings}.values())
+        devices = list({r.device_key: r for r in readings}.values())
         holders = pod_map.resolve((r.namespace, r.pod) for r in readings if r.pod)
         rows: list[SampleRow] = []
         unknown = 0
@@ -263,15 +265,17 @@ def usage_scrape(*, kube: Kube | None = None, now: dt.datetime | None = None) ->
                          holder.workload_id if holder else None,
                          holder.tenant_id if holder else None,
                          r.namespace if holder else "", r.pod if holder else "",
-                         float(r.util or 0.0), _as_int(r.memory_used_mib), r.memory_total_mib,
-                         r.temperature, r.power_w, _as_int(r.xid), _as_int(r.ecc_dbe)))
+                         r.own_util if holder else float(r.util or 0.0),
+                         _as_int(r.own_memory_used_mib if holder else r.memory_used_mib),
+                         r.memory_total_mib, r.temperature, r.power_w, _as_int(r.xid),
+                         _as_int(r.ecc_dbe), r.scope if holder else ""))
         if unknown:
             log.info("GPU metrics from %s: %d GPUs held by pods the portal does not know, "
                      "skipped", result.target.url, unknown)
-        if readings:
-            _devices_upsert(readings, holders, at)
+        if devices:
+            _devices_upsert(devices, holders, at)
         stored = samples_insert(rows=rows)
-        report.devices += len(readings)
+        report.devices += len(devices)
         report.samples += stored
         report.unknown_pods += unknown
         _target_record(result, at=now, stored=stored, unknown=unknown)

@@ -13,7 +13,9 @@ What runs on a GPU is physics, not something a kubelet reports: the server also 
 file (gpuagent/README.md, "The node file") that the agent's fake NVML reads. It names the node's
 GPUs and, for each held GPU, the workload its pod runs: the pod's annotation
 `kubesim.io/gpu-trace` (or its env `KUBESIM_GPU_TRACE`), `busy` by default, as in kubesim. The
-agent itself learns holders only through List, as on a real node.
+agent itself learns holders only through List, as on a real node. A time-sliced GPU's entry also
+lists a process per pod holding a replica of it, with that pod's workload: what the GPU's
+processes and their cgroups would tell the agent on a real node.
 """
 
 from __future__ import annotations
@@ -229,6 +231,15 @@ class PodResourcesServer:
             if pod is not None and entry["workload"] is None:
                 entry["workload"] = pod.workload
                 entry["heldBy"] = f"{pod.namespace}/{pod.name}"
+            if pod is not None and device.replica is not None:
+                processes = entry.setdefault("processes", [])
+                if all(p["pod"] != pod.name or p["namespace"] != pod.namespace
+                       for p in processes):
+                    processes.append({
+                        # a stable made-up PID per GPU and replica
+                        "pid": 10_000 + device.index * 100 + device.replica,
+                        "namespace": pod.namespace, "pod": pod.name,
+                        "workload": pod.workload})
         return {"node": self.spec.name, "driverVersion": self.spec.driver_version,
                 "gpus": [physical[i] for i in sorted(physical)]}
 

@@ -113,6 +113,8 @@
       if (legend) { legend.setAttribute("aria-label", "Chart legend: the values under the cursor"); }
     }
     if (this.summaryEl) { this.summaryEl.textContent = summary(data); }
+    var scopeEl = this.section.querySelector("[data-chart-scope]");
+    if (scopeEl) { scopeEl.textContent = data.scope_note || ""; scopeEl.hidden = !data.scope_note; }
   };
 
   /* A project's GPU-hour budget (budgets:chart): cumulative weighted GPU-hours per day of the

@@ -70,6 +70,19 @@ def test_daemonset_mounts_the_pod_resources_socket_and_is_locked_down() -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
 
 
+def test_daemonset_sees_host_pids_and_the_pod_log_directory_read_only() -> None:
+    """What attributing a shared GPU's processes to pods needs: the host's PIDs (NVML's) and
+    the kubelet's pod log directory names; nothing writable, still no API token."""
+    pod = by_kind("DaemonSet")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["hostPID"] is True
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/var/log/pods"]
+    assert mount["readOnly"] is True
+    assert volumes[mount["name"]]["hostPath"]["path"] == "/var/log/pods"
+    assert "--pod-logs=/var/log/pods" in container["args"]
+
+
 @pytest.mark.parametrize("kind", ["DaemonSet", "Service"])
 def test_prometheus_scrape_annotations_on_port_9400(kind: str) -> None:
     doc = by_kind(kind)

@@ -19,7 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuagent.__main__ import build, parse_args
 from gpuagent.nvml import WORKLOADS, FakeGpu, FakeReader
-from gpuagent.podresources import Holder, KubeletPodResources
+from gpuagent.podresources import Holder, KubeletPodResources, StaticPodMapping
+from gpuagent.processes import StaticProcessMapping
+from gpuagent.sampler import Sampler
 from kubesim.inventory import load_inventory, node_devices, parse_inventory
 from stack.k8s.podresources import PodResourcesServer, pod_workload
 from tests.fixtures.kubesim import DEMO_INVENTORY
@@ -267,9 +269,9 @@ def test_the_agent_maps_the_uuids_kubesim_gave_and_shows_each_pods_workload(
             eventually(lambda: len(mapper.holders()) == 3, interval=0.05,
                        message="the kubelet does not report 3 holders")
             held = mapper.holders()
-            assert sorted(h.pod for h in held.values()) == ["notebook", "trainer", "trainer"]
-            assert set(held.values()) == {Holder("default", "trainer", "main"),
-                                          Holder("default", "notebook", "main")}
+            assert sorted(h.pod for (h,) in held.values()) == ["notebook", "trainer", "trainer"]
+            assert {h for (h,) in held.values()} == {Holder("default", "trainer", "main"),
+                                                     Holder("default", "notebook", "main")}
             # kubesim's kubelet gave the same pods the same GPUs
             eventually(lambda: {s.labels.get("pod") for s in
                                 dcgm(fresh_kubesim.url + "/metrics")["DCGM_FI_DEV_GPU_UTIL"]
@@ -278,7 +280,7 @@ def test_the_agent_maps_the_uuids_kubesim_gave_and_shows_each_pods_workload(
             kubesim_view = {s.labels["UUID"]: s.labels.get("pod") for s in
                             dcgm(fresh_kubesim.url + "/metrics")["DCGM_FI_DEV_GPU_UTIL"]
                             if s.labels["Hostname"] == NODE and s.labels.get("pod")}
-            assert kubesim_view == {uuid: h.pod for uuid, h in held.items()}
+            assert kubesim_view == {uuid: h.pod for uuid, (h,) in held.items()}
 
             exporter = build(parse_args([
                 "--fake-node", str(node.node_file), "--hostname", NODE,
@@ -316,3 +318,41 @@ def test_the_agent_maps_the_uuids_kubesim_gave_and_shows_each_pods_workload(
                     core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
                 except client.ApiException:
                     pass
+
+
+def test_a_time_sliced_gpu_lists_a_process_per_pod_and_the_agent_gives_each_its_own(
+        socket_dir: Path) -> None:
+    (spec,) = [n for n in load_inventory(str(DEMO_INVENTORY)).nodes
+               if n.name == "gpu-t4-shared-1"]
+    server = PodResourcesServer(spec, api=None, socket_path=socket_dir / "kubelet.sock",
+                                node_file=socket_dir / "node.json")
+    for name, trace in (("busy", "busy"), ("idle", "idle")):
+        notebook = pod(name, {}, annotations={"kubesim.io/gpu-trace": trace})
+        notebook["spec"]["nodeName"] = spec.name
+        notebook["spec"]["containers"] = [{"name": "nb", "resources": {
+            "limits": {"nvidia.com/gpu.shared": "1"}}}]
+        server.observe("ADDED", notebook)
+    document = json.loads(server.node_file.read_text())
+    first = document["gpus"][0]
+    assert [(p["pod"], p["workload"]) for p in first["processes"]] == [
+        ("busy", "busy"), ("idle", "idle")]
+    assert "processes" not in document["gpus"][1]  # nobody holds a replica of it
+
+    # the agent over that node file and the same holders: each pod its own figures
+    reader = FakeReader.from_node_file(server.node_file)
+    holders = {}
+    for answer in server.list_response().pod_resources:
+        for container in answer.containers:
+            for devices in container.devices:
+                for device_id in devices.device_ids:
+                    holders.setdefault(device_id.split("::")[0], []).append(
+                        Holder(answer.namespace, answer.name, container.name, shared=True))
+    sampler = Sampler(reader, StaticPodMapping(holders), spec.name,
+                      processes=StaticProcessMapping(reader.process_pods))
+    for _ in range(3):
+        sampler.sample_once()
+    (gpu,) = [g for g in sampler.snapshot.gpus if g.pods]
+    own = {usage.holder.pod: (usage.scope, usage.gpu_util_pct) for usage in gpu.pods}
+    assert own["busy"][0] == own["idle"][0] == "process"
+    assert own["idle"][1] is not None and own["idle"][1] < 2
+    assert own["busy"][1] is not None and own["busy"][1] > 30

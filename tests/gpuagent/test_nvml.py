@@ -10,7 +10,17 @@ from typing import Any
 import pynvml
 import pytest
 
-from gpuagent.nvml import GpuInfo, GpuLost, NvmlError, NvmlReader, NvmlUnavailable, XidEvent
+from gpuagent.nvml import (
+    GpuInfo,
+    GpuLost,
+    GpuProcess,
+    MigDevice,
+    NvmlError,
+    NvmlReader,
+    NvmlUnavailable,
+    ProcessUtilization,
+    XidEvent,
+)
 
 MIB = 2**20
 H100_TOTAL = 81_559 * MIB
@@ -239,3 +249,75 @@ def test_a_driver_without_v2_memory_information_falls_back_to_v1() -> None:
     assert reading.mem_used_bytes == (21_619 + 479) * MIB  # all v1 knows
     assert reading.mem_reserved_bytes is None and reading.errors == {}
     assert dcgm_values(reading, last_xid=0)["DCGM_FI_DEV_FB_RESERVED"] is None
+
+
+def test_nvml_reader_reads_compute_processes_and_process_utilisation() -> None:
+    nvml = stand_in()
+    seen: list[int] = []
+    nvml.nvmlDeviceGetComputeRunningProcesses = lambda h: [
+        Stub(pid=4242, usedGpuMemory=3 * 2**30, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0),
+        Stub(pid=4343, usedGpuMemory=None, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0),
+    ]
+
+    def utilisation(h: int, since: int) -> list[Stub]:
+        seen.append(since)
+        if since >= 2_000:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)  # no samples since then
+        return [Stub(pid=4242, timeStamp=1_500, smUtil=61, memUtil=22, encUtil=0, decUtil=0)]
+
+    nvml.nvmlDeviceGetProcessUtilization = utilisation
+    reader = NvmlReader(nvml)
+    reader.open()
+    assert reader.compute_processes(0) == [
+        GpuProcess(4242, 3 * 2**30, None), GpuProcess(4343, None, None)
+    ]
+    assert reader.process_utilization(0, 1_000) == [ProcessUtilization(4242, 1_500, 61.0, 22.0)]
+    assert reader.process_utilization(0, 2_000) == []
+    assert seen == [1_000, 2_000]
+
+
+def test_nvml_reader_says_when_per_process_figures_are_not_supported() -> None:
+    nvml = stand_in()
+
+    def unsupported(*args: Any) -> Any:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    nvml.nvmlDeviceGetComputeRunningProcesses = unsupported
+    nvml.nvmlDeviceGetProcessUtilization = unsupported
+    reader = NvmlReader(nvml)
+    reader.open()
+    assert reader.compute_processes(0) is None
+    assert reader.process_utilization(0, 0) is None
+
+
+def test_nvml_reader_enumerates_mig_instances() -> None:
+    nvml = stand_in()
+    migs = {
+        0: Stub(uuid="MIG-1111", gi=7, name="NVIDIA A100-SXM4-80GB MIG 1g.10gb"),
+        2: Stub(uuid="MIG-2222", gi=8, name="NVIDIA A100-SXM4-80GB MIG 1g.10gb"),
+    }
+    nvml.nvmlDeviceGetMigMode = lambda h: [1, 1] if h == 0 else [0, 0]
+    nvml.nvmlDeviceGetMaxMigDeviceCount = lambda h: 7
+
+    def mig_handle(h: int, slot: int) -> Stub:
+        if slot not in migs:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return migs[slot]
+
+    nvml.nvmlDeviceGetMigDeviceHandleByIndex = mig_handle
+    uuid_of, name_of = nvml.nvmlDeviceGetUUID, nvml.nvmlDeviceGetName
+    nvml.nvmlDeviceGetUUID = lambda h: h.uuid if isinstance(h, Stub) else uuid_of(h)
+    nvml.nvmlDeviceGetName = lambda h: h.name if isinstance(h, Stub) else name_of(h)
+    nvml.nvmlDeviceGetGpuInstanceId = lambda h: h.gi
+    whole = nvml.nvmlDeviceGetMemoryInfo
+    nvml.nvmlDeviceGetMemoryInfo = lambda h, *v: (
+        Stub(total=9_984 * MIB, used=1_200 * MIB, free=8_784 * MIB) if isinstance(h, Stub)
+        else whole(h, *v)
+    )
+    reader = NvmlReader(nvml)
+    reader.open()
+    assert reader.mig_devices(0) == [
+        MigDevice("MIG-1111", 7, "1g.10gb", 1_200 * MIB, 8_784 * MIB),
+        MigDevice("MIG-2222", 8, "1g.10gb", 1_200 * MIB, 8_784 * MIB),
+    ]
+    assert reader.mig_devices(1) == []  # MIG off

@@ -37,9 +37,9 @@ def test_list_maps_each_gpu_uuid_to_its_container(kubelet: FakeKubelet) -> None:
     mapper = KubeletPodResources(kubelet.socket_path)
     try:
         assert mapper.holders() == {
-            GPU0: Holder("vision-lab", "train-0", "trainer"),
-            GPU1: Holder("vision-lab", "train-0", "trainer"),
-            GPU2: Holder("nlp", "jupyter-bob", "notebook"),
+            GPU0: (Holder("vision-lab", "train-0", "trainer"),),
+            GPU1: (Holder("vision-lab", "train-0", "trainer"),),
+            GPU2: (Holder("nlp", "jupyter-bob", "notebook"),),
         }
         kubelet.pods = []  # the pods ended: asked again every cycle, on the same channel
         assert mapper.holders() == {}
@@ -52,20 +52,47 @@ def test_time_sliced_replicas_and_mig_slices(kubelet: FakeKubelet) -> None:
     kubelet.pods = [
         pod_resources("a", "p1", {"c": [("nvidia.com/gpu", [f"{GPU0}::0"])]}),
         pod_resources("b", "p2", {"c": [("nvidia.com/gpu", [f"{GPU0}::1"])]}),
+        # renamed replicas; one container holding two replicas of one GPU is listed once
+        pod_resources("e", "p5", {"c": [("nvidia.com/gpu.shared", [f"{GPU1}::0", f"{GPU1}::3"])]}),
+        pod_resources("f", "p6", {"c": [("nvidia.com/gpu.shared", [f"{GPU1}::1"])]}),
         pod_resources("c", "p3", {"c": [("nvidia.com/mig-1g.10gb", ["MIG-aaaa"])]}),
         pod_resources("d", "p4", {"c": [("nvidia.com/gpu", ["MIG-bbbb"])]}),
     ]
     mapper = KubeletPodResources(kubelet.socket_path)
     try:
-        # One holder per GPU (the first listed), so a shared GPU's use is not counted twice.
-        assert mapper.holders() == {GPU0: Holder("a", "p1", "c")}
+        # Every pod holding a replica is known, so each can be given its own figures.
+        assert mapper.holders() == {
+            GPU0: (Holder("a", "p1", "c", shared=True), Holder("b", "p2", "c", shared=True)),
+            GPU1: (Holder("e", "p5", "c", shared=True), Holder("f", "p6", "c", shared=True)),
+            "MIG-aaaa": (Holder("c", "p3", "c"),),
+            "MIG-bbbb": (Holder("d", "p4", "c"),),
+        }
     finally:
         mapper.close()
 
 
+def test_a_time_sliced_gpu_has_a_series_for_each_pod_on_it(kubelet: FakeKubelet) -> None:
+    reader = FakeReader([FakeGpu(uuid=GPU0, util_trace=(37.0,))])
+    kubelet.pods = [
+        pod_resources("a", "p1", {"c": [("nvidia.com/gpu.shared", [f"{GPU0}::0"])]}),
+        pod_resources("b", "p2", {"c": [("nvidia.com/gpu.shared", [f"{GPU0}::2"])]}),
+    ]
+    sampler = Sampler(reader, KubeletPodResources(kubelet.socket_path, timeout=0.5), "node1")
+    try:
+        snapshot = sampler.sample_once()
+        assert snapshot.gpus[0].shared
+        text = render(DcgmCollector(sampler).collect())
+        util = [line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_GPU_UTIL{")]
+        assert len(util) == 2
+        assert 'namespace="a",pod="p1"} 37' in util[0]
+        assert 'namespace="b",pod="p2"} 37' in util[1]
+    finally:
+        sampler.stop()
+
+
 @pytest.mark.parametrize(
     ("device_id", "uuid"),
-    [(GPU0, GPU0), (f"{GPU0}::3", GPU0), ("MIG-1234", None), ("0", None)],
+    [(GPU0, GPU0), (f"{GPU0}::3", GPU0), ("MIG-1234", "MIG-1234"), ("0", None)],
 )
 def test_gpu_uuid(device_id: str, uuid: str | None) -> None:
     assert gpu_uuid(device_id) == uuid
@@ -129,7 +156,7 @@ def test_a_restarted_kubelet_is_reached_on_its_new_socket(socket_dir) -> None:
     first.pods = [pod_resources("a", "p", {"c": [("nvidia.com/gpu", [GPU0])]})]
     mapper = KubeletPodResources(path, timeout=0.5)
     try:
-        assert mapper.holders() == {GPU0: Holder("a", "p", "c")}
+        assert mapper.holders() == {GPU0: (Holder("a", "p", "c"),)}
         first.stop()
         with pytest.raises(PodMappingError):
             mapper.holders()
@@ -137,7 +164,7 @@ def test_a_restarted_kubelet_is_reached_on_its_new_socket(socket_dir) -> None:
         second.pods = [pod_resources("b", "q", {"c": [("nvidia.com/gpu", [GPU1])]})]
         second.start()
         try:
-            assert mapper.holders() == {GPU1: Holder("b", "q", "c")}
+            assert mapper.holders() == {GPU1: (Holder("b", "q", "c"),)}
         finally:
             second.stop()
     finally:

@@ -51,14 +51,14 @@ def make_workload(tenant: Tenant, owner, *, started_at: dt.datetime | None = T0,
 
 
 def sample_row(at: dt.datetime, workload: Workload | None, *, uuid: str = "GPU-aaaa",
-               util: float = 50.0, memory: int = 1000, node: str = "node-1", index: int = 0
-               ) -> tuple:
+               util: float = 50.0, memory: int = 1000, node: str = "node-1", index: int = 0,
+               scope: str = "") -> tuple:
     """One raw sample in services.SAMPLE_COLUMNS order."""
     return (at, node, index, uuid, "", workload.pk if workload else None,
             workload.tenant_id if workload else None,
             workload.tenant.namespace if workload else "",
             f"{workload.object_name}-abc12" if workload else "", util, memory, 81920, 40.0,
-            200.0, 0, 0)
+            200.0, 0, 0, scope)
 
 
 class Exporter:

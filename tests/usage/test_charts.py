@@ -35,7 +35,7 @@ def notebook(login, gpu_types) -> Workload:
             rows.append((at, "gpu-a100-1", gpu, f"GPU-{gpu}", "", workload.pk,
                          workload.tenant_id, workload.tenant.namespace,
                          f"{workload.object_name}-abc", util, 2048 * (gpu + 1), 81920, 40.0,
-                         250.0, 0, 0))
+                         250.0, 0, 0, ""))
     samples_insert(rows=rows)
     return workload
 
@@ -112,3 +112,29 @@ def test_the_api_gives_a_workloads_gpu_hours_and_series(notebook, project_token)
     assert 0 < body["gpu_hours_used"] < body["gpu_hours_allocated"]
     other = {"HTTP_X_AUTH_TOKEN": project_token("student", "nlp-lab")}
     assert Client().get(f"/api/v1/workloads/{notebook.pk}/usage/", **other).status_code == 404
+
+
+def test_device_level_figures_are_marked_on_the_chart(login, gpu_types, as_user):
+    """A workload on a time-sliced GPU whose samples are the whole GPU's: the chart's JSON says
+    so and the page has the place where the chart shows it."""
+    login("researcher")
+    now = timezone.now().replace(microsecond=0)
+    workload = make_workload(Tenant.objects.get(name="vision-lab"), "researcher", name="nbs",
+                             gpu_count=1, image="x:1", started_at=now - dt.timedelta(minutes=30))
+    rows = [(now - dt.timedelta(seconds=15 * i), "gpu-t4-shared-1", 0, "GPU-t4", "",
+             workload.pk, workload.tenant_id, workload.tenant.namespace,
+             f"{workload.object_name}-abc", 70.0, 2048, 15360, 40.0, 50.0, 0, 0, "device")
+            for i in range(3)]
+    samples_insert(rows=rows)
+    client = as_user("researcher")
+
+    data = client.get(f"/workloads/{workload.pk}/gpu-usage/").json()
+    assert data["device_level"] is True
+    assert data["scope_note"].startswith("device-level: shared with other pods")
+    page = client.get(f"/workloads/{workload.pk}/").content.decode()
+    assert "data-chart-scope" in page
+
+
+def test_a_workloads_own_figures_carry_no_device_level_note(notebook, as_user):
+    data = as_user("researcher").get(f"/workloads/{notebook.pk}/gpu-usage/").json()
+    assert data["device_level"] is False and data["scope_note"] == ""

@@ -185,7 +185,7 @@ def test_an_exempt_workload_is_never_warned(vision, kube, login, as_user):
 def _rows(workload: Workload, start: dt.datetime, utils: list[float]) -> list[tuple]:
     return [(start + dt.timedelta(seconds=30 * i), "gpu-a100-1", 0, "GPU-test", "",
              workload.pk, workload.tenant_id, workload.tenant.namespace,
-             f"{workload.object_name}-x", util, 100, 81920, 30.0, 60.0, 0, 0)
+             f"{workload.object_name}-x", util, 100, 81920, 30.0, 60.0, 0, 0, "")
             for i, util in enumerate(utils)]
 
 
@@ -208,3 +208,32 @@ def test_warn_only_busy_again_and_gaps(vision, settings):
     samples_insert(rows=_rows(workload, now + dt.timedelta(seconds=30), [80]))
     assert check(now + dt.timedelta(seconds=40)).withdrawn == 1
     assert WorkloadIdle.objects.get(workload=workload).warned_at is None
+
+
+def test_two_pods_on_a_time_sliced_gpu_are_judged_by_their_own_figures(vision, settings):
+    """With per-process figures (scope "process") the idle one of two pods sharing a GPU is
+    warned and the busy one is not; with device-level figures only (scope "device"), the whole
+    GPU's load is an upper bound of each pod's own: a busy shared GPU idles neither."""
+    owner = get_user_model().objects.get(name="researcher")
+    now = timezone.now().replace(microsecond=0)
+
+    def shared(name: str) -> Workload:
+        return make_workload(vision, owner, name=name, kind="batch", image="x:1", port=None,
+                             cpu=1, memory_gb=1, started_at=now - dt.timedelta(minutes=30),
+                             object_name=f"wl-{name}")
+
+    def rows(workload: Workload, utils: list[float], scope: str) -> list[tuple]:
+        return [(now - dt.timedelta(seconds=150 - 30 * i), "gpu-t4-shared-1", 0, "GPU-shared",
+                 "", workload.pk, workload.tenant_id, workload.tenant.namespace,
+                 f"{workload.object_name}-x", util, 100, 15360, 30.0, 60.0, 0, 0, scope)
+                for i, util in enumerate(utils)]
+
+    idle, busy = shared("idle"), shared("busy")
+    samples_insert(rows=rows(idle, [81.0] * 6, "device") + rows(busy, [81.0] * 6, "device"))
+    assert check(now).warned == 0  # the GPU was busy: which pod was is not known
+
+    GpuSample.objects.all().delete()
+    samples_insert(rows=rows(idle, [0.5] * 6, "process") + rows(busy, [80.0] * 6, "process"))
+    assert check(now).warned == 1
+    assert WorkloadIdle.objects.get(workload=idle).warned_at is not None
+    assert not WorkloadIdle.objects.filter(workload=busy, warned_at__isnull=False).exists()

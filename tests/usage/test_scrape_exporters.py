@@ -9,6 +9,11 @@ import time
 
 import pytest
 
+from gpuagent.exporter import DcgmCollector, render
+from gpuagent.nvml import FakeGpu, FakeProcess, FakeReader, MigDevice
+from gpuagent.podresources import Holder, StaticPodMapping
+from gpuagent.processes import NoProcessMapping, ProcessMapper, StaticProcessMapping
+from gpuagent.sampler import Sampler
 from kube.client import Kube
 from usage.models import GpuDevice, GpuSample, ScrapeTarget
 from usage.scrape import ScrapeFailed, discover_targets, parse_exposition
@@ -181,3 +186,64 @@ def test_the_parser_reads_kubesims_format(kubesim):
     assert garbage == 0 and len(readings) >= 28
     assert all(r.uuid.startswith("GPU-") and r.node and math.isfinite(r.util) for r in readings)
     assert all(r.memory_total_mib > 0 and r.temperature and r.power_w for r in readings)
+
+
+def _agent_text(*, process_figures: bool, pods: tuple[str, str]) -> str:
+    """The agent's /metrics for one T4 time-sliced between two pods, one busy, one idle."""
+    reader = FakeReader([FakeGpu(uuid="GPU-t4", name="Tesla T4", memory_total_bytes=15 * 2**30,
+                                 processes=[FakeProcess(10, (90.0,), 4 * 2**30),
+                                            FakeProcess(20, (0.0,), 2**30)])])
+    holders = tuple(Holder("gpu-alpha", pod, "c", shared=True) for pod in pods)
+    processes: ProcessMapper = (
+        StaticProcessMapping({10: ("gpu-alpha", pods[0]), 20: ("gpu-alpha", pods[1])})
+        if process_figures else NoProcessMapping())
+    sampler = Sampler(reader, StaticPodMapping({"GPU-t4": holders}), "gpu-t4-shared-1",
+                      processes=processes)
+    sampler.sample_once()
+    sampler.sample_once()
+    return render(DcgmCollector(sampler).collect())
+
+
+def test_the_parser_keeps_each_pod_on_a_shared_gpu_with_whose_figures_they_are():
+    readings, garbage = parse_exposition(_agent_text(process_figures=True, pods=("a", "b")))
+    assert garbage == 0
+    own = {r.pod: (r.scope, r.own_util, r.own_memory_used_mib) for r in readings}
+    assert own == {"a": ("process", 90.0, 4096.0), "b": ("process", 0.0, 1024.0)}
+    assert {r.util for r in readings} == {90.0}  # the device's figure, kept for the device
+
+    readings, _ = parse_exposition(_agent_text(process_figures=False, pods=("a", "b")))
+    assert {r.pod: (r.scope, r.own_util) for r in readings} == {
+        "a": ("device", 90.0), "b": ("device", 90.0)}
+
+    # dcgm-exporter's shared GPU: each pod on it, the device's figures, no per-pod family
+    text = dcgm_text([{"node": "n1", "index": 0, "uuid": "GPU-t4", "util": 60, "used": 9,
+                       "free": 6000, "namespace": "ns", "pod": pod} for pod in ("a", "b")])
+    readings, _ = parse_exposition(text)
+    assert {r.pod: r.scope for r in readings} == {"a": "device", "b": "device"}
+
+
+def test_two_workloads_on_a_time_sliced_gpu_each_store_their_own_samples(
+        exporter_service, exporter, tenants, users, gpu_types):
+    busy = make_workload(tenants["alpha"], users["ann"], gpu_count=1)
+    idle = make_workload(tenants["alpha"], users["ann"], gpu_count=1)
+    pods = (f"{busy.object_name}-0", f"{idle.object_name}-0")
+    agent = exporter(lambda path: (200, _agent_text(process_figures=True, pods=pods).encode(), 0))
+
+    report = usage_scrape(kube=exporter_service(agent.port))
+
+    assert report.failed == 0 and report.devices == 1
+    mine = {s.workload_id: (s.util, s.memory_used_mib, s.scope)
+            for s in GpuSample.objects.filter(uuid="GPU-t4")}
+    assert mine == {busy.pk: (90.0, 4096, "process"), idle.pk: (0.0, 1024, "process")}
+    device = GpuDevice.objects.get(uuid="GPU-t4")
+    assert device.last_util == 90.0
+
+
+def test_the_agents_mig_instances_with_memory_only_are_skipped_not_garbage():
+    reader = FakeReader([FakeGpu(uuid="GPU-a100", unsupported=frozenset({"utilization"}),
+                                 mig=[MigDevice("MIG-1", 7, "1g.10gb", 900 * 2**20,
+                                                9000 * 2**20)])])
+    sampler = Sampler(reader, StaticPodMapping({"MIG-1": Holder("ns", "p", "c")}), "n1")
+    sampler.sample_once()
+    readings, garbage = parse_exposition(render(DcgmCollector(sampler).collect()))
+    assert garbage == 0 and readings == []
