@@ -302,8 +302,9 @@ MAY = {
     ("get", "pods/log"): set(ROLES),
     ("list", "events"): set(ROLES),
     ("get", "resourcequotas"): set(ROLES),
-    ("create", "pods/exec"): {"member", "manager", "admin"},
-    ("create", "pods/portforward"): {"member", "manager", "admin"},
+    # not a member's: RBAC cannot tell a pod's owner (docs/rbac.md)
+    ("create", "pods/exec"): {"manager", "admin"},
+    ("create", "pods/portforward"): {"manager", "admin"},
     ("delete", "pods"): {"manager", "admin"},
     ("list", "secrets"): set(),
     ("get", "secrets"): set(),
@@ -345,14 +346,19 @@ def test_each_role_may_what_its_cluster_roles_say_and_no_more(
 @pytest.mark.parametrize("role", ("member", "manager", "admin"))
 def test_each_role_above_reader_connects_and_deletes_as_allowed_for_real(
         real_cluster, kubectl, targets, project_token, users, role):
-    """Real requests: logs (KWOK serves them), exec and port-forward up to the node, a pod
-    deleted (server-side dry run: authorized and admitted, nothing removed), secrets."""
+    """Real requests: logs (KWOK serves them), exec and port-forward up to the node (a
+    manager's; a member's refused), a pod deleted (server-side dry run: authorized and
+    admitted, nothing removed), secrets."""
     vision = targets["vision-lab"]
     token = project_token(users[role], "vision-lab")
     logs = kubectl(token, "logs", TARGET, "-n", vision)
     assert logs.returncode == 0 and "[kwok] container started" in logs.stdout, logs.stderr
     for subresource in ("exec", "portforward"):
-        assert connect(real_cluster, token, vision, subresource) == ALLOWED_CONNECT, subresource
+        if role == "member":
+            status, message = connect(real_cluster, token, vision, subresource)
+            assert status == 403 and f'cannot create resource "pods/{subresource}"' in message
+        else:
+            assert connect(real_cluster, token, vision, subresource) == ALLOWED_CONNECT
     deleted = kubectl(token, "delete", "pod", TARGET, "-n", vision, "--dry-run=server")
     if role == "member":
         assert 'cannot delete resource "pods"' in deleted.stderr, deleted.stderr
@@ -364,15 +370,18 @@ def test_each_role_above_reader_connects_and_deletes_as_allowed_for_real(
     assert f'User "{users[role]}" cannot list resource "secrets"' in secrets.stderr
 
 
-def test_kubectl_exec_reaches_the_node_for_a_member_only(
+def test_kubectl_exec_reaches_the_node_for_a_manager_only(
         real_cluster, kubectl, targets, project_token):
-    """The real `kubectl exec` (WebSocket, then SPDY): a member's gets past the API server to the
-    node (where KWOK runs no process); a reader's is refused there, and so are its port-forward
-    and pod deletion, while it reads the pod's logs."""
+    """The real `kubectl exec` (WebSocket, then SPDY): a manager's gets past the API server to
+    the node (where KWOK runs no process); a member's and a reader's are refused there, and so
+    are the reader's port-forward and pod deletion, while it reads the pod's logs."""
     vision = targets["vision-lab"]
+    manager = kubectl(project_token("lead", "vision-lab"), "exec", TARGET, "-n", vision,
+                      "--", "true")
+    assert manager.returncode != 0 and "forbidden" not in manager.stderr.lower(), manager.stderr
     member = kubectl(project_token("researcher", "vision-lab"), "exec", TARGET, "-n", vision,
                      "--", "true")
-    assert member.returncode != 0 and "forbidden" not in member.stderr.lower(), member.stderr
+    assert member.returncode != 0 and 'User "researcher" cannot' in member.stderr, member.stderr
     reader_token = project_token("viewer", "vision-lab")
     reader = kubectl(reader_token, "exec", TARGET, "-n", vision, "--", "true")
     assert reader.returncode != 0 and 'User "viewer" cannot' in reader.stderr, reader.stderr
@@ -384,14 +393,14 @@ def test_kubectl_exec_reaches_the_node_for_a_member_only(
     assert logs.returncode == 0 and "[kwok] container started" in logs.stdout, logs.stderr
 
 
-def test_a_member_of_one_project_gets_no_member_rights_in_another_it_reads(
+def test_a_manager_of_one_project_gets_no_manager_rights_in_another_it_reads(
         real_cluster, kubectl, targets, project_token, keystone, keystone_user):
-    """Member of nlp-lab, reader of vision-lab. Its nlp-lab token carries `gpu-portal:member`,
+    """Manager of nlp-lab, reader of vision-lab. Its nlp-lab token carries `gpu-portal:manager`,
     which vision-lab's namespace binds too: RBAC says yes to exec there (`can-i` answers before
     admission), the fence refuses it, and reads follow the token's project. Its vision-lab token
     is a reader's."""
     vision, nlp = targets["vision-lab"], targets["nlp-lab"]
-    user = keystone_user("crossover", {"nlp-lab": "member", "vision-lab": "reader"})
+    user = keystone_user("crossover", {"nlp-lab": "manager", "vision-lab": "reader"})
     nlp_token, vision_token = project_token(user, "nlp-lab"), project_token(user, "vision-lab")
     assert connect(real_cluster, nlp_token, nlp, "exec") == ALLOWED_CONNECT
     assert can_i(kubectl, nlp_token, "create", "pods/exec", vision)  # RBAC: the role group
@@ -417,9 +426,9 @@ def test_a_user_of_another_project_reads_nothing_and_connects_to_nothing(
     logs = kubectl(token, "logs", TARGET, "-n", vision)
     assert 'User "student" cannot get resource "pods"' in logs.stderr, logs.stderr
     assert not can_i(kubectl, token, "get", "pods/log", vision)
-    for subresource in ("exec", "portforward"):
+    for subresource in ("exec", "portforward"):  # a member's right nowhere (RBAC)
         status, message = connect(real_cluster, token, vision, subresource)
-        assert status == 403 and FENCE in message, message
+        assert status == 403 and f'cannot create resource "pods/{subresource}"' in message
     # a manager of vision-lab deletes no pod of nlp-lab, whatever RBAC says of its role group
     lead = project_token("lead", "vision-lab")
     deleted = kubectl(lead, "delete", "pod", TARGET, "-n", targets["nlp-lab"], "--dry-run=server")
@@ -429,9 +438,9 @@ def test_a_user_of_another_project_reads_nothing_and_connects_to_nothing(
 def test_nobody_but_the_portal_connects_to_the_projects_file_server(
         real_cluster, kubectl, targets, project_token):
     """The file server mounts every volume of the project and holds the token that opens them:
-    a member's exec there would reach other users' volumes, which the portal shows only to
-    their owners. Members and managers exec into the project's workloads, never into it; a
-    cluster admin may (the portal itself never does)."""
+    a manager's exec there would hold its token past what the portal's pages show. Managers
+    exec into the project's workloads, never into it (a member into none); a cluster admin may
+    (the portal itself never does)."""
     from kubernetes import client
 
     vision = targets["vision-lab"]
@@ -442,15 +451,17 @@ def test_nobody_but_the_portal_connects_to_the_projects_file_server(
         try:
             eventually(lambda: core.read_namespaced_pod(pod, vision).status.phase == "Running",
                        timeout=30, message=f"{pod} running")
-            for user in ("researcher", "lead"):
-                token = project_token(user, "vision-lab")
-                assert connect(real_cluster, token, vision, "exec") == ALLOWED_CONNECT
-                for subresource in ("exec", "portforward"):
-                    status, message = connect(real_cluster, token, vision, subresource, pod)
-                    assert status == 403, (user, subresource, status, message)
-                    assert f"the pod {pod} is the portal's own" in message, message
-                done = kubectl(token, "exec", pod, "-n", vision, "--", "cat", "/token/token")
-                assert "is the portal's own" in done.stderr, done.stderr
+            token = project_token("lead", "vision-lab")
+            assert connect(real_cluster, token, vision, "exec") == ALLOWED_CONNECT
+            for subresource in ("exec", "portforward"):
+                status, message = connect(real_cluster, token, vision, subresource, pod)
+                assert status == 403, (subresource, status, message)
+                assert f"the pod {pod} is the portal's own" in message, message
+            done = kubectl(token, "exec", pod, "-n", vision, "--", "cat", "/token/token")
+            assert "is the portal's own" in done.stderr, done.stderr
+            member = project_token("researcher", "vision-lab")
+            status, message = connect(real_cluster, member, vision, "exec", pod)
+            assert status == 403 and 'cannot create resource "pods/exec"' in message, message
             # a cluster admin passes the rule (its answer is the node's: no stream offered)
             asks = {"exec": lambda: core.connect_post_namespaced_pod_exec(
                         pod, vision, command=["true"], stdout=True),

@@ -90,10 +90,15 @@ def test_the_reader_reads_pods_logs_and_events_and_nothing_else():
     assert not allowed(PROJECT_CLUSTER_ROLE, "", "pods/portforward", "create")
 
 
-def test_member_and_manager_add_exec_port_forward_and_pod_deletion():
-    for role in ("gpu-portal-tenant-member", "gpu-portal-tenant-manager"):
-        for resource in ("pods/exec", "pods/portforward"):
-            assert allowed(role, "", resource, "create") and allowed(role, "", resource, "get")
+def test_the_manager_adds_exec_port_forward_and_pod_deletion_the_member_nothing():
+    """RBAC cannot tell a pod's owner: a member's exec or port-forward would reach the project's
+    every workload, those holding another member's own volumes and secrets too."""
+    assert rules("gpu-portal-tenant-member") == []
+    for resource in ("pods/exec", "pods/portforward"):
+        assert not allowed("gpu-portal-tenant-member", "", resource, "create")
+        assert not allowed("gpu-portal-tenant-member", "", resource, "get")
+        assert allowed("gpu-portal-tenant-manager", "", resource, "create")
+        assert allowed("gpu-portal-tenant-manager", "", resource, "get")
     assert not allowed("gpu-portal-tenant-member", "", "pods", "delete")
     assert allowed("gpu-portal-tenant-manager", "", "pods", "delete")
     assert ROLE_CLUSTER_ROLES["admin"] == ROLE_CLUSTER_ROLES["manager"]
