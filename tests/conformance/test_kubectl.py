@@ -10,7 +10,8 @@ from tests.conformance import manifests as m
 from tests.conformance.cluster import Cluster, eventually
 from tests.conformance.score import SSA_DIFFERENCE, known_difference
 
-NODES = ["cpu-1", "cpu-2", "gpu-a100-1", "gpu-a100-2", "gpu-t4-1", "gpu-v100-1", "gpu-v100-2"]
+NODES = ["cpu-1", "cpu-2", "gpu-a100-1", "gpu-a100-2", "gpu-a100-mig-1", "gpu-t4-1",
+         "gpu-t4-shared-1", "gpu-v100-1", "gpu-v100-2"]
 
 CONFIGMAP = """\
 apiVersion: v1
@@ -112,8 +113,8 @@ def test_describe_pending_pod(cluster: Cluster, ns: str):
     assert fields == {"Name": "big", "Namespace": ns, "Status": "Pending", "Node": "<none>",
                       "QoS Class": "BestEffort"}
     event = next(line for line in out.splitlines() if "FailedScheduling" in line)
-    assert re.search(r"Warning\s+FailedScheduling\s+\S+\s+default-scheduler\s+0/7 nodes are "
-                     r"available: 7 Insufficient nvidia.com/gpu\.", event), event
+    assert re.search(r"Warning\s+FailedScheduling\s+\S+\s+default-scheduler\s+0/9 nodes are "
+                     r"available: 9 Insufficient nvidia.com/gpu\.", event), event
 
 
 def test_logs_of_a_pod_not_yet_scheduled(cluster: Cluster, ns: str):

@@ -8,7 +8,7 @@ import re
 from tests.conformance import manifests as m
 from tests.conformance.cluster import Cluster, condition, events_for, eventually
 
-NOT_HELPFUL = "preemption: 0/7 nodes are available: 7 Preemption is not helpful for scheduling."
+NOT_HELPFUL = "preemption: 0/9 nodes are available: 9 Preemption is not helpful for scheduling."
 
 
 def unschedulable(cluster: Cluster, ns: str, name: str) -> dict:
@@ -31,7 +31,7 @@ def test_too_many_gpus(cluster: Cluster, ns: str):
                                                                    tolerate_gpu=True)))
     cond = unschedulable(cluster, ns, "big")
     assert cond["status"] == "False"
-    assert cond["message"] == ("0/7 nodes are available: 7 Insufficient nvidia.com/gpu. "
+    assert cond["message"] == ("0/9 nodes are available: 9 Insufficient nvidia.com/gpu. "
                                + NOT_HELPFUL)
 
 
@@ -39,7 +39,7 @@ def test_node_selector_matching_nothing(cluster: Cluster, ns: str):
     cluster.core.create_namespaced_pod(ns, m.pod("lost", m.pod_spec(
         tolerate_gpu=True, node_selector={"gputype": "b200"})))
     assert unschedulable(cluster, ns, "lost")["message"] == (
-        "0/7 nodes are available: 7 node(s) didn't match Pod's node affinity/selector. "
+        "0/9 nodes are available: 9 node(s) didn't match Pod's node affinity/selector. "
         + NOT_HELPFUL)
 
 
@@ -47,8 +47,8 @@ def test_untolerated_taint(cluster: Cluster, ns: str):
     cluster.core.create_namespaced_pod(ns, m.pod("shy", m.pod_spec(
         m.container(gpus=1), node_selector={"gputype": "a100"})))
     assert unschedulable(cluster, ns, "shy")["message"] == (
-        "0/7 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, "
-        "5 node(s) had untolerated taint(s). " + NOT_HELPFUL)
+        "0/9 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, "
+        "7 node(s) had untolerated taint(s). " + NOT_HELPFUL)
 
 
 def test_failed_scheduling_event(cluster: Cluster, ns: str):
@@ -87,9 +87,9 @@ def test_pending_pod_starts_when_gpus_free_up(cluster: Cluster, ns: str):
     cluster.core.create_namespaced_pod(ns, m.pod("next", m.pod_spec(
         m.container(gpus=1), tolerate_gpu=True, node_selector=t4)))
     assert unschedulable(cluster, ns, "next")["message"] == (
-        "0/7 nodes are available: 1 Insufficient nvidia.com/gpu, 6 node(s) didn't match "
-        "Pod's node affinity/selector. preemption: 0/7 nodes are available: 1 No preemption "
-        "victims found for incoming pod, 6 Preemption is not helpful for scheduling.")
+        "0/9 nodes are available: 1 Insufficient nvidia.com/gpu, 8 node(s) didn't match "
+        "Pod's node affinity/selector. preemption: 0/9 nodes are available: 1 No preemption "
+        "victims found for incoming pod, 8 Preemption is not helpful for scheduling.")
     cluster.core.delete_namespaced_pod("hog", ns, grace_period_seconds=0)
     pod = eventually(lambda: (p := cluster.core.read_namespaced_pod("next", ns)).spec.node_name
                      and p, what="next bound after hog left", timeout=40)

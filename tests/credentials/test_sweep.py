@@ -73,10 +73,13 @@ def test_a_secret_no_row_holds_is_deleted(vision, cluster):
                           "labels": {**MANAGED_BY, LABEL_SECRET_ID: "999999"}},
              "stringData": {"HF_TOKEN": "left behind"}}
     kube.create(stray)
-    assert secrets_sweep().deleted == []  # made just now: perhaps a write not committed yet
-    swept = secrets_sweep(now=timezone.now() + LATER)
     # (the shared namespace may hold Secrets earlier tests made, whose rows are gone with
-    # their transactions: strays too, deleted alike)
+    # their transactions: old strays, deleted alike by either sweep)
+    first = secrets_sweep().deleted
+    # made just now: perhaps a write not committed yet
+    assert (vision.namespace, "portal-secret-999999") not in first
+    assert (vision.namespace, secret.object_name) not in first
+    swept = secrets_sweep(now=timezone.now() + LATER)
     assert (vision.namespace, "portal-secret-999999") in swept.deleted
     assert (vision.namespace, secret.object_name) not in swept.deleted
     assert kube.get("Secret", "portal-secret-999999", vision.namespace) is None

@@ -87,7 +87,7 @@ def granted(project: tuple[str, str], groups: list[str]) -> set[str]:
 
 
 def cluster_role_rules(name: str) -> list[dict[str, Any]]:
-    return find(render("deploy/overlays/production"), "ClusterRole", name)["rules"]
+    return find(render("deploy/overlays/production"), "ClusterRole", name).get("rules") or []
 
 
 def fence() -> dict[str, Any]:

@@ -82,6 +82,12 @@ def small_pool(real_cluster, real_namespace) -> Iterator[str]:
             "apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
             "metadata": {"name": name},
             "spec": {"addresses": ["192.168.77.10/32"], "autoAssign": False}})
+        # the controller has read the pool once it writes its status (stack/k8s/metallb.py
+        # waits the same way for the inventory's): a Service asking for it before then is
+        # refused a pool it does not know yet
+        eventually(lambda: "availableIPv4" in (objects.get_namespaced_custom_object_status(
+            "metallb.io", "v1beta1", NAMESPACE, "ipaddresspools", name).get("status") or {}),
+            timeout=30, interval=0.1, message=f"metallb-controller has not read {name}")
         yield name
         objects.delete_namespaced_custom_object("metallb.io", "v1beta1", NAMESPACE,
                                                 "ipaddresspools", name)

@@ -10,11 +10,15 @@ from django.db.migrations.executor import MigrationExecutor
 
 
 def migrate(targets: list[tuple[str, str]]) -> Any:
-    """Migrate to `targets`; the apps (historical models) as they are there."""
+    """Migrate to `targets`; the apps (historical models) as the database then is: the targets'
+    and every other app where it stayed (a model of an app the targets do not need, at an older
+    state, would leave out columns the database has and must fill)."""
     executor = MigrationExecutor(connection)
     executor.migrate(targets)
     executor.loader.build_graph()
-    return executor.loader.project_state(targets).apps
+    applied = [node for node in executor.loader.applied_migrations
+               if node in executor.loader.graph.nodes]
+    return executor.loader.project_state(applied).apps
 
 
 def latest() -> list[tuple[str, str]]:
