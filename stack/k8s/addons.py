@@ -4,6 +4,8 @@
 - the GPU metrics: one gpuagent (fake NVML) and one pod-resources socket per GPU node;
 - the dynamic provisioner of volumes (provisioner.py): the default StorageClass `standard`,
   a folder per claim under the cluster's folder;
+- dynamic resource allocation (dra.py): NVIDIA's DRA driver's device classes, a node pool of
+  its own and the ResourceSlices its kubelet plugin would publish for it;
 - k8s-keystone-auth, when there is a Keystone: `kubectl --token <Keystone token>`;
 - Kueue, when asked (`kueue=True`): queueing of the portal's launches (tenants/kueue.py, workloads/queue.py),
   and with it the engines of distributed training it admits whole: JobSet and the MPI operator,
@@ -17,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .cluster import DEMO_INVENTORY, Addon, ControlPlane
+from .dra import DynamicResources
 from .gpumetrics import GpuMetrics
 from .jobset import JobSet
 from .keystone_auth import KeystoneAuthWebhook
@@ -29,7 +32,8 @@ from .provisioner import SharedFolderProvisioner
 def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_INVENTORY,
                    kueue: bool = False,
                    pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> list[Addon]:
-    addons: list[Addon] = [MetalLB(inventory), GpuMetrics(inventory), SharedFolderProvisioner()]
+    addons: list[Addon] = [MetalLB(inventory), GpuMetrics(inventory), SharedFolderProvisioner(),
+                           DynamicResources()]
     if keystone_url:
         addons.append(KeystoneAuthWebhook(keystone_url))
     if kueue:

@@ -47,10 +47,11 @@ def remove_workload_objects(kube: Kube, *, wait: float = 0) -> None:
     # last the pods themselves: a test's bare pods (a group's, made without their engine on
     # kubesim) have no owner whose deletion would collect them
     for kind in ("JobSet", "MPIJob", "Deployment", "Job", "Ingress", "Service",
-                 "NetworkPolicy", "Secret", "Pod"):
+                 "NetworkPolicy", "Secret", "ResourceClaimTemplate", "Pod"):
         try:
             objects = kube.list(kind, label_selector=WORKLOAD_SELECTOR)["items"]
-        except NotFound:  # a distributed kind where its engine is not installed
+        except NotFound:  # a distributed kind where its engine is not installed, DRA's
+            # where resource.k8s.io is not served
             continue
         for obj in objects:
             meta = obj["metadata"]
