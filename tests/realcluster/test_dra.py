@@ -13,8 +13,9 @@ from tenants.services import quota_update
 from tests.support.database import dra_gpu_type
 from tests.support.journeys import JUPYTER, track_until, vision  # noqa: F401 - a fixture
 from tests.support.waiting import eventually
-from tests.workloads.api_calls import launch
+from tests.workloads.api_calls import launch, post
 from workloads.models import Workload
+from workloads.objects import workload_objects_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
 
@@ -100,3 +101,33 @@ def test_a_dra_launch_is_allocated_by_the_real_scheduler_and_counted(vision, api
     refused = launch(headers, {**JUPYTER, "name": "one-more", "gpu_type": "a100"})
     assert refused.status_code == 403, refused.json()
     assert "uses 3 of 3 GPUs in all" in refused.json()["detail"]
+
+
+def test_a_dra_launchs_objects_are_adopted_and_its_devices_freed_by_stop(vision, api_headers,
+                                                                        eager_celery, cluster):
+    dra_gpu_type()
+    quota_update(tenant=vision, acting_user=None, changes={"gpus_by_type": {"a100-dra": 4}})
+    tenant_reconcile(tenant_id=vision.pk)
+    headers = api_headers("researcher")
+    first = Workload.objects.get(pk=launch(headers, {
+        **JUPYTER, "name": "first", "gpu_type": "a100-dra", "gpu_count": 2}).json()["id"])
+    # a retried create makes nothing twice: the claim template is adopted as every object
+    assert workload_objects_create(first) == []
+    second = Workload.objects.get(pk=launch(headers, {
+        **JUPYTER, "name": "second", "gpu_type": "a100-dra", "gpu_count": 2}).json()["id"])
+    api = cluster.api_client()
+    eventually(lambda: pods_of(api, vision.namespace, second.pk) and
+               pods_of(api, vision.namespace, second.pk)[0].status.phase == "Pending",
+               timeout=30, message="the second waits for devices")
+    assert post(f"/api/v1/workloads/{first.pk}/stop/", headers).status_code == 202
+    resource = k8s.ResourceV1Api(api)
+    names = [t.metadata.name for t in
+             resource.list_namespaced_resource_claim_template(vision.namespace).items]
+    assert names == [second.object_name]
+    # its claim went with its pod: the devices are the second's now
+    workload = track_until(second.pk, lambda w: w.state == "running")
+    assert workload.node == NODE
+    claims = claims_of(api, vision.namespace, second.pk)
+    assert {r.device for r in claims[0].status.allocation.devices.results} == {"gpu-0", "gpu-1"}
+    eventually(lambda: claims_of(api, vision.namespace, first.pk) == [], timeout=30,
+               message="the first's claim deleted with its pod")
