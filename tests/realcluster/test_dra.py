@@ -10,6 +10,7 @@ from kubernetes import client as k8s
 from kube.discovery import api_served
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
+from tests.support.cluster import portal_on
 from tests.support.database import dra_gpu_type
 from tests.support.journeys import JUPYTER, track_until, vision  # noqa: F401 - a fixture
 from tests.support.waiting import eventually
@@ -18,6 +19,13 @@ from workloads.models import Workload
 from workloads.objects import workload_objects_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def cluster(dra_cluster, settings):
+    """The portal on the control plane with the DRA addon (tests/fixtures/realcluster.py)."""
+    with portal_on(dra_cluster, settings) as view:
+        yield view
 
 NODE = "gpu-a100-dra-1"  # the addon's pool: two NVIDIA A100-SXM4-80GB devices of 80Gi
 

@@ -133,8 +133,8 @@ def test_pending_with_the_schedulers_message_then_starts_when_gpus_free(vision, 
     workload = track_until(waiting, lambda w: w.state == S.PENDING
                            and "nodes are available" in w.reason)
     # the real kube-scheduler's words
-    assert workload.reason.startswith("0/10 nodes are available: 2 Insufficient nvidia.com/gpu, ")
-    assert "preemption: 0/10 nodes are available: 2 No preemption victims found for incoming pod" \
+    assert workload.reason.startswith("0/9 nodes are available: 2 Insufficient nvidia.com/gpu, ")
+    assert "preemption: 0/9 nodes are available: 2 No preemption victims found for incoming pod" \
         in workload.reason
     assert post(f"/api/v1/workloads/{big[0]}/stop/", researcher).status_code == 202
     workload = track_until(waiting, lambda w: w.state == S.RUNNING, timeout=90)
