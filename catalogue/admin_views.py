@@ -33,7 +33,7 @@ from catalogue.services import (
     template_enable,
     template_update,
 )
-from catalogue.sharing import EXCLUSIVE, LABEL_PRODUCT, Sharing, node_layout, nodes_sharing
+from catalogue.sharing import DRA, EXCLUSIVE, LABEL_PRODUCT, Sharing, node_layout, nodes_sharing
 from cluster.capacity import (
     GpuTypeCapacity,
     cluster_nodes,
@@ -43,6 +43,7 @@ from cluster.capacity import (
 )
 from identity.access import SignedInRequest, admin_required
 from kube.client import KubeError
+from kube.dra import dra_refusal
 from kube.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,10 @@ def gpu_type_rows(gpu_types: list[GpuType], nodes: list[dict[str, Any]] | None,
                 cap.largest_node
             row.problem = _problem(gpu_type, nodes, cap.nodes)
             row.sharing_problem = sharing_problem(gpu_type, nodes)
+            if gpu_type.sharing == DRA:
+                # its devices are in ResourceSlices, not in the nodes' extended resources:
+                # what matters is whether the cluster allocates claims at all
+                row.problem, row.sharing_problem = dra_refusal() or "", ""
             if gpu_type.sharing != EXCLUSIVE:
                 row.layout = tuple(sorted(
                     node_layout(node["metadata"]["name"], node["metadata"].get("labels") or {})

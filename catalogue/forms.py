@@ -24,9 +24,16 @@ from catalogue.fields import (
     invisible_characters_refusal,
 )
 from catalogue.images import image_allowed, validate_image_reference
-from catalogue.models import RESOURCE_NAME, SHARING_CHOICES, GpuType, Template
+from catalogue.models import DEVICE_CLASS_CHOICES, RESOURCE_NAME, SHARING_CHOICES, GpuType, Template
 from catalogue.options import allowed_options_problems
-from catalogue.sharing import EXCLUSIVE, fraction_text, parse_fraction
+from catalogue.sharing import (
+    DRA,
+    DRA_GPU_CLASS,
+    DRA_PRODUCT,
+    EXCLUSIVE,
+    fraction_text,
+    parse_fraction,
+)
 from core.validation import WholeNumberFormField, excerpt
 
 # Kubernetes label syntax: key = [DNS-1123 subdomain "/"] name; value = "" or name
@@ -162,6 +169,14 @@ class GpuTypeForm(AccessibleForm):
         help_text="1 for a whole GPU; 1/4 for a GPU time-sliced four ways; 1/7 for a MIG "
                   "1g.10gb slice of an A100. Quotas count units; totals, budgets and GPU-hours "
                   "count units × this.")
+    device_class = forms.ChoiceField(
+        choices=DEVICE_CLASS_CHOICES, required=False, label="Device class (DRA)",
+        help_text="A DRA type's claims ask NVIDIA's DRA driver for a device of this class; "
+                  "blank for every other sharing.")
+    product = forms.CharField(
+        max_length=80, required=False, label="Product (DRA)",
+        help_text="The board's name as the DRA driver publishes it (NVML's), e.g. NVIDIA "
+                  "A100-SXM4-80GB; blank: any. Claims also ask at least the GPU memory above.")
     physical = forms.ModelChoiceField(
         queryset=GpuType.objects.filter(sharing=EXCLUSIVE), required=False,
         to_field_name="slug", label="Carved from",
@@ -176,6 +191,7 @@ class GpuTypeForm(AccessibleForm):
                 "node_selector": selector_text(gpu_type.node_selector),
                 "memory_gb": gpu_type.memory_gb, "enabled": gpu_type.enabled,
                 "sharing": gpu_type.sharing,
+                "device_class": gpu_type.device_class, "product": gpu_type.product,
                 "gpu_fraction": fraction_text(gpu_type.gpu_fraction),
                 "physical": gpu_type.physical_slug})
         super().__init__(*args, **kwargs)
@@ -224,17 +240,35 @@ class GpuTypeForm(AccessibleForm):
         if sharing == EXCLUSIVE and fraction is not None and fraction != 1:
             self.add_error("gpu_fraction", "An exclusive type is a whole GPU: give 1, or "
                                            "choose how it shares.")
-        if sharing not in (None, EXCLUSIVE) and fraction == 1:
+        if sharing not in (None, EXCLUSIVE, DRA) and fraction == 1:
             self.add_error("gpu_fraction", "A shared unit is a part of a GPU: e.g. 1/4 or 1/7.")
         if sharing == EXCLUSIVE and data.get("physical") is not None:
             self.add_error("physical", "An exclusive type is a GPU of its own.")
+        self._clean_dra(data)
         return data
+
+    def _clean_dra(self, data: dict[str, Any]) -> None:
+        """A DRA type's device class and product (the service's rule, with the field named)."""
+        device_class, product = data.get("device_class") or "", data.get("product") or ""
+        if data.get("sharing") != DRA:
+            if device_class or product:
+                self.add_error("device_class", "Only a DRA type names a device class and a "
+                                               "product.")
+            return
+        if not device_class:
+            self.add_error("device_class", "A DRA type names the device class its claims ask.")
+        elif (data.get("gpu_fraction") == 1) != (device_class == DRA_GPU_CLASS):
+            self.add_error("gpu_fraction", f"A device of {DRA_GPU_CLASS} is a whole GPU (1); "
+                                           "a MIG instance a part of one (e.g. 1/7).")
+        if product and not DRA_PRODUCT.match(product):
+            self.add_error("product", "Give the product as the driver publishes it, e.g. NVIDIA "
+                                      "A100-SXM4-80GB (letters, digits, spaces, . _ - ( ) / +).")
 
     def changes(self) -> dict[str, Any]:
         data = self.cleaned_data
         return {field: data[field] for field in
                 ("name", "resource_name", "node_selector", "memory_gb", "enabled", "sharing",
-                 "gpu_fraction", "physical")}
+                 "device_class", "product", "gpu_fraction", "physical")}
 
 
 # --- templates ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from fractions import Fraction
 from django.core.validators import RegexValidator
 from django.db import models
 
-from catalogue.sharing import EXCLUSIVE, MIG, TIME_SLICED
+from catalogue.sharing import DRA, DRA_GPU_CLASS, DRA_MIG_CLASS, EXCLUSIVE, MIG, TIME_SLICED
 
 # a Kubernetes extended resource name: nvidia.com/gpu, nvidia.com/mig-1g.10gb, amd.com/gpu …
 RESOURCE_NAME = RegexValidator(
@@ -34,7 +34,11 @@ def open_url(url_format: str, base: str) -> str:
 
 SHARING_CHOICES = [(EXCLUSIVE, "exclusive (a whole GPU)"),
                    (TIME_SLICED, "time-sliced (replicas of a GPU)"),
-                   (MIG, "MIG (a hardware slice of a GPU)")]
+                   (MIG, "MIG (a hardware slice of a GPU)"),
+                   (DRA, "DRA (a device claimed through resource.k8s.io)")]
+DEVICE_CLASS_CHOICES = [("", "none (an extended resource)"),
+                        (DRA_GPU_CLASS, f"{DRA_GPU_CLASS} (a whole GPU)"),
+                        (DRA_MIG_CLASS, f"{DRA_MIG_CLASS} (a MIG instance)")]
 
 
 class GpuType(models.Model):
@@ -59,6 +63,12 @@ class GpuType(models.Model):
     # in the catalogue)
     physical = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="shared_types")
+    # a DRA type's claims (catalogue/sharing.py): the device class of NVIDIA's DRA driver they
+    # ask in, and the product name its devices must carry ("" any); memory_gb is the least
+    # memory they must have. Blank for every other sharing
+    device_class = models.CharField(max_length=40, blank=True, default="",
+                                    choices=DEVICE_CLASS_CHOICES)
+    product = models.CharField(max_length=80, blank=True, default="")
 
     class Meta:
         db_table = "workloads_gputype"

@@ -19,10 +19,17 @@ from django.db import transaction
 from audit.services import Actor, audit_record
 from catalogue.models import GpuType, Template
 from catalogue.options import allowed_options_problems
-from catalogue.sharing import EXCLUSIVE, fraction_text
+from catalogue.sharing import (
+    DRA,
+    DRA_DEVICE_TYPES,
+    DRA_GPU_CLASS,
+    DRA_PRODUCT,
+    EXCLUSIVE,
+    fraction_text,
+)
 
 GPU_TYPE_FIELDS = ("name", "resource_name", "node_selector", "memory_gb", "enabled",
-                   "sharing", "gpu_fraction", "physical")
+                   "sharing", "device_class", "product", "gpu_fraction", "physical")
 TEMPLATE_FIELDS = ("name", "description", "kind", "image", "image_replaceable", "command",
                    "args", "allowed_args", "env", "port",
                    "default_cpu", "default_memory_gb", "allow_root", "run_as_user",
@@ -59,8 +66,28 @@ def _gpu_type_set(gpu_type: GpuType, field: str, value: Any) -> list[str]:
 
 def _gpu_type_check(gpu_type: GpuType) -> None:
     """A type's sharing, fraction and physical type agree: an exclusive type is a whole GPU of
-    its own; a shared one is a part of one, carved from an exclusive type."""
+    its own; a shared one is a part of one, carved from an exclusive type; a DRA type names
+    one of the driver's device classes (a whole GPU in gpu.nvidia.com, a part of one in
+    mig.nvidia.com) and a product its selector can hold, and no other type names either."""
     fraction = gpu_type.gpu_fraction
+    if gpu_type.sharing != DRA:
+        if gpu_type.device_class or gpu_type.product:
+            raise CatalogueRefused("Only a DRA type names a device class and a product.")
+    else:
+        if gpu_type.device_class not in DRA_DEVICE_TYPES:
+            raise CatalogueRefused("A DRA type names its device class: "
+                                   f"{' or '.join(DRA_DEVICE_TYPES)}.")
+        if gpu_type.product and not DRA_PRODUCT.match(gpu_type.product):
+            raise CatalogueRefused("Give the product as the driver publishes it, e.g. "
+                                   "NVIDIA A100-SXM4-80GB (letters, digits, spaces, . _ - ( ) / +).")
+        if (fraction == 1) != (gpu_type.device_class == DRA_GPU_CLASS):
+            raise CatalogueRefused(f"A device of {DRA_GPU_CLASS} is a whole GPU (fraction 1); "
+                                   "a MIG instance a part of one.")
+        if fraction == 1:
+            if gpu_type.physical_id is not None:
+                raise CatalogueRefused("A whole GPU claimed through DRA is a GPU of its own: "
+                                       "no physical type.")
+            return
     if gpu_type.sharing == EXCLUSIVE:
         if fraction != 1 or gpu_type.physical_id is not None:
             raise CatalogueRefused("An exclusive GPU type is a whole GPU: fraction 1, no "
@@ -96,11 +123,13 @@ def gpu_type_create(*, acting_user: Actor, slug: str, name: str, resource_name: 
                     node_selector: dict[str, str], memory_gb: int,
                     enabled: bool = True, sharing: str = EXCLUSIVE,
                     gpu_fraction: Fraction = Fraction(1),
-                    physical: GpuType | None = None) -> GpuType:
+                    physical: GpuType | None = None, device_class: str = "",
+                    product: str = "") -> GpuType:
     """A new GPU type. Tenants may use none of it until an admin raises their quota."""
     gpu_type = GpuType(slug=slug, name=name, resource_name=resource_name,
                        node_selector=node_selector, memory_gb=memory_gb, enabled=enabled,
-                       sharing=sharing, physical=physical)
+                       sharing=sharing, physical=physical, device_class=device_class,
+                       product=product)
     _gpu_type_set(gpu_type, "gpu_fraction", gpu_fraction)
     _gpu_type_check(gpu_type)
     gpu_type.save()

@@ -18,6 +18,12 @@ type is a whole GPU; a unit of a shared type is a part of one, its `gpu_fraction
   takes n of the GPU's compute slices: 7 on A100/H100/H200/B200-class GPUs, 4 on an A30; a
   unit is n/7 (or n/4) of a GPU.
 - exclusive: anything else; a unit is a GPU.
+- dra: a unit is a device a ResourceClaim asks for through Kubernetes' dynamic resource
+  allocation (resource.k8s.io/v1), not an extended resource: NVIDIA's DRA driver for GPUs
+  (driver name `gpu.nvidia.com`) publishes each node's GPUs in ResourceSlices, and the
+  scheduler picks a device matching the claim's device class and CEL selectors. A whole GPU
+  is in the class `gpu.nvidia.com` (fraction 1), a MIG instance in `mig.nvidia.com` (its
+  profile's part of a GPU, as above). See dra_selector for what the selectors read.
 
 The fraction is kept exact (fractions.Fraction; the database holds numerator and
 denominator), so that 7 units of 1/7 are one GPU-equivalent, not 0.999999.
@@ -35,7 +41,23 @@ from core.validation import excerpt
 EXCLUSIVE = "exclusive"
 TIME_SLICED = "time-sliced"
 MIG = "mig"
-SHARINGS = (EXCLUSIVE, TIME_SLICED, MIG)
+DRA = "dra"
+SHARINGS = (EXCLUSIVE, TIME_SLICED, MIG, DRA)
+
+# Dynamic resource allocation, as NVIDIA's DRA driver for GPUs names things. The driver is
+# called `gpu.nvidia.com` and qualifies its device attributes and capacities with that name,
+# so a CEL selector reads them as device.attributes['gpu.nvidia.com'].<name>. Each device it
+# publishes has the attribute `type` ("gpu" for a whole GPU, "mig" for a MIG instance),
+# `productName` (what NVML calls the board, spaces and all: "NVIDIA A100-SXM4-80GB", "Tesla
+# T4", not GPU feature discovery's dashed label) and the capacity `memory` (bytes, binary
+# units: a T4's is 15360Mi). The driver's chart installs two device classes selecting on
+# driver and type: `gpu.nvidia.com` (type gpu) and `mig.nvidia.com` (type mig).
+DRA_DRIVER = "gpu.nvidia.com"
+DRA_GPU_CLASS = "gpu.nvidia.com"
+DRA_MIG_CLASS = "mig.nvidia.com"
+DRA_DEVICE_TYPES = {DRA_GPU_CLASS: "gpu", DRA_MIG_CLASS: "mig"}
+# a product name a CEL string literal may hold as it is (no quote, no backslash)
+DRA_PRODUCT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()/+-]{0,79}$")
 
 # node labels GPU feature discovery publishes (and kubesim's nodes carry)
 LABEL_PRODUCT = "nvidia.com/gpu.product"
@@ -122,6 +144,28 @@ def node_layout(name: str, labels: Mapping[str, str]) -> str:
 def nodes_sharing(labels_of_nodes: Iterable[Mapping[str, str]], resource: str) -> set[Sharing]:
     """What every node offering a type reports: one value when they agree."""
     return {node_sharing(labels, resource) for labels in labels_of_nodes}
+
+
+def dra_class_selector(device_class: str) -> str:
+    """The CEL selector of a device class of NVIDIA's driver (what its chart installs)."""
+    return (f"device.driver == '{DRA_DRIVER}' && "
+            f"device.attributes['{DRA_DRIVER}'].type == '{DRA_DEVICE_TYPES[device_class]}'")
+
+
+def dra_selector(*, product: str, memory_gb: int) -> str:
+    """The CEL selector a GPU type's claims carry beside their device class: the board's
+    product name, when the type names one, and at least its memory. The memory is compared in
+    decimal gigabytes, as the catalogue (and the boards' names) count it: a "16 GB" T4 has
+    15360Mi, under 16Gi but over 16G. Empty when the type asks neither."""
+    terms = []
+    if product:
+        if not DRA_PRODUCT.match(product):
+            raise ValueError(f"{excerpt(product)} is not a product name the selector can hold.")
+        terms.append(f"device.attributes['{DRA_DRIVER}'].productName == '{product}'")
+    if memory_gb:
+        terms.append(f"device.capacity['{DRA_DRIVER}'].memory.compareTo("
+                     f"quantity('{memory_gb}G')) >= 0")
+    return " && ".join(terms)
 
 
 def fraction_text(fraction: Fraction) -> str:

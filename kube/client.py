@@ -146,6 +146,13 @@ KINDS: dict[str, Kind] = {
                    plural="jobsets"),
     "MPIJob": Kind(k8s.CustomObjectsApi, "mpijob", group="kubeflow.org", version="v2beta1",
                    plural="mpijobs"),
+    # dynamic resource allocation (workloads/manifests.py, DRA GPU types): served where the
+    # cluster serves resource.k8s.io/v1 (kube/dra.py); the classes and slices are what the
+    # real control plane's DRA addon writes in place of NVIDIA's driver
+    "ResourceClaimTemplate": Kind(k8s.ResourceV1Api, "namespaced_resource_claim_template"),
+    "ResourceClaim": Kind(k8s.ResourceV1Api, "namespaced_resource_claim"),
+    "DeviceClass": Kind(k8s.ResourceV1Api, "device_class", namespaced=False),
+    "ResourceSlice": Kind(k8s.ResourceV1Api, "resource_slice", namespaced=False),
     # MetalLB's address pools, only read (cluster/addresses.py): where it is installed
     "IPAddressPool": Kind(k8s.CustomObjectsApi, "ip_address_pool", group="metallb.io",
                           version="v1beta1", plural="ipaddresspools"),

@@ -311,7 +311,7 @@ def start_real_cluster(layout: DemoLayout, keystone: KeystoneInstall, env: dict[
     print("starting the real control plane (the first run builds it from source: about 20 "
           "minutes on two cores; later runs start in seconds) …", flush=True)
     cp = ControlPlane(layout.kube_dir, port=layout.kubesim_port, inventory=INVENTORY,
-                      addons=default_addons(keystone_url=keystone.url, kueue=True),
+                      addons=default_addons(keystone_url=keystone.url, kueue=True, dra=True),
                       etcd_in_memory=False)
     cp.start()
     layout.kubeconfig.write_text(cp.admin_kubeconfig.read_text())

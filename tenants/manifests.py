@@ -112,7 +112,9 @@ class NamespaceSpec:
     project_name: str
     # quota
     gpus_total: int
-    gpus_by_resource: dict[str, int]  # extended resource → limit (MIG resources beside nvidia.com/gpu)
+    # extended resource → limit (MIG resources beside nvidia.com/gpu); a DRA type's device
+    # class's quota key (device_class_quota) → the devices its claims may take
+    gpus_by_resource: dict[str, int]
     cpu: int
     memory_gb: int
     max_workloads: int
@@ -195,6 +197,15 @@ def _memory(mib: int) -> str:
     return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
 
 
+DEVICE_CLASS_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+
+
+def device_class_quota(device_class: str) -> str:
+    """The ResourceQuota key that counts the devices of `device_class` a namespace's
+    ResourceClaims ask for ("gpu.nvidia.com.deviceclass.resource.k8s.io/devices")."""
+    return device_class + DEVICE_CLASS_QUOTA_SUFFIX
+
+
 def make_resource_quota(spec: NamespaceSpec) -> dict[str, Any]:
     cpu = _cpu(spec.cpu * 1000 + spec.max_workloads * spec.sidecar_cpu_millis)
     memory = _memory(spec.memory_gb * 1024 + spec.max_workloads * spec.sidecar_memory_mib)
@@ -223,7 +234,11 @@ def make_resource_quota(spec: NamespaceSpec) -> dict[str, Any]:
             "limits.memory": memory,
         })
         for resource, limit in sorted(spec.gpus_by_resource.items()):
-            if resource != GPU_RESOURCE:
+            if resource.endswith(DEVICE_CLASS_QUOTA_SUFFIX):
+                # the devices a DRA type's claims may take, counted per device class by the
+                # API server's own quota of ResourceClaims (no requests. prefix)
+                hard[resource] = str(limit)
+            elif resource != GPU_RESOURCE:
                 hard[f"requests.{resource}"] = str(limit)
     return {"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": _meta(spec, QUOTA_NAME), "spec": {"hard": hard}}

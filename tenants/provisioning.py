@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from catalogue.models import GpuType
+from catalogue.sharing import DRA
 from kube.client import Conflict, Kube, KubeError
 from kube.kueue import queueing_on
 from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
@@ -28,6 +29,7 @@ from .manifests import (
     RETIRED_OBJECTS,
     EgressSpec,
     NamespaceSpec,
+    device_class_quota,
     egress_destination,
     tenant_objects,
 )
@@ -74,7 +76,8 @@ def namespace_spec(tenant: Tenant, quota: Quota, *, queued: bool = False) -> Nam
     allowances = [entry(tenant=tenant) for entry in CLAIM_ALLOWANCES]
     by_resource: dict[str, int] = {}
     for gpu_type in GpuType.objects.filter(slug__in=figures.gpus_by_type):
-        resource = gpu_type.resource_name
+        resource = (device_class_quota(gpu_type.device_class) if gpu_type.sharing == DRA
+                    else gpu_type.resource_name)
         by_resource[resource] = by_resource.get(resource, 0) + figures.gpus_by_type[gpu_type.slug]
     return NamespaceSpec(
         namespace=tenant.namespace,

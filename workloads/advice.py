@@ -24,10 +24,11 @@ from django.utils import timezone
 
 from catalogue.models import GpuType, Template
 from catalogue.selectors import capacity_outlook
-from catalogue.sharing import equivalents_text
+from catalogue.sharing import DRA, equivalents_text
 from cluster.capacity import GpuTypeCapacity
 from core.registry import SharedReads
 from credentials.pulls import REFUSED, RESOLVED, PullCheck, image_pull_check
+from kube.dra import dra_refusal
 from kube.engines import engine_refusal
 from tenants.models import Tenant
 
@@ -120,10 +121,15 @@ def fit_advice(launch: LaunchContext) -> list[Note]:
     unavailable = engine_refusal(template.engine) if template and template.distributed else None
     if unavailable:
         notes.append(("error", unavailable))
+    dra = launch.gpu_type.sharing == DRA
+    if dra and (refusal := dra_refusal()):
+        notes.append(("error", refusal))
     if nodes > 1:
         notes.append(("info", group_summary(capacity, slug, count, nodes)))
     never = None
-    if reads.capacity is not None:  # the cluster answered
+    # a DRA type's devices are in ResourceSlices, which the capacity view does not read: its
+    # nodes offer no extended resource, and whether a claim fits is the scheduler's to say
+    if reads.capacity is not None and not dra:  # the cluster answered
         never = never_fits(capacity, slug, count, nodes)
         if never is not None:
             notes.append(("error", never[1]))

@@ -27,6 +27,7 @@ from .validation import (
     NAME_MAX_LENGTH,
     NUMBER_BOUNDS,
     DistributedUnavailable,
+    DraUnavailable,
     ImagePullRefused,
     LaunchInvalid,
     field_clean,
@@ -206,6 +207,8 @@ class LaunchForm(forms.Form):
                 self._error(field, messages)
         except DistributedUnavailable as exc:  # the API's 400 distributed_unavailable
             self._error("template", [str(exc)])
+        except DraUnavailable as exc:  # the API's 400 dra_unavailable
+            self._error("gpu_type", [str(exc)])
         except ImagePullRefused as exc:  # the API's 400 with the registry's refusal
             self._error("image", [str(exc)])
         return cleaned

@@ -113,6 +113,9 @@ CONTAINER_NAME = "app"
 # the NetworkPolicy reach, so that nothing outside the pod addresses the application by name
 APP_PORT_NAME = "app"
 GPU_TAINT_KEY = "nvidia.com/gpu"
+# the name of a DRA type's request in the claim template, of the pod's claim and of the
+# container's use of it
+GPU_CLAIM_NAME = "gpu"
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # every node's, set by its kubelet
 
 # The tenant's persistent home volume is mounted here in every workload that asks for it. A
@@ -134,6 +137,17 @@ SHM_VOLUME = "dshm"
 # what the API server accepts as an environment variable name (and, for secret_env, as a key of
 # the Secret): refused here with a clear message rather than by a 422 halfway through a launch
 SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # what the API server accepts as a Secret's key
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuClaim:
+    """GPUs asked through dynamic resource allocation instead of an extended resource: each pod
+    gets a ResourceClaim from the workload's ResourceClaimTemplate, for `gpu_count` devices of
+    `device_class` matching `selector` (CEL; "" none beyond the class's), which the scheduler
+    allocates from the devices the driver publishes and which places the pod on their node."""
+
+    device_class: str
+    selector: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +180,7 @@ class WorkloadSpec:
     port: int | None = None  # the application's port ("http", or "app" behind a proxy)
     gpu_resource: str = "nvidia.com/gpu"  # or a MIG resource such as nvidia.com/mig-1g.10gb
     gpu_count: int = 1  # per node
+    gpu_claim: GpuClaim | None = None  # a DRA type's devices, in place of gpu_resource
     nodes: int = 1  # a distributed workload's nodes (one rank each)
     engine: str = SINGLE  # SINGLE | JOBSET | MPI
     node_selector: tuple[tuple[str, str], ...] = ()
@@ -407,9 +422,13 @@ def _resources(spec: WorkloadSpec) -> Manifest:
     # requests = limits: the pod is Guaranteed, so it is the last to be evicted, and the
     # ResourceQuota (which counts requests) sees exactly what the pod holds.
     amounts = {"cpu": spec.cpu, "memory": spec.memory}
-    if spec.gpu_count:
+    resources: Manifest = {}
+    if spec.gpu_count and spec.gpu_claim is not None:
+        # the devices come with the pod's claim, not as an amount of a resource
+        resources["claims"] = [{"name": GPU_CLAIM_NAME}]
+    elif spec.gpu_count:
         amounts[spec.gpu_resource] = str(spec.gpu_count)
-    return {"limits": dict(amounts), "requests": dict(amounts)}
+    return {"limits": dict(amounts), "requests": dict(amounts), **resources}
 
 
 def _pull_policy(image: str) -> str:
@@ -565,7 +584,13 @@ def make_pod_template(spec: WorkloadSpec) -> Manifest:
         pod_spec["initContainers"] = init_containers
     if pull_secrets := pod_pull_secrets(spec.secrets):
         pod_spec["imagePullSecrets"] = pull_secrets
-    if spec.node_selector:
+    claimed = spec.gpu_claim is not None and spec.gpu_count > 0
+    if claimed:
+        # a claim of its own per pod, made from the workload's template; the scheduler places
+        # the pod on the node of the devices it allocates, so no node selector is needed
+        pod_spec["resourceClaims"] = [{"name": GPU_CLAIM_NAME,
+                                       "resourceClaimTemplateName": spec.name}]
+    elif spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
     if spec.avoid_nodes:
         pod_spec["affinity"] = _avoiding(spec.avoid_nodes)
@@ -575,6 +600,27 @@ def make_pod_template(spec: WorkloadSpec) -> Manifest:
             {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
         ]
     return {"metadata": metadata, "spec": pod_spec}
+
+
+def make_resource_claim_template(spec: WorkloadSpec) -> Manifest | None:
+    """The ResourceClaimTemplate each of the workload's pods gets its claim from (None when it
+    asks no device through DRA): one request of `gpu_count` devices of the type's device class
+    and selector. A claim made from it is owned by its pod and goes with it."""
+    claim = spec.gpu_claim
+    if claim is None or not spec.gpu_count:
+        return None
+    exactly: Manifest = {"deviceClassName": claim.device_class,
+                         "allocationMode": "ExactCount", "count": spec.gpu_count}
+    if claim.selector:
+        exactly["selectors"] = [{"cel": {"expression": claim.selector}}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": _metadata(spec),
+        "spec": {"metadata": {"labels": labels(spec)},
+                 "spec": {"devices": {"requests": [{"name": GPU_CLAIM_NAME,
+                                                    "exactly": exactly}]}}},
+    }
 
 
 def make_deployment(spec: WorkloadSpec) -> Manifest:
@@ -840,13 +886,12 @@ def make_group_network_policy(spec: WorkloadSpec) -> Manifest:
 
 
 def workload_objects(spec: WorkloadSpec) -> list[Manifest]:
-    """Every object of the workload, in creation order: the Secret first (the pod needs it),
-    then the Deployment and Service of a service (and its Ingress behind the shared gateway),
+    """Every object of the workload, in creation order: the Secret and a DRA type's
+    ResourceClaimTemplate first (the pod needs them), then the Deployment and Service of a service (and its Ingress behind the shared gateway),
     or the Job of a batch workload, the JobSet of a `jobset` one, or the NetworkPolicy and
     MPIJob of an `mpi` one (the policy first: no pod of the group is ever reachable from the
     rest of the namespace)."""
-    secret = make_secret(spec)
-    objects = [secret] if secret else []
+    objects = [obj for obj in (make_secret(spec), make_resource_claim_template(spec)) if obj]
     if spec.engine == JOBSET:
         objects.append(make_jobset(spec))
     elif spec.engine == MPI:

@@ -34,7 +34,13 @@ from tenants.kueue import queue_labels
 
 from .access import workload_access, workload_proxy
 from .launch_spec import launch_spec_of
-from .manifests import CHECKPOINT_MOUNT_PATH, PodMount, WorkloadSpec, workload_objects
+from .manifests import (
+    CHECKPOINT_MOUNT_PATH,
+    GpuClaim,
+    PodMount,
+    WorkloadSpec,
+    workload_objects,
+)
 from .models import Workload
 from .mounts import dataset_claim_spec
 
@@ -46,8 +52,9 @@ DELETE_ORDER = ("JobSet", "MPIJob", "Deployment", "Job", "Ingress", "Service",
                 "NetworkPolicy", "Secret")
 # created (and answered) before the objects that make pods: the Secret their environment and
 # keys come from (a pod started without it waits for the kubelet's next try), an MPI group's
-# NetworkPolicy (no pod of the group is ever reachable from the rest of the namespace)
-FIRST_KINDS = frozenset({"Secret", "NetworkPolicy"})
+# NetworkPolicy (no pod of the group is ever reachable from the rest of the namespace), a DRA
+# type's ResourceClaimTemplate (a pod whose template is missing is not scheduled)
+FIRST_KINDS = frozenset({"Secret", "NetworkPolicy", "ResourceClaimTemplate"})
 
 T = TypeVar("T")
 
@@ -90,6 +97,7 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         port=spec["port"],
         gpu_resource=spec["gpu_resource"],
         gpu_count=spec["gpu_count"],
+        gpu_claim=GpuClaim(**spec["gpu_claim"]) if spec.get("gpu_claim") else None,
         nodes=spec.get("nodes", 1),
         engine=spec.get("engine", ""),
         node_selector=tuple(sorted(spec["node_selector"].items())),
@@ -257,5 +265,9 @@ def workload_address_release(workload: Workload, kube: Kube | None = None) -> in
 
 
 def workload_objects_delete(workload: Workload, kube: Kube | None = None) -> int:
-    """Delete the workload's objects (pods go with their owners). Returns how many were there."""
-    return _delete_kinds(workload, DELETE_ORDER, kube)
+    """Delete the workload's objects (pods go with their owners, their claims with them). A DRA
+    type's ResourceClaimTemplate is asked for only where the launch made one: a cluster without
+    resource.k8s.io has no such kind to ask. Returns how many were there."""
+    claimed = bool(launch_spec_of(workload).get("gpu_claim"))
+    return _delete_kinds(workload, DELETE_ORDER + (("ResourceClaimTemplate",) if claimed
+                                                   else ()), kube)

@@ -26,11 +26,13 @@ from catalogue.environment import (
 from catalogue.images import image_refusal, validate_image_reference
 from catalogue.models import GpuType, Template
 from catalogue.options import launch_args_problems
+from catalogue.sharing import DRA
 from cluster.capacity import gpu_capacity
 from core.validation import FieldsInvalid
 from credentials.validation import SecretInvalid, secret_uses_clean
 from identity.identity import Identity
 from kube.client import KubeError
+from kube.dra import dra_refusal
 from kube.engines import engine_refusal
 from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root, tenant_pod_security
@@ -73,6 +75,13 @@ class DistributedUnavailable(Exception):
     Kueue to admit a group whole): the message says what is missing (kube/engines.py)."""
 
     code = "distributed_unavailable"
+
+
+class DraUnavailable(Exception):
+    """A launch of a GPU type claimed through DRA on a cluster that does not serve
+    resource.k8s.io/v1 (kube/dra.py): the message says so."""
+
+    code = "dra_unavailable"
 
 
 class ImagePullRefused(Exception):
@@ -163,6 +172,11 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
         refusal = engine_refusal(template.engine)
         if refusal:
             raise DistributedUnavailable(refusal)
+    gpu_type = data.get("gpu_type")
+    if isinstance(gpu_type, GpuType) and gpu_type.sharing == DRA and check_capacity:
+        refusal = dra_refusal()
+        if refusal:
+            raise DraUnavailable(refusal)
     kind = data.get("kind") or template.kind
     if not template.custom and kind != template.kind:
         errors["kind"] = [f"The {template.name} template runs as a {template.kind}."]
@@ -410,6 +424,8 @@ def _never_fits(data: dict[str, Any], errors: dict[str, list[str]]) -> None:
     """A request larger than any node of the type can never run: say so now (the launch
     advice's rule, advice.never_fits, which the checks before a launch show as an error)."""
     gpu_type: GpuType = data["gpu_type"]
+    if gpu_type.sharing == DRA:
+        return  # the scheduler's to say: its devices are not in the capacity view (advice.py)
     try:
         capacity = gpu_capacity().get(gpu_type.slug)
     except KubeError:

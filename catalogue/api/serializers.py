@@ -37,7 +37,9 @@ class GpuTypeSerializer(serializers.Serializer[GpuTypeRow]):
     memory_gb = serializers.IntegerField()
     sharing = serializers.ChoiceField(
         choices=list(SHARINGS), help_text="how one unit shares its physical GPU: exclusive (a "
-                                          "whole GPU), time-sliced (replicas), mig (a slice)")
+                                          "whole GPU), time-sliced (replicas), mig (a slice), "
+                                          "dra (a device claimed through resource.k8s.io/v1 "
+                                          "from NVIDIA's DRA driver)")
     gpu_fraction = serializers.FloatField(
         help_text="the part of one physical GPU one unit is (1, 0.25, 0.142857…); totals, "
                   "budgets and GPU-hours count units × this")

@@ -33,10 +33,10 @@ def gpu_types(api: PortalClient, args: argparse.Namespace) -> int:
 
 
 def gpu_type_sharing(row: dict[str, Any]) -> str:
-    """"exclusive", or "time-sliced 1/4 of t4": how a unit shares its GPU (capacity and free
-    count units)."""
+    """"exclusive", "time-sliced 1/4 of t4", "dra" (a whole GPU claimed through DRA): how a unit
+    shares its GPU (capacity and free count units)."""
     sharing = str(row.get("sharing") or "exclusive")
-    if sharing == "exclusive":
+    if sharing == "exclusive" or (sharing == "dra" and row.get("gpu_fraction_text") == "1"):
         return sharing
     physical = row.get("physical")
     return f"{sharing} {row.get('gpu_fraction_text', '')}" + (f" of {physical}" if physical

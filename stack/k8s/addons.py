@@ -4,6 +4,10 @@
 - the GPU metrics: one gpuagent (fake NVML) and one pod-resources socket per GPU node;
 - the dynamic provisioner of volumes (provisioner.py): the default StorageClass `standard`,
   a folder per claim under the cluster's folder;
+- dynamic resource allocation (dra.py), when asked (`dra=True`: the demo, `dra_cluster` in the
+  tests): NVIDIA's DRA driver's device classes, a node pool of its own and the ResourceSlices
+  its kubelet plugin would publish for it. Off by default: its node is one kubesim does not
+  have, and the cluster the conformance suite compares with kubesim must have the same nodes;
 - k8s-keystone-auth, when there is a Keystone: `kubectl --token <Keystone token>`;
 - Kueue, when asked (`kueue=True`): queueing of the portal's launches (tenants/kueue.py, workloads/queue.py),
   and with it the engines of distributed training it admits whole: JobSet and the MPI operator,
@@ -17,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .cluster import DEMO_INVENTORY, Addon, ControlPlane
+from .dra import DynamicResources
 from .gpumetrics import GpuMetrics
 from .jobset import JobSet
 from .keystone_auth import KeystoneAuthWebhook
@@ -27,9 +32,11 @@ from .provisioner import SharedFolderProvisioner
 
 
 def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_INVENTORY,
-                   kueue: bool = False,
+                   kueue: bool = False, dra: bool = False,
                    pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> list[Addon]:
     addons: list[Addon] = [MetalLB(inventory), GpuMetrics(inventory), SharedFolderProvisioner()]
+    if dra:
+        addons.append(DynamicResources())
     if keystone_url:
         addons.append(KeystoneAuthWebhook(keystone_url))
     if kueue:

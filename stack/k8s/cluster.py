@@ -45,6 +45,8 @@ from .pki import CertificateAuthority, service_account_keys
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
+    from kubesim.inventory import Inventory
+
 DEMO_INVENTORY = REPO / "deploy" / "kubesim" / "demo-inventory.yaml"
 PORTAL_RBAC = REPO / "deploy" / "base" / "portal-rbac.yaml"
 # what the portal binds in tenant namespaces, and the admission rules for them (docs/rbac.md)
@@ -283,14 +285,20 @@ class ControlPlane:
     # --- objects the cluster starts with ----------------------------------------------------
 
     def _nodes(self) -> None:
-        from kubernetes import client
-        from kubernetes.client.rest import ApiException
-
-        from kubesim.inventory import load_inventory, node_object
+        from kubesim.inventory import load_inventory
 
         if self.inventory is None or not Path(self.inventory).exists():
             return
         inventory = load_inventory(str(self.inventory))
+        self.register_nodes(inventory)
+
+    def register_nodes(self, inventory: Inventory) -> None:
+        """Register the inventory's nodes as KWOK's (an addon with nodes of its own does too)."""
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        from kubesim.inventory import node_object
+
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self.api_client() as api:
             core = client.CoreV1Api(api)

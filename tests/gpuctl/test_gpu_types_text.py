@@ -10,4 +10,8 @@ def test_the_sharing_column_says_the_part_of_a_gpu_and_its_physical_type():
                              "physical": "t4"}) == "time-sliced 1/4 of t4"
     assert gpu_type_sharing({"sharing": "mig", "gpu_fraction_text": "1/7",
                              "physical": None}) == "mig 1/7"
+    # a type claimed through DRA: a whole GPU, or a MIG device of one
+    assert gpu_type_sharing({"sharing": "dra", "gpu_fraction_text": "1"}) == "dra"
+    assert gpu_type_sharing({"sharing": "dra", "gpu_fraction_text": "1/7",
+                             "physical": "a100"}) == "dra 1/7 of a100"
     assert gpu_type_sharing({}) == "exclusive"  # an older portal's rows

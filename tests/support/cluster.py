@@ -47,10 +47,11 @@ def remove_workload_objects(kube: Kube, *, wait: float = 0) -> None:
     # last the pods themselves: a test's bare pods (a group's, made without their engine on
     # kubesim) have no owner whose deletion would collect them
     for kind in ("JobSet", "MPIJob", "Deployment", "Job", "Ingress", "Service",
-                 "NetworkPolicy", "Secret", "Pod"):
+                 "NetworkPolicy", "Secret", "ResourceClaimTemplate", "Pod"):
         try:
             objects = kube.list(kind, label_selector=WORKLOAD_SELECTOR)["items"]
-        except NotFound:  # a distributed kind where its engine is not installed
+        except NotFound:  # a distributed kind where its engine is not installed, DRA's
+            # where resource.k8s.io is not served
             continue
         for obj in objects:
             meta = obj["metadata"]
@@ -63,6 +64,37 @@ def remove_workload_objects(kube: Kube, *, wait: float = 0) -> None:
 def workload_pods(kube: Kube) -> list[str]:
     return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in
             kube.list("Pod", label_selector=WORKLOAD_SELECTOR)["items"]]
+
+
+class PortalView:
+    """A real cluster as the kubesim-era tests see a cluster: `.kubeconfig` is what the portal
+    uses (its ServiceAccount), `.api_client()` is the test's admin client."""
+
+    def __init__(self, cp: Any) -> None:
+        self.cp = cp
+        self.kubeconfig = str(cp.portal_kubeconfig)
+        self.url = cp.url
+        self.running = True
+
+    def api_client(self) -> Any:
+        return self.cp.api_client()
+
+
+@contextlib.contextmanager
+def portal_on(cp: Any, settings: Any) -> Iterator[PortalView]:
+    """The portal pointed at the real control plane `cp` as its own least-privilege
+    ServiceAccount for one test (tests/realcluster/conftest.py), the test's cluster objects
+    deleted at its end."""
+    from cluster.addresses import address_pools_forget
+    from stack.k8s.addons import addon
+
+    settings.KUBECONFIG = str(cp.portal_kubeconfig)
+    address_pools_forget()  # what free addresses an earlier test left is not this one's
+    # the GPU agents of the KWOK nodes, as `make demo CLUSTER=kube` passes them to the portal
+    settings.PORTAL_GPU_EXPORTER_URLS = list(addon(cp, "gpumetrics").urls)
+    # the next test counts free GPUs on this same cluster: this one's pods must be gone
+    with cluster_objects_of_the_test(cp.api_client, timeout=90):
+        yield PortalView(cp)
 
 
 @contextlib.contextmanager

@@ -60,6 +60,17 @@ def demo_gpu_types() -> dict[str, Any]:
     }
 
 
+def dra_gpu_type() -> Any:
+    """A whole A100 claimed through DRA: the real control plane's DRA node pool's
+    (stack/k8s/dra.py: gpu-a100-dra-1, two NVIDIA A100-SXM4-80GB devices of 80Gi)."""
+    from catalogue.models import GpuType
+
+    return GpuType.objects.create(
+        slug="a100-dra", name="NVIDIA A100 80GB (DRA)", memory_gb=80,
+        resource_name="nvidia.com/gpu", node_selector={"gputype": "a100-dra"}, sharing="dra",
+        device_class="gpu.nvidia.com", product="NVIDIA A100-SXM4-80GB")
+
+
 def demo_shared_gpu_types(physical: dict[str, Any]) -> dict[str, Any]:
     """The demo's shared GPU types (seed_demo's): a quarter of a time-sliced T4 and a MIG
     1g.10gb slice of an A100, carved from `physical`'s `t4` and `a100`."""

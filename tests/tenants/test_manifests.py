@@ -12,6 +12,7 @@ from tenants.manifests import (
     RETIRED_OBJECTS,
     EgressSpec,
     NamespaceSpec,
+    device_class_quota,
     egress_destination,
     enforced_level,
     level_admits_root,
@@ -67,6 +68,16 @@ def test_resource_quota_counts_gpus_mig_cpu_memory_pods_and_load_balancers():
     }
     # none allowed, in the API server's own spelling (else every reconcile sees drift)
     assert make_resource_quota(SPEC)["spec"]["hard"]["requests.storage"] == "0"
+
+
+def test_resource_quota_counts_a_dra_types_devices_per_device_class():
+    spec = dataclasses.replace(SPEC, gpus_by_resource={
+        "nvidia.com/gpu": 8, device_class_quota("gpu.nvidia.com"): 3})
+    hard = make_resource_quota(spec)["spec"]["hard"]
+    assert hard["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"] == "3"
+    assert not any("deviceclass" in key for key in hard if key.startswith("requests."))
+    kubernetes_validate.validate(make_resource_quota(spec),
+                                 kubernetes_validate.utils.latest_version(), strict=True)
 
 
 def test_resource_quota_carries_a_storage_class_s_keys_where_the_quota_sets_them():

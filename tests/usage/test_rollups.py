@@ -192,3 +192,24 @@ def test_a_shared_gpus_units_count_their_part_of_a_gpu(tenants, users, gpu_types
     assert total.gpu_count == 2  # units
     assert total.gpu_seconds_allocated == pytest.approx(2 * 150.0 / 4)
     assert total.gpu_seconds_used == pytest.approx(2 * 150.0 / 4)
+
+
+def test_a_dra_types_devices_count_as_units_times_their_fraction(tenants, users, gpu_types):
+    # claimed through DRA: 2 whole A100s (gpu.nvidia.com), then 3 MIG devices (mig.nvidia.com,
+    # a seventh each), 2.5 minutes each, counted as any other type's units
+    from catalogue.models import GpuType
+    from tests.support.database import dra_gpu_type
+
+    dra_gpu_type()
+    GpuType.objects.create(slug="a100-mig-dra", name="A100 MIG 1g.10gb (DRA)", memory_gb=10,
+                           node_selector={"gputype": "a100-dra"}, sharing="dra",
+                           device_class="mig.nvidia.com", fraction_numerator=1,
+                           fraction_denominator=7)
+    whole = make_workload(tenants["alpha"], users["ann"], gpu_count=2, gpu_type="a100-dra",
+                          started_at=T0 + 30 * S, finished_at=T0 + 180 * S)
+    sliced = make_workload(tenants["alpha"], users["ann"], gpu_count=3,
+                           gpu_type="a100-mig-dra", started_at=T0 + 30 * S,
+                           finished_at=T0 + 180 * S)
+    rollup()
+    assert hour(whole).gpu_seconds_allocated == pytest.approx(2 * 150.0)
+    assert hour(sliced).gpu_seconds_allocated == pytest.approx(3 * 150.0 / 7)

@@ -35,6 +35,7 @@ from ..validation import (
     NAME_MAX_LENGTH,
     NUMBER_BOUNDS,
     DistributedUnavailable,
+    DraUnavailable,
     ImagePullRefused,
     LaunchInvalid,
     field_clean,
@@ -69,6 +70,13 @@ class DistributedUnavailableError(exceptions.APIException):
 
     status_code = status.HTTP_400_BAD_REQUEST
     default_code = DistributedUnavailable.code
+
+
+class DraUnavailableError(exceptions.APIException):
+    """400: a launch of a GPU type claimed through DRA on a cluster without resource.k8s.io/v1."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = DraUnavailable.code
 
 
 class ImagePullRefusedError(exceptions.APIException):
@@ -246,6 +254,8 @@ class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
             raise serializers.ValidationError(exc.errors) from exc
         except DistributedUnavailable as exc:
             raise DistributedUnavailableError(str(exc)) from exc
+        except DraUnavailable as exc:
+            raise DraUnavailableError(str(exc)) from exc
         except ImagePullRefused as exc:
             raise ImagePullRefusedError(str(exc), code=exc.code) from exc
 

@@ -1,0 +1,132 @@
+"""Dynamic resource allocation on the real control plane, as an addon: what NVIDIA's DRA driver
+for GPUs (k8s-dra-driver-gpu) would put in the API, written over the API by Python in place of
+its chart and its kubelet plugin, for KWOK's nodes that have no GPUs to find:
+
+- the driver's two DeviceClasses, `gpu.nvidia.com` (devices of type gpu) and `mig.nvidia.com`
+  (type mig), each selecting by driver and type (catalogue/sharing.py says what the driver
+  publishes);
+- a node pool of its own, `gpu-<pool>-dra-<n>` (labelled `gputype=<pool>-dra`, tainted as every
+  GPU node), with no extended GPU resource: its GPUs exist only as devices;
+- per node, the ResourceSlice its kubelet plugin would publish: driver `gpu.nvidia.com`, a pool
+  named after the node, `nodeName` set, one device `gpu-<i>` per GPU with the attributes
+  `type`, `uuid`, `productName`, `brand`, `architecture` (strings, qualified by the driver's
+  name) and the capacity `memory`.
+
+The real kube-scheduler allocates claims from these slices (its DynamicResources plugin is on
+by default since resource.k8s.io went GA) and the resource-claim controller makes each pod's
+claim from its template; KWOK runs the pods, as it runs every pod here, without preparing any
+device. The API server serves resource.k8s.io/v1 by default in 1.37: no flag is needed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from catalogue.sharing import DRA_DEVICE_TYPES, DRA_DRIVER, dra_class_selector
+
+if TYPE_CHECKING:
+    from .cluster import ControlPlane
+
+RESOURCE_API = "resource.k8s.io/v1"
+GPU_TAINT = "nvidia.com/gpu:NoSchedule"
+
+
+def device_class(name: str) -> dict[str, Any]:
+    """A DeviceClass as the driver's chart installs it."""
+    return {"apiVersion": RESOURCE_API, "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": dra_class_selector(name)}}]}}
+
+
+@dataclasses.dataclass(frozen=True)
+class DraPool:
+    """Nodes whose GPUs the driver would publish: `gpus` whole GPUs each."""
+
+    name: str = "a100"
+    count: int = 1
+    gpus: int = 2
+    product: str = "NVIDIA A100-SXM4-80GB"  # NVML's name, as the driver publishes it
+    memory: str = "80Gi"
+    architecture: str = "Ampere"
+
+    def node_names(self) -> list[str]:
+        return [f"gpu-{self.name}-dra-{i}" for i in range(1, self.count + 1)]
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}-dra"
+
+
+def resource_slice(pool: DraPool, node: str) -> dict[str, Any]:
+    """The ResourceSlice the driver's kubelet plugin publishes for `node`: all its devices in
+    one slice of a pool named after the node (generation 1, the only slice of the pool)."""
+    devices = [{
+        "name": f"gpu-{i}",
+        "attributes": {
+            "type": {"string": DRA_DEVICE_TYPES[DRA_DRIVER]},
+            "uuid": {"string": f"GPU-{node}-{i}"},
+            "productName": {"string": pool.product},
+            "brand": {"string": "Nvidia"},
+            "architecture": {"string": pool.architecture},
+        },
+        "capacity": {"memory": {"value": pool.memory}},
+    } for i in range(pool.gpus)]
+    return {"apiVersion": RESOURCE_API, "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{DRA_DRIVER}"},
+            "spec": {"driver": DRA_DRIVER, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": devices}}
+
+
+def pool_inventory(pool: DraPool) -> dict[str, Any]:
+    """The pool's nodes in the inventory's format (kubesim/README.md): GPU nodes with no GPU
+    resource, since their GPUs are only devices in the slices."""
+    return {"nodePools": [{"name": f"{pool.name}-dra", "count": pool.count,
+                           "namePrefix": f"gpu-{pool.name}-dra-",
+                           "labels": {"gputype": pool.label}, "cpu": 64, "memory": "512Gi",
+                           "taints": [GPU_TAINT]}]}
+
+
+def _created(create: Callable[[], object]) -> None:
+    """Create an object; one already there (a restarted addon's) is kept."""
+    from kubernetes.client.rest import ApiException
+
+    try:
+        create()
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+class DynamicResources:
+    """The addon: device classes, the pool's nodes and their slices."""
+
+    name = "dra"
+
+    def __init__(self, pool: DraPool | None = None) -> None:
+        self.pool = pool or DraPool()
+
+    def apiserver_args(self, cp: ControlPlane) -> list[str]:
+        return []
+
+    def start(self, cp: ControlPlane) -> None:
+        from kubernetes import client
+
+        from kubesim.inventory import parse_inventory
+
+        cp.register_nodes(parse_inventory(pool_inventory(self.pool)))
+        with cp.api_client() as api:
+            resource = client.ResourceV1Api(api)
+            for name in DRA_DEVICE_TYPES:
+                klass = client.V1DeviceClass.from_dict(device_class(name))
+                assert klass is not None  # (None for None only)
+                _created(functools.partial(resource.create_device_class, klass))
+            for node in self.pool.node_names():
+                published = client.V1ResourceSlice.from_dict(resource_slice(self.pool, node))
+                assert published is not None
+                _created(functools.partial(resource.create_resource_slice, published))
+
+    def stop(self) -> None:
+        return None

@@ -1,0 +1,94 @@
+"""A GPU type claimed through DRA on a cluster that does not serve resource.k8s.io/v1 (kubesim):
+the admin creates it, the catalogue and the API say what it is, a launch is refused 400
+dra_unavailable and the admin's list says why. On a cluster that serves it, the real scheduler
+allocates its claims (tests/realcluster/test_dra.py)."""
+
+from fractions import Fraction
+
+import pytest
+from django.test import Client
+
+from audit.models import AuditRecord
+from catalogue.models import GpuType
+from catalogue.services import CatalogueRefused, gpu_type_update
+from tenants.models import Tenant
+from tenants.services import quota_update
+from tests.support.database import dra_gpu_type
+from tests.support.pages import field_error, launch_form
+from workloads.models import Workload
+
+pytestmark = pytest.mark.django_db
+
+DRA_FORM = {"slug": "a100-dra", "name": "NVIDIA A100 80GB (DRA)",
+            "resource_name": "nvidia.com/gpu", "node_selector": "gputype=a100-dra",
+            "memory_gb": "80", "enabled": "on", "sharing": "dra", "gpu_fraction": "1",
+            "device_class": "gpu.nvidia.com", "product": "NVIDIA A100-SXM4-80GB"}
+
+
+def row_of(page: str, slug: str) -> str:
+    pk = GpuType.objects.get(slug=slug).pk
+    start = page.index(f'<tr id="gpu-type-{pk}"')
+    return page[start:page.index("</tr>", start)]
+
+
+def test_an_admin_adds_a_dra_type_and_the_list_says_the_cluster_cannot_serve_it(admin, cluster):
+    response = admin.post("/admin/gpu-types/new/", DRA_FORM)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    created = GpuType.objects.get(slug="a100-dra")
+    assert (created.sharing, created.device_class, created.product, created.gpu_fraction) == (
+        "dra", "gpu.nvidia.com", "NVIDIA A100-SXM4-80GB", 1)
+    record = AuditRecord.objects.get(action="gpu_type.create", target="gpu_type/a100-dra")
+    assert record.after["device_class"] == "gpu.nvidia.com"
+    row = row_of(admin.get("/admin/gpu-types/").content.decode(), "a100-dra")
+    assert "does not serve resource.k8s.io/v1" in row and 'class="flagged"' in row
+    # a whole GPU's class with a part of one, or a class for another sharing, is refused
+    response = admin.post("/admin/gpu-types/new/", {**DRA_FORM, "slug": "half",
+                                                    "gpu_fraction": "1/2"})
+    assert response.status_code == 400
+    response = admin.post("/admin/gpu-types/new/", {**DRA_FORM, "slug": "other",
+                                                    "sharing": "exclusive"})
+    assert response.status_code == 400
+    assert "Only a DRA type" in response.content.decode()
+
+
+def test_a_dra_types_fields_agree(db):
+    dra = dra_gpu_type()
+    for changes, why in (({"device_class": ""}, "names its device class"),
+                         ({"product": "x' || true || '"}, "as the driver publishes it"),
+                         ({"device_class": "mig.nvidia.com"}, "a MIG instance a part of one")):
+        with pytest.raises(CatalogueRefused, match=why):
+            gpu_type_update(gpu_type=dra, acting_user=None, changes=changes)
+    mig = gpu_type_update(gpu_type=dra, acting_user=None, changes={
+        "device_class": "mig.nvidia.com", "gpu_fraction": Fraction(1, 7)})
+    assert mig.gpu_fraction == Fraction(1, 7)
+
+
+def test_a_dra_launch_on_kubesim_is_refused_400_dra_unavailable(login, gpu_types, cluster,
+                                                                project_token):
+    dra_gpu_type()
+    login("researcher")
+    vision = Tenant.objects.get(name="vision-lab")
+    quota_update(tenant=vision, acting_user=None, changes={"gpus_total": 4,
+                                                          "gpus_by_type": {"a100-dra": 2}})
+    headers = {"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}
+    types = {row["slug"]: row for row in Client().get("/api/v1/gpu-types/", **headers).json()}
+    assert (types["a100-dra"]["sharing"], types["a100-dra"]["gpu_fraction_text"]) == ("dra", "1")
+    response = Client().post("/api/v1/workloads/", {
+        "name": "claimed", "template": "jupyter", "gpu_type": "a100-dra", "gpu_count": 1},
+        content_type="application/json", **headers)
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert body["code"] == "dra_unavailable"
+    assert "does not serve resource.k8s.io/v1" in body["detail"]
+    assert not Workload.objects.filter(tenant=vision).exists()
+
+
+def test_the_launch_page_names_the_refusal_on_the_gpu_type(login, gpu_types, cluster):
+    dra_gpu_type()
+    client = login("researcher")
+    vision = Tenant.objects.get(name="vision-lab")
+    quota_update(tenant=vision, acting_user=None, changes={"gpus_by_type": {"a100-dra": 2}})
+    response = client.post("/workloads/new/", launch_form(name="claimed", gpu_type="a100-dra"))
+    assert response.status_code == 400
+    assert "does not serve resource.k8s.io/v1" in field_error(response.content.decode(),
+                                                              "gpu_type")

@@ -1,0 +1,141 @@
+"""A GPU type claimed through DRA on the real control plane: the launch's ResourceClaimTemplate
+gives its pod a claim, the real kube-scheduler allocates it devices from the ResourceSlices the
+DRA addon publishes for its node pool (stack/k8s/dra.py, as NVIDIA's kubelet plugin would) and
+binds the pod on their node, KWOK runs it; the quota counts it as any other type's units; a
+claim beyond the devices leaves its pod Pending with the scheduler's reason."""
+
+import pytest
+from kubernetes import client as k8s
+
+from kube.discovery import api_served
+from tenants.provisioning import tenant_reconcile
+from tenants.services import quota_update
+from tests.support.cluster import portal_on
+from tests.support.database import dra_gpu_type
+from tests.support.journeys import JUPYTER, track_until, vision  # noqa: F401 - a fixture
+from tests.support.waiting import eventually
+from tests.workloads.api_calls import launch, post
+from workloads.models import Workload
+from workloads.objects import workload_objects_create
+
+pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def cluster(dra_cluster, settings):
+    """The portal on the control plane with the DRA addon (tests/fixtures/realcluster.py)."""
+    with portal_on(dra_cluster, settings) as view:
+        yield view
+
+NODE = "gpu-a100-dra-1"  # the addon's pool: two NVIDIA A100-SXM4-80GB devices of 80Gi
+
+
+def pods_of(api, namespace: str, workload_id: int) -> list:
+    return k8s.CoreV1Api(api).list_namespaced_pod(
+        namespace, label_selector=f"gpu-portal.io/workload-id={workload_id}").items
+
+
+def claims_of(api, namespace: str, workload_id: int) -> list:
+    return k8s.ResourceV1Api(api).list_namespaced_resource_claim(
+        namespace, label_selector=f"gpu-portal.io/workload-id={workload_id}").items
+
+
+def test_a_dra_launch_is_allocated_by_the_real_scheduler_and_counted(vision, api_headers,
+                                                                     eager_celery, cluster):
+    from kube.client import Kube
+
+    assert api_served("resource.k8s.io/v1", Kube(), fresh=True)  # 1.37 serves it by default
+    dra_gpu_type()
+    quota_update(tenant=vision, acting_user=None, changes={
+        "gpus_total": 3, "gpus_by_type": {"a100": 4, "a100-dra": 3}})
+    tenant_reconcile(tenant_id=vision.pk)
+    headers = api_headers("researcher")
+    both = launch(headers, {**JUPYTER, "name": "both", "gpu_type": "a100-dra", "gpu_count": 2})
+    assert both.status_code == 201, both.json()
+    workload = Workload.objects.get(pk=both.json()["id"])
+    api = cluster.api_client()
+    template = k8s.ResourceV1Api(api).read_namespaced_resource_claim_template(
+        workload.object_name, vision.namespace)
+    (request,) = template.spec.spec.devices.requests
+    assert (request.exactly.device_class_name, request.exactly.count) == ("gpu.nvidia.com", 2)
+    deployment = k8s.AppsV1Api(api).read_namespaced_deployment(workload.object_name,
+                                                               vision.namespace)
+    assert deployment.spec.template.spec.node_selector is None
+
+    def allocated() -> set | None:
+        claims = claims_of(api, vision.namespace, workload.pk)
+        allocation = claims[0].status.allocation if claims and claims[0].status else None
+        if allocation is None:
+            return None
+        return {(r.driver, r.pool, r.device) for r in allocation.devices.results}
+
+    devices = eventually(allocated, timeout=30, message="the claim allocated")
+    assert devices == {("gpu.nvidia.com", NODE, "gpu-0"), ("gpu.nvidia.com", NODE, "gpu-1")}
+
+    def running() -> bool:
+        pods = pods_of(api, vision.namespace, workload.pk)
+        return bool(pods) and pods[0].spec.node_name == NODE and pods[0].status.phase == "Running"
+
+    eventually(running, timeout=30, message="its pod bound to the claim's node and running")
+    # no device is left: the next claim waits, its pod Pending with the scheduler's reason
+    more = launch(headers, {**JUPYTER, "name": "more", "gpu_type": "a100-dra", "gpu_count": 1})
+    assert more.status_code == 201, more.json()
+    waiting = Workload.objects.get(pk=more.json()["id"])
+
+    def unschedulable() -> str | None:
+        pods = pods_of(api, vision.namespace, waiting.pk)
+        conditions = (pods[0].status.conditions or []) if pods else []
+        return next((c.message for c in conditions if c.type == "PodScheduled"
+                     and c.status == "False" and c.reason == "Unschedulable"), None)
+
+    reason = eventually(unschedulable, timeout=30, message="the pod unschedulable")
+    # e.g. "0/10 nodes are available: 10 cannot allocate all claims. preemption: …"
+    assert "cannot allocate all claims" in reason, reason
+    assert pods_of(api, vision.namespace, waiting.pk)[0].status.phase == "Pending"
+    # the workload's page and API say it in the scheduler's words, as for any other type
+    tracked = track_until(waiting.pk, lambda w: w.reason == reason)
+    assert tracked.state == "pending"
+    # the namespace's ResourceQuota counts the devices its claims take, per device class
+    key = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+
+    def quota_used() -> dict:
+        quota = k8s.CoreV1Api(api).read_namespaced_resource_quota("gpu-portal-quota",
+                                                                  vision.namespace)
+        return {"hard": quota.status.hard.get(key), "used": quota.status.used.get(key)}
+
+    eventually(lambda: quota_used() == {"hard": "3", "used": "3"}, timeout=30,
+               message=lambda: f"the claims counted: {quota_used()}")
+    # counted as every type's units × its fraction (1): 3 of the 3 GPUs in all are taken
+    refused = launch(headers, {**JUPYTER, "name": "one-more", "gpu_type": "a100"})
+    assert refused.status_code == 403, refused.json()
+    assert "uses 3 of 3 GPUs in all" in refused.json()["detail"]
+
+
+def test_a_dra_launchs_objects_are_adopted_and_its_devices_freed_by_stop(vision, api_headers,
+                                                                        eager_celery, cluster):
+    dra_gpu_type()
+    quota_update(tenant=vision, acting_user=None, changes={"gpus_by_type": {"a100-dra": 4}})
+    tenant_reconcile(tenant_id=vision.pk)
+    headers = api_headers("researcher")
+    first = Workload.objects.get(pk=launch(headers, {
+        **JUPYTER, "name": "first", "gpu_type": "a100-dra", "gpu_count": 2}).json()["id"])
+    # a retried create makes nothing twice: the claim template is adopted as every object
+    assert workload_objects_create(first) == []
+    second = Workload.objects.get(pk=launch(headers, {
+        **JUPYTER, "name": "second", "gpu_type": "a100-dra", "gpu_count": 2}).json()["id"])
+    api = cluster.api_client()
+    eventually(lambda: pods_of(api, vision.namespace, second.pk) and
+               pods_of(api, vision.namespace, second.pk)[0].status.phase == "Pending",
+               timeout=30, message="the second waits for devices")
+    assert post(f"/api/v1/workloads/{first.pk}/stop/", headers).status_code == 202
+    resource = k8s.ResourceV1Api(api)
+    names = [t.metadata.name for t in
+             resource.list_namespaced_resource_claim_template(vision.namespace).items]
+    assert names == [second.object_name]
+    # its claim went with its pod: the devices are the second's now
+    workload = track_until(second.pk, lambda w: w.state == "running")
+    assert workload.node == NODE
+    claims = claims_of(api, vision.namespace, second.pk)
+    assert {r.device for r in claims[0].status.allocation.devices.results} == {"gpu-0", "gpu-1"}
+    eventually(lambda: claims_of(api, vision.namespace, first.pk) == [], timeout=30,
+               message="the first's claim deleted with its pod")
