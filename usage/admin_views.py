@@ -116,6 +116,8 @@ def _recent_use(now: dt.datetime) -> tuple[dict[str, float], dict[str, float], d
     type_utils: dict[str, list[float]] = defaultdict(list)
     tenant_utils: dict[int, list[float]] = defaultdict(list)
     for row in _allocated_devices(now):
+        if row["mean"] is None:
+            continue  # a MIG instance with memory only: its use is not known, not nought
         slug = row["workload__gpu_type__slug"]
         used[slug] += row["mean"] / 100.0
         type_utils[slug].append(row["mean"])
