@@ -135,6 +135,44 @@ def busy_outside(now: dt.datetime) -> list[GpuDevice]:
                 .order_by("node", "index", "mig_instance"))
 
 
+@dataclasses.dataclass
+class HolderRow:
+    """A pod on a GPU as the last scrape found it, with its workload when it is the portal's."""
+
+    namespace: str
+    pod: str
+    workload: Workload | None
+    util: float | None  # its own where scope is "process"; the whole GPU's where "device"
+    memory_used_mib: int | None
+    scope: str
+
+
+@dataclasses.dataclass
+class DeviceRow:
+    device: GpuDevice
+    holders: list[HolderRow]
+
+
+def with_holders(devices: list[GpuDevice]) -> list[DeviceRow]:
+    """Each device with every pod the last scrape found on it (several on a time-sliced GPU,
+    the one holding it on a MIG instance); their workloads in one query."""
+    ids = {h["workload"] for d in devices for h in d.last_holders if h.get("workload")}
+    workloads = Workload.objects.in_bulk(ids) if ids else {}
+    return [DeviceRow(device=d, holders=[
+        HolderRow(namespace=h.get("namespace", ""), pod=h.get("pod", ""),
+                  workload=workloads.get(h.get("workload")), util=h.get("util"),
+                  memory_used_mib=h.get("memory_used_mib"), scope=h.get("scope", ""))
+        for h in d.last_holders]) for d in devices]
+
+
+def shared_devices(now: dt.datetime) -> list[DeviceRow]:
+    """GPUs reported within RECENT that several pods share (time-slicing) and MIG instances
+    held by a pod, each with every pod on it."""
+    recent = (GpuDevice.objects.filter(last_seen__gte=now - RECENT)
+              .exclude(last_holders=[]).order_by("node", "index", "mig_instance"))
+    return with_holders([d for d in recent if d.mig_instance or len(d.last_holders) > 1])
+
+
 def _node_types(gpu_types: list[GpuType], nodes: list[dict[str, Any]]) -> dict[str, list[str]]:
     """node name → the slugs of the GPU types whose selector it matches."""
     return {n["metadata"]["name"]: [t.slug for t in gpu_types if t.node_selector and node_matches(
@@ -239,11 +277,12 @@ def gpu_dashboard(request: SignedInRequest) -> HttpResponse:
     outside = busy_outside(now)
     return render(request, "usage/gpu_dashboard.html", {
         "types": gpu_type_rows(nodes, now, outside, capacity=capacity),
-        "outside": outside,
+        "outside": with_holders(outside),
+        "shared": shared_devices(now),
         "nodes": node_rows(nodes) if nodes is not None else None,
         "tenants": tenant_allocations(now),
         "idle": idle_workloads(now=now),
-        "unhealthy": list(unhealthy_devices().filter(health__in=UNHEALTHY)),
+        "unhealthy": with_holders(list(unhealthy_devices().filter(health__in=UNHEALTHY))),
         "cluster_error": cluster_error, "recent_minutes": int(RECENT.total_seconds() // 60),
     })
 

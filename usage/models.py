@@ -3,8 +3,9 @@
 Shapes other features build on (idle culling, GPU health, charts) — keep them stable:
 
 - `GpuDevice`: one row per GPU (or MIG instance) ever reported, keyed by (uuid, mig_instance);
-  the scraper refreshes node/index/model/last_* on every scrape and never touches `health*`,
-  which belong to the GPU health feature.
+  the scraper refreshes node/index/model/last_* on every scrape (`last_holders`: every pod on
+  it, several on a time-sliced GPU) and never touches `health*`, which belong to the GPU
+  health feature.
 - `GpuSample`: one row per device and scrape time (at), mapped to the workload and tenant whose
   pod held the device; free GPUs are stored with workload = tenant = NULL. `util` is NULL
   where the exporter has none (a MIG instance under the NVML agent: memory only). Raw samples
@@ -50,6 +51,10 @@ class GpuDevice(models.Model):
     last_pod = models.CharField(max_length=253, blank=True, default="")
     last_workload = models.ForeignKey("workloads.Workload", null=True, blank=True,
                                       on_delete=models.SET_NULL, related_name="+")
+    # every pod the last scrape found on it — a time-sliced GPU has several, which last_pod
+    # (one of them) cannot say: [{namespace, pod, workload (id or null: not the portal's),
+    # util (the pod's own, or the device's: scope), memory_used_mib, scope}] by pod
+    last_holders = models.JSONField(default=list, blank=True)
     xid = models.PositiveIntegerField(default=0, help_text="the last XID error reported (0: none)")
     ecc_dbe = models.PositiveBigIntegerField(default=0,
                                              help_text="double-bit ECC errors (volatile total)")

@@ -185,10 +185,31 @@ def _as_int(value: float | None) -> int:
     return int(value) if value is not None else 0
 
 
+def _holders_by_device(readings: list[DeviceReading], holders: dict[tuple[str, str], Holder]
+                       ) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Every pod each device's readings name, with its own figures where it has them."""
+    on: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in readings:
+        if not r.pod:
+            continue
+        holder = holders.get((r.namespace, r.pod))
+        memory = r.own_memory_used_mib
+        on[r.device_key].append({
+            "namespace": r.namespace, "pod": r.pod,
+            "workload": holder.workload_id if holder else None, "util": r.own_util,
+            "memory_used_mib": None if memory is None else int(memory), "scope": r.scope})
+    for pods in on.values():
+        pods.sort(key=lambda p: (p["namespace"], p["pod"]))
+    return on
+
+
 def _devices_upsert(readings: list[DeviceReading], holders: dict[tuple[str, str], Holder],
                     at: dt.datetime) -> None:
+    """One row per device of `readings` (several readings, one per pod, on a shared GPU)."""
+    on = _holders_by_device(readings, holders)
+    devices = list({r.device_key: r for r in readings}.values())
     objs = []
-    for r in readings:
+    for r in devices:
         holder = holders.get((r.namespace, r.pod))
         objs.append(GpuDevice(
             uuid=r.uuid, mig_instance=r.mig_instance, mig_profile=r.mig_profile, node=r.node,
@@ -197,12 +218,14 @@ def _devices_upsert(readings: list[DeviceReading], holders: dict[tuple[str, str]
             last_temperature=r.temperature, last_power_w=r.power_w,
             last_namespace=r.namespace, last_pod=r.pod,
             last_workload_id=holder.workload_id if holder else None,
+            last_holders=on.get(r.device_key, []),
             xid=_as_int(r.xid), ecc_dbe=_as_int(r.ecc_dbe)))
     GpuDevice.objects.bulk_create(
         objs, batch_size=500, update_conflicts=True, unique_fields=["uuid", "mig_instance"],
         update_fields=["mig_profile", "node", "index", "model", "memory_total_mib", "last_seen",
                        "last_util", "last_memory_used_mib", "last_temperature", "last_power_w",
-                       "last_namespace", "last_pod", "last_workload", "xid", "ecc_dbe"])
+                       "last_namespace", "last_pod", "last_workload", "last_holders", "xid",
+                       "ecc_dbe"])
 
 
 def _target_record(result: TargetResult, *, at: dt.datetime, stored: int, unknown: int) -> None:
@@ -275,7 +298,7 @@ def usage_scrape(*, kube: Kube | None = None, now: dt.datetime | None = None) ->
             log.info("GPU metrics from %s: %d GPUs held by pods the portal does not know, "
                      "skipped", result.target.url, unknown)
         if devices:
-            _devices_upsert(devices, holders, at)
+            _devices_upsert(readings, holders, at)
         stored = samples_insert(rows=rows)
         report.devices += len(devices)
         report.samples += stored

@@ -273,3 +273,32 @@ def test_a_workload_on_the_agents_mig_instance_stores_its_memory_without_utilisa
         "GPU-a100", "7", None, 900)
     device = GpuDevice.objects.get(uuid="GPU-a100", mig_instance="7")
     assert device.last_util is None and device.last_workload_id == workload.pk
+
+
+def test_the_admins_gpu_page_lists_every_pod_on_a_shared_gpu_and_each_mig_instances(
+        exporter_service, exporter, tenants, users, gpu_types, login):
+    busy = make_workload(tenants["alpha"], users["ann"], name="busy", gpu_count=1)
+    idle = make_workload(tenants["alpha"], users["ann"], name="idle", gpu_count=1)
+    sliced = make_workload(tenants["alpha"], users["ann"], name="sliced", gpu_count=1)
+    pods = (f"{busy.object_name}-0", f"{idle.object_name}-0")
+    t4 = exporter(lambda path: (200, _agent_text(process_figures=True, pods=pods).encode(), 0))
+    mig = exporter(lambda path: (200, _mig_agent_text(f"{sliced.object_name}-0").encode(), 0))
+
+    usage_scrape(kube=exporter_service(t4.port, mig.port))
+
+    # the device row keeps every pod on it, each with its own figures: last_pod names one
+    holders = GpuDevice.objects.get(uuid="GPU-t4").last_holders
+    assert [(h["pod"], h["workload"], h["util"], h["memory_used_mib"], h["scope"])
+            for h in holders] == [(pods[0], busy.pk, 90.0, 4096, "process"),
+                                  (pods[1], idle.pk, 0.0, 1024, "process")]
+    page = login("admin").get("/admin/gpus/").content.decode()
+    section = page[page.index('id="shared-gpus"'):page.index('id="unhealthy-gpus"')]
+    t4_row = section[section.index('data-gpu="gpu-t4-shared-1/0"'):]
+    t4_row = t4_row[:t4_row.index("</tr>")]
+    assert 'data-holders="2"' in t4_row and "time-sliced, 2 pods" in t4_row
+    assert f'data-pod="{pods[0]}"' in t4_row and f'data-pod="{pods[1]}"' in t4_row
+    assert "90% (its own)" in t4_row and "0% (its own)" in t4_row
+    mig_row = section[section.index('data-gpu="gpu-a100-mig-1/0/mig7"'):]
+    mig_row = mig_row[:mig_row.index("</tr>")]
+    assert "MIG 1g.10gb" in mig_row and f'data-pod="{sliced.object_name}-0"' in mig_row
+    assert "no utilisation (memory only), 900 MiB" in mig_row
