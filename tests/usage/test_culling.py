@@ -302,13 +302,16 @@ def test_two_notebooks_on_a_time_sliced_t4_and_one_on_a_mig_slice_end_to_end(
         assert consumption(vision, weights={}, start=now - dt.timedelta(days=1),
                            now=now).rate == pytest.approx(0.25 * 2 + 1 / 7)
 
+        pods: set[str] = set()
+
         def reported() -> bool:
-            pods = {r.pod for result, _ in scrape_targets(discover_targets(kube), kube=kube)
-                    for r in result.readings}
+            pods.clear()
+            pods.update(r.pod for result, _ in scrape_targets(discover_targets(kube), kube=kube)
+                        for r in result.readings)
             return all(any(pod.startswith(f"{w.object_name}-") for pod in pods) for w in every)
 
         eventually(reported, timeout=30, interval=0.3,
-                   message="the exporters never reported the three pods' GPUs")
+                   message=lambda: f"the exporters never reported the three pods' GPUs: {pods}")
         # two minutes and a half of scrapes from their start
         started = max(state_of(w).started_at for w in every)
         later = [started + dt.timedelta(seconds=s) for s in range(30, 181, 30)]
