@@ -99,13 +99,10 @@ def test_kueue_counts_a_shared_types_units_in_its_own_resource():
     assert nominal[("gpu-a100", "nvidia.com/gpu")] == "2"
 
 
-def test_where_the_cluster_queues_a_launch_heavier_than_the_total_is_refused(tenant,
-                                                                             monkeypatch):
+def test_where_the_cluster_queues_a_launch_heavier_than_the_total_is_refused(tenant, settings):
     # Kueue counts units per type and knows no total: the portal refuses what alone weighs
     # more GPUs than the total, and lets what fits within it queue, however much runs already
-    import workloads.services
-
-    monkeypatch.setattr(workloads.services, "queueing_on", lambda: True)
+    settings.PORTAL_QUEUEING = "kueue"
     assert Tenant.objects.get(pk=tenant.pk).quota.gpu_borrowing_limit is None
     _launch(tenant, "t4-shared", 8)  # 2 GPUs: the whole total
     _launch(tenant, "a100", 1)  # past the total with what runs: it waits its turn in the queue
