@@ -155,14 +155,19 @@ class DeviceRow:
 
 def with_holders(devices: list[GpuDevice]) -> list[DeviceRow]:
     """Each device with every pod the last scrape found on it (several on a time-sliced GPU,
-    the one holding it on a MIG instance); their workloads in one query."""
-    ids = {h["workload"] for d in devices for h in d.last_holders if h.get("workload")}
+    the one holding it on a MIG instance); their workloads in one query. A row last scraped
+    before the scraper kept every pod names the one it kept."""
+    on = {d.pk: d.last_holders or ([{"namespace": d.last_namespace, "pod": d.last_pod,
+                                     "workload": d.last_workload_id, "util": d.last_util,
+                                     "memory_used_mib": d.last_memory_used_mib}]
+                                   if d.last_pod else []) for d in devices}
+    ids = {h["workload"] for holders in on.values() for h in holders if h.get("workload")}
     workloads = Workload.objects.in_bulk(ids) if ids else {}
     return [DeviceRow(device=d, holders=[
         HolderRow(namespace=h.get("namespace", ""), pod=h.get("pod", ""),
                   workload=workloads.get(h.get("workload")), util=h.get("util"),
                   memory_used_mib=h.get("memory_used_mib"), scope=h.get("scope", ""))
-        for h in d.last_holders]) for d in devices]
+        for h in on[d.pk]]) for d in devices]
 
 
 def shared_devices(now: dt.datetime) -> list[DeviceRow]:
