@@ -166,7 +166,7 @@ def gpu_type_rows(gpu_types: list[GpuType], nodes: list[dict[str, Any]] | None,
                 row.layout = tuple(sorted(
                     node_layout(node["metadata"]["name"], node["metadata"].get("labels") or {})
                     for node in nodes if _offering(gpu_type, [node])))
-            outlook = capacity_outlook(gpu_type)
+            outlook = capacity_outlook(gpu_type, free_now=cap.free)
             if outlook is not None and outlook["changes"]:
                 row.outlook = outlook["text"]
         elif not gpu_type.node_selector:

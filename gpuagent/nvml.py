@@ -549,6 +549,23 @@ class FakeGpu:
         self.step = 0
 
 
+def _node_file_mig(entry: dict[str, Any]) -> list[MigDevice]:
+    """A node file GPU's `mig` instances: memory as the workload of the pod holding each uses
+    it (none held: nothing used). NVML has no utilisation per instance, so none is scripted."""
+    instances = []
+    for instance in entry.get("mig") or ():
+        total = int(instance["memoryMiB"]) * 2**20
+        workload = instance.get("workload")
+        used = 0
+        if workload is not None:
+            chosen = WORKLOADS.get(str(workload)) or WORKLOADS[DEFAULT_WORKLOAD]
+            mean = sum(chosen.util) / len(chosen.util)
+            used = int(total * (0.04 + 0.86 * mean / 100))
+        instances.append(MigDevice(str(instance["uuid"]), int(instance["gpuInstanceId"]),
+                                   str(instance["profile"]), used, total - used))
+    return instances
+
+
 def _node_file_processes(entry: dict[str, Any]) -> list[FakeProcess]:
     """A node file GPU's `processes`: one per pod on a shared GPU, with the workload it runs."""
     processes = []
@@ -628,6 +645,9 @@ class FakeReader:
                     memory_total_bytes=int(entry["memoryMiB"]) * 1024**2,
                     idle_power_mw=float(entry.get("idleWatts", 62.0)) * 1000,
                     max_power_mw=float(entry.get("maxWatts", 400.0)) * 1000,
+                    # in MIG mode NVML reads no utilisation of the GPU or per process
+                    unsupported=frozenset({"utilization"}) if entry.get("mig") else frozenset(),
+                    process_util_supported=not entry.get("mig"),
                 )
                 for entry in data["gpus"]
             ]
@@ -655,9 +675,12 @@ class FakeReader:
                 entries = json.load(fh)["gpus"]
             workloads = [entry.get("workload") for entry in entries]
             processes = [_node_file_processes(entry) for entry in entries]
+            instances = [_node_file_mig(entry) for entry in entries]
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return
         self._node_file_seen = seen
+        for gpu, mig in zip(self.gpus, instances, strict=False):
+            gpu.mig = mig
         for gpu, workload, running in zip(self.gpus, workloads, processes, strict=False):
             workload = None if workload is None else str(workload)
             if workload != gpu.workload:

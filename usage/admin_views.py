@@ -116,6 +116,8 @@ def _recent_use(now: dt.datetime) -> tuple[dict[str, float], dict[str, float], d
     type_utils: dict[str, list[float]] = defaultdict(list)
     tenant_utils: dict[int, list[float]] = defaultdict(list)
     for row in _allocated_devices(now):
+        if row["mean"] is None:
+            continue  # a MIG instance with memory only: its use is not known, not nought
         slug = row["workload__gpu_type__slug"]
         used[slug] += row["mean"] / 100.0
         type_utils[slug].append(row["mean"])
@@ -131,6 +133,49 @@ def busy_outside(now: dt.datetime) -> list[GpuDevice]:
     return list(GpuDevice.objects.filter(last_seen__gte=now - RECENT, last_util__gt=0)
                 .exclude(last_workload__state=Workload.State.RUNNING)
                 .order_by("node", "index", "mig_instance"))
+
+
+@dataclasses.dataclass
+class HolderRow:
+    """A pod on a GPU as the last scrape found it, with its workload when it is the portal's."""
+
+    namespace: str
+    pod: str
+    workload: Workload | None
+    util: float | None  # its own where scope is "process"; the whole GPU's where "device"
+    memory_used_mib: int | None
+    scope: str
+
+
+@dataclasses.dataclass
+class DeviceRow:
+    device: GpuDevice
+    holders: list[HolderRow]
+
+
+def with_holders(devices: list[GpuDevice]) -> list[DeviceRow]:
+    """Each device with every pod the last scrape found on it (several on a time-sliced GPU,
+    the one holding it on a MIG instance); their workloads in one query. A row last scraped
+    before the scraper kept every pod names the one it kept."""
+    on = {d.pk: d.last_holders or ([{"namespace": d.last_namespace, "pod": d.last_pod,
+                                     "workload": d.last_workload_id, "util": d.last_util,
+                                     "memory_used_mib": d.last_memory_used_mib}]
+                                   if d.last_pod else []) for d in devices}
+    ids = {h["workload"] for holders in on.values() for h in holders if h.get("workload")}
+    workloads = Workload.objects.in_bulk(ids) if ids else {}
+    return [DeviceRow(device=d, holders=[
+        HolderRow(namespace=h.get("namespace", ""), pod=h.get("pod", ""),
+                  workload=workloads.get(h.get("workload")), util=h.get("util"),
+                  memory_used_mib=h.get("memory_used_mib"), scope=h.get("scope", ""))
+        for h in on[d.pk]]) for d in devices]
+
+
+def shared_devices(now: dt.datetime) -> list[DeviceRow]:
+    """GPUs reported within RECENT that several pods share (time-slicing) and MIG instances
+    held by a pod, each with every pod on it."""
+    recent = (GpuDevice.objects.filter(last_seen__gte=now - RECENT)
+              .exclude(last_holders=[]).order_by("node", "index", "mig_instance"))
+    return with_holders([d for d in recent if d.mig_instance or len(d.last_holders) > 1])
 
 
 def _node_types(gpu_types: list[GpuType], nodes: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -237,11 +282,12 @@ def gpu_dashboard(request: SignedInRequest) -> HttpResponse:
     outside = busy_outside(now)
     return render(request, "usage/gpu_dashboard.html", {
         "types": gpu_type_rows(nodes, now, outside, capacity=capacity),
-        "outside": outside,
+        "outside": with_holders(outside),
+        "shared": shared_devices(now),
         "nodes": node_rows(nodes) if nodes is not None else None,
         "tenants": tenant_allocations(now),
         "idle": idle_workloads(now=now),
-        "unhealthy": list(unhealthy_devices().filter(health__in=UNHEALTHY)),
+        "unhealthy": with_holders(list(unhealthy_devices().filter(health__in=UNHEALTHY))),
         "cluster_error": cluster_error, "recent_minutes": int(RECENT.total_seconds() // 60),
     })
 

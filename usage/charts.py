@@ -29,6 +29,12 @@ MINUTE_UP_TO = dt.timedelta(days=2)
 
 DEVICE_LEVEL_NOTE = ("device-level: shared with other pods (the figures are the whole GPU's, "
                      "not this workload's own)")
+MEMORY_ONLY_NOTE = ("no utilisation per MIG slice: memory only (the GPU's exporter has no "
+                    "utilisation per MIG instance; idle culling does not judge this workload)")
+
+
+def _round(value: float | None, places: int = 1) -> float | None:
+    return None if value is None else round(value, places)
 
 
 def chart_window(value: str | None) -> int:
@@ -52,12 +58,12 @@ def rank_gpu_series(workload: Workload, start: dt.datetime, end: dt.datetime
                                           mem=Avg("memory_used_mib"), busy=Sum("util"),
                                           mem_sum=Sum("memory_used_mib"), gpus=Count("id"))
             .order_by("at", "pod"))
-    per_rank: dict[int, dict[str, list[float]]] = {}
+    per_rank: dict[int, dict[str, list[float | None]]] = {}
     totals: dict[int, list[float]] = {}
     for row in rows:
         at = _epoch(row["at"])
         total = totals.setdefault(at, [0.0, 0.0, 0])
-        total[0] += row["busy"] / 100.0
+        total[0] += (row["busy"] or 0.0) / 100.0
         total[1] += row["mem_sum"]
         total[2] += row["gpus"]
         rank = pod_name_rank(workload.object_name, row["pod"])
@@ -66,9 +72,9 @@ def rank_gpu_series(workload: Workload, start: dt.datetime, end: dt.datetime
         series = per_rank.setdefault(rank, {"t": [], "util_avg": [], "util_max": [],
                                             "memory_used_mib": []})
         series["t"].append(at)
-        series["util_avg"].append(round(row["mean"], 1))
-        series["util_max"].append(round(row["peak"], 1))
-        series["memory_used_mib"].append(round(row["mem"], 1))
+        series["util_avg"].append(_round(row["mean"]))
+        series["util_max"].append(_round(row["peak"]))
+        series["memory_used_mib"].append(_round(row["mem"]))
     times = sorted(totals)
     return {
         "ranks": [{"rank": rank, **series} for rank, series in sorted(per_rank.items())],
@@ -99,9 +105,9 @@ def workload_gpu_series(workload: Workload, *, minutes: int = DEFAULT_WINDOW_MIN
                 .order_by("at"))
         for row in rows:
             t.append(_epoch(row["at"]))
-            util_avg.append(round(row["mean"], 1))
-            util_max.append(round(row["peak"], 1))
-            memory.append(round(row["mem"], 1))
+            util_avg.append(_round(row["mean"]))  # None: memory only (a MIG slice)
+            util_max.append(_round(row["peak"]))
+            memory.append(_round(row["mem"]))
             memory_total = max(memory_total or 0, row["total"] or 0) or None
     else:
         granularity = (GpuUsageRollup.Granularity.MINUTE if end - start <= MINUTE_UP_TO
@@ -124,9 +130,12 @@ def workload_gpu_series(workload: Workload, *, minutes: int = DEFAULT_WINDOW_MIN
         memory_total = workload.gpu_type.memory_gb * 1024
     # On a time-sliced GPU without per-process figures the samples are the whole GPU's: the
     # chart must not pass them off as the workload's own.
-    device_level = GpuSample.objects.filter(
-        workload_id=workload.pk, scope="device",
-        **({"at__gte": start, "at__lte": end} if source == "samples" else {})).exists()
+    in_range = {"at__gte": start, "at__lte": end} if source == "samples" else {}
+    device_level = GpuSample.objects.filter(workload_id=workload.pk, scope="device",
+                                            **in_range).exists()
+    # A MIG instance under the NVML agent has memory and no utilisation: the chart says so
+    # rather than drawing an empty utilisation as an idle one.
+    memory_only = bool(t) and all(value is None for value in util_avg)
     running = workload.state == Workload.State.RUNNING
     ranks = (rank_gpu_series(workload, start, end)
              if workload.distributed and source == "samples" else None)
@@ -139,8 +148,9 @@ def workload_gpu_series(workload: Workload, *, minutes: int = DEFAULT_WINDOW_MIN
         "source": source, "minutes": minutes, "from": _epoch(start), "to": _epoch(end),
         "t": t, "util_avg": util_avg, "util_max": util_max, "memory_used_mib": memory,
         "memory_total_mib": memory_total,
-        "device_level": device_level,
-        "scope_note": DEVICE_LEVEL_NOTE if device_level else "",
+        "device_level": device_level, "memory_only": memory_only,
+        "scope_note": (DEVICE_LEVEL_NOTE if device_level else
+                       MEMORY_ONLY_NOTE if memory_only else ""),
         # while it runs, the page asks again after one scrape interval
         "refresh_seconds": float(settings.PORTAL_USAGE_SCRAPE_INTERVAL) if running else None,
     }

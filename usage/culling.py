@@ -14,6 +14,12 @@ When a workload is idle, judged from the raw samples (GpuSample) of its idle win
   COVER_SLACK of now. A gap in telemetry (exporter down, a scrape failing) never makes a
   workload idle: no samples, no judgement.
 
+A workload whose samples carry no utilisation (a MIG instance under the NVML agent, which has
+none per instance: memory only) is never judged idle. Its memory says nothing of whether it
+computes: a notebook that loaded a model holds memory while it idles, and one whose user is
+still typing holds none while it is about to run; stopping on memory alone would stop busy
+work, so it is left to the runtime limit (the workload page's chart says so).
+
 The cycle (`idle_check`, every PORTAL_IDLE_CHECK_SECONDS by beat), per running workload:
 - exempt (an admin's `cull_exempt`): nothing, and a warning in force is withdrawn;
 - warned, and a sample since the warning is at or over the threshold: the warning is
@@ -69,9 +75,14 @@ class IdleWindow:
     until: dt.datetime
     threshold: float
     samples: int
-    util_max: float | None
+    util_max: float | None  # None: no sample with a utilisation (memory only: never idle)
     util_avg: float | None
     covered: bool  # the samples span the whole window (see the module's docstring)
+
+    @property
+    def judged(self) -> bool:
+        """Whether the window's samples say how much the GPUs computed (memory only: not)."""
+        return self.util_max is not None
 
     @property
     def idle(self) -> bool:

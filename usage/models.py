@@ -3,11 +3,13 @@
 Shapes other features build on (idle culling, GPU health, charts) — keep them stable:
 
 - `GpuDevice`: one row per GPU (or MIG instance) ever reported, keyed by (uuid, mig_instance);
-  the scraper refreshes node/index/model/last_* on every scrape and never touches `health*`,
-  which belong to the GPU health feature.
+  the scraper refreshes node/index/model/last_* on every scrape (`last_holders`: every pod on
+  it, several on a time-sliced GPU) and never touches `health*`, which belong to the GPU
+  health feature.
 - `GpuSample`: one row per device and scrape time (at), mapped to the workload and tenant whose
-  pod held the device; free GPUs are stored with workload = tenant = NULL. Raw samples are kept
-  PORTAL_USAGE_RAW_RETENTION_HOURS.
+  pod held the device; free GPUs are stored with workload = tenant = NULL. `util` is NULL
+  where the exporter has none (a MIG instance under the NVML agent: memory only). Raw samples
+  are kept PORTAL_USAGE_RAW_RETENTION_HOURS.
 - `GpuUsageRollup`: per workload and minute or hour bucket; allocated GPU-seconds come from the
   workload's started/finished times × every GPU it holds (`gpu_count` on each of its `nodes`,
   also what its `gpu_count` column holds), used GPU-seconds from utilisation-weighted
@@ -49,6 +51,10 @@ class GpuDevice(models.Model):
     last_pod = models.CharField(max_length=253, blank=True, default="")
     last_workload = models.ForeignKey("workloads.Workload", null=True, blank=True,
                                       on_delete=models.SET_NULL, related_name="+")
+    # every pod the last scrape found on it — a time-sliced GPU has several, which last_pod
+    # (one of them) cannot say: [{namespace, pod, workload (id or null: not the portal's),
+    # util (the pod's own, or the device's: scope), memory_used_mib, scope}] by pod
+    last_holders = models.JSONField(default=list, blank=True)
     xid = models.PositiveIntegerField(default=0, help_text="the last XID error reported (0: none)")
     ecc_dbe = models.PositiveBigIntegerField(default=0,
                                              help_text="double-bit ECC errors (volatile total)")
@@ -83,7 +89,10 @@ class GpuSample(models.Model):
                                on_delete=models.SET_NULL, related_name="+")
     namespace = models.CharField(max_length=63, blank=True, default="")
     pod = models.CharField(max_length=253, blank=True, default="")
-    util = models.FloatField(help_text="GPU utilisation, %")
+    # None: the exporter has none for the device — a MIG instance under the NVML agent (NVML
+    # has no utilisation per instance): its memory is stored, and nothing reads a figure it
+    # does not have (charts say "memory only", idle culling never judges it)
+    util = models.FloatField(null=True, blank=True, help_text="GPU utilisation, %")
     memory_used_mib = models.PositiveIntegerField(default=0)
     memory_total_mib = models.PositiveIntegerField(default=0)
     temperature = models.FloatField(null=True, blank=True, help_text="°C")
@@ -115,7 +124,8 @@ class GpuSample(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.node}/gpu{self.gpu_index} {self.util}%"
+        util = "no utilisation" if self.util is None else f"{self.util}%"
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.node}/gpu{self.gpu_index} {util}"
 
 
 class GpuUsageRollup(models.Model):

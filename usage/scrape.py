@@ -110,10 +110,12 @@ class DeviceReading:
         return self.uuid, self.mig_instance
 
     @property
-    def own_util(self) -> float:
-        """The pod's own utilisation where known, else the device's (see `scope`)."""
-        return float(self.pod_util if self.scope == "process" and self.pod_util is not None
-                     else self.util or 0.0)
+    def own_util(self) -> float | None:
+        """The pod's own utilisation where known, else the device's (see `scope`); None for a
+        MIG instance with memory only (the NVML agent's)."""
+        if self.scope == "process" and self.pod_util is not None:
+            return float(self.pod_util)
+        return None if self.util is None else float(self.util)
 
     @property
     def own_memory_used_mib(self) -> float | None:
@@ -159,8 +161,10 @@ def readings_from_series(series: Iterable[tuple[str, dict[str, str], float]]
     behind Prometheus the exporter's own `namespace`/`pod` may have been renamed
     `exported_namespace`/`exported_pod` (the scrape's target labels won), so those come first.
     A series without UUID or GPU index, or with a value that is no finite non-negative number,
-    is garbage; a device without utilisation is garbage too (nothing to account), except a GPU
-    in MIG mode and its instances with memory only (the NVML agent's): skipped, not stored.
+    is garbage; a device without utilisation is garbage too (nothing to account), except in MIG
+    mode under the NVML agent, which has none there: an instance with its memory is a reading
+    with `util` None (stored, memory only), the GPU holding the instances is skipped (its
+    instances are what pods hold).
     """
     devices: dict[tuple[str, str, str, str], DeviceReading] = {}
     garbage = 0
@@ -213,8 +217,11 @@ def readings_from_series(series: Iterable[tuple[str, dict[str, str], float]]
     for reading in devices.values():
         if reading.util is None:
             # A GPU in MIG mode and its instances, from the NVML agent: NVML has no utilisation
-            # for either. Understood, but nothing to account yet, so not garbage.
-            if reading.uuid not in in_mig_mode:
+            # for either. An instance's memory is its pod's own (MIG isolates it): stored with
+            # no utilisation. The GPU above them is understood, not garbage, and not stored.
+            if reading.mig_instance and reading.memory_used_mib is not None:
+                readings.append(reading)
+            elif reading.uuid not in in_mig_mode:
                 garbage += 1
             continue
         reading.util = min(reading.util, 100.0)

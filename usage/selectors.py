@@ -98,6 +98,8 @@ def usage_report(queryset: QuerySet[GpuUsageRollup], *, since: dt.datetime, unti
     rows = rollups.values(*fields).annotate(
         allocated=Sum("gpu_seconds_allocated"), used=Sum("gpu_seconds_used"),
         n_samples=Sum("samples"), util_weighted=Sum(F("util_avg") * F("samples")),
+        # the mean over the samples with a utilisation (MIG instances' may have memory only)
+        util_samples=Sum("samples", filter=Q(util_avg__isnull=False)),
         peak=Max("util_max"), n_workloads=Count("workload_id", distinct=True),
     ).order_by(*ORDER[group_by])
     report = []
@@ -112,7 +114,8 @@ def usage_report(queryset: QuerySet[GpuUsageRollup], *, since: dt.datetime, unti
             gpu_hours_allocated=round(allocated / 3600, 4),
             gpu_hours_used=round(used / 3600, 4),
             utilisation_percent=round(100 * used / allocated, 1) if allocated else None,
-            util_avg=round(row["util_weighted"] / samples, 1) if samples else None,
+            util_avg=(round(row["util_weighted"] / row["util_samples"], 1)
+                      if row["util_samples"] else None),
             util_max=row["peak"], samples=samples, workloads=row["n_workloads"])
         report.append(entry)
     if group_by in STORAGE_GROUPS and sizes is not None:

@@ -11,7 +11,9 @@ GPU-hours, and why they never double-count:
   intervals, so a gap — exporter down, missed scrapes — counts at most that), clipped to the
   workload's run and shared between minutes by overlap. A duplicate or near-duplicate sample
   stands for (almost) no time, a sample stamped outside the run (clock skew, a pod still
-  reporting after its finish) for none, and used is capped by allocated in every minute;
+  reporting after its finish) for none, and used is capped by allocated in every minute; a
+  sample with no utilisation (a MIG instance under the NVML agent: memory only) adds its
+  memory to the rollup and nothing to used, which stays unknown rather than guessed;
 - a raw sample is unique per (at, device): a re-sent batch is dropped at insert; rollup rows
   are unique per (granularity, workload, bucket) and recomputed from their sources by upsert,
   so re-running a rollup over the same range gives the same rows.
@@ -54,8 +56,8 @@ SAMPLE_COLUMNS = ("at", "node", "gpu_index", "uuid", "mig_instance", "workload_i
                   "namespace", "pod", "util", "memory_used_mib", "memory_total_mib",
                   "temperature", "power_w", "xid", "ecc_dbe", "scope")
 # one raw sample, its values in SAMPLE_COLUMNS order
-SampleRow = tuple[dt.datetime, str, int, str, str, int | None, int | None, str, str, float, int, int,
-                  float | None, float | None, int, int, str]
+SampleRow = tuple[dt.datetime, str, int, str, str, int | None, int | None, str, str, float | None,
+                  int, int, float | None, float | None, int, int, str]
 
 
 def interval_cap() -> dt.timedelta:
@@ -86,7 +88,7 @@ def samples_insert(*, rows: Sequence[SampleRow]) -> int:
             " at timestamptz NOT NULL, node varchar(253) NOT NULL, gpu_index smallint NOT NULL,"
             " uuid varchar(96) NOT NULL, mig_instance varchar(16) NOT NULL, workload_id bigint,"
             " tenant_id bigint, namespace varchar(63) NOT NULL, pod varchar(253) NOT NULL,"
-            " util double precision NOT NULL, memory_used_mib integer NOT NULL,"
+            " util double precision, memory_used_mib integer NOT NULL,"
             " memory_total_mib integer NOT NULL, temperature double precision,"
             " power_w double precision, xid integer NOT NULL, ecc_dbe bigint NOT NULL,"
             " scope varchar(8) NOT NULL"
@@ -183,10 +185,31 @@ def _as_int(value: float | None) -> int:
     return int(value) if value is not None else 0
 
 
+def _holders_by_device(readings: list[DeviceReading], holders: dict[tuple[str, str], Holder]
+                       ) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Every pod each device's readings name, with its own figures where it has them."""
+    on: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in readings:
+        if not r.pod:
+            continue
+        holder = holders.get((r.namespace, r.pod))
+        memory = r.own_memory_used_mib
+        on[r.device_key].append({
+            "namespace": r.namespace, "pod": r.pod,
+            "workload": holder.workload_id if holder else None, "util": r.own_util,
+            "memory_used_mib": None if memory is None else int(memory), "scope": r.scope})
+    for pods in on.values():
+        pods.sort(key=lambda p: (p["namespace"], p["pod"]))
+    return on
+
+
 def _devices_upsert(readings: list[DeviceReading], holders: dict[tuple[str, str], Holder],
                     at: dt.datetime) -> None:
+    """One row per device of `readings` (several readings, one per pod, on a shared GPU)."""
+    on = _holders_by_device(readings, holders)
+    devices = list({r.device_key: r for r in readings}.values())
     objs = []
-    for r in readings:
+    for r in devices:
         holder = holders.get((r.namespace, r.pod))
         objs.append(GpuDevice(
             uuid=r.uuid, mig_instance=r.mig_instance, mig_profile=r.mig_profile, node=r.node,
@@ -195,12 +218,14 @@ def _devices_upsert(readings: list[DeviceReading], holders: dict[tuple[str, str]
             last_temperature=r.temperature, last_power_w=r.power_w,
             last_namespace=r.namespace, last_pod=r.pod,
             last_workload_id=holder.workload_id if holder else None,
+            last_holders=on.get(r.device_key, []),
             xid=_as_int(r.xid), ecc_dbe=_as_int(r.ecc_dbe)))
     GpuDevice.objects.bulk_create(
         objs, batch_size=500, update_conflicts=True, unique_fields=["uuid", "mig_instance"],
         update_fields=["mig_profile", "node", "index", "model", "memory_total_mib", "last_seen",
                        "last_util", "last_memory_used_mib", "last_temperature", "last_power_w",
-                       "last_namespace", "last_pod", "last_workload", "xid", "ecc_dbe"])
+                       "last_namespace", "last_pod", "last_workload", "last_holders", "xid",
+                       "ecc_dbe"])
 
 
 def _target_record(result: TargetResult, *, at: dt.datetime, stored: int, unknown: int) -> None:
@@ -265,7 +290,7 @@ def usage_scrape(*, kube: Kube | None = None, now: dt.datetime | None = None) ->
                          holder.workload_id if holder else None,
                          holder.tenant_id if holder else None,
                          r.namespace if holder else "", r.pod if holder else "",
-                         r.own_util if holder else float(r.util or 0.0),
+                         r.own_util if holder else r.util,
                          _as_int(r.own_memory_used_mib if holder else r.memory_used_mib),
                          r.memory_total_mib, r.temperature, r.power_w, _as_int(r.xid),
                          _as_int(r.ecc_dbe), r.scope if holder else ""))
@@ -273,7 +298,7 @@ def usage_scrape(*, kube: Kube | None = None, now: dt.datetime | None = None) ->
             log.info("GPU metrics from %s: %d GPUs held by pods the portal does not know, "
                      "skipped", result.target.url, unknown)
         if devices:
-            _devices_upsert(devices, holders, at)
+            _devices_upsert(readings, holders, at)
         stored = samples_insert(rows=rows)
         report.devices += len(devices)
         report.samples += stored
@@ -299,6 +324,7 @@ def _overlap(a0: dt.datetime, a1: dt.datetime, b0: dt.datetime, b1: dt.datetime)
 @dataclasses.dataclass
 class _Bucket:
     samples: int = 0
+    util_samples: int = 0  # those with a utilisation (a MIG instance's may have memory only)
     util_sum: float = 0.0
     util_max: float | None = None
     memory_sum: float = 0.0
@@ -306,10 +332,12 @@ class _Bucket:
     used: float = 0.0
     allocated: float = 0.0
 
-    def add(self, util: float, memory: int) -> None:
+    def add(self, util: float | None, memory: int) -> None:
         self.samples += 1
-        self.util_sum += util
-        self.util_max = util if self.util_max is None else max(self.util_max, util)
+        if util is not None:
+            self.util_samples += 1
+            self.util_sum += util
+            self.util_max = util if self.util_max is None else max(self.util_max, util)
         self.memory_sum += memory
         self.memory_max = memory if self.memory_max is None else max(self.memory_max, memory)
 
@@ -364,7 +392,7 @@ def _minute_rollup_chunk(start: dt.datetime, end: dt.datetime, now: dt.datetime)
     for row in samples.iterator(chunk_size=20000):
         series.append(row)
     workloads = _workloads_running(start, end, {row[3] for row in series if row[3]})
-    previous: tuple[str, str, dt.datetime, int | None, float, int] | None = None
+    previous: tuple[str, str, dt.datetime, int | None, float | None, int] | None = None
     for row in series:
         uuid, mig, at, workload_id, util, memory = row
         prev_at, prev_workload = ((previous[2], previous[3]) if previous is not None
@@ -388,6 +416,8 @@ def _minute_rollup_chunk(start: dt.datetime, end: dt.datetime, now: dt.datetime)
         home = floor_minute(span_end - TICK)  # the minute the sample describes
         if start <= home < end:
             buckets[(workload_id, home)].add(util, memory)
+        if util is None:
+            continue  # memory only: what it used of its GPU is not known, so none is counted
         bucket = floor_minute(span_start)
         while bucket < span_end:  # a span crossing a minute boundary is shared by overlap
             seconds = _overlap(span_start, span_end, bucket, bucket + MINUTE)
@@ -414,7 +444,8 @@ def _minute_rollup_chunk(start: dt.datetime, end: dt.datetime, now: dt.datetime)
             granularity=GpuUsageRollup.Granularity.MINUTE, bucket_start=bucket,
             workload_id=workload_id, tenant_id=w["tenant_id"], user_id=w["owner_id"],
             gpu_type_id=w["gpu_type_id"], gpu_count=w["gpus"], samples=b.samples,
-            util_avg=b.util_sum / b.samples if b.samples else None, util_max=b.util_max,
+            util_avg=b.util_sum / b.util_samples if b.util_samples else None,
+            util_max=b.util_max,
             memory_avg_mib=b.memory_sum / b.samples if b.samples else None,
             memory_max_mib=b.memory_max, gpu_seconds_allocated=b.allocated,
             gpu_seconds_used=min(b.used * w["share"], b.allocated), updated_at=stamp))
@@ -437,15 +468,18 @@ def _hour_rollup(start: dt.datetime, end: dt.datetime) -> int:
         if s is None:
             s = sums[key] = {"tenant_id": tenant_id, "user_id": user_id,
                              "gpu_type_id": gpu_type_id, "gpu_count": gpu_count, "samples": 0,
-                             "util": 0.0, "util_max": None, "memory": 0.0, "memory_max": None,
+                             "util_samples": 0, "util": 0.0, "util_max": None, "memory": 0.0, "memory_max": None,
                              "allocated": 0.0, "used": 0.0}
         s["allocated"] += allocated
         s["used"] += used
         if samples:
             s["samples"] += samples
-            s["util"] += (util_avg or 0.0) * samples
             s["memory"] += (memory_avg or 0.0) * samples
-            s["util_max"] = util_max if s["util_max"] is None else max(s["util_max"], util_max)
+            if util_avg is not None:  # a minute of memory only adds none to the mean
+                s["util_samples"] += samples
+                s["util"] += util_avg * samples
+                s["util_max"] = (util_max if s["util_max"] is None
+                                 else max(s["util_max"], util_max))
             s["memory_max"] = (memory_max if s["memory_max"] is None
                                else max(s["memory_max"], memory_max))
     stamp = timezone.now()
@@ -453,7 +487,8 @@ def _hour_rollup(start: dt.datetime, end: dt.datetime) -> int:
         granularity=GpuUsageRollup.Granularity.HOUR, bucket_start=bucket, workload_id=workload_id,
         tenant_id=s["tenant_id"], user_id=s["user_id"], gpu_type_id=s["gpu_type_id"],
         gpu_count=s["gpu_count"], samples=s["samples"],
-        util_avg=s["util"] / s["samples"] if s["samples"] else None, util_max=s["util_max"],
+        util_avg=s["util"] / s["util_samples"] if s["util_samples"] else None,
+        util_max=s["util_max"],
         memory_avg_mib=s["memory"] / s["samples"] if s["samples"] else None,
         memory_max_mib=s["memory_max"], gpu_seconds_allocated=s["allocated"],
         gpu_seconds_used=s["used"], updated_at=stamp)

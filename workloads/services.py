@@ -138,6 +138,14 @@ def _queue_admission_check(figures: QuotaFigures, request: dict[str, Any]) -> No
             f"{name} can hold at most {reach} {slug} GPUs at once (its quota of "
             f"{figures.gpus(slug)}{figures.adjusted_text(slug)} plus borrowing up to "
             f"{figures.borrowing_limit}); {wanted} {when}.")
+    # The total in GPU-equivalents is no limit of Kueue's: a launch that alone weighs more
+    # than it could never be admitted by the portal's own rule, so it is refused now rather
+    # than queued for ever; one within it queues, whatever the tenant runs meanwhile.
+    weight, total = figures.equivalents(slug, wanted), figures.in_force.gpus_total
+    if weight > total:
+        raise AdmissionRefused(
+            f"{name} has {total} GPUs in all; {wanted} {slug} weigh {equivalents_text(weight)} "
+            "GPUs and can never be admitted.")
     count = (figures.used.workloads if figures.used else None) or 0
     if count + 1 > figures.max_workloads:
         raise AdmissionRefused(f"{name} has {count} of {figures.max_workloads} "

@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cluster.capacity import gpu_capacity
+from core.registry import SharedReads
 from kube.client import KubeError
 
 from ..models import GpuType, Template
@@ -33,6 +34,10 @@ class GpuTypeViewSet(viewsets.GenericViewSet[GpuType]):
             capacity = {}  # the catalogue still answers; live figures are null
         rows: list[GpuTypeRow] = []
         tenant = getattr(request, "tenant", None)
+        # every type's outlook starts from the free units read above, and the calendar's reads
+        # are shared between them: a capacity read per type cost its catalogue, health and
+        # admitted workloads' queries again, once per type
+        reads = SharedReads()
         for gpu_type in types:
             cap = capacity.get(gpu_type.slug)
             rows.append({
@@ -49,7 +54,8 @@ class GpuTypeViewSet(viewsets.GenericViewSet[GpuType]):
                 "largest_node": cap.largest_node if cap else None,
                 "largest_free_block": cap.largest_free_block if cap else None,
                 "nodes": cap.nodes if cap else None,
-                "upcoming": capacity_outlook(gpu_type, tenant=tenant) if cap else None,
+                "upcoming": (capacity_outlook(gpu_type, tenant=tenant, free_now=cap.free,
+                                              reads=reads) if cap else None),
             })
         # (DRF's stubs take one instance, also with many=True)
         return Response(GpuTypeSerializer(rows, many=True).data)  # type: ignore[arg-type]

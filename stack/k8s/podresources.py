@@ -15,7 +15,8 @@ GPUs and, for each held GPU, the workload its pod runs: the pod's annotation
 `kubesim.io/gpu-trace` (or its env `KUBESIM_GPU_TRACE`), `busy` by default, as in kubesim. The
 agent itself learns holders only through List, as on a real node. A time-sliced GPU's entry also
 lists a process per pod holding a replica of it, with that pod's workload: what the GPU's
-processes and their cgroups would tell the agent on a real node.
+processes and their cgroups would tell the agent on a real node. A GPU in MIG mode lists its
+instances (`mig`), each with the workload of the pod holding it.
 """
 
 from __future__ import annotations
@@ -228,6 +229,13 @@ class PodResourcesServer:
                 "workload": None, "heldBy": None,
             })
             pod = holders.get(device.device_id)
+            if device.mig_uuid is not None:
+                # a GPU in MIG mode: each instance its own device, held by one pod at most
+                entry.setdefault("mig", []).append({
+                    "uuid": device.mig_uuid, "gpuInstanceId": device.mig_instance,
+                    "profile": device.mig_profile, "memoryMiB": device.memory_mib,
+                    "workload": pod.workload if pod is not None else None,
+                    "heldBy": f"{pod.namespace}/{pod.name}" if pod is not None else None})
             if pod is not None and entry["workload"] is None:
                 entry["workload"] = pod.workload
                 entry["heldBy"] = f"{pod.namespace}/{pod.name}"

@@ -356,3 +356,33 @@ def test_a_time_sliced_gpu_lists_a_process_per_pod_and_the_agent_gives_each_its_
     assert own["busy"][0] == own["idle"][0] == "process"
     assert own["idle"][1] is not None and own["idle"][1] < 2
     assert own["busy"][1] is not None and own["busy"][1] > 30
+
+
+def test_a_mig_nodes_file_lists_its_instances_and_the_agent_reads_their_memory(
+        socket_dir: Path) -> None:
+    (spec,) = parse_inventory({"nodePools": [{
+        "name": "mig", "count": 1, "namePrefix": f"{NODE}-m", "gpu": {
+            "model": "A100-SXM4-80GB", "count": 1,
+            "mig": {"strategy": "mixed", "layout": {"1g.10gb": 7}}}}]}).nodes
+    server = PodResourcesServer(spec, api=None, socket_path=socket_dir / "kubelet.sock",
+                                node_file=socket_dir / "node.json")
+    slices = node_devices(spec)
+    notebook = pod("notebook", {}, env=[{"name": "KUBESIM_GPU_TRACE", "value": "busy"}])
+    notebook["spec"]["nodeName"] = spec.name
+    notebook["spec"]["containers"] = [{"name": "nb", "resources": {
+        "limits": {"nvidia.com/mig-1g.10gb": "1"}}}]
+    server.observe("ADDED", notebook)
+    (gpu,) = json.loads(server.node_file.read_text())["gpus"]
+    assert [(i["uuid"], i["gpuInstanceId"], i["profile"], i["workload"]) for i in gpu["mig"]] == \
+        [(d.mig_uuid, d.mig_instance, "1g.10gb", "busy" if n == 0 else None)
+         for n, d in enumerate(slices)]
+
+    reader = FakeReader.from_node_file(server.node_file)
+    reader.open()
+    instances = reader.mig_devices(0)
+    assert [i.uuid for i in instances] == [d.mig_uuid for d in slices]
+    assert instances[0].mem_used_bytes and not any(i.mem_used_bytes for i in instances[1:])
+    assert reader.gpus[0].unsupported == frozenset({"utilization"})  # NVML in MIG mode
+    server.observe("DELETED", notebook)
+    reader.read(0)  # follows the file: the slice given back uses nothing
+    assert not any(i.mem_used_bytes for i in reader.mig_devices(0))

@@ -2,7 +2,9 @@
 workload (the `kubesim.io/gpu-trace: idle` annotation, which the KWOK nodes' agents honour) is
 scraped from the gpuagents through PORTAL_GPU_EXPORTER_URLS, warned, and stopped; its objects are
 deleted from the real API server. Scrape times are back-dated (usage_scrape(now=…)) so that a
-two-minute idle window passes in seconds, as in tests/usage/test_culling.py."""
+two-minute idle window passes in seconds, as in tests/usage/test_culling.py. Two notebooks on
+the time-sliced T4 node and one on the MIG A100 node, end to end (counting, charts, culling),
+are that module's test, collected here against the KWOK nodes and their agents."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from tenants.models import Quota, Tenant
 from tests.fixtures.factories import make_workload
 from tests.support.culling import IDLE_TRACE, actions, check
 from tests.support.waiting import eventually
+from tests.usage.test_culling import (  # noqa: F401 - collected here, against the real cluster
+    test_two_notebooks_on_a_time_sliced_t4_and_one_on_a_mig_slice_end_to_end,
+)
 from tests.workloads.api_calls import vision_lab_ready
 from usage.models import GpuSample, WorkloadIdle
 from usage.services import usage_scrape

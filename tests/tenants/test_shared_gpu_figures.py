@@ -97,3 +97,17 @@ def test_kueue_counts_a_shared_types_units_in_its_own_resource():
                for entry in flavor["resources"]}
     assert nominal[("gpu-t4-shared", "nvidia.com/gpu.shared")] == "8"
     assert nominal[("gpu-a100", "nvidia.com/gpu")] == "2"
+
+
+def test_where_the_cluster_queues_a_launch_heavier_than_the_total_is_refused(tenant, settings):
+    # Kueue counts units per type and knows no total: the portal refuses what alone weighs
+    # more GPUs than the total, and lets what fits within it queue, however much runs already
+    settings.PORTAL_QUEUEING = "kueue"
+    assert Tenant.objects.get(pk=tenant.pk).quota.gpu_borrowing_limit is None
+    _launch(tenant, "t4-shared", 8)  # 2 GPUs: the whole total
+    _launch(tenant, "a100", 1)  # past the total with what runs: it waits its turn in the queue
+    with pytest.raises(AdmissionRefused) as refused:
+        _launch(tenant, "a100-1g-10gb", 15)
+    assert str(refused.value).endswith("has 2 GPUs in all; 15 a100-1g-10gb weigh 2.14 GPUs and "
+                                       "can never be admitted.")
+    _launch(tenant, "a100-1g-10gb", 14)  # 2 GPUs exactly: within reach

@@ -237,3 +237,123 @@ def test_two_pods_on_a_time_sliced_gpu_are_judged_by_their_own_figures(vision, s
     assert check(now).warned == 1
     assert WorkloadIdle.objects.get(workload=idle).warned_at is not None
     assert not WorkloadIdle.objects.filter(workload=busy, warned_at__isnull=False).exists()
+
+
+
+def test_two_notebooks_on_a_time_sliced_t4_and_one_on_a_mig_slice_end_to_end(
+        vision, gpu_types, api_headers):
+    """Launched through the API on the time-sliced T4 node and the MIG A100 node (kubesim's
+    here; the KWOK nodes and their agents where tests/realcluster collects it): they run; the
+    quota's total, the budget's burn rate and GPU-hours weigh a quarter and a seventh; each
+    one's chart has its own utilisation (the exporter's figures per pod, scope "process"); the
+    culling cycle stops the idle one of the two on the T4 and not the busy one (the GPU trace,
+    set at launch by KUBESIM_GPU_TRACE). Scrapes are stamped ahead of the clock so that the
+    idle window passes at once."""
+    from fractions import Fraction
+
+    from django.test import Client, TestCase
+
+    from budgets.selectors import consumption
+    from tenants.provisioning import tenant_reconcile
+    from tenants.selectors import quota_figures
+    from tenants.services import quota_update
+    from tests.support.database import demo_shared_gpu_types
+    from tests.support.tracking import state_of, track_until
+    from tests.workloads.api_calls import launch
+    from usage.charts import workload_gpu_series
+    from usage.models import GpuUsageRollup
+    from usage.scrape import discover_targets, scrape_targets
+    from usage.services import usage_rollup
+    from workloads.selectors import quota_use
+    from workloads.tracking.tracker import Tracker
+
+    demo_shared_gpu_types(gpu_types)
+    quota_update(tenant=vision, acting_user=None,
+                 changes={"gpus_by_type": {"t4-shared": 4, "a100-1g-10gb": 7}})
+    tenant_reconcile(tenant_id=vision.pk)
+    headers = api_headers("researcher")
+    shared = {"template": "jupyter", "gpu_type": "t4-shared", "gpu_count": 1}
+    answers = {name: launch(headers, {**body, "name": name}) for name, body in (
+        ("busy", {**shared, "env": {"KUBESIM_GPU_TRACE": "busy"}}),
+        ("idle", {**shared, "env": {"KUBESIM_GPU_TRACE": "idle"}}),
+        ("slice", {"template": "jupyter", "gpu_type": "a100-1g-10gb", "gpu_count": 1}))}
+    assert {name: a.status_code for name, a in answers.items()} == dict.fromkeys(answers, 201), \
+        {name: a.json() for name, a in answers.items()}
+    busy, idle, sliced = (Workload.objects.get(pk=answers[name].json()["id"])
+                          for name in ("busy", "idle", "slice"))
+    every = (busy, idle, sliced)
+    kube = Kube()
+    try:
+        track_until(Tracker(), lambda: all(state_of(w).state == Workload.State.RUNNING
+                                           for w in every), timeout=60,
+                    describe=lambda: ", ".join(f"{w.name}: {w.state} {w.reason}" for w in every))
+        nodes = {w.name: kube.list("Pod", vision.namespace,
+                                   label_selector=f"gpu-portal.io/workload-id={w.pk}")["items"][0]
+                 ["spec"]["nodeName"] for w in every}
+        assert nodes == {"busy": "gpu-t4-shared-1", "idle": "gpu-t4-shared-1",
+                         "slice": "gpu-a100-mig-1"}
+
+        # the total and the budget's burn rate weigh a quarter T4 and a seventh of an A100
+        figures = quota_figures(vision, used=quota_use(vision))
+        assert figures.used is not None
+        assert figures.used.gpus_total == Fraction(1, 4) * 2 + Fraction(1, 7)
+        assert (figures.used.gpus("t4-shared"), figures.used.gpus("a100-1g-10gb")) == (2, 1)
+        now = timezone.now().replace(microsecond=0)
+        assert consumption(vision, weights={}, start=now - dt.timedelta(days=1),
+                           now=now).rate == pytest.approx(0.25 * 2 + 1 / 7)
+
+        pods: set[str] = set()
+
+        def reported() -> bool:
+            pods.clear()
+            pods.update(r.pod for result, _ in scrape_targets(discover_targets(kube), kube=kube)
+                        for r in result.readings)
+            return all(any(pod.startswith(f"{w.object_name}-") for pod in pods) for w in every)
+
+        eventually(reported, timeout=30, interval=0.3,
+                   message=lambda: f"the exporters never reported the three pods' GPUs: {pods}")
+        # two minutes and a half of scrapes from their start
+        started = max(state_of(w).started_at for w in every)
+        later = [started + dt.timedelta(seconds=s) for s in range(30, 181, 30)]
+        for moment in later:
+            usage_scrape(now=moment)
+        at = later[-1]
+        for workload in (busy, idle):
+            scopes = set(GpuSample.objects.filter(workload=workload)
+                         .values_list("scope", flat=True))
+            assert scopes == {"process"}, (workload.name, scopes)  # its own, not the GPU's
+        series = {w.name: workload_gpu_series(w, minutes=15, now=at) for w in every}
+        assert all(len(s["t"]) == len(later) for s in series.values()), series
+        assert min(series["busy"]["util_avg"]) > 20 and max(series["idle"]["util_avg"]) < 5
+        assert not any(s["device_level"] for s in series.values())
+        # a MIG slice: its own device; the NVML agent has memory only for it, kubesim both
+        assert series["slice"]["memory_only"] or None not in series["slice"]["util_avg"]
+
+        # GPU-hours: each one's allocated seconds are its run × its type's part of a GPU
+        usage_rollup(since=started - dt.timedelta(minutes=2), until=at + dt.timedelta(minutes=1),
+                     now=at)
+        for workload, part in ((busy, 0.25), (idle, 0.25), (sliced, 1 / 7)):
+            allocated = sum(GpuUsageRollup.objects.filter(
+                workload=workload, granularity="minute").values_list("gpu_seconds_allocated",
+                                                                     flat=True))
+            ran = (at - workload.started_at).total_seconds()
+            assert allocated == pytest.approx(ran * part, rel=0.01), workload.name
+
+        # culling: the idle one is warned, then stopped after the grace; the busy one and
+        # the slice run on
+        assert check(at).warned == 1
+        assert WorkloadIdle.objects.get(workload=idle).warned_at == at
+        assert not WorkloadIdle.objects.filter(workload__in=[busy, sliced],
+                                               warned_at__isnull=False).exists()
+        for seconds in (30, 60, 75):
+            usage_scrape(now=at + dt.timedelta(seconds=seconds))
+        assert check(at + dt.timedelta(seconds=75)).stopped == 1
+        assert state_of(idle).state in (Workload.State.STOPPING, Workload.State.STOPPED)
+        assert (state_of(busy).state, state_of(sliced).state) == (Workload.State.RUNNING,) * 2
+    finally:
+        for workload in every:
+            with TestCase.captureOnCommitCallbacks(execute=True):
+                Client().delete(f"/api/v1/workloads/{workload.pk}/", **headers)
+        eventually(lambda: not any(kube.list("Pod", vision.namespace, label_selector=(
+            f"gpu-portal.io/workload-id={w.pk}"))["items"] for w in every),
+            timeout=60, message="the three notebooks' pods are not gone")

@@ -239,11 +239,66 @@ def test_two_workloads_on_a_time_sliced_gpu_each_store_their_own_samples(
     assert device.last_util == 90.0
 
 
-def test_the_agents_mig_instances_with_memory_only_are_skipped_not_garbage():
+def _mig_agent_text(pod: str) -> str:
+    """The agent's /metrics for an A100 in MIG mode: one 1g.10gb instance held by `pod`, which
+    NVML gives memory and no utilisation."""
     reader = FakeReader([FakeGpu(uuid="GPU-a100", unsupported=frozenset({"utilization"}),
                                  mig=[MigDevice("MIG-1", 7, "1g.10gb", 900 * 2**20,
                                                 9000 * 2**20)])])
-    sampler = Sampler(reader, StaticPodMapping({"MIG-1": Holder("ns", "p", "c")}), "n1")
+    sampler = Sampler(reader, StaticPodMapping({"MIG-1": Holder("gpu-alpha", pod, "c")}),
+                      "gpu-a100-mig-1")
     sampler.sample_once()
-    readings, garbage = parse_exposition(render(DcgmCollector(sampler).collect()))
-    assert garbage == 0 and readings == []
+    return render(DcgmCollector(sampler).collect())
+
+
+def test_the_agents_mig_instance_is_read_with_memory_and_no_utilisation():
+    readings, garbage = parse_exposition(_mig_agent_text("p"))
+    assert garbage == 0  # the GPU above the instance has nothing to store, and is no garbage
+    assert [(r.uuid, r.mig_instance, r.mig_profile, r.pod, r.util, r.own_util,
+             r.memory_used_mib) for r in readings] == [
+        ("GPU-a100", "7", "1g.10gb", "p", None, None, 900.0)]
+
+
+def test_a_workload_on_the_agents_mig_instance_stores_its_memory_without_utilisation(
+        exporter_service, exporter, tenants, users, gpu_types):
+    workload = make_workload(tenants["alpha"], users["ann"], gpu_count=1)
+    agent = exporter(lambda path: (200, _mig_agent_text(f"{workload.object_name}-0").encode(),
+                                   0))
+
+    report = usage_scrape(kube=exporter_service(agent.port))
+
+    assert report.failed == 0 and report.garbage == 0 and report.samples == 1
+    sample = GpuSample.objects.get(workload=workload)
+    assert (sample.uuid, sample.mig_instance, sample.util, sample.memory_used_mib) == (
+        "GPU-a100", "7", None, 900)
+    device = GpuDevice.objects.get(uuid="GPU-a100", mig_instance="7")
+    assert device.last_util is None and device.last_workload_id == workload.pk
+
+
+def test_the_admins_gpu_page_lists_every_pod_on_a_shared_gpu_and_each_mig_instances(
+        exporter_service, exporter, tenants, users, gpu_types, login):
+    busy = make_workload(tenants["alpha"], users["ann"], name="busy", gpu_count=1)
+    idle = make_workload(tenants["alpha"], users["ann"], name="idle", gpu_count=1)
+    sliced = make_workload(tenants["alpha"], users["ann"], name="sliced", gpu_count=1)
+    pods = (f"{busy.object_name}-0", f"{idle.object_name}-0")
+    t4 = exporter(lambda path: (200, _agent_text(process_figures=True, pods=pods).encode(), 0))
+    mig = exporter(lambda path: (200, _mig_agent_text(f"{sliced.object_name}-0").encode(), 0))
+
+    usage_scrape(kube=exporter_service(t4.port, mig.port))
+
+    # the device row keeps every pod on it, each with its own figures: last_pod names one
+    holders = GpuDevice.objects.get(uuid="GPU-t4").last_holders
+    assert [(h["pod"], h["workload"], h["util"], h["memory_used_mib"], h["scope"])
+            for h in holders] == [(pods[0], busy.pk, 90.0, 4096, "process"),
+                                  (pods[1], idle.pk, 0.0, 1024, "process")]
+    page = login("admin").get("/admin/gpus/").content.decode()
+    section = page[page.index('id="shared-gpus"'):page.index('id="unhealthy-gpus"')]
+    t4_row = section[section.index('data-gpu="gpu-t4-shared-1/0"'):]
+    t4_row = t4_row[:t4_row.index("</tr>")]
+    assert 'data-holders="2"' in t4_row and "time-sliced, 2 pods" in t4_row
+    assert f'data-pod="{pods[0]}"' in t4_row and f'data-pod="{pods[1]}"' in t4_row
+    assert "90% (its own)" in t4_row and "0% (its own)" in t4_row
+    mig_row = section[section.index('data-gpu="gpu-a100-mig-1/0/mig7"'):]
+    mig_row = mig_row[:mig_row.index("</tr>")]
+    assert "MIG 1g.10gb" in mig_row and f'data-pod="{sliced.object_name}-0"' in mig_row
+    assert "no utilisation (memory only), 900 MiB" in mig_row
