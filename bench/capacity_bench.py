@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench.portal_reads import get_ok, signed_in_portal, timed  # noqa: E402
 
 NAMESPACE = "bench-load"
 CPU_NODES = ("cpu-1", "cpu-2")
@@ -63,11 +64,6 @@ def state_with_pods(count: int) -> dict:
     return {"resourceVersion": count + 2, "objects": objects}
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def one(pods: int, requests: int) -> dict:
     from stack.demo_stack import DemoStack
 
@@ -82,26 +78,9 @@ def one(pods: int, requests: int) -> dict:
         import django
 
         django.setup()
-        from django.conf import settings
-        from django.test import Client
-
         from cluster.cache import cluster_cache
-        from kube.client import api_client
 
-        client = Client(HTTP_HOST="127.0.0.1")
-        response = client.post("/login/", {"username": "researcher",
-                                           "password": "researcher-demo-pass",
-                                           "domain": "Default"})
-        assert response.status_code == 302, response.status_code
-        calls: list[str] = []
-        rest = api_client(settings.KUBECONFIG).rest_client
-        original = rest.request
-
-        def request(method, url, *args, **kwargs):
-            calls.append(f"{method} {url.split('//', 1)[-1].split('/', 1)[-1]}")
-            return original(method, url, *args, **kwargs)
-
-        rest.request = request
+        client, calls = signed_in_portal()
         cold = time.perf_counter()
         assert client.get(PATHS["gpu_types_api"][0]).status_code == 200  # starts the read model
         figures["first_request_ms"] = round((time.perf_counter() - cold) * 1000, 1)
@@ -112,20 +91,10 @@ def one(pods: int, requests: int) -> dict:
         figures["waited_for_sync_s"] = round(time.perf_counter() - synced, 2)
         figures["pods_in_cache"] = len(cache.pods)
         for name, (path, headers) in PATHS.items():
-            for _ in range(5):  # warm-up
-                assert client.get(path, **headers).status_code == 200
-            calls.clear()
-            times = []
-            for _ in range(requests):
-                t0 = time.perf_counter()
-                response = client.get(path, **headers)
-                times.append((time.perf_counter() - t0) * 1000)
-                assert response.status_code == 200, (path, response.status_code)
+            figures[name] = timed(get_ok(client, path, headers), requests, calls=calls)
             outside = [c for c in calls if "watch=true" not in c]
-            figures[name] = {"p50_ms": round(statistics.median(times), 2),
-                             "p95_ms": round(percentile(times, 0.95), 2), "n": requests,
-                             "cluster_calls_per_request": len(outside) / requests,
-                             "watch_reopens": len(calls) - len(outside)}
+            figures[name]["cluster_calls_per_request"] = len(outside) / requests
+            figures[name]["watch_reopens"] = len(calls) - len(outside)
         figures["rows"] = client.get(PATHS["gpu_types_api"][0]).json()
         assert all(row["free"] is not None for row in figures["rows"]), figures["rows"]
     finally:

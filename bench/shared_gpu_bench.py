@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from bench.portal_reads import get_ok, signed_in_portal, timed  # noqa: E402
 
 NAMESPACE = "bench-shared"
 POOL = "t4-shared"
@@ -125,28 +126,6 @@ def state_with_holders(count: int, nodes: int, per_node: int) -> dict:
     return {"resourceVersion": count + 2, "objects": objects}
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def timed(call, n: int) -> dict[str, float]:
-    """Wall time, and this thread's CPU time: on two shared cores the stack's own processes
-    (kubesim, the scraper reading every unit's figures, the tracker) take the CPU from the
-    request more as the inventory grows, which the wall time shows and the CPU time does not."""
-    for _ in range(5):  # warm-up
-        call()
-    times, cpu = [], []
-    for _ in range(n):
-        t0, c0 = time.perf_counter(), time.thread_time()
-        call()
-        times.append((time.perf_counter() - t0) * 1000)
-        cpu.append((time.thread_time() - c0) * 1000)
-    return {"p50_ms": round(statistics.median(times), 3),
-            "p95_ms": round(percentile(times, 0.95), 3),
-            "cpu_p50_ms": round(statistics.median(cpu), 3), "n": n}
-
-
 def one(units: int, requests: int, profile: bool = False) -> dict[str, Any]:
     per_node = GPUS_PER_NODE * REPLICAS
     if units % per_node:
@@ -163,43 +142,19 @@ def one(units: int, requests: int, profile: bool = False) -> dict[str, Any]:
         import django
 
         django.setup()
-        from django.conf import settings
-        from django.test import Client
-
         from cluster.cache import cluster_cache
         from cluster.capacity import capacity_by_type, gpu_capacity, gpu_types
-        from kube.client import api_client
 
-        client = Client(HTTP_HOST="127.0.0.1")
-        response = client.post("/login/", {"username": "researcher",
-                                           "password": "researcher-demo-pass",
-                                           "domain": "Default"})
-        assert response.status_code == 302, response.status_code
-        calls: list[str] = []
-        rest = api_client(settings.KUBECONFIG).rest_client
-        original = rest.request
-
-        def request(method, url, *args, **kwargs):
-            calls.append(f"{method} {url.split('//', 1)[-1].split('/', 1)[-1]}")
-            return original(method, url, *args, **kwargs)
-
-        rest.request = request
+        client, calls = signed_in_portal()
         assert client.get(PATHS["gpu_types_api"][0]).status_code == 200  # starts the read model
         cache = cluster_cache()
         assert cache.pods.wait_synced(TIMEOUT) and cache.nodes.wait_synced(TIMEOUT)
         figures["pods_in_cache"] = len(cache.pods)
         figures["nodes_in_cache"] = len(cache.nodes)
 
-        def get(path: str, headers: dict[str, str]):
-            def call() -> None:
-                answer = client.get(path, **headers)
-                assert answer.status_code == 200, (path, answer.status_code)
-            return call
-
         versions = (cache.nodes.version, cache.pods.version)
         for name, (path, headers) in PATHS.items():
-            calls.clear()
-            figures[name] = timed(get(path, headers), requests)
+            figures[name] = timed(get_ok(client, path, headers), requests, calls=calls)
             outside = [c for c in calls if "watch=true" not in c]
             figures[name]["cluster_calls_per_request"] = len(outside) / requests
         if profile:  # where a warm GET gpu-types/ spends its time, to stderr
@@ -207,10 +162,9 @@ def one(units: int, requests: int, profile: bool = False) -> dict[str, Any]:
             import pstats
 
             profiler = cProfile.Profile()
-            profiler.runcall(timed, get(*PATHS["gpu_types_api"]), requests)
+            profiler.runcall(timed, get_ok(client, *PATHS["gpu_types_api"]), requests)
             pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
-        calls.clear()
-        figures["gpu_capacity"] = timed(gpu_capacity, requests)
+        figures["gpu_capacity"] = timed(gpu_capacity, requests, calls=calls)
         figures["gpu_capacity"]["cluster_calls_per_request"] = len(
             [c for c in calls if "watch=true" not in c]) / requests
         # the capacity view is memoised on these: moved, it was computed again meanwhile
