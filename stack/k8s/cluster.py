@@ -417,6 +417,18 @@ class ControlPlane:
         if compact:
             self.compact()
         self.start_apiserver()
+        self.restart_address_controller()
+
+    def restart_address_controller(self) -> None:
+        """After kube-apiserver came back: MetalLB's controller runs without leader election,
+        and the watches the new API server refused while its RBAC cache filled ("forbidden")
+        back off up to a minute each (client-go's reflector), so pools and Services made
+        meanwhile wait that long for it. Restarted, as a production cluster's would be by its
+        liveness probe or the operator's rollout, it lists everything afresh."""
+        for addon in self.addons:
+            if addon.name == "metallb":
+                addon.stop()
+                addon.start(self)
 
     def stop(self) -> None:
         for addon in reversed(self.addons):

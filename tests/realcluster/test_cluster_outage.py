@@ -57,6 +57,7 @@ have them restart on a production control plane (KWOK stays up and reconnects by
             for name in ("kube-scheduler", "kube-controller-manager"):
                 self.cp.stop_component(name)
             self.cp.start_controllers()
+            self.cp.restart_address_controller()
 
 
 @pytest.fixture
