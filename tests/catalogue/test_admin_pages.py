@@ -418,7 +418,7 @@ def test_create_a_template(admin, api):
         "args": "import torch; print(torch.cuda.is_available())", "port": "8080",
         "default_cpu": "8", "default_memory_gb": "32", "run_as_user": "1000",
         "enabled": "on"})
-    assert response.status_code == 302
+    assert response.status_code == 302, response.context["form"].errors.as_json()
     template = Template.objects.get(slug="pytorch-batch")
     assert template.command == ["python", "-c"]
     assert template.args == ["import torch; print(torch.cuda.is_available())"]
