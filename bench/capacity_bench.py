@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.portal_reads import get_ok, signed_in_portal, timed  # noqa: E402
+from bench.portal_reads import get_ok, namespace_entry, signed_in_portal, timed  # noqa: E402
 
 NAMESPACE = "bench-load"
 CPU_NODES = ("cpu-1", "cpu-2")
@@ -46,11 +46,7 @@ PATHS = {
 def state_with_pods(count: int) -> dict:
     """kubesim's state file: a namespace and `count` Running pods bound to the CPU nodes."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    objects = [{"resource": ["", "v1", "namespaces"], "object": {
-        "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": NAMESPACE, "uid": str(uuid.uuid4()), "resourceVersion": "1",
-                     "creationTimestamp": now, "labels": {}},
-        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}}]
+    objects = [namespace_entry(NAMESPACE, now)]
     for i in range(count):
         objects.append({"resource": ["", "v1", "pods"], "object": {
             "apiVersion": "v1", "kind": "Pod",

@@ -6,8 +6,18 @@ from __future__ import annotations
 
 import statistics
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
+
+
+def namespace_entry(name: str, now: str) -> dict[str, Any]:
+    """A namespace as kubesim's state file holds it (the benchmarks write their pods beside it)."""
+    return {"resource": ["", "v1", "namespaces"], "object": {
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "uid": str(uuid.uuid4()), "resourceVersion": "1",
+                     "creationTimestamp": now, "labels": {}},
+        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}}
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.portal_reads import get_ok, signed_in_portal, timed  # noqa: E402
+from bench.portal_reads import get_ok, namespace_entry, signed_in_portal, timed  # noqa: E402
 
 NAMESPACE = "bench-shared"
 POOL = "t4-shared"
@@ -103,11 +103,7 @@ def state_with_holders(count: int, nodes: int, per_node: int) -> dict:
     """kubesim's state file: `count` Running pods, one shared unit each, bound to the pool's
     nodes (at most `per_node` on each)."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    objects = [{"resource": ["", "v1", "namespaces"], "object": {
-        "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": NAMESPACE, "uid": str(uuid.uuid4()), "resourceVersion": "1",
-                     "creationTimestamp": now, "labels": {}},
-        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}}]
+    objects = [namespace_entry(NAMESPACE, now)]
     for i in range(count):
         node = f"{PREFIX}{i // per_node % nodes + 1}"
         objects.append({"resource": ["", "v1", "pods"], "object": {
