@@ -217,7 +217,10 @@ def gpu_type_new(request: SignedInRequest) -> HttpResponse:
         try:
             gpu_type = gpu_type_create(acting_user=request.user, slug=form.cleaned_data["slug"],
                                        **form.changes())
-        except IntegrityError:  # created by someone else since the form was checked
+        except IntegrityError:
+            if not GpuType.objects.filter(slug=form.cleaned_data["slug"]).exists():
+                raise  # not the race below: an error of its own, not a name in use
+            # created by someone else since the form was checked
             form.add_error("slug", f"A GPU type {form.cleaned_data['slug']} exists already.")
         else:
             messages.success(request, f"GPU type {gpu_type.slug} added. Tenants may use none "
@@ -273,6 +276,9 @@ def template_new(request: SignedInRequest) -> HttpResponse:
                                        custom=form.cleaned_data["custom"],
                                        values=form.changes())
         except IntegrityError:
+            if not Template.objects.filter(slug=form.cleaned_data["slug"]).exists():
+                raise  # not the race below: an error of its own, not a name in use
+            # created by someone else since the form was checked
             form.add_error("slug", f"A template {form.cleaned_data['slug']} exists already.")
         else:
             messages.success(request, f"Template {template.slug} added.")

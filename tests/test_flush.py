@@ -45,6 +45,21 @@ def test_a_flush_that_met_a_deadlock_is_tried_again(monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_new_row_after_the_rows_came_back_takes_a_free_id():
+    """The restored rows keep their ids; the next row made must not be handed one of them (a
+    full run's template form answered "exists already" after a flush had set the sequence
+    back)."""
+    with connection.cursor() as cursor:  # a sequence set back, as a table made again leaves it
+        cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), 1, false)",
+                       [Template._meta.db_table])
+    migrated_rows_back(flush=True)
+    seeded = set(Template.objects.values_list("id", flat=True))
+    made = Template.objects.create(slug="after-the-flush", name="After", kind="batch",
+                                   image="registry.example/after:1")
+    assert seeded and made.pk not in seeded and made.pk > max(seeded)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_other_flush_failures_are_not_hidden(monkeypatch):
     def broken(self, sql_list):
         raise OperationalError("relation does not exist")
