@@ -52,7 +52,10 @@ def test_mypy_fails_on_a_type_error(tmp_path):
 # no document that is not in the repository (the team's design notes live outside it)
 OUTSIDE_REFERENCE = re.compile(r"\bissues? ?#?\d+|\b(DESIGN|STYLE|FACTS|DEVELOPERS)\.md\b",
                                re.IGNORECASE)
-CODE_SUFFIXES = {".py", ".go", ".html", ".js", ".css", ".yaml", ".yml", ".toml"}
+CODE_SUFFIXES = {".py", ".go", ".html", ".js", ".css", ".yaml", ".yml", ".toml", ".md"}
+# the rule's own test writes the forms it must catch; the recorded benchmark results are dated
+# measurements of their time, kept as they were written
+NOT_CHECKED = ("tests/test_lint.py", "bench/results/")
 
 
 def outside_references(paths: list[Path]) -> list[str]:
@@ -68,7 +71,7 @@ def test_the_code_names_no_issue_number_and_no_outside_document():
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
                              check=True).stdout.splitlines()
     code = [REPO / name for name in tracked
-            if Path(name).suffix in CODE_SUFFIXES and not name.startswith("tests/")
+            if Path(name).suffix in CODE_SUFFIXES and not name.startswith(NOT_CHECKED)
             and (REPO / name).is_file()]
     assert len(code) > 300
     assert outside_references(code) == []

@@ -306,7 +306,7 @@ def test_a_list_of_workloads_costs_no_query_per_workload_for_their_access(
 
 
 # --- the client a request is for: the one the library acts on, checked again where the code
-# is saved and redeemed (issue 23, item 1) ---------------------------------------------------
+# is saved and redeemed ---------------------------------------------------------------------
 
 def _authorization_form(proxy: Proxy) -> dict:
     """The consent form's fields as django-oauth-toolkit's AllowForm carries them, for `proxy`'s

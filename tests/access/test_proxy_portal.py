@@ -303,7 +303,7 @@ def _started_at_the_proxy(proxy, issuer: str, live_server, username: str):
 
 def test_no_request_shape_lets_another_project_into_the_workload(notebook, launch_notebook,
                                                                  issuer, live_server):
-    """Issue 23, item 1, through the real oauth2-proxy: a member of another project posts the
+    """Through the real oauth2-proxy: a member of another project posts the
     consent form with the workload's client in the body and another in the address (unknown, or
     a workload of their own), gives a parameter twice, or asks plainly. No shape gets a code,
     and the proxy's callback opens no session. The owner, posting the same form plainly, gets

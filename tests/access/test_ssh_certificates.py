@@ -1,4 +1,4 @@
-"""The portal as an SSH certificate authority (issue 26): the certificates it signs (read back by
+"""The portal as an SSH certificate authority: the certificates it signs (read back by
 Debian's ssh-keygen), `POST /api/v1/workloads/{id}/ssh-certificate/` under the tenant's rule, and
 `POST /api/v1/ssh-sessions/`, where a workload's SSH server reports its sessions. Real Keystone
 logins (a role removed in Keystone ends a session at the next check), PostgreSQL, kubesim."""

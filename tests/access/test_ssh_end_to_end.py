@@ -1,4 +1,4 @@
-"""SSH into a workload with nothing stood in (issue 26): the real OpenSSH client (Debian's
+"""SSH into a workload with nothing stood in: the real OpenSSH client (Debian's
 openssh-client) run by the real gpuctl, its ProxyCommand `gpuctl ssh-proxy` opening a WebSocket
 through the real oauth2-proxy (the pod's configuration, access/proxy.py) to the real
 gpu-portal-sshd (sshd/), run on loopback exactly as the pod runs it: the same flags, the same

@@ -1,4 +1,4 @@
-"""Budgets and notifications, the browser's part (issue 27): the launch page tells before submit
+"""Budgets and notifications, the browser's part: the launch page tells before submit
 that a maximum runtime would cross the project's budget (also after the template's fields were
 swapped in), and the bell on every page counts a researcher's unread notifications down to none.
 The live portal with the real Keystone, PostgreSQL, Redis and kubesim, in Chromium; the page

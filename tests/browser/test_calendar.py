@@ -1,4 +1,4 @@
-"""The cluster's calendar, the browser's part (issue 28): an admin announces a maintenance window
+"""The cluster's calendar, the browser's part: an admin announces a maintenance window
 and books GPUs for a project through the pages; a member of that project sees both on the
 calendar and the window in the banner of the launch page. The live portal with the real
 Keystone, PostgreSQL, Redis and kubesim, in Chromium; the page fails on any refusal by the

@@ -1,4 +1,4 @@
-"""SSH into a workload, the browser's part (issue 26): a researcher launches Jupyter with the SSH
+"""SSH into a workload, the browser's part: a researcher launches Jupyter with the SSH
 box ticked as it comes, watches it run, and copies the one command to paste from its page. The
 live portal with the real Keystone, PostgreSQL, Redis, Celery workers and kubesim, in Chromium;
 the page fails on any refusal by the Content-Security-Policy (conftest's page)."""

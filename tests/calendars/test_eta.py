@@ -1,4 +1,4 @@
-"""The queue estimate knows the calendar (issue 28): a maintenance window or another tenant's
+"""The queue estimate knows the calendar: a maintenance window or another tenant's
 reservation takes GPUs out of the pool for a while, and a waiter whose run cannot fit beside
 it starts after it (workloads/eta.py's blocks, supplied by calendars through
 workloads/queue.py's registry)."""

@@ -1,4 +1,4 @@
-"""The calendar pages (issue 28): a GPU type's two weeks for everyone in a project (other
+"""The calendar pages: a GPU type's two weeks for everyone in a project (other
 projects' reservations unnamed but to admins), the booking form (managers within their
 allowance, admins for any project; overbooking refused with the reason), the admin's
 maintenance windows and allowances, the banner on the launch page and the dashboard, and the

@@ -457,7 +457,7 @@ def test_the_admin_decides_whether_researchers_may_replace_a_templates_image(adm
 
 
 def test_the_admin_decides_per_template_and_per_project_whether_root_may_run(admin, api):
-    """Issue 19, item 5: DIGITS may run as root, so it runs only in projects an admin lets run
+    """DIGITS may run as root, so it runs only in projects an admin lets run
     such templates; their namespace then enforces "baseline" instead of "restricted"."""
     digits = Template.objects.get(slug="digits")
     assert digits.allow_root and not Template.objects.get(slug="custom").allow_root

@@ -10,7 +10,7 @@ BASE = "http://192.168.1.245:8888"
 @pytest.mark.parametrize(("url_format", "url"), [
     ("{base}/", f"{BASE}/"),
     ("{base}/lab", f"{BASE}/lab"),
-    # a format written before the proxies (issue 16) still never puts the token in the URL
+    # a format written before the proxies still never puts the token in the URL
     ("{base}/lab?token={token}", f"{BASE}/lab"),
     ("{base}/?a=1&token={token}", f"{BASE}/?a=1"),
     ("{base}/{token}", f"{BASE}/"),
@@ -28,7 +28,7 @@ def test_the_seeded_jupyter_template_opens_without_its_token():
 
 @pytest.mark.django_db
 def test_only_digits_is_seeded_to_run_as_root():
-    # migration 0007 (issue 19, item 5): the custom template runs as uid 1000, so that custom
+    # migration 0007: the custom template runs as uid 1000, so that custom
     # images pass Pod Security "restricted" like the other templates; DIGITS's image needs root
     seeded = {t.slug: (t.allow_root, t.run_as_user) for t in Template.objects.all()}
     assert seeded == {"jupyter": (False, 1000), "digits": (True, None),

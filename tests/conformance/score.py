@@ -155,7 +155,7 @@ class Tally:
                     agree += 1
                 elif per.get("kubesim") == "xfailed" and kube_ok:
                     differ += 1
-            against = "the real cluster" if both else "FACTS.md (no real cluster ran)"
+            against = "the real cluster" if both else "the recorded facts (no real cluster ran)"
             line = (f"conformance of kubesim vs {against}: {agree} of {total} checks agree, "
                     f"{differ} known differences")
         terminalreporter.write_sep("=", line)

@@ -1,4 +1,4 @@
-"""The embedded demo serves a script's burst (issue 15), run against the demo's OWN
+"""The embedded demo serves a script's burst, run against the demo's OWN
 configuration: stack/demo.py's environment (SQLite, DEBUG), its Keystone (token cache, one
 thread), its web server, its Celery worker, tracker and beat, its kubesim — started by
 stack/demo_stack.py on a temporary folder and free ports instead of .demo/ and 8000/5000/8001.

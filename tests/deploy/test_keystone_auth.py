@@ -21,7 +21,7 @@ from tests.deploy.manifests import REPO, find, render, settings_config_map
 from tests.support.rbac import unadmitted
 
 WEBHOOK = "deploy/keystone-auth"
-# Keystone's bootstrap roles imply the lower ones, and tokens carry them expanded (FACTS.md)
+# Keystone's bootstrap roles imply the lower ones, and tokens carry them expanded
 IMPLIED = {"reader": ["reader"], "member": ["member", "reader"],
            "manager": ["manager", "member", "reader"],
            "admin": ["admin", "manager", "member", "reader"]}

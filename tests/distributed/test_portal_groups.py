@@ -1,5 +1,5 @@
 """Distributed training through the portal on the real control plane with Kueue, JobSet and the
-MPI operator (issue 25): the portal's own launch (admission, the create task) and tracker over
+MPI operator: the portal's own launch (admission, the create task) and tracker over
 real JobSets and MPIJobs, in tenants provisioned by the portal (Pod Security restricted, their
 ClusterQueue in the cohort).
 

@@ -100,7 +100,7 @@ def stand_in(
     m.nvmlMemory_v2 = pynvml.nvmlMemory_v2
 
     def memory(h: int, version: int | None = None) -> Stub:
-        """An H100 under load as driver 580 answered (FACTS.md): v1 counts the driver's
+        """An H100 under load as driver 580 answered: v1 counts the driver's
         reserved 479 MiB as used; v2 gives them apart, "used" as nvidia-smi shows it."""
         if version is None:
             return call("memory", Stub(total=H100_TOTAL, used=(21_619 + 479) * MIB,
@@ -228,7 +228,7 @@ def test_other_errors_are_nvml_errors() -> None:
 
 
 def test_memory_used_leaves_out_what_the_driver_reserves() -> None:
-    """Issue 23, item 9: used and reserved as NVML's v2 memory information separates them, as
+    """Used and reserved as NVML's v2 memory information separates them, as
     nvidia-smi and dcgm-exporter show them (used 21,619 MiB, not v1's 22,098)."""
     from gpuagent.exporter import dcgm_values
 

@@ -1,4 +1,4 @@
-"""gpuctl's SSH side (issue 26), against the live portal and real Keystone: the key made once and
+"""gpuctl's SSH side, against the live portal and real Keystone: the key made once and
 kept private, the certificate renewed only when it runs short, the Host block written into a
 config file (replacing the workload's earlier one, keeping the rest), and the errors a script
 can tell apart. The whole path through the proxy and the server: tests/access/test_ssh_end_to_end.py."""

@@ -1,5 +1,5 @@
 """API tokens: one validation in flight per token (threads and processes alike), a short
-memory of refusals, and "Keystone unavailable" never remembered (issue 15: 16 requests with
+memory of refusals, and "Keystone unavailable" never remembered (a burst once saw 16 requests with
 one new token sent Keystone 16 validations at once, and it gave up)."""
 
 from __future__ import annotations

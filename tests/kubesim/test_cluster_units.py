@@ -59,7 +59,7 @@ def gpu_pod(n: int = 1, *, tolerate: bool = True, selector: dict | None = None) 
 
 
 def test_facts_example_message():
-    """The example of shared/FACTS.md, reproduced from node results."""
+    """The recorded example, reproduced from node results."""
     results = [FilterResult(["Insufficient nvidia.com/gpu"], True)] * 3 + [
         FilterResult(["node(s) didn't match Pod's node affinity/selector"], False)] * 4
     assert unschedulable_message(7, results) == (

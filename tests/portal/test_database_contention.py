@@ -1,4 +1,4 @@
-"""Lock contention is not an outage (issue 15): SQLite databases are opened for concurrent
+"""Lock contention is not an outage: SQLite databases are opened for concurrent
 writers, admission stays serialised on them, contention is told apart from a database that is
 down, and a request that contention ended before it wrote is run again."""
 

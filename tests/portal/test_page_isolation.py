@@ -119,7 +119,7 @@ PAGES = [
     Page("credentials:detail", PERSONAL, target="secret"),
     Page("credentials:delete", PERSONAL, method="POST", target="secret", ok=302),
     Page("budgets:chart", PROJECT),
-    # the calendar (issue 28): everyone's to read; bookings and cancels are managers'
+    # the calendar: everyone's to read; bookings and cancels are managers'
     Page("calendars:calendar", LOGIN),
     Page("calendars:book", MANAGE, method="POST", ok=400),  # nothing asked: the form again
     Page("calendars:cancel", MANAGE, method="POST", target="reservation", ok=302),
@@ -160,10 +160,10 @@ PAGES = [
     Page("catalogue:template-enabled", ADMIN, method="POST", target="template", ok=302,
          data={"enabled": "on"}),
     Page("tenants:image-prefixes", ADMIN, target="tenant", ok=302),
-    # the tenant page's SSH switch (issue 26): admins only
+    # the tenant page's SSH switch: admins only
     Page("access-admin:tenant-ssh", ADMIN, method="POST", target="tenant", ok=302,
          data={"ssh_enabled": "on"}),
-    # a user's own notifications, settings and webhooks (issue 27)
+    # a user's own notifications, settings and webhooks
     Page("notifications:list", LOGIN),
     Page("notifications:bell", LOGIN, htmx=True),
     Page("notifications:read-all", LOGIN, method="POST", ok=302),

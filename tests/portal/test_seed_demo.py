@@ -52,7 +52,7 @@ def test_the_demo_lets_vision_lab_run_digits_and_keeps_an_admins_change(keystone
 def test_a_demo_started_against_another_cluster_provisions_every_tenant_there(
         keystone, cluster, kubesim_factory, settings, eager_celery):
     """`make demo`, then `make demo CLUSTER=kube`: the tenants are recorded as provisioned, the
-    other cluster has none of their namespaces. The start provisions them there (issue 23)."""
+    other cluster has none of their namespaces. The start provisions them there."""
     with TestCase.captureOnCommitCallbacks(execute=True):
         call_command("seed_demo")
     tenants = list(Tenant.objects.filter(name__in=("vision-lab", "nlp-lab")))

@@ -1,5 +1,5 @@
 """Services past an address pool of two on the real control plane, with MetalLB's own
-controller (issue 23, item 7): the pool's free addresses as MetalLB counts them in its
+controller: the pool's free addresses as MetalLB counts them in its
 IPAddressPool's status, the reason of the service that got none in MetalLB's words, and a
 launch refused while none is free."""
 

@@ -1,4 +1,4 @@
-"""kubectl with a Keystone token on the real control plane (issues 14 and 23).
+"""kubectl with a Keystone token on the real control plane.
 
 k8s-keystone-auth (stack/k8s/keystone_auth.py) authenticates the token against the test Keystone
 and adds the role groups of deploy/keystone-auth/sync-config.yaml's role mappings; the

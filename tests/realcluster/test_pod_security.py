@@ -1,4 +1,4 @@
-"""Pod Security of workloads on the real control plane (issue 19, item 5): tenant namespaces
+"""Pod Security of workloads on the real control plane: tenant namespaces
 enforce "restricted", and the real PodSecurity admission decides.
 
 The seeded templates that may not run as root (Jupyter, TensorBoard, custom services and jobs)
@@ -116,7 +116,7 @@ def _dry_run_pod(cluster, namespace: str, name: str, pod: dict) -> dict:
      "port": 8080, "command": ["nginx", "-g", "daemon off;"]},
 ], ids=["jupyter", "code-server", "custom-service"])
 def test_every_template_with_ssh_passes_restricted(vision, researcher, cluster, body):  # noqa: F811
-    """Issue 26: the pod with the SSH server — its init container, the wrapped application,
+    """The pod with the SSH server — its init container, the wrapped application,
     the proxy — is admitted by the real PodSecurity admission in a "restricted" namespace
     (a server-side dry run: the pod the portal's Deployment would make)."""
     assert enforced(cluster, vision.namespace) == "restricted"

@@ -1,7 +1,7 @@
 """Tenant provisioning on the real API server, as the portal's own ServiceAccount: the same tests
 as on kubesim (tests/tenants/test_provisioning.py) — every object admitted by real RBAC, admission
 and validation, zero writes on the second reconcile, drift repaired (the NetworkPolicy of a
-namespace made before the proxies rewritten; the open egress policy of one made before issue 19
+namespace made before the proxies rewritten; the open egress policy of one made before egress was limited
 deleted, the egress policy of the site's settings admitted by the real validation), a refused
 namespace name, the namespace deleted (by the real namespace controller) after the grace."""
 

@@ -1,4 +1,4 @@
-"""GPU reservations on the real control plane with Kueue (issue 28): at its start a reservation
+"""GPU reservations on the real control plane with Kueue: at its start a reservation
 raises its project's ClusterQueue nominal quota, and Kueue reclaims the GPUs another project
 borrowed (its owner was told an hour before, and is told of the reclaim through the tracker's
 path); an unused reservation is released after its grace and the queue goes back down; at the end

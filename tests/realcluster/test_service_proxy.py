@@ -1,4 +1,4 @@
-"""Every service template with the authenticating proxy in front of it (issue 16), on the real
+"""Every service template with the authenticating proxy in front of it, on the real
 control plane: created by the portal's own ServiceAccount in a tenant namespace the portal
 provisioned, under that namespace's Pod Security enforce level ("baseline": the tenant may run
 templates that may run as root, DIGITS among them); the real ReplicaSet controller makes each
@@ -47,7 +47,7 @@ def in_namespace(spec: WorkloadSpec, namespace: str, workload_id: int) -> Worklo
 
 def test_every_service_template_with_its_proxy_is_admitted_and_runs(tenant, cluster):  # noqa: F811
     Quota.objects.filter(tenant=tenant).update(gpus_total=len(SERVICES))  # one GPU each
-    # DIGITS may run as root: a tenant an admin allowed root templates (issue 19, item 5),
+    # DIGITS may run as root: a tenant an admin allowed root templates,
     # whose namespace enforces "baseline" (tests/realcluster/test_pod_security.py: the others
     # under "restricted")
     Tenant.objects.filter(pk=tenant.pk).update(allow_root_templates=True)

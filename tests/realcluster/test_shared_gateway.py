@@ -1,4 +1,4 @@
-"""The shared-address mode on the real control plane (issue 23, item 7): a burst of notebooks
+"""The shared-address mode on the real control plane: a burst of notebooks
 past an address pool of two, behind one gateway — Traefik with its Kubernetes Ingress provider
 (stack/k8s/traefik.py) — that takes one address of the pool. Every notebook runs with its URL,
 and a request through the real gateway for each host name reaches that workload's own

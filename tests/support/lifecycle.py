@@ -1,5 +1,5 @@
 """Cluster objects as the lifecycle rules read them: realistic dicts of pods, Jobs,
-Deployments, Services and events (shapes as in FACTS.md), for the table tests and the tracker."""
+Deployments, Services and events (shapes as the real API server sends them), for the table tests and the tracker."""
 
 from __future__ import annotations
 

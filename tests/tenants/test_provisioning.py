@@ -105,7 +105,7 @@ def test_drift_made_by_hand_is_put_back(tenant, cluster):
 
 def test_a_namespace_provisioned_before_the_proxies_gets_the_new_isolation(tenant, cluster):
     """A namespace made while the namespace-wide policy still selected every pod (before
-    issue 16) has it rewritten: from then on its exposed pods are reached only on the proxy's
+    the proxies came) has it rewritten: from then on its exposed pods are reached only on the proxy's
     port, by its own pods too."""
     tenant_reconcile(tenant_id=tenant.pk)
     ns = tenant.namespace
@@ -130,7 +130,7 @@ def test_a_namespace_provisioned_before_the_proxies_gets_the_new_isolation(tenan
 
 def test_a_namespace_provisioned_before_the_egress_rules_loses_its_open_egress(tenant, cluster,
                                                                               settings):
-    """Before issue 19 a namespace's pods reached everything but the metadata address (the
+    """Before egress was limited a namespace's pods reached everything but the metadata address (the
     policy gpu-portal-deny-metadata). Policies add up, so that one is deleted, and the pods
     reach only what gpu-portal-egress names: the site's settings, rewritten when they change."""
     tenant_reconcile(tenant_id=tenant.pk)
@@ -166,7 +166,7 @@ def test_a_namespace_provisioned_before_the_egress_rules_loses_its_open_egress(t
 
 def test_a_tenant_allowed_root_templates_gets_a_baseline_namespace(tenant, cluster,
                                                                   eager_celery):
-    """Issue 19, item 5: namespaces enforce "restricted"; an admin who lets a tenant run
+    """Namespaces enforce "restricted"; an admin who lets a tenant run
     templates that may run as root lowers its namespace to "baseline" (audited), and back."""
     from django.test import TestCase
 
@@ -323,7 +323,7 @@ class DeletedMidway(Kube):
 @pytest.mark.parametrize("then_fail", [False, True], ids=["reconcile-finishes", "reconcile-fails"])
 def test_a_reconcile_running_when_the_tenant_is_marked_deleting_leaves_it_deleting(
         tenant, cluster, then_fail):
-    """The race of issue 24: the reconcile's end wrote provisioned (or failed) over deleting,
+    """A race once seen: the reconcile's end wrote provisioned (or failed) over deleting,
     and the namespace was never deleted (that needs a deleting tenant)."""
     tenant_reconcile(tenant_id=tenant.pk)
     tenant.refresh_from_db()

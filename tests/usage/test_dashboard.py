@@ -1,5 +1,5 @@
 """The admin's GPU dashboard counts as `used` only the GPUs that running workloads hold, and
-shows GPUs busy outside the portal's workloads apart (issue 15: 3.77 GPUs "used" against 2
+shows GPUs busy outside the portal's workloads apart (a dashboard once said 3.77 GPUs "used" against 2
 allocated A100s, 188.5 %, and 0.47 on V100 with none allocated)."""
 
 from __future__ import annotations

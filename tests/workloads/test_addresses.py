@@ -1,4 +1,4 @@
-"""Services past the address pool (issue 23, item 7), on a kubesim whose pool holds two
+"""Services past the address pool, on a kubesim whose pool holds two
 addresses: the workload that got none says why, the launch is refused before submit while none
 is free (API, page, gpuctl), and an address freed goes to the one that waited."""
 

@@ -1,4 +1,4 @@
-"""Issue 5's journeys end to end: API → admission → task → kubesim → tracker → state.
+"""The journeys end to end: API → admission → task → kubesim → tracker → state.
 
 A kubesim of their own (the demo inventory): these tests fill its GPUs on purpose.
 """
@@ -98,7 +98,7 @@ def test_within_quota_but_beyond_free_capacity_waits_then_starts_when_gpus_free(
 
 def test_a_launch_into_a_namespace_deleted_behind_the_portals_back_runs(
         vision, researcher, admin_api, monkeypatch, caplog):
-    """Issue 23, item 6: a tenant marked provisioned whose namespace is gone (an operator
+    """A tenant marked provisioned whose namespace is gone (an operator
     deleted it; the demo was started against another cluster). The launch provisions the tenant
     again, saying so meanwhile, and runs; no traceback for what is expected. It hung in
     `creating` with an empty reason until the periodic reconcile."""

@@ -35,7 +35,7 @@ def test_launch_jupyter_creates_its_objects_in_the_tenant_namespace(vision, api_
     pod = deployment.spec.template.spec
     assert pod.node_selector == {"gputype": "a100"}
     assert pod.containers[0].resources.limits["nvidia.com/gpu"] == "1"
-    # the authenticating proxy in front of it (issue 16): the Service reaches the proxy only
+    # the authenticating proxy in front of it: the Service reaches the proxy only
     assert [c.name for c in pod.containers] == ["app", "auth-proxy"]
     assert [p.name for p in pod.containers[0].ports] == ["app"]
     assert [p.name for p in pod.containers[1].ports] == ["http"]
@@ -162,7 +162,7 @@ def test_a_name_with_a_bidi_override_is_refused_naming_the_character(vision, api
 
 
 def test_a_template_runs_its_own_image_unless_an_admin_lets_researchers_choose(vision, api_headers):
-    """Issue 19, item 7: one rule for every template. Jupyter used to take another image
+    """One rule for every template. Jupyter used to take another image
     while refusing a command; now a template runs its own image unless it takes one."""
     from catalogue.models import Template
 
@@ -217,7 +217,7 @@ def test_the_sites_registries_bind_every_image(vision, api_headers, settings):
 
 def test_a_template_that_may_run_as_root_runs_only_where_the_project_allows_root(
         vision, api_headers, eager_celery, cluster):
-    """Issue 19, item 5: tenant namespaces enforce Pod Security "restricted", which admits no
+    """Tenant namespaces enforce Pod Security "restricted", which admits no
     container that may run as root. DIGITS may (its image runs as root): it is refused with
     the reason until an admin lets the project run such templates. The other templates run
     as a non-root user, the custom one included."""
@@ -417,7 +417,7 @@ def logs_once_written(headers: dict, workload_id: int, marker: str = "lab?token=
 
 def test_only_those_who_may_manage_it_see_its_access_token(vision, api_headers, eager_celery,
                                                            cluster):
-    """Issue 19, item 2: the notebook prints the URL with its token; with that token anyone
+    """The notebook prints the URL with its token; with that token anyone
     who reaches the application's port is in. The owner and the project's managers read it;
     a reader and another member see that it runs, not how to get in: anywhere."""
     nlp = Tenant.objects.get(name="nlp-lab")  # researcher and student are both members there

@@ -1,4 +1,4 @@
-"""Distributed launches (issue 25) on kubesim, which serves neither JobSet nor the MPI
+"""Distributed launches on kubesim, which serves neither JobSet nor the MPI
 operator: the API refuses them with 400 distributed_unavailable and changes nothing; the rules
 that need no engine (nodes on a one-pod template, the program a group runs, the quota counting
 every node's GPUs, a group no set of nodes can hold) are checked here against kubesim's

@@ -1,4 +1,4 @@
-"""Which launches get the portal's SSH server (issue 26): what the launch asked, else the
+"""Which launches get the portal's SSH server: what the launch asked, else the
 template's default where it can hold; a launch that asks for SSH where it cannot is refused with
 the field `ssh` and changes nothing. Real Keystone logins, PostgreSQL and kubesim over HTTP: the
 Deployment kubesim stores has the server's init container and the wrapped program."""

@@ -1,4 +1,4 @@
-"""Workload states from cluster objects: tables of realistic dicts (shapes as in FACTS.md)."""
+"""Workload states from cluster objects: tables of realistic dicts (shapes as the real API server sends them)."""
 
 from __future__ import annotations
 

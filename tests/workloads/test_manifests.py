@@ -1,6 +1,6 @@
 """The workload objects as pure functions: exact dicts, and valid against the Kubernetes schema.
 
-Every service the portal launches has the authenticating proxy in front of it (issue 16): the
+Every service the portal launches has the authenticating proxy in front of it: the
 specs here carry a `ProxySpec` as the portal builds it, and one test keeps the shape of a spec
 without one (a service launched before the proxies).
 """

@@ -1,4 +1,4 @@
-"""A distributed workload's objects (issue 25) as pure functions: a `pytorch-ddp` JobSet and an
+"""A distributed workload's objects as pure functions: a `pytorch-ddp` JobSet and an
 `mpi` MPIJob, as exact dicts, against their CRDs' schemas (JobSet v0.12.0's and the MPI
 operator v0.8.2's, read from the Go module cache), their pods against the Kubernetes schema
 and Pod Security "restricted", and the names the engines' own webhooks check."""

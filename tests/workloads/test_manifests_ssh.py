@@ -1,4 +1,4 @@
-"""A workload's pod with the portal's SSH server (issue 26): the init container, the wrapped
+"""A workload's pod with the portal's SSH server: the init container, the wrapped
 program, the server's files and the proxy's route, as dicts and against the Kubernetes schema."""
 
 from __future__ import annotations

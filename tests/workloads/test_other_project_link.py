@@ -1,6 +1,6 @@
 """A link to a workload of another of the signed-in user's projects answers a page that offers
 to switch to that project; the API keeps its 404 for another tenant, and a workload of a project
-the user is not in stays a 404 that tells nothing (issue 15)."""
+the user is not in stays a 404 that tells nothing."""
 
 from __future__ import annotations
 

@@ -393,7 +393,7 @@ def test_the_open_button_opens_jupyter_without_its_token(researcher, vision_lab)
 
 def test_a_reader_sees_that_it_runs_but_not_how_to_get_in(researcher, vision_lab, as_user,
                                                          django_capture_on_commit_callbacks):
-    """Issue 19, item 2: the notebook prints the URL with its token. The owner and managers
+    """The notebook prints the URL with its token. The owner and managers
     read it in the logs on the page and its live part; a reader gets them redacted, and no
     Open button where the project's rule (members, by default) does not let readers in."""
     with django_capture_on_commit_callbacks(execute=True):

@@ -1,4 +1,4 @@
-"""The pages for distributed training (issue 25) on kubesim, which serves neither JobSet nor the
+"""The pages for distributed training on kubesim, which serves neither JobSet nor the
 MPI operator: the launch page shows pytorch-ddp and mpi disabled with the reason, the form wraps
 the API's rules (a group refused on the template field, nodes refused on a one-pod template), the
 live check counts across nodes, the workload page shows a group's ranks, lists show N × G, and

@@ -1,4 +1,4 @@
-"""The pages for SSH into workloads (issue 26): the launch page's SSH box (for templates that
+"""The pages for SSH into workloads: the launch page's SSH box (for templates that
 offer SSH, ticked where it can hold), a launch from the page with the box ticked or not, its
 refusal shown under the box, and the workload page's SSH panel with the command to paste, for
 those the project's rule lets in. Real Keystone logins, PostgreSQL and kubesim over HTTP."""

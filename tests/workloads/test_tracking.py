@@ -480,7 +480,7 @@ def test_a_row_moved_while_the_tracker_derived_it_is_derived_again(gpu_types, ow
 
 
 def test_a_job_decided_before_its_pods_exit_code_arrives_takes_it_after(gpu_types, owner):
-    """The open race of issue 23: the Job's Complete condition (watch of jobs) is seen before
+    """A race once open: the Job's Complete condition (watch of jobs) is seen before
     its pod's terminated state with the exit code (watch of pods). The verdict is written
     without it; the pod's update, applied next, must still give the succeeded workload its
     exit code (a final state took no later facts: it stayed `succeeded`, exit code empty).

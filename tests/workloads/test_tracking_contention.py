@@ -1,4 +1,4 @@
-"""The tracker loses no change to lock contention (issue 15: 45 "database is locked"
+"""The tracker loses no change to lock contention (a burst once saw 45 "database is locked"
 tracebacks in ten minutes of the demo, each a lost cycle, and a finished Job shown pending for
 90 s). A row lock another transaction holds past this connection's lock_timeout (PostgreSQL's
 contention error, as "database is locked" is SQLite's) is waited out and retried; a database
