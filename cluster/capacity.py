@@ -246,7 +246,16 @@ def dra_devices(types: Sequence[CatalogueType] | None = None) -> dict[str, list[
     cache = cluster_cache()
     cache.ready(cache.nodes)
     slices, claims = _device_reflectors(cache)
-    return devices_by_type(types, cache.nodes.items(), slices.items(), claims.items())
+    rows: dict[str, list[DeviceRow]] = cache.memo(
+        "dra-devices", (cache.nodes.version, slices.version, claims.version, _type_key(types)),
+        lambda: devices_by_type(types, cache.nodes.items(), slices.items(), claims.items()))
+    return rows
+
+
+def dra_node_devices(slug: str, node: str) -> int:
+    """The devices of the DRA type `slug` on `node`, cordoned or not (what a maintenance window
+    of the node takes out of service; 0 where the cluster serves no DRA)."""
+    return sum(1 for row in dra_devices().get(slug, ()) if row.node == node)
 
 
 def cluster_nodes() -> list[Obj]:
