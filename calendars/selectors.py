@@ -13,7 +13,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from catalogue.models import GpuType
-from cluster.capacity import cluster_nodes, node_matches
+from catalogue.sharing import DRA
+from cluster.capacity import cluster_nodes, dra_node_devices, node_matches
 from kube.labels import CORDON_ANNOTATION
 from kube.quantity import parse_quantity
 
@@ -28,7 +29,10 @@ MAINTENANCE_CORDON_PREFIX = "maintenance-"
 
 
 def node_gpus(node: Obj, gpu_type: GpuType) -> int:
-    """The GPUs of `gpu_type` a node offers (0: not one of its nodes)."""
+    """The GPUs of `gpu_type` a node offers (0: not one of its nodes); a DRA type's, the
+    devices the node publishes that its claims can be given (cluster/devices.py)."""
+    if gpu_type.sharing == DRA:
+        return dra_node_devices(gpu_type.slug, (node.get("metadata") or {}).get("name") or "")
     labels = (node.get("metadata") or {}).get("labels") or {}
     if not gpu_type.node_selector or not node_matches(labels, gpu_type.node_selector):
         return 0

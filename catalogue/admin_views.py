@@ -37,10 +37,12 @@ from catalogue.sharing import DRA, EXCLUSIVE, LABEL_PRODUCT, Sharing, node_layou
 from cluster.capacity import (
     GpuTypeCapacity,
     cluster_nodes,
+    dra_devices,
     gpu_capacity,
     gpus_admitted_without_pods,
     node_matches,
 )
+from cluster.devices import DeviceRow
 from identity.access import SignedInRequest, admin_required
 from kube.client import KubeError
 from kube.dra import dra_refusal
@@ -135,6 +137,23 @@ def sharing_problem(gpu_type: GpuType, nodes: list[dict[str, Any]]) -> str:
     return ""
 
 
+def dra_problem(capacity: GpuTypeCapacity) -> str:
+    """Why a DRA type's claims can be given no device ("" when some device matches)."""
+    if not capacity.installed:
+        return ("No device the cluster's ResourceSlices publish matches its device class, "
+                "product and memory.")
+    if not capacity.nodes:
+        return "Every node with matching devices is cordoned."
+    return ""
+
+
+def _dra_devices() -> dict[str, list[DeviceRow]]:
+    try:
+        return dra_devices()
+    except KubeError:
+        return {}  # the page's banner says the cluster is unreachable
+
+
 def _cluster() -> tuple[list[dict[str, Any]] | None, dict[str, GpuTypeCapacity] | None,
                         str | None]:
     """The nodes and the capacity view, or the banner when the cluster does not answer."""
@@ -160,8 +179,8 @@ def gpu_type_rows(gpu_types: list[GpuType], nodes: list[dict[str, Any]] | None,
             row.sharing_problem = sharing_problem(gpu_type, nodes)
             if gpu_type.sharing == DRA:
                 # its devices are in ResourceSlices, not in the nodes' extended resources:
-                # what matters is whether the cluster allocates claims at all
-                row.problem, row.sharing_problem = dra_refusal() or "", ""
+                # what matters is whether the cluster allocates claims, and has devices for it
+                row.problem, row.sharing_problem = dra_refusal() or dra_problem(cap), ""
             if gpu_type.sharing != EXCLUSIVE:
                 row.layout = tuple(sorted(
                     node_layout(node["metadata"]["name"], node["metadata"].get("labels") or {})
@@ -206,6 +225,7 @@ def gpu_type_list(request: SignedInRequest) -> HttpResponse:
     return render(request, "catalogue/gpu_type_list.html", {
         "rows": gpu_type_rows(gpu_types, nodes, capacity), "cluster_error": cluster_error,
         "unclaimed": unclaimed_gpu_nodes(gpu_types, nodes) if nodes is not None else [],
+        "devices": sorted(_dra_devices().items()) if nodes is not None else [],
     })
 
 

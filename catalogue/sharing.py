@@ -38,24 +38,18 @@ from fractions import Fraction
 
 from core.validation import excerpt
 
+# dynamic resource allocation, as NVIDIA's DRA driver for GPUs names things, is kube/dra.py's
+# (the capacity view, below the catalogue, reads the devices the driver publishes)
+from kube.dra import DRA_DEVICE_TYPES as DRA_DEVICE_TYPES
+from kube.dra import DRA_DRIVER as DRA_DRIVER
+from kube.dra import DRA_GPU_CLASS as DRA_GPU_CLASS
+from kube.dra import DRA_MIG_CLASS as DRA_MIG_CLASS
+
 EXCLUSIVE = "exclusive"
 TIME_SLICED = "time-sliced"
 MIG = "mig"
 DRA = "dra"
 SHARINGS = (EXCLUSIVE, TIME_SLICED, MIG, DRA)
-
-# Dynamic resource allocation, as NVIDIA's DRA driver for GPUs names things. The driver is
-# called `gpu.nvidia.com` and qualifies its device attributes and capacities with that name,
-# so a CEL selector reads them as device.attributes['gpu.nvidia.com'].<name>. Each device it
-# publishes has the attribute `type` ("gpu" for a whole GPU, "mig" for a MIG instance),
-# `productName` (what NVML calls the board, spaces and all: "NVIDIA A100-SXM4-80GB", "Tesla
-# T4", not GPU feature discovery's dashed label) and the capacity `memory` (bytes, binary
-# units: a T4's is 15360Mi). The driver's chart installs two device classes selecting on
-# driver and type: `gpu.nvidia.com` (type gpu) and `mig.nvidia.com` (type mig).
-DRA_DRIVER = "gpu.nvidia.com"
-DRA_GPU_CLASS = "gpu.nvidia.com"
-DRA_MIG_CLASS = "mig.nvidia.com"
-DRA_DEVICE_TYPES = {DRA_GPU_CLASS: "gpu", DRA_MIG_CLASS: "mig"}
 # a product name a CEL string literal may hold as it is (no quote, no backslash)
 DRA_PRODUCT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()/+-]{0,79}$")
 

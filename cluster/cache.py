@@ -1,5 +1,8 @@
 """The process's copy of the cluster: reflectors for Node and Pod (every namespace: capacity
-counts the pods the portal did not create too). The lifecycle tracker follows the portal's own
+counts the pods the portal did not create too), and, once a GPU type claimed through DRA is
+counted on a cluster that serves resource.k8s.io/v1, for ResourceSlice and ResourceClaim
+(devices.py: the devices published and those allocated; never started where the API is not
+served, so kubesim is never asked for them). The lifecycle tracker follows the portal's own
 Jobs, Deployments, Services and Events with watches of its own (workloads/tracking/).
 
 Started on first use in any process (web, Celery worker), one per process and cluster
@@ -24,6 +27,8 @@ from kube.client import Kube, KubeUnavailable, api_client
 from kube.labels import LABEL_WORKLOAD_ID
 from kube.quantity import parse_quantity
 from kube.reflector import Obj, Reflector
+
+from .devices import claim_view, slice_view
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 BASIC_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
@@ -75,16 +80,29 @@ class ClusterCache:
     def __init__(self, kube: Callable[[], Kube]) -> None:
         self.nodes = Reflector("Node", kube=kube)
         self.pods = Reflector("Pod", kube=kube, project=pod_view)
+        # started by devices() on first use: only a cluster with DRA types serves them
+        self.slices = Reflector("ResourceSlice", kube=kube, project=slice_view)
+        self.claims = Reflector("ResourceClaim", kube=kube, project=claim_view)
+        self._dra = False
         self._memo: dict[str, tuple[Any, Any]] = {}
         self._memo_lock = threading.Lock()
 
     @property
     def reflectors(self) -> tuple[Reflector, ...]:
-        return (self.nodes, self.pods)
+        return (self.nodes, self.pods, *((self.slices, self.claims) if self._dra else ()))
 
     def start(self) -> None:
         for reflector in self.reflectors:
             reflector.start()
+
+    def devices(self) -> tuple[Reflector, Reflector]:
+        """The ResourceSlice and ResourceClaim reflectors, started on first call."""
+        with self._memo_lock:
+            if not self._dra:
+                self._dra = True
+                self.slices.start()
+                self.claims.start()
+        return self.slices, self.claims
 
     def stop(self) -> None:
         for reflector in self.reflectors:

@@ -5,6 +5,12 @@ ask for, plus the GPUs of admitted portal workloads (Workload.ACTIVE_STATES) tha
 bound to a node yet, so that a launch just admitted counts at once. "Free" is allocatable less
 held. The cluster part is memoised on the read model's versions: a request costs O(GPU types)
 plus one query of the admitted workloads, whatever the number of pods.
+
+A GPU type claimed through DRA (one that names a device class) is counted from devices instead
+(devices.py): its units are the devices the cluster's ResourceSlices publish that its claims
+could be given, held when a ResourceClaim's allocation holds them; a workload whose claim holds
+devices is placed, as one whose pod is bound. Where the cluster does not serve
+resource.k8s.io/v1 it has none.
 """
 
 from __future__ import annotations
@@ -14,9 +20,21 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from kube.dra import dra_refusal
 from kube.quantity import parse_quantity
 
-from .cache import PodView, cluster_cache
+from .cache import ClusterCache, PodView, cluster_cache
+from .devices import (
+    ClaimView,
+    DeviceRow,
+    SliceView,
+    allocations,
+    claimed_workloads,
+    device_matches,
+    device_rows,
+    dra_fields,
+    published_devices,
+)
 from .hooks import ADMITTED, GPU_TYPES, UNHEALTHY, CatalogueType
 
 Obj = dict[str, Any]
@@ -159,8 +177,40 @@ def with_admitted(by_type: dict[str, GpuTypeCapacity], bound: frozenset[int]
 
 
 def _type_key(gpu_types: list[Any]) -> tuple[Any, ...]:
-    return tuple((t.slug, t.resource_name, tuple(sorted((t.node_selector or {}).items())))
-                 for t in gpu_types)
+    return tuple((t.slug, t.resource_name, tuple(sorted((t.node_selector or {}).items())),
+                  t.device_class, t.product, t.memory_gb) for t in gpu_types)
+
+
+def _cordoned(nodes: Iterable[Obj]) -> frozenset[str]:
+    return frozenset((n.get("metadata") or {}).get("name") or "" for n in nodes
+                     if (n.get("spec") or {}).get("unschedulable"))
+
+
+def devices_by_type(gpu_types: Iterable[Any], nodes: Iterable[Obj], slices: Iterable[SliceView],
+                    claims: Iterable[ClaimView]) -> dict[str, list[DeviceRow]]:
+    """Per DRA type slug, its devices and who holds each (devices.py)."""
+    devices = published_devices(slices)
+    held, cordoned = allocations(claims), _cordoned(nodes)
+    return {t.slug: device_rows(t, devices, held, cordoned) for t in gpu_types if t.device_class}
+
+
+def dra_capacity(gpu_types: Iterable[Any], nodes: Iterable[Obj], slices: Iterable[SliceView],
+                 claims: Iterable[ClaimView]) -> tuple[dict[str, GpuTypeCapacity], frozenset[int]]:
+    """Per DRA type slug its capacity from devices, and the workloads whose claims hold some."""
+    claims = list(claims)
+    rows = devices_by_type(gpu_types, nodes, slices, claims)
+    return ({slug: GpuTypeCapacity(slug=slug, **dra_fields(found)) for slug, found in rows.items()},
+            claimed_workloads(claims))
+
+
+def _dra_served(types: Sequence[CatalogueType]) -> bool:
+    return any(t.device_class for t in types) and dra_refusal() is None
+
+
+def _device_reflectors(cache: ClusterCache) -> tuple[Any, Any]:
+    slices, claims = cache.devices()
+    cache.ready(slices, claims)
+    return slices, claims
 
 
 def gpu_capacity(types: Sequence[CatalogueType] | None = None) -> dict[str, GpuTypeCapacity]:
@@ -176,7 +226,36 @@ def gpu_capacity(types: Sequence[CatalogueType] | None = None) -> dict[str, GpuT
            tuple(sorted(unhealthy.items())))
     by_type, bound = cache.memo("capacity", key, lambda: capacity_by_type(
         types, cache.nodes.items(), cache.pods.items(), unhealthy))
+    if _dra_served(types):
+        slices, claims = _device_reflectors(cache)
+        dra, claimed = cache.memo(
+            "dra-capacity", (cache.nodes.version, slices.version, claims.version,
+                             _type_key(types)),
+            lambda: dra_capacity(types, cache.nodes.items(), slices.items(), claims.items()))
+        by_type, bound = {**by_type, **dra}, bound | claimed
     return with_admitted(by_type, bound)
+
+
+def dra_devices(types: Sequence[CatalogueType] | None = None) -> dict[str, list[DeviceRow]]:
+    """Per DRA type slug its devices, node by node, and the claim (and workload) holding each;
+    empty where the cluster does not serve resource.k8s.io/v1. Raises KubeUnavailable as
+    gpu_capacity does."""
+    types = gpu_types() if types is None else list(types)
+    if not _dra_served(types):
+        return {}
+    cache = cluster_cache()
+    cache.ready(cache.nodes)
+    slices, claims = _device_reflectors(cache)
+    rows: dict[str, list[DeviceRow]] = cache.memo(
+        "dra-devices", (cache.nodes.version, slices.version, claims.version, _type_key(types)),
+        lambda: devices_by_type(types, cache.nodes.items(), slices.items(), claims.items()))
+    return rows
+
+
+def dra_node_devices(slug: str, node: str) -> int:
+    """The devices of the DRA type `slug` on `node`, cordoned or not (what a maintenance window
+    of the node takes out of service; 0 where the cluster serves no DRA)."""
+    return sum(1 for row in dra_devices().get(slug, ()) if row.node == node)
 
 
 def cluster_nodes() -> list[Obj]:
@@ -188,7 +267,7 @@ def cluster_nodes() -> list[Obj]:
 
 def gpus_in_use_by_namespace(namespaces: set[str]) -> dict[str, dict[str, int]]:
     """GPUs that live pods ask for, per namespace and GPU type (by the pod's node selector and
-    resource), bound to a node or not."""
+    resource), bound to a node or not; a DRA type's, the devices its claims hold."""
     cache = cluster_cache()
     cache.ready(cache.pods)
     types = gpu_types()
@@ -207,4 +286,25 @@ def gpus_in_use_by_namespace(namespaces: set[str]) -> dict[str, dict[str, int]]:
         return {ns: dict(by_type) for ns, by_type in usage.items()}
 
     every = cache.memo("in-use", (cache.pods.version, _type_key(types)), build)
+    if _dra_served(types):
+        slices, claims = _device_reflectors(cache)
+        held = cache.memo("devices-in-use", (slices.version, claims.version, _type_key(types)),
+                          lambda: devices_in_use(types, slices.items(), claims.items()))
+        every = {ns: {**every.get(ns, {}), **held.get(ns, {})} for ns in {*every, *held}}
     return {ns: by_type for ns, by_type in every.items() if ns in namespaces}
+
+
+def devices_in_use(gpu_types: Iterable[Any], slices: Iterable[SliceView],
+                   claims: Iterable[ClaimView]) -> dict[str, dict[str, int]]:
+    """Devices that claims hold, per namespace and DRA type (the first type, in catalogue
+    order, a device matches: each device counts once)."""
+    types = [t for t in gpu_types if t.device_class]
+    devices = {device.key: device for device in published_devices(slices)}
+    usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for claim in claims:
+        for key in claim.devices:
+            device = devices.get(key)
+            gpu_type = next((t for t in types if device and device_matches(t, device)), None)
+            if gpu_type is not None:
+                usage[claim.namespace][gpu_type.slug] += 1
+    return {ns: dict(by_type) for ns, by_type in usage.items()}

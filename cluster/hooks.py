@@ -23,6 +23,17 @@ class CatalogueType(Protocol):
     @property
     def node_selector(self) -> Any: ...
 
+    # a type claimed through DRA (devices.py) names the device class its claims ask in ("" for
+    # a type placed by its extended resource), and what its devices must be
+    @property
+    def device_class(self) -> str: ...
+
+    @property
+    def product(self) -> str: ...
+
+    @property
+    def memory_gb(self) -> int: ...
+
 
 class GpuTypesSource(Protocol):
     """Every GPU type of the catalogue."""

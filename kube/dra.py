@@ -10,6 +10,19 @@ from .discovery import api_served
 
 RESOURCE_API = "resource.k8s.io/v1"
 
+# Dynamic resource allocation, as NVIDIA's DRA driver for GPUs names things. The driver is
+# called `gpu.nvidia.com` and qualifies its device attributes and capacities with that name,
+# so a CEL selector reads them as device.attributes['gpu.nvidia.com'].<name>. Each device it
+# publishes has the attribute `type` ("gpu" for a whole GPU, "mig" for a MIG instance),
+# `productName` (what NVML calls the board, spaces and all: "NVIDIA A100-SXM4-80GB", "Tesla
+# T4", not GPU feature discovery's dashed label) and the capacity `memory` (bytes, binary
+# units: a T4's is 15360Mi). The driver's chart installs two device classes selecting on
+# driver and type: `gpu.nvidia.com` (type gpu) and `mig.nvidia.com` (type mig).
+DRA_DRIVER = "gpu.nvidia.com"
+DRA_GPU_CLASS = "gpu.nvidia.com"
+DRA_MIG_CLASS = "mig.nvidia.com"
+DRA_DEVICE_TYPES = {DRA_GPU_CLASS: "gpu", DRA_MIG_CLASS: "mig"}
+
 
 def dra_refusal(kube: Kube | None = None) -> str | None:
     """Why a DRA GPU type cannot run on this cluster now, or None when it can. A cluster that

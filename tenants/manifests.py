@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+from collections.abc import Iterable
 from typing import Any
 
 from kube.labels import (
@@ -204,6 +205,21 @@ def device_class_quota(device_class: str) -> str:
     """The ResourceQuota key that counts the devices of `device_class` a namespace's
     ResourceClaims ask for ("gpu.nvidia.com.deviceclass.resource.k8s.io/devices")."""
     return device_class + DEVICE_CLASS_QUOTA_SUFFIX
+
+
+def kueue_dra_resource(device_class: str) -> str:
+    """The resource Kueue counts the devices of `device_class` under, in its ClusterQueues'
+    quotas and its Workloads' requests: the name its Configuration's
+    `resources.deviceClassMappings` gives the class. The ResourceQuota's own key, so that one
+    name means the class's devices wherever the portal's quotas hold them."""
+    return device_class_quota(device_class)
+
+
+def kueue_device_class_mappings(device_classes: Iterable[str]) -> list[dict[str, Any]]:
+    """Kueue's Configuration `resources.deviceClassMappings` for these device classes: each
+    counted under kueue_dra_resource (operators put the same in theirs: docs/operator-guide.md)."""
+    return [{"name": kueue_dra_resource(name), "deviceClassNames": [name]}
+            for name in sorted(device_classes)]
 
 
 def make_resource_quota(spec: NamespaceSpec) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from catalogue.models import GpuType
+from catalogue.sharing import DRA
 
 from .kueue import (
     FlavorSpec,
@@ -17,12 +18,16 @@ from .kueue import (
     make_priority_classes,
     make_resource_flavors,
 )
+from .manifests import kueue_dra_resource
 from .models import Quota, Tenant
 from .selectors import quota_figures
 
 
 def flavor_specs() -> list[FlavorSpec]:
-    return [FlavorSpec(slug=t.slug, resource=t.resource_name,
+    """A flavor per enabled GPU type; a DRA type's resource is the name Kueue counts its
+    claims' devices under (its Configuration maps each device class to it: kueue_dra_resource)."""
+    return [FlavorSpec(slug=t.slug, resource=(kueue_dra_resource(t.device_class)
+                                              if t.sharing == DRA else t.resource_name),
                        node_labels=tuple(sorted((t.node_selector or {}).items())))
             for t in GpuType.objects.filter(enabled=True).order_by("slug")]
 

@@ -121,15 +121,15 @@ def fit_advice(launch: LaunchContext) -> list[Note]:
     unavailable = engine_refusal(template.engine) if template and template.distributed else None
     if unavailable:
         notes.append(("error", unavailable))
-    dra = launch.gpu_type.sharing == DRA
-    if dra and (refusal := dra_refusal()):
+    refusal = dra_refusal() if launch.gpu_type.sharing == DRA else None
+    if refusal:
         notes.append(("error", refusal))
     if nodes > 1:
         notes.append(("info", group_summary(capacity, slug, count, nodes)))
     never = None
-    # a DRA type's devices are in ResourceSlices, which the capacity view does not read: its
-    # nodes offer no extended resource, and whether a claim fits is the scheduler's to say
-    if reads.capacity is not None and not dra:  # the cluster answered
+    # a DRA type's figures are its devices (cluster/devices.py): a claim is given devices of
+    # one node, so one larger than any node's can never be allocated, as for any other type
+    if reads.capacity is not None and not refusal:  # the cluster answered
         never = never_fits(capacity, slug, count, nodes)
         if never is not None:
             notes.append(("error", never[1]))

@@ -424,8 +424,6 @@ def _never_fits(data: dict[str, Any], errors: dict[str, list[str]]) -> None:
     """A request larger than any node of the type can never run: say so now (the launch
     advice's rule, advice.never_fits, which the checks before a launch show as an error)."""
     gpu_type: GpuType = data["gpu_type"]
-    if gpu_type.sharing == DRA:
-        return  # the scheduler's to say: its devices are not in the capacity view (advice.py)
     try:
         capacity = gpu_capacity().get(gpu_type.slug)
     except KubeError:

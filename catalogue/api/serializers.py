@@ -49,10 +49,14 @@ class GpuTypeSerializer(serializers.Serializer[GpuTypeRow]):
                                      help_text="the slug of the whole-GPU type it is carved from")
     capacity = serializers.IntegerField(allow_null=True,
                                         help_text="units the nodes have (GPUs, or the shared "
-                                                  "type's replicas or slices)")
+                                                  "type's replicas or slices; a dra type's: the "
+                                                  "devices the cluster's ResourceSlices publish "
+                                                  "that its claims can be given)")
     allocatable = serializers.IntegerField(allow_null=True,
                                            help_text="GPUs the nodes offer (healthy, schedulable)")
-    allocated = serializers.IntegerField(allow_null=True, help_text="GPUs that running pods hold")
+    allocated = serializers.IntegerField(
+        allow_null=True, help_text="GPUs that running pods hold (a dra type's: the devices that "
+                                   "ResourceClaims' allocations hold)")
     free = serializers.IntegerField(allow_null=True,
                                     help_text="allocatable less the portal's active workloads")
     largest_node = serializers.IntegerField(allow_null=True)

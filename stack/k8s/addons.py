@@ -4,8 +4,8 @@
 - the GPU metrics: one gpuagent (fake NVML) and one pod-resources socket per GPU node;
 - the dynamic provisioner of volumes (provisioner.py): the default StorageClass `standard`,
   a folder per claim under the cluster's folder;
-- dynamic resource allocation (dra.py), when asked (`dra=True`: the demo, `dra_cluster` in the
-  tests): NVIDIA's DRA driver's device classes, a node pool of its own and the ResourceSlices
+- dynamic resource allocation (dra.py), when asked (`dra=True`: the demo, `dra_cluster` and
+  `kueue_cluster` in the tests): NVIDIA's DRA driver's device classes, a node pool of its own and the ResourceSlices
   its kubelet plugin would publish for it. Off by default: its node is one kubesim does not
   have, and the cluster the conformance suite compares with kubesim must have the same nodes;
 - k8s-keystone-auth, when there is a Keystone: `kubectl --token <Keystone token>`;

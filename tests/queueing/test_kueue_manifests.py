@@ -101,3 +101,37 @@ def test_a_held_queue_admits_nothing_new():
     Kueue's own default written out, so that lifting a hold is a change the reconcile sees."""
     assert make_cluster_queue(spec(), FLAVORS)["spec"]["stopPolicy"] == "None"
     assert make_cluster_queue(spec(held=True), FLAVORS)["spec"]["stopPolicy"] == "Hold"
+
+
+def test_kueue_counts_a_dra_types_devices_under_the_name_its_configuration_maps_them_to():
+    from pathlib import Path
+
+    from stack.k8s.kueue import configuration
+    from tenants.manifests import kueue_dra_resource
+
+    config = configuration(webhook_port=1, health_port=2, metrics_port=3, cert_dir=Path("/c"))
+    assert config["resources"]["deviceClassMappings"] == [
+        {"name": "gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
+         "deviceClassNames": ["gpu.nvidia.com"]},
+        {"name": "mig.nvidia.com.deviceclass.resource.k8s.io/devices",
+         "deviceClassNames": ["mig.nvidia.com"]}]
+    # a ClusterQueue holds a DRA type's quota under that name, beside the extended resources
+    flavors = [*FLAVORS, FlavorSpec("a100-dra", kueue_dra_resource("gpu.nvidia.com"),
+                                    (("gputype", "a100-dra"),))]
+    queue = make_cluster_queue(spec(gpus=(("a100", 4), ("a100-dra", 2))), flavors)
+    gpus = queue["spec"]["resourceGroups"][1]
+    assert kueue_dra_resource("gpu.nvidia.com") in gpus["coveredResources"]
+    dra = next(f for f in gpus["flavors"] if f["name"] == "gpu-a100-dra")
+    assert {r["name"]: r["nominalQuota"] for r in dra["resources"]} == {
+        "nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "0",
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2"}
+
+
+def test_a_dra_types_flavor_takes_the_mapped_resource(db):
+    from tenants.queueing import flavor_specs
+    from tests.support.database import dra_gpu_type
+
+    dra_gpu_type()
+    (flavor,) = [f for f in flavor_specs() if f.slug == "a100-dra"]
+    assert flavor == FlavorSpec("a100-dra", "gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
+                                (("gputype", "a100-dra"),))

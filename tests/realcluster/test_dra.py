@@ -139,3 +139,49 @@ def test_a_dra_launchs_objects_are_adopted_and_its_devices_freed_by_stop(vision,
     assert {r.device for r in claims[0].status.allocation.devices.results} == {"gpu-0", "gpu-1"}
     eventually(lambda: claims_of(api, vision.namespace, first.pk) == [], timeout=30,
                message="the first's claim deleted with its pod")
+
+
+def dra_row(headers: dict) -> dict:
+    from django.test import Client
+
+    rows = Client().get("/api/v1/gpu-types/", **headers).json()
+    return next(r for r in rows if r["slug"] == "a100-dra")
+
+
+def test_a_dra_types_capacity_is_its_devices_less_the_allocated_ones(vision, api_headers,
+                                                                       eager_celery, login,
+                                                                       cluster):
+    from calendars.selectors import type_nodes
+
+    dra = dra_gpu_type()
+    quota_update(tenant=vision, acting_user=None, changes={"gpus_by_type": {"a100-dra": 4}})
+    tenant_reconcile(tenant_id=vision.pk)
+    headers = api_headers("researcher")
+    # the calendar (maintenance windows, reservations) counts the same devices per node
+    assert type_nodes(dra) == {NODE: 2}
+    figures = ("capacity", "allocated", "free", "largest_node", "nodes")
+    assert {k: dra_row(headers)[k] for k in figures} == {
+        "capacity": 2, "allocated": 0, "free": 2, "largest_node": 2, "nodes": 1}
+    # a claim no node's devices can satisfy is refused at once, as any type's request
+    too_many = launch(headers, {**JUPYTER, "name": "three", "gpu_type": "a100-dra",
+                                "gpu_count": 3})
+    assert too_many.status_code == 400, too_many.json()
+    assert "No a100-dra node has 3 GPUs (the largest has 2)" in str(too_many.json())
+    one = Workload.objects.get(pk=launch(headers, {
+        **JUPYTER, "name": "one", "gpu_type": "a100-dra", "gpu_count": 1}).json()["id"])
+    api = cluster.api_client()
+    eventually(lambda: claims_of(api, vision.namespace, one.pk) and
+               claims_of(api, vision.namespace, one.pk)[0].status.allocation,
+               timeout=30, message="its claim allocated")
+    eventually(lambda: {k: dra_row(headers)[k] for k in ("allocated", "free")} ==
+               {"allocated": 1, "free": 1}, timeout=30,
+               message=lambda: f"the device counted: {dra_row(headers)}")
+    # the admin's GPU types page: which device on which node, and which workload holds it
+    (held,) = [r.device for r in
+               claims_of(api, vision.namespace, one.pk)[0].status.allocation.devices.results]
+    page = login("admin").get("/admin/gpu-types/").content.decode()
+    assert 'id="devices-a100-dra"' in page
+    holder = page.split(f'data-device="{NODE}/{held}"', 1)[1].split("</tr>", 1)[0]
+    assert f"(workload {one.pk})" in holder and f"{vision.namespace}/" in holder
+    free = "gpu-1" if held == "gpu-0" else "gpu-0"
+    assert ">free<" in page.split(f'data-device="{NODE}/{free}"', 1)[1].split("</tr>", 1)[0]
