@@ -42,11 +42,16 @@ def test_a_namespace_goes_only_once_empty_and_leaves_nothing(real_cluster):
         released: list[float] = []
 
         def release() -> None:
-            """Let the held Secret go once it is marked deleted, a moment later."""
+            """Let the held Secret go only once everything else of the namespace is gone: all
+            that while, the namespace must stay."""
             eventually(lambda: (kube.get("Secret", "held", name) or {})
                        .get("metadata", {}).get("deletionTimestamp"), timeout=30,
                        message="the held Secret marked deleted")
-            time.sleep(1)  # the finalizer's owner takes its time: namespace_deleted must wait
+            eventually(lambda: not kube.list("Pod", name)["items"]
+                       and not kube.list("Deployment", name)["items"]
+                       and not kube.list("PersistentVolumeClaim", name)["items"],
+                       timeout=30, message="the rest of the namespace gone")
+            assert kube.get("Namespace", name) is not None
             released.append(time.monotonic())
             kube.patch("Secret", "held", {"metadata": {"finalizers": None}}, name)
 
