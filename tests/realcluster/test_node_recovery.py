@@ -14,9 +14,8 @@ import uuid
 import pytest
 from kubernetes import client
 
-from kube.client import Kube
 from stack.k8s.cluster import KWOK_NODE_ANNOTATION
-from tests.support.cluster import delete_pods_of, namespace_gone
+from tests.support.cluster import namespace_deleted
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(180)]
@@ -77,7 +76,5 @@ def test_a_node_marked_unknown_and_its_pods_not_ready_are_ready_again(cluster):
             # the namespace first, gone before its node goes: KWOK, the node's kubelet, deletes
             # the pod at once; a pod left on a deleted node waits for the pod garbage
             # collector's 40 s quarantine of orphans before it goes, and its namespace with it
-            delete_pods_of(Kube(api), name)
-            core.delete_namespace(name)
-            namespace_gone(core, name)
+            namespace_deleted(api, name)
             core.delete_node(name)

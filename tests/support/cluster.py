@@ -14,7 +14,8 @@ deleted with every workload's objects, and the test waits until they are gone.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import json
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kube.client import Kube, NotFound
@@ -115,10 +116,9 @@ def cluster_objects_of_the_test(connect: Callable[[], Any], *, timeout: float) -
         made = {kind: names_of(kube, kind) - before[kind] for kind in OWN_KINDS}
         made_namespaced = {kind: namespaced_names_of(kube, kind) - before_namespaced[kind]
                            for kind in OWN_NAMESPACED_KINDS}
-        for namespace in made["Namespace"]:
-            delete_pods_of(kube, namespace)
+        namespaces_deleted(client, made["Namespace"], timeout=timeout)
         for kind, names in made.items():
-            for name in names:
+            for name in names if kind != "Namespace" else ():  # deleted and gone already
                 kube.delete(kind, name)
         for kind, keys in made_namespaced.items():
             for namespace, name in keys:
@@ -135,14 +135,132 @@ def cluster_objects_of_the_test(connect: Callable[[], Any], *, timeout: float) -
                    message=lambda: f"the test's cluster objects are still there: {left()}")
 
 
-def delete_pods_of(kube: Kube, namespace: str) -> None:
-    """Delete a namespace's pods, just before the namespace. A real control plane's namespace
-    controller starts on a deleted namespace 5 s after it was deleted; pods it finds there that
-    have not finished it deletes, and it looks again only after a share of their grace period,
-    even where they are gone at once (KWOK). Deleted first, they are gone when it starts: on the
-    tests' control plane a namespace with a running pod took 10 s to go, 5 s this way."""
-    for pod in kube.list("Pod", namespace)["items"]:
-        kube.delete("Pod", pod["metadata"]["name"], namespace)
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def api_request(client: Any, method: str, path: str, *, accept: str = "application/json",
+             body: Any = None) -> Any:
+    """A raw call to the API server with `client`'s credentials; the decoded JSON answer, or
+    None where the object or collection is not there (404)."""
+    from kubernetes.client.rest import ApiException
+
+    verb, url, headers, data, _files = client.param_serialize(
+        method, path, header_params={"Accept": accept, "Content-Type": "application/json"},
+        body=body, auth_settings=["BearerToken"])
+    response = client.call_api(verb, url, header_params=headers, body=data,
+                               _request_timeout=(5, 30))
+    payload = response.read()
+    if response.status == 404:
+        return None
+    if not 200 <= response.status < 300:
+        raise ApiException(http_resp=response.response)
+    return json.loads(payload)
+
+
+def namespaced_collections(client: Any) -> list[str]:
+    """The path, under a namespace, of every namespaced resource the API server lists and
+    deletes by collection (aggregated discovery: its preferred version of each group)."""
+    paths = []
+    for prefix in ("/api", "/apis"):
+        for group in api_request(client, "GET", prefix, accept=AGGREGATED)["items"]:
+            version = group["versions"][0]  # the preferred version comes first
+            base = (f"/api/{version['version']}" if prefix == "/api"
+                    else f"/apis/{group['metadata']['name']}/{version['version']}")
+            paths += [f"{base}/namespaces/{{}}/{r['resource']}" for r in version["resources"]
+                      if r.get("scope") == "Namespaced"
+                      and {"list", "deletecollection"} <= set(r.get("verbs") or ())]
+    return paths
+
+
+def namespaces_deleted(client: Any, names: Iterable[str], *, timeout: float = 90) -> None:
+    """Delete namespaces and wait until they are gone, everything in them first (`client`: an
+    admin's ApiClient).
+
+    On a real control plane this does what its namespace controller does with a deleted
+    namespace, without that controller's waits: it starts 5 s after the deletion (a grace for
+    the other API servers and etcd members of a highly available cluster to see it; the tests'
+    control planes have one of each), and where an object with a finalizer remains (a claim,
+    Kueue's Workloads) or a pod is still stopping it looks again only seconds later (8 s for a
+    finalizer). Here: the namespaces are marked deleted (from then on the API server refuses
+    new objects in them), every collection in them is deleted, and this waits until every one
+    is empty — objects with finalizers gone when their controllers let them go, pods when they
+    stopped — then it finalizes each namespace as that controller would and waits until it is
+    gone."""
+    from kubernetes import client as k8s
+
+    core = k8s.CoreV1Api(client)
+    deleted = []
+    for name in names:
+        try:
+            core.delete_namespace(name)
+        except k8s.ApiException as exc:
+            if exc.status != 404:  # 404: gone already
+                raise
+        else:  # marked deleted now, or already (by the portal): to be emptied either way
+            deleted.append(name)
+    if deleted and not is_kubesim(client):  # kubesim's namespace controller needs no help
+        collections = [path.format(name) for path in namespaced_collections(client)
+                       for name in deleted]
+
+        def remaining(paths: list[str]) -> list[str]:
+            """The collections of `paths` that still hold objects (the paths themselves)."""
+            return [path for path in paths
+                    if (api_request(client, "GET", f"{path}?limit=1") or {}).get("items")]
+
+        def emptied(paths: list[str]) -> None:
+            eventually(lambda: not remaining(paths), timeout=timeout, interval=0.1,
+                       message=lambda: "the deleted namespaces still hold " + ", ".join(
+                           path.split("/namespaces/", 1)[-1] for path in remaining(paths)))
+
+        full = remaining(collections)
+        while full:
+            for path in full:
+                api_request(client, "DELETE", path, body={"propagationPolicy": "Background"})
+            emptied(full)
+            # an object made just before its namespace was marked deleted, of another kind
+            full = remaining(collections)
+        for name in deleted:
+            namespace_finalized(core, name)
+    for name in deleted:
+        namespace_gone(core, name, timeout=timeout)
+
+
+def namespace_deleted(client: Any, name: str, *, timeout: float = 90) -> None:
+    """One namespace deleted and gone (`namespaces_deleted`)."""
+    namespaces_deleted(client, [name], timeout=timeout)
+
+
+def namespace_finalized(core: Any, name: str) -> None:
+    """Take the namespace controller's finalizer off an emptied, deleted namespace (what that
+    controller does once it found it empty): the API server then removes it."""
+    from kubernetes.client.rest import ApiException
+
+    while True:
+        try:
+            namespace = core.read_namespace(name)
+            if not namespace.spec or "kubernetes" not in (namespace.spec.finalizers or ()):
+                return  # finalized by the namespace controller meanwhile
+            namespace.spec.finalizers = [f for f in namespace.spec.finalizers
+                                         if f != "kubernetes"]
+            core.replace_namespace_finalize(name, namespace)
+            return
+        except ApiException as exc:
+            if exc.status == 404:  # and gone
+                return
+            if exc.status != 409:  # 409: changed since it was read; read it again
+                raise
+
+
+_KUBESIM: dict[str, bool] = {}  # API server URL -> whether it is kubesim
+
+
+def is_kubesim(client: Any) -> bool:
+    """Whether `client` talks to kubesim rather than a real kube-apiserver (its version says)."""
+    host = str(client.configuration.host)
+    if host not in _KUBESIM:
+        version = api_request(client, "GET", "/version")
+        _KUBESIM[host] = str(version.get("gitVersion", "")).endswith("-kubesim")
+    return _KUBESIM[host]
 
 
 def namespace_gone(core, name: str, timeout: float = 90) -> None:

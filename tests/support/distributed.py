@@ -7,7 +7,7 @@ import contextlib
 import uuid
 from typing import Any
 
-from tests.support.cluster import namespace_gone
+from tests.support.cluster import namespace_deleted
 from tests.support.waiting import eventually
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -86,9 +86,7 @@ class Queue:
     def delete(self) -> None:
         from kubernetes.client.rest import ApiException
 
-        with contextlib.suppress(ApiException):
-            self.core.delete_namespace(self.namespace)
-        namespace_gone(self.core, self.namespace)
+        namespace_deleted(self.core.api_client, self.namespace)
         for plural, name in (("clusterqueues", self.namespace),
                              *(("resourceflavors", f) for f in self.flavors)):
             with contextlib.suppress(ApiException):
