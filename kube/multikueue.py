@@ -141,7 +141,8 @@ def worker_rules(frameworks: Sequence[str] = tuple(DISPATCHED)) -> list[dict[str
     queues (it watches them to retry dispatching when a worker's queue changes). Kueue's own
     end-to-end tests give their worker identity these rules."""
     rules = [
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": _RESOURCE_VERBS},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"],
+         "verbs": list(_RESOURCE_VERBS)},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"],
          "verbs": ["get", "patch", "update"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues", "localqueues"],
@@ -149,7 +150,7 @@ def worker_rules(frameworks: Sequence[str] = tuple(DISPATCHED)) -> list[dict[str
     ]
     for framework in frameworks:
         group, resource = DISPATCHED[framework]
-        rules += [{"apiGroups": [group], "resources": [resource], "verbs": _RESOURCE_VERBS},
+        rules += [{"apiGroups": [group], "resources": [resource], "verbs": list(_RESOURCE_VERBS)},
                   {"apiGroups": [group], "resources": [f"{resource}/status"], "verbs": ["get"]}]
     return rules
 

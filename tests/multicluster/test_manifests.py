@@ -4,6 +4,7 @@ them in tests/multicluster/test_multikueue.py (and their API server validates th
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 import yaml
@@ -82,3 +83,8 @@ def test_the_managers_identity_on_a_worker_is_least_privilege():
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": [
             "create", "update", "patch", "delete", "get", "list", "watch"]},
         {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]}]
+
+
+def test_the_operators_file_for_a_worker_is_the_identity_the_stack_applies():
+    path = Path(__file__).resolve().parents[2] / "deploy" / "multikueue" / "worker-identity.yaml"
+    assert list(yaml.safe_load_all(path.read_text())) == multikueue.make_worker_identity()
