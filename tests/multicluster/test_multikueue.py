@@ -8,11 +8,13 @@ ClusterQueue with the MultiKueue check (kube/multikueue.py)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import uuid
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
 from kube import multikueue
 from kube.client import Kube
@@ -183,3 +185,33 @@ def test_a_worker_that_stops_answering_keeps_its_work(multi_cluster, tenant_queu
         with east_cp.api_client() as w:
             eventually(lambda: Kube(w).get("Job", "long", namespace) is None, timeout=90,
                        message="the worker's copy of the Job was not removed")
+
+
+def test_the_manager_acts_on_the_worker_with_its_own_narrow_identity(multi_cluster):
+    from kubernetes import client
+
+    account = (f"system:serviceaccount:{multikueue.WORKER_NAMESPACE}:"
+               f"{multikueue.WORKER_SERVICE_ACCOUNT}")
+
+    def allowed(verb: str, group: str, resource: str) -> bool:
+        review = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+            user=account, groups=["system:serviceaccounts", "system:authenticated"],
+            resource_attributes=client.V1ResourceAttributes(
+                verb=verb, group=group, resource=resource, namespace="any-tenant")))
+        with multi_cluster.east.api_client() as api:
+            answer = client.AuthorizationV1Api(api).create_subject_access_review(review)
+        return bool(answer.status.allowed)
+
+    assert allowed("create", "batch", "jobs")
+    assert allowed("patch", "kueue.x-k8s.io", "workloads")
+    assert not allowed("get", "", "secrets")
+    assert not allowed("create", "rbac.authorization.k8s.io", "rolebindings")
+    assert not allowed("create", "", "pods/exec")
+    # and the manager's Secret holds that identity's token, not an admin's certificate
+    with multi_cluster.manager.api_client() as api:
+        secret = Kube(api).get("Secret", multikueue.secret_name("east"),
+                               multikueue.KUEUE_NAMESPACE)
+    kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+    (user,) = kubeconfig["users"]
+    assert set(user["user"]) == {"token"}
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == multi_cluster.east.url
