@@ -60,6 +60,21 @@ def worker(workdir: Path, *, inventory: Path = EAST_INVENTORY, port: int = 0,
                         default_run_seconds=default_run_seconds, etcd_in_memory=etcd_in_memory)
 
 
+def start_together(*cps: ControlPlane) -> None:
+    """Start control planes at once, each in a thread (their processes' start-up overlaps: a
+    pair is ready in little more than the slower one's time); if one fails, all are stopped
+    and its error raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(cps), thread_name_prefix="control-plane") as pool:
+        futures = [pool.submit(cp.start) for cp in cps]
+        errors = [exc for future in futures if (exc := future.exception()) is not None]
+    if errors:
+        for cp in cps:
+            cp.stop()
+        raise errors[0]
+
+
 def worker_kubeconfig(cp: ControlPlane, name: str) -> str:
     """The kubeconfig the manager's Kueue uses for worker `cp`: its API server on loopback,
     its CA inline, the token of the manager's ServiceAccount there (made, with its ClusterRole,
@@ -136,8 +151,7 @@ def main(argv: list[str]) -> int:
                            addons=default_addons(kueue=True, multikueue=MultiKueueSettings()))
     east = worker(args.workdir / EAST)
     try:
-        manager.start()
-        east.start()
+        start_together(manager, east)
         register_workers(manager, {EAST: east})
     except StackError as exc:
         east.stop()
