@@ -323,33 +323,31 @@ def start_real_cluster(layout: DemoLayout, keystone: KeystoneInstall, env: dict[
     # the GPU agents' pod-resources sockets serve gRPC from this process, which then forks the
     # portal's processes: without this, gRPC logs a line per fork
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-    print("starting the real control plane (the first run builds it from source: about 20 "
-          "minutes on two cores; later runs start in seconds) …", flush=True)
+    print("starting the real control planes, the portal's and the worker east (the first run "
+          "builds them from source: about 20 minutes on two cores; later runs start in a minute "
+          "or two) …", flush=True)
     cp = ControlPlane(layout.kube_dir, port=layout.kubesim_port, inventory=INVENTORY,
                       addons=default_addons(keystone_url=keystone.url, kueue=True, dra=True,
                                             multikueue=MultiKueueSettings(origin="gpu-portal-demo")),
                       etcd_in_memory=False)
-    cp.start()
+    east = multikueue.worker(layout.clusters_dir / multikueue.EAST, etcd_in_memory=False)
+    multikueue.start_together(cp, east)  # both stopped if either fails
+    try:
+        multikueue.register_workers(cp, {multikueue.EAST: east})
+    except BaseException:
+        east.stop()
+        cp.stop()
+        raise
     layout.kubeconfig.write_text(cp.admin_kubeconfig.read_text())
     layout.kubeconfig.chmod(0o600)
     env["KUBECONFIG"] = str(cp.portal_kubeconfig)
     metrics = addon(cp, "gpumetrics")
     assert isinstance(metrics, GpuMetrics)  # one of default_addons
     env["PORTAL_GPU_EXPORTER_URLS"] = ",".join(metrics.urls)
-    print(f"control plane ready in {cp.started_in:.1f} s at {cp.url} (logs: {cp.logs})",
-          flush=True)
-    clusters = {multikueue.MANAGER: cp}
-    east = multikueue.worker(layout.clusters_dir / multikueue.EAST, etcd_in_memory=False)
-    try:
-        east.start()
-        multikueue.register_workers(cp, {multikueue.EAST: east})
-    except BaseException:
-        east.stop()
-        cp.stop()
-        raise
-    clusters[multikueue.EAST] = east
+    clusters = {multikueue.MANAGER: cp, multikueue.EAST: east}
     multikueue.write_cluster_kubeconfigs(layout.clusters_dir, clusters)
-    print(f"worker cluster {multikueue.EAST} ready in {east.started_in:.1f} s at {east.url}, "
+    print(f"control plane ready in {cp.started_in:.1f} s at {cp.url} (logs: {cp.logs}); "
+          f"worker cluster {multikueue.EAST} ready in {east.started_in:.1f} s at {east.url}, "
           f"registered with the manager's MultiKueue (kubeconfigs: {layout.clusters_dir}/)",
           flush=True)
     return list(clusters.values())

@@ -66,6 +66,8 @@ def start_together(*cps: ControlPlane) -> None:
     and its error raised."""
     from concurrent.futures import ThreadPoolExecutor
 
+    # what both need, built first (a fresh cache's build is some 20 minutes: not twice at once)
+    build.ensure("kubernetes", "etcd", "kwok", "kueue", "jobset", "mpi-operator", quiet=False)
     with ThreadPoolExecutor(max_workers=len(cps), thread_name_prefix="control-plane") as pool:
         futures = [pool.submit(cp.start) for cp in cps]
         errors = [exc for future in futures if (exc := future.exception()) is not None]
