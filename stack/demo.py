@@ -14,7 +14,10 @@ controller-manager, scheduler, KWOK nodes from the same inventory, MetalLB's con
 agents, k8s-keystone-auth against the demo's Keystone), its API server on https://127.0.0.1:8001.
 .demo/kubeconfig is then an admin's; the portal itself uses its own ServiceAccount
 (.demo/kube/portal.kubeconfig). The first run builds the control plane from source (about 20
-minutes on two cores, cached in ~/.cache/gpu-portal); its state lives in .demo/kube/.
+minutes on two cores, cached in ~/.cache/gpu-portal); its state lives in .demo/kube/. Beside it
+runs a second control plane, the worker cluster `east` (2 × 8 H100 KWOK nodes) that the first
+one's Kueue dispatches batch work to through MultiKueue; each cluster's admin kubeconfig is at
+.demo/clusters/<name>/kubeconfig (`main`, the portal's own, and `east`).
 
 The demo's configuration (its environment, its Keystone, its process list) is built by
 `portal_env`, `keystone_install` and `demo_processes` from a `DemoLayout` (a folder and four
@@ -108,6 +111,12 @@ class DemoLayout:
     @property
     def kube_dir(self) -> Path:
         return self.root / "kube"
+
+    @property
+    def clusters_dir(self) -> Path:
+        """`--cluster kube`: a folder per cluster, each with its admin kubeconfig (and a
+        worker's state)."""
+        return self.root / "clusters"
 
     @property
     def volumes(self) -> Path:
@@ -296,33 +305,52 @@ def _check_ports(layout: DemoLayout) -> None:
 
 
 def start_real_cluster(layout: DemoLayout, keystone: KeystoneInstall, env: dict[str, str]
-                       ) -> ControlPlane:
+                       ) -> list[ControlPlane]:
     """`--cluster kube`: the real control plane on the kubesim port, its state kept in .demo/kube/
-    (etcd on disk: the demo's workloads outlive a restart, as kubesim's state file lets them).
-    .demo/kubeconfig becomes an admin's; the portal's processes get their own ServiceAccount's
-    kubeconfig and the GPU agents' addresses in `env`. Returns the started ControlPlane."""
+    (etcd on disk: the demo's workloads outlive a restart, as kubesim's state file lets them),
+    its Kueue a MultiKueue manager; then the worker cluster `east` (2 × 8 H100 KWOK nodes, its own
+    Kueue, JobSet and MPI operator; stack/k8s/multikueue.py), its state in .demo/clusters/east/,
+    registered with the manager. Each cluster's admin kubeconfig is at
+    .demo/clusters/<name>/kubeconfig; .demo/kubeconfig is the manager's. The portal's processes
+    get their own ServiceAccount's kubeconfig and the GPU agents' addresses in `env`. Returns
+    the started control planes, the manager first."""
+    from .k8s import multikueue
     from .k8s.addons import addon, default_addons
     from .k8s.cluster import ControlPlane
     from .k8s.gpumetrics import GpuMetrics
+    from .k8s.kueue import MultiKueueSettings
 
     # the GPU agents' pod-resources sockets serve gRPC from this process, which then forks the
     # portal's processes: without this, gRPC logs a line per fork
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-    print("starting the real control plane (the first run builds it from source: about 20 "
-          "minutes on two cores; later runs start in seconds) …", flush=True)
+    print("starting the real control planes, the portal's and the worker east (the first run "
+          "builds them from source: about 20 minutes on two cores; later runs start in a minute "
+          "or two) …", flush=True)
     cp = ControlPlane(layout.kube_dir, port=layout.kubesim_port, inventory=INVENTORY,
-                      addons=default_addons(keystone_url=keystone.url, kueue=True, dra=True),
+                      addons=default_addons(keystone_url=keystone.url, kueue=True, dra=True,
+                                            multikueue=MultiKueueSettings(origin="gpu-portal-demo")),
                       etcd_in_memory=False)
-    cp.start()
+    east = multikueue.worker(layout.clusters_dir / multikueue.EAST, etcd_in_memory=False)
+    multikueue.start_together(cp, east)  # both stopped if either fails
+    try:
+        multikueue.register_workers(cp, {multikueue.EAST: east})
+    except BaseException:
+        east.stop()
+        cp.stop()
+        raise
     layout.kubeconfig.write_text(cp.admin_kubeconfig.read_text())
     layout.kubeconfig.chmod(0o600)
     env["KUBECONFIG"] = str(cp.portal_kubeconfig)
     metrics = addon(cp, "gpumetrics")
     assert isinstance(metrics, GpuMetrics)  # one of default_addons
     env["PORTAL_GPU_EXPORTER_URLS"] = ",".join(metrics.urls)
-    print(f"control plane ready in {cp.started_in:.1f} s at {cp.url} (logs: {cp.logs})",
+    clusters = {multikueue.MANAGER: cp, multikueue.EAST: east}
+    multikueue.write_cluster_kubeconfigs(layout.clusters_dir, clusters)
+    print(f"control plane ready in {cp.started_in:.1f} s at {cp.url} (logs: {cp.logs}); "
+          f"worker cluster {multikueue.EAST} ready in {east.started_in:.1f} s at {east.url}, "
+          f"registered with the manager's MultiKueue (kubeconfigs: {layout.clusters_dir}/)",
           flush=True)
-    return cp
+    return list(clusters.values())
 
 
 def _announce(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall,
@@ -335,6 +363,9 @@ def _announce(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall
         return
     cluster_line = (f"kubesim   http://127.0.0.1:{layout.kubesim_port}" if layout.cluster == "kubesim"
                     else f"k8s 1.37  https://127.0.0.1:{layout.kubesim_port}")
+    workers_line = ("" if layout.cluster == "kubesim" else
+                    "\n    worker    east (2 × 8 H100, MultiKueue)   (kubectl --kubeconfig "
+                    ".demo/clusters/east/kubeconfig get nodes)")
     accounts = "\n".join(
         f"    {u.name:<11} {u.password:<22} {u.description}" for u in USERS if u.name != "gpu-portal"
     )
@@ -344,7 +375,7 @@ def _announce(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall
 
     portal    http://127.0.0.1:{layout.portal_port}/
     keystone  {keystone.url}
-    {cluster_line}   (kubectl --kubeconfig .demo/kubeconfig get nodes)
+    {cluster_line}   (kubectl --kubeconfig .demo/kubeconfig get nodes){workers_line}
 
  Accounts (domain Default):
     admin       {ADMIN_PASSWORD:<22} portal admin (admin on project admin)
@@ -366,26 +397,27 @@ def main(argv: list[str] | None = None) -> int:
     layout = DemoLayout(cluster=args.cluster)
     layout.root.mkdir(exist_ok=True)
     layout.logs.mkdir(exist_ok=True)
-    control_plane = None
+    control_planes: list[ControlPlane] = []
     try:
         _check_ports(layout)
         keystone = keystone_install(layout)
         keystone.ensure()
         env = portal_env(layout)
         if layout.cluster == "kube":
-            control_plane = start_real_cluster(layout, keystone, env)
+            control_planes = start_real_cluster(layout, keystone, env)
         processes = demo_processes(layout, keystone, env)
     except StackError as exc:
         print(f"make demo: {exc}", file=sys.stderr)
-        if control_plane is not None:
-            control_plane.stop()
+        for cp in reversed(control_planes):
+            cp.stop()
         return 1
     try:
         return _run(layout, env, keystone, processes, started)
     finally:
-        if control_plane is not None:
-            print("stopping the control plane …", flush=True)
-            control_plane.stop()
+        if control_planes:
+            print("stopping the control planes …", flush=True)
+        for cp in reversed(control_planes):
+            cp.stop()
 
 
 def _run(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall,

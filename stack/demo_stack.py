@@ -45,7 +45,8 @@ class DemoStack:
         self.layout = DemoLayout(root=root, portal_port=free_port(), keystone_port=free_port(),
                                  kubesim_port=free_port(), redis_port=free_port(), web=web,
                                  cluster=cluster)
-        self.control_plane: ControlPlane | None = None  # cluster="kube": the real control plane (stack/k8s/)
+        # cluster="kube": the real control planes (stack/k8s/), the portal's own first
+        self.control_planes: list[ControlPlane] = []
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         self.keystone: KeystoneInstall = keystone_install(self.layout)
         self.env: dict[str, str] = {}
@@ -73,7 +74,7 @@ class DemoStack:
         self.env = portal_env(self.layout)
         try:
             if self.layout.cluster == "kube":
-                self.control_plane = start_real_cluster(self.layout, self.keystone, self.env)
+                self.control_planes = start_real_cluster(self.layout, self.keystone, self.env)
             processes = demo_processes(self.layout, self.keystone, self.env)
             for process in processes:
                 if process.name in BACKENDS:
@@ -117,6 +118,6 @@ class DemoStack:
                 if proc.poll() is None:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
-        if self.control_plane is not None:
-            self.control_plane.stop()
-            self.control_plane = None
+        for cp in reversed(self.control_planes):
+            cp.stop()
+        self.control_planes = []

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -33,20 +34,23 @@ class StackError(RuntimeError):
 # same port can; one process never picks a port twice.
 PORTS = range(20000, 30000)
 _picked: set[int] = set()
+# two control planes may start at once, each in a thread, picking ports as they go
+_picking = threading.Lock()
 
 
 def free_port() -> int:
     """A loopback port that is free now, for a server about to bind it."""
-    ports = list(set(PORTS) - _picked)
-    random.shuffle(ports)
-    for port in ports:
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _picked.add(port)
-        return port
+    with _picking:
+        ports = list(set(PORTS) - _picked)
+        random.shuffle(ports)
+        for port in ports:
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _picked.add(port)
+            return port
     raise StackError(f"no free port in {PORTS.start}-{PORTS.stop - 1} on 127.0.0.1")
 
 

@@ -1,4 +1,5 @@
 pytest_plugins = ["tests.fixtures.stack", "tests.fixtures.kubesim", "tests.fixtures.realcluster",
+                  "tests.fixtures.multicluster",
                   "tests.fixtures.portal", "tests.fixtures.database", "tests.fixtures.scheduling"]
 
 

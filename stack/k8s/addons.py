@@ -13,7 +13,8 @@
   and with it the engines of distributed training it admits whole: JobSet and the MPI operator,
   started before Kueue (Kueue enables its JobSet and MPIJob integrations only for CRDs it finds
   served when it starts). Without Kueue neither runs: their CRDs are not served, and the
-  portal offers no distributed training.
+  portal offers no distributed training. With `multikueue` its Kueue is a MultiKueue manager
+  (stack/k8s/multikueue.py starts and registers the workers).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .dra import DynamicResources
 from .gpumetrics import GpuMetrics
 from .jobset import JobSet
 from .keystone_auth import KeystoneAuthWebhook
-from .kueue import DEFAULT_PODS_READY_TIMEOUT, Kueue
+from .kueue import DEFAULT_PODS_READY_TIMEOUT, Kueue, MultiKueueSettings
 from .metallb import MetalLB
 from .mpi_operator import MPIOperator
 from .provisioner import SharedFolderProvisioner
@@ -33,14 +34,16 @@ from .provisioner import SharedFolderProvisioner
 
 def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_INVENTORY,
                    kueue: bool = False, dra: bool = False,
-                   pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> list[Addon]:
+                   pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT,
+                   multikueue: MultiKueueSettings | None = None) -> list[Addon]:
     addons: list[Addon] = [MetalLB(inventory), GpuMetrics(inventory), SharedFolderProvisioner()]
     if dra:
         addons.append(DynamicResources())
     if keystone_url:
         addons.append(KeystoneAuthWebhook(keystone_url))
     if kueue:
-        addons += [JobSet(), MPIOperator(), Kueue(pods_ready_timeout=pods_ready_timeout)]
+        addons += [JobSet(), MPIOperator(),
+                   Kueue(pods_ready_timeout=pods_ready_timeout, multikueue=multikueue)]
     return addons
 
 

@@ -41,6 +41,7 @@ registered, failing closed): the Kueue-outage fault test.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import subprocess
 import tempfile
@@ -83,9 +84,9 @@ CONTROLLER_CONCURRENCY = (("Job.batch", 5), ("Pod", 20), ("Workload.kueue.x-k8s.
 
 
 def configuration(*, webhook_port: int, health_port: int, metrics_port: int,
-                  cert_dir: Path, pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT
-                  ) -> dict[str, Any]:
-    return {
+                  cert_dir: Path, pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT,
+                  multikueue: MultiKueueSettings | None = None) -> dict[str, Any]:
+    config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
         "namespace": NAMESPACE,
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
@@ -111,6 +112,29 @@ def configuration(*, webhook_port: int, health_port: int, metrics_port: int,
         # hold a DRA type's quota in (KueueDRAIntegration, on by default since v0.18)
         "resources": {"deviceClassMappings": kueue_device_class_mappings(DRA_DEVICE_TYPES)},
     }
+    if multikueue is not None:
+        config["multiKueue"] = multikueue.configuration()
+    return config
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiKueueSettings:
+    """A manager's MultiKueue (its feature gate is on by default since Kueue v0.9; the
+    MultiKueueClusters, config and admission check are objects: kube/multikueue.py).
+
+    `origin` labels what this manager makes on its workers, so that its garbage collector
+    removes only its own; `worker_lost_timeout`: how long a Workload dispatched to a worker
+    that stopped answering stays admitted there before the manager evicts it and dispatches
+    it again (Kueue's default is 15 minutes); `gc_interval`: how often orphaned copies on the
+    workers are looked for."""
+
+    origin: str = "gpu-portal"
+    worker_lost_timeout: float = 900
+    gc_interval: float = 60
+
+    def configuration(self) -> dict[str, Any]:
+        return {"origin": self.origin, "workerLostTimeout": f"{self.worker_lost_timeout:g}s",
+                "gcInterval": f"{self.gc_interval:g}s"}
 
 
 def webhook_configurations(folder: Path, *, url: str, ca_bundle: str) -> list[dict[str, Any]]:
@@ -179,9 +203,11 @@ class Kueue:
 
     name = "kueue"
 
-    def __init__(self, *, pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> None:
+    def __init__(self, *, pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT,
+                 multikueue: MultiKueueSettings | None = None) -> None:
         self.version = build.COMPONENTS["kueue"].version
         self.pods_ready_timeout = pods_ready_timeout
+        self.multikueue = multikueue
         self.proc: subprocess.Popen[bytes] | None = None
         self.cp: ControlPlane | None = None
         self.webhook_port = 0
@@ -215,7 +241,8 @@ class Kueue:
         config = cp.workdir / "kueue-config.yaml"
         config.write_text(yaml.safe_dump(configuration(
             webhook_port=self.webhook_port, health_port=health_port, metrics_port=metrics_port,
-            cert_dir=cert_dir, pods_ready_timeout=self.pods_ready_timeout), sort_keys=False))
+            cert_dir=cert_dir, pods_ready_timeout=self.pods_ready_timeout,
+            multikueue=self.multikueue), sort_keys=False))
         ensure_metrics_certificate(cp)
         self._install(cp, folder)
         self.command = [str(binary), f"--config={config}", f"--kubeconfig={cp.admin_kubeconfig}",
