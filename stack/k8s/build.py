@@ -367,6 +367,10 @@ def start_controller(cp: ControlPlane, name: str, command: list[str], ready: Cal
     return proc
 
 
+# a controller-runtime manager's metrics bind address that turns its metrics server off
+METRICS_OFF = "0"
+
+
 def webhook_server_ready(health_url: str, webhook_port: int) -> bool:
     """A controller-runtime manager's readiness probe passes and its webhook port takes
     connections."""

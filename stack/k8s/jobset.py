@@ -41,12 +41,14 @@ if TYPE_CHECKING:
 GROUP = "jobset.x-k8s.io"
 
 
-def configuration(*, webhook_port: int, health_port: int, metrics_port: int,
+def configuration(*, webhook_port: int, health_port: int,
                   cert_dir: Path) -> dict[str, Any]:
     return {
         "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
-        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}", "certDir": str(cert_dir)},
+        # no metrics server: nothing scrapes it here, and a third port picked as free could be
+        # taken before it binds, which stops the manager after its probe already passed
+        "metrics": {"bindAddress": build.METRICS_OFF},
         "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
@@ -97,12 +99,12 @@ class JobSet:
         binary = build.ensure("jobset")["jobset"]
         folder = build.module_dir("jobset")
         self.webhook_port = free_port()
-        health_port, metrics_port = free_port(), free_port()
+        health_port = free_port()
         self.health_url = f"http://127.0.0.1:{health_port}/readyz"
         cert_dir = build.serving_cert_dir(cp, "jobset")
         config = cp.workdir / "jobset-config.yaml"
         config.write_text(yaml.safe_dump(configuration(
-            webhook_port=self.webhook_port, health_port=health_port, metrics_port=metrics_port,
+            webhook_port=self.webhook_port, health_port=health_port,
             cert_dir=cert_dir), sort_keys=False))
         ca_bundle = base64.b64encode(cp.ca.pem).decode()
         with cp.api_client() as api:

@@ -14,8 +14,8 @@ its config/components):
   deployment webhooks only see objects that carry a queue name (an objectSelector), so that a
   stopped Kueue does not stop every pod of the cluster from being created;
 - a Configuration: leader election off, its own certificate management off (the serving
-  certificate comes from the cluster's CA, `webhook.certDir`), health and metrics on free
-  loopback ports, `manageJobsWithoutQueueName: false`, fair sharing, and `waitForPodsReady`
+  certificate comes from the cluster's CA, `webhook.certDir`), health on a free loopback port,
+  no metrics server, `manageJobsWithoutQueueName: false`, fair sharing, and `waitForPodsReady`
   (all or nothing: an admitted workload whose pods are not all Ready within `pods_ready_timeout`
   is evicted, its quota freed, and requeued after a backoff; v0.19 runs it always, 30 minutes
   unless told, unless the DisableWaitForPodsReady feature gate is on). The JobSet and MPIJob
@@ -83,14 +83,16 @@ CONTROLLER_CONCURRENCY = (("Job.batch", 5), ("Pod", 20), ("Workload.kueue.x-k8s.
                           ("ResourceFlavor.kueue.x-k8s.io", 1))
 
 
-def configuration(*, webhook_port: int, health_port: int, metrics_port: int,
+def configuration(*, webhook_port: int, health_port: int,
                   cert_dir: Path, pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT,
                   multikueue: MultiKueueSettings | None = None) -> dict[str, Any]:
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
         "namespace": NAMESPACE,
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
-        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}"},
+        # no metrics server: nothing scrapes it here, and a third port picked as free could be
+        # taken before it binds, which stops the manager after its probe already passed
+        "metrics": {"bindAddress": build.METRICS_OFF},
         "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
@@ -235,12 +237,12 @@ class Kueue:
         binary = build.ensure("kueue")["kueue"]
         folder = build.module_dir("kueue")
         self.webhook_port = free_port()
-        health_port, metrics_port = free_port(), free_port()
+        health_port = free_port()
         self.health_url = f"http://127.0.0.1:{health_port}/readyz"
         cert_dir = build.serving_cert_dir(cp, "kueue")
         config = cp.workdir / "kueue-config.yaml"
         config.write_text(yaml.safe_dump(configuration(
-            webhook_port=self.webhook_port, health_port=health_port, metrics_port=metrics_port,
+            webhook_port=self.webhook_port, health_port=health_port,
             cert_dir=cert_dir, pods_ready_timeout=self.pods_ready_timeout,
             multikueue=self.multikueue), sort_keys=False))
         ensure_metrics_certificate(cp)

@@ -109,7 +109,7 @@ def test_kueue_counts_a_dra_types_devices_under_the_name_its_configuration_maps_
     from stack.k8s.kueue import configuration
     from tenants.manifests import kueue_dra_resource
 
-    config = configuration(webhook_port=1, health_port=2, metrics_port=3, cert_dir=Path("/c"))
+    config = configuration(webhook_port=1, health_port=2, cert_dir=Path("/c"))
     assert config["resources"]["deviceClassMappings"] == [
         {"name": "gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
          "deviceClassNames": ["gpu.nvidia.com"]},
