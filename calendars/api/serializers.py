@@ -4,6 +4,7 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.fields import WholeNumberField
@@ -151,8 +152,8 @@ class WindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):
     created_by = serializers.CharField(source="created_by.label", default=None, allow_null=True)
     covers = serializers.CharField(source="target_text")
     relayout = serializers.DictField(child=RelayoutTargetSerializer(), read_only=True)
-    relayout_plan = RelayoutPlanSerializer(read_only=True, allow_null=True,
-                                           help_text="what the re-layout does, as announced")
+    relayout_plan = serializers.SerializerMethodField(
+        help_text="what the re-layout does, as announced (null: none)")
     relayout_state = serializers.DictField(child=RelayoutStateSerializer(), read_only=True,
                                            help_text="{node: how far its re-layout is}")
 
@@ -163,10 +164,9 @@ class WindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):
                   "cordoned", "cordoned_at", "drained_at", "ended_at", "relayout",
                   "relayout_plan", "relayout_state"]
 
-    def to_representation(self, instance: MaintenanceWindow) -> dict[str, Any]:
-        data = super().to_representation(instance)
-        data["relayout_plan"] = instance.relayout_plan or None
-        return data
+    @extend_schema_field(RelayoutPlanSerializer(allow_null=True))
+    def get_relayout_plan(self, window: MaintenanceWindow) -> dict[str, Any] | None:
+        return window.relayout_plan or None
 
 
 class AllowanceSerializer(serializers.ModelSerializer[ReservationAllowance]):
