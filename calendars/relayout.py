@@ -29,16 +29,20 @@ from typing import Any
 
 from audit.services import audit_record
 from catalogue.layouts import (
+    LABEL_GPU_COUNT,
+    LABEL_MIG_CONFIG_STATE,
     Target,
     applied,
     change_text,
     is_gpu_resource,
     node_units,
     target_units,
+    units_text,
 )
 from catalogue.models import GpuType
+from catalogue.sharing import node_layout
 from cluster.capacity import cluster_nodes
-from kube.client import Kube, NotFound
+from kube.client import Kube, KubeError, NotFound
 from notifications.models import Kind
 from notifications.services import notify
 from tenants.models import GpuQuota
@@ -118,6 +122,26 @@ def plan_lines(window: MaintenanceWindow) -> list[str]:
     lines += [f"{row['gpu_type']}: {row['before']} → {row['after']} units"
               for row in plan.get("gpu_types") or []]
     return lines + list(plan.get("warnings") or [])
+
+
+def gpu_node_rows() -> list[dict[str, Any]]:
+    """The admin's view of how each GPU node is carved: name, layout in words, the units it
+    advertises, whether it is cordoned. Empty when the cluster's copy is not there."""
+    try:
+        nodes = list(cluster_nodes())
+    except KubeError:
+        return []
+    rows = []
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        labels = node["metadata"].get("labels") or {}
+        if not labels.get(LABEL_GPU_COUNT):
+            continue
+        name = node["metadata"]["name"]
+        rows.append({"name": name, "layout": node_layout(name, labels).split(": ", 1)[-1],
+                     "units": units_text(node_units(node)),
+                     "mig_state": labels.get(LABEL_MIG_CONFIG_STATE, ""),
+                     "cordoned": bool((node.get("spec") or {}).get("unschedulable"))})
+    return rows
 
 
 # --- the beat --------------------------------------------------------------------------------
