@@ -34,6 +34,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import urllib3
+
 from catalogue.layouts import (
     GPU_RESOURCE,
     LABEL_DEVICE_PLUGIN_CONFIG,
@@ -130,11 +132,13 @@ class GpuOperatorStandIn:
         self.applied: dict[str, tuple[str, str]] = {}  # node → (MIG config, plugin config)
         self.ready = threading.Event()
 
-    def start(self) -> None:
+    def start(self, *, wait: float = 60) -> None:
+        """Start watching; with `wait`, until the nodes are listed (what it takes as laid out
+        already)."""
         self._thread = threading.Thread(target=self._run, name="gpu-operator-stand-in",
                                         daemon=True)
         self._thread.start()
-        if not self.ready.wait(60):
+        if wait and not self.ready.wait(wait):
             raise RuntimeError("the GPU operator's stand-in did not list the nodes")
 
     def stop(self) -> None:
@@ -147,13 +151,36 @@ class GpuOperatorStandIn:
         labels = node["metadata"].get("labels") or {}
         return labels.get(LABEL_MIG_CONFIG, ""), labels.get(LABEL_DEVICE_PLUGIN_CONFIG, "")
 
+    def _connect(self) -> tuple[ApiClient, Any, Obj] | None:
+        """The client, the core API and the first list of the nodes, once the cluster answers
+        (under make demo it may still be starting: its kubeconfig not yet written)."""
+        from kubernetes import client
+        from kubernetes.config import ConfigException
+
+        while not self._stop.is_set():
+            try:
+                api = self._api_client()
+            except (OSError, ConfigException) as exc:
+                log.info("no cluster to reach yet (%s)", exc)
+                self._stop.wait(1)
+                continue
+            core = client.CoreV1Api(api)
+            try:
+                return api, core, api.sanitize_for_serialization(core.list_node())
+            except (OSError, urllib3.exceptions.HTTPError) as exc:
+                log.info("the cluster does not answer yet (%s)", exc)
+                api.close()
+                self._stop.wait(1)
+        return None
+
     def _run(self) -> None:
         from kubernetes import client, watch
 
-        api = self._api_client()
-        core = client.CoreV1Api(api)
+        connected = self._connect()
+        if connected is None:
+            return
+        api, core, listed = connected
         try:
-            listed = api.sanitize_for_serialization(core.list_node())
             for node in listed["items"]:
                 self.applied[node["metadata"]["name"]] = self._wanted(node)
             version = listed["metadata"]["resourceVersion"]
@@ -161,19 +188,22 @@ class GpuOperatorStandIn:
             while not self._stop.is_set():
                 try:
                     for event in watch.Watch().stream(core.list_node, resource_version=version,
-                                                      timeout_seconds=WATCH_SECONDS,
-                                                      ):
+                                                      timeout_seconds=WATCH_SECONDS):
                         node = api.sanitize_for_serialization(event["object"])
                         version = node["metadata"].get("resourceVersion", version)
                         if event["type"] in ("ADDED", "MODIFIED"):
                             self.reconcile(core, node)
                         if self._stop.is_set():
                             break
-                except client.rest.ApiException as exc:
-                    if exc.status != 410:
+                except (client.rest.ApiException, OSError,
+                        urllib3.exceptions.HTTPError) as exc:
+                    if getattr(exc, "status", None) != 410:
                         log.warning("the node watch failed: %s", exc)
                         self._stop.wait(1)
-                    listed = api.sanitize_for_serialization(core.list_node())
+                    try:
+                        listed = api.sanitize_for_serialization(core.list_node())
+                    except (OSError, urllib3.exceptions.HTTPError):
+                        continue  # still away: the next turn tries again
                     version = listed["metadata"]["resourceVersion"]
                     for node in listed["items"]:
                         self.reconcile(core, node)
@@ -247,7 +277,7 @@ def main() -> None:
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
-    stand_in.start()
+    stand_in.start(wait=0)
     done.wait()
     stand_in.stop()
 

@@ -4,6 +4,8 @@
 - the GPU metrics: one gpuagent (fake NVML) and one pod-resources socket per GPU node;
 - the dynamic provisioner of volumes (provisioner.py): the default StorageClass `standard`,
   a folder per claim under the cluster's folder;
+- the GPU operator's stand-in (stack/gpu_operator.py): the MIG manager and the device plugin's
+  config switch, laying a node out anew when its labels ask (a maintenance window's re-layout);
 - dynamic resource allocation (dra.py), when asked (`dra=True`: the demo, `dra_cluster` in the
   tests): NVIDIA's DRA driver's device classes, a node pool of its own and the ResourceSlices
   its kubelet plugin would publish for it. Off by default: its node is one kubesim does not
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..gpu_operator import GpuOperatorAddon
 from .cluster import DEMO_INVENTORY, Addon, ControlPlane
 from .dra import DynamicResources
 from .gpumetrics import GpuMetrics
@@ -34,7 +37,8 @@ from .provisioner import SharedFolderProvisioner
 def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_INVENTORY,
                    kueue: bool = False, dra: bool = False,
                    pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> list[Addon]:
-    addons: list[Addon] = [MetalLB(inventory), GpuMetrics(inventory), SharedFolderProvisioner()]
+    addons: list[Addon] = [MetalLB(inventory), GpuMetrics(inventory), SharedFolderProvisioner(),
+                           GpuOperatorAddon()]
     if dra:
         addons.append(DynamicResources())
     if keystone_url:
