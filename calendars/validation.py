@@ -21,6 +21,7 @@ from catalogue.layouts import MAX_REPLICAS, Target, target_units
 from catalogue.models import GpuType
 from cluster.capacity import cluster_nodes
 from core.validation import FieldsInvalid, Refused, excerpt, moment
+from kube.client import KubeError
 
 from .models import WEEK, Reservation
 
@@ -243,7 +244,11 @@ def _relayout(errors: dict[str, list[str]], value: Any, nodes: list[str], drain:
     outside = sorted(set(value) - set(nodes))
     if outside:
         return refuse(f"Not among the window's nodes: {', '.join(excerpt(n) for n in outside[:5])}.")
-    cluster = {node["metadata"]["name"]: node for node in cluster_nodes()}
+    try:
+        cluster = {node["metadata"]["name"]: node for node in cluster_nodes()}
+    except KubeError:
+        return refuse("The cluster does not answer: what the nodes' GPUs can take cannot be "
+                      "checked now. Try again in a moment.")
     clean: dict[str, dict[str, Any]] = {}
     for name in sorted(value):
         try:
