@@ -22,11 +22,12 @@ from tenants.models import Tenant
 
 from .forms import allowance_form_data, window_form_data
 from .models import MaintenanceWindow, ReservationAllowance
+from .relayout import gpu_node_rows, plan_lines
 from .services import allowance_set, window_cancel, window_create
 from .validation import WindowInvalid, window_clean
 
 BLANK_WINDOW = {"covers": "gpu_type", "gpu_type": "", "nodes": "", "node_selector": "",
-                "start": "", "end": "", "reason": "", "drain": False}
+                "start": "", "end": "", "reason": "", "drain": False, "relayout": ""}
 
 
 def _render(request: SignedInRequest, *, values: dict[str, Any] | None = None,
@@ -41,7 +42,9 @@ def _render(request: SignedInRequest, *, values: dict[str, Any] | None = None,
     types = list(GpuType.objects.filter(enabled=True).order_by("slug"))
     reads = SharedReads()  # the live windows, read once for every type
     return render(request, "calendars/admin.html", {
-        "windows": windows, "types": types,
+        "windows": [(w, plan_lines(w), sorted((w.relayout_state or {}).items()))
+                    for w in windows],
+        "gpu_nodes": gpu_node_rows(), "types": types,
         "capacity": [(t, capacity_outlook(t, now=now, reads=reads)) for t in types],
         "tenants": [(t, allowances.get(t.pk)) for t in tenants],
         "values": values or BLANK_WINDOW, "errors": errors or {},

@@ -68,7 +68,27 @@ def window_form_data(post: Mapping[str, Any]) -> dict[str, Any]:
         data["node_selector"] = post.get("node_selector", "")
     else:
         data["gpu_type"] = post.get("gpu_type", "")
+    relayout = relayout_form_data(post.get("relayout", ""))
+    if relayout:
+        data["relayout"] = relayout
     return data
+
+
+def relayout_form_data(text: str) -> dict[str, dict[str, Any]]:
+    """The re-layout field, one node a line ("gpu-a100-mig-1=all-3g.40gb",
+    "gpu-t4-shared-1=replicas:2"), as the window body's relayout: what is not understood goes
+    on as it is, for the validation to refuse in words."""
+    relayout: dict[str, dict[str, Any]] = {}
+    for term in text.replace(",", "\n").splitlines():
+        node, _, layout = term.strip().partition("=")
+        if not node:
+            continue
+        count = layout.strip().removeprefix("replicas:")
+        if count != layout.strip():
+            relayout[node.strip()] = {"replicas": int(count) if count.isdigit() else count}
+        else:
+            relayout[node.strip()] = {"mig_config": layout.strip()}
+    return relayout
 
 
 def allowance_form_data(post: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, list[str]]]:

@@ -11,9 +11,11 @@
 - The beat (`windows_advance`, every minute): a cancelled future window is called off (those
   told are told it is off); at the start the nodes are resolved again and cordoned (annotation
   `maintenance-<id>`; a node someone else cordoned is left as it is and not recorded), and with
-  `drain` every workload with a pod on them is stopped through the stop path; at the end (or the
-  window cancelled while in progress: its end is then) the nodes still cordoned by it are
-  uncordoned.
+  `drain` every workload with a pod on them is stopped through the stop path; a window with a
+  re-layout then relabels each node once its GPUs are free and reads it until the layout is
+  applied (relayout.py); at the end (or the window cancelled while in progress: its end is
+  then) the nodes still cordoned by it are uncordoned, but for those whose re-layout was not
+  applied.
 
 Each step claims or records its column with a conditional UPDATE and acts idempotently: a node
 is cordoned or uncordoned only when its annotation says it is not done yet (a conditional
@@ -52,6 +54,7 @@ from workloads.services import workload_requeue, workload_stop
 
 from .cordons import cordoned_by, node_cordon, node_uncordon
 from .models import MaintenanceWindow
+from .relayout import relayout_advance, relayout_finish
 from .selectors import (
     MAINTENANCE_CORDON_PREFIX,
     down_intervals,
@@ -470,8 +473,10 @@ def _drain(window: MaintenanceWindow, kube: Kube, now: dt.datetime) -> int:
 
 
 def _end(window: MaintenanceWindow, kube: Kube, now: dt.datetime) -> None:
-    """At the end: the nodes it cordoned that are still its own uncordoned, then ENDED."""
-    names = set(window.cordoned or []) | set(window.affected or {})
+    """At the end: the nodes it cordoned that are still its own uncordoned (not those whose
+    re-layout failed or is still pending: they stay cordoned, the admins told), then ENDED."""
+    keep = relayout_finish(window, kube, now)
+    names = (set(window.cordoned or []) | set(window.affected or {})) - keep
     for name in sorted(names):
         _uncordon(kube, window, name)
     if MaintenanceWindow.objects.filter(pk=window.pk, state=State.ACTIVE).update(
@@ -484,7 +489,8 @@ def window_advance(*, window_id: int, now: dt.datetime | None = None,
     """Take one window as far as the clock says: the notices, the start (cordon, drain), the
     end. Returns its state afterwards."""
     now = now or timezone.now()
-    window = MaintenanceWindow.objects.select_related("gpu_type").filter(pk=window_id).first()
+    window = MaintenanceWindow.objects.select_related("gpu_type", "created_by") \
+        .filter(pk=window_id).first()
     if window is None or window.state in (State.ENDED, State.CANCELLED):
         return window.state if window is not None else ""
     if window.state == State.ANNOUNCED and window.cancelled_at is not None:
@@ -500,6 +506,8 @@ def window_advance(*, window_id: int, now: dt.datetime | None = None,
         _begin(window, kube, now)
         if window.drain and window.drained_at is None and window.cordoned_at is not None:
             _drain(window, kube, now)
+        if window.relayout and window.drained_at is not None:
+            relayout_advance(window, kube, now)
         return window.state
     if window.state == State.ANNOUNCED:  # over before any run saw it begin: nothing to undo
         MaintenanceWindow.objects.filter(pk=window.pk, state=State.ANNOUNCED).update(

@@ -12,7 +12,8 @@
 - ReservationAllowance: what a tenant's managers may book themselves (admins book anything).
 - MaintenanceWindow: nodes (names, a label selector, or every node of a GPU type) out of service
   from `start` to `end`; announced, then cordoned (and drained) at the start, uncordoned at the
-  end, every step recorded here once and audited.
+  end, every step recorded here once and audited. It may carry a re-layout of its named nodes
+  (their MIG config or time-slicing replicas), applied after the drain (relayout.py).
 - CalendarVersion: one row whose token changes with every write the launch check's calendar
   depends on (cache.py holds that calendar in the process; triggers in the database change the
   token, migration 0004).
@@ -177,6 +178,13 @@ class MaintenanceWindow(models.Model):
     cordoned = models.JSONField(default=list, blank=True)  # the nodes the portal cordoned
     drained_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # a re-layout of its nodes (relayout.py): the layout to be per node ({name: {"mig_config":
+    # "all-2g.20gb"} or {"replicas": 2}}), what it was to do when announced (each node's
+    # change, capacity per GPU type before and after, the warnings), and how far each node is
+    # ({name: {"state": "waiting"|"relabelled"|"applied"|"failed", "reason": …}})
+    relayout = models.JSONField(default=dict, blank=True)
+    relayout_plan = models.JSONField(default=dict, blank=True)
+    relayout_state = models.JSONField(default=dict, blank=True)
 
     objects = MaintenanceWindowQuerySet.as_manager()
 

@@ -20,6 +20,7 @@ from identity.models import User
 from tenants.models import Tenant
 
 from .models import MaintenanceWindow, Reservation, ReservationAllowance
+from .relayout import relayout_plan
 from .selectors import HORIZON, booked_intervals, down_intervals, type_capacity, window_nodes
 from .timeline import Interval, gpu_hours, overbooking
 from .validation import MAX_RESERVATION
@@ -61,7 +62,9 @@ def window_snapshot(window: MaintenanceWindow) -> dict[str, Any]:
             "gpu_type": window.gpu_type.slug if window.gpu_type else None,
             "start": window.start.isoformat(), "end": window.end.isoformat(),
             "reason": window.reason, "drain": window.drain, "state": window.state,
-            "affected": sorted(window.affected or {})}
+            "affected": sorted(window.affected or {}),
+            **({"relayout": window.relayout, "relayout_plan": window.relayout_plan}
+               if window.relayout else {})}
 
 
 def _wanted(reservation: Reservation, now: dt.datetime) -> list[Interval]:
@@ -176,10 +179,12 @@ def allowance_set(*, tenant: Tenant, acting_user: Actor, gpu_hours: int,
 
 def window_create(*, acting_user: Actor, fields: dict[str, Any]) -> MaintenanceWindow:
     """Announce a validated window (validation.window_clean): the nodes it covers are resolved
-    now from the cluster's read model (again at its start)."""
+    now from the cluster's read model (again at its start), and a re-layout's plan worked out
+    (calendars/relayout.py: the capacity it moves, the quotas it would leave beyond it)."""
     with transaction.atomic():
         window = MaintenanceWindow(created_by=_user(acting_user), **fields)
         window.affected = window_nodes(window)
+        window.relayout_plan = relayout_plan(window.relayout)
         window.save()
         audit_record(actor=acting_user, action="maintenance.announce",
                      target=f"maintenance #{window.pk}", before=None,

@@ -17,8 +17,11 @@ from django.utils import timezone
 
 from catalogue.fields import invisible_characters_refusal
 from catalogue.forms import label_key_error, label_value_error
+from catalogue.layouts import MAX_REPLICAS, Target, target_units
 from catalogue.models import GpuType
+from cluster.capacity import cluster_nodes
 from core.validation import FieldsInvalid, Refused, excerpt, moment
+from kube.client import KubeError
 
 from .models import WEEK, Reservation
 
@@ -173,7 +176,7 @@ def window_clean(data: Mapping[str, Any], *, now: dt.datetime | None = None) -> 
     """{nodes | node_selector | gpu_type, start, end, reason, drain} → clean fields."""
     now = now or timezone.now()
     errors: dict[str, list[str]] = {}
-    known = {"nodes", "node_selector", "gpu_type", "start", "end", "reason", "drain"}
+    known = {"nodes", "node_selector", "gpu_type", "start", "end", "reason", "drain", "relayout"}
     for field in sorted(set(data) - known):
         errors[field] = ["Unknown field."]
     given = [f for f in ("nodes", "node_selector", "gpu_type") if data.get(f) not in (None, "", [], {})]
@@ -195,9 +198,74 @@ def window_clean(data: Mapping[str, Any], *, now: dt.datetime | None = None) -> 
     drain = data.get("drain", False)
     if not isinstance(drain, bool):
         errors["drain"] = ["true or false."]
+    relayout: dict[str, dict[str, Any]] = {}
+    if data.get("relayout") not in (None, {}, ""):
+        relayout = _relayout(errors, data.get("relayout"), nodes, drain, nodes_given=given)
     if errors:
         raise WindowInvalid(errors)
     # a window may begin now (an urgent one), never before
     return {"nodes": nodes, "node_selector": selector, "gpu_type": gpu_type,
             "start": max(start, now) if start is not None else start, "end": end,
-            "reason": reason, "drain": drain}
+            "reason": reason, "drain": drain, "relayout": relayout}
+
+
+def _target(value: Any) -> Target:
+    if not isinstance(value, dict) or len(value) != 1 \
+            or not set(value) <= {"mig_config", "replicas"}:
+        raise _Refused("Give each node one of {\"mig_config\": \"all-2g.20gb\"} or "
+                       "{\"replicas\": 2}.")
+    if "mig_config" in value:
+        config = value["mig_config"]
+        if not isinstance(config, str) or not config.strip() or len(config) > 63:
+            raise _Refused("mig_config names a MIG layout such as all-1g.10gb or all-disabled.")
+        return Target(mig_config=config.strip())
+    replicas = value["replicas"]
+    if isinstance(replicas, bool) or not isinstance(replicas, int) \
+            or not 1 <= replicas <= MAX_REPLICAS:
+        raise _Refused(f"replicas is a whole number from 1 (no time-slicing) to {MAX_REPLICAS}.")
+    return Target(replicas=replicas)
+
+
+def _relayout(errors: dict[str, list[str]], value: Any, nodes: list[str], drain: Any, *,
+              nodes_given: list[str]) -> dict[str, dict[str, Any]]:
+    """{node: {"mig_config": …} | {"replicas": n}} → the same, each checked against what the
+    node's GPUs can take as the cluster's read model has the node now."""
+    def refuse(text: str) -> dict[str, dict[str, Any]]:
+        errors.setdefault("relayout", []).append(text)
+        return {}
+
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        return refuse("An object {node name: layout} is required.")
+    if nodes_given != ["nodes"]:
+        return refuse("A re-layout names its nodes: give the window's nodes by name.")
+    if drain is not True:
+        return refuse("A re-layout needs drain: true (the MIG manager and the device plugin "
+                      "act only on GPUs no pod holds).")
+    outside = sorted(set(value) - set(nodes))
+    if outside:
+        return refuse(f"Not among the window's nodes: {', '.join(excerpt(n) for n in outside[:5])}.")
+    try:
+        cluster = {node["metadata"]["name"]: node for node in cluster_nodes()}
+    except KubeError:
+        return refuse("The cluster does not answer: what the nodes' GPUs can take cannot be "
+                      "checked now. Try again in a moment.")
+    clean: dict[str, dict[str, Any]] = {}
+    for name in sorted(value):
+        try:
+            target = _target(value[name])
+        except _Refused as exc:
+            errors.setdefault("relayout", []).append(f"{name}: {exc}")
+            continue
+        node = cluster.get(name)
+        if node is None:
+            errors.setdefault("relayout", []).append(f"{name}: no such node in the cluster.")
+            continue
+        try:
+            target_units(node, target)
+        except ValueError as exc:
+            text = str(exc)
+            errors.setdefault("relayout", []).append(
+                text if text.startswith(name) else f"{name}: {text}")
+            continue
+        clean[name] = target.as_json()
+    return clean

@@ -237,6 +237,10 @@ def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
             "--inventory", str(INVENTORY), "--kubeconfig", str(layout.kubeconfig),
             "--state-file", str(layout.root / "kubesim-state.json"),
         ], env))
+        # the GPU operator's MIG manager and device plugin config, for a maintenance window's
+        # re-layout of a node (stack/gpu_operator.py; on the real control plane, its addon)
+        procs.append(DemoProcess("gpu-operator", [
+            python, "-m", "stack.gpu_operator", "--kubeconfig", str(layout.kubeconfig)], env))
     if layout.web == "gunicorn":
         web = [str(Path(python).parent / "gunicorn"), "portal.wsgi", "--config", str(GUNICORN_CONF),
                # its own control socket: the default (~/.gunicorn/) is shared by every gunicorn

@@ -4,6 +4,7 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.fields import WholeNumberField
@@ -88,8 +89,40 @@ class ReservationSerializer(serializers.ModelSerializer[Reservation]):
         return {"start": occurrence[0].isoformat(), "end": occurrence[1].isoformat()}
 
 
+class RelayoutTargetSerializer(serializers.Serializer[Any]):
+    """One node's layout to be: exactly one of the two."""
+
+    mig_config = serializers.CharField(required=False, max_length=63,
+                                       help_text="the GPU operator's MIG layout: all-1g.10gb, "
+                                                 "all-3g.40gb, all-balanced, all-disabled …")
+    replicas = serializers.IntegerField(required=False, min_value=1, max_value=64,
+                                        help_text="time-slicing replicas per GPU (1: none)")
+
+
+class RelayoutPlanTypeSerializer(serializers.Serializer[Any]):
+    gpu_type = serializers.CharField()
+    before = serializers.IntegerField(help_text="units in the cluster now")
+    after = serializers.IntegerField(help_text="units once the nodes are laid out")
+
+
+class RelayoutPlanSerializer(serializers.Serializer[Any]):
+    nodes = serializers.DictField(child=serializers.CharField(),
+                                  help_text="{node: its change in words}")
+    gpu_types = RelayoutPlanTypeSerializer(many=True)
+    warnings = serializers.ListField(child=serializers.CharField(),
+                                     help_text="quotas beyond what would exist, units no GPU "
+                                               "type offers (quotas are not changed)")
+
+
+class RelayoutStateSerializer(serializers.Serializer[Any]):
+    state = serializers.ChoiceField(choices=["waiting", "relabelled", "applied", "failed"])
+    reason = serializers.CharField()
+    at = serializers.DateTimeField()
+
+
 class WindowWriteSerializer(serializers.Serializer[MaintenanceWindow]):
-    """Exactly one of nodes, node_selector or gpu_type says what it covers."""
+    """Exactly one of nodes, node_selector or gpu_type says what it covers. `relayout` lays its
+    named nodes out anew after the drain (drain must be true)."""
 
     nodes = serializers.ListField(child=serializers.CharField(), required=False)
     node_selector = serializers.DictField(child=serializers.CharField(), required=False,
@@ -101,6 +134,9 @@ class WindowWriteSerializer(serializers.Serializer[MaintenanceWindow]):
     drain = serializers.BooleanField(required=False, default=False,
                                      help_text="at the start, stop what still runs on the "
                                                "nodes (batch jobs requeued)")
+    relayout = serializers.DictField(child=RelayoutTargetSerializer(), required=False,
+                                     help_text="{node name: layout to be}, nodes of the "
+                                               "window's `nodes`")
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
@@ -115,12 +151,22 @@ class WindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):
     gpu_type = serializers.CharField(source="gpu_type.slug", default=None)
     created_by = serializers.CharField(source="created_by.label", default=None, allow_null=True)
     covers = serializers.CharField(source="target_text")
+    relayout = serializers.DictField(child=RelayoutTargetSerializer(), read_only=True)
+    relayout_plan = serializers.SerializerMethodField(
+        help_text="what the re-layout does, as announced (null: none)")
+    relayout_state = serializers.DictField(child=RelayoutStateSerializer(), read_only=True,
+                                           help_text="{node: how far its re-layout is}")
 
     class Meta:
         model = MaintenanceWindow
         fields = ["id", "nodes", "node_selector", "gpu_type", "covers", "start", "end", "reason",
                   "drain", "state", "affected", "created_by", "created_at", "cancelled_at",
-                  "cordoned", "cordoned_at", "drained_at", "ended_at"]
+                  "cordoned", "cordoned_at", "drained_at", "ended_at", "relayout",
+                  "relayout_plan", "relayout_state"]
+
+    @extend_schema_field(RelayoutPlanSerializer(allow_null=True))
+    def get_relayout_plan(self, window: MaintenanceWindow) -> dict[str, Any] | None:
+        return window.relayout_plan or None
 
 
 class AllowanceSerializer(serializers.ModelSerializer[ReservationAllowance]):

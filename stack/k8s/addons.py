@@ -4,8 +4,11 @@
 - the GPU metrics: one gpuagent (fake NVML) and one pod-resources socket per GPU node;
 - the dynamic provisioner of volumes (provisioner.py): the default StorageClass `standard`,
   a folder per claim under the cluster's folder;
+- the GPU operator's stand-in (stack/gpu_operator.py): the MIG manager and the device plugin's
+  config switch, laying a node out anew when its labels ask (a maintenance window's re-layout);
 - dynamic resource allocation (dra.py), when asked (`dra=True`: the demo, `dra_cluster` and
-  `kueue_cluster` in the tests): NVIDIA's DRA driver's device classes, a node pool of its own and the ResourceSlices
+  `kueue_cluster` in the tests): NVIDIA's DRA driver's device classes, a node pool of its own
+  and the ResourceSlices
   its kubelet plugin would publish for it. Off by default: its node is one kubesim does not
   have, and the cluster the conformance suite compares with kubesim must have the same nodes;
 - k8s-keystone-auth, when there is a Keystone: `kubectl --token <Keystone token>`;
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..gpu_operator import GpuOperatorAddon
 from .cluster import DEMO_INVENTORY, Addon, ControlPlane
 from .dra import DynamicResources
 from .gpumetrics import GpuMetrics
@@ -36,7 +40,8 @@ def default_addons(*, keystone_url: str | None = None, inventory: Path = DEMO_IN
                    kueue: bool = False, dra: bool = False,
                    pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT,
                    multikueue: MultiKueueSettings | None = None) -> list[Addon]:
-    addons: list[Addon] = [MetalLB(inventory), GpuMetrics(inventory), SharedFolderProvisioner()]
+    addons: list[Addon] = [MetalLB(inventory), GpuMetrics(inventory), SharedFolderProvisioner(),
+                           GpuOperatorAddon()]
     if dra:
         addons.append(DynamicResources())
     if keystone_url:

@@ -7,12 +7,14 @@ Content-Security-Policy (conftest's page)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from calendars.models import MaintenanceWindow, Reservation
+from tests.support.database import demo_shared_gpu_types
 
 from .conftest import switch_project
 
@@ -78,3 +80,38 @@ def test_an_admin_announces_and_books_and_a_member_sees_both(page, log_in, visio
     # a member books nothing
     expect(page.locator("#book-form")).to_have_count(0)
     page.screenshot(path=".test-output/browser/calendar.png", full_page=True)
+
+
+def test_an_admin_sees_how_the_gpu_nodes_are_carved_and_announces_a_relayout(
+        page, log_in, vision_lab, gpu_types):
+    demo_shared_gpu_types(gpu_types)
+    log_in(page, "admin")
+    page.get_by_role("navigation", name="Administration").get_by_role(
+        "link", name="Maintenance").click()
+    nodes = page.get_by_role("table", name="Each GPU node's layout and the units it advertises")
+    expect(nodes.locator('tr[data-node="gpu-t4-shared-1"]')).to_contain_text(
+        "time-slicing 4 ways")
+    expect(nodes.locator('tr[data-node="gpu-t4-shared-1"]')).to_contain_text(
+        "16 × nvidia.com/gpu.shared")
+    expect(nodes.locator('tr[data-node="gpu-a100-mig-1"]')).to_contain_text("14 × 1g.10gb")
+    form = page.locator("#announce-form")
+    form.get_by_role("radio", name="these nodes").check()
+    form.get_by_label("Node names").fill("gpu-t4-shared-1")
+    form.locator("#w-start").fill(field_time(60))
+    form.locator("#w-end").fill(field_time(62))
+    form.get_by_label("Reason").fill("halve the sharing")
+    form.get_by_label("Drain: stop the workloads still running at the start").check()
+    relayout = form.get_by_label("Re-layout of named nodes (optional, needs drain)")
+    expect(relayout).to_have_accessible_description(re.compile("One node a line"))
+    relayout.fill("gpu-t4-shared-1=all-1g.10gb")
+    form.get_by_role("button", name="Announce").click()
+    expect(page.locator("#window-errors")).to_contain_text("cannot be partitioned with MIG")
+    page.locator("#announce-form").get_by_label(
+        "Re-layout of named nodes (optional, needs drain)").fill("gpu-t4-shared-1=replicas:2")
+    page.locator("#announce-form").get_by_role("button", name="Announce").click()
+    expect(page.get_by_role("status").filter(has_text="is announced")).to_be_visible()
+    window = MaintenanceWindow.objects.get(reason="halve the sharing")
+    expect(page.locator(f"#relayout-{window.pk}")).to_contain_text(
+        "gpu-t4-shared-1: 16 × nvidia.com/gpu.shared → 8 × nvidia.com/gpu.shared "
+        "(time-sliced 2 ways)")
+    expect(page.locator(f"#relayout-{window.pk}")).to_contain_text("t4-shared: 16 → 8 units")

@@ -263,3 +263,30 @@ def test_the_gpu_types_say_what_the_calendar_changes_ahead(tenants, caller, logi
     assert a100["text"].startswith("16 a100 free now, 8 from ")
     assert types["v100"]["upcoming"]["changes"] == []
     assert a100["text"] in page.replace("&#x27;", "'")
+
+
+def test_a_window_carries_a_relayout_planned_when_announced_and_refused_in_words(
+        tenants, caller):
+    cluster_cache_caught_up()
+    body = {"nodes": ["gpu-a100-mig-1"], "start": at(2), "end": at(2, 4),
+            "reason": "re-carve", "drain": True,
+            "relayout": {"gpu-a100-mig-1": {"mig_config": "all-3g.40gb"}}}
+    made = caller("admin", "post", "/api/v1/maintenance-windows/", body, project="admin")
+    assert made.status_code == 201, made.json()
+    window = made.json()
+    assert window["relayout"] == {"gpu-a100-mig-1": {"mig_config": "all-3g.40gb"}}
+    assert window["relayout_plan"]["nodes"] == {
+        "gpu-a100-mig-1": "gpu-a100-mig-1: 14 × 1g.10gb → 4 × 3g.40gb (MIG all-3g.40gb)"}
+    assert window["relayout_state"] == {}
+    plain = caller("admin", "post", "/api/v1/maintenance-windows/",
+                   {**body, "relayout": None, "nodes": ["gpu-a100-1"]}, project="admin")
+    assert plain.status_code == 201 and plain.json()["relayout_plan"] is None
+    refused = caller("admin", "post", "/api/v1/maintenance-windows/",
+                     {**body, "relayout": {"gpu-a100-mig-1": {"mig_config": "all-2g.10gb"}}},
+                     project="admin")
+    assert refused.status_code == 400
+    assert refused.json()["fields"]["relayout"] == [
+        "gpu-a100-mig-1: A A100/H100 80GB GPU has no MIG layout 'all-2g.10gb': one of "
+        "all-1g.10gb, all-1g.20gb, all-2g.20gb, all-3g.40gb, all-4g.40gb, all-7g.80gb, "
+        "all-balanced or all-disabled."]
+    assert caller("lead", "post", "/api/v1/maintenance-windows/", body).status_code == 403

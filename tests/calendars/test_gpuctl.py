@@ -102,3 +102,25 @@ def test_the_calendar_through_gpuctl(portal, keystone, live_server):  # noqa: F8
     code, _, err = run(["maintenance", "create", "--start", iso(26), "--end", iso(30),
                         "--reason", "x"], admin)
     assert code == 2 and "one of the arguments --nodes --selector --gpu-type is required" in err
+
+
+@live
+def test_a_relayout_through_gpuctl(portal, keystone, live_server):  # noqa: F811
+    admin = openrc(keystone, live_server, user="admin", project="admin")
+    code, out, err = run(["maintenance", "create", "--nodes", "gpu-t4-shared-1", "--relayout",
+                          "gpu-t4-shared-1=replicas:2", "--start", iso(26), "--end", iso(28),
+                          "--reason", "halve the sharing", "--drain"], admin)
+    assert code == 0, err
+    assert "gpu-t4-shared-1: 16 × nvidia.com/gpu.shared → 8 × nvidia.com/gpu.shared " \
+        "(time-sliced 2 ways)" in out
+    window = MaintenanceWindow.objects.get()
+    assert window.relayout == {"gpu-t4-shared-1": {"replicas": 2}}
+    code, out, err = run(["maintenance", "show", str(window.pk), "--json"], admin)
+    assert code == 0, err
+    assert json.loads(out)["relayout_plan"]["nodes"]["gpu-t4-shared-1"].endswith(
+        "(time-sliced 2 ways)")
+    code, out, err = run(["maintenance", "create", "--nodes", "gpu-t4-shared-1", "--relayout",
+                          "gpu-t4-shared-1=all-1g.10gb", "--start", iso(26), "--end", iso(28),
+                          "--reason", "carve", "--drain"], admin)
+    assert code != 0
+    assert "cannot be partitioned with MIG" in err

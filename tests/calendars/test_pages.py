@@ -253,3 +253,31 @@ def test_the_capacity_text_counts_what_is_down_now_once(lab, gpu_types):
     outlook = capacity_outlook(gpu_types["a100"], now=now, free_now=8)
     assert [(c["free"], c["why"]) for c in outlook["changes"]] == [(16, "maintenance ends")]
     assert outlook["text"].startswith("8 a100 free now, 16 from ")
+
+
+def test_the_admin_announces_a_relayout_and_sees_how_each_gpu_node_is_carved(
+        lab, gpu_types, login):
+    cluster_cache_caught_up()
+    admin = login("admin")
+    page = admin.get("/admin/calendar/").content.decode()
+    nodes = page[page.index('id="gpu-nodes"'):]
+    row = nodes[nodes.index('data-node="gpu-a100-mig-1"'):]
+    assert "2 × NVIDIA-A100-SXM4-80GB, MIG all-1g.10gb" in row[:400]
+    assert "14 × 1g.10gb" in row[:400] and "success" in row[:400]
+    t4 = nodes[nodes.index('data-node="gpu-t4-shared-1"'):]
+    assert "time-slicing 4 ways" in t4[:400] and "16 × nvidia.com/gpu.shared" in t4[:400]
+    form = {"covers": "nodes", "nodes": "gpu-a100-mig-1", "start": local_input(soon(26)),
+            "end": local_input(soon(28)), "reason": "re-carve", "drain": "on",
+            "relayout": "gpu-a100-mig-1=all-7g.80gb"}
+    refused = admin.post("/admin/calendar/windows/", {**form, "relayout": "gpu-a100-mig-1=all-9g"})
+    assert refused.status_code == 400
+    assert "relayout: gpu-a100-mig-1: A A100/H100 80GB GPU has no MIG layout" in \
+        refused.content.decode()
+    assert "gpu-a100-mig-1=all-9g" in refused.content.decode()  # kept in the form
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        assert admin.post("/admin/calendar/windows/", form).status_code == 302
+    window = MaintenanceWindow.objects.get()
+    assert window.relayout == {"gpu-a100-mig-1": {"mig_config": "all-7g.80gb"}}
+    page = admin.get("/admin/calendar/").content.decode()
+    cell = page[page.index(f'id="relayout-{window.pk}"'):]
+    assert "gpu-a100-mig-1: 14 × 1g.10gb → 2 × 7g.80gb (MIG all-7g.80gb)" in cell[:600]
