@@ -161,10 +161,12 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
               binaries={"gpu-portal-sshd": "."}, folder=HERE.parent.parent / "sshd"),
     # the dynamic provisioner of the real control plane's volumes (stack/k8s/provisioner.py):
     # our own small program on the library dynamic provisioners are written with, in a module
-    # of its own that pins the library (stack/k8s/provisioner/main.go says what it provisions)
+    # of its own that pins the library (stack/k8s/provisioner/main.go says what it provisions).
+    # Built with the control plane's `notest` (which leaves the API types' fuzzing helpers out)
+    # so that the Kubernetes 1.37 libraries both use compile once
     Component(name="provisioner", version="v1",
               module="sigs.k8s.io/sig-storage-lib-external-provisioner/v13",
-              binaries={"gpu-portal-provisioner": "."}),
+              binaries={"gpu-portal-provisioner": "."}, tags="notest"),
     # the S3 server the tests run on loopback (stack/s3.py): versitygw (Apache-2.0) over a
     # folder, in a wrapper module at stack/versitygw; its Makefile sets the version the same way.
     # Not SeaweedFS: its one command pulls in some 500 modules (every filer store's driver and
