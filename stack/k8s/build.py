@@ -10,7 +10,15 @@ one is our own program in a wrapper module of its own (provisioner); the S3 serv
     $GPU_PORTAL_CACHE (default ~/.cache/gpu-portal)/k8s/<name>-<version>-<hash>/bin/
 
 where <hash> covers the wrapper's files and the build flags, so a change of pins builds anew and
-anything else reuses what is there. A build runs in a temporary folder beside it and is renamed
+anything else reuses what is there.
+
+The wrappers select one version of each module they share (tests/test_go_wrappers.py checks it):
+their go.mod raises the indirect requirements to the newest version any wrapper needs. Go's build
+cache keys a compiled package by its source and its dependencies' compiled outputs, so a fresh
+machine compiles a shared package once for the whole set only when every wrapper builds it, and
+everything below it, at the same versions. Kubernetes' libraries come in two lines: 1.37 for the
+control plane and our provisioner, 1.36 for the addons (Kueue v0.19 does not compile against
+1.37); MetalLB keeps its own pins (tests/test_go_wrappers.py says why). A build runs in a temporary folder beside it and is renamed
 into place only when every binary of the component built: an interrupted or failed build leaves
 nothing that looks complete.
 
@@ -69,10 +77,6 @@ class Component:
     ldflags: str = ""
     tags: str = ""
     cgo: bool = False
-    # build inside the upstream module as the proxy serves it (its own go.mod and go.sum): for
-    # a module whose go.mod replaces a package with a folder of its own tree, which no wrapper
-    # can require; the wrapper's go.mod pins the version and its go.sum the module's hash
-    in_module: bool = False
     folder: Path | None = None   # the module's folder when not stack/k8s/<name> (our own code)
 
     @property
@@ -86,8 +90,7 @@ class Component:
             if path.is_file():
                 name = path.relative_to(self.source).as_posix()
                 digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
-        digest.update(repr((self.binaries, self.ldflags, self.tags, self.cgo,
-                            self.in_module)).encode())
+        digest.update(repr((self.binaries, self.ldflags, self.tags, self.cgo)).encode())
         return digest.hexdigest()[:12]
 
     @property
@@ -145,9 +148,11 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
               ldflags="-X github.com/kubeflow/mpi-operator/pkg/version.Version=v0.8.2"),
     # the gateway of the shared-address mode (stack/k8s/traefik.py): one address, a host name
     # per workload, its Kubernetes Ingress provider reading the portal's Ingresses; its
-    # Makefile sets the version the same way
+    # Makefile sets the version the same way. Built whole: Traefik has no build tags that
+    # leave out providers (half its packages are lego's DNS providers, which its ACME provider
+    # imports whether or not ACME is configured)
     Component(name="traefik", version="v3.6.12", module="github.com/traefik/traefik/v3",
-              binaries={"traefik": "./cmd/traefik"}, in_module=True,
+              binaries={"traefik": "github.com/traefik/traefik/v3/cmd/traefik"},
               ldflags="-X github.com/traefik/traefik/v3/pkg/version.Version=v3.6.12"),
     # the SSH server inside every workload with SSH, and its entrypoint wrapper (sshd/main.go
     # says why this and not openssh-server): our own module at the repository's sshd/, built
@@ -156,10 +161,12 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
               binaries={"gpu-portal-sshd": "."}, folder=HERE.parent.parent / "sshd"),
     # the dynamic provisioner of the real control plane's volumes (stack/k8s/provisioner.py):
     # our own small program on the library dynamic provisioners are written with, in a module
-    # of its own that pins the library (stack/k8s/provisioner/main.go says what it provisions)
+    # of its own that pins the library (stack/k8s/provisioner/main.go says what it provisions).
+    # Built with the control plane's `notest` (which leaves the API types' fuzzing helpers out)
+    # so that the Kubernetes 1.37 libraries both use compile once
     Component(name="provisioner", version="v1",
               module="sigs.k8s.io/sig-storage-lib-external-provisioner/v13",
-              binaries={"gpu-portal-provisioner": "."}),
+              binaries={"gpu-portal-provisioner": "."}, tags="notest"),
     # the S3 server the tests run on loopback (stack/s3.py): versitygw (Apache-2.0) over a
     # folder, in a wrapper module at stack/versitygw; its Makefile sets the version the same way.
     # Not SeaweedFS: its one command pulls in some 500 modules (every filer store's driver and
@@ -204,13 +211,12 @@ def build(component: Component, *, quiet: bool = False) -> Path:
         print(f"building {component.module} {component.version} "
               f"({', '.join(component.binaries)}) into {final} …", file=sys.stderr, flush=True)
     try:
-        workdir = module_dir(component.name) if component.in_module else component.source
         for binary, package in component.binaries.items():
             cmd = [_go(), "build", "-trimpath", "-o", str(staging / "bin" / binary),
                    "-ldflags", f"-s -w {component.ldflags}".strip()]
             if component.tags:
                 cmd += ["-tags", component.tags]
-            result = subprocess.run([*cmd, package], cwd=workdir, env=env,
+            result = subprocess.run([*cmd, package], cwd=component.source, env=env,
                                     capture_output=True, text=True)
             if result.returncode != 0:
                 raise StackError(_explain(component, binary, result.stderr))
