@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.pages import admin, researcher, vision_lab  # noqa: F401 - fixtures
+
 EAST_INVENTORY = Path(__file__).with_name("east-inventory.yaml")
 
 
