@@ -51,6 +51,7 @@ COPY api/ api/
 COPY tenants/ tenants/
 COPY storage/ storage/
 COPY catalogue/ catalogue/
+COPY clusters/ clusters/
 COPY audit/ audit/
 COPY kubesim/ kubesim/
 COPY gpuagent/ gpuagent/

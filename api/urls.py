@@ -10,6 +10,7 @@ urlpatterns = [
     path("v1/", include("tenants.api.urls")),
     path("v1/", include("audit.api.urls")),
     path("v1/", include("catalogue.api.urls")),
+    path("v1/", include("clusters.api.urls")),
     path("v1/", include("storage.api.urls")),
     path("v1/", include("workloads.api.urls")),
     path("v1/", include("credentials.api.urls")),

@@ -5,9 +5,10 @@ counted on a cluster that serves resource.k8s.io/v1, for ResourceSlice and Resou
 served, so kubesim is never asked for them). The lifecycle tracker follows the portal's own
 Jobs, Deployments, Services and Events with watches of its own (workloads/tracking/).
 
-Started on first use in any process (web, Celery worker), one per process and cluster
-connection (the kubeconfig): pointing the settings at another cluster stops the old
-reflectors and starts new ones. A read waits at most PORTAL_CLUSTER_CACHE_SYNC_SECONDS for the
+Started on first use in any process (web, Celery worker), one per process and cluster: the
+home cluster's (the settings' kubeconfig: pointing the settings at another cluster stops the
+old reflectors and starts new ones) and one per other cluster read by name (its client from
+the clusters' registry, kube.client.cluster_client). A read waits at most PORTAL_CLUSTER_CACHE_SYNC_SECONDS for the
 first list; a cluster that never answered, or whose watches have failed for longer than
 PORTAL_CLUSTER_CACHE_STALE_SECONDS, raises KubeUnavailable, as a list would have.
 """
@@ -23,7 +24,14 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 
-from kube.client import Kube, KubeUnavailable, api_client
+from kube.client import (
+    Kube,
+    KubeUnavailable,
+    api_client,
+    cluster_connection,
+    connection_client,
+    home_cluster,
+)
 from kube.labels import LABEL_WORKLOAD_ID
 from kube.quantity import parse_quantity
 from kube.reflector import Obj, Reflector
@@ -147,29 +155,43 @@ class ClusterCache:
 
 
 _lock = threading.Lock()
-_caches: dict[tuple[int, str], ClusterCache] = {}
+# (process, cluster name: "" for the home cluster, its connection: the home cluster's
+# kubeconfig, or where another's credentials are)
+_caches: dict[tuple[int, str, str], ClusterCache] = {}
 
 
-def cluster_cache() -> ClusterCache:
-    """This process's read model of the cluster the settings point at (started on first use)."""
-    kubeconfig = settings.KUBECONFIG or ""
-    key = (os.getpid(), kubeconfig)
+def cluster_cache(cluster: str | None = None) -> ClusterCache:
+    """This process's read model of the home cluster (the settings' kubeconfig), or of the
+    cluster named (started on first use; its connection looked up here, at each read, so that
+    an admin's change of its credentials starts a new one, and never in the reflectors'
+    threads)."""
+    name = home_cluster(cluster)
+    if name is None:
+        kubeconfig = settings.KUBECONFIG or ""
+        key = (os.getpid(), "", kubeconfig)
+        kube: Callable[[], Kube] = lambda: Kube(api_client(kubeconfig))  # noqa: E731
+    else:
+        connection = cluster_connection(name)
+        key = (os.getpid(), name, f"{connection.kubeconfig}|{connection.secret}")
+        kube = lambda: Kube(connection_client(connection), cluster=name)  # noqa: E731
     with _lock:
         cache = _caches.get(key)
         if cache is None:
-            for old_key in [k for k in _caches if k != key]:
+            # the settings (or the admin) now point the cluster elsewhere: its old copy goes
+            for old_key in [k for k in _caches if k[1] == key[1] and k != key]:
                 _caches.pop(old_key).stop()
-            cache = _caches[key] = ClusterCache(lambda: Kube(api_client(kubeconfig)))
+            cache = _caches[key] = ClusterCache(kube)
             cache.start()
         return cache
 
 
-def cluster_cache_drop() -> None:
-    """Stop and forget every read model of this process (the next read starts a new one)."""
+def cluster_cache_drop(cluster: str | None = None) -> None:
+    """Stop and forget every read model of this process, or the one of the cluster named (an
+    admin changed or disabled it); the next read starts a new one."""
+    name = home_cluster(cluster) if cluster is not None else None
     with _lock:
-        for cache in _caches.values():
-            cache.stop()
-        _caches.clear()
+        for key in [k for k in _caches if cluster is None or k[1] == (name or "")]:
+            _caches.pop(key).stop()
 
 
 # at the process's end the reflectors stop first: a watch must not go on failing (and logging)

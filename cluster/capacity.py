@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from kube.client import home_cluster
 from kube.dra import dra_refusal
 from kube.quantity import parse_quantity
 
@@ -213,12 +214,15 @@ def _device_reflectors(cache: ClusterCache) -> tuple[Any, Any]:
     return slices, claims
 
 
-def gpu_capacity(types: Sequence[CatalogueType] | None = None) -> dict[str, GpuTypeCapacity]:
+def gpu_capacity(types: Sequence[CatalogueType] | None = None, *,
+                 cluster: str | None = None) -> dict[str, GpuTypeCapacity]:
     """Per GPU type slug (every type of the catalogue): the cluster's capacity, held and free
     GPUs now. Raises KubeUnavailable (a KubeError) when the cluster's copy is not there.
     `types`: every type of the catalogue when the caller read them already (the launch page
-    shows them beside their capacity), else `gpu_types()`."""
-    cache = cluster_cache()
+    shows them beside their capacity), else `gpu_types()`. `cluster`: the home cluster's
+    (None) or another's by name; the admitted workloads without pods count on the home
+    cluster only, where the portal places every workload."""
+    cache = cluster_cache(cluster)
     cache.ready(cache.nodes, cache.pods)
     types = gpu_types() if types is None else list(types)
     unhealthy = unhealthy_gpus()
@@ -226,6 +230,8 @@ def gpu_capacity(types: Sequence[CatalogueType] | None = None) -> dict[str, GpuT
            tuple(sorted(unhealthy.items())))
     by_type, bound = cache.memo("capacity", key, lambda: capacity_by_type(
         types, cache.nodes.items(), cache.pods.items(), unhealthy))
+    if home_cluster(cluster) is not None:
+        return by_type  # the admitted without pods and DRA devices: the home cluster's only
     if _dra_served(types):
         slices, claims = _device_reflectors(cache)
         dra, claimed = cache.memo(
@@ -258,9 +264,10 @@ def dra_node_devices(slug: str, node: str) -> int:
     return sum(1 for row in dra_devices().get(slug, ()) if row.node == node)
 
 
-def cluster_nodes() -> list[Obj]:
-    """The cluster's nodes (read only). Raises KubeUnavailable as gpu_capacity does."""
-    cache = cluster_cache()
+def cluster_nodes(cluster: str | None = None) -> list[Obj]:
+    """The cluster's nodes (read only; the home cluster's or another's by name). Raises
+    KubeUnavailable as gpu_capacity does."""
+    cache = cluster_cache(cluster)
     cache.ready(cache.nodes)
     return cache.nodes.items()
 

@@ -9,6 +9,8 @@ Status body), and `KubeUnavailable` (no connection, timeouts, 5xx).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import os
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import urllib3
+import yaml
 from django.conf import settings
 from django.utils import timezone
 from kubernetes import client as k8s
@@ -26,6 +29,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from . import status as cluster_status
+from .hooks import CLUSTER_CONNECTIONS, ClusterConnection
 
 log = logging.getLogger(__name__)
 
@@ -174,24 +178,100 @@ def api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
     key = (os.getpid(), path)
     with _lock:
         if key not in _clients:
-            configuration = k8s.Configuration()
             try:
-                if path:
-                    k8s_config.load_kube_config(config_file=path,
-                                                client_configuration=configuration)
-                else:
-                    k8s_config.load_incluster_config(client_configuration=configuration)
+                _clients[key] = _configured(
+                    lambda configuration: k8s_config.load_kube_config(
+                        config_file=path, client_configuration=configuration) if path
+                    else k8s_config.load_incluster_config(client_configuration=configuration))
             except (k8s_config.ConfigException, OSError) as exc:
                 # no kubeconfig and not in a pod: the cluster is as good as unreachable
                 raise _unavailable(f"no cluster configured: {exc}") from exc
-            configuration.retries = 1
-            configuration.connection_pool_maxsize = max(
-                configuration.connection_pool_maxsize or 0, POOL_CONNECTIONS)
-            _clients[key] = k8s.ApiClient(configuration)
         return _clients[key]
 
 
-def _translate(exc: Exception) -> KubeError:
+def _configured(load: Callable[[k8s.Configuration], None]) -> k8s.ApiClient:
+    configuration = k8s.Configuration()
+    load(configuration)
+    configuration.retries = 1
+    configuration.connection_pool_maxsize = max(
+        configuration.connection_pool_maxsize or 0, POOL_CONNECTIONS)
+    return k8s.ApiClient(configuration)
+
+
+def home_cluster(cluster: str | None) -> str | None:
+    """None for the home cluster (the one the portal runs beside, PORTAL_CLUSTER_NAME, or no
+    name at all), else the name: the key every per-cluster record of this layer uses."""
+    return None if not cluster or cluster == settings.PORTAL_CLUSTER_NAME else cluster
+
+
+def cluster_connection(cluster: str) -> ClusterConnection:
+    """The connection the clusters' registry (hooks.CLUSTER_CONNECTIONS) gives a cluster other
+    than the home one; one it does not know (or has disabled) is as good as unreachable."""
+    for source in CLUSTER_CONNECTIONS:
+        connection = source(cluster)
+        if connection is not None:
+            return connection
+    raise KubeUnavailable(f"no cluster named {cluster!r} is registered and enabled")
+
+
+def cluster_client(cluster: str | None = None) -> k8s.ApiClient:
+    """The ApiClient of a cluster by name (default: the home cluster, the settings'), one per
+    process and connection, made on first use."""
+    name = home_cluster(cluster)
+    if name is None:
+        return api_client()
+    return connection_client(cluster_connection(name))
+
+
+def connection_client(connection: ClusterConnection) -> k8s.ApiClient:
+    """The ApiClient of another cluster's connection (what a reflector's thread uses: the
+    connection is looked up where the read model is asked for, never in the thread)."""
+    name = connection.name
+    if connection.kubeconfig:
+        return api_client(connection.kubeconfig)
+    if not connection.secret:
+        raise _unavailable(f"cluster {name!r} has no credentials", cluster=name)
+    key = (os.getpid(), f"secret:{connection.secret}")
+    with _lock:
+        if key in _clients:
+            return _clients[key]
+    # read outside the lock: the home cluster's call may take its timeout
+    config = _kubeconfig_of_secret(connection)
+    try:
+        made = _configured(lambda configuration: k8s_config.load_kube_config_from_dict(
+            config, client_configuration=configuration))
+    except (k8s_config.ConfigException, OSError, TypeError, ValueError) as exc:
+        # the loader's words name the part that is wrong, never the credentials themselves
+        raise _unavailable(f"cluster {name!r}: its Secret's kubeconfig is not usable "
+                           f"({type(exc).__name__})", cluster=name) from exc
+    with _lock:
+        return _clients.setdefault(key, made)
+
+
+def _kubeconfig_of_secret(connection: ClusterConnection) -> dict[str, Any]:
+    """The kubeconfig a Secret of the home cluster holds under `kubeconfig`, parsed."""
+    namespace, _, secret_name = connection.secret.rpartition("/")
+    secret = Kube().get("Secret", secret_name, namespace or "default")
+    encoded = ((secret or {}).get("data") or {}).get("kubeconfig") or ""
+    try:
+        config = yaml.safe_load(base64.b64decode(encoded, validate=True)) if encoded else None
+    except (binascii.Error, ValueError, yaml.YAMLError):
+        config = None
+    if not isinstance(config, dict):
+        raise _unavailable(f"cluster {connection.name!r}: Secret {connection.secret} holds no "
+                           "kubeconfig under the key `kubeconfig`", cluster=connection.name)
+    return config
+
+
+def cluster_clients_forget() -> None:
+    """Drop this process's clients made from Secrets (an admin changed a cluster's
+    credentials: each is read again on its next call; a file's path is a key of its own)."""
+    with _lock:
+        for key in [k for k in _clients if k[1] and k[1].startswith("secret:")]:
+            del _clients[key]
+
+
+def _translate(exc: Exception, cluster: str | None = None) -> KubeError:
     if isinstance(exc, ApiException):
         try:
             status = json.loads(exc.body) if exc.body else {}
@@ -209,8 +289,8 @@ def _translate(exc: Exception) -> KubeError:
             return NotAuthorized(message, code=code, status=status)
         if code is not None and 400 <= code < 500 and code != 429:
             return KubeRefused(message, code=code, status=status)
-        return _unavailable(message, code=code, status=status)
-    return _unavailable(f"Kubernetes API unreachable: {exc}")
+        return _unavailable(message, code=code, status=status, cluster=cluster)
+    return _unavailable(f"Kubernetes API unreachable: {exc}", cluster=cluster)
 
 
 # the RBAC authorizer's words, for a resource ('jobs.batch is forbidden: User "…" cannot create
@@ -220,9 +300,10 @@ def _translate(exc: Exception) -> KubeError:
 _AUTHORIZER_REFUSAL = re.compile(r'(?:^|is )forbidden: User "[^"]*" cannot ')
 
 
-def _unavailable(message: str, **kwargs: Any) -> KubeUnavailable:
-    """Every "the cluster did not answer" passes here, so that the pages can say so."""
-    cluster_status.record_unreachable(message)
+def _unavailable(message: str, *, cluster: str | None = None, **kwargs: Any) -> KubeUnavailable:
+    """Every "the cluster did not answer" passes here, so that the pages can say so (the home
+    cluster's banner, another cluster's state)."""
+    cluster_status.record_unreachable(message, home_cluster(cluster))
     return KubeUnavailable(message, **kwargs)
 
 
@@ -231,8 +312,11 @@ class Kube:
     used from several threads at once (a launch's objects are created together): its
     ApiClient's connection pool is thread-safe, and the count is kept under a lock."""
 
-    def __init__(self, client: k8s.ApiClient | None = None) -> None:
+    def __init__(self, client: k8s.ApiClient | None = None, *,
+                 cluster: str | None = None) -> None:
         self._client = client
+        # None: the home cluster; the name of another (its client from the clusters' registry)
+        self.cluster = home_cluster(cluster)
         self._writes_lock = threading.Lock()
         self.writes = 0
 
@@ -243,7 +327,7 @@ class Kube:
     @property
     def client(self) -> k8s.ApiClient:
         if self._client is None:
-            self._client = api_client()
+            self._client = cluster_client(self.cluster)
         return self._client
 
     def _call(self, kind: str, verb: str, namespace: str | None, name: str | None = None,
@@ -252,8 +336,8 @@ class Kube:
         try:
             response = method(*args, _preload_content=False, _request_timeout=TIMEOUT, **kwargs)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _translate(exc) from exc
-        cluster_status.record_reachable()
+            raise _translate(exc, self.cluster) from exc
+        cluster_status.record_reachable(self.cluster)
         data = response.data
         return json.loads(data) if data else {}
 
@@ -299,7 +383,7 @@ class Kube:
             response = api.read_namespaced_pod_log(name, namespace, _preload_content=False,
                                                    _request_timeout=TIMEOUT, **kwargs)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _translate(exc) from exc
+            raise _translate(exc, self.cluster) from exc
         # _preload_content=False: the raw urllib3 response, whatever the client annotates
         return cast(urllib3.BaseHTTPResponse, response).data.decode("utf-8", "replace")
 
@@ -321,7 +405,7 @@ class Kube:
             if not 200 <= response.status < 300:
                 raise ApiException(http_resp=response.response)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _translate(exc) from exc
+            raise _translate(exc, self.cluster) from exc
         return data
 
     def delete(self, kind: str, name: str, namespace: str | None = None, *,
@@ -366,7 +450,7 @@ class Kube:
         try:
             response = method(*args, **kwargs)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _translate(exc) from exc
+            raise _translate(exc, self.cluster) from exc
         if opened is not None:
             opened(response.shutdown)
         try:
@@ -377,7 +461,8 @@ class Kube:
                     raise _watch_error(obj)
                 yield event_type, obj
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-            raise _unavailable(f"watch of {kind} broke off: {exc}") from exc
+            raise _unavailable(f"watch of {kind} broke off: {exc}",
+                               cluster=self.cluster) from exc
         finally:
             # a stream left early (the caller stopped reading) is closed, not returned to the
             # pool half-read
@@ -409,13 +494,15 @@ def _watch_error(status: dict[str, Any]) -> KubeError:
     return KubeUnavailable(message, code=code, status=status)
 
 
-def cluster_probe() -> cluster_status.ClusterOutage | None:
-    """Ask the cluster once (an authenticated GET) and record the answer; raises nothing."""
+def cluster_probe(cluster: str | None = None) -> cluster_status.ClusterOutage | None:
+    """Ask the cluster (default: the home one) once (an authenticated GET) and record the
+    answer; raises nothing."""
+    name = home_cluster(cluster)
     try:
-        Kube().get("Namespace", "default")  # a missing namespace is an answer too
+        Kube(cluster=name).get("Namespace", "default")  # a missing namespace is an answer too
     except KubeUnavailable as exc:
-        cluster_status.record_unreachable(str(exc))
-        return cluster_status.cluster_outage() or cluster_status.ClusterOutage(
+        cluster_status.record_unreachable(str(exc), name)
+        return cluster_status.cluster_outage(name) or cluster_status.ClusterOutage(
             error=str(exc), since=timezone.now())
-    cluster_status.record_reachable(force=True)
+    cluster_status.record_reachable(name, force=True)
     return None

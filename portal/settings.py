@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "oauth2_provider",
     "identity",
     "audit",
+    "clusters",
     "catalogue",
     "workloads",
     "credentials",
@@ -203,6 +204,9 @@ KEYSTONE_TOKEN_REFUSED_TTL = env.int("KEYSTONE_TOKEN_REFUSED_TTL", default=5)
 # --- the cluster ---------------------------------------------------------------------------
 # a kubeconfig file; empty = the in-cluster service account
 KUBECONFIG = env.str("KUBECONFIG", default="")
+# the name of the cluster the portal runs beside (the one KUBECONFIG, or the pod's service
+# account, reaches): the first of the clusters, made from these settings by a migration
+PORTAL_CLUSTER_NAME = env.str("PORTAL_CLUSTER_NAME", default="main")
 # the cluster read model (cluster): how long a read waits for its first list, and how
 # long a synced copy is still served while its watches fail
 PORTAL_CLUSTER_CACHE_SYNC_SECONDS = env.float("PORTAL_CLUSTER_CACHE_SYNC_SECONDS", default=2.0)

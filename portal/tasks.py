@@ -1,6 +1,7 @@
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
+from clusters.services import clusters_probe
 from core.tasks import task
 from kube.client import cluster_probe
 
@@ -14,5 +15,9 @@ def sessions_clear_expired() -> int:
 
 @task(ignore_result=True)
 def cluster_probe_task() -> bool:
-    """Ask the cluster once and record whether it answered (the pages' banner reads it)."""
-    return cluster_probe() is None
+    """Ask every enabled cluster once and record each one's state (the home cluster's answer
+    is also the pages' banner); whether the home cluster answered."""
+    home = next((cluster for cluster in clusters_probe() if cluster.home), None)
+    if home is None:  # no row for it (a database restored from before there were several)
+        return cluster_probe() is None
+    return home.state == home.State.READY

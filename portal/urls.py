@@ -34,6 +34,7 @@ urlpatterns = [
     path("", include("files.urls")),
     path("admin/", include("tenants.admin_urls")),
     path("admin/", include("catalogue.admin_urls")),
+    path("admin/", include("clusters.admin_urls")),
     path("admin/", include("audit.admin_urls")),
     path("admin/", include("workloads.admin_urls")),
     path("admin/", include("access.admin_urls")),

@@ -38,6 +38,8 @@ class Tenant(models.Model):
     # an admin lets the tenant run templates that may run as root: its namespace then enforces
     # Pod Security "baseline" where the site's level is "restricted" (tenants.selectors)
     allow_root_templates = models.BooleanField(default=False)
+    # the clusters its workloads may run on (none: every enabled cluster)
+    clusters = models.ManyToManyField("clusters.Cluster", blank=True, related_name="+")
     delete_after = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -14,7 +14,9 @@ from django.utils import timezone
 
 from audit.services import Actor, audit_record
 from catalogue.models import GpuType
+from clusters.models import Cluster
 from core.tasks import send_on_commit
+from core.validation import FieldsInvalid, excerpt
 from identity.client import Project
 from kube.labels import namespace_name
 
@@ -243,6 +245,30 @@ def tenant_mark_deleting(*, tenant: Tenant, acting_user: Actor, reason: str) -> 
                      after={"state": tenant.state, "reason": reason,
                             "delete_after": delete_after.isoformat(),
                             "workloads_stopped": stopped})
+    return tenant
+
+
+class TenantClustersInvalid(FieldsInvalid):
+    """Clusters named that are not registered (field `clusters`)."""
+
+
+def tenant_clusters_set(*, tenant: Tenant, acting_user: Actor, names: Sequence[str]) -> Tenant:
+    """Limit the tenant's workloads to these clusters (none: every enabled cluster); checked
+    at each launch (workloads/validation.py). Audited."""
+    wanted = sorted(set(names))
+    found = list(Cluster.objects.filter(name__in=wanted))
+    missing = sorted(set(wanted) - {cluster.name for cluster in found})
+    if missing:
+        raise TenantClustersInvalid({"clusters": [
+            f"No cluster named {', '.join(excerpt(name) for name in missing[:5])}."]})
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        before = sorted(tenant.clusters.values_list("name", flat=True))
+        tenant.clusters.set(found)
+        if before != wanted:
+            audit_record(actor=acting_user, action="tenant.clusters", tenant=tenant,
+                         target=tenant.namespace, before={"clusters": before},
+                         after={"clusters": wanted})
     return tenant
 
 

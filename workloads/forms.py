@@ -26,6 +26,7 @@ from .validation import (
     IMAGE_MAX_LENGTH,
     NAME_MAX_LENGTH,
     NUMBER_BOUNDS,
+    ClusterUnavailable,
     DistributedUnavailable,
     DraUnavailable,
     ImagePullRefused,
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
 
 # the form's fields in page order, with their labels (the error summary links to them)
 FIELD_LABELS = {
-    "name": "Name", "template": "Template", "gpu_type": "GPU type", "gpu_count": "GPUs",
+    "name": "Name", "template": "Template", "gpu_type": "GPU type", "cluster": "Cluster",
+    "gpu_count": "GPUs",
     "nodes": "Nodes", "cpu": "CPU cores", "memory": "Memory (GiB)", "max_runtime_minutes": "Maximum runtime",
     "use_home": "Home volume", "kind": "Kind", "image": "Image", "command": "Command",
     "args": "Arguments", "env": "Environment", "port": "Port", "retries": "Retries",
@@ -66,6 +68,7 @@ def launch_request(post: QueryDict, template: Template | None) -> tuple[dict[str
         if value:
             data[field] = value
     data["use_home"] = bool(post.get("use_home"))
+    data["cluster"] = post.get("cluster", "").strip()  # offered where there are several
     # the secrets ticked (the page mounts a file or s3 secret at its default path)
     data["secrets"] = [{"secret": int(value)} for value in post.getlist("secrets")
                        if value.isascii() and value.isdigit() and len(value) < 19]
@@ -150,6 +153,7 @@ class LaunchForm(forms.Form):
     template = forms.ModelChoiceField(Template.objects.all(), to_field_name="slug")
     gpu_type = forms.ModelChoiceField(GpuType.objects.all(), to_field_name="slug")
     gpu_count = _number("gpu_count", required=True)  # per node
+    cluster = forms.CharField(max_length=40, required=False)
     nodes = _number("nodes")
     kind = forms.ChoiceField(choices=Template.Kind.choices, required=False)
     image = forms.CharField(max_length=IMAGE_MAX_LENGTH, required=False)
@@ -209,6 +213,8 @@ class LaunchForm(forms.Form):
             self._error("template", [str(exc)])
         except DraUnavailable as exc:  # the API's 400 dra_unavailable
             self._error("gpu_type", [str(exc)])
+        except ClusterUnavailable as exc:  # the API's 409 cluster_unavailable
+            self._error("cluster", [str(exc)])
         except ImagePullRefused as exc:  # the API's 400 with the registry's refusal
             self._error("image", [str(exc)])
         return cleaned

@@ -20,6 +20,7 @@ from django.urls import reverse
 
 from access.proxy import PROXY_PORT
 from catalogue.models import GpuType, Template, open_url
+from clusters.models import home_cluster_name
 
 from .querysets import (
     SSHCertificateQuerySet,
@@ -57,6 +58,10 @@ class Workload(models.Model):
     template = models.ForeignKey(Template, on_delete=models.PROTECT, related_name="+")
     kind = models.CharField(max_length=8, choices=Template.Kind.choices)
     gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="+")
+    # the cluster it runs on, by name (clusters.Cluster.name, which never changes; a removed
+    # cluster's workloads keep it): the home cluster for every workload made before there
+    # were several
+    cluster = models.CharField(max_length=40, default=home_cluster_name, db_index=True)
     gpu_count = models.PositiveIntegerField()  # per node
     # how many nodes it spans (distributed templates): `gpu_count` GPUs on each
     nodes = models.PositiveIntegerField(default=1)

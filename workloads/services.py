@@ -21,6 +21,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from catalogue.models import Template
 from catalogue.sharing import equivalents_text
+from clusters.models import home_cluster_name
 from core.tasks import send_on_commit
 from identity.models import User
 from kube.client import KubeError
@@ -269,6 +270,7 @@ def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
             workload = Workload.objects.create(
                 tenant=tenant, owner=user, name=request["name"], template=template,
                 kind=request["kind"], gpu_type=request["gpu_type"],
+                cluster=request.get("cluster") or home_cluster_name(),
                 gpu_count=request["gpu_count"], nodes=request.get("nodes", 1),
                 image=request["image"],
                 command=request.get("command") or [], args=request.get("args") or [],

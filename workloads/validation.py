@@ -28,7 +28,9 @@ from catalogue.models import GpuType, Template
 from catalogue.options import launch_args_problems
 from catalogue.sharing import DRA
 from cluster.capacity import gpu_capacity
-from core.validation import FieldsInvalid
+from clusters.models import Cluster
+from clusters.selectors import cluster_capacity, cluster_home, cluster_named, cluster_offers
+from core.validation import FieldsInvalid, excerpt
 from credentials.validation import SecretInvalid, secret_uses_clean
 from identity.identity import Identity
 from kube.client import KubeError
@@ -82,6 +84,13 @@ class DraUnavailable(Exception):
     resource.k8s.io/v1 (kube/dra.py): the message says so."""
 
     code = "dra_unavailable"
+
+
+class ClusterUnavailable(Exception):
+    """A launch on a cluster that is disabled or does not answer (as its probe last saw it):
+    the message says which and why; it may be launched elsewhere."""
+
+    code = "cluster_unavailable"
 
 
 class ImagePullRefused(Exception):
@@ -167,6 +176,10 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
     errors = _field_errors(data)
     if errors:
         raise LaunchInvalid(errors)
+    # first: a cluster that cannot take it now is the answer, whatever else the launch asks
+    unavailable = _cluster(data, errors, tenant)
+    if unavailable:
+        raise ClusterUnavailable(unavailable)
     template: Template = data["template"]
     if template.distributed and check_capacity:
         refusal = engine_refusal(template.engine)
@@ -254,6 +267,42 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
         if pull is not None and pull.refused:
             raise ImagePullRefused(pull.code, pull.message)
     return data
+
+
+def _cluster(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant | None
+             ) -> str:
+    """The cluster it runs on (`cluster`: a name, default the home cluster), replaced by its
+    name once checked: one the project may use (a project limited to some clusters), that
+    offers the GPU type. Returns why the cluster cannot take it now (disabled, unreachable),
+    else "". Workloads are placed on the home cluster; another cluster's name is refused until
+    the portal places workloads there."""
+    name = data.get("cluster") or ""
+    cluster = cluster_named(name) if name else cluster_home()
+    if cluster is None:
+        errors["cluster"] = [f"No cluster named {excerpt(name)}."]
+        return ""
+    data["cluster"] = cluster.name
+    allowed = list(tenant.clusters.values_list("name", flat=True)) if tenant is not None else []
+    if allowed and cluster.name not in allowed:
+        assert tenant is not None
+        errors["cluster"] = [f"{tenant.name} may use the clusters {', '.join(sorted(allowed))} "
+                             f"only."]
+        return ""
+    if not cluster.enabled:
+        return f"The cluster {cluster.name} is disabled by an admin; launch on another."
+    if cluster.state != Cluster.State.READY:
+        reason = cluster.reason or "no reason given"
+        return f"The cluster {cluster.name} does not answer ({reason}); launch on another."
+    gpu_type = data.get("gpu_type")
+    if cluster.gpu_types or not cluster.home:
+        if isinstance(gpu_type, GpuType) and not cluster_offers(
+                cluster, gpu_type.slug, cluster_capacity(cluster)):
+            errors["cluster"] = [f"The cluster {cluster.name} offers no {gpu_type.slug}."]
+            return ""
+    if not cluster.home:
+        errors["cluster"] = [f"Workloads run on the home cluster ({cluster_home().name}) for "
+                             f"now; launching on {cluster.name} is not available yet."]
+    return ""
 
 
 def _mounts(data: dict[str, Any], errors: dict[str, list[str]], template: Template,

@@ -27,6 +27,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from access.services import tenant_service_access
 from catalogue.models import Template
+from clusters.selectors import clusters_visible
 from core.redirects import safe_redirect_target
 from core.validation import Refused, whole_number
 from credentials.selectors import secrets_usable
@@ -227,6 +228,7 @@ def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Templ
         availability = gpu_availability(tenant, tenant.quota)
     errors = errors or {}
     template = _template_named(templates, values.get("template"))
+    launch_clusters = list(clusters_visible(request.identity))
     return render(request, "workloads/launch.html", {
         "tenant": tenant, "quota": tenant.quota, "templates": templates,
         **_service_access_context(tenant),
@@ -242,6 +244,9 @@ def _launch_render(request: TenantRequest, tenant: Tenant, templates: list[Templ
         "usable_secrets": secrets_usable(request.identity, tenant),
         "chosen_secrets": request.POST.getlist("secrets") if request.method == "POST" else [],
         "usable_datasets": datasets_mountable(request.identity, tenant),
+        # the cluster to run on: a choice only where there are several
+        "launch_clusters": launch_clusters if len(launch_clusters) > 1 else [],
+        "chosen_cluster": request.POST.get("cluster", "") if request.method == "POST" else "",
         "chosen_datasets": request.POST.getlist("datasets") if request.method == "POST" else [],
     }, status=status)
 

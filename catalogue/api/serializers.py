@@ -27,6 +27,11 @@ class UpcomingSerializer(serializers.Serializer[Any]):
     text = serializers.CharField(help_text="\"4 a100 free now, 0 from 14:00 (maintenance)\"")
 
 
+class ClusterFiguresSerializer(serializers.Serializer[dict[str, int]]):
+    capacity = serializers.IntegerField(help_text="units its nodes have")
+    free = serializers.IntegerField(help_text="units free there now")
+
+
 class GpuTypeSerializer(serializers.Serializer[GpuTypeRow]):
     """A GPU type with the cluster's live capacity (null when the cluster is unreachable)."""
 
@@ -63,6 +68,11 @@ class GpuTypeSerializer(serializers.Serializer[GpuTypeRow]):
     largest_free_block = serializers.IntegerField(
         allow_null=True, help_text="the most GPUs free on one node: the largest request that fits now")
     nodes = serializers.IntegerField(allow_null=True)
+    clusters = serializers.DictField(
+        child=ClusterFiguresSerializer(),
+        help_text="per cluster that offers it (by name), its capacity and free units there; "
+                  "a cluster that is disabled or does not answer is left out (the figures "
+                  "above are the home cluster's)")
     upcoming = UpcomingSerializer(
         allow_null=True, help_text="the calendar's changes to the free GPUs in the next 24 hours "
                                    "(maintenance windows, other projects' reservations)")

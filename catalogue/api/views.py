@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from cluster.capacity import gpu_capacity
+from clusters.selectors import clusters_capacity_by_type
 from core.registry import SharedReads
 from kube.client import KubeError
 
@@ -32,6 +33,7 @@ class GpuTypeViewSet(viewsets.GenericViewSet[GpuType]):
             capacity = gpu_capacity()
         except KubeError:
             capacity = {}  # the catalogue still answers; live figures are null
+        by_cluster = clusters_capacity_by_type(capacity or None)
         rows: list[GpuTypeRow] = []
         tenant = getattr(request, "tenant", None)
         # every type's outlook starts from the free units read above, and the calendar's reads
@@ -54,6 +56,7 @@ class GpuTypeViewSet(viewsets.GenericViewSet[GpuType]):
                 "largest_node": cap.largest_node if cap else None,
                 "largest_free_block": cap.largest_free_block if cap else None,
                 "nodes": cap.nodes if cap else None,
+                "clusters": by_cluster.get(gpu_type.slug, {}),
                 "upcoming": (capacity_outlook(gpu_type, tenant=tenant, free_now=cap.free,
                                               reads=reads) if cap else None),
             })

@@ -11,6 +11,7 @@ from . import (
     budget,
     calendar,
     catalogue,
+    cluster,
     dataset,
     files,
     identity,
@@ -27,6 +28,6 @@ from . import (
     workload,
 )
 
-NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, files, secret, volume, dataset, quota, usage,
+NOUNS: tuple[ModuleType, ...] = (identity, catalogue, cluster, workload, logs, ssh, files, secret, volume, dataset, quota, usage,
                                  budget, notification, webhook, reservation, maintenance,
                                  calendar)

@@ -28,7 +28,7 @@ def gpu_types(api: PortalClient, args: argparse.Namespace) -> int:
         ("slug", "slug"), ("name", "name"), ("resource", "resource_name"),
         ("memory", lambda r: f"{r['memory_gb']} GB"), ("sharing", gpu_type_sharing),
         ("capacity", "capacity"), ("free", "free"), ("largest node", "largest_node"),
-        ("next 24 h", gpu_type_ahead)]))
+        ("clusters", gpu_type_clusters), ("next 24 h", gpu_type_ahead)]))
     return EXIT_OK
 
 
@@ -41,6 +41,12 @@ def gpu_type_sharing(row: dict[str, Any]) -> str:
     physical = row.get("physical")
     return f"{sharing} {row.get('gpu_fraction_text', '')}" + (f" of {physical}" if physical
                                                                else "")
+
+
+def gpu_type_clusters(row: dict[str, Any]) -> str:
+    """Where the type is, with its free units there: "main 14/16, east 16/16"."""
+    return ", ".join(f"{name} {figures['free']}/{figures['capacity']}"
+                     for name, figures in (row.get("clusters") or {}).items())
 
 
 def gpu_type_ahead(row: dict[str, Any]) -> str:

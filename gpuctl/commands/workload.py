@@ -73,6 +73,8 @@ def register(commands: Commands) -> None:
 def _launch_options(p: Parser) -> None:
     p.add_argument("--template", required=True, help="jupyter, digits, tensorboard, custom …")
     p.add_argument("--gpu-type", required=True, help="a GPU type slug (see gpu-types)")
+    p.add_argument("--cluster", help="the cluster to run on, by name (gpuctl clusters; "
+                                     "default: the home cluster)")
     p.add_argument("--gpus", "--gpu-count", dest="gpus", type=int, default=1,
                    help="number of GPUs (default 1); per node with --nodes")
     p.add_argument("--nodes", type=int, metavar="N",
@@ -155,7 +157,8 @@ def launch_body(args: argparse.Namespace) -> dict[str, Any]:
     optional = {"kind": args.kind, "image": args.image, "args": args.arg or None,
                 "env": dict(args.env) if args.env else None, "port": args.port,
                 "cpu": args.cpu, "memory": args.memory,
-                "max_runtime_minutes": args.max_runtime, "retries": args.retries}
+                "max_runtime_minutes": args.max_runtime, "retries": args.retries,
+                "cluster": args.cluster}
     body.update({key: value for key, value in optional.items() if value is not None})
     if args.use_home:
         body["use_home"] = True
@@ -322,7 +325,8 @@ def state_text(workload: dict[str, Any]) -> str:
 WORKLOAD_COLUMNS: list[Column] = [
     ("id", "id"), ("name", "name"), ("state", state_text), ("template", "template"),
     ("gpus", "gpus"), ("owner", "owner"), ("age", age), ("url", "url")]
-WORKLOAD_FIELDS = ["id", "name", "tenant", "owner", "template", "kind", "gpu_type", "gpu_count",
+WORKLOAD_FIELDS = ["id", "name", "tenant", "owner", "template", "kind", "gpu_type", "cluster",
+                   "gpu_count",
                    "nodes", "gpus", "image", "command", "args", "port", "cpu", "memory",
                    "max_runtime_minutes", "state", "reason", "url", "address", "node",
                    "exit_code", "created_at", "started_at", "finished_at", "expires_at",

@@ -11,11 +11,23 @@ from ..selectors import quota_figures
 
 
 class TenantSerializer(serializers.ModelSerializer[Tenant]):
+    clusters = serializers.SerializerMethodField(
+        help_text="the clusters its workloads may run on (names); empty: every enabled cluster")
+
     class Meta:
         model = Tenant
         fields = ["id", "keystone_project_id", "name", "namespace", "state", "state_reason",
-                  "last_reconciled_at", "created_at"]
+                  "clusters", "last_reconciled_at", "created_at"]
         read_only_fields = fields
+
+    def get_clusters(self, tenant: Tenant) -> list[str]:
+        return sorted(cluster.name for cluster in tenant.clusters.all())  # prefetched
+
+
+class TenantClustersSerializer(serializers.Serializer[dict[str, Any]]):
+    clusters = serializers.ListField(
+        child=serializers.SlugField(max_length=40), max_length=64,
+        help_text="cluster names (GET clusters/); empty: every enabled cluster")
 
 
 def _count(**kwargs: Any) -> serializers.IntegerField:

@@ -14,8 +14,8 @@ from identity.scoping import Action
 from ..filtersets import TenantFilterSet
 from ..models import Quota, Tenant
 from ..quota_validation import CapacityUnknown
-from ..services import quota_update
-from .serializers import QuotaSerializer, TenantSerializer
+from ..services import TenantClustersInvalid, quota_update, tenant_clusters_set
+from .serializers import QuotaSerializer, TenantClustersSerializer, TenantSerializer
 
 
 class CapacityUnavailable(exceptions.APIException):
@@ -32,7 +32,26 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     serializer_class = TenantSerializer
     filter_backends = [DjangoFilterBackend]
     filterset_class = TenantFilterSet
-    queryset = Tenant.objects.select_related("quota")
+    queryset = Tenant.objects.select_related("quota").prefetch_related("clusters")
+
+    @extend_schema(request=TenantClustersSerializer, responses=TenantClustersSerializer)
+    @action(detail=True, methods=["get", "put"])
+    def clusters(self, request: APIRequest, pk: str | None = None) -> Response:
+        """The clusters the tenant's workloads may run on (admins set them)."""
+        tenant = self.get_object()  # another tenant's: 404
+        if request.method == "PUT":
+            if not request.identity.is_admin:
+                raise exceptions.PermissionDenied("Only portal administrators limit a "
+                                                  "project's clusters.")
+            body = TenantClustersSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            try:
+                tenant = tenant_clusters_set(tenant=tenant, acting_user=request.user,
+                                             names=body.validated_data["clusters"])
+            except TenantClustersInvalid as exc:
+                raise exceptions.ValidationError(exc.errors) from exc
+        names = sorted(tenant.clusters.values_list("name", flat=True))
+        return Response(TenantClustersSerializer({"clusters": names}).data)
 
     @extend_schema(request=QuotaSerializer, responses=QuotaSerializer)
     @action(detail=True, methods=["get", "put", "patch"])

@@ -35,6 +35,7 @@ from access.models import TenantServiceAccess
 from budgets.models import Budget
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
 from catalogue.models import GpuType
+from clusters.models import Cluster
 from credentials.models import Secret
 from credentials.services import secret_create
 from notifications.models import Channel, Delivery, Kind, Notification, Webhook
@@ -85,7 +86,10 @@ class Endpoint:
                else world.secrets[tenant] if self.target == "secret"
                else world.volumes[tenant] if self.target == "volume"
                else world.datasets[tenant] if self.target == "dataset"
+               else world.cluster if self.target == "cluster"
                else world.tenants[tenant])
+        if self.target == "cluster":
+            return self.path.replace("{name}", obj.name)
         if self.query_param:
             return f"{self.path}?{self.query_param}={obj.pk}"
         return self.path.replace("{id}", str(obj.pk))
@@ -94,7 +98,8 @@ class Endpoint:
 FULL_QUOTA = "full-quota"
 PROJECT_WEBHOOK = "project-webhook"  # a webhook of vision-lab's: its managers' and admins'
 PERSONAL = ("notification", "webhook", "delivery")
-CLUSTER_WIDE = ("window",)  # the cluster's own objects (maintenance windows): everyone's to see
+# the cluster's own objects (maintenance windows) and the clusters: everyone's to see
+CLUSTER_WIDE = ("window", "cluster")
 SOON = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(days=2)
 BOOKING = {"gpu_type": "a100", "count": 1, "start": SOON.isoformat(),
            "end": (SOON + dt.timedelta(hours=1)).isoformat()}
@@ -107,6 +112,7 @@ PROJECT_SECRET = {"name": "probe", "kind": "env", "scope": "project",
 QUOTA_PATCH = {"max_workloads": 7}
 NEW_DATASET = {"name": "probe-new", "kind": "nfs", "size_gib": 1, "server": "nfs.example.org",
                "path": "/probe"}
+NEW_CLUSTER = {"name": "probe-new", "kubeconfig_path": "/nonexistent/probe.kubeconfig"}
 SSH_PUBLIC_KEY = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
     serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
 
@@ -187,6 +193,19 @@ ENDPOINTS = [
     Endpoint("DELETE", "/api/v1/maintenance-windows/{id}/", target="window", writes=True,
              admin_only=True, ok=204),
     Endpoint("GET", "/api/v1/calendar/", params={"gpu_type": "a100"}),
+    # the clusters: every signed-in caller reads names and states, admins write; a project's
+    # clusters are read by its people and limited by admins
+    Endpoint("GET", "/api/v1/clusters/"),
+    Endpoint("POST", "/api/v1/clusters/", writes=True, admin_only=True, body=NEW_CLUSTER,
+             ok=201),
+    Endpoint("GET", "/api/v1/clusters/{name}/", target="cluster"),
+    Endpoint("PATCH", "/api/v1/clusters/{name}/", target="cluster", writes=True,
+             admin_only=True, body={"display_name": "probe"}),
+    Endpoint("DELETE", "/api/v1/clusters/{name}/", target="cluster", writes=True,
+             admin_only=True, ok=204),
+    Endpoint("GET", "/api/v1/tenants/{id}/clusters/", target="tenant"),
+    Endpoint("PUT", "/api/v1/tenants/{id}/clusters/", target="tenant", writes=True,
+             admin_only=True, body={"clusters": ["main"]}),
     # secrets: a project's are seen by its people, written by its managers (a user's own are
     # tested in tests/credentials); no answer holds a value
     Endpoint("GET", "/api/v1/secrets/", lists="secret"),
@@ -286,6 +305,7 @@ class World:
     volumes: dict[str, Volume] = dataclasses.field(default_factory=dict)  # a project volume each
     # a dataset open to each project alone
     datasets: dict[str, Dataset] = dataclasses.field(default_factory=dict)
+    cluster: Cluster | None = None  # a registered cluster besides the home one
 
     def call(self, who: str, endpoint: Endpoint, url: str | None = None, *,
              body: dict[str, Any] | None = None, query: dict[str, str] | None = None):
@@ -359,6 +379,9 @@ def make_world(tokens: dict[str, str], gpu_types: dict[str, GpuType]) -> World:
             name=f"probe-{key}", kind=Dataset.Kind.NFS, size_gib=1,
             source={"server": "nfs.example.org", "path": f"/{key}"})
         dataset.tenants.set([world.tenants[key]])
+    # unreachable as its probe saw it: nobody's read of it waits for its answer
+    world.cluster = Cluster.objects.create(name="probe", kubeconfig_path="/nonexistent/k",
+                                           state=Cluster.State.UNREACHABLE, reason="probe")
     world.window = MaintenanceWindow.objects.create(
         nodes=["gpu-t4-1"], start=SOON, end=SOON + dt.timedelta(hours=1), reason="probe",
         affected={"gpu-t4-1": {"gpu_type": "t4", "gpus": 4}})
@@ -404,6 +427,8 @@ def snapshot(world: World) -> tuple:
         sorted(Volume.objects.values_list("pk", "size_gib", "deleted_at")),
         sorted(Dataset.objects.values_list("pk", "name", "description", "open_to_all")),
         sorted(Dataset.tenants.through.objects.values_list("dataset_id", "tenant_id")),
+        sorted(Cluster.objects.values_list("pk", "name", "display_name", "enabled")),
+        sorted(Tenant.clusters.through.objects.values_list("tenant_id", "cluster_id")),
     )
 
 

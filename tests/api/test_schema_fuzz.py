@@ -45,6 +45,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from clusters.models import Cluster
 from credentials.services import secret_create
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
@@ -60,7 +61,10 @@ ROLES = {"admin": ("admin", "admin"), "manager": ("lead", "vision-lab"),
 
 # names the schema types as free text that the portal looks up: a generated one is never
 # found, and what lies behind the lookup would go untested
-REAL_NAMES = {"gpu_type": "a100", "template": "jupyter"}
+REAL_NAMES = {"gpu_type": "a100", "template": "jupyter", "cluster": "main"}
+# the cluster a case that names one in its path addresses: registered for the purpose,
+# unreachable as its probe saw it (no read waits for it)
+FUZZ_CLUSTER = "fuzz"
 
 CHECKS = (status_code_conformance, content_type_conformance, response_schema_conformance)
 
@@ -126,6 +130,8 @@ def owned(project_token, gpu_types, cluster, settings):
     webhooks = {role: Webhook.objects.create(user=user, url="http://127.0.0.1:9/hook",
                                              secret="0" * 64, created_by=user).pk
                 for role, user in users.items()}
+    Cluster.objects.create(name=FUZZ_CLUSTER, kubeconfig_path="/nonexistent/fuzz.kubeconfig",
+                           state=Cluster.State.UNREACHABLE, reason="fuzz")
     ids = {"tenant": tenant.pk, "workload": launched.json()["id"],
            "reservation": reservation.pk, "window": window.pk, "secret": secret.pk}
     return tokens, ids, notifications, webhooks
@@ -175,6 +181,8 @@ def test_every_operation_with_every_role_answers_as_its_schema_says(api_schema, 
         if real_id is not None:
             if case.path_parameters and "id" in case.path_parameters:
                 case.path_parameters["id"] = real_id
+            if case.path_parameters and "name" in case.path_parameters:
+                case.path_parameters["name"] = FUZZ_CLUSTER
             for values in (case.query, case.body):
                 if isinstance(values, dict):
                     values.update({key: REAL_NAMES[key] for key in values
@@ -230,7 +238,8 @@ def _hostile_bodies(operation, real_id: int, token: str) -> list[str]:
     failures = []
     for label, content_type, body in bodies:
         case = operation.make_case(
-            path_parameters={"id": real_id} if "{id}" in operation.path else None)
+            path_parameters={"id": real_id} if "{id}" in operation.path
+            else {"name": FUZZ_CLUSTER} if "{name}" in operation.path else None)
         savepoint = transaction.savepoint()
         try:
             with _no_on_commit():

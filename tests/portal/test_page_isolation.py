@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from calendars.models import MaintenanceWindow, Reservation
 from catalogue.models import GpuType, Template
+from clusters.models import Cluster
 from credentials.models import Secret
 from identity import identity as identity_store
 from identity.client import KeystoneClient
@@ -154,6 +155,9 @@ PAGES = [
     Page("catalogue:gpu-type-edit", ADMIN, target="gpu_type"),
     Page("catalogue:gpu-type-enabled", ADMIN, method="POST", target="gpu_type", ok=302,
          data={"enabled": "on"}),
+    Page("clusters:list", ADMIN),
+    Page("clusters:new", ADMIN),
+    Page("clusters:detail", ADMIN, target="cluster"),
     Page("catalogue:templates", ADMIN),
     Page("catalogue:template-new", ADMIN),
     Page("catalogue:template-edit", ADMIN, target="template"),
@@ -308,7 +312,8 @@ def world(identities, gpu_types, cluster) -> World:
 
     world = World(sign_in=sign_in, tenants={}, workloads={},
                   catalogue={"gpu_type": gpu_types["a100"],
-                             "template": Template.objects.get(slug="jupyter")})
+                             "template": Template.objects.get(slug="jupyter"),
+                             "cluster": Cluster.objects.get(home=True)})
     StorageClass.objects.create(name="standard", expandable=True, is_default=True)
     world.client("researcher@vision")  # first sight: the users, vision-lab and nlp-lab
     world.client("student@nlp")

@@ -13,6 +13,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import exceptions, serializers, status
 
 from access.api.serializers import WorkloadAccessSerializer
+from api.errors import Category
 from api.fields import WholeNumberField
 from catalogue.environment import (
     MAX_ENV_VALUE,
@@ -34,6 +35,7 @@ from ..validation import (
     IMAGE_MAX_LENGTH,
     NAME_MAX_LENGTH,
     NUMBER_BOUNDS,
+    ClusterUnavailable,
     DistributedUnavailable,
     DraUnavailable,
     ImagePullRefused,
@@ -70,6 +72,14 @@ class DistributedUnavailableError(exceptions.APIException):
 
     status_code = status.HTTP_400_BAD_REQUEST
     default_code = DistributedUnavailable.code
+
+
+class ClusterUnavailableError(exceptions.APIException):
+    """409: the cluster named is disabled or does not answer now; another may take it."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = ClusterUnavailable.code
+    category = Category.CONFLICT
 
 
 class DraUnavailableError(exceptions.APIException):
@@ -173,6 +183,9 @@ class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
     template = serializers.SlugRelatedField(slug_field="slug", queryset=Template.objects.all())
     gpu_type = serializers.SlugRelatedField(slug_field="slug", queryset=GpuType.objects.all())
     gpu_count = WholeNumberField(**_bounds("gpu_count"), help_text="GPUs per node")
+    cluster = serializers.CharField(
+        max_length=40, required=False, allow_blank=True,
+        help_text="the cluster to run on, by name (GET clusters/); default: the home cluster")
     nodes = WholeNumberField(**_bounds("nodes"), required=False, default=1,
                              help_text="how many nodes (distributed templates: "
                                        "pytorch-ddp, mpi); gpu_count GPUs on each")
@@ -256,6 +269,8 @@ class LaunchSerializer(serializers.Serializer[dict[str, Any]]):
             raise DistributedUnavailableError(str(exc)) from exc
         except DraUnavailable as exc:
             raise DraUnavailableError(str(exc)) from exc
+        except ClusterUnavailable as exc:
+            raise ClusterUnavailableError(str(exc)) from exc
         except ImagePullRefused as exc:
             raise ImagePullRefusedError(str(exc), code=exc.code) from exc
 
@@ -324,6 +339,7 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
     class Meta:
         model = Workload
         fields = ["id", "name", "tenant", "tenant_id", "owner", "owner_id", "template", "kind", "gpu_type",
+                  "cluster",
                   "gpu_count", "nodes", "ranks", "mounts", "image", "command", "args", "port", "cpu",
                   "memory",
                   "max_runtime_minutes", "ssh", "state", "reason", "url", "address", "node",

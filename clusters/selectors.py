@@ -1,0 +1,90 @@
+"""Reads of the clusters: which a caller sees, a cluster by name, each one's capacity from its
+own read model (cluster.capacity) and the GPU types it offers."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db.models import QuerySet
+
+from cluster.capacity import GpuTypeCapacity, gpu_capacity
+from identity.identity import Identity
+from kube.client import KubeError
+from kube.hooks import ClusterConnection
+
+from .models import Cluster
+
+log = logging.getLogger(__name__)
+
+
+def clusters_visible(identity: Identity) -> QuerySet[Cluster]:
+    """Every cluster for an admin; the enabled ones for everyone else signed in."""
+    clusters = Cluster.objects.all()
+    return clusters if identity.is_admin else clusters.filter(enabled=True)
+
+
+def cluster_home() -> Cluster:
+    """The cluster the portal runs beside (made by the first migration)."""
+    return Cluster.objects.get(home=True)
+
+
+def cluster_named(name: str) -> Cluster | None:
+    return Cluster.objects.filter(name=name).first()
+
+
+def cluster_connection(name: str) -> ClusterConnection | None:
+    """The Kubernetes client's entry (kube.hooks.CLUSTER_CONNECTIONS): where an enabled
+    cluster's credentials are."""
+    found = Cluster.objects.filter(name=name, enabled=True, home=False).values_list(
+        "kubeconfig_path", "kubeconfig_secret").first()
+    if found is None:
+        return None
+    return ClusterConnection(name=name, kubeconfig=found[0], secret=found[1])
+
+
+def cluster_capacity(cluster: Cluster) -> dict[str, GpuTypeCapacity] | None:
+    """Per GPU type slug the cluster's capacity, held and free GPUs from its read model; None
+    while it is disabled, unreachable (as its probe last saw it: its read model is not waited
+    for) or does not answer now."""
+    if not cluster.enabled or (not cluster.home and cluster.state != Cluster.State.READY):
+        return None
+    try:
+        return gpu_capacity(cluster=None if cluster.home else cluster.name)
+    except KubeError as exc:
+        log.info("cluster %s: capacity not read (%s)", cluster.name, exc)
+        return None
+
+
+def gpu_types_offered(cluster: Cluster, capacity: dict[str, GpuTypeCapacity] | None
+                      ) -> dict[str, int]:
+    """The GPU types a cluster offers, with its capacity of each (0 while it is not read): those
+    its admin named, else every type its nodes carry."""
+    capacity = capacity or {}
+    if cluster.gpu_types:
+        return {slug: capacity[slug].capacity if slug in capacity else 0
+                for slug in cluster.gpu_types}
+    return {slug: figures.capacity for slug, figures in sorted(capacity.items())
+            if figures.capacity}
+
+
+def cluster_offers(cluster: Cluster, slug: str,
+                   capacity: dict[str, GpuTypeCapacity] | None) -> bool:
+    return slug in gpu_types_offered(cluster, capacity)
+
+
+def clusters_capacity_by_type(home: dict[str, GpuTypeCapacity] | None
+                              ) -> dict[str, dict[str, dict[str, int]]]:
+    """Per GPU type slug, per enabled cluster that offers it: {capacity, free} (the GPU
+    types' API). `home`: the home cluster's figures, which the caller read already (None
+    when they could not be read). A cluster whose figures cannot be read now is left out."""
+    by_type: dict[str, dict[str, dict[str, int]]] = {}
+    for cluster in Cluster.objects.filter(enabled=True):
+        capacity = home if cluster.home else cluster_capacity(cluster)
+        if capacity is None:
+            continue
+        for slug in gpu_types_offered(cluster, capacity):
+            figures = capacity.get(slug)
+            if figures is not None:
+                by_type.setdefault(slug, {})[cluster.name] = {
+                    "capacity": figures.capacity, "free": figures.free}
+    return by_type

@@ -1,0 +1,46 @@
+"""`gpuctl clusters list|show`, the clusters column of `gpuctl gpu-types` and `gpuctl launch
+--cluster`, against the live portal, the real Keystone, the session's kubesim and east."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib.auth import get_user_model
+
+from clusters.services import cluster_probe_one, cluster_register
+from tests.support.gpuctl import live, openrc, portal, run  # noqa: F401 - the fixture
+
+
+@live
+def test_clusters_gpu_types_and_a_launch_that_names_its_cluster(portal, keystone, live_server,  # noqa: F811
+                                                                east, h100):
+    root = get_user_model().objects.create(username="id-root", name="root")
+    east_row = cluster_register(user=root, fields={"name": "east",
+                                                   "kubeconfig_path": east.kubeconfig})
+    assert cluster_probe_one(cluster_id=east_row.pk).state == "ready"
+
+    code, out, err = run(["clusters"], portal)
+    assert code == 0, err
+    lines = [line.split() for line in out.splitlines()]
+    assert lines[0][:2] == ["NAME", "STATE"]
+    assert lines[1][:2] == ["main", "ready"] and lines[2] == ["east", "ready", "h100", "16"]
+    code, out, err = run(["clusters", "show", "east", "--json"], portal)
+    assert code == 0 and json.loads(out)["gpu_types"] == {"h100": 16}, err
+    assert "credentials" not in json.loads(out)  # an admin's to read
+    admin = openrc(keystone, live_server, user="admin", project="admin")
+    code, out, err = run(["clusters", "show", "east"], admin)
+    assert code == 0 and f"kubeconfig file {east.kubeconfig}" in out, err
+    code, _, err = run(["clusters", "show", "west"], portal)
+    assert code != 0 and "west" in err
+
+    code, out, err = run(["gpu-types"], portal)
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    assert "east 16/16" in rows["h100"] and "main 16/16" in rows["a100"]
+
+    code, out, err = run(["launch", "--template", "jupyter", "--gpu-type", "a100",
+                          "--cluster", "main", "--json"], portal)
+    assert code == 0 and json.loads(out)["cluster"] == "main", err
+    code, out, err = run(["launch", "--template", "jupyter", "--gpu-type", "a100",
+                          "--cluster", "east"], portal)
+    assert code != 0 and "offers no a100" in err, (code, err)
