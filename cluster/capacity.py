@@ -231,7 +231,8 @@ def gpu_capacity(types: Sequence[CatalogueType] | None = None, *,
     by_type, bound = cache.memo("capacity", key, lambda: capacity_by_type(
         types, cache.nodes.items(), cache.pods.items(), unhealthy))
     if home_cluster(cluster) is not None:
-        return by_type  # the admitted without pods and DRA devices: the home cluster's only
+        # the admitted without pods and DRA devices: the home cluster's only
+        return dict(by_type)
     if _dra_served(types):
         slices, claims = _device_reflectors(cache)
         dra, claimed = cache.memo(
