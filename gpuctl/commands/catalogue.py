@@ -24,11 +24,14 @@ def register(commands: Commands) -> None:
 
 def gpu_types(api: PortalClient, args: argparse.Namespace) -> int:
     rows = api.get("gpu-types/")
+    # where the portal serves one cluster, the column would repeat CAPACITY and FREE
+    several = len({name for row in rows for name in row.get("clusters") or {}}) > 1
     emit(args, rows, table(rows, [
         ("slug", "slug"), ("name", "name"), ("resource", "resource_name"),
         ("memory", lambda r: f"{r['memory_gb']} GB"), ("sharing", gpu_type_sharing),
         ("capacity", "capacity"), ("free", "free"), ("largest node", "largest_node"),
-        ("clusters", gpu_type_clusters), ("next 24 h", gpu_type_ahead)]))
+        *((("clusters", gpu_type_clusters),) if several else ()),
+        ("next 24 h", gpu_type_ahead)]))
     return EXIT_OK
 
 

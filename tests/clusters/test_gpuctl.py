@@ -14,6 +14,8 @@ from tests.support.gpuctl import live, openrc, portal, run  # noqa: F401 - the f
 @live
 def test_clusters_gpu_types_and_a_launch_that_names_its_cluster(portal, keystone, live_server,  # noqa: F811
                                                                 east, h100):
+    code, out, err = run(["gpu-types"], portal)  # one cluster: no column repeating the figures
+    assert code == 0 and "CLUSTERS" not in out.splitlines()[0], err
     root = get_user_model().objects.create(username="id-root", name="root")
     east_row = cluster_register(user=root, fields={"name": "east",
                                                    "kubeconfig_path": east.kubeconfig})
@@ -36,6 +38,7 @@ def test_clusters_gpu_types_and_a_launch_that_names_its_cluster(portal, keystone
     code, out, err = run(["gpu-types"], portal)
     assert code == 0, err
     rows = {line.split()[0]: line for line in out.splitlines()}
+    assert "CLUSTERS" in rows["SLUG"]
     assert "east 16/16" in rows["h100"] and "main 16/16" in rows["a100"]
 
     code, out, err = run(["launch", "--template", "jupyter", "--gpu-type", "a100",

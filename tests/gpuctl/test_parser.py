@@ -55,7 +55,7 @@ REGISTERED = {
     "webhook": {"webhook": ["add", "list", "test", "delete", "enable", "confirm"]},
     "secret": {"secrets": ["ls", "create", "set", "rm"]},
     "reservation": {"reservations": ["list", "create", "cancel"]},
-    "maintenance": {"maintenance": ["list", "create", "cancel"]},
+    "maintenance": {"maintenance": ["list", "create", "show", "cancel"]},
     "calendar": {"calendar": None},
 }
 
@@ -128,6 +128,7 @@ REQUIRED = {("launch",): ["--template", "jupyter", "--gpu-type", "a100"],
             ("reservations", "create"): ["--gpu-type", "a100", "--count", "1", "--start",
                                          "2026-12-01T09:00Z", "--end", "2026-12-01T10:00Z"],
             ("reservations", "cancel"): ["1"], ("maintenance", "cancel"): ["1"],
+            ("maintenance", "show"): ["1"],
             ("secrets", "create"): ["hf", "--kind", "env"], ("secrets", "set"): ["hf"],
             ("secrets", "rm"): ["hf"],
             ("volumes", "create"): ["data", "--size", "10"],
