@@ -12,12 +12,15 @@ from . import (
     calendar,
     catalogue,
     dataset,
+    department,
     files,
     identity,
     logs,
     maintenance,
     notification,
     quota,
+    record,
+    request,
     reservation,
     secret,
     ssh,
@@ -29,4 +32,4 @@ from . import (
 
 NOUNS: tuple[ModuleType, ...] = (identity, catalogue, workload, logs, ssh, files, secret, volume, dataset, quota, usage,
                                  budget, notification, webhook, reservation, maintenance,
-                                 calendar)
+                                 calendar, department, record, request)
