@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -14,7 +15,7 @@ from ..selectors import quota_figures
 
 class TenantSerializer(serializers.ModelSerializer[Tenant]):
     department: serializers.PrimaryKeyRelatedField[Department] = \
-        serializers.PrimaryKeyRelatedField(read_only=True,
+        serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True,
                                            help_text="The department's id; null: in none.")
     department_name = serializers.CharField(source="department.name", read_only=True,
                                             allow_null=True, default=None)
@@ -34,6 +35,9 @@ class TenantChangeSerializer(serializers.Serializer[Any]):
         help_text="A department's id; null takes the project out of its department.")
 
 
+PROJECT_ID = re.compile(r"[0-9A-Za-z_-]+", re.ASCII)
+
+
 def _name_visible(value: str) -> None:
     refusal = invisible_characters_refusal(value)
     if refusal:
@@ -43,8 +47,8 @@ def _name_visible(value: str) -> None:
 class DepartmentSerializer(serializers.ModelSerializer[Department]):
     name = serializers.CharField(max_length=100, validators=[_name_visible])
     description = serializers.CharField(max_length=2000, allow_blank=True, required=False)
-    keystone_project_id = serializers.RegexField(
-        r"^[0-9A-Za-z_-]{0,64}\Z", max_length=64, allow_blank=True, required=False,
+    keystone_project_id = serializers.CharField(
+        max_length=64, allow_blank=True, required=False,
         help_text="The Keystone project whose managers are the department's admins (they act "
                   "for its projects with a token of that project).")
     gpu_cap = serializers.IntegerField(min_value=0, max_value=MAX_VALUE, allow_null=True,
@@ -74,6 +78,8 @@ class DepartmentSerializer(serializers.ModelSerializer[Department]):
     def validate_keystone_project_id(self, value: str) -> str:
         if not value:
             return value
+        if not PROJECT_ID.fullmatch(value):
+            raise serializers.ValidationError("A Keystone project id: letters, digits, - and _.")
         taken = Department.objects.filter(keystone_project_id=value)
         if self.instance is not None:
             taken = taken.exclude(pk=self.instance.pk)
