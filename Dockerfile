@@ -47,6 +47,7 @@ COPY usage/ usage/
 COPY budgets/ budgets/
 COPY calendars/ calendars/
 COPY files/ files/
+COPY allocations/ allocations/
 COPY api/ api/
 COPY tenants/ tenants/
 COPY storage/ storage/

@@ -33,7 +33,8 @@ exit codes (stable, for scripts; they follow the category of the error, never it
   3  authentication failed (Keystone refused the credentials, or the portal the token:
      category auth)
   4  refused at admission (category admission: quota_exceeded, budget_exhausted,
-     maintenance_window, no_address_free, and any refusal the portal adds to them)
+     maintenance_window, allocation_ended, no_address_free, and any refusal the portal adds
+     to them)
   5  --wait: timed out, or the workload ended in a state other than the one waited for;
      webhook test: no answer from the receiver within --timeout
   6  not found (no such workload or tenant, or not visible to you: category not_found)

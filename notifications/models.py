@@ -43,6 +43,8 @@ class Kind(models.TextChoices):
     MAINTENANCE = "maintenance", "maintenance windows"
     WEBHOOK = "webhook", "a webhook disabled or waiting"
     SECRET = "secret", "a secret's value lost"
+    ALLOCATION = "allocation", "a project's allocation ending or ended"
+    REQUEST = "request", "a request asked, decided or ended"
 
 
 class Channel(models.TextChoices):

@@ -81,6 +81,12 @@ app.conf.beat_schedule = {
     "usage-gpu-health": {"task": "usage.tasks.usage_gpu_health_task",
                          "schedule": float(os.environ.get("PORTAL_USAGE_SCRAPE_INTERVAL", 15)),
                          "options": {"expires": 14.0}},
+    # projects' allocations: their managers told of an end coming, and of the hold once past
+    "allocations-notify": {"task": "allocations.tasks.allocations_notify_task",
+                           "schedule": 3600.0, "options": {"expires": 3500.0}},
+    # requests' temporary grants taken back at their end, with notice
+    "requests-end": {"task": "allocations.tasks.requests_end_task", "schedule": 60.0,
+                     "options": {"expires": 55.0}},
     # GPU-hour budgets: thresholds, the queue hold and its reset, stop at exhaustion
     "budgets-check": {"task": "budgets.tasks.budgets_check_task", "schedule": 60.0},
     # maintenance windows: notices 24 h and 1 h ahead, cordon and drain at the start, uncordon

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "budgets",
     "calendars",
     "files",
+    "allocations",
     "api",
     "portal",
 ]
@@ -407,6 +408,8 @@ PORTAL_WEBHOOK_TEST_RATE = env.str("PORTAL_WEBHOOK_TEST_RATE", default="10/minut
 # a budget with "stop at exhaustion" warns the running workloads when it is used up, and stops
 # them this many minutes later
 PORTAL_BUDGET_STOP_GRACE_MINUTES = env.int("PORTAL_BUDGET_STOP_GRACE_MINUTES", default=15)
+# how many days before a project's allocation ends its managers are told (allocations/)
+PORTAL_ALLOCATION_NOTICE_DAYS = env.int("PORTAL_ALLOCATION_NOTICE_DAYS", default=14)
 # --- the calendar -----------------------------------------------------------------
 # a reservation occurrence still unused this many minutes after its start is released (its GPUs
 # leave the tenant's quota and are bookable again; calendars/reservations.py says "unused")
@@ -558,7 +561,9 @@ SPECTACULAR_SETTINGS = {
                             "DeliveryStateEnum": "notifications.models.Delivery.State",
                             "VolumeScopeEnum": "storage.models.Volume.Scope",
                             "SecretScopeEnum": "credentials.models.Secret.Scope",
-                            "DatasetKindEnum": "storage.models.Dataset.Kind"},
+                            "DatasetKindEnum": "storage.models.Dataset.Kind",
+                            "RequestKindEnum": "allocations.models.ResourceRequest.Kind",
+                            "RequestStateEnum": "allocations.models.ResourceRequest.State"},
     # the default hook (enums as components), then every operation's error answers
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "api.schema.error_responses"],

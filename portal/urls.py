@@ -32,6 +32,7 @@ urlpatterns = [
     path("", include("calendars.urls")),
     path("", include("notifications.urls")),
     path("", include("files.urls")),
+    path("", include("allocations.urls")),
     path("admin/", include("tenants.admin_urls")),
     path("admin/", include("catalogue.admin_urls")),
     path("admin/", include("clusters.admin_urls")),

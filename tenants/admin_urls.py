@@ -15,4 +15,8 @@ urlpatterns = [
     path("tenants/<int:pk>/image-prefixes/", admin_views.tenant_image_prefixes, name="image-prefixes"),
     path("tenants/<int:pk>/delete/", admin_views.tenant_delete, name="delete"),
     path("tenants/<int:pk>/restore/", admin_views.tenant_restore_view, name="restore"),
+    path("tenants/<int:pk>/department/", admin_views.tenant_department, name="department"),
+    path("departments/", admin_views.department_list, name="departments"),
+    path("departments/<int:pk>/delete/", admin_views.department_delete_view,
+         name="department-delete"),
 ]

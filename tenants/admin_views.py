@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from audit.models import AuditRecord
@@ -26,8 +26,8 @@ from kube.kueue import queueing_shown
 
 from .figures import QuotaUse
 from .filtersets import TenantFilterSet
-from .forms import ImagePrefixesForm
-from .models import Quota, Tenant
+from .forms import DepartmentForm, ImagePrefixesForm
+from .models import Department, Quota, Tenant
 from .quota_validation import CapacityUnknown, QuotaInvalid, quota_changes_clean
 from .selectors import (
     quota_figures,
@@ -37,7 +37,10 @@ from .selectors import (
 )
 from .services import (
     QUOTA_FIELDS,
+    department_create,
+    department_delete,
     quota_update,
+    tenant_department_set,
     tenant_image_prefixes_update,
     tenant_mark_deleting,
     tenant_restore,
@@ -219,6 +222,7 @@ def tenant_detail(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
         "gpu_limits": [{"type": t, "limit": posted.get(f"gpu_{t.slug}", by_type.get(t.slug, 0))}
                        for t in gpu_types],
         "members": members, "members_error": members_error,
+        "departments": Department.objects.all(),
         "audit": AuditRecord.objects.restrict(request.identity, Action.VIEW)
                                     .filter(tenant=tenant)[:50],
         "pod_security": tenant_pod_security(tenant),
@@ -309,3 +313,42 @@ def tenant_image_prefixes(request: SignedInRequest, tenant: Tenant) -> HttpRespo
         return redirect("tenants:detail", pk=tenant.pk)
     return render(request, "tenants/tenant_image_prefixes.html", context, status=400)
 
+
+
+# --- departments -------------------------------------------------------------------------------
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def department_list(request: SignedInRequest) -> HttpResponse:
+    """Every department with its projects, and the form that makes one."""
+    form = DepartmentForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        department = department_create(acting_user=request.user, fields=form.cleaned_data)
+        messages.success(request, f"Department {department.name} made.")
+        return redirect("tenants:departments")
+    return render(request, "tenants/department_list.html", {
+        "departments": Department.objects.prefetch_related("tenants"), "form": form,
+    }, status=400 if form.errors else 200)
+
+
+@admin_required
+@require_POST
+def department_delete_view(request: SignedInRequest, pk: int) -> HttpResponse:
+    department = get_object_or_404(Department, pk=pk)
+    department_delete(department=department, acting_user=request.user)
+    messages.success(request, f"Department {department.name} removed; its projects are in none.")
+    return redirect("tenants:departments")
+
+
+@admin_required
+@require_POST
+@scoped_object(Tenant, Action.CHANGE)
+def tenant_department(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
+    """The tenant page's department: which one the project belongs to, or none."""
+    chosen = request.POST.get("department") or ""
+    department = (Department.objects.filter(pk=int(chosen)).first()
+                  if chosen.isascii() and chosen.isdigit() else None)
+    tenant = tenant_department_set(tenant=tenant, acting_user=request.user, department=department)
+    messages.success(request, f"{tenant.name} is in "
+                              f"{department.name if department else 'no department'}.")
+    return redirect("tenants:detail", pk=tenant.pk)

@@ -9,7 +9,7 @@ from django import forms
 from catalogue.forms import AccessibleForm
 from catalogue.images import validate_image_prefix
 
-from .models import Tenant
+from .models import Department, Tenant
 
 # a tenant's image registries and prefixes: at most this many
 MAX_IMAGE_PREFIXES = 50
@@ -46,3 +46,15 @@ class ImagePrefixesForm(AccessibleForm):
         if errors:
             raise forms.ValidationError(errors)
         return prefixes
+
+
+class DepartmentForm(AccessibleForm, forms.ModelForm):  # type: ignore[type-arg] # django-stubs
+    """A department as the admin's page makes it (the API's serializer holds the same bounds)."""
+
+    class Meta:
+        model = Department
+        fields = ["name", "description", "keystone_project_id", "gpu_cap"]
+        labels = {"keystone_project_id": "Keystone project of its admins",
+                  "gpu_cap": "GPU cap (GPU-equivalents)"}
+        help_texts = {"keystone_project_id": "Its managers are the department's admins.",
+                      "gpu_cap": "What its projects hold together; empty: no cap of its own."}

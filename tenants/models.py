@@ -9,12 +9,41 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from .querysets import (
+    DepartmentQuerySet,
     GpuQuotaQuerySet,
     QuotaAdjustmentQuerySet,
     QuotaQuerySet,
     StorageClassQuotaQuerySet,
     TenantQuerySet,
 )
+
+
+class Department(models.Model):
+    """Projects grouped above themselves (a faculty, an institute). Its admins are the managers
+    of its own Keystone project (`keystone_project_id`): whoever holds the manager role there,
+    directly or through a Keystone group, acts for the department's projects while signed in
+    to it (tenants.selectors.departments_administered). `gpu_cap`: the GPUs its projects may
+    hold together (GPU-equivalents; null: no cap of its own)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True, default="")
+    keystone_project_id = models.CharField(
+        max_length=64, blank=True, default="",
+        help_text="the Keystone project whose managers are the department's admins")
+    gpu_cap = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = DepartmentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(
+            fields=["keystone_project_id"], condition=~models.Q(keystone_project_id=""),
+            name="department_keystone_project_unique")]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Tenant(models.Model):
@@ -41,6 +70,8 @@ class Tenant(models.Model):
     # the clusters its workloads may run on (none: every enabled cluster)
     clusters = models.ManyToManyField("clusters.Cluster", blank=True, related_name="+")
     delete_after = models.DateTimeField(null=True, blank=True)
+    department = models.ForeignKey(Department, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="tenants")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

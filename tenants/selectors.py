@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from fractions import Fraction
 
 from django.conf import settings
-from django.db.models import CharField, DateTimeField, F, QuerySet, Value
+from django.db.models import CharField, DateTimeField, F, Q, QuerySet, Value
 from django.utils import timezone
 
 from cluster.capacity import gpus_in_use_by_namespace
@@ -16,7 +16,7 @@ from identity.identity import Identity
 
 from .figures import USE_CLUSTER, AdjustmentLine, QuotaAmounts, QuotaFigures, QuotaUse, figures_of
 from .manifests import enforced_level, level_admits_root
-from .models import GpuQuota, Quota, QuotaAdjustment, Tenant, prefetched_or
+from .models import Department, GpuQuota, Quota, QuotaAdjustment, Tenant, prefetched_or
 
 # what to prefetch from Tenant for quota_figures to read nothing more (a page of tenants)
 QUOTA_FIGURES_PREFETCH = ("quota__gpu_limits__gpu_type", "quota__adjustments__gpu_type")
@@ -44,6 +44,22 @@ def tenant_current(identity: Identity | None) -> Tenant | None:
 
 
 # --- the quota's figures ----------------------------------------------------------------------
+
+def tenants_administered(identity: Identity | None) -> QuerySet[Tenant]:
+    """The projects `identity` acts for as a department admin: those of the departments it
+    administers (tenants/querysets.py's rule; admins: every project)."""
+    if identity is not None and identity.is_admin:
+        return Tenant.objects.all()
+    return Tenant.objects.filter(department__in=Department.objects.administered_by(identity))
+
+
+def tenants_reachable(identity: Identity | None) -> QuerySet[Tenant]:
+    """The projects whose records, requests and reports `identity` reaches: its current
+    project's (by its role there), and every project of the departments it administers."""
+    own = Tenant.objects.restrict(identity, "view").values("pk")
+    administered = tenants_administered(identity).values("pk")
+    return Tenant.objects.filter(Q(pk__in=own) | Q(pk__in=administered))
+
 
 def adjustment_line(row: QuotaAdjustment) -> AdjustmentLine:
     return AdjustmentLine(source=row.source, kind=row.kind,

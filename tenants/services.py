@@ -22,7 +22,7 @@ from kube.labels import namespace_name
 
 from .figures import AdjustmentLine
 from .hooks import TENANT_DELETING
-from .models import GpuQuota, Quota, QuotaAdjustment, StorageClassQuota, Tenant
+from .models import Department, GpuQuota, Quota, QuotaAdjustment, StorageClassQuota, Tenant
 from .names import name_skeleton
 from .selectors import adjustment_line as _line
 from .transitions import ACTIVE, tenant_transition
@@ -317,6 +317,71 @@ def tenant_image_prefixes_update(*, tenant: Tenant, acting_user: Actor, prefixes
             tenant.save(update_fields=["image_prefixes", "updated_at"])
             audit_record(actor=acting_user, action="tenant.image_prefixes", tenant=tenant,
                          target=tenant.namespace, before=before, after=list(prefixes))
+    return tenant
+
+
+# --- departments ----------------------------------------------------------------------------
+
+DEPARTMENT_FIELDS = ("name", "description", "keystone_project_id", "gpu_cap")
+
+
+def department_snapshot(department: Department) -> dict[str, Any]:
+    return {field: getattr(department, field) for field in DEPARTMENT_FIELDS}
+
+
+def department_create(*, acting_user: Actor, fields: dict[str, Any]) -> Department:
+    """A department, from validated fields (tenants/api/serializers.py, tenants/forms.py).
+    Audited."""
+    with transaction.atomic():
+        department = Department.objects.create(
+            **{field: fields[field] for field in DEPARTMENT_FIELDS if field in fields})
+        audit_record(actor=acting_user, action="department.create", target=department.name,
+                     after=department_snapshot(department))
+    return department
+
+
+def department_update(*, department: Department, acting_user: Actor,
+                      changes: dict[str, Any]) -> Department:
+    """Validated changes of a department's fields. Audited, before → after."""
+    with transaction.atomic():
+        department = Department.objects.select_for_update().get(pk=department.pk)
+        before = department_snapshot(department)
+        for field in DEPARTMENT_FIELDS:
+            if field in changes:
+                setattr(department, field, changes[field])
+        after = department_snapshot(department)
+        if after != before:
+            department.save()
+            audit_record(actor=acting_user, action="department.update", target=department.name,
+                         before=before, after=after)
+    return department
+
+
+def department_delete(*, department: Department, acting_user: Actor) -> None:
+    """The department goes; its projects stay, in no department. Audited (with the projects
+    it held)."""
+    with transaction.atomic():
+        department = Department.objects.select_for_update().get(pk=department.pk)
+        before = {**department_snapshot(department),
+                  "tenants": sorted(department.tenants.values_list("name", flat=True))}
+        department.delete()
+        audit_record(actor=acting_user, action="department.delete", target=before["name"],
+                     before=before)
+
+
+def tenant_department_set(*, tenant: Tenant, acting_user: Actor,
+                          department: Department | None) -> Tenant:
+    """Put a project in a department (None: in none). Audited."""
+    with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        before = tenant.department.name if tenant.department is not None else None
+        after = department.name if department is not None else None
+        if tenant.department_id != (department.pk if department is not None else None):
+            tenant.department = department
+            tenant.save(update_fields=["department", "updated_at"])
+            audit_record(actor=acting_user, action="tenant.department", tenant=tenant,
+                         target=tenant.namespace, before={"department": before},
+                         after={"department": after})
     return tenant
 
 

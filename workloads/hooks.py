@@ -85,5 +85,5 @@ class CapacityBlocks(Protocol):
 LAUNCH_ADVISORS = Hook[LaunchAdvisor]("workloads.launch_advisors", order=(
     "fit", "budget", "maintenance", "reservation", "capacity-outlook"))
 ADMISSION_CHECKS = Hook[AdmissionCheck]("workloads.admission_checks",
-                                        order=("budget", "maintenance"))
+                                        order=("allocation", "budget", "maintenance"))
 CAPACITY_BLOCKS = Hook[CapacityBlocks]("workloads.capacity_blocks", order=("calendars",))

@@ -13,12 +13,15 @@ from . import (
     catalogue,
     cluster,
     dataset,
+    department,
     files,
     identity,
     logs,
     maintenance,
     notification,
     quota,
+    record,
+    request,
     reservation,
     secret,
     ssh,
@@ -30,4 +33,4 @@ from . import (
 
 NOUNS: tuple[ModuleType, ...] = (identity, catalogue, cluster, workload, logs, ssh, files, secret, volume, dataset, quota, usage,
                                  budget, notification, webhook, reservation, maintenance,
-                                 calendar)
+                                 calendar, department, record, request)

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
 from rest_framework import serializers
 
-from ..models import Quota, QuotaAdjustment, Tenant
+from catalogue.fields import invisible_characters_refusal
+
+from ..models import Department, Quota, QuotaAdjustment, Tenant
 from ..quota_validation import MAX_VALUE, QuotaInvalid, quota_changes_clean
 from ..selectors import quota_figures
 
@@ -13,11 +16,16 @@ from ..selectors import quota_figures
 class TenantSerializer(serializers.ModelSerializer[Tenant]):
     clusters = serializers.SerializerMethodField(
         help_text="the clusters its workloads may run on (names); empty: every enabled cluster")
+    department: serializers.PrimaryKeyRelatedField[Department] = \
+        serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True,
+                                           help_text="The department's id; null: in none.")
+    department_name = serializers.CharField(source="department.name", read_only=True,
+                                            allow_null=True, default=None)
 
     class Meta:
         model = Tenant
         fields = ["id", "keystone_project_id", "name", "namespace", "state", "state_reason",
-                  "clusters", "last_reconciled_at", "created_at"]
+                  "clusters", "last_reconciled_at", "created_at", "department", "department_name"]
         read_only_fields = fields
 
     def get_clusters(self, tenant: Tenant) -> list[str]:
@@ -28,6 +36,67 @@ class TenantClustersSerializer(serializers.Serializer[dict[str, Any]]):
     clusters = serializers.ListField(
         child=serializers.SlugField(max_length=40), max_length=64,
         help_text="cluster names (GET clusters/); empty: every enabled cluster")
+
+
+class TenantChangeSerializer(serializers.Serializer[Any]):
+    """What `PATCH tenants/{id}/` changes (admins): the project's department."""
+
+    department = serializers.PrimaryKeyRelatedField(
+        queryset=Department.objects.all(), allow_null=True,
+        help_text="A department's id; null takes the project out of its department.")
+
+
+PROJECT_ID = re.compile(r"[0-9A-Za-z_-]+", re.ASCII)
+
+
+def _name_visible(value: str) -> None:
+    refusal = invisible_characters_refusal(value)
+    if refusal:
+        raise serializers.ValidationError(refusal)
+
+
+class DepartmentSerializer(serializers.ModelSerializer[Department]):
+    name = serializers.CharField(max_length=100, validators=[_name_visible])
+    description = serializers.CharField(max_length=2000, allow_blank=True, required=False)
+    keystone_project_id = serializers.CharField(
+        max_length=64, allow_blank=True, required=False,
+        help_text="The Keystone project whose managers are the department's admins (they act "
+                  "for its projects with a token of that project).")
+    gpu_cap = serializers.IntegerField(min_value=0, max_value=MAX_VALUE, allow_null=True,
+                                       required=False,
+                                       help_text="GPU-equivalents its projects hold together; "
+                                                 "null: no cap of its own")
+    tenants = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Department
+        fields = ["id", "name", "description", "keystone_project_id", "gpu_cap", "tenants",
+                  "created_at", "updated_at"]
+        read_only_fields = ["id", "tenants", "created_at", "updated_at"]
+
+    def get_tenants(self, department: Department) -> list[str]:
+        """The names of its projects."""
+        return [tenant.name for tenant in department.tenants.all()]
+
+    def validate_name(self, value: str) -> str:
+        taken = Department.objects.filter(name__iexact=value)
+        if self.instance is not None:
+            taken = taken.exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise serializers.ValidationError("A department of this name exists already.")
+        return value
+
+    def validate_keystone_project_id(self, value: str) -> str:
+        if not value:
+            return value
+        if not PROJECT_ID.fullmatch(value):
+            raise serializers.ValidationError("A Keystone project id: letters, digits, - and _.")
+        taken = Department.objects.filter(keystone_project_id=value)
+        if self.instance is not None:
+            taken = taken.exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise serializers.ValidationError("Another department has this project already.")
+        return value
 
 
 def _count(**kwargs: Any) -> serializers.IntegerField:

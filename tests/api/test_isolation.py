@@ -32,6 +32,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client, TestCase, override_settings
 
 from access.models import TenantServiceAccess
+from allocations.models import ProjectRecord, ResourceRequest
 from budgets.models import Budget
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
 from catalogue.models import GpuType
@@ -40,7 +41,7 @@ from credentials.models import Secret
 from credentials.services import secret_create
 from notifications.models import Channel, Delivery, Kind, Notification, Webhook
 from storage.models import Dataset, StorageClass, Volume
-from tenants.models import Quota, Tenant
+from tenants.models import Department, Quota, Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.support.database import demo_gpu_types, rows_of_the_module
@@ -87,6 +88,8 @@ class Endpoint:
                else world.volumes[tenant] if self.target == "volume"
                else world.datasets[tenant] if self.target == "dataset"
                else world.cluster if self.target == "cluster"
+               else world.departments[tenant] if self.target == "department"
+               else world.requests[tenant] if self.target == "request"
                else world.tenants[tenant])
         if self.target == "cluster":
             return self.path.replace("{name}", obj.name)
@@ -122,6 +125,33 @@ ENDPOINTS = [
     Endpoint("GET", "/api/v1/templates/"),
     Endpoint("GET", "/api/v1/tenants/", lists="tenant"),
     Endpoint("GET", "/api/v1/tenants/{id}/", target="tenant"),
+    # a project's department: admins move it
+    Endpoint("PATCH", "/api/v1/tenants/{id}/", target="tenant", writes=True, admin_only=True,
+             body={"department": None}),
+    # departments: a project's people see its own, admins write (each probe holds one project)
+    Endpoint("GET", "/api/v1/departments/"),
+    Endpoint("POST", "/api/v1/departments/", writes=True, admin_only=True,
+             body={"name": "probe-new"}, ok=201),
+    Endpoint("GET", "/api/v1/departments/{id}/", target="department"),
+    Endpoint("PATCH", "/api/v1/departments/{id}/", target="department", writes=True,
+             admin_only=True, body={"description": "probe"}),
+    Endpoint("DELETE", "/api/v1/departments/{id}/", target="department", writes=True,
+             admin_only=True, ok=204),
+    # a project's record: its people read it; admins and its department's admins change it
+    Endpoint("GET", "/api/v1/tenants/{id}/record/", target="tenant"),
+    Endpoint("PATCH", "/api/v1/tenants/{id}/record/", target="tenant", writes=True,
+             admin_only=True, body={"field": "probe"}),
+    # requests: a project's people see them, members ask (readers: 403), admins (and the
+    # department's admins) decide
+    Endpoint("GET", "/api/v1/requests/", lists="request"),
+    Endpoint("POST", "/api/v1/requests/", writes=True, ok=201,
+             body={"kind": "quota", "details": {"gpu_type": "a100", "gpus": 1},
+                   "justification": "probe"}),
+    Endpoint("GET", "/api/v1/requests/{id}/", target="request"),
+    Endpoint("POST", "/api/v1/requests/{id}/approve/", target="request", writes=True,
+             admin_only=True, body={"note": "probe"}),
+    Endpoint("POST", "/api/v1/requests/{id}/deny/", target="request", writes=True,
+             admin_only=True, body={"note": "probe"}),
     Endpoint("GET", "/api/v1/tenants/{id}/quota/", target="tenant"),
     Endpoint("PUT", "/api/v1/tenants/{id}/quota/", target="tenant", writes=True,
              admin_only=True, body=FULL_QUOTA),
@@ -306,6 +336,10 @@ class World:
     # a dataset open to each project alone
     datasets: dict[str, Dataset] = dataclasses.field(default_factory=dict)
     cluster: Cluster | None = None  # a registered cluster besides the home one
+    # a department holding each project alone
+    departments: dict[str, Department] = dataclasses.field(default_factory=dict)
+    # a pending request of each project's (researcher's in vision, student's in nlp)
+    requests: dict[str, ResourceRequest] = dataclasses.field(default_factory=dict)
 
     def call(self, who: str, endpoint: Endpoint, url: str | None = None, *,
              body: dict[str, Any] | None = None, query: dict[str, str] | None = None):
@@ -360,6 +394,8 @@ def make_world(tokens: dict[str, str], gpu_types: dict[str, GpuType]) -> World:
                      changes={"gpus_total": 8, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 4},
                               "max_workloads": 10})
         world.tenants[key] = tenant
+        world.departments[key] = department = Department.objects.create(name=f"{key} probe")
+        Tenant.objects.filter(pk=tenant.pk).update(department=department)
         ReservationAllowance.objects.create(tenant=tenant, gpu_hours=1000)
         world.reservations[key] = Reservation.objects.create(
             tenant=tenant, gpu_type=gpu_types["a100"], count=1, start=SOON,
@@ -400,6 +436,9 @@ def make_world(tokens: dict[str, str], gpu_types: dict[str, GpuType]) -> World:
         # a loopback URL: the test button's POST is refused at send time, no packet leaves
         hook = world.personal.setdefault("webhook", {})[key] = Webhook.objects.create(
             user=owner, url="http://127.0.0.1:9/hook", secret="s" * 64)
+        world.requests[key] = ResourceRequest.objects.create(
+            tenant=world.tenants[key], asker=owner, kind=ResourceRequest.Kind.QUOTA,
+            details={"gpu_type": "a100", "gpus": 1}, justification=f"{key} probe")
         world.personal.setdefault("delivery", {})[key] = Delivery.objects.create(
             channel=Channel.WEBHOOK, webhook=hook, test=True)
         world.project_webhooks[key] = Webhook.objects.create(
@@ -429,6 +468,10 @@ def snapshot(world: World) -> tuple:
         sorted(Dataset.tenants.through.objects.values_list("dataset_id", "tenant_id")),
         sorted(Cluster.objects.values_list("pk", "name", "display_name", "enabled")),
         sorted(Tenant.clusters.through.objects.values_list("tenant_id", "cluster_id")),
+        sorted(Department.objects.values_list("pk", "name", "description")),
+        sorted(Tenant.objects.values_list("pk", "department_id")),
+        sorted(ProjectRecord.objects.values_list("tenant_id", "research_field")),
+        sorted(ResourceRequest.objects.values_list("pk", "state")),
     )
 
 
@@ -479,6 +522,7 @@ PROBES = {
     "volume": [{}, {"scope": "project"}, {"state": "pending"}, {"name": "probe"},
                {"page_size": "500"}],
     "dataset": [{}, {"page_size": "500"}, {"name": "probe-vision"}],
+    "request": [{}, {"state": "pending"}, {"page_size": "500"}],
 }
 LIST_CASES = [(e, query) for e in LISTS for query in PROBES[e.lists or ""]]
 
@@ -496,7 +540,8 @@ def test_lists_show_only_the_callers_tenant(world, endpoint, query, who):
               "reservation": world.reservations,
               "secret": world.secrets,
               "volume": world.volumes,
-              "dataset": world.datasets}[endpoint.lists or ""]["vision"]
+              "dataset": world.datasets,
+              "request": world.requests}[endpoint.lists or ""]["vision"]
     assert hidden.pk not in listed
     if endpoint.lists == "workload":
         assert all(row["tenant"] == "nlp-lab" for row in body["results"])
@@ -618,7 +663,9 @@ def test_an_id_in_other_digits_is_no_second_address(world, endpoint):
 def endpoint_target(world: World, endpoint: Endpoint) -> Any:
     return {"workload": world.workloads, "reservation": world.reservations,
             "secret": world.secrets, "volume": world.volumes, "dataset": world.datasets,
-            "tenant": world.tenants, PROJECT_WEBHOOK: world.project_webhooks}[
+            "tenant": world.tenants, "department": world.departments,
+            "request": world.requests,
+            PROJECT_WEBHOOK: world.project_webhooks}[
         endpoint.target or ""]["vision"]
 
 

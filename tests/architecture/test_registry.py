@@ -58,7 +58,8 @@ def test_the_launch_checks_run_in_the_order_their_hooks_declare():
 
     assert [name for name, _ in LAUNCH_ADVISORS.entries()] == \
         ["fit", "budget", "maintenance", "reservation", "capacity-outlook"]
-    assert [name for name, _ in ADMISSION_CHECKS.entries()] == ["budget", "maintenance"]
+    assert [name for name, _ in ADMISSION_CHECKS.entries()] == ["allocation", "budget",
+                                                                "maintenance"]
 
 
 @pytest.fixture

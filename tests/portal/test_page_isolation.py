@@ -34,6 +34,7 @@ from django.test import Client, TestCase
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
+from allocations.models import ResourceRequest
 from calendars.models import MaintenanceWindow, Reservation
 from catalogue.models import GpuType, Template
 from clusters.models import Cluster
@@ -45,7 +46,7 @@ from identity.roles import is_portal_admin
 from identity.services import user_sync
 from notifications.models import Kind, Notification, Webhook
 from storage.models import Dataset, StorageClass, Volume
-from tenants.models import Quota, Tenant
+from tenants.models import Department, Quota, Tenant
 from tenants.services import quota_update, tenant_ensure
 from usage.models import GpuUsageRollup
 from workloads.models import Workload
@@ -120,6 +121,14 @@ PAGES = [
     Page("credentials:detail", PERSONAL, target="secret"),
     Page("credentials:delete", PERSONAL, method="POST", target="secret", ok=302),
     Page("budgets:chart", PROJECT),
+    # the project's record: every role of the project reads it; admins and the admins of its
+    # department change it (the project's own people: 403)
+    Page("allocations:record", PROJECT),
+    Page("allocations:record-edit", ADMIN, target="tenant"),
+    # requests: the project's list and ask form; admins (and department admins) decide
+    Page("allocations:requests", TENANT_LIST),
+    Page("allocations:request-approve", ADMIN, method="POST", target="request", ok=302),
+    Page("allocations:request-deny", ADMIN, method="POST", target="request", ok=302),
     # the calendar: everyone's to read; bookings and cancels are managers'
     Page("calendars:calendar", LOGIN),
     Page("calendars:book", MANAGE, method="POST", ok=400),  # nothing asked: the form again
@@ -164,6 +173,10 @@ PAGES = [
     Page("catalogue:template-enabled", ADMIN, method="POST", target="template", ok=302,
          data={"enabled": "on"}),
     Page("tenants:image-prefixes", ADMIN, target="tenant", ok=302),
+    Page("tenants:departments", ADMIN),
+    Page("tenants:department-delete", ADMIN, method="POST", target="department", ok=302),
+    Page("tenants:department", ADMIN, method="POST", target="tenant", ok=302,
+         data={"department": ""}),
     # the tenant page's SSH switch: admins only
     Page("access-admin:tenant-ssh", ADMIN, method="POST", target="tenant", ok=302,
          data={"ssh_enabled": "on"}),
@@ -313,7 +326,8 @@ def world(identities, gpu_types, cluster) -> World:
     world = World(sign_in=sign_in, tenants={}, workloads={},
                   catalogue={"gpu_type": gpu_types["a100"],
                              "template": Template.objects.get(slug="jupyter"),
-                             "cluster": Cluster.objects.get(home=True)})
+                             "cluster": Cluster.objects.get(home=True),
+                             "department": Department.objects.create(name="probe")})
     StorageClass.objects.create(name="standard", expandable=True, is_default=True)
     world.client("researcher@vision")  # first sight: the users, vision-lab and nlp-lab
     world.client("student@nlp")
@@ -349,6 +363,9 @@ def world(identities, gpu_types, cluster) -> World:
                                          size_gib=1, source={"server": "nfs.example.org",
                                                              "path": f"/{key}"})
         dataset.tenants.set([tenant])
+        world.personal.setdefault("request", {})[key] = ResourceRequest.objects.create(
+            tenant=tenant, asker=user, kind=ResourceRequest.Kind.QUOTA,
+            details={"gpu_type": "a100", "gpus": 1}, justification=f"{NAMES[key]} deadline")
         world.catalogue.setdefault("dataset", dataset)  # vision-lab's: the admin pages'
     return world
 
@@ -365,6 +382,7 @@ def snapshot() -> tuple:
         sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at")),
         sorted(Volume.objects.values_list("pk", "size_gib", "deleted_at")),
         sorted(Dataset.objects.values_list("pk", "name", "description", "open_to_all")),
+        sorted(ResourceRequest.objects.values_list("pk", "state")),
     )
 
 
@@ -482,8 +500,9 @@ def test_a_project_page_shows_the_current_project_alone(world, page, who, shown,
     assert response.status_code == 200, (response.status_code, response.content[:300])
     body = response.content.decode()
     # what it is about (the project switcher names every project of the user's elsewhere)
+    heading = {"allocations:record": "Project {}"}.get(page.name, "budget of {}")
     about = (lambda name: f'"tenant": "{name}"') if response["Content-Type"].startswith(
-        "application/json") else (lambda name: f"budget of {name}")
+        "application/json") else heading.format
     assert about(shown) in body and about(hidden) not in body
 
 

@@ -1,0 +1,105 @@
+"""`gpuctl department list|show|create|update|delete|assign`: departments above projects (admins
+write; a department's admins and a project's people see theirs)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TextIO
+
+from ..client import PortalClient
+from ..errors import EXIT_OK
+from ..output import Column, emit, line, print_record, table
+from ..parser import Commands, Parser
+from ..tenants import find_tenant
+
+EXAMPLES = """\
+examples:
+  gpuctl department list
+  gpuctl department create Physics --admins-project 3f1c… --gpu-cap 32
+  gpuctl department assign vision-lab --department 2
+  gpuctl department assign vision-lab --none"""
+
+COLUMNS: list[Column] = [("ID", "id"), ("NAME", "name"), ("GPU CAP", "gpu_cap"),
+           ("PROJECTS", lambda row: ", ".join(row["tenants"]) or "-")]
+FIELDS = ["id", "name", "description", "keystone_project_id", "gpu_cap", "tenants"]
+
+
+def register(commands: Commands) -> None:
+    department = commands.noun("department", "departments above projects (admins write)",
+                               default_verb="list", epilog=EXAMPLES)
+    department.verb("list", list_departments, "the departments you can see")
+    p = department.verb("show", show, "one department")
+    p.add_argument("id", help="the department's id")
+    p = department.verb("create", create, "make a department (admins)")
+    p.add_argument("name")
+    _fields(p)
+    p = department.verb("update", update, "change a department (admins)")
+    p.add_argument("id", help="the department's id")
+    p.add_argument("--name")
+    _fields(p)
+    p = department.verb("delete", delete, "remove a department; its projects stay, in none "
+                                          "(admins)")
+    p.add_argument("id", help="the department's id")
+    p = department.verb("assign", assign, "put a project in a department, or in none (admins)")
+    p.add_argument("project", help="tenant id, name or Keystone project id")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--department", metavar="ID", help="the department's id")
+    which.add_argument("--none", action="store_true", help="take it out of its department")
+
+
+def _fields(p: Parser) -> None:
+    p.add_argument("--description")
+    p.add_argument("--admins-project", dest="keystone_project_id", metavar="PROJECT_ID",
+                   help="the Keystone project whose managers are its admins")
+    p.add_argument("--gpu-cap", type=int, metavar="N",
+                   help="GPU-equivalents its projects hold together")
+
+
+def _body(args: argparse.Namespace) -> dict[str, Any]:
+    return {key: getattr(args, key) for key in ("name", "description", "keystone_project_id",
+                                                "gpu_cap") if getattr(args, key, None) is not None}
+
+
+def _shown(args: argparse.Namespace, department: dict[str, Any]) -> int:
+    def render(out: TextIO) -> None:
+        print_record({**department, "tenants": ", ".join(department["tenants"]) or "-"},
+                     FIELDS, out)
+
+    emit(args, department, render)
+    return EXIT_OK
+
+
+def list_departments(api: PortalClient, args: argparse.Namespace) -> int:
+    rows = api.get_all("departments/")
+    emit(args, rows, table(rows, COLUMNS))
+    return EXIT_OK
+
+
+def show(api: PortalClient, args: argparse.Namespace) -> int:
+    return _shown(args, api.get(f"departments/{args.id}/"))
+
+
+def create(api: PortalClient, args: argparse.Namespace) -> int:
+    return _shown(args, api.post("departments/", _body(args)))
+
+
+def update(api: PortalClient, args: argparse.Namespace) -> int:
+    return _shown(args, api.patch(f"departments/{args.id}/", _body(args)))
+
+
+def delete(api: PortalClient, args: argparse.Namespace) -> int:
+    api.delete(f"departments/{args.id}/")
+    emit(args, {"deleted": args.id}, line(f"department {args.id} removed"))
+    return EXIT_OK
+
+
+def assign(api: PortalClient, args: argparse.Namespace) -> int:
+    tenant = find_tenant(api, args.project)
+    answer = api.patch(f"tenants/{tenant['id']}/",
+                       {"department": None if args.none else args.department})
+
+    def render(out: TextIO) -> None:
+        out.write(f"{answer['name']}: department {answer['department_name'] or 'none'}\n")
+
+    emit(args, answer, render)
+    return EXIT_OK
