@@ -57,6 +57,9 @@ REGISTERED = {
     "reservation": {"reservations": ["list", "create", "cancel"]},
     "maintenance": {"maintenance": ["list", "create", "show", "cancel"]},
     "calendar": {"calendar": None},
+    "department": {"department": ["list", "show", "create", "update", "delete", "assign"]},
+    "record": {"record": ["show", "set"]},
+    "request": {"request": ["list", "create", "approve", "deny"]},
 }
 
 TREE = list(walk(cli.build_parser()))
@@ -129,6 +132,11 @@ REQUIRED = {("launch",): ["--template", "jupyter", "--gpu-type", "a100"],
                                          "2026-12-01T09:00Z", "--end", "2026-12-01T10:00Z"],
             ("reservations", "cancel"): ["1"], ("maintenance", "cancel"): ["1"],
             ("maintenance", "show"): ["1"],
+            ("department", "show"): ["1"], ("department", "create"): ["Physics"],
+            ("department", "update"): ["1"], ("department", "delete"): ["1"],
+            ("department", "assign"): ["vision-lab", "--none"],
+            ("request", "create"): ["quota", "--why", "a deadline", "--detail", "gpus=8"],
+            ("request", "approve"): ["1"], ("request", "deny"): ["1"],
             ("secrets", "create"): ["hf", "--kind", "env"], ("secrets", "set"): ["hf"],
             ("secrets", "rm"): ["hf"],
             ("volumes", "create"): ["data", "--size", "10"],
