@@ -57,6 +57,11 @@ def test_a_new_row_after_the_rows_came_back_takes_a_free_id():
     made = Template.objects.create(slug="after-the-flush", name="After", kind="batch",
                                    image="registry.example/after:1")
     assert seeded and made.pk not in seeded and made.pk > max(seeded)
+    # and one ahead of the rows is never moved back: a later row gets a later id
+    migrated_rows_back(flush=True)
+    later = Template.objects.create(slug="after-another-flush", name="Later", kind="batch",
+                                    image="registry.example/after:1")
+    assert later.pk > made.pk
 
 
 @pytest.mark.django_db(transaction=True)

@@ -22,8 +22,13 @@ def test_a_worker_killed_mid_burst_loses_and_duplicates_no_launch(lab, portal_pr
     worker = portal_processes.launch_worker(env=SWEEP_ENV).start()
     burst = Burst(lab.headers).start()
     try:
-        eventually(lambda: Workload.objects.filter(state=State.PENDING).count() >= KILL_AFTER,
-                   timeout=60, message=f"{KILL_AFTER} launches created by the worker")
+        # killed once it has made KILL_AFTER and has more in hand: on a quiet machine the worker
+        # keeps pace with the burst, and a kill between two launches would test no interruption
+        eventually(lambda: Workload.objects.filter(state=State.PENDING).count() >= KILL_AFTER
+                   and Workload.objects.filter(
+                       state__in=[State.SUBMITTED, State.CREATING]).exists(),
+                   timeout=60, message=f"{KILL_AFTER} launches created by the worker, more in "
+                                       "hand")
         worker.kill()
         in_flight = Workload.objects.filter(state__in=[State.SUBMITTED, State.CREATING]).count()
     finally:
