@@ -273,8 +273,8 @@ def _cluster(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant 
              ) -> str:
     """The cluster it runs on (`cluster`: a name, default the home cluster), replaced by its
     name once checked: one the project may use (a project limited to some clusters), that
-    offers the GPU type. Returns why the cluster cannot take it now (disabled, unreachable),
-    else "". Workloads are placed on the home cluster; another cluster's name is refused until
+    offers the GPU type. Returns why the cluster cannot take it now (disabled, or another than
+    the home cluster unreachable), else "". Workloads are placed on the home cluster; another cluster's name is refused until
     the portal places workloads there."""
     name = data.get("cluster") or ""
     cluster = cluster_named(name) if name else cluster_home()
@@ -290,7 +290,9 @@ def _cluster(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant 
         return ""
     if not cluster.enabled:
         return f"The cluster {cluster.name} is disabled by an admin; launch on another."
-    if cluster.state != Cluster.State.READY:
+    # the home cluster's outage is absorbed as it always was: the launch is accepted and its
+    # objects are made once the cluster answers again (an accepted launch is never lost)
+    if cluster.state != Cluster.State.READY and not cluster.home:
         reason = cluster.reason or "no reason given"
         return f"The cluster {cluster.name} does not answer ({reason}); launch on another."
     gpu_type = data.get("gpu_type")

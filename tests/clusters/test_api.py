@@ -110,6 +110,10 @@ def test_a_workload_shows_its_cluster_and_a_launch_names_one(admin, api_headers,
     down = post(headers, "/api/v1/workloads/", {**JUPYTER, "cluster": "east"})
     assert down.status_code == 409 and down.json()["code"] == "cluster_unavailable"
     assert "no route to host" in down.json()["detail"]
+    # the home cluster's outage is absorbed: accepted, its objects made once it answers
+    Cluster.objects.filter(home=True).update(state="unreachable", reason="connection refused")
+    accepted = post(headers, "/api/v1/workloads/", {**JUPYTER, "name": "nb3"})
+    assert accepted.status_code == 201, accepted.json()
 
 
 def test_a_project_limited_to_some_clusters(admin, api_headers, east, h100, login):
