@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kube.client import Kube, NotFound
@@ -184,8 +185,8 @@ def namespaces_deleted(client: Any, names: Iterable[str], *, timeout: float = 90
     finalizer). Here: the namespaces are marked deleted (from then on the API server refuses
     new objects in them), every collection in them is deleted, and this waits until every one
     is empty — objects with finalizers gone when their controllers let them go, pods when they
-    stopped — then it finalizes each namespace as that controller would and waits until it is
-    gone."""
+    stopped — then it finalizes each namespace as that controller would (unless the controller
+    may have begun on it: namespace_finalized) and waits until it is gone."""
     from kubernetes import client as k8s
 
     core = k8s.CoreV1Api(client)
@@ -230,9 +231,21 @@ def namespace_deleted(client: Any, name: str, *, timeout: float = 90) -> None:
     namespaces_deleted(client, [name], timeout=timeout)
 
 
+# The namespace controller looks at a deleted namespace 5 s after it saw the deletion. From then
+# on it deletes every collection in the namespace *by name*, with no check of the namespace's uid,
+# until its pass ends. A namespace finalized here while such a pass runs is gone, but the pass goes
+# on, and the next test that makes a namespace of the same name (a tenant provisioned again) has
+# its objects (RoleBindings, quotas) deleted under it. So this finalizes only a namespace marked
+# deleted less than this long ago (the mark is kept to the second, rounded down: it reads older
+# than it is), before the controller can have begun; an older one is left to the controller, which
+# finalizes it when its own pass finds it empty.
+BEFORE_THE_NAMESPACE_CONTROLLER = timedelta(seconds=3)
+
+
 def namespace_finalized(core: Any, name: str) -> None:
     """Take the namespace controller's finalizer off an emptied, deleted namespace (what that
-    controller does once it found it empty): the API server then removes it."""
+    controller does once it found it empty): the API server then removes it. Left to the
+    controller where it may have begun on it (BEFORE_THE_NAMESPACE_CONTROLLER)."""
     from kubernetes.client.rest import ApiException
 
     while True:
@@ -240,6 +253,9 @@ def namespace_finalized(core: Any, name: str) -> None:
             namespace = core.read_namespace(name)
             if not namespace.spec or "kubernetes" not in (namespace.spec.finalizers or ()):
                 return  # finalized by the namespace controller meanwhile
+            marked = namespace.metadata.deletion_timestamp
+            if marked is None or datetime.now(UTC) - marked >= BEFORE_THE_NAMESPACE_CONTROLLER:
+                return  # the controller's to finish: namespace_gone waits for it
             namespace.spec.finalizers = [f for f in namespace.spec.finalizers
                                          if f != "kubernetes"]
             core.replace_namespace_finalize(name, namespace)
