@@ -170,16 +170,25 @@ def mounted_claims(workload: Workload) -> list[list[dict[str, Any]]]:
     return claims + [[make_dataset_volume(spec), make_dataset_claim(spec)] for spec in datasets]
 
 
+class ClaimGoing(Exception):
+    """A volume or claim the launch mounts is being deleted on the cluster (a dataset closed to
+    the project and opened again before its old copy was gone): adopted, it would vanish under
+    the pods. Waited out like an outage; made anew once gone."""
+
+
 def _claim_ensure(objects: list[dict[str, Any]], kube: Kube) -> str | None:
     """Create a volume's claim (a dataset's volume, then its claim); None when they are there
     already (they outlive every workload: the portal never deletes them with one). Each is
     looked up first: a real API server admits a create through the namespace's ResourceQuota
     before it finds the name taken, so creating a claim that exists in a project at its
-    storage quota is refused 403, not answered 409."""
+    storage quota is refused 403, not answered 409. One being deleted raises ClaimGoing."""
     made = []
     for obj in objects:
         meta = obj["metadata"]
-        if kube.get(obj["kind"], meta["name"], meta.get("namespace")) is not None:
+        found = kube.get(obj["kind"], meta["name"], meta.get("namespace"))
+        if found is not None:
+            if found["metadata"].get("deletionTimestamp"):
+                raise ClaimGoing(f"{obj['kind']} {meta['name']} is being deleted")
             continue
         try:
             kube.create(obj)

@@ -20,7 +20,12 @@ from tenants.provisioning import tenant_reconcile
 
 from .journal import notify_owner, workload_event
 from .models import Workload
-from .objects import workload_address_release, workload_objects_create, workload_objects_delete
+from .objects import (
+    ClaimGoing,
+    workload_address_release,
+    workload_objects_create,
+    workload_objects_delete,
+)
 from .queue import queue_places, queue_text
 from .services import workload_launch_spec_freeze, workload_stop
 from .transitions import workload_transition
@@ -46,6 +51,9 @@ NAMESPACE_MISSING_REASON = ("Preparing the project's namespace: it was missing o
                             "and is being made again.")
 NAMESPACE_TERMINATING_REASON = ("Waiting for the project's namespace, which is being deleted on "
                                 "the cluster, to be gone; it is made again then")
+
+CLAIM_GOING_REASON = ("Waiting for an earlier copy of a volume it mounts, which is being "
+                      "deleted on the cluster, to be gone; it is made anew then")
 
 
 class NamespaceTerminating(Exception):
@@ -81,10 +89,12 @@ def workload_create_task(self: BoundTask, workload_id: int) -> None:
         kube = Kube()
         queued = queueing_on(kube)
         created = _objects_create_in_namespace(workload, kube, queued=queued)
-    except (KubeUnavailable, NotAuthorized, NamespaceTerminating) as exc:
+    except (KubeUnavailable, NotAuthorized, NamespaceTerminating, ClaimGoing) as exc:
         if self.max_retries is not None and self.request.retries >= self.max_retries:
             if isinstance(exc, NamespaceTerminating):
                 reason = f"The project's namespace stayed in deletion on the cluster: {exc}"
+            elif isinstance(exc, ClaimGoing):
+                reason = f"A volume it mounts stayed in deletion on the cluster: {exc}"
             else:
                 what = ("refused the portal's identity" if isinstance(exc, NotAuthorized)
                         else "could not be reached")
@@ -96,8 +106,8 @@ def workload_create_task(self: BoundTask, workload_id: int) -> None:
             return
         # it waits as "creating", saying why (an API server or Kueue's admission webhook
         # that does not answer, a namespace still being deleted), and carries on after
-        waiting = (NAMESPACE_TERMINATING_REASON if isinstance(exc, NamespaceTerminating)
-                   else "Waiting for the cluster")
+        waiting = {NamespaceTerminating: NAMESPACE_TERMINATING_REASON,
+                   ClaimGoing: CLAIM_GOING_REASON}.get(type(exc), "Waiting for the cluster")
         _creating_reason(workload_id, f"{waiting} (try {self.request.retries + 1}): {exc}")
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries)) from exc
     except (KubeRefused, NotFound) as exc:

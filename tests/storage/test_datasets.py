@@ -22,7 +22,7 @@ from tenants.services import quota_update
 from tests.support.waiting import eventually
 from workloads.launch_spec import VERSION
 from workloads.models import Workload
-from workloads.objects import workload_objects_create
+from workloads.objects import ClaimGoing, workload_objects_create
 
 pytestmark = pytest.mark.django_db
 
@@ -267,6 +267,54 @@ def test_a_launch_mounts_a_dataset_read_only_and_its_volume_is_bound(labs, token
     assert dataset_claims_delete(dataset_id=dataset["id"], namespaces=None) == 1
     eventually(lambda: Kube().get("PersistentVolume", volume_name) is None,
                message="the dataset's volume is still there")
+
+
+def test_a_dataset_opened_again_before_its_old_volume_is_gone_is_waited_for(labs, tokens):
+    """Closed to a project and opened again at once: the project's old volume may still be
+    going (a finalizer holds it here, as a real cluster's protection does while a claim or a
+    pod lets go). A launch then waits for it (ClaimGoing, retried by the create task) and
+    makes a new one once it is gone, rather than adopting one about to vanish under its pods."""
+    vision = labs["vision-lab"]
+    tenant_reconcile(tenant_id=vision.pk)
+    dataset = publish(tokens, projects=[vision.pk])
+    tenant_reconcile(tenant_id=vision.pk)
+    first = Workload.objects.get(pk=launch(tokens["researcher"], [{"dataset": dataset["id"]}])
+                                 .json()["id"])
+    workload_objects_create(first, Kube(), queued=False)
+    volume_name = f"gpu-portal-dataset-{dataset['id']}-{vision.namespace}"
+    old = Kube().get("PersistentVolume", volume_name)
+    hold = "tests.gpu-portal.io/hold"
+    Kube().patch("PersistentVolume", volume_name, {"metadata": {"finalizers": [
+        *(old["metadata"].get("finalizers") or []), hold]}})
+    Workload.objects.filter(pk=first.pk).update(state=Workload.State.STOPPED)
+    Kube().delete("Deployment", first.object_name, vision.namespace)
+
+    url = f"/api/v1/datasets/{dataset['id']}/"
+    assert call(tokens["admin"], "patch", url, {"projects": []}).status_code == 200
+    dataset_claims_delete(dataset_id=dataset["id"], namespaces=[vision.namespace])
+    assert Kube().get("PersistentVolume", volume_name)["metadata"].get("deletionTimestamp")
+    assert call(tokens["admin"], "patch", url, {"projects": [vision.pk]}).status_code == 200
+    tenant_reconcile(tenant_id=vision.pk)
+    again = Workload.objects.get(pk=launch(tokens["researcher"], [{"dataset": dataset["id"]}],
+                                           name="again").json()["id"])
+    with pytest.raises(ClaimGoing, match=f"PersistentVolume {volume_name} is being deleted"):
+        workload_objects_create(again, Kube(), queued=False)
+
+    going = Kube().get("PersistentVolume", volume_name)
+    going["metadata"]["finalizers"].remove(hold)
+    Kube().replace(going)
+    eventually(lambda: (pv := Kube().get("PersistentVolume", volume_name)) is None
+               or pv["metadata"]["uid"] != old["metadata"]["uid"],
+               message="the old volume is still there")
+    made = workload_objects_create(again, Kube(), queued=False)
+    assert made[0] == (f"PersistentVolume {volume_name}, "
+                       f"PersistentVolumeClaim gpu-portal-dataset-{dataset['id']}")
+    assert Kube().get("PersistentVolume", volume_name)["metadata"]["uid"] != \
+        old["metadata"]["uid"]
+    Workload.objects.filter(pk=again.pk).update(state=Workload.State.STOPPED)
+    Kube().delete("Deployment", again.object_name, vision.namespace)
+    assert call(tokens["admin"], "delete", url).status_code == 204
+    dataset_claims_delete(dataset_id=dataset["id"], namespaces=None)
 
 
 def test_an_s3_dataset_tells_the_pod_where_its_bucket_is(labs, tokens):
