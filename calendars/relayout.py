@@ -42,6 +42,7 @@ from catalogue.layouts import (
 from catalogue.models import GpuType
 from catalogue.sharing import node_layout
 from cluster.capacity import cluster_nodes
+from identity.selectors import site_admins
 from kube.client import Kube, KubeError, NotFound
 from notifications.models import Kind
 from notifications.services import notify
@@ -197,8 +198,11 @@ def _tell_failure(window: MaintenanceWindow, name: str, reason: str, *,
     audit_record(actor=None, action="maintenance.relayout_failed", target=name,
                  before=None, after={"window": window.pk, "reason": reason})
     log.warning("maintenance #%s: %s was not laid out: %s", window.pk, name, reason)
-    if window.created_by is not None:
-        notify(kind=Kind.MAINTENANCE, users=[window.created_by], tenant=None,
+    told = list(site_admins())  # any of them may have to look at the node, not only the author
+    if window.created_by is not None and all(user.pk != window.created_by.pk for user in told):
+        told.append(window.created_by)
+    if told:
+        notify(kind=Kind.MAINTENANCE, users=told, tenant=None,
                key=f"maintenance:{window.pk}:relayout:{name}",
                title=f"Re-layout of {name} failed",
                text=f"Maintenance #{window.pk} ({window.reason}): {name} was not laid out as "

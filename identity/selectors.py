@@ -49,3 +49,9 @@ def user_resolve(text: str, *, among: QuerySet[User], where: str = "here") -> Us
         raise UserAmbiguous(f"{text!r} is the name of {len(found)} users {where} ({who}); give "
                           "the user id.")
     return found[0]
+
+
+def site_admins() -> QuerySet[User]:
+    """The site's admins as the portal last saw them: active users whose latest sign-in held the
+    admin role (identity.services.user_sync keeps the flag)."""
+    return User.objects.filter(is_superuser=True, is_active=True)

@@ -178,8 +178,13 @@ def test_the_beat_relabels_after_the_drain_the_stand_in_applies_and_the_end_unco
         assert AuditRecord.objects.filter(action="maintenance.relayout", target=MIG_NODE).count() == 1
 
 
-def test_a_failed_layout_keeps_the_node_cordoned_and_tells_the_author(
+def test_a_failed_layout_keeps_the_node_cordoned_and_tells_the_author_and_the_admins(
         cluster, kube, clock, shared_types, admin):
+    users = get_user_model().objects
+    on_call = users.create(username="on-call", keystone_user_id="id-on-call", is_superuser=True)
+    users.create(username="bystander", keystone_user_id="id-bystander")
+    users.create(username="former", keystone_user_id="id-former", is_superuser=True,
+                 is_active=False)
     cluster_cache_caught_up()
     with cluster.api_client() as api, node_restored(api, MIG_NODE):
         window = announce(admin, relayout={MIG_NODE: {"mig_config": "all-7g.80gb"}})
@@ -194,6 +199,9 @@ def test_a_failed_layout_keeps_the_node_cordoned_and_tells_the_author(
         told = Notification.objects.get(kind=Kind.MAINTENANCE, user=admin)
         assert told.title == f"Re-layout of {MIG_NODE} failed"
         assert "It stays cordoned" in told.text
+        assert set(Notification.objects.filter(kind=Kind.MAINTENANCE, title=told.title)
+                   .values_list("user__username", flat=True)) == {admin.username,
+                                                                  on_call.username}
         windows_advance(now=NOW + dt.timedelta(hours=2, minutes=1))
         window.refresh_from_db()
         assert window.state == "ended"
