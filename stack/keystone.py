@@ -22,6 +22,7 @@ SERVICE_USER = "gpu-portal"
 SERVICE_PASSWORD = "gpu-portal-service-pass"
 SERVICE_PROJECT = "service"
 KEYSTONE_PACKAGES = ["keystone", "waitress"]
+MANAGE_TIMEOUT_SECONDS = 900  # one keystone-manage step (db_sync, bootstrap)
 
 
 class KeystoneInstall:
@@ -130,9 +131,13 @@ class KeystoneInstall:
 
     def _manage(self, *args: str) -> None:
         manage = self.venv / "bin" / "keystone-manage"
-        result = subprocess.run([str(manage), "--config-file", str(self.config_file), *args],
-                                env=self._env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:  # a bound of its own: seconds on a quiet machine, minutes under a heavy load
+            result = subprocess.run([str(manage), "--config-file", str(self.config_file), *args],
+                                    env=self._env(), timeout=MANAGE_TIMEOUT_SECONDS,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        except subprocess.TimeoutExpired as exc:
+            raise StackError(f"keystone-manage {args[0]} did not end within "
+                             f"{MANAGE_TIMEOUT_SECONDS} s") from exc
         if result.returncode != 0:
             raise StackError(f"keystone-manage {args[0]} failed:\n{result.stdout[-3000:]}")
 
