@@ -233,6 +233,8 @@ PORTAL_VOLUME_ACCESS_MODE = env.str("PORTAL_VOLUME_ACCESS_MODE", default=PORTAL_
 # the CSI driver that mounts an S3 dataset's bucket (mountpoint-s3's name; its credentials are
 # the driver's own, set where it is installed); empty: no S3 dataset can be published
 PORTAL_S3_CSI_DRIVER = env.str("PORTAL_S3_CSI_DRIVER", default="s3.csi.aws.com")
+# how long publishing an S3 dataset waits for its endpoint to say whether the bucket is there
+PORTAL_S3_PROBE_SECONDS = env.float("PORTAL_S3_PROBE_SECONDS", default=5.0)
 # the registries/repository prefixes every image a workload runs must come from, site-wide
 # (comma-separated, e.g. nvcr.io/nvidia,quay.io/jupyter,registry.example.org); empty: any. A
 # tenant's own prefixes (admin page) narrow it further: an image must be inside both

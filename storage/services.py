@@ -39,6 +39,7 @@ from kube.quantity import parse_quantity
 from tenants.models import Quota, Tenant
 from tenants.selectors import quota_figures
 
+from .buckets import bucket_answers
 from .hooks import DATASET_USERS, VOLUME_USERS
 from .manifests import (
     DATASET_CLAIM_GIB,
@@ -439,6 +440,8 @@ def _source_resolve(kind: str, source: dict[str, Any], kube: Kube | None) -> dic
     if kind == Dataset.Kind.S3 and not settings.PORTAL_S3_CSI_DRIVER:
         raise DatasetInvalid({"kind": ["This site mounts no S3 bucket (PORTAL_S3_CSI_DRIVER "
                                        "is empty)."]})
+    if kind == Dataset.Kind.S3:
+        bucket_answers(source["endpoint"], source["bucket"])
     if kind != Dataset.Kind.PV:
         return source
     name = source["persistent_volume"]

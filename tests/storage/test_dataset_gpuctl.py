@@ -15,7 +15,8 @@ from workloads.models import Workload
 
 
 @live
-def test_datasets_from_publishing_to_mount_to_withdrawal(portal, keystone, live_server):  # noqa: F811
+def test_datasets_from_publishing_to_mount_to_withdrawal(
+        portal, keystone, live_server, s3_server, s3_bucket):  # noqa: F811
     admin = openrc(keystone, live_server, user="admin", project="admin")
     code, out, err = run(["datasets", "create", "imagenet", "--size", "150", "--nfs",
                           "nfs.example.org:/exports/imagenet", "--description", "ILSVRC 2012",
@@ -25,7 +26,7 @@ def test_datasets_from_publishing_to_mount_to_withdrawal(portal, keystone, live_
     assert (imagenet["kind"], imagenet["source"], imagenet["projects"][0]["name"]) == (
         "nfs", {"server": "nfs.example.org", "path": "/exports/imagenet"}, "vision-lab")
     code, out, err = run(["datasets", "create", "corpora", "--size", "900", "--s3",
-                          "s3://corpora/text/", "--endpoint", "https://s3.example.org",
+                          f"s3://{s3_bucket.name}/text/", "--endpoint", s3_server.endpoint,
                           "--all-projects"], admin)
     assert code == 0 and "corpora" in out, err
 

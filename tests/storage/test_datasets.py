@@ -14,6 +14,7 @@ from django.test import Client, TestCase
 
 from audit.models import AuditRecord
 from kube.client import Kube
+from stack.procs import free_port
 from storage.models import Dataset
 from storage.services import dataset_claims_delete
 from tenants.models import Tenant
@@ -317,20 +318,39 @@ def test_a_dataset_opened_again_before_its_old_volume_is_gone_is_waited_for(labs
     dataset_claims_delete(dataset_id=dataset["id"], namespaces=None)
 
 
-def test_an_s3_dataset_tells_the_pod_where_its_bucket_is(labs, tokens):
+def test_an_s3_dataset_tells_the_pod_where_its_bucket_is(labs, tokens, s3_server, s3_bucket):
     vision = labs["vision-lab"]
     dataset = publish(tokens, name="corpora", kind="s3", server=None, path=None,
-                      endpoint="https://s3.example.org", bucket="corpora", prefix="text",
+                      endpoint=s3_server.endpoint, bucket=s3_bucket.name, prefix="text",
                       projects=[vision.pk])
     launched = launch(tokens["researcher"], [{"dataset": dataset["id"], "path": "/corpora"}])
     assert launched.status_code == 201, launched.content
     frozen = Workload.objects.get(pk=launched.json()["id"]).launch_spec["mounts"][0]
-    assert frozen["env"] == [["PORTAL_DATASET_CORPORA", "s3://corpora/text/"],
-                             ["PORTAL_DATASET_CORPORA_ENDPOINT", "https://s3.example.org"]]
+    assert frozen["env"] == [["PORTAL_DATASET_CORPORA", f"s3://{s3_bucket.name}/text/"],
+                             ["PORTAL_DATASET_CORPORA_ENDPOINT", s3_server.endpoint]]
     assert frozen["volume_source"]["csi"]["driver"] == "s3.csi.aws.com"
     body = error(launch(tokens["researcher"], [{"dataset": dataset["id"]}],
                         env={"PORTAL_DATASET_CORPORA": "mine"}), 400, "invalid")
     assert "PORTAL_DATASET_CORPORA" in body["fields"]["mounts"][0]
+
+
+def test_an_s3_dataset_is_published_only_where_its_bucket_answers(labs, tokens, s3_server,
+                                                                  s3_bucket):
+    """Asked unsigned, as the portal holds no key: the versitygw server of the tests answers 403
+    for a bucket that is there, 404 for one that is not; a port where nothing listens does not
+    answer at all. A refusal names the field and makes no row."""
+    s3 = {**{k: v for k, v in NFS.items() if k not in ("server", "path")}, "kind": "s3",
+          "endpoint": s3_server.endpoint, "projects": [labs["vision-lab"].pk]}
+    body = error(call(tokens["admin"], "post", "/api/v1/datasets/",
+                      {**s3, "bucket": "no-such-bucket"}), 400, "invalid")
+    assert body["fields"] == {"bucket": [f"{s3_server.endpoint} has no bucket 'no-such-bucket'."]}
+    nobody = f"http://127.0.0.1:{free_port()}"
+    body = error(call(tokens["admin"], "post", "/api/v1/datasets/",
+                      {**s3, "endpoint": nobody, "bucket": s3_bucket.name}), 400, "invalid")
+    assert body["fields"] == {"endpoint": [f"{nobody} could not be reached (ConnectError)."]}
+    assert not Dataset.objects.exists()
+    made = publish(tokens, **s3, server=None, path=None, bucket=s3_bucket.name)
+    assert made["source"]["bucket"] == s3_bucket.name
 
 
 @pytest.mark.parametrize(("mount", "words"), [
