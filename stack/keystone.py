@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import getpass
@@ -146,11 +147,11 @@ class KeystoneInstall:
 
     def ensure(self) -> None:
         """Install and bootstrap once; later calls only rewrite the config (cheap). The
-        bootstrapped state (database, fernet and credential keys) is made once per Keystone
-        virtualenv and copied: the four `keystone-manage` steps each import Keystone, 30-35 s
-        together on two busy cores, and a test run starts four Keystones (each test process's,
-        each demo the tests start). Only the catalog's endpoints name the address: the copy's
-        are set to this one's."""
+        bootstrapped database is made once per Keystone virtualenv and copied: the four
+        `keystone-manage` steps each import Keystone, 30-35 s together on two busy cores, and a
+        test run starts four Keystones (each test process's, each demo the tests start). Only
+        the catalog's endpoints name the address: the copy's are set to this one's. Its keys
+        are its own."""
         self.ensure_venv()
         self.write_config()
         marker = self.state_dir / ".bootstrapped"
@@ -158,11 +159,22 @@ class KeystoneInstall:
             return
         template = self._bootstrapped_template()
         shutil.copy2(template / "keystone.db", self.state_dir / "keystone.db")
-        for keys in KEY_REPOSITORIES:
-            shutil.copytree(template / keys, self.state_dir / keys, dirs_exist_ok=True)
+        self._fresh_keys()
         with contextlib.closing(sqlite3.connect(self.state_dir / "keystone.db")) as db, db:
             db.execute("UPDATE endpoint SET url = ? WHERE url = ?", (self.url, TEMPLATE_URL))
         marker.write_text("ok\n")
+
+    def _fresh_keys(self) -> None:
+        """Keys of its own, as `fernet_setup` and `credential_setup` make them (a staged key 0
+        and a primary 1, each Fernet's 32 random bytes in URL-safe base64): a token one copy
+        issued means nothing to another. The template's database holds nothing encrypted."""
+        for keys in KEY_REPOSITORIES:
+            folder = self.state_dir / keys
+            folder.mkdir(mode=0o700, exist_ok=True)
+            for index in ("0", "1"):
+                path = folder / index
+                path.touch(mode=0o600)
+                path.write_bytes(base64.urlsafe_b64encode(os.urandom(32)))
 
     def _bootstrap(self, url: str) -> None:
         user = getpass.getuser()

@@ -1,6 +1,7 @@
 """The embedded Keystone's state (stack/keystone.py): bootstrapped once per virtualenv, each
 Keystone a copy whose catalog names its own address."""
 
+import base64
 import sqlite3
 
 from keystoneauth1 import session as ks_session
@@ -22,8 +23,13 @@ def test_a_second_keystone_is_a_copy_that_runs_no_keystone_manage(keystone, tmp_
     with sqlite3.connect(install.state_dir / "keystone.db") as db:
         endpoints = dict(db.execute("SELECT interface, url FROM endpoint").fetchall())
     assert endpoints == dict.fromkeys(("public", "internal", "admin"), install.url)
-    assert (install.state_dir / "fernet-keys" / "0").exists()
-    assert (install.state_dir / "credential-keys" / "0").exists()
+    # keys of its own: a token of one Keystone means nothing to another
+    for keys in ("fernet-keys", "credential-keys"):
+        mine = {(install.state_dir / keys / i).read_bytes() for i in ("0", "1")}
+        theirs = {(keystone.install.state_dir / keys / i).read_bytes() for i in ("0", "1")}
+        assert len(mine) == 2 and not mine & theirs
+        assert all(len(base64.urlsafe_b64decode(key)) == 32 for key in mine)
+        assert oct((install.state_dir / keys / "1").stat().st_mode & 0o777) == "0o600"
 
 
 def test_the_running_keystones_catalog_names_its_own_address(keystone):
