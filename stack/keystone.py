@@ -8,8 +8,14 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import fcntl
 import getpass
+import hashlib
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -23,6 +29,9 @@ SERVICE_PASSWORD = "gpu-portal-service-pass"
 SERVICE_PROJECT = "service"
 KEYSTONE_PACKAGES = ["keystone", "waitress"]
 MANAGE_TIMEOUT_SECONDS = 900  # one keystone-manage step (db_sync, bootstrap)
+KEY_REPOSITORIES = ("fernet-keys", "credential-keys")
+# the address a bootstrapped template's endpoints name until a copy is given its own
+TEMPLATE_URL = "http://keystone.invalid/v3"
 
 
 class KeystoneInstall:
@@ -142,23 +151,70 @@ class KeystoneInstall:
             raise StackError(f"keystone-manage {args[0]} failed:\n{result.stdout[-3000:]}")
 
     def ensure(self) -> None:
-        """Install and bootstrap once; later calls only rewrite the config (cheap)."""
+        """Install and bootstrap once; later calls only rewrite the config (cheap). The
+        bootstrapped database is made once per Keystone virtualenv and copied: the four
+        `keystone-manage` steps each import Keystone, 30-35 s together on two busy cores, and a
+        test run starts four Keystones (each test process's, each demo the tests start). Only
+        the catalog's endpoints name the address: the copy's are set to this one's. Its keys
+        are its own."""
         self.ensure_venv()
         self.write_config()
         marker = self.state_dir / ".bootstrapped"
         if marker.exists():
             return
+        template = self._bootstrapped_template()
+        shutil.copy2(template / "keystone.db", self.state_dir / "keystone.db")
+        self._fresh_keys()
+        with contextlib.closing(sqlite3.connect(self.state_dir / "keystone.db")) as db, db:
+            db.execute("UPDATE endpoint SET url = ? WHERE url = ?", (self.url, TEMPLATE_URL))
+        marker.write_text("ok\n")
+
+    def _fresh_keys(self) -> None:
+        """Keys of its own, as `fernet_setup` and `credential_setup` make them (a staged key 0
+        and a primary 1, each Fernet's 32 random bytes in URL-safe base64): a token one copy
+        issued means nothing to another. The template's database holds nothing encrypted."""
+        for keys in KEY_REPOSITORIES:
+            folder = self.state_dir / keys
+            folder.mkdir(mode=0o700, exist_ok=True)
+            for index in ("0", "1"):
+                path = folder / index
+                path.touch(mode=0o600)
+                path.write_bytes(base64.urlsafe_b64encode(os.urandom(32)))
+
+    def _bootstrap(self, url: str) -> None:
         user = getpass.getuser()
         group = user  # the keys belong to whoever runs Keystone here
-        for keys in ("fernet-keys", "credential-keys"):
+        for keys in KEY_REPOSITORIES:
             (self.state_dir / keys).mkdir(mode=0o700, exist_ok=True)
         self._manage("db_sync")
         self._manage("fernet_setup", "--keystone-user", user, "--keystone-group", group)
         self._manage("credential_setup", "--keystone-user", user, "--keystone-group", group)
         self._manage("bootstrap", "--bootstrap-password", ADMIN_PASSWORD,
-                     "--bootstrap-admin-url", self.url, "--bootstrap-public-url", self.url,
-                     "--bootstrap-internal-url", self.url, "--bootstrap-region-id", "RegionOne")
-        marker.write_text("ok\n")
+                     "--bootstrap-admin-url", url, "--bootstrap-public-url", url,
+                     "--bootstrap-internal-url", url, "--bootstrap-region-id", "RegionOne")
+
+    def _bootstrapped_template(self) -> Path:
+        """A bootstrapped state whose endpoints name TEMPLATE_URL, made once per virtualenv
+        (its install marker's time names it: a venv installed again gets a new one) and kept
+        beside the other builds outside the clone. Processes that start together wait for the
+        first one's under a lock."""
+        from .k8s.build import cache_root
+
+        installed = (self.venv / ".keystone-installed").stat().st_mtime_ns
+        key = hashlib.sha256(f"{self.venv.resolve()}|{installed}|{ADMIN_PASSWORD}|"
+                             f"{TEMPLATE_URL}".encode()).hexdigest()[:16]
+        root = cache_root() / "keystone"
+        template = root / key
+        root.mkdir(parents=True, exist_ok=True)
+        with open(root / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (template / ".bootstrapped").exists():
+                shutil.rmtree(template, ignore_errors=True)
+                maker = KeystoneInstall(venv=self.venv, state_dir=template, port=self.port)
+                maker.write_config()
+                maker._bootstrap(TEMPLATE_URL)
+                (template / ".bootstrapped").write_text("ok\n")
+        return template
 
     # --- running -----------------------------------------------------------------------
     def command(self) -> list[str]:
