@@ -25,6 +25,7 @@ QUANTITY_PLACES = 6  # a statement keeps quantities to the millionth
 SHOWN_PLACES = 4  # reports show them to the ten-thousandth (an hour: 0.36 s)
 HOUR_MICROSECONDS = 3600 * 1_000_000
 GPU, CPU, STORAGE = "gpu", "cpu", "storage"
+BY_TYPE = "gpu_hours_"  # a GPU type's hours' column: gpu_hours_<slug>
 GROUPINGS = ("department", "tenant", "pi", "grant")
 # each grouping's key columns, as the report names them
 GROUP_COLUMNS = {"department": ["department"], "tenant": ["tenant_id", "tenant"],
@@ -124,9 +125,16 @@ def gpu_types_of(lines: Iterable[Line]) -> list[str]:
 
 def report_columns(group_by: str, gpu_types: list[str]) -> list[str]:
     return (GROUP_COLUMNS[group_by] + ["projects", "gpu_hours"]
-            + [f"gpu_hours_{slug}" for slug in gpu_types]
+            + [f"{BY_TYPE}{slug}" for slug in gpu_types]
             + ["cpu_hours", "storage_gib_months", "gpu_cost", "cpu_cost", "storage_cost",
                "cost", "currency"])
+
+
+def report_cell(row: dict[str, Any], column: str) -> Any:
+    """A row's value under one of report_columns (a GPU type's hours from its by-type map)."""
+    if column.startswith(BY_TYPE) and column not in row:
+        return row.get("gpu_hours_by_type", {}).get(column[len(BY_TYPE):])
+    return row.get(column)
 
 
 def _shown(value: Decimal) -> Decimal:

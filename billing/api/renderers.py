@@ -13,13 +13,7 @@ from rest_framework.renderers import BaseRenderer
 
 from usage.api.renderers import csv_cell
 
-BY_TYPE = "gpu_hours_"
-
-
-def cell(row: Mapping[str, Any], column: str) -> object:
-    if column.startswith(BY_TYPE) and column not in row:
-        return row.get("gpu_hours_by_type", {}).get(column[len(BY_TYPE):])
-    return row.get(column)
+from ..costing import report_cell
 
 
 class ReportCsvRenderer(BaseRenderer):
@@ -35,7 +29,7 @@ class ReportCsvRenderer(BaseRenderer):
             columns = data["columns"]
             writer.writerow([csv_cell(c) for c in columns])
             for row in data["results"]:
-                writer.writerow([csv_cell(cell(row, c)) for c in columns])
+                writer.writerow([csv_cell(report_cell(row, c)) for c in columns])
             totals = {**data["totals"], columns[0]: "total"}
-            writer.writerow([csv_cell(cell(totals, c)) for c in columns])
+            writer.writerow([csv_cell(report_cell(totals, c)) for c in columns])
         return out.getvalue().encode("utf-8")

@@ -17,27 +17,15 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client, TestCase
 
-from allocations.models import ProjectRecord
 from audit.models import AuditRecord
 from billing.models import GpuPrice, MonthClose, PriceSheet, StatementLine
 from billing.selectors import lines_computed
 from billing.services import months_close_due
-from storage.models import Volume, VolumeSize
 from tenants.models import Department, Tenant
 from tests.fixtures.factories import make_workload
-from tests.support.database import demo_shared_gpu_types
+from tests.support.billing import PRICES, at
 
 pytestmark = pytest.mark.django_db
-
-UTC = dt.UTC
-PRICES = {"effective_from": "2025-01-01",
-          "gpu": {"a100": "2.3456", "v100": "1.10", "t4-shared": "0.90"},
-          "cpu_hour": "0.0125", "storage_gib_month": "0.05"}
-
-
-def at(day: int, hour: int = 0, minute: int = 0, month: int = 11) -> dt.datetime:
-    return dt.datetime(2025, month, day, hour, minute, tzinfo=UTC)
-
 
 def call(token: str, method: str, url: str, body=None):
     client = Client(HTTP_X_AUTH_TOKEN=token)
@@ -45,47 +33,6 @@ def call(token: str, method: str, url: str, body=None):
         if method == "get":
             return client.get(url, body or {})
         return getattr(client, method)(url, body, content_type="application/json")
-
-
-@pytest.fixture
-def november(login, gpu_types, settings) -> dict[str, Tenant]:
-    """Known workloads of November 2025 in vision-lab and nlp-lab, a volume of vision-lab's,
-    vision-lab in a department with a PI and grants."""
-    settings.TIME_ZONE = "UTC"
-    for user in ("researcher", "lead", "student"):
-        login(user)
-    demo_shared_gpu_types(gpu_types)
-    labs = {t.name: t for t in Tenant.objects.filter(name__in=["vision-lab", "nlp-lab"])}
-    vision, nlp = labs["vision-lab"], labs["nlp-lab"]
-    lead = get_user_model().objects.get(name="lead")
-    Tenant.objects.filter(pk=vision.pk).update(
-        department=Department.objects.create(name="Computer Science"))
-    ProjectRecord.objects.create(tenant=vision, principal_investigator=lead,
-                                 grants=["ERC-101", "CC-4410"])
-    done = "succeeded"
-    # vision-lab: 2 × a100 for 6.5 h; 3 quarter T4s for 48 h; a v100 from October into
-    # November (2 h of it in November); 4 CPUs each
-    make_workload(vision, "researcher", gpu_type="a100", gpu_count=2, state=done,
-                  started_at=at(3, 10), finished_at=at(3, 16, 30))
-    make_workload(vision, "researcher", gpu_type="t4-shared", gpu_count=3, state=done,
-                  started_at=at(10), finished_at=at(12))
-    make_workload(vision, "lead", gpu_type="v100", state=done,
-                  started_at=at(31, 20, month=10), finished_at=at(1, 2))
-    # in December: not November's
-    make_workload(vision, "lead", gpu_type="a100", state=done,
-                  started_at=at(2, month=12), finished_at=at(3, month=12))
-    # nlp-lab: one a100 for 20 minutes; a two-node run (1 a100 each) from 22:00 on the last
-    # day, still running (clipped at the month's end: 2 h × 2 GPUs)
-    make_workload(nlp, "student", gpu_type="a100", state=done,
-                  started_at=at(5, 9), finished_at=at(5, 9, 20))
-    make_workload(nlp, "student", gpu_type="a100", nodes=2, started_at=at(30, 22))
-    # vision-lab's project volume: 100 GiB since October (a whole November)
-    volume = Volume.objects.create(tenant=vision, owner=lead, scope=Volume.Scope.PROJECT,
-                                   name="data", size_gib=100, storage_class="standard",
-                                   state=Volume.State.BOUND)
-    VolumeSize.objects.create(volume_id=volume.pk, tenant=vision, owner=lead,
-                              scope=Volume.Scope.PROJECT, size_gib=100, since=at(1, month=10))
-    return labs
 
 
 def set_prices(project_token, body) -> None:
