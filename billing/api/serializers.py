@@ -91,7 +91,7 @@ class MonthCloseSerializer(serializers.Serializer[MonthClose]):
 
 
 
-class ReportFiguresSerializer(serializers.Serializer[Any]):
+class MonthlyReportFiguresSerializer(serializers.Serializer[Any]):
     """A group's (or the report's) figures: hours to the ten-thousandth, money to the cent
     (the sum of its statement lines' costs, each rounded once, half up)."""
 
@@ -108,7 +108,7 @@ class ReportFiguresSerializer(serializers.Serializer[Any]):
     currency = serializers.CharField()
 
 
-class ReportRowSerializer(ReportFiguresSerializer):
+class MonthlyReportRowSerializer(MonthlyReportFiguresSerializer):
     department = serializers.CharField(required=False, help_text="by department")
     tenant_id = serializers.IntegerField(required=False, allow_null=True, help_text="by tenant")
     tenant = serializers.CharField(required=False, help_text="by tenant")
@@ -117,7 +117,7 @@ class ReportRowSerializer(ReportFiguresSerializer):
     grant = serializers.CharField(required=False, help_text="by grant: the project's grants")
 
 
-class UsageReportSerializer(serializers.Serializer[Any]):
+class MonthlyReportSerializer(serializers.Serializer[Any]):
     period = serializers.CharField()
     group_by = serializers.CharField()
     closed = serializers.BooleanField(help_text="a closed month's figures are its frozen "
@@ -125,5 +125,5 @@ class UsageReportSerializer(serializers.Serializer[Any]):
     closed_at = serializers.DateTimeField(allow_null=True)
     currency = serializers.CharField()
     columns = serializers.ListField(child=serializers.CharField())
-    totals = ReportFiguresSerializer()
-    results = ReportRowSerializer(many=True)
+    totals = MonthlyReportFiguresSerializer()
+    results = MonthlyReportRowSerializer(many=True)

@@ -23,7 +23,7 @@ from .serializers import (
     MonthCloseSerializer,
     PricesSerializer,
     PricesWriteSerializer,
-    UsageReportSerializer,
+    MonthlyReportSerializer,
 )
 
 
@@ -110,7 +110,7 @@ class UsageReportView(APIView):
             OpenApiParameter("tenant", str, description="one project's, by tenant id"),
             OpenApiParameter("format", str, enum=["json", "csv"]),
         ],
-        responses=UsageReportSerializer)
+        responses=MonthlyReportSerializer)
     def get(self, request: APIRequest) -> Response:
         params = request.query_params
         errors: dict[str, list[str]] = {}
@@ -132,7 +132,7 @@ class UsageReportView(APIView):
                                   tenant=int(tenant) if tenant is not None else None)
         except NoReports as exc:
             raise exceptions.PermissionDenied(str(exc)) from None
-        body = UsageReportSerializer({
+        body = MonthlyReportSerializer({
             "period": report.period, "group_by": group_by, "closed": report.closed is not None,
             "closed_at": report.closed.closed_at if report.closed is not None else None,
             "currency": report.currency, "columns": report.columns, "totals": report.totals,
