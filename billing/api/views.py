@@ -21,9 +21,9 @@ from .renderers import ReportCsvRenderer
 from .serializers import (
     MonthCloseRequestSerializer,
     MonthCloseSerializer,
+    MonthlyReportSerializer,
     PricesSerializer,
     PricesWriteSerializer,
-    MonthlyReportSerializer,
 )
 
 
