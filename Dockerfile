@@ -48,6 +48,7 @@ COPY budgets/ budgets/
 COPY calendars/ calendars/
 COPY files/ files/
 COPY allocations/ allocations/
+COPY billing/ billing/
 COPY api/ api/
 COPY tenants/ tenants/
 COPY storage/ storage/

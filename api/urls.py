@@ -21,6 +21,7 @@ urlpatterns = [
     path("v1/", include("notifications.api.urls")),
     path("v1/", include("files.api.urls")),
     path("v1/", include("allocations.api.urls")),
+    path("v1/", include("billing.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI from local assets (drf-spectacular-sidecar), public like the schema; the split
     # view serves its start script from ?script, so the page needs no inline script (CSP)

@@ -18,22 +18,17 @@ from typing import Any
 
 from django.db.models import (
     Count,
-    DateTimeField,
-    DurationField,
-    ExpressionWrapper,
     Q,
     QuerySet,
     Sum,
-    Value,
 )
-from django.db.models.expressions import CombinedExpression
-from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
 from identity.models import User
 from tenants.models import Tenant
 from workloads.models import Workload
-from workloads.querysets import GPU_TOTAL
+from workloads.querysets import GPU_TOTAL, run_within
+from workloads.selectors import runs_between
 
 from .models import Budget
 from .periods import period_bounds, period_label
@@ -41,20 +36,9 @@ from .periods import period_bounds, period_label
 TOP_USERS = 5
 
 
-def _clipped_run(start: dt.datetime, now: dt.datetime) -> ExpressionWrapper[CombinedExpression]:
-    """A workload's run inside [start, now], as a duration (negative never: rows are filtered
-    to the ones that overlap)."""
-    at_start = Value(start, output_field=DateTimeField())
-    at_now = Value(now, output_field=DateTimeField())
-    return ExpressionWrapper(
-        Least(Coalesce("finished_at", at_now), at_now) - Greatest("started_at", at_start),
-        output_field=DurationField())
-
-
 def _runs(tenant: Tenant | int, start: dt.datetime, now: dt.datetime) -> QuerySet[Workload]:
     """The tenant's workloads that ran in [start, now] (deleted ones too: they were used)."""
-    return (Workload.objects.filter(tenant=tenant, started_at__isnull=False, started_at__lt=now)
-            .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start)).order_by())
+    return runs_between(start, now).filter(tenant=tenant)
 
 
 # a unit of a shared GPU type is a part of a GPU (the type's gpu_fraction): GPU-hours count
@@ -78,7 +62,7 @@ def consumption(tenant: Tenant | int, *, weights: dict[str, Any], start: dt.date
                 now: dt.datetime, user: Any = None) -> Consumption:
     """The tenant's weighted GPU-hours in [start, now] (and `user`'s part of them): one
     aggregate query."""
-    run = _clipped_run(start, now)
+    run = run_within(start, now)
     sums: dict[str, Any] = {"run": Sum(run),
                             # the burn rate: what holds GPUs now (a preempted run waiting in
                             # the queue again has no finish yet, but holds none)
@@ -108,7 +92,7 @@ def consumption_by_user(tenant: Tenant | int, *, weights: dict[str, Any], start:
     first. (A user's `username` is their Keystone user id: identity/models.py.)"""
     groups = (_runs(tenant, start, now)
               .values("owner__username", "gpu_type__slug", *SHARE, gpus=GPU_TOTAL)
-              .annotate(run=Sum(_clipped_run(start, now))))
+              .annotate(run=Sum(run_within(start, now))))
     by_user: dict[str, float] = defaultdict(float)
     for group in groups:
         by_user[group["owner__username"]] += (_hours(group["run"]) * group["gpus"] * _share(group)
@@ -257,7 +241,7 @@ def burn_down(status: BudgetStatus) -> dict[str, Any]:
         ends.append(min(day, status.resets_at))
     elapsed = [min(end, status.now) for end in ends if end - dt.timedelta(days=1) < status.now]
     weights = status.budget.weights if status.budget is not None else {}
-    sums = {f"d{i}": Sum(_clipped_run(status.period_start, upto), filter=Q(started_at__lt=upto))
+    sums = {f"d{i}": Sum(run_within(status.period_start, upto), filter=Q(started_at__lt=upto))
             for i, upto in enumerate(elapsed)}
     cumulative = [0.0] * len(elapsed)
     if sums:

@@ -82,6 +82,9 @@ app.conf.beat_schedule = {
                          "schedule": float(os.environ.get("PORTAL_USAGE_SCRAPE_INTERVAL", 15)),
                          "options": {"expires": 14.0}},
     # projects' allocations: their managers told of an end coming, and of the hold once past
+    # the month that ended closed: its statement frozen (billing/services.py)
+    "billing-months-close": {"task": "billing.tasks.months_close_task", "schedule": 3600.0,
+                             "options": {"expires": 3500.0}},
     "allocations-notify": {"task": "allocations.tasks.allocations_notify_task",
                            "schedule": 3600.0, "options": {"expires": 3500.0}},
     # requests' temporary grants taken back at their end, with notice

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "calendars",
     "files",
     "allocations",
+    "billing",
     "api",
     "portal",
 ]
@@ -412,6 +413,11 @@ PORTAL_WEBHOOK_TEST_RATE = env.str("PORTAL_WEBHOOK_TEST_RATE", default="10/minut
 PORTAL_BUDGET_STOP_GRACE_MINUTES = env.int("PORTAL_BUDGET_STOP_GRACE_MINUTES", default=15)
 # how many days before a project's allocation ends its managers are told (allocations/)
 PORTAL_ALLOCATION_NOTICE_DAYS = env.int("PORTAL_ALLOCATION_NOTICE_DAYS", default=14)
+# --- prices and statements ---------------------------------------------------------------
+# the currency the prices are in (an ISO 4217 code: a statement records it when its month closes)
+PORTAL_BILLING_CURRENCY = env.str("PORTAL_BILLING_CURRENCY", default="EUR")
+# hours after a month's end before the beat closes it (freezes its statement)
+PORTAL_BILLING_CLOSE_DELAY_HOURS = env.int("PORTAL_BILLING_CLOSE_DELAY_HOURS", default=24)
 # --- the calendar -----------------------------------------------------------------
 # a reservation occurrence still unused this many minutes after its start is released (its GPUs
 # leave the tenant's quota and are bookable again; calendars/reservations.py says "unused")

@@ -33,6 +33,7 @@ urlpatterns = [
     path("", include("notifications.urls")),
     path("", include("files.urls")),
     path("", include("allocations.urls")),
+    path("", include("billing.urls")),
     path("admin/", include("tenants.admin_urls")),
     path("admin/", include("catalogue.admin_urls")),
     path("admin/", include("clusters.admin_urls")),

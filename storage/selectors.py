@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -21,6 +22,8 @@ __all__ = ["storage_used", "storage_classes_offered", "volumes_visible", "volume
            "volume_gib_days"]
 
 DAY_SECONDS = 86400
+MICROSECOND = dt.timedelta(microseconds=1)
+DAY_MICROSECONDS = Decimal(DAY_SECONDS * 1_000_000)
 
 
 def storage_classes_offered() -> QuerySet[StorageClass]:
@@ -66,21 +69,22 @@ def volume_sizes_visible(identity: Identity | None) -> QuerySet[VolumeSize]:
     return VolumeSize.objects.restrict(identity, Action.VIEW)
 
 
-def volume_gib_days(rows: QuerySet[VolumeSize], *, since: dt.datetime, until: dt.datetime,
-                    fields: list[str]) -> dict[tuple[Any, ...], float]:
+def volume_gib_days_exact(rows: QuerySet[VolumeSize], *, since: dt.datetime,
+                          until: dt.datetime, fields: list[str]) -> dict[tuple[Any, ...], Decimal]:
     """GiB-days held in [since, until), summed by `fields` (lookups of VolumeSize: the tenant,
     the owner …): each row's size from its `since` to the volume's next row (or `until`),
-    clipped to the period; one query. Volumes deleted before the period are left out in it."""
+    clipped to the period; one query. Volumes deleted before the period are left out in it.
+    Counted in GiB-microseconds (whole numbers) and divided once: exact, for what is charged."""
     gone = rows.filter(size_gib=0, since__lte=since).values("volume_id")
     found = (rows.filter(since__lt=until).exclude(volume_id__in=gone)
              .order_by("volume_id", "since", "pk")
              .values_list("volume_id", "size_gib", "since", *fields))
-    held: dict[tuple[Any, ...], float] = defaultdict(float)
+    held: dict[tuple[Any, ...], int] = defaultdict(int)
 
     def count(size: int, start: dt.datetime, end: dt.datetime, key: tuple[Any, ...]) -> None:
-        seconds = (min(end, until) - max(start, since)).total_seconds()
-        if size and seconds > 0:
-            held[key] += size * seconds / DAY_SECONDS
+        span = min(end, until) - max(start, since)
+        if size and span > dt.timedelta(0):
+            held[key] += size * (span // MICROSECOND)
 
     previous: tuple[Any, ...] | None = None
     for volume_id, size, start, *key in found:
@@ -90,4 +94,11 @@ def volume_gib_days(rows: QuerySet[VolumeSize], *, since: dt.datetime, until: dt
         previous = (volume_id, size, start, tuple(key))
     if previous is not None:
         count(previous[1], previous[2], until, previous[3])
-    return dict(held)
+    return {key: Decimal(micro) / DAY_MICROSECONDS for key, micro in held.items()}
+
+
+def volume_gib_days(rows: QuerySet[VolumeSize], *, since: dt.datetime, until: dt.datetime,
+                    fields: list[str]) -> dict[tuple[Any, ...], float]:
+    """volume_gib_days_exact as floats: the usage report's figures."""
+    return {key: float(gib_days) for key, gib_days in
+            volume_gib_days_exact(rows, since=since, until=until, fields=fields).items()}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING, Self
 
-from django.db.models import F
+from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F, Value
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Coalesce, Greatest, Least
 
 from identity.scoping import Action, TenantScopedQuerySet
 
@@ -24,6 +27,17 @@ if TYPE_CHECKING:
 GPU_TOTAL = F("gpu_count") * F("nodes")
 CPU_TOTAL = F("cpu") * F("nodes")  # cores and memory are per node (per rank) too
 MEMORY_TOTAL = F("memory_gb") * F("nodes")
+
+
+def run_within(start: dt.datetime, end: dt.datetime) -> ExpressionWrapper[CombinedExpression]:
+    """A workload's run (started_at .. finished_at, or `end` while it runs) inside
+    [start, end], as a duration: what budgets count and billing charges. Negative for a run
+    outside the span: filter the rows to those that overlap it."""
+    at_start = Value(start, output_field=DateTimeField())
+    at_end = Value(end, output_field=DateTimeField())
+    return ExpressionWrapper(
+        Least(Coalesce("finished_at", at_end), at_end) - Greatest("started_at", at_start),
+        output_field=DurationField())
 
 
 class WorkloadQuerySet(TenantScopedQuerySet["Workload"]):

@@ -4,13 +4,14 @@ launch page's GPU availability (the cluster's figures come from cluster.capacity
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import math
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 
 from catalogue.models import GpuType
 from catalogue.sharing import equivalents_text
@@ -265,3 +266,10 @@ def dataset_users(*, dataset: Dataset, tenants: list[Tenant] | None) -> list[str
         rows = rows.filter(workload__tenant__in=tenants)
     return [f"#{pk} {name} ({project})" for pk, name, project in rows.values_list(
         "workload_id", "workload__name", "workload__tenant__name").distinct()]
+
+
+def runs_between(start: dt.datetime, end: dt.datetime) -> QuerySet[Workload]:
+    """Every workload that ran in [start, end] (deleted ones too: they were used), unordered:
+    what budgets count and billing charges, with querysets.run_within."""
+    return (Workload.objects.filter(started_at__isnull=False, started_at__lt=end)
+            .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start)).order_by())

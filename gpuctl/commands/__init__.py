@@ -19,8 +19,10 @@ from . import (
     logs,
     maintenance,
     notification,
+    price,
     quota,
     record,
+    report,
     request,
     reservation,
     secret,
@@ -33,4 +35,4 @@ from . import (
 
 NOUNS: tuple[ModuleType, ...] = (identity, catalogue, cluster, workload, logs, ssh, files, secret, volume, dataset, quota, usage,
                                  budget, notification, webhook, reservation, maintenance,
-                                 calendar, department, record, request)
+                                 calendar, department, record, request, price, report)

@@ -149,6 +149,33 @@
       });
   }
 
+  /* A month's report (billing:report): each group's cost as stacked bars of GPUs, CPUs and
+   * storage, from the page's own JSON (json_script: no request, nothing inline to run). */
+  function ReportChart(el) {
+    var source = document.getElementById(el.getAttribute("data-report-chart"));
+    if (!source) { return; }
+    var data = JSON.parse(source.textContent);
+    var n = data.labels.length;
+    if (!n) { return; }
+    var x = data.labels.map(function (_, i) { return i; });
+    var cpuTop = x.map(function (i) { return data.gpu[i] + data.cpu[i]; });
+    var top = x.map(function (i) { return cpuTop[i] + data.storage[i]; });
+    var bars = window.uPlot.paths.bars({ size: [0.6, 80] });
+    var opts = {
+      width: Math.max(el.clientWidth || 600, 320), height: 280,
+      scales: { x: { time: false, range: [-0.5, n - 0.5] }, y: { range: [0, Math.max.apply(null, top.concat([1])) * 1.1] } },
+      // the series drawn last on top: the total first, then CPUs + GPUs, then GPUs alone
+      series: [{}, { label: "Storage", stroke: "#bf8700", fill: "#d4a72c", paths: bars, points: { show: false } },
+               { label: "CPUs", stroke: "#8250df", fill: "#a475f9", paths: bars, points: { show: false } },
+               { label: "GPUs", stroke: "#1f6feb", fill: "#54aeff", paths: bars, points: { show: false } }],
+      axes: [{ splits: function () { return x; },
+               values: function (u, splits) { return splits.map(function (i) { return data.labels[i] || ""; }); } },
+             { label: "Cost, " + data.currency }],
+      legend: { live: false },
+    };
+    new window.uPlot(opts, [x, top, cpuTop, data.gpu], el);
+  }
+
   function start() {
     if (!window.uPlot) { return; }
     document.querySelectorAll("[data-gpu-chart]").forEach(function (el) {
@@ -156,6 +183,9 @@
     });
     document.querySelectorAll("[data-budget-chart]").forEach(function (el) {
       if (!el.budgetChart) { el.budgetChart = new BudgetChart(el); }
+    });
+    document.querySelectorAll("[data-report-chart]").forEach(function (el) {
+      if (!el.reportChart) { el.reportChart = new ReportChart(el); }
     });
   }
 

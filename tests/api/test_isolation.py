@@ -33,6 +33,7 @@ from django.test import Client, TestCase, override_settings
 
 from access.models import TenantServiceAccess
 from allocations.models import ProjectRecord, ResourceRequest
+from billing.models import GpuPrice, MonthClose, PriceSheet
 from budgets.models import Budget
 from calendars.models import MaintenanceWindow, Reservation, ReservationAllowance
 from catalogue.models import GpuType
@@ -152,6 +153,17 @@ ENDPOINTS = [
              admin_only=True, body={"note": "probe"}),
     Endpoint("POST", "/api/v1/requests/{id}/deny/", target="request", writes=True,
              admin_only=True, body={"note": "probe"}),
+    # prices: every signed-in caller reads them, admins set them; a month's report: a
+    # project's managers (and its department's admins, and admins), named by its tenant id;
+    # closing a month and the closed months: admins
+    Endpoint("GET", "/api/v1/prices/"),
+    Endpoint("PUT", "/api/v1/prices/", writes=True, admin_only=True,
+             body={"gpu": {"a100": "2.50"}, "cpu_hour": "0.01"}),
+    Endpoint("GET", "/api/v1/reports/usage/", target="tenant", query_param="tenant",
+             manager_only=True),
+    Endpoint("GET", "/api/v1/reports/months/", admin_only=True),
+    Endpoint("POST", "/api/v1/reports/months/", writes=True, admin_only=True,
+             body={"period": "2020-01"}, ok=201),
     Endpoint("GET", "/api/v1/tenants/{id}/quota/", target="tenant"),
     Endpoint("PUT", "/api/v1/tenants/{id}/quota/", target="tenant", writes=True,
              admin_only=True, body=FULL_QUOTA),
@@ -472,6 +484,9 @@ def snapshot(world: World) -> tuple:
         sorted(Tenant.objects.values_list("pk", "department_id")),
         sorted(ProjectRecord.objects.values_list("tenant_id", "research_field")),
         sorted(ResourceRequest.objects.values_list("pk", "state")),
+        sorted(PriceSheet.objects.values_list("pk", "effective_from", "cpu_hour")),
+        sorted(GpuPrice.objects.values_list("pk", "sheet_id", "per_hour")),
+        sorted(MonthClose.objects.values_list("pk", "month")),
     )
 
 

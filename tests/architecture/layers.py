@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # top to bottom: a unit may import the ones after it, never one before it; stack (the embedded
 # stack and the real control plane) runs all of them, and takes the proxy's configuration
-LAYERS = ("stack", "portal", "allocations", "files", "usage", "calendars", "budgets", "workloads",
+LAYERS = ("stack", "portal", "billing", "allocations", "files", "usage", "calendars", "budgets", "workloads",
           "credentials", "access", "notifications", "storage", "tenants", "catalogue", "clusters",
           "audit", "api",
           "identity", "cluster", "kube", "core")

@@ -107,7 +107,8 @@ def test_the_admins_pages_at_full_and_half_screen(page, log_in, live_server, vis
                        ("audit", "/admin/audit/"), ("budgets", "/admin/budgets/"),
                        ("budget-form", f"/admin/budgets/{vision_lab.pk}/"),
                        ("calendar-admin", "/admin/calendar/"), ("calendar-book", "/calendar/"),
-                       ("storage-classes", "/admin/storage-classes/")):
+                       ("storage-classes", "/admin/storage-classes/"),
+                       ("prices", "/admin/prices/"), ("reports", "/reports/")):
         review(page, live_server.url + path, name)
     page.context.clear_cookies()
     review(page, live_server.url + "/login/", "login")

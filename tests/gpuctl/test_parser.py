@@ -60,6 +60,8 @@ REGISTERED = {
     "department": {"department": ["list", "show", "create", "update", "delete", "assign"]},
     "record": {"record": ["show", "set"]},
     "request": {"request": ["list", "create", "approve", "deny"]},
+    "price": {"price": ["show", "set"]},
+    "report": {"report": ["usage", "close", "months"]},
 }
 
 TREE = list(walk(cli.build_parser()))
@@ -137,6 +139,7 @@ REQUIRED = {("launch",): ["--template", "jupyter", "--gpu-type", "a100"],
             ("department", "assign"): ["vision-lab", "--none"],
             ("request", "create"): ["quota", "--why", "a deadline", "--detail", "gpus=8"],
             ("request", "approve"): ["1"], ("request", "deny"): ["1"],
+            ("report", "close"): ["2026-11"],
             ("secrets", "create"): ["hf", "--kind", "env"], ("secrets", "set"): ["hf"],
             ("secrets", "rm"): ["hf"],
             ("volumes", "create"): ["data", "--size", "10"],

@@ -35,6 +35,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
 from allocations.models import ResourceRequest
+from billing.models import MonthClose, PriceSheet
 from calendars.models import MaintenanceWindow, Reservation
 from catalogue.models import GpuType, Template
 from clusters.models import Cluster
@@ -133,6 +134,13 @@ PAGES = [
     Page("calendars:calendar", LOGIN),
     Page("calendars:book", MANAGE, method="POST", ok=400),  # nothing asked: the form again
     Page("calendars:cancel", MANAGE, method="POST", target="reservation", ok=302),
+    # a month's report: the project's managers (and its department's admins, and admins);
+    # prices and closing a month: admins
+    Page("billing:report", MANAGE),
+    Page("billing:admin-prices", ADMIN),
+    Page("billing:admin-prices-save", ADMIN, method="POST", ok=302,
+         data={"gpu-a100": "2.50"}),
+    Page("billing:admin-month-close", ADMIN, method="POST", ok=302, data={"period": "2020-01"}),
     # the admins'
     Page("calendars:admin", ADMIN),
     Page("calendars:admin-announce", ADMIN, method="POST", ok=400),
@@ -383,6 +391,8 @@ def snapshot() -> tuple:
         sorted(Volume.objects.values_list("pk", "size_gib", "deleted_at")),
         sorted(Dataset.objects.values_list("pk", "name", "description", "open_to_all")),
         sorted(ResourceRequest.objects.values_list("pk", "state")),
+        sorted(PriceSheet.objects.values_list("pk", "effective_from", "cpu_hour")),
+        sorted(MonthClose.objects.values_list("pk", "month")),
     )
 
 
