@@ -346,7 +346,7 @@ def department_detail(request: SignedInRequest, pk: int) -> HttpResponse:
         department_update(department=department, acting_user=request.user,
                           changes=form.cleaned_data)
         messages.success(request, f"Department {department.name} saved.")
-        return redirect("tenants:department", pk=department.pk)
+        return redirect("tenants:department-detail", pk=department.pk)
     if form.errors:
         department.refresh_from_db()  # a refused form left what was typed in the instance
     caps = department_caps(department)

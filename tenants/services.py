@@ -379,11 +379,11 @@ def department_update(*, department: Department, acting_user: Actor,
         for field in DEPARTMENT_FIELDS:
             if field in changes:
                 setattr(department, field, changes[field])
-        department.save()
         if "gpu_caps_by_type" in changes:
             _department_caps_set(department, changes["gpu_caps_by_type"])
         after = department_snapshot(department)
         if after != before:
+            department.save()
             audit_record(actor=acting_user, action="department.update", target=department.name,
                          before=before, after=after)
             if (before["gpu_cap"], before["gpu_caps_by_type"]) != \
