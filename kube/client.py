@@ -140,6 +140,7 @@ KINDS: dict[str, Kind] = {
     # Kueue (tenants/kueue.py, workloads/queue.py): served only where it is installed
     "ResourceFlavor": _kueue("resource_flavor", "resourceflavors", namespaced=False),
     "ClusterQueue": _kueue("cluster_queue", "clusterqueues", namespaced=False),
+    "Cohort": _kueue("cohort", "cohorts", namespaced=False),  # a department's (tenants/kueue.py)
     "LocalQueue": _kueue("local_queue", "localqueues", namespaced=True),
     "WorkloadPriorityClass": _kueue("workload_priority_class", "workloadpriorityclasses",
                                     namespaced=False),

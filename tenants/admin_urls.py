@@ -17,6 +17,7 @@ urlpatterns = [
     path("tenants/<int:pk>/restore/", admin_views.tenant_restore_view, name="restore"),
     path("tenants/<int:pk>/department/", admin_views.tenant_department, name="department"),
     path("departments/", admin_views.department_list, name="departments"),
+    path("departments/<int:pk>/", admin_views.department_detail, name="department-detail"),
     path("departments/<int:pk>/delete/", admin_views.department_delete_view,
          name="department-delete"),
 ]

@@ -30,6 +30,8 @@ from .forms import DepartmentForm, ImagePrefixesForm
 from .models import Department, Quota, Tenant
 from .quota_validation import CapacityUnknown, QuotaInvalid, quota_changes_clean
 from .selectors import (
+    department_caps,
+    department_quotas_in_force,
     quota_figures,
     quota_uses_in_cluster,
     tenant_pod_security,
@@ -39,6 +41,7 @@ from .services import (
     QUOTA_FIELDS,
     department_create,
     department_delete,
+    department_update,
     quota_update,
     tenant_department_set,
     tenant_image_prefixes_update,
@@ -327,7 +330,33 @@ def department_list(request: SignedInRequest) -> HttpResponse:
         messages.success(request, f"Department {department.name} made.")
         return redirect("tenants:departments")
     return render(request, "tenants/department_list.html", {
-        "departments": Department.objects.prefetch_related("tenants"), "form": form,
+        "departments": Department.objects.prefetch_related("tenants", "gpu_caps__gpu_type"),
+        "form": form,
+    }, status=400 if form.errors else 200)
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def department_detail(request: SignedInRequest, pk: int) -> HttpResponse:
+    """A department: its caps (in all and per GPU type) as a form, its projects and what their
+    quotas in force add up to (with Kueue, what they hold of their own below the cap)."""
+    department = get_object_or_404(Department, pk=pk)
+    form = DepartmentForm(request.POST or None, instance=department)
+    if request.method == "POST" and form.is_valid():
+        department_update(department=department, acting_user=request.user,
+                          changes=form.cleaned_data)
+        messages.success(request, f"Department {department.name} saved.")
+        return redirect("tenants:department-detail", pk=department.pk)
+    if form.errors:
+        department.refresh_from_db()  # a refused form left what was typed in the instance
+    caps = department_caps(department)
+    own = department_quotas_in_force(department)
+    return render(request, "tenants/department_detail.html", {
+        "department": department, "form": form,
+        "tenants": department.tenants.exclude(state=Tenant.State.DELETED),
+        "types": [{"slug": t.slug, "cap": caps.type_cap(t.slug), "quotas": own.get(t.slug, 0)}
+                  for t in form.gpu_types],
+        "queueing": queueing_shown(),
     }, status=400 if form.errors else 200)
 
 

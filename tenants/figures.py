@@ -313,3 +313,34 @@ def figures_of(*, tenant_name: str, nominal: QuotaAmounts, lines: Iterable[Adjus
                         adjustments=lines, max_workloads=max_workloads,
                         max_runtime_minutes=max_runtime_minutes,
                         borrowing_limit=borrowing_limit, used=used, fractions=fractions)
+
+
+@dataclasses.dataclass(frozen=True)
+class DepartmentCaps:
+    """What a department's projects may hold together: GPU-equivalents in all and units of
+    each GPU type (None, or a type absent: no cap of that kind)."""
+
+    name: str
+    gpus_total: int | None
+    gpus_by_type: Mapping[str, int]
+    # the part of a GPU a unit of each type is (absent: 1, a whole GPU)
+    fractions: Mapping[str, Fraction] = dataclasses.field(default_factory=dict)
+
+    @property
+    def capped(self) -> bool:
+        return self.gpus_total is not None or bool(self.gpus_by_type)
+
+    def fraction(self, slug: str) -> Fraction:
+        return self.fractions.get(slug, Fraction(1))
+
+    def type_cap(self, slug: str) -> int | None:
+        """The units of a type the projects may hold together: the type's own cap, and no more
+        than the cap in all leaves room for (what Kueue's Cohort holds: it counts per type)."""
+        caps = [self.gpus_by_type[slug]] if slug in self.gpus_by_type else []
+        if self.gpus_total is not None:
+            caps.append(math.floor(self.gpus_total / self.fraction(slug)))
+        return min(caps) if caps else None
+
+    def as_data(self) -> dict[str, Any]:
+        return {"gpus_total": self.gpus_total,
+                "gpus_by_type": dict(sorted(self.gpus_by_type.items()))}

@@ -8,8 +8,10 @@ from django import forms
 
 from catalogue.forms import AccessibleForm
 from catalogue.images import validate_image_prefix
+from catalogue.models import GpuType
 
 from .models import Department, Tenant
+from .quota_validation import MAX_VALUE
 
 # a tenant's image registries and prefixes: at most this many
 MAX_IMAGE_PREFIXES = 50
@@ -58,3 +60,24 @@ class DepartmentForm(AccessibleForm, forms.ModelForm):  # type: ignore[type-arg]
                   "gpu_cap": "GPU cap (GPU-equivalents)"}
         help_texts = {"keystone_project_id": "Its managers are the department's admins.",
                       "gpu_cap": "What its projects hold together; empty: no cap of its own."}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # forms.ModelForm's
+        """A cap per enabled GPU type (`cap_<slug>`; empty: none of its own), as the
+        department has them."""
+        self.gpu_types = list(GpuType.objects.filter(enabled=True))
+        caps = kwargs["instance"].gpu_caps_by_type() if kwargs.get("instance") else {}
+        super().__init__(*args, **kwargs)
+        for gpu_type in self.gpu_types:
+            self.fields[f"cap_{gpu_type.slug}"] = forms.IntegerField(
+                required=False, min_value=0, max_value=MAX_VALUE, initial=caps.get(gpu_type.slug),
+                label=f"{gpu_type.name} cap (GPUs)",
+                help_text=f"{gpu_type.slug} GPUs its projects hold together; empty: no cap.")
+            self.fields[f"cap_{gpu_type.slug}"].widget.attrs["aria-describedby"] = \
+                f"hint-cap_{gpu_type.slug}"
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        cleaned["gpu_caps_by_type"] = {
+            gpu_type.slug: cleaned[f"cap_{gpu_type.slug}"] for gpu_type in self.gpu_types
+            if cleaned.get(f"cap_{gpu_type.slug}") is not None}
+        return cleaned

@@ -4,6 +4,9 @@
 - one ClusterQueue per tenant, all in one cohort so that a tenant's idle GPUs can be borrowed by
   the others and reclaimed when it needs them; its nominal quota per flavor is the tenant's
   quota, with the tenant's borrowing and lending limits and fair-sharing weight;
+- one Cohort per department, a child of the site's cohort: its projects' ClusterQueues are
+  its members, so they lend to and borrow from each other within it, and its borrowing limit
+  per GPU flavor (its cap less its projects' own quotas) keeps them together within the cap;
 - one LocalQueue in each tenant namespace, the queue every workload of the tenant names;
 - two WorkloadPriorityClasses: interactive services rank above batch jobs.
 
@@ -58,6 +61,22 @@ class QueueSpec:
     lending_limit: int | None             # GPUs of each type it lends at most (None: all idle)
     weight: str = "1"                     # fair sharing
     held: bool = False                    # nothing new admitted (an exhausted hard budget)
+    cohort: str = COHORT                  # the site's, or its department's (department_cohort)
+
+
+def department_cohort(department_id: int) -> str:
+    """The name of a department's Cohort (its id: a department's name may change)."""
+    return f"{COHORT}-department-{department_id}"
+
+
+@dataclasses.dataclass(frozen=True)
+class CohortSpec:
+    """A department's Cohort, below the site's cohort."""
+
+    name: str
+    # per GPU type slug the department caps: what its projects may borrow together from the
+    # rest of the site (the cap less their own quotas, never below none)
+    borrowing: tuple[tuple[str, int], ...]
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -112,7 +131,7 @@ def make_cluster_queue(queue: QueueSpec, flavors: list[FlavorSpec]) -> dict[str,
     return {
         "apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": _meta(queue.name),
         "spec": {
-            "cohortName": COHORT,
+            "cohortName": queue.cohort,
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": queue.namespace}},
             # a queue's order is its order: the position shown to users means what it says
             "queueingStrategy": "StrictFIFO",
@@ -126,6 +145,27 @@ def make_cluster_queue(queue: QueueSpec, flavors: list[FlavorSpec]) -> dict[str,
             "stopPolicy": "Hold" if queue.held else "None",
         },
     }
+
+
+def make_department_cohort(cohort: CohortSpec, flavors: list[FlavorSpec]) -> dict[str, Any]:
+    """The Cohort's own quota is none (a cap is a ceiling, not GPUs of its own): its members
+    hold their nominal quotas, and together borrow from the site's cohort at most
+    `borrowing` of each capped flavor. Only capped flavors are listed (each with every GPU
+    resource of the group, as Kueue requires); one not listed borrows without a limit."""
+    limits = dict(cohort.borrowing)
+    capped = [flavor for flavor in flavors if flavor.slug in limits]
+    resources = sorted({flavor.resource for flavor in capped})
+    spec: dict[str, Any] = {"parentName": COHORT}
+    if capped:
+        spec["resourceGroups"] = [{"coveredResources": resources, "flavors": [
+            {"name": flavor_name(flavor.slug), "resources": [
+                {"name": resource, "nominalQuota": "0",
+                 **({"borrowingLimit": str(limits[flavor.slug])}
+                    if resource == flavor.resource else {})}
+                for resource in resources]}
+            for flavor in capped]}]
+    return {"apiVersion": API_VERSION, "kind": "Cohort", "metadata": _meta(cohort.name),
+            "spec": spec}
 
 
 def make_local_queue(queue: QueueSpec) -> dict[str, Any]:

@@ -23,7 +23,10 @@ class Department(models.Model):
     of its own Keystone project (`keystone_project_id`): whoever holds the manager role there,
     directly or through a Keystone group, acts for the department's projects while signed in
     to it (tenants.selectors.departments_administered). `gpu_cap`: the GPUs its projects may
-    hold together (GPU-equivalents; null: no cap of its own)."""
+    hold together (GPU-equivalents; null: no cap of its own); `gpu_caps` (DepartmentGpuCap):
+    the GPUs of a type they may hold together. The portal's admission enforces both where
+    launches do not queue; with Kueue the department is a Cohort of its own that its projects'
+    ClusterQueues borrow within (tenants/kueue.py make_department_cohort)."""
 
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True, default="")
@@ -44,6 +47,28 @@ class Department(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def gpu_caps_by_type(self) -> dict[str, int]:
+        """The caps per GPU type slug, where set."""
+        return {row.gpu_type.slug: row.gpus
+                for row in prefetched_or(self, "gpu_caps", "gpu_type")}
+
+
+class DepartmentGpuCap(models.Model):
+    """The GPUs of one type a department's projects may hold together (units of the type)."""
+
+    department = models.ForeignKey(Department, on_delete=models.CASCADE, related_name="gpu_caps")
+    gpu_type = models.ForeignKey("catalogue.GpuType", on_delete=models.CASCADE,
+                                 related_name="+")
+    gpus = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["gpu_type__slug"]
+        constraints = [models.UniqueConstraint(fields=["department", "gpu_type"],
+                                               name="one_cap_per_gpu_type")]
+
+    def __str__(self) -> str:
+        return f"{self.department_id}: {self.gpus} × {self.gpu_type_id}"
 
 
 class Tenant(models.Model):

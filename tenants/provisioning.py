@@ -20,6 +20,7 @@ from catalogue.models import GpuType
 from catalogue.sharing import DRA
 from kube.client import Conflict, Kube, KubeError
 from kube.kueue import queueing_on
+from tenants.kueue import department_cohort
 from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
 from tenants.queueing import cluster_queueing_objects, tenant_queue_objects
 
@@ -108,7 +109,7 @@ def namespace_spec(tenant: Tenant, quota: Quota, *, queued: bool = False) -> Nam
 
 
 # Fields that must equal the desired value exactly: an extra key added by hand is drift too.
-EXACT = {("ResourceQuota", "spec"), ("LimitRange", "spec"), ("RoleBinding", "subjects"),
+EXACT = {("ResourceQuota", "spec"), ("Cohort", "spec"), ("LimitRange", "spec"), ("RoleBinding", "subjects"),
          ("RoleBinding", "roleRef"), ("NetworkPolicy", "spec")}
 
 
@@ -269,3 +270,12 @@ def tenant_namespace_delete(*, tenant_id: int, kube: Kube | None = None) -> bool
                      target=tenant.namespace, before={"state": "deleting"},
                      after={"state": tenant.state, "namespace_existed": existed})
     return True
+
+
+def department_cohort_delete(*, department_id: int, kube: Kube | None = None) -> bool:
+    """Remove a removed department's Cohort where launches queue on Kueue (its projects'
+    queues are back in the site's cohort by their own reconcile); True when it was there."""
+    kube = kube or Kube()
+    if not queueing_on(kube):
+        return False
+    return bool(kube.delete("Cohort", department_cohort(department_id)))

@@ -11,16 +11,20 @@ from catalogue.models import GpuType
 from catalogue.sharing import DRA
 
 from .kueue import (
+    COHORT,
+    CohortSpec,
     FlavorSpec,
     QueueSpec,
+    department_cohort,
     make_cluster_queue,
+    make_department_cohort,
     make_local_queue,
     make_priority_classes,
     make_resource_flavors,
 )
 from .manifests import kueue_dra_resource
-from .models import Quota, Tenant
-from .selectors import quota_figures
+from .models import Department, Quota, Tenant
+from .selectors import department_caps, department_quotas_in_force, quota_figures
 
 
 def flavor_specs() -> list[FlavorSpec]:
@@ -43,7 +47,24 @@ def queue_spec(tenant: Tenant, quota: Quota) -> QueueSpec:
         cpu=figures.in_force.cpu, memory_gb=figures.in_force.memory_gb,
         borrowing_limit=quota.gpu_borrowing_limit, lending_limit=quota.gpu_lending_limit,
         weight=f"{Decimal(str(quota.fair_share_weight)).normalize():f}",
-        held=figures.held)
+        held=figures.held,
+        cohort=(department_cohort(tenant.department_id) if tenant.department_id is not None
+                else COHORT))
+
+
+def cohort_spec(department: Department, flavors: list[FlavorSpec]) -> CohortSpec:
+    """Per capped GPU type: the cap (DepartmentCaps.type_cap: its own, and what the cap in all
+    leaves room for) less what its projects hold of their own (their quotas in force), never
+    below none. Where their quotas together pass the cap, Kueue still admits each within its
+    own quota (a quota is what a project is promised) and lends them nothing more."""
+    caps = department_caps(department)
+    own = department_quotas_in_force(department)
+    borrowing = []
+    for flavor in flavors:
+        cap = caps.type_cap(flavor.slug)
+        if cap is not None:
+            borrowing.append((flavor.slug, max(cap - own.get(flavor.slug, 0), 0)))
+    return CohortSpec(name=department_cohort(department.pk), borrowing=tuple(borrowing))
 
 
 def cluster_queueing_objects() -> list[dict[str, Any]]:
@@ -52,6 +73,9 @@ def cluster_queueing_objects() -> list[dict[str, Any]]:
 
 
 def tenant_queue_objects(tenant: Tenant, quota: Quota) -> list[dict[str, Any]]:
-    """A tenant's ClusterQueue and the LocalQueue in its namespace."""
-    spec = queue_spec(tenant, quota)
-    return [make_cluster_queue(spec, flavor_specs()), make_local_queue(spec)]
+    """A tenant's department's Cohort (where it is in one: before the queue that names it),
+    its ClusterQueue and the LocalQueue in its namespace."""
+    spec, flavors = queue_spec(tenant, quota), flavor_specs()
+    cohort = ([make_department_cohort(cohort_spec(tenant.department, flavors), flavors)]
+              if tenant.department is not None else [])
+    return [*cohort, make_cluster_queue(spec, flavors), make_local_queue(spec)]

@@ -11,12 +11,29 @@ from django.conf import settings
 from django.db.models import CharField, DateTimeField, F, Q, QuerySet, Value
 from django.utils import timezone
 
+from catalogue.models import GpuType
 from cluster.capacity import gpus_in_use_by_namespace
 from identity.identity import Identity
 
-from .figures import USE_CLUSTER, AdjustmentLine, QuotaAmounts, QuotaFigures, QuotaUse, figures_of
+from .figures import (
+    USE_CLUSTER,
+    AdjustmentLine,
+    DepartmentCaps,
+    QuotaAmounts,
+    QuotaFigures,
+    QuotaUse,
+    figures_of,
+)
 from .manifests import enforced_level, level_admits_root
-from .models import Department, GpuQuota, Quota, QuotaAdjustment, Tenant, prefetched_or
+from .models import (
+    Department,
+    DepartmentGpuCap,
+    GpuQuota,
+    Quota,
+    QuotaAdjustment,
+    Tenant,
+    prefetched_or,
+)
 
 # what to prefetch from Tenant for quota_figures to read nothing more (a page of tenants)
 QUOTA_FIGURES_PREFETCH = ("quota__gpu_limits__gpu_type", "quota__adjustments__gpu_type")
@@ -163,3 +180,30 @@ def quota_uses_in_cluster(tenants: Iterable[Tenant]) -> dict[int, QuotaUse]:
     usage = gpus_in_use_by_namespace({t.namespace for t in tenants})
     return {t.pk: QuotaUse(source=USE_CLUSTER, gpus_by_type=dict(usage.get(t.namespace, {})))
             for t in tenants}
+
+
+def department_caps(department: Department) -> DepartmentCaps:
+    """What the department's projects may hold together (its row in hand, e.g. locked by
+    admission), with the part of a GPU a unit of each type is. Two queries."""
+    by_type = dict(DepartmentGpuCap.objects.filter(department=department)
+                   .values_list("gpu_type__slug", "gpus"))
+    fractions = {slug: Fraction(numerator, denominator) for slug, numerator, denominator in
+                 GpuType.objects.values_list("slug", "fraction_numerator",
+                                             "fraction_denominator")}
+    return DepartmentCaps(name=department.name, gpus_total=department.gpu_cap,
+                          gpus_by_type=by_type, fractions=fractions)
+
+
+def department_members(department: Department) -> QuerySet[Tenant]:
+    """Its projects that have a queue on the cluster (all but the deleted ones)."""
+    return Tenant.objects.filter(department=department).exclude(state=Tenant.State.DELETED)
+
+
+def department_quotas_in_force(department: Department) -> dict[str, int]:
+    """Per GPU type slug: its projects' quotas in force together (what they hold of their own
+    in Kueue's cohort tree, whatever the department's cap). Three queries."""
+    together: dict[str, int] = {}
+    for tenant in tenants_with_quota_figures(department_members(department)):
+        for slug, gpus in quota_figures(tenant).in_force.gpus_by_type.items():
+            together[slug] = together.get(slug, 0) + gpus
+    return together

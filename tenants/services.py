@@ -22,7 +22,15 @@ from kube.labels import namespace_name
 
 from .figures import AdjustmentLine
 from .hooks import TENANT_DELETING
-from .models import Department, GpuQuota, Quota, QuotaAdjustment, StorageClassQuota, Tenant
+from .models import (
+    Department,
+    DepartmentGpuCap,
+    GpuQuota,
+    Quota,
+    QuotaAdjustment,
+    StorageClassQuota,
+    Tenant,
+)
 from .names import name_skeleton
 from .selectors import adjustment_line as _line
 from .transitions import ACTIVE, tenant_transition
@@ -326,15 +334,35 @@ DEPARTMENT_FIELDS = ("name", "description", "keystone_project_id", "gpu_cap")
 
 
 def department_snapshot(department: Department) -> dict[str, Any]:
-    return {field: getattr(department, field) for field in DEPARTMENT_FIELDS}
+    return {**{field: getattr(department, field) for field in DEPARTMENT_FIELDS},
+            "gpu_caps_by_type": department.gpu_caps_by_type()}
+
+
+def _department_caps_set(department: Department, caps: dict[str, int]) -> None:
+    """The whole set of per-type caps (a type left out has none)."""
+    DepartmentGpuCap.objects.filter(department=department).exclude(
+        gpu_type__slug__in=list(caps)).delete()
+    types = {t.slug: t for t in GpuType.objects.filter(slug__in=list(caps))}
+    for slug, gpus in caps.items():
+        DepartmentGpuCap.objects.update_or_create(department=department, gpu_type=types[slug],
+                                                  defaults={"gpus": gpus})
+
+
+def _enqueue_department_reconcile(department: Department) -> None:
+    """Its projects' queues again: with Kueue, their ClusterQueues name its Cohort, and the
+    Cohort's limits follow its cap and their quotas (tenants/queueing.py)."""
+    for tenant_id in department.tenants.exclude(state=Tenant.State.DELETED).values_list(
+            "pk", flat=True):
+        _enqueue_reconcile(tenant_id)
 
 
 def department_create(*, acting_user: Actor, fields: dict[str, Any]) -> Department:
-    """A department, from validated fields (tenants/api/serializers.py, tenants/forms.py).
-    Audited."""
+    """A department, from validated fields (tenants/api/serializers.py, tenants/forms.py;
+    `gpu_caps_by_type`: {GPU type slug: GPUs}). Audited."""
     with transaction.atomic():
         department = Department.objects.create(
             **{field: fields[field] for field in DEPARTMENT_FIELDS if field in fields})
+        _department_caps_set(department, fields.get("gpu_caps_by_type") or {})
         audit_record(actor=acting_user, action="department.create", target=department.name,
                      after=department_snapshot(department))
     return department
@@ -342,39 +370,61 @@ def department_create(*, acting_user: Actor, fields: dict[str, Any]) -> Departme
 
 def department_update(*, department: Department, acting_user: Actor,
                       changes: dict[str, Any]) -> Department:
-    """Validated changes of a department's fields. Audited, before → after."""
+    """Validated changes of a department's fields (`gpu_caps_by_type`: the whole set of
+    per-type caps). A new cap counts from the next launch, and its projects' queues follow it;
+    lowering it below what they hold stops nothing. Audited, before → after."""
     with transaction.atomic():
         department = Department.objects.select_for_update().get(pk=department.pk)
         before = department_snapshot(department)
         for field in DEPARTMENT_FIELDS:
             if field in changes:
                 setattr(department, field, changes[field])
+        if "gpu_caps_by_type" in changes:
+            _department_caps_set(department, changes["gpu_caps_by_type"])
         after = department_snapshot(department)
         if after != before:
             department.save()
             audit_record(actor=acting_user, action="department.update", target=department.name,
                          before=before, after=after)
+            if (before["gpu_cap"], before["gpu_caps_by_type"]) != \
+                    (after["gpu_cap"], after["gpu_caps_by_type"]):
+                _enqueue_department_reconcile(department)
     return department
 
 
 def department_delete(*, department: Department, acting_user: Actor) -> None:
-    """The department goes; its projects stay, in no department. Audited (with the projects
-    it held)."""
+    """The department goes; its projects stay, in no department (with Kueue their queues go
+    back to the site's cohort, and its Cohort is removed). Audited (with the projects it
+    held)."""
     with transaction.atomic():
+        # its projects' rows before its own, as a launch takes them (the project's, then the
+        # department's: workloads.services): taking its row first, its removal (which writes
+        # theirs) and a launch could each wait on the other
+        list(Tenant.objects.select_for_update().filter(department=department).order_by("pk")
+             .values_list("pk", flat=True))
         department = Department.objects.select_for_update().get(pk=department.pk)
         before = {**department_snapshot(department),
                   "tenants": sorted(department.tenants.values_list("name", flat=True))}
+        members = list(department.tenants.exclude(state=Tenant.State.DELETED)
+                       .values_list("pk", flat=True))
+        department_id = department.pk
         department.delete()
         audit_record(actor=acting_user, action="department.delete", target=before["name"],
                      before=before)
+        for tenant_id in members:
+            _enqueue_reconcile(tenant_id)
+        send_on_commit("tenants.tasks.department_cohort_delete_task", department_id)
 
 
 def tenant_department_set(*, tenant: Tenant, acting_user: Actor,
                           department: Department | None) -> Tenant:
-    """Put a project in a department (None: in none). Audited."""
+    """Put a project in a department (None: in none): its launches count against the new
+    department's cap from the next one; with Kueue its queue moves to that department's
+    Cohort, and both departments' Cohorts are reckoned again. Audited."""
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
-        before = tenant.department.name if tenant.department is not None else None
+        previous = tenant.department
+        before = previous.name if previous is not None else None
         after = department.name if department is not None else None
         if tenant.department_id != (department.pk if department is not None else None):
             tenant.department = department
@@ -382,6 +432,10 @@ def tenant_department_set(*, tenant: Tenant, acting_user: Actor,
             audit_record(actor=acting_user, action="tenant.department", tenant=tenant,
                          target=tenant.namespace, before={"department": before},
                          after={"department": after})
+            _enqueue_reconcile(tenant.pk)
+            for moved in (previous, department):
+                if moved is not None:
+                    _enqueue_department_reconcile(moved)
     return tenant
 
 

@@ -22,6 +22,13 @@ def tenant_reconcile_task(tenant_id: int) -> None:
     provisioning.tenant_reconcile(tenant_id=tenant_id)
 
 
+@task(acks_late=True, autoretry_for=(KubeError,), retry_backoff=2, retry_backoff_max=300,
+      retry_jitter=True, max_retries=12, ignore_result=True)
+def department_cohort_delete_task(department_id: int) -> None:
+    """A removed department's Cohort goes (with Kueue)."""
+    provisioning.department_cohort_delete(department_id=department_id)
+
+
 @task(ignore_result=True)
 def tenants_reconcile_all() -> int:
     """Periodic: every active tenant, so drift made by hand is put back."""

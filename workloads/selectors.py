@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -23,7 +23,7 @@ from identity.scoping import Action
 from kube.client import KubeError
 from storage.models import Dataset, Volume
 from tenants.figures import USE_ADMISSION, QuotaFigures, QuotaUse
-from tenants.models import Quota, Tenant
+from tenants.models import Department, Quota, Tenant
 from tenants.selectors import quota_figures
 
 from .models import Workload, WorkloadMount
@@ -101,8 +101,12 @@ def gpus_held_by_type(workloads: QuerySet[Workload]) -> dict[str, int]:
 def _use_rows(tenant: Tenant) -> QuerySet[Workload, dict[str, Any]]:
     """The tenant's active, not deleted workloads summed per GPU type and state (every node's
     share): what admission counts as used."""
-    return (Workload.objects.filter(tenant=tenant, state__in=Workload.ACTIVE_STATES,
-                                    deleted_at__isnull=True)
+    return _summed(Workload.objects.filter(tenant=tenant))
+
+
+def _summed(workloads: QuerySet[Workload]) -> QuerySet[Workload, dict[str, Any]]:
+    """These workloads' active, not deleted ones summed per GPU type and state."""
+    return (workloads.filter(state__in=Workload.ACTIVE_STATES, deleted_at__isnull=True)
             .order_by().values("gpu_type__slug", "state")
             .annotate(gpus=Sum(GPU_TOTAL), cpu=Sum(CPU_TOTAL), memory=Sum(MEMORY_TOTAL),
                       n=Count("id")))
@@ -119,6 +123,14 @@ def _quota_use_of(rows: Iterable[dict[str, Any]]) -> QuotaUse:
         count += row["n"]
     return QuotaUse(source=USE_ADMISSION, gpus_by_type=gpus, cpu=cpu, memory_gb=memory,
                     workloads=count)
+
+
+def department_use(department: Department, *,
+                   fractions: Mapping[str, Fraction]) -> QuotaUse:
+    """What a department's projects use together as admission counts it (their active, not
+    deleted workloads); `fractions`: the part of a GPU a unit of each type is. One query."""
+    rows = _summed(Workload.objects.filter(tenant__department=department))
+    return dataclasses.replace(_quota_use_of(rows), fractions=dict(fractions))
 
 
 def quota_use(tenant: Tenant) -> QuotaUse:

@@ -16,12 +16,21 @@ EXAMPLES = """\
 examples:
   gpuctl department list
   gpuctl department create Physics --admins-project 3f1c… --gpu-cap 32
+  gpuctl department update 2 --type-cap a100=16 --type-cap h100=8
+  gpuctl department update 2 --no-gpu-cap --no-type-caps
   gpuctl department assign vision-lab --department 2
   gpuctl department assign vision-lab --none"""
 
+def _type_caps(row: dict[str, Any]) -> str:
+    return ", ".join(f"{slug}={gpus}" for slug, gpus in
+                     sorted((row.get("gpu_caps_by_type") or {}).items())) or "-"
+
+
 COLUMNS: list[Column] = [("ID", "id"), ("NAME", "name"), ("GPU CAP", "gpu_cap"),
-           ("PROJECTS", lambda row: ", ".join(row["tenants"]) or "-")]
-FIELDS = ["id", "name", "description", "keystone_project_id", "gpu_cap", "tenants"]
+                         ("TYPE CAPS", _type_caps),
+                         ("PROJECTS", lambda row: ", ".join(row["tenants"]) or "-")]
+FIELDS = ["id", "name", "description", "keystone_project_id", "gpu_cap", "gpu_caps_by_type",
+          "tenants"]
 
 
 def register(commands: Commands) -> None:
@@ -51,19 +60,38 @@ def _fields(p: Parser) -> None:
     p.add_argument("--description")
     p.add_argument("--admins-project", dest="keystone_project_id", metavar="PROJECT_ID",
                    help="the Keystone project whose managers are its admins")
-    p.add_argument("--gpu-cap", type=int, metavar="N",
-                   help="GPU-equivalents its projects hold together")
+    cap = p.add_mutually_exclusive_group()
+    cap.add_argument("--gpu-cap", type=int, metavar="N",
+                     help="GPU-equivalents its projects hold together")
+    cap.add_argument("--no-gpu-cap", action="store_true", help="no cap in all")
+    caps = p.add_mutually_exclusive_group()
+    caps.add_argument("--type-cap", action="append", type=_type_cap, metavar="TYPE=N",
+                      help="GPUs of a type its projects hold together (repeat; the whole set: "
+                           "a type left out has none)")
+    caps.add_argument("--no-type-caps", action="store_true", help="no cap of any type")
+
+
+def _type_cap(text: str) -> tuple[str, int]:
+    slug, _, gpus = text.partition("=")
+    if not slug or not gpus.isdigit():
+        raise argparse.ArgumentTypeError(f"TYPE=N, e.g. a100=8 (not {text!r})")
+    return slug, int(gpus)
 
 
 def _body(args: argparse.Namespace) -> dict[str, Any]:
-    return {key: getattr(args, key) for key in ("name", "description", "keystone_project_id",
+    body = {key: getattr(args, key) for key in ("name", "description", "keystone_project_id",
                                                 "gpu_cap") if getattr(args, key, None) is not None}
+    if args.no_gpu_cap:
+        body["gpu_cap"] = None
+    if args.type_cap or args.no_type_caps:
+        body["gpu_caps_by_type"] = dict(args.type_cap or [])
+    return body
 
 
 def _shown(args: argparse.Namespace, department: dict[str, Any]) -> int:
     def render(out: TextIO) -> None:
-        print_record({**department, "tenants": ", ".join(department["tenants"]) or "-"},
-                     FIELDS, out)
+        print_record({**department, "tenants": ", ".join(department["tenants"]) or "-",
+                      "gpu_caps_by_type": _type_caps(department)}, FIELDS, out)
 
     emit(args, department, render)
     return EXIT_OK

@@ -9,7 +9,12 @@ from rest_framework import serializers
 from catalogue.fields import invisible_characters_refusal
 
 from ..models import Department, Quota, QuotaAdjustment, Tenant
-from ..quota_validation import MAX_VALUE, QuotaInvalid, quota_changes_clean
+from ..quota_validation import (
+    MAX_VALUE,
+    QuotaInvalid,
+    quota_changes_clean,
+    unknown_gpu_types_refusal,
+)
 from ..selectors import quota_figures
 
 
@@ -46,6 +51,7 @@ class TenantChangeSerializer(serializers.Serializer[Any]):
         help_text="A department's id; null takes the project out of its department.")
 
 
+MAX_GPU_TYPES = 64
 PROJECT_ID = re.compile(r"[0-9A-Za-z_-]+", re.ASCII)
 
 
@@ -66,12 +72,16 @@ class DepartmentSerializer(serializers.ModelSerializer[Department]):
                                        required=False,
                                        help_text="GPU-equivalents its projects hold together; "
                                                  "null: no cap of its own")
+    gpu_caps_by_type = serializers.DictField(
+        child=serializers.IntegerField(min_value=0, max_value=MAX_VALUE), required=False,
+        help_text="{GPU type slug: GPUs of the type its projects hold together}; the whole set "
+                  "(a type left out has no cap of its own)")
     tenants = serializers.SerializerMethodField()
 
     class Meta:
         model = Department
-        fields = ["id", "name", "description", "keystone_project_id", "gpu_cap", "tenants",
-                  "created_at", "updated_at"]
+        fields = ["id", "name", "description", "keystone_project_id", "gpu_cap",
+                  "gpu_caps_by_type", "tenants", "created_at", "updated_at"]
         read_only_fields = ["id", "tenants", "created_at", "updated_at"]
 
     def get_tenants(self, department: Department) -> list[str]:
@@ -84,6 +94,14 @@ class DepartmentSerializer(serializers.ModelSerializer[Department]):
             taken = taken.exclude(pk=self.instance.pk)
         if taken.exists():
             raise serializers.ValidationError("A department of this name exists already.")
+        return value
+
+    def validate_gpu_caps_by_type(self, value: dict[str, int]) -> dict[str, int]:
+        if len(value) > MAX_GPU_TYPES:
+            raise serializers.ValidationError(f"At most {MAX_GPU_TYPES} GPU types.")
+        problem = unknown_gpu_types_refusal(value)
+        if problem:
+            raise serializers.ValidationError(problem[:1].upper() + problem[1:] + ".")
         return value
 
     def validate_keystone_project_id(self, value: str) -> str:

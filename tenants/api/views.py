@@ -122,7 +122,8 @@ class DepartmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def get_queryset(self) -> QuerySet[Department]:
         if getattr(self, "swagger_fake_view", False):  # the schema generator: no request
             return Department.objects.none()
-        return Department.objects.prefetch_related("tenants").restrict(self.request.identity)
+        return Department.objects.prefetch_related("tenants", "gpu_caps__gpu_type").restrict(
+            self.request.identity)
 
     def _admin(self) -> None:
         if not self.request.identity.is_admin:

@@ -34,9 +34,17 @@ def test_an_admin_makes_a_department_and_its_admin_sets_a_record(portal, keyston
                           str(department.pk)], admin)
     assert code == 0, err
     assert "nlp-lab: department Physics" in out
+    code, out, err = run(["department", "update", str(department.pk), "--type-cap", "a100=8",
+                          "--type-cap", "v100=2", "--no-gpu-cap"], admin)
+    assert code == 0, err
+    assert "a100=8, v100=2" in out
+    department.refresh_from_db()
+    assert (department.gpu_cap, department.gpu_caps_by_type()) == (None, {"a100": 8, "v100": 2})
     code, out, err = run(["department", "list"], admin)
     assert code == 0, err
-    assert "Physics" in out and "nlp-lab" in out
+    assert "Physics" in out and "nlp-lab" in out and "a100=8" in out
+    code, _, err = run(["department", "update", str(department.pk), "--type-cap", "a100"], admin)
+    assert code == 2 and "TYPE=N" in err
 
     lead = openrc(keystone, live_server, user="lead", project="vision-lab")
     code, out, err = run(["record", "set", "--project", str(nlp.pk), "--pi", "student",

@@ -182,6 +182,7 @@ PAGES = [
          data={"enabled": "on"}),
     Page("tenants:image-prefixes", ADMIN, target="tenant", ok=302),
     Page("tenants:departments", ADMIN),
+    Page("tenants:department-detail", ADMIN, target="department"),
     Page("tenants:department-delete", ADMIN, method="POST", target="department", ok=302),
     Page("tenants:department", ADMIN, method="POST", target="tenant", ok=302,
          data={"department": ""}),

@@ -24,7 +24,7 @@ from tests.support.waiting import eventually
 
 WORKLOAD_SELECTOR = "gpu-portal.io/workload-id"  # every workload object, in every namespace
 # made by a test and deleted at its end (the namespaces with everything in them)
-OWN_KINDS = ("Namespace", "ClusterQueue", "PersistentVolume", "StorageClass")
+OWN_KINDS = ("Namespace", "ClusterQueue", "Cohort", "PersistentVolume", "StorageClass")
 # made by a test in any namespace, and deleted at its end
 OWN_NAMESPACED_KINDS = ("PersistentVolumeClaim",)
 

@@ -2,16 +2,24 @@
 
 import threading
 import uuid
+from collections.abc import Callable
 
 import pytest
 from django.db import IntegrityError, connection
 
 from catalogue.models import GpuType, Template
 from identity.models import User
-from tenants.services import quota_update, tenant_ensure
-from tests.support.admission import admitted
+from tenants.models import Tenant
+from tenants.services import (
+    department_create,
+    department_delete,
+    quota_update,
+    tenant_department_set,
+    tenant_ensure,
+)
+from tests.support.admission import admitted, all_at_once
 from workloads.models import Workload
-from workloads.services import AdmissionRefused, workload_launch
+from workloads.services import AdmissionRefused, DepartmentCapExceeded, workload_launch
 
 LAUNCHES = 50
 QUOTA = 4
@@ -58,6 +66,52 @@ def test_fifty_parallel_launches_against_a_quota_of_four_admit_exactly_four():
     assert len(refused) == LAUNCHES - QUOTA
     assert all("uses 4 of 4 a100 GPUs" in message for message in refused)
     assert Workload.objects.filter(tenant=tenant).count() == QUOTA
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_fifty_parallel_launches_of_two_projects_against_their_departments_cap_of_four():
+    """Each project's quota has room for all of them: the department's row, locked after the
+    project's, serialises the launches of both, and the cap admits exactly four. The
+    department's removal meanwhile (which locks its projects' rows, then its own) neither
+    deadlocks with them nor lets one past the cap while it is there."""
+    assert connection.vendor == "postgresql"
+    a100 = GpuType.objects.create(slug="a100", name="A100", node_selector={"gputype": "a100"})
+    physics = department_create(acting_user=None, fields={
+        "name": f"Physics {uuid.uuid4().hex[:6]}", "gpu_caps_by_type": {"a100": QUOTA}})
+    projects = []
+    for name in ("optics", "plasma"):
+        tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex,
+                               name=f"{name} {uuid.uuid4().hex[:6]}")
+        quota_update(tenant=tenant, acting_user=None,
+                     changes={"gpus_total": 100, "gpus_by_type": {"a100": LAUNCHES},
+                              "max_workloads": 100, "cpu": 1000, "memory_gb": 10000})
+        projects.append(tenant_department_set(tenant=tenant, acting_user=None,
+                                              department=physics))
+    user = User.objects.create(username="racer", keystone_user_id=uuid.uuid4().hex)
+    request = {"name": "race", "template": Template.objects.get(slug="custom"),
+               "kind": "batch", "gpu_type": a100, "gpu_count": 1, "image": "busybox:1.36",
+               "cpu": 1, "memory": 1}
+
+    def launch(i: int) -> Callable[[], int]:
+        return lambda: workload_launch(tenant=projects[i % 2], user=user,
+                                       request={**request, "name": f"race {i}"})[0].tenant_id
+
+    admitted_in, refused, errors = all_at_once([launch(i) for i in range(LAUNCHES)],
+                                               refused=DepartmentCapExceeded)
+    assert not errors, errors[:3]
+    assert len(admitted_in) == QUOTA and len(refused) == LAUNCHES - QUOTA
+    assert all("holds 4 of its cap of 4 a100 GPUs" in message for message in refused)
+    assert Workload.objects.filter(tenant__in=projects).count() == QUOTA
+
+    # the department removed while launches of its projects go on: no deadlock, no error
+    def remove() -> None:
+        department_delete(department=physics, acting_user=None)
+
+    _, _, errors = all_at_once([launch(i) for i in range(10)] + [remove],
+                               refused=DepartmentCapExceeded)
+    assert not errors, errors[:3]
+    assert not Tenant.objects.filter(pk__in=[p.pk for p in projects],
+                                     department__isnull=False).exists()
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
