@@ -28,12 +28,14 @@ from catalogue.sharing import DRA, equivalents_text
 from cluster.capacity import GpuTypeCapacity
 from core.registry import SharedReads
 from credentials.pulls import REFUSED, RESOLVED, PullCheck, image_pull_check
+from kube.client import KubeError
 from kube.dra import dra_refusal
 from kube.engines import engine_refusal
+from kube.kueue import queueing_on
 from tenants.models import Tenant
 
 from .hooks import LAUNCH_ADVISORS, LaunchContext, Note
-from .selectors import TenantGpuReads, tenant_gpu_reads
+from .selectors import TenantGpuReads, department_refusal, tenant_gpu_reads
 
 
 def launch_context(*, tenant: Tenant, user: Any, gpu_type: GpuType, gpus_per_node: int,
@@ -133,6 +135,9 @@ def fit_advice(launch: LaunchContext) -> list[Note]:
         never = never_fits(capacity, slug, count, nodes)
         if never is not None:
             notes.append(("error", never[1]))
+    department_note = _department_note(launch)
+    if department_note is not None:
+        notes.append(department_note)
     used, limit = reads.used.gpus(slug), reads.figures.gpus(slug)
     used_total, limit_total = reads.used.gpus_total, reads.figures.in_force.gpus_total
     weight = reads.figures.equivalents(slug, launch.gpus)  # GPU-equivalents, as the total
@@ -152,6 +157,24 @@ def fit_advice(launch: LaunchContext) -> list[Note]:
             notes.append(("info", f"Only {capacity.free} {slug} GPUs are free right now: it "
                                   "will wait (pending) until enough are, then start by itself."))
     return notes
+
+
+def _department_note(launch: LaunchContext) -> Note | None:
+    """What the admission would say of the department's cap (services._department_check):
+    refused for good under Kueue ("error"), over the cap now without it ("warning")."""
+    tenant = launch.tenant
+    department = tenant.department if tenant.department_id is not None else None
+    if department is None:
+        return None
+    try:
+        queued = queueing_on()
+    except KubeError:
+        queued = False  # as the admission takes it
+    refusal = department_refusal(tenant, department, slug=launch.gpu_type.slug,
+                                 wanted=launch.gpus, queued=queued)
+    if refusal is None:
+        return None
+    return ("error" if queued else "warning", f"Beyond the department's cap: {refusal}")
 
 
 def capacity_outlook_advice(launch: LaunchContext) -> list[Note]:

@@ -24,7 +24,7 @@ from kube.client import KubeError
 from storage.models import Dataset, Volume
 from tenants.figures import USE_ADMISSION, QuotaFigures, QuotaUse
 from tenants.models import Department, Quota, Tenant
-from tenants.selectors import quota_figures
+from tenants.selectors import department_caps, department_quotas_in_force, quota_figures
 
 from .models import Workload, WorkloadMount
 from .querysets import CPU_TOTAL, GPU_TOTAL, MEMORY_TOTAL
@@ -131,6 +131,37 @@ def department_use(department: Department, *,
     deleted workloads); `fractions`: the part of a GPU a unit of each type is. One query."""
     rows = _summed(Workload.objects.filter(tenant__department=department))
     return dataclasses.replace(_quota_use_of(rows), fractions=dict(fractions))
+
+
+def department_refusal(tenant: Tenant, department: Department, *, slug: str, wanted: int,
+                       queued: bool) -> str | None:
+    """Why the department's cap leaves no room for `wanted` more units of `slug` for one of its
+    projects (None: it does, or nothing is capped). With queueing on Kueue the department's
+    Cohort holds its projects within the cap (tenants/queueing.py cohort_spec): refused is only
+    a launch that alone weighs more than the department could ever hold of its type (the cap,
+    or its projects' own quotas where those together pass it). The admission asks it under the
+    department's lock; the launch check without one."""
+    caps = department_caps(department)
+    if not caps.capped:
+        return None
+    if queued:
+        cap = caps.type_cap(slug)
+        own = department_quotas_in_force(department).get(slug, 0)
+        if cap is not None and wanted > max(cap, own):
+            return (f"{department.name}, the department of {tenant.name}, may hold at most "
+                    f"{max(cap, own)} {slug} GPUs together; {wanted} can never be admitted.")
+        return None
+    used = department_use(department, fractions=caps.fractions)
+    cap = caps.gpus_by_type.get(slug)
+    if cap is not None and used.gpus(slug) + wanted > cap:
+        return (f"{department.name}, the department of {tenant.name}, holds {used.gpus(slug)} "
+                f"of its cap of {cap} {slug} GPUs; {wanted} more would exceed it.")
+    weight = wanted * caps.fraction(slug)
+    if caps.gpus_total is not None and used.gpus_total + weight > caps.gpus_total:
+        return (f"{department.name}, the department of {tenant.name}, holds "
+                f"{equivalents_text(used.gpus_total)} of its cap of {caps.gpus_total} GPUs in "
+                f"all; {equivalents_text(weight)} more would exceed it.")
+    return None
 
 
 def quota_use(tenant: Tenant) -> QuotaUse:

@@ -31,7 +31,7 @@ from storage.models import Dataset, Volume
 from storage.services import StorageQuotaExceeded, volume_home_ensure
 from tenants.figures import QuotaFigures
 from tenants.models import Department, Quota, Tenant
-from tenants.selectors import department_caps, department_quotas_in_force, quota_figures
+from tenants.selectors import quota_figures
 
 from . import metrics
 from .access import workload_access_create
@@ -41,7 +41,7 @@ from .launch_spec import launch_spec_from_rows
 from .manifests import CHECKPOINT_MOUNT_PATH, HOME_MOUNT_PATH
 from .models import Workload, WorkloadMount
 from .mounts import ResolvedCheckpoint, ResolvedMount
-from .selectors import department_use, quota_use, service_addresses
+from .selectors import department_refusal, quota_use, service_addresses
 from .transitions import STOPPABLE, workload_transition
 
 log = logging.getLogger(__name__)
@@ -202,46 +202,21 @@ def _admission_check(tenant: Tenant, quota: Quota, request: dict[str, Any], *,
 
 def _department_check(tenant: Tenant, request: dict[str, Any], *, queued: bool) -> None:
     """Raise DepartmentCapExceeded unless the tenant's department's cap (tenants.models.
-    Department) leaves room for this request.
+    Department) leaves room for this request (selectors.department_refusal says why not).
 
     The department's row is locked after the tenant's: every launch takes the two in that
     order, and a department's removal locks its projects before it, so launches of its
     projects are serialised (and never over-admit the cap together) without two of them ever
     waiting on each other. FOR NO KEY UPDATE: it does not wait for a project being moved into
-    the department (its row's foreign key takes a key-share lock of the department's).
-
-    With queueing on Kueue the department's Cohort holds its projects within the cap
-    (tenants/queueing.py cohort_spec): refused is only a launch that alone weighs more than
-    the department could ever hold of its type (the cap, or its projects' own quotas where
-    those together pass it)."""
+    the department (its row's foreign key takes a key-share lock of the department's)."""
     if tenant.department_id is None:
         return
     department = Department.objects.select_for_update(no_key=True).get(pk=tenant.department_id)
-    caps = department_caps(department)
-    if not caps.capped:
-        return
-    slug = request["gpu_type"].slug
-    wanted = request["gpu_count"] * request.get("nodes", 1)
-    if queued:
-        cap = caps.type_cap(slug)
-        own = department_quotas_in_force(department).get(slug, 0)
-        if cap is not None and wanted > max(cap, own):
-            raise DepartmentCapExceeded(
-                f"{department.name}, the department of {tenant.name}, may hold at most "
-                f"{max(cap, own)} {slug} GPUs together; {wanted} can never be admitted.")
-        return
-    used = department_use(department, fractions=caps.fractions)
-    cap = caps.gpus_by_type.get(slug)
-    if cap is not None and used.gpus(slug) + wanted > cap:
-        raise DepartmentCapExceeded(
-            f"{department.name}, the department of {tenant.name}, holds {used.gpus(slug)} of "
-            f"its cap of {cap} {slug} GPUs; {wanted} more would exceed it.")
-    weight = wanted * caps.fraction(slug)
-    if caps.gpus_total is not None and used.gpus_total + weight > caps.gpus_total:
-        raise DepartmentCapExceeded(
-            f"{department.name}, the department of {tenant.name}, holds "
-            f"{equivalents_text(used.gpus_total)} of its cap of {caps.gpus_total} GPUs in "
-            f"all; {equivalents_text(weight)} more would exceed it.")
+    refusal = department_refusal(tenant, department, slug=request["gpu_type"].slug,
+                                 wanted=request["gpu_count"] * request.get("nodes", 1),
+                                 queued=queued)
+    if refusal is not None:
+        raise DepartmentCapExceeded(refusal)
 
 
 def _mounts_admit(tenant: Tenant, user: User, request: dict[str, Any]) -> list[ResolvedMount]:

@@ -21,6 +21,7 @@ from tenants.models import Department, Tenant
 from tenants.queueing import cohort_spec, tenant_queue_objects
 from tenants.services import department_create, quota_update, tenant_department_set, tenant_ensure
 from tests.support.admission import admitted
+from workloads.advice import fit_advice, launch_context
 from workloads.services import DepartmentCapExceeded
 
 pytestmark = pytest.mark.django_db
@@ -60,6 +61,13 @@ def test_a_cap_of_a_type_bounds_the_departments_projects_together(gpu_types, own
     physics = department(first, second, a100=3)
     launch(first, owner, gpu_types, count=2)
     launch(second, owner, gpu_types)
+    # the launch check says so before (the page's and POST workloads/check/'s advice)
+    second.refresh_from_db()  # in the department now
+    notes = fit_advice(launch_context(tenant=second, user=owner, gpu_type=gpu_types["a100"],
+                                      gpus_per_node=1))
+    assert ("warning", f"Beyond the department's cap: {physics.name}, the department of "
+                       "plasma, holds 3 of its cap of 3 a100 GPUs; 1 more would exceed it.") \
+        in notes
     with pytest.raises(DepartmentCapExceeded, match=r"holds 3 of its cap of 3 a100 GPUs; 1 more"):
         launch(second, owner, gpu_types)  # its own quota has room: the department's has not
     launch(second, owner, gpu_types, gpu="v100", count=4)  # no cap of that type
@@ -85,13 +93,19 @@ def test_with_kueue_only_what_the_department_could_never_hold_is_refused(gpu_typ
     runs; one above both the cap and its projects' own quotas together can never start."""
     settings.PORTAL_QUEUEING = "kueue"
     first, second = project("optics", a100=2), project("plasma", a100=2)
-    department(first, second, a100=5)
+    physics = department(first, second, a100=5)
     launch(first, owner, gpu_types, count=2)
     launch(second, owner, gpu_types, count=2)
     launch(second, owner, gpu_types, count=1)  # queued: within the cap
     # more than the quota of the project plus borrowing is its own rule; here 6 > the cap of 5
     quota_update(tenant=second, acting_user=None,
                  changes={"gpus_total": 16, "gpus_by_type": {"a100": 8}})
+    second.refresh_from_db()
+    notes = fit_advice(launch_context(tenant=second, user=owner, gpu_type=gpu_types["a100"],
+                                      gpus_per_node=11))
+    assert ("error", "Beyond the department's cap: " + (
+        f"{physics.name}, the department of plasma, may hold at most 10 a100 GPUs together; 11 "
+        "can never be admitted.")) in notes
     with pytest.raises(DepartmentCapExceeded, match="may hold at most 10 a100 GPUs together"):
         launch(second, owner, gpu_types, count=11)
     launch(second, owner, gpu_types, count=8)  # its own quota is its to use, cap or not
