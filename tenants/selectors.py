@@ -12,11 +12,20 @@ from django.db.models import CharField, DateTimeField, F, Q, QuerySet, Value
 from django.utils import timezone
 
 from cluster.capacity import gpus_in_use_by_namespace
+from clusters.models import home_cluster_name
 from identity.identity import Identity
 
 from .figures import USE_CLUSTER, AdjustmentLine, QuotaAmounts, QuotaFigures, QuotaUse, figures_of
 from .manifests import enforced_level, level_admits_root
-from .models import Department, GpuQuota, Quota, QuotaAdjustment, Tenant, prefetched_or
+from .models import (
+    Department,
+    GpuQuota,
+    Quota,
+    QuotaAdjustment,
+    Tenant,
+    TenantCluster,
+    prefetched_or,
+)
 
 # what to prefetch from Tenant for quota_figures to read nothing more (a page of tenants)
 QUOTA_FIGURES_PREFETCH = ("quota__gpu_limits__gpu_type", "quota__adjustments__gpu_type")
@@ -163,3 +172,17 @@ def quota_uses_in_cluster(tenants: Iterable[Tenant]) -> dict[int, QuotaUse]:
     usage = gpus_in_use_by_namespace({t.namespace for t in tenants})
     return {t.pk: QuotaUse(source=USE_CLUSTER, gpus_by_type=dict(usage.get(t.namespace, {})))
             for t in tenants}
+
+
+def tenant_cluster_states(tenant: Tenant) -> list[dict[str, object]]:
+    """How the tenant's namespace is on each cluster, as its last reconcile there found it:
+    the home cluster's (the tenant's own state) first, then every other cluster's row
+    (tenants/provisioning.py) by name. {cluster, state, reason, last_reconciled_at}."""
+    states: list[dict[str, object]] = [{
+        "cluster": home_cluster_name(), "state": tenant.state, "reason": tenant.state_reason,
+        "last_reconciled_at": tenant.last_reconciled_at}]
+    rows = TenantCluster.objects.filter(tenant=tenant).select_related("cluster").order_by(
+        "cluster__name")
+    states += [{"cluster": row.cluster.name, "state": row.state, "reason": row.reason,
+                "last_reconciled_at": row.last_reconciled_at} for row in rows]
+    return states
