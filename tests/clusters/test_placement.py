@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.test import Client, TestCase
 
 from clusters.models import Cluster
 from clusters.services import cluster_probe_one, cluster_register
@@ -162,7 +162,13 @@ def test_the_project_lives_on_every_cluster_it_may_use(vision_on_east, api_heade
     Cluster.objects.filter(name="east").update(state="unreachable", reason="timed out")
     assert tenant_clusters_reconcile(tenant_id=vision_on_east.pk) == {"east": "unreachable"}
     assert "timed out" in TenantCluster.objects.get(pk=row.pk).reason
-    Cluster.objects.filter(name="east").update(state="ready", reason="")
+    # east comes back: every project is reconciled at once, and what went meanwhile is back
+    east.delete("ResourceQuota", "gpu-portal-quota", namespace)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        probed = cluster_probe_one(cluster_id=row.cluster_id)
+    assert probed is not None and probed.state == "ready"
+    assert east.get("ResourceQuota", "gpu-portal-quota", namespace) is not None
+    assert TenantCluster.objects.get(pk=row.pk).state == "provisioned"
     # off the project's list: its namespace goes from east
     tenant_clusters_set(tenant=vision_on_east, acting_user=None, names=["main"])
     assert tenant_clusters_reconcile(tenant_id=vision_on_east.pk) == {"east": "removed"}
