@@ -4,6 +4,7 @@ own read model (cluster.capacity) and the GPU types it offers."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from django.db.models import QuerySet
 
@@ -70,6 +71,44 @@ def gpu_types_offered(cluster: Cluster, capacity: dict[str, GpuTypeCapacity] | N
 def cluster_offers(cluster: Cluster, slug: str,
                    capacity: dict[str, GpuTypeCapacity] | None) -> bool:
     return slug in gpu_types_offered(cluster, capacity)
+
+
+def clusters_usable_by(allowed: Collection[str]) -> list[Cluster]:
+    """The enabled clusters a project's workloads may run on (`allowed`: the names it is
+    limited to; empty: every one), the home cluster first."""
+    return [cluster for cluster in Cluster.objects.filter(enabled=True)
+            if not allowed or cluster.name in allowed]
+
+
+def cluster_place(*, allowed: Collection[str], slug: str, gpus: int) -> Cluster | None:
+    """Where a service goes when its launch names no cluster: the first cluster the project
+    may use that answers, offers the type and has `gpus` of it free, the home cluster first;
+    where none has room, the first that offers the type (it waits there for GPUs); None when
+    no cluster the project may use offers it. An unreachable cluster is passed over: its
+    figures are not known, and what is launched there would not start."""
+    fallback = None
+    for cluster in clusters_usable_by(allowed):
+        if not cluster.home and cluster.state != Cluster.State.READY:
+            continue
+        capacity = cluster_capacity(cluster)
+        # the home cluster offers what its nodes carry, even while its figures are not read
+        if (cluster.gpu_types or not cluster.home) and not cluster_offers(
+                cluster, slug, capacity):
+            continue
+        figures = (capacity or {}).get(slug)
+        if figures is not None and figures.free >= gpus:
+            return cluster
+        fallback = fallback or cluster
+    return fallback
+
+
+def clusters_unreachable() -> dict[str, str]:
+    """The enabled clusters other than the home one that do not answer, with the reason, as
+    their probe last saw them: their workloads' states are unknown meanwhile (the home
+    cluster's outage is every page's banner, and the tracker's figures stand)."""
+    return dict(Cluster.objects.filter(enabled=True, home=False,
+                                       state=Cluster.State.UNREACHABLE)
+                .values_list("name", "reason"))
 
 
 def clusters_capacity_by_type(home: dict[str, GpuTypeCapacity] | None

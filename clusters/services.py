@@ -188,6 +188,10 @@ def cluster_probe_one(*, cluster_id: int) -> Cluster | None:
     if changes["state"] != cluster.state:
         changes["state_since"] = now if outage is None else outage.since
     Cluster.objects.filter(pk=cluster.pk).update(**changes)
+    if outage is None and cluster.state != Cluster.State.READY and not cluster.home:
+        # back: what changed meanwhile (a project's quota, a namespace deleted there) is put
+        # right at once, not at the next periodic sweep
+        send_on_commit("tenants.tasks.tenants_reconcile_all")
     cluster.refresh_from_db()
     return cluster
 

@@ -294,8 +294,11 @@ def seed(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall) -> 
     tenants and demo quotas."""
     keystone.wait_ready(timeout=120)
     seed_identities(keystone.url)
-    subprocess.run([sys.executable, "manage.py", "seed_demo"], cwd=REPO, env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    # with CLUSTER=kube the worker east is registered too, as the portal's own identity there
+    workers = ([] if layout.cluster == "kubesim" else
+               ["--cluster", f"east={layout.clusters_dir / 'east' / 'portal.kubeconfig'}"])
+    subprocess.run([sys.executable, "manage.py", "seed_demo", *workers], cwd=REPO, env=env,
+                   check=True, stdout=subprocess.DEVNULL)
     wait_for(lambda: http_ok(f"{layout.portal_url}/healthz"), timeout=120, what="portal")
     if INVENTORY.exists():
         wait_for(lambda: port_open(layout.kubesim_port), timeout=60, what="kubesim")

@@ -34,6 +34,7 @@ from .selectors import (
     department_quotas_in_force,
     quota_figures,
     quota_uses_in_cluster,
+    tenant_cluster_states,
     tenant_pod_security,
     tenants_with_quota_figures,
 )
@@ -219,7 +220,7 @@ def tenant_detail(request: SignedInRequest, tenant: Tenant) -> HttpResponse:
     values = _form_values(quota, posted)
     return render(request, "tenants/tenant_detail.html", {
         "tenant": tenant, "quota": quota, "values": values, "errors": errors,
-        "figures": figures,
+        "figures": figures, "cluster_states": tenant_cluster_states(tenant),
         "in_force": [{"slug": t.slug, "nominal": figures.nominal.gpus(t.slug),
                       "in_force": figures.gpus(t.slug)} for t in gpu_types],
         "gpu_limits": [{"type": t, "limit": posted.get(f"gpu_{t.slug}", by_type.get(t.slug, 0))}

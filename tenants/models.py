@@ -113,6 +113,35 @@ class Tenant(models.Model):
         return self.state not in (self.State.DELETING, self.State.DELETED)
 
 
+class TenantCluster(models.Model):
+    """A tenant's namespace on a cluster other than the home one (whose is the tenant's own
+    state): how its last reconcile there found it (tenants/provisioning.py). One row per
+    cluster the tenant may use; a cluster taken off the tenant's list keeps its row while the
+    namespace there is being removed."""
+
+    class State(models.TextChoices):
+        NEW = "new", "new"
+        PROVISIONED = "provisioned", "provisioned"
+        DRIFTED = "drifted", "drifted"
+        FAILED = "failed", "failed"  # the cluster refused or did not answer: the reason says
+        REMOVING = "removing", "removing"  # off the tenant's list: the namespace goes there
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="cluster_states")
+    # a cluster removed from the portal takes its rows (its objects stay in it)
+    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.CASCADE, related_name="+")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.NEW)
+    reason = models.TextField(blank=True, default="")
+    last_reconciled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["tenant", "cluster__name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "cluster"],
+                                               name="one_state_per_tenant_and_cluster")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant} on {self.cluster}: {self.state}"
+
+
 class Quota(models.Model):
     """What a tenant may use at once, as the admin set it (the nominal quota). What is in force
     now also counts its adjustments (QuotaAdjustment): tenants.selectors.quota_figures answers

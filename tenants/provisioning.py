@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from catalogue.models import GpuType
 from catalogue.sharing import DRA
+from clusters.models import Cluster
 from kube.client import Conflict, Kube, KubeError
 from kube.kueue import queueing_on
 from tenants.kueue import department_cohort
@@ -34,7 +36,7 @@ from .manifests import (
     egress_destination,
     tenant_objects,
 )
-from .models import Quota, Tenant
+from .models import Quota, Tenant, TenantCluster
 from .selectors import quota_figures, tenant_pod_security
 from .transitions import ACTIVE, tenant_transition
 
@@ -198,37 +200,137 @@ def _ensure_once(kube: Kube, desired: dict[str, Any], result: ReconcileResult) -
     result.repaired.append(_ref(desired))
 
 
+def _reconcile_objects(tenant: Tenant, quota: Quota, kube: Kube, result: ReconcileResult
+                       ) -> None:
+    """Every object of the tenant's namespace on one cluster brought to its desired state,
+    and the retired ones removed; raises KubeError (what was done is in `result`)."""
+    queued = queueing_on(kube)
+    desired_objects = tenant_objects(namespace_spec(tenant, quota, queued=queued))
+    if queued:
+        # the flavors and priority classes every queue needs, then the tenant's queues
+        desired_objects += cluster_queueing_objects() + tenant_queue_objects(tenant, quota)
+    for desired in desired_objects:
+        _ensure(kube, desired, result)
+    for kind, name in RETIRED_OBJECTS:
+        # an upgrade, not drift: the tenant stays provisioned
+        if kube.delete(kind, name, tenant.namespace):
+            result.removed.append(f"{kind} {tenant.namespace}/{name}")
+
+
 def tenant_reconcile(*, tenant_id: int, kube: Kube | None = None) -> ReconcileResult:
-    """Bring one tenant's namespace to its desired state; record what changed."""
+    """Bring one tenant's namespace to its desired state; record what changed. On the home
+    cluster (`kube` None, or the home cluster's client) the tenant's own state says how it
+    went; on another (`kube` of that cluster) its row of that cluster does
+    (tenant_reconcile_on)."""
+    if kube is not None and kube.cluster is not None:
+        return tenant_reconcile_on(tenant_id=tenant_id, cluster=kube.cluster, kube=kube)
     tenant = Tenant.objects.get(pk=tenant_id)
     if not tenant.is_active:
         return ReconcileResult()
-    quota = Quota.objects.get(tenant=tenant)
-    kube = kube or Kube()
+    return _reconcile_recorded(
+        tenant, kube or Kube(), first_time=tenant.state in (Tenant.State.NEW, Tenant.State.FAILED),
+        record=lambda state, reason: _set_state(tenant, state, reason))
+
+
+def tenant_reconcile_on(*, tenant_id: int, cluster: str, kube: Kube | None = None
+                        ) -> ReconcileResult:
+    """The tenant's namespace on a cluster other than the home one, as on the home cluster
+    (the same objects: namespace, RBAC, quotas, NetworkPolicy, Kueue's queues where it runs
+    Kueue); how it went is the tenant's row of that cluster (TenantCluster). Raises KubeError
+    as tenant_reconcile does."""
+    tenant = Tenant.objects.get(pk=tenant_id)
+    found = Cluster.objects.filter(name=cluster, home=False).first()
+    if not tenant.is_active or found is None:
+        return ReconcileResult()
+    row, _ = TenantCluster.objects.get_or_create(tenant=tenant, cluster=found)
+    return _reconcile_recorded(
+        tenant, kube or Kube(cluster=cluster),
+        first_time=row.state in (TenantCluster.State.NEW, TenantCluster.State.FAILED),
+        record=lambda state, reason: _row_state(row, state, reason), cluster=cluster)
+
+
+def _reconcile_recorded(tenant: Tenant, kube: Kube, *, first_time: bool,
+                        record: Callable[[str, str], None], cluster: str | None = None
+                        ) -> ReconcileResult:
+    """One cluster's reconcile, its outcome recorded (`record(state, reason)`: the tenant's
+    state, or its row of the cluster) and audited; a repair after the first time is drift."""
     result = ReconcileResult()
-    first_time = tenant.state in (Tenant.State.NEW, Tenant.State.FAILED)
     try:
-        queued = queueing_on(kube)
-        desired_objects = tenant_objects(namespace_spec(tenant, quota, queued=queued))
-        if queued:
-            # the flavors and priority classes every queue needs, then the tenant's queues
-            desired_objects += cluster_queueing_objects() + tenant_queue_objects(tenant, quota)
-        for desired in desired_objects:
-            _ensure(kube, desired, result)
-        for kind, name in RETIRED_OBJECTS:
-            # an upgrade, not drift: the tenant stays provisioned
-            if kube.delete(kind, name, tenant.namespace):
-                result.removed.append(f"{kind} {tenant.namespace}/{name}")
+        _reconcile_objects(tenant, Quota.objects.get(tenant=tenant), kube, result)
     except KubeError as exc:
-        _set_state(tenant, Tenant.State.FAILED, f"{type(exc).__name__}: {exc}")
+        record(Tenant.State.FAILED, f"{type(exc).__name__}: {exc}")
         if result.changed:
-            _audit(tenant, result)
+            _audit(tenant, result, cluster=cluster)
         raise
-    state = Tenant.State.DRIFTED if (result.repaired and not first_time) else Tenant.State.PROVISIONED
-    _set_state(tenant, state, "repaired: " + ", ".join(result.repaired) if state == Tenant.State.DRIFTED else "")
+    drifted = bool(result.repaired) and not first_time
+    record(Tenant.State.DRIFTED if drifted else Tenant.State.PROVISIONED,
+           "repaired: " + ", ".join(result.repaired) if drifted else "")
     if result.changed:
-        _audit(tenant, result)
+        _audit(tenant, result, cluster=cluster)
     return result
+
+
+def _row_state(row: TenantCluster, state: str, reason: str) -> None:
+    TenantCluster.objects.filter(pk=row.pk).update(state=state, reason=reason[:2000],
+                                                   last_reconciled_at=timezone.now())
+
+
+def tenant_clusters_reconcile(*, tenant_id: int) -> dict[str, str]:
+    """The tenant's namespace on every cluster other than the home one that it may use
+    (enabled; those it is limited to, else every one), and removed from each enabled cluster
+    taken off its list. A cluster that does not answer is passed over (its row says so) and
+    done by a later sweep once its probe sees it again. Never raises for a cluster: returns
+    per cluster name what happened ("provisioned", "drifted", "removed", "unreachable",
+    "failed: …")."""
+    tenant = Tenant.objects.get(pk=tenant_id)
+    if not tenant.is_active:
+        return {}
+    allowed = set(tenant.clusters.values_list("name", flat=True))
+    enabled = list(Cluster.objects.filter(enabled=True, home=False))
+    done: dict[str, str] = {}
+    for cluster in enabled:
+        if allowed and cluster.name not in allowed:
+            if TenantCluster.objects.filter(tenant=tenant, cluster=cluster).exists():
+                done[cluster.name] = _namespace_remove_on(tenant, cluster)
+            continue
+        if cluster.state != Cluster.State.READY:
+            row, _ = TenantCluster.objects.get_or_create(tenant=tenant, cluster=cluster)
+            if row.state != TenantCluster.State.FAILED or not row.reason:
+                _row_state(row, TenantCluster.State.FAILED,
+                           f"the cluster does not answer ({cluster.reason or 'no reason given'});"
+                           " reconciled when it does")
+            done[cluster.name] = "unreachable"
+            continue
+        try:
+            result = tenant_reconcile_on(tenant_id=tenant.pk, cluster=cluster.name)
+        except KubeError as exc:
+            done[cluster.name] = f"failed: {exc}"
+            continue
+        done[cluster.name] = "drifted" if result.repaired else "provisioned"
+    return done
+
+
+def _namespace_remove_on(tenant: Tenant, cluster: Cluster) -> str:
+    """The tenant's namespace (and its ClusterQueue) deleted on a cluster taken off its list;
+    its row goes once the cluster has taken the deletion."""
+    row = TenantCluster.objects.get(tenant=tenant, cluster=cluster)
+    _row_state(row, TenantCluster.State.REMOVING, "the project may no longer use this cluster")
+    kube = Kube(cluster=cluster.name)
+    try:
+        existed = kube.delete("Namespace", tenant.namespace, propagation="Foreground")
+        if queueing_on(kube):
+            kube.delete("ClusterQueue", tenant.namespace)
+    except KubeError as exc:
+        _row_state(row, TenantCluster.State.REMOVING,
+                   f"the namespace is removed once the cluster answers ({exc})")
+        return f"failed: {exc}"
+    with transaction.atomic():
+        row.delete()
+        audit_record(actor=None, action="namespace.delete", tenant=tenant,
+                     target=f"{cluster.name}/{tenant.namespace}",
+                     before={"cluster": cluster.name},
+                     after={"namespace_existed": existed, "why": "off the project's clusters"})
+    return "removed"
 
 
 def _set_state(tenant: Tenant, state: str, reason: str) -> None:
@@ -240,10 +342,11 @@ def _set_state(tenant: Tenant, state: str, reason: str) -> None:
                  tenant.pk, state)
 
 
-def _audit(tenant: Tenant, result: ReconcileResult) -> None:
+def _audit(tenant: Tenant, result: ReconcileResult, *, cluster: str | None = None) -> None:
     with transaction.atomic():
         audit_record(actor=None, action="namespace.reconcile", tenant=tenant,
-                     target=tenant.namespace, before=None,
+                     target=f"{cluster}/{tenant.namespace}" if cluster else tenant.namespace,
+                     before=None,
                      after={"created": result.created, "repaired": result.repaired,
                             **({"removed": result.removed} if result.removed else {})})
 
@@ -259,6 +362,10 @@ def tenant_namespace_delete(*, tenant_id: int, kube: Kube | None = None) -> bool
     existed = kube.delete("Namespace", tenant.namespace, propagation="Foreground")
     if queueing_on(kube):
         kube.delete("ClusterQueue", tenant.namespace)  # cluster-wide: not in the namespace
+    for row in TenantCluster.objects.filter(tenant=tenant).select_related("cluster"):
+        # on every other cluster too (one that does not answer keeps its row: the next
+        # sweep tries again, the tenant's own deletion is not held up by it)
+        _namespace_remove_on(tenant, row.cluster)
     with transaction.atomic():
         if not tenant_transition(tenant=tenant, allowed_from=(Tenant.State.DELETING,),
                                  to=Tenant.State.DELETED):

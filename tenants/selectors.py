@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from catalogue.models import GpuType
 from cluster.capacity import gpus_in_use_by_namespace
+from clusters.models import home_cluster_name
 from identity.identity import Identity
 
 from .figures import (
@@ -32,6 +33,7 @@ from .models import (
     Quota,
     QuotaAdjustment,
     Tenant,
+    TenantCluster,
     prefetched_or,
 )
 
@@ -207,3 +209,17 @@ def department_quotas_in_force(department: Department) -> dict[str, int]:
         for slug, gpus in quota_figures(tenant).in_force.gpus_by_type.items():
             together[slug] = together.get(slug, 0) + gpus
     return together
+
+
+def tenant_cluster_states(tenant: Tenant) -> list[dict[str, object]]:
+    """How the tenant's namespace is on each cluster, as its last reconcile there found it:
+    the home cluster's (the tenant's own state) first, then every other cluster's row
+    (tenants/provisioning.py) by name. {cluster, state, reason, last_reconciled_at}."""
+    states: list[dict[str, object]] = [{
+        "cluster": home_cluster_name(), "state": tenant.state, "reason": tenant.state_reason,
+        "last_reconciled_at": tenant.last_reconciled_at}]
+    rows = TenantCluster.objects.filter(tenant=tenant).select_related("cluster").order_by(
+        "cluster__name")
+    states += [{"cluster": row.cluster.name, "state": row.state, "reason": row.reason,
+                "last_reconciled_at": row.last_reconciled_at} for row in rows]
+    return states

@@ -277,6 +277,8 @@ def tenant_clusters_set(*, tenant: Tenant, acting_user: Actor, names: Sequence[s
             audit_record(actor=acting_user, action="tenant.clusters", tenant=tenant,
                          target=tenant.namespace, before={"clusters": before},
                          after={"clusters": wanted})
+            # its namespace made on the clusters it may use now, removed from the others
+            _enqueue_reconcile(tenant.pk)
     return tenant
 
 

@@ -17,8 +17,11 @@ log = logging.getLogger(__name__)
 @task(acks_late=True, autoretry_for=(KubeError,), retry_backoff=2, retry_backoff_max=300,
       retry_jitter=True, max_retries=12, ignore_result=True)
 def tenant_reconcile_task(tenant_id: int) -> None:
-    """Reconcile one tenant's namespace; on cluster errors the tenant shows "failed" and the
-    task retries with exponential backoff (the periodic sweep catches whatever is left)."""
+    """Reconcile one tenant's namespace on every cluster it may use (the other clusters' first:
+    one that does not answer is only recorded, never retried here); on the home cluster's
+    errors the tenant shows "failed" and the task retries with exponential backoff (the
+    periodic sweep catches whatever is left)."""
+    provisioning.tenant_clusters_reconcile(tenant_id=tenant_id)
     provisioning.tenant_reconcile(tenant_id=tenant_id)
 
 

@@ -13,6 +13,7 @@ from kube.labels import LABEL_WORKLOAD_ID
 from .lifecycle import Obj, pod_rank
 from .manifests import CONTAINER_NAME, MPI
 from .models import Workload
+from .objects import workload_kube
 
 REDACTED = "[redacted]"
 # a token handed over as key=value: ?token=…, &token=…, --ServerApp.token=…, JUPYTER_TOKEN=…
@@ -63,7 +64,7 @@ def workload_logs(workload: Workload, *, tail: int = 100, rank: Rank = None,
     distributed workload's: that of `rank` (rank 0 by default, "launcher" for an MPIJob's);
     RankUnknown for a rank it does not have."""
     rank = rank_chosen(workload, rank)
-    kube = kube or Kube()
+    kube = kube or workload_kube(workload)
     pods = kube.list("Pod", workload.tenant.namespace,
                      label_selector=f"{LABEL_WORKLOAD_ID}={workload.pk}")["items"]
     pods = _rank_pods(pods, rank)

@@ -146,6 +146,35 @@ class Workload(models.Model):
     def distributed(self) -> bool:
         return bool((self.launch_spec or {}).get("engine"))
 
+    # the state shown while its cluster does not answer (never stored: the tracker's figures
+    # stand, and are shown again once the cluster answers)
+    UNKNOWN = "unknown"
+    # why its cluster does not answer, where the pages and the API looked
+    # (workloads.selectors.annotate_clusters); None while it answers, or where none looked
+    cluster_outage: str | None = None
+
+    @property
+    def shown_state(self) -> str:
+        """Its state as the pages and the API show it: `unknown` while its cluster (another
+        than the home one) does not answer and it was not over (never `failed` for that)."""
+        if self.cluster_outage is None or self.state in (*self.FINAL_STATES,
+                                                         self.State.SUBMITTED):
+            return str(self.state)
+        return self.UNKNOWN
+
+    @property
+    def shown_reason(self) -> str:
+        if self.shown_state != self.UNKNOWN:
+            return str(self.reason)
+        return (f"The cluster {self.cluster} does not answer"
+                f"{f' ({self.cluster_outage})' if self.cluster_outage else ''}: its state is "
+                f"unknown until it does (last seen {self.state}).")
+
+    @property
+    def shown_state_display(self) -> str:
+        return self.UNKNOWN if self.shown_state == self.UNKNOWN else str(
+            self.get_state_display())
+
     @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE_STATES

@@ -59,6 +59,12 @@ FIRST_KINDS = frozenset({"Secret", "NetworkPolicy", "ResourceClaimTemplate"})
 T = TypeVar("T")
 
 
+def workload_kube(workload: Workload) -> Kube:
+    """The client of the cluster that holds the workload's objects (its `cluster`): where they
+    are made, followed by the tracker, stopped and deleted, and its logs read."""
+    return Kube(cluster=workload.cluster)
+
+
 def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
     """The workload's objects' spec; `queued`: in its tenant's Kueue queue (tenants/kueue.py).
     What it runs comes from its launch spec, frozen at admission (launch_spec.py), never from
@@ -205,7 +211,7 @@ def workload_objects_create(workload: Workload, kube: Kube | None = None, *,
     queues). Two steps, each step's objects at once (the module's docstring says why): a
     failure is raised once every request of its step has been answered, and the next step is
     not begun, so nothing that makes pods exists before what they need."""
-    kube = kube or Kube()
+    kube = kube or workload_kube(workload)
     if queued is None:
         queued = queueing_on(kube)
     objects = workload_objects(workload_spec(workload, queued=queued))
@@ -261,7 +267,7 @@ ADDRESS_KINDS = ("Ingress", "Service")
 
 
 def _delete_kinds(workload: Workload, kinds: tuple[str, ...], kube: Kube | None) -> int:
-    kube = kube or Kube()
+    kube = kube or workload_kube(workload)
     namespace = workload.tenant.namespace
     return sum(kube.delete(kind, workload.object_name, namespace) for kind in kinds)
 

@@ -17,10 +17,12 @@ from catalogue.models import GpuType
 from catalogue.sharing import equivalents_text
 from cluster.addresses import address_pools
 from cluster.capacity import GpuTypeCapacity, gpu_capacity
+from clusters.models import home_cluster_name
+from clusters.selectors import clusters_unreachable
 from identity.client import Project
 from identity.identity import Identity
 from identity.scoping import Action
-from kube.client import KubeError
+from kube.client import Kube, KubeError
 from storage.models import Dataset, Volume
 from tenants.figures import USE_ADMISSION, QuotaFigures, QuotaUse
 from tenants.models import Department, Quota, Tenant
@@ -248,9 +250,11 @@ def gpu_availability(tenant: Tenant, quota: Quota | None, *, ask_cluster: bool =
 
 
 def workloads_admitted() -> list[tuple[int, str, int]]:
-    """(id, GPU type slug, GPUs) of every admitted, active workload: the capacity view's
-    "admitted" source (cluster.capacity; registered in apps.py)."""
-    return list(Workload.objects.filter(state__in=Workload.ACTIVE_STATES).order_by()
+    """(id, GPU type slug, GPUs) of every admitted, active workload of the home cluster: the
+    capacity view's "admitted" source (cluster.capacity; registered in apps.py), which counts
+    the home cluster's only (another cluster's are not its GPUs)."""
+    return list(Workload.objects.filter(state__in=Workload.ACTIVE_STATES,
+                                        cluster=home_cluster_name()).order_by()
                 .annotate(gpus=GPU_TOTAL).values_list("pk", "gpu_type__slug", "gpus"))
 
 
@@ -275,17 +279,22 @@ class ServiceAddresses:
         return self.known and self.available == 0
 
 
-def service_addresses() -> ServiceAddresses:
-    """The addresses left for service launches (above); asks the cluster at most every
-    cluster.addresses.POOLS_SECONDS."""
+def service_addresses(cluster: str | None = None) -> ServiceAddresses:
+    """The addresses left for service launches on a cluster (above; the home cluster's by
+    default); asks the cluster at most every cluster.addresses.POOLS_SECONDS."""
     if settings.PORTAL_SERVICE_EXPOSURE != "loadbalancer":
         return ServiceAddresses(known=False)
-    pools = address_pools()
+    cluster = cluster or home_cluster_name()
+    try:
+        kube = Kube(cluster=cluster)
+        pools = address_pools(kube)
+    except KubeError:
+        return ServiceAddresses(known=False)
     if not pools.known:
         return ServiceAddresses(known=False)
     State = Workload.State
     waiting = Workload.objects.filter(
-        kind="service", address="", deleted_at__isnull=True,
+        kind="service", address="", deleted_at__isnull=True, cluster=cluster,
         state__in=(State.SUBMITTED, State.CREATING, State.QUEUED, State.PENDING, State.RUNNING),
     ).count()
     return ServiceAddresses(known=True, total=pools.total, free=pools.free, waiting=waiting)
@@ -316,3 +325,11 @@ def runs_between(start: dt.datetime, end: dt.datetime) -> QuerySet[Workload]:
     what budgets count and billing charges, with querysets.run_within."""
     return (Workload.objects.filter(started_at__isnull=False, started_at__lt=end)
             .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start)).order_by())
+
+
+def annotate_clusters(workloads: Iterable[Workload]) -> None:
+    """Each workload's `cluster_outage`: why its cluster does not answer (its probe's reason),
+    for the state shown (Workload.shown_state); one query for all of them."""
+    unreachable = clusters_unreachable()
+    for workload in workloads:
+        workload.cluster_outage = unreachable.get(workload.cluster)

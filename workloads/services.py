@@ -24,7 +24,7 @@ from catalogue.sharing import equivalents_text
 from clusters.models import home_cluster_name
 from core.tasks import send_on_commit
 from identity.models import User
-from kube.client import KubeError
+from kube.client import Kube, KubeError
 from kube.kueue import queueing_on
 from kube.labels import MAX_GROUP_OBJECT_NAME, workload_object_name
 from storage.models import Dataset, Volume
@@ -74,7 +74,7 @@ def _address_check(request: dict[str, Any]) -> None:
     one then waits for one, saying so (lifecycle.address_wait)."""
     if request["kind"] != Template.Kind.SERVICE:
         return
-    addresses = service_addresses()
+    addresses = service_addresses(request.get("cluster"))
     if addresses.exhausted:
         waiting = (f", and {addresses.waiting} service(s) launched before wait for one"
                    if addresses.waiting else "")
@@ -272,7 +272,8 @@ def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
         metrics.admission_refused(gpu_type=request["gpu_type"].slug)
         raise
     try:
-        queued = queueing_on()  # before the lock: it may ask the cluster (once a minute)
+        # before the lock: it may ask the cluster it goes to (once a minute)
+        queued = queueing_on(Kube(cluster=request.get("cluster")))
     except KubeError:
         queued = False  # not known now: the stricter rule of the two admits it
     try:

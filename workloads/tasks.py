@@ -23,6 +23,7 @@ from .models import Workload
 from .objects import (
     ClaimGoing,
     workload_address_release,
+    workload_kube,
     workload_objects_create,
     workload_objects_delete,
 )
@@ -86,7 +87,7 @@ def workload_create_task(self: BoundTask, workload_id: int) -> None:
         # admitted by a portal older than the frozen spec (a rolling upgrade): frozen now
         workload_launch_spec_freeze(workload=workload)
     try:
-        kube = Kube()
+        kube = workload_kube(workload)  # the cluster it was placed on
         queued = queueing_on(kube)
         created = _objects_create_in_namespace(workload, kube, queued=queued)
     except (KubeUnavailable, NotAuthorized, NamespaceTerminating, ClaimGoing) as exc:
@@ -223,7 +224,7 @@ def workload_stop_task(self: BoundTask, workload_id: int) -> None:
         return
     workload = Workload.objects.select_related("tenant").get(pk=workload_id)
     try:
-        workload_objects_delete(workload)
+        workload_objects_delete(workload, workload_kube(workload))
     except (KubeUnavailable, NotAuthorized) as exc:
         raise self.retry(exc=exc, countdown=_backoff(min(self.request.retries, 6))) from exc
     workload_transition(workload_id=workload_id, allowed_from=(Workload.State.STOPPING,),
@@ -244,12 +245,12 @@ def workload_remove_objects_task(self: BoundTask, workload_id: int) -> None:
                          message="its objects were deleted from the cluster with the workload")
 
 
-def _delete_finished(task: BoundTask, workload: Workload, delete: Callable[[Workload], int], *,
+def _delete_finished(task: BoundTask, workload: Workload, delete: Callable[[Workload, Kube], int], *,
                      reason: str, message: str) -> None:
     """Delete some of a finished workload's objects (`delete` says which), retried until the
     cluster answers; an event when there was something to delete."""
     try:
-        deleted = delete(workload)
+        deleted = delete(workload, workload_kube(workload))
     except (KubeUnavailable, NotAuthorized) as exc:
         raise task.retry(exc=exc, countdown=_backoff(min(task.request.retries, 6))) from exc
     if deleted:

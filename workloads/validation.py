@@ -29,7 +29,13 @@ from catalogue.options import launch_args_problems
 from catalogue.sharing import DRA
 from cluster.capacity import gpu_capacity
 from clusters.models import Cluster
-from clusters.selectors import cluster_capacity, cluster_home, cluster_named, cluster_offers
+from clusters.selectors import (
+    cluster_capacity,
+    cluster_home,
+    cluster_named,
+    cluster_offers,
+    cluster_place,
+)
 from core.validation import FieldsInvalid, excerpt
 from credentials.validation import SecretInvalid, secret_uses_clean
 from identity.identity import Identity
@@ -271,18 +277,27 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
 
 def _cluster(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant | None
              ) -> str:
-    """The cluster it runs on (`cluster`: a name, default the home cluster), replaced by its
-    name once checked: one the project may use (a project limited to some clusters), that
-    offers the GPU type. Returns why the cluster cannot take it now (disabled, or another than
-    the home cluster unreachable), else "". Workloads are placed on the home cluster; another cluster's name is refused until
-    the portal places workloads there."""
+    """The cluster it runs on (`cluster`: a name), replaced by its name once checked: one the
+    project may use (a project limited to some clusters), that offers the GPU type. A service
+    that names none is placed by the portal (clusters.selectors.cluster_place: the home
+    cluster when it has room, else another that answers with free GPUs of the type); other
+    launches go to the home cluster. Returns why the cluster cannot take it now (disabled, or
+    another than the home cluster unreachable), else "". Batch and distributed work runs on
+    the home cluster: naming another is refused (workloads_dispatched says where it may go)."""
     name = data.get("cluster") or ""
-    cluster = cluster_named(name) if name else cluster_home()
+    allowed = list(tenant.clusters.values_list("name", flat=True)) if tenant is not None else []
+    gpu_type = data.get("gpu_type")
+    placed = _placed_by_portal(data)
+    cluster = cluster_named(name) if name else None
+    if not name and placed and isinstance(gpu_type, GpuType) and not _home_data(data):
+        cluster = cluster_place(allowed=allowed, slug=gpu_type.slug,
+                                gpus=int(data.get("gpu_count") or 0) * int(data.get("nodes") or 1))
+    if not name and cluster is None:
+        cluster = cluster_home()
     if cluster is None:
         errors["cluster"] = [f"No cluster named {excerpt(name)}."]
         return ""
     data["cluster"] = cluster.name
-    allowed = list(tenant.clusters.values_list("name", flat=True)) if tenant is not None else []
     if allowed and cluster.name not in allowed:
         assert tenant is not None
         errors["cluster"] = [f"{tenant.name} may use the clusters {', '.join(sorted(allowed))} "
@@ -295,15 +310,41 @@ def _cluster(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant 
     if cluster.state != Cluster.State.READY and not cluster.home:
         reason = cluster.reason or "no reason given"
         return f"The cluster {cluster.name} does not answer ({reason}); launch on another."
-    gpu_type = data.get("gpu_type")
     if cluster.gpu_types or not cluster.home:
         if isinstance(gpu_type, GpuType) and not cluster_offers(
                 cluster, gpu_type.slug, cluster_capacity(cluster)):
             errors["cluster"] = [f"The cluster {cluster.name} offers no {gpu_type.slug}."]
             return ""
-    if not cluster.home:
-        errors["cluster"] = [f"Workloads run on the home cluster ({cluster_home().name}) for "
-                             f"now; launching on {cluster.name} is not available yet."]
+    if not cluster.home and not placed:
+        errors["cluster"] = [f"Batch and distributed work runs on the home cluster "
+                             f"({cluster_home().name}) for now; launching it on {cluster.name} "
+                             "is not available yet. Services (notebooks, TensorBoard, VS Code, "
+                             "custom services) run on any cluster."]
+    elif not cluster.home and (home := _home_data(data)):
+        errors["cluster"] = [f"{home} on the home cluster ({cluster_home().name}) only: "
+                             f"launch it there, or on {cluster.name} without them."]
+    return ""
+
+
+def _placed_by_portal(data: dict[str, Any]) -> bool:
+    """Whether the launch is one the portal places on a cluster itself: a service (one pod
+    behind its address), not batch or distributed work."""
+    template = data.get("template")
+    if not isinstance(template, Template) or template.distributed:
+        return False
+    return (data.get("kind") or template.kind) == Template.Kind.SERVICE
+
+
+def _home_data(data: dict[str, Any]) -> str:
+    """What of the launch lives on the home cluster (its volumes, datasets, the home folder,
+    a checkpoint directory: their claims and data are there; the secrets it uses, whose
+    Kubernetes Secrets are written there), in words; "" when nothing."""
+    if data.get("mounts") or data.get("checkpoint"):
+        return "Volumes and datasets are"
+    if data.get("secrets"):
+        return "The project's secrets are"
+    if data.get("use_home"):
+        return "The home folder is"
     return ""
 
 
@@ -476,7 +517,7 @@ def _never_fits(data: dict[str, Any], errors: dict[str, list[str]]) -> None:
     advice's rule, advice.never_fits, which the checks before a launch show as an error)."""
     gpu_type: GpuType = data["gpu_type"]
     try:
-        capacity = gpu_capacity().get(gpu_type.slug)
+        capacity = gpu_capacity(cluster=data.get("cluster")).get(gpu_type.slug)
     except KubeError:
         return  # cannot ask the cluster: admission proceeds, the scheduler will tell
     refusal = never_fits(capacity, gpu_type.slug, data["gpu_count"], data.get("nodes", 1))

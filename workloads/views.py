@@ -55,6 +55,7 @@ from .querysets import WorkloadQuerySet
 from .selectors import (
     GpuAvailability,
     TenantGpuReads,
+    annotate_clusters,
     service_addresses,
     tenant_gpu_reads,
     workload_may_change,
@@ -361,6 +362,7 @@ def _list_context(request: ProjectRequest) -> dict[str, Any]:
         workload.may_change = workload_may_change(request.identity, workload)
         workload.may_open = _may_open(request, workload, rules)
     annotate_queue(page)
+    annotate_clusters(page)
     query = request.GET.copy()
     query.pop("page", None)
     return {
@@ -444,6 +446,7 @@ def _detail_context(request: ProjectRequest, workload: Workload) -> dict[str, An
                      "the portal's last record."
     events = list(workload.events.order_by("-at", "-id")[:EVENTS_SHOWN])[::-1]
     annotate_queue([workload])
+    annotate_clusters([workload])
     argv = [*workload.command, *workload.args]
     may_see_secrets = workload_may_see_secrets(request.identity, workload)
     if not may_see_secrets:

@@ -74,7 +74,9 @@ def _launch_options(p: Parser) -> None:
     p.add_argument("--template", required=True, help="jupyter, digits, tensorboard, custom …")
     p.add_argument("--gpu-type", required=True, help="a GPU type slug (see gpu-types)")
     p.add_argument("--cluster", help="the cluster to run on, by name (gpuctl clusters; "
-                                     "default: the home cluster)")
+                                     "default: a service goes where there are free GPUs of "
+                                     "its type, the home cluster first; other work to the "
+                                     "home cluster)")
     p.add_argument("--gpus", "--gpu-count", dest="gpus", type=int, default=1,
                    help="number of GPUs (default 1); per node with --nodes")
     p.add_argument("--nodes", type=int, metavar="N",
@@ -324,7 +326,7 @@ def state_text(workload: dict[str, Any]) -> str:
 
 WORKLOAD_COLUMNS: list[Column] = [
     ("id", "id"), ("name", "name"), ("state", state_text), ("template", "template"),
-    ("gpus", "gpus"), ("owner", "owner"), ("age", age), ("url", "url")]
+    ("gpus", "gpus"), ("cluster", "cluster"), ("owner", "owner"), ("age", age), ("url", "url")]
 WORKLOAD_FIELDS = ["id", "name", "tenant", "owner", "template", "kind", "gpu_type", "cluster",
                    "gpu_count",
                    "nodes", "gpus", "image", "command", "args", "port", "cpu", "memory",

@@ -5,8 +5,9 @@ The manager is a ControlPlane (stack/k8s/cluster.py) whose Kueue runs as a Multi
 ControlPlane on its own ports and folder, with its own KWOK nodes (the worker `east`:
 deploy/kubesim/east-inventory.yaml, 2 × 8 H100) and what MultiKueue needs there: Kueue (the
 dispatched copies are admitted by the worker's own queues), JobSet and the MPI operator (the
-kinds dispatched besides Jobs). No MetalLB, GPU agents or volumes: the portal places no service
-there yet, and each process costs the machine's cores.
+kinds dispatched besides Jobs), and MetalLB's controller with the inventory's address pool: the
+services the portal places there get their addresses from it. No GPU agents or volumes: each
+process costs the machine's cores.
 
 `register_workers(manager, {"east": worker})` joins them the way an operator does
 (docs/multicluster.md): on each worker the manager's least-privilege identity
@@ -35,6 +36,7 @@ from . import build
 from .cluster import PORTAL_TOKEN_SECONDS, Addon, ControlPlane
 from .jobset import JobSet
 from .kueue import DEFAULT_PODS_READY_TIMEOUT, Kueue
+from .metallb import MetalLB
 from .mpi_operator import MPIOperator
 
 EAST = "east"
@@ -43,10 +45,13 @@ EAST_INVENTORY = REPO / "deploy" / "kubesim" / "east-inventory.yaml"
 MANAGER = "main"
 
 
-def worker_addons(*, pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> list[Addon]:
-    """What a worker runs beside its control plane: JobSet and the MPI operator before Kueue
-    (whose JobSet and MPIJob integrations need their CRDs served when it starts)."""
-    return [JobSet(), MPIOperator(), Kueue(pods_ready_timeout=pods_ready_timeout)]
+def worker_addons(*, inventory: Path = EAST_INVENTORY,
+                  pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT) -> list[Addon]:
+    """What a worker runs beside its control plane: MetalLB's controller (the addresses of the
+    services placed there, from the inventory's pools), JobSet and the MPI operator before
+    Kueue (whose JobSet and MPIJob integrations need their CRDs served when it starts)."""
+    return [MetalLB(inventory), JobSet(), MPIOperator(),
+            Kueue(pods_ready_timeout=pods_ready_timeout)]
 
 
 def worker(workdir: Path, *, inventory: Path = EAST_INVENTORY, port: int = 0,
@@ -55,7 +60,8 @@ def worker(workdir: Path, *, inventory: Path = EAST_INVENTORY, port: int = 0,
            etcd_in_memory: bool = True) -> ControlPlane:
     """A worker control plane, not started (`.start()`)."""
     return ControlPlane(workdir, inventory=inventory, port=port,
-                        addons=worker_addons(pods_ready_timeout=pods_ready_timeout),
+                        addons=worker_addons(inventory=inventory,
+                                             pods_ready_timeout=pods_ready_timeout),
                         pod_start_seconds=pod_start_seconds,
                         default_run_seconds=default_run_seconds, etcd_in_memory=etcd_in_memory)
 
@@ -67,7 +73,8 @@ def start_together(*cps: ControlPlane) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     # what both need, built first (a fresh cache's build is some 20 minutes: not twice at once)
-    build.ensure("kubernetes", "etcd", "kwok", "kueue", "jobset", "mpi-operator", quiet=False)
+    build.ensure("kubernetes", "etcd", "kwok", "kueue", "jobset", "mpi-operator", "metallb",
+                 quiet=False)
     with ThreadPoolExecutor(max_workers=len(cps), thread_name_prefix="control-plane") as pool:
         futures = [pool.submit(cp.start) for cp in cps]
         errors = [exc for future in futures if (exc := future.exception()) is not None]

@@ -4,21 +4,33 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from catalogue.fields import invisible_characters_refusal
 
-from ..models import Department, Quota, QuotaAdjustment, Tenant
+from ..models import Department, Quota, QuotaAdjustment, Tenant, TenantCluster
 from ..quota_validation import (
     MAX_VALUE,
     QuotaInvalid,
     quota_changes_clean,
     unknown_gpu_types_refusal,
 )
-from ..selectors import quota_figures
+from ..selectors import quota_figures, tenant_cluster_states
+
+
+class TenantClusterStateSerializer(serializers.Serializer[dict[str, Any]]):
+    cluster = serializers.CharField()
+    state = serializers.ChoiceField(choices=sorted({*Tenant.State.values,
+                                                   *TenantCluster.State.values}))
+    reason = serializers.CharField(allow_blank=True)
+    last_reconciled_at = serializers.DateTimeField(allow_null=True)
 
 
 class TenantSerializer(serializers.ModelSerializer[Tenant]):
+    cluster_states = serializers.SerializerMethodField(
+        help_text="its namespace on each cluster it may use, as the last reconcile there found "
+                  "it: the home cluster's (the tenant's own state) first")
     clusters = serializers.SerializerMethodField(
         help_text="the clusters its workloads may run on (names); empty: every enabled cluster")
     department: serializers.PrimaryKeyRelatedField[Department] = \
@@ -30,8 +42,13 @@ class TenantSerializer(serializers.ModelSerializer[Tenant]):
     class Meta:
         model = Tenant
         fields = ["id", "keystone_project_id", "name", "namespace", "state", "state_reason",
-                  "clusters", "last_reconciled_at", "created_at", "department", "department_name"]
+                  "clusters", "cluster_states", "last_reconciled_at", "created_at", "department",
+                  "department_name"]
         read_only_fields = fields
+
+    @extend_schema_field(TenantClusterStateSerializer(many=True))
+    def get_cluster_states(self, tenant: Tenant) -> list[dict[str, object]]:
+        return tenant_cluster_states(tenant)
 
     def get_clusters(self, tenant: Tenant) -> list[str]:
         return sorted(cluster.name for cluster in tenant.clusters.all())  # prefetched

@@ -44,6 +44,12 @@ def test_clusters_gpu_types_and_a_launch_that_names_its_cluster(portal, keystone
     code, out, err = run(["launch", "--template", "jupyter", "--gpu-type", "a100",
                           "--cluster", "main", "--json"], portal)
     assert code == 0 and json.loads(out)["cluster"] == "main", err
+    launched = json.loads(out)["id"]
+    code, out, err = run(["list"], portal)  # each workload's cluster in a column of its own
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    at = header.index("CLUSTER")  # the columns are aligned under their headers
+    assert [row[at:].split()[0] for row in rows if row.split()[0] == str(launched)] == ["main"]
     code, out, err = run(["launch", "--template", "jupyter", "--gpu-type", "a100",
                           "--cluster", "east"], portal)
     assert code != 0 and "offers no a100" in err, (code, err)

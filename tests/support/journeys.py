@@ -23,10 +23,12 @@ def launched(headers, body) -> int:
     return response.json()["id"]
 
 
-def track_until(workload_id: int, predicate, timeout: float = 40.0) -> Workload:
-    """Run the tracker until the workload satisfies `predicate`; bounded (loosely: a real Job
-    and ReplicaSet controller add their own steps to KWOK's half a second)."""
-    tracker = Tracker(Kube())
+def track_until(workload_id: int, predicate, timeout: float = 40.0,
+                cluster: str | None = None) -> Workload:
+    """Run the tracker (of `cluster`, by name; default the home cluster's) until the workload
+    satisfies `predicate`; bounded (loosely: a real Job and ReplicaSet controller add their own
+    steps to KWOK's half a second)."""
+    tracker = Tracker(cluster=cluster) if cluster else Tracker(Kube())
 
     def tracked() -> Workload | None:
         tracker.run_for(1.0)  # a run waits for changes: no pause

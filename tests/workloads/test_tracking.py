@@ -204,6 +204,23 @@ def test_a_relist_of_one_kind_judges_only_that_kinds_workloads(tenants, owner, g
     assert state_of(job).state in (S.PENDING, S.RUNNING), job.reason
 
 
+def test_a_list_judges_only_the_workloads_of_its_own_cluster(tenants, owner, gpu_types):
+    """One tracker per cluster: the home cluster's list of Deployments says nothing of a
+    service on another cluster (its Deployment is there, not here), and its reconcile leaves
+    that one alone; the other cluster's tracker judges it."""
+    tenant = tenants()
+    elsewhere = launch(tenant, owner, gpu_types, name="east", kind="service", create=False)
+    earlier = timezone.now() - dt.timedelta(minutes=2)
+    Workload.objects.filter(pk=elsewhere.pk).update(state=S.RUNNING, updated_at=earlier,
+                                                    cluster="east")
+    tracker = Tracker()
+    tracker.sweep_vanished("Deployment", time.time())
+    tracker.reconcile(elsewhere.pk, tombstone={"kind": "Deployment"})
+    assert state_of(elsewhere).state == S.RUNNING
+    gone = vanished_since("Deployment", timezone.now(), lambda *_: False, cluster="east")
+    assert [row["id"] for row in gone] == [elsewhere.pk]
+
+
 def test_a_relist_of_pods_or_events_fails_no_workload(tenants, owner, gpu_types):
     """Every reflector's list ends with the tracker's sweep; only a list of a workload's own
     kind (Job, Deployment, JobSet, MPIJob) can show it vanished. A relist of pods after a

@@ -30,7 +30,7 @@ def sqlite(tmp_path):
         cursor.execute("CREATE TABLE tenants_tenant (id integer PRIMARY KEY, namespace text)")
         cursor.execute("CREATE TABLE workloads_workload (id integer PRIMARY KEY, tenant_id "
                        "integer, state text, kind text, updated_at text, created_at text, "
-                       "launch_spec text)")
+                       "launch_spec text, cluster text)")
         cursor.execute("INSERT INTO tenants_tenant VALUES (1, 'gp-lab')")
         before = (NOW - dt.timedelta(minutes=5)).isoformat(" ").replace("+00:00", "")
         for pk, kind, spec in ((1, "batch", {}), (2, "batch", {"engine": ""}),
@@ -38,7 +38,7 @@ def sqlite(tmp_path):
                                (4, "batch", {"engine": "mpi"}),
                                (5, "service", {"engine": ""})):
             cursor.execute("INSERT INTO workloads_workload VALUES (%s, 1, 'running', %s, %s, "
-                           "%s, %s)", [pk, kind, before, before, json.dumps(spec)])
+                           "%s, %s, 'main')", [pk, kind, before, before, json.dumps(spec)])
     yield connection
     connection.close()
 

@@ -30,7 +30,7 @@ from ..launch_spec import launch_checkpoint, launch_secrets
 from ..logs import redact
 from ..manifests import CHECKPOINT_MOUNT_PATH
 from ..models import Workload, WorkloadEvent
-from ..selectors import workload_may_see_secrets
+from ..selectors import annotate_clusters, workload_may_see_secrets
 from ..validation import (
     IMAGE_MAX_LENGTH,
     NAME_MAX_LENGTH,
@@ -283,6 +283,8 @@ class WorkloadListSerializer(serializers.ListSerializer[Iterable[Workload]]):
         items = list(data.all() if hasattr(data, "all") else data)
         assert self.child is not None  # a ListSerializer has its child
         self.child.context["queue_places"] = queue_places(items)
+        annotate_clusters(items)
+        self.child.context["clusters_annotated"] = True
         return super().to_representation(items)
 
 
@@ -307,6 +309,11 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
                                      "user id")
     template = serializers.CharField(source="template.slug")
     gpu_type = serializers.CharField(source="gpu_type.slug")
+    state = serializers.ChoiceField(
+        source="shown_state", choices=[*Workload.State.values, Workload.UNKNOWN],
+        help_text="unknown: its cluster does not answer now (the reason says since when); it "
+                  "shows its real state again once the cluster answers")
+    reason = serializers.CharField(source="shown_reason", allow_blank=True)
     memory = serializers.IntegerField(source="memory_gb")
     mounts = WorkloadMountSerializer(many=True, read_only=True,
                                      help_text="the volumes it mounts (the home volume too) and the "
@@ -400,6 +407,8 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
         return workload.url
 
     def to_representation(self, workload: Workload) -> dict[str, Any]:
+        if not self.context.get("clusters_annotated"):
+            annotate_clusters([workload])  # one workload's answer (a list's did them all)
         data = super().to_representation(workload)
         request = self.context.get("request")
         if request is not None and not workload_may_see_secrets(

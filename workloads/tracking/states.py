@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
+from clusters.models import home_cluster_name
 from core.tasks import send_on_commit
 from workloads.notices import workload_reclaimed
 
@@ -46,6 +47,7 @@ class WorkloadRow(TypedDict):
     tenant__namespace: str
     ranks: list[dict[str, Any]]  # as the tracker last wrote them (mark_ranks)
     engine: str  # the launch spec's ("" for one pod)
+    cluster: str  # the cluster holding its objects (by name)
 
 
 def workload_rows(wids: Iterable[int]) -> dict[int, WorkloadRow]:
@@ -57,7 +59,7 @@ def workload_rows(wids: Iterable[int]) -> dict[int, WorkloadRow]:
         for row in Workload.objects.filter(pk__in=ids[start:start + CHUNK]).values(
                 "id", "state", "kind", "reason", "node", "address", "exit_code",
                 "started_at", "finished_at", "updated_at", "deleted_at",
-                "max_runtime_minutes", "tenant__namespace", "ranks",
+                "max_runtime_minutes", "tenant__namespace", "ranks", "cluster",
                 engine=KT("launch_spec__engine")):
             row["engine"] = row["engine"] or ""
             rows[row["id"]] = row
@@ -98,14 +100,21 @@ def primary_kind(row: WorkloadRow) -> str:
     return "Job" if row["kind"] == BATCH else "Deployment"
 
 
-def live_of_kind(kind: str, listed_at: dt.datetime) -> Any:
+def tracking_cluster(row: WorkloadRow) -> str:
+    """The cluster whose tracker judges a workload's state: the one holding its objects (its
+    `cluster`, as workloads.objects.workload_kube reaches it)."""
+    return row["cluster"] or home_cluster_name()
+
+
+def live_of_kind(kind: str, listed_at: dt.datetime, cluster: str | None = None) -> Any:
     """(id, namespace) of the live workloads, last written before `listed_at`, whose object is
     of `kind` (Job, Deployment, JobSet or MPIJob). The key's JSON lookups, not KT(): on SQLite
     (the demo's database) KT() compared with a string wraps the string in JSON_EXTRACT(…, '$'),
     which fails as malformed JSON (the demo's tracker failed every sweep so)."""
     workload_kind = SERVICE if kind == "Deployment" else BATCH
     live = Workload.objects.filter(state__in=Workload.LIVE_STATES, kind=workload_kind,
-                                   updated_at__lt=listed_at)
+                                   updated_at__lt=listed_at,
+                                   cluster=cluster or home_cluster_name())
     engines = {group: engine for engine, group in GROUP_KINDS.items()}
     if kind in engines:
         live = live.filter(launch_spec__engine=engines[kind])
@@ -116,7 +125,8 @@ def live_of_kind(kind: str, listed_at: dt.datetime) -> Any:
 
 
 def vanished_since(kind: str, listed_at: dt.datetime,
-                   has_primary: Callable[[int, str, str], bool]) -> list[WorkloadRow]:
+                   has_primary: Callable[[int, str, str], bool], *,
+                   cluster: str | None = None) -> list[WorkloadRow]:
     """After a list of `kind` (Job, Deployment, JobSet or MPIJob): the live workloads whose
     object is of that kind, without it. Only the kind just listed is judged: a 410 relists one kind at a time, and the other
     kind's store may predate workloads launched since (the real-cluster 410 test met a batch
@@ -127,7 +137,7 @@ def vanished_since(kind: str, listed_at: dt.datetime,
     if kind not in ("Job", "Deployment", *GROUP_WATCHED):
         raise ValueError(f"a list of {kind} says nothing of vanished workloads")
     workload_kind = SERVICE if kind == "Deployment" else BATCH
-    gone = [wid for wid, namespace in live_of_kind(kind, listed_at)
+    gone = [wid for wid, namespace in live_of_kind(kind, listed_at, cluster)
             if not has_primary(wid, workload_kind, namespace)]
     return [row for row in workload_rows(gone).values()
             if row["state"] in Workload.LIVE_STATES]

@@ -57,8 +57,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, close_old_connections, connection, transaction
 
+from clusters.models import Cluster, home_cluster_name
 from core.contention import retry_on_contention
-from kube.client import Kube, KubeError
+from kube.client import Kube, KubeError, cluster_client, home_cluster
 from kube.discovery import api_served
 from kube.engines import ENGINE_APIS
 from kube.labels import MPI_ROLE_LABEL
@@ -96,6 +97,7 @@ from .states import (
     mark,
     mark_ranks,
     primary_kind,
+    tracking_cluster,
     vanished_outcome,
     vanished_since,
     workload_rows,
@@ -152,8 +154,20 @@ class Tracker:
     def __init__(self, kube: Kube | None = None, *, resync_seconds: float = 300.0,
                  clock_skew_seconds: float = 5.0,
                  failed_service_grace_seconds: float = 600.0,
-                 watch_seconds: int = 30) -> None:
+                 watch_seconds: int = 30, cluster: str | None = None) -> None:
+        if kube is None and home_cluster(cluster) is not None:
+            # another cluster's client made here, not in the reflectors' threads (its
+            # connection is a row of the database, read in the caller's transaction); raises
+            # KubeError where it cannot be made (its Secret unreadable)
+            kube = Kube(cluster_client(cluster), cluster=cluster)
         self.kube = kube or Kube()
+        # the cluster it follows: the workloads whose `cluster` is this one are its to judge
+        # (tracking_cluster); the home cluster's also follows the volumes' claims
+        self.cluster = (cluster if cluster is not None and home_cluster(cluster) is not None
+                        else self.kube.cluster) or home_cluster_name()
+        self.home = home_cluster(self.cluster) is None
+        # the trackers of the other clusters, which the home one's leader runs beside it
+        self.peers: dict[str, Tracker] = {}
         self.resync_seconds = resync_seconds
         # how far apart the clocks of the processes writing `updated_at` may be
         self.clock_skew = clock_skew_seconds
@@ -195,7 +209,7 @@ class Tracker:
         stored = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
         self._counts = TrackerStats()
         self._stored = dict(stored)
-        kinds = [*WATCHED, CLAIM_KIND, *self._group_kinds()]
+        kinds = [*WATCHED, *([CLAIM_KIND] if self.home else []), *self._group_kinds()]
         for kind in kinds:
             self._make_reflector(kind, stored)
         self.running = True
@@ -209,7 +223,7 @@ class Tracker:
     def _make_reflector(self, kind: str, stored: dict[str, str]) -> Reflector:
         old = self.reflectors.get(kind)
         resume = (old is not None and old.synced and old.resource_version is not None
-                  and stored.get(RESOURCES[kind]) == old.resource_version)
+                  and stored.get(self.resource(kind)) == old.resource_version)
         self.reflectors[kind] = reflector = Reflector(
             kind, kube=lambda: self.kube,
             label_selector=None if kind == "Event" else SELECTOR, project=_slim,
@@ -414,8 +428,8 @@ class Tracker:
                 self._claims_dirty |= claims
             self._counts.errors += 1
             raise
-        moved = {RESOURCES[kind]: version for kind, version in versions.items()
-                 if self._stored.get(RESOURCES[kind]) != version}
+        moved = {self.resource(kind): version for kind, version in versions.items()
+                 if self._stored.get(self.resource(kind)) != version}
         if moved:
             retry_on_contention(_store_cursors, moved, what="tracker cursors")
             self._stored.update(moved)
@@ -426,6 +440,11 @@ class Tracker:
         return sum(volume_observe(namespace=namespace, claim_name=name, claim=claim,
                                   warning=warning)
                    for (namespace, name), (claim, warning) in observed.items())
+
+    def resource(self, kind: str) -> str:
+        """The kind's cursor (TrackerCursor.resource): the home cluster's by the kind's
+        resource, another cluster's prefixed with its name."""
+        return RESOURCES[kind] if self.home else f"{self.cluster}/{RESOURCES[kind]}"
 
     # -- one workload ------------------------------------------------------------------------
 
@@ -454,8 +473,8 @@ class Tracker:
         self._counts.reconciles += 1
         current = row or workload_rows([workload_id]).get(workload_id)
         for _ in range(MARK_ATTEMPTS):
-            if current is None:
-                return
+            if current is None or tracking_cluster(current) != self.cluster:
+                return  # another cluster's tracker judges it
             kind = primary_kind(current)
             if kind in GROUP_WATCHED and not self._synced(kind):
                 return  # its group is not watched (yet): nothing to judge it by
@@ -498,7 +517,7 @@ class Tracker:
         def has_primary(wid: int, workload_kind: str, namespace: str) -> bool:
             return _primary(self.observed(wid, workload_kind, namespace), kind) is not None
 
-        for row in vanished_since(kind, listed_at, has_primary):
+        for row in vanished_since(kind, listed_at, has_primary, cluster=self.cluster):
             self._counts.vanished += 1
             if mark(row, Outcome(Workload.State.FAILED, VANISHED)):
                 self._counts.changes += 1
@@ -637,20 +656,58 @@ def track(*, stop: threading.Event | None = None, duration: float | None = None,
             _lead(tracker, lease, done, renew_every, say)
         finally:
             try:
+                peers_stop(tracker)
                 tracker.stop()
             finally:
                 lease.release()
         say(f"tracker stood down: {tracker.stats.as_dict()}")
 
 
+def peers_follow(tracker: Tracker) -> None:
+    """Run a tracker of each enabled cluster other than the home one beside the home cluster's
+    `tracker` (its `peers`, with its settings): started for a cluster registered or enabled
+    since, stopped for one removed or disabled. Each watches its own cluster with reflectors of
+    its own (a cluster that does not answer costs its reflectors' back-off, nothing else)."""
+    names = set(Cluster.objects.filter(enabled=True, home=False).values_list("name", flat=True))
+    for name in sorted(set(tracker.peers) - names):
+        tracker.peers.pop(name).stop()
+    for name in sorted(names - set(tracker.peers)):
+        try:
+            peer = Tracker(cluster=name, resync_seconds=tracker.resync_seconds,
+                           clock_skew_seconds=tracker.clock_skew,
+                           failed_service_grace_seconds=tracker.orphans.failed_service_grace,
+                           watch_seconds=tracker.watch_seconds)
+        except KubeError as exc:
+            log.warning("tracker of %s not started (tried again soon): %s", name, exc)
+            continue
+        peer.start(wait=0.0)
+        tracker.peers[name] = peer
+
+
+def peers_stop(tracker: Tracker) -> None:
+    for peer in tracker.peers.values():
+        peer.stop()
+    tracker.peers.clear()
+
+
+PEERS_EVERY_SECONDS = 15.0  # how often the leader looks for clusters registered or removed
+
+
 def _lead(tracker: Tracker, lease: Lease, done: Callable[[], bool], renew_every: float,
           say: Callable[[str], None]) -> None:
     tracker.start(wait=0.0)  # not waited for: the lease is renewed meanwhile
     renewed = logged = time.monotonic()
+    followed = -PEERS_EVERY_SECONDS
     synced = False
     while not done():
         try:
-            tracker.step(min(renew_every, 0.5))
+            if time.monotonic() - followed >= PEERS_EVERY_SECONDS:
+                peers_follow(tracker)
+                followed = time.monotonic()
+            # with peers the home tracker waits less, so that their work waits little too
+            tracker.step(min(renew_every, 0.2 if tracker.peers else 0.5))
+            for peer in tracker.peers.values():
+                peer.step(0.0)
         except DatabaseError as exc:
             # the database is down, or stayed locked through every retry: the work stays
             # to do, the cursors where they were
@@ -667,4 +724,6 @@ def _lead(tracker: Tracker, lease: Lease, done: Callable[[], bool], renew_every:
             say(f"tracker synced: {tracker.stats.as_dict()}")
         if now - logged >= STATS_EVERY_SECONDS:
             say(f"tracking: {tracker.stats.as_dict()}")
+            for name, peer in tracker.peers.items():
+                say(f"tracking {name}: {peer.stats.as_dict()}")
             logged = now
