@@ -38,7 +38,7 @@ from .manifests import (
 )
 from .models import Quota, Tenant, TenantCluster
 from .selectors import quota_figures, tenant_pod_security
-from .transitions import ACTIVE, tenant_transition
+from .transitions import ACTIVE, tenant_cluster_record, tenant_transition
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +246,8 @@ def tenant_reconcile_on(*, tenant_id: int, cluster: str, kube: Kube | None = Non
     return _reconcile_recorded(
         tenant, kube or Kube(cluster=cluster),
         first_time=row.state in (TenantCluster.State.NEW, TenantCluster.State.FAILED),
-        record=lambda state, reason: _row_state(row, state, reason), cluster=cluster)
+        record=lambda state, reason: tenant_cluster_record(row=row, state=state,
+                                                             reason=reason), cluster=cluster)
 
 
 def _reconcile_recorded(tenant: Tenant, kube: Kube, *, first_time: bool,
@@ -270,11 +271,6 @@ def _reconcile_recorded(tenant: Tenant, kube: Kube, *, first_time: bool,
     return result
 
 
-def _row_state(row: TenantCluster, state: str, reason: str) -> None:
-    TenantCluster.objects.filter(pk=row.pk).update(state=state, reason=reason[:2000],
-                                                   last_reconciled_at=timezone.now())
-
-
 def tenant_clusters_reconcile(*, tenant_id: int) -> dict[str, str]:
     """The tenant's namespace on every cluster other than the home one that it may use
     (enabled; those it is limited to, else every one), and removed from each enabled cluster
@@ -296,8 +292,9 @@ def tenant_clusters_reconcile(*, tenant_id: int) -> dict[str, str]:
         if cluster.state != Cluster.State.READY:
             row, _ = TenantCluster.objects.get_or_create(tenant=tenant, cluster=cluster)
             if row.state != TenantCluster.State.FAILED or not row.reason:
-                _row_state(row, TenantCluster.State.FAILED,
-                           f"the cluster does not answer ({cluster.reason or 'no reason given'});"
+                tenant_cluster_record(
+                    row=row, state=TenantCluster.State.FAILED,
+                    reason=f"the cluster does not answer ({cluster.reason or 'no reason given'});"
                            " reconciled when it does")
             done[cluster.name] = "unreachable"
             continue
@@ -314,15 +311,16 @@ def _namespace_remove_on(tenant: Tenant, cluster: Cluster) -> str:
     """The tenant's namespace (and its ClusterQueue) deleted on a cluster taken off its list;
     its row goes once the cluster has taken the deletion."""
     row = TenantCluster.objects.get(tenant=tenant, cluster=cluster)
-    _row_state(row, TenantCluster.State.REMOVING, "the project may no longer use this cluster")
+    tenant_cluster_record(row=row, state=TenantCluster.State.REMOVING,
+                          reason="the project may no longer use this cluster")
     kube = Kube(cluster=cluster.name)
     try:
         existed = kube.delete("Namespace", tenant.namespace, propagation="Foreground")
         if queueing_on(kube):
             kube.delete("ClusterQueue", tenant.namespace)
     except KubeError as exc:
-        _row_state(row, TenantCluster.State.REMOVING,
-                   f"the namespace is removed once the cluster answers ({exc})")
+        tenant_cluster_record(row=row, state=TenantCluster.State.REMOVING,
+                              reason=f"the namespace is removed once the cluster answers ({exc})")
         return f"failed: {exc}"
     with transaction.atomic():
         row.delete()

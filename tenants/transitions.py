@@ -13,7 +13,8 @@ An edge outside the table is refused: nothing written, an error logged, False (a
 workloads/transitions.py does). A state name that does not exist is a typo, and raises
 ValueError. Audit records stay with the callers, which know what they did (the workloads
 stopped, whether the namespace existed). tests/tenants/test_transitions.py checks the table
-and that no module writes the state any other way.
+and that no module writes the state any other way. A tenant's rows of the other clusters it
+lives on (TenantCluster) are written here too, by `tenant_cluster_record`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from django.utils import timezone
 
 from core.contention import retry_on_contention
 
-from .models import Tenant
+from .models import Tenant, TenantCluster
 
 log = logging.getLogger(__name__)
 
@@ -91,3 +92,11 @@ def _transition(pk: int, allowed: frozenset[str], to: str, reason: str | None,
             updates["state_reason"] = reason[:2000]
         Tenant.objects.filter(pk=pk).update(**updates)
     return True
+
+
+def tenant_cluster_record(*, row: TenantCluster, state: str, reason: str) -> None:
+    """How the last reconcile of the tenant's namespace on another cluster went (its row of
+    that cluster: provisioned, drifted or failed, with why). No transition rules bind it: each
+    reconcile there says afresh what it found; the tenant's own state is the home cluster's."""
+    TenantCluster.objects.filter(pk=row.pk).update(state=state, reason=reason[:2000],
+                                                   last_reconciled_at=timezone.now())
