@@ -72,7 +72,9 @@ def _backoff(retries: int) -> int:
     return min(doubled, MAX_BACKOFF_SECONDS, max(1, requeue_seconds // 2))
 
 
-@bound_task(acks_late=True, reject_on_worker_lost=True, max_retries=MAX_RETRIES,
+# no limit declared: the task gives up by itself on what it may give up on (MAX_RETRIES tries of
+# a cluster that answers but holds the launch up), never on an outage
+@bound_task(acks_late=True, reject_on_worker_lost=True, max_retries=None,
             ignore_result=True, **RETRY_WHILE_DATABASE_DOWN)
 def workload_create_task(self: BoundTask, workload_id: int) -> None:
     """Create the workload's objects in its namespace; then the tracker follows it."""
@@ -91,15 +93,17 @@ def workload_create_task(self: BoundTask, workload_id: int) -> None:
         queued = queueing_on(kube)
         created = _objects_create_in_namespace(workload, kube, queued=queued)
     except (KubeUnavailable, NotAuthorized, NamespaceTerminating, ClaimGoing) as exc:
-        if self.max_retries is not None and self.request.retries >= self.max_retries:
+        # a cluster that does not answer is waited for as long as it takes: an accepted launch
+        # is never lost to an outage (its owner may stop it meanwhile); what the cluster
+        # answers but holds up (the portal's identity refused, a deletion that never ends) is
+        # given up after MAX_RETRIES tries, saying why
+        if not isinstance(exc, KubeUnavailable) and self.request.retries >= MAX_RETRIES:
             if isinstance(exc, NamespaceTerminating):
                 reason = f"The project's namespace stayed in deletion on the cluster: {exc}"
             elif isinstance(exc, ClaimGoing):
                 reason = f"A volume it mounts stayed in deletion on the cluster: {exc}"
             else:
-                what = ("refused the portal's identity" if isinstance(exc, NotAuthorized)
-                        else "could not be reached")
-                reason = f"The cluster {what}: {exc}"
+                reason = f"The cluster refused the portal's identity: {exc}"
             workload_transition(workload_id=workload_id, allowed_from=(Workload.State.CREATING,),
                                 to=Workload.State.FAILED, reason=reason)
             workload_event(workload=workload, reason="CreateFailed", type="Warning",
