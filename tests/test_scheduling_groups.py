@@ -29,11 +29,14 @@ def test_a_test_goes_with_the_control_plane_it_uses(fixtures, group):
 
 
 def test_the_units_that_start_a_control_plane_go_out_last():
-    """On a fresh machine their Go components build meanwhile (stack/k8s/build.py)."""
-    def item(nodeid: str, *fixtures: str) -> SimpleNamespace:
-        return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures))
+    """On a fresh machine their Go components build meanwhile (stack/k8s/build.py), a test's
+    components besides its cluster's (a `builds` mark) after the cluster's."""
+    def item(nodeid: str, *fixtures: str, builds: tuple[str, ...] = ()) -> SimpleNamespace:
+        return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures), iter_markers=lambda name:
+                               [SimpleNamespace(args=builds)] if builds and name == "builds" else [])
 
-    items = [item("tests/q/test_kueue.py::t", "kueue_cluster"),
+    items = [item("tests/r/test_gateway.py::t", "real_cluster", builds=("traefik",)),
+             item("tests/q/test_kueue.py::t", "kueue_cluster"),
              item("tests/r/test_dra.py::t", "dra_cluster"),
              item("tests/a/test_short.py::t", "db"),
              item("tests/r/test_real.py::t", "real_cluster"),
@@ -47,9 +50,11 @@ def test_the_units_that_start_a_control_plane_go_out_last():
     assert order == ["tests/browser/test_b.py::t",
                      *(f"tests/a/test_long.py::t{n}" for n in range(3)),
                      "tests/a/test_short.py::t",
-                     "tests/r/test_real.py::t", "tests/q/test_kueue.py::t",
+                     "tests/r/test_real.py::t", "tests/r/test_gateway.py::t",
+                     "tests/q/test_kueue.py::t",
                      "tests/m/test_multi.py::t", "tests/r/test_dra.py::t"]
     assert groups == {"tests/browser/test_b.py::t": BROWSER_GROUP,
+                      "tests/r/test_gateway.py::t": REAL_GROUP,
                       "tests/r/test_real.py::t": REAL_GROUP,
                       "tests/q/test_kueue.py::t": KUEUE_GROUP,
                       "tests/m/test_multi.py::t": MULTI_GROUP}
