@@ -124,3 +124,12 @@ def _item(*fixtures: str, marks: tuple[tuple[str, ...], ...] = ()) -> SimpleName
 ])
 def test_a_test_waits_for_its_clusters_components_and_those_it_marks(item, components):
     assert needed(item) == components  # type: ignore[arg-type]
+
+
+def test_the_background_build_without_go_says_so_at_once(tmp_path, cache):
+    env = {**os.environ, "PATH": str(tmp_path), "GPU_PORTAL_CACHE": str(cache)}
+    result = subprocess.run([sys.executable, "-m", "stack.k8s.build", "--background"], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "the Go toolchain (go ≥ 1.26) is needed" in result.stderr
+    assert not (cache / "k8s" / "background.log").exists()

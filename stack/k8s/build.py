@@ -469,6 +469,7 @@ def start_background() -> bool:
     output in the cache's k8s/background.log) and return at once; False when all are built."""
     if all(c.built() for c in COMPONENTS.values()):
         return False
+    _go()  # no toolchain: said now, not by each test that needs a component
     folder = cache_root() / "k8s"
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "background.log", "ab") as log:
@@ -501,9 +502,13 @@ def _builder() -> int:
 
 def main(argv: list[str]) -> int:
     if argv == ["--background"]:
-        if start_background():
-            print(f"building the Go components in the background "
-                  f"(log: {cache_root() / 'k8s' / 'background.log'})", file=sys.stderr)
+        try:
+            if start_background():
+                print(f"building the Go components in the background "
+                      f"(log: {cache_root() / 'k8s' / 'background.log'})", file=sys.stderr)
+        except StackError as exc:
+            print(f"stack.k8s.build: {exc}", file=sys.stderr)
+            return 1
         return 0
     if argv == ["--builder"]:
         os.nice(19)  # the tests that run meanwhile come first
