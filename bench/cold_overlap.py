@@ -131,7 +131,8 @@ def play(work: list[tuple[str, list[Segment]]], costs: dict[str, float], order: 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--junit", type=Path, required=True)
-    parser.add_argument("--build-log", type=Path, required=True)
+    parser.add_argument("--build-log", type=Path, nargs="+", required=True,
+                        help="one or more logs: the model is played with each")
     parser.add_argument("--setup", type=float, default=225.0,
                         help="seconds from `make lint`'s start to pytest's (lint, npm, apt, Keystone)")
     parser.add_argument("--setup-share", type=float, default=0.5,
@@ -142,10 +143,6 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     from stack.k8s import build
 
-    costs = build_seconds(args.build_log)
-    missing = set(build.COMPONENTS) - set(costs)
-    if missing:
-        print(f"no build time for {', '.join(sorted(missing))}: taken as 0 s", file=sys.stderr)
     work = units(collect(), junit_seconds(args.junit))
     total_tests = sum(s for _, segments in work for s, _ in segments)
     cluster_start = 0.0
@@ -156,22 +153,28 @@ def main() -> int:
     print(f"\ntests: {total_tests:.0f} s in {len(work)} units; before the first unit with a "
           f"control plane: {cluster_start:.0f} s of tests ({cluster_start / WORKERS:.0f} s on "
           f"{WORKERS} processes)")
-    print(f"builds alone: {sum(costs.values()):.0f} s")
     print("| unit (its tests that need components) | s | needs |\n| --- | ---: | --- |")
     for unit, segments in work:
         for seconds, needs in segments:
             if needs:
                 print(f"| {unit} | {seconds:.0f} | {', '.join(needs)} |")
     tests_alone, _, _ = play(work, {}, build.NEED_ORDER, setup=0, setup_share=1, busy_cores=1)
-    print(f"\nbefore (the builds, then the tests): {args.setup:.0f} + {sum(costs.values()):.0f}"
-          f" + {tests_alone:.0f} = {args.setup + sum(costs.values()) + tests_alone:.0f} s")
-    print("| busy cores per test process | make test, s | waited for builds, s (both processes) "
-          "| control plane built at, s | all built at, s |\n| ---: | ---: | ---: | ---: | ---: |")
-    for busy in args.busy_cores:
-        total, done, waited = play(work, costs, build.NEED_ORDER, setup=args.setup,
-                                   setup_share=args.setup_share, busy_cores=busy)
-        plane = max(done.get(n, total) for n in build.CONTROL_PLANE)
-        print(f"| {busy} | {total:.0f} | {waited:.0f} | {plane:.0f} | {max(done.values()):.0f} |")
+    for log in args.build_log:
+        costs = build_seconds(log)
+        missing = set(build.COMPONENTS) - set(costs)
+        print(f"\n{log}: builds alone {sum(costs.values()):.0f} s"
+              + (f" (no time for {', '.join(sorted(missing))}: 0 s)" if missing else ""))
+        print(f"before (the builds, then the tests): {args.setup:.0f} + {sum(costs.values()):.0f}"
+              f" + {tests_alone:.0f} = {args.setup + sum(costs.values()) + tests_alone:.0f} s")
+        print("| busy cores per test process | make test, s | waited for builds, s (both "
+              "processes) | control plane built at, s | all built at, s |\n"
+              "| ---: | ---: | ---: | ---: | ---: |")
+        for busy in args.busy_cores:
+            total, done, waited = play(work, costs, build.NEED_ORDER, setup=args.setup,
+                                       setup_share=args.setup_share, busy_cores=busy)
+            plane = max(done.get(n, total) for n in build.CONTROL_PLANE)
+            print(f"| {busy} | {total:.0f} | {waited:.0f} | {plane:.0f} | "
+                  f"{max(done.values()):.0f} |")
     return 0
 
 
