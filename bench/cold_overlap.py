@@ -4,8 +4,8 @@ from a run's test durations and the components' build times, not a run.
 Reads the suite's collection (the units `make test` hands out, in tests/fixtures/scheduling.py's
 order, and the Go components each unit's tests run: tests/fixtures/builds.py), each test's seconds
 from a JUnit XML report of a warm run, and each component's build seconds from a cold build's log
-(the "built NAME in N s" lines of `python -m stack.k8s.build`). Then it plays the run out second
-by second: the background build starts with `make lint`, builds the components in NEED_ORDER and
+(the "built NAME in N s" lines of `python -m stack.k8s.build`). Then it plays the run out in steps
+of 50 ms: the background build starts with `make lint`, builds the components in NEED_ORDER and
 gets what CPU the rest leaves (`--setup-share` of its own speed while pip, npm and lint run; while
 pytest runs, 2 cores less `--busy-cores` for each test process running a test, over 2); the two
 test processes take the units in order, and one whose tests need a component not built yet waits
@@ -27,6 +27,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 WORKERS = 2
 CORES = 2
+STEP = 0.05  # seconds: a unit that ends lets the next start within a step
 
 
 def collect() -> list[Any]:
@@ -105,8 +106,8 @@ def play(work: list[tuple[str, list[Segment]]], costs: dict[str, float], order: 
 
     advance_build(0)
     while t < setup:
-        t += 1
-        advance_build(setup_share)
+        t += STEP
+        advance_build(setup_share * STEP)
     while True:
         busy: list[list[Segment]] = []
         for segments in running:
@@ -115,17 +116,17 @@ def play(work: list[tuple[str, list[Segment]]], costs: dict[str, float], order: 
             if segments and all(name in done for name in segments[0][1]):
                 busy.append(segments)
             elif segments:
-                waited += 1
+                waited += STEP
         if not any(running) and not queue:
             return t, done, waited
-        t += 1
+        t += STEP
         for segments in busy:
             seconds, needs = segments[0]
-            if seconds <= 1:
+            if seconds <= STEP:
                 segments.pop(0)
             else:
-                segments[0] = (seconds - 1, needs)
-        advance_build(max(0.0, CORES - busy_cores * len(busy)) / CORES)
+                segments[0] = (seconds - STEP, needs)
+        advance_build(max(0.0, CORES - busy_cores * len(busy)) / CORES * STEP)
 
 
 def main() -> int:
