@@ -253,7 +253,7 @@ BENCHES = [
 
 def control_plane_missing() -> list[str]:
     """The real control plane's components not built yet (a Go build takes far longer than a
-    quick benchmark may: `python -m stack.k8s.build`, which `make test` runs, builds them)."""
+    quick benchmark may: `python -m stack.k8s.build`, which `make bench` runs first, builds them)."""
     sys.path.insert(0, str(REPO))
     from stack.k8s import build
 

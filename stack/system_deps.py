@@ -1,6 +1,7 @@
 """Install the Debian packages the test suite runs for real (Redis, PostgreSQL, Chromium, the OpenSSH
-client), Keystone, and build the real Kubernetes control plane and gpu-portal-sshd
-(stack/k8s/build.py).
+client) and Keystone, and see that the Go components (the real Kubernetes control plane, its
+addons, gpu-portal-sshd: stack/k8s/build.py) are building in the background, as `make test` starts
+them; each test that runs one waits for it (tests/fixtures/builds.py).
 
 Run by `make test` before pytest, so a fresh machine needs nothing but this repository.
 """
@@ -28,9 +29,10 @@ def main() -> int:
         # Keystone's own virtualenv, shared with the demo; bootstrapped per test run
         KeystoneInstall(venv=REPO / ".demo" / "keystone-venv", state_dir=REPO / ".demo" / "x",
                         port=0).ensure_venv()
-        # the real control plane (tests/realcluster, tests/conformance): built once from the Go
-        # module proxy into ~/.cache/gpu-portal, reused by every later run and clone
-        k8s_build.ensure()
+        # the real control plane (tests/realcluster, tests/conformance) and the other Go
+        # components: built once from the Go module proxy into ~/.cache/gpu-portal, reused by
+        # every later run and clone; started here too when run without make
+        k8s_build.start_background()
     except StackError as exc:
         print(f"make test: {exc}", file=sys.stderr)
         return 1

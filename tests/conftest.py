@@ -1,6 +1,7 @@
 pytest_plugins = ["tests.fixtures.stack", "tests.fixtures.kubesim", "tests.fixtures.realcluster",
                   "tests.fixtures.multicluster",
-                  "tests.fixtures.portal", "tests.fixtures.database", "tests.fixtures.scheduling"]
+                  "tests.fixtures.portal", "tests.fixtures.database", "tests.fixtures.scheduling",
+                  "tests.fixtures.builds"]
 
 
 def pytest_configure(config) -> None:

@@ -7,7 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.fixtures.scheduling import KUEUE_GROUP, MULTI_GROUP, REAL_GROUP, group_of
+from tests.fixtures.scheduling import (
+    BROWSER_GROUP,
+    KUEUE_GROUP,
+    MULTI_GROUP,
+    REAL_GROUP,
+    group_of,
+    ordered,
+)
 
 
 @pytest.mark.parametrize(("fixtures", "group"), [
@@ -19,3 +26,35 @@ from tests.fixtures.scheduling import KUEUE_GROUP, MULTI_GROUP, REAL_GROUP, grou
 def test_a_test_goes_with_the_control_plane_it_uses(fixtures, group):
     item = SimpleNamespace(nodeid="tests/x/test_y.py::test_z", fixturenames=list(fixtures))
     assert group_of(item) == group  # type: ignore[arg-type]
+
+
+def test_the_units_that_start_a_control_plane_go_out_last():
+    """On a fresh machine their Go components build meanwhile (stack/k8s/build.py), a test's
+    components besides its cluster's (a `builds` mark) after the cluster's."""
+    def item(nodeid: str, *fixtures: str, builds: tuple[str, ...] = ()) -> SimpleNamespace:
+        return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures), iter_markers=lambda name:
+                               [SimpleNamespace(args=builds)] if builds and name == "builds" else [])
+
+    items = [item("tests/r/test_gateway.py::t", "real_cluster", builds=("traefik",)),
+             item("tests/q/test_kueue.py::t", "kueue_cluster"),
+             item("tests/r/test_dra.py::t", "dra_cluster"),
+             item("tests/a/test_short.py::t", "db"),
+             item("tests/r/test_real.py::t", "real_cluster"),
+             *(item(f"tests/a/test_long.py::t{n}", "db") for n in range(3)),
+             item("tests/m/test_multi.py::t", "multi_cluster"),
+             item("tests/browser/test_b.py::t", "page")]
+    groups: dict[str, str] = {}
+
+    order = [i.nodeid for i in ordered(items, groups)]  # type: ignore[arg-type]
+
+    assert order == ["tests/browser/test_b.py::t",
+                     *(f"tests/a/test_long.py::t{n}" for n in range(3)),
+                     "tests/a/test_short.py::t",
+                     "tests/r/test_real.py::t", "tests/r/test_gateway.py::t",
+                     "tests/q/test_kueue.py::t",
+                     "tests/m/test_multi.py::t", "tests/r/test_dra.py::t"]
+    assert groups == {"tests/browser/test_b.py::t": BROWSER_GROUP,
+                      "tests/r/test_gateway.py::t": REAL_GROUP,
+                      "tests/r/test_real.py::t": REAL_GROUP,
+                      "tests/q/test_kueue.py::t": KUEUE_GROUP,
+                      "tests/m/test_multi.py::t": MULTI_GROUP}

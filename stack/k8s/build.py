@@ -20,15 +20,26 @@ everything below it, at the same versions. Kubernetes' libraries come in two lin
 control plane and our provisioner, 1.36 for the addons (Kueue v0.19 does not compile against
 1.37); MetalLB keeps its own pins (tests/test_go_wrappers.py says why). A build runs in a temporary folder beside it and is renamed
 into place only when every binary of the component built: an interrupted or failed build leaves
-nothing that looks complete.
+nothing that looks complete; a component builds under a lock of its own in the cache (one file per
+component and version), so two processes never build it both: the second waits for the first's
+result.
 
-    python -m stack.k8s.build            # every component (what `make test` runs)
+On a fresh machine the builds take longer than the tests that need none of them, so `make test`
+(and `make lint`, which CI runs first on the same machine) starts them in the background at once,
+niced, in the order the tests need them (NEED_ORDER); a test that needs one waits for it
+(tests/fixtures/builds.py), and the tests of the real control planes run last
+(tests/fixtures/scheduling.py).
+
+    python -m stack.k8s.build              # every component, in the foreground
     python -m stack.k8s.build kubernetes etcd
+    python -m stack.k8s.build --background # every component, in a niced process of its own
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -37,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,6 +200,16 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
 )}
 
 
+# what each real control plane of the tests and the demo runs (stack/k8s/addons.py's default
+# addons), and what queueing adds (Kueue, JobSet, the MPI operator)
+CONTROL_PLANE = ("kubernetes", "etcd", "kwok", "metallb", "provisioner", "keystone-auth")
+QUEUEING = ("kueue", "jobset", "mpi-operator")
+# the background build's order: first what tests that need no control plane run (each small),
+# then the control plane, queueing, and last the gateway of one test file
+NEED_ORDER = ("portal-sshd", "portal-files", "oauth2-proxy", "versitygw", "distribution",
+              *CONTROL_PLANE, *QUEUEING, "traefik")
+
+
 def _go() -> str:
     go = shutil.which("go")
     if go is None:
@@ -197,12 +218,52 @@ def _go() -> str:
     return go
 
 
+@contextlib.contextmanager
+def _locked(component: Component, *, quiet: bool) -> Iterator[None]:
+    """Hold the component's build lock (a file beside its cache folder, per version and
+    fingerprint), waiting while another process builds it."""
+    final = component.bin_dir.parent
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f".{final.name}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not quiet:
+                print(f"waiting for another process's build of {component.name} …",
+                      file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _commands(component: Component, out: Path) -> list[tuple[str, list[str]]]:
+    """The `go build` commands of a component: one for all its binaries when each is named as
+    its package (`-o DIR/` names them so), so that Go loads the packages once and links the
+    binaries side by side; one per binary otherwise."""
+    flags = ["-trimpath", "-ldflags", f"-s -w {component.ldflags}".strip(),
+             *(["-tags", component.tags] if component.tags else [])]
+    packages = list(component.binaries.values())
+    if len(packages) > 1 and all(p.rsplit("/", 1)[-1] == b for b, p in component.binaries.items()):
+        return [(", ".join(component.binaries),
+                 [_go(), "build", *flags, "-o", f"{out}{os.sep}", *packages])]
+    return [(binary, [_go(), "build", *flags, "-o", str(out / binary), package])
+            for binary, package in component.binaries.items()]
+
+
 def build(component: Component, *, quiet: bool = False) -> Path:
     """Build the component's binaries unless they are already cached; return their folder."""
     if component.built():
         return component.bin_dir
+    with _locked(component, quiet=quiet):
+        if not component.built():  # another process's build may have finished meanwhile
+            _build(component, quiet=quiet)
+    return component.bin_dir
+
+
+def _build(component: Component, *, quiet: bool) -> None:
     final = component.bin_dir.parent
-    final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly",
            "CGO_ENABLED": "1" if component.cgo else "0"}
@@ -211,28 +272,26 @@ def build(component: Component, *, quiet: bool = False) -> Path:
         print(f"building {component.module} {component.version} "
               f"({', '.join(component.binaries)}) into {final} …", file=sys.stderr, flush=True)
     try:
-        for binary, package in component.binaries.items():
-            cmd = [_go(), "build", "-trimpath", "-o", str(staging / "bin" / binary),
-                   "-ldflags", f"-s -w {component.ldflags}".strip()]
-            if component.tags:
-                cmd += ["-tags", component.tags]
-            result = subprocess.run([*cmd, package], cwd=component.source, env=env,
-                                    capture_output=True, text=True)
+        (staging / "bin").mkdir()
+        for binaries, cmd in _commands(component, staging / "bin"):
+            result = subprocess.run(cmd, cwd=component.source, env=env, capture_output=True,
+                                    text=True)
             if result.returncode != 0:
-                raise StackError(_explain(component, binary, result.stderr))
+                raise StackError(_explain(component, binaries, result.stderr))
+        missing = [b for b in component.binaries if not (staging / "bin" / b).is_file()]
+        if missing:
+            raise StackError(f"building {component.name} left no {', '.join(missing)}")
         (staging / "built.txt").write_text(
             f"{component.module} {component.version}\nbuilt in {time.monotonic() - started:.0f} s\n")
-        if final.exists():  # a concurrent build won: keep its result
-            shutil.rmtree(staging, ignore_errors=True)
-        else:
-            staging.rename(final)
+        if final.exists():  # a folder that lost a binary (removed by hand): replaced
+            shutil.rmtree(final)
+        staging.rename(final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     if not quiet:
         print(f"built {component.name} in {time.monotonic() - started:.0f} s", file=sys.stderr,
               flush=True)
-    return component.bin_dir
 
 
 def _explain(component: Component, binary: str, stderr: str) -> str:
@@ -253,7 +312,9 @@ def _explain(component: Component, binary: str, stderr: str) -> str:
 
 
 def _shown(folder: Path) -> str:
-    return folder.relative_to(HERE.parent.parent).as_posix()
+    """The folder as the repository names it (the whole path for one outside it)."""
+    root = HERE.parent.parent
+    return folder.relative_to(root).as_posix() if folder.is_relative_to(root) else str(folder)
 
 
 def module_dir(name: str) -> Path:
@@ -403,7 +464,55 @@ def ensure(*names: str, quiet: bool = False) -> dict[str, Path]:
     return paths
 
 
+def start_background() -> bool:
+    """Start building every missing component in a process of its own (niced, detached, its
+    output in the cache's k8s/background.log) and return at once; False when all are built."""
+    if all(c.built() for c in COMPONENTS.values()):
+        return False
+    _go()  # no toolchain: said now, not by each test that needs a component
+    folder = cache_root() / "k8s"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "background.log", "ab") as log:
+        subprocess.Popen([sys.executable, "-m", "stack.k8s.build", "--builder"],
+                         cwd=HERE.parent.parent, stdin=subprocess.DEVNULL, stdout=log,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    return True
+
+
+def _builder() -> int:
+    """The background build: every component in NEED_ORDER, unless another builder is at work.
+    A component that fails is left to the test that needs it, which builds it again and says
+    why."""
+    folder = cache_root() / "k8s"
+    with open(folder / ".background.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0
+        started = time.monotonic()
+        print(f"background build started {time.strftime('%Y-%m-%dT%H:%M:%S')}", flush=True)
+        for name in NEED_ORDER:
+            try:
+                build(COMPONENTS[name])
+            except StackError as exc:
+                print(f"stack.k8s.build: {exc}", flush=True)
+        print(f"background build done in {time.monotonic() - started:.0f} s", flush=True)
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--background"]:
+        try:
+            if start_background():
+                print(f"building the Go components in the background "
+                      f"(log: {cache_root() / 'k8s' / 'background.log'})", file=sys.stderr)
+        except StackError as exc:
+            print(f"stack.k8s.build: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    if argv == ["--builder"]:
+        os.nice(19)  # the tests that run meanwhile come first
+        return _builder()
     unknown = [n for n in argv if n not in COMPONENTS]
     if unknown:
         print(f"unknown component(s) {', '.join(unknown)}; known: {', '.join(COMPONENTS)}",

@@ -35,7 +35,8 @@ from workloads.access import workload_proxy
 from workloads.models import Workload
 from workloads.tracking.tracker import Tracker
 
-pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300),
+              pytest.mark.builds("traefik")]
 
 POOL = "gateway-two"
 POOL_ADDRESSES = ["192.168.2.10-192.168.2.11"]  # assigned by MetalLB, never sent to
