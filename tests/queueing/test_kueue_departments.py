@@ -9,15 +9,20 @@ what stops the department's projects is its cap, not the cluster or the site's q
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 
 import pytest
+import time_machine
 from django.test import Client, TestCase
+from django.utils import timezone
 
 from allocations.models import ResourceRequest
+from allocations.services import requests_end
 from audit.models import AuditRecord
 from identity.models import User
 from kube.client import Kube
+from notifications.models import Kind, Notification
 from tenants.kueue import COHORT, department_cohort
 from tenants.models import Department, Tenant
 from tenants.provisioning import tenant_reconcile
@@ -157,7 +162,10 @@ def test_a_request_approved_raises_the_queue_and_the_cohort_and_the_queued_launc
     assert refused.status_code == 403 and refused.json()["code"] == "own_request"
     assert call(project_token("admin", "admin"), "post", f"/api/v1/requests/{own['id']}/deny/",
                 {"note": "one request at a time"}).status_code == 200
-    asked = call(project_token("researcher", "vision-lab"), "post", "/api/v1/requests/", more)
+    # for a deadline: the grant ends by itself
+    ends_at = timezone.now() + dt.timedelta(days=14)
+    asked = call(project_token("researcher", "vision-lab"), "post", "/api/v1/requests/",
+                 {**more, "ends_at": ends_at.isoformat()})
     assert asked.status_code == 201, asked.json()
     url = f"/api/v1/requests/{asked.json()['id']}/"
     assert call(project_token("student", "nlp-lab"), "get", url).status_code == 404
@@ -176,3 +184,17 @@ def test_a_request_approved_raises_the_queue_and_the_cohort_and_the_queued_launc
     actions = set(AuditRecord.objects.filter(tenant=vision).values_list("action", flat=True))
     assert {"request.create", "request.deny", "request.approve", "quota.update",
             "namespace.reconcile"} <= actions
+    researcher = ResourceRequest.objects.get(pk=request_id).asker
+    told = set(Notification.objects.filter(user=researcher, kind=Kind.REQUEST)
+               .values_list("key", flat=True))
+    assert {f"request:{request_id}:asked", f"request:{request_id}:approved"} <= told, told
+
+    # its end: the beat takes the grant back, the queue and the cohort are as before, told
+    with time_machine.travel(ends_at + dt.timedelta(minutes=1), tick=False):
+        assert requests_end() == [request_id]
+        tenant_reconcile(tenant_id=vision.pk)
+    assert nominal_a100(kube, vision) == "2"
+    assert cohort_borrowing_a100(kube, physics) == "4"
+    assert ResourceRequest.objects.get(pk=request_id).state == ResourceRequest.State.ENDED
+    assert Notification.objects.filter(user=researcher, kind=Kind.REQUEST,
+                                       key=f"request:{request_id}:ended").exists()
