@@ -15,7 +15,7 @@ import calendar
 import dataclasses
 import datetime as dt
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -130,7 +130,7 @@ def report_columns(group_by: str, gpu_types: list[str]) -> list[str]:
                "cost", "currency"])
 
 
-def report_cell(row: dict[str, Any], column: str) -> Any:
+def report_cell(row: Mapping[str, Any], column: str) -> Any:
     """A row's value under one of report_columns (a GPU type's hours from its by-type map)."""
     if column.startswith(BY_TYPE) and column not in row:
         return row.get("gpu_hours_by_type", {}).get(column[len(BY_TYPE):])

@@ -4,32 +4,19 @@ report writes them (usage/api/renderers.py: no text a spreadsheet takes for a fo
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Mapping
 from typing import Any
 
-from rest_framework.renderers import BaseRenderer
-
-from usage.api.renderers import csv_cell
+from usage.api.renderers import UsageCsvRenderer
 
 from ..costing import report_cell
 
 
-class ReportCsvRenderer(BaseRenderer):
-    media_type = "text/csv"
-    format = "csv"
-    charset = "utf-8"
+class ReportCsvRenderer(UsageCsvRenderer):
+    """The usage report's CSV, each cell as the report writes it, and a last row of totals."""
 
-    def render(self, data: Any, accepted_media_type: str | None = None,
-               renderer_context: Mapping[str, Any] | None = None) -> bytes:
-        out = io.StringIO()
-        writer = csv.writer(out)
-        if isinstance(data, dict) and "results" in data and "columns" in data:
-            columns = data["columns"]
-            writer.writerow([csv_cell(c) for c in columns])
-            for row in data["results"]:
-                writer.writerow([csv_cell(report_cell(row, c)) for c in columns])
-            totals = {**data["totals"], columns[0]: "total"}
-            writer.writerow([csv_cell(report_cell(totals, c)) for c in columns])
-        return out.getvalue().encode("utf-8")
+    def rows(self, data: dict[str, Any]) -> list[Mapping[str, Any]]:
+        return [*data["results"], {**data["totals"], data["columns"][0]: "total"}]
+
+    def cell(self, row: Mapping[str, Any], column: str) -> object:
+        return report_cell(row, column)

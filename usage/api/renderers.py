@@ -37,7 +37,15 @@ class UsageCsvRenderer(BaseRenderer):
         out = io.StringIO()
         writer = csv.writer(out)
         if isinstance(data, dict) and "results" in data and "columns" in data:
-            writer.writerow([csv_cell(c) for c in data["columns"]])
-            for row in data["results"]:
-                writer.writerow([csv_cell(row.get(c)) for c in data["columns"]])
+            columns = data["columns"]
+            writer.writerow([csv_cell(c) for c in columns])
+            for row in self.rows(data):
+                writer.writerow([csv_cell(self.cell(row, c)) for c in columns])
         return out.getvalue().encode("utf-8")
+
+    def rows(self, data: dict[str, Any]) -> list[Mapping[str, Any]]:
+        """The rows below the header: the answer's results."""
+        return list(data["results"])
+
+    def cell(self, row: Mapping[str, Any], column: str) -> object:
+        return row.get(column)
