@@ -260,7 +260,7 @@ def test_two_claims_at_once_one_wins(gpu_types, case):
 
 THE_MACHINE = Path("workloads/transitions.py")
 # other models with a `state` of their own, by the name their writes start from
-OTHER_MODELS = {"Tenant", "tenant"}
+OTHER_MODELS = {"Tenant", "tenant", "TenantCluster"}
 
 
 def state_writes(source: str) -> list[int]:
