@@ -508,7 +508,8 @@ class FakeGpu:
     ecc_dbe: int = 0
     lost: bool = False
     unsupported: frozenset[str] = frozenset()  # field names that read as None
-    step: int = 0
+    step: int = 0  # where the traces are: back to 0 when what runs on the GPU changes
+    reads: int = 0  # every read since the reader began: the clock of per-process samples
     warmup: int = 0  # trace values before this index are played once, the rest repeat
     workload: str | None = None  # what `run` put on it
     idle_power_mw: float = 62_000.0  # the board's power range, for `run`
@@ -777,6 +778,7 @@ class FakeReader:
             ecc_dbe_volatile=unless("ecc_dbe", gpu.ecc_dbe),
         )
         gpu.step += 1
+        gpu.reads += 1
         return reading
 
     def xid_events(self) -> list[XidEvent]:
@@ -796,13 +798,15 @@ class FakeReader:
         self, index: int, since_us: int
     ) -> list[ProcessUtilization] | None:
         """A sample per process that ran kernels during the last `read` (an idle process has
-        none, as with NVML), stamped at that read."""
+        none, as with NVML), stamped at that read. Stamps only grow, as NVML's CPU timestamps
+        do, when the traces start again for processes that changed: a stamp counted from the
+        trace's step went back, and the sampler took the new samples for ones it had seen."""
         gpu = self._gpu(index)
         if not gpu.process_util_supported:
             return None
         if gpu.step == 0:
             return []
-        stamp = int(gpu.step * self.seconds_per_read * 1_000_000)
+        stamp = int(gpu.reads * self.seconds_per_read * 1_000_000)
         if stamp <= since_us:
             return []
         last = gpu.step - 1

@@ -224,6 +224,9 @@ def test_researcher_makes_a_volume_uploads_a_file_and_launches_a_notebook_with_i
     page.get_by_role("button", name="Make the volume").click()
     volume = Volume.objects.get(tenant=vision_lab, name="data")
     row = page.locator(f"#volume-{volume.pk}")
+    # the page the form's redirect draws, before any reload: a reload while that navigation is
+    # under way detaches the page ("Not attached to an active page")
+    expect(row).to_be_visible()
 
     def bound() -> bool:  # the page shows the state it was drawn with: drawn again until bound
         page.reload()

@@ -189,3 +189,32 @@ def test_the_node_file_scripts_a_process_per_pod(tmp_path: Path) -> None:
     assert pods["jupyter-alice"][0] == "process" and pods["jupyter-alice"][1] > 30
     assert pods["jupyter-bob"][0] == "process" and pods["jupyter-bob"][1] < 2
     assert by_pod(scrape(sampler)["gpuagent_pod_fb_used"])["jupyter-bob"] == ("process", 700.0)
+
+
+def test_a_pod_joining_a_shared_gpu_leaves_the_others_figures_their_own(tmp_path: Path) -> None:
+    """A second pod on the GPU starts the traces again; the first pod's next sample is still
+    newer than those the sampler saw, so its figure stays its own busy one, never a 0 for
+    want of new samples."""
+    path = tmp_path / "node.json"
+    alice = {"pid": 100, "namespace": "vision-lab", "pod": "jupyter-alice", "workload": "busy"}
+    bob = {"pid": 200, "namespace": "nlp-lab", "pod": "jupyter-bob", "workload": "idle"}
+
+    def node(*processes: dict[str, Any]) -> None:
+        path.write_text(json.dumps({"node": "gpu-t4-shared-1", "gpus": [{
+            "index": 0, "uuid": GPU, "name": "Tesla T4", "pciBusId": "00000000:07:00.0",
+            "memoryMiB": 15360, "workload": "busy", "processes": list(processes)}]}))
+
+    node(alice)
+    reader = FakeReader.from_node_file(path)
+    sampler = Sampler(reader, StaticPodMapping({GPU: (ALICE, BOB)}), "gpu-t4-shared-1",
+                      processes=StaticProcessMapping(reader.process_pods))
+    for _ in range(4):
+        sampler.sample_once()
+    assert by_pod(scrape(sampler)["gpuagent_pod_gpu_util"])["jupyter-alice"][1] > 30
+    node(alice, bob)
+    for cycle in range(3):
+        sampler.sample_once()
+        if cycle:  # the cycle that saw bob arrive read no samples of the new period yet
+            pods = by_pod(scrape(sampler)["gpuagent_pod_gpu_util"])
+            assert pods["jupyter-alice"][0] == "process" and pods["jupyter-alice"][1] > 30, cycle
+            assert pods["jupyter-bob"][0] == "process" and pods["jupyter-bob"][1] < 2
