@@ -18,6 +18,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from catalogue.models import GpuType
 from catalogue.sharing import DRA
+from clusters.selectors import dispatch_workers
 from kube.client import Conflict, Kube, KubeError
 from kube.kueue import queueing_on
 from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
@@ -211,7 +212,8 @@ def tenant_reconcile(*, tenant_id: int, kube: Kube | None = None) -> ReconcileRe
         desired_objects = tenant_objects(namespace_spec(tenant, quota, queued=queued))
         if queued:
             # the flavors and priority classes every queue needs, then the tenant's queues
-            desired_objects += cluster_queueing_objects() + tenant_queue_objects(tenant, quota)
+            desired_objects += cluster_queueing_objects() + tenant_queue_objects(
+                tenant, quota, cluster=kube.cluster)
         for desired in desired_objects:
             _ensure(kube, desired, result)
         for kind, name in RETIRED_OBJECTS:
@@ -258,6 +260,9 @@ def tenant_namespace_delete(*, tenant_id: int, kube: Kube | None = None) -> bool
     existed = kube.delete("Namespace", tenant.namespace, propagation="Foreground")
     if queueing_on(kube):
         kube.delete("ClusterQueue", tenant.namespace)  # cluster-wide: not in the namespace
+        if kube.cluster is None:  # the manager: its queues dispatching to each worker too
+            for worker in dispatch_workers():
+                kube.delete("ClusterQueue", f"{tenant.namespace}-{worker}")
     with transaction.atomic():
         if not tenant_transition(tenant=tenant, allowed_from=(Tenant.State.DELETING,),
                                  to=Tenant.State.DELETED):

@@ -9,14 +9,17 @@ from typing import Any
 
 from catalogue.models import GpuType
 from catalogue.sharing import DRA
+from clusters.selectors import dispatch_workers
 
 from .kueue import (
     FlavorSpec,
     QueueSpec,
     make_cluster_queue,
+    make_dispatching_queues,
     make_local_queue,
     make_priority_classes,
     make_resource_flavors,
+    make_worker_local_queue,
 )
 from .manifests import kueue_dra_resource
 from .models import Quota, Tenant
@@ -51,7 +54,16 @@ def cluster_queueing_objects() -> list[dict[str, Any]]:
     return make_resource_flavors(flavor_specs()) + make_priority_classes()
 
 
-def tenant_queue_objects(tenant: Tenant, quota: Quota) -> list[dict[str, Any]]:
-    """A tenant's ClusterQueue and the LocalQueue in its namespace."""
+def tenant_queue_objects(tenant: Tenant, quota: Quota, *,
+                         cluster: str | None = None) -> list[dict[str, Any]]:
+    """A tenant's ClusterQueue and the LocalQueue in its namespace, in `cluster` (None: the
+    home cluster, the manager, where per worker the queues dispatching to it come too; a
+    worker's name: there, the LocalQueue the manager's copies name as well)."""
     spec = queue_spec(tenant, quota)
-    return [make_cluster_queue(spec, flavor_specs()), make_local_queue(spec)]
+    flavors = flavor_specs()
+    objects = [make_cluster_queue(spec, flavors), make_local_queue(spec)]
+    if cluster is not None:
+        return [*objects, make_worker_local_queue(spec, cluster)]
+    for worker in dispatch_workers():
+        objects += make_dispatching_queues(spec, flavors, worker)
+    return objects

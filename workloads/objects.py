@@ -24,7 +24,9 @@ from django.conf import settings
 
 from access.ssh import ca_public_key, host_key_for, report_base_url, report_token_for
 from access.ssh_server import SSHServerSpec, ssh_port_beside
+from clusters.models import home_cluster_name
 from credentials.manifests import SecretUse
+from kube import multikueue
 from kube.client import Conflict, Kube, KubeRefused
 from kube.kueue import queueing_on
 from kube.labels import HOME_CLAIM_NAME, LABEL_WORKLOAD_ID
@@ -121,9 +123,17 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         proxy=proxy,
         ssh=ssh,
         entrypoint=tuple(spec.get("entrypoint") or ()),
-        queue_labels=tuple(sorted(queue_labels(kind).items())) if queued else (),
+        queue_labels=tuple(sorted(queue_labels(kind, dispatched_to(workload)).items()))
+        if queued else (),
+        managed_by=multikueue.CONTROLLER if queued and dispatched_to(workload) else None,
         secrets=tuple(SecretUse.thawed(value) for value in spec.get("secrets") or ()),
     )
+
+
+def dispatched_to(workload: Workload) -> str | None:
+    """The worker cluster a batch workload is dispatched to through MultiKueue (its objects
+    are made in the home cluster), else None."""
+    return None if workload.cluster == home_cluster_name() else workload.cluster
 
 
 def _checkpoint_mount(checkpoint: dict[str, Any] | None) -> PodMount | None:

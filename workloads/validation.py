@@ -36,6 +36,7 @@ from identity.identity import Identity
 from kube.client import KubeError
 from kube.dra import dra_refusal
 from kube.engines import engine_refusal
+from kube.kueue import queueing_on
 from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
@@ -274,10 +275,14 @@ def _cluster(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant 
     """The cluster it runs on (`cluster`: a name, default the home cluster), replaced by its
     name once checked: one the project may use (a project limited to some clusters), that
     offers the GPU type. Returns why the cluster cannot take it now (disabled, or another than
-    the home cluster unreachable), else "". Workloads are placed on the home cluster; another cluster's name is refused until
-    the portal places workloads there."""
+    the home cluster unreachable), else "".
+
+    Batch work (Jobs, JobSets, MPIJobs) runs on another cluster through MultiKueue: its
+    objects are made in the home cluster, which dispatches them to that worker. A batch
+    launch that names no cluster, of a GPU type the home cluster has none of, goes to the
+    worker that offers the type with the most GPUs free. Services run on the home cluster."""
     name = data.get("cluster") or ""
-    cluster = cluster_named(name) if name else cluster_home()
+    cluster = cluster_named(name) if name else _placed(data, tenant)
     if cluster is None:
         errors["cluster"] = [f"No cluster named {excerpt(name)}."]
         return ""
@@ -302,9 +307,71 @@ def _cluster(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant 
             errors["cluster"] = [f"The cluster {cluster.name} offers no {gpu_type.slug}."]
             return ""
     if not cluster.home:
-        errors["cluster"] = [f"Workloads run on the home cluster ({cluster_home().name}) for "
-                             f"now; launching on {cluster.name} is not available yet."]
+        refusal = dispatch_refusal(data, cluster.name)
+        if refusal:
+            errors["cluster"] = [refusal]
     return ""
+
+
+def _kind_of(data: dict[str, Any]) -> str:
+    template = data.get("template")
+    return str(data.get("kind") or (template.kind if isinstance(template, Template) else ""))
+
+
+def _placed(data: dict[str, Any], tenant: Tenant | None) -> Cluster:
+    """Where a launch that names no cluster goes: the home cluster, unless it is batch work of
+    a GPU type the home cluster (as its read model has it now) has none of and a worker that
+    answers offers it: then the one with the most of it free. The home cluster's figures not
+    read (it does not answer): the home cluster, whose outage a launch waits out."""
+    home = cluster_home()
+    gpu_type = data.get("gpu_type")
+    if _kind_of(data) != Template.Kind.BATCH or not isinstance(gpu_type, GpuType):
+        return home
+    capacity = cluster_capacity(home)
+    if capacity is None or cluster_offers(home, gpu_type.slug, capacity):
+        return home
+    allowed = set(tenant.clusters.values_list("name", flat=True)) if tenant is not None else set()
+    best: tuple[int, Cluster] | None = None
+    for worker in Cluster.objects.filter(enabled=True, home=False,
+                                         state=Cluster.State.READY).order_by("name"):
+        if allowed and worker.name not in allowed:
+            continue
+        # its figures may not be read yet (its read model starts at the first ask): the types
+        # its admin named still say what it offers
+        figures = cluster_capacity(worker)
+        if not cluster_offers(worker, gpu_type.slug, figures):
+            continue
+        free = figures[gpu_type.slug].free if figures and gpu_type.slug in figures else 0
+        if best is None or free > best[0]:
+            best = (free, worker)
+    return best[1] if best is not None else home
+
+
+def dispatch_refusal(data: dict[str, Any], cluster: str) -> str:
+    """Why a launch cannot run on worker cluster `cluster` through MultiKueue, else "": it
+    dispatches batch work only, and copies the Job (JobSet, MPIJob) alone, so nothing the
+    home cluster holds beside it (volumes, secrets, the SSH server's keys) reaches the worker."""
+    if _kind_of(data) != Template.Kind.BATCH:
+        return (f"Services run on the home cluster ({cluster_home().name}); only batch and "
+                f"distributed jobs are dispatched to {cluster}.")
+    if not queueing_on_home():
+        return (f"Jobs reach {cluster} through the home cluster's Kueue (MultiKueue), which "
+                "does not queue here.")
+    taken = [what for field, what in (("use_home", "the home volume"), ("mounts", "volumes"),
+                                      ("secrets", "secrets"), ("ssh", "SSH"),
+                                      ("checkpoint", "a checkpoint"))
+             if data.get(field)]
+    if taken:
+        return (f"A job dispatched to {cluster} runs with what its image holds: "
+                f"{', '.join(taken)} stay on the home cluster.")
+    return ""
+
+
+def queueing_on_home() -> bool:
+    try:
+        return queueing_on()
+    except KubeError:
+        return False
 
 
 def _mounts(data: dict[str, Any], errors: dict[str, list[str]], template: Template,
@@ -475,8 +542,10 @@ def _never_fits(data: dict[str, Any], errors: dict[str, list[str]]) -> None:
     """A request larger than any node of the type can never run: say so now (the launch
     advice's rule, advice.never_fits, which the checks before a launch show as an error)."""
     gpu_type: GpuType = data["gpu_type"]
+    cluster = data.get("cluster")
     try:
-        capacity = gpu_capacity().get(gpu_type.slug)
+        capacity = gpu_capacity(cluster=None if not cluster or cluster == cluster_home().name
+                                else cluster).get(gpu_type.slug)
     except KubeError:
         return  # cannot ask the cluster: admission proceeds, the scheduler will tell
     refusal = never_fits(capacity, gpu_type.slug, data["gpu_count"], data.get("nodes", 1))

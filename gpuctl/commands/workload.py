@@ -324,7 +324,7 @@ def state_text(workload: dict[str, Any]) -> str:
 
 WORKLOAD_COLUMNS: list[Column] = [
     ("id", "id"), ("name", "name"), ("state", state_text), ("template", "template"),
-    ("gpus", "gpus"), ("owner", "owner"), ("age", age), ("url", "url")]
+    ("gpus", "gpus"), ("cluster", "cluster"), ("owner", "owner"), ("age", age), ("url", "url")]
 WORKLOAD_FIELDS = ["id", "name", "tenant", "owner", "template", "kind", "gpu_type", "cluster",
                    "gpu_count",
                    "nodes", "gpus", "image", "command", "args", "port", "cpu", "memory",

@@ -37,6 +37,14 @@ so the cursor never passes an unwritten change. A tracker that stops (it lost
 the lead) and starts again in the same process resumes every kind whose stored cursor still
 equals where its store is, instead of listing; another kind (or a new process) lists.
 
+Work dispatched to another cluster (MultiKueue: the home cluster is its manager) is followed
+the same way: its Job, JobSet or MPIJob is the home cluster's object, whose status MultiKueue
+mirrors from the worker's copy, so it gives the state; its pods and events are on the worker,
+watched there by a reflector per kind and worker (`Pod@east`, `Event@east`: labelled the same,
+filed under the same workloads), listed at every start (no cursor is stored for them). The
+orphan collector looks at the home cluster's objects only: MultiKueue removes a worker's copies
+when the manager's object goes.
+
 One tracker leads at a time: `track()` (the `track_workloads` command) holds a Redis lock as its
 lease, renews it while leading, and stands by while another process holds it.
 """
@@ -57,8 +65,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, close_old_connections, connection, transaction
 
+from clusters.selectors import dispatch_workers
 from core.contention import retry_on_contention
-from kube.client import Kube, KubeError
+from kube.client import Kube, KubeError, cluster_client
 from kube.discovery import api_served
 from kube.engines import ENGINE_APIS
 from kube.labels import MPI_ROLE_LABEL
@@ -110,6 +119,18 @@ MARK_ATTEMPTS = 3
 # lag behind the cluster
 SWEEP_LAG_SECONDS = 30.0
 STATS_EVERY_SECONDS = 15.0  # how often a leading tracker logs its counters
+# what is watched on each worker cluster: the pods and events of the work dispatched there
+REMOTE_WATCHED = ("Pod", "Event")
+
+
+def remote_kind(kind: str, cluster: str) -> str:
+    """The reflector's key of `kind` watched on worker `cluster`."""
+    return f"{kind}@{cluster}"
+
+
+def base_kind(kind: str) -> str:
+    """The kind a reflector's key names (`Pod@east` → `Pod`)."""
+    return kind.partition("@")[0]
 
 
 @dataclasses.dataclass
@@ -154,6 +175,8 @@ class Tracker:
                  failed_service_grace_seconds: float = 600.0,
                  watch_seconds: int = 30) -> None:
         self.kube = kube or Kube()
+        # the worker clusters watched (their pods and events), each through its own client
+        self.workers: dict[str, Kube] = {}
         self.resync_seconds = resync_seconds
         # how far apart the clocks of the processes writing `updated_at` may be
         self.clock_skew = clock_skew_seconds
@@ -198,6 +221,7 @@ class Tracker:
         kinds = [*WATCHED, CLAIM_KIND, *self._group_kinds()]
         for kind in kinds:
             self._make_reflector(kind, stored)
+        kinds += self._make_worker_reflectors(again=True)
         self.running = True
         self._resynced_at = time.monotonic()
         for kind in kinds:
@@ -206,13 +230,41 @@ class Tracker:
         for kind in kinds:
             self.reflectors[kind].wait_synced(max(0.0, deadline - time.monotonic()))
 
-    def _make_reflector(self, kind: str, stored: dict[str, str]) -> Reflector:
+    def _make_worker_reflectors(self, *, again: bool = False) -> list[str]:
+        """A reflector per worker cluster and REMOTE_WATCHED kind not made yet (`again`: every
+        one, as `start` makes every kind's anew), not started; their keys."""
+        made = []
+        for cluster in dispatch_workers():
+            kube = self.workers.get(cluster)
+            if kube is None:
+                try:
+                    # its connection looked up here, never in a reflector's thread
+                    kube = self.workers[cluster] = Kube(cluster_client(cluster), cluster=cluster)
+                except KubeError as exc:
+                    log.warning("tracker: cluster %s not watched (asked again at the next "
+                                "resync): %s", cluster, exc)
+                    continue
+            for kind in REMOTE_WATCHED:
+                key = remote_kind(kind, cluster)
+                if again or key not in self.reflectors:
+                    self._make_reflector(key, {}, kube=kube)
+                    made.append(key)
+        return made
+
+    def _watch_workers(self) -> None:
+        """Start watching the worker clusters registered since the tracker started."""
+        for key in self._make_worker_reflectors():
+            self.reflectors[key].start()
+
+    def _make_reflector(self, kind: str, stored: dict[str, str], *,
+                        kube: Kube | None = None) -> Reflector:
         old = self.reflectors.get(kind)
         resume = (old is not None and old.synced and old.resource_version is not None
-                  and stored.get(RESOURCES[kind]) == old.resource_version)
+                  and kind in RESOURCES and stored.get(RESOURCES[kind]) == old.resource_version)
+        connection = kube or self.kube
         self.reflectors[kind] = reflector = Reflector(
-            kind, kube=lambda: self.kube,
-            label_selector=None if kind == "Event" else SELECTOR, project=_slim,
+            base_kind(kind), kube=lambda: connection,
+            label_selector=None if base_kind(kind) == "Event" else SELECTOR, project=_slim,
             watch_seconds=self.watch_seconds,
             on_change=(self._claim_changed if kind == CLAIM_KIND
                        else functools.partial(self._changed, kind)),
@@ -301,14 +353,14 @@ class Tracker:
             wid = self.index.put(kind, obj)
         if wid is None:
             return
-        if (kind == "Pod" and self._groups_served is None and event_type != "DELETED"
-                and _group_pod(obj)):
+        if (base_kind(kind) == "Pod" and self._groups_served is None
+                and event_type != "DELETED" and _group_pod(obj)):
             self._groups_seen = True  # the worker starts watching the groups
         with self._work:
             self._dirty.add(wid)
             if event_type == "DELETED" and kind in PRIMARY:
                 self._tombstones[wid] = obj
-            elif kind == "Event" and event_type != "DELETED":
+            elif base_kind(kind) == "Event" and event_type != "DELETED":
                 self._new_events[object_key(obj)] = obj
             self._work.notify()
 
@@ -343,6 +395,16 @@ class Tracker:
             self._watch_groups()
         self.drain()
 
+    def stats_by_cluster(self) -> dict[str, int]:
+        """The Kubernetes API requests its reflectors made (lists + watches), per cluster (the
+        home cluster's under its own name)."""
+        home = settings.PORTAL_CLUSTER_NAME
+        counts: dict[str, int] = {}
+        for kind, reflector in self.reflectors.items():
+            cluster = kind.partition("@")[2] or home
+            counts[cluster] = counts.get(cluster, 0) + reflector.lists + reflector.watches
+        return counts
+
     def run_for(self, seconds: float) -> TrackerStats:
         """One bounded term: start (resuming where the cursors allow), work for `seconds`, stop
         (write what came, store the cursors); its stats. Tests and benchmarks use it; `track`
@@ -364,6 +426,7 @@ class Tracker:
         now = time.time() - SWEEP_LAG_SECONDS
         if self._groups_served is None:
             self._watch_groups()
+        self._watch_workers()
         with self._work:
             self._dirty.update(self.index.workloads())
             self._all_orphans = True
@@ -382,7 +445,7 @@ class Tracker:
         refused (through every retry) stays to do, and the cursors stay where they were."""
         # first the versions, then the work: every change up to these versions is in the work
         versions = {kind: r.resource_version for kind, r in self.reflectors.items()
-                    if r.synced and r.resource_version is not None}
+                    if kind in RESOURCES and r.synced and r.resource_version is not None}
         with self._work:
             dirty, self._dirty = self._dirty, set()
             tombstones, self._tombstones = self._tombstones, {}
@@ -435,7 +498,8 @@ class Tracker:
         objects: dict[str, list[Obj]] = {}
         for k, keys in self.index.keys(wid).items():
             found = (self.reflectors[k].get(key) for key in keys) if k in self.reflectors else ()
-            objects[k] = [o for o in found if o is not None and namespace_of(o) == namespace]
+            objects.setdefault(base_kind(k), []).extend(
+                o for o in found if o is not None and namespace_of(o) == namespace)
 
         def first(k: str) -> Obj | None:
             found = objects.get(k)
@@ -508,8 +572,8 @@ class Tracker:
         result: list[tuple[str, Obj]] = []
         for wid in self.index.workloads() if wids is None else wids:
             for kind, keys in self.index.keys(wid).items():
-                if kind == "Event" or kind not in self.reflectors:
-                    continue
+                if kind == "Event" or kind not in RESOURCES or kind not in self.reflectors:
+                    continue  # events, and the workers' objects: MultiKueue's to remove
                 result.extend((kind, obj) for key in keys
                               if (obj := self.reflectors[kind].get(key)) is not None)
         return result
