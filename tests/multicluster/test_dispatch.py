@@ -134,13 +134,14 @@ def test_stop_and_delete_remove_the_objects_in_both_clusters(portal, api_headers
         assert not objects_of(east, "Job", namespace, workload_id)
 
 
-def test_a_service_on_the_worker_and_what_a_job_cannot_take_there_are_refused(portal,
-                                                                              api_headers):
+def test_what_lives_on_the_home_cluster_does_not_go_to_the_worker(portal, api_headers):
+    """A service runs on the worker itself (tests/multicluster/test_services.py), a job is
+    dispatched there: neither takes what lives on the home cluster along."""
     headers = api_headers("researcher")
-    service = launch(headers, {**job("svc", run_seconds=5, cluster=EAST), "kind": "service",
-                               "port": 8080})
-    assert service.status_code == 400 and "home cluster" in service.json()["fields"]["cluster"][0]
+    service = launch(headers, {**job("svc", run_seconds=5, cluster=EAST, use_home=True),
+                               "kind": "service", "port": 8080})
+    assert service.status_code == 400
+    assert "home folder is on the home cluster" in service.json()["fields"]["cluster"][0]
     with_home = launch(headers, job("home", run_seconds=5, cluster=EAST, use_home=True))
     assert with_home.status_code == 400
     assert "the home volume" in with_home.json()["fields"]["cluster"][0]
-

@@ -2,7 +2,14 @@
 (tests/fixtures/multicluster.py): the portal's tracker never reads the missing worker as a
 failure, the worker takes no new work while it does not answer, and nothing is lost when it
 is back. Its own file, collected after the others of this folder: the worker's API server
-restarted is the last thing the session's pair goes through."""
+restarted is the last thing the session's pair goes through. Why it must be: after a minute
+without its API server, the watches of the worker's Kueue are in client-go's reconnect
+back-off (30 s at most, jittered up to twice that), and its JobSet informer came back some 90 s
+after the API server did. Until it does, Kueue's Job webhook, which finds a Job's parent
+JobSet in that informer's cache, refuses the Jobs of a JobSet made meanwhile ("JobSet ... not
+found"), and the JobSet controller's per-object back-off (doubling from 5 ms) has grown to
+minutes by the time it would be admitted: run after this file, test_multikueue.py's JobSet
+saw no pod on the worker within its minute."""
 
 from __future__ import annotations
 
