@@ -13,6 +13,7 @@ from clusters.services import cluster_probe_one
 from tenants.models import Tenant
 from tenants.services import quota_update
 from tests.workloads.api_calls import vision_lab_ready
+from workloads import services as workload_services
 
 pytestmark = pytest.mark.django_db
 
@@ -138,7 +139,8 @@ def test_a_project_limited_to_some_clusters(admin, api_headers, east, h100, logi
 
 
 def test_batch_work_is_dispatched_to_a_worker_and_services_run_there(admin, api_headers, east,
-                                                                    h100, login, settings):
+                                                                    h100, login, settings,
+                                                                    monkeypatch):
     """Batch work of a type only a worker has goes there (through the home cluster's Kueue),
     and a service named there runs there; either with what stays on the home cluster is
     refused; a worker that does not answer takes nothing new."""
@@ -152,15 +154,21 @@ def test_batch_work_is_dispatched_to_a_worker_and_services_run_there(admin, api_
     register_east(admin, east, gpu_types=["h100"])
     job = {"name": "train", "template": "custom", "kind": "batch", "image": "busybox:1.36",
            "command": ["true"], "gpu_type": "h100", "gpu_count": 1}
+    asked = []  # the clusters whose queueing the admission asks about
+    queueing_on = workload_services.queueing_on
+    monkeypatch.setattr(workload_services, "queueing_on",
+                        lambda kube: asked.append(kube.cluster) or queueing_on(kube))
     placed = post(headers, "/api/v1/workloads/", job)
     assert placed.status_code == 201, placed.json()
     assert placed.json()["cluster"] == "east"  # the home cluster has no H100
+    assert asked == [None]  # queued by the home cluster's Kueue, which dispatches it
     named = post(headers, "/api/v1/workloads/", {**job, "name": "t2", "cluster": "east"})
     assert named.status_code == 201 and named.json()["cluster"] == "east"
     # a service runs on the worker itself (placed by the portal), but not with what stays home
     service = post(headers, "/api/v1/workloads/", {**JUPYTER, "gpu_type": "h100",
                                                    "cluster": "east"})
     assert service.status_code == 201 and service.json()["cluster"] == "east"
+    assert asked[-1] == "east"  # a service is queued where it runs
     with_folder = post(headers, "/api/v1/workloads/", {
         **JUPYTER, "name": "nb2", "gpu_type": "h100", "cluster": "east", "use_home": True})
     assert with_folder.status_code == 400
