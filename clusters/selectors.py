@@ -33,6 +33,14 @@ def cluster_named(name: str) -> Cluster | None:
     return Cluster.objects.filter(name=name).first()
 
 
+def dispatch_workers() -> list[str]:
+    """The worker clusters the home cluster dispatches batch work to through MultiKueue:
+    every enabled cluster other than the home one (docs/multicluster.md: a cluster registered
+    here is registered as a MultiKueue worker of the home cluster's Kueue as well)."""
+    return list(Cluster.objects.filter(enabled=True, home=False).order_by("name")
+                .values_list("name", flat=True))
+
+
 def cluster_connection(name: str) -> ClusterConnection | None:
     """The Kubernetes client's entry (kube.hooks.CLUSTER_CONNECTIONS): where an enabled
     cluster's credentials are."""

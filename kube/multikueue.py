@@ -65,6 +65,12 @@ def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
     return meta
 
 
+def check_name(cluster: str) -> str:
+    """The AdmissionCheck (and its MultiKueueConfig) that dispatches to worker `cluster` only:
+    the check of the ClusterQueues a launch pinned to that worker is queued in."""
+    return f"{ADMISSION_CHECK}-{cluster}"
+
+
 def secret_name(cluster: str) -> str:
     """The Secret in Kueue's namespace holding worker `cluster`'s kubeconfig."""
     return f"multikueue-{cluster}"
@@ -100,35 +106,43 @@ def make_cluster(cluster: str) -> dict[str, Any]:
                 "locationType": "Secret", "location": secret_name(cluster)}}}}
 
 
-def make_config(clusters: Sequence[str]) -> dict[str, Any]:
+def make_config(clusters: Sequence[str], name: str = CONFIG) -> dict[str, Any]:
     """The workers, most preferred first (at least one: Kueue requires it)."""
     if not clusters:
         raise ValueError("a MultiKueueConfig lists at least one worker cluster")
     return {"apiVersion": KUEUE_API_VERSION, "kind": "MultiKueueConfig",
-            "metadata": _meta(CONFIG), "spec": {"clusters": list(clusters)}}
+            "metadata": _meta(name), "spec": {"clusters": list(clusters)}}
 
 
-def make_admission_check() -> dict[str, Any]:
+def make_admission_check(name: str = ADMISSION_CHECK, config: str = CONFIG) -> dict[str, Any]:
     return {"apiVersion": KUEUE_API_VERSION, "kind": "AdmissionCheck",
-            "metadata": _meta(ADMISSION_CHECK),
+            "metadata": _meta(name),
             "spec": {"controllerName": CONTROLLER, "parameters": {
                 "apiGroup": KUEUE_API_VERSION.split("/")[0], "kind": "MultiKueueConfig",
-                "name": CONFIG}}}
+                "name": config}}}
 
 
 def make_manager_objects(clusters: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
     """Everything the manager needs for the workers (name, kubeconfig), in the order to apply:
-    the Secrets before the MultiKueueClusters that name them, the config, the check."""
+    the Secrets before the MultiKueueClusters that name them, the configs, the checks: one
+    over every worker (MultiKueue picks one with room), and one per worker listing it alone
+    (what a launch that names the worker is dispatched through)."""
+    names = [name for name, _ in clusters]
     objects = [make_kubeconfig_secret(name, kubeconfig) for name, kubeconfig in clusters]
-    objects += [make_cluster(name) for name, _ in clusters]
-    return [*objects, make_config([name for name, _ in clusters]), make_admission_check()]
+    objects += [make_cluster(name) for name in names]
+    objects += [make_config(names), make_admission_check()]
+    for name in names:
+        objects += [make_config([name], check_name(name)),
+                    make_admission_check(check_name(name), check_name(name))]
+    return objects
 
 
-def with_admission_check(cluster_queue: dict[str, Any]) -> dict[str, Any]:
+def with_admission_check(cluster_queue: dict[str, Any],
+                         check: str = ADMISSION_CHECK) -> dict[str, Any]:
     """A copy of a ClusterQueue manifest (tenants/kueue.py make_cluster_queue) that dispatches
     its workloads through MultiKueue: the check for every flavor."""
     spec = {**cluster_queue["spec"], "admissionChecksStrategy": {
-        "admissionChecks": [{"name": ADMISSION_CHECK}]}}
+        "admissionChecks": [{"name": check}]}}
     return {**cluster_queue, "spec": spec}
 
 

@@ -8,6 +8,11 @@
   its members, so they lend to and borrow from each other within it, and its borrowing limit
   per GPU flavor (its cap less its projects' own quotas) keeps them together within the cap;
 - one LocalQueue in each tenant namespace, the queue every workload of the tenant names;
+- where the portal's cluster is a MultiKueue manager, per worker cluster a ClusterQueue of the
+  tenant's that dispatches to that worker alone (its MultiKueue admission check,
+  kube/multikueue.py) and a LocalQueue `gpu-portal-<worker>` in its namespace: a batch launch
+  pinned to the worker names that queue. The worker has a LocalQueue of the same name (Kueue
+  copies the queue's name with the job) in front of the tenant's ClusterQueue there;
 - two WorkloadPriorityClasses: interactive services rank above batch jobs.
 
 Reconciled by tenants/provisioning.py (through tenants/queueing.py); nothing here talks to the cluster.
@@ -20,6 +25,7 @@ from typing import Any
 
 from kube.labels import KUEUE_API_VERSION as API_VERSION
 from kube.labels import MANAGED_BY, PRIORITY_LABEL, QUEUE_LABEL
+from kube.multikueue import check_name, with_admission_check
 
 COHORT = "gpu-portal"
 LOCAL_QUEUE = "gpu-portal"
@@ -168,12 +174,44 @@ def make_department_cohort(cohort: CohortSpec, flavors: list[FlavorSpec]) -> dic
             "spec": spec}
 
 
-def make_local_queue(queue: QueueSpec) -> dict[str, Any]:
+def make_local_queue(queue: QueueSpec, name: str = LOCAL_QUEUE,
+                     cluster_queue: str | None = None) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": "LocalQueue",
-            "metadata": _meta(LOCAL_QUEUE, queue.namespace),
-            "spec": {"clusterQueue": queue.name}}
+            "metadata": _meta(name, queue.namespace),
+            "spec": {"clusterQueue": cluster_queue or queue.name}}
 
 
-def queue_labels(kind: str) -> dict[str, str]:
-    """The labels that put a workload's Job or Deployment (and its pods) in its tenant's queue."""
-    return {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: priority_class(kind)}
+def local_queue_name(worker: str | None = None) -> str:
+    """The LocalQueue a launch names: the tenant's own, or the one dispatching to `worker`."""
+    return f"{LOCAL_QUEUE}-{worker}" if worker else LOCAL_QUEUE
+
+
+def dispatching_queue_name(queue: QueueSpec, worker: str) -> str:
+    return f"{queue.name}-{worker}"
+
+
+def make_dispatching_queues(queue: QueueSpec, flavors: list[FlavorSpec],
+                            worker: str) -> list[dict[str, Any]]:
+    """On the manager: the tenant's ClusterQueue and LocalQueue that dispatch to `worker`. The
+    tenant's quota holds there as in its own queue, outside the cohort: what is dispatched runs
+    on the worker's GPUs, which lend nothing to the manager's tenants (the worker's own queues
+    share them)."""
+    cluster_queue = make_cluster_queue(dataclasses.replace(
+        queue, name=dispatching_queue_name(queue, worker), borrowing_limit=None,
+        lending_limit=None), flavors)
+    del cluster_queue["spec"]["cohortName"]
+    return [with_admission_check(cluster_queue, check_name(worker)),
+            make_local_queue(queue, local_queue_name(worker),
+                             dispatching_queue_name(queue, worker))]
+
+
+def make_worker_local_queue(queue: QueueSpec, worker: str) -> dict[str, Any]:
+    """On worker `worker`: the LocalQueue the manager's copies name (`gpu-portal-<worker>`),
+    in front of the tenant's ClusterQueue there."""
+    return make_local_queue(queue, local_queue_name(worker))
+
+
+def queue_labels(kind: str, worker: str | None = None) -> dict[str, str]:
+    """The labels that put a workload's Job or Deployment (and its pods) in its tenant's queue
+    (the one dispatching to `worker`, for a batch launch pinned to a worker cluster)."""
+    return {QUEUE_LABEL: local_queue_name(worker), PRIORITY_LABEL: priority_class(kind)}

@@ -20,6 +20,7 @@ from audit.services import audit_record
 from catalogue.models import GpuType
 from catalogue.sharing import DRA
 from clusters.models import Cluster
+from clusters.selectors import dispatch_workers
 from kube.client import Conflict, Kube, KubeError
 from kube.kueue import queueing_on
 from tenants.kueue import department_cohort
@@ -208,7 +209,8 @@ def _reconcile_objects(tenant: Tenant, quota: Quota, kube: Kube, result: Reconci
     desired_objects = tenant_objects(namespace_spec(tenant, quota, queued=queued))
     if queued:
         # the flavors and priority classes every queue needs, then the tenant's queues
-        desired_objects += cluster_queueing_objects() + tenant_queue_objects(tenant, quota)
+        desired_objects += cluster_queueing_objects() + tenant_queue_objects(
+            tenant, quota, cluster=kube.cluster)
     for desired in desired_objects:
         _ensure(kube, desired, result)
     for kind, name in RETIRED_OBJECTS:
@@ -360,6 +362,9 @@ def tenant_namespace_delete(*, tenant_id: int, kube: Kube | None = None) -> bool
     existed = kube.delete("Namespace", tenant.namespace, propagation="Foreground")
     if queueing_on(kube):
         kube.delete("ClusterQueue", tenant.namespace)  # cluster-wide: not in the namespace
+        if kube.cluster is None:  # the manager: its queues dispatching to each worker too
+            for worker in dispatch_workers():
+                kube.delete("ClusterQueue", f"{tenant.namespace}-{worker}")
     for row in TenantCluster.objects.filter(tenant=tenant).select_related("cluster"):
         # on every other cluster too (one that does not answer keeps its row: the next
         # sweep tries again, the tenant's own deletion is not held up by it)

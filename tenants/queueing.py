@@ -9,6 +9,7 @@ from typing import Any
 
 from catalogue.models import GpuType
 from catalogue.sharing import DRA
+from clusters.selectors import dispatch_workers
 
 from .kueue import (
     COHORT,
@@ -18,9 +19,11 @@ from .kueue import (
     department_cohort,
     make_cluster_queue,
     make_department_cohort,
+    make_dispatching_queues,
     make_local_queue,
     make_priority_classes,
     make_resource_flavors,
+    make_worker_local_queue,
 )
 from .manifests import kueue_dra_resource
 from .models import Department, Quota, Tenant
@@ -72,10 +75,18 @@ def cluster_queueing_objects() -> list[dict[str, Any]]:
     return make_resource_flavors(flavor_specs()) + make_priority_classes()
 
 
-def tenant_queue_objects(tenant: Tenant, quota: Quota) -> list[dict[str, Any]]:
-    """A tenant's department's Cohort (where it is in one: before the queue that names it),
-    its ClusterQueue and the LocalQueue in its namespace."""
+def tenant_queue_objects(tenant: Tenant, quota: Quota, *,
+                         cluster: str | None = None) -> list[dict[str, Any]]:
+    """A tenant's department's Cohort (where it is in one: before the queue that names it), its
+    ClusterQueue and the LocalQueue in its namespace, in `cluster` (None: the home cluster, the
+    manager, where per worker the queues dispatching to it come too; a worker's name: there,
+    with the LocalQueue the manager's copies name as well)."""
     spec, flavors = queue_spec(tenant, quota), flavor_specs()
     cohort = ([make_department_cohort(cohort_spec(tenant.department, flavors), flavors)]
               if tenant.department is not None else [])
-    return [*cohort, make_cluster_queue(spec, flavors), make_local_queue(spec)]
+    objects = [*cohort, make_cluster_queue(spec, flavors), make_local_queue(spec)]
+    if cluster is not None:
+        return [*objects, make_worker_local_queue(spec, cluster)]
+    for worker in dispatch_workers():
+        objects += make_dispatching_queues(spec, flavors, worker)
+    return objects

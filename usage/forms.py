@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from core.validation import OutOfRange, Refused, WholeNumberFormField, day, in_range, moment
 
-GROUP_BY = ("tenant", "user", "gpu_type", "workload", "day")
+GROUP_BY = ("tenant", "user", "gpu_type", "workload", "day", "cluster")
 DEFAULT_DAYS = 30
 MAX_DAYS = 3660
 

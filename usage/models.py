@@ -143,6 +143,9 @@ class GpuUsageRollup(models.Model):
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     gpu_type = models.ForeignKey("catalogue.GpuType", on_delete=models.CASCADE, related_name="+")
+    # the cluster its GPUs were in (the workload's: a job dispatched to a worker is counted
+    # there, not on the home cluster that queued it)
+    cluster = models.CharField(max_length=40, blank=True, default="")
     gpu_count = models.PositiveIntegerField(default=0)
     samples = models.PositiveIntegerField(default=0)
     util_avg = models.FloatField(null=True, blank=True, help_text="mean over samples, %")

@@ -36,11 +36,14 @@ GROUPS: dict[str, list[tuple[str, str]]] = {
                  ("tenant__name", "tenant"), ("user__name", "user"),
                  ("gpu_type__slug", "gpu_type")],
     "day": [("day", "day")],
+    # the cluster the GPUs were in (a job dispatched to a worker: the worker)
+    "cluster": [("cluster", "cluster")],
 }
 # the columns a user's label is made of (identity.models.user_label)
 USER_LABEL = ["user__username", "user__name", "user__domain_id", "user__domain_name"]
 ORDER = {"tenant": ["tenant__name"], "user": ["user__name", "user__domain_name", "user__username"],
-         "gpu_type": ["gpu_type__slug"], "workload": ["workload_id"], "day": ["day"]}
+         "gpu_type": ["gpu_type__slug"], "workload": ["workload_id"], "day": ["day"],
+         "cluster": ["cluster"]}
 COLUMNS = ["gpu_hours_allocated", "gpu_hours_used", "utilisation_percent", "util_avg",
            "util_max", "samples", "workloads"]
 STORAGE = "storage_gib_days"

@@ -342,8 +342,8 @@ class _Bucket:
         self.memory_max = memory if self.memory_max is None else max(self.memory_max, memory)
 
 
-ROLLUP_FIELDS = ["tenant", "user", "gpu_type", "gpu_count", "samples", "util_avg", "util_max",
-                 "memory_avg_mib", "memory_max_mib", "gpu_seconds_allocated",
+ROLLUP_FIELDS = ["tenant", "user", "gpu_type", "cluster", "gpu_count", "samples", "util_avg",
+                 "util_max", "memory_avg_mib", "memory_max_mib", "gpu_seconds_allocated",
                  "gpu_seconds_used", "updated_at"]
 
 
@@ -355,8 +355,8 @@ def _workloads_running(start: dt.datetime, end: dt.datetime, ids: set[int]
                                                   | Q(finished_at__gt=start)))
     ).annotate(gpus=GPU_TOTAL, num=F("gpu_type__fraction_numerator"),
                den=F("gpu_type__fraction_denominator")).values(
-        "id", "tenant_id", "owner_id", "gpu_type_id", "gpus", "started_at", "finished_at", "num",
-        "den")
+        "id", "tenant_id", "owner_id", "gpu_type_id", "cluster", "gpus", "started_at",
+        "finished_at", "num", "den")
     return {row["id"]: {**row, "share": row["num"] / row["den"] if row["num"] else 1.0}
             for row in rows}
 
@@ -443,7 +443,8 @@ def _minute_rollup_chunk(start: dt.datetime, end: dt.datetime, now: dt.datetime)
         rows.append(GpuUsageRollup(
             granularity=GpuUsageRollup.Granularity.MINUTE, bucket_start=bucket,
             workload_id=workload_id, tenant_id=w["tenant_id"], user_id=w["owner_id"],
-            gpu_type_id=w["gpu_type_id"], gpu_count=w["gpus"], samples=b.samples,
+            gpu_type_id=w["gpu_type_id"], cluster=w["cluster"], gpu_count=w["gpus"],
+            samples=b.samples,
             util_avg=b.util_sum / b.util_samples if b.util_samples else None,
             util_max=b.util_max,
             memory_avg_mib=b.memory_sum / b.samples if b.samples else None,
@@ -458,16 +459,18 @@ def _hour_rollup(start: dt.datetime, end: dt.datetime) -> int:
     minutes = GpuUsageRollup.objects.filter(
         granularity=GpuUsageRollup.Granularity.MINUTE, bucket_start__gte=start,
         bucket_start__lt=end).values_list(
-        "workload_id", "bucket_start", "tenant_id", "user_id", "gpu_type_id", "gpu_count",
-        "samples", "util_avg", "util_max", "memory_avg_mib", "memory_max_mib",
+        "workload_id", "bucket_start", "tenant_id", "user_id", "gpu_type_id", "cluster",
+        "gpu_count", "samples", "util_avg", "util_max", "memory_avg_mib", "memory_max_mib",
         "gpu_seconds_allocated", "gpu_seconds_used")
-    for (workload_id, bucket, tenant_id, user_id, gpu_type_id, gpu_count, samples, util_avg,
-         util_max, memory_avg, memory_max, allocated, used) in minutes.iterator(chunk_size=20000):
+    for (workload_id, bucket, tenant_id, user_id, gpu_type_id, cluster, gpu_count, samples,
+         util_avg, util_max, memory_avg, memory_max, allocated,
+         used) in minutes.iterator(chunk_size=20000):
         key = (workload_id, floor_hour(bucket))
         s = sums.get(key)
         if s is None:
             s = sums[key] = {"tenant_id": tenant_id, "user_id": user_id,
-                             "gpu_type_id": gpu_type_id, "gpu_count": gpu_count, "samples": 0,
+                             "gpu_type_id": gpu_type_id, "cluster": cluster,
+                             "gpu_count": gpu_count, "samples": 0,
                              "util_samples": 0, "util": 0.0, "util_max": None, "memory": 0.0, "memory_max": None,
                              "allocated": 0.0, "used": 0.0}
         s["allocated"] += allocated
@@ -486,7 +489,7 @@ def _hour_rollup(start: dt.datetime, end: dt.datetime) -> int:
     rows = [GpuUsageRollup(
         granularity=GpuUsageRollup.Granularity.HOUR, bucket_start=bucket, workload_id=workload_id,
         tenant_id=s["tenant_id"], user_id=s["user_id"], gpu_type_id=s["gpu_type_id"],
-        gpu_count=s["gpu_count"], samples=s["samples"],
+        cluster=s["cluster"], gpu_count=s["gpu_count"], samples=s["samples"],
         util_avg=s["util"] / s["util_samples"] if s["util_samples"] else None,
         util_max=s["util_max"],
         memory_avg_mib=s["memory"] / s["samples"] if s["samples"] else None,

@@ -42,7 +42,7 @@ LABELS = {
     "storage_gib_days": "storage GiB-days",
 }
 GROUP_LABELS = {"tenant": "tenant", "user": "user", "gpu_type": "GPU type",
-                "workload": "workload", "day": "day"}
+                "workload": "workload", "day": "day", "cluster": "cluster"}
 
 
 def report_page(request: PortalRequest, *, admin: bool) -> HttpResponse:

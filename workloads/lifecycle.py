@@ -46,6 +46,7 @@ from kube.labels import (
     MPI_WORKER,
     QUEUE_LABEL,
 )
+from kube.multikueue import CONTROLLER as MULTIKUEUE
 from tenants.kueue import QUEUED_REASON
 
 from .manifests import BATCH, COMPLETION_INDEX, CONTAINER_NAME, SERVICE
@@ -247,7 +248,12 @@ def queued(observed: Observed, pod: Obj | None) -> bool:
     """Waiting in Kueue's queue: a Job still suspended (Kueue unsuspends it when it admits it,
     and suspends it again when it is preempted), or a service's pod held by Kueue's gate."""
     if observed.kind == BATCH:
-        return bool(observed.job and (observed.job.get("spec") or {}).get("suspend"))
+        spec = (observed.job or {}).get("spec") or {}
+        if spec.get("managedBy") == MULTIKUEUE and pod is not None:
+            # dispatched: the manager's Job is unsuspended only after the worker's copy was
+            # admitted there, and its pod (the worker's) may run before: it is not waiting
+            return False
+        return bool(spec.get("suspend"))
     if pod is None:
         # its pod is not there yet; when it comes, Kueue holds it until it admits it
         labels = ((observed.deployment or {}).get("metadata") or {}).get("labels") or {}

@@ -13,7 +13,6 @@ from kube.labels import LABEL_WORKLOAD_ID
 from .lifecycle import Obj, pod_rank
 from .manifests import CONTAINER_NAME, MPI
 from .models import Workload
-from .objects import workload_kube
 
 REDACTED = "[redacted]"
 # a token handed over as key=value: ?token=…, &token=…, --ServerApp.token=…, JUPYTER_TOKEN=…
@@ -62,9 +61,10 @@ def workload_logs(workload: Workload, *, tail: int = 100, rank: Rank = None,
                   kube: Kube | None = None) -> list[str]:
     """The newest pod's last `tail` lines; [] before it has any (waiting, or no pod yet). A
     distributed workload's: that of `rank` (rank 0 by default, "launcher" for an MPIJob's);
-    RankUnknown for a rank it does not have."""
+    RankUnknown for a rank it does not have. The pods are read where they run: a job
+    dispatched to a worker cluster, through that cluster's API."""
     rank = rank_chosen(workload, rank)
-    kube = kube or workload_kube(workload)
+    kube = kube or Kube(cluster=workload.cluster)
     pods = kube.list("Pod", workload.tenant.namespace,
                      label_selector=f"{LABEL_WORKLOAD_ID}={workload.pk}")["items"]
     pods = _rank_pods(pods, rank)

@@ -215,6 +215,9 @@ class WorkloadSpec:
     # (tenants/kueue.py); on the Job (created suspended: Kueue starts it when it admits
     # it) or on the Deployment and its pods (held by Kueue's scheduling gate until admitted)
     queue_labels: tuple[tuple[str, str], ...] = ()
+    # who runs a batch workload's object instead of its own controller here: MultiKueue's
+    # controller for one dispatched to a worker cluster (the value Kueue's webhook would set)
+    managed_by: str | None = None
     # the user's and project's secrets it reads (credentials/manifests.py): variables by
     # secretKeyRef, files in read-only secret volumes, registry logins as imagePullSecrets
     secrets: tuple[SecretUse, ...] = ()
@@ -701,6 +704,8 @@ def make_job(spec: WorkloadSpec) -> Manifest:
     if spec.queue_labels:
         metadata["labels"].update(spec.queue_labels)
         job_spec["suspend"] = True  # Kueue unsuspends it when it admits it
+    if spec.managed_by:
+        job_spec["managedBy"] = spec.managed_by
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
 
@@ -793,6 +798,8 @@ def make_jobset(spec: WorkloadSpec) -> Manifest:
     }
     if spec.queue_labels:
         jobset_spec["suspend"] = True  # Kueue unsuspends it when it admits the group
+    if spec.managed_by:
+        jobset_spec["managedBy"] = spec.managed_by
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": _group_metadata(spec), "spec": jobset_spec}
 
@@ -855,6 +862,8 @@ def make_mpijob(spec: WorkloadSpec) -> Manifest:
         run_policy["activeDeadlineSeconds"] = spec.max_runtime_seconds
     if spec.queue_labels:
         run_policy["suspend"] = True  # Kueue unsuspends it when it admits the group
+    if spec.managed_by:
+        run_policy["managedBy"] = spec.managed_by
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",

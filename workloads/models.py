@@ -31,6 +31,16 @@ from .querysets import (
 )
 
 
+def objects_cluster(kind: str, cluster: str) -> str:
+    """The cluster holding a workload's objects (of `kind`, on `cluster`): where they are made,
+    stopped and deleted, and whose tracker judges it. A service's own; the home cluster for
+    batch and distributed work, whose objects are made there and dispatched by MultiKueue to
+    the worker its `cluster` names (the worker's copy is MultiKueue's)."""
+    if kind == Template.Kind.BATCH:
+        return home_cluster_name()
+    return cluster or home_cluster_name()
+
+
 class Workload(models.Model):
     """One launch: a Job (batch) or a Deployment + Service (service) in the tenant's namespace."""
 

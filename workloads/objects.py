@@ -24,7 +24,9 @@ from django.conf import settings
 
 from access.ssh import ca_public_key, host_key_for, report_base_url, report_token_for
 from access.ssh_server import SSHServerSpec, ssh_port_beside
+from clusters.models import home_cluster_name
 from credentials.manifests import SecretUse
+from kube import multikueue
 from kube.client import Conflict, Kube, KubeRefused
 from kube.kueue import queueing_on
 from kube.labels import HOME_CLAIM_NAME, LABEL_WORKLOAD_ID
@@ -35,13 +37,14 @@ from tenants.kueue import queue_labels
 from .access import workload_access, workload_proxy
 from .launch_spec import launch_spec_of
 from .manifests import (
+    BATCH,
     CHECKPOINT_MOUNT_PATH,
     GpuClaim,
     PodMount,
     WorkloadSpec,
     workload_objects,
 )
-from .models import Workload
+from .models import Workload, objects_cluster
 from .mounts import dataset_claim_spec
 
 log = logging.getLogger(__name__)
@@ -60,9 +63,10 @@ T = TypeVar("T")
 
 
 def workload_kube(workload: Workload) -> Kube:
-    """The client of the cluster that holds the workload's objects (its `cluster`): where they
-    are made, followed by the tracker, stopped and deleted, and its logs read."""
-    return Kube(cluster=workload.cluster)
+    """The client of the cluster that holds the workload's objects (objects_cluster: a
+    service's own cluster, the home one for batch work, dispatched from there by MultiKueue,
+    which removes the worker's copy): where they are made, stopped and deleted."""
+    return Kube(cluster=objects_cluster(workload.kind, workload.cluster))
 
 
 def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
@@ -127,9 +131,19 @@ def workload_spec(workload: Workload, *, queued: bool = False) -> WorkloadSpec:
         proxy=proxy,
         ssh=ssh,
         entrypoint=tuple(spec.get("entrypoint") or ()),
-        queue_labels=tuple(sorted(queue_labels(kind).items())) if queued else (),
+        queue_labels=tuple(sorted(queue_labels(kind, dispatched_to(workload)).items()))
+        if queued else (),
+        managed_by=multikueue.CONTROLLER if queued and dispatched_to(workload) else None,
         secrets=tuple(SecretUse.thawed(value) for value in spec.get("secrets") or ()),
     )
+
+
+def dispatched_to(workload: Workload) -> str | None:
+    """The worker cluster a batch workload is dispatched to through MultiKueue (its objects
+    are made in the home cluster), else None."""
+    if workload.kind != BATCH or workload.cluster == home_cluster_name():
+        return None
+    return workload.cluster
 
 
 def _checkpoint_mount(checkpoint: dict[str, Any] | None) -> PodMount | None:

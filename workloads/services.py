@@ -39,7 +39,7 @@ from .hooks import ADMISSION_CHECKS
 from .journal import notify_owner, workload_event
 from .launch_spec import launch_spec_from_rows
 from .manifests import CHECKPOINT_MOUNT_PATH, HOME_MOUNT_PATH
-from .models import Workload, WorkloadMount
+from .models import Workload, WorkloadMount, objects_cluster
 from .mounts import ResolvedCheckpoint, ResolvedMount
 from .selectors import department_refusal, quota_use, service_addresses
 from .transitions import STOPPABLE, workload_transition
@@ -272,8 +272,10 @@ def workload_launch(*, tenant: Tenant, user: User, request: dict[str, Any],
         metrics.admission_refused(gpu_type=request["gpu_type"].slug)
         raise
     try:
-        # before the lock: it may ask the cluster it goes to (once a minute)
-        queued = queueing_on(Kube(cluster=request.get("cluster")))
+        # before the lock: it may ask the cluster its objects go to (once a minute): a batch
+        # launch on a worker is queued by the home cluster's Kueue, which dispatches it
+        queued = queueing_on(Kube(cluster=objects_cluster(request["kind"],
+                                                          request.get("cluster") or "")))
     except KubeError:
         queued = False  # not known now: the stricter rule of the two admits it
     try:

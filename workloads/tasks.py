@@ -89,7 +89,7 @@ def workload_create_task(self: BoundTask, workload_id: int) -> None:
         # admitted by a portal older than the frozen spec (a rolling upgrade): frozen now
         workload_launch_spec_freeze(workload=workload)
     try:
-        kube = workload_kube(workload)  # the cluster it was placed on
+        kube = workload_kube(workload)  # the cluster its objects go to
         queued = queueing_on(kube)
         created = _objects_create_in_namespace(workload, kube, queued=queued)
     except (KubeUnavailable, NotAuthorized, NamespaceTerminating, ClaimGoing) as exc:

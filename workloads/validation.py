@@ -42,6 +42,7 @@ from identity.identity import Identity
 from kube.client import KubeError
 from kube.dra import dra_refusal
 from kube.engines import engine_refusal
+from kube.kueue import queueing_on
 from tenants.models import Quota, Tenant
 from tenants.selectors import tenant_admits_root, tenant_pod_security
 
@@ -278,12 +279,16 @@ def launch_clean(*, request: dict[str, Any], tenant: Tenant | None = None,
 def _cluster(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant | None
              ) -> str:
     """The cluster it runs on (`cluster`: a name), replaced by its name once checked: one the
-    project may use (a project limited to some clusters), that offers the GPU type. A service
-    that names none is placed by the portal (clusters.selectors.cluster_place: the home
-    cluster when it has room, else another that answers with free GPUs of the type); other
-    launches go to the home cluster. Returns why the cluster cannot take it now (disabled, or
-    another than the home cluster unreachable), else "". Batch and distributed work runs on
-    the home cluster: naming another is refused (workloads_dispatched says where it may go)."""
+    project may use (a project limited to some clusters), that offers the GPU type. Returns
+    why the cluster cannot take it now (disabled, or another than the home cluster
+    unreachable), else "".
+
+    A service that names none is placed by the portal (clusters.selectors.cluster_place: the
+    home cluster when it has room, else another that answers with free GPUs of the type) and
+    runs there. Batch work (Jobs, JobSets, MPIJobs) runs on another cluster through
+    MultiKueue: its objects are made in the home cluster, which dispatches them to that
+    worker; one that names no cluster goes home, or where the home cluster has none of its GPU
+    type, to the worker that offers the type with the most GPUs free (`_placed`)."""
     name = data.get("cluster") or ""
     allowed = list(tenant.clusters.values_list("name", flat=True)) if tenant is not None else []
     gpu_type = data.get("gpu_type")
@@ -293,7 +298,7 @@ def _cluster(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant 
         cluster = cluster_place(allowed=allowed, slug=gpu_type.slug,
                                 gpus=int(data.get("gpu_count") or 0) * int(data.get("nodes") or 1))
     if not name and cluster is None:
-        cluster = cluster_home()
+        cluster = _placed(data, tenant)
     if cluster is None:
         errors["cluster"] = [f"No cluster named {excerpt(name)}."]
         return ""
@@ -315,14 +320,11 @@ def _cluster(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant 
                 cluster, gpu_type.slug, cluster_capacity(cluster)):
             errors["cluster"] = [f"The cluster {cluster.name} offers no {gpu_type.slug}."]
             return ""
-    if not cluster.home and not placed:
-        errors["cluster"] = [f"Batch and distributed work runs on the home cluster "
-                             f"({cluster_home().name}) for now; launching it on {cluster.name} "
-                             "is not available yet. Services (notebooks, TensorBoard, VS Code, "
-                             "custom services) run on any cluster."]
-    elif not cluster.home and (home := _home_data(data)):
+    if not cluster.home and placed and (home := _home_data(data)):
         errors["cluster"] = [f"{home} on the home cluster ({cluster_home().name}) only: "
                              f"launch it there, or on {cluster.name} without them."]
+    elif not cluster.home and not placed and (refusal := dispatch_refusal(data, cluster.name)):
+        errors["cluster"] = [refusal]
     return ""
 
 
@@ -346,6 +348,67 @@ def _home_data(data: dict[str, Any]) -> str:
     if data.get("use_home"):
         return "The home folder is"
     return ""
+
+
+def _kind_of(data: dict[str, Any]) -> str:
+    template = data.get("template")
+    return str(data.get("kind") or (template.kind if isinstance(template, Template) else ""))
+
+
+def _placed(data: dict[str, Any], tenant: Tenant | None) -> Cluster:
+    """Where a launch that names no cluster goes: the home cluster, unless it is batch work of
+    a GPU type the home cluster (as its read model has it now) has none of and a worker that
+    answers offers it: then the one with the most of it free. The home cluster's figures not
+    read (it does not answer): the home cluster, whose outage a launch waits out."""
+    home = cluster_home()
+    gpu_type = data.get("gpu_type")
+    if _kind_of(data) != Template.Kind.BATCH or not isinstance(gpu_type, GpuType):
+        return home
+    capacity = cluster_capacity(home)
+    if capacity is None or cluster_offers(home, gpu_type.slug, capacity):
+        return home
+    allowed = set(tenant.clusters.values_list("name", flat=True)) if tenant is not None else set()
+    best: tuple[int, Cluster] | None = None
+    for worker in Cluster.objects.filter(enabled=True, home=False,
+                                         state=Cluster.State.READY).order_by("name"):
+        if allowed and worker.name not in allowed:
+            continue
+        # its figures may not be read yet (its read model starts at the first ask): the types
+        # its admin named still say what it offers
+        figures = cluster_capacity(worker)
+        if not cluster_offers(worker, gpu_type.slug, figures):
+            continue
+        free = figures[gpu_type.slug].free if figures and gpu_type.slug in figures else 0
+        if best is None or free > best[0]:
+            best = (free, worker)
+    return best[1] if best is not None else home
+
+
+def dispatch_refusal(data: dict[str, Any], cluster: str) -> str:
+    """Why a launch cannot run on worker cluster `cluster` through MultiKueue, else "": it
+    dispatches batch work only, and copies the Job (JobSet, MPIJob) alone, so nothing the
+    home cluster holds beside it (volumes, secrets, the SSH server's keys) reaches the worker."""
+    if _kind_of(data) != Template.Kind.BATCH:
+        return (f"Only services of one pod are placed on {cluster}, and batch and distributed "
+                f"jobs dispatched there; this runs on the home cluster ({cluster_home().name}).")
+    if not queueing_on_home():
+        return (f"Jobs reach {cluster} through the home cluster's Kueue (MultiKueue), which "
+                "does not queue here.")
+    taken = [what for field, what in (("use_home", "the home volume"), ("mounts", "volumes"),
+                                      ("secrets", "secrets"), ("ssh", "SSH"),
+                                      ("checkpoint", "a checkpoint"))
+             if data.get(field)]
+    if taken:
+        return (f"A job dispatched to {cluster} runs with what its image holds: "
+                f"{', '.join(taken)} stay on the home cluster.")
+    return ""
+
+
+def queueing_on_home() -> bool:
+    try:
+        return queueing_on()
+    except KubeError:
+        return False
 
 
 def _mounts(data: dict[str, Any], errors: dict[str, list[str]], template: Template,

@@ -19,7 +19,8 @@ def register(commands: Commands) -> None:
                                 "  gpuctl usage --csv > usage.csv")
     p.add_argument("--since", help="ISO date or date-time (default: 30 days ago)")
     p.add_argument("--until", help="ISO date or date-time (default: now)")
-    p.add_argument("--group-by", choices=["tenant", "user", "gpu_type", "workload", "day"])
+    p.add_argument("--group-by", choices=["tenant", "user", "gpu_type", "workload", "day",
+                                          "cluster"])
     p.add_argument("--tenant", help="tenant id or name (admins)")
     p.add_argument("--workload", type=int)
     p.add_argument("--csv", action="store_true", help="CSV, as the portal exports it")

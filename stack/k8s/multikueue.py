@@ -108,8 +108,10 @@ def register_workers(manager: ControlPlane, workers: Mapping[str, ControlPlane],
     for name in workers:
         wait_for(functools.partial(cluster_active, manager, name), timeout=timeout,
                  what=f"MultiKueueCluster {name} Active", interval=0.3)
-    wait_for(lambda: _active(manager, "admissionchecks", manifests.ADMISSION_CHECK),
-             timeout=timeout, what="the MultiKueue admission check Active", interval=0.3)
+    for check in [manifests.ADMISSION_CHECK, *map(manifests.check_name, workers)]:
+        wait_for(functools.partial(_active, manager, "admissionchecks", check),
+                 timeout=timeout, what=f"the MultiKueue admission check {check} Active",
+                 interval=0.3)
 
 
 def cluster_active(manager: ControlPlane, name: str) -> bool:

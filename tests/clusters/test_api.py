@@ -11,7 +11,9 @@ from django.test import Client, TestCase
 from clusters.models import Cluster
 from clusters.services import cluster_probe_one
 from tenants.models import Tenant
+from tenants.services import quota_update
 from tests.workloads.api_calls import vision_lab_ready
+from workloads import services as workload_services
 
 pytestmark = pytest.mark.django_db
 
@@ -134,3 +136,53 @@ def test_a_project_limited_to_some_clusters(admin, api_headers, east, h100, logi
     refused = post(headers, "/api/v1/workloads/", JUPYTER)
     assert refused.status_code == 400
     assert refused.json()["fields"]["cluster"] == ["vision-lab may use the clusters east only."]
+
+
+def test_batch_work_is_dispatched_to_a_worker_and_services_run_there(admin, api_headers, east,
+                                                                    h100, login, settings,
+                                                                    monkeypatch):
+    """Batch work of a type only a worker has goes there (through the home cluster's Kueue),
+    and a service named there runs there; either with what stays on the home cluster is
+    refused; a worker that does not answer takes nothing new."""
+    tenant = vision_lab_ready(login)
+    quota_update(tenant=tenant, acting_user=None, changes={
+        "gpus_total": 16, "gpus_by_type": {"a100": 4, "v100": 4, "t4": 0, "h100": 8}})
+    # the home cluster's Kueue dispatches (MultiKueue): the launches' objects are not made
+    # here (kubesim serves no Kueue), only their admission is
+    settings.PORTAL_QUEUEING = "kueue"
+    headers = api_headers("researcher")
+    register_east(admin, east, gpu_types=["h100"])
+    job = {"name": "train", "template": "custom", "kind": "batch", "image": "busybox:1.36",
+           "command": ["true"], "gpu_type": "h100", "gpu_count": 1}
+    asked = []  # the clusters whose queueing the admission asks about
+    queueing_on = workload_services.queueing_on
+    monkeypatch.setattr(workload_services, "queueing_on",
+                        lambda kube: asked.append(kube.cluster) or queueing_on(kube))
+    placed = post(headers, "/api/v1/workloads/", job)
+    assert placed.status_code == 201, placed.json()
+    assert placed.json()["cluster"] == "east"  # the home cluster has no H100
+    assert asked == [None]  # queued by the home cluster's Kueue, which dispatches it
+    named = post(headers, "/api/v1/workloads/", {**job, "name": "t2", "cluster": "east"})
+    assert named.status_code == 201 and named.json()["cluster"] == "east"
+    # a service runs on the worker itself (placed by the portal), but not with what stays home
+    service = post(headers, "/api/v1/workloads/", {**JUPYTER, "gpu_type": "h100",
+                                                   "cluster": "east"})
+    assert service.status_code == 201 and service.json()["cluster"] == "east"
+    assert asked[-1] == "east"  # a service is queued where it runs
+    with_folder = post(headers, "/api/v1/workloads/", {
+        **JUPYTER, "name": "nb2", "gpu_type": "h100", "cluster": "east", "use_home": True})
+    assert with_folder.status_code == 400
+    assert "home folder" in with_folder.json()["fields"]["cluster"][0]
+    with_home = post(headers, "/api/v1/workloads/", {**job, "cluster": "east", "use_home": True})
+    assert with_home.status_code == 400
+    assert "the home volume" in with_home.json()["fields"]["cluster"][0]
+    settings.PORTAL_QUEUEING = "off"
+    unqueued = post(headers, "/api/v1/workloads/", {**job, "cluster": "east"})
+    assert unqueued.status_code == 400 and "Kueue" in unqueued.json()["fields"]["cluster"][0]
+    settings.PORTAL_QUEUEING = "kueue"
+    Cluster.objects.filter(name="east").update(state="unreachable", reason="no route to host")
+    down = post(headers, "/api/v1/workloads/", {**job, "cluster": "east"})
+    assert down.status_code == 409 and down.json()["code"] == "cluster_unavailable"
+    # nothing new is placed on it: a launch that names no cluster stays home
+    elsewhere = post(headers, "/api/v1/workloads/", {**job, "name": "t3"})
+    assert elsewhere.json().get("cluster") != "east", elsewhere.json()

@@ -120,13 +120,13 @@ def test_where_a_launch_goes(vision_on_east, api_headers):
     headers = api_headers("researcher")
     a100 = launch(headers, {**NOTEBOOK, "gpu_type": "a100"})
     assert a100.status_code == 201 and a100.json()["cluster"] == "main"
-    # batch work is the home cluster's: naming east is refused, saying so
+    # batch work reaches east through the home cluster's Kueue (MultiKueue): without it,
+    # naming east is refused, saying so
     batch = launch(headers, {"name": "train", "template": "custom", "kind": "batch",
                              "image": "python:3.12-slim", "gpu_type": "h100", "gpu_count": 1,
                              "cluster": "east"})
     assert batch.status_code == 400
-    assert "Batch and distributed work runs on the home cluster" in \
-        batch.json()["fields"]["cluster"][0]
+    assert "through the home cluster's Kueue (MultiKueue)" in batch.json()["fields"]["cluster"][0]
     # the home folder's data is on the home cluster
     home = launch(headers, {**NOTEBOOK, "cluster": "east", "use_home": True})
     assert home.status_code == 400

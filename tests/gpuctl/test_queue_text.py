@@ -26,5 +26,7 @@ def test_the_table_shows_the_portals_gpu_text_and_a_short_place():
     out = io.StringIO()
     print_table([QUEUED], WORKLOAD_COLUMNS, out)
     assert "2 nodes × 4× a100 (8 GPUs)" in out.getvalue()
+    header = out.getvalue().splitlines()[0].split()
+    assert header[header.index("GPUS") + 1] == "CLUSTER"  # where it runs (several clusters)
     assert state_text(QUEUED) == "queued 3/7"
     assert state_text({**QUEUED, "queue_position": None}) == "queued"

@@ -23,8 +23,8 @@ H = dt.timedelta(hours=1)
 
 @pytest.fixture
 def usage(login, gpu_types, settings):
-    """vision-lab: researcher's a100×2 10:00–12:00 at 50 %, lead's v100×1 11:00–13:00;
-    nlp-lab: student's t4×4 10:00–14:00. Rolled up."""
+    """vision-lab: researcher's a100×2 10:00–12:00 at 50 %, lead's v100×1 11:00–13:00 (on
+    the cluster east); nlp-lab: student's t4×4 10:00–14:00. Rolled up."""
     settings.PORTAL_USAGE_SCRAPE_INTERVAL = 15.0
     for name in ("researcher", "lead", "student", "admin"):
         login(name)
@@ -34,7 +34,7 @@ def usage(login, gpu_types, settings):
         "train": make_workload(vision, users["researcher"], gpu_count=2, started_at=T0,
                                finished_at=T0 + 2 * H, name="train"),
         "infer": make_workload(vision, users["lead"], gpu_type="v100", started_at=T0 + H,
-                               finished_at=T0 + 3 * H, name="infer"),
+                               finished_at=T0 + 3 * H, name="infer", cluster="east"),
         "nlp": make_workload(nlp, users["student"], gpu_type="t4", gpu_count=4,
                              started_at=T0, finished_at=T0 + 4 * H, name="nlp"),
     }
@@ -103,6 +103,16 @@ def test_group_by_variants(usage, api):
     assert all(r["tenant"] == "vision-lab" for r in by_workload)
     by_day = api("lead", "vision-lab", group_by="day", **DAY).json()["results"]
     assert by_day == [{**by_day[0], "day": "2025-03-03", "gpu_hours_allocated": 6.0}]
+
+
+def test_gpu_hours_per_cluster(usage, api, settings):
+    """A job dispatched to another cluster is counted there, not on the home cluster."""
+    by_cluster = api("lead", "vision-lab", group_by="cluster", **DAY).json()["results"]
+    assert [(r["cluster"], r["gpu_hours_allocated"]) for r in by_cluster] == [
+        ("east", 2.0), (settings.PORTAL_CLUSTER_NAME, 4.0)]
+    csv_rows = list(csv.DictReader(io.StringIO(
+        api("lead", "vision-lab", group_by="cluster", format="csv", **DAY).content.decode())))
+    assert {row["cluster"] for row in csv_rows} == {"east", settings.PORTAL_CLUSTER_NAME}
 
 
 def test_ragged_ranges_use_minutes_at_the_ends(usage, api):

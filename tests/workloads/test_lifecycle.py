@@ -31,6 +31,7 @@ from workloads.lifecycle import (
     CRASH_LOOP_RESTARTS,
     Observed,
     current_pod,
+    derive,
     workload_outcome,
 )
 from workloads.models import Workload
@@ -250,3 +251,17 @@ def test_current_pod_prefers_the_newest_live_one():
     assert current_pod([old, dying, new])["metadata"]["name"] == "b"
     assert current_pod([dying])["metadata"]["name"] == "c"
     assert current_pod([]) is None
+
+
+def test_a_dispatched_jobs_pod_on_the_worker_runs_while_the_managers_job_is_suspended():
+    """MultiKueue unsuspends the manager's Job only once the worker admitted its copy; the
+    worker's pod may run first, and the workload is running then, not queued."""
+    suspended = {**job(), "spec": {"suspend": True, "managedBy": "kueue.x-k8s.io/multikueue"}}
+    outcome = derive(batch(pod("Running", state=running()), job_obj=suspended))
+    assert outcome is not None and outcome.state == S.RUNNING
+    # no pod yet: waiting in the queue, as a Job at home
+    outcome = derive(batch(job_obj=suspended))
+    assert outcome is not None and outcome.state == S.QUEUED
+    at_home = {**job(), "spec": {"suspend": True}}
+    outcome = derive(batch(pod("Running", state=running()), job_obj=at_home))
+    assert outcome is not None and outcome.state == S.QUEUED

@@ -22,7 +22,7 @@ from workloads.notices import workload_reclaimed
 
 from ..lifecycle import LATE_FACTS, Observed, Outcome, derive, expires_at_for
 from ..manifests import BATCH, SERVICE
-from ..models import Workload
+from ..models import Workload, objects_cluster
 from ..transitions import workload_transition
 from .index import CHUNK, GROUP_KINDS, GROUP_WATCHED, VANISHED, Obj, State
 
@@ -101,9 +101,10 @@ def primary_kind(row: WorkloadRow) -> str:
 
 
 def tracking_cluster(row: WorkloadRow) -> str:
-    """The cluster whose tracker judges a workload's state: the one holding its objects (its
-    `cluster`, as workloads.objects.workload_kube reaches it)."""
-    return row["cluster"] or home_cluster_name()
+    """The cluster whose tracker judges a workload's state: the one holding its objects, as
+    workloads.objects.workload_kube reaches them (objects_cluster: a service's own cluster,
+    the home cluster for batch and distributed work, dispatched from there)."""
+    return objects_cluster(row["kind"], row["cluster"])
 
 
 def live_of_kind(kind: str, listed_at: dt.datetime, cluster: str | None = None) -> Any:
@@ -113,8 +114,14 @@ def live_of_kind(kind: str, listed_at: dt.datetime, cluster: str | None = None) 
     which fails as malformed JSON (the demo's tracker failed every sweep so)."""
     workload_kind = SERVICE if kind == "Deployment" else BATCH
     live = Workload.objects.filter(state__in=Workload.LIVE_STATES, kind=workload_kind,
-                                   updated_at__lt=listed_at,
-                                   cluster=cluster or home_cluster_name())
+                                   updated_at__lt=listed_at)
+    # those this cluster's tracker judges (tracking_cluster): the services placed on it; on
+    # the home cluster, every batch workload (a worker's copy of a dispatched one is not ours)
+    cluster = cluster or home_cluster_name()
+    if workload_kind == SERVICE:
+        live = live.filter(cluster=cluster)
+    elif cluster != home_cluster_name():
+        live = live.none()
     engines = {group: engine for engine, group in GROUP_KINDS.items()}
     if kind in engines:
         live = live.filter(launch_spec__engine=engines[kind])

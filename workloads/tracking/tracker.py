@@ -37,6 +37,17 @@ so the cursor never passes an unwritten change. A tracker that stops (it lost
 the lead) and starts again in the same process resumes every kind whose stored cursor still
 equals where its store is, instead of listing; another kind (or a new process) lists.
 
+Every enabled cluster other than the home one is followed by a tracker of its own, which the
+home one runs beside it (its `peers`: started with it, stepped after it, stopped with it): each
+judges the workloads whose objects it holds (states.tracking_cluster), with cursors of its own.
+A peer judges the services placed on its cluster only. Batch and distributed work dispatched
+to a worker through MultiKueue (the home cluster is its manager) is the home tracker's: its Job,
+JobSet or MPIJob is the home cluster's object, whose status MultiKueue mirrors from the worker's
+copy, and gives the state; its pods and events are on the worker, in that cluster's peer's
+stores, which the home tracker reads them from (a peer passes every change of a pod or event on
+to it). A peer watches neither Jobs nor groups: the worker's copies are MultiKueue's, to remove
+when the manager's object goes, never the peer's to judge or to collect as orphans.
+
 One tracker leads at a time: `track()` (the `track_workloads` command) holds a Redis lock as its
 lease, renews it while leading, and stands by while another process holds it.
 """
@@ -57,7 +68,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, close_old_connections, connection, transaction
 
-from clusters.models import Cluster, home_cluster_name
+from clusters.models import home_cluster_name
+from clusters.selectors import dispatch_workers
 from core.contention import retry_on_contention
 from kube.client import Kube, KubeError, cluster_client, home_cluster
 from kube.discovery import api_served
@@ -112,6 +124,9 @@ MARK_ATTEMPTS = 3
 # lag behind the cluster
 SWEEP_LAG_SECONDS = 30.0
 STATS_EVERY_SECONDS = 15.0  # how often a leading tracker logs its counters
+PEERS_EVERY_SECONDS = 15.0  # how often the home tracker looks for clusters registered or removed
+# what a peer passes on to the home tracker: the pods and events of the work dispatched there
+FORWARDED = frozenset({"Pod", "Event"})
 
 
 @dataclasses.dataclass
@@ -154,7 +169,8 @@ class Tracker:
     def __init__(self, kube: Kube | None = None, *, resync_seconds: float = 300.0,
                  clock_skew_seconds: float = 5.0,
                  failed_service_grace_seconds: float = 600.0,
-                 watch_seconds: int = 30, cluster: str | None = None) -> None:
+                 watch_seconds: int = 30, cluster: str | None = None,
+                 upstream: Tracker | None = None) -> None:
         if kube is None and home_cluster(cluster) is not None:
             # another cluster's client made here, not in the reflectors' threads (its
             # connection is a row of the database, read in the caller's transaction); raises
@@ -166,8 +182,11 @@ class Tracker:
         self.cluster = (cluster if cluster is not None and home_cluster(cluster) is not None
                         else self.kube.cluster) or home_cluster_name()
         self.home = home_cluster(self.cluster) is None
-        # the trackers of the other clusters, which the home one's leader runs beside it
+        # the trackers of the other clusters, which the home one runs beside it; a peer's
+        # `upstream` is the home tracker, which judges the work dispatched to its cluster
         self.peers: dict[str, Tracker] = {}
+        self.upstream = upstream
+        self._peers_followed = -PEERS_EVERY_SECONDS
         self.resync_seconds = resync_seconds
         # how far apart the clocks of the processes writing `updated_at` may be
         self.clock_skew = clock_skew_seconds
@@ -209,7 +228,9 @@ class Tracker:
         stored = dict(TrackerCursor.objects.values_list("resource", "resource_version"))
         self._counts = TrackerStats()
         self._stored = dict(stored)
-        kinds = [*WATCHED, *([CLAIM_KIND] if self.home else []), *self._group_kinds()]
+        # a peer has no Jobs nor groups of its own to judge (see the module's docstring)
+        kinds = ([*WATCHED, CLAIM_KIND, *self._group_kinds()] if self.home
+                 else [kind for kind in WATCHED if kind != "Job"])
         for kind in kinds:
             self._make_reflector(kind, stored)
         self.running = True
@@ -217,8 +238,33 @@ class Tracker:
         for kind in kinds:
             self.reflectors[kind].start()
         deadline = time.monotonic() + wait
+        if self.home:
+            self.peers_follow(wait=wait)
         for kind in kinds:
             self.reflectors[kind].wait_synced(max(0.0, deadline - time.monotonic()))
+
+    def peers_follow(self, *, wait: float = 0.0) -> None:
+        """Run a tracker of each enabled cluster other than the home one beside this, the home
+        cluster's (its `peers`, with its settings): made for a cluster registered or enabled
+        since, dropped for one removed or disabled, started where stopped (waiting up to
+        `wait` s for their first lists). Each watches its own cluster with reflectors of its
+        own (a cluster that does not answer costs its reflectors' back-off, nothing else)."""
+        self._peers_followed = time.monotonic()
+        names = set(dispatch_workers())
+        for name in sorted(set(self.peers) - names):
+            self.peers.pop(name).stop()
+        for name in sorted(names - set(self.peers)):
+            try:
+                self.peers[name] = Tracker(
+                    cluster=name, resync_seconds=self.resync_seconds,
+                    clock_skew_seconds=self.clock_skew,
+                    failed_service_grace_seconds=self.orphans.failed_service_grace,
+                    watch_seconds=self.watch_seconds, upstream=self)
+            except KubeError as exc:
+                log.warning("tracker of %s not started (tried again soon): %s", name, exc)
+        deadline = time.monotonic() + wait
+        for peer in self.peers.values():
+            peer.start(wait=max(0.0, deadline - time.monotonic()))
 
     def _make_reflector(self, kind: str, stored: dict[str, str]) -> Reflector:
         old = self.reflectors.get(kind)
@@ -240,7 +286,10 @@ class Tracker:
     def _group_kinds(self, *, seen: bool = False) -> list[str]:
         """The group kinds to watch: those the cluster serves, asked once per tracker (one
         discovery request per engine, counted) and only once a distributed workload exists
-        (or a group's pod was `seen`); [] until then, and while the cluster does not answer."""
+        (or a group's pod was `seen`); [] until then, while the cluster does not answer, and
+        on a peer."""
+        if not self.home:
+            return []
         if self._groups_served is None and (seen or _distributed_launched()):
             served = set()
             try:
@@ -270,6 +319,8 @@ class Tracker:
         kept: a later `start` resumes from them."""
         if not self.running:
             return
+        for peer in self.peers.values():
+            peer.stop()
         for reflector in self.reflectors.values():
             reflector.stop()
         self.running = False
@@ -315,6 +366,8 @@ class Tracker:
             wid = self.index.put(kind, obj)
         if wid is None:
             return
+        if self.upstream is not None and kind in FORWARDED:
+            self.upstream.forward(wid)  # it may be work dispatched here: the home one's
         if (kind == "Pod" and self._groups_served is None and event_type != "DELETED"
                 and _group_pod(obj)):
             self._groups_seen = True  # the worker starts watching the groups
@@ -324,6 +377,13 @@ class Tracker:
                 self._tombstones[wid] = obj
             elif kind == "Event" and event_type != "DELETED":
                 self._new_events[object_key(obj)] = obj
+            self._work.notify()
+
+    def forward(self, wid: int) -> None:
+        """A peer's callback (its reflector's thread): a pod or event of workload `wid` changed
+        on the peer's cluster."""
+        with self._work:
+            self._dirty.add(wid)
             self._work.notify()
 
     def _list_done(self, kind: str, started: float) -> None:
@@ -344,6 +404,12 @@ class Tracker:
         counts.errors += self.orphans.errors
         return counts
 
+    def stats_by_cluster(self) -> dict[str, int]:
+        """The Kubernetes API requests made (lists + watches + deletes + discovery), per
+        cluster: this tracker's and each peer's."""
+        return {self.cluster: self.stats.requests,
+                **{name: peer.stats.requests for name, peer in self.peers.items()}}
+
     # -- the worker ---------------------------------------------------------------------------
 
     def step(self, timeout: float) -> None:
@@ -356,6 +422,10 @@ class Tracker:
         if self._groups_seen:
             self._watch_groups()
         self.drain()
+        if self.home and time.monotonic() - self._peers_followed >= PEERS_EVERY_SECONDS:
+            self.peers_follow()
+        for peer in self.peers.values():
+            peer.step(0.0)
 
     def run_for(self, seconds: float) -> TrackerStats:
         """One bounded term: start (resuming where the cursors allow), work for `seconds`, stop
@@ -450,11 +520,16 @@ class Tracker:
 
     def observed(self, wid: int, kind: str, namespace: str) -> Observed:
         """The workload's objects in its own namespace, from the stores (a look-alike elsewhere
-        is an orphan)."""
+        is an orphan), with the pods and events of the peers' stores (work dispatched to their
+        clusters)."""
         objects: dict[str, list[Obj]] = {}
-        for k, keys in self.index.keys(wid).items():
-            found = (self.reflectors[k].get(key) for key in keys) if k in self.reflectors else ()
-            objects[k] = [o for o in found if o is not None and namespace_of(o) == namespace]
+        for tracker in (self, *self.peers.values()):
+            for k, keys in tracker.index.keys(wid).items():
+                if (tracker is not self and k not in FORWARDED) or k not in tracker.reflectors:
+                    continue
+                found = (tracker.reflectors[k].get(key) for key in keys)
+                objects.setdefault(k, []).extend(
+                    o for o in found if o is not None and namespace_of(o) == namespace)
 
         def first(k: str) -> Obj | None:
             found = objects.get(k)
@@ -656,58 +731,21 @@ def track(*, stop: threading.Event | None = None, duration: float | None = None,
             _lead(tracker, lease, done, renew_every, say)
         finally:
             try:
-                peers_stop(tracker)
                 tracker.stop()
             finally:
                 lease.release()
         say(f"tracker stood down: {tracker.stats.as_dict()}")
 
 
-def peers_follow(tracker: Tracker) -> None:
-    """Run a tracker of each enabled cluster other than the home one beside the home cluster's
-    `tracker` (its `peers`, with its settings): started for a cluster registered or enabled
-    since, stopped for one removed or disabled. Each watches its own cluster with reflectors of
-    its own (a cluster that does not answer costs its reflectors' back-off, nothing else)."""
-    names = set(Cluster.objects.filter(enabled=True, home=False).values_list("name", flat=True))
-    for name in sorted(set(tracker.peers) - names):
-        tracker.peers.pop(name).stop()
-    for name in sorted(names - set(tracker.peers)):
-        try:
-            peer = Tracker(cluster=name, resync_seconds=tracker.resync_seconds,
-                           clock_skew_seconds=tracker.clock_skew,
-                           failed_service_grace_seconds=tracker.orphans.failed_service_grace,
-                           watch_seconds=tracker.watch_seconds)
-        except KubeError as exc:
-            log.warning("tracker of %s not started (tried again soon): %s", name, exc)
-            continue
-        peer.start(wait=0.0)
-        tracker.peers[name] = peer
-
-
-def peers_stop(tracker: Tracker) -> None:
-    for peer in tracker.peers.values():
-        peer.stop()
-    tracker.peers.clear()
-
-
-PEERS_EVERY_SECONDS = 15.0  # how often the leader looks for clusters registered or removed
-
-
 def _lead(tracker: Tracker, lease: Lease, done: Callable[[], bool], renew_every: float,
           say: Callable[[str], None]) -> None:
     tracker.start(wait=0.0)  # not waited for: the lease is renewed meanwhile
     renewed = logged = time.monotonic()
-    followed = -PEERS_EVERY_SECONDS
     synced = False
     while not done():
         try:
-            if time.monotonic() - followed >= PEERS_EVERY_SECONDS:
-                peers_follow(tracker)
-                followed = time.monotonic()
             # with peers the home tracker waits less, so that their work waits little too
             tracker.step(min(renew_every, 0.2 if tracker.peers else 0.5))
-            for peer in tracker.peers.values():
-                peer.step(0.0)
         except DatabaseError as exc:
             # the database is down, or stayed locked through every retry: the work stays
             # to do, the cursors where they were

@@ -1,0 +1,69 @@
+"""A worker cluster taken down under dispatched work, on two real control planes
+(tests/fixtures/multicluster.py): the portal's tracker never reads the missing worker as a
+failure, the worker takes no new work while it does not answer, and nothing is lost when it
+is back. Its own file, collected after the others of this folder: the worker's API server
+restarted is the last thing the session's pair goes through. Why it must be: after a minute
+without its API server, the watches of the worker's Kueue are in client-go's reconnect
+back-off (30 s at most, jittered up to twice that), and its JobSet informer came back some 90 s
+after the API server did. Until it does, Kueue's Job webhook, which finds a Job's parent
+JobSet in that informer's cache, refuses the Jobs of a JobSet made meanwhile ("JobSet ... not
+found"), and the JobSet controller's per-object back-off (doubling from 5 ms) has grown to
+minutes by the time it would be admitted: run after this file, test_multikueue.py's JobSet
+saw no pod on the worker within its minute."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from clusters.models import Cluster
+from clusters.services import cluster_probe_one
+from tests.support.multicluster import (
+    EAST,
+    job,
+    state,
+)
+from tests.support.tracking import track_until
+from tests.support.waiting import eventually
+from tests.workloads.api_calls import launch
+from workloads.models import Workload
+from workloads.tracking.tracker import Tracker
+
+pytestmark = [pytest.mark.django_db, pytest.mark.realcluster]
+
+S = Workload.State
+OUTAGE_SECONDS = 60  # how long the worker is taken down
+
+
+@pytest.mark.timeout(480)
+def test_a_worker_down_for_a_minute_fails_nothing_and_loses_nothing(portal, api_headers):
+    """The worker's API server stopped for 60 s under a running job: the tracker goes on all
+    along and never reads the missing worker as a failure, the worker is refused new work
+    while its probe finds it unreachable, and once it is back the job finishes there."""
+    headers = api_headers("researcher")
+    answer = launch(headers, job("through", run_seconds=75, cluster=EAST))
+    assert answer.status_code == 201, answer.json()
+    workload_id = answer.json()["id"]
+    tracker = Tracker()
+    track_until(tracker, lambda: state(workload_id) == S.RUNNING, timeout=60,
+                describe=lambda: state(workload_id))
+    east = Cluster.objects.get(name=EAST)
+    portal.east.stop_component("kube-apiserver")
+    try:
+        back_at = time.monotonic() + OUTAGE_SECONDS
+        seen = set()
+        while (left := back_at - time.monotonic()) > 0:
+            tracker.run_for(min(left, 5.0))  # the tracker's cycles through the outage
+            seen.add(state(workload_id))
+        assert seen == {S.RUNNING}, seen  # never failed, never anything else
+        probed = cluster_probe_one(cluster_id=east.pk)
+        assert probed is not None and probed.state == Cluster.State.UNREACHABLE
+        refused = launch(headers, job("meanwhile", run_seconds=5, cluster=EAST))
+        assert refused.status_code == 409 and refused.json()["code"] == "cluster_unavailable"
+    finally:
+        portal.east.start_apiserver()
+    eventually(lambda: cluster_probe_one(cluster_id=east.pk).state == Cluster.State.READY,
+               timeout=60, message="east does not answer again")
+    track_until(tracker, lambda: state(workload_id) == S.SUCCEEDED, timeout=240,
+                describe=lambda: state(workload_id))

@@ -1,0 +1,105 @@
+"""The portal on two real control planes (tests/fixtures/multicluster.py): its home cluster is
+the MultiKueue manager, the worker `east` (2 × 8 H100, a GPU type only it has) registered as a
+cluster of the portal; tenants provisioned in both; what a test made in either is gone before
+the next."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from catalogue.models import GpuType
+from clusters.models import Cluster
+from clusters.services import cluster_probe_one
+from kube.client import Kube
+from tenants.models import Tenant
+from tenants.provisioning import tenant_reconcile
+from tenants.services import quota_update
+from tests.support.cluster import cluster_objects_of_the_test
+from workloads.models import Workload
+
+EAST = "east"
+
+
+@dataclasses.dataclass
+class Portal:
+    """The pair, as the portal sees it: `manager` and `east` (ControlPlanes, admin access for
+    the test's own checks)."""
+
+    manager: Any
+    east: Any
+
+    def manager_kube(self) -> contextlib.AbstractContextManager[Kube]:
+        return _kube(self.manager)
+
+    def east_kube(self) -> contextlib.AbstractContextManager[Kube]:
+        return _kube(self.east)
+
+
+@contextlib.contextmanager
+def _kube(cp: Any) -> Iterator[Kube]:
+    with cp.api_client() as client:
+        yield Kube(client)
+
+
+def job(name: str, *, run_seconds: int, **more: Any) -> dict[str, Any]:
+    """A launch request (POST workloads/) of a one-GPU H100 batch job that runs `run_seconds`."""
+    return {"template": "custom", "kind": "batch", "name": name, "image": "busybox:1.36",
+            "command": ["sh", "-c", "echo hello from the worker"], "gpu_type": "h100",
+            "gpu_count": 1, "cpu": 1, "memory": 1,
+            "env": {"KUBESIM_RUN_SECONDS": str(run_seconds)}, **more}
+
+
+def state(workload_id: int) -> str:
+    return str(Workload.objects.get(pk=workload_id).state)
+
+
+def h100_type() -> GpuType:
+    """The worker's GPU type (deploy/kubesim/east-inventory.yaml's nodes)."""
+    return GpuType.objects.get_or_create(slug="h100", defaults={
+        "name": "NVIDIA H100 80GB", "memory_gb": 80, "node_selector": {"gputype": "h100"}})[0]
+
+
+@contextlib.contextmanager
+def portal_on_clusters(clusters: Any, settings: Any) -> Iterator[Portal]:
+    """The portal pointed at the manager (its least-privilege ServiceAccount there), queueing
+    on its Kueue; `east` registered with the portal's ServiceAccount there, probed ready."""
+    settings.KUBECONFIG = str(clusters.manager.portal_kubeconfig)
+    settings.PORTAL_QUEUEING = "auto"
+    Cluster.objects.filter(home=True).update(state=Cluster.State.READY, reason="")
+    h100_type()
+    with contextlib.ExitStack() as stack:
+        for cp in (clusters.east, clusters.manager):
+            stack.enter_context(cluster_objects_of_the_test(cp.api_client, timeout=90))
+        east = Cluster.objects.create(name=EAST, kubeconfig_path=str(clusters.east.portal_kubeconfig),
+                                      gpu_types=["h100"])
+        probed = cluster_probe_one(cluster_id=east.pk)
+        assert probed is not None and probed.state == Cluster.State.READY, probed and probed.reason
+        yield Portal(clusters.manager, clusters.east)
+
+
+def tenant_everywhere(tenant: Tenant, *, h100: int = 16, a100: int = 0) -> Tenant:
+    """The tenant's quota (`h100` of the worker's type) and its namespace and queues in both
+    clusters: on the manager with the queues that dispatch to the worker, on the worker with
+    the queue the manager's copies name."""
+    quota_update(tenant=tenant, acting_user=None, changes={
+        "gpus_total": h100 + a100, "max_workloads": 40, "cpu": 256, "memory_gb": 1024,
+        "gpus_by_type": {"h100": h100, "a100": a100, "v100": 0, "t4": 0}})
+    tenant_reconcile(tenant_id=tenant.pk)
+    tenant_reconcile(tenant_id=tenant.pk, kube=Kube(cluster=EAST))
+    tenant.refresh_from_db()
+    return tenant
+
+
+@pytest.fixture
+def portal(multi_cluster: Any, settings: Any, gpu_types: Any, login: Any,
+           eager_celery: Any) -> Iterator[Portal]:
+    """The portal on the pair, vision-lab's namespace and queues in both."""
+    with portal_on_clusters(multi_cluster, settings) as view:
+        login("researcher")  # vision-lab becomes a tenant
+        tenant_everywhere(Tenant.objects.get(name="vision-lab"))
+        yield view
