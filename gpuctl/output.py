@@ -9,7 +9,10 @@ import argparse
 import datetime as dt
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from .client import PortalClient
 
 Render = Callable[[TextIO], None]
 # a column: (heading, the row's key or a function of the row)
@@ -22,6 +25,23 @@ def emit(args: argparse.Namespace, data: Any, render: Render) -> None:
         args.out.write("\n")
     else:
         render(args.out)
+
+
+def emit_report(api: PortalClient, args: argparse.Namespace, path: str, params: dict[str, Any],
+                text: Callable[[dict[str, Any]], str]) -> None:
+    """A report the portal also serves as CSV: with `--csv` its CSV as it came, else its JSON
+    or the text `text` makes of it."""
+    if args.csv:
+        response = api.request("GET", path, params={**params, "format": "csv"},
+                               accept="text/csv")
+        args.out.write(response.text)
+        return
+    report = api.get(path, **params)
+
+    def render(out: TextIO) -> None:
+        out.write(text(report))
+
+    emit(args, report, render)
 
 
 def cell(value: Any) -> str:

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from ..client import PortalClient
 from ..errors import EXIT_OK
-from ..output import cell, emit, print_table
+from ..output import cell, emit, emit_report, print_table
 from ..parser import Commands
 
 EXAMPLES = """\
@@ -38,18 +38,8 @@ def register(commands: Commands) -> None:
 
 
 def usage(api: PortalClient, args: argparse.Namespace) -> int:
-    params = {"period": args.period, "group_by": args.group_by, "tenant": args.tenant}
-    if args.csv:
-        response = api.request("GET", "reports/usage/", params={**params, "format": "csv"},
-                               accept="text/csv")
-        args.out.write(response.text)
-        return EXIT_OK
-    report = api.get("reports/usage/", **params)
-
-    def render(out: TextIO) -> None:
-        out.write(report_text(report))
-
-    emit(args, report, render)
+    emit_report(api, args, "reports/usage/", {
+        "period": args.period, "group_by": args.group_by, "tenant": args.tenant}, report_text)
     return EXIT_OK
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import io
-from typing import Any, TextIO
+from typing import Any
 
 from ..client import PortalClient
 from ..errors import EXIT_OK
-from ..output import cell, emit, print_table
+from ..output import cell, emit_report, print_table
 from ..parser import Commands
 
 
@@ -27,19 +27,9 @@ def register(commands: Commands) -> None:
 
 
 def usage(api: PortalClient, args: argparse.Namespace) -> int:
-    params = {"since": args.since, "until": args.until, "group_by": args.group_by,
-              "tenant": args.tenant, "workload": args.workload}
-    if args.csv:
-        response = api.request("GET", "usage/", params={**params, "format": "csv"},
-                               accept="text/csv")
-        args.out.write(response.text)
-        return EXIT_OK
-    report = api.get("usage/", **params)
-
-    def render(out: TextIO) -> None:
-        out.write(usage_text(report))
-
-    emit(args, report, render)
+    emit_report(api, args, "usage/", {
+        "since": args.since, "until": args.until, "group_by": args.group_by,
+        "tenant": args.tenant, "workload": args.workload}, usage_text)
     return EXIT_OK
 
 
