@@ -20,6 +20,7 @@ from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.support.cluster import cluster_objects_of_the_test
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 EAST = "east"
@@ -52,6 +53,53 @@ def job(name: str, *, run_seconds: int, **more: Any) -> dict[str, Any]:
             "command": ["sh", "-c", "echo hello from the worker"], "gpu_type": "h100",
             "gpu_count": 1, "cpu": 1, "memory": 1,
             "env": {"KUBESIM_RUN_SECONDS": str(run_seconds)}, **more}
+
+
+def jobset(name: str, *, nodes: int, gpus_per_node: int, run_seconds: int,
+           **more: Any) -> dict[str, Any]:
+    """A launch request of a distributed (JobSet) H100 job: `nodes` ranks of `gpus_per_node`."""
+    body = {key: value for key, value in job(name, run_seconds=run_seconds).items()
+            if key != "image"}
+    return {**body, "template": "pytorch-ddp", "command": ["python", "train.py"],
+            "nodes": nodes, "gpu_count": gpus_per_node, **more}
+
+
+def running_on_east(workload_id: int, ranks: int) -> bool:
+    """The workload is running with `ranks` ranks, every one on an east node."""
+    row = Workload.objects.get(pk=workload_id)
+    return row.state == Workload.State.RUNNING and len(row.ranks) == ranks and all(
+        r["node"].startswith("east-gpu-h100-") for r in row.ranks)
+
+
+def worker_back(manager: Any, worker: Any, name: str = EAST) -> None:
+    """After an outage of worker `name`'s API server: start it again with its controllers
+    (ControlPlane.resume_apiserver, as a production cluster's come back), then wait until the
+    manager's Kueue is connected to it again (its MultiKueueCluster Active: MultiKueue's
+    reconnect back-off, 5 s doubling, is the manager's own), so that whatever runs next finds
+    the pair as a site would."""
+    from stack.k8s.multikueue import cluster_active
+
+    worker.resume_apiserver()
+    eventually(lambda: cluster_active(manager, name), timeout=180,
+               message=f"the manager's MultiKueueCluster {name} is not Active again")
+
+
+def dispatch_state(manager: Any, workload_id: int) -> str:
+    """What the manager's Kueue says of a dispatched workload (its Workload's conditions and
+    admission checks) and of its workers (their MultiKueueClusters Active): a failure's
+    description."""
+    from stack.k8s.multikueue import cluster_active
+
+    row = Workload.objects.get(pk=workload_id)
+    with _kube(manager) as kube:
+        found = [(w["metadata"]["name"],
+                  [(c["type"], c["status"], c.get("reason")) for c in
+                   (w.get("status") or {}).get("conditions") or []],
+                  (w.get("status") or {}).get("admissionChecks"))
+                 for w in kube.list("Workload", row.tenant.namespace)["items"]
+                 if row.object_name in w["metadata"]["name"]]
+    return (f"{row.state}: {row.reason}; ranks {row.ranks}; on the manager {found}; "
+            f"east Active: {cluster_active(manager, EAST)}")
 
 
 def state(workload_id: int) -> str:
