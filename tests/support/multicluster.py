@@ -84,6 +84,27 @@ def worker_back(manager: Any, worker: Any, name: str = EAST) -> None:
                message=f"the manager's MultiKueueCluster {name} is not Active again")
 
 
+@contextlib.contextmanager
+def gpu_node(cp: Any, name: str, *, gpus: int = 8, gputype: str = "h100") -> Iterator[str]:
+    """A KWOK node `name` of `gpus` GPUs of `gputype` on control plane `cp` (the manager has
+    none of its own) for the test's length; deleted, and waited for, after it."""
+    from kubesim.inventory import parse_inventory
+
+    inventory = parse_inventory({"nodePools": [{
+        "name": gputype, "count": 1, "namePrefix": f"{name}-", "labels": {"gputype": gputype},
+        "cpu": 64, "memory": "512Gi", "gpu": {"model": "H100-SXM5-80GB", "count": gpus},
+        "taints": ["nvidia.com/gpu:NoSchedule"]}]})
+    (node,) = inventory.nodes
+    cp.register_nodes(inventory)
+    try:
+        yield node.name
+    finally:
+        with _kube(cp) as kube:
+            kube.delete("Node", node.name)
+            eventually(lambda: kube.get("Node", node.name) is None, timeout=60,
+                       message=f"the node {node.name} is still there")
+
+
 def dispatch_state(manager: Any, workload_id: int) -> str:
     """What the manager's Kueue says of a dispatched workload (its Workload's conditions and
     admission checks) and of its workers (their MultiKueueClusters Active): a failure's
