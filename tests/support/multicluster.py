@@ -134,9 +134,10 @@ def h100_type() -> GpuType:
 
 
 @contextlib.contextmanager
-def portal_on_clusters(clusters: Any, settings: Any) -> Iterator[Portal]:
+def portal_on_manager(clusters: Any, settings: Any) -> Iterator[contextlib.ExitStack]:
     """The portal pointed at the manager (its least-privilege ServiceAccount there), queueing
-    on its Kueue; `east` registered with the portal's ServiceAccount there, probed ready."""
+    on its Kueue, with the H100 type; what the test makes in either cluster is gone after it
+    (and what the test puts on the stack it yields is done before that)."""
     settings.KUBECONFIG = str(clusters.manager.portal_kubeconfig)
     settings.PORTAL_QUEUEING = "auto"
     Cluster.objects.filter(home=True).update(state=Cluster.State.READY, reason="")
@@ -144,6 +145,14 @@ def portal_on_clusters(clusters: Any, settings: Any) -> Iterator[Portal]:
     with contextlib.ExitStack() as stack:
         for cp in (clusters.east, clusters.manager):
             stack.enter_context(cluster_objects_of_the_test(cp.api_client, timeout=90))
+        yield stack
+
+
+@contextlib.contextmanager
+def portal_on_clusters(clusters: Any, settings: Any) -> Iterator[Portal]:
+    """portal_on_manager, and `east` registered with the portal's ServiceAccount there (as a
+    row: the pair registered it with the manager's Kueue when it started), probed ready."""
+    with portal_on_manager(clusters, settings):
         east = Cluster.objects.create(name=EAST, kubeconfig_path=str(clusters.east.portal_kubeconfig),
                                       gpu_types=["h100"])
         probed = cluster_probe_one(cluster_id=east.pk)
