@@ -15,6 +15,7 @@ from clusters.models import Cluster
 from clusters.services import cluster_probe_one
 from tests.support.multicluster import (
     EAST,
+    controllers_of,
     dispatch_state,
     job,
     jobset,
@@ -47,6 +48,7 @@ def test_a_worker_down_for_a_minute_fails_nothing_and_loses_nothing(portal, api_
     track_until(tracker, lambda: state(workload_id) == S.RUNNING, timeout=60,
                 describe=lambda: state(workload_id))
     east = Cluster.objects.get(name=EAST)
+    before = controllers_of(portal.east)
     portal.east.stop_component("kube-apiserver")
     try:
         back_at = time.monotonic() + OUTAGE_SECONDS
@@ -61,6 +63,13 @@ def test_a_worker_down_for_a_minute_fails_nothing_and_loses_nothing(portal, api_
         assert refused.status_code == 409 and refused.json()["code"] == "cluster_unavailable"
     finally:
         worker_back(portal.manager, portal.east)
+    # back as a production cluster's are after an outage past their lease: started afresh
+    # (their watches anew, none in a reconnect back-off), Kueue's webhook where it was (its
+    # CRDs unchanged: a new conversion address closes every watch on its kinds)
+    after = controllers_of(portal.east)
+    assert all(after[name] != before[name] for name in
+               ("kube-scheduler", "kube-controller-manager", "kueue", "jobset")), (before, after)
+    assert after["conversion"] == before["conversion"]
     eventually(lambda: cluster_probe_one(cluster_id=east.pk).state == Cluster.State.READY,
                timeout=60, message="east does not answer again")
     # at once, a JobSet: the worker's Kueue admits it and lets its JobSet controller make its

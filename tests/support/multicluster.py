@@ -105,6 +105,27 @@ def gpu_node(cp: Any, name: str, *, gpus: int = 8, gputype: str = "h100") -> Ite
                        message=f"the node {node.name} is still there")
 
 
+def controllers_of(cp: Any) -> dict[str, Any]:
+    """What runs with leader election in production on a control plane, by name: the process
+    ids of its scheduler, controller-manager, Kueue and JobSet, and the address Kueue's CRDs
+    convert through (its webhook's)."""
+    from kubernetes import client
+
+    from stack.k8s.jobset import JobSet
+    from stack.k8s.kueue import Kueue
+
+    found: dict[str, Any] = {name: cp.procs[name].pid
+                             for name in ("kube-scheduler", "kube-controller-manager")}
+    for running in cp.addons:
+        if isinstance(running, Kueue | JobSet):
+            found[running.name] = running.proc.pid if running.proc else None
+    with cp.api_client() as api:
+        crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(
+            "workloads.kueue.x-k8s.io")
+    found["conversion"] = crd.spec.conversion.webhook.client_config.url
+    return found
+
+
 def dispatch_state(manager: Any, workload_id: int) -> str:
     """What the manager's Kueue says of a dispatched workload (its Workload's conditions and
     admission checks) and of its workers (their MultiKueueClusters Active): a failure's
