@@ -23,13 +23,18 @@ what was dispatched, on `east`). Reported per side: launch → running (the laun
 to the workload's `started_at`, which the tracker writes when it sees it running), median and
 p95, all jobs and per cluster; the ratio two clusters / one cluster (goal ≤ 1.2); and the
 tracker's Kubernetes API requests per cluster, per tracker cycle (one watch period) and in all:
-flat in the number of workloads (lists and watches per kind, never per object).
+flat in the number of workloads (lists and watches per kind, never per object). And where the
+seconds go (`Timeline`): per side and cluster the median seconds from the launch call to each
+step of the clusters' objects (Job, Kueue Workload, quota, admission, unsuspended, pod,
+scheduled, running), watched on both clusters, and for the dispatched jobs MultiKueue's
+hand-over (the manager's quota → the worker's Workload copy) job by job in launch order.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import re
 import statistics
 import sys
 import threading
@@ -114,6 +119,118 @@ class TrackerThread:
         self.thread.join(timeout=60)
 
 
+WORKLOAD_ID = re.compile(r"wl-(\d+)-")  # in every object name of a workload (naming.py)
+# the milestones of a job's way to running, in order, as the clusters' objects show them
+# (watched: the time each was first seen, to the 0.1 s; conditions' own times have whole
+# seconds only)
+MILESTONES = ("job", "workload", "quota", "check", "unsuspended", "pod", "scheduled",
+              "running")
+
+
+class Timeline:
+    """When each workload's objects reached each milestone, per cluster: watches on Jobs, Kueue
+    Workloads and pods of every cluster of the pair, in threads, for the whole run."""
+
+    def __init__(self, pair: Pair) -> None:
+        self.pair = pair
+        self.seen: dict[tuple[int, str, str], float] = {}  # (workload id, cluster, milestone)
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._watch, args=(cluster, kind), daemon=True)
+                        for cluster in ("main", "east") for kind in ("Job", "Workload", "Pod")]
+
+    def __enter__(self) -> Timeline:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(timeout=15)
+
+    def _mark(self, workload_id: int, cluster: str, milestone: str, at: float) -> None:
+        with self.lock:
+            self.seen.setdefault((workload_id, cluster, milestone), at)
+
+    def _watch(self, cluster: str, kind: str) -> None:
+        from kube.client import Expired, Kube
+
+        cp = self.pair.manager if cluster == "main" else self.pair.east
+        version: str | None = None
+        with cp.api_client() as api:
+            kube = Kube(api)  # the portal's own watch: JSON as sent, no client models
+            while not self.stopping.is_set():
+                try:
+                    for _, obj in kube.watch(kind, resource_version=version,
+                                             timeout_seconds=5, bookmarks=False):
+                        version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                        self._saw(cluster, kind, obj, time.time())
+                except Expired:
+                    version = None
+                except Exception:  # noqa: BLE001 - a watch cut short: watch again
+                    time.sleep(0.2)
+
+    def _saw(self, cluster: str, kind: str, obj: dict[str, Any], at: float) -> None:
+        meta = obj.get("metadata") or {}
+        found = WORKLOAD_ID.search(meta.get("name") or "")
+        if found is None:
+            return
+        pk = int(found.group(1))
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+        if kind == "Job":
+            self._mark(pk, cluster, "job", at)
+            if spec.get("suspend") is False:
+                self._mark(pk, cluster, "unsuspended", at)
+        elif kind == "Workload":
+            self._mark(pk, cluster, "workload", at)
+            if conditions.get("QuotaReserved") == "True":
+                self._mark(pk, cluster, "quota", at)
+            checks = status.get("admissionChecks") or []
+            if conditions.get("Admitted") == "True" and all(
+                    c.get("state") == "Ready" for c in checks):
+                self._mark(pk, cluster, "check", at)
+        else:
+            self._mark(pk, cluster, "pod", at)
+            if spec.get("nodeName"):
+                self._mark(pk, cluster, "scheduled", at)
+            if status.get("phase") == "Running":
+                self._mark(pk, cluster, "running", at)
+
+    def legs(self, launched: dict[int, tuple[float, str]]) -> dict[str, dict[str, Any]]:
+        """Per cluster the jobs ran on: the median seconds from the launch call to each
+        milestone on the home cluster (`main.…`) and, for those dispatched, on the worker."""
+        found: dict[str, dict[str, list[float]]] = {}
+        with self.lock:
+            seen = dict(self.seen)
+        for pk, (at, cluster) in launched.items():
+            places = ("main", "east") if cluster == "east" else ("main",)
+            for place in places:
+                for milestone in MILESTONES:
+                    when = seen.get((pk, place, milestone))
+                    if when is not None:
+                        found.setdefault(cluster, {}).setdefault(
+                            f"{place}.{milestone}", []).append(when - at)
+        def order(item: tuple[str, list[float]]) -> tuple[bool, int]:
+            place, milestone = item[0].split(".")
+            return place != "main", MILESTONES.index(milestone)
+
+        medians: dict[str, dict[str, Any]] = {
+            cluster: {name: round(statistics.median(values), 2)
+                      for name, values in sorted(by.items(), key=order)}
+            for cluster, by in found.items()}
+        # MultiKueue's hand-over, job by job in launch order: from the manager's quota to the
+        # worker's copy of the Workload (a growing wait is a queue in front of the worker)
+        handover = [round(seen[(pk, "east", "workload")] - seen[(pk, "main", "quota")], 2)
+                    for pk, (_, cluster) in sorted(launched.items(), key=lambda item: item[1][0])
+                    if cluster == "east" and (pk, "east", "workload") in seen
+                    and (pk, "main", "quota") in seen]
+        if handover:
+            medians["east"]["handover_in_launch_order"] = handover
+        return medians
+
+
 def percentile(values: list[float], share: float) -> float:
     """The nearest-rank percentile."""
     ordered = sorted(values)
@@ -127,7 +244,8 @@ def figures_of(values: list[float]) -> dict[str, float] | None:
             "max": round(max(values), 2), "n": len(values)}
 
 
-def side(args, name: str, tenants: list, owner: Any, clusters: list[str]) -> dict:
+def side(args, name: str, tenants: list, owner: Any, clusters: list[str],
+         timeline: Timeline | None = None) -> dict:
     """Launch the side's jobs (job n on clusters[n % len(clusters)]) and wait until every one
     has finished; launch → running per job and cluster."""
     from catalogue.models import GpuType, Template
@@ -168,6 +286,8 @@ def side(args, name: str, tenants: list, owner: Any, clusters: list[str]) -> dic
     result = {"states": states, "launch_to_running_seconds": figures_of(every),
               "per_cluster": {c: figures_of(v) for c, v in sorted(waits.items())},
               "seconds": round(time.time() - began, 1)}
+    if timeline is not None:
+        result["milestones_median_seconds"] = timeline.legs(launched)
     print(f"{name}: {result}", flush=True)
     return result
 
@@ -201,7 +321,7 @@ def run(args, admin_kubeconfig: Path) -> dict:
         tenants.append(tenant)
     load = LoadSampler()
     load.thread.start()
-    with TrackerThread() as tracking:
+    with TrackerThread() as tracking, Timeline(pair) as timeline:
         # the clusters' first jobs pay their warming up (informers, caches): one per cluster
         side(argparse.Namespace(**{**vars(args), "jobs": 2, "every": 0.0}), "warmup", tenants,
              owner, ["main", "east"])
@@ -211,7 +331,7 @@ def run(args, admin_kubeconfig: Path) -> dict:
         order = [("two", ["main", "east"]), ("one", ["main"])]
         for name, clusters in order if args.two_first else reversed(order):
             began = time.monotonic()
-            results[name] = side(args, name, tenants, owner, clusters)
+            results[name] = side(args, name, tenants, owner, clusters, timeline)
             results[name]["mean_load"] = load.mean(began, time.monotonic())
         one, two = results["one"], results["two"]
         after = tracking.tracker.stats_by_cluster()

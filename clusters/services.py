@@ -134,6 +134,8 @@ def cluster_register(*, user: Actor, fields: Mapping[str, Any]) -> Cluster:
     audit_record(actor=user, action="cluster.register", target=cluster.name,
                  after=_audited(cluster))
     send_on_commit("clusters.tasks.cluster_probe_task", cluster.pk)
+    # a worker of the home cluster's Kueue at once (clusters/dispatch.py)
+    send_on_commit("clusters.tasks.cluster_dispatch_task")
     return cluster
 
 
@@ -151,6 +153,8 @@ def cluster_update(*, user: Actor, cluster: Cluster, changes: Mapping[str, Any])
                      after=after)
         name = cluster.name
         transaction.on_commit(lambda: _forget(name))
+        # enabled or disabled, its credentials changed: its MultiKueue objects follow
+        send_on_commit("clusters.tasks.cluster_dispatch_task")
     return cluster
 
 
@@ -165,6 +169,7 @@ def cluster_delete(*, user: Actor, cluster: Cluster) -> None:
     cluster.delete()
     audit_record(actor=user, action="cluster.delete", target=name, before=before)
     transaction.on_commit(lambda: _forget(name))
+    send_on_commit("clusters.tasks.cluster_dispatch_task")  # its MultiKueue objects go
 
 
 def cluster_probe_one(*, cluster_id: int) -> Cluster | None:
@@ -191,6 +196,7 @@ def cluster_probe_one(*, cluster_id: int) -> Cluster | None:
     if outage is None and cluster.state != Cluster.State.READY and not cluster.home:
         # back: what changed meanwhile (a project's quota, a namespace deleted there) is put
         # right at once, not at the next periodic sweep
+        send_on_commit("clusters.tasks.cluster_dispatch_task")
         send_on_commit("tenants.tasks.tenants_reconcile_all")
     cluster.refresh_from_db()
     return cluster

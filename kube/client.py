@@ -18,6 +18,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import urllib3
@@ -145,6 +146,10 @@ KINDS: dict[str, Kind] = {
     "WorkloadPriorityClass": _kueue("workload_priority_class", "workloadpriorityclasses",
                                     namespaced=False),
     "Workload": _kueue("workload", "workloads", namespaced=True),
+    # MultiKueue on the home cluster, the manager of its workers (clusters/dispatch.py)
+    "MultiKueueCluster": _kueue("multi_kueue_cluster", "multikueueclusters", namespaced=False),
+    "MultiKueueConfig": _kueue("multi_kueue_config", "multikueueconfigs", namespaced=False),
+    "AdmissionCheck": _kueue("admission_check", "admissionchecks", namespaced=False),
     # distributed training (workloads/manifests.py): served only where JobSet and the MPI
     # operator are installed (kube/engines.py)
     "JobSet": Kind(k8s.CustomObjectsApi, "jobset", group="jobset.x-k8s.io", version="v1alpha2",
@@ -392,6 +397,29 @@ class Kube:
     def server(self) -> str:
         """The API server's base URL, as the kubeconfig (or the in-cluster config) names it."""
         return str(self.client.configuration.host).rstrip("/")
+
+    def ca_pem(self) -> bytes | None:
+        """The certificate authority the client verifies the API server with (PEM); None where
+        it verifies with the system's store or not at all."""
+        configuration = self.client.configuration
+        if not configuration.verify_ssl or not configuration.ssl_ca_cert:
+            return None
+        return Path(configuration.ssl_ca_cert).read_bytes()
+
+    def service_account_token(self, namespace: str, name: str, *, seconds: int) -> str:
+        """A token of ServiceAccount `namespace/name` from the TokenRequest API, valid
+        `seconds` (the API server may shorten it)."""
+        request = k8s.AuthenticationV1TokenRequest(
+            spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds))
+        try:
+            answer = k8s.CoreV1Api(self.client).create_namespaced_service_account_token(
+                name, namespace, request, _request_timeout=TIMEOUT)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _translate(exc, self.cluster) from exc
+        self._wrote()
+        if answer.status is None or not answer.status.token:
+            raise KubeError(f"no token for {namespace}/{name} in the API server's answer")
+        return str(answer.status.token)
 
     def server_get(self, path: str, *, timeout: float = 5.0) -> bytes:
         """GET a non-resource path of the API server (such as /metrics), with the client's

@@ -42,10 +42,16 @@ KUEUE_NAMESPACE = "kueue-system"
 ADMISSION_CHECK = "gpu-portal-multikueue"
 CONFIG = "gpu-portal-multikueue"
 SECRET_KEY = "kubeconfig"  # the key Kueue reads the kubeconfig from
+TOKEN_EXPIRES = "gpu-portal.io/token-expires"  # the Secret's annotation: when its token expires
 # the manager's identity on a worker
 WORKER_NAMESPACE = KUEUE_NAMESPACE
 WORKER_SERVICE_ACCOUNT = "gpu-portal-multikueue"
 WORKER_ROLE = "gpu-portal-multikueue"
+# the portal's own identity on a worker (deploy/base/portal-rbac.yaml there), which asks for
+# that ServiceAccount's tokens when an admin registers the worker (clusters/dispatch.py)
+PORTAL_NAMESPACE = "gpu-portal"
+PORTAL_SERVICE_ACCOUNT = "gpu-portal"
+TOKEN_ROLE = "gpu-portal-multikueue-token"
 
 _RESOURCE_VERBS = ["create", "update", "patch", "delete", "get", "list", "watch"]
 # per Kueue framework with a MultiKueue adapter: the (API group, resource) its copies on a
@@ -71,6 +77,11 @@ def check_name(cluster: str) -> str:
     return f"{ADMISSION_CHECK}-{cluster}"
 
 
+def local_queue_name(cluster: str) -> str:
+    """The tenants' LocalQueue dispatching to worker `cluster` (tenants/kueue.py makes it)."""
+    return f"gpu-portal-{cluster}"
+
+
 def secret_name(cluster: str) -> str:
     """The Secret in Kueue's namespace holding worker `cluster`'s kubeconfig."""
     return f"multikueue-{cluster}"
@@ -93,9 +104,13 @@ def make_kubeconfig(*, cluster: str, server: str, ca_pem: bytes, token: str) -> 
     }, sort_keys=False)
 
 
-def make_kubeconfig_secret(cluster: str, kubeconfig: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": _meta(secret_name(cluster), KUEUE_NAMESPACE),
+def make_kubeconfig_secret(cluster: str, kubeconfig: str, *,
+                           expires: str | None = None) -> dict[str, Any]:
+    """`expires`: when its token expires (ISO 8601), kept as an annotation for its renewal."""
+    meta = _meta(secret_name(cluster), KUEUE_NAMESPACE)
+    if expires:
+        meta["annotations"] = {TOKEN_EXPIRES: expires}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta,
             "data": {SECRET_KEY: base64.b64encode(kubeconfig.encode()).decode()}}
 
 
@@ -171,7 +186,9 @@ def worker_rules(frameworks: Sequence[str] = tuple(DISPATCHED)) -> list[dict[str
 
 def make_worker_identity(frameworks: Sequence[str] = tuple(DISPATCHED)) -> list[dict[str, Any]]:
     """The manager's ServiceAccount on a worker, its ClusterRole and the binding (the namespace,
-    Kueue's, exists wherever Kueue runs)."""
+    Kueue's, exists wherever Kueue runs); and a Role letting the portal's own ServiceAccount
+    there ask for that ServiceAccount's tokens, and nothing else (the manager's kubeconfig is
+    made from one when an admin registers the worker)."""
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": _meta(WORKER_SERVICE_ACCOUNT, WORKER_NAMESPACE)},
@@ -183,4 +200,14 @@ def make_worker_identity(frameworks: Sequence[str] = tuple(DISPATCHED)) -> list[
                      "name": WORKER_ROLE},
          "subjects": [{"kind": "ServiceAccount", "name": WORKER_SERVICE_ACCOUNT,
                        "namespace": WORKER_NAMESPACE}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": _meta(TOKEN_ROLE, WORKER_NAMESPACE),
+         "rules": [{"apiGroups": [""], "resources": ["serviceaccounts/token"],
+                    "resourceNames": [WORKER_SERVICE_ACCOUNT], "verbs": ["create"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": _meta(TOKEN_ROLE, WORKER_NAMESPACE),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": TOKEN_ROLE},
+         "subjects": [{"kind": "ServiceAccount", "name": PORTAL_SERVICE_ACCOUNT,
+                       "namespace": PORTAL_NAMESPACE}]},
     ]

@@ -111,6 +111,9 @@ app.conf.beat_schedule = {
     "tenants-sync-keystone": {"task": "tenants.tasks.tenants_sync_keystone", "schedule": 600.0},
     "cluster-probe": {"task": "portal.tasks.cluster_probe_task", "schedule": 15.0,
                       "options": {"expires": 14.0}},
+    # the home cluster's MultiKueue objects for the workers: repaired, their tokens renewed
+    "clusters-dispatch": {"task": "clusters.tasks.cluster_dispatch_task", "schedule": 300.0,
+                          "options": {"expires": 290.0}},
     "sessions-clear-expired": {
         "task": "portal.tasks.sessions_clear_expired",
         "schedule": crontab(minute=17),

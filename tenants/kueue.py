@@ -26,6 +26,7 @@ from typing import Any
 from kube.labels import KUEUE_API_VERSION as API_VERSION
 from kube.labels import MANAGED_BY, PRIORITY_LABEL, QUEUE_LABEL
 from kube.multikueue import check_name, with_admission_check
+from kube.multikueue import local_queue_name as multikueue_local_queue
 
 COHORT = "gpu-portal"
 LOCAL_QUEUE = "gpu-portal"
@@ -183,7 +184,7 @@ def make_local_queue(queue: QueueSpec, name: str = LOCAL_QUEUE,
 
 def local_queue_name(worker: str | None = None) -> str:
     """The LocalQueue a launch names: the tenant's own, or the one dispatching to `worker`."""
-    return f"{LOCAL_QUEUE}-{worker}" if worker else LOCAL_QUEUE
+    return multikueue_local_queue(worker) if worker else LOCAL_QUEUE
 
 
 def dispatching_queue_name(queue: QueueSpec, worker: str) -> str:

@@ -22,7 +22,6 @@ import json
 import logging
 import re
 import statistics
-from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -31,13 +30,16 @@ from django.utils import timezone
 
 from catalogue.models import GpuType
 from cluster.capacity import gpu_capacity
+from clusters.models import home_cluster_name
 from kube.client import Kube, KubeError
+from kube.multikueue import local_queue_name
 from tenants.kueue import INTERACTIVE, LOCAL_QUEUE, PRIORITIES, priority_class
 from tenants.models import Tenant
 from tenants.selectors import quota_figures, tenants_with_quota_figures
 from workloads.eta import HISTORY, LIMIT, UNKNOWN, Block, Estimate, Holder, Waiter, estimate_starts
 from workloads.hooks import CAPACITY_BLOCKS
 from workloads.models import Workload
+from workloads.objects import dispatched_to
 
 log = logging.getLogger(__name__)
 
@@ -90,24 +92,30 @@ def pending_order(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def pending_in_queue(namespace: str, kube: Kube | None = None, *,
+                     local_queue: str = LOCAL_QUEUE,
                      remembered: bool = True) -> list[dict[str, Any]]:
-    """The pending Kueue Workloads of a tenant's queue, in order ([] when Kueue cannot say):
-    from Kueue's visibility API, or where it is not served, from the Workloads themselves.
-    `remembered=False`: asked afresh and not remembered (a launch just created, which a list
-    remembered a moment ago lacks, and which Kueue may not list yet either)."""
-    key = f"queueing:pending:{namespace}"
+    """The pending Kueue Workloads of a tenant's queue (`local_queue` in `namespace`, in the
+    cluster `kube` reaches), in order ([] when Kueue cannot say): from Kueue's visibility API,
+    or where it is not served, from the Workloads themselves. `remembered=False`: asked afresh
+    and not remembered (a launch just created, which a list remembered a moment ago lacks, and
+    which Kueue may not list yet either)."""
+    kube = kube or Kube()
+    key = f"queueing:pending:{namespace}"  # the home cluster's own queue: as it always was
+    if kube.cluster is not None or local_queue != LOCAL_QUEUE:
+        key += f":{kube.cluster or ''}:{local_queue}"
     known: list[dict[str, Any]] | None = _cached(key) if remembered else None
     if known is not None:
         return known
-    kube = kube or Kube()
     try:
         body = kube.server_get(
-            f"{VISIBILITY}/namespaces/{namespace}/localqueues/{LOCAL_QUEUE}/pendingworkloads")
+            f"{VISIBILITY}/namespaces/{namespace}/localqueues/{local_queue}/pendingworkloads")
         items: list[dict[str, Any]] = json.loads(body).get("items") or []
         items.sort(key=lambda item: item.get("positionInLocalQueue", 0))
     except (KubeError, ValueError) as exc:
         try:
-            items = pending_order(kube.list("Workload", namespace).get("items") or [])
+            items = pending_order([
+                w for w in kube.list("Workload", namespace).get("items") or []
+                if (w.get("spec") or {}).get("queueName", LOCAL_QUEUE) == local_queue])
         except KubeError:
             log.info("queue positions of %s unknown: %s", namespace, exc)
             return []
@@ -136,20 +144,53 @@ def _matches(object_name: str, owner: str) -> bool:
     return owner == object_name or owner.startswith(object_name + "-")
 
 
+def queue_sites(workload: Workload) -> list[tuple[str | None, str]]:
+    """Where a queued workload waits, as (cluster: None for the home one, LocalQueue), in the
+    order it passes them. A batch job dispatched to worker W waits in the home cluster's queue
+    pinned to W until the home cluster reserves its quota, then (MultiKueue made its copy) in
+    W's queue of the same name, for W's GPUs; a service placed on W in W's own queue; the rest
+    in the home cluster's."""
+    worker = dispatched_to(workload)
+    if worker is not None:
+        return [(None, local_queue_name(worker)), (worker, local_queue_name(worker))]
+    if workload.cluster != home_cluster_name():
+        return [(workload.cluster, LOCAL_QUEUE)]
+    return [(None, LOCAL_QUEUE)]
+
+
+def _stands_for(pending: dict[str, Any], object_name: str) -> bool:
+    """Whether a pending Kueue Workload is the workload's (named `object_name`): by its owner,
+    or, for a copy MultiKueue made whose owner is not set yet, by its own name (Kueue names a
+    Job's Workload `job-<the Job's name>-<hash>`)."""
+    name = (pending.get("metadata") or {}).get("name", "")
+    return _matches(object_name, owner_name(pending)) or f"-{object_name}-" in name
+
+
 def positions(workloads: Iterable[Workload], kube: Kube | None = None, *, remembered: bool = True
               ) -> dict[int, tuple[int | None, int]]:
-    """workload id → (position from 1, queue length), for queued workloads."""
-    by_namespace: dict[str, list[Workload]] = defaultdict(list)
-    for workload in workloads:
-        by_namespace[workload.tenant.namespace].append(workload)
+    """workload id → (position from 1, queue length), for queued workloads, each asked of the
+    cluster that queues it (`queue_sites`; `kube`: the home cluster's client)."""
+    asked: dict[tuple[str | None, str, str], list[dict[str, Any]]] = {}
+
+    def pending(cluster: str | None, namespace: str, queue: str) -> list[dict[str, Any]]:
+        key = (cluster, namespace, queue)
+        if key not in asked:
+            client = kube if cluster is None else Kube(cluster=cluster)
+            asked[key] = pending_in_queue(namespace, client, local_queue=queue,
+                                          remembered=remembered)
+        return asked[key]
+
     result: dict[int, tuple[int | None, int]] = {}
-    for namespace, members in by_namespace.items():
-        pending = pending_in_queue(namespace, kube, remembered=remembered)
-        owners = [owner_name(p) for p in pending]
-        for workload in members:
-            place = next((i for i, owner in enumerate(owners)
-                          if _matches(workload.object_name, owner)), None)
-            result[workload.pk] = (None if place is None else place + 1, len(pending))
+    for workload in workloads:
+        found: tuple[int | None, int] = (None, 0)
+        for cluster, queue in queue_sites(workload):
+            waiting = pending(cluster, workload.tenant.namespace, queue)
+            place = next((i for i, entry in enumerate(waiting)
+                          if _stands_for(entry, workload.object_name)), None)
+            found = (None if place is None else place + 1, len(waiting))
+            if place is not None:
+                break
+        result[workload.pk] = found
     return result
 
 
@@ -177,12 +218,14 @@ def _expected(workload: Workload, memo: dict[tuple[int, int, int], float | None]
     return (memo[key], HISTORY) if memo[key] is not None else (None, UNKNOWN)
 
 
-def estimates(gpu_type: GpuType, *, capacity: int, now: dt.datetime | None = None
-              ) -> dict[int, Estimate]:
-    """workload id → the estimated start of every queued workload of one GPU type."""
+def estimates(gpu_type: GpuType, *, capacity: int, now: dt.datetime | None = None,
+              cluster: str | None = None) -> dict[int, Estimate]:
+    """workload id → the estimated start of every queued workload of one GPU type on one
+    cluster (None: the home one; `capacity`: its GPUs of the type)."""
     now = now or timezone.now()
     memo: dict[tuple[int, int, int], float | None] = {}
-    live = Workload.objects.filter(gpu_type=gpu_type, deleted_at__isnull=True)
+    live = Workload.objects.filter(gpu_type=gpu_type, deleted_at__isnull=True,
+                                   cluster=cluster or home_cluster_name())
     running = []
     for workload in live.filter(state__in=[Workload.State.RUNNING, Workload.State.PENDING,
                                            Workload.State.STOPPING]):
@@ -230,19 +273,27 @@ def queue_places(workloads: Iterable[Workload], kube: Kube | None = None, *,
     if not queued:
         return {}
     places = positions(queued, kube, remembered=remembered)
-    try:
-        capacity = gpu_capacity()
-    except KubeError:
-        capacity = {}
-    by_type: dict[int, dict[int, Estimate]] = {}
+    home = home_cluster_name()
+    capacities: dict[str, dict[str, Any]] = {}
+    by_type: dict[tuple[int, str], dict[int, Estimate]] = {}
     result = {}
     for workload in queued:
-        gpu_type = workload.gpu_type
-        if gpu_type.pk not in by_type:
-            pool = capacity.get(gpu_type.slug)
-            by_type[gpu_type.pk] = estimates(gpu_type, capacity=min(
-                pool.allocatable if pool else 0, cohort_quota(gpu_type)))
-        estimate = by_type[gpu_type.pk].get(workload.pk)
+        # the GPUs it waits for are those of the cluster it runs on (a dispatched job's
+        # worker's), and so are the workloads ahead of it
+        cluster, gpu_type = workload.cluster, workload.gpu_type
+        if cluster not in capacities:
+            try:
+                capacities[cluster] = dict(gpu_capacity(cluster=None if cluster == home
+                                                        else cluster))
+            except KubeError:
+                capacities[cluster] = {}
+        key = (gpu_type.pk, cluster)
+        if key not in by_type:
+            pool = capacities[cluster].get(gpu_type.slug)
+            by_type[key] = estimates(gpu_type, capacity=min(
+                pool.allocatable if pool else 0, cohort_quota(gpu_type)),
+                cluster=None if cluster == home else cluster)
+        estimate = by_type[key].get(workload.pk)
         position, length = places.get(workload.pk, (None, 0))
         result[workload.pk] = QueuePlace(
             position=position, length=length,

@@ -27,7 +27,7 @@ from catalogue.images import image_refusal, validate_image_reference
 from catalogue.models import GpuType, Template
 from catalogue.options import launch_args_problems
 from catalogue.sharing import DRA
-from cluster.capacity import gpu_capacity
+from cluster.capacity import GpuTypeCapacity, gpu_capacity
 from clusters.models import Cluster
 from clusters.selectors import (
     cluster_capacity,
@@ -287,8 +287,8 @@ def _cluster(data: dict[str, Any], errors: dict[str, list[str]], tenant: Tenant 
     home cluster when it has room, else another that answers with free GPUs of the type) and
     runs there. Batch work (Jobs, JobSets, MPIJobs) runs on another cluster through
     MultiKueue: its objects are made in the home cluster, which dispatches them to that
-    worker; one that names no cluster goes home, or where the home cluster has none of its GPU
-    type, to the worker that offers the type with the most GPUs free (`_placed`)."""
+    worker; one that names no cluster goes where there is room for it (the home cluster
+    first, then the worker with the most of its GPU type free: `_placed`)."""
     name = data.get("cluster") or ""
     allowed = list(tenant.clusters.values_list("name", flat=True)) if tenant is not None else []
     gpu_type = data.get("gpu_type")
@@ -356,16 +356,25 @@ def _kind_of(data: dict[str, Any]) -> str:
 
 
 def _placed(data: dict[str, Any], tenant: Tenant | None) -> Cluster:
-    """Where a launch that names no cluster goes: the home cluster, unless it is batch work of
-    a GPU type the home cluster (as its read model has it now) has none of and a worker that
-    answers offers it: then the one with the most of it free. The home cluster's figures not
-    read (it does not answer): the home cluster, whose outage a launch waits out."""
+    """Where a launch that names no cluster goes. Batch work of a GPU type goes where there is
+    room for it now (each cluster's read model): the home cluster when it has the GPUs free,
+    else the worker that answers, offers the type and has them free (the most free first),
+    through MultiKueue; where none has room, the home cluster if it offers the type (it waits
+    in its queue there), else the worker that offers it with the most free. What cannot be
+    dispatched (what it takes lives on the home cluster) stays home when the home cluster
+    offers the type. Anything else, and everything while the home cluster's figures are not
+    read (it does not answer), goes home, whose outage a launch waits out."""
     home = cluster_home()
     gpu_type = data.get("gpu_type")
     if _kind_of(data) != Template.Kind.BATCH or not isinstance(gpu_type, GpuType):
         return home
     capacity = cluster_capacity(home)
-    if capacity is None or cluster_offers(home, gpu_type.slug, capacity):
+    if capacity is None:
+        return home
+    slug = gpu_type.slug
+    gpus = int(data.get("gpu_count") or 0) * int(data.get("nodes") or 1)
+    at_home = cluster_offers(home, slug, capacity)
+    if at_home and (_free(capacity, slug) >= gpus or dispatch_refusal(data, home.name)):
         return home
     allowed = set(tenant.clusters.values_list("name", flat=True)) if tenant is not None else set()
     best: tuple[int, Cluster] | None = None
@@ -376,12 +385,19 @@ def _placed(data: dict[str, Any], tenant: Tenant | None) -> Cluster:
         # its figures may not be read yet (its read model starts at the first ask): the types
         # its admin named still say what it offers
         figures = cluster_capacity(worker)
-        if not cluster_offers(worker, gpu_type.slug, figures):
+        if not cluster_offers(worker, slug, figures):
             continue
-        free = figures[gpu_type.slug].free if figures and gpu_type.slug in figures else 0
+        free = _free(figures, slug)
         if best is None or free > best[0]:
             best = (free, worker)
-    return best[1] if best is not None else home
+    if best is not None and (not at_home or best[0] >= gpus):
+        return best[1]
+    return home
+
+
+def _free(capacity: dict[str, GpuTypeCapacity] | None, slug: str) -> int:
+    figures = (capacity or {}).get(slug)
+    return figures.free if figures is not None else 0
 
 
 def dispatch_refusal(data: dict[str, Any], cluster: str) -> str:

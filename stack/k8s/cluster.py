@@ -34,7 +34,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import yaml
 
@@ -67,6 +67,17 @@ CONTAINER_LOG = "".join(
         "container started on a simulated node: no process runs here",
         "the real control plane scheduled, admitted and started this pod",
         "every container of the simulated cluster shows these same lines")))
+
+
+# the addons whose controllers run with leader election in production (`resume_apiserver`)
+LEADER_ELECTED_ADDONS = ("metallb", "jobset", "mpi-operator", "kueue")
+
+
+@runtime_checkable
+class RestartsAlone(Protocol):
+    """An addon whose controller can be started again as it was (`restart_controllers`)."""
+
+    def restart_process(self) -> None: ...
 
 
 class Addon(Protocol):
@@ -423,6 +434,43 @@ class ControlPlane:
             self.compact()
         self.start_apiserver()
         self.restart_address_controller()
+
+    def resume_apiserver(self) -> None:
+        """Start kube-apiserver again after an outage (`stop_component("kube-apiserver")`), and
+        with it the controllers a production control plane starts again after one.
+
+        There the scheduler, the controller-manager and the addons' controllers (Kueue, JobSet,
+        the MPI operator, MetalLB's controller) run with leader election: one that cannot renew
+        its lease within its renew deadline (10 s) exits, and its kubelet or Deployment starts
+        it again, with fresh caches, once the API server answers. This harness runs them
+        without it, so, left running, they kept their watches in client-go's reconnect back-off
+        (30 s a try at most, jittered up to twice that): after a one-minute outage a worker's
+        Kueue ignored JobSets for some 90 s, its Job webhook refusing their Jobs meanwhile
+        ("JobSet ... not found" in a stale cache), and the JobSet controller's back-off on them
+        grew to minutes. The kubelets (KWOK here) reconnect by themselves, as in production."""
+        self.start_apiserver()
+        self.restart_controllers()
+
+    def restart_controllers(self) -> None:
+        """Stop and start what runs with leader election in production (`resume_apiserver`),
+        each waited for as at the cluster's start (the addons in their order: JobSet and the
+        MPI operator before Kueue, whose integrations need their CRDs)."""
+        for name in ("kube-scheduler", "kube-controller-manager"):
+            self.stop_component(name)
+        self.start_controllers()
+        for addon in self.addons:
+            if addon.name not in LEADER_ELECTED_ADDONS:
+                continue
+            if isinstance(addon, RestartsAlone):
+                # Kueue and JobSet: the process alone, its webhooks where they were. Started
+                # anew (a new webhook port), Kueue's CRDs changed their conversion webhook's
+                # address, the API server closed every watch on its kinds, the manager's
+                # MultiKueue connection to this worker among them, and a JobSet launched then
+                # waited on the manager for that connection's back-off, past a minute
+                addon.restart_process()
+            else:
+                addon.stop()
+                addon.start(self)
 
     def restart_address_controller(self) -> None:
         """After kube-apiserver came back: MetalLB's controller runs without leader election,

@@ -91,6 +91,8 @@ class JobSet:
         self.proc: subprocess.Popen[bytes] | None = None
         self.webhook_port = 0
         self.health_url = ""
+        self.cp: ControlPlane | None = None
+        self.command: list[str] = []
 
     def apiserver_args(self, cp: ControlPlane) -> list[str]:
         return []
@@ -112,10 +114,18 @@ class JobSet:
             for doc in webhook_configurations(folder, url=f"https://127.0.0.1:{self.webhook_port}",
                                               ca_bundle=ca_bundle):
                 build.apply_object(api, doc)
-        self.proc = build.start_controller(
-            cp, "jobset", [str(binary), f"--config={config}",
-                           f"--kubeconfig={cp.admin_kubeconfig}", "--zap-log-level=info",
-                           "--zap-devel=false"], self.ready)
+        self.cp = cp
+        self.command = [str(binary), f"--config={config}", f"--kubeconfig={cp.admin_kubeconfig}",
+                        "--zap-log-level=info", "--zap-devel=false"]
+        self.proc = build.start_controller(cp, "jobset", self.command, self.ready)
+
+    def restart_process(self) -> None:
+        """Stop the controller and start it again as it was (its webhook on the same port:
+        the webhook configurations stay as they are)."""
+        assert self.cp is not None
+        with contextlib.suppress(Exception):
+            stop(self.proc)
+        self.proc = build.start_controller(self.cp, "jobset", self.command, self.ready)
 
     def ready(self) -> bool:
         """Its readiness probe (certificates loaded, webhook server started) passes and its

@@ -257,6 +257,13 @@ class Kueue:
         self.proc = build.start_controller(self.cp, "kueue", self.command, self.ready,
                                            env={"NAMESPACE": NAMESPACE})
 
+    def restart_process(self) -> None:
+        """Stop the controller and start it again as it was: its webhooks on the same port,
+        so that its CRDs stay as they are (a CRD whose conversion webhook's address changes
+        has every watch on its kind closed by the API server)."""
+        self.stop_process()
+        self.start_process()
+
     def ready(self) -> bool:
         """Its readiness probe passes and its webhook port takes connections."""
         return build.webhook_server_ready(self.health_url, self.webhook_port)

@@ -14,6 +14,8 @@ from kube.labels import LABEL_WORKLOAD_ID
 from tests.support.multicluster import (
     EAST,
     job,
+    jobset,
+    running_on_east,
     state,
 )
 from tests.support.tracking import track_until
@@ -71,9 +73,8 @@ def test_a_job_on_a_type_only_the_worker_has_runs_there_and_succeeds(portal, api
 def test_a_two_node_jobset_runs_on_the_worker_with_its_ranks_read_through_the_portal(
         portal, api_headers):
     headers = api_headers("researcher")
-    body = {key: value for key, value in job("ddp", run_seconds=20).items() if key != "image"}
-    answer = launch(headers, {**body, "template": "pytorch-ddp", "command": ["python", "train.py"],
-                              "nodes": 2, "gpu_count": 8, "cluster": EAST})
+    answer = launch(headers, jobset("ddp", nodes=2, gpus_per_node=8, run_seconds=20,
+                                    cluster=EAST))
     assert answer.status_code == 201, answer.json()
     workload_id = answer.json()["id"]
     namespace = Workload.objects.get(pk=workload_id).tenant.namespace
@@ -90,13 +91,7 @@ def test_a_two_node_jobset_runs_on_the_worker_with_its_ranks_read_through_the_po
         nodes = {p["spec"]["nodeName"] for p in pods}
         assert len(nodes) == 2 and all(n.startswith("east-gpu-h100-") for n in nodes)
         tracker = Tracker()
-
-        def running_ranks() -> bool:
-            row = Workload.objects.get(pk=workload_id)
-            return row.state == S.RUNNING and len(row.ranks) == 2 and all(
-                r["node"].startswith("east-gpu-h100-") for r in row.ranks)
-
-        track_until(tracker, running_ranks, timeout=60,
+        track_until(tracker, lambda: running_on_east(workload_id, 2), timeout=60,
                     describe=lambda: str(Workload.objects.values("state", "ranks")
                                          .get(pk=workload_id)))
         for rank in (0, 1):

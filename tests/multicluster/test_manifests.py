@@ -92,7 +92,7 @@ def test_a_tenant_has_a_queue_pinned_to_each_worker_on_the_manager():
 
 
 def test_the_managers_identity_on_a_worker_is_least_privilege():
-    account, role, binding = multikueue.make_worker_identity()
+    account, role, binding, token_role, token_binding = multikueue.make_worker_identity()
     assert (account["kind"], account["metadata"]["namespace"]) == ("ServiceAccount",
                                                                      "kueue-system")
     granted = {(group, resource): set(rule["verbs"]) for rule in role["rules"]
@@ -108,6 +108,13 @@ def test_the_managers_identity_on_a_worker_is_least_privilege():
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "namespace": "kueue-system",
                                     "name": account["metadata"]["name"]}]
+    # the portal's own identity there asks for that account's tokens, and for nothing else
+    assert token_role["rules"] == [{"apiGroups": [""], "resources": ["serviceaccounts/token"],
+                                    "resourceNames": [account["metadata"]["name"]],
+                                    "verbs": ["create"]}]
+    assert token_role["metadata"]["namespace"] == "kueue-system"
+    assert token_binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-portal",
+                                          "namespace": "gpu-portal"}]
     assert multikueue.worker_rules(["batch/job"])[3:] == [
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": [
             "create", "update", "patch", "delete", "get", "list", "watch"]},

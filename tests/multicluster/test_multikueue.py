@@ -29,6 +29,7 @@ from tenants.kueue import (
     make_resource_flavors,
 )
 from tests.support.cluster import cluster_objects_of_the_test
+from tests.support.multicluster import worker_back
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(300)]
@@ -177,9 +178,7 @@ def test_a_worker_that_stops_answering_keeps_its_work(multi_cluster, tenant_queu
             assert '"east"' in (admitted_on(workload) or "")
             assert not job_succeeded(manager.get("Job", "long", namespace))
         finally:
-            east_cp.start_apiserver()
-        eventually(lambda: cluster_active(multi_cluster.manager, "east"), timeout=90,
-                   message="the manager did not reconnect to east")
+            worker_back(multi_cluster.manager, east_cp)
         eventually(lambda: job_succeeded(manager.get("Job", "long", namespace)), timeout=120,
                    message="the Job did not finish after the worker came back")
         with east_cp.api_client() as w:

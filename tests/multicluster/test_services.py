@@ -22,6 +22,7 @@ from tenants.models import Tenant, TenantCluster
 from tenants.services import quota_update
 from tests.support.cluster import cluster_objects_of_the_test
 from tests.support.journeys import track_until
+from tests.support.multicluster import worker_back
 from tests.support.waiting import eventually
 from tests.workloads.api_calls import delete, launch, post, vision_lab_ready
 from workloads.models import Workload
@@ -103,7 +104,7 @@ def test_a_notebook_on_the_worker_runs_with_its_address_and_survives_its_outage(
         assert refused.status_code in (400, 409), refused.json()
         assert not Workload.objects.filter(name="nb two").exists()
     finally:
-        east_cp.start_apiserver()
+        worker_back(multi_cluster.manager, east_cp)
     up = cluster_probe_one(cluster_id=Cluster.objects.get(name="east").pk)
     assert up is not None and up.state == "ready", up and up.reason
     workload = track_until(workload_id, lambda w: w.state == "running", timeout=90,

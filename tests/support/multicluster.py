@@ -20,6 +20,7 @@ from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.support.cluster import cluster_objects_of_the_test
+from tests.support.waiting import eventually
 from workloads.models import Workload
 
 EAST = "east"
@@ -54,6 +55,95 @@ def job(name: str, *, run_seconds: int, **more: Any) -> dict[str, Any]:
             "env": {"KUBESIM_RUN_SECONDS": str(run_seconds)}, **more}
 
 
+def jobset(name: str, *, nodes: int, gpus_per_node: int, run_seconds: int,
+           **more: Any) -> dict[str, Any]:
+    """A launch request of a distributed (JobSet) H100 job: `nodes` ranks of `gpus_per_node`."""
+    body = {key: value for key, value in job(name, run_seconds=run_seconds).items()
+            if key != "image"}
+    return {**body, "template": "pytorch-ddp", "command": ["python", "train.py"],
+            "nodes": nodes, "gpu_count": gpus_per_node, **more}
+
+
+def running_on_east(workload_id: int, ranks: int) -> bool:
+    """The workload is running with `ranks` ranks, every one on an east node."""
+    row = Workload.objects.get(pk=workload_id)
+    return row.state == Workload.State.RUNNING and len(row.ranks) == ranks and all(
+        r["node"].startswith("east-gpu-h100-") for r in row.ranks)
+
+
+def worker_back(manager: Any, worker: Any, name: str = EAST) -> None:
+    """After an outage of worker `name`'s API server: start it again with its controllers
+    (ControlPlane.resume_apiserver, as a production cluster's come back), then wait until the
+    manager's Kueue is connected to it again (its MultiKueueCluster Active: MultiKueue's
+    reconnect back-off, 5 s doubling, is the manager's own), so that whatever runs next finds
+    the pair as a site would."""
+    from stack.k8s.multikueue import cluster_active
+
+    worker.resume_apiserver()
+    eventually(lambda: cluster_active(manager, name), timeout=180,
+               message=f"the manager's MultiKueueCluster {name} is not Active again")
+
+
+@contextlib.contextmanager
+def gpu_node(cp: Any, name: str, *, gpus: int = 8, gputype: str = "h100") -> Iterator[str]:
+    """A KWOK node `name` of `gpus` GPUs of `gputype` on control plane `cp` (the manager has
+    none of its own) for the test's length; deleted, and waited for, after it."""
+    from kubesim.inventory import parse_inventory
+
+    inventory = parse_inventory({"nodePools": [{
+        "name": gputype, "count": 1, "namePrefix": f"{name}-", "labels": {"gputype": gputype},
+        "cpu": 64, "memory": "512Gi", "gpu": {"model": "H100-SXM5-80GB", "count": gpus},
+        "taints": ["nvidia.com/gpu:NoSchedule"]}]})
+    (node,) = inventory.nodes
+    cp.register_nodes(inventory)
+    try:
+        yield node.name
+    finally:
+        with _kube(cp) as kube:
+            kube.delete("Node", node.name)
+            eventually(lambda: kube.get("Node", node.name) is None, timeout=60,
+                       message=f"the node {node.name} is still there")
+
+
+def controllers_of(cp: Any) -> dict[str, Any]:
+    """What runs with leader election in production on a control plane, by name: the process
+    ids of its scheduler, controller-manager, Kueue and JobSet, and the address Kueue's CRDs
+    convert through (its webhook's)."""
+    from kubernetes import client
+
+    from stack.k8s.jobset import JobSet
+    from stack.k8s.kueue import Kueue
+
+    found: dict[str, Any] = {name: cp.procs[name].pid
+                             for name in ("kube-scheduler", "kube-controller-manager")}
+    for running in cp.addons:
+        if isinstance(running, Kueue | JobSet):
+            found[running.name] = running.proc.pid if running.proc else None
+    with cp.api_client() as api:
+        crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(
+            "workloads.kueue.x-k8s.io")
+    found["conversion"] = crd.spec.conversion.webhook.client_config.url
+    return found
+
+
+def dispatch_state(manager: Any, workload_id: int) -> str:
+    """What the manager's Kueue says of a dispatched workload (its Workload's conditions and
+    admission checks) and of its workers (their MultiKueueClusters Active): a failure's
+    description."""
+    from stack.k8s.multikueue import cluster_active
+
+    row = Workload.objects.get(pk=workload_id)
+    with _kube(manager) as kube:
+        found = [(w["metadata"]["name"],
+                  [(c["type"], c["status"], c.get("reason")) for c in
+                   (w.get("status") or {}).get("conditions") or []],
+                  (w.get("status") or {}).get("admissionChecks"))
+                 for w in kube.list("Workload", row.tenant.namespace)["items"]
+                 if row.object_name in w["metadata"]["name"]]
+    return (f"{row.state}: {row.reason}; ranks {row.ranks}; on the manager {found}; "
+            f"east Active: {cluster_active(manager, EAST)}")
+
+
 def state(workload_id: int) -> str:
     return str(Workload.objects.get(pk=workload_id).state)
 
@@ -65,9 +155,10 @@ def h100_type() -> GpuType:
 
 
 @contextlib.contextmanager
-def portal_on_clusters(clusters: Any, settings: Any) -> Iterator[Portal]:
+def portal_on_manager(clusters: Any, settings: Any) -> Iterator[contextlib.ExitStack]:
     """The portal pointed at the manager (its least-privilege ServiceAccount there), queueing
-    on its Kueue; `east` registered with the portal's ServiceAccount there, probed ready."""
+    on its Kueue, with the H100 type; what the test makes in either cluster is gone after it
+    (and what the test puts on the stack it yields is done before that)."""
     settings.KUBECONFIG = str(clusters.manager.portal_kubeconfig)
     settings.PORTAL_QUEUEING = "auto"
     Cluster.objects.filter(home=True).update(state=Cluster.State.READY, reason="")
@@ -75,6 +166,14 @@ def portal_on_clusters(clusters: Any, settings: Any) -> Iterator[Portal]:
     with contextlib.ExitStack() as stack:
         for cp in (clusters.east, clusters.manager):
             stack.enter_context(cluster_objects_of_the_test(cp.api_client, timeout=90))
+        yield stack
+
+
+@contextlib.contextmanager
+def portal_on_clusters(clusters: Any, settings: Any) -> Iterator[Portal]:
+    """portal_on_manager, and `east` registered with the portal's ServiceAccount there (as a
+    row: the pair registered it with the manager's Kueue when it started), probed ready."""
+    with portal_on_manager(clusters, settings):
         east = Cluster.objects.create(name=EAST, kubeconfig_path=str(clusters.east.portal_kubeconfig),
                                       gpu_types=["h100"])
         probed = cluster_probe_one(cluster_id=east.pk)
