@@ -53,3 +53,38 @@ def test_clusters_gpu_types_and_a_launch_that_names_its_cluster(portal, keystone
     code, out, err = run(["launch", "--template", "jupyter", "--gpu-type", "a100",
                           "--cluster", "east"], portal)
     assert code != 0 and "offers no a100" in err, (code, err)
+
+
+@live
+def test_an_admin_registers_changes_and_removes_a_cluster_from_the_command_line(
+        portal, keystone, live_server, east, h100):  # noqa: F811
+    from clusters.models import Cluster
+
+    admin = openrc(keystone, live_server, user="admin", project="admin")
+    code, _, err = run(["clusters", "add", "east", "--kubeconfig", east.kubeconfig], portal)
+    assert code == 1 and "permission_denied" in err  # a member's portal: no admin's verbs
+    assert not Cluster.objects.filter(name="east").exists()
+    code, _, err = run(["clusters", "add", "East!", "--kubeconfig", east.kubeconfig], admin)
+    assert code != 0 and "name" in err and not Cluster.objects.filter(name="East!").exists()
+
+    code, out, err = run(["clusters", "add", "east", "--kubeconfig", east.kubeconfig,
+                          "--display-name", "East campus", "--gpu-type", "h100"], admin)
+    assert code == 0 and out.startswith("cluster east registered"), err
+    east_row = Cluster.objects.get(name="east")
+    assert (east_row.kubeconfig_path, east_row.display_name, east_row.gpu_types,
+            east_row.enabled) == (east.kubeconfig, "East campus", ["h100"], True)
+
+    code, out, err = run(["clusters", "set", "east", "--disable", "--json"], admin)
+    assert code == 0 and json.loads(out)["enabled"] is False, err
+    east_row.refresh_from_db()
+    assert (east_row.enabled, east_row.display_name) == (False, "East campus")  # the rest kept
+    code, _, err = run(["clusters", "set", "east", "--enable", "--disable"], admin)
+    assert code == 2 and "not allowed with" in err  # argparse's refusal, nothing sent
+    code, _, err = run(["clusters", "set", "main", "--kubeconfig", "relative/path"], admin)
+    assert code != 0 and "kubeconfig_path" in err
+
+    code, out, err = run(["clusters", "remove", "east"], admin)
+    assert code == 0 and "east removed" in out, err
+    assert not Cluster.objects.filter(name="east").exists()
+    code, _, err = run(["clusters", "remove", "main"], admin)
+    assert code != 0 and "home cluster" in err

@@ -40,7 +40,7 @@ from tests.support.gpuctl import run
 REGISTERED = {
     "identity": {"whoami": None},
     "catalogue": {"gpu-types": None, "templates": None},
-    "cluster": {"clusters": ["list", "show"]},
+    "cluster": {"clusters": ["list", "show", "add", "set", "remove"]},
     "workload": {"launch": None, "list": None, "show": None, "stop": None, "delete": None,
                  "token": None},
     "logs": {"logs": None},
@@ -123,7 +123,8 @@ def test_one_json_option_for_every_command():
 
 # what a command needs besides its name to parse
 REQUIRED = {("launch",): ["--template", "jupyter", "--gpu-type", "a100"],
-            ("clusters", "show"): ["east"],
+            ("clusters", "show"): ["east"], ("clusters", "add"): ["east"],
+            ("clusters", "set"): ["east"], ("clusters", "remove"): ["east"],
             ("show",): ["1"], ("stop",): ["1"], ("delete",): ["1"], ("token",): ["1"],
             ("logs",): ["1"], ("ssh",): ["1"], ("ssh-config",): ["1"], ("ssh-proxy",): ["1"],
             ("calendar",): ["--gpu-type", "a100"], ("budget", "set"): ["--gpu-hours", "1"],
