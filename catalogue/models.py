@@ -11,7 +11,16 @@ from fractions import Fraction
 from django.core.validators import RegexValidator
 from django.db import models
 
-from catalogue.sharing import DRA, DRA_GPU_CLASS, DRA_MIG_CLASS, EXCLUSIVE, MIG, TIME_SLICED
+from catalogue.sharing import (
+    DRA,
+    DRA_GPU_CLASS,
+    DRA_MIG_CLASS,
+    EXCLUSIVE,
+    MIG,
+    TIME_SLICED,
+    device_class_quota,
+    dra_type_class,
+)
 
 # a Kubernetes extended resource name: nvidia.com/gpu, nvidia.com/mig-1g.10gb, amd.com/gpu …
 RESOURCE_NAME = RegexValidator(
@@ -90,6 +99,17 @@ class GpuType(models.Model):
     def physical_slug(self) -> str | None:
         physical = self.physical if self.physical_id is not None else None
         return physical.slug if physical is not None else None
+
+    @property
+    def claim_class(self) -> str:
+        """A DRA type's own DeviceClass, which its claims name ("" for every other type)."""
+        return dra_type_class(self.slug) if self.sharing == DRA else ""
+
+    @property
+    def quota_resource(self) -> str:
+        """The name its units are counted under in a namespace's ResourceQuota and Kueue's
+        ClusterQueues: its extended resource, or a DRA type's own class's devices."""
+        return device_class_quota(self.claim_class) if self.claim_class else self.resource_name
 
 
 class Template(models.Model):

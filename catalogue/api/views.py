@@ -49,6 +49,8 @@ class GpuTypeViewSet(viewsets.GenericViewSet[GpuType]):
                 "sharing": gpu_type.sharing, "gpu_fraction": float(gpu_type.gpu_fraction),
                 "gpu_fraction_text": fraction_text(gpu_type.gpu_fraction),
                 "physical": gpu_type.physical_slug,
+                "device_class": gpu_type.claim_class or None,
+                "quota_resource": gpu_type.quota_resource,
                 "capacity": cap.capacity if cap else None,
                 "allocatable": cap.allocatable if cap else None,
                 "allocated": cap.allocated if cap else None,

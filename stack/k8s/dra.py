@@ -5,8 +5,12 @@ its chart and its kubelet plugin, for KWOK's nodes that have no GPUs to find:
 - the driver's two DeviceClasses, `gpu.nvidia.com` (devices of type gpu) and `mig.nvidia.com`
   (type mig), each selecting by driver and type (catalogue/sharing.py says what the driver
   publishes);
-- a node pool of its own, `gpu-<pool>-dra-<n>` (labelled `gputype=<pool>-dra`, tainted as every
-  GPU node), with no extended GPU resource: its GPUs exist only as devices;
+- node pools of its own (DEFAULT_POOLS: two A100s on `gpu-a100-dra-1`, two H100s on
+  `gpu-h100-dra-1`), `gpu-<pool>-dra-<n>` (labelled `gputype=<pool>-dra`, tainted as every GPU
+  node), with no extended GPU resource: their GPUs exist only as devices. Two boards of one
+  device class, so that two DRA GPU types of `gpu.nvidia.com` are held apart (each type's own
+  DeviceClass, which the portal makes, and Kueue's mapping of each: stack/k8s/kueue.py maps
+  the classes of the types named after these pools, `<pool>-dra`);
 - per node, the ResourceSlice its kubelet plugin would publish: driver `gpu.nvidia.com`, a pool
   named after the node, `nodeName` set, one device `gpu-<i>` per GPU with the attributes
   `type`, `uuid`, `productName`, `brand`, `architecture` (strings, qualified by the driver's
@@ -25,7 +29,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from catalogue.sharing import DRA_DEVICE_TYPES, DRA_DRIVER, dra_class_selector
+from catalogue.sharing import DRA_DEVICE_TYPES, DRA_DRIVER, dra_class_selector, dra_type_class
 
 if TYPE_CHECKING:
     from .cluster import ControlPlane
@@ -59,6 +63,10 @@ class DraPool:
         return f"{self.name}-dra"
 
 
+DEFAULT_POOLS = (DraPool(),
+                 DraPool(name="h100", product="NVIDIA H100 80GB HBM3", architecture="Hopper"))
+
+
 def resource_slice(pool: DraPool, node: str) -> dict[str, Any]:
     """The ResourceSlice the driver's kubelet plugin publishes for `node`: all its devices in
     one slice of a pool named after the node (generation 1, the only slice of the pool)."""
@@ -80,13 +88,19 @@ def resource_slice(pool: DraPool, node: str) -> dict[str, Any]:
                      "devices": devices}}
 
 
-def pool_inventory(pool: DraPool) -> dict[str, Any]:
-    """The pool's nodes in the inventory's format (kubesim/README.md): GPU nodes with no GPU
+def pool_inventory(pools: tuple[DraPool, ...]) -> dict[str, Any]:
+    """The pools' nodes in the inventory's format (kubesim/README.md): GPU nodes with no GPU
     resource, since their GPUs are only devices in the slices."""
     return {"nodePools": [{"name": f"{pool.name}-dra", "count": pool.count,
                            "namePrefix": f"gpu-{pool.name}-dra-",
                            "labels": {"gputype": pool.label}, "cpu": 64, "memory": "512Gi",
-                           "taints": [GPU_TAINT]}]}
+                           "taints": [GPU_TAINT]} for pool in pools]}
+
+
+def type_classes(pools: tuple[DraPool, ...] = DEFAULT_POOLS) -> list[str]:
+    """The DeviceClasses of the DRA GPU types named after the pools (`<pool>-dra`), which the
+    portal makes for them and Kueue's Configuration must map."""
+    return [dra_type_class(pool.label) for pool in pools]
 
 
 def _created(create: Callable[[], object]) -> None:
@@ -101,12 +115,12 @@ def _created(create: Callable[[], object]) -> None:
 
 
 class DynamicResources:
-    """The addon: device classes, the pool's nodes and their slices."""
+    """The addon: device classes, the pools' nodes and their slices."""
 
     name = "dra"
 
-    def __init__(self, pool: DraPool | None = None) -> None:
-        self.pool = pool or DraPool()
+    def __init__(self, pools: tuple[DraPool, ...] = DEFAULT_POOLS) -> None:
+        self.pools = pools
 
     def apiserver_args(self, cp: ControlPlane) -> list[str]:
         return []
@@ -116,17 +130,18 @@ class DynamicResources:
 
         from kubesim.inventory import parse_inventory
 
-        cp.register_nodes(parse_inventory(pool_inventory(self.pool)))
+        cp.register_nodes(parse_inventory(pool_inventory(self.pools)))
         with cp.api_client() as api:
             resource = client.ResourceV1Api(api)
             for name in DRA_DEVICE_TYPES:
                 klass = client.V1DeviceClass.from_dict(device_class(name))
                 assert klass is not None  # (None for None only)
                 _created(functools.partial(resource.create_device_class, klass))
-            for node in self.pool.node_names():
-                published = client.V1ResourceSlice.from_dict(resource_slice(self.pool, node))
-                assert published is not None
-                _created(functools.partial(resource.create_resource_slice, published))
+            for pool in self.pools:
+                for node in pool.node_names():
+                    published = client.V1ResourceSlice.from_dict(resource_slice(pool, node))
+                    assert published is not None
+                    _created(functools.partial(resource.create_resource_slice, published))
 
     def stop(self) -> None:
         return None

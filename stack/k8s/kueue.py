@@ -21,10 +21,12 @@ its config/components):
   unless told, unless the DisableWaitForPodsReady feature gate is on). The JobSet and MPIJob
   integrations need their CRDs served when Kueue starts: stack/k8s/jobset.py and
   stack/k8s/mpi_operator.py start first (stack/k8s/addons.py);
-- `resources.deviceClassMappings`: each device class of NVIDIA's DRA driver counted under the
-  resource a DRA GPU type's ClusterQueue quota is in (tenants/manifests.py), so that Kueue
-  admits a DRA launch against its claims' devices (its DRA support, KueueDRAIntegration, is on
-  by default in v0.19; a claim of a class not mapped leaves its Workload inadmissible);
+- `resources.deviceClassMappings`: the DeviceClass of each DRA GPU type the DRA addon's pools
+  are for (stack/k8s/dra.py type_classes: the portal makes one per DRA type) counted under the
+  resource that type's ClusterQueue quota is in (tenants/manifests.py), so that Kueue admits a
+  DRA launch against its claims' devices, each type's apart (its DRA support,
+  KueueDRAIntegration, is on by default in v0.19; a claim of a class not mapped leaves its
+  Workload inadmissible). Kueue reads the mappings once, at start, as a site's Kueue does;
 - the feature gate VisibilityOnDemand off: its visibility API server reads its certificate from
   the fixed path /visibility and is reached through an APIService whose Service must have a
   non-loopback endpoint; the portal orders the pending Workloads itself where that API is
@@ -51,11 +53,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from kube.dra import DRA_DEVICE_TYPES
-from tenants.manifests import kueue_device_class_mappings
+from catalogue.sharing import kueue_device_class_mappings
 
 from ..procs import StackError, free_port, stop
 from . import build
+from .dra import type_classes
 
 if TYPE_CHECKING:
     from .cluster import ControlPlane
@@ -110,9 +112,9 @@ def configuration(*, webhook_port: int, health_port: int,
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare",
                                                  "LessThanInitialShare"]},
         # DRA: a queued pod's claims (from its ResourceClaimTemplates) count their devices
-        # per device class of NVIDIA's driver, under the resource the tenants' ClusterQueues
-        # hold a DRA type's quota in (KueueDRAIntegration, on by default since v0.18)
-        "resources": {"deviceClassMappings": kueue_device_class_mappings(DRA_DEVICE_TYPES)},
+        # per device class (each DRA type's own), under the resource the tenants' ClusterQueues
+        # hold that type's quota in (KueueDRAIntegration, on by default since v0.18)
+        "resources": {"deviceClassMappings": kueue_device_class_mappings(type_classes())},
     }
     if multikueue is not None:
         config["multiKueue"] = multikueue.configuration()

@@ -57,7 +57,13 @@ def test_a_dra_launch_is_allocated_by_the_real_scheduler_and_counted(vision, api
     template = k8s.ResourceV1Api(api).read_namespaced_resource_claim_template(
         workload.object_name, vision.namespace)
     (request,) = template.spec.spec.devices.requests
-    assert (request.exactly.device_class_name, request.exactly.count) == ("gpu.nvidia.com", 2)
+    # the type's own DeviceClass (made by the tenant's reconcile): the driver's class narrowed
+    # to the type's board and memory, so that the claim itself asks nothing more
+    assert (request.exactly.device_class_name, request.exactly.count) == (
+        "a100-dra.gpu-portal.io", 2)
+    assert request.exactly.selectors is None
+    klass = k8s.ResourceV1Api(api).read_device_class("a100-dra.gpu-portal.io")
+    assert "'NVIDIA A100-SXM4-80GB'" in klass.spec.selectors[0].cel.expression
     deployment = k8s.AppsV1Api(api).read_namespaced_deployment(workload.object_name,
                                                                vision.namespace)
     assert deployment.spec.template.spec.node_selector is None
@@ -95,8 +101,9 @@ def test_a_dra_launch_is_allocated_by_the_real_scheduler_and_counted(vision, api
     # the workload's page and API say it in the scheduler's words, as for any other type
     tracked = track_until(waiting.pk, lambda w: w.reason == reason)
     assert tracked.state == "pending"
-    # the namespace's ResourceQuota counts the devices its claims take, per device class
-    key = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+    # the namespace's ResourceQuota counts the devices its claims take, per device class: the
+    # type's own
+    key = "a100-dra.gpu-portal.io.deviceclass.resource.k8s.io/devices"
 
     def quota_used() -> dict:
         quota = k8s.CoreV1Api(api).read_namespaced_resource_quota("gpu-portal-quota",
@@ -185,3 +192,33 @@ def test_a_dra_types_capacity_is_its_devices_less_the_allocated_ones(vision, api
     assert f"(workload {one.pk})" in holder and f"{vision.namespace}/" in holder
     free = "gpu-1" if held == "gpu-0" else "gpu-0"
     assert ">free<" in page.split(f'data-device="{NODE}/{free}"', 1)[1].split("</tr>", 1)[0]
+
+
+def test_each_dra_types_device_class_follows_the_catalogue(vision, eager_celery, cluster,
+                                                           django_capture_on_commit_callbacks):
+    """The tenants' reconcile keeps a DeviceClass per DRA type where the cluster serves
+    resource.k8s.io/v1: made with the type, changed with its product, removed when it is no
+    longer a DRA type; the driver's own classes are left alone."""
+    from catalogue.services import gpu_type_update
+    from kube.client import Kube
+
+    a100, h100 = dra_gpu_type(), dra_gpu_type("h100")
+    tenant_reconcile(tenant_id=vision.pk)
+    kube = Kube()
+
+    def expression(name: str) -> str | None:
+        found = kube.get("DeviceClass", name)
+        return found["spec"]["selectors"][0]["cel"]["expression"] if found else None
+
+    assert "'NVIDIA A100-SXM4-80GB'" in (expression("a100-dra.gpu-portal.io") or "")
+    assert "'NVIDIA H100 80GB HBM3'" in (expression("h100-dra.gpu-portal.io") or "")
+    # a change of the type reaches its class with the reconcile it sends (eager here)
+    with django_capture_on_commit_callbacks(execute=True):
+        gpu_type_update(gpu_type=h100, acting_user=None,
+                        changes={"product": "NVIDIA H100 PCIe"})
+    assert "'NVIDIA H100 PCIe'" in (expression("h100-dra.gpu-portal.io") or "")
+    with django_capture_on_commit_callbacks(execute=True):
+        gpu_type_update(gpu_type=a100, acting_user=None, changes={
+            "sharing": "exclusive", "device_class": "", "product": ""})
+    assert expression("a100-dra.gpu-portal.io") is None
+    assert expression("gpu.nvidia.com") is not None  # the driver's
