@@ -19,6 +19,7 @@ from catalogue.sharing import (
     MIG,
     TIME_SLICED,
     device_class_quota,
+    dra_mig_profile,
     dra_type_class,
 )
 
@@ -104,6 +105,14 @@ class GpuType(models.Model):
     def claim_class(self) -> str:
         """A DRA type's own DeviceClass, which its claims name ("" for every other type)."""
         return dra_type_class(self.slug) if self.sharing == DRA else ""
+
+    @property
+    def dra_profile(self) -> str:
+        """A DRA type of MIG instances: the profile its devices carry ("1g.10gb"), else ""."""
+        if self.sharing != DRA:
+            return ""
+        return dra_mig_profile(device_class=self.device_class, fraction=self.gpu_fraction,
+                               memory_gb=self.memory_gb, product=self.product)
 
     @property
     def quota_resource(self) -> str:

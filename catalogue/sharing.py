@@ -180,11 +180,28 @@ def kueue_device_class_mappings(device_classes: Iterable[str]) -> list[dict[str,
             for name in sorted(device_classes)]
 
 
-def dra_type_class_selector(*, device_class: str, product: str, memory_gb: int) -> str:
+def dra_mig_profile(*, device_class: str, fraction: Fraction, memory_gb: int,
+                    product: str) -> str:
+    """The MIG profile a DRA type of the driver's MIG class asks for, by NVIDIA's names:
+    `<compute slices>g.<memory GB>gb`, its fraction of the GPU's compute slices and its memory
+    (1/7 and 10 GB: "1g.10gb"; 3/7 and 40 GB: "3g.40gb"; 1/4 of an A30 and 6 GB: "1g.6gb").
+    The driver publishes it as each MIG device's `profile` attribute. "" for a whole GPU, or
+    where the fraction is no whole number of the GPU's slices."""
+    slices = fraction * compute_slices(product)
+    if device_class != DRA_MIG_CLASS or slices.denominator != 1 or not memory_gb:
+        return ""
+    return f"{slices.numerator}g.{memory_gb}gb"
+
+
+def dra_type_class_selector(*, device_class: str, product: str, memory_gb: int,
+                            profile: str = "") -> str:
     """The CEL selector of a DRA type's own DeviceClass: the driver's class's terms (driver,
-    device type) and the type's (dra_selector)."""
+    device type), a MIG type's profile (dra_mig_profile: of a partitionable GPU, its
+    profiles of one product differ in it, not in their product) and the type's own
+    (dra_selector)."""
     own = dra_selector(product=product, memory_gb=memory_gb)
-    return " && ".join(term for term in (dra_class_selector(device_class), own) if term)
+    mig = f"device.attributes['{DRA_DRIVER}'].profile == '{profile}'" if profile else ""
+    return " && ".join(term for term in (dra_class_selector(device_class), mig, own) if term)
 
 
 def dra_selector(*, product: str, memory_gb: int) -> str:

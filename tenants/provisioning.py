@@ -210,7 +210,8 @@ def device_class_specs() -> list[DeviceClassSpec]:
     return [DeviceClassSpec(name=dra_type_class(t.slug), slug=t.slug,
                             selector=dra_type_class_selector(device_class=t.device_class,
                                                              product=t.product,
-                                                             memory_gb=t.memory_gb))
+                                                             memory_gb=t.memory_gb,
+                                                             profile=t.dra_profile))
             for t in GpuType.objects.filter(sharing=DRA).order_by("slug")]
 
 

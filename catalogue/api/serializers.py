@@ -56,6 +56,10 @@ class GpuTypeSerializer(serializers.Serializer[GpuTypeRow]):
         allow_null=True, help_text="a dra type's own DeviceClass, which its claims name (NVIDIA's "
                                    "driver's class narrowed to its product and memory: "
                                    "\"a100-dra.gpu-portal.io\"); null for every other type")
+    mig_profile = serializers.CharField(
+        allow_null=True, help_text="a dra type of MIG instances: the profile its devices carry "
+                                   "(\"1g.10gb\"), which its fraction and memory name; null "
+                                   "for every other type")
     quota_resource = serializers.CharField(
         help_text="what its units are counted under in a project's ResourceQuota and Kueue's "
                   "queues: its resource, or a dra type's own class's devices "

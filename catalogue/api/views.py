@@ -50,6 +50,7 @@ class GpuTypeViewSet(viewsets.GenericViewSet[GpuType]):
                 "gpu_fraction_text": fraction_text(gpu_type.gpu_fraction),
                 "physical": gpu_type.physical_slug,
                 "device_class": gpu_type.claim_class or None,
+                "mig_profile": gpu_type.dra_profile or None,
                 "quota_resource": gpu_type.quota_resource,
                 "capacity": cap.capacity if cap else None,
                 "allocatable": cap.allocatable if cap else None,

@@ -47,8 +47,9 @@ def gpu_type_sharing(row: dict[str, Any]) -> str:
     if sharing == "exclusive" or (sharing == "dra" and row.get("gpu_fraction_text") == "1"):
         return sharing
     physical = row.get("physical")
-    return f"{sharing} {row.get('gpu_fraction_text', '')}" + (f" of {physical}" if physical
-                                                               else "")
+    profile = f" {row['mig_profile']}," if row.get("mig_profile") else ""
+    return f"{sharing}{profile} {row.get('gpu_fraction_text', '')}" + (
+        f" of {physical}" if physical else "")
 
 
 def gpu_type_clusters(row: dict[str, Any]) -> str:

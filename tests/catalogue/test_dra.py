@@ -99,6 +99,7 @@ def test_a_dra_launch_on_kubesim_is_refused_400_dra_unavailable(login, gpu_types
         "a100-dra.gpu-portal.io", "a100-dra.gpu-portal.io.deviceclass.resource.k8s.io/devices")
     assert (types["a100"]["device_class"], types["a100"]["quota_resource"]) == (
         None, "nvidia.com/gpu")
+    assert types["a100-dra"]["mig_profile"] is None  # a whole GPU
     response = Client().post("/api/v1/workloads/", {
         "name": "claimed", "template": "jupyter", "gpu_type": "a100-dra", "gpu_count": 1},
         content_type="application/json", **headers)
@@ -118,3 +119,24 @@ def test_the_launch_page_names_the_refusal_on_the_gpu_type(login, gpu_types, clu
     assert response.status_code == 400
     assert "does not serve resource.k8s.io/v1" in field_error(response.content.decode(),
                                                               "gpu_type")
+
+
+def test_a_dra_mig_types_class_selects_its_profile_by_its_slices_and_memory(db):
+    from catalogue.sharing import dra_mig_profile, dra_type_class_selector
+    from tests.support.database import dra_mig_gpu_type
+
+    mig = dra_mig_gpu_type("3g.40gb")
+    assert (mig.dra_profile, mig.gpu_fraction) == ("3g.40gb", Fraction(3, 7))
+    assert dra_gpu_type("h100").dra_profile == ""  # a whole GPU
+    assert dra_mig_profile(device_class="mig.nvidia.com", fraction=Fraction(1, 4), memory_gb=6,
+                           product="NVIDIA A30") == "1g.6gb"  # four slices
+    assert dra_mig_profile(device_class="mig.nvidia.com", fraction=Fraction(1, 3), memory_gb=6,
+                           product="NVIDIA A30") == ""  # no whole number of slices
+    # the profiles of one board differ in their profile, not in their product
+    assert dra_type_class_selector(device_class="mig.nvidia.com", product=mig.product,
+                                   memory_gb=40, profile=mig.dra_profile) == (
+        "device.driver == 'gpu.nvidia.com' && "
+        "device.attributes['gpu.nvidia.com'].type == 'mig' && "
+        "device.attributes['gpu.nvidia.com'].profile == '3g.40gb' && "
+        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3' && "
+        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40G')) >= 0")

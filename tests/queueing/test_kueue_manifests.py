@@ -113,12 +113,14 @@ def test_kueue_counts_each_dra_types_devices_under_a_resource_of_its_own():
     from stack.k8s.kueue import configuration
     from tenants.manifests import kueue_dra_resource
 
-    # the real control plane's Kueue maps the classes of the types its DRA pools are for:
-    # each type's own DeviceClass, each to a resource of its own
+    # the real control plane's Kueue maps the classes of the types its DRA pools are for
+    # (the partitionable H100s' MIG profiles too): each type's own DeviceClass, each to a
+    # resource of its own
     config = configuration(webhook_port=1, health_port=2, cert_dir=Path("/c"))
     assert config["resources"]["deviceClassMappings"] == [
-        {"name": A100_DRA, "deviceClassNames": ["a100-dra.gpu-portal.io"]},
-        {"name": H100_DRA, "deviceClassNames": ["h100-dra.gpu-portal.io"]}]
+        {"name": f"{name}.gpu-portal.io.deviceclass.resource.k8s.io/devices",
+         "deviceClassNames": [f"{name}.gpu-portal.io"]}
+        for name in ("a100-dra", "h100-1g-10gb-dra", "h100-3g-40gb-dra", "h100-dra")]
     # a ClusterQueue holds each DRA type's quota under its own name, beside the extended
     # resources: two types of the driver's one class are two quotas
     flavors = [*FLAVORS,

@@ -74,6 +74,21 @@ def dra_gpu_type(board: str = "a100") -> Any:
         sharing="dra", device_class="gpu.nvidia.com", product=product)
 
 
+def dra_mig_gpu_type(profile: str = "1g.10gb") -> Any:
+    """A MIG profile of the real control plane's partitionable H100s claimed through DRA
+    (stack/k8s/dra.py: gpu-h100-dra-1 publishes each GPU whole and as its profiles' devices,
+    sharing its counters): `profile` "3g.40gb" is 3/7 of a GPU and 40 GB."""
+    from catalogue.models import GpuType
+
+    slices, memory = profile.removesuffix("gb").split("g.")
+    return GpuType.objects.create(
+        slug=f"h100-{profile.replace('.', '-')}-dra", name=f"NVIDIA H100, MIG {profile} (DRA)",
+        memory_gb=int(memory), resource_name="nvidia.com/gpu",
+        node_selector={"gputype": "h100-dra"}, sharing="dra", device_class="mig.nvidia.com",
+        product="NVIDIA H100 80GB HBM3", fraction_numerator=int(slices),
+        fraction_denominator=7)
+
+
 def demo_shared_gpu_types(physical: dict[str, Any]) -> dict[str, Any]:
     """The demo's shared GPU types (seed_demo's): a quarter of a time-sliced T4 and a MIG
     1g.10gb slice of an A100, carved from `physical`'s `t4` and `a100`."""
