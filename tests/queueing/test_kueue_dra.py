@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from kube.client import Kube
+from stack.k8s.kueue import Kueue
 from tenants.manifests import kueue_dra_resource
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
@@ -156,3 +157,47 @@ def test_two_dra_types_of_one_device_class_are_held_and_admitted_apart(
             assert assignment["resourceUsage"][own] == "1", assignment
             assert assignment["flavors"][own] == flavor, assignment
     assert state_of(more).state == S.QUEUED
+
+
+def not_mapped(cluster, workload: Workload) -> str:
+    """Kueue's word that the workload's claims name a class its Configuration does not map."""
+    with cluster.api_client() as client:
+        found = kueue_workload(Kube(client), workload)
+    conditions = (found or {}).get("status", {}).get("conditions") or []
+    return next((c["message"] for c in conditions if c["type"] == "QuotaReserved"
+                 and "is not mapped" in c.get("message", "")), "")
+
+
+def test_a_dra_type_added_later_is_admitted_once_kueue_restarts_with_its_mapping(
+        queued_cluster, kueue_cluster, owner, gpu_types):
+    """Kueue reads its deviceClassMappings when it starts: a DRA type added after, whose class
+    the portal makes at once, stays queued, Kueue saying its class is not mapped, until
+    Kueue is restarted with the type's lines; then it is admitted and runs."""
+    from catalogue.models import GpuType
+    from stack.k8s.addons import addon
+    from stack.k8s.dra import type_classes
+
+    late = GpuType.objects.create(
+        slug="late-dra", name="NVIDIA A100 80GB (DRA, added later)", memory_gb=80,
+        resource_name="nvidia.com/gpu", node_selector={"gputype": "a100-dra"}, sharing="dra",
+        device_class="gpu.nvidia.com", product="NVIDIA A100-SXM4-80GB")
+    tenant = make_tenant(queued_cluster, a100=0, borrowing=0)
+    quota_update(tenant=tenant, acting_user=None, changes={"gpus_by_type": {"late-dra": 1}})
+    tenant_reconcile(tenant_id=tenant.pk)
+    tracker = Tracker()
+    waiting = launch(tenant, owner, gpu_types, name="late", gpus=1, run_seconds=600,
+                     gpu_type=late)
+    track_until(tracker, lambda: bool(not_mapped(kueue_cluster, waiting)), timeout=60,
+                describe=lambda: f"{waiting.state}: {waiting.reason}")
+    message = not_mapped(kueue_cluster, waiting)
+    assert "DeviceClass late-dra.gpu-portal.io is not mapped" in message, message
+    assert state_of(waiting).state == S.QUEUED
+    kueue = addon(kueue_cluster, "kueue")
+    assert isinstance(kueue, Kueue)
+    try:
+        kueue.remap([*type_classes(), "late-dra.gpu-portal.io"])
+        track_until(tracker, lambda: state_of(waiting).state == S.RUNNING, timeout=120,
+                    describe=lambda: f"{state_of(waiting).state}: {state_of(waiting).reason}")
+    finally:
+        kueue.remap(type_classes())
+    assert state_of(waiting).node == NODE
