@@ -201,3 +201,40 @@ def test_a_dra_type_added_later_is_admitted_once_kueue_restarts_with_its_mapping
     finally:
         kueue.remap(type_classes())
     assert state_of(waiting).node == NODE
+
+
+def test_kueue_admits_a_partitionable_gpus_whole_and_profile_types_apart_and_the_scheduler_keeps_the_counters(  # noqa: E501
+        queued_cluster, kueue_cluster, owner, gpu_types):
+    """The H100s are partitionable: a 1g.10gb type and the whole-GPU type each have their own
+    quota in Kueue, which does not know they share the GPUs. A whole-GPU launch admitted while
+    a profile holds part of one GPU waits at the scheduler, as the counters say."""
+    from tests.support.database import dra_mig_gpu_type
+
+    whole, part = dra_gpu_type("h100"), dra_mig_gpu_type("1g.10gb")
+    tenant = make_tenant(queued_cluster, a100=0, borrowing=0)
+    quota_update(tenant=tenant, acting_user=None, changes={
+        "gpus_by_type": {"h100-dra": 2, "h100-1g-10gb-dra": 1}})
+    tenant_reconcile(tenant_id=tenant.pk)
+    tracker = Tracker()
+    sliced = launch(tenant, owner, gpu_types, name="sliced", gpus=1, run_seconds=600,
+                    gpu_type=part)
+    track_until(tracker, lambda: state_of(sliced).state == S.RUNNING, timeout=90,
+                describe=lambda: f"{sliced.state}: {sliced.reason}")
+    both = launch(tenant, owner, gpu_types, name="both", gpus=2, run_seconds=600,
+                  gpu_type=whole)
+    # admitted by Kueue against the whole-GPU type's own quota, then kept by the scheduler
+    # (Kueue's waitForPodsReady evicts it after a while: what it admitted is noted when seen)
+    seen: dict = {}
+
+    def admitted_then_kept() -> bool:
+        with kueue_cluster.api_client() as client:
+            found = kueue_workload(Kube(client), both) or {}
+        admission = (found.get("status") or {}).get("admission")
+        if admission:
+            seen["usage"] = admission["podSetAssignments"][0]["resourceUsage"]
+        return "usage" in seen and "cannot allocate all claims" in (state_of(both).reason or "")
+
+    track_until(tracker, admitted_then_kept, timeout=60,
+                describe=lambda: f"{state_of(both).state}: {state_of(both).reason}; {seen}")
+    assert seen["usage"][H100_DEVICES] == "2", seen
+    assert state_of(sliced).state == S.RUNNING
