@@ -41,7 +41,7 @@ from catalogue.layouts import (
 )
 from catalogue.models import GpuType
 from catalogue.sharing import node_layout
-from cluster.capacity import cluster_nodes
+from cluster.capacity import cluster_nodes, dra_node_layouts
 from identity.selectors import site_admins
 from kube.client import Kube, KubeError, NotFound
 from notifications.models import Kind
@@ -132,16 +132,27 @@ def gpu_node_rows() -> list[dict[str, Any]]:
         nodes = list(cluster_nodes())
     except KubeError:
         return []
+    try:
+        # a node whose GPUs NVIDIA's DRA driver publishes: carved by the claims it is given
+        dra = dra_node_layouts()
+    except KubeError:
+        dra = {}
     rows = []
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
         labels = node["metadata"].get("labels") or {}
+        name = node["metadata"]["name"]
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        if name in dra:
+            layout, units = dra[name]
+            rows.append({"name": name, "layout": layout, "units": units, "mig_state": "",
+                         "cordoned": cordoned})
+            continue
         if not labels.get(LABEL_GPU_COUNT):
             continue
-        name = node["metadata"]["name"]
         rows.append({"name": name, "layout": node_layout(name, labels).split(": ", 1)[-1],
                      "units": units_text(node_units(node)),
                      "mig_state": labels.get(LABEL_MIG_CONFIG_STATE, ""),
-                     "cordoned": bool((node.get("spec") or {}).get("unschedulable"))})
+                     "cordoned": cordoned})
     return rows
 
 

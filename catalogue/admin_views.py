@@ -33,7 +33,15 @@ from catalogue.services import (
     template_enable,
     template_update,
 )
-from catalogue.sharing import DRA, EXCLUSIVE, LABEL_PRODUCT, Sharing, node_layout, nodes_sharing
+from catalogue.sharing import (
+    DRA,
+    EXCLUSIVE,
+    LABEL_PRODUCT,
+    Sharing,
+    kueue_device_class_mappings,
+    node_layout,
+    nodes_sharing,
+)
 from cluster.capacity import (
     GpuTypeCapacity,
     cluster_nodes,
@@ -226,6 +234,9 @@ def gpu_type_list(request: SignedInRequest) -> HttpResponse:
         "rows": gpu_type_rows(gpu_types, nodes, capacity), "cluster_error": cluster_error,
         "unclaimed": unclaimed_gpu_nodes(gpu_types, nodes) if nodes is not None else [],
         "devices": sorted(_dra_devices().items()) if nodes is not None else [],
+        # what Kueue's Configuration must map for the DRA types' quotas (read at its start)
+        "kueue_mappings": kueue_device_class_mappings(
+            t.claim_class for t in gpu_types if t.claim_class),
     })
 
 

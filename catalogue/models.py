@@ -11,7 +11,17 @@ from fractions import Fraction
 from django.core.validators import RegexValidator
 from django.db import models
 
-from catalogue.sharing import DRA, DRA_GPU_CLASS, DRA_MIG_CLASS, EXCLUSIVE, MIG, TIME_SLICED
+from catalogue.sharing import (
+    DRA,
+    DRA_GPU_CLASS,
+    DRA_MIG_CLASS,
+    EXCLUSIVE,
+    MIG,
+    TIME_SLICED,
+    device_class_quota,
+    dra_mig_profile,
+    dra_type_class,
+)
 
 # a Kubernetes extended resource name: nvidia.com/gpu, nvidia.com/mig-1g.10gb, amd.com/gpu …
 RESOURCE_NAME = RegexValidator(
@@ -90,6 +100,25 @@ class GpuType(models.Model):
     def physical_slug(self) -> str | None:
         physical = self.physical if self.physical_id is not None else None
         return physical.slug if physical is not None else None
+
+    @property
+    def claim_class(self) -> str:
+        """A DRA type's own DeviceClass, which its claims name ("" for every other type)."""
+        return dra_type_class(self.slug) if self.sharing == DRA else ""
+
+    @property
+    def dra_profile(self) -> str:
+        """A DRA type of MIG instances: the profile its devices carry ("1g.10gb"), else ""."""
+        if self.sharing != DRA:
+            return ""
+        return dra_mig_profile(device_class=self.device_class, fraction=self.gpu_fraction,
+                               memory_gb=self.memory_gb, product=self.product)
+
+    @property
+    def quota_resource(self) -> str:
+        """The name its units are counted under in a namespace's ResourceQuota and Kueue's
+        ClusterQueues: its extended resource, or a DRA type's own class's devices."""
+        return device_class_quota(self.claim_class) if self.claim_class else self.resource_name
 
 
 class Template(models.Model):

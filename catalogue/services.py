@@ -20,6 +20,7 @@ from audit.services import Actor, audit_record
 from catalogue.models import GpuType, Template
 from catalogue.options import allowed_options_problems
 from catalogue.sharing import (
+    DNS_LABEL,
     DRA,
     DRA_DEVICE_TYPES,
     DRA_GPU_CLASS,
@@ -27,6 +28,7 @@ from catalogue.sharing import (
     EXCLUSIVE,
     fraction_text,
 )
+from core.tasks import send_on_commit
 
 GPU_TYPE_FIELDS = ("name", "resource_name", "node_selector", "memory_gb", "enabled",
                    "sharing", "device_class", "product", "gpu_fraction", "physical")
@@ -77,6 +79,9 @@ def _gpu_type_check(gpu_type: GpuType) -> None:
         if gpu_type.device_class not in DRA_DEVICE_TYPES:
             raise CatalogueRefused("A DRA type names its device class: "
                                    f"{' or '.join(DRA_DEVICE_TYPES)}.")
+        if not DNS_LABEL.match(gpu_type.slug):
+            raise CatalogueRefused("A DRA type's slug names its DeviceClass: lower-case letters, "
+                                   "digits and dashes, starting and ending with a letter or digit.")
         if gpu_type.product and not DRA_PRODUCT.match(gpu_type.product):
             raise CatalogueRefused("Give the product as the driver publishes it, e.g. "
                                    "NVIDIA A100-SXM4-80GB (letters, digits, spaces, . _ - ( ) / +).")
@@ -135,7 +140,16 @@ def gpu_type_create(*, acting_user: Actor, slug: str, name: str, resource_name: 
     gpu_type.save()
     audit_record(actor=acting_user, action="gpu_type.create", target=f"gpu_type/{slug}",
                  after=gpu_type_snapshot(gpu_type))
+    _device_classes_follow(gpu_type.sharing)
     return gpu_type
+
+
+def _device_classes_follow(*sharings: str) -> None:
+    """A DRA type made, changed or no longer one: its DeviceClass on each cluster follows at
+    once (the tenants' reconcile makes, changes and removes the types' own classes) rather
+    than at the next periodic sweep."""
+    if DRA in sharings:
+        send_on_commit("tenants.tasks.tenants_reconcile_all")
 
 
 def _template_check(template: Template) -> None:
@@ -181,10 +195,14 @@ def _audited_change(obj: _Row, acting_user: Actor, changes: dict[str, Any], acti
 
 def _gpu_type_change(gpu_type: GpuType, acting_user: Actor, changes: dict[str, Any],
                      action: str) -> GpuType:
-    return _audited_change(gpu_type, acting_user, changes, action, kind="gpu_type",
-                           allowed=GPU_TYPE_FIELDS, fixed=GPU_TYPE_FIXED,
-                           snapshot=gpu_type_snapshot, check=_gpu_type_check,
-                           assign=_gpu_type_set)
+    before = gpu_type_snapshot(gpu_type)
+    changed = _audited_change(gpu_type, acting_user, changes, action, kind="gpu_type",
+                              allowed=GPU_TYPE_FIELDS, fixed=GPU_TYPE_FIXED,
+                              snapshot=gpu_type_snapshot, check=_gpu_type_check,
+                              assign=_gpu_type_set)
+    if gpu_type_snapshot(changed) != before:
+        _device_classes_follow(before["sharing"], changed.sharing)
+    return changed
 
 
 def gpu_type_update(*, gpu_type: GpuType, acting_user: Actor, changes: dict[str, Any]) -> GpuType:

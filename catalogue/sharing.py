@@ -23,7 +23,9 @@ type is a whole GPU; a unit of a shared type is a part of one, its `gpu_fraction
   (driver name `gpu.nvidia.com`) publishes each node's GPUs in ResourceSlices, and the
   scheduler picks a device matching the claim's device class and CEL selectors. A whole GPU
   is in the class `gpu.nvidia.com` (fraction 1), a MIG instance in `mig.nvidia.com` (its
-  profile's part of a GPU, as above). See dra_selector for what the selectors read.
+  profile's part of a GPU, as above). See dra_selector for what the selectors read. Each
+  DRA type has a DeviceClass of the portal's own (dra_type_class), the driver's class narrowed
+  to the type's product and memory, which its claims name.
 
 The fraction is kept exact (fractions.Fraction; the database holds numerator and
 denominator), so that 7 units of 1/7 are one GPU-equivalent, not 0.999999.
@@ -35,6 +37,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
+from typing import Any
 
 from core.validation import excerpt
 
@@ -50,6 +53,12 @@ TIME_SLICED = "time-sliced"
 MIG = "mig"
 DRA = "dra"
 SHARINGS = (EXCLUSIVE, TIME_SLICED, MIG, DRA)
+# a DRA type's own DeviceClass is named <slug> and this (dra_type_class); its slug must then be
+# a DNS label, as a DeviceClass's name is a DNS subdomain
+DRA_TYPE_CLASS_SUFFIX = ".gpu-portal.io"
+# the API server's quota of ResourceClaims counts a class's devices under <class> and this
+DEVICE_CLASS_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # a product name a CEL string literal may hold as it is (no quote, no backslash)
 DRA_PRODUCT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._()/+-]{0,79}$")
 
@@ -144,6 +153,55 @@ def dra_class_selector(device_class: str) -> str:
     """The CEL selector of a device class of NVIDIA's driver (what its chart installs)."""
     return (f"device.driver == '{DRA_DRIVER}' && "
             f"device.attributes['{DRA_DRIVER}'].type == '{DRA_DEVICE_TYPES[device_class]}'")
+
+
+def dra_type_class(slug: str) -> str:
+    """The DeviceClass of the portal's own that a DRA GPU type's claims name
+    ("a100-dra.gpu-portal.io"): the driver's class narrowed to the type's product and memory.
+    One class per type, because Kueue counts a claim's devices per device class (its
+    Configuration maps each class to one resource): two types sharing the driver's class would
+    share one quota there. The slug is a DNS label (catalogue/services.py checks it)."""
+    return f"{slug}{DRA_TYPE_CLASS_SUFFIX}"
+
+
+def device_class_quota(device_class: str) -> str:
+    """The ResourceQuota key that counts the devices of `device_class` a namespace's
+    ResourceClaims ask for ("a100-dra.gpu-portal.io.deviceclass.resource.k8s.io/devices"); the
+    portal names Kueue's resource for the class the same (tenants/manifests.py)."""
+    return device_class + DEVICE_CLASS_QUOTA_SUFFIX
+
+
+def kueue_device_class_mappings(device_classes: Iterable[str]) -> list[dict[str, Any]]:
+    """Kueue's Configuration `resources.deviceClassMappings` for these device classes (the
+    DRA types' own, dra_type_class): each counted under its own resource, device_class_quota,
+    so that each DRA type's devices are a quota of their own (operators put the same in
+    theirs: docs/operator-guide.md; the admin's GPU types page shows them)."""
+    return [{"name": device_class_quota(name), "deviceClassNames": [name]}
+            for name in sorted(device_classes)]
+
+
+def dra_mig_profile(*, device_class: str, fraction: Fraction, memory_gb: int,
+                    product: str) -> str:
+    """The MIG profile a DRA type of the driver's MIG class asks for, by NVIDIA's names:
+    `<compute slices>g.<memory GB>gb`, its fraction of the GPU's compute slices and its memory
+    (1/7 and 10 GB: "1g.10gb"; 3/7 and 40 GB: "3g.40gb"; 1/4 of an A30 and 6 GB: "1g.6gb").
+    The driver publishes it as each MIG device's `profile` attribute. "" for a whole GPU, or
+    where the fraction is no whole number of the GPU's slices."""
+    slices = fraction * compute_slices(product)
+    if device_class != DRA_MIG_CLASS or slices.denominator != 1 or not memory_gb:
+        return ""
+    return f"{slices.numerator}g.{memory_gb}gb"
+
+
+def dra_type_class_selector(*, device_class: str, product: str, memory_gb: int,
+                            profile: str = "") -> str:
+    """The CEL selector of a DRA type's own DeviceClass: the driver's class's terms (driver,
+    device type), a MIG type's profile (dra_mig_profile: of a partitionable GPU, its
+    profiles of one product differ in it, not in their product) and the type's own
+    (dra_selector)."""
+    own = dra_selector(product=product, memory_gb=memory_gb)
+    mig = f"device.attributes['{DRA_DRIVER}'].profile == '{profile}'" if profile else ""
+    return " && ".join(term for term in (dra_class_selector(device_class), mig, own) if term)
 
 
 def dra_selector(*, product: str, memory_gb: int) -> str:

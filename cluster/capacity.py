@@ -31,10 +31,13 @@ from .devices import (
     SliceView,
     allocations,
     claimed_workloads,
+    counters_left,
     device_matches,
     device_rows,
     dra_fields,
+    node_layouts,
     published_devices,
+    shared_counters,
 )
 from .hooks import ADMITTED, GPU_TYPES, UNHEALTHY, CatalogueType
 
@@ -179,7 +182,8 @@ def with_admitted(by_type: dict[str, GpuTypeCapacity], bound: frozenset[int]
 
 def _type_key(gpu_types: list[Any]) -> tuple[Any, ...]:
     return tuple((t.slug, t.resource_name, tuple(sorted((t.node_selector or {}).items())),
-                  t.device_class, t.product, t.memory_gb) for t in gpu_types)
+                  t.device_class, t.product, t.memory_gb, getattr(t, "dra_profile", ""))
+                 for t in gpu_types)
 
 
 def _cordoned(nodes: Iterable[Obj]) -> frozenset[str]:
@@ -189,10 +193,14 @@ def _cordoned(nodes: Iterable[Obj]) -> frozenset[str]:
 
 def devices_by_type(gpu_types: Iterable[Any], nodes: Iterable[Obj], slices: Iterable[SliceView],
                     claims: Iterable[ClaimView]) -> dict[str, list[DeviceRow]]:
-    """Per DRA type slug, its devices and who holds each (devices.py)."""
+    """Per DRA type slug, its devices and who holds each, and which free ones their GPU's
+    counters leave no room for (devices.py)."""
+    slices = list(slices)
     devices = published_devices(slices)
     held, cordoned = allocations(claims), _cordoned(nodes)
-    return {t.slug: device_rows(t, devices, held, cordoned) for t in gpu_types if t.device_class}
+    left = counters_left(devices, shared_counters(slices), held)
+    return {t.slug: device_rows(t, devices, held, cordoned, left)
+            for t in gpu_types if t.device_class}
 
 
 def dra_capacity(gpu_types: Iterable[Any], nodes: Iterable[Obj], slices: Iterable[SliceView],
@@ -257,6 +265,22 @@ def dra_devices(types: Sequence[CatalogueType] | None = None) -> dict[str, list[
         "dra-devices", (cache.nodes.version, slices.version, claims.version, _type_key(types)),
         lambda: devices_by_type(types, cache.nodes.items(), slices.items(), claims.items()))
     return rows
+
+
+def dra_node_layouts() -> dict[str, tuple[str, str]]:
+    """Per node publishing GPUs through NVIDIA's DRA driver: how they are carved now and the
+    devices it offers (devices.node_layouts); empty where the cluster serves no DRA or the
+    catalogue has no DRA type. Raises KubeUnavailable as gpu_capacity does."""
+    types = gpu_types()
+    if not _dra_served(types):
+        return {}
+    cache = cluster_cache()
+    slices, claims = _device_reflectors(cache)
+    layouts: dict[str, tuple[str, str]] = cache.memo(
+        "dra-layouts", (slices.version, claims.version),
+        lambda: node_layouts(published_devices(slices.items()),
+                             allocations(claims.items())))
+    return layouts
 
 
 def dra_node_devices(slug: str, node: str) -> int:

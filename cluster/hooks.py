@@ -34,6 +34,10 @@ class CatalogueType(Protocol):
     @property
     def memory_gb(self) -> int: ...
 
+    # a MIG instance claimed through DRA: the profile its devices carry ("1g.10gb"; "" any)
+    @property
+    def dra_profile(self) -> str: ...
+
 
 class GpuTypesSource(Protocol):
     """Every GPU type of the catalogue."""

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-from collections.abc import Iterable
 from typing import Any
 
+from catalogue.sharing import DEVICE_CLASS_QUOTA_SUFFIX, device_class_quota
 from kube.labels import (
     ANNOTATION_PROJECT_NAME,
     LABEL_EXPOSED,
@@ -198,28 +198,34 @@ def _memory(mib: int) -> str:
     return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
 
 
-DEVICE_CLASS_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
-
-
-def device_class_quota(device_class: str) -> str:
-    """The ResourceQuota key that counts the devices of `device_class` a namespace's
-    ResourceClaims ask for ("gpu.nvidia.com.deviceclass.resource.k8s.io/devices")."""
-    return device_class + DEVICE_CLASS_QUOTA_SUFFIX
-
-
 def kueue_dra_resource(device_class: str) -> str:
     """The resource Kueue counts the devices of `device_class` under, in its ClusterQueues'
     quotas and its Workloads' requests: the name its Configuration's
-    `resources.deviceClassMappings` gives the class. The ResourceQuota's own key, so that one
-    name means the class's devices wherever the portal's quotas hold them."""
+    `resources.deviceClassMappings` gives the class (kueue_device_class_mappings). The
+    ResourceQuota's own key, so that one name means the class's devices wherever the portal's
+    quotas hold them."""
     return device_class_quota(device_class)
 
 
-def kueue_device_class_mappings(device_classes: Iterable[str]) -> list[dict[str, Any]]:
-    """Kueue's Configuration `resources.deviceClassMappings` for these device classes: each
-    counted under kueue_dra_resource (operators put the same in theirs: docs/operator-guide.md)."""
-    return [{"name": kueue_dra_resource(name), "deviceClassNames": [name]}
-            for name in sorted(device_classes)]
+LABEL_GPU_TYPE = "gpu-portal.io/gpu-type"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceClassSpec:
+    """A DRA GPU type's own DeviceClass: `name` (dra_type_class), for the type `slug`, selecting
+    by `selector` (CEL: the driver's class's terms and the type's product and memory)."""
+
+    name: str
+    slug: str
+    selector: str
+
+
+def make_device_class(spec: DeviceClassSpec) -> dict[str, Any]:
+    """The DeviceClass a DRA type's claims name (cluster-wide, one per type): its devices are
+    the driver's that the selector admits, and a claim of it asks nothing more."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": spec.name, "labels": {**MANAGED_BY, LABEL_GPU_TYPE: spec.slug}},
+            "spec": {"selectors": [{"cel": {"expression": spec.selector}}]}}
 
 
 def make_resource_quota(spec: NamespaceSpec) -> dict[str, Any]:

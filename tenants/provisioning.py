@@ -18,11 +18,13 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from catalogue.models import GpuType
-from catalogue.sharing import DRA
+from catalogue.sharing import DRA, device_class_quota, dra_type_class, dra_type_class_selector
 from clusters.models import Cluster
 from clusters.selectors import dispatch_workers
 from kube.client import Conflict, Kube, KubeError
+from kube.dra import dra_refusal
 from kube.kueue import queueing_on
+from kube.labels import MANAGED_BY_SELECTOR
 from tenants.kueue import department_cohort
 from tenants.manifests import PROXY_CPU_MILLIS, PROXY_MEMORY_MIB
 from tenants.queueing import cluster_queueing_objects, tenant_queue_objects
@@ -31,10 +33,11 @@ from .hooks import CLAIM_ALLOWANCES
 from .manifests import (
     PRIVATE_RANGES,
     RETIRED_OBJECTS,
+    DeviceClassSpec,
     EgressSpec,
     NamespaceSpec,
-    device_class_quota,
     egress_destination,
+    make_device_class,
     tenant_objects,
 )
 from .models import Quota, Tenant, TenantCluster
@@ -80,8 +83,8 @@ def namespace_spec(tenant: Tenant, quota: Quota, *, queued: bool = False) -> Nam
     allowances = [entry(tenant=tenant) for entry in CLAIM_ALLOWANCES]
     by_resource: dict[str, int] = {}
     for gpu_type in GpuType.objects.filter(slug__in=figures.gpus_by_type):
-        resource = (device_class_quota(gpu_type.device_class) if gpu_type.sharing == DRA
-                    else gpu_type.resource_name)
+        resource = (device_class_quota(dra_type_class(gpu_type.slug))
+                    if gpu_type.sharing == DRA else gpu_type.resource_name)
         by_resource[resource] = by_resource.get(resource, 0) + figures.gpus_by_type[gpu_type.slug]
     return NamespaceSpec(
         namespace=tenant.namespace,
@@ -112,7 +115,7 @@ def namespace_spec(tenant: Tenant, quota: Quota, *, queued: bool = False) -> Nam
 
 
 # Fields that must equal the desired value exactly: an extra key added by hand is drift too.
-EXACT = {("ResourceQuota", "spec"), ("Cohort", "spec"), ("LimitRange", "spec"), ("RoleBinding", "subjects"),
+EXACT = {("ResourceQuota", "spec"), ("Cohort", "spec"), ("DeviceClass", "spec"), ("LimitRange", "spec"), ("RoleBinding", "subjects"),
          ("RoleBinding", "roleRef"), ("NetworkPolicy", "spec")}
 
 
@@ -201,6 +204,34 @@ def _ensure_once(kube: Kube, desired: dict[str, Any], result: ReconcileResult) -
     result.repaired.append(_ref(desired))
 
 
+def device_class_specs() -> list[DeviceClassSpec]:
+    """A DeviceClass per DRA type of the catalogue, enabled or not (a disabled type's running
+    workloads keep theirs: a pod made again still names it)."""
+    return [DeviceClassSpec(name=dra_type_class(t.slug), slug=t.slug,
+                            selector=dra_type_class_selector(device_class=t.device_class,
+                                                             product=t.product,
+                                                             memory_gb=t.memory_gb,
+                                                             profile=t.dra_profile))
+            for t in GpuType.objects.filter(sharing=DRA).order_by("slug")]
+
+
+def _reconcile_device_classes(kube: Kube, result: ReconcileResult) -> None:
+    """Where the cluster serves resource.k8s.io/v1: each DRA type's own DeviceClass, as the
+    catalogue says it (made, put back, changed with the type), and the portal's classes of
+    types that are no longer DRA types removed. Cluster-wide, like Kueue's flavors: every
+    tenant's reconcile on the cluster brings them to the catalogue's state."""
+    if dra_refusal(kube) is not None:
+        return
+    desired = [make_device_class(spec) for spec in device_class_specs()]
+    for obj in desired:
+        _ensure(kube, obj, result)
+    wanted = {obj["metadata"]["name"] for obj in desired}
+    for live in kube.list("DeviceClass", label_selector=MANAGED_BY_SELECTOR)["items"]:
+        name = live["metadata"]["name"]
+        if name not in wanted and kube.delete("DeviceClass", name):
+            result.removed.append(f"DeviceClass {name}")
+
+
 def _reconcile_objects(tenant: Tenant, quota: Quota, kube: Kube, result: ReconcileResult
                        ) -> None:
     """Every object of the tenant's namespace on one cluster brought to its desired state,
@@ -213,6 +244,7 @@ def _reconcile_objects(tenant: Tenant, quota: Quota, kube: Kube, result: Reconci
             tenant, quota, cluster=kube.cluster)
     for desired in desired_objects:
         _ensure(kube, desired, result)
+    _reconcile_device_classes(kube, result)
     for kind, name in RETIRED_OBJECTS:
         # an upgrade, not drift: the tenant stays provisioned
         if kube.delete(kind, name, tenant.namespace):

@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from catalogue.models import GpuType
-from catalogue.sharing import DRA
+from catalogue.sharing import DRA, dra_type_class
 from clusters.selectors import dispatch_workers
 
 from .kueue import (
@@ -32,8 +32,9 @@ from .selectors import department_caps, department_quotas_in_force, quota_figure
 
 def flavor_specs() -> list[FlavorSpec]:
     """A flavor per enabled GPU type; a DRA type's resource is the name Kueue counts its
-    claims' devices under (its Configuration maps each device class to it: kueue_dra_resource)."""
-    return [FlavorSpec(slug=t.slug, resource=(kueue_dra_resource(t.device_class)
+    claims' devices under (its Configuration maps the type's own device class to it:
+    kueue_dra_resource), one per type, so that each type's quota is held apart."""
+    return [FlavorSpec(slug=t.slug, resource=(kueue_dra_resource(dra_type_class(t.slug))
                                               if t.sharing == DRA else t.resource_name),
                        node_labels=tuple(sorted((t.node_selector or {}).items())))
             for t in GpuType.objects.filter(enabled=True).order_by("slug")]

@@ -24,7 +24,7 @@ from django.conf import settings
 
 from catalogue.models import GpuType, Template
 from catalogue.options import launch_argv
-from catalogue.sharing import DRA, dra_selector
+from catalogue.sharing import DRA, dra_type_class
 from credentials.manifests import SecretUse
 from kube.labels import workload_host
 
@@ -68,11 +68,10 @@ def launch_spec_resolve(*, template: Template, gpu_type: GpuType, kind: str, ima
         "gpu_type": gpu_type.slug,
         "gpu_resource": gpu_type.resource_name,
         "gpu_count": gpu_count,  # per node
-        # a DRA type's claim (catalogue/sharing.py): its device class and CEL selector, made
-        # from the type's product and memory; absent for every other type
-        **({"gpu_claim": {"device_class": gpu_type.device_class,
-                          "selector": dra_selector(product=gpu_type.product,
-                                                   memory_gb=gpu_type.memory_gb)}}
+        # a DRA type's claim (catalogue/sharing.py): the type's own device class, whose
+        # selector holds the driver's terms and the type's product and memory; absent for every
+        # other type
+        **({"gpu_claim": {"device_class": dra_type_class(gpu_type.slug), "selector": ""}}
            if gpu_type.sharing == DRA else {}),
         # how many nodes, and how they run together: "" one pod, "jobset" torchrun on each
         # node, "mpi" mpirun from a launcher (catalogue Template.engine)

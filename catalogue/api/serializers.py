@@ -52,6 +52,18 @@ class GpuTypeSerializer(serializers.Serializer[GpuTypeRow]):
                                                         "\"1/7\"")
     physical = serializers.SlugField(allow_null=True,
                                      help_text="the slug of the whole-GPU type it is carved from")
+    device_class = serializers.CharField(
+        allow_null=True, help_text="a dra type's own DeviceClass, which its claims name (NVIDIA's "
+                                   "driver's class narrowed to its product and memory: "
+                                   "\"a100-dra.gpu-portal.io\"); null for every other type")
+    mig_profile = serializers.CharField(
+        allow_null=True, help_text="a dra type of MIG instances: the profile its devices carry "
+                                   "(\"1g.10gb\"), which its fraction and memory name; null "
+                                   "for every other type")
+    quota_resource = serializers.CharField(
+        help_text="what its units are counted under in a project's ResourceQuota and Kueue's "
+                  "queues: its resource, or a dra type's own class's devices "
+                  "(\"a100-dra.gpu-portal.io.deviceclass.resource.k8s.io/devices\")")
     capacity = serializers.IntegerField(allow_null=True,
                                         help_text="units the nodes have (GPUs, or the shared "
                                                   "type's replicas or slices; a dra type's: the "

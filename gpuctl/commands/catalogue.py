@@ -27,12 +27,17 @@ def gpu_types(api: PortalClient, args: argparse.Namespace) -> int:
     # where the portal serves one cluster, the column would repeat CAPACITY and FREE
     several = len({name for row in rows for name in row.get("clusters") or {}}) > 1
     emit(args, rows, table(rows, [
-        ("slug", "slug"), ("name", "name"), ("resource", "resource_name"),
+        ("slug", "slug"), ("name", "name"), ("resource", gpu_type_resource),
         ("memory", lambda r: f"{r['memory_gb']} GB"), ("sharing", gpu_type_sharing),
         ("capacity", "capacity"), ("free", "free"), ("largest node", "largest_node"),
         *((("clusters", gpu_type_clusters),) if several else ()),
         ("next 24 h", gpu_type_ahead)]))
     return EXIT_OK
+
+
+def gpu_type_resource(row: dict[str, Any]) -> str:
+    """What a unit is asked as: the extended resource, or a DRA type's own device class."""
+    return str(row.get("device_class") or row.get("resource_name") or "")
 
 
 def gpu_type_sharing(row: dict[str, Any]) -> str:
@@ -42,8 +47,9 @@ def gpu_type_sharing(row: dict[str, Any]) -> str:
     if sharing == "exclusive" or (sharing == "dra" and row.get("gpu_fraction_text") == "1"):
         return sharing
     physical = row.get("physical")
-    return f"{sharing} {row.get('gpu_fraction_text', '')}" + (f" of {physical}" if physical
-                                                               else "")
+    profile = f" {row['mig_profile']}," if row.get("mig_profile") else ""
+    return f"{sharing}{profile} {row.get('gpu_fraction_text', '')}" + (
+        f" of {physical}" if physical else "")
 
 
 def gpu_type_clusters(row: dict[str, Any]) -> str:

@@ -21,10 +21,12 @@ its config/components):
   unless told, unless the DisableWaitForPodsReady feature gate is on). The JobSet and MPIJob
   integrations need their CRDs served when Kueue starts: stack/k8s/jobset.py and
   stack/k8s/mpi_operator.py start first (stack/k8s/addons.py);
-- `resources.deviceClassMappings`: each device class of NVIDIA's DRA driver counted under the
-  resource a DRA GPU type's ClusterQueue quota is in (tenants/manifests.py), so that Kueue
-  admits a DRA launch against its claims' devices (its DRA support, KueueDRAIntegration, is on
-  by default in v0.19; a claim of a class not mapped leaves its Workload inadmissible);
+- `resources.deviceClassMappings`: the DeviceClass of each DRA GPU type the DRA addon's pools
+  are for (stack/k8s/dra.py type_classes: the portal makes one per DRA type) counted under the
+  resource that type's ClusterQueue quota is in (tenants/manifests.py), so that Kueue admits a
+  DRA launch against its claims' devices, each type's apart (its DRA support,
+  KueueDRAIntegration, is on by default in v0.19; a claim of a class not mapped leaves its
+  Workload inadmissible). Kueue reads the mappings once, at start, as a site's Kueue does;
 - the feature gate VisibilityOnDemand off: its visibility API server reads its certificate from
   the fixed path /visibility and is reached through an APIService whose Service must have a
   non-loopback endpoint; the portal orders the pending Workloads itself where that API is
@@ -35,7 +37,9 @@ its config/components):
 - the namespace kueue-system (its events), and an administrator's kubeconfig.
 
 `stop_process()` / `start_process()` stop and start the controller alone (the webhooks stay
-registered, failing closed): the Kueue-outage fault test.
+registered, failing closed): the Kueue-outage fault test. `remap(classes)` restarts it with
+other DRA classes mapped, as a site does after adding a DRA type (Kueue reads its mappings
+only when it starts).
 """
 
 from __future__ import annotations
@@ -46,16 +50,17 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from kube.dra import DRA_DEVICE_TYPES
-from tenants.manifests import kueue_device_class_mappings
+from catalogue.sharing import kueue_device_class_mappings
 
 from ..procs import StackError, free_port, stop
 from . import build
+from .dra import type_classes
 
 if TYPE_CHECKING:
     from .cluster import ControlPlane
@@ -85,7 +90,10 @@ CONTROLLER_CONCURRENCY = (("Job.batch", 5), ("Pod", 20), ("Workload.kueue.x-k8s.
 
 def configuration(*, webhook_port: int, health_port: int,
                   cert_dir: Path, pods_ready_timeout: float = DEFAULT_PODS_READY_TIMEOUT,
-                  multikueue: MultiKueueSettings | None = None) -> dict[str, Any]:
+                  multikueue: MultiKueueSettings | None = None,
+                  device_classes: Sequence[str] | None = None) -> dict[str, Any]:
+    """Kueue's Configuration; `device_classes`: the DRA types' classes it maps (by default
+    those of the types the DRA addon's pools are for)."""
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
         "namespace": NAMESPACE,
@@ -110,9 +118,10 @@ def configuration(*, webhook_port: int, health_port: int,
         "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare",
                                                  "LessThanInitialShare"]},
         # DRA: a queued pod's claims (from its ResourceClaimTemplates) count their devices
-        # per device class of NVIDIA's driver, under the resource the tenants' ClusterQueues
-        # hold a DRA type's quota in (KueueDRAIntegration, on by default since v0.18)
-        "resources": {"deviceClassMappings": kueue_device_class_mappings(DRA_DEVICE_TYPES)},
+        # per device class (each DRA type's own), under the resource the tenants' ClusterQueues
+        # hold that type's quota in (KueueDRAIntegration, on by default since v0.18)
+        "resources": {"deviceClassMappings": kueue_device_class_mappings(
+            type_classes() if device_classes is None else device_classes)},
     }
     if multikueue is not None:
         config["multiKueue"] = multikueue.configuration()
@@ -213,7 +222,9 @@ class Kueue:
         self.proc: subprocess.Popen[bytes] | None = None
         self.cp: ControlPlane | None = None
         self.webhook_port = 0
+        self.health_port = 0
         self.health_url = ""
+        self.cert_dir = Path()
         self.command: list[str] = []
 
     def apiserver_args(self, cp: ControlPlane) -> list[str]:
@@ -237,18 +248,30 @@ class Kueue:
         binary = build.ensure("kueue")["kueue"]
         folder = build.module_dir("kueue")
         self.webhook_port = free_port()
-        health_port = free_port()
-        self.health_url = f"http://127.0.0.1:{health_port}/readyz"
-        cert_dir = build.serving_cert_dir(cp, "kueue")
-        config = cp.workdir / "kueue-config.yaml"
-        config.write_text(yaml.safe_dump(configuration(
-            webhook_port=self.webhook_port, health_port=health_port,
-            cert_dir=cert_dir, pods_ready_timeout=self.pods_ready_timeout,
-            multikueue=self.multikueue), sort_keys=False))
+        self.health_port = free_port()
+        self.health_url = f"http://127.0.0.1:{self.health_port}/readyz"
+        self.cert_dir = build.serving_cert_dir(cp, "kueue")
+        config = self._write_config()
         ensure_metrics_certificate(cp)
         self._install(cp, folder)
         self.command = [str(binary), f"--config={config}", f"--kubeconfig={cp.admin_kubeconfig}",
                         "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info"]
+        self.start_process()
+
+    def _write_config(self, device_classes: Sequence[str] | None = None) -> Path:
+        assert self.cp is not None
+        config = self.cp.workdir / "kueue-config.yaml"
+        config.write_text(yaml.safe_dump(configuration(
+            webhook_port=self.webhook_port, health_port=self.health_port,
+            cert_dir=self.cert_dir, pods_ready_timeout=self.pods_ready_timeout,
+            multikueue=self.multikueue, device_classes=device_classes), sort_keys=False))
+        return config
+
+    def remap(self, device_classes: Sequence[str]) -> None:
+        """Kueue restarted with these DRA classes mapped, as a site adds a DRA type's lines to
+        its Configuration and restarts Kueue (which reads them only when it starts)."""
+        self._write_config(device_classes)
+        self.stop_process()
         self.start_process()
 
     def start_process(self) -> None:

@@ -10,7 +10,7 @@ from django.test import Client
 
 from audit.models import AuditRecord
 from catalogue.models import GpuType
-from catalogue.services import CatalogueRefused, gpu_type_update
+from catalogue.services import CatalogueRefused, gpu_type_create, gpu_type_update
 from tenants.models import Tenant
 from tenants.services import quota_update
 from tests.support.database import dra_gpu_type
@@ -63,6 +63,27 @@ def test_a_dra_types_fields_agree(db):
     assert mig.gpu_fraction == Fraction(1, 7)
 
 
+def test_each_dra_type_has_a_device_class_of_its_own_and_the_page_shows_kueues_lines(
+        admin, cluster, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as sent:
+        assert admin.post("/admin/gpu-types/new/", DRA_FORM).status_code == 302
+    # a DRA type made: the tenants' reconcile makes its DeviceClass on each cluster at once
+    assert len(sent) == 1
+    dra_gpu_type("h100")
+    page = admin.get("/admin/gpu-types/").content.decode()
+    assert "DeviceClass <code>h100-dra.gpu-portal.io</code>" in row_of(page, "h100-dra")
+    mappings = page.split('id="kueue-device-class-mappings"', 1)[1].split("</section>", 1)[0]
+    assert ("- name: a100-dra.gpu-portal.io.deviceclass.resource.k8s.io/devices\n"
+            "    deviceClassNames: [a100-dra.gpu-portal.io]\n"
+            "  - name: h100-dra.gpu-portal.io.deviceclass.resource.k8s.io/devices\n"
+            "    deviceClassNames: [h100-dra.gpu-portal.io]") in mappings
+    # the slug names the class: a DNS label
+    with pytest.raises(CatalogueRefused, match="names its DeviceClass"):
+        gpu_type_create(acting_user=None, slug="A100_dra", name="x", resource_name="nvidia.com/gpu",
+                        node_selector={}, memory_gb=80, sharing="dra",
+                        device_class="gpu.nvidia.com")
+
+
 def test_a_dra_launch_on_kubesim_is_refused_400_dra_unavailable(login, gpu_types, cluster,
                                                                 project_token):
     dra_gpu_type()
@@ -73,6 +94,12 @@ def test_a_dra_launch_on_kubesim_is_refused_400_dra_unavailable(login, gpu_types
     headers = {"HTTP_X_AUTH_TOKEN": project_token("researcher", "vision-lab")}
     types = {row["slug"]: row for row in Client().get("/api/v1/gpu-types/", **headers).json()}
     assert (types["a100-dra"]["sharing"], types["a100-dra"]["gpu_fraction_text"]) == ("dra", "1")
+    # its claims name the type's own DeviceClass, whose devices its quota counts
+    assert (types["a100-dra"]["device_class"], types["a100-dra"]["quota_resource"]) == (
+        "a100-dra.gpu-portal.io", "a100-dra.gpu-portal.io.deviceclass.resource.k8s.io/devices")
+    assert (types["a100"]["device_class"], types["a100"]["quota_resource"]) == (
+        None, "nvidia.com/gpu")
+    assert types["a100-dra"]["mig_profile"] is None  # a whole GPU
     response = Client().post("/api/v1/workloads/", {
         "name": "claimed", "template": "jupyter", "gpu_type": "a100-dra", "gpu_count": 1},
         content_type="application/json", **headers)
@@ -92,3 +119,24 @@ def test_the_launch_page_names_the_refusal_on_the_gpu_type(login, gpu_types, clu
     assert response.status_code == 400
     assert "does not serve resource.k8s.io/v1" in field_error(response.content.decode(),
                                                               "gpu_type")
+
+
+def test_a_dra_mig_types_class_selects_its_profile_by_its_slices_and_memory(db):
+    from catalogue.sharing import dra_mig_profile, dra_type_class_selector
+    from tests.support.database import dra_mig_gpu_type
+
+    mig = dra_mig_gpu_type("3g.40gb")
+    assert (mig.dra_profile, mig.gpu_fraction) == ("3g.40gb", Fraction(3, 7))
+    assert dra_gpu_type("h100").dra_profile == ""  # a whole GPU
+    assert dra_mig_profile(device_class="mig.nvidia.com", fraction=Fraction(1, 4), memory_gb=6,
+                           product="NVIDIA A30") == "1g.6gb"  # four slices
+    assert dra_mig_profile(device_class="mig.nvidia.com", fraction=Fraction(1, 3), memory_gb=6,
+                           product="NVIDIA A30") == ""  # no whole number of slices
+    # the profiles of one board differ in their profile, not in their product
+    assert dra_type_class_selector(device_class="mig.nvidia.com", product=mig.product,
+                                   memory_gb=40, profile=mig.dra_profile) == (
+        "device.driver == 'gpu.nvidia.com' && "
+        "device.attributes['gpu.nvidia.com'].type == 'mig' && "
+        "device.attributes['gpu.nvidia.com'].profile == '3g.40gb' && "
+        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3' && "
+        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40G')) >= 0")

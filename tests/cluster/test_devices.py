@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from cluster.capacity import GpuTypeCapacity, devices_in_use, dra_capacity
 from cluster.devices import claim_view, device_matches, published_devices, slice_view
 from kube.labels import LABEL_WORKLOAD_ID
-from stack.k8s.dra import DraPool, resource_slice
+from stack.k8s.dra import DraPool, resource_slice, resource_slices
 
 
 def dra_type(slug: str = "a100-dra", *, device_class: str = "gpu.nvidia.com",
@@ -95,3 +95,82 @@ def test_a_type_placed_by_its_extended_resource_is_left_to_the_nodes():
                                 node_selector={"gputype": "a100"}, device_class="",
                                 product="", memory_gb=80)
     assert dra_capacity([exclusive], [], slices(A100), [])[0] == {}
+
+
+H100 = DraPool(name="h100", product="NVIDIA H100 80GB HBM3", architecture="Hopper",
+               partitionable=True)
+H100_NODE = "gpu-h100-dra-1"
+
+
+def h100_type(slug: str, profile: str = "") -> SimpleNamespace:
+    found = dra_type(slug, device_class="mig.nvidia.com" if profile else "gpu.nvidia.com",
+                     product="NVIDIA H100 80GB HBM3",
+                     memory_gb=int(profile.split(".")[1][:-2]) if profile else 80)
+    found.dra_profile = profile
+    return found
+
+
+WHOLE, ONE_G, THREE_G = (h100_type("h100-dra"), h100_type("h100-1g-10gb-dra", "1g.10gb"),
+                         h100_type("h100-3g-40gb-dra", "3g.40gb"))
+
+
+def partitioned(*held: str) -> dict:
+    """The three H100 types' figures with these devices of gpu-h100-dra-1 allocated."""
+    claims = [claim_view(claim("ns", f"c-{name}", [(H100_NODE, name)])) for name in held]
+    figures, _ = dra_capacity([WHOLE, ONE_G, THREE_G], [node(H100_NODE)],
+                              [slice_view(piece) for piece in resource_slices(H100, H100_NODE)],
+                              claims)
+    return {slug: (f.capacity, f.allocatable, f.allocated, f.free)
+            for slug, f in figures.items()}
+
+
+def test_a_partitionable_gpu_is_published_with_its_counters_and_valid_slices():
+    import kubernetes_validate
+
+    version = kubernetes_validate.utils.latest_version()
+    pieces = resource_slices(H100, H100_NODE)
+    for piece in pieces:
+        kubernetes_validate.validate(piece, version, strict=True)
+    devices, counters = (slice_view(piece) for piece in pieces)
+    assert counters.counters[0][0] == "gpu-0-counter-set"
+    assert dict(counters.counters[0][1])["memory"] == 80 * 2**30
+    by_name = {d.name: d for d in devices.devices}
+    assert (by_name["gpu-1-mig-3g-40gb-4"].type, by_name["gpu-1-mig-3g-40gb-4"].profile) == (
+        "mig", "3g.40gb")
+    assert dict(by_name["gpu-1-mig-3g-40gb-4"].consumes)["gpu-1-counter-set"] == (
+        ("memory", 40 * 2**30), ("memory-slice-4", 1), ("memory-slice-5", 1),
+        ("memory-slice-6", 1), ("memory-slice-7", 1))
+    # a MIG type matches its profile's devices only
+    assert sum(device_matches(ONE_G, d) for d in devices.devices) == 14
+    assert sum(device_matches(THREE_G, d) for d in devices.devices) == 4
+    assert sum(device_matches(WHOLE, d) for d in devices.devices) == 2
+
+
+def test_whole_gpus_and_their_profiles_exclude_each_other_as_the_counters_say():
+    # (capacity, allocatable, allocated, free): nothing held, every GPU can be had either way
+    assert partitioned() == {"h100-dra": (2, 2, 0, 2), "h100-1g-10gb-dra": (14, 14, 0, 14),
+                             "h100-3g-40gb-dra": (4, 4, 0, 4)}
+    # a 1g.10gb on gpu-0: its whole GPU and the 3g.40gb on its slices 0-3 cannot be had
+    assert partitioned("gpu-0-mig-1g-10gb-0") == {
+        "h100-dra": (2, 1, 0, 1), "h100-1g-10gb-dra": (14, 14, 1, 13),
+        "h100-3g-40gb-dra": (4, 3, 0, 3)}
+    # a whole gpu-1 held: none of its profiles is left
+    assert partitioned("gpu-0-mig-1g-10gb-0", "gpu-1") == {
+        "h100-dra": (2, 1, 1, 0), "h100-1g-10gb-dra": (14, 7, 1, 6),
+        "h100-3g-40gb-dra": (4, 1, 0, 1)}
+
+
+def test_the_admins_node_layout_says_how_each_partitionable_gpu_is_carved_now():
+    from cluster.devices import node_layouts
+
+    devices = published_devices([slice_view(piece)
+                                 for piece in resource_slices(H100, H100_NODE)]
+                                + slices(DraPool()))
+    held = [(H100_NODE, H100_NODE, "gpu-0-mig-1g-10gb-0"), (H100_NODE, H100_NODE,
+                                                            "gpu-0-mig-1g-10gb-3"),
+            (H100_NODE, H100_NODE, "gpu-1")]
+    layouts = node_layouts(devices, [("gpu.nvidia.com", pool, name) for _, pool, name in held])
+    assert layouts[H100_NODE] == (
+        "2 × NVIDIA H100 80GB HBM3, partitionable (DRA): gpu-0 2 × 1g.10gb in use; "
+        "gpu-1 whole in use", "2 GPUs, or parts of them: 14 × 1g.10gb, 4 × 3g.40gb")
+    assert layouts["gpu-a100-dra-1"] == ("2 × NVIDIA A100-SXM4-80GB (DRA)", "2 GPUs")

@@ -14,4 +14,7 @@ def test_the_sharing_column_says_the_part_of_a_gpu_and_its_physical_type():
     assert gpu_type_sharing({"sharing": "dra", "gpu_fraction_text": "1"}) == "dra"
     assert gpu_type_sharing({"sharing": "dra", "gpu_fraction_text": "1/7",
                              "physical": "a100"}) == "dra 1/7 of a100"
+    # a MIG profile of a partitionable GPU, claimed through DRA
+    assert gpu_type_sharing({"sharing": "dra", "gpu_fraction_text": "3/7",
+                             "mig_profile": "3g.40gb"}) == "dra 3g.40gb, 3/7"
     assert gpu_type_sharing({}) == "exclusive"  # an older portal's rows

@@ -103,28 +103,41 @@ def test_a_held_queue_admits_nothing_new():
     assert make_cluster_queue(spec(held=True), FLAVORS)["spec"]["stopPolicy"] == "Hold"
 
 
-def test_kueue_counts_a_dra_types_devices_under_the_name_its_configuration_maps_them_to():
+A100_DRA = "a100-dra.gpu-portal.io.deviceclass.resource.k8s.io/devices"
+H100_DRA = "h100-dra.gpu-portal.io.deviceclass.resource.k8s.io/devices"
+
+
+def test_kueue_counts_each_dra_types_devices_under_a_resource_of_its_own():
     from pathlib import Path
 
     from stack.k8s.kueue import configuration
     from tenants.manifests import kueue_dra_resource
 
+    # the real control plane's Kueue maps the classes of the types its DRA pools are for
+    # (the partitionable H100s' MIG profiles too): each type's own DeviceClass, each to a
+    # resource of its own
     config = configuration(webhook_port=1, health_port=2, cert_dir=Path("/c"))
     assert config["resources"]["deviceClassMappings"] == [
-        {"name": "gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
-         "deviceClassNames": ["gpu.nvidia.com"]},
-        {"name": "mig.nvidia.com.deviceclass.resource.k8s.io/devices",
-         "deviceClassNames": ["mig.nvidia.com"]}]
-    # a ClusterQueue holds a DRA type's quota under that name, beside the extended resources
-    flavors = [*FLAVORS, FlavorSpec("a100-dra", kueue_dra_resource("gpu.nvidia.com"),
-                                    (("gputype", "a100-dra"),))]
-    queue = make_cluster_queue(spec(gpus=(("a100", 4), ("a100-dra", 2))), flavors)
+        {"name": f"{name}.gpu-portal.io.deviceclass.resource.k8s.io/devices",
+         "deviceClassNames": [f"{name}.gpu-portal.io"]}
+        for name in ("a100-dra", "h100-1g-10gb-dra", "h100-3g-40gb-dra", "h100-dra")]
+    # a ClusterQueue holds each DRA type's quota under its own name, beside the extended
+    # resources: two types of the driver's one class are two quotas
+    flavors = [*FLAVORS,
+               FlavorSpec("a100-dra", kueue_dra_resource("a100-dra.gpu-portal.io"),
+                          (("gputype", "a100-dra"),)),
+               FlavorSpec("h100-dra", kueue_dra_resource("h100-dra.gpu-portal.io"),
+                          (("gputype", "h100-dra"),))]
+    queue = make_cluster_queue(spec(gpus=(("a100", 4), ("a100-dra", 2), ("h100-dra", 1))),
+                               flavors)
     gpus = queue["spec"]["resourceGroups"][1]
-    assert kueue_dra_resource("gpu.nvidia.com") in gpus["coveredResources"]
-    dra = next(f for f in gpus["flavors"] if f["name"] == "gpu-a100-dra")
-    assert {r["name"]: r["nominalQuota"] for r in dra["resources"]} == {
-        "nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "0",
-        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2"}
+    assert {A100_DRA, H100_DRA} <= set(gpus["coveredResources"])
+    quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]}
+              for f in gpus["flavors"]}
+    assert quotas["gpu-a100-dra"] == {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "0",
+                                      A100_DRA: "2", H100_DRA: "0"}
+    assert quotas["gpu-h100-dra"] == {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "0",
+                                      A100_DRA: "0", H100_DRA: "1"}
 
 
 def test_a_dra_types_flavor_takes_the_mapped_resource(db):
@@ -133,5 +146,4 @@ def test_a_dra_types_flavor_takes_the_mapped_resource(db):
 
     dra_gpu_type()
     (flavor,) = [f for f in flavor_specs() if f.slug == "a100-dra"]
-    assert flavor == FlavorSpec("a100-dra", "gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
-                                (("gputype", "a100-dra"),))
+    assert flavor == FlavorSpec("a100-dra", A100_DRA, (("gputype", "a100-dra"),))

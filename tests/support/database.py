@@ -60,15 +60,33 @@ def demo_gpu_types() -> dict[str, Any]:
     }
 
 
-def dra_gpu_type() -> Any:
-    """A whole A100 claimed through DRA: the real control plane's DRA node pool's
-    (stack/k8s/dra.py: gpu-a100-dra-1, two NVIDIA A100-SXM4-80GB devices of 80Gi)."""
+def dra_gpu_type(board: str = "a100") -> Any:
+    """A whole GPU claimed through DRA, of one of the real control plane's DRA node pools
+    (stack/k8s/dra.py: gpu-a100-dra-1, two NVIDIA A100-SXM4-80GB devices of 80Gi; `board`
+    "h100": gpu-h100-dra-1, two NVIDIA H100 80GB HBM3). Both are of the driver's class
+    gpu.nvidia.com; each type has its own DeviceClass and quota."""
     from catalogue.models import GpuType
 
+    product = {"a100": "NVIDIA A100-SXM4-80GB", "h100": "NVIDIA H100 80GB HBM3"}[board]
     return GpuType.objects.create(
-        slug="a100-dra", name="NVIDIA A100 80GB (DRA)", memory_gb=80,
-        resource_name="nvidia.com/gpu", node_selector={"gputype": "a100-dra"}, sharing="dra",
-        device_class="gpu.nvidia.com", product="NVIDIA A100-SXM4-80GB")
+        slug=f"{board}-dra", name=f"NVIDIA {board.upper()} 80GB (DRA)", memory_gb=80,
+        resource_name="nvidia.com/gpu", node_selector={"gputype": f"{board}-dra"},
+        sharing="dra", device_class="gpu.nvidia.com", product=product)
+
+
+def dra_mig_gpu_type(profile: str = "1g.10gb") -> Any:
+    """A MIG profile of the real control plane's partitionable H100s claimed through DRA
+    (stack/k8s/dra.py: gpu-h100-dra-1 publishes each GPU whole and as its profiles' devices,
+    sharing its counters): `profile` "3g.40gb" is 3/7 of a GPU and 40 GB."""
+    from catalogue.models import GpuType
+
+    slices, memory = profile.removesuffix("gb").split("g.")
+    return GpuType.objects.create(
+        slug=f"h100-{profile.replace('.', '-')}-dra", name=f"NVIDIA H100, MIG {profile} (DRA)",
+        memory_gb=int(memory), resource_name="nvidia.com/gpu",
+        node_selector={"gputype": "h100-dra"}, sharing="dra", device_class="mig.nvidia.com",
+        product="NVIDIA H100 80GB HBM3", fraction_numerator=int(slices),
+        fraction_denominator=7)
 
 
 def demo_shared_gpu_types(physical: dict[str, Any]) -> dict[str, Any]:

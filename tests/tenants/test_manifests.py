@@ -6,13 +6,13 @@ import ipaddress
 import kubernetes_validate
 import pytest
 
+from catalogue.sharing import device_class_quota
 from kube.labels import label_value
 from kubesim.selectors import selector_from_match  # kubesim's Kubernetes label selectors
 from tenants.manifests import (
     RETIRED_OBJECTS,
     EgressSpec,
     NamespaceSpec,
-    device_class_quota,
     egress_destination,
     enforced_level,
     level_admits_root,
@@ -72,9 +72,11 @@ def test_resource_quota_counts_gpus_mig_cpu_memory_pods_and_load_balancers():
 
 def test_resource_quota_counts_a_dra_types_devices_per_device_class():
     spec = dataclasses.replace(SPEC, gpus_by_resource={
-        "nvidia.com/gpu": 8, device_class_quota("gpu.nvidia.com"): 3})
+        "nvidia.com/gpu": 8, device_class_quota("a100-dra.gpu-portal.io"): 3,
+        device_class_quota("h100-dra.gpu-portal.io"): 1})
     hard = make_resource_quota(spec)["spec"]["hard"]
-    assert hard["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"] == "3"
+    assert hard["a100-dra.gpu-portal.io.deviceclass.resource.k8s.io/devices"] == "3"
+    assert hard["h100-dra.gpu-portal.io.deviceclass.resource.k8s.io/devices"] == "1"
     assert not any("deviceclass" in key for key in hard if key.startswith("requests."))
     kubernetes_validate.validate(make_resource_quota(spec),
                                  kubernetes_validate.utils.latest_version(), strict=True)
@@ -361,3 +363,24 @@ def test_an_unknown_pod_security_level_stops_the_start(settings):
     settings.PORTAL_POD_SECURITY_ENFORCE = "strict"
     (error,) = pod_security_check(None)
     assert error.id == "tenants.E003" and "PORTAL_POD_SECURITY_ENFORCE" in error.msg
+
+
+def test_a_dra_types_own_device_class_narrows_the_drivers_to_its_board():
+    from catalogue.sharing import dra_type_class, dra_type_class_selector
+    from tenants.manifests import DeviceClassSpec, make_device_class
+
+    selector = dra_type_class_selector(device_class="gpu.nvidia.com",
+                                       product="NVIDIA H100 80GB HBM3", memory_gb=80)
+    assert selector == (
+        "device.driver == 'gpu.nvidia.com' && "
+        "device.attributes['gpu.nvidia.com'].type == 'gpu' && "
+        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3' && "
+        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80G')) >= 0")
+    klass = make_device_class(DeviceClassSpec(name=dra_type_class("h100-dra"), slug="h100-dra",
+                                              selector=selector))
+    assert klass == {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "h100-dra.gpu-portal.io", "labels": {
+            "app.kubernetes.io/managed-by": "gpu-portal", "gpu-portal.io/gpu-type": "h100-dra"}},
+        "spec": {"selectors": [{"cel": {"expression": selector}}]}}
+    kubernetes_validate.validate(klass, kubernetes_validate.utils.latest_version(), strict=True)
