@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client, TestCase
+from django.test import Client, TestCase, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
@@ -49,6 +49,7 @@ from notifications.models import Kind, Notification, Webhook
 from storage.models import Dataset, StorageClass, Volume
 from tenants.models import Department, Quota, Tenant
 from tenants.services import quota_update, tenant_ensure
+from tests.support.database import demo_gpu_types, rows_of_the_module
 from usage.models import GpuUsageRollup
 from workloads.models import Workload
 
@@ -240,7 +241,7 @@ def test_every_page_has_a_rule():
 
 @dataclasses.dataclass
 class World:
-    sign_in: Callable[[str], Client]
+    identities: dict[str, Identity]
     tenants: dict[str, Tenant]
     workloads: dict[str, Workload]
     catalogue: dict[str, object]
@@ -253,6 +254,21 @@ class World:
         if who not in self.clients:
             self.clients[who] = self.sign_in(who)
         return self.clients[who]
+
+    def sign_in(self, who: str) -> Client:
+        """A browser whose server-side session holds `who`'s Keystone identity, as the login
+        form leaves it (tests/identity/test_login.py proves the form itself)."""
+        identity = dataclasses.replace(self.identities[who], validated_at=dt.datetime.now(dt.UTC))
+        for project in identity.projects:  # first sight of a project records its tenant
+            tenant_ensure(keystone_project_id=project.id, name=project.name,
+                          domain_id=project.domain_id)
+        client = Client()
+        client.force_login(user_sync(token=identity.unscoped, is_admin=identity.is_admin),
+                           backend="identity.backend.KeystoneBackend")
+        session = client.session
+        identity_store.store(session, identity)
+        session.save()
+        return client
 
     def call(self, who: str | None, page: Page, url: str | None = None):
         client = Client() if who is None else self.client(who)
@@ -315,24 +331,28 @@ def identities(keystone) -> dict[str, Identity]:
     return out
 
 
-@pytest.fixture
-def world(identities, gpu_types, cluster) -> World:
-    def sign_in(who: str) -> Client:
-        """A browser whose server-side session holds `who`'s Keystone identity, as the login
-        form leaves it (tests/identity/test_login.py proves the form itself)."""
-        identity = dataclasses.replace(identities[who], validated_at=dt.datetime.now(dt.UTC))
-        for project in identity.projects:  # first sight of a project records its tenant
-            tenant_ensure(keystone_project_id=project.id, name=project.name,
-                          domain_id=project.domain_id)
-        client = Client()
-        client.force_login(user_sync(token=identity.unscoped, is_admin=identity.is_admin),
-                           backend="identity.backend.KeystoneBackend")
-        session = client.session
-        identity_store.store(session, identity)
-        session.save()
-        return client
+@pytest.fixture(scope="module")
+def shared_world(django_db_setup, django_db_blocker, identities, kubesim) -> Iterator[World]:
+    """The world, made once for the module's tests (tests/support/database.py): what a test
+    changes in it is rolled back when that test ends."""
+    from cluster.addresses import address_pools_forget
 
-    world = World(sign_in=sign_in, tenants={}, workloads={},
+    with rows_of_the_module(django_db_blocker):
+        with django_db_blocker.unblock(), override_settings(KUBECONFIG=str(kubesim.kubeconfig)):
+            address_pools_forget()
+            world = make_world(identities, demo_gpu_types())
+        yield world
+
+
+@pytest.fixture
+def world(shared_world, cluster) -> World:
+    """The module's world, its people signed in afresh by each test (a session is a row the
+    test's rollback takes back)."""
+    return dataclasses.replace(shared_world, clients={})
+
+
+def make_world(identities: dict[str, Identity], gpu_types: dict[str, GpuType]) -> World:
+    world = World(identities=identities, tenants={}, workloads={},
                   catalogue={"gpu_type": gpu_types["a100"],
                              "template": Template.objects.get(slug="jupyter"),
                              "cluster": Cluster.objects.get(home=True),
