@@ -3,17 +3,24 @@ control plane's tests run in one process, which alone starts it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from tests.fixtures.scheduling import (
     BROWSER_GROUP,
+    BUILT,
+    CLUSTERS_BUILT,
+    FILLER_SECONDS,
+    FOLDER,
     KUEUE_GROUP,
     MULTI_GROUP,
     REAL_GROUP,
+    clusters_built,
     group_of,
     ordered,
+    pytest_configure_node,
 )
 
 
@@ -28,13 +35,14 @@ def test_a_test_goes_with_the_control_plane_it_uses(fixtures, group):
     assert group_of(item) == group  # type: ignore[arg-type]
 
 
+def item(nodeid: str, *fixtures: str, builds: tuple[str, ...] = ()) -> SimpleNamespace:
+    return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures), iter_markers=lambda name:
+                           [SimpleNamespace(args=builds)] if builds and name == "builds" else [])
+
+
 def test_the_units_that_start_a_control_plane_go_out_last():
     """On a fresh machine their Go components build meanwhile (stack/k8s/build.py), a test's
     components besides its cluster's (a `builds` mark) after the cluster's."""
-    def item(nodeid: str, *fixtures: str, builds: tuple[str, ...] = ()) -> SimpleNamespace:
-        return SimpleNamespace(nodeid=nodeid, fixturenames=list(fixtures), iter_markers=lambda name:
-                               [SimpleNamespace(args=builds)] if builds and name == "builds" else [])
-
     items = [item("tests/r/test_gateway.py::t", "real_cluster", builds=("traefik",)),
              item("tests/q/test_kueue.py::t", "kueue_cluster"),
              item("tests/r/test_dra.py::t", "dra_cluster"),
@@ -58,3 +66,37 @@ def test_the_units_that_start_a_control_plane_go_out_last():
                       "tests/r/test_real.py::t": REAL_GROUP,
                       "tests/q/test_kueue.py::t": KUEUE_GROUP,
                       "tests/m/test_multi.py::t": MULTI_GROUP}
+
+
+def test_once_the_control_planes_are_built_the_short_files_go_after_them():
+    """They fill in while the other process runs a control plane's group: the groups are the
+    largest units, and last they left one process idle at the end."""
+    short = [f"tests/a/test_short.py::t{n}" for n in range(FILLER_SECONDS - 1)]
+    long = [f"tests/a/test_long.py::t{n}" for n in range(FILLER_SECONDS)]
+    items = [item("tests/r/test_real.py::t", "real_cluster"),
+             *(item(nodeid, "db") for nodeid in short),
+             item("tests/r/test_dra.py::t", "dra_cluster"),
+             *(item(nodeid, "db") for nodeid in long),
+             item("tests/browser/test_b.py::t", "page")]
+
+    def order(built: bool) -> list[str]:
+        return [i.nodeid for i in ordered(items, {}, clusters_built=built)]  # type: ignore[arg-type]
+
+    cluster_units = ["tests/r/test_real.py::t", "tests/r/test_dra.py::t"]
+    assert order(False) == ["tests/browser/test_b.py::t", *long, *short, *cluster_units]
+    assert order(True) == ["tests/browser/test_b.py::t", *long, *cluster_units, *short]
+
+
+def test_the_controller_tells_every_test_process_whether_the_control_planes_are_built():
+    """Each process orders its collection by it: looked at once, the orders are alike."""
+    from stack.k8s import build
+
+    config = SimpleNamespace(stash={CLUSTERS_BUILT: True})
+    nodes = [SimpleNamespace(config=config, gateway=SimpleNamespace(id=f"gw{n}"), workerinput={})
+             for n in range(2)]
+    config.stash[FOLDER] = Path("/nonexistent")
+    for node in nodes:
+        pytest_configure_node(node)
+    assert [node.workerinput[BUILT] for node in nodes] == [True, True]
+    assert clusters_built() == all(build.COMPONENTS[name].built() for name in (
+        *build.CONTROL_PLANE, *build.QUEUEING))

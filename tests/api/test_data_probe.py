@@ -32,11 +32,13 @@ from django.test import Client, TestCase, override_settings
 from audit.models import AuditRecord
 from credentials.models import Secret
 from credentials.services import secret_create
+from identity.identity import Identity
 from storage.models import Dataset, StorageClass, Volume
 from tenants.models import Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
 from tests.support.database import demo_gpu_types, rows_of_the_module
+from tests.support.sessions import keystone_identities, signed_in
 from tests.support.tokens import project_tokens
 
 pytestmark = pytest.mark.django_db
@@ -620,9 +622,17 @@ def page_cases() -> list[Case]:
 PAGE_CASES = page_cases()
 
 
+@pytest.fixture(scope="module")
+def page_identities(keystone) -> dict[str, Identity]:
+    """The page roles' Keystone identities, from the real Keystone once for the module: each
+    test signs its role in with it (tests/support/sessions.py) rather than through the login
+    form, which 155 tests went through again (tests/identity/test_login.py proves the form)."""
+    return keystone_identities(PAGE_ROLES)
+
+
 @pytest.mark.parametrize("case", PAGE_CASES, ids=[case.id for case in PAGE_CASES])
-def test_each_role_reaches_each_page_by_its_rule(world, as_user, case):
-    browser = as_user(*PAGE_ROLES[case.who])
+def test_each_role_reaches_each_page_by_its_rule(world, page_identities, case):
+    browser = signed_in(page_identities[case.who])
     target = case.target or "researcher"
     ids = {**_ids(world, target), "dataset": world.datasets["vision"].pk}
     before = snapshot()

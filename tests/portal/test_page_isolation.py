@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client, TestCase
+from django.test import Client, TestCase, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
@@ -40,15 +40,13 @@ from calendars.models import MaintenanceWindow, Reservation
 from catalogue.models import GpuType, Template
 from clusters.models import Cluster
 from credentials.models import Secret
-from identity import identity as identity_store
-from identity.client import KeystoneClient
 from identity.identity import Identity
-from identity.roles import is_portal_admin
-from identity.services import user_sync
 from notifications.models import Kind, Notification, Webhook
 from storage.models import Dataset, StorageClass, Volume
 from tenants.models import Department, Quota, Tenant
-from tenants.services import quota_update, tenant_ensure
+from tenants.services import quota_update
+from tests.support.database import demo_gpu_types, rows_of_the_module
+from tests.support.sessions import keystone_identities, signed_in
 from usage.models import GpuUsageRollup
 from workloads.models import Workload
 
@@ -240,7 +238,7 @@ def test_every_page_has_a_rule():
 
 @dataclasses.dataclass
 class World:
-    sign_in: Callable[[str], Client]
+    identities: dict[str, Identity]
     tenants: dict[str, Tenant]
     workloads: dict[str, Workload]
     catalogue: dict[str, object]
@@ -253,6 +251,11 @@ class World:
         if who not in self.clients:
             self.clients[who] = self.sign_in(who)
         return self.clients[who]
+
+    def sign_in(self, who: str) -> Client:
+        """A browser whose server-side session holds `who`'s Keystone identity, as the login
+        form leaves it (tests/support/sessions.py)."""
+        return signed_in(self.identities[who])
 
     def call(self, who: str | None, page: Page, url: str | None = None):
         client = Client() if who is None else self.client(who)
@@ -299,40 +302,32 @@ NAMES = {"vision": "visionprobe", "nlp": "nlpprobe"}
 
 @pytest.fixture(scope="module")
 def identities(keystone) -> dict[str, Identity]:
-    """Each person's Keystone identity, from the real Keystone once for the module (tokens are
-    Keystone state, not database): unscoped, projects, a token scoped to the project, admin."""
-    client = KeystoneClient()
-    out = {}
-    for who, (user, project) in PEOPLE.items():
-        unscoped = client.authenticate(user, f"{user}-demo-pass", "Default")
-        projects = client.user_projects(unscoped.id)
-        wanted = next(p for p in projects if p.name == project)
-        scoped = client.scope_to_project(unscoped.id, wanted.id)
-        admin = is_portal_admin(project_name=scoped.project_name, role_names=scoped.roles,
-                                system_scoped=False)
-        out[who] = Identity(unscoped=unscoped, projects=projects, scoped=scoped, is_admin=admin,
-                            validated_at=dt.datetime.now(dt.UTC))
-    return out
+    """Each person's Keystone identity, from the real Keystone once for the module."""
+    return keystone_identities(PEOPLE)
+
+
+@pytest.fixture(scope="module")
+def shared_world(django_db_setup, django_db_blocker, identities, kubesim) -> Iterator[World]:
+    """The world, made once for the module's tests (tests/support/database.py): what a test
+    changes in it is rolled back when that test ends."""
+    from cluster.addresses import address_pools_forget
+
+    with rows_of_the_module(django_db_blocker):
+        with django_db_blocker.unblock(), override_settings(KUBECONFIG=str(kubesim.kubeconfig)):
+            address_pools_forget()
+            world = make_world(identities, demo_gpu_types())
+        yield world
 
 
 @pytest.fixture
-def world(identities, gpu_types, cluster) -> World:
-    def sign_in(who: str) -> Client:
-        """A browser whose server-side session holds `who`'s Keystone identity, as the login
-        form leaves it (tests/identity/test_login.py proves the form itself)."""
-        identity = dataclasses.replace(identities[who], validated_at=dt.datetime.now(dt.UTC))
-        for project in identity.projects:  # first sight of a project records its tenant
-            tenant_ensure(keystone_project_id=project.id, name=project.name,
-                          domain_id=project.domain_id)
-        client = Client()
-        client.force_login(user_sync(token=identity.unscoped, is_admin=identity.is_admin),
-                           backend="identity.backend.KeystoneBackend")
-        session = client.session
-        identity_store.store(session, identity)
-        session.save()
-        return client
+def world(shared_world, cluster) -> World:
+    """The module's world, its people signed in afresh by each test (a session is a row the
+    test's rollback takes back)."""
+    return dataclasses.replace(shared_world, clients={})
 
-    world = World(sign_in=sign_in, tenants={}, workloads={},
+
+def make_world(identities: dict[str, Identity], gpu_types: dict[str, GpuType]) -> World:
+    world = World(identities=identities, tenants={}, workloads={},
                   catalogue={"gpu_type": gpu_types["a100"],
                              "template": Template.objects.get(slug="jupyter"),
                              "cluster": Cluster.objects.get(home=True),

@@ -126,11 +126,13 @@ def cluster_objects_of_the_test(connect: Callable[[], Any], *, timeout: float) -
                 kube.delete(kind, name, namespace)
 
         def left() -> list[str]:
+            # only the kinds the test made something of are listed again: most tests made
+            # none, and each list is a request the next test waits behind
             return (workload_pods(kube)
-                    + [f"{kind} {name}" for kind, names in made.items()
+                    + [f"{kind} {name}" for kind, names in made.items() if names
                        for name in names & names_of(kube, kind)]
                     + [f"{kind} {namespace}/{name}" for kind, keys in made_namespaced.items()
-                       for namespace, name in keys & namespaced_names_of(kube, kind)])
+                       if keys for namespace, name in keys & namespaced_names_of(kube, kind)])
 
         eventually(lambda: not left(), timeout=timeout, interval=0.1,
                    message=lambda: f"the test's cluster objects are still there: {left()}")
