@@ -11,6 +11,10 @@ they start.
   The calendar's blocks (maintenance windows, other tenants' reservations) come from the
   entries of hooks.CAPACITY_BLOCKS (calendars, which this app cannot import): a run that
   cannot fit beside one starts after it.
+- Why it waits: the last of Kueue's events on its Kueue Workload that the tracker recorded as
+  the workload's events ("Pending" with the scheduler's message, "Preempted", "Evicted"), in
+  the portal's words and Kueue's own text, redacted (kueue_reason.py): read from the database,
+  no request to the cluster.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from django.core.cache import cache
+from django.db.models import Q
 from django.utils import timezone
 
 from catalogue.models import GpuType
@@ -38,7 +43,8 @@ from tenants.models import Tenant
 from tenants.selectors import quota_figures, tenants_with_quota_figures
 from workloads.eta import HISTORY, LIMIT, UNKNOWN, Block, Estimate, Holder, Waiter, estimate_starts
 from workloads.hooks import CAPACITY_BLOCKS
-from workloads.models import Workload
+from workloads.kueue_reason import PASSED, WAITING, KueueReason, from_events
+from workloads.models import Workload, WorkloadEvent
 from workloads.objects import dispatched_to
 
 log = logging.getLogger(__name__)
@@ -61,6 +67,8 @@ class QueuePlace:
     length: int               # workloads waiting in the tenant's queue
     eta: dt.datetime | None
     eta_basis: str
+    reason: str = ""          # why Kueue holds it, in the portal's words ("" : not said)
+    kueue_message: str = ""   # Kueue's own text, without other tenants' names
 
 
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -265,6 +273,27 @@ def cohort_quota(gpu_type: GpuType) -> int:
     return sum(quota_figures(tenant).gpus(gpu_type.slug) for tenant in tenants)
 
 
+def kueue_reasons(workloads: Iterable[Workload]) -> dict[int, KueueReason]:
+    """workload id → why Kueue holds it, from the last of Kueue's events on its Kueue Workload
+    among the workload's events (one query; the tracker records them as they come)."""
+    namespaces = {w.pk: w.tenant.namespace for w in workloads}
+    if not namespaces:
+        return {}
+    said: dict[int, list[tuple[str, str]]] = {}
+    for workload_id, reason, message in (
+            WorkloadEvent.objects.filter(
+                Q(reason__in=sorted(WAITING | PASSED)) | Q(reason__startswith="Evicted"),
+                workload_id__in=list(namespaces), source__icontains="kueue")
+            .order_by("workload_id", "at", "pk").values_list("workload_id", "reason", "message")):
+        said.setdefault(workload_id, []).append((reason, message))
+    result = {}
+    for workload_id, events in said.items():
+        why = from_events(events, frozenset({namespaces[workload_id]}))
+        if why is not None:
+            result[workload_id] = why
+    return result
+
+
 def queue_places(workloads: Iterable[Workload], kube: Kube | None = None, *,
                  remembered: bool = True) -> dict[int, QueuePlace]:
     """workload id → its QueuePlace, for the queued ones among `workloads` (`remembered`:
@@ -273,6 +302,7 @@ def queue_places(workloads: Iterable[Workload], kube: Kube | None = None, *,
     if not queued:
         return {}
     places = positions(queued, kube, remembered=remembered)
+    reasons = kueue_reasons(queued)
     home = home_cluster_name()
     capacities: dict[str, dict[str, Any]] = {}
     by_type: dict[tuple[int, str], dict[int, Estimate]] = {}
@@ -295,10 +325,12 @@ def queue_places(workloads: Iterable[Workload], kube: Kube | None = None, *,
                 cluster=None if cluster == home else cluster)
         estimate = by_type[key].get(workload.pk)
         position, length = places.get(workload.pk, (None, 0))
+        why = reasons.get(workload.pk)
         result[workload.pk] = QueuePlace(
             position=position, length=length,
             eta=estimate.start if estimate else None,
-            eta_basis=estimate.basis if estimate else "no estimate")
+            eta_basis=estimate.basis if estimate else "no estimate",
+            reason=why.reason if why else "", kueue_message=why.message if why else "")
     return result
 
 
@@ -324,9 +356,11 @@ def queue_text(workload: Workload, place: QueuePlace | None, now: dt.datetime | 
 
 
 def annotate_queue(workloads: Iterable[Any]) -> None:
-    """Set `queue_text` on each queued workload of a page (one place lookup for all)."""
+    """Set `queue_text` and `queue_place` on each queued workload of a page (one place lookup
+    for all)."""
     workloads = list(workloads)
     places = queue_places(workloads)
     for workload in workloads:
-        workload.queue_text = (queue_text(workload, places.get(workload.pk))
-                               if workload.state == "queued" else "")
+        queued = workload.state == "queued"
+        workload.queue_place = places.get(workload.pk) if queued else None
+        workload.queue_text = queue_text(workload, workload.queue_place) if queued else ""
