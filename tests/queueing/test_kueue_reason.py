@@ -1,12 +1,22 @@
 """Why Kueue holds a workload (workloads/kueue_reason.py): pure, on the shapes Kueue v0.19
 writes — its Workload's conditions and the events on it — with the texts of its scheduler,
-preemptor and DRA mapping."""
+preemptor and DRA mapping. RECORDED_* are Kueue's texts as the tracker recorded them on the
+real control plane (tests/queueing/test_kueue_cluster.py)."""
 
 from __future__ import annotations
 
 from workloads.kueue_reason import explain, from_event, from_events, from_workload, redact
 
 OWN = frozenset({"gp-vision-lab"})
+
+# a launch beyond the project's quota of 2 a100 (no borrowing), while 2 run
+RECORDED_PENDING = ("couldn't assign flavors to pod set main: flavor gpu-t4 doesn't match node "
+                    "affinity, flavor gpu-v100 doesn't match node affinity, insufficient unused "
+                    "quota for nvidia.com/gpu in flavor gpu-a100, 2 more needed")
+# a borrower preempted by the lender's batch job (after redaction: uids and paths out)
+RECORDED_PREEMPTED = ("Preempted to accommodate a workload due to reclamation within the cohort; "
+                      "preemptor effective priority: 100 (base: 100, boost: 0); preemptee "
+                      "effective priority: 100 (base: 100, boost: 0)")
 
 # a Workload Kueue cannot admit: the scheduler's QuotaReserved False and its message
 SHORT = {
@@ -122,6 +132,19 @@ def test_an_admission_check_and_a_plain_message_read_as_kueue_wrote_them():
     assert explain("Pending", "waiting for admission check multikueue").startswith(
         "Waiting for an admission check")
     assert explain("Pending", "something new Kueue says") == "something new Kueue says"
+
+
+def test_the_recorded_texts_read_in_the_portals_words():
+    pending = from_event("Pending", RECORDED_PENDING, OWN)
+    assert pending is not None
+    assert pending.reason == ("Waiting for 2 more a100 nvidia.com/gpu: the project's quota and "
+                              "what it may borrow are in use.")
+    assert pending.message == RECORDED_PENDING
+    preempted = from_event("Preempted", RECORDED_PREEMPTED, OWN)
+    assert preempted is not None
+    assert preempted.reason.startswith("Preempted: the GPUs it borrowed were taken back for a "
+                                       "workload (priority 100)")
+    assert redact(RECORDED_PREEMPTED, OWN) == RECORDED_PREEMPTED  # nothing more to take out
 
 
 def test_events_that_say_it_got_quota_end_the_reason():
