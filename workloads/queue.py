@@ -14,7 +14,8 @@ they start.
 - Why it waits: the last of Kueue's events on its Kueue Workload that the tracker recorded as
   the workload's events ("Pending" with the scheduler's message, "Preempted", "Evicted"), in
   the portal's words and Kueue's own text, redacted (kueue_reason.py): read from the database,
-  no request to the cluster.
+  no request to the cluster; where Kueue's Workloads were listed for the positions (no
+  visibility API), from their conditions.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from tenants.models import Tenant
 from tenants.selectors import quota_figures, tenants_with_quota_figures
 from workloads.eta import HISTORY, LIMIT, UNKNOWN, Block, Estimate, Holder, Waiter, estimate_starts
 from workloads.hooks import CAPACITY_BLOCKS
-from workloads.kueue_reason import PASSED, WAITING, KueueReason, from_events
+from workloads.kueue_reason import PASSED, WAITING, KueueReason, from_events, from_workload
 from workloads.models import Workload, WorkloadEvent
 from workloads.objects import dispatched_to
 
@@ -175,9 +176,11 @@ def _stands_for(pending: dict[str, Any], object_name: str) -> bool:
 
 
 def positions(workloads: Iterable[Workload], kube: Kube | None = None, *, remembered: bool = True
-              ) -> dict[int, tuple[int | None, int]]:
-    """workload id → (position from 1, queue length), for queued workloads, each asked of the
-    cluster that queues it (`queue_sites`; `kube`: the home cluster's client)."""
+              ) -> dict[int, tuple[int | None, int, dict[str, Any] | None]]:
+    """workload id → (position from 1, queue length, the pending entry that stands for it), for
+    queued workloads, each asked of the cluster that queues it (`queue_sites`; `kube`: the home
+    cluster's client). The entry is Kueue's Workload itself, with its conditions, where the
+    visibility API is not served."""
     asked: dict[tuple[str | None, str, str], list[dict[str, Any]]] = {}
 
     def pending(cluster: str | None, namespace: str, queue: str) -> list[dict[str, Any]]:
@@ -188,14 +191,15 @@ def positions(workloads: Iterable[Workload], kube: Kube | None = None, *, rememb
                                           remembered=remembered)
         return asked[key]
 
-    result: dict[int, tuple[int | None, int]] = {}
+    result: dict[int, tuple[int | None, int, dict[str, Any] | None]] = {}
     for workload in workloads:
-        found: tuple[int | None, int] = (None, 0)
+        found: tuple[int | None, int, dict[str, Any] | None] = (None, 0, None)
         for cluster, queue in queue_sites(workload):
             waiting = pending(cluster, workload.tenant.namespace, queue)
             place = next((i for i, entry in enumerate(waiting)
                           if _stands_for(entry, workload.object_name)), None)
-            found = (None if place is None else place + 1, len(waiting))
+            found = ((None, len(waiting), None) if place is None
+                     else (place + 1, len(waiting), waiting[place]))
             if place is not None:
                 break
         result[workload.pk] = found
@@ -324,8 +328,10 @@ def queue_places(workloads: Iterable[Workload], kube: Kube | None = None, *,
                 pool.allocatable if pool else 0, cohort_quota(gpu_type)),
                 cluster=None if cluster == home else cluster)
         estimate = by_type[key].get(workload.pk)
-        position, length = places.get(workload.pk, (None, 0))
-        why = reasons.get(workload.pk)
+        position, length, entry = places.get(workload.pk, (None, 0, None))
+        # Kueue's Workload itself where it was listed (no visibility API): its conditions
+        why = (from_workload(entry, frozenset({workload.tenant.namespace}))
+               if entry and "status" in entry else None) or reasons.get(workload.pk)
         result[workload.pk] = QueuePlace(
             position=position, length=length,
             eta=estimate.start if estimate else None,

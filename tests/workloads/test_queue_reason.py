@@ -12,10 +12,11 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from gpuctl.commands.workload import print_workload
+from kube.client import KubeError
 from tests.support.pages import make_workload
 from workloads.api.serializers import WorkloadSerializer
 from workloads.models import Workload, WorkloadEvent
-from workloads.queue import kueue_reasons
+from workloads.queue import kueue_reasons, queue_places
 
 pytestmark = pytest.mark.django_db
 
@@ -65,3 +66,34 @@ def test_a_preemption_says_by_what_priority_and_names_no_other_project(vision_la
     # admitted again: nothing holds it any more
     said(workload, "Admitted", "Admitted by ClusterQueue gp-vision-lab", seconds=-1)
     assert kueue_reasons([workload]) == {}
+
+
+class WithoutVisibility:
+    """A cluster whose Kueue serves no visibility API: the queue lists its Workloads."""
+
+    cluster = None
+
+    def __init__(self, items: list[dict]) -> None:
+        self.items = items
+
+    def server_get(self, path: str) -> str:
+        raise KubeError("the server could not find the requested resource")
+
+    def list(self, kind: str, namespace: str) -> dict:
+        assert kind == "Workload"
+        return {"items": self.items}
+
+
+def test_where_kueues_workloads_were_listed_their_conditions_say_why(vision_lab, cluster):
+    workload = make_workload(vision_lab, "researcher", name="wide", kind="batch", port=None,
+                             gpu_count=4, state=Workload.State.QUEUED)
+    listed = {"metadata": {"name": f"job-{workload.object_name}-1a2b3",
+                           "creationTimestamp": "2026-11-29T05:40:00Z",
+                           "ownerReferences": [{"kind": "Job", "name": workload.object_name}]},
+              "spec": {"queueName": "gpu-portal", "priority": 100},
+              "status": {"conditions": [{"type": "QuotaReserved", "status": "False",
+                                         "reason": "Pending", "message": SHORT}]}}
+    place = queue_places([workload], WithoutVisibility([listed]), remembered=False)[workload.pk]
+    assert (place.position, place.length) == (1, 1)
+    assert place.reason.startswith("Waiting for 2 more a100")
+    assert place.kueue_message == SHORT
