@@ -72,7 +72,10 @@ def _gpu(flavor: str) -> str:
 def explain(reason: str, message: str) -> str:
     """The portal's words for one of Kueue's reasons and its (redacted) message; Kueue's text
     where the portal has none better."""
-    if reason == "Preempted" or (reason == "Evicted" and "Preempted" in message):
+    # Kueue's eviction events are "Evicted" + "DueTo" + the cause (EvictedDueToPreempted,
+    # EvictedDueToPodsReadyTimeout); its preemptor writes "Preempted" with the priorities
+    if reason == "Preempted" or (reason.startswith("Evicted")
+                                 and ("Preempted" in reason or "Preempted" in message)):
         why = _PREEMPTED_BY.search(message)
         cause = (why.group("why").strip() if why else "").lower()
         priority = _PREEMPTOR_PRIORITY.search(message)
@@ -166,9 +169,16 @@ def from_events(events: list[tuple[str, str]],
         since = [] if reason in PASSED else [*since, (reason, message)]
     if not since:
         return None
-    now = from_event(*since[-1], own_queues)
-    back = next((from_event(r, m, own_queues) for r, m in reversed(since)
-                 if r == "Preempted" or r.startswith("Evicted")), None)
-    if now is None or back is None or back == now:
+
+    def went_back(reason: str) -> bool:
+        return reason == "Preempted" or reason.startswith("Evicted")
+
+    waiting = [(r, m) for r, m in since if not went_back(r)]
+    now = from_event(*waiting[-1], own_queues) if waiting else None
+    # the preemptor's own event first: it says by what priority
+    back = next((from_event(r, m, own_queues) for r, m in reversed(since) if r == "Preempted"),
+                None) or next((from_event(r, m, own_queues) for r, m in reversed(since)
+                               if went_back(r)), None)
+    if now is None or back is None:
         return now or back
     return KueueReason(f"{back.reason} {now.reason}", now.message)

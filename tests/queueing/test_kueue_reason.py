@@ -177,3 +177,16 @@ def test_an_eviction_for_pods_not_ready_in_time_is_a_requeue():
     why = from_events([("EvictedDueToPodsReadyTimeout",
                         "Exceeded the PodsReady timeout gp-vision-lab/job-wl-14-x-1a2b3")], OWN)
     assert why is not None and why.reason.startswith("Requeued: its pods were not ready")
+
+
+def test_kueues_eviction_event_of_a_preemption_reads_as_one_and_yields_to_the_preemptors():
+    evicted = ("Preempted to accommodate a workload (UID: 6f1c, JobUID: 0d9e) due to "
+               "reclamation within the cohort; preemptor path: /gpu-portal/gp-chemistry; "
+               "preemptee path: /gpu-portal/gp-vision-lab")
+    alone = from_events([("EvictedDueToPreempted", evicted)], OWN)
+    assert alone is not None and alone.reason.startswith("Preempted: the GPUs it borrowed")
+    assert "gp-chemistry" not in alone.message
+    both = from_events([("Preempted", RECORDED_PREEMPTED), ("EvictedDueToPreempted", evicted)],
+                       OWN)
+    assert both is not None and "(priority 100)" in both.reason
+    assert both.reason.count("Preempted") == 1
