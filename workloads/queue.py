@@ -11,6 +11,11 @@ they start.
   The calendar's blocks (maintenance windows, other tenants' reservations) come from the
   entries of hooks.CAPACITY_BLOCKS (calendars, which this app cannot import): a run that
   cannot fit beside one starts after it.
+- Why it waits: the last of Kueue's events on its Kueue Workload that the tracker recorded as
+  the workload's events ("Pending" with the scheduler's message, "Preempted", "Evicted"), in
+  the portal's words and Kueue's own text, redacted (kueue_reason.py): read from the database,
+  no request to the cluster; where Kueue's Workloads were listed for the positions (no
+  visibility API), from their conditions.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from django.core.cache import cache
+from django.db.models import Q
 from django.utils import timezone
 
 from catalogue.models import GpuType
@@ -38,7 +44,8 @@ from tenants.models import Tenant
 from tenants.selectors import quota_figures, tenants_with_quota_figures
 from workloads.eta import HISTORY, LIMIT, UNKNOWN, Block, Estimate, Holder, Waiter, estimate_starts
 from workloads.hooks import CAPACITY_BLOCKS
-from workloads.models import Workload
+from workloads.kueue_reason import PASSED, WAITING, KueueReason, from_events, from_workload
+from workloads.models import Workload, WorkloadEvent
 from workloads.objects import dispatched_to
 
 log = logging.getLogger(__name__)
@@ -61,6 +68,8 @@ class QueuePlace:
     length: int               # workloads waiting in the tenant's queue
     eta: dt.datetime | None
     eta_basis: str
+    reason: str = ""          # why Kueue holds it, in the portal's words ("" : not said)
+    kueue_message: str = ""   # Kueue's own text, without other tenants' names
 
 
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -167,9 +176,11 @@ def _stands_for(pending: dict[str, Any], object_name: str) -> bool:
 
 
 def positions(workloads: Iterable[Workload], kube: Kube | None = None, *, remembered: bool = True
-              ) -> dict[int, tuple[int | None, int]]:
-    """workload id → (position from 1, queue length), for queued workloads, each asked of the
-    cluster that queues it (`queue_sites`; `kube`: the home cluster's client)."""
+              ) -> dict[int, tuple[int | None, int, dict[str, Any] | None]]:
+    """workload id → (position from 1, queue length, the pending entry that stands for it), for
+    queued workloads, each asked of the cluster that queues it (`queue_sites`; `kube`: the home
+    cluster's client). The entry is Kueue's Workload itself, with its conditions, where the
+    visibility API is not served."""
     asked: dict[tuple[str | None, str, str], list[dict[str, Any]]] = {}
 
     def pending(cluster: str | None, namespace: str, queue: str) -> list[dict[str, Any]]:
@@ -180,14 +191,15 @@ def positions(workloads: Iterable[Workload], kube: Kube | None = None, *, rememb
                                           remembered=remembered)
         return asked[key]
 
-    result: dict[int, tuple[int | None, int]] = {}
+    result: dict[int, tuple[int | None, int, dict[str, Any] | None]] = {}
     for workload in workloads:
-        found: tuple[int | None, int] = (None, 0)
+        found: tuple[int | None, int, dict[str, Any] | None] = (None, 0, None)
         for cluster, queue in queue_sites(workload):
             waiting = pending(cluster, workload.tenant.namespace, queue)
             place = next((i for i, entry in enumerate(waiting)
                           if _stands_for(entry, workload.object_name)), None)
-            found = (None if place is None else place + 1, len(waiting))
+            found = ((None, len(waiting), None) if place is None
+                     else (place + 1, len(waiting), waiting[place]))
             if place is not None:
                 break
         result[workload.pk] = found
@@ -265,6 +277,27 @@ def cohort_quota(gpu_type: GpuType) -> int:
     return sum(quota_figures(tenant).gpus(gpu_type.slug) for tenant in tenants)
 
 
+def kueue_reasons(workloads: Iterable[Workload]) -> dict[int, KueueReason]:
+    """workload id → why Kueue holds it, from the last of Kueue's events on its Kueue Workload
+    among the workload's events (one query; the tracker records them as they come)."""
+    namespaces = {w.pk: w.tenant.namespace for w in workloads}
+    if not namespaces:
+        return {}
+    said: dict[int, list[tuple[str, str]]] = {}
+    for workload_id, reason, message in (
+            WorkloadEvent.objects.filter(
+                Q(reason__in=sorted(WAITING | PASSED)) | Q(reason__startswith="Evicted"),
+                workload_id__in=list(namespaces), source__icontains="kueue")
+            .order_by("workload_id", "at", "pk").values_list("workload_id", "reason", "message")):
+        said.setdefault(workload_id, []).append((reason, message))
+    result = {}
+    for workload_id, events in said.items():
+        why = from_events(events, frozenset({namespaces[workload_id]}))
+        if why is not None:
+            result[workload_id] = why
+    return result
+
+
 def queue_places(workloads: Iterable[Workload], kube: Kube | None = None, *,
                  remembered: bool = True) -> dict[int, QueuePlace]:
     """workload id → its QueuePlace, for the queued ones among `workloads` (`remembered`:
@@ -273,6 +306,7 @@ def queue_places(workloads: Iterable[Workload], kube: Kube | None = None, *,
     if not queued:
         return {}
     places = positions(queued, kube, remembered=remembered)
+    reasons = kueue_reasons(queued)
     home = home_cluster_name()
     capacities: dict[str, dict[str, Any]] = {}
     by_type: dict[tuple[int, str], dict[int, Estimate]] = {}
@@ -294,11 +328,15 @@ def queue_places(workloads: Iterable[Workload], kube: Kube | None = None, *,
                 pool.allocatable if pool else 0, cohort_quota(gpu_type)),
                 cluster=None if cluster == home else cluster)
         estimate = by_type[key].get(workload.pk)
-        position, length = places.get(workload.pk, (None, 0))
+        position, length, entry = places.get(workload.pk, (None, 0, None))
+        # Kueue's Workload itself where it was listed (no visibility API): its conditions
+        why = (from_workload(entry, frozenset({workload.tenant.namespace}))
+               if entry and "status" in entry else None) or reasons.get(workload.pk)
         result[workload.pk] = QueuePlace(
             position=position, length=length,
             eta=estimate.start if estimate else None,
-            eta_basis=estimate.basis if estimate else "no estimate")
+            eta_basis=estimate.basis if estimate else "no estimate",
+            reason=why.reason if why else "", kueue_message=why.message if why else "")
     return result
 
 
@@ -324,9 +362,11 @@ def queue_text(workload: Workload, place: QueuePlace | None, now: dt.datetime | 
 
 
 def annotate_queue(workloads: Iterable[Any]) -> None:
-    """Set `queue_text` on each queued workload of a page (one place lookup for all)."""
+    """Set `queue_text` and `queue_place` on each queued workload of a page (one place lookup
+    for all)."""
     workloads = list(workloads)
     places = queue_places(workloads)
     for workload in workloads:
-        workload.queue_text = (queue_text(workload, places.get(workload.pk))
-                               if workload.state == "queued" else "")
+        queued = workload.state == "queued"
+        workload.queue_place = places.get(workload.pk) if queued else None
+        workload.queue_text = queue_text(workload, workload.queue_place) if queued else ""

@@ -252,6 +252,8 @@ def wait_for(api: PortalClient, workload_id: int, *, until: set[str], timeout: f
         state = workload["state"]
         reason = f": {workload['reason']}" if workload.get("reason") else ""
         shown = workload.get("queue_text") or state  # the portal's words for its place
+        if workload.get("queue_reason"):  # and why Kueue holds it
+            shown += f" ({workload['queue_reason']})"
         if shown != last:
             err.write(f"workload {workload_id}: {shown}{reason}\n")
             last = shown
@@ -332,7 +334,8 @@ WORKLOAD_FIELDS = ["id", "name", "tenant", "owner", "template", "kind", "gpu_typ
                    "nodes", "gpus", "image", "command", "args", "port", "cpu", "memory",
                    "max_runtime_minutes", "state", "reason", "url", "address", "node",
                    "exit_code", "created_at", "started_at", "finished_at", "expires_at",
-                   "queue_text", "eta", "secrets", "checkpoint"]
+                   "queue_text", "queue_reason", "queue_kueue_message", "eta", "secrets",
+                   "checkpoint"]
 
 
 def shown_ranks(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from tests.support.kueue import launch, make_tenant
 from tests.support.tracking import state_of, track_until
 from tests.support.waiting import eventually
 from workloads.api.serializers import WorkloadSerializer
+from workloads.kueue_reason import from_event
 from workloads.models import Workload
 from workloads.queue import annotate_queue
 from workloads.services import AdmissionRefused, workload_launch
@@ -87,6 +88,17 @@ def test_a_borrower_is_preempted_warned_requeued_and_finishes(queued_cluster, ow
     track_until(tracker, lambda: state_of(big).state == S.QUEUED, timeout=60,
                 describe=lambda: f"{big.state}: {big.reason}")
     assert big.events.filter(reason="Preempted", type="Warning").exists()
+    # Kueue's own event says by what priority, without the lender's queue or path
+    # (the lender's run is short: by now it may hold GPUs again, so read the event itself)
+    kueue_said = big.events.filter(reason="Preempted", source__icontains="kueue")
+    track_until(tracker, kueue_said.exists, timeout=30,
+                describe=lambda: str(list(big.events.values_list("reason", "source"))))
+    message = kueue_said.get().message
+    assert lender.namespace not in message and "preemptor path" not in message
+    why = from_event("Preempted", message)
+    assert why is not None
+    assert why.reason.startswith("Preempted: the GPUs it borrowed were taken back for a "
+                                 "workload (priority 100) of the project that lent them")
     assert AuditRecord.objects.filter(action="workload.reclaim", target=big.object_name).exists()
     track_until(tracker, lambda: state_of(own).state == S.SUCCEEDED, timeout=60,
                 describe=lambda: f"{own.state}: {own.reason}")
@@ -126,6 +138,19 @@ def test_queue_place_and_estimate_and_a_launch_that_can_never_be_admitted(
     assert data["eta"] == first.expires_at.isoformat()  # the GPUs come back at its limit
     annotate_queue([second])
     assert second.queue_text.startswith("queued — position 1 of 1 for a100, about ")
+    # why: Kueue's Pending event on its Workload, recorded by the tracker, says it in words
+    track_until(tracker, lambda: second.events.filter(reason="Pending",
+                                                      source__icontains="kueue").exists(),
+                timeout=30, describe=lambda: str(list(second.events.values_list(
+                    "reason", "source", "message"))))
+    pending = second.events.filter(reason="Pending", source__icontains="kueue").order_by(
+        "at", "pk").last()
+    assert pending is not None
+    data = WorkloadSerializer(second).data
+    assert "gpu-a100" in data["queue_kueue_message"]
+    assert data["queue_kueue_message"] == pending.message
+    assert data["queue_reason"].startswith(("Waiting for 2 more a100", "Waiting: borrowing more"))
+    assert tenant.namespace not in data["queue_reason"]
     # more than its quota with no borrowing: it could never be admitted, so it is refused
     with pytest.raises(AdmissionRefused, match="can never be admitted"):
         launch(tenant, owner, gpu_types, name="too big", gpus=3)

@@ -338,6 +338,15 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
     queue_text = serializers.SerializerMethodField(
         help_text="Queued: its place and estimate in the portal's words (\"queued — position 3 "
                   "of 7 for a100, about 40 min\"); null otherwise.")
+    queue_reason = serializers.SerializerMethodField(
+        help_text="Queued: why Kueue holds it, in the portal's words (\"Waiting for 1 more a100 "
+                  "nvidia.com/gpu: the project's quota and what it may borrow are in use.\", "
+                  "\"Preempted by a workload of higher priority (priority 1000) …\"); null "
+                  "when not queued or Kueue has said nothing yet.")
+    queue_kueue_message = serializers.SerializerMethodField(
+        help_text="Queued: Kueue's own text behind queue_reason (its QuotaReserved message or "
+                  "the event it wrote), without other projects' queues, cohorts or uids; null "
+                  "as queue_reason.")
     secrets = serializers.SerializerMethodField(
         help_text="the secrets it was launched with, by name (never a value)")
     checkpoint = serializers.SerializerMethodField(
@@ -352,7 +361,8 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
                   "max_runtime_minutes", "ssh", "state", "reason", "url", "address", "node",
                   "exit_code", "object_name", "created_at", "started_at", "finished_at",
                   "expires_at", "access", "queue_position", "queue_length", "eta",
-                  "eta_basis", "gpus", "queue_text", "secrets", "checkpoint"]
+                  "eta_basis", "gpus", "queue_text", "queue_reason", "queue_kueue_message",
+                  "secrets", "checkpoint"]
         read_only_fields = fields
         list_serializer_class = WorkloadListSerializer
 
@@ -389,6 +399,16 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
         if workload.state != Workload.State.QUEUED:
             return None
         return queue_text(workload, self._place(workload))
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_queue_reason(self, workload: Workload) -> str | None:
+        place = self._place(workload)
+        return place.reason or None if place else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_queue_kueue_message(self, workload: Workload) -> str | None:
+        place = self._place(workload)
+        return place.kueue_message or None if place else None
 
     @extend_schema_field(WorkloadSecretSerializer(many=True))
     def get_secrets(self, workload: Workload) -> list[dict[str, str]]:

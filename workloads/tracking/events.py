@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from kube.reflector import object_key
 
+from ..kueue_reason import redact
 from ..lifecycle import parse_time
 from ..models import Workload, WorkloadEvent
 from .index import CHUNK, Obj, namespace_of, workload_id_of
@@ -41,6 +42,14 @@ class EventRecorder:
                           .values_list("id", "tenant__namespace"))
         ours = [(wid, e) for wid, evs in by_workload.items() for e in evs
                 if namespaces.get(wid) and namespace_of(e) == namespaces[wid]]
+
+        def message(wid: int, event: Obj) -> str:
+            text: str = event.get("message") or ""
+            if (event.get("involvedObject") or {}).get("kind") == "Workload":
+                # Kueue's text can name other tenants' queues and workloads
+                text = redact(text, frozenset({namespaces[wid]}))
+            return text
+
         for start in range(0, len(ours), CHUNK):
             chunk = ours[start:start + CHUNK]
             known = dict(WorkloadEvent.objects.filter(uid__in=[object_key(e) for _, e in chunk])
@@ -57,10 +66,10 @@ class EventRecorder:
                         workload_id=wid, uid=uid, at=at, count=count,
                         type=(event.get("type") or "Normal")[:16],
                         reason=(event.get("reason") or "")[:128],
-                        message=event.get("message") or "", source=source[:64]))
+                        message=message(wid, event), source=source[:64]))
                 elif known[uid] != count:
                     WorkloadEvent.objects.filter(uid=uid).update(
-                        count=count, at=at, message=event.get("message") or "")
+                        count=count, at=at, message=message(wid, event))
                     written += 1
                 self._recorded[uid] = count
             if new:
