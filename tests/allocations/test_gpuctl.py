@@ -34,6 +34,10 @@ def test_an_admin_makes_a_department_and_its_admin_sets_a_record(portal, keyston
                           str(department.pk)], admin)
     assert code == 0, err
     assert "nlp-lab: department Physics" in out
+    code, out, err = run(["department", "show", str(department.pk)], admin)
+    assert code == 0, err
+    assert "in use now: 0 GPU-equivalents of a cap of 16 (16 left)" in out
+    assert "GPU TYPE" in out and "LEFT" in out
     code, out, err = run(["department", "update", str(department.pk), "--type-cap", "a100=8",
                           "--type-cap", "v100=2", "--no-gpu-cap"], admin)
     assert code == 0, err
