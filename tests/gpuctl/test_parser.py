@@ -61,7 +61,7 @@ REGISTERED = {
     "record": {"record": ["show", "set"]},
     "request": {"request": ["list", "create", "change", "approve", "deny"]},
     "price": {"price": ["show", "set"]},
-    "report": {"report": ["usage", "close", "months"]},
+    "report": {"report": ["usage", "close", "reopen", "months"]},
 }
 
 TREE = list(walk(cli.build_parser()))
@@ -142,6 +142,7 @@ REQUIRED = {("launch",): ["--template", "jupyter", "--gpu-type", "a100"],
             ("request", "approve"): ["1"], ("request", "deny"): ["1"],
             ("request", "change"): ["1"],
             ("report", "close"): ["2026-11"],
+            ("report", "reopen"): ["2026-11", "--reason", "late runs"],
             ("secrets", "create"): ["hf", "--kind", "env"], ("secrets", "set"): ["hf"],
             ("secrets", "rm"): ["hf"],
             ("volumes", "create"): ["data", "--size", "10"],
