@@ -21,6 +21,7 @@ from calendars.services import CalendarRefused, allowance_set, reservation_creat
 from calendars.validation import reservation_clean
 from catalogue.models import GpuType
 from core.validation import FieldsInvalid
+from identity.selectors import site_admins
 from notifications.models import Kind
 from notifications.selectors import project_managers
 from notifications.services import notify
@@ -147,6 +148,26 @@ def _tell(request: ResourceRequest, step: str, title: str, text: str) -> None:
            text=text, key=f"request:{request.pk}:{step}", link=reverse("allocations:requests"))
 
 
+def _deciders(request: ResourceRequest, acting: Any) -> list[Any]:
+    """Who may decide it: the site's admins and its project's department's admins (the managers
+    of the department's Keystone project), less `acting`, who knows what they did."""
+    people = list(site_admins().order_by("pk"))
+    department = request.tenant.department
+    if department is not None and department.keystone_project_id:
+        people += [p for p in project_managers(department) if all(p.pk != q.pk for q in people)]
+    acting_pk = getattr(acting, "pk", None)
+    return [p for p in people if p.pk != acting_pk]
+
+
+def _tell_deciders(request: ResourceRequest, step: str, acting: Any, title: str,
+                   text: str) -> None:
+    """Tell those who decide (a key of its own: an admin who also manages the project hears
+    of it once as each); the link is their queue of pending requests."""
+    notify(kind=Kind.REQUEST, users=_deciders(request, acting), tenant=request.tenant,
+           title=title, text=text, key=f"request:{request.pk}:{step}",
+           link=reverse("allocations:requests"))
+
+
 def request_words(request: ResourceRequest) -> str:
     """What it asks, in words: "4 more a100", "a budget of 2000 GPU-hours"."""
     details, kind = request.details, request.kind
@@ -177,7 +198,50 @@ def request_create(*, tenant: Tenant, asker: Any, fields: dict[str, Any]) -> Res
         _tell(request, "asked", f"{tenant.name}: request {request.pk} asks for "
                                 f"{request_words(request)}",
               f"{asker.label if asker else 'someone'} asked: {request.justification}")
+        _tell_deciders(request, "to-decide", asker,
+                       f"{tenant.name}: request {request.pk} waits for a decision",
+                       f"{asker.label if asker else 'someone'} asked for "
+                       f"{request_words(request)}: {request.justification}")
     return request
+
+
+class NotTheAsker(RequestRefused):
+    """Only the one who asked changes a request (403)."""
+
+    code = "not_the_asker"
+
+
+def request_change(*, request: ResourceRequest, asker: Any,
+                   fields: dict[str, Any]) -> ResourceRequest:
+    """The asker's change of their pending request: validated fields of the same kind
+    (allocations.validation.request_clean) in place of the old. Audited, before → after; the
+    project's managers and those who decide it are told, the asker not (they made it).
+    RequestDecided once decided, NotTheAsker for anyone else."""
+    with transaction.atomic():
+        row = ResourceRequest.objects.select_for_update(of=("self",)).select_related(
+            "tenant", "asker").get(pk=request.pk)
+        if row.asker_id is None or row.asker_id != getattr(asker, "pk", None):
+            raise NotTheAsker("Only the one who asked changes a request.")
+        if row.state != ResourceRequest.State.PENDING:
+            raise RequestDecided(f"Request {row.pk} was {row.state} already.")
+        before = {"details": row.details, "justification": row.justification,
+                  "ends_at": row.ends_at.isoformat() if row.ends_at else None}
+        row.details, row.justification, row.ends_at = (
+            fields["details"], fields["justification"], fields["ends_at"])
+        row.save(update_fields=["details", "justification", "ends_at"])
+        after = {"details": row.details, "justification": row.justification,
+                 "ends_at": row.ends_at.isoformat() if row.ends_at else None}
+        audited = audit_record(actor=asker, action="request.change", tenant=row.tenant,
+                               target=f"request {row.pk}", before=before, after=after)
+        step = f"changed:{audited.pk}"  # each change an event of its own
+        title = f"{row.tenant.name}: request {row.pk} changed by its asker"
+        text = f"{asker.label} changed it: now {request_words(row)}. {row.justification}"
+        notify(kind=Kind.REQUEST, users=[p for p in project_managers(row.tenant)
+                                         if p.pk != asker.pk],
+               tenant=row.tenant, title=title, text=text, key=f"request:{row.pk}:{step}",
+               link=reverse("allocations:requests"))
+        _tell_deciders(row, f"{step}:to-decide", asker, title, text)
+    return row
 
 
 def _request_lines(tenant: Tenant, now: dt.datetime) -> list[AdjustmentLine]:

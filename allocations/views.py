@@ -30,14 +30,16 @@ from .selectors import (
     requests_visible,
 )
 from .services import (
+    NotTheAsker,
     RequestRefused,
     record_set,
     request_approve,
+    request_change,
     request_create,
     request_deny,
     request_words,
 )
-from .validation import RecordInvalid, RequestInvalid, record_clean, request_clean
+from .validation import TEMPORARY, RecordInvalid, RequestInvalid, record_clean, request_clean
 
 
 @project_required
@@ -96,10 +98,10 @@ def record_edit(request: SignedInRequest, pk: int) -> HttpResponse:
     }, status=400 if errors else 200)
 
 
-def _request_fields(request: SignedInRequest) -> dict[str, Any]:
+def _request_fields(request: SignedInRequest, kind: str | None = None) -> dict[str, Any]:
     """The ask form's fields in the API's shape: the kind's own fields into `details`."""
     post = request.POST
-    kind = post.get("kind", "")
+    kind = kind if kind is not None else post.get("kind", "")
     number = ("gpus", "gpu_hours", "count")
     details = {name: (int(value) if name in number and value.isascii() and value.isdigit()
                       else value)
@@ -139,7 +141,31 @@ def requests_page(request: TenantRequest) -> HttpResponse:
         "tenant": tenant, "requests": visible.filter(tenant=tenant)[:200], "queue": queue,
         "may_ask": may_ask, "kinds": ResourceRequest.Kind.choices, "errors": errors,
         "asked": asked, "gpu_types": GpuType.objects.filter(enabled=True),
+        "temporary": [str(kind) for kind in TEMPORARY],
     }, status=400 if errors else 200)
+
+
+@login_required
+@require_POST
+def request_change_view(request: SignedInRequest, pk: int) -> HttpResponse:
+    """The asker's change of their pending request, from the row's form (its kind stays)."""
+    row = requests_visible(request.identity).filter(pk=pk).first()
+    if row is None:
+        raise Http404("No such request.")
+    try:
+        fields = request_clean(_request_fields(request, row.kind), now=timezone.now())
+        fields.pop("kind")
+        row = request_change(request=row, asker=request.user, fields=fields)
+    except RequestInvalid as exc:
+        messages.error(request, "; ".join(f"{field}: {' '.join(problems)}"
+                                          for field, problems in exc.errors.items()))
+    except NotTheAsker as exc:
+        raise PermissionDenied(str(exc)) from None
+    except RequestRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Request {row.pk} changed: {request_words(row)}.")
+    return redirect("allocations:requests")
 
 
 def _decide(request: SignedInRequest, pk: int, decide: Any) -> HttpResponse:

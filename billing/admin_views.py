@@ -18,10 +18,10 @@ from catalogue.models import GpuType
 from core.validation import FieldsInvalid, Refused
 from identity.access import SignedInRequest, admin_required
 
-from .models import MonthClose
+from .models import MonthClose, MonthReopen
 from .selectors import price_sheets, sheet_in_force
-from .services import MonthRefused, month_close, prices_set
-from .validation import month, prices_clean
+from .services import MonthRefused, month_close, month_reopen, prices_set
+from .validation import month, prices_clean, reason
 
 
 def _page(request: SignedInRequest, *, values: dict[str, Any] | None = None,
@@ -41,6 +41,7 @@ def _page(request: SignedInRequest, *, values: dict[str, Any] | None = None,
         "in_force": in_force, "sheets": price_sheets(), "values": values,
         "gpu_types": gpu_types, "errors": errors or {},
         "months": MonthClose.objects.select_related("closed_by"),
+        "reopened": MonthReopen.objects.select_related("reopened_by")[:20],
         "last_month": f"{last_month:%Y-%m}",
     }, status=400 if errors else 200)
 
@@ -79,4 +80,19 @@ def month_close_view(request: SignedInRequest) -> HttpResponse:
     except (Refused, MonthRefused) as exc:
         return _page(request, errors={"period": [str(exc)]})
     messages.success(request, f"{wanted:%Y-%m} is closed: its statement is frozen.")
+    return redirect("billing:admin-prices")
+
+
+@admin_required
+@require_POST
+def month_reopen_view(request: SignedInRequest) -> HttpResponse:
+    """A closed month opened again, with the reason the form gives."""
+    try:
+        wanted = month(request.POST.get("period", ""))
+        why = reason(request.POST.get("reason", ""))
+        month_reopen(month=wanted, acting_user=request.user, reason=why)
+    except (Refused, MonthRefused) as exc:
+        return _page(request, errors={"reopen": [str(exc)]})
+    messages.success(request, f"{wanted:%Y-%m} is open again: its reports are worked out "
+                              "afresh until it is closed again.")
     return redirect("billing:admin-prices")

@@ -73,6 +73,25 @@ class MonthClose(models.Model):
         return f"{self.month:%Y-%m} closed"
 
 
+class MonthReopen(models.Model):
+    """A closed month an admin opened again, and why: its frozen statement was dropped (the
+    audit record month.reopen keeps what it held). The beat closes no month that has one (an
+    admin closes it again when it is right); each reopening is a row of its own."""
+
+    month = models.DateField(help_text="its first day")
+    reason = models.TextField()
+    reopened_at = models.DateTimeField(auto_now_add=True)
+    reopened_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-reopened_at", "-pk"]
+        indexes = [models.Index(fields=["month"], name="billing_reopen_month")]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} reopened"
+
+
 class StatementLine(models.Model):
     class Resource(models.TextChoices):
         GPU = "gpu", "GPU-hours"

@@ -1,5 +1,6 @@
-"""Writes of billing: a price sheet set (audited, before → after) and a month closed (its
-statement frozen: the lines stored as they are worked out now, audited)."""
+"""Writes of billing: a price sheet set (audited, before → after), a month closed (its
+statement frozen: the lines stored as they are worked out now, audited) and a closed month
+opened again by an admin (its statement dropped, audited with the reason)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from audit.services import Actor, audit_record
 from catalogue.models import GpuType
 from identity.models import User
 
-from .models import GpuPrice, MonthClose, PriceSheet, StatementLine
+from .models import GpuPrice, MonthClose, MonthReopen, PriceSheet, StatementLine
 from .selectors import lines_computed, month_bounds, month_of
 
 
@@ -66,6 +67,16 @@ class MonthClosedAlready(MonthRefused):
     code = "month_closed"
 
 
+class MonthRunning(MonthRefused):
+    """The month now running (or one to come): never closed, nothing to open."""
+
+    code = "month_running"
+
+
+class MonthNotClosed(MonthRefused):
+    code = "month_not_closed"
+
+
 def month_close(*, month: dt.date, acting_user: Actor, now: dt.datetime | None = None
                 ) -> MonthClose:
     """Freeze the month's statement: its lines, worked out now, stored; its reports read them
@@ -98,16 +109,45 @@ def month_close(*, month: dt.date, acting_user: Actor, now: dt.datetime | None =
     return closed
 
 
+def month_reopen(*, month: dt.date, acting_user: Actor, reason: str,
+                 now: dt.datetime | None = None) -> MonthReopen:
+    """Open a closed month again (validation.reason's `reason`): its frozen statement dropped,
+    so that its reports are worked out afresh from the runs and the prices (a later
+    month_close freezes them anew), and the beat leaves it to an admin from then on.
+    MonthRunning for the month now running or one to come, MonthNotClosed for one not closed.
+    Audited month.reopen, the statement's summary before, the reason after."""
+    now = now or timezone.now()
+    month = month.replace(day=1)
+    if month_bounds(month)[1] > now:
+        raise MonthRunning(f"{month:%Y-%m} is not over: it was never closed.")
+    user = acting_user if isinstance(acting_user, User) and acting_user.pk else None
+    with transaction.atomic():
+        closed = MonthClose.objects.select_for_update().filter(month=month).first()
+        if closed is None:
+            raise MonthNotClosed(f"{month:%Y-%m} is not closed.")
+        lines = list(closed.lines.values_list("cost", flat=True))
+        before = {"month": f"{month:%Y-%m}", "closed_at": closed.closed_at.isoformat(),
+                  "closed_by": closed.closed_by.label if closed.closed_by else None,
+                  "lines": len(lines), "cost": str(sum(lines, Decimal("0.00"))),
+                  "currency": closed.currency}
+        closed.delete()  # its lines with it
+        reopened = MonthReopen.objects.create(month=month, reason=reason, reopened_by=user)
+        audit_record(actor=acting_user, action="month.reopen", target=f"{month:%Y-%m}",
+                     before=before, after={"month": f"{month:%Y-%m}", "reason": reason})
+    return reopened
+
+
 def months_close_due(*, now: dt.datetime | None = None) -> MonthClose | None:
     """The beat's: the month before this one closed once PORTAL_BILLING_CLOSE_DELAY_HOURS have
     passed since it ended (runs the tracker recorded late still count), unless an admin closed
-    it. Older open months are left to an admin: a new site's history is not frozen unasked."""
+    it or opened it again. Older open months are left to an admin: a new site's history is not frozen unasked."""
     now = now or timezone.now()
     this_month = month_of(now)
     previous = (this_month - dt.timedelta(days=1)).replace(day=1)
     if now - month_bounds(previous)[1] < dt.timedelta(hours=settings.PORTAL_BILLING_CLOSE_DELAY_HOURS):
         return None
-    if MonthClose.objects.filter(month=previous).exists():
+    if MonthClose.objects.filter(month=previous).exists() or \
+            MonthReopen.objects.filter(month=previous).exists():  # an admin's to close again
         return None
     try:
         return month_close(month=previous, acting_user=None, now=now)

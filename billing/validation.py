@@ -29,6 +29,19 @@ def month(value: Any) -> dt.date:
     return dt.date(int(found[1]), int(found[2]), 1)
 
 
+MAX_REASON = 2000
+
+
+def reason(value: Any) -> str:
+    """Why a closed month is opened again: text, 1 to MAX_REASON characters; else Refused."""
+    text = value.strip() if isinstance(value, str) else ""
+    if not text:
+        raise Refused("Say why the month is opened again: a reason is required.")
+    if len(text) > MAX_REASON or "\x00" in text:  # the database refuses NUL in text
+        raise Refused(f"A reason of at most {MAX_REASON} characters, no NUL.")
+    return text
+
+
 def amount(value: Any) -> Decimal:
     """A price: a decimal number written as text (or a JSON number), 0 or more, at most
     PRICE_PLACES decimals; else Refused. Never read through a float."""

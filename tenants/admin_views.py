@@ -30,8 +30,7 @@ from .forms import DepartmentForm, ImagePrefixesForm
 from .models import Department, Quota, Tenant
 from .quota_validation import CapacityUnknown, QuotaInvalid, quota_changes_clean
 from .selectors import (
-    department_caps,
-    department_quotas_in_force,
+    department_standing,
     quota_figures,
     quota_uses_in_cluster,
     tenant_cluster_states,
@@ -339,8 +338,9 @@ def department_list(request: SignedInRequest) -> HttpResponse:
 @admin_required
 @require_http_methods(["GET", "POST"])
 def department_detail(request: SignedInRequest, pk: int) -> HttpResponse:
-    """A department: its caps (in all and per GPU type) as a form, its projects and what their
-    quotas in force add up to (with Kueue, what they hold of their own below the cap)."""
+    """A department: its caps (in all and per GPU type) as a form, its projects, what they use
+    now against the caps (as the admission counts it) and what their quotas in force add up to
+    (with Kueue, what they hold of their own below the cap)."""
     department = get_object_or_404(Department, pk=pk)
     form = DepartmentForm(request.POST or None, instance=department)
     if request.method == "POST" and form.is_valid():
@@ -350,13 +350,12 @@ def department_detail(request: SignedInRequest, pk: int) -> HttpResponse:
         return redirect("tenants:department-detail", pk=department.pk)
     if form.errors:
         department.refresh_from_db()  # a refused form left what was typed in the instance
-    caps = department_caps(department)
-    own = department_quotas_in_force(department)
+    standing = department_standing(department)
     return render(request, "tenants/department_detail.html", {
         "department": department, "form": form,
         "tenants": department.tenants.exclude(state=Tenant.State.DELETED),
-        "types": [{"slug": t.slug, "cap": caps.type_cap(t.slug), "quotas": own.get(t.slug, 0)}
-                  for t in form.gpu_types],
+        "types": standing.type_rows(), "total": standing.total(),
+        "workloads": standing.used.workloads or 0,
         "queueing": queueing_shown(),
     }, status=400 if form.errors else 200)
 

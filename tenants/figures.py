@@ -31,6 +31,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from catalogue.sharing import equivalents_text
+
 # where a figure of use was read
 USE_ADMISSION = "admission"  # the portal's active workloads, as its admission counts them
 USE_CLUSTER = "cluster"  # the GPUs the namespace's pods request (cluster.capacity)
@@ -344,3 +346,45 @@ class DepartmentCaps:
     def as_data(self) -> dict[str, Any]:
         return {"gpus_total": self.gpus_total,
                 "gpus_by_type": dict(sorted(self.gpus_by_type.items()))}
+
+
+def _figure(value: Fraction) -> float:
+    """GPU-equivalents as the API gives them: a number, two places at most."""
+    return round(float(value), 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class DepartmentStanding:
+    """What a department's projects use now against its caps: `used` as the portal's
+    admission counts it (the same reader that refuses a launch past a cap), their quotas in
+    force together, the caps and what is left of them."""
+
+    caps: DepartmentCaps
+    used: QuotaUse
+    quotas_by_type: Mapping[str, int]  # units of each type, their quotas in force together
+    quotas_total: int  # GPU-equivalents, their quotas' totals in force together
+    gpu_types: tuple[str, ...]  # the slugs shown: every known type
+
+    def type_rows(self) -> list[dict[str, Any]]:
+        """Per GPU type: units used, the projects' quotas, the cap (None: none) and what is
+        left of it (never below 0: a cap lowered under what runs leaves nothing)."""
+        rows = []
+        for slug in self.gpu_types:
+            cap = self.caps.type_cap(slug)
+            used = self.used.gpus(slug)
+            rows.append({"gpu_type": slug, "used": used, "quotas": self.quotas_by_type.get(slug, 0),
+                         "cap": cap, "left": None if cap is None else max(cap - used, 0)})
+        return rows
+
+    def total(self) -> dict[str, Any]:
+        """In all, in GPU-equivalents (a unit of a shared type weighs its part of a GPU)."""
+        used, cap = self.used.gpus_total, self.caps.gpus_total
+        left = None if cap is None else max(cap - used, Fraction(0))
+        return {"used": _figure(used), "used_text": equivalents_text(used),
+                "quotas": self.quotas_total, "cap": cap,
+                "left": None if left is None else _figure(left),
+                "left_text": "" if left is None else equivalents_text(left)}
+
+    def as_data(self) -> dict[str, Any]:
+        return {"gpus_by_type": self.type_rows(), "gpus_total": self.total(),
+                "workloads": self.used.workloads or 0}

@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from core.registry import Hook
 
 if TYPE_CHECKING:
-    from .models import Tenant
+    from collections.abc import Mapping
+    from fractions import Fraction
+
+    from .figures import QuotaUse
+    from .models import Department, Tenant
 
 
 class TenantDeleting(Protocol):
@@ -37,3 +41,15 @@ CLAIM_ALLOWANCES = Hook[ClaimAllowance]("tenants.claim_allowances", order=("stor
 
 TENANT_DELETING = Hook[TenantDeleting]("tenants.tenant_deleting",
                                        order=("workloads", "storage"))
+
+
+class DepartmentUse(Protocol):
+    """What a department's projects use together as the portal's admission counts it."""
+
+    def __call__(self, department: Department, *, fractions: Mapping[str, Fraction]
+                 ) -> QuotaUse: ...
+
+
+# DEPARTMENT_USE: the one reader of a department's use (workloads registers the one its
+# admission checks a cap with); the department's page and API show what it answers
+DEPARTMENT_USE = Hook[DepartmentUse]("tenants.department_use", order=("workloads",))

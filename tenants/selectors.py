@@ -17,14 +17,17 @@ from clusters.models import home_cluster_name
 from identity.identity import Identity
 
 from .figures import (
+    USE_ADMISSION,
     USE_CLUSTER,
     AdjustmentLine,
     DepartmentCaps,
+    DepartmentStanding,
     QuotaAmounts,
     QuotaFigures,
     QuotaUse,
     figures_of,
 )
+from .hooks import DEPARTMENT_USE
 from .manifests import enforced_level, level_admits_root
 from .models import (
     Department,
@@ -201,14 +204,36 @@ def department_members(department: Department) -> QuerySet[Tenant]:
     return Tenant.objects.filter(department=department).exclude(state=Tenant.State.DELETED)
 
 
+def _department_quotas(department: Department) -> tuple[dict[str, int], int]:
+    """Its projects' quotas in force together: per GPU type slug, and their totals."""
+    together: dict[str, int] = {}
+    total = 0
+    for tenant in tenants_with_quota_figures(department_members(department)):
+        in_force = quota_figures(tenant).in_force
+        total += in_force.gpus_total
+        for slug, gpus in in_force.gpus_by_type.items():
+            together[slug] = together.get(slug, 0) + gpus
+    return together, total
+
+
 def department_quotas_in_force(department: Department) -> dict[str, int]:
     """Per GPU type slug: its projects' quotas in force together (what they hold of their own
     in Kueue's cohort tree, whatever the department's cap). Three queries."""
-    together: dict[str, int] = {}
-    for tenant in tenants_with_quota_figures(department_members(department)):
-        for slug, gpus in quota_figures(tenant).in_force.gpus_by_type.items():
-            together[slug] = together.get(slug, 0) + gpus
-    return together
+    return _department_quotas(department)[0]
+
+
+def department_standing(department: Department) -> DepartmentStanding:
+    """What its projects use now (units per type; GPU-equivalents in all) against its caps,
+    their quotas in force together and what is left: the use read through DEPARTMENT_USE, the
+    reader the admission checks a cap with (no count of its own here). Six queries."""
+    caps = department_caps(department)
+    readers = list(DEPARTMENT_USE)
+    used = (readers[0](department, fractions=caps.fractions) if readers
+            else QuotaUse(source=USE_ADMISSION, gpus_by_type={}, fractions=caps.fractions))
+    by_type, total = _department_quotas(department)
+    slugs = sorted(set(caps.fractions) | set(used.gpus_by_type) | set(by_type))
+    return DepartmentStanding(caps=caps, used=used, quotas_by_type=by_type,
+                              quotas_total=total, gpu_types=tuple(slugs))
 
 
 def tenant_cluster_states(tenant: Tenant) -> list[dict[str, object]]:

@@ -124,6 +124,28 @@ class RequestCreateSerializer(serializers.Serializer[Any]):
         return {**fields, "tenant": attrs.get("tenant")}
 
 
+class RequestChangeSerializer(serializers.Serializer[Any]):
+    """The asker's change: the fields given replace the request's own, and the whole is
+    checked by allocations.validation.request_clean as when asked (the kind stays)."""
+
+    details = serializers.DictField(required=False)
+    justification = serializers.CharField(max_length=4000, required=False)
+    ends_at = serializers.CharField(required=False, allow_null=True, max_length=64,
+                                    help_text="ISO 8601 time a quota, budget or allowance "
+                                              "grant ends by itself; null: for good")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        row: ResourceRequest = self.context["row"]
+        whole = {"kind": row.kind, "details": row.details, "justification": row.justification,
+                 "ends_at": row.ends_at.isoformat() if row.ends_at else None, **attrs}
+        try:
+            fields = request_clean(whole, now=timezone.now())
+        except RequestInvalid as exc:
+            raise serializers.ValidationError(exc.errors) from None
+        fields.pop("kind")
+        return fields
+
+
 class DecisionSerializer(serializers.Serializer[Any]):
     note = serializers.CharField(max_length=2000, allow_blank=True, required=False, default="",
                                  validators=[_visible])

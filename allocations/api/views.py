@@ -21,16 +21,19 @@ from tenants.selectors import tenants_reachable
 from ..models import ResourceRequest
 from ..selectors import record_changeable, record_of, request_decidable_by, requests_visible
 from ..services import (
+    NotTheAsker,
     OwnRequest,
     RequestRefused,
     record_set,
     request_approve,
+    request_change,
     request_create,
     request_deny,
 )
 from .serializers import (
     DecisionSerializer,
     ProjectRecordSerializer,
+    RequestChangeSerializer,
     RequestCreateSerializer,
     RequestSerializer,
 )
@@ -88,6 +91,7 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     queryset = ResourceRequest.objects.all()
     lookup_value_regex = ID_PATTERN
     permission_classes = [HasProject]
+    http_method_names = ["get", "post", "patch", "head", "options"]
     request: APIRequest
 
     def get_queryset(self) -> QuerySet[ResourceRequest]:
@@ -114,6 +118,23 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
             raise exceptions.PermissionDenied("Readers cannot ask; members and managers can.")
         made = request_create(tenant=tenant, asker=request.user, fields=fields)
         return Response(RequestSerializer(made).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=RequestChangeSerializer, responses=RequestSerializer)
+    def partial_update(self, request: APIRequest, *args: Any, **kwargs: Any) -> Response:
+        """The asker changes their pending request (its kind stays): the fields given replace
+        theirs, the whole checked as when asked. 403 not_the_asker for anyone else, 409
+        request_decided once decided; the project's managers and its deciders are told."""
+        row = self.get_object()  # another project's: 404
+        serializer = RequestChangeSerializer(data=request.data, context={"row": row})
+        serializer.is_valid(raise_exception=True)
+        try:
+            row = request_change(request=row, asker=request.user,
+                                 fields=dict(serializer.validated_data))
+        except NotTheAsker as exc:
+            raise exceptions.PermissionDenied(str(exc), code=exc.code) from None
+        except RequestRefused as exc:
+            raise RequestConflict(str(exc), code=exc.code) from None
+        return Response(RequestSerializer(row).data)
 
     def _decide(self, request: APIRequest, decide: Any) -> Response:
         row = self.get_object()  # another project's: 404

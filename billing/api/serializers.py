@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from core.validation import FieldsInvalid
 
-from ..models import MonthClose, PriceSheet
+from ..models import MonthClose, MonthReopen, PriceSheet
 from ..validation import prices_clean
 
 
@@ -89,6 +89,25 @@ class MonthCloseSerializer(serializers.Serializer[MonthClose]):
         return row.closed_by.label if row.closed_by is not None else None
 
 
+
+
+class MonthReopenRequestSerializer(serializers.Serializer[MonthReopen]):
+    period = serializers.CharField(max_length=7, help_text="YYYY-MM, a closed month")
+    reason = serializers.CharField(max_length=2000, help_text="why it is opened again "
+                                                              "(audited)")
+
+
+class MonthReopenSerializer(serializers.Serializer[MonthReopen]):
+    period = serializers.SerializerMethodField()
+    reason = serializers.CharField()
+    reopened_at = serializers.DateTimeField()
+    reopened_by = serializers.SerializerMethodField()
+
+    def get_period(self, row: MonthReopen) -> str:
+        return f"{row.month:%Y-%m}"
+
+    def get_reopened_by(self, row: MonthReopen) -> str | None:
+        return row.reopened_by.label if row.reopened_by is not None else None
 
 
 class MonthlyReportFiguresSerializer(serializers.Serializer[Any]):

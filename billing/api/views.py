@@ -15,13 +15,15 @@ from core.validation import Refused, ascii_digits
 from ..costing import GROUPINGS
 from ..models import MonthClose
 from ..selectors import NoReports, price_sheets, sheet_in_force, usage_report
-from ..services import MonthRefused, month_close, prices_set
-from ..validation import month
+from ..services import MonthRefused, month_close, month_reopen, prices_set
+from ..validation import month, reason
 from .renderers import ReportCsvRenderer
 from .serializers import (
     MonthCloseRequestSerializer,
     MonthCloseSerializer,
     MonthlyReportSerializer,
+    MonthReopenRequestSerializer,
+    MonthReopenSerializer,
     PricesSerializer,
     PricesWriteSerializer,
 )
@@ -91,6 +93,38 @@ class MonthsView(APIView):
         except MonthRefused as exc:
             raise MonthConflict(str(exc), code=exc.code) from None
         return Response(MonthCloseSerializer(closed).data, status=status.HTTP_201_CREATED)
+
+
+class MonthReopenView(APIView):
+    """A closed month opened again (admins)."""
+
+    permission_classes = [HasProject]
+
+    @extend_schema(request=MonthReopenRequestSerializer, responses=MonthReopenSerializer)
+    def post(self, request: APIRequest) -> Response:
+        """Open a closed month again, with a reason: its frozen statement dropped, its reports
+        worked out afresh until it is closed again (the beat leaves it to an admin). 409
+        month_running for the month now running, month_not_closed for one not closed; audited
+        month.reopen."""
+        _admin_only(request, "reopen a month")
+        serializer = MonthReopenRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        errors: dict[str, list[str]] = {}
+        try:
+            wanted = month(serializer.validated_data["period"])
+        except Refused as exc:
+            errors["period"] = [str(exc)]
+        try:
+            why = reason(serializer.validated_data["reason"])
+        except Refused as exc:
+            errors["reason"] = [str(exc)]
+        if errors:
+            raise exceptions.ValidationError(errors)
+        try:
+            reopened = month_reopen(month=wanted, acting_user=request.user, reason=why)
+        except MonthRefused as exc:
+            raise MonthConflict(str(exc), code=exc.code) from None
+        return Response(MonthReopenSerializer(reopened).data)
 
 
 class UsageReportView(APIView):

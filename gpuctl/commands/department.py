@@ -15,6 +15,7 @@ from ..tenants import find_tenant
 EXAMPLES = """\
 examples:
   gpuctl department list
+  gpuctl department show 2
   gpuctl department create Physics --admins-project 3f1c… --gpu-cap 32
   gpuctl department update 2 --type-cap a100=16 --type-cap h100=8
   gpuctl department update 2 --no-gpu-cap --no-type-caps
@@ -37,7 +38,8 @@ def register(commands: Commands) -> None:
     department = commands.noun("department", "departments above projects (admins write)",
                                default_verb="list", epilog=EXAMPLES)
     department.verb("list", list_departments, "the departments you can see")
-    p = department.verb("show", show, "one department")
+    p = department.verb("show", show, "one department, with what its projects use now "
+                                      "against its caps")
     p.add_argument("id", help="the department's id")
     p = department.verb("create", create, "make a department (admins)")
     p.add_argument("name")
@@ -103,8 +105,30 @@ def list_departments(api: PortalClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+USE_COLUMNS: list[Column] = [
+    ("GPU TYPE", "gpu_type"), ("IN USE", "used"), ("QUOTAS", "quotas"),
+    ("CAP", lambda row: "-" if row["cap"] is None else row["cap"]),
+    ("LEFT", lambda row: "-" if row["left"] is None else row["left"])]
+
+
 def show(api: PortalClient, args: argparse.Namespace) -> int:
-    return _shown(args, api.get(f"departments/{args.id}/"))
+    """The department, then what its projects use now against its caps."""
+    department = api.get(f"departments/{args.id}/")
+
+    def render(out: TextIO) -> None:
+        print_record({**department, "tenants": ", ".join(department["tenants"]) or "-",
+                      "gpu_caps_by_type": _type_caps(department)}, FIELDS, out)
+        use = department["use"]
+        total = use["gpus_total"]
+        out.write(f"\nin use now: {total['used_text']} GPU-equivalents"
+                  + (f" of a cap of {total['cap']} ({total['left_text']} left)"
+                     if total["cap"] is not None else " (no cap in all)")
+                  + f"; its projects' quotas {total['quotas']} in all; "
+                  f"{use['workloads']} active workloads\n")
+        table(use["gpus_by_type"], USE_COLUMNS)(out)
+
+    emit(args, department, render)
+    return EXIT_OK
 
 
 def create(api: PortalClient, args: argparse.Namespace) -> int:

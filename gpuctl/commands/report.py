@@ -1,7 +1,8 @@
-"""`gpuctl report usage|close|months`: a month's GPU-hours, CPU-hours, storage and cost per
+"""`gpuctl report usage|close|reopen|months`: a month's GPU-hours, CPU-hours, storage and cost per
 department, project, principal investigator or grant (managers their project's, department
 admins their department's, admins every one), as a table, the portal's CSV or its JSON; an
-admin closes a month (its statement frozen) and lists the closed ones."""
+admin closes a month (its statement frozen), opens a closed one again (its statement dropped,
+with a reason) and lists the closed ones."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ EXAMPLES = """\
 examples:
   gpuctl report usage --period 2026-11 --by department
   gpuctl report usage --period 2026-11 --by grant --csv > november.csv
-  gpuctl report close 2026-11"""
+  gpuctl report close 2026-11
+  gpuctl report reopen 2026-11 --reason "runs recorded late"
+"""
 
 
 def register(commands: Commands) -> None:
@@ -34,6 +37,10 @@ def register(commands: Commands) -> None:
     p = report.verb("close", close, "close a month that is over: its statement frozen "
                                     "(admins)")
     p.add_argument("period", metavar="YYYY-MM")
+    p = report.verb("reopen", reopen, "open a closed month again: its statement dropped, "
+                                      "worked out afresh until closed again (admins)")
+    p.add_argument("period", metavar="YYYY-MM")
+    p.add_argument("--reason", required=True, help="why (audited)")
     report.verb("months", months, "the closed months (admins)")
 
 
@@ -74,6 +81,17 @@ def close(api: PortalClient, args: argparse.Namespace) -> int:
         out.write(f"{closed['period']} closed: its statement is frozen\n")
 
     emit(args, closed, render)
+    return EXIT_OK
+
+
+def reopen(api: PortalClient, args: argparse.Namespace) -> int:
+    reopened = api.post("reports/months/reopen/", {"period": args.period, "reason": args.reason})
+
+    def render(out: TextIO) -> None:
+        out.write(f"{reopened['period']} open again: its statement is dropped and its reports "
+                  "are worked out afresh until it is closed again\n")
+
+    emit(args, reopened, render)
     return EXIT_OK
 
 

@@ -1,4 +1,4 @@
-"""`gpuctl request list|create|approve|deny`: ask for more (quota of a GPU type, a bigger
+"""`gpuctl request list|create|change|approve|deny`: ask for more (quota of a GPU type, a bigger
 budget, a reservation beyond the allowance, a larger allowance, the allocation renewed), and,
 for admins and a department's admins, decide."""
 
@@ -17,6 +17,7 @@ examples:
   gpuctl request create quota --detail gpu_type=a100 --detail gpus=4 \\
       --until 2026-12-20T00:00:00Z --why "paper deadline"
   gpuctl request create renewal --detail allocation_ends=2027-06-30 --why "grant extended"
+  gpuctl request change 12 --detail gpu_type=a100 --detail gpus=2 --why "a smaller run"
   gpuctl request list --state pending
   gpuctl request approve 12 --note "good luck"
   gpuctl request deny 13 --note "not this month\""""
@@ -47,6 +48,15 @@ def register(commands: Commands) -> None:
                                                    "grant ends by itself")
     p.add_argument("--project", type=int, metavar="TENANT_ID",
                    help="the tenant id (default: your token's project)")
+    p = request.verb("change", change, "change your own pending request (its kind stays)")
+    p.add_argument("id", type=int)
+    p.add_argument("--detail", action="append", type=key_value(str, "NAME=VALUE"),
+                   metavar="NAME=VALUE",
+                   help="the kind's fields, all of them (repeatable); left out: as they were")
+    p.add_argument("--why", help="the justification (left out: as it was)")
+    until = p.add_mutually_exclusive_group()
+    until.add_argument("--until", metavar="TIME", help="ISO 8601 time the grant ends by itself")
+    until.add_argument("--for-good", action="store_true", help="no end: a lasting grant")
     for verb, run in (("approve", approve), ("deny", deny)):
         p = request.verb(verb, run, f"{verb} a request (admins, the department's admins)")
         _decision(p)
@@ -86,6 +96,19 @@ def create(api: PortalClient, args: argparse.Namespace) -> int:
     if args.project:
         body["tenant"] = args.project
     return _shown(args, api.post("requests/", body))
+
+
+def change(api: PortalClient, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {}
+    if args.detail:
+        body["details"] = {name: _number(name, value) for name, value in args.detail}
+    if args.why:
+        body["justification"] = args.why
+    if args.until:
+        body["ends_at"] = args.until
+    elif args.for_good:
+        body["ends_at"] = None
+    return _shown(args, api.patch(f"requests/{args.id}/", body))
 
 
 def approve(api: PortalClient, args: argparse.Namespace) -> int:

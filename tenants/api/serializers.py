@@ -16,7 +16,7 @@ from ..quota_validation import (
     quota_changes_clean,
     unknown_gpu_types_refusal,
 )
-from ..selectors import quota_figures, tenant_cluster_states
+from ..selectors import department_standing, quota_figures, tenant_cluster_states
 
 
 class TenantClusterStateSerializer(serializers.Serializer[dict[str, Any]]):
@@ -132,6 +132,47 @@ class DepartmentSerializer(serializers.ModelSerializer[Department]):
         if taken.exists():
             raise serializers.ValidationError("Another department has this project already.")
         return value
+
+
+class DepartmentUseTypeSerializer(serializers.Serializer[Any]):
+    gpu_type = serializers.CharField()
+    used = serializers.IntegerField(help_text="units its projects' active workloads hold")
+    quotas = serializers.IntegerField(help_text="its projects' quotas in force together")
+    cap = serializers.IntegerField(allow_null=True, help_text="units its projects may hold "
+                                   "together (the type's cap, within the cap in all); null: none")
+    left = serializers.IntegerField(allow_null=True, help_text="cap − used, never below 0")
+
+
+class DepartmentUseTotalSerializer(serializers.Serializer[Any]):
+    used = serializers.FloatField(help_text="GPU-equivalents in use (a unit of a shared type "
+                                            "weighs its part of a GPU)")
+    used_text = serializers.CharField()
+    quotas = serializers.IntegerField(help_text="its projects' quota totals in force together")
+    cap = serializers.IntegerField(allow_null=True, help_text="the cap in all; null: none")
+    left = serializers.FloatField(allow_null=True)
+    left_text = serializers.CharField()
+
+
+class DepartmentUseSerializer(serializers.Serializer[Any]):
+    """What the department's projects use now against its caps, as the admission counts it."""
+
+    gpus_by_type = DepartmentUseTypeSerializer(many=True)
+    gpus_total = DepartmentUseTotalSerializer()
+    workloads = serializers.IntegerField(help_text="its projects' active workloads")
+
+
+class DepartmentDetailSerializer(DepartmentSerializer):
+    """One department, with what its projects use now against its caps."""
+
+    use = serializers.SerializerMethodField()
+
+    class Meta(DepartmentSerializer.Meta):
+        fields = [*DepartmentSerializer.Meta.fields, "use"]
+        read_only_fields = [*DepartmentSerializer.Meta.read_only_fields, "use"]
+
+    @extend_schema_field(DepartmentUseSerializer)
+    def get_use(self, department: Department) -> dict[str, Any]:
+        return department_standing(department).as_data()
 
 
 def _count(**kwargs: Any) -> serializers.IntegerField:

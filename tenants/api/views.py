@@ -28,6 +28,7 @@ from ..services import (
     tenant_department_set,
 )
 from .serializers import (
+    DepartmentDetailSerializer,
     DepartmentSerializer,
     QuotaSerializer,
     TenantChangeSerializer,
@@ -128,6 +129,12 @@ class DepartmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def _admin(self) -> None:
         if not self.request.identity.is_admin:
             raise exceptions.PermissionDenied(ADMINS_ONLY)
+
+    def get_serializer_class(self) -> type[DepartmentSerializer]:
+        """One department comes with `use`: what its projects use now (per GPU type in units,
+        in all in GPU-equivalents) against its caps, their quotas together and what is left
+        (a list leaves it out: it is read per department)."""
+        return DepartmentDetailSerializer if self.action == "retrieve" else DepartmentSerializer
 
     @extend_schema(request=DepartmentSerializer, responses={201: DepartmentSerializer})
     def create(self, request: APIRequest, *args: Any, **kwargs: Any) -> Response:

@@ -34,6 +34,10 @@ def test_an_admin_makes_a_department_and_its_admin_sets_a_record(portal, keyston
                           str(department.pk)], admin)
     assert code == 0, err
     assert "nlp-lab: department Physics" in out
+    code, out, err = run(["department", "show", str(department.pk)], admin)
+    assert code == 0, err
+    assert "in use now: 0 GPU-equivalents of a cap of 16 (16 left)" in out
+    assert "GPU TYPE" in out and "LEFT" in out
     code, out, err = run(["department", "update", str(department.pk), "--type-cap", "a100=8",
                           "--type-cap", "v100=2", "--no-gpu-cap"], admin)
     assert code == 0, err
@@ -83,11 +87,15 @@ def test_a_member_asks_an_admin_approves_and_the_launch_runs(portal, keystone,  
     code, _, err = run(["launch", "--template", "jupyter", "--gpu-type", "a100"], portal)
     assert code == 4 and "quota_exceeded" in err
     code, out, err = run(["request", "create", "quota", "--detail", "gpu_type=a100",
-                          "--detail", "gpus=1", "--why", "paper deadline", "-o", "json"],
+                          "--detail", "gpus=3", "--why", "paper deadline", "-o", "json"],
                          portal)
     assert code == 0, err
     asked = json.loads(out)
-    assert asked["state"] == "pending" and asked["details"] == {"gpu_type": "a100", "gpus": 1}
+    assert asked["state"] == "pending" and asked["details"] == {"gpu_type": "a100", "gpus": 3}
+    code, out, err = run(["request", "change", str(asked["id"]), "--detail", "gpu_type=a100",
+                          "--detail", "gpus=1", "-o", "json"], portal)
+    assert code == 0, err
+    assert json.loads(out)["details"] == {"gpu_type": "a100", "gpus": 1}
     code, _, err = run(["request", "approve", str(asked["id"])], portal)
     assert code == 1 and "permission_denied" in err  # a member decides nothing
     admin = openrc(keystone, live_server, user="admin", project="admin")
@@ -99,5 +107,7 @@ def test_a_member_asks_an_admin_approves_and_the_launch_runs(portal, keystone,  
     assert "approved" in out and "good luck" in out
     code, _, err = run(["request", "deny", str(asked["id"])], admin)
     assert code == 1 and "request_decided" in err
+    code, _, err = run(["request", "change", str(asked["id"]), "--why", "later"], portal)
+    assert code == 1 and "request_decided" in err  # decided: the asker changes it no more
     code, _, err = run(["launch", "--template", "jupyter", "--gpu-type", "a100"], portal)
     assert code == 0, err

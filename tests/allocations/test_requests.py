@@ -234,3 +234,53 @@ def test_bad_input_is_a_400_that_asks_nothing(vision, project_token, body):
     assert answer.status_code == 400, answer.json()
     assert answer.json()["category"] == "invalid"
     assert not ResourceRequest.objects.exists()
+
+
+def test_deciders_are_told_of_a_new_request_and_of_the_askers_change(vision, login,
+                                                                     project_token):
+    """The site's admins and the department's admins (lead manages the department's Keystone
+    project) hear of a request and of each change its asker makes; the one who acted does
+    not. Nobody else changes it, nor anyone once it is decided."""
+    login("admin")  # a site admin the portal knows
+    department = Department.objects.create(name="Physics",
+                                           keystone_project_id=vision.keystone_project_id)
+    Tenant.objects.filter(pk=vision.pk).update(department=department)
+    researcher = project_token("researcher", "vision-lab")
+    asked = call(researcher, "post", "/api/v1/requests/", MORE_A100).json()
+    assert told(asked["id"], "to-decide") == {"admin", "lead"}
+
+    url = f"/api/v1/requests/{asked['id']}/"
+    changed = call(researcher, "patch", url, {"details": {"gpu_type": "a100", "gpus": 2},
+                                              "ends_at": "2099-01-01T00:00:00Z"})
+    assert changed.status_code == 400 and "ends_at" in changed.json()["fields"]
+    changed = call(researcher, "patch", url, {"details": {"gpu_type": "a100", "gpus": 2}})
+    assert changed.status_code == 200, changed.json()
+    assert changed.json()["details"] == {"gpu_type": "a100", "gpus": 2}
+    assert changed.json()["justification"] == MORE_A100["justification"]  # as it was
+    audited = AuditRecord.objects.get(action="request.change")
+    assert (audited.before["details"]["gpus"], audited.after["details"]["gpus"]) == (1, 2)
+    notices = Notification.objects.filter(kind=Kind.REQUEST,
+                                          key__startswith=f"request:{asked['id']}:changed:")
+    assert {n.user.name for n in notices} == {"admin", "lead"}  # not the asker
+    assert all("2 more a100" in n.text for n in notices)
+
+    # the browser's change form: the same service
+    page = login("researcher")
+    page.post("/switch-project/", {"project_id": vision.keystone_project_id})
+    html = page.get("/requests/").content.decode()
+    assert f"Change request {asked['id']}" in html, html[html.find("<main"):]
+    answer = page.post(f"/requests/{asked['id']}/change/",
+                       {"quota-gpu_type": "a100", "quota-gpus": "3", "justification": "bigger"})
+    assert answer.status_code == 302
+    row = ResourceRequest.objects.get(pk=asked["id"])
+    assert (row.details["gpus"], row.justification) == (3, "bigger")
+
+    lead = project_token("lead", "vision-lab")
+    other = call(lead, "patch", url, {"justification": "mine now"})
+    assert other.status_code == 403 and other.json()["code"] == "not_the_asker"
+    call(project_token("admin", "admin"), "post", url + "deny/")
+    late = call(researcher, "patch", url, {"justification": "again"})
+    assert late.status_code == 409 and late.json()["code"] == "request_decided"
+
+    own = call(lead, "post", "/api/v1/requests/", MORE_A100).json()
+    assert told(own["id"], "to-decide") == {"admin"}  # the asker is not told to decide

@@ -63,3 +63,8 @@ def test_prices_and_the_monthly_report_from_the_command_line(keystone, live_serv
     code, out, err = run(["report", "usage", "--period", "2025-11", "--json"], lead)
     assert code == 0, err
     assert json.loads(out)["closed"] is True
+    code, out, err = run(["report", "reopen", "2025-11", "--reason", "a late run"], admin)
+    assert code == 0, err
+    assert "2025-11 open again" in out and not MonthClose.objects.filter(month__year=2025).exists()
+    code, _, err = run(["report", "reopen", "2025-11", "--reason", "twice"], admin)
+    assert code == 1 and "month_not_closed" in err

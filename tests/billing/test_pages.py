@@ -8,7 +8,7 @@ import pytest
 from django.test import TestCase
 
 from audit.models import AuditRecord
-from billing.models import MonthClose, PriceSheet
+from billing.models import MonthClose, MonthReopen, PriceSheet
 from billing.services import prices_set
 from billing.validation import prices_clean
 from tests.support.billing import PRICES
@@ -57,3 +57,24 @@ def test_an_admin_sets_prices_and_closes_a_month_on_the_page(november, login):
     assert MonthClose.objects.get().closed_by is not None
     again = client.post("/admin/prices/close-month/", {"period": "2025-11"})
     assert again.status_code == 400 and "closed already" in again.content.decode()
+
+
+def test_an_admin_reopens_a_closed_month_on_the_page(november, login):
+    client = login("admin")
+    assert client.post("/admin/prices/close-month/", {"period": "2025-11"}).status_code == 302
+    page = client.get("/admin/prices/").content.decode()
+    assert 'id="reopen-month-form"' in page and '<option value="2025-11">' in page
+    refused = client.post("/admin/prices/reopen-month/", {"period": "2025-11", "reason": ""})
+    assert refused.status_code == 400 and "a reason is required" in refused.content.decode()
+    never = client.post("/admin/prices/reopen-month/", {"period": "2025-10", "reason": "x"})
+    assert never.status_code == 400 and "2025-10 is not closed" in never.content.decode()
+    reopened = client.post("/admin/prices/reopen-month/",
+                           {"period": "2025-11", "reason": "a late run"})
+    assert reopened.status_code == 302
+    assert not MonthClose.objects.exists()
+    row = MonthReopen.objects.get()
+    assert (row.reason, row.reopened_by.name) == ("a late run", "admin")
+    page = client.get("/admin/prices/").content.decode()
+    assert 'id="reopened-months"' in page and "a late run" in page
+    assert login("lead").post("/admin/prices/reopen-month/",
+                              {"period": "2025-11", "reason": "x"}).status_code == 403

@@ -16,6 +16,7 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client, TestCase
+from django.utils import timezone
 
 from audit.models import AuditRecord
 from billing.models import GpuPrice, MonthClose, PriceSheet, StatementLine
@@ -212,3 +213,59 @@ def test_bad_queries_are_400(november, project_token):
                   {"tenant": "x"}, {"period": "2025-1"}):
         response = call(admin, "get", "/api/v1/reports/usage/", query)
         assert response.status_code == 400, (query, response.content[:300])
+
+
+def test_an_admin_reopens_a_closed_month_and_a_later_close_freezes_it_anew(
+        november, project_token, settings):
+    """Reopened, a month's statement is dropped and its report worked out afresh (a late run
+    counts, a price change for it is taken); the beat leaves it to an admin, whose close
+    freezes the new figures. Refused: the month now running, one never closed, no reason, a
+    member; each refusal a JSON error."""
+    set_prices(project_token, PRICES)
+    admin = project_token("admin", "admin")
+    url = "/api/v1/reports/months/reopen/"
+    never = call(admin, "post", url, {"period": "2025-10", "reason": "a late run"})
+    assert never.status_code == 409 and never.json()["code"] == "month_not_closed"
+    running = call(admin, "post", url, {"period": f"{timezone.now():%Y-%m}", "reason": "x"})
+    assert running.status_code == 409 and running.json()["code"] == "month_running"
+    assert running.json()["category"] and running.json()["detail"]
+
+    frozen = report_csv(admin, group_by="tenant")
+    assert call(admin, "post", "/api/v1/reports/months/", {"period": "2025-11"}).status_code == 201
+    make_workload(Tenant.objects.get(name="nlp-lab"), "student", gpu_type="a100",
+                  state="succeeded", started_at=at(7), finished_at=at(8))
+    assert report_csv(admin, group_by="tenant") == frozen  # closed: the late run not counted
+
+    for body in ({"period": "2025-11", "reason": "  "}, {"period": "2025-13", "reason": "x"},
+                 {"period": "2025-11"}, {"period": "2025-11", "reason": "a\x00b"}):
+        refused = call(admin, "post", url, body)
+        assert refused.status_code == 400, refused.json()
+        assert refused.json()["category"] == "invalid" and refused.json()["fields"]
+    member = call(project_token("researcher", "vision-lab"), "post", url,
+                  {"period": "2025-11", "reason": "mine"})
+    assert member.status_code == 403
+    assert MonthClose.objects.filter(month=dt.date(2025, 11, 1)).exists()
+
+    reopened = call(admin, "post", url, {"period": "2025-11", "reason": "nlp-lab's late run"})
+    assert reopened.status_code == 200, reopened.json()
+    assert reopened.json()["period"] == "2025-11"
+    assert reopened.json()["reason"] == "nlp-lab's late run"
+    assert not MonthClose.objects.filter(month=dt.date(2025, 11, 1)).exists()
+    assert not StatementLine.objects.exists()
+    audited = AuditRecord.objects.get(action="month.reopen", target="2025-11")
+    assert audited.before["lines"] == 7 and audited.before["cost"] == frozen[-1]["cost"]
+    assert audited.after["reason"] == "nlp-lab's late run"
+    body = call(admin, "get", "/api/v1/reports/usage/", {"period": "2025-11"}).json()
+    assert body["closed"] is False
+    worked_out = report_csv(admin, group_by="tenant")
+    assert Decimal(worked_out[-1]["cost"]) > Decimal(frozen[-1]["cost"])  # the late run
+    again = call(admin, "post", url, {"period": "2025-11", "reason": "twice"})
+    assert again.status_code == 409 and again.json()["code"] == "month_not_closed"
+
+    settings.PORTAL_BILLING_CLOSE_DELAY_HOURS = 24
+    assert months_close_due(now=at(2, 1, month=12)) is None  # an admin's to close again
+    closed = call(admin, "post", "/api/v1/reports/months/", {"period": "2025-11"})
+    assert closed.status_code == 201, closed.json()
+    GpuPrice.objects.update(per_hour=99)
+    assert report_csv(admin, group_by="tenant") == worked_out  # frozen anew
+    assert AuditRecord.objects.filter(action="month.close", target="2025-11").count() == 2

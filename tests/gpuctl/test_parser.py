@@ -59,9 +59,9 @@ REGISTERED = {
     "calendar": {"calendar": None},
     "department": {"department": ["list", "show", "create", "update", "delete", "assign"]},
     "record": {"record": ["show", "set"]},
-    "request": {"request": ["list", "create", "approve", "deny"]},
+    "request": {"request": ["list", "create", "change", "approve", "deny"]},
     "price": {"price": ["show", "set"]},
-    "report": {"report": ["usage", "close", "months"]},
+    "report": {"report": ["usage", "close", "reopen", "months"]},
 }
 
 TREE = list(walk(cli.build_parser()))
@@ -140,7 +140,9 @@ REQUIRED = {("launch",): ["--template", "jupyter", "--gpu-type", "a100"],
             ("department", "assign"): ["vision-lab", "--none"],
             ("request", "create"): ["quota", "--why", "a deadline", "--detail", "gpus=8"],
             ("request", "approve"): ["1"], ("request", "deny"): ["1"],
+            ("request", "change"): ["1"],
             ("report", "close"): ["2026-11"],
+            ("report", "reopen"): ["2026-11", "--reason", "late runs"],
             ("secrets", "create"): ["hf", "--kind", "env"], ("secrets", "set"): ["hf"],
             ("secrets", "rm"): ["hf"],
             ("volumes", "create"): ["data", "--size", "10"],

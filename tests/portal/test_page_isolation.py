@@ -128,6 +128,8 @@ PAGES = [
     Page("allocations:requests", TENANT_LIST),
     Page("allocations:request-approve", ADMIN, method="POST", target="request", ok=302),
     Page("allocations:request-deny", ADMIN, method="POST", target="request", ok=302),
+    # the asker changes their own (nothing posted: the form's refusal, back to the list)
+    Page("allocations:request-change", OBJECT, method="POST", target="request", ok=302),
     # the calendar: everyone's to read; bookings and cancels are managers'
     Page("calendars:calendar", LOGIN),
     Page("calendars:book", MANAGE, method="POST", ok=400),  # nothing asked: the form again
@@ -139,6 +141,9 @@ PAGES = [
     Page("billing:admin-prices-save", ADMIN, method="POST", ok=302,
          data={"gpu-a100": "2.50"}),
     Page("billing:admin-month-close", ADMIN, method="POST", ok=302, data={"period": "2020-01"}),
+    # a month never closed: the page again, saying so
+    Page("billing:admin-month-reopen", ADMIN, method="POST", ok=400,
+         data={"period": "2019-01", "reason": "probe"}),
     # the admins'
     Page("calendars:admin", ADMIN),
     Page("calendars:admin-announce", ADMIN, method="POST", ok=400),
@@ -386,7 +391,7 @@ def snapshot() -> tuple:
         sorted(MaintenanceWindow.objects.values_list("pk", "cancelled_at")),
         sorted(Volume.objects.values_list("pk", "size_gib", "deleted_at")),
         sorted(Dataset.objects.values_list("pk", "name", "description", "open_to_all")),
-        sorted(ResourceRequest.objects.values_list("pk", "state")),
+        sorted(ResourceRequest.objects.values_list("pk", "state", "justification", "details")),
         sorted(PriceSheet.objects.values_list("pk", "effective_from", "cpu_hour")),
         sorted(MonthClose.objects.values_list("pk", "month")),
     )

@@ -13,7 +13,7 @@ import pytest
 from django.test import Client, TestCase
 
 from audit.models import AuditRecord
-from catalogue.models import Template
+from catalogue.models import GpuType, Template
 from identity.models import User
 from tenants.figures import DepartmentCaps
 from tenants.kueue import COHORT, CohortSpec, FlavorSpec, department_cohort, make_department_cohort
@@ -199,3 +199,35 @@ def test_the_admins_page_sets_the_caps(gpu_types, login):
         "name": physics.name, "cap_a100": "-1"})
     assert refused.status_code == 400
     assert physics.gpu_caps_by_type() == {"a100": 6}
+
+
+def test_the_department_shows_what_its_projects_use_against_its_caps(gpu_types, owner, settings,
+                                                                      login, project_token):
+    """Per GPU type in units, in all in GPU-equivalents (a quarter-T4 weighs a quarter), as the
+    admission counts it: on the admin's page, in the API and so in `gpuctl department show`."""
+    settings.PORTAL_QUEUEING = "off"
+    GpuType.objects.filter(slug="t4").update(fraction_numerator=1, fraction_denominator=4)
+    first, second = project("optics"), project("plasma")
+    quota_update(tenant=second, acting_user=None,
+                 changes={"gpus_by_type": {"a100": 4, "v100": 4, "t4": 4}})
+    physics = department(first, second, gpu_cap=6, a100=3)
+    launch(first, owner, gpu_types, count=2)
+    launch(second, owner, gpu_types, gpu="t4", count=2)
+
+    shown = call(project_token("admin", "admin"), "get", f"/api/v1/departments/{physics.pk}/")
+    assert shown.status_code == 200, shown.json()
+    use = shown.json()["use"]
+    rows = {row["gpu_type"]: row for row in use["gpus_by_type"]}
+    assert rows["a100"] == {"gpu_type": "a100", "used": 2, "quotas": 8, "cap": 3, "left": 1}
+    assert rows["t4"] == {"gpu_type": "t4", "used": 2, "quotas": 4, "cap": 24, "left": 22}
+    assert rows["v100"] == {"gpu_type": "v100", "used": 0, "quotas": 8, "cap": 6, "left": 6}
+    assert use["gpus_total"] == {"used": 2.5, "used_text": "2.5", "quotas": 16, "cap": 6,
+                                 "left": 3.5, "left_text": "3.5"}
+    assert use["workloads"] == 2
+    listed = call(project_token("admin", "admin"), "get", "/api/v1/departments/")
+    assert "use" not in listed.json()["results"][0]  # read per department, not per list
+
+    page = login("admin").get(f"/admin/departments/{physics.pk}/").content.decode()
+    assert "2.5 GPU-equivalents by 2 active workloads" in page
+    total = page[page.index('id="department-total"'):]
+    assert ">2.5<" in total and ">3.5<" in total and ">16<" in total
