@@ -29,7 +29,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.contrib.auth import get_user_model
-from django.test import Client, TestCase, override_settings
+from django.test import Client, TestCase
 
 from access.models import TenantServiceAccess
 from allocations.models import ProjectRecord, ResourceRequest
@@ -45,7 +45,7 @@ from storage.models import Dataset, StorageClass, Volume
 from tenants.models import Department, Quota, Tenant
 from tenants.provisioning import tenant_reconcile
 from tenants.services import quota_update
-from tests.support.database import demo_gpu_types, rows_of_the_module
+from tests.support.database import demo_gpu_types, world_of_the_module
 from tests.support.tokens import project_tokens
 from workloads.models import Workload
 
@@ -388,12 +388,8 @@ class World:
 def shared_world(django_db_setup, django_db_blocker, tokens, kubesim) -> Iterator[World]:
     """The world, made once for the module's tests (tests/support/database.py): what a test
     changes in it is rolled back when that test ends."""
-    from cluster.addresses import address_pools_forget
-
-    with rows_of_the_module(django_db_blocker):
-        with django_db_blocker.unblock(), override_settings(KUBECONFIG=str(kubesim.kubeconfig)):
-            address_pools_forget()
-            world = make_world(tokens, demo_gpu_types())
+    with world_of_the_module(django_db_blocker, kubesim.kubeconfig,
+                             lambda: make_world(tokens, demo_gpu_types())) as world:
         yield world
 
 

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client, TestCase, override_settings
+from django.test import Client, TestCase
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
@@ -45,7 +45,7 @@ from notifications.models import Kind, Notification, Webhook
 from storage.models import Dataset, StorageClass, Volume
 from tenants.models import Department, Quota, Tenant
 from tenants.services import quota_update
-from tests.support.database import demo_gpu_types, rows_of_the_module
+from tests.support.database import demo_gpu_types, world_of_the_module
 from tests.support.sessions import keystone_identities, signed_in
 from usage.models import GpuUsageRollup
 from workloads.models import Workload
@@ -315,12 +315,8 @@ def identities(keystone) -> dict[str, Identity]:
 def shared_world(django_db_setup, django_db_blocker, identities, kubesim) -> Iterator[World]:
     """The world, made once for the module's tests (tests/support/database.py): what a test
     changes in it is rolled back when that test ends."""
-    from cluster.addresses import address_pools_forget
-
-    with rows_of_the_module(django_db_blocker):
-        with django_db_blocker.unblock(), override_settings(KUBECONFIG=str(kubesim.kubeconfig)):
-            address_pools_forget()
-            world = make_world(identities, demo_gpu_types())
+    with world_of_the_module(django_db_blocker, kubesim.kubeconfig,
+                             lambda: make_world(identities, demo_gpu_types())) as world:
         yield world
 
 

@@ -22,8 +22,11 @@ elsewhere (their tasks are queued on commit, which never comes).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -45,6 +48,23 @@ def rows_of_the_module(django_db_blocker: Any) -> Iterator[None]:
             for alias, atomic in reversed(atomics):
                 transaction.set_rollback(True, using=alias)
                 atomic.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def world_of_the_module(django_db_blocker: Any, kubeconfig: Path | str,
+                        make: Callable[[], T]) -> Iterator[T]:
+    """What `make` builds, once for the module's tests, as rows of the module (above), against
+    the cluster at `kubeconfig`: the isolation matrices' world of two tenants and their people.
+    The address pools are read afresh from that cluster."""
+    from django.test import override_settings
+
+    from cluster.addresses import address_pools_forget
+
+    with rows_of_the_module(django_db_blocker):
+        with django_db_blocker.unblock(), override_settings(KUBECONFIG=str(kubeconfig)):
+            address_pools_forget()
+            world = make()
+        yield world
 
 
 def demo_gpu_types() -> dict[str, Any]:
