@@ -79,7 +79,11 @@ def list_clusters(api: PortalClient, args: argparse.Namespace) -> int:
 
 
 def show(api: PortalClient, args: argparse.Namespace) -> int:
-    row = api.get(f"clusters/{args.name}/")
+    return _emit_cluster(args, api.get(f"clusters/{args.name}/"))
+
+
+def _emit_cluster(args: argparse.Namespace, row: dict[str, Any]) -> int:
+    """One cluster as a record: its fields the caller may read, its GPU types as text."""
     shown = {**row, "gpu_types": gpu_types_text(row)}
     emit(args, row, record(shown, [field for field in CLUSTER_FIELDS if field in row]))
     return EXIT_OK
@@ -92,10 +96,7 @@ def add(api: PortalClient, args: argparse.Namespace) -> int:
 
 
 def change(api: PortalClient, args: argparse.Namespace) -> int:
-    row = api.patch(f"clusters/{args.name}/", cluster_body(args))
-    shown = {**row, "gpu_types": gpu_types_text(row)}
-    emit(args, row, record(shown, [field for field in CLUSTER_FIELDS if field in row]))
-    return EXIT_OK
+    return _emit_cluster(args, api.patch(f"clusters/{args.name}/", cluster_body(args)))
 
 
 def remove(api: PortalClient, args: argparse.Namespace) -> int:
