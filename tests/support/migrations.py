@@ -12,13 +12,12 @@ from django.db.migrations.executor import MigrationExecutor
 def migrate(targets: list[tuple[str, str]]) -> Any:
     """Migrate to `targets`; the apps (historical models) as the database then is: the targets'
     and every other app where it stayed (a model of an app the targets do not need, at an older
-    state, would leave out columns the database has and must fill)."""
-    executor = MigrationExecutor(connection)
-    executor.migrate(targets)
-    executor.loader.build_graph()
-    applied = [node for node in executor.loader.applied_migrations
-               if node in executor.loader.graph.nodes]
-    return executor.loader.project_state(applied).apps
+    state, would leave out columns the database has and must fill).
+
+    That is the state the executor returns: forwards, the one it has rendered while applying
+    (building it again from the migrations and rendering it once more took a second a call);
+    backwards, the applied migrations' state from the one before the last migration undone."""
+    return MigrationExecutor(connection).migrate(targets).apps
 
 
 def latest() -> list[tuple[str, str]]:
