@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING
 from .demo import (
     WEB_SERVER,
     DemoLayout,
+    collect_static,
     demo_processes,
     keystone_install,
+    migrate,
     portal_env,
     prepare,
     seed,
@@ -45,24 +47,28 @@ if TYPE_CHECKING:
 BACKENDS = ("keystone", "redis", "kubesim")
 
 
-def shared_schema(folder: Path) -> Path:
-    """What `prepare` makes, made once in `folder` for the demos that copy it
-    (DemoStack(schema=folder)): the migrated database and the collected static files.
+def shared_schema(folder: Path, *, static: bool = True) -> Path:
+    """What `prepare` makes, made once in `folder` for whatever copies it (DemoStack(schema=
+    folder), a test that needs a migrated SQLite database): the migrated database
+    (portal.sqlite3) and, unless `static` is false, the collected static files (static/).
     Migrating SQLite from nothing is the longest step of a demo's start (75 migrations, 50 s
-    on two busy cores), and its result does not depend on the demo's ports or folder.
-    Processes that start together wait for the first one's under a lock."""
+    on two busy cores), and neither result depends on the demo's ports or folder. Processes
+    that start together wait for the first one's under a lock."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f"{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / ".prepared").exists():
+        layout = DemoLayout(root=folder)
+        if not (folder / ".migrated").exists():
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir()
-            layout = DemoLayout(root=folder)
-            prepare(portal_env(layout))
+            migrate(portal_env(layout))
             # the whole database in its one file, for a plain copy (the WAL folded in)
             with contextlib.closing(sqlite3.connect(layout.database)) as db:
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            (folder / ".prepared").write_text("ok\n")
+            (folder / ".migrated").write_text("ok\n")
+        if static and not (folder / ".collected").exists():
+            collect_static(portal_env(layout))
+            (folder / ".collected").write_text("ok\n")
     return folder
 
 
