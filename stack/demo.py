@@ -282,11 +282,21 @@ def demo_processes(layout: DemoLayout, keystone: KeystoneInstall,
 
 
 def prepare(env: dict[str, str]) -> None:
-    """The database's migrations, then the static files collected into PORTAL_STATIC_ROOT:
-    with DEBUG off the pages name them by their hashed names (the manifest), as deployed."""
-    for command in (["migrate", "--noinput"], ["collectstatic", "--noinput"]):
-        subprocess.run([sys.executable, "manage.py", *command, "-v", "0"], cwd=REPO, env=env,
-                       check=True)
+    """The database's migrations, then the static files collected into PORTAL_STATIC_ROOT."""
+    migrate(env)
+    collect_static(env)
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO,
+                   env=env, check=True)
+
+
+def collect_static(env: dict[str, str]) -> None:
+    """With DEBUG off the pages name the static files by their hashed names (the manifest),
+    as deployed."""
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+                   cwd=REPO, env=env, check=True)
 
 
 def seed(layout: DemoLayout, env: dict[str, str], keystone: KeystoneInstall) -> None:

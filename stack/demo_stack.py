@@ -7,14 +7,20 @@ process list as `make demo`, only not on 8000/5000/8001 and not under .demo/.
     stack.url, stack.keystone.url, stack.kubeconfig, stack.log("tracker")
     stack.close()            # every process, whatever happened
 
+    DemoStack(tmp_path, schema=folder)   # several demos, one `prepare`: the first one's in
+                                         # `folder`, copied by the others
+
 Each process runs in its own session and writes <root>/logs/<name>.log.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,8 +28,10 @@ from typing import TYPE_CHECKING
 from .demo import (
     WEB_SERVER,
     DemoLayout,
+    collect_static,
     demo_processes,
     keystone_install,
+    migrate,
     portal_env,
     prepare,
     seed,
@@ -39,9 +47,38 @@ if TYPE_CHECKING:
 BACKENDS = ("keystone", "redis", "kubesim")
 
 
+def shared_schema(folder: Path, *, static: bool = True) -> Path:
+    """What `prepare` makes, made once in `folder` for whatever copies it (DemoStack(schema=
+    folder), a test that needs a migrated SQLite database): the migrated database
+    (portal.sqlite3) and, unless `static` is false, the collected static files (static/).
+    Migrating SQLite from nothing is the longest step of a demo's start (75 migrations, 50 s
+    on two busy cores), and neither result depends on the demo's ports or folder. Processes
+    that start together wait for the first one's under a lock."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        layout = DemoLayout(root=folder)
+        if not (folder / ".migrated").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            migrate(portal_env(layout))
+            # the whole database in its one file, for a plain copy (the WAL folded in)
+            with contextlib.closing(sqlite3.connect(layout.database)) as db:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            (folder / ".migrated").write_text("ok\n")
+        if static and not (folder / ".collected").exists():
+            collect_static(portal_env(layout))
+            (folder / ".collected").write_text("ok\n")
+    return folder
+
+
 class DemoStack:
-    def __init__(self, root: Path, *, web: str = WEB_SERVER, cluster: str = "kubesim") -> None:
+    def __init__(self, root: Path, *, web: str = WEB_SERVER, cluster: str = "kubesim",
+                 schema: Path | None = None) -> None:
+        """`schema`: a folder for `shared_schema`, whose database and static files are
+        copied in place of running `prepare` again."""
         root.mkdir(parents=True, exist_ok=True)
+        self.schema = schema
         self.layout = DemoLayout(root=root, portal_port=free_port(), keystone_port=free_port(),
                                  kubesim_port=free_port(), redis_port=free_port(), web=web,
                                  cluster=cluster)
@@ -84,7 +121,12 @@ class DemoStack:
             if "kubesim" in self.procs:
                 wait_for(self.kubeconfig.exists, timeout=60, what="kubesim",
                          proc=self.procs["kubesim"])
-            prepare(self.env)
+            if self.schema is None:
+                prepare(self.env)
+            else:
+                made = shared_schema(self.schema)
+                shutil.copy2(made / "portal.sqlite3", self.layout.database)
+                shutil.copytree(made / "static", self.env["PORTAL_STATIC_ROOT"])
             for process in processes:
                 if process.name not in BACKENDS:
                     self._start(process.name, process.argv, process.env)

@@ -6,9 +6,10 @@ from stack.demo_stack import DemoStack
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    """The demo's own configuration, started for the module's tests (stack/demo_stack.py)."""
-    stack = DemoStack(tmp_path_factory.mktemp("demo"))
+def demo(tmp_path_factory, demo_schema):
+    """The demo's own configuration, started for the module's tests (stack/demo_stack.py),
+    its database and static files copied from the run's one migrated copy (demo_schema)."""
+    stack = DemoStack(tmp_path_factory.mktemp("demo"), schema=demo_schema)
     try:
         stack.start()
         yield stack

@@ -63,10 +63,12 @@ def test_every_program_the_manifests_run_is_installed():
                      flags=re.MULTILINE)
 
 
-@pytest.fixture
-def gunicorn(tmp_path):
-    """The web pod's command with the image's gunicorn.conf.py (tests/support/web_server.py)."""
-    with web_server(tmp_path) as server:
+@pytest.fixture(scope="module")
+def gunicorn(tmp_path_factory):
+    """The web pod's command with the image's gunicorn.conf.py (tests/support/web_server.py),
+    started once for the module's tests: each only sends requests, none changes the server
+    (a start and a stop are 30 s and more on a busy machine)."""
+    with web_server(tmp_path_factory.mktemp("gunicorn")) as server:
         yield server.url, server.metrics_dir, server.log
 
 

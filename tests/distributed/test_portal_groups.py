@@ -130,9 +130,9 @@ def test_an_mpijob_with_two_workers_succeeds(groups_cluster, kueue_cluster, owne
 def test_with_room_for_one_group_the_other_waits_whole_without_a_pod(
         groups_cluster, kueue_cluster, owner, gpu_types):
     tenant = make_tenant(groups_cluster, a100=16)
-    # the first runs well past the checks below, which hold only while it runs (at 12 s, a
-    # loaded run could see it end, and the second start, before they were done)
-    first = launch_group(tenant, owner, gpu_types, gpus=8, run_seconds=30)
+    # the first runs until it is stopped: the checks below hold only while it runs (with a
+    # run of 12 s, a loaded run could see it end, and the second start, before they were done)
+    first = launch_group(tenant, owner, gpu_types, gpus=8)
     second = launch_group(tenant, owner, gpu_types, gpus=8, run_seconds=2)
     tracker = Tracker()
     track_until(tracker, lambda: state_of(first).state == S.RUNNING
@@ -149,6 +149,9 @@ def test_with_room_for_one_group_the_other_waits_whole_without_a_pod(
         tracker.run_for(1.0)
         assert not [p for p in group_pods(kueue_cluster, second) if p["spec"].get("nodeName")]
         assert state_of(second).state == S.QUEUED
+    # the room comes free: the second is admitted, whole
+    workload_stop(workload=state_of(first), user=owner)
+    workload_stop_task(first.pk)
     track_until(tracker, lambda: state_of(second).state in (S.RUNNING, S.SUCCEEDED),
                 timeout=90, describe=lambda: f"{second.state}: {second.reason}")
 
@@ -156,7 +159,8 @@ def test_with_room_for_one_group_the_other_waits_whole_without_a_pod(
 def test_a_failing_rank_restarts_the_group_then_fails_it_naming_the_rank(
         groups_cluster, kueue_cluster, owner, gpu_types):
     tenant = make_tenant(groups_cluster, a100=8)
-    workload = launch_group(tenant, owner, gpu_types, run_seconds=4, retries=1,
+    # each try fails at once: nothing is checked while it runs
+    workload = launch_group(tenant, owner, gpu_types, run_seconds=1, retries=1,
                             env={"KUBESIM_EXIT_CODE": "3"})
     tracker = Tracker()
     track_until(tracker, lambda: state_of(workload).state == S.FAILED, timeout=120,

@@ -5,6 +5,7 @@ down, and a request that contention ended before it wrote is run again."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from django.test import Client
 from api.errors import exception_handler
 from core.contention import is_lock_contention
 from portal.database import SQLITE_INIT, for_concurrent_writers
+from stack.demo_stack import shared_schema
 from stack.procs import REPO, free_port
 
 
@@ -186,9 +188,12 @@ print("RESULT", len(admitted), len(refused), Workload.objects.filter(tenant=tena
 """
 
 
-def test_admission_never_over_admits_on_sqlite(tmp_path):
+def test_admission_never_over_admits_on_sqlite(tmp_path, demo_schema):
     """select_for_update is a no-op on SQLite: the immediate transaction is what serialises
-    admission there. 50 launches at once against a quota of 4, beside another writer."""
+    admission there. 50 launches at once against a quota of 4, beside another writer. The
+    database is a copy of the run's migrated one (its `migrate` then has nothing to do):
+    migrating SQLite from nothing is most of a minute on a busy machine."""
+    shutil.copy2(shared_schema(demo_schema, static=False) / "portal.sqlite3", tmp_path / "portal.sqlite3")
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", "PORTAL_DEBUG": "1",
            "DATABASE_URL": f"sqlite:///{tmp_path / 'portal.sqlite3'}",
            "PORTAL_LOG_LEVEL": "WARNING"}
