@@ -60,10 +60,10 @@ def disagreements(expected: dict[int, str], kube: Kube) -> list[str]:
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_a_cluster_outage_is_shown_retried_and_converges(lab, portal_processes, fault_cluster,
                                                          login, settings):
-    portal_processes.worker().start()  # the probe and the sweep that beat sends
-    worker = portal_processes.launch_worker().start()  # the launches and stops
-    portal_processes.tracker().start()
-    portal_processes.beat().start()  # the cluster probe, the sweep
+    worker = portal_processes.launch_worker()  # the launches and stops
+    portal_processes.start(portal_processes.worker(),  # the probe and the sweep that beat sends
+                           worker, portal_processes.tracker(),
+                           portal_processes.beat())  # the cluster probe, the sweep
     browser = login("researcher")
 
     def launch(i: int, kind: str) -> int:
