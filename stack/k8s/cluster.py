@@ -466,7 +466,8 @@ class ControlPlane:
                 # anew (a new webhook port), Kueue's CRDs changed their conversion webhook's
                 # address, the API server closed every watch on its kinds, the manager's
                 # MultiKueue connection to this worker among them, and a JobSet launched then
-                # waited on the manager for that connection's back-off, past a minute
+                # waited on the manager for that connection's back-off, past a minute. The MPI
+                # operator: the process alone, its Lease with it (MPIOperator.restart_process)
                 addon.restart_process()
             else:
                 addon.stop()

@@ -76,6 +76,8 @@ class MPIOperator:
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_url = ""
         self.kubeconfig: Path | None = None
+        self.cp: ControlPlane | None = None
+        self.command: list[str] = []
 
     def apiserver_args(self, cp: ControlPlane) -> list[str]:
         return []
@@ -107,17 +109,43 @@ class MPIOperator:
                                                         NAMESPACE, SERVICE_ACCOUNT)
         health_port = free_port()
         self.health_url = f"http://127.0.0.1:{health_port}/healthz"
-        before = self._leader(cp)  # a Lease an earlier run left in a kept etcd
+        self.cp = cp
+        self.command = [str(binary), f"-kubeConfig={self.kubeconfig}",
+                        f"-lock-namespace={NAMESPACE}", f"-health-port={health_port}",
+                        "-kube-api-qps=50", "-kube-api-burst=100"]
+        self.start_process()
+
+    def start_process(self) -> None:
+        """Start the controller and wait until it leads (a Lease an earlier run left in a kept
+        etcd is another's: waited out, as its 15 s lapse)."""
+        cp = self.cp
+        assert cp is not None
+        before = self._leader(cp)
 
         def leading() -> bool:
             leader = self._leader(cp)
             return http_ok(self.health_url) and leader is not None and leader != before
 
-        self.proc = build.start_controller(
-            cp, "mpi-operator",
-            [str(binary), f"-kubeConfig={self.kubeconfig}", f"-lock-namespace={NAMESPACE}",
-             f"-health-port={health_port}", "-kube-api-qps=50", "-kube-api-burst=100"],
-            leading, timeout=60)
+        self.proc = build.start_controller(cp, "mpi-operator", self.command, leading, timeout=60)
+
+    def restart_process(self) -> None:
+        """Stop the controller and start it again as it was (its CRD, identity and token stay),
+        its Lease deleted with it. The stopped one cannot renew it (a leader that lost its API
+        server exits without releasing it), and a new candidate leads only once it has seen
+        the Lease go unrenewed for its whole length (15 s from its first read): no MPIJob
+        would be run meanwhile."""
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        assert self.cp is not None
+        self.stop()
+        with self.cp.api_client() as api:
+            try:
+                client.CoordinationV1Api(api).delete_namespaced_lease("mpi-operator", NAMESPACE)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        self.start_process()
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):

@@ -27,6 +27,9 @@ from workloads.tracking.tracker import Tracker
 pytestmark = [pytest.mark.django_db, pytest.mark.realcluster, pytest.mark.timeout(300)]
 
 S = Workload.State
+# how long a job runs that is looked at while it runs (its pods, logs, events, page: a second
+# or two after it is tracked running) and then waited for until it succeeds
+RUN_SECONDS = 10
 
 
 def objects_of(kube, kind: str, namespace: str, workload_id: int) -> list[dict]:
@@ -35,7 +38,7 @@ def objects_of(kube, kind: str, namespace: str, workload_id: int) -> list[dict]:
 
 def test_a_job_on_a_type_only_the_worker_has_runs_there_and_succeeds(portal, api_headers):
     headers = api_headers("researcher")
-    answer = launch(headers, job("on-east", run_seconds=20))
+    answer = launch(headers, job("on-east", run_seconds=RUN_SECONDS))
     assert answer.status_code == 201, answer.json()
     # it names no cluster: the home cluster has no H100, the worker does
     assert answer.json()["cluster"] == EAST
@@ -73,7 +76,7 @@ def test_a_job_on_a_type_only_the_worker_has_runs_there_and_succeeds(portal, api
 def test_a_two_node_jobset_runs_on_the_worker_with_its_ranks_read_through_the_portal(
         portal, api_headers):
     headers = api_headers("researcher")
-    answer = launch(headers, jobset("ddp", nodes=2, gpus_per_node=8, run_seconds=20,
+    answer = launch(headers, jobset("ddp", nodes=2, gpus_per_node=8, run_seconds=RUN_SECONDS,
                                     cluster=EAST))
     assert answer.status_code == 201, answer.json()
     workload_id = answer.json()["id"]
