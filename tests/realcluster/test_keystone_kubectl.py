@@ -127,12 +127,19 @@ def keystone_user(keystone):
 
 def restricted_pod(name: str, labels: dict[str, str] | None = None,
                    gpus: int = 0) -> dict:
-    """A pod the tenant namespaces' Pod Security level ("restricted") admits."""
+    """A pod the tenant namespaces' Pod Security level ("restricted") admits, with its CPU and
+    memory written out (as the portal's own pods have them). Left to the namespace's LimitRange
+    defaults, a pod made just after its namespace was made again under the same name can meet
+    the ResourceQuota bare ("must specify limits.cpu"): the API server's LimitRanger, while its
+    informer has not yet seen the new LimitRange, answers from a live lookup it keeps for 30 s,
+    which may be of the namespace before, without one."""
+    amounts = {"cpu": "100m", "memory": "64Mi"}
     container = {"name": "main", "image": "busybox:1.36",
+                 "resources": {"requests": dict(amounts), "limits": dict(amounts)},
                  "securityContext": {"allowPrivilegeEscalation": False,
                                      "capabilities": {"drop": ["ALL"]}}}
     if gpus:
-        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+        container["resources"]["limits"]["nvidia.com/gpu"] = str(gpus)
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": labels or {}},
             "spec": {"containers": [container],
