@@ -30,8 +30,9 @@ $(ASSETS): package.json package-lock.json
 CLUSTER ?= kubesim
 # the suite runs in this many processes (pytest-xdist; 0: in this one); each starts its own stack
 # (whole files each; the tests of each real control plane, and the browser journeys, each in one:
-# tests/fixtures/scheduling.py)
-PYTEST_WORKERS ?= 2
+# tests/fixtures/scheduling.py). Three on a two-core machine: most tests wait on servers and
+# controllers, and with two processes the cores stood idle over a quarter of the run.
+PYTEST_WORKERS ?= 3
 demo: $(STAMP) $(ASSETS)
 	$(PY) -m stack.demo --cluster $(CLUSTER)
 
