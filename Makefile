@@ -53,13 +53,18 @@ test: go-builds $(STAMP) $(ASSETS)
 # (stack/k8s/provisioner/), the Go modules of ours with code; their tests run in `make test`
 # (tests/sshd/test_go.py, tests/files/test_go.py, tests/realcluster/test_provisioner_go.py). The
 # other wrapper modules under stack/k8s hold only imports of upstream commands, and vetting them
-# would compile those whole.
+# would compile those whole. Each is vetted in the environment and with the compile flags of its
+# build (stack/k8s/build.py: go_env, compile_flags; tests/test_lint.py holds them alike), so that
+# vet and the tests reuse the packages the build compiled instead of compiling them again.
+lint: export CGO_ENABLED = 0
+lint: export GOFLAGS = -mod=readonly
+lint: export GOTOOLCHAIN = local
 lint: go-builds $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	go -C sshd vet ./...
-	go -C filesd vet ./...
-	go -C stack/k8s/provisioner vet ./...
+	go -C sshd vet -trimpath ./...
+	go -C filesd vet -trimpath ./...
+	go -C stack/k8s/provisioner vet -trimpath -tags notest ./...
 
 # the benchmarks of the real control plane need it built before they start (make test's tests
 # wait for it one by one)

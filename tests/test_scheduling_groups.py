@@ -42,11 +42,15 @@ def item(nodeid: str, *fixtures: str, builds: tuple[str, ...] = ()) -> SimpleNam
 
 def test_the_units_that_start_a_control_plane_go_out_last():
     """On a fresh machine their Go components build meanwhile (stack/k8s/build.py), a test's
-    components besides its cluster's (a `builds` mark) after the cluster's."""
+    components besides its cluster's (a `builds` mark) after the cluster's. A test of no control
+    plane that waits for one of its components goes with them; one that waits for a component
+    built before them stays with the other files."""
     items = [item("tests/r/test_gateway.py::t", "real_cluster", builds=("traefik",)),
              item("tests/q/test_kueue.py::t", "kueue_cluster"),
              item("tests/r/test_dra.py::t", "dra_cluster"),
+             item("tests/g/test_provisioner_go.py::t", builds=("provisioner",)),
              item("tests/a/test_short.py::t", "db"),
+             item("tests/s/test_sshd_go.py::t", builds=("portal-sshd",)),
              item("tests/r/test_real.py::t", "real_cluster"),
              *(item(f"tests/a/test_long.py::t{n}", "db") for n in range(3)),
              item("tests/m/test_multi.py::t", "multi_cluster"),
@@ -57,10 +61,11 @@ def test_the_units_that_start_a_control_plane_go_out_last():
 
     assert order == ["tests/browser/test_b.py::t",
                      *(f"tests/a/test_long.py::t{n}" for n in range(3)),
-                     "tests/a/test_short.py::t",
+                     "tests/a/test_short.py::t", "tests/s/test_sshd_go.py::t",
                      "tests/r/test_real.py::t", "tests/r/test_gateway.py::t",
                      "tests/q/test_kueue.py::t",
-                     "tests/m/test_multi.py::t", "tests/r/test_dra.py::t"]
+                     "tests/m/test_multi.py::t", "tests/r/test_dra.py::t",
+                     "tests/g/test_provisioner_go.py::t"]
     assert groups == {"tests/browser/test_b.py::t": BROWSER_GROUP,
                       "tests/r/test_gateway.py::t": REAL_GROUP,
                       "tests/r/test_real.py::t": REAL_GROUP,

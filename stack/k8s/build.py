@@ -205,9 +205,10 @@ COMPONENTS: dict[str, Component] = {c.name: c for c in (
 CONTROL_PLANE = ("kubernetes", "etcd", "kwok", "metallb", "provisioner", "keystone-auth")
 QUEUEING = ("kueue", "jobset", "mpi-operator")
 # the background build's order: first what tests that need no control plane run (each small),
-# then the control plane, queueing, and last the gateway of one test file
-NEED_ORDER = ("portal-sshd", "portal-files", "oauth2-proxy", "versitygw", "distribution",
-              *CONTROL_PLANE, *QUEUEING, "traefik")
+# then the control plane, queueing, and last the gateway of one test file; the tests that wait
+# for one of the LATE ones run last (tests/fixtures/scheduling.py)
+LATE = (*CONTROL_PLANE, *QUEUEING, "traefik")
+NEED_ORDER = ("portal-sshd", "portal-files", "oauth2-proxy", "versitygw", "distribution", *LATE)
 
 
 def _go() -> str:
@@ -238,12 +239,25 @@ def _locked(component: Component, *, quiet: bool) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def go_env(component: Component) -> dict[str, str]:
+    """The environment the component is built in; its tests and `go vet` run in the same, so
+    that they reuse the packages its build compiled (Go's build cache keys on it)."""
+    return {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly",
+            "CGO_ENABLED": "1" if component.cgo else "0"}
+
+
+def compile_flags(component: Component) -> list[str]:
+    """The flags of its build that decide how packages compile (ldflags only link): the same
+    for `go test`, whose binary then has no path of the checkout in it either, and whose
+    result Go's test cache keeps from one checkout to the next."""
+    return ["-trimpath", *(["-tags", component.tags] if component.tags else [])]
+
+
 def _commands(component: Component, out: Path) -> list[tuple[str, list[str]]]:
     """The `go build` commands of a component: one for all its binaries when each is named as
     its package (`-o DIR/` names them so), so that Go loads the packages once and links the
     binaries side by side; one per binary otherwise."""
-    flags = ["-trimpath", "-ldflags", f"-s -w {component.ldflags}".strip(),
-             *(["-tags", component.tags] if component.tags else [])]
+    flags = ["-ldflags", f"-s -w {component.ldflags}".strip(), *compile_flags(component)]
     packages = list(component.binaries.values())
     if len(packages) > 1 and all(p.rsplit("/", 1)[-1] == b for b, p in component.binaries.items()):
         return [(", ".join(component.binaries),
@@ -265,8 +279,7 @@ def build(component: Component, *, quiet: bool = False) -> Path:
 def _build(component: Component, *, quiet: bool) -> None:
     final = component.bin_dir.parent
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly",
-           "CGO_ENABLED": "1" if component.cgo else "0"}
+    env = go_env(component)
     started = time.monotonic()
     if not quiet:
         print(f"building {component.module} {component.version} "

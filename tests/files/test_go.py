@@ -5,13 +5,12 @@ here, so that `make test` reports them where it reports everything else. `make l
 
 from __future__ import annotations
 
-from pathlib import Path
+import pytest
 
 from tests.support.golang import go_test
 
-FILESD = Path(__file__).resolve().parents[2] / "filesd"
 
-
+@pytest.mark.builds("portal-files")
 def test_the_go_tests_pass():
-    result = go_test(FILESD)
+    result = go_test("portal-files")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -5,13 +5,12 @@ here, so that `make test` reports them where it reports everything else. `make l
 
 from __future__ import annotations
 
-from pathlib import Path
+import pytest
 
 from tests.support.golang import go_test
 
-PROVISIONER = Path(__file__).resolve().parents[2] / "stack" / "k8s" / "provisioner"
 
-
+@pytest.mark.builds("provisioner")
 def test_the_go_tests_pass():
-    result = go_test(PROVISIONER)
+    result = go_test("provisioner")
     assert result.returncode == 0, result.stdout + result.stderr

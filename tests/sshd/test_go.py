@@ -9,12 +9,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.sshd.harness import REPO
+import pytest
+
 from tests.support.golang import GO_ENV, go, go_test
 
 
+@pytest.mark.builds("portal-sshd")
 def test_the_go_tests_pass():
-    result = go_test(REPO / "sshd")
+    result = go_test("portal-sshd")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -1,14 +1,16 @@
-"""The Go toolchain as the tests run it on our own Go modules (sshd/, filesd/): as
-stack/k8s/build.py builds them, this toolchain, go.mod and go.sum as they are, cgo off."""
+"""The Go toolchain as the tests run it on our own Go modules (sshd/, filesd/, the provisioner's
+wrapper): in the environment and with the compile flags stack/k8s/build.py builds them with, so
+that `go test` reuses the packages the build compiled, and its binary, with no path of the
+checkout in it, is the same from one fresh clone to the next (Go's test cache keeps its result)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-from pathlib import Path
 
-GO_ENV = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
+from stack.k8s import build
+
+GO_ENV = build.go_env(build.COMPONENTS["portal-sshd"])
 
 
 def go() -> str:
@@ -17,7 +19,11 @@ def go() -> str:
     return path
 
 
-def go_test(module: Path) -> subprocess.CompletedProcess[str]:
-    """`go test ./...` in the module's folder."""
-    return subprocess.run([go(), "test", "./..."], cwd=module, env=GO_ENV, capture_output=True,
-                          text=True, timeout=280)
+def go_test(name: str) -> subprocess.CompletedProcess[str]:
+    """`go test ./...` in the folder of the component `name`, as it is built. The test waits
+    for that build (a `builds` mark: tests/fixtures/builds.py) so that it compiles only its own
+    packages."""
+    component = build.COMPONENTS[name]
+    return subprocess.run([go(), "test", *build.compile_flags(component), "./..."],
+                          cwd=component.source, env=build.go_env(component),
+                          capture_output=True, text=True, timeout=280)
