@@ -8,6 +8,7 @@ relabelled."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import pytest
 import time_machine
@@ -139,10 +140,17 @@ def test_the_announcement_shows_the_change_its_capacity_and_the_quotas_beyond_it
 
 
 def test_the_beat_relabels_after_the_drain_the_stand_in_applies_and_the_end_uncordons(
-        cluster, kube, clock, shared_types, admin):
+        cluster, kube, clock, shared_types, admin, monkeypatch):
     cluster_cache_caught_up()
     with cluster.api_client() as api, node_restored(api, MIG_NODE), \
-            gpu_operator_running(cluster.api_client):
+            gpu_operator_running(cluster.api_client) as stand_in:
+        # the stand-in acts once the relabel is looked at: as quick as it is, it could lay the
+        # node out between the beat's relabel and its reading of the node right after, which
+        # would then find it applied in the same run
+        released = threading.Event()
+        act = stand_in.reconcile
+        monkeypatch.setattr(stand_in, "reconcile",
+                            lambda core, node: (released.wait(30), act(core, node)))
         window = announce(admin, relayout={MIG_NODE: {"mig_config": "all-3g.40gb"}})
         windows_advance(now=NOW + dt.timedelta(minutes=1))
         window.refresh_from_db()
@@ -153,6 +161,7 @@ def test_the_beat_relabels_after_the_drain_the_stand_in_applies_and_the_end_unco
         relabel = AuditRecord.objects.get(action="node.relabel", target=MIG_NODE)
         assert relabel.before["units"] == {"nvidia.com/mig-1g.10gb": 14}
         assert relabel.after["units"] == {"nvidia.com/mig-3g.40gb": 4}
+        released.set()
 
         def laid_out():
             labels = kube.get("Node", MIG_NODE)["metadata"]["labels"]

@@ -238,6 +238,12 @@ def allocated_devices(api, namespace: str, workload_id: int) -> list[str] | None
     return [r.device for r in allocation.devices.results] if allocation else None
 
 
+def allocations(api, namespace: str, *workload_ids: int) -> list[list[str]] | None:
+    """Each workload's allocated devices, once all of them have some."""
+    found = [allocated_devices(api, namespace, workload_id) for workload_id in workload_ids]
+    return found if all(found) else None  # type: ignore[return-value]
+
+
 def figures_of(headers: dict, *slugs: str) -> dict:
     from django.test import Client
 
@@ -280,8 +286,13 @@ def test_a_partitionable_gpus_whole_and_mig_claims_exclude_each_other(vision, ap
     # one GPU whole is the other GPU
     one = Workload.objects.get(pk=launch(headers, {
         **JUPYTER, "name": "one", "gpu_type": "h100-dra", "gpu_count": 1}).json()["id"])
-    assert eventually(lambda: allocated_devices(api, vision.namespace, one.pk), timeout=30,
-                      message="the whole-GPU claim allocated") == [other]
+    # read beside the MIG claim's allocation as it is then: what must hold is that the two
+    # never share a GPU, whichever GPU the MIG claim holds by then
+    mine, theirs = eventually(lambda: allocations(api, vision.namespace, one.pk, part.pk),
+                              timeout=30, message="the whole-GPU claim allocated")
+    gpu = theirs[0].partition("-mig-")[0]
+    other = "gpu-1" if gpu == "gpu-0" else "gpu-0"
+    assert mine == [other], (mine, theirs)
     eventually(lambda: figures_of(headers, *both) == {
         "h100-dra": {"capacity": 2, "allocatable": 1, "allocated": 1, "free": 0},
         "h100-1g-10gb-dra": {"capacity": 14, "allocatable": 7, "allocated": 1, "free": 6}},
