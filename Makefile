@@ -56,12 +56,16 @@ test: go-builds $(STAMP) $(ASSETS)
 # would compile those whole. Each is vetted in the environment and with the compile flags of its
 # build (stack/k8s/build.py: go_env, compile_flags; tests/test_lint.py holds them alike), so that
 # vet and the tests reuse the packages the build compiled instead of compiling them again.
+# mypy's cache lives beside the Go builds, outside the checkout: a fresh clone checks only the
+# modules whose contents differ from the last check's (mypy compares hashes where paths and
+# times differ), some 2 s instead of 20-30
+MYPY_CACHE = $(or $(GPU_PORTAL_CACHE),$(HOME)/.cache/gpu-portal)/mypy
 lint: export CGO_ENABLED = 0
 lint: export GOFLAGS = -mod=readonly
 lint: export GOTOOLCHAIN = local
 lint: go-builds $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --cache-dir "$(MYPY_CACHE)"
 	go -C sshd vet -trimpath ./...
 	go -C filesd vet -trimpath ./...
 	go -C stack/k8s/provisioner vet -trimpath -tags notest ./...
