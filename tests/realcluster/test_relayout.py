@@ -76,9 +76,11 @@ def test_a_window_lays_a_mig_node_out_anew_end_to_end(cluster, gpu_types):
         windows_advance(now=now + dt.timedelta(seconds=60))
         window.refresh_from_db()
         assert window.relayout_state[NODE]["state"] in ("relabelled", "applied")
-        # the stand-in, as the MIG manager and GPU feature discovery would
-        eventually(lambda: gpu_units(admin) == {"nvidia.com/mig-3g.40gb": "4"}, timeout=60,
-                   message="the stand-in did not lay the node out")
+        # the stand-in, as the MIG manager and GPU feature discovery would: the node's units
+        # first, then its labels (the state `success` last), each a write of its own
+        eventually(lambda: gpu_units(admin) == {"nvidia.com/mig-3g.40gb": "4"} and admin.get(
+            "Node", NODE)["metadata"]["labels"]["nvidia.com/mig.config.state"] != "pending",
+            timeout=60, message="the stand-in did not lay the node out")
         labels = admin.get("Node", NODE)["metadata"]["labels"]
         assert labels["nvidia.com/mig.config.state"] == "success"
         assert labels["nvidia.com/mig-3g.40gb.count"] == "4"

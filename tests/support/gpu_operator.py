@@ -28,7 +28,9 @@ def gpu_operator_running(api_client: Callable[[], Any]) -> Iterator[GpuOperatorS
 @contextlib.contextmanager
 def node_restored(api: Any, name: str) -> Iterator[dict[str, Any]]:
     """Yields the node as it was (`api`: a kubernetes ApiClient); puts back its GPU labels and
-    resources at the end."""
+    resources at the end, and its cordon: a test that fails inside a maintenance window never
+    reaches the window's end, and the node left cordoned would change what every later test
+    of the cluster sees the scheduler say."""
     from kubernetes import client
 
     core = client.CoreV1Api(api)
@@ -48,4 +50,5 @@ def node_restored(api: Any, name: str) -> Iterator[dict[str, Any]]:
             status[field] = {**{k: None for k in now if k.startswith(GPU_PREFIX)},
                              **{k: v for k, v in was.items() if k.startswith(GPU_PREFIX)}}
         core.patch_node_status(name, {"status": status})
-        core.patch_node(name, {"metadata": {"labels": labels}})
+        core.patch_node(name, {"metadata": {"labels": labels},
+                               "spec": {"unschedulable": before["spec"].get("unschedulable")}})
