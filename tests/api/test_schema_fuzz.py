@@ -212,7 +212,7 @@ def test_every_operation_with_every_role_answers_as_its_schema_says(api_schema, 
             failures.setdefault(f"{where} {response.status_code} {title}",
                                 f"{label} -> {str(exc)[:600]}")
 
-    with _test_client_rules(), _one_scan_of_the_schema():
+    with _test_client_rules():
         for operation in operations:
             sweep(operation)
             real_id = _object_id(operation.path, "member", ids, notifications, webhooks)
@@ -295,31 +295,6 @@ def _test_client_rules() -> Iterator[None]:
     finally:
         request_started.connect(close_old_connections)
         request_finished.connect(close_old_connections)
-
-
-@contextlib.contextmanager
-def _one_scan_of_the_schema() -> Iterator[None]:
-    """Schemathesis validates each answer with a new jsonschema resolver over the same document
-    (the schema's own dict), and each new resolver walks that whole document once, looking for
-    `$id`s to resolve its `$ref`s against: a quarter of the sweep's CPU. The document does not
-    change during the sweep, so its walk is kept for the resolvers that follow (by the
-    document's identity, the document held so that the identity stays its own)."""
-    from jsonschema.validators import _RefResolver
-
-    walk = _RefResolver._get_subschemas_cache
-    walked: dict[int, tuple[Any, dict[str, list[Any]]]] = {}
-
-    def once(resolver: Any) -> dict[str, list[Any]]:
-        key = id(resolver.referrer)
-        if key not in walked:
-            walked[key] = (resolver.referrer, walk(resolver))
-        return walked[key][1]
-
-    _RefResolver._get_subschemas_cache = once  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        _RefResolver._get_subschemas_cache = walk  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
