@@ -79,8 +79,13 @@ def ns(cluster: Cluster) -> Iterator[str]:
     core = cluster.core
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
         name=name, labels={"conformance": "true"})))
+    # what the controllers write into every new namespace, before the test's own objects: a
+    # watch or list of the test's must not see them arrive (kubesim publishes no root CA)
     eventually(lambda: core.read_namespaced_service_account("default", name), timeout=30,
                what=f"ServiceAccount {name}/default")
+    if cluster.name == "kube":
+        eventually(lambda: core.read_namespaced_config_map("kube-root-ca.crt", name),
+                   timeout=30, what=f"ConfigMap {name}/kube-root-ca.crt")
     yield name
     with contextlib.suppress(ApiException):
         core.delete_namespace(name)
