@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import urllib3
 import yaml
@@ -77,101 +77,93 @@ class Expired(KubeError):
 
 @dataclass(frozen=True)
 class Kind:
-    api: type
-    suffix: str  # e.g. "namespaced_resource_quota" → read_namespaced_resource_quota
-    namespaced: bool = True
-    # a custom resource (served by CustomObjectsApi): its group, version and plural
+    """Where the API server serves a kind: its group ("" for the core group), version and
+    plural, the path every verb is built from. The requests go out through the client's
+    ApiClient (its credentials, TLS, pool and retries) without its typed API classes: those
+    build a pydantic validator per method and model when first touched, a second of CPU in
+    every process for calls whose answers are read as plain JSON anyway."""
+
+    version: str
+    plural: str
     group: str = ""
-    version: str = ""
-    plural: str = ""
+    namespaced: bool = True
+    # a custom resource takes a JSON merge patch; the built-in kinds a strategic merge patch,
+    # which merges lists of named items (containers, ports) as the typed client sent it
+    custom: bool = False
 
-    def method(self, client: k8s.ApiClient, verb: str, namespace: str | None,
-               name: str | None = None, body: Any = None) -> tuple[Any, tuple[Any, ...]]:
-        """The client method for `verb` ("read", "list", "create", "replace", "patch",
-        "delete") and its positional arguments. A namespaced kind listed without a namespace
-        is listed across all namespaces."""
-        api = self.api(client)
-        every = verb == "list" and self.namespaced and namespace is None
-        tail = ((name,) if name is not None else ()) + ((body,) if body is not None else ())
-        if self.plural:
-            verb = "get" if verb == "read" else verb
-            if every:
-                return (getattr(api, f"{verb}_custom_object_for_all_namespaces"),
-                        (self.group, self.version, self.plural))
-            scope = "namespaced" if self.namespaced else "cluster"
-            where = (namespace,) if self.namespaced else ()
-            return (getattr(api, f"{verb}_{scope}_custom_object"),
-                    (self.group, self.version, *where, self.plural, *tail))
-        if every:
-            return (getattr(api, f"{verb}_{self.suffix.removeprefix('namespaced_')}"
-                                 "_for_all_namespaces"), ())
-        where = (namespace,) if self.namespaced else ()
-        if name is not None:  # read_namespaced_pod(name, namespace[, body])
-            return getattr(api, f"{verb}_{self.suffix}"), (name, *where, *tail[1:])
-        return getattr(api, f"{verb}_{self.suffix}"), (*where, *tail)
+    def path(self, namespace: str | None, name: str | None = None,
+             subresource: str = "") -> tuple[str, dict[str, str]]:
+        """The resource path (its parameters apart, for the client to quote) of the collection,
+        or of `name` in it. A namespaced kind without a namespace is its collection across all
+        namespaces, which is only listed or watched."""
+        path = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        params: dict[str, str] = {}
+        if self.namespaced and namespace is not None:
+            path += "/namespaces/{namespace}"
+            params["namespace"] = namespace
+        path += f"/{self.plural}"
+        if name is not None:
+            path += "/{name}"
+            params["name"] = name
+        return path + (f"/{subresource}" if subresource else ""), params
 
 
-def _kueue(suffix: str, plural: str, *, namespaced: bool) -> Kind:
-    return Kind(k8s.CustomObjectsApi, suffix, namespaced=namespaced, group="kueue.x-k8s.io",
-                version="v1beta2", plural=plural)
+def _custom(group: str, version: str, plural: str, *, namespaced: bool = True) -> Kind:
+    return Kind(version, plural, group, namespaced=namespaced, custom=True)
+
+
+def _kueue(plural: str, *, namespaced: bool) -> Kind:
+    return _custom("kueue.x-k8s.io", "v1beta2", plural, namespaced=namespaced)
 
 
 KINDS: dict[str, Kind] = {
-    "Namespace": Kind(k8s.CoreV1Api, "namespace", namespaced=False),
-    "Node": Kind(k8s.CoreV1Api, "node", namespaced=False),
-    "ResourceQuota": Kind(k8s.CoreV1Api, "namespaced_resource_quota"),
-    "LimitRange": Kind(k8s.CoreV1Api, "namespaced_limit_range"),
-    "ServiceAccount": Kind(k8s.CoreV1Api, "namespaced_service_account"),
-    "Secret": Kind(k8s.CoreV1Api, "namespaced_secret"),
-    "Service": Kind(k8s.CoreV1Api, "namespaced_service"),
-    "Endpoints": Kind(k8s.CoreV1Api, "namespaced_endpoints"),
-    "PersistentVolumeClaim": Kind(k8s.CoreV1Api, "namespaced_persistent_volume_claim"),
+    "Namespace": Kind("v1", "namespaces", namespaced=False),
+    "Node": Kind("v1", "nodes", namespaced=False),
+    "ResourceQuota": Kind("v1", "resourcequotas"),
+    "LimitRange": Kind("v1", "limitranges"),
+    "ServiceAccount": Kind("v1", "serviceaccounts"),
+    "Secret": Kind("v1", "secrets"),
+    "Service": Kind("v1", "services"),
+    "Endpoints": Kind("v1", "endpoints"),
+    "PersistentVolumeClaim": Kind("v1", "persistentvolumeclaims"),
     # volumes (storage/): the classes an admin offers are checked against the cluster's; a
     # PersistentVolume is only made by tests of binding on a real control plane
-    "PersistentVolume": Kind(k8s.CoreV1Api, "persistent_volume", namespaced=False),
-    "StorageClass": Kind(k8s.StorageV1Api, "storage_class", namespaced=False),
-    "Pod": Kind(k8s.CoreV1Api, "namespaced_pod"),
-    "Event": Kind(k8s.CoreV1Api, "namespaced_event"),
-    "NetworkPolicy": Kind(k8s.NetworkingV1Api, "namespaced_network_policy"),
+    "PersistentVolume": Kind("v1", "persistentvolumes", namespaced=False),
+    "StorageClass": Kind("v1", "storageclasses", "storage.k8s.io", namespaced=False),
+    "Pod": Kind("v1", "pods"),
+    "Event": Kind("v1", "events"),
+    "NetworkPolicy": Kind("v1", "networkpolicies", "networking.k8s.io"),
     # a service's route through the shared gateway (PORTAL_SERVICE_EXPOSURE=shared)
-    "Ingress": Kind(k8s.NetworkingV1Api, "namespaced_ingress"),
-    "RoleBinding": Kind(k8s.RbacAuthorizationV1Api, "namespaced_role_binding"),
-    "Deployment": Kind(k8s.AppsV1Api, "namespaced_deployment"),
-    "Job": Kind(k8s.BatchV1Api, "namespaced_job"),
+    "Ingress": Kind("v1", "ingresses", "networking.k8s.io"),
+    "RoleBinding": Kind("v1", "rolebindings", "rbac.authorization.k8s.io"),
+    "Deployment": Kind("v1", "deployments", "apps"),
+    "Job": Kind("v1", "jobs", "batch"),
     # Kueue (tenants/kueue.py, workloads/queue.py): served only where it is installed
-    "ResourceFlavor": _kueue("resource_flavor", "resourceflavors", namespaced=False),
-    "ClusterQueue": _kueue("cluster_queue", "clusterqueues", namespaced=False),
-    "Cohort": _kueue("cohort", "cohorts", namespaced=False),  # a department's (tenants/kueue.py)
-    "LocalQueue": _kueue("local_queue", "localqueues", namespaced=True),
-    "WorkloadPriorityClass": _kueue("workload_priority_class", "workloadpriorityclasses",
-                                    namespaced=False),
-    "Workload": _kueue("workload", "workloads", namespaced=True),
+    "ResourceFlavor": _kueue("resourceflavors", namespaced=False),
+    "ClusterQueue": _kueue("clusterqueues", namespaced=False),
+    "Cohort": _kueue("cohorts", namespaced=False),  # a department's (tenants/kueue.py)
+    "LocalQueue": _kueue("localqueues", namespaced=True),
+    "WorkloadPriorityClass": _kueue("workloadpriorityclasses", namespaced=False),
+    "Workload": _kueue("workloads", namespaced=True),
     # MultiKueue on the home cluster, the manager of its workers (clusters/dispatch.py)
-    "MultiKueueCluster": _kueue("multi_kueue_cluster", "multikueueclusters", namespaced=False),
-    "MultiKueueConfig": _kueue("multi_kueue_config", "multikueueconfigs", namespaced=False),
-    "AdmissionCheck": _kueue("admission_check", "admissionchecks", namespaced=False),
+    "MultiKueueCluster": _kueue("multikueueclusters", namespaced=False),
+    "MultiKueueConfig": _kueue("multikueueconfigs", namespaced=False),
+    "AdmissionCheck": _kueue("admissionchecks", namespaced=False),
     # distributed training (workloads/manifests.py): served only where JobSet and the MPI
     # operator are installed (kube/engines.py)
-    "JobSet": Kind(k8s.CustomObjectsApi, "jobset", group="jobset.x-k8s.io", version="v1alpha2",
-                   plural="jobsets"),
-    "MPIJob": Kind(k8s.CustomObjectsApi, "mpijob", group="kubeflow.org", version="v2beta1",
-                   plural="mpijobs"),
+    "JobSet": _custom("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    "MPIJob": _custom("kubeflow.org", "v2beta1", "mpijobs"),
     # dynamic resource allocation (workloads/manifests.py, DRA GPU types): served where the
     # cluster serves resource.k8s.io/v1 (kube/dra.py); the classes and slices are what the
     # real control plane's DRA addon writes in place of NVIDIA's driver
-    "ResourceClaimTemplate": Kind(k8s.ResourceV1Api, "namespaced_resource_claim_template"),
-    "ResourceClaim": Kind(k8s.ResourceV1Api, "namespaced_resource_claim"),
-    "DeviceClass": Kind(k8s.ResourceV1Api, "device_class", namespaced=False),
-    "ResourceSlice": Kind(k8s.ResourceV1Api, "resource_slice", namespaced=False),
+    "ResourceClaimTemplate": Kind("v1", "resourceclaimtemplates", "resource.k8s.io"),
+    "ResourceClaim": Kind("v1", "resourceclaims", "resource.k8s.io"),
+    "DeviceClass": Kind("v1", "deviceclasses", "resource.k8s.io", namespaced=False),
+    "ResourceSlice": Kind("v1", "resourceslices", "resource.k8s.io", namespaced=False),
     # MetalLB's address pools, only read (cluster/addresses.py): where it is installed
-    "IPAddressPool": Kind(k8s.CustomObjectsApi, "ip_address_pool", group="metallb.io",
-                          version="v1beta1", plural="ipaddresspools"),
+    "IPAddressPool": _custom("metallb.io", "v1beta1", "ipaddresspools"),
 }
 
-# The keep-alive connections a process's ApiClient keeps to the API server. The client's
-# default (five per CPU) is below what a launch worker's threads ask at once (each launch's
-# objects are created together): a request beyond the pool still goes out, on a connection
-# made for it (a TLS handshake) and dropped after.
 POOL_CONNECTIONS = 64
 
 _lock = threading.Lock()
@@ -336,62 +328,82 @@ class Kube:
             self._client = cluster_client(self.cluster)
         return self._client
 
-    def _call(self, kind: str, verb: str, namespace: str | None, name: str | None = None,
-              obj: Any = None, **kwargs: Any) -> dict[str, Any]:
-        method, args = KINDS[kind].method(self.client, verb, namespace, name, obj)
+    def _request(self, method: str, path: str, params: dict[str, str] | None = None, *,
+                 query: dict[str, Any] | None = None, body: Any = None,
+                 content_type: str = "application/json", accept: str = "application/json",
+                 timeout: tuple[float, float] = TIMEOUT) -> urllib3.BaseHTTPResponse:
+        """One request through the ApiClient; the answer unread (a watch streams it), raised
+        as a KubeError unless it is a success."""
+        headers = {"Accept": accept}
+        if body is not None:
+            headers["Content-Type"] = content_type
         try:
-            response = method(*args, _preload_content=False, _request_timeout=TIMEOUT, **kwargs)
+            request = self.client.param_serialize(
+                method, path, path_params=params,
+                query_params=[(k, v) for k, v in (query or {}).items() if v not in (None, "")],
+                header_params=headers, body=body, auth_settings=["BearerToken"])
+            response = self.client.call_api(*request, _request_timeout=timeout)
+            if not 200 <= response.status <= 299:
+                response.read()
+                raise ApiException.from_response(http_resp=response, body=None, data=None)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise _translate(exc, self.cluster) from exc
         cluster_status.record_reachable(self.cluster)
-        data = response.data
+        raw: urllib3.BaseHTTPResponse = response.response
+        return raw
+
+    def _call(self, kind: str, method: str, namespace: str | None, name: str | None = None,
+              body: Any = None, **query: Any) -> dict[str, Any]:
+        """A request on a kind's collection (no name) or one object; its JSON answer."""
+        spec = KINDS[kind]
+        if spec.namespaced and namespace is None and not (method == "GET" and name is None):
+            raise ValueError(f"a {kind} is namespaced: name its namespace")
+        content_type = "application/json"
+        if method == "PATCH":
+            content_type = ("application/merge-patch+json" if spec.custom
+                            else "application/strategic-merge-patch+json")
+        path, params = spec.path(namespace, name)
+        data = self._request(method, path, params, query=query, body=body,
+                             content_type=content_type).data
         return json.loads(data) if data else {}
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
-            return self._call(kind, "read", namespace, name)
+            return self._call(kind, "GET", namespace, name)
         except NotFound:
             return None
 
     def list(self, kind: str, namespace: str | None = None, *, label_selector: str | None = None,
              field_selector: str | None = None) -> dict[str, Any]:
         """One LIST; a namespaced kind without a namespace is listed across all of them."""
-        return self._call(kind, "list", namespace, label_selector=label_selector or "",
-                          field_selector=field_selector or "")
+        return self._call(kind, "GET", namespace, labelSelector=label_selector,
+                          fieldSelector=field_selector)
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        result = self._call(obj["kind"], "create", obj["metadata"].get("namespace"), obj=obj)
+        result = self._call(obj["kind"], "POST", obj["metadata"].get("namespace"), body=obj)
         self._wrote()
         return result
 
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
-        result = self._call(obj["kind"], "replace", meta.get("namespace"), meta["name"], obj)
+        result = self._call(obj["kind"], "PUT", meta.get("namespace"), meta["name"], obj)
         self._wrote()
         return result
 
     def patch(self, kind: str, name: str, patch: dict[str, Any],
               namespace: str | None = None) -> dict[str, Any]:
-        """A JSON merge patch (the client picks merge-patch for dict bodies)."""
-        result = self._call(kind, "patch", namespace, name, patch)
+        """A strategic merge patch of a built-in kind (lists of named items merge by name), a
+        JSON merge patch of a custom resource."""
+        result = self._call(kind, "PATCH", namespace, name, patch)
         self._wrote()
         return result
 
     def pod_log(self, name: str, namespace: str, *, container: str | None = None,
                 tail_lines: int | None = None) -> str:
-        api = k8s.CoreV1Api(self.client)
-        kwargs: dict[str, Any] = {}
-        if container:
-            kwargs["container"] = container
-        if tail_lines:
-            kwargs["tail_lines"] = tail_lines
-        try:
-            response = api.read_namespaced_pod_log(name, namespace, _preload_content=False,
-                                                   _request_timeout=TIMEOUT, **kwargs)
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _translate(exc, self.cluster) from exc
-        # _preload_content=False: the raw urllib3 response, whatever the client annotates
-        return cast(urllib3.BaseHTTPResponse, response).data.decode("utf-8", "replace")
+        path, params = KINDS["Pod"].path(namespace, name, "log")
+        response = self._request("GET", path, params, accept="text/plain",
+                                 query={"container": container, "tailLines": tail_lines or None})
+        return response.data.decode("utf-8", "replace")
 
     @property
     def server(self) -> str:
@@ -409,40 +421,28 @@ class Kube:
     def service_account_token(self, namespace: str, name: str, *, seconds: int) -> str:
         """A token of ServiceAccount `namespace/name` from the TokenRequest API, valid
         `seconds` (the API server may shorten it)."""
-        request = k8s.AuthenticationV1TokenRequest(
-            spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds))
-        try:
-            answer = k8s.CoreV1Api(self.client).create_namespaced_service_account_token(
-                name, namespace, request, _request_timeout=TIMEOUT)
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _translate(exc, self.cluster) from exc
+        path, params = KINDS["ServiceAccount"].path(namespace, name, "token")
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                   "spec": {"audiences": [], "expirationSeconds": seconds}}
+        answer = json.loads(self._request("POST", path, params, body=request).data or b"{}")
         self._wrote()
-        if answer.status is None or not answer.status.token:
+        token = (answer.get("status") or {}).get("token")
+        if not token:
             raise KubeError(f"no token for {namespace}/{name} in the API server's answer")
-        return str(answer.status.token)
+        return str(token)
 
     def server_get(self, path: str, *, timeout: float = 5.0) -> bytes:
         """GET a non-resource path of the API server (such as /metrics), with the client's
         credentials and TLS settings; raises as the other calls do."""
-        try:
-            method, url, headers, _body, _files = self.client.param_serialize(
-                "GET", path, header_params={"Accept": "text/plain, */*"},
-                auth_settings=["BearerToken"])
-            response = self.client.call_api(method, url, header_params=headers,
-                                            _request_timeout=(min(TIMEOUT[0], timeout), timeout))
-            data: bytes = response.read()
-            if not 200 <= response.status < 300:
-                raise ApiException(http_resp=response.response)
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _translate(exc, self.cluster) from exc
-        return data
+        response = self._request("GET", path, accept="text/plain, */*",
+                                 timeout=(min(TIMEOUT[0], timeout), timeout))
+        return bytes(response.data)
 
     def delete(self, kind: str, name: str, namespace: str | None = None, *,
                propagation: str = "Background") -> bool:
         """Delete; False when it was already gone."""
         try:
-            self._call(kind, "delete", namespace, name,
-                       body={"propagationPolicy": propagation})
+            self._call(kind, "DELETE", namespace, name, {"propagationPolicy": propagation})
         except NotFound:
             return False
         self._wrote()
@@ -463,23 +463,12 @@ class Kube:
         relists. Other failures raise as the other calls do. `opened`, given, is called with a
         function that ends the stream from another thread (the reader then sees it break off).
         """
-        method, args = KINDS[kind].method(self.client, "list", namespace)
-        kwargs: dict[str, Any] = {
-            "watch": True, "allow_watch_bookmarks": bookmarks,
-            "timeout_seconds": int(timeout_seconds),
-            "_preload_content": False,
-            "_request_timeout": (TIMEOUT[0], timeout_seconds + WATCH_READ_SLACK),
-        }
-        if label_selector:
-            kwargs["label_selector"] = label_selector
-        if field_selector:
-            kwargs["field_selector"] = field_selector
-        if resource_version:
-            kwargs["resource_version"] = resource_version
-        try:
-            response = method(*args, **kwargs)
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _translate(exc, self.cluster) from exc
+        path, params = KINDS[kind].path(namespace)
+        response = self._request(
+            "GET", path, params, timeout=(TIMEOUT[0], timeout_seconds + WATCH_READ_SLACK),
+            query={"watch": True, "allowWatchBookmarks": bookmarks,
+                   "timeoutSeconds": int(timeout_seconds), "labelSelector": label_selector,
+                   "fieldSelector": field_selector, "resourceVersion": resource_version})
         if opened is not None:
             opened(response.shutdown)
         try:
