@@ -74,7 +74,10 @@ class FakeKubelet:
         self._server.start()
 
     def stop(self) -> None:
-        self._server.stop(grace=None)
+        # until gRPC has shut the listener down, which unlinks the socket's path: a kubelet
+        # started again at the same path before that would lose its new socket to the old
+        # server's unlink (the client then finds no file to connect to)
+        self._server.stop(grace=None).wait(timeout=10)
 
 
 @pytest.fixture
