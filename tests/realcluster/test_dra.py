@@ -244,6 +244,17 @@ def allocations(api, namespace: str, *workload_ids: int) -> list[list[str]] | No
     return found if all(found) else None  # type: ignore[return-value]
 
 
+def pod_states(api, namespace: str, *workload_ids: int) -> dict:
+    """Each workload's pods as a failed wait should describe them: phase, node, the
+    scheduler's condition, and the devices its claim holds."""
+    return {workload_id: [(p.metadata.name, p.status.phase, p.spec.node_name,
+                           [(c.type, c.status, c.reason, c.message)
+                            for c in p.status.conditions or []])
+                          for p in pods_of(api, namespace, workload_id)]
+            + [allocated_devices(api, namespace, workload_id)]
+            for workload_id in workload_ids}
+
+
 def figures_of(headers: dict, *slugs: str) -> dict:
     from django.test import Client
 
@@ -280,7 +291,8 @@ def test_a_partitionable_gpus_whole_and_mig_claims_exclude_each_other(vision, ap
         **JUPYTER, "name": "whole", "gpu_type": "h100-dra", "gpu_count": 2}).json()["id"])
 
     reason = eventually(lambda: unschedulable(api, vision.namespace, whole.pk), timeout=30,
-                        message="the whole-GPU pod unschedulable")
+                        message=lambda: "the whole-GPU pod unschedulable: "
+                        f"{pod_states(api, vision.namespace, whole.pk, part.pk)}")
     assert "cannot allocate all claims" in reason, reason
     assert post(f"/api/v1/workloads/{whole.pk}/stop/", headers).status_code == 202
     # one GPU whole is the other GPU
