@@ -96,6 +96,20 @@ def admitted_on(workload: dict) -> str | None:
     return None
 
 
+def dispatched_to_east(manager: Kube, namespace: str) -> dict:
+    """The namespace's one Workload on the manager once its MultiKueue check names the worker.
+    MultiKueue creates the worker's copy of the job before it writes that check's state in the
+    same pass, so the copy's pod can be on the worker while the manager's Workload does not
+    say so yet."""
+    def named() -> dict:
+        (workload,) = manager.list("Workload", namespace)["items"]
+        assert '"east"' in (admitted_on(workload) or ""), workload.get("status")
+        return workload
+
+    return eventually(named, timeout=30,
+                      message="the manager's Workload does not name east as its worker")
+
+
 def test_a_job_queued_on_the_manager_runs_on_the_worker(multi_cluster, tenant_queue):
     namespace = tenant_queue
     with multi_cluster.manager.api_client() as m, multi_cluster.east.api_client() as w:
@@ -115,8 +129,7 @@ def test_a_job_queued_on_the_manager_runs_on_the_worker(multi_cluster, tenant_qu
         pod = eventually(running_pod_on_east, timeout=60)
         assert pod["spec"]["nodeSelector"] == {"gputype": "h100"}  # the worker's flavor
         assert manager.list("Pod", namespace)["items"] == []  # nothing runs on the manager
-        (workload,) = manager.list("Workload", namespace)["items"]
-        assert '"east"' in (admitted_on(workload) or "")
+        dispatched_to_east(manager, namespace)
         copy = east.get("Job", "train", namespace)
         assert copy is not None and not copy["spec"].get("managedBy")
 
@@ -169,13 +182,14 @@ def test_a_worker_that_stops_answering_keeps_its_work(multi_cluster, tenant_queu
         manager.create(gpu_job("long", namespace, run_seconds=20))
         with east_cp.api_client() as w:
             eventually(lambda: Kube(w).list("Pod", namespace)["items"], timeout=60)
+        dispatched_to_east(manager, namespace)
         east_cp.stop_component("kube-apiserver")
         try:
             eventually(lambda: not cluster_active(multi_cluster.manager, "east"), timeout=60,
                        message="the manager's MultiKueueCluster east still says Active")
             # within the worker-lost timeout the dispatched workload stays admitted there
             (workload,) = manager.list("Workload", namespace)["items"]
-            assert '"east"' in (admitted_on(workload) or "")
+            assert '"east"' in (admitted_on(workload) or ""), workload.get("status")
             assert not job_succeeded(manager.get("Job", "long", namespace))
         finally:
             worker_back(multi_cluster.manager, east_cp)
