@@ -5,6 +5,7 @@
  *   cannot be pressed twice while the server works (launch, stop, save).
  * - <button class="copy" data-copy="ID" hidden>: shown, it copies the text of the element ID
  *   (a command to paste) to the clipboard and says so.
+ * - what htmx swaps in while a button or link is pressed waits for the release (below).
  * Runs on load and on every piece of content htmx swaps in. */
 (function () {
   "use strict";
@@ -119,6 +120,47 @@
     busyForms(root);
     showCopyButtons(root);
   }
+
+  // A press on a button or link holds what htmx swaps in until the press ends. A live check that
+  // answers between press and release (the launch page's fit check runs when the GPU count
+  // loses focus, that is on the press of Launch) can grow and move the button from under the
+  // pointer: the release lands beside it and the click is lost without a word. Held swaps are
+  // made just after the click, in the order they came.
+  var pressing = false;
+  var held = [];
+  var pressTimer = null;
+
+  function releaseHeld() {
+    pressing = false;
+    clearTimeout(pressTimer);
+    var swaps = held;
+    held = [];
+    swaps.forEach(function (s) {
+      if (!document.body.contains(s.target)) { return; }
+      window.htmx.swap(s.target, s.content, { swapStyle: s.style, swapDelay: 0, settleDelay: 0 });
+    });
+  }
+
+  document.addEventListener("pointerdown", function (event) {
+    if (!event.isPrimary || !event.target.closest || !event.target.closest("button, a[href], input[type=submit]")) { return; }
+    pressing = true;
+    // a press that never reports its end (the window lost, a menu opened) holds nothing for long
+    clearTimeout(pressTimer);
+    pressTimer = setTimeout(releaseHeld, 2000);
+  }, true);
+  ["pointerup", "pointercancel"].forEach(function (type) {
+    // after the click this release brings (dispatched in the same task)
+    document.addEventListener(type, function () { if (pressing) { setTimeout(releaseHeld, 0); } }, true);
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var detail = event.detail;
+    if (!pressing || !detail.shouldSwap || !window.htmx || !window.htmx.swap) { return; }
+    var declared = detail.elt && detail.elt.closest ? detail.elt.closest("[hx-swap]") : null;
+    var style = (detail.swapOverride || (declared && declared.getAttribute("hx-swap")) ||
+                 "innerHTML").split(" ")[0];
+    held.push({ target: detail.target, content: detail.serverResponse, style: style });
+    event.preventDefault();
+  });
 
   // back from the browser's cache (after Back): buttons are usable again
   window.addEventListener("pageshow", function (event) {

@@ -80,6 +80,40 @@ def test_a_refused_launch_shows_why_and_keeps_the_fields(page, log_in, vision_la
     assert not Workload.objects.filter(name="Too big").exists()
 
 
+def test_a_check_that_answers_while_launch_is_pressed_does_not_swallow_the_click(
+        page, log_in, vision_lab):
+    """The fit check runs when the GPU count loses focus, that is on the press of Launch; its
+    answer grows the check above the button. Pressed near its top edge, the button moved down
+    would leave the release above it and the launch would silently not be sent."""
+    log_in(page, "researcher")
+    switch_project(page, "vision-lab")
+    page.get_by_role("link", name="Launch a workload").click()
+    page.get_by_label("Name").fill("Pressed")
+    check = page.locator("#launch-check")
+    expect(check).to_contain_text("of 16 a100")
+    expect(check).not_to_contain_text("Beyond the quota")
+    launch = page.get_by_role("button", name="Launch", exact=True)
+    launch.scroll_into_view_if_needed()
+    box = launch.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 2)
+    page.mouse.down()
+    # the GPU count changes as the press begins; its check has answered before the release
+    page.evaluate("""() => new Promise((answered) => {
+        const check = document.getElementById('launch-check');
+        check.addEventListener('htmx:afterRequest', () => answered(), {once: true});
+        const count = document.getElementById('id_gpu_count');
+        count.value = '5';
+        count.dispatchEvent(new Event('change', {bubbles: true}));
+    })""")
+    page.mouse.up()
+    refusal = page.get_by_role("alert")
+    expect(refusal).to_contain_text("Not launched:")
+    expect(refusal).to_contain_text("4 a100 GPUs")
+    expect(check).to_contain_text("Beyond the quota")
+    assert not Workload.objects.filter(name="Pressed").exists()
+
+
 def test_a_request_that_can_never_fit_is_flagged_before_submitting(page, log_in, vision_lab):
     log_in(page, "researcher")
     switch_project(page, "vision-lab")
