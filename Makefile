@@ -30,9 +30,10 @@ $(ASSETS): package.json package-lock.json
 CLUSTER ?= kubesim
 # the suite runs in this many processes (pytest-xdist; 0: in this one); each starts its own stack
 # (whole files each; the tests of each real control plane, and the browser journeys, each in one:
-# tests/fixtures/scheduling.py). Three on a two-core machine: most tests wait on servers and
-# controllers, and with two processes the cores stood idle over a quarter of the run.
-PYTEST_WORKERS ?= 3
+# tests/fixtures/scheduling.py). Four on a two-core machine: most tests wait on servers and
+# controllers; with three the cores stood idle 17-19 % of a warm run and pytest took 890-942 s,
+# with four 8 % and 857 s (bench/results/test_time.md)
+PYTEST_WORKERS ?= 4
 demo: $(STAMP) $(ASSETS)
 	$(PY) -m stack.demo --cluster $(CLUSTER)
 
