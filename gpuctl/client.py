@@ -9,6 +9,7 @@ error here has a category, which decides gpuctl's exit code (errors.py).
 from __future__ import annotations
 
 import contextlib
+import functools
 import ssl
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -102,6 +103,22 @@ def keystone_auth(c: Credentials) -> v3.Auth:
                        project_domain_id=project_domain_id)
 
 
+@functools.lru_cache(maxsize=4)
+def tls_context(insecure: bool, cacert: str | None) -> ssl.SSLContext:
+    """The TLS of the portal's requests and of a workload's wss:// address: the configured CA,
+    else httpx's (certifi's bundle, or SSL_CERT_FILE), or none checked with `insecure`. Made
+    once per process: reading a CA bundle costs some 10 ms of CPU, and a program that runs
+    several commands (a script importing gpuctl, the tests) would pay it for each."""
+    if insecure:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    if cacert:
+        return ssl.create_default_context(cafile=cacert)
+    return httpx.create_ssl_context()
+
+
 class PortalClient:
     def __init__(self, config: Config, *, timeout: float = 30.0) -> None:
         c = config.credentials
@@ -110,7 +127,8 @@ class PortalClient:
         self._auth = keystone_auth(c)
         self._session = ks_session.Session(auth=self._auth, verify=verify, timeout=timeout,
                                            user_agent=USER_AGENT)
-        self._http = httpx.Client(base_url=config.portal_url, timeout=timeout, verify=verify,
+        self._http = httpx.Client(base_url=config.portal_url, timeout=timeout,
+                                  verify=self.ssl_context(),
                                   headers={"User-Agent": USER_AGENT,
                                            "Accept": "application/json"})
 
@@ -118,15 +136,8 @@ class PortalClient:
         self._http.close()
 
     def ssl_context(self) -> ssl.SSLContext:
-        """TLS as the portal's own requests do it: the configured CA, or none checked with
-        `insecure` (for a workload's wss:// address)."""
         c = self.config.credentials
-        if c.insecure:
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-            return context
-        return ssl.create_default_context(cafile=c.cacert or None)
+        return tls_context(c.insecure, c.cacert or None)
 
     def token(self, *, fresh: bool = False) -> str:
         if fresh:
