@@ -12,6 +12,7 @@ from tests.fixtures.scheduling import (
     BROWSER_GROUP,
     BUILT,
     CLUSTERS_BUILT,
+    DEMO_GROUP,
     FILLER_SECONDS,
     FOLDER,
     KUEUE_GROUP,
@@ -71,6 +72,31 @@ def test_the_units_that_start_a_control_plane_go_out_last():
                       "tests/r/test_real.py::t": REAL_GROUP,
                       "tests/q/test_kueue.py::t": KUEUE_GROUP,
                       "tests/m/test_multi.py::t": MULTI_GROUP}
+
+
+def test_the_demos_tests_are_one_unit_as_long_as_its_files_together(tmp_path, monkeypatch):
+    """They share one demo stack (tests/demo/conftest.py, package-scoped): in one process it
+    starts once. The unit goes out by its files' seconds together, before a file that took
+    longer than either of them alone."""
+    import json
+
+    from tests.fixtures import scheduling
+
+    durations = tmp_path / "durations.json"
+    durations.write_text(json.dumps({"tests/demo/test_burst.py": 80, "tests/demo/test_files.py": 30,
+                                     "tests/a/test_long.py": 100, "tests/a/test_short.py": 5}))
+    monkeypatch.setattr(scheduling, "DURATIONS", durations)
+    items = [item("tests/a/test_long.py::t"), item("tests/a/test_short.py::t"),
+             item("tests/demo/test_burst.py::t", "demo"),
+             item("tests/demo/test_files.py::t", "demo")]
+    groups: dict[str, str] = {}
+
+    order = [i.nodeid for i in ordered(items, groups)]  # type: ignore[arg-type]
+
+    assert order == ["tests/demo/test_burst.py::t", "tests/demo/test_files.py::t",
+                     "tests/a/test_long.py::t", "tests/a/test_short.py::t"]
+    assert groups == {"tests/demo/test_burst.py::t": DEMO_GROUP,
+                      "tests/demo/test_files.py::t": DEMO_GROUP}
 
 
 def test_once_the_control_planes_are_built_the_short_files_go_after_them():
