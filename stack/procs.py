@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import shutil
@@ -9,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -31,16 +33,48 @@ class StackError(RuntimeError):
 # port the kernel hands out as free is the local end it also hands to outgoing connections, and
 # with many clients on the machine one took it between the pick and the server's bind (the
 # kube-apiserver's "bind: address already in use"). Below the range, only another pick of the
-# same port can; one process never picks a port twice.
+# same port can: one process never picks a port twice, and a port a live process picked is not
+# picked by another (a marker file per port under PICKS, holding the picker's pid, written
+# under one lock). Two test processes did: one picked its PostgreSQL's port when it started and
+# the server binds it at its first test of the database, a minute later; another process had
+# picked it meanwhile and bound it first.
 PORTS = range(20000, 30000)
+PICKS = Path(tempfile.gettempdir()) / f"gpu-portal-ports-{os.getuid()}"
 _picked: set[int] = set()
 # two control planes may start at once, each in a thread, picking ports as they go
 _picking = threading.Lock()
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def _mark(port: int) -> bool:
+    """Mark `port` as this process's pick, unless a live process other than this one marked it
+    (the caller holds the pick lock)."""
+    marker = PICKS / str(port)
+    try:
+        owner = int(marker.read_text() or 0)
+    except (FileNotFoundError, ValueError):
+        owner = 0
+    if owner and owner != os.getpid() and _alive(owner):
+        return False
+    marker.write_text(str(os.getpid()))
+    return True
+
+
 def free_port() -> int:
-    """A loopback port that is free now, for a server about to bind it."""
-    with _picking:
+    """A loopback port that is free now, for a server about to bind it, and picked by no other
+    live process."""
+    PICKS.mkdir(mode=0o777, exist_ok=True)
+    with _picking, open(PICKS / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         ports = list(set(PORTS) - _picked)
         random.shuffle(ports)
         for port in ports:
@@ -49,6 +83,8 @@ def free_port() -> int:
                     sock.bind(("127.0.0.1", port))
                 except OSError:
                     continue
+            if not _mark(port):
+                continue
             _picked.add(port)
             return port
     raise StackError(f"no free port in {PORTS.start}-{PORTS.stop - 1} on 127.0.0.1")
