@@ -23,12 +23,20 @@ def test_a_worker_killed_mid_burst_loses_and_duplicates_no_launch(lab, portal_pr
     burst = Burst(lab.headers).start()
     try:
         # killed once it has made KILL_AFTER and has more in hand: on a quiet machine the worker
-        # keeps pace with the burst, and a kill between two launches would test no interruption
-        eventually(lambda: Workload.objects.filter(state=State.PENDING).count() >= KILL_AFTER
-                   and Workload.objects.filter(
-                       state__in=[State.SUBMITTED, State.CREATING]).exists(),
-                   timeout=60, message=f"{KILL_AFTER} launches created by the worker, more in "
-                                       "hand")
+        # keeps pace with the burst, and a kill between two launches would test no interruption.
+        # It is frozen while the test looks, so that what the test saw is what the kill meets
+        # (on a loaded machine it once finished its last launches between a look and the kill)
+        def frozen_mid_burst() -> bool:
+            worker.pause()
+            if (Workload.objects.filter(state=State.PENDING).count() >= KILL_AFTER
+                    and Workload.objects.filter(
+                        state__in=[State.SUBMITTED, State.CREATING]).exists()):
+                return True
+            worker.resume()
+            return False
+
+        eventually(frozen_mid_burst, timeout=60,
+                   message=f"{KILL_AFTER} launches created by the worker, more in hand")
         worker.kill()
         in_flight = Workload.objects.filter(state__in=[State.SUBMITTED, State.CREATING]).count()
     finally:
