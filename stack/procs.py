@@ -72,7 +72,7 @@ def _mark(port: int) -> bool:
 def free_port() -> int:
     """A loopback port that is free now, for a server about to bind it, and picked by no other
     live process."""
-    PICKS.mkdir(mode=0o777, exist_ok=True)
+    PICKS.mkdir(exist_ok=True)
     with _picking, open(PICKS / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         ports = list(set(PORTS) - _picked)

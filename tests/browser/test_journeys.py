@@ -114,6 +114,37 @@ def test_a_check_that_answers_while_launch_is_pressed_does_not_swallow_the_click
     assert not Workload.objects.filter(name="Pressed").exists()
 
 
+def test_a_check_held_during_a_press_is_shown_when_the_press_ends_without_a_click(
+        page, log_in, vision_lab):
+    """Pressed on Launch, then dragged away and released beside it: no click, and the check
+    that answered meanwhile is shown then, the count marked as the check judges it."""
+    log_in(page, "researcher")
+    switch_project(page, "vision-lab")
+    page.get_by_role("link", name="Launch a workload").click()
+    check = page.locator("#launch-check")
+    expect(check).to_contain_text("of 16 a100")
+    launch = page.get_by_role("button", name="Launch", exact=True)
+    launch.scroll_into_view_if_needed()
+    box = launch.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.evaluate("""() => new Promise((answered) => {
+        document.getElementById('launch-check').addEventListener(
+            'htmx:afterRequest', () => answered(), {once: true});
+        const count = document.getElementById('id_gpu_count');
+        count.value = '9';
+        count.dispatchEvent(new Event('change', {bubbles: true}));
+    })""")
+    expect(check).not_to_contain_text("Can never run")  # held while pressed
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] - 200)
+    page.mouse.up()
+    expect(check).to_contain_text(
+        "Can never run: No a100 node has 9 GPUs (the largest has 8); this request can never run.")
+    expect(page.get_by_label("GPUs", exact=True)).to_have_attribute("aria-invalid", "true")
+    assert page.url.endswith("/workloads/new/") and not Workload.objects.exists()
+
+
 def test_a_request_that_can_never_fit_is_flagged_before_submitting(page, log_in, vision_lab):
     log_in(page, "researcher")
     switch_project(page, "vision-lab")
