@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import uuid
 from collections.abc import Iterator
 
@@ -29,7 +30,7 @@ from tenants.kueue import (
     make_resource_flavors,
 )
 from tests.support.cluster import cluster_objects_of_the_test
-from tests.support.multicluster import worker_back
+from tests.support.multicluster import kueue_workloads, worker_back
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.realcluster, pytest.mark.timeout(300)]
@@ -110,6 +111,39 @@ def dispatched_to_east(manager: Kube, namespace: str) -> dict:
                       message="the manager's Workload does not name east as its worker")
 
 
+def pair_state(clusters, namespace: str) -> str:
+    """Where a namespace's work stands in the pair: a failed wait's description (the manager's
+    Workloads; the worker's copies of the jobs, whether suspended, their Workloads and pods;
+    the manager's connection to the worker)."""
+    with clusters.manager.api_client() as m, clusters.east.api_client() as w:
+        manager, east = Kube(m), Kube(w)
+        copies = {kind: [(o["metadata"]["name"], (o.get("spec") or {}).get("suspend"))
+                         for o in east.list(kind, namespace)["items"]]
+                  for kind in ("Job", "JobSet")}
+        pods = [p["metadata"]["name"] for p in east.list("Pod", namespace)["items"]]
+        return (f"on the manager {kueue_workloads(manager, namespace)}; on east {copies}, "
+                f"{kueue_workloads(east, namespace)}, pods {pods}; "
+                f"east Active: {cluster_active(clusters.manager, 'east')}; "
+                f"Kueue's last errors on the manager: {kueue_errors(clusters.manager)}; "
+                f"on east: {kueue_errors(clusters.east)}")
+
+
+def kueue_errors(cp, count: int = 8) -> list[str]:
+    """The last `count` errors in a control plane's Kueue log (time, logger, what, on which
+    object, the error), write conflicts left out: a failed wait's evidence."""
+    found = []
+    for line in cp.log_tail("kueue", 2000).splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            error = str(entry.get("error", ""))
+            if ((entry.get("level") == "error" or entry.get("msg") == "Reconciler error")
+                    and "the object has been modified" not in error):  # a conflict, retried
+                found.append(f"{entry.get('ts', '')[11:23]} {entry.get('logger')} "
+                             f"{entry.get('msg')} {entry.get('name', '')}: "
+                             f"{error[:200]}")
+    return found[-count:]
+
+
 def test_a_job_queued_on_the_manager_runs_on_the_worker(multi_cluster, tenant_queue):
     namespace = tenant_queue
     with multi_cluster.manager.api_client() as m, multi_cluster.east.api_client() as w:
@@ -126,7 +160,8 @@ def test_a_job_queued_on_the_manager_runs_on_the_worker(multi_cluster, tenant_qu
             assert pod["spec"].get("nodeName", "").startswith("east-gpu-h100-")
             return pod
 
-        pod = eventually(running_pod_on_east, timeout=60)
+        pod = eventually(running_pod_on_east, timeout=60,
+                         message=lambda: pair_state(multi_cluster, namespace))
         assert pod["spec"]["nodeSelector"] == {"gputype": "h100"}  # the worker's flavor
         assert manager.list("Pod", namespace)["items"] == []  # nothing runs on the manager
         dispatched_to_east(manager, namespace)
@@ -161,7 +196,8 @@ def test_a_jobset_runs_on_the_worker_whole(multi_cluster, tenant_queue):
             assert len(nodes) == 2 and all(n.startswith("east-gpu-h100-") for n in nodes)
             return nodes
 
-        eventually(two_pods_on_east, timeout=60)
+        eventually(two_pods_on_east, timeout=60,
+                   message=lambda: pair_state(multi_cluster, namespace))
         assert manager.list("Job", namespace)["items"] == []  # the manager's JobSet made none
 
         def completed() -> bool:
@@ -181,7 +217,8 @@ def test_a_worker_that_stops_answering_keeps_its_work(multi_cluster, tenant_queu
         manager = Kube(m)
         manager.create(gpu_job("long", namespace, run_seconds=20))
         with east_cp.api_client() as w:
-            eventually(lambda: Kube(w).list("Pod", namespace)["items"], timeout=60)
+            eventually(lambda: Kube(w).list("Pod", namespace)["items"], timeout=60,
+                       message=lambda: pair_state(multi_cluster, namespace))
         dispatched_to_east(manager, namespace)
         east_cp.stop_component("kube-apiserver")
         try:

@@ -134,14 +134,21 @@ def dispatch_state(manager: Any, workload_id: int) -> str:
 
     row = Workload.objects.get(pk=workload_id)
     with _kube(manager) as kube:
-        found = [(w["metadata"]["name"],
-                  [(c["type"], c["status"], c.get("reason")) for c in
-                   (w.get("status") or {}).get("conditions") or []],
-                  (w.get("status") or {}).get("admissionChecks"))
-                 for w in kube.list("Workload", row.tenant.namespace)["items"]
-                 if row.object_name in w["metadata"]["name"]]
+        found = kueue_workloads(kube, row.tenant.namespace, row.object_name)
     return (f"{row.state}: {row.reason}; ranks {row.ranks}; on the manager {found}; "
             f"east Active: {cluster_active(manager, EAST)}")
+
+
+def kueue_workloads(kube: Kube, namespace: str, name_part: str = "") -> list[tuple]:
+    """The namespace's Kueue Workloads (those whose name holds `name_part`): each name, its
+    conditions (type, status, reason) and its admission checks (name, state, message)."""
+    return [(w["metadata"]["name"],
+             [(c["type"], c["status"], c.get("reason")) for c in
+              (w.get("status") or {}).get("conditions") or []],
+             [(c["name"], c["state"], c.get("message")) for c in
+              (w.get("status") or {}).get("admissionChecks") or []])
+            for w in kube.list("Workload", namespace)["items"]
+            if name_part in w["metadata"]["name"]]
 
 
 def state(workload_id: int) -> str:
