@@ -141,12 +141,14 @@ def dispatch_state(manager: Any, workload_id: int) -> str:
 
 def kueue_workloads(kube: Kube, namespace: str, name_part: str = "") -> list[tuple]:
     """The namespace's Kueue Workloads (those whose name holds `name_part`): each name, its
-    conditions (type, status, reason) and its admission checks (name, state, message)."""
+    conditions (type, status, reason), its admission checks (name, state, message) and the
+    workers MultiKueue nominated for it."""
     return [(w["metadata"]["name"],
              [(c["type"], c["status"], c.get("reason")) for c in
               (w.get("status") or {}).get("conditions") or []],
              [(c["name"], c["state"], c.get("message")) for c in
-              (w.get("status") or {}).get("admissionChecks") or []])
+              (w.get("status") or {}).get("admissionChecks") or []],
+             (w.get("status") or {}).get("nominatedClusterNames"))
             for w in kube.list("Workload", namespace)["items"]
             if name_part in w["metadata"]["name"]]
 
