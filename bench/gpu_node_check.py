@@ -10,11 +10,13 @@ Run on a machine with an NVIDIA GPU, its driver, nvidia-ml-py, prometheus-client
    power, energy, ECC, MIG mode and instances, the compute processes;
 2. starts two processes on GPU 0 as two pods sharing it by time-slicing would: `busy` keeps
    bf16 matrix products running and holds 8 GiB, `idle` holds 2 GiB and runs nothing;
-3. samples with the agent's `Sampler`, the GPU held by both as time-sliced replicas and their
-   PIDs attributed to the two pods (the static mappings stand in for the kubelet and /proc),
-   and checks that each pod's figures are its own (`scope="process"`): busy's SM use high,
-   idle's nil, each one's memory what it allocated;
-4. serves the agent's `/metrics` and keeps it.
+3. asks NVML for the busy process's new samples every 20 ms: the driver's per-process sample
+   period (cycles closer than it find no new sample);
+4. samples with the agent's `Sampler` in the `Exporter`'s thread, as on a node, the GPU held by
+   both as time-sliced replicas and their PIDs attributed to the two pods (the static mappings
+   stand in for the kubelet and /proc), and checks that each pod's figures are its own
+   (`scope="process"`): busy's SM use high, idle's nil, each one's memory what it allocated;
+5. scrapes the agent's `/metrics` once and keeps it.
 
 What it read goes to DIR/gpu_node_check.json and DIR/metrics.txt; it exits 1 when a check
 fails, after writing both. bench/results/gpu_node.md holds its recorded results.
