@@ -103,8 +103,10 @@ def sample_period(reader: NvmlReader, pid: int, seconds: float = 4.0) -> dict[st
 
 
 def plain(value: Any) -> Any:
+    """A reading (a dataclass, or a list or tuple of them) as JSON's types: asdict converts what
+    a dataclass nests, so only the top level needs a look."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {k: plain(v) for k, v in dataclasses.asdict(value).items()}
+        return dataclasses.asdict(value)
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     return value
