@@ -421,6 +421,32 @@ def test_a_drain_stores_only_the_cursors_that_moved(gpu_types, owner):
     assert cursor_writes() == []
 
 
+def test_a_stream_of_changes_is_drained_at_most_once_a_gap(gpu_types, owner, monkeypatch):
+    """A burst of launches brings a stream of changes; drained as each came, every drain took
+    the database's write lock and reconciled the same workloads again. A change after a quiet
+    spell is drained at once; one that comes within the gap waits for the gap's end."""
+    tenant = tenant_ensure(keystone_project_id=uuid.uuid4().hex,
+                           name=f"Gap Lab {uuid.uuid4().hex[:6]}")
+    workload = launch(tenant, owner, gpu_types, create=False)
+    tracker = Tracker(kube=Kube(), drain_gap_seconds=1.0)
+    drains: list[float] = []
+    drain = tracker.drain
+    monkeypatch.setattr(tracker, "drain", lambda: (drains.append(time.monotonic()), drain()))
+    began = time.monotonic()
+    seen(tracker, "Pod", ours(workload, tenant, pod("Pending")))
+    tracker.step(1.0)
+    assert len(drains) == 1 and drains[0] - began < 0.5  # after a quiet spell: at once
+    seen(tracker, "Pod", ours(workload, tenant, pod("Running", state=running())))
+    tracker.step(2.0)
+    assert len(drains) == 2 and drains[1] - drains[0] >= 1.0  # within the gap: at its end
+    assert state_of(workload).state == Workload.State.RUNNING
+    time.sleep(1.1)
+    began = time.monotonic()
+    seen(tracker, "Pod", ours(workload, tenant, pod("Running", state=running())))
+    tracker.step(1.0)
+    assert len(drains) == 3 and drains[2] - began < 0.5
+
+
 def ours(workload: Workload, tenant, obj: dict) -> dict:
     """`obj` as one of the workload's objects."""
     obj["metadata"].update(name=workload.object_name, namespace=tenant.namespace,

@@ -125,6 +125,12 @@ MARK_ATTEMPTS = 3
 SWEEP_LAG_SECONDS = 30.0
 STATS_EVERY_SECONDS = 15.0  # how often a leading tracker logs its counters
 PEERS_EVERY_SECONDS = 15.0  # how often the home tracker looks for clusters registered or removed
+# The least time between two drains. A burst of launches brings a stream of changes (each pod,
+# Deployment, Kueue Workload and Event several times over); drained as each arrives, every
+# drain's transactions took the database's write lock (on SQLite the one every writer of the
+# portal waits for) and reconciled the same workloads again. A change after a quiet spell is
+# written at once; within a stream, at most this much later.
+DRAIN_GAP_SECONDS = 0.25
 # what a peer passes on to the home tracker: the pods and events of the work dispatched there
 FORWARDED = frozenset({"Pod", "Event"})
 
@@ -170,7 +176,8 @@ class Tracker:
                  clock_skew_seconds: float = 5.0,
                  failed_service_grace_seconds: float = 600.0,
                  watch_seconds: int = 30, cluster: str | None = None,
-                 upstream: Tracker | None = None) -> None:
+                 upstream: Tracker | None = None,
+                 drain_gap_seconds: float = DRAIN_GAP_SECONDS) -> None:
         if kube is None and home_cluster(cluster) is not None:
             # another cluster's client made here, not in the reflectors' threads (its
             # connection is a row of the database, read in the caller's transaction); raises
@@ -208,6 +215,8 @@ class Tracker:
         # the cursors that moved, not every kind's at every step (twice a second, idle or not)
         self._stored: dict[str, str] = {}
         self._resynced_at = time.monotonic()
+        self.drain_gap = drain_gap_seconds
+        self._drained_at = -drain_gap_seconds  # when `step` last drained (monotonic)
         self.running = False
         # the group kinds (JobSet, MPIJob) the cluster serves, once asked (None: not yet)
         self._groups_served: set[str] | None = None
@@ -417,6 +426,11 @@ class Tracker:
         with self._work:
             if not self._pending():
                 self._work.wait(timeout)
+            busy = self._pending()
+        if busy:  # within a stream of changes, what comes in the gap is drained with it
+            if (rest := self._drained_at + self.drain_gap - time.monotonic()) > 0:
+                time.sleep(min(rest, timeout))
+            self._drained_at = time.monotonic()
         if time.monotonic() - self._resynced_at >= self.resync_seconds:
             self.resync()
         if self._groups_seen:
