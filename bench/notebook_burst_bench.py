@@ -2,7 +2,8 @@
 """A script's burst of one-GPU notebooks on `make demo CLUSTER=kube`, beside JupyterHub's
 KubeSpawner starting the same notebooks on the same cluster, in one run.
 
-    .venv/bin/python bench/notebook_burst_bench.py [--count 8] [--rounds 3] [--json out.json]
+    .venv/bin/python bench/notebook_burst_bench.py [--count 8] [--rounds 3] [--floor]
+                                                   [--json out.json]
 
 The demo's own configuration on the real control plane (stack/demo_stack.py with cluster
 "kube": etcd, kube-apiserver, controller-manager, scheduler, KWOK GPU nodes, MetalLB, Kueue;
@@ -15,6 +16,11 @@ Each round, alternating which side goes first:
   of its own under ~/.cache/gpu-portal/bench/), same image, GPU type, GPU count, CPU and
   memory, in a namespace made and given its ServiceAccount before the clock starts; timed
   from the starts to the last start() returned (its pod running, its address known).
+With --floor, two more sides each round show what the cluster takes with no portal in the path:
+- deployments: `count` copies of the Deployment the portal makes for a notebook (one launched
+  and read before the rounds; the portal's labels replaced, its Kueue queue name kept), made
+  at once; timed to every copy's pod Ready;
+- gated pods: the same pod as `count` bare pods in the tenant's Kueue queue, timed alike.
 Between sides every notebook is stopped and its pods gone, so each side finds the GPUs free.
 Each side also prints where its launches were on the cluster, hop by hop (Deployment,
 ReplicaSet, pod, Kueue's Workload, quota reserved, admitted, ungated, scheduled, address, Ready:
@@ -47,6 +53,7 @@ from stack.burst import (  # noqa: E402
     PASSWORD,
     PROJECT,
     USER,
+    WORKLOAD_LABEL,
     ClusterWatch,
     HopWatch,
     Portal,
@@ -100,6 +107,7 @@ class Cluster:
 
         api_client = config.new_client_from_config(config_file=str(kubeconfig))
         self.core = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
 
     def spawner_namespace(self) -> None:
@@ -118,6 +126,31 @@ class Cluster:
 
     def pods(self, namespace: str) -> int:
         return len(self.core.list_namespaced_pod(namespace).items)
+
+    def raw_pods(self, namespace: str, selector: str) -> list[dict]:
+        answer = self.core.list_namespaced_pod(namespace, label_selector=selector,
+                                               _preload_content=False)
+        return json.loads(answer.data)["items"]
+
+    def deployments(self, namespace: str) -> list[dict]:
+        answer = self.apps.list_namespaced_deployment(namespace, _preload_content=False)
+        return json.loads(answer.data)["items"]
+
+    def create(self, obj: dict) -> None:
+        namespace = obj["metadata"]["namespace"]
+        if obj["kind"] == "Deployment":
+            self.apps.create_namespaced_deployment(namespace, obj, _preload_content=False)
+        else:
+            self.core.create_namespaced_pod(namespace, obj, _preload_content=False)
+
+    def delete(self, obj: dict) -> None:
+        meta = obj["metadata"]
+        if obj["kind"] == "Deployment":
+            self.apps.delete_namespaced_deployment(meta["name"], meta["namespace"],
+                                                   propagation_policy="Background")
+        else:
+            self.core.delete_namespaced_pod(meta["name"], meta["namespace"],
+                                            grace_period_seconds=0)
 
     def cluster_queue_a100(self, name: str) -> str | None:
         from kubernetes.client.exceptions import ApiException
@@ -235,6 +268,78 @@ def spawner_side(stack: DemoStack, cluster: Cluster, image: str, count: int, n: 
     return figures
 
 
+# The floor under the portal's side: the same notebooks' objects made straight on the cluster,
+# no portal in the path (--floor). "deployments": the portal's own Deployment of a notebook, as
+# many copies at once; "gated pods": its pod as bare pods, Kueue's gate and all; KubeSpawner's
+# pods (neither Deployment nor Kueue) are the third step down, Ready at its "ready" hop.
+FLOOR_SIDES = ("deployments", "gated pods")
+FLOOR = "floor"  # the copies' workload label: a launch key for HopWatch, no portal workload
+
+
+def model_deployment(stack: DemoStack, cluster: Cluster, namespace: str) -> dict:
+    """A notebook's Deployment as the portal makes it: one launched, read and stopped."""
+    portal = Portal(stack.url, keystone_token(stack.keystone.url, USER, PASSWORD, PROJECT))
+    try:
+        made = portal.timed("POST", "/workloads/", json={
+            "template": "jupyter", "gpu_type": "a100", "gpu_count": 1, "name": "model"})
+        model = wait("the model notebook's Deployment", lambda: cluster.deployments(namespace))[0]
+        portal.timed("DELETE", f"/workloads/{made['body']['id']}/")
+    finally:
+        portal.close()
+    wait("the model's pods gone", lambda: cluster.pods(namespace) == 0)
+    return model
+
+
+def floor_objects(model: dict, side: str, namespace: str, count: int, n: int) -> list[dict]:
+    """`count` copies of the model for `side`, each with a label of its own in place of the
+    portal's (so the portal's tracker never sees them) and the model's Kueue queue name."""
+    objects = []
+    queue = {k: v for k, v in (model["metadata"].get("labels") or {}).items()
+             if k.startswith("kueue.x-k8s.io/")}
+    template = model["spec"]["template"]
+    for i in range(count):
+        labels = {**queue, WORKLOAD_LABEL: f"{FLOOR}-{n}-{i}", FLOOR: "yes"}
+        name = f"{FLOOR}-{n}-{i}"
+        if side == "deployments":
+            spec = {**model["spec"], "selector": {"matchLabels": {WORKLOAD_LABEL: labels[
+                WORKLOAD_LABEL]}}, "template": {"metadata": {"labels": labels},
+                                                "spec": template["spec"]}}
+            objects.append({"apiVersion": "apps/v1", "kind": "Deployment", "spec": spec,
+                            "metadata": {"name": name, "namespace": namespace,
+                                         "labels": labels}})
+        else:
+            objects.append({"apiVersion": "v1", "kind": "Pod", "spec": template["spec"],
+                            "metadata": {"name": name, "namespace": namespace,
+                                         "labels": labels}})
+    return objects
+
+
+def floor_side(stack: DemoStack, cluster: Cluster, objects: list[dict]) -> dict:
+    """Make `objects` at once; timed to every pod of theirs Ready."""
+    namespace = objects[0]["metadata"]["namespace"]
+    hops = HopWatch(stack.kubeconfig, namespace).start()
+
+    def all_ready() -> bool:
+        pods = cluster.raw_pods(namespace, FLOOR)
+        return len(pods) == len(objects) and all(
+            any(c["type"] == "Ready" and c["status"] == "True"
+                for c in (pod.get("status") or {}).get("conditions") or []) for pod in pods)
+
+    try:
+        started_wall, started = time.time(), time.monotonic()
+        all_at_once([lambda o=o: (cluster.create(o), {})[1] for o in objects], len(objects))
+        wait("every copy's pod Ready", all_ready, every=0.05)
+        figures = {"count": len(objects), "seconds_to_all_running": time.monotonic() - started,
+                   "hops": hop_spread({k: v for k, v in hops.hops.by_launch().items()
+                                       if k.startswith(FLOOR)}, started_wall)}
+    finally:
+        hops.stop()
+        for obj in objects:
+            cluster.delete(obj)
+    wait("the copies' pods gone", lambda: not cluster.raw_pods(namespace, FLOOR))
+    return figures
+
+
 def run(args) -> dict:
     root = Path(tempfile.mkdtemp(prefix="notebook-burst-"))
     stack = DemoStack(root, web="gunicorn", cluster="kube")
@@ -253,15 +358,20 @@ def run(args) -> dict:
         templates = researcher.timed("GET", "/templates/")["body"]
         researcher.close()
         image = next(t["image"] for t in templates if t["slug"] == "jupyter")
+        model = model_deployment(stack, cluster, namespace) if args.floor else None
         rounds = []
         for n in range(1, args.rounds + 1):
             sides = ("portal", "kubespawner") if n % 2 else ("kubespawner", "portal")
             result = {}
-            for side in sides:
+            for side in sides + (FLOOR_SIDES if model else ()):
                 log(f"round {n}: {side}, {args.count} notebooks at once")
-                result[side] = (portal_side(stack, cluster, namespace, args.count)
-                                if side == "portal"
-                                else spawner_side(stack, cluster, image, args.count, n))
+                if side == "portal":
+                    result[side] = portal_side(stack, cluster, namespace, args.count)
+                elif side == "kubespawner":
+                    result[side] = spawner_side(stack, cluster, image, args.count, n)
+                else:
+                    result[side] = floor_side(stack, cluster, floor_objects(
+                        model, side, namespace, args.count, n))
                 log(f"  all running in {result[side]['seconds_to_all_running']:.2f} s")
                 log("  hops (first / median / last, s): " + ", ".join(
                     f"{hop} {' / '.join(f'{t:.2f}' for t in result[side]['hops'][hop])}"
@@ -297,6 +407,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--floor", action="store_true",
+                        help="each round also times the portal's notebook objects made straight"
+                             " on the cluster: its Deployments, and its pods as bare gated pods")
     args = parser.parse_args()
     figures = run(args)
     text = json.dumps(figures, indent=2)
@@ -304,9 +417,11 @@ def main() -> int:
         args.json.write_text(text)
     print(text)
     for n, r in enumerate(figures["rounds"], 1):
+        floor = "".join(f", {side} {r[side]['seconds_to_all_running']:.2f} s"
+                        for side in FLOOR_SIDES if side in r)
         print(f"round {n} ({r['first']} first): portal {r['portal']['seconds_to_all_running']:.2f} s,"
               f" KubeSpawner {r['kubespawner']['seconds_to_all_running']:.2f} s,"
-              f" ratio {r['ratio']:.2f}")
+              f" ratio {r['ratio']:.2f}{floor}")
     return 0
 
 
