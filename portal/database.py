@@ -12,6 +12,9 @@ with "database is locked" in two cases, and the demo's burst hit both:
   This is also what keeps admission serialised on SQLite, which ignores SELECT … FOR UPDATE:
   `workload_launch` reads the tenant's usage and writes the new workload inside one atomic
   block, and no other writer can commit between the two.
+- a transaction's BEGIN IMMEDIATE polls for the lock every few milliseconds (the `portal.sqlite`
+  engine, portal/sqlite/base.py): SQLite's own busy handler sleeps up to 100 ms at a time, and a
+  burst's last admissions slept while the lock was free;
 - WAL (write-ahead log): readers never wait for the writer nor block it, so page views and
   GETs go on while a launch or the tracker writes. `synchronous=NORMAL` is WAL's usual
   setting: a commit is not fsynced until the next checkpoint (a power cut may lose the last
@@ -26,6 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 SQLITE_ENGINE = "django.db.backends.sqlite3"
+# Django's, with a closer wait for the write lock at BEGIN (portal/sqlite/base.py)
+PORTAL_SQLITE_ENGINE = "portal.sqlite"
 SQLITE_INIT = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
 
 
@@ -39,6 +44,7 @@ def for_concurrent_writers(config: dict[str, Any], *, lock_timeout: float) -> di
     if config.get("ENGINE") != SQLITE_ENGINE:
         return config
     options = dict(config.get("OPTIONS") or {})
+    config = {**config, "ENGINE": PORTAL_SQLITE_ENGINE}
     options.setdefault("timeout", lock_timeout)
     options.setdefault("transaction_mode", "IMMEDIATE")
     if not is_memory(str(config.get("NAME", ""))):

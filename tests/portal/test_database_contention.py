@@ -16,12 +16,12 @@ import uuid
 import environ
 import pytest
 from django.db import OperationalError, connection, connections
-from django.db.backends.sqlite3.base import DatabaseWrapper as SqliteWrapper
 from django.test import Client
 
 from api.errors import exception_handler
 from core.contention import is_lock_contention
-from portal.database import SQLITE_INIT, for_concurrent_writers
+from portal.database import PORTAL_SQLITE_ENGINE, SQLITE_INIT, for_concurrent_writers
+from portal.sqlite.base import DatabaseWrapper as SqliteWrapper
 from stack.demo_stack import shared_schema
 from stack.procs import REPO, free_port
 
@@ -31,6 +31,7 @@ def test_every_sqlite_url_is_set_up_for_concurrent_writers(url):
     config = for_concurrent_writers(environ.Env.db_url_config(url), lock_timeout=20.0)
     assert config["OPTIONS"] == {"timeout": 20.0, "transaction_mode": "IMMEDIATE",
                                  "init_command": SQLITE_INIT}
+    assert config["ENGINE"] == PORTAL_SQLITE_ENGINE
 
 
 def test_options_in_the_url_win_and_other_engines_are_left_alone():
@@ -75,6 +76,50 @@ def test_sqlite_writers_wait_for_each_other_in_wal(tmp_path):
         assert cursor.execute("SELECT count(*) FROM t").fetchone()[0] == 2
     first.close()
     holder.close()
+
+
+def hold_write_lock(path, seconds: float) -> sqlite3.Connection:
+    """Another process's writer: it takes the write lock now and commits `seconds` later."""
+    holder = sqlite3.connect(path, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO t VALUES (0)")
+    threading.Timer(seconds, holder.commit).start()
+    return holder
+
+
+@pytest.mark.django_db  # pytest-django lets no connection open without it
+def test_a_transaction_polls_for_the_write_lock_and_gives_up_at_its_timeout(tmp_path):
+    """atomic() begins IMMEDIATE: BEGIN waits for the write lock by trying again every few
+    milliseconds (not in SQLite's busy handler, whose sleeps grow to 100 ms), for as long as
+    the connection's timeout, and the connection's busy wait for other statements stays."""
+    path = tmp_path / "db.sqlite3"
+    writer = sqlite_connection(path, timeout=0.4)
+    with writer.cursor() as cursor:
+        cursor.execute("CREATE TABLE t (n integer)")
+    holder = hold_write_lock(path, 0.2)
+    started = time.monotonic()
+    writer.set_autocommit(False, force_begin_transaction_with_broken_autocommit=True)
+    waited = time.monotonic() - started
+    with writer.cursor() as cursor:
+        cursor.execute("INSERT INTO t VALUES (1)")
+    writer.commit()
+    writer.set_autocommit(True)
+    holder.close()
+    assert 0.15 <= waited < 0.4  # its turn came when the other writer committed
+    with writer.cursor() as cursor:
+        assert cursor.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+        assert cursor.execute("PRAGMA busy_timeout").fetchone()[0] == 400
+
+    holder = hold_write_lock(path, 1.5)  # held past the timeout
+    started = time.monotonic()
+    with pytest.raises(OperationalError) as caught:
+        writer.set_autocommit(False, force_begin_transaction_with_broken_autocommit=True)
+    assert 0.4 <= time.monotonic() - started < 1.4
+    assert is_lock_contention(caught.value)  # waited for and retried upstream, not an outage
+    with writer.cursor() as cursor:
+        assert cursor.execute("PRAGMA busy_timeout").fetchone()[0] == 400
+    holder.close()
+    writer.close()
 
 
 def captured_sqlite_lock(tmp_path) -> OperationalError:
