@@ -438,7 +438,9 @@ def test_a_stream_of_changes_is_drained_at_most_once_a_gap(gpu_types, owner, mon
     assert len(drains) == 1 and drains[0] - began < 0.5  # after a quiet spell: at once
     seen(tracker, "Pod", ours(workload, tenant, pod("Running", state=running())))
     tracker.step(2.0)
-    assert len(drains) == 2 and drains[1] - drains[0] >= 1.0  # within the gap: at its end
+    # within the gap: at its end (measured from the first drain's start, a moment after the
+    # gap began: not to the microsecond)
+    assert len(drains) == 2 and drains[1] - drains[0] >= 0.9
     assert state_of(workload).state == Workload.State.RUNNING
     time.sleep(1.1)
     began = time.monotonic()
