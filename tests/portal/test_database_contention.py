@@ -78,12 +78,14 @@ def test_sqlite_writers_wait_for_each_other_in_wal(tmp_path):
     holder.close()
 
 
-def hold_write_lock(path, seconds: float) -> sqlite3.Connection:
-    """Another process's writer: it takes the write lock now and commits `seconds` later."""
+def hold_write_lock(path, seconds: float | None = None) -> sqlite3.Connection:
+    """Another process's writer: it takes the write lock now and commits `seconds` later
+    (None: when the caller ends its transaction)."""
     holder = sqlite3.connect(path, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
     holder.execute("INSERT INTO t VALUES (0)")
-    threading.Timer(seconds, holder.commit).start()
+    if seconds is not None:
+        threading.Timer(seconds, holder.commit).start()
     return holder
 
 
@@ -93,7 +95,7 @@ def test_a_transaction_polls_for_the_write_lock_and_gives_up_at_its_timeout(tmp_
     milliseconds (not in SQLite's busy handler, whose sleeps grow to 100 ms), for as long as
     the connection's timeout, and the connection's busy wait for other statements stays."""
     path = tmp_path / "db.sqlite3"
-    writer = sqlite_connection(path, timeout=0.4)
+    writer = sqlite_connection(path, timeout=5)
     with writer.cursor() as cursor:
         cursor.execute("CREATE TABLE t (n integer)")
     holder = hold_write_lock(path, 0.2)
@@ -105,21 +107,24 @@ def test_a_transaction_polls_for_the_write_lock_and_gives_up_at_its_timeout(tmp_
     writer.commit()
     writer.set_autocommit(True)
     holder.close()
-    assert 0.15 <= waited < 0.4  # its turn came when the other writer committed
+    assert 0.15 <= waited < 5  # its turn came when the other writer committed
     with writer.cursor() as cursor:
         assert cursor.execute("SELECT count(*) FROM t").fetchone()[0] == 2
-        assert cursor.execute("PRAGMA busy_timeout").fetchone()[0] == 400
+        assert cursor.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+    writer.close()
 
-    holder = hold_write_lock(path, 1.5)  # held past the timeout
+    impatient = sqlite_connection(path, timeout=0.4)
+    holder = hold_write_lock(path)  # held past its timeout
     started = time.monotonic()
     with pytest.raises(OperationalError) as caught:
-        writer.set_autocommit(False, force_begin_transaction_with_broken_autocommit=True)
-    assert 0.4 <= time.monotonic() - started < 1.4
+        impatient.set_autocommit(False, force_begin_transaction_with_broken_autocommit=True)
+    assert 0.4 <= time.monotonic() - started < 2.5
     assert is_lock_contention(caught.value)  # waited for and retried upstream, not an outage
-    with writer.cursor() as cursor:
+    with impatient.cursor() as cursor:
         assert cursor.execute("PRAGMA busy_timeout").fetchone()[0] == 400
+    holder.rollback()
     holder.close()
-    writer.close()
+    impatient.close()
 
 
 def captured_sqlite_lock(tmp_path) -> OperationalError:
