@@ -27,9 +27,9 @@ DEFAULT_TIMEOUT = 5.0  # Python's sqlite3 default, where OPTIONS give none
 
 class DatabaseWrapper(base.DatabaseWrapper):
     def _start_transaction_under_autocommit(self) -> None:
-        mode = getattr(self, "transaction_mode", None)  # OPTIONS' transaction_mode
-        if mode != "IMMEDIATE":
-            self.cursor().execute("BEGIN" if mode is None else f"BEGIN {mode}")  # as Django's
+        # OPTIONS' transaction_mode; the other modes begin as Django's backend begins them
+        if getattr(self, "transaction_mode", None) != "IMMEDIATE":
+            super()._start_transaction_under_autocommit()  # type: ignore[misc]  # not in the stubs
             return
         timeout = float(self.settings_dict.get("OPTIONS", {}).get("timeout", DEFAULT_TIMEOUT))
         raw = self.connection
